@@ -1,0 +1,211 @@
+"""The Agent: configuration, one plugin manager, the selected components and the harness.
+
+Python and the CLI drive the same object::
+
+    agent = Agent.from_config("monoagent.toml")
+    result = await agent.respond(TurnRequest("hello", conversation_id="demo"))
+    result = agent.run_sync("hello again", conversation_id="demo")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import Config, RawConfig, build_config, load_raw, plugins_settings
+from .errors import ComponentError, ConfigError
+from .harness import EventCallback, Harness
+from .interfaces import CompactionPolicy, HistoryStore, ProviderRuntime, Tool
+from .model import AssembledPrompt, TurnRequest, TurnResult
+from .plugins import LOCAL_PLUGIN_FILE, PluginHost, await_me_maybe
+from .turn import Turn
+
+DEFAULT_MODEL = "offline:echo"
+
+
+class Agent:
+    """An agent: config + plugins + components + harness. One plugin manager per Agent.
+
+    Args:
+        config: a :class:`~monoagent.config.Config`, a mapping shaped like ``monoagent.toml``,
+            or None to discover the config file (``config_path``, ``MONO_AGENT_CONFIG``,
+            ``./monoagent.toml``, the user config dir).
+        plugins: plugin objects (modules, classes, instances) or ``(name, plugin)`` pairs,
+            registered last, so they win every firstresult hook.
+        config_path: an explicit config file (like ``--config``).
+        plugins_dirs: directories of ``*.py`` plugin files (like ``--plugins-dir``).
+        env: the environment to read ``MONO_AGENT_*`` from (default ``os.environ``).
+        autoload: False skips third-party entry points (bundled plugins still load).
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | None = None,
+        *,
+        plugins: Iterable[Any] = (),
+        config_path: str | os.PathLike[str] | None = None,
+        plugins_dirs: Iterable[str | os.PathLike[str]] = (),
+        env: Mapping[str, str] | None = None,
+        autoload: bool = True,
+    ) -> None:
+        env = dict(os.environ if env is None else env)
+        if not autoload:
+            env["MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        self.env = env
+        if isinstance(config, Config):
+            raw: RawConfig | None = None
+            block = list(config.plugins.block)
+            local_paths = [config.resolve(p) for p in config.plugins.paths]
+            base_dir = config.base_dir
+            source_file = config.source_file
+        else:
+            raw = load_raw(config_path, env, data=config)
+            settings = plugins_settings(raw)
+            block = list(settings.block)
+            source_file = raw.source_file
+            base_dir = source_file.parent if source_file else Path.cwd()
+            local_paths = [p if p.is_absolute() else base_dir / p for p in (Path(x).expanduser() for x in settings.paths)]
+        self.host = PluginHost(env)
+        self.host.load_entry_points(block)
+        project_file = base_dir / LOCAL_PLUGIN_FILE if source_file else None
+        paths = ([project_file] if project_file and project_file.is_file() else []) + local_paths
+        self.host.load_local(paths + [Path(p) for p in plugins_dirs], block)
+        for plugin in plugins:
+            name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
+            self.host.register_programmatic(obj, name, block)
+        sections = self.host.config_sections()
+        if raw is not None:
+            self.config = build_config(raw, sections)
+        else:
+            assert isinstance(config, Config)
+            self.config = config
+            for path, cls in sections.items():
+                self.config.sections.setdefault(path, cls())
+        from .bootstrap import ensure_home
+
+        ensure_home(self.config)
+        self.harness = Harness(self)
+        self._providers: dict[str, ProviderRuntime] = {}
+        self._policies: dict[str, CompactionPolicy] = {}
+        self._store: HistoryStore | None = None
+        self._tools: dict[str, Tool] | None = None
+        self._count_tokens = self.host.hook("count_tokens")
+        self.host.pm.hook.configure.call_historic(kwargs={"agent": self})
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Agent:
+        """An Agent from a config file (or the discovered one when ``path`` is None)."""
+        return cls(None, config_path=path, **kwargs)
+
+    # ------------------------------------------------------------------ plugins and components
+
+    def register(self, plugin: Any, name: str | None = None) -> None:
+        """Register one more plugin on a running Agent (it still receives ``configure``)."""
+        self.host.register_programmatic(plugin, name, self.config.plugins.block)
+        self._tools = None
+
+    @property
+    def model(self) -> str:
+        """The configured ``provider:model``, or ``offline:echo`` when none is configured."""
+        return self.config.runtime.model or DEFAULT_MODEL
+
+    @property
+    def model_is_default(self) -> bool:
+        return self.config.runtime.model is None
+
+    def provider(self, model: str) -> ProviderRuntime:
+        """The runtime for ``provider:model`` (created once per model string)."""
+        runtime = self._providers.get(model)
+        if runtime is None:
+            prefix, sep, name = model.partition(":")
+            if not sep or not name:
+                raise ConfigError(f"model {model!r} must be '<provider>:<model>', for example 'offline:echo'")
+            component = self.host.component("provider", prefix)
+            runtime = component.factory(agent=self, model=name)
+            self._providers[model] = runtime
+        return runtime
+
+    @property
+    def history_store(self) -> HistoryStore:
+        if self._store is None:
+            component = self.host.component("history store", self.config.history.store)
+            self._store = component.factory(agent=self)
+        return self._store
+
+    def compaction_policy(self, name: str) -> CompactionPolicy:
+        policy = self._policies.get(name)
+        if policy is None:
+            policy = self._policies[name] = self.host.component("compaction policy", name).factory(agent=self)
+        return policy
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        if self._tools is None:
+            self._tools = self.host.tools()
+        return self._tools
+
+    def count_tokens(self, text: str, model: str) -> int:
+        value = self._count_tokens(text=text, model=model)
+        if value is None:
+            raise ComponentError("no plugin implements count_tokens (is the bundled 'tokens' plugin blocked?)")
+        return value
+
+    def redact(self, text: str, kind: str) -> str:
+        """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
+        value = self.host.call("redact", text=text, kind=kind)
+        return text if value is None else value
+
+    @staticmethod
+    def unstructure(value: Any) -> Any:
+        from .serial import unstructure
+
+        return unstructure(value)
+
+    # ------------------------------------------------------------------ turns
+
+    async def respond(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
+        """Run one turn; ``on_event`` receives every RunEvent (``text_delta`` for streaming)."""
+        return await self.harness.run(request, on_event=on_event)
+
+    def run_sync(
+        self,
+        text: str,
+        *,
+        conversation_id: str = "cli:default",
+        on_event: EventCallback | None = None,
+        **request_fields: Any,
+    ) -> TurnResult:
+        """Run one turn from synchronous code (for scripts); do not call inside a running loop."""
+        request = TurnRequest(text, conversation_id=conversation_id, **request_fields)
+        return asyncio.run(self.respond(request, on_event=on_event))
+
+    async def assemble(self, request: TurnRequest) -> AssembledPrompt:
+        """Build the prompt of ``request`` without calling a provider or committing anything."""
+        from .harness import new_run_id
+
+        session = self.harness._session(request, time.time())
+        events: list[Any] = []
+        turn = Turn(
+            agent=self,
+            request=request,
+            run_id=new_run_id(),
+            model=request.model or self.model,
+            session=session,
+            emitter=lambda type, data: events.append((type, data)),
+        )
+        return await self.harness.prepare(turn)
+
+    async def aclose(self) -> None:
+        """Release resources (calls the ``shutdown`` hook and closes the history store)."""
+        for value in self.host.call("shutdown", agent=self):
+            await await_me_maybe(value)
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    def close(self) -> None:
+        asyncio.run(self.aclose())

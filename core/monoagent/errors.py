@@ -1,0 +1,56 @@
+"""Error types. Each carries a message a user can act on: what was wrong and what is allowed."""
+
+from __future__ import annotations
+
+
+class MonoagentError(Exception):
+    """Base class of every error monoagent raises on purpose."""
+
+
+class ConfigError(MonoagentError):
+    """The configuration is invalid. ``problems`` lists one line per offending key."""
+
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class PluginError(MonoagentError):
+    """A plugin could not be loaded (raised only in strict mode) or misbehaved at registration."""
+
+
+class HookError(MonoagentError):
+    """An exception escaped a hook implementation; names the hook and the plugin."""
+
+    def __init__(self, hook: str, plugin: str, error: BaseException):
+        self.hook = hook
+        self.plugin = plugin
+        self.error = error
+        super().__init__(
+            f"hook {hook!r} failed in plugin {plugin!r}: {type(error).__name__}: {error}"
+        )
+
+
+class ComponentError(MonoagentError):
+    """A selected component (provider, store, tier, ...) is unknown, blocked, failed or duplicated."""
+
+
+class AdmissionRejected(MonoagentError):
+    """The harness refused a turn because ``concurrency.maxPendingRuns`` runs already wait."""
+
+
+class ProviderError(MonoagentError):
+    """A provider call failed. ``retryable`` marks transient failures (429, 5xx, resets)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, provider: str = ""):
+        self.retryable = retryable
+        self.provider = provider
+        super().__init__(message)
+
+
+class ContextLimitError(ProviderError):
+    """The prompt does not fit the model's context window, even after compaction."""
+
+
+class TurnFailed(MonoagentError):
+    """A turn ended without a committed answer; nothing previously committed was touched."""

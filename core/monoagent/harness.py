@@ -1,0 +1,388 @@
+"""The harness: one turn from request to committed result.
+
+channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
+follow-ups queue there without counting against any limit) -> admission
+(``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
+resolution (daily bucket) -> history load -> memory recall -> compaction -> sections ->
+assembly and manifest -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
+with the tool loop (capped by ``runtime.maxTurns``) -> commit (history publish, events,
+``after_commit``).
+
+A turn that fails or is cancelled commits nothing and leaves committed history untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from loguru import logger
+
+from .assembly import collect_sections, compile_prompt
+from .errors import AdmissionRejected, ProviderError, TurnFailed
+from .model import (
+    AssembledPrompt,
+    MemoryHit,
+    Message,
+    ProviderRequest,
+    RunEvent,
+    StepFinished,
+    TextDelta,
+    ToolActivity,
+    ToolCall,
+    ToolCallRequested,
+    ToolResult,
+    ToolStatus,
+    TurnRequest,
+    TurnResult,
+    Usage,
+    UserMessagePart,
+)
+from .plugins import await_me_maybe
+from .text import utf8_len
+from .turn import SessionInfo, StepOutcome, Turn
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+RECALL_MAX_HITS = 5
+RECALL_MAX_BYTES = 8 * 1024
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+EventCallback = Callable[[RunEvent], Any]
+
+
+def new_run_id() -> str:
+    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones."""
+    return f"{int(time.time() * 1000):012x}{os.urandom(5).hex()}"
+
+
+def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
+    """Highest scores first, at most 5 hits and 8 KB of text in all; a hit that does not fit is skipped."""
+    kept: list[MemoryHit] = []
+    used = 0
+    for hit in sorted(hits, key=lambda h: -h.score):
+        if len(kept) == RECALL_MAX_HITS:
+            break
+        size = utf8_len(hit.text)
+        if not hit.text.strip() or used + size > RECALL_MAX_BYTES:
+            continue
+        kept.append(hit)
+        used += size
+    return tuple(kept)
+
+
+@attrs.define
+class _Run:
+    """Book-keeping of one run's events."""
+
+    run_id: str
+    conversation_id: str
+    callback: EventCallback | None
+    seq: int = 0
+
+
+class Harness:
+    """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lanes: dict[str, asyncio.Lock] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._pending = 0
+        self._buckets: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ primitives bound to the loop
+
+    def _bind_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._lanes = {}
+            self._slots = asyncio.Semaphore(self.agent.config.concurrency.max_concurrent_runs)
+            self._pending = 0
+
+    def _lane(self, conversation_id: str) -> asyncio.Lock:
+        lane = self._lanes.get(conversation_id)
+        if lane is None:
+            lane = self._lanes[conversation_id] = asyncio.Lock()
+        return lane
+
+    # ------------------------------------------------------------------ events
+
+    def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
+        host = self.agent.host
+        observers = host.hook("on_run_event")
+
+        def emit(type: str, data: dict[str, Any]) -> None:
+            run.seq += 1
+            event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
+            try:
+                observers(event=event, agent=self.agent)
+            except Exception as exc:
+                plugin = host.culprit("on_run_event", exc)
+                logger.bind(plugin=plugin).opt(exception=exc).warning("run-event observer failed")
+            if run.callback is not None:
+                run.callback(event)
+
+        return emit
+
+    # ------------------------------------------------------------------ session
+
+    def _session(self, request: TurnRequest, started: float) -> SessionInfo:
+        cfg = self.agent.config.runtime.session
+        logical = request.conversation_id
+        physical, bucket, new_bucket = logical, None, False
+        if cfg.rollover == "daily" and request.delivery != "console":
+            tz = None
+            if cfg.rollover_timezone:
+                from zoneinfo import ZoneInfo
+
+                tz = ZoneInfo(cfg.rollover_timezone)
+            bucket = datetime.fromtimestamp(started, tz).astimezone(tz).strftime("%Y-%m-%d")
+            physical = f"{logical}:{bucket}"
+            new_bucket = self._buckets.get(logical) != bucket
+            self._buckets[logical] = bucket
+        return SessionInfo(
+            delivery=request.delivery,
+            mode=cfg.mode,
+            logical_conversation_id=logical,
+            conversation_id=physical,
+            bucket=bucket,
+            new_bucket=new_bucket,
+            memory_configured=bool(self.agent.config.memory.tiers),
+        )
+
+    # ------------------------------------------------------------------ the turn
+
+    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
+        """Run one turn to its committed result, or raise (committing nothing)."""
+        self._bind_loop()
+        async with self._lane(request.conversation_id):
+            return await self._admitted(request, on_event)
+
+    async def _admitted(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+        assert self._slots is not None
+        limit = self.agent.config.concurrency.max_pending_runs
+        if self._slots.locked() and self._pending >= limit:
+            raise AdmissionRejected(
+                f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
+                f"try again later or raise the limit"
+            )
+        self._pending += 1
+        slot_held = False
+        started = time.time()
+        session = self._session(request, started)
+        run = _Run(new_run_id(), session.conversation_id, on_event)
+        turn = Turn(
+            agent=self.agent,
+            request=request,
+            run_id=run.run_id,
+            model=request.model or self.agent.model,
+            session=session,
+            emitter=self._emitter(run),
+            started_at=started,
+        )
+        try:
+            turn.emit(
+                "run_started",
+                model=turn.model,
+                channel=request.channel,
+                delivery=request.delivery,
+                logical_conversation_id=session.logical_conversation_id,
+            )
+            if session.new_bucket and session.bucket:
+                turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
+            prompt = await self.prepare(turn)
+            await self._slots.acquire()
+            slot_held = True
+            self._pending -= 1
+            result = await self._execute(turn, prompt)
+        except asyncio.CancelledError:
+            turn.emit("run_cancelled", reason="cancelled")
+            raise
+        except BaseException as exc:
+            turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"))
+            raise
+        finally:
+            if slot_held:
+                self._slots.release()
+            else:
+                self._pending -= 1
+        return result
+
+    async def prepare(self, turn: Turn) -> AssembledPrompt:
+        """Everything before the provider: history, recall, compaction, sections, assembly."""
+        agent = self.agent
+        host = agent.host
+        store = agent.history_store
+        turn.history = tuple(await store.load(turn.conversation_id))
+        turn.tools = tuple(tool.spec for tool in agent.tools.values())
+        recalled: list[MemoryHit] = []
+        for value in host.call("recall_memory", turn=turn):
+            hits = await await_me_maybe(value)
+            recalled.extend(hits or ())
+        turn.recalled = gate_recall(recalled)
+        if turn.recalled:
+            turn.emit(
+                "memory_recalled",
+                hits=[{"source": h.source, "bytes": utf8_len(h.text)} for h in turn.recalled],
+                bytes=sum(utf8_len(h.text) for h in turn.recalled),
+            )
+        history = await self._compact(turn, turn.history)
+        parts: list[UserMessagePart] = []
+        for value in host.call("augment_user_message", turn=turn, recalled=turn.recalled):
+            parts.extend(value if isinstance(value, (list, tuple)) else [value])
+        parts.sort(key=lambda p: p.order)
+        user_message = host.call("render_user_message", turn=turn, parts=tuple(parts))
+        if not isinstance(user_message, Message):
+            raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
+        sections = collect_sections(host, turn, history)
+        prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
+        return prompt
+
+    async def _compact(self, turn: Turn, history: tuple[Message, ...]) -> tuple[Message, ...]:
+        if not history:
+            return history
+        agent = self.agent
+        cfg = agent.config.runtime.compaction
+        window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
+        budget = max(window - cfg.response_reserve_tokens, 0)
+        tokens = sum(agent.count_tokens(m.content, turn.model) for m in history)
+        choice = agent.host.call("choose_compaction", turn=turn, history_tokens=tokens, budget=budget) or "none"
+        if choice == "none":
+            turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
+            return history
+        policy = agent.compaction_policy(choice)
+        outcome = await policy.compact(turn, history, budget)
+        turn.emit(
+            "context_compaction",
+            applied=outcome.applied,
+            policy=choice,
+            method=outcome.method,
+            history_tokens=tokens,
+            budget=budget,
+            before=len(history),
+            after=len(outcome.messages),
+        )
+        return tuple(outcome.messages)
+
+    async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
+        agent = self.agent
+        host = agent.host
+        runtime = agent.provider(turn.model)
+        max_turns = agent.config.runtime.max_turns
+        messages: list[Message] = list(prompt.messages)
+        activity: list[ToolActivity] = []
+        usage = Usage()
+        prelude = ""
+        if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
+            prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
+            turn.emit("text_delta", text=prelude, step=0)
+        step = 0
+        while True:
+            step += 1
+            if max_turns and step > max_turns:
+                raise TurnFailed(
+                    f"the model was still calling tools after runtime.maxTurns = {max_turns} provider steps; "
+                    f"nothing was committed (raise runtime.maxTurns, or 0 for unlimited)"
+                )
+            request = ProviderRequest(
+                model=turn.model.partition(":")[2],
+                prompt=prompt,
+                messages=tuple(messages),
+                tools=turn.tools,
+                run_id=turn.run_id,
+                step=step,
+            )
+            request = host.call("prepare_provider_request", turn=turn, request=request) or request
+            outcome = await self._step(turn, runtime, request)
+            usage = usage + outcome.usage
+            host.call("after_provider_call", turn=turn, request=request, outcome=outcome)
+            if not outcome.tool_calls:
+                break
+            messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))
+            for call in outcome.tool_calls:
+                result = await self._tool(turn, call)
+                activity.append(ToolActivity(call, result))
+                messages.append(Message("tool", result.content, name=call.name, tool_call_id=call.id))
+        text = prelude + outcome.text
+        user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
+        answer = Message("assistant", text)
+        receipt = await agent.history_store.commit(turn.conversation_id, [user, answer])
+        result = TurnResult(
+            run_id=turn.run_id,
+            conversation_id=turn.conversation_id,
+            text=text,
+            model=turn.model,
+            usage=usage,
+            tool_activity=tuple(activity),
+            manifest=prompt.manifest,
+            steps=step,
+        )
+        turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
+        for value in host.call("after_commit", turn=turn, result=result):
+            try:
+                await await_me_maybe(value)
+            except Exception as exc:  # the commit stands; say what did not happen
+                turn.emit("runtime_warning", code="after_commit_failed", error=agent.redact(f"{type(exc).__name__}: {exc}", "error"))
+        turn.emit("run_completed", model=turn.model, steps=step, usage=attrs.asdict(usage), chars=len(text))
+        return result
+
+    async def _step(self, turn: Turn, runtime: Any, request: ProviderRequest) -> StepOutcome:
+        pieces: list[str] = []
+        calls: list[ToolCall] = []
+        finished = StepFinished()
+        turn.emit("provider_request", model=turn.model, step=request.step, messages=len(request.messages), tools=len(request.tools))
+        async for event in runtime.stream(request):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+                turn.emit("text_delta", text=event.text, step=request.step)
+            elif isinstance(event, ToolCallRequested):
+                calls.append(event.call)
+            elif isinstance(event, StepFinished):
+                finished = event
+            else:
+                raise ProviderError(f"provider {turn.model!r} yielded {event!r}, which is not a ProviderEvent")
+        outcome = StepOutcome(turn.model, "".join(pieces), tuple(calls), finished.usage, finished.stop_reason)
+        turn.emit(
+            "provider_response",
+            model=turn.model,
+            step=request.step,
+            stop_reason=finished.stop_reason,
+            tool_calls=len(calls),
+            usage=attrs.asdict(finished.usage),
+        )
+        return outcome
+
+    async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
+        agent = self.agent
+        turn.emit("tool_call", id=call.id, name=call.name)
+        tool = agent.tools.get(call.name)
+        if tool is None or call.name not in {spec.name for spec in turn.tools}:
+            available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
+            result = ToolResult(
+                call.id, call.name, f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED
+            )
+        else:
+            result = agent.host.call("before_tool_call", turn=turn, call=call)
+            if result is None:
+                try:
+                    value = await await_me_maybe(tool.handler(turn, dict(call.arguments)))
+                    result = value if isinstance(value, ToolResult) else ToolResult(call.id, call.name, str(value))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
+                    result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
+        agent.host.call("after_tool_call", turn=turn, call=call, result=result)
+        turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content))
+        return result
+

@@ -1,0 +1,404 @@
+"""The data model of a turn: what flows between channels, hooks, providers and stores.
+
+Every class here is an attrs class, frozen where the value never changes after it is built.
+Text boundaries (records on disk, JSON output, events) go through :mod:`monoagent.serial`,
+which uses cattrs; nothing here hand-writes (de)serialisation.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import Any, Literal
+
+import attrs
+
+Role = Literal["user", "assistant", "system", "tool"]
+Stability = Literal["stable", "dynamic"]
+Delivery = Literal["console", "push", "request"]
+SurfaceKind = Literal["dm", "channel", "group"]
+
+
+def _tuple(value: Any) -> tuple:
+    return tuple(value) if value is not None else ()
+
+
+# --------------------------------------------------------------------------- people and places
+
+
+@attrs.frozen
+class Speaker:
+    """Who is talking on a turn.
+
+    ``display_name`` and ``handle`` are model-visible (a group chat is unusable without them);
+    ``user_id`` is the platform's id, kept for host bookkeeping and never rendered: a platform
+    user id can double as a route (a Slack user id is also a DM channel id).
+    """
+
+    display_name: str
+    handle: str | None = None
+    user_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``Alice Chen (@alice)``, or the display name alone when there is no handle."""
+        if self.handle:
+            return f"{self.display_name} (@{self.handle.lstrip('@')})"
+        return self.display_name
+
+
+@attrs.frozen
+class Surface:
+    """Which channel a chat turn is on: kind, user-controlled name, channel id, message budget.
+
+    The id is a channel or chat id (Slack ``C…``/``D…``/``G…``, a Telegram chat id), never a
+    thread id. ``message_budget`` is the transport's own per-message character limit.
+    """
+
+    kind: SurfaceKind
+    id: str
+    name: str | None = None
+    message_budget: int | None = None
+
+
+@attrs.frozen
+class PrecedingMessage:
+    """A message other people wrote in the conversation while the agent was not answering."""
+
+    speaker: Speaker
+    text: str
+    timestamp: float | None = None
+
+
+@attrs.frozen
+class Attachment:
+    """A file that came with the request; only metadata and extracted text reach the prompt."""
+
+    name: str
+    media_type: str = "application/octet-stream"
+    text: str | None = None
+    size: int | None = None
+
+
+# --------------------------------------------------------------------------- messages and tools
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call requested by the model: provider call id, tool name, parsed arguments."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+
+
+class ToolStatus(str, Enum):
+    """How a tool call ended (the documented result vocabulary)."""
+
+    SUCCESS = "success"
+    REJECTED = "rejected"
+    ERROR = "error"
+    EXIT_NONZERO = "exit_nonzero"
+    TIMEOUT = "timeout"
+    SIGNAL = "signal"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool returned for one call; ``content`` is text the model will read."""
+
+    call_id: str
+    name: str
+    content: str
+    status: ToolStatus = ToolStatus.SUCCESS
+
+    @property
+    def is_error(self) -> bool:
+        return self.status is not ToolStatus.SUCCESS
+
+
+@attrs.frozen
+class Message:
+    """One conversation message as stored in history and sent to providers.
+
+    ``name`` carries the speaker label of a user message (persisted, so a later turn knows who
+    said what); ``tool_calls`` are set on assistant messages that asked for tools and
+    ``tool_call_id`` on ``tool`` messages that answer them.
+    """
+
+    role: Role
+    content: str
+    name: str | None = None
+    timestamp: float = attrs.field(factory=time.time)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
+    tool_call_id: str | None = None
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool's model-visible definition: it travels in the provider's tool interface."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@attrs.frozen
+class TurnRequest:
+    """What a channel submits for one turn.
+
+    ``delivery`` classifies the turn for the session block: ``console`` (terminal or web console,
+    the reader is in this thread), ``push`` (a chat channel the host delivers into) or
+    ``request`` (cron, webhook, API: no proactive follow-up possible). ``console`` names the
+    console (``terminal``, ``web``) on console turns. ``sender``, ``preceding_messages`` and
+    ``surface`` are optional; a channel without them builds a turn byte-identical to one from
+    before they existed.
+    """
+
+    text: str
+    conversation_id: str = "cli:default"
+    channel: str = "api"
+    delivery: Delivery = "request"
+    console: str | None = None
+    sender: Speaker | None = None
+    preceding_messages: tuple[PrecedingMessage, ...] = attrs.field(default=(), converter=_tuple)
+    surface: Surface | None = None
+    attachments: tuple[Attachment, ...] = attrs.field(default=(), converter=_tuple)
+    model: str | None = None
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+
+# --------------------------------------------------------------------------- prompt assembly
+
+
+@attrs.frozen
+class Section:
+    """One section of the system prompt.
+
+    ``order`` places it (the documented sections use 100..700, see
+    :data:`monoagent.assembly.SECTION_ORDER`); ``stability`` says whether its text is expected to
+    stay byte-identical across the turns of a session (``stable``, cacheable) or not
+    (``dynamic``); ``source`` names where the text came from (a plugin, a file name) for the
+    manifest. A section whose ``text`` is empty is skipped.
+    """
+
+    id: str
+    text: str
+    order: int
+    stability: Stability = "stable"
+    source: str = ""
+    title: str | None = None
+
+
+@attrs.frozen
+class UserMessagePart:
+    """Text a turn-step hook adds around the user's own text on the provider-facing message.
+
+    ``position`` ``before`` parts precede the user's text (speaker fences), ``after`` parts follow
+    it and any attachment block (the recalled-memory block). Parts are placed by ``order``.
+    They are never written to history.
+    """
+
+    text: str
+    position: Literal["before", "after"] = "after"
+    order: int = 500
+    source: str = ""
+
+
+@attrs.frozen
+class MemoryHit:
+    """One recalled memory: where it came from, its text and its relevance score."""
+
+    source: str
+    text: str
+    score: float = 0.0
+    id: str | None = None
+
+
+@attrs.frozen
+class Diagnostic:
+    """Something assembly noticed: a missing or truncated file, a skipped skill."""
+
+    code: str
+    message: str
+    section: str | None = None
+
+
+@attrs.frozen
+class ManifestSection:
+    id: str
+    order: int
+    stability: Stability
+    part: Stability
+    source: str
+    bytes: int
+    sha256: str
+
+
+@attrs.frozen
+class Fingerprints:
+    stable: str
+    dynamic: str
+    full: str
+
+
+@attrs.frozen
+class PromptManifest:
+    """Metadata of one compiled prompt: the audit handle, not the prompt text.
+
+    ``sections`` lists every emitted system section in order, with the part of the text it was
+    rendered into (``stable`` before the cache boundary, ``dynamic`` after it);
+    ``fingerprints`` are SHA-256 of the stable text, the dynamic text and the full text (stable,
+    boundary line, dynamic).
+    """
+
+    compiler_version: str
+    profile: str
+    sections: tuple[ManifestSection, ...]
+    fingerprints: Fingerprints
+    diagnostics: tuple[Diagnostic, ...]
+    user_message_bytes: int
+    message_count: int
+    history_messages: int = 0
+
+    @property
+    def section_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.sections)
+
+
+@attrs.frozen
+class AssembledPrompt:
+    """The provider-neutral prompt of one turn.
+
+    ``stable_text`` and ``dynamic_text`` are the system text on either side of the cache
+    boundary; ``messages`` are the provider-facing messages, the current user message last.
+    Providers that support prompt caching send the two parts as separate system blocks and never
+    send :data:`boundary` as text.
+    """
+
+    stable_text: str
+    dynamic_text: str
+    boundary: str
+    messages: tuple[Message, ...]
+    sections: tuple[Section, ...]
+    manifest: PromptManifest
+
+    @property
+    def system_text(self) -> str:
+        """The whole system prompt with the boundary line, as fingerprinted."""
+        if not self.dynamic_text:
+            return self.stable_text
+        return f"{self.stable_text}\n{self.boundary}\n{self.dynamic_text}"
+
+    @property
+    def system_text_without_boundary(self) -> str:
+        """The system prompt for providers without a caching split: both parts, no marker."""
+        return "\n\n".join(part for part in (self.stable_text, self.dynamic_text) if part)
+
+
+# --------------------------------------------------------------------------- providers
+
+
+@attrs.frozen
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@attrs.frozen
+class ProviderRequest:
+    """What the harness asks a provider runtime for: one model step of a turn.
+
+    ``messages`` holds the current user message and, inside a tool loop, the assistant tool-call
+    and tool-result messages of this run. ``tools`` are the only callable tools.
+    """
+
+    model: str
+    prompt: AssembledPrompt
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    run_id: str = ""
+    step: int = 1
+    max_output_tokens: int | None = None
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of streamed assistant text."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallRequested:
+    """The provider finished assembling one tool call."""
+
+    call: ToolCall
+
+
+@attrs.frozen
+class StepFinished:
+    """The provider step ended: why, and its usage."""
+
+    stop_reason: str = "end_turn"
+    usage: Usage = Usage()
+
+
+ProviderEvent = TextDelta | ToolCallRequested | StepFinished
+
+
+# --------------------------------------------------------------------------- events and results
+
+
+@attrs.frozen
+class RunEvent:
+    """One fact about a run, for observers, artifact sinks and streaming callers.
+
+    ``type`` is one of the documented event names (``run_started``, ``prompt_manifest``,
+    ``text_delta``, ``tool_call``, ``tool_result``, ``session_boundary``, ``memory_recalled``,
+    ``runtime_warning``, ``run_committed``, ``run_completed``, ``run_failed``,
+    ``run_cancelled``, ...); ``data`` is JSON-ready.
+    """
+
+    type: str
+    run_id: str
+    conversation_id: str
+    seq: int
+    at: float
+    data: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ToolActivity:
+    call: ToolCall
+    result: ToolResult
+
+
+@attrs.frozen
+class TurnResult:
+    """What a completed turn returns to its caller."""
+
+    run_id: str
+    conversation_id: str
+    text: str
+    model: str
+    status: Literal["completed", "failed", "cancelled"] = "completed"
+    usage: Usage = Usage()
+    tool_activity: tuple[ToolActivity, ...] = ()
+    manifest: PromptManifest | None = None
+    steps: int = 0

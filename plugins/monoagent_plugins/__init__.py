@@ -1,0 +1,1 @@
+"""The bundled default plugins, each registered through the monoagent entry-point group."""

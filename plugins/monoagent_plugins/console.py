@@ -1,0 +1,73 @@
+"""The ``console`` channel: interactive terminal turns behind ``monoagent chat``.
+
+Each line typed is one console turn in the same conversation (``delivery = "console"``,
+``console = "terminal"``); the answer streams as it arrives. Line editing and history come
+from the standard ``readline`` module where the platform has it. ``/exit`` or end of input
+(Ctrl-D) leaves; ``/reset`` clears the conversation's history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any, TextIO
+
+from monoagent.model import RunEvent, TurnRequest
+from monoagent.plugins import bundled_impl
+
+
+class ConsoleChannel:
+    name = "console"
+
+    def __init__(self, agent: Any, conversation_id: str = "cli:chat", model: str | None = None,
+                 stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+        self.agent = agent
+        self.conversation_id = conversation_id
+        self.model = model
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+
+    def _read(self) -> str | None:
+        if self.stdin is sys.stdin and sys.stdin.isatty():
+            try:
+                import readline  # noqa: F401  (enables line editing for input())
+            except ImportError:
+                pass
+            try:
+                return input("you> ")
+            except EOFError:
+                return None
+        line = self.stdin.readline()
+        return None if line == "" else line.rstrip("\n")
+
+    def _print_delta(self, event: RunEvent) -> None:
+        if event.type == "text_delta":
+            self.stdout.write(event.data["text"])
+            self.stdout.flush()
+
+    async def serve(self, agent: Any = None) -> None:
+        agent = agent or self.agent
+        while True:
+            line = await asyncio.to_thread(self._read)
+            if line is None or line.strip() in {"/exit", "/quit"}:
+                return
+            if not line.strip():
+                continue
+            if line.strip() == "/reset":
+                removed = await agent.history_store.reset(self.conversation_id)
+                self.stdout.write(f"(history of {self.conversation_id} cleared: {removed} messages)\n")
+                continue
+            request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
+                                  delivery="console", console="terminal", model=self.model)
+            self.stdout.write("agent> ")
+            try:
+                await agent.respond(request, on_event=self._print_delta)
+            except Exception as exc:  # one failed turn does not end the session
+                self.stdout.write(f"\n(error: {exc})")
+            self.stdout.write("\n")
+            self.stdout.flush()
+
+
+@bundled_impl
+def register_channels(register: Any) -> None:
+    register("console", ConsoleChannel, description="interactive terminal chat (monoagent chat)")

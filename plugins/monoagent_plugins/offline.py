@@ -1,0 +1,167 @@
+"""Offline providers that need no network: ``offline:echo`` and ``offline:scripted``.
+
+``offline:echo`` answers deterministically with what it received: the section ids, the history
+length and the user message. ``offline:scripted`` replays replies and tool calls from a script
+file (``providers.offline.scriptPath`` or ``MONO_AGENT_OFFLINE_SCRIPT``), one step per provider
+call, for tests and demos. A script is TOML or JSON::
+
+    [[steps]]
+    text = "Let me look that up."
+    tool_calls = [{ name = "clock", arguments = {} }]
+
+    [[steps]]
+    text = "It is noon."
+
+A step may instead carry ``error = "..."`` (with ``retryable = true`` for a transient failure)
+to rehearse failure handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import tomllib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from monoagent.config import setting
+from monoagent.errors import ConfigError, ProviderError
+from monoagent.model import ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
+from monoagent.plugins import bundled_impl
+from monoagent.text import utf8_len
+
+CONTEXT_WINDOW = 200_000
+
+
+@attrs.define
+class OfflineConfig:
+    """providers.offline: the offline providers."""
+
+    script_path: Path | None = setting(
+        None, doc="Script replayed by offline:scripted (TOML or JSON).", env="MONO_AGENT_OFFLINE_SCRIPT"
+    )
+
+
+def _tokens(text: str) -> int:
+    return -(-utf8_len(text) // 4)
+
+
+def _chunks(text: str) -> list[str]:
+    return re.findall(r"\S+\s*|\s+", text) or [text]
+
+
+class EchoRuntime:
+    """Says what it received. Streams the reply word by word."""
+
+    name = "offline:echo"
+    context_window = CONTEXT_WINDOW
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        manifest = request.prompt.manifest
+        user = request.prompt.messages[-1].content if request.prompt.messages else ""
+        reply = (
+            f"[offline:echo] sections: {', '.join(manifest.section_ids) or 'none'}; "
+            f"history: {manifest.history_messages} messages; you said: {user}"
+        )
+        for piece in _chunks(reply):
+            await asyncio.sleep(0)
+            yield TextDelta(piece)
+        prompt_text = request.prompt.system_text + "".join(m.content for m in request.messages)
+        yield StepFinished("end_turn", Usage(input_tokens=_tokens(prompt_text), output_tokens=_tokens(reply)))
+
+
+@attrs.frozen
+class ScriptedCall:
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    id: str | None = None
+
+
+@attrs.frozen
+class ScriptStep:
+    text: str = ""
+    tool_calls: list[ScriptedCall] = attrs.field(factory=list)
+    error: str | None = None
+    retryable: bool = False
+    stop_reason: str | None = None
+
+
+def load_script(path: Path) -> list[ScriptStep]:
+    """Read and validate a script file; a clear ConfigError names the file and the problem."""
+    import cattrs
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"offline:scripted: cannot read script {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw) if path.suffix.lower() == ".json" else tomllib.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"offline:scripted: script {path} is not valid {path.suffix.lstrip('.').upper() or 'TOML'}: {exc}") from None
+    steps = data.get("steps") if isinstance(data, dict) else data
+    if not isinstance(steps, list) or not steps:
+        raise ConfigError(f"offline:scripted: script {path} needs a non-empty list 'steps' of {{text, tool_calls, error}} tables")
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    try:
+        return [converter.structure(step, ScriptStep) for step in steps]
+    except Exception as exc:
+        detail = "; ".join(cattrs.transform_error(exc)) if isinstance(exc, cattrs.BaseValidationError) else str(exc)
+        raise ConfigError(f"offline:scripted: script {path} has an invalid step: {detail}") from None
+
+
+class ScriptedRuntime:
+    """Replays a script, one step per provider call, in order."""
+
+    name = "offline:scripted"
+    context_window = CONTEXT_WINDOW
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.steps = load_script(path)
+        self.cursor = 0
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        if self.cursor >= len(self.steps):
+            raise ProviderError(
+                f"offline:scripted: script {self.path} has no step left ({len(self.steps)} replayed); add steps to it",
+                provider="offline",
+            )
+        step = self.steps[self.cursor]
+        self.cursor += 1
+        if step.error is not None:
+            raise ProviderError(f"offline:scripted: {step.error}", retryable=step.retryable, provider="offline")
+        for piece in _chunks(step.text) if step.text else []:
+            await asyncio.sleep(0)
+            yield TextDelta(piece)
+        for index, call in enumerate(step.tool_calls):
+            call_id = call.id or f"call_{self.cursor}_{index + 1}"
+            yield ToolCallRequested(ToolCall(call_id, call.name, dict(call.arguments)))
+        stop = step.stop_reason or ("tool_use" if step.tool_calls else "end_turn")
+        yield StepFinished(stop, Usage(input_tokens=_tokens(request.prompt.system_text), output_tokens=_tokens(step.text)))
+
+
+def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
+    if model == "echo":
+        return EchoRuntime()
+    if model == "scripted":
+        path = agent.config.section("providers.offline").script_path
+        if path is None:
+            raise ConfigError(
+                "offline:scripted needs a script: set providers.offline.scriptPath or MONO_AGENT_OFFLINE_SCRIPT"
+            )
+        return ScriptedRuntime(agent.config.resolve(path))
+    raise ConfigError(f"offline provider has no model {model!r}; available: echo, scripted")
+
+
+@bundled_impl
+def register_providers(register: Any) -> None:
+    register("offline", make_runtime, description="offline:echo and offline:scripted (no network)")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register("providers.offline", OfflineConfig)
