@@ -27,6 +27,21 @@ from .turn import Turn
 DEFAULT_MODEL = "offline:echo"
 
 
+def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir: Path | None = None) -> list[Path]:
+    """Project-local plugin files: ``monoagent_local.py`` beside the config file, then ``plugins.paths``.
+
+    Relative ``plugins.paths`` entries are relative to the config file's directory.
+    """
+    base = base_dir or (source_file.parent if source_file else Path.cwd())
+    found: list[Path] = []
+    if source_file is not None and (source_file.parent / LOCAL_PLUGIN_FILE).is_file():
+        found.append(source_file.parent / LOCAL_PLUGIN_FILE)
+    for path in paths:
+        path = Path(path).expanduser()
+        found.append(path if path.is_absolute() else base / path)
+    return found
+
+
 class Agent:
     """An agent: config + plugins + components + harness. One plugin manager per Agent.
 
@@ -40,6 +55,9 @@ class Agent:
         plugins_dirs: directories of ``*.py`` plugin files (like ``--plugins-dir``).
         env: the environment to read ``MONO_AGENT_*`` from (default ``os.environ``).
         autoload: False skips third-party entry points (bundled plugins still load).
+        host: a :class:`~monoagent.plugins.PluginHost` whose entry-point and local plugins are
+            already loaded for this configuration (the CLI loads them early so plugins can add
+            commands); programmatic ``plugins`` are still registered on it.
     """
 
     def __init__(
@@ -51,6 +69,7 @@ class Agent:
         plugins_dirs: Iterable[str | os.PathLike[str]] = (),
         env: Mapping[str, str] | None = None,
         autoload: bool = True,
+        host: PluginHost | None = None,
     ) -> None:
         env = dict(os.environ if env is None else env)
         if not autoload:
@@ -59,21 +78,17 @@ class Agent:
         if isinstance(config, Config):
             raw: RawConfig | None = None
             block = list(config.plugins.block)
-            local_paths = [config.resolve(p) for p in config.plugins.paths]
-            base_dir = config.base_dir
-            source_file = config.source_file
+            local_paths = local_plugin_paths(config.source_file, config.plugins.paths, config.base_dir)
         else:
             raw = load_raw(config_path, env, data=config)
             settings = plugins_settings(raw)
             block = list(settings.block)
-            source_file = raw.source_file
-            base_dir = source_file.parent if source_file else Path.cwd()
-            local_paths = [p if p.is_absolute() else base_dir / p for p in (Path(x).expanduser() for x in settings.paths)]
-        self.host = PluginHost(env)
-        self.host.load_entry_points(block)
-        project_file = base_dir / LOCAL_PLUGIN_FILE if source_file else None
-        paths = ([project_file] if project_file and project_file.is_file() else []) + local_paths
-        self.host.load_local(paths + [Path(p) for p in plugins_dirs], block)
+            local_paths = local_plugin_paths(raw.source_file, settings.paths)
+        if host is None:
+            host = PluginHost(env)
+            host.load_entry_points(block)
+            host.load_local(local_paths + [Path(p) for p in plugins_dirs], block)
+        self.host = host
         for plugin in plugins:
             name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
             self.host.register_programmatic(obj, name, block)

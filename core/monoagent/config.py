@@ -50,9 +50,10 @@ def setting(
     allowed: str | None = None,
     check: typing.Callable[[Any], str | None] | None = None,
     factory: typing.Callable[[], Any] | None = None,
+    example: Any = None,
 ) -> Any:
     """An attrs field with the metadata the loader, the docs and ``config init`` read."""
-    metadata = {"doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "check": check}
+    metadata = {"doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "check": check, "example": example}
     if factory is not None:
         return attrs.field(factory=factory, metadata=metadata)
     return attrs.field(default=default, metadata=metadata)
@@ -99,11 +100,13 @@ class ContextConfig:
         None,
         doc="IDENTITY.md for section 2. Unset: the agent home's IDENTITY.md, created from seed text when missing.",
         env="MONO_AGENT_IDENTITY_PATH",
+        example="IDENTITY.md",
     )
     soul_path: Path | None = setting(
         None,
         doc="SOUL.md for section 1 (core guardrails). Unset: the agent home's SOUL.md, else the built-in default soul.",
         env="MONO_AGENT_SOUL_PATH",
+        example="SOUL.md",
     )
     user_path: Path | None = setting(
         None,
@@ -202,7 +205,7 @@ class RuntimeConfig:
 
     model: str | None = setting(
         None, doc="'<provider>:<model>'. Unset: offline:echo, announced on stderr by the CLI.",
-        env="MONO_AGENT_MODEL", check=_check_model,
+        env="MONO_AGENT_MODEL", check=_check_model, example="anthropic:claude-sonnet-4-6",
     )
     max_turns: int = setting(
         0, doc="Provider steps per run; 0 = unlimited, 1-100 caps it.", env="MONO_AGENT_MAX_TURNS",
@@ -385,6 +388,10 @@ class KeyInfo:
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             return default.factory()
         return default
+
+    @property
+    def example(self) -> Any:
+        return self.attribute.metadata.get("example")
 
     @property
     def allowed(self) -> str:
