@@ -1,2 +1,59 @@
-"""monoagent: build LLM agents from plugins."""
+"""monoagent: build LLM agents from plugins.
+
+The public API, importable from here: :class:`Agent`, :data:`hookimpl` (mark hook
+implementations), the data model (:class:`TurnRequest`, :class:`Section`, :class:`Message`,
+:class:`ToolSpec`, ...) and the errors. Names are loaded on first use, so ``import monoagent``
+stays cheap for the command line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Agent": "agent",
+    "hookimpl": "hookspecs",
+    "hookspec": "hookspecs",
+    "Config": "config",
+    "load_config": "config",
+    "Turn": "turn",
+    "StepOutcome": "turn",
+    "Tool": "interfaces",
+    "CompactionOutcome": "interfaces",
+    "CommitReceipt": "interfaces",
+    "ConversationInfo": "interfaces",
+    **{
+        name: "model"
+        for name in (
+            "AssembledPrompt", "Attachment", "Diagnostic", "MemoryHit", "Message", "PrecedingMessage",
+            "PromptManifest", "ProviderRequest", "RunEvent", "Section", "Speaker", "StepFinished",
+            "Surface", "TextDelta", "ToolCall", "ToolCallRequested", "ToolResult", "ToolSpec",
+            "ToolStatus", "TurnRequest", "TurnResult", "Usage", "UserMessagePart",
+        )
+    },
+    **{
+        name: "errors"
+        for name in (
+            "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
+            "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed",
+        )
+    },
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'monoagent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

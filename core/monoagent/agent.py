@@ -19,27 +19,12 @@ from typing import Any
 from .config import Config, RawConfig, build_config, load_raw, plugins_settings
 from .errors import ComponentError, ConfigError
 from .harness import EventCallback, Harness
-from .interfaces import CompactionPolicy, HistoryStore, ProviderRuntime, Tool
+from .interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
 from .model import AssembledPrompt, TurnRequest, TurnResult
-from .plugins import LOCAL_PLUGIN_FILE, PluginHost, await_me_maybe
+from .plugins import PluginHost, await_me_maybe, local_plugin_paths
 from .turn import Turn
 
 DEFAULT_MODEL = "offline:echo"
-
-
-def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir: Path | None = None) -> list[Path]:
-    """Project-local plugin files: ``monoagent_local.py`` beside the config file, then ``plugins.paths``.
-
-    Relative ``plugins.paths`` entries are relative to the config file's directory.
-    """
-    base = base_dir or (source_file.parent if source_file else Path.cwd())
-    found: list[Path] = []
-    if source_file is not None and (source_file.parent / LOCAL_PLUGIN_FILE).is_file():
-        found.append(source_file.parent / LOCAL_PLUGIN_FILE)
-    for path in paths:
-        path = Path(path).expanduser()
-        found.append(path if path.is_absolute() else base / path)
-    return found
 
 
 class Agent:
@@ -106,6 +91,7 @@ class Agent:
         self.harness = Harness(self)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
+        self._tiers: dict[str, MemoryTier] = {}
         self._store: HistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
         self._count_tokens = self.host.hook("count_tokens")
@@ -150,6 +136,17 @@ class Agent:
             component = self.host.component("history store", self.config.history.store)
             self._store = component.factory(agent=self)
         return self._store
+
+    def memory_tiers(self) -> dict[str, MemoryTier]:
+        """The tiers named in ``memory.tiers``, created once each, in configured order."""
+        for name in self.config.memory.tiers:
+            if name not in self._tiers:
+                self._tiers[name] = self.host.component("memory tier", name).factory(agent=self, options={})
+        return {name: self._tiers[name] for name in self.config.memory.tiers}
+
+    def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
+        """A registered embedder, by name (memory tiers ask for theirs)."""
+        return self.host.component("embedder", name).factory(agent=self, options=dict(options or {}))
 
     def compaction_policy(self, name: str) -> CompactionPolicy:
         policy = self._policies.get(name)

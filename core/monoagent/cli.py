@@ -8,7 +8,6 @@ configuration is validated when a command first needs the Agent, so ``--help`` a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -44,12 +43,9 @@ class CliState:
 
 
 def _configure_logging(debug: bool) -> None:
-    from loguru import logger
+    from .log import configure_cli
 
-    logger.remove()
-    logger.add(sys.stderr, level="DEBUG" if debug else "WARNING", format="monoagent: {level}: {message}")
-    logger.enable("monoagent")
-    logger.enable("monoagent_plugins")
+    configure_cli(debug)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,6 +96,8 @@ def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
         if event.type == "text_delta" and not as_json:
             click.echo(event.data["text"], nl=False)
 
+    import asyncio
+
     result = asyncio.run(agent.respond(request, on_event=stream))
     if as_json:
         click.echo(json.dumps(agent.unstructure(result), ensure_ascii=False, indent=2))
@@ -117,6 +115,8 @@ def chat(conversation: str, model: str | None) -> None:
     channel = agent.host.component("channel", "console").factory(agent=agent)
     channel.conversation_id = conversation
     channel.model = model
+    import asyncio
+
     asyncio.run(channel.serve(agent))
 
 
@@ -130,6 +130,8 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
 
     agent = _state().agent()
     request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal")
+    import asyncio
+
     assembled = asyncio.run(agent.assemble(request))
     if as_json:
         data = {
@@ -227,6 +229,7 @@ def config_validate() -> None:
         agent.compaction_policy(agent.config.runtime.compaction.policy)
     for model in agent.config.runtime.fallbacks:
         agent.provider(model)
+    agent.memory_tiers()
     file = agent.config.source_file
     click.echo(f"configuration is valid ({file if file else 'embedded defaults'})")
 
@@ -267,9 +270,8 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def _load_plugins_early(argv: Sequence[str]) -> None:
-    from .agent import local_plugin_paths
     from .config import load_raw, plugins_settings
-    from .plugins import PluginHost
+    from .plugins import PluginHost, local_plugin_paths
 
     config, dirs = _prescan(argv)
     host = PluginHost()

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from loguru import logger
+from .log import logger
 
 from .assembly import collect_sections, compile_prompt
 from .errors import AdmissionRejected, ProviderError, TurnFailed
@@ -118,16 +118,16 @@ class Harness:
 
     def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
         host = self.agent.host
-        observers = host.hook("on_run_event")
+        agent = self.agent
 
         def emit(type: str, data: dict[str, Any]) -> None:
             run.seq += 1
             event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
-            try:
-                observers(event=event, agent=self.agent)
-            except Exception as exc:
-                plugin = host.culprit("on_run_event", exc)
-                logger.bind(plugin=plugin).opt(exception=exc).warning("run-event observer failed")
+            for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
+                if error is not None:
+                    logger.bind(plugin=plugin).opt(exception=error).warning(
+                        "run-event observer in plugin {} failed on {}: {}", plugin, type, error
+                    )
             if run.callback is not None:
                 run.callback(event)
 
@@ -328,11 +328,18 @@ class Harness:
             steps=step,
         )
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
-        for value in host.call("after_commit", turn=turn, result=result):
+        for plugin, value, error in host.call_isolated("after_commit", turn=turn, result=result):
             try:
+                if error is not None:
+                    raise error
                 await await_me_maybe(value)
             except Exception as exc:  # the commit stands; say what did not happen
-                turn.emit("runtime_warning", code="after_commit_failed", error=agent.redact(f"{type(exc).__name__}: {exc}", "error"))
+                turn.emit(
+                    "runtime_warning",
+                    code="after_commit_failed",
+                    plugin=plugin,
+                    error=agent.redact(f"{type(exc).__name__}: {exc}", "error"),
+                )
         turn.emit("run_completed", model=turn.model, steps=step, usage=attrs.asdict(usage), chars=len(text))
         return result
 

@@ -4,7 +4,7 @@ Load order (later sources take precedence in firstresult hooks, because pluggy c
 recently registered implementation first):
 
 1. bundled plugins: entry-point group ``monoagent`` of the ``monoagent`` distribution itself,
-   in the order the distribution declares them; their implementations are marked ``trylast``;
+   sorted by name (a fixed order); their implementations are marked ``trylast``;
 2. third-party entry points (group ``monoagent`` of every other distribution), sorted by name;
 3. project-local plugins: ``monoagent_local.py`` next to the discovered config file, then the
    files and directories of ``plugins.paths``, then ``--plugins-dir`` directories;
@@ -38,7 +38,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 import pluggy
-from loguru import logger
+from .log import logger
 
 from . import hookspecs
 from .errors import ComponentError, HookError, MonoagentError, PluginError
@@ -110,7 +110,8 @@ class PluginHost:
         self.strict = _flag(self.env, "MONO_AGENT_STRICT_PLUGINS")
         self._components: dict[str, dict[str, Component]] | None = None
         self._code_owners: dict[str, dict[types.CodeType, str]] = {}
-        if _flag(self.env, "MONO_AGENT_TRACE_HOOKS"):
+        self.tracing = _flag(self.env, "MONO_AGENT_TRACE_HOOKS")
+        if self.tracing:
             self.pm.add_hookcall_monitoring(self._trace_before, self._trace_after)
 
     # ------------------------------------------------------------------ tracing
@@ -178,7 +179,7 @@ class PluginHost:
 
         blocked = set(block)
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
-        bundled = [ep for ep in eps if _dist_name(ep) == BUNDLED_DISTRIBUTION]
+        bundled = sorted((ep for ep in eps if _dist_name(ep) == BUNDLED_DISTRIBUTION), key=lambda ep: ep.name)
         third = sorted((ep for ep in eps if _dist_name(ep) != BUNDLED_DISTRIBUTION), key=lambda ep: ep.name)
         only = self.env.get("MONO_AGENT_LOAD_PLUGINS")
         allowed = None if only is None else {n.strip() for n in only.split(",") if n.strip()}
@@ -276,7 +277,7 @@ class PluginHost:
         """
         results: list[tuple[str, Any]] = []
         impls = getattr(self.pm.hook, name).get_hookimpls()
-        if _flag(self.env, "MONO_AGENT_TRACE_HOOKS"):
+        if self.tracing:
             sys.stderr.write(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]\n")
         for impl in reversed(impls):
             args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
@@ -287,6 +288,24 @@ class PluginHost:
             except Exception as exc:
                 raise HookError(name, impl.plugin_name, exc) from exc
         return results
+
+    def call_isolated(self, name: str, **kwargs: Any) -> list[tuple[str, Any, BaseException | None]]:
+        """Call each implementation of ``name`` on its own: one that raises does not stop the rest.
+
+        For observer-like hooks (``after_commit``, ``on_run_event``) whose failures must be
+        reported without undoing what already happened. Returns ``(plugin, result, error)``.
+        """
+        out: list[tuple[str, Any, BaseException | None]] = []
+        impls = getattr(self.pm.hook, name).get_hookimpls()[::-1]
+        if self.tracing:
+            sys.stderr.write(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]\n")
+        for impl in impls:
+            args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
+            try:
+                out.append((impl.plugin_name, impl.function(**args), None))
+            except Exception as exc:
+                out.append((impl.plugin_name, None, exc))
+        return out
 
     # ------------------------------------------------------------------ registries
 
@@ -400,6 +419,21 @@ class PluginHost:
             except Exception as exc:
                 raise HookError("register_config_sections", impl.plugin_name, exc) from exc
         return {path: cls for path, (cls, _) in sections.items()}
+
+
+def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir: Path | None = None) -> list[Path]:
+    """Project-local plugin files: ``monoagent_local.py`` beside the config file, then ``plugins.paths``.
+
+    Relative ``plugins.paths`` entries are relative to the config file's directory.
+    """
+    base = base_dir or (source_file.parent if source_file else Path.cwd())
+    found: list[Path] = []
+    if source_file is not None and (source_file.parent / LOCAL_PLUGIN_FILE).is_file():
+        found.append(source_file.parent / LOCAL_PLUGIN_FILE)
+    for path in paths:
+        path = Path(path).expanduser()
+        found.append(path if path.is_absolute() else base / path)
+    return found
 
 
 def _kernel_paths() -> set[str]:

@@ -19,19 +19,20 @@ class Truncated:
 def utf8_prefix(text: str, max_bytes: int) -> Truncated:
     """The longest prefix of ``text`` whose UTF-8 encoding fits ``max_bytes``.
 
-    Never splits a code point: the cut backs up to a character boundary. Surrogates that cannot
-    be encoded are replaced, so the result is always valid UTF-8.
+    Never splits a code point: the cut backs up to a character boundary. Lone surrogates, which
+    UTF-8 cannot encode, are replaced by ``?`` first, so the result is always valid UTF-8 and
+    byte counts are of that valid encoding.
     """
-    data = text.encode("utf-8", "surrogatepass")
+    data = text.encode("utf-8", "replace")
     if len(data) <= max_bytes:
-        return Truncated(text, len(data), len(data))
+        return Truncated(data.decode("utf-8"), len(data), len(data))
     cut = max(max_bytes, 0)
     # Back up over continuation bytes (10xxxxxx) so the cut lands on a code-point boundary.
     while cut > 0 and (data[cut] & 0xC0) == 0x80:
         cut -= 1
-    kept = data[:cut].decode("utf-8", "replace")
-    return Truncated(kept, len(data), cut)
+    return Truncated(data[:cut].decode("utf-8"), len(data), cut)
 
 
 def utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    """Bytes of ``text`` in UTF-8 (a lone surrogate counts as the one byte of its replacement)."""
+    return len(text.encode("utf-8", "replace"))

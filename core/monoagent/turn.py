@@ -42,7 +42,8 @@ class Turn:
     Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
     ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
     ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn), ``now`` (an
-    aware datetime in the configured time zone) and ``diagnostics``. Report problems with
+    aware datetime in the configured time zone), ``diagnostics`` and ``state`` (a scratch dict
+    for plugins, keyed by plugin module name, that lives as long as the turn). Report problems with
     :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
     :class:`~monoagent.model.RunEvent`).
     """

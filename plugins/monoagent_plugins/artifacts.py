@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from loguru import logger
+from monoagent.log import logger
 
 from monoagent.model import RunEvent
 from monoagent.plugins import bundled_impl
-from monoagent.serial import unstructure
 
 SKIPPED = frozenset({"text_delta"})
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
@@ -45,6 +44,8 @@ def on_run_event(event: RunEvent, agent: Any) -> None:
     if event.type in SKIPPED:
         return
     try:
+        from monoagent.serial import unstructure
+
         handle = _handle(agent, event.run_id)
         handle.write(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         handle.flush()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loguru import logger
+from monoagent.log import logger
 
 from monoagent.assembly import compile_prompt
 from monoagent.errors import MonoagentError

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from loguru import logger
+from monoagent.log import logger
 
 from monoagent.errors import MonoagentError
 from monoagent.interfaces import CommitReceipt, ConversationInfo
 from monoagent.model import Message
 from monoagent.plugins import bundled_impl
-from monoagent.serial import converter
 
 RECORD_VERSION = 1
 SUFFIX = ".json"
@@ -49,6 +48,12 @@ class HistoryRecord:
     conversationId: str
     updatedAt: float
     messages: list[Message]
+
+
+def _converter():
+    from monoagent.serial import converter
+
+    return converter
 
 
 def record_name(conversation_id: str) -> str:
@@ -123,7 +128,7 @@ class FilesHistoryStore:
         if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
             raise HistoryRecordError(f"history record {path.name} has an unsupported shape (expected version {RECORD_VERSION})")
         try:
-            record = converter.structure(raw, HistoryRecord)
+            record = _converter().structure(raw, HistoryRecord)
         except Exception as exc:
             raise HistoryRecordError(f"history record {path.name} has an unsupported shape: {exc}") from None
         if record.conversationId != conversation_id:
@@ -157,7 +162,7 @@ class FilesHistoryStore:
         try:
             messages = (tuple(self._read(conversation_id)) + tuple(new))[-self.max_messages :]
             record = HistoryRecord(RECORD_VERSION, conversation_id, time.time(), list(messages))
-            data = json.dumps(converter.unstructure(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+            data = json.dumps(_converter().unstructure(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
             path = self._path(conversation_id)
             tmp = self.directory / f".{path.stem}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -208,7 +213,7 @@ class FilesHistoryStore:
         for path in sorted(self.directory.glob("*" + SUFFIX)):
             try:
                 raw = json.loads(path.read_bytes())
-                record = converter.structure(raw, HistoryRecord)
+                record = _converter().structure(raw, HistoryRecord)
             except Exception:  # a broken record is listed by the store's own checks, not here
                 logger.warning("history record {} is unreadable; not listed", path.name)
                 continue

@@ -1,0 +1,47 @@
+"""A lazily imported loguru logger.
+
+loguru costs tens of milliseconds to import, more than the whole budget of ``monoagent --help``,
+so modules log through :data:`logger`, which imports loguru on first use. As a library,
+monoagent's log records are disabled (loguru's advice for libraries): enable them with
+``loguru.logger.enable("monoagent")``. The CLI enables them at WARNING (DEBUG with ``--debug``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_cli_level: str | None = None
+
+
+def configure_cli(debug: bool) -> None:
+    """Send monoagent's records to stderr at WARNING, or DEBUG with ``--debug``, from first use on."""
+    global _cli_level
+    _cli_level = "DEBUG" if debug else "WARNING"
+    _LazyLogger._real = None
+
+
+class _LazyLogger:
+    _real: Any = None
+
+    def _load(self) -> Any:
+        if self._real is None:
+            import sys
+
+            from loguru import logger as real
+
+            if _cli_level is not None:
+                real.remove()
+                real.add(sys.stderr, level=_cli_level, format="monoagent: {level}: {message}")
+                real.enable("monoagent")
+                real.enable("monoagent_plugins")
+            else:
+                real.disable("monoagent")
+                real.disable("monoagent_plugins")
+            type(self)._real = real
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._load(), name)
+
+
+logger = _LazyLogger()

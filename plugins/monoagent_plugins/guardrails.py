@@ -1,0 +1,43 @@
+"""Section 1, Core Guardrails: the soul.
+
+The soul is the agent home's SOUL.md (or ``context.soulPath``), read once per turn under the
+bootstrap budgets by :func:`monoagent.bootstrap.read_bootstrap_files`, which also records the
+diagnostics for a missing, unreadable or truncated file. When no file could be read the built-in
+default soul stands in, so the section is never empty.
+
+A file block shows the file's name (never its path, which would leak the host's layout into a
+cacheable prompt), its text, and the "yours to evolve" reminder. The reminder is rendered here;
+it is never written into the file.
+"""
+
+from __future__ import annotations
+
+from monoagent.bootstrap import DEFAULT_SOUL, EVOLVE_REMINDER, BootstrapFile
+from monoagent.model import Section
+from monoagent.plugins import bundled_impl
+from monoagent.turn import Turn
+
+HEADING = "# Core guardrails"
+
+
+def _file_block(file: BootstrapFile) -> str:
+    """Name heading, budgeted text, a truncation marker when cut, then the reminder."""
+    parts = [f"## {file.name}", file.text.rstrip()]
+    if file.truncated:
+        parts.append(f"[{file.name} truncated: kept {len(file.text)} of {file.original_chars} characters]")
+    parts.append(EVOLVE_REMINDER)
+    return "\n\n".join(part for part in parts if part)
+
+
+@bundled_impl
+def section_core_guardrails(turn: Turn) -> Section:
+    """SOUL.md as a file block with the evolve reminder, else the built-in default soul."""
+    soul = turn.bootstrap.soul
+    body = _file_block(soul) if soul.present else DEFAULT_SOUL.rstrip()
+    return Section(
+        id="core_guardrails",
+        text=f"{HEADING}\n\n{body}",
+        order=100,
+        stability="stable",
+        source="guardrails",
+    )

@@ -1,0 +1,63 @@
+"""Section 2, Identity (IDENTITY.md), and the optional User Persona section (USER.md).
+
+Both files are read once per turn under the bootstrap budgets by
+:func:`monoagent.bootstrap.read_bootstrap_files`, which records every missing, unreadable or
+truncated file as a diagnostic. Identity is a required section: when IDENTITY.md could not be
+read the section still appears and says so, rather than silently dropping who the agent is.
+USER.md is never created; when it is absent the persona section is simply not contributed.
+
+Blocks show the file's name, never its path. IDENTITY.md carries the "yours to evolve"
+reminder; USER.md describes the person, not the agent, so it does not.
+"""
+
+from __future__ import annotations
+
+from monoagent.bootstrap import EVOLVE_REMINDER, BootstrapFile
+from monoagent.model import Section
+from monoagent.plugins import bundled_impl
+from monoagent.turn import Turn
+
+IDENTITY_HEADING = "# Identity"
+PERSONA_HEADING = "# User persona"
+
+
+def _file_block(file: BootstrapFile, reminder: str | None) -> str:
+    """Name heading, budgeted text, a truncation marker when cut, then the reminder if any."""
+    parts = [f"## {file.name}", file.text.rstrip()]
+    if file.truncated:
+        parts.append(f"[{file.name} truncated: kept {len(file.text)} of {file.original_chars} characters]")
+    if reminder:
+        parts.append(reminder)
+    return "\n\n".join(part for part in parts if part)
+
+
+@bundled_impl
+def section_identity(turn: Turn) -> Section:
+    """IDENTITY.md with the evolve reminder, or a note that no identity file could be read."""
+    identity = turn.bootstrap.identity
+    if identity.present:
+        body = _file_block(identity, EVOLVE_REMINDER)
+    else:
+        body = f"No identity file could be read ({identity.name}), so no identity is configured for this turn."
+    return Section(
+        id="identity",
+        text=f"{IDENTITY_HEADING}\n\n{body}",
+        order=200,
+        stability="stable",
+        source="identity",
+    )
+
+
+@bundled_impl
+def extra_sections(turn: Turn) -> Section | None:
+    """USER.md as the ``user_persona`` section (order 250, stable) when it is present."""
+    user = turn.bootstrap.user
+    if user is None or not user.present or not user.text.strip():
+        return None
+    return Section(
+        id="user_persona",
+        text=f"{PERSONA_HEADING}\n\n{_file_block(user, None)}",
+        order=250,
+        stability="stable",
+        source="identity",
+    )

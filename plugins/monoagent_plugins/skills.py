@@ -1,0 +1,141 @@
+"""Sections 5 and 6: the Skill Index and the Selected Skill Instructions.
+
+A skill is ``<skillsRoot>/<name>/SKILL.md`` for each name in ``context.selectedSkills``, in
+that order; there is no auto-selection. The file may open with YAML front matter (``---`` lines
+around a mapping) giving a ``description`` and optionally a display ``name``. The index lists
+one line per skill; the instructions carry each body, front matter removed, capped at
+``context.skillMaxBytes`` UTF-8 bytes without splitting a character.
+
+Problems are diagnostics, never failures: a missing or unreadable SKILL.md, one whose resolved
+path leaves the skills root (a symlink out of it), malformed front matter, a truncated body.
+A skill that could not be read is left out of both sections. Each skill is loaded once per
+turn (both sections share the result) and file reads are cached by path, mtime and size.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from monoagent.bootstrap import read_text_cached
+from monoagent.model import Section
+from monoagent.plugins import bundled_impl
+from monoagent.text import utf8_prefix
+from monoagent.turn import Turn
+
+INDEX_HEADING = "# Skills"
+INSTRUCTIONS_HEADING = "# Selected skill instructions"
+_STATE_KEY = "monoagent_plugins.skills"
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
+
+
+@attrs.frozen
+class LoadedSkill:
+    """One selected skill as read this turn: display name, one-line description, body."""
+
+    name: str
+    description: str | None
+    body: str
+
+
+def _one_line(value: object) -> str | None:
+    """A front-matter string collapsed to one line, or None when it is not a non-blank string."""
+    if not isinstance(value, str):
+        return None
+    return " ".join(value.split()) or None
+
+
+def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
+    """``(metadata, body, problem)``; the metadata is empty when absent or malformed."""
+    match = _FRONT_MATTER.match(text)
+    if match is None:
+        problem = "front matter is not closed by a '---' line" if text.startswith("---\n") else None
+        return {}, text.lstrip("\n").rstrip(), problem
+    body = text[match.end():].lstrip("\n").rstrip()
+    import yaml  # imported on first use: keeps `monoagent --help` fast
+
+    try:
+        meta = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        return {}, body, f"front matter is not valid YAML ({getattr(exc, 'problem', None) or type(exc).__name__})"
+    if meta is None:
+        return {}, body, None
+    if not isinstance(meta, dict):
+        return {}, body, "front matter is not a mapping"
+    description = meta.get("description")
+    if description is not None and not isinstance(description, str):
+        return {**meta, "description": None}, body, "description is not a string"
+    return meta, body, None
+
+
+def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
+    """Read and parse one selected skill, or record why it is left out."""
+
+    def skip(code: str, why: str) -> None:
+        turn.diagnose(code, f"skill {name!r}: {why}", "skill_instructions")
+
+    try:
+        root = root.resolve()
+        path = (root / name / "SKILL.md").resolve()
+    except (OSError, RuntimeError) as exc:
+        skip("skill_unreadable", f"SKILL.md could not be resolved ({type(exc).__name__})")
+        return None
+    if not path.is_relative_to(root):
+        skip("skill_outside_root", "SKILL.md resolves outside the skills root")
+        return None
+    try:
+        text = read_text_cached(path)
+    except FileNotFoundError:
+        skip("skill_missing", f"{name}/SKILL.md not found in the skills root")
+        return None
+    except OSError as exc:
+        skip("skill_unreadable", f"SKILL.md could not be read: {exc.strerror}")
+        return None
+    meta, body, problem = _split_front_matter(text.removeprefix("\ufeff"))
+    if problem:
+        turn.diagnose("skill_front_matter_invalid", f"skill {name!r}: {problem}", "skill_index")
+    return LoadedSkill(_one_line(meta.get("name")) or name, _one_line(meta.get("description")), body)
+
+
+def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
+    """The turn's selected skills that could be read, loaded once per turn."""
+    loaded = turn.state.get(_STATE_KEY)
+    if loaded is None:
+        root = turn.config.skills_root
+        names = dict.fromkeys(turn.config.context.selected_skills)
+        loaded = tuple(skill for skill in (_load(turn, root, name) for name in names) if skill is not None)
+        turn.state[_STATE_KEY] = loaded
+    return loaded
+
+
+@bundled_impl
+def section_skill_index(turn: Turn) -> Section:
+    """One ``- name: description`` line per loaded skill under ``# Skills``; empty without skills."""
+    skills = selected_skills(turn)
+    lines = [f"- {s.name}: {s.description}" if s.description else f"- {s.name}" for s in skills]
+    text = INDEX_HEADING + "\n\n" + "\n".join(lines) if lines else ""
+    return Section(id="skill_index", text=text, order=500, stability="stable", source="skills")
+
+
+@bundled_impl
+def section_skill_instructions(turn: Turn) -> Section:
+    """Each loaded skill's body under ``## Skill: <name>``, capped at ``context.skillMaxBytes``."""
+    skills = selected_skills(turn)
+    cap = turn.config.context.skill_max_bytes
+    blocks = []
+    for skill in skills:
+        cut = utf8_prefix(skill.body, cap)
+        body = cut.text
+        if cut.truncated:
+            turn.diagnose(
+                "skill_truncated",
+                f"skill {skill.name!r}: body truncated from {cut.original_bytes} to {cut.kept_bytes} bytes "
+                f"(context.skillMaxBytes = {cap})",
+                "skill_instructions",
+            )
+            body = f"{body}\n\n[skill truncated: kept {cut.kept_bytes} of {cut.original_bytes} bytes]"
+        blocks.append(f"## Skill: {skill.name}\n\n{body}".rstrip())
+    text = INSTRUCTIONS_HEADING + "\n\n" + "\n\n".join(blocks) if blocks else ""
+    return Section(id="skill_instructions", text=text, order=600, stability="stable", source="skills")

@@ -1,0 +1,619 @@
+"""One test per hook: each calls the hook through a real Agent and checks its effect.
+
+tests/test_docs.py checks that every hookspec has a ``test_hook_<name>`` here (datasette's
+meta-test), so a new hook cannot land without a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import attrs
+import click
+import pytest
+from click.testing import CliRunner
+
+from monoagent import hookimpl
+from monoagent.errors import ComponentError, TurnFailed
+from monoagent.interfaces import CompactionOutcome
+from monoagent.model import (
+    MemoryHit,
+    Message,
+    Section,
+    StepFinished,
+    TextDelta,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    TurnRequest,
+    UserMessagePart,
+)
+from monoagent.testing import HookRecorder, fresh_agent, write_script
+
+
+def run(agent: Any, text: str = "hello", conversation: str = "t", **fields: Any) -> Any:
+    return asyncio.run(agent.respond(TurnRequest(text, conversation_id=conversation, **fields)))
+
+
+def assemble(agent: Any, text: str = "hello", conversation: str = "t", **fields: Any) -> Any:
+    return asyncio.run(agent.assemble(TurnRequest(text, conversation_id=conversation, **fields)))
+
+
+# ---------------------------------------------------------------------------- registries
+
+
+class FixedRuntime:
+    name = "fixed"
+    context_window = 10_000
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+
+    async def stream(self, request: Any) -> Any:
+        yield TextDelta(self.reply)
+        yield StepFinished()
+
+
+def test_hook_register_providers(tmp_path):
+    class Plugin:
+        @hookimpl
+        def register_providers(self, register):
+            register("fixed", lambda agent, model: FixedRuntime(f"fixed {model}"))
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"model": "fixed:m1"}})
+    assert run(agent).text == "fixed m1"
+    assert agent.host.components["provider"]["fixed"].plugin == "Plugin"
+
+
+def test_hook_register_history_stores(tmp_path):
+    class MemoryStore:
+        name = "memory"
+
+        def __init__(self):
+            self.records: dict[str, list[Message]] = {}
+
+        async def load(self, conversation_id):
+            return list(self.records.get(conversation_id, []))
+
+        async def commit(self, conversation_id, messages):
+            from monoagent.interfaces import CommitReceipt
+
+            self.records.setdefault(conversation_id, []).extend(messages)
+            return CommitReceipt(conversation_id, len(self.records[conversation_id]), 0)
+
+        async def reset(self, conversation_id):
+            return len(self.records.pop(conversation_id, []))
+
+        async def conversations(self):
+            return []
+
+        async def close(self):
+            pass
+
+    store = MemoryStore()
+
+    class Plugin:
+        @hookimpl
+        def register_history_stores(self, register):
+            register("memory", lambda agent: store)
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"history": {"store": "memory"}})
+    run(agent, "one")
+    second = run(agent, "two")
+    assert [m.content for m in store.records["t"]][::2] == ["one", "two"]
+    assert "history: 2 messages" in second.text
+    assert not (tmp_path / "home" / "history").exists()
+
+
+def test_hook_register_memory_tiers(tmp_path):
+    class Tier:
+        name = "notes"
+
+        def __init__(self, options):
+            self.options = options
+
+        async def search(self, query, *, limit):
+            return []
+
+        async def add(self, text, *, metadata=None):
+            return "1"
+
+        async def forget(self, memory_id):
+            return True
+
+    class Plugin:
+        @hookimpl
+        def register_memory_tiers(self, register):
+            register("notes", lambda agent, options: Tier(options))
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"memory": {"tiers": ["notes"]}})
+    tiers = agent.memory_tiers()
+    assert list(tiers) == ["notes"] and isinstance(tiers["notes"], Tier)
+    bad = fresh_agent(tmp_path, config={"memory": {"tiers": ["vectors"]}})
+    with pytest.raises(ComponentError, match="memory tier 'vectors'"):
+        bad.memory_tiers()
+
+
+def test_hook_register_embedders(tmp_path):
+    class Embedder:
+        name = "count"
+        dimensions = 1
+
+        def embed(self, texts):
+            return [[float(len(t))] for t in texts]
+
+    class Plugin:
+        @hookimpl
+        def register_embedders(self, register):
+            register("count", lambda agent, options: Embedder())
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    assert agent.embedder("count").embed(["abc"]) == [[3.0]]
+
+
+def test_hook_register_channels(tmp_path):
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register):
+            register("irc", lambda agent: "irc-channel", description="IRC")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    channels = agent.host.components["channel"]
+    assert set(channels) >= {"console", "irc"}
+    assert channels["irc"].factory(agent=agent) == "irc-channel"
+
+
+def test_hook_register_compaction_policies(tmp_path):
+    class KeepLast:
+        name = "keep-last"
+
+        async def compact(self, turn, messages, budget):
+            return CompactionOutcome(tuple(messages[-2:]), applied=True, method="keep-last")
+
+    class Plugin:
+        @hookimpl
+        def register_compaction_policies(self, register):
+            register("keep-last", lambda agent: KeepLast())
+
+        @hookimpl
+        def choose_compaction(self, turn, history_tokens, budget):
+            return "keep-last"
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    for text in ("a", "b", "c"):
+        result = run(agent, text)
+    assert "history: 2 messages" in result.text
+
+
+def test_hook_register_tools(tmp_path):
+    class Plugin:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda turn, args: "noon")
+
+    script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
+    agent = fresh_agent(
+        tmp_path, plugins=[Plugin()],
+        config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}},
+    )
+    result = run(agent)
+    assert result.text == "It is noon."
+    assert [(a.call.name, a.result.content, a.result.status) for a in result.tool_activity] == [("clock", "noon", ToolStatus.SUCCESS)]
+
+
+def test_hook_register_commands(tmp_path, monkeypatch):
+    from monoagent import cli as cli_module
+
+    class Plugin:
+        @hookimpl
+        def register_commands(self, cli):
+            @cli.command(name="hello-test")
+            def hello():
+                click.echo("hello from a plugin")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    group = click.Group("monoagent", commands=dict(cli_module.cli.commands))
+    agent.host.call_each("register_commands", cli=group)
+    result = CliRunner().invoke(group, ["hello-test"])
+    assert result.output == "hello from a plugin\n"
+    assert "hello-test" not in cli_module.cli.commands
+
+
+def test_hook_register_config_sections(tmp_path):
+    @attrs.define
+    class LabConfig:
+        endpoint: str = "http://127.0.0.1:1"
+        retries: int = 1
+
+    class Plugin:
+        @hookimpl
+        def register_config_sections(self, register):
+            register("lab", LabConfig)
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retries": 3}})
+    assert agent.config.section("lab") == LabConfig(retries=3)
+    from monoagent.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"lab\.retry: unknown key .*did you mean 'retries'"):
+        fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retry": 3}})
+
+
+# ---------------------------------------------------------------------------- lifecycle
+
+
+def test_hook_configure(tmp_path):
+    seen = []
+
+    class Early:
+        @hookimpl
+        def configure(self, agent):
+            seen.append(("early", agent.config.runtime.max_turns))
+
+    class Late:
+        @hookimpl
+        def configure(self, agent):
+            seen.append(("late", agent.model))
+
+    agent = fresh_agent(tmp_path, plugins=[Early()], config={"runtime": {"maxTurns": 7}})
+    assert seen == [("early", 7)]
+    agent.register(Late())  # historic: a late plugin still receives the call, once
+    assert seen == [("early", 7), ("late", "offline:echo")]
+
+
+def test_hook_shutdown(tmp_path):
+    closed = []
+
+    class Plugin:
+        @hookimpl
+        def shutdown(self, agent):
+            async def close():
+                closed.append(agent.model)
+
+            return close()
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent.close()
+    assert closed == ["offline:echo"]
+
+
+# ---------------------------------------------------------------------------- section producers
+
+
+def test_hook_section_core_guardrails(tmp_path):
+    class Plugin:
+        @hookimpl
+        def section_core_guardrails(self, turn):
+            return Section("core_guardrails", "Be terse.", order=100, source="test")
+
+    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]))
+    assert prompt.stable_text.startswith("Be terse.\n\n")
+    assert prompt.manifest.sections[0].source == "test"
+
+
+def test_hook_section_identity(tmp_path):
+    class Plugin:
+        @hookimpl
+        def section_identity(self, turn):
+            return Section("identity", "You are Ada.", order=200)
+
+    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]))
+    assert "You are Ada." in prompt.stable_text
+    assert "IDENTITY.md" not in prompt.stable_text
+    assert prompt.manifest.section_ids[:3] == ("core_guardrails", "identity", "session")
+
+
+def test_hook_section_session(tmp_path):
+    class Plugin:
+        @hookimpl
+        def section_session(self, turn):
+            return Section("session", f"Batch job on {turn.request.channel}.", order=300)
+
+    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]), channel="cron")
+    assert "Batch job on cron." in prompt.stable_text
+
+
+def _skill(tmp_path, name="research", body="Search first."):
+    skill = tmp_path / "skills" / name
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(f"---\ndescription: Finds things\n---\n{body}\n", encoding="utf-8")
+    return {"context": {"skillsRoot": str(tmp_path / "skills"), "selectedSkills": [name]}}
+
+
+def test_hook_section_skill_index(tmp_path):
+    config = _skill(tmp_path)
+    assert "research: Finds things" in assemble(fresh_agent(tmp_path, config=config)).system_text
+
+    class Hide:
+        @hookimpl
+        def section_skill_index(self, turn):
+            return Section("skill_index", "", order=500)
+
+    prompt = assemble(fresh_agent(tmp_path, config=config, plugins=[Hide()]))
+    assert "skill_index" not in prompt.manifest.section_ids
+    assert "skill_instructions" in prompt.manifest.section_ids
+
+
+def test_hook_section_skill_instructions(tmp_path):
+    config = _skill(tmp_path)
+
+    class Plugin:
+        @hookimpl
+        def section_skill_instructions(self, turn):
+            return Section("skill_instructions", "Custom skill text.", order=600)
+
+    prompt = assemble(fresh_agent(tmp_path, config=config, plugins=[Plugin()]))
+    assert "Custom skill text." in prompt.system_text
+    assert "Search first." not in prompt.system_text
+
+
+def test_hook_extra_sections(tmp_path):
+    class Plugin:
+        @hookimpl
+        def extra_sections(self, turn):
+            return [
+                Section("facts", "Today is a test.", order=650, stability="dynamic", source="facts"),
+                Section("policy", "Policy text.", order=150, stability="stable", source="policy"),
+            ]
+
+    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]))
+    ids = prompt.manifest.section_ids
+    assert ids.index("policy") == 1 and ids[-1] == "facts"
+    assert "Policy text." in prompt.stable_text and "Today is a test." in prompt.dynamic_text
+
+
+def test_hook_render_history(tmp_path):
+    class Plugin:
+        @hookimpl
+        def render_history(self, turn, messages):
+            text = "\n".join(f"{m.role}> {m.content}" for m in messages)
+            return Section("conversation_history", text, order=400, stability="dynamic")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    run(agent, "first")
+    prompt = assemble(agent, "second")
+    assert prompt.dynamic_text.startswith("user> first\nassistant> [offline:echo]")
+
+
+def test_hook_render_user_message(tmp_path):
+    class Plugin:
+        @hookimpl
+        def render_user_message(self, turn, parts):
+            return Message("user", turn.request.text.upper())
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    assert run(agent, "quiet please").text.endswith("you said: QUIET PLEASE")
+    stored = asyncio.run(agent.history_store.load("t"))
+    assert stored[0].content == "quiet please"
+
+
+# ---------------------------------------------------------------------------- turn steps
+
+
+def test_hook_recall_memory(tmp_path):
+    class Plugin:
+        @hookimpl
+        def recall_memory(self, turn):
+            async def hits():
+                return [MemoryHit("notes", f"fact {i}", score=i / 10) for i in range(8)]
+
+            return hits()
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    events: list = []
+    result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="t"), on_event=events.append))
+    recalled = [e for e in events if e.type == "memory_recalled"]
+    assert len(recalled) == 1 and len(recalled[0].data["hits"]) == 5
+    assert "fact 7" in result.text and "fact 2" not in result.text
+    assert all("fact" not in str(e.data) for e in recalled)
+
+
+def test_hook_augment_user_message(tmp_path):
+    class Plugin:
+        @hookimpl
+        def augment_user_message(self, turn, recalled):
+            return [
+                UserMessagePart("(reply in French)", position="after", order=950),
+                UserMessagePart("<current_speaker>Alice</current_speaker>", position="before"),
+            ]
+
+    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]), "Bonjour")
+    assert prompt.messages[-1].content == "<current_speaker>Alice</current_speaker>\n\nBonjour\n\n(reply in French)"
+    assert "French" not in prompt.system_text
+
+
+def test_hook_count_tokens(tmp_path):
+    calls = []
+
+    class Plugin:
+        @hookimpl
+        def count_tokens(self, text, model):
+            calls.append(model)
+            return 10**9
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"compaction": {"policy": "truncate"}}})
+    run(agent, "one")
+    events: list = []
+    asyncio.run(agent.respond(TurnRequest("two", conversation_id="t"), on_event=events.append))
+    compaction = next(e for e in events if e.type == "context_compaction")
+    assert calls and set(calls) == {"offline:echo"}
+    assert compaction.data["applied"] is True and compaction.data["after"] == 0
+
+
+def test_hook_choose_compaction(tmp_path):
+    chosen = []
+
+    class Plugin:
+        @hookimpl
+        def choose_compaction(self, turn, history_tokens, budget):
+            chosen.append((history_tokens > 0, budget))
+            return "truncate"
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"compaction": {"contextWindowOverride": 5000, "responseReserveTokens": 1000}}})
+    run(agent, "one")
+    run(agent, "two")
+    assert chosen == [(True, 4000)]
+
+
+def test_hook_prepare_provider_request(tmp_path):
+    seen = []
+
+    class Replace:
+        @hookimpl
+        def prepare_provider_request(self, turn, request):
+            return attrs.evolve(request, max_output_tokens=100)
+
+    class Wrap:
+        @hookimpl(wrapper=True)
+        def prepare_provider_request(self, turn, request):
+            request = yield
+            seen.append(request.max_output_tokens)
+            return attrs.evolve(request, max_output_tokens=request.max_output_tokens * 2)
+
+    class Record:
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            seen.append(request.max_output_tokens)
+
+    run(fresh_agent(tmp_path, plugins=[Replace(), Wrap(), Record()]))
+    assert seen == [100, 200]
+
+
+def test_hook_after_provider_call(tmp_path):
+    outcomes = []
+
+    class Plugin:
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            outcomes.append((request.step, outcome.stop_reason, outcome.usage.output_tokens > 0, outcome.text[:14]))
+
+    run(fresh_agent(tmp_path, plugins=[Plugin()]))
+    assert outcomes == [(1, "end_turn", True, "[offline:echo]")]
+
+
+def _tool_agent(tmp_path, plugin, steps):
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("shell", "Run a command."), lambda turn, args: f"ran {args.get('cmd')}")
+
+    script = write_script(tmp_path / "script.json", steps)
+    return fresh_agent(
+        tmp_path, plugins=[Tools(), plugin],
+        config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}},
+    )
+
+
+def test_hook_before_tool_call(tmp_path):
+    class Plugin:
+        @hookimpl
+        def before_tool_call(self, turn, call):
+            if call.arguments.get("cmd") == "rm -rf /":
+                return ToolResult(call.id, call.name, "refused", ToolStatus.REJECTED)
+            return None
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "rm -rf /"}}, {"name": "shell", "arguments": {"cmd": "ls"}}]}, {"text": "done"}]
+    result = run(_tool_agent(tmp_path, Plugin(), steps))
+    assert [(a.result.content, a.result.status) for a in result.tool_activity] == [
+        ("refused", ToolStatus.REJECTED), ("ran ls", ToolStatus.SUCCESS)
+    ]
+
+
+def test_hook_after_tool_call(tmp_path):
+    seen = []
+
+    class Plugin:
+        @hookimpl
+        def after_tool_call(self, turn, call, result):
+            seen.append((call.name, result.status.value))
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}, {"name": "nope"}]}, {"text": "done"}]
+    result = run(_tool_agent(tmp_path, Plugin(), steps))
+    assert seen == [("shell", "success"), ("nope", "rejected")]
+    assert "not available in this turn (available: shell)" in result.tool_activity[1].result.content
+
+
+def test_hook_redact(tmp_path):
+    class Plugin:
+        @hookimpl(wrapper=True)
+        def redact(self, text, kind):
+            text = yield
+            return text.replace("ACME-INTERNAL", "[REDACTED:codename]")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    out = agent.redact("ACME-INTERNAL key sk-ant-api03-abcdefghijklmnopqrstuv at /home/alice/work/src/app.py", "error")
+    assert "ACME" not in out and "sk-ant" not in out and "/home/alice" not in out
+    assert "[REDACTED:codename]" in out and "[REDACTED:anthropic_key]" in out and out.endswith("/src/app.py")
+    assert agent.redact("see https://docs.python.org/3/library/json.html", "event") == "see https://docs.python.org/3/library/json.html"
+
+
+def test_hook_after_commit(tmp_path):
+    captured = []
+
+    class Plugin:
+        @hookimpl
+        def after_commit(self, turn, result):
+            captured.append((turn.request.text, result.text[:14]))
+
+    class Broken:
+        @hookimpl
+        def after_commit(self, turn, result):
+            raise RuntimeError("capture backend down")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin(), Broken()])
+    events: list = []
+    result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="t"), on_event=events.append))
+    assert captured == [("hi", "[offline:echo]")]
+    warning = next(e for e in events if e.type == "runtime_warning")
+    assert warning.data["code"] == "after_commit_failed" and result.status == "completed"
+    assert len(asyncio.run(agent.history_store.load("t"))) == 2
+
+    script = write_script(tmp_path / "fail.json", [{"error": "boom"}])
+    failing = fresh_agent(tmp_path / "f", plugins=[Plugin()], config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}})
+    with pytest.raises(Exception, match="boom"):
+        run(failing, "never captured")
+    assert captured == [("hi", "[offline:echo]")]
+
+
+def test_hook_on_run_event(tmp_path):
+    seen = []
+
+    class Plugin:
+        @hookimpl
+        def on_run_event(self, event, agent):
+            seen.append(event.type)
+
+    class Broken:
+        @hookimpl
+        def on_run_event(self, event, agent):
+            raise RuntimeError("observer bug")
+
+    run(fresh_agent(tmp_path, plugins=[Plugin(), Broken()]))
+    assert seen[0] == "run_started" and seen[-1] == "run_completed"
+    assert {"prompt_manifest", "provider_request", "text_delta", "provider_response", "run_committed"} <= set(seen)
+
+
+def test_hook_recorder_sees_turn_steps(tmp_path):
+    """Observer hooks (after_commit, on_run_event) run isolated per plugin and are not recorded."""
+    agent = fresh_agent(tmp_path)
+    with HookRecorder(agent) as recorder:
+        run(agent)
+    names = recorder.names()
+    order = ["recall_memory", "augment_user_message", "render_user_message", "section_core_guardrails",
+             "section_identity", "section_session", "render_history", "section_skill_index",
+             "section_skill_instructions", "extra_sections", "prepare_provider_request", "after_provider_call"]
+    assert [n for n in names if n in order] == order
+    assert recorder.of("section_identity")[0].plugins == ("identity",)
+
+
+def test_max_turns_caps_the_tool_loop(tmp_path):
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}]}] * 3 + [{"text": "done"}]
+
+    class Nothing:
+        pass
+
+    agent = _tool_agent(tmp_path, Nothing(), steps)
+    agent.config.runtime.max_turns = 2
+    with pytest.raises(TurnFailed, match="runtime.maxTurns = 2"):
+        run(agent)
+    assert asyncio.run(agent.history_store.load("t")) == ()
