@@ -212,18 +212,27 @@ class PluginHost:
                 self._fail(record, exc)
 
     def load_local(self, paths: Iterable[Path], block: Iterable[str] = ()) -> None:
-        """Register project-local plugin files (a directory contributes its ``*.py`` files, sorted)."""
+        """Register project-local plugin files (a directory contributes its ``*.py`` files, sorted).
+
+        A path that does not exist is recorded as a failed plugin, like a file that fails to
+        import, so one mistyped path never drops the other local plugins.
+        """
         blocked = set(block)
-        for path in _expand_plugin_paths(paths):
-            name = path.stem
-            record = self._record(PluginRecord(name, "local", "blocked", str(path)))
-            if name in blocked:
-                record.reason = "blocked by plugins.block"
+        for given in map(Path, paths):
+            if not given.exists():
+                missing = self._record(PluginRecord(given.stem or str(given), "local", "blocked", str(given)))
+                self._fail(missing, PluginError(f"plugin path {given} does not exist (from plugins.paths or --plugins-dir)"))
                 continue
-            try:
-                self._register(record, _import_file(path))
-            except Exception as exc:
-                self._fail(record, exc)
+            for path in _expand_plugin_paths([given]):
+                name = path.stem
+                record = self._record(PluginRecord(name, "local", "blocked", str(path)))
+                if name in blocked:
+                    record.reason = "blocked by plugins.block"
+                    continue
+                try:
+                    self._register(record, _import_file(path))
+                except Exception as exc:
+                    self._fail(record, exc)
 
     def register_programmatic(self, plugin: Any, name: str | None = None, block: Iterable[str] = ()) -> PluginRecord:
         """Register a plugin object passed in Python (a module, class or instance)."""

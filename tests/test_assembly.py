@@ -1,0 +1,194 @@
+"""Prompt assembly: documented order, stable/dynamic split, manifest fingerprints."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+
+from monoagent import hookimpl
+from monoagent.assembly import BOUNDARY, AssemblyError, compile_prompt
+from monoagent.model import MemoryHit, Message, Section, Surface, TurnRequest
+from monoagent.testing import fresh_agent
+
+DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]
+
+
+def assemble(agent, text="hello", conversation="t", **fields):
+    return asyncio.run(agent.assemble(TurnRequest(text, conversation_id=conversation, **fields)))
+
+
+def run(agent, text="hello", conversation="t"):
+    return asyncio.run(agent.respond(TurnRequest(text, conversation_id=conversation)))
+
+
+@pytest.fixture
+def skilled(tmp_path):
+    for name in ("alpha", "beta"):
+        skill = tmp_path / "skills" / name
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(f"---\ndescription: {name} skill\n---\nDo {name} things.\n", encoding="utf-8")
+    return {"context": {"skillsRoot": str(tmp_path / "skills"), "selectedSkills": ["alpha", "beta"]}}
+
+
+def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_path, skilled):
+    agent = fresh_agent(tmp_path, config=skilled)
+    run(agent, "first")
+    prompt = assemble(agent, "second")
+    assert list(prompt.manifest.section_ids) == DOCUMENTED
+    text = prompt.system_text
+    positions = [text.index(marker) for marker in ("# Core guardrails", "IDENTITY.md", "# Session", "# Conversation history", "alpha skill", "Do alpha things.")]
+    assert positions == sorted(positions)
+    assert prompt.messages[-1].role == "user" and prompt.messages[-1].content == "second"
+    assert "second" not in prompt.system_text
+
+
+def test_empty_optional_sections_are_skipped(tmp_path):
+    prompt = assemble(fresh_agent(tmp_path))
+    assert list(prompt.manifest.section_ids) == ["core_guardrails", "identity", "session"]
+    assert prompt.dynamic_text == "" and BOUNDARY not in prompt.system_text
+
+
+def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
+    agent = fresh_agent(tmp_path, config=skilled)
+    run(agent, "first")
+    prompt = assemble(agent, "second")
+    parts = {s.id: s.part for s in prompt.manifest.sections}
+    assert parts == {
+        "core_guardrails": "stable", "identity": "stable", "session": "stable",
+        "conversation_history": "dynamic", "skill_index": "dynamic", "skill_instructions": "dynamic",
+    }
+    stable_ids = {s.id for s in prompt.manifest.sections if s.stability == "stable"}
+    assert "skill_index" in stable_ids  # declared stable, placed after the boundary by the order
+    assert prompt.system_text == f"{prompt.stable_text}\n{BOUNDARY}\n{prompt.dynamic_text}"
+    assert BOUNDARY not in prompt.system_text_without_boundary
+
+
+def test_fingerprints_are_sha256_of_the_parts(tmp_path):
+    agent = fresh_agent(tmp_path)
+    run(agent)
+    prompt = assemble(agent)
+    fp = prompt.manifest.fingerprints
+    assert fp.stable == hashlib.sha256(prompt.stable_text.encode()).hexdigest()
+    assert fp.dynamic == hashlib.sha256(prompt.dynamic_text.encode()).hexdigest()
+    assert fp.full == hashlib.sha256(prompt.system_text.encode()).hexdigest()
+    for section, manifest in zip(prompt.sections, prompt.manifest.sections):
+        assert manifest.bytes == len(section.text.encode()) and manifest.sha256 == hashlib.sha256(section.text.encode()).hexdigest()
+
+
+def test_identical_turns_have_identical_fingerprints(tmp_path):
+    one = assemble(fresh_agent(tmp_path / "a"), conversation="same")
+    two = assemble(fresh_agent(tmp_path / "b"), conversation="same")
+    assert one.manifest.fingerprints == two.manifest.fingerprints
+    assert one.system_text == two.system_text
+
+
+def test_dynamic_only_changes_leave_the_stable_fingerprint_alone(tmp_path):
+    agent = fresh_agent(tmp_path)
+    before = assemble(agent)
+    run(agent, "a turn that grows the history")
+    after = assemble(agent)
+    assert after.manifest.fingerprints.stable == before.manifest.fingerprints.stable
+    assert after.manifest.fingerprints.dynamic != before.manifest.fingerprints.dynamic
+    assert after.manifest.fingerprints.full != before.manifest.fingerprints.full
+
+
+def test_recalled_memory_leaves_the_system_prompt_byte_identical(tmp_path):
+    hits: list[MemoryHit] = []
+
+    class Memory:
+        @hookimpl
+        def recall_memory(self, turn):
+            return list(hits)
+
+    agent = fresh_agent(tmp_path, plugins=[Memory()])
+    run(agent, "setup")
+    plain = assemble(agent, "what do I like?")
+    hits.append(MemoryHit("notes", "The user likes tea.", score=0.9))
+    recalled = assemble(agent, "what do I like?")
+    assert recalled.system_text == plain.system_text
+    assert recalled.manifest.fingerprints == plain.manifest.fingerprints
+    delimiter = "[Recalled long-term memory — background context for this turn, not the user's words:]"
+    assert recalled.messages[-1].content == f"what do I like?\n\n{delimiter}\n- The user likes tea."
+    assert delimiter not in plain.messages[-1].content
+
+
+def test_recall_is_not_persisted(tmp_path):
+    class Memory:
+        @hookimpl
+        def recall_memory(self, turn):
+            return [MemoryHit("notes", "SECRET-RECALL", score=1.0)]
+
+    agent = fresh_agent(tmp_path, plugins=[Memory()])
+    result = run(agent, "hi")
+    assert "SECRET-RECALL" in result.text  # the echo saw it on the user message
+    stored = asyncio.run(agent.history_store.load("t"))
+    assert stored[0].content == "hi"
+
+
+def test_a_changed_surface_changes_only_the_session_section(tmp_path):
+    agent = fresh_agent(tmp_path)
+    plain = assemble(agent, delivery="push", channel="slack")
+    surfaced = assemble(agent, delivery="push", channel="slack", surface=Surface("channel", "C0A1B2C3D", "team-example", 3800))
+    differing = [a.id for a, b in zip(plain.manifest.sections, surfaced.manifest.sections) if a.sha256 != b.sha256]
+    assert differing == ["session"]
+
+
+def test_required_section_without_producer_is_a_clear_error(tmp_path):
+    agent = fresh_agent(tmp_path, config={"plugins": {"block": ["identity"]}})
+    with pytest.raises(AssemblyError, match="required section 'identity' .*section_identity"):
+        assemble(agent)
+
+
+def test_duplicate_extra_section_ids_name_both_sources(tmp_path):
+    class One:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("facts", "a", order=650, source="one")
+
+    class Two:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("facts", "b", order=660, source="two")
+
+    with pytest.raises(AssemblyError, match="two sections have the id 'facts'.*'(one|two)'.*'(one|two)'"):
+        assemble(fresh_agent(tmp_path, plugins=[One(), Two()]))
+
+
+def test_extra_section_cannot_follow_the_user_message(tmp_path):
+    class Late:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("late", "x", order=800)
+
+    with pytest.raises(AssemblyError, match="always last"):
+        assemble(fresh_agent(tmp_path, plugins=[Late()]))
+
+
+def test_wrong_type_from_a_section_hook_is_named(tmp_path):
+    class Wrong:
+        @hookimpl
+        def section_identity(self, turn):
+            return "plain string"
+
+    with pytest.raises(AssemblyError, match="section_identity.*returned str"):
+        assemble(fresh_agent(tmp_path, plugins=[Wrong()]))
+
+
+def test_compile_prompt_manifest_counts():
+    sections = [Section("a", "stable text", 100), Section("b", "dynamic text", 400, stability="dynamic")]
+    prompt = compile_prompt(sections, [Message("user", "héllo")], history_messages=3)
+    assert prompt.manifest.user_message_bytes == 6
+    assert prompt.manifest.history_messages == 3 and prompt.manifest.message_count == 1
+    assert prompt.stable_text == "stable text" and prompt.dynamic_text == "dynamic text"
+
+
+def test_manifest_diagnostics_report_missing_and_truncated_files(tmp_path):
+    agent = fresh_agent(tmp_path, config={
+        "context": {"identityPath": str(tmp_path / "missing.md"), "bootstrapMaxChars": 100}
+    })
+    (tmp_path / "home" / "SOUL.md").write_text("x" * 500, encoding="utf-8")
+    prompt = assemble(agent)
+    codes = {d.code for d in prompt.manifest.diagnostics}
+    assert {"bootstrap_missing", "bootstrap_truncated"} <= codes

@@ -1,0 +1,200 @@
+"""The harness: lanes, admission, execution width, cancellation, rollover, events, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+
+import pytest
+
+from monoagent import hookimpl
+from monoagent.errors import AdmissionRejected, ProviderError
+from monoagent.model import StepFinished, TextDelta, TurnRequest
+from monoagent.testing import fresh_agent, write_script
+
+
+class GatedRuntime:
+    """A provider that waits on an asyncio.Event per call, so tests control concurrency exactly."""
+
+    name = "gated"
+    context_window = 100_000
+
+    def __init__(self):
+        self.active = 0
+        self.peak = 0
+        self.started = asyncio.Queue()
+        self.release = {}
+
+    async def stream(self, request):
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        gate = asyncio.Event()
+        text = request.prompt.messages[-1].content
+        self.release[text] = gate
+        await self.started.put(text)
+        try:
+            await gate.wait()
+            yield TextDelta(f"answer to {text}")
+            yield StepFinished()
+        finally:
+            self.active -= 1
+
+
+def gated_agent(tmp_path, **concurrency):
+    runtime = GatedRuntime()
+
+    class Plugin:
+        @hookimpl
+        def register_providers(self, register):
+            register("gated", lambda agent, model: runtime)
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"model": "gated:x"}, "concurrency": concurrency})
+    return agent, runtime
+
+
+def test_execution_width_is_capped(tmp_path):
+    agent, runtime = gated_agent(tmp_path, maxConcurrentRuns=2, maxPendingRuns=8)
+
+    async def main():
+        tasks = [asyncio.create_task(agent.respond(TurnRequest(f"m{i}", conversation_id=f"c{i}"))) for i in range(5)]
+        for _ in range(5):
+            text = await runtime.started.get()
+            assert runtime.active <= 2
+            runtime.release[text].set()
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert runtime.peak == 2
+    assert sorted(r.text for r in results) == [f"answer to m{i}" for i in range(5)]
+
+
+def test_admission_rejects_beyond_max_pending(tmp_path):
+    agent, runtime = gated_agent(tmp_path, maxConcurrentRuns=1, maxPendingRuns=1)
+
+    async def main():
+        first = asyncio.create_task(agent.respond(TurnRequest("a", conversation_id="c1")))
+        text = await runtime.started.get()
+        second = asyncio.create_task(agent.respond(TurnRequest("b", conversation_id="c2")))
+        while agent.harness._pending < 1:  # until the second run waits for the slot
+            await asyncio.sleep(0)
+        with pytest.raises(AdmissionRejected, match="maxPendingRuns = 1"):
+            await agent.respond(TurnRequest("c", conversation_id="c3"))
+        runtime.release[text].set()
+        runtime.release[await runtime.started.get()].set()
+        return await asyncio.gather(first, second)
+
+    results = asyncio.run(main())
+    assert [r.text for r in results] == ["answer to a", "answer to b"]
+
+
+def test_same_conversation_follow_ups_queue_without_counting_as_pending(tmp_path):
+    agent, runtime = gated_agent(tmp_path, maxConcurrentRuns=1, maxPendingRuns=0)
+
+    async def main():
+        tasks = [asyncio.create_task(agent.respond(TurnRequest(f"m{i}", conversation_id="same"))) for i in range(3)]
+        for _ in range(3):
+            text = await runtime.started.get()
+            assert runtime.active == 1
+            runtime.release[text].set()
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert [r.text for r in results] == ["answer to m0", "answer to m1", "answer to m2"]
+    history = asyncio.run(agent.history_store.load("same"))
+    assert [m.content for m in history if m.role == "user"] == ["m0", "m1", "m2"]
+
+
+def test_cancellation_commits_nothing_and_is_reported(tmp_path):
+    agent, runtime = gated_agent(tmp_path)
+    events = []
+
+    async def main():
+        await_done = asyncio.create_task(agent.respond(TurnRequest("first", conversation_id="c")))
+        runtime.release[await runtime.started.get()].set()
+        await await_done
+        task = asyncio.create_task(agent.respond(TurnRequest("cancel me", conversation_id="c"), on_event=events.append))
+        await runtime.started.get()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert events[-1].type == "run_cancelled"
+    history = asyncio.run(agent.history_store.load("c"))
+    assert [m.content for m in history if m.role == "user"] == ["first"]
+    assert runtime.active == 0
+
+
+def test_provider_failure_keeps_committed_history(tmp_path):
+    script = write_script(tmp_path / "s.json", [{"text": "fine"}, {"error": "upstream exploded", "retryable": True}])
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}})
+    assert agent.run_sync("one", conversation_id="c").text == "fine"
+    events = []
+    with pytest.raises(ProviderError, match="upstream exploded") as info:
+        agent.run_sync("two", conversation_id="c", on_event=events.append)
+    assert info.value.retryable
+    assert events[-1].type == "run_failed" and "upstream exploded" in events[-1].data["error"]
+    stored = asyncio.run(agent.history_store.load("c"))
+    assert [m.content for m in stored] == ["one", "fine"]
+
+
+def test_run_events_land_in_an_owner_only_jsonl_file(tmp_path):
+    agent = fresh_agent(tmp_path)
+    result = agent.run_sync("hello", conversation_id="c")
+    path = tmp_path / "home" / "artifacts" / "runs" / f"{result.run_id}.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "run_started" and types[-1] == "run_completed"
+    assert "text_delta" not in types
+    manifest = next(e for e in events if e["type"] == "prompt_manifest")["data"]["manifest"]
+    assert manifest["fingerprints"]["stable"] == result.manifest.fingerprints.stable
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+
+
+def test_daily_rollover_buckets_history_but_not_the_console(tmp_path):
+    agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    events = []
+    result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="slack:C1", delivery="push"), on_event=events.append))
+    bucket = next(e for e in events if e.type == "session_boundary")
+    assert bucket.data["kind"] == "rollover"
+    day = bucket.data["bucket"]
+    assert result.conversation_id == f"slack:C1:{day}"
+    assert result.text.startswith(f"New session bucket started: {day}.\n\n")
+    again = []
+    second = asyncio.run(agent.respond(TurnRequest("again", conversation_id="slack:C1", delivery="push"), on_event=again.append))
+    assert not any(e.type == "session_boundary" for e in again)
+    assert not second.text.startswith("New session bucket")
+    console = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="web:1", delivery="console")))
+    assert console.conversation_id == "web:1"
+
+
+def test_run_sync_works_repeatedly_across_event_loops(tmp_path):
+    agent = fresh_agent(tmp_path)
+    for i in range(3):
+        result = agent.run_sync(f"turn {i}", conversation_id="loops")
+    assert "history: 4 messages" in result.text
+
+
+def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
+    from monoagent.errors import ComponentError
+
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
+    with pytest.raises(ComponentError, match="provider 'nope' .*available: offline"):
+        agent.run_sync("hi")
+
+
+def test_scripted_script_errors_are_clear(tmp_path):
+    from monoagent.errors import ConfigError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"steps": [{"txt": "typo"}]}')
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(bad)}}})
+    with pytest.raises(ConfigError, match="bad.json has an invalid step"):
+        agent.run_sync("hi")
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}})
+    with pytest.raises(ConfigError, match="providers.offline.scriptPath"):
+        agent.run_sync("hi")
