@@ -158,6 +158,12 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
 def plugins(as_json: bool) -> None:
     """List plugins: name, version, source, status and the hooks each implements."""
     host = _early_host()
+    if "config_error" in _EARLY:
+        click.echo(
+            "monoagent: warning: the configuration could not be read, so plugins.block and plugins.paths were not "
+            f"applied to this listing: {_EARLY['config_error']}",
+            err=True,
+        )
     rows = [
         {
             "name": r.name,
@@ -280,13 +286,11 @@ def _load_plugins_early(argv: Sequence[str]) -> None:
         settings = plugins_settings(raw)
         paths = local_plugin_paths(raw.source_file, settings.paths)
         block = settings.block
-    except ConfigError:
+    except ConfigError as exc:
         paths, block = [], []
+        _EARLY["config_error"] = exc
     host.load_entry_points(block)
-    try:
-        host.load_local(paths + [Path(d) for d in dirs], block)
-    except MonoagentError as exc:
-        click.echo(f"monoagent: {exc}", err=True)
+    host.load_local(paths + [Path(d) for d in dirs], block)
     _EARLY["host"] = host
     for _plugin, _ in host.call_each("register_commands", cli=cli):
         pass

@@ -19,6 +19,16 @@ Conventions for every hook:
   by name, project-local files, programmatic plugins) means later sources win. Bundled
   implementations are marked ``trylast`` so that anything a user registers runs before them.
 * "Results are collected" marks hooks whose non-None results are all gathered in a list.
+* pluggy features, each used for a reason: ``firstresult`` for hooks that need one answer (one
+  per documented section, so a project replaces exactly one section with one function);
+  collect-all plus an explicit ``order`` field for lists (extra sections, user-message parts);
+  new-style ``wrapper=True`` for around-advice where every plugin's change must see the others'
+  (``prepare_provider_request``, ``redact``); ``trylast`` on every bundled implementation so a
+  user's implementation always runs first; ``historic`` only for ``configure``, so a plugin
+  registered after start-up still gets configured. A plugin may mark its own implementation
+  ``tryfirst`` to run before other plugins of the same hook.
+* Observer hooks (``after_commit``, ``on_run_event``) call each implementation on its own, so
+  one failing observer is reported without silencing the others.
 * Hooks are sync. Where a docstring says a hook "may return an awaitable", the kernel awaits it
   (see :func:`monoagent.plugins.await_me_maybe`); anything slow belongs on the objects the
   registries return, which are async.

@@ -127,6 +127,12 @@ class PluginHost:
         if exc is not None:
             sys.stderr.write(f"monoagent trace: {hook_name} raised {type(exc).__name__}: {exc}\n")
 
+    def _trace_registry(self, hook_name: str, impls: Sequence[pluggy.HookImpl]) -> None:
+        """Trace a registry hook, which the kernel calls per implementation, outside pluggy's monitor."""
+        if self.tracing:
+            names = ", ".join(impl.plugin_name for impl in impls) or "(no implementation)"
+            sys.stderr.write(f"monoagent trace: {hook_name}(register) -> [{names}]\n")
+
     # ------------------------------------------------------------------ loading
 
     def _record(self, record: PluginRecord) -> PluginRecord:
@@ -318,24 +324,35 @@ class PluginHost:
 
     # ------------------------------------------------------------------ registries
 
-    def _collect(self, hook_name: str, kind: str) -> dict[str, Component]:
-        found: dict[str, Component] = {}
-        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
-        for impl in reversed(impls):  # registration order: bundled first
+    def _run_registry(self, hook_name: str, bind: Callable[[str], Callable[..., None]]) -> None:
+        """Call each implementation of a registry hook with a ``register`` bound to its plugin.
 
-            def register(name: str, factory: Any, *, description: str = "", _plugin: str = impl.plugin_name) -> None:
-                if not isinstance(name, str) or not name:
-                    raise ComponentError(f"plugin {_plugin!r} registered a {kind} with an invalid name {name!r}")
-                if name in found:
-                    raise ComponentError(self._duplicate(kind, name, found[name].plugin, _plugin))
-                found[name] = Component(kind, name, factory, _plugin, description)
-
+        Bundled (``trylast``) implementations come first, so a conflict names them first.
+        """
+        impls = self.hook(hook_name).get_hookimpls()
+        self._trace_registry(hook_name, impls)
+        for impl in impls:
             try:
-                impl.function(**{"register": register} if "register" in impl.argnames else {})
+                impl.function(**{"register": bind(impl.plugin_name)} if "register" in impl.argnames else {})
             except MonoagentError:
                 raise
             except Exception as exc:
                 raise HookError(hook_name, impl.plugin_name, exc) from exc
+
+    def _collect(self, hook_name: str, kind: str) -> dict[str, Component]:
+        found: dict[str, Component] = {}
+
+        def bind(plugin: str) -> Callable[..., None]:
+            def register(name: str, factory: Any, *, description: str = "") -> None:
+                if not isinstance(name, str) or not name:
+                    raise ComponentError(f"plugin {plugin!r} registered a {kind} with an invalid name {name!r}")
+                if name in found:
+                    raise ComponentError(self._duplicate(kind, name, found[name].plugin, plugin))
+                found[name] = Component(kind, name, factory, plugin, description)
+
+            return register
+
+        self._run_registry(hook_name, bind)
         return found
 
     def _duplicate(self, kind: str, name: str, first: str, second: str) -> str:
@@ -386,47 +403,41 @@ class PluginHost:
         from .model import ToolSpec
 
         found: dict[str, Tool] = {}
-        for impl in reversed(self.hook("register_tools").get_hookimpls()):
 
-            def register(spec: ToolSpec, handler: Any, _plugin: str = impl.plugin_name) -> None:
+        def bind(plugin: str) -> Callable[..., None]:
+            def register(spec: ToolSpec, handler: Any) -> None:
                 if not isinstance(spec, ToolSpec):
-                    raise ComponentError(f"plugin {_plugin!r} registered a tool with {spec!r}; expected a ToolSpec")
+                    raise ComponentError(f"plugin {plugin!r} registered a tool with {spec!r}; expected a ToolSpec")
                 if spec.name in found:
-                    raise ComponentError(self._duplicate("tool", spec.name, found[spec.name].plugin, _plugin))
-                found[spec.name] = Tool(spec, handler, _plugin)
+                    raise ComponentError(self._duplicate("tool", spec.name, found[spec.name].plugin, plugin))
+                found[spec.name] = Tool(spec, handler, plugin)
 
-            try:
-                impl.function(register=register)
-            except MonoagentError:
-                raise
-            except Exception as exc:
-                raise HookError("register_tools", impl.plugin_name, exc) from exc
+            return register
+
+        self._run_registry("register_tools", bind)
         return found
 
     def config_sections(self) -> dict[str, type]:
         """Plugin-declared configuration sections, path -> attrs class."""
         sections: dict[str, tuple[type, str]] = {}
         kernel_paths = _kernel_paths()
-        for impl in reversed(self.hook("register_config_sections").get_hookimpls()):
 
-            def register(path: str, cls: type, _plugin: str = impl.plugin_name) -> None:
+        def bind(plugin: str) -> Callable[..., None]:
+            def register(path: str, cls: type) -> None:
                 if not attrs.has(cls):
-                    raise PluginError(f"plugin {_plugin!r} registered config section {path!r} with {cls!r}, not an attrs class")
+                    raise PluginError(f"plugin {plugin!r} registered config section {path!r} with {cls!r}, not an attrs class")
                 if path in kernel_paths:
-                    raise PluginError(f"plugin {_plugin!r} cannot claim config section {path!r}: the kernel owns it")
+                    raise PluginError(f"plugin {plugin!r} cannot claim config section {path!r}: the kernel owns it")
                 if path in sections:
                     raise PluginError(
                         f"config section {path!r} is claimed by two plugins: "
-                        f"{self._describe(sections[path][1])} and {self._describe(_plugin)}"
+                        f"{self._describe(sections[path][1])} and {self._describe(plugin)}"
                     )
-                sections[path] = (cls, _plugin)
+                sections[path] = (cls, plugin)
 
-            try:
-                impl.function(register=register)
-            except MonoagentError:
-                raise
-            except Exception as exc:
-                raise HookError("register_config_sections", impl.plugin_name, exc) from exc
+            return register
+
+        self._run_registry("register_config_sections", bind)
         return {path: cls for path, (cls, _) in sections.items()}
 
 
