@@ -630,19 +630,26 @@ def _parse_env(raw: str, hint: Any) -> Any:
             raise ValueError("expected a number") from None
     if typing.get_origin(base) is list:
         return [part.strip() for part in text.split(",") if part.strip()]
+    if base is Path:
+        return str(Path(raw).expanduser().absolute())  # relative to the working directory, not the file
     return raw
 
 
-def _set_path(tree: dict[str, Any], path: str, value: Any) -> None:
+def _set_path(tree: dict[str, Any], path: str, value: Any) -> bool:
+    """Set ``path`` in ``tree``; False, setting nothing, when a parent holds a non-table value.
+
+    That value came from the file and is left for validation to report, not silently replaced.
+    """
     *parents, leaf = path.split(".")
     node = tree
     for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
+        if part not in node:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            return False
+        node = node[part]
     node[leaf] = value
+    return True
 
 
 def _record_sources(tree: Mapping[str, Any], prefix: str, label: str, sources: dict[str, str]) -> None:
@@ -741,8 +748,8 @@ def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
         except ValueError as exc:
             raw.problems.append(f"{key.path} = {env[key.env]!r} (from env {key.env}): {exc}; allowed: {key.allowed}")
             continue
-        _set_path(tree, key.path, value)
-        sources[key.path] = f"env {key.env}"
+        if _set_path(tree, key.path, value):
+            sources[key.path] = f"env {key.env}"
 
 
 def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:

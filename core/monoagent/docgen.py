@@ -322,7 +322,7 @@ def bundled_config_sections() -> list[tuple[str, str, type]]:
     return [(path, owners.get(cls.__module__, cls.__module__), cls) for path, cls in sorted(sections.items())]
 
 
-def _switch_precedence() -> str:
+def switch_precedence() -> str:
     """The "Switches, in order of precedence" list of :mod:`monoagent.plugins`, as Markdown."""
     from . import plugins
 
@@ -381,6 +381,7 @@ reported together, one line per problem, each naming the key path, the value, wh
 ```text
 monoagent: invalid configuration:
   - runtime.maxTurns = 500 (from file /home/me/project/monoagent.toml): out of range; allowed: 0 (unlimited) or 1 to 100
+  - runtime.session.rollover = "weekly" (from env MONO_AGENT_SESSION_ROLLOVER): not an allowed value; allowed: one of 'none', 'daily'
   - context.identityPth: unknown key (in file /home/me/project/monoagent.toml); did you mean 'identityPath'? (known keys here: ...)
 ```
 
@@ -409,7 +410,7 @@ def render_configuration() -> str:
             "",
             "The plugin switches, in order of precedence (see [Writing plugins](writing-plugins.md)):",
             "",
-            _switch_precedence(),
+            switch_precedence(),
             "## Kernel keys",
             "",
         ]

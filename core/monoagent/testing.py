@@ -29,7 +29,7 @@ import attrs
 
 from .agent import Agent
 
-__all__ = ["fresh_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
+__all__ = ["fresh_agent", "scripted_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,6 +121,23 @@ def write_script(path: str | Path, steps: Sequence[Mapping[str, Any]]) -> Path:
     path = Path(path)
     path.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
     return path
+
+
+def scripted_agent(
+    tmp_path: str | Path,
+    steps: Sequence[Mapping[str, Any]],
+    *,
+    config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Agent:
+    """A :func:`fresh_agent` on ``offline:scripted`` replaying ``steps`` (one per provider call).
+
+    Each step is ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` or
+    ``{"error": ..., "retryable": bool}``.
+    """
+    script = write_script(Path(tmp_path) / "offline-script.json", steps)
+    base = {"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}}
+    return fresh_agent(tmp_path, config=_merge(base, json.loads(json.dumps(dict(config or {}), default=str))), **kwargs)
 
 
 def collect_events(into: list[Any]) -> Any:

@@ -32,8 +32,11 @@ def _handle(agent: Any, run_id: str) -> IO[str]:
     key = (id(agent), run_id)
     handle = _open.get(key)
     if handle is None:
-        directory = agent.config.artifacts_dir / "runs"
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        root = agent.config.artifacts_dir
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
+        directory = root / "runs"
+        directory.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(directory / f"{run_id}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         handle = _open[key] = os.fdopen(fd, "a", encoding="utf-8")
     return handle

@@ -1,0 +1,283 @@
+"""The ``monoagent`` command line.
+
+Most commands run in-process through :class:`click.testing.CliRunner` on ``monoagent.cli.cli``,
+with the early plugin host that ``main()`` would have built (``_EARLY``) replaced by a fresh one.
+What only ``main()`` does (exit codes of configuration errors, ``--debug`` tracebacks, plugin
+loading before ``--help``) and the end-to-end turn run as a few real subprocesses
+(``python -m monoagent.cli``), each with its own working directory and agent home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from importlib.metadata import entry_points, version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+import monoagent.cli as cli_module
+from monoagent.assembly import BOUNDARY
+from monoagent.config import iter_keys
+from monoagent.plugins import PluginHost
+
+ANNOUNCE = "monoagent: no runtime.model configured; using offline:echo"
+BUNDLED = sorted(ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent")
+
+
+def clean_environ(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env["MONO_AGENT_HOME"] = str(tmp_path / "home")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")  # never the developer's user config file
+    return env
+
+
+# ---------------------------------------------------------------------------- in-process
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory, a clean environment and a fresh early plugin host."""
+    for name in list(os.environ):
+        if name.startswith("MONO_AGENT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    host = PluginHost()
+    host.load_entry_points()
+    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    return tmp_path
+
+
+def invoke(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli_module.cli, list(args), input=input)
+
+
+def runs_dir(root: Path) -> Path:
+    return root / "home" / "artifacts" / "runs"
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_run_streams_the_answer_and_model_option_skips_the_announcement(project: Path) -> None:
+    result = invoke("run", "hello", "-m", "offline:echo")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().endswith("history: 0 messages; you said: hello")
+    assert result.stderr == ""
+
+
+def test_prompt_shows_the_boundary_only_with_a_dynamic_part(project: Path) -> None:
+    before = invoke("prompt", "first")
+    assert before.exit_code == 0, before.output
+    assert BOUNDARY not in before.stdout
+    for heading in ("=== system prompt ===", "=== messages ===", "=== manifest ==="):
+        assert heading in before.stdout
+    assert "--- user ---\nfirst\n" in before.stdout
+
+    assert invoke("run", "hello").exit_code == 0
+    after = invoke("prompt", "second")
+    assert after.exit_code == 0, after.output
+    system = after.stdout.split("=== system prompt ===\n", 1)[1].split("=== messages ===", 1)[0]
+    assert f"\n{BOUNDARY}\n" in system
+    stable, dynamic = system.split(f"\n{BOUNDARY}\n")
+    assert "# Conversation history" in dynamic and "User: hello" in dynamic
+    assert "# Conversation history" not in stable
+    manifest = json.loads(after.stdout.split("=== manifest ===\n", 1)[1])
+    assert manifest["history_messages"] == 2
+    assert [s["id"] for s in manifest["sections"] if s["part"] == "dynamic"] == ["conversation_history"]
+
+
+def test_prompt_json_calls_no_provider_and_commits_nothing(project: Path) -> None:
+    assert invoke("run", "hello").exit_code == 0
+    history, runs = snapshot(project / "home" / "history"), snapshot(runs_dir(project))
+    result = invoke("prompt", "--json", "what now?")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"stable", "dynamic", "boundary", "messages", "manifest"}
+    assert data["boundary"] == BOUNDARY
+    assert data["stable"].startswith("# Core guardrails")
+    assert "User: hello" in data["dynamic"]
+    last = data["messages"][-1]
+    assert (last["role"], last["content"]) == ("user", "what now?")
+    assert data["manifest"]["history_messages"] == 2
+    assert snapshot(project / "home" / "history") == history
+    assert snapshot(runs_dir(project)) == runs
+
+
+def test_plugins_lists_the_bundled_plugins(project: Path) -> None:
+    assert len(BUNDLED) == 12
+    result = invoke("plugins", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout) if row["source"] == "bundled"}
+    assert sorted(rows) == BUNDLED
+    for row in rows.values():
+        assert row["status"] == "active" and row["reason"] is None
+        assert row["version"] == version("monoagent")
+        assert row["hooks"] and all(isinstance(h, str) for h in row["hooks"])
+    assert "register_providers" in rows["offline"]["hooks"]
+
+    text = invoke("plugins")
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    for name in BUNDLED:
+        (line,) = [line for line in lines if line.startswith(f"{name} ")]
+        assert "bundled" in line and "active" in line and version("monoagent") in line
+    assert sum(line.strip().startswith("hooks: ") for line in lines) >= 12
+
+
+def test_config_init_writes_and_refuses_to_overwrite(project: Path) -> None:
+    result = invoke("config", "init")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "wrote monoagent.toml"
+    target = project / "monoagent.toml"
+    text = target.read_text(encoding="utf-8")
+    assert "[providers.offline]" in text and "MONO_AGENT_OFFLINE_SCRIPT" in text
+
+    target.write_text("# mine\n", encoding="utf-8")
+    again = invoke("config", "init")
+    assert again.exit_code == 1
+    assert "monoagent.toml exists; use --force to overwrite it" in again.stderr
+    assert target.read_text(encoding="utf-8") == "# mine\n"
+
+    forced = invoke("config", "init", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert target.read_text(encoding="utf-8") == text
+
+    valid = invoke("config", "validate")
+    assert valid.exit_code == 0, valid.output
+    assert valid.stdout.strip() == f"configuration is valid ({target})"
+
+
+def test_config_show_prints_every_key_with_its_source(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = project / "monoagent.toml"
+    file.write_text('[runtime]\nmaxTurns = 3\n[runtime.session]\nmode = "continuous"\n', encoding="utf-8")
+    monkeypatch.setenv("MONO_AGENT_SESSION_MODE", "per-message")
+    result = invoke("config", "show")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"# config file: {file}"
+    assert f"runtime.maxTurns = 3  # file {file}" in lines
+    assert 'runtime.session.mode = "per-message"  # env MONO_AGENT_SESSION_MODE' in lines
+    assert "concurrency.maxConcurrentRuns = 4  # default" in lines
+    assert f'context.home = {json.dumps(str(project / "home"))}  # env MONO_AGENT_HOME' in lines
+    shown = {line.split(" = ", 1)[0] for line in lines[1:]}
+    assert {key.path for key in iter_keys()} | {"providers.offline.scriptPath"} <= shown
+
+    as_json = invoke("config", "show", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    data = json.loads(as_json.stdout)
+    assert {key.path for key in iter_keys()} <= set(data)
+    assert data["runtime.maxTurns"] == {"value": 3, "source": f"file {file}"}
+    assert data["runtime.session.mode"] == {"value": "per-message", "source": "env MONO_AGENT_SESSION_MODE"}
+    assert data["runtime.model"] == {"value": None, "source": "default"}
+    assert data["providers.offline.scriptPath"] == {"value": None, "source": "default"}
+
+
+def test_chat_reads_lines_until_end_of_input(project: Path) -> None:
+    result = invoke("chat", input="hello\n/reset\nagain\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.count("agent> ") == 2
+    assert "history: 0 messages; you said: hello" in out
+    assert "(history of cli:chat cleared: 2 messages)" in out
+    assert "history: 0 messages; you said: again" in out
+    assert out.index("you said: hello") < out.index("cleared") < out.index("you said: again")
+    assert result.stderr.count(ANNOUNCE) == 1
+
+
+# ---------------------------------------------------------------------------- subprocesses
+
+
+def monoagent(cwd: Path, *args: str, input: str | None = None, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "monoagent.cli", *args],
+        cwd=cwd,
+        env={**clean_environ(cwd), **extra_env},
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_run_end_to_end(tmp_path: Path) -> None:
+    first = monoagent(tmp_path, "run", "hello")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip().endswith("history: 0 messages; you said: hello")
+    assert first.stderr.splitlines() == [
+        f"{ANNOUNCE} (set runtime.model in monoagent.toml or MONO_AGENT_MODEL)"
+    ]
+
+    second = monoagent(tmp_path, "run", "--json", "again")
+    assert second.returncode == 0, second.stderr
+    result: dict[str, Any] = json.loads(second.stdout)
+    assert "history: 2 messages; you said: again" in result["text"]
+    assert result["model"] == "offline:echo"
+    assert result["run_id"] and result["conversation_id"] == "cli:default"
+    assert result["status"] == "completed"
+
+    run_file = tmp_path / "home" / "artifacts" / "runs" / f"{result['run_id']}.jsonl"
+    assert stat.S_IMODE(run_file.stat().st_mode) == 0o600
+    types = [json.loads(line)["type"] for line in run_file.read_text(encoding="utf-8").splitlines()]
+    assert "prompt_manifest" in types and "text_delta" not in types
+    assert types[0] == "run_started" and types[-1] == "run_completed"
+
+    piped = monoagent(tmp_path, "run", "-", input="from stdin\n")
+    assert piped.returncode == 0, piped.stderr
+    assert "history: 4 messages; you said: from stdin" in piped.stdout
+
+    (tmp_path / "model.toml").write_text('[runtime]\nmodel = "offline:echo"\n', encoding="utf-8")
+    configured = monoagent(tmp_path, "--config", "model.toml", "run", "quiet")
+    assert configured.returncode == 0, configured.stderr
+    assert configured.stderr == ""
+    assert "you said: quiet" in configured.stdout
+
+
+def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[runtime]\nmaxTurns = 101\nmodle = "x:y"\n', encoding="utf-8")
+    invalid = monoagent(tmp_path, "--config", "bad.toml", "config", "validate")
+    assert invalid.returncode == 2
+    assert invalid.stdout == ""
+    assert invalid.stderr.splitlines() == [
+        "monoagent: invalid configuration:",
+        f"  - runtime.maxTurns = 101 (from file {bad}): out of range; allowed: 0 (unlimited) or 1 to 100",
+        f"  - runtime.modle: unknown key (in file {bad}); did you mean 'model'? "
+        "(known keys here: model, maxTurns, fallbacks, session, compaction)",
+    ]
+
+    (tmp_path / "broken.toml").write_text("[runtime\n", encoding="utf-8")
+    for broken in ("bad.toml", "broken.toml"):
+        helped = monoagent(tmp_path, "--config", broken, "--help")
+        assert helped.returncode == 0, helped.stderr
+        assert "Usage: monoagent" in helped.stdout and "config" in helped.stdout
+    syntax = monoagent(tmp_path, "--config", "broken.toml", "config", "validate")
+    assert syntax.returncode == 2 and syntax.stdout == ""
+    assert f"{tmp_path / 'broken.toml'}: not valid TOML" in syntax.stderr
+
+    (tmp_path / "nope.toml").write_text('[runtime]\nmodel = "nope:x"\n', encoding="utf-8")
+    unknown = monoagent(tmp_path, "--config", "nope.toml", "config", "validate")
+    assert unknown.returncode != 0
+    assert unknown.stdout == ""
+    (line,) = unknown.stderr.splitlines()
+    assert line.startswith("monoagent: error: provider 'nope'")
+    assert "no active plugin registers it" in line and "available: offline" in line
+
+    plain = monoagent(tmp_path, "--config", "nope.toml", "run", "hi")
+    assert plain.returncode == 1
+    assert "Traceback" not in plain.stderr
+    assert plain.stderr.splitlines() == [line]
+
+    debug = monoagent(tmp_path, "--debug", "--config", "nope.toml", "run", "hi")
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert "monoagent.errors.ComponentError: provider 'nope'" in debug.stderr
