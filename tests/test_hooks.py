@@ -238,6 +238,18 @@ def test_hook_register_config_sections(tmp_path):
     with pytest.raises(ConfigError, match=r"lab\.retry: unknown key .*did you mean 'retries'"):
         fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retry": 3}})
 
+    @attrs.define
+    class Checked:
+        retries: int = attrs.field(default=1, validator=attrs.validators.le(5))
+
+    class Validating:
+        @hookimpl
+        def register_config_sections(self, register):
+            register("checked", Checked)
+
+    with pytest.raises(ConfigError, match=r"checked: 'retries' must be <= 5: 9"):
+        fresh_agent(tmp_path, plugins=[Validating()], config={"checked": {"retries": 9}})
+
 
 # ---------------------------------------------------------------------------- lifecycle
 

@@ -140,9 +140,9 @@ def compile_prompt(
         )
     stable_text = SEPARATOR.join(stable)
     dynamic_text = SEPARATOR.join(dynamic)
-    stable_bytes = stable_text.encode("utf-8", "surrogatepass")
     dynamic_bytes = dynamic_text.encode("utf-8", "surrogatepass")
-    full = hashlib.sha256(stable_bytes)
+    full = hashlib.sha256(stable_text.encode("utf-8", "surrogatepass"))
+    stable_fingerprint = full.hexdigest()
     if dynamic_text:
         full.update(f"\n{BOUNDARY}\n".encode())
         full.update(dynamic_bytes)
@@ -151,7 +151,7 @@ def compile_prompt(
         compiler_version=COMPILER_VERSION,
         profile=profile,
         sections=tuple(manifest_sections),
-        fingerprints=Fingerprints(_sha(stable_bytes), _sha(dynamic_bytes), full.hexdigest()),
+        fingerprints=Fingerprints(stable_fingerprint, _sha(dynamic_bytes), full.hexdigest()),
         diagnostics=tuple(diagnostics),
         user_message_bytes=len(user.content.encode("utf-8", "surrogatepass")),
         message_count=len(messages),

@@ -777,14 +777,32 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
             _check_mapping(path, extracted[path], cls, problems)
     if problems.items:
         raise ConfigError(problems.items)
-    conv = converter()
-    config: Config = conv.structure(data, Config)
+    config: Config = _structure(data, Config, "")
     for path, cls in plugin_sections.items():
-        config.sections[path] = conv.structure(extracted.get(path, {}), cls)
+        config.sections[path] = _structure(extracted.get(path, {}), cls, path)
     config.source_file = raw.source_file
     config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
     config.sources = dict(raw.sources)
     return config
+
+
+def _structure(data: Any, cls: type, path: str) -> Any:
+    """Structure checked data; an attrs validator's own failure becomes a ConfigError naming the path."""
+    import cattrs
+
+    def leaves(exc: BaseException, where: str) -> list[str]:
+        if isinstance(exc, BaseExceptionGroup):
+            found: list[str] = []
+            for sub in exc.exceptions:
+                names = [note.name for note in getattr(sub, "__notes__", []) if hasattr(note, "name")]
+                found.extend(leaves(sub, f"{where}.{_camel(names[0])}" if names and where else _camel(names[0]) if names else where))
+            return found
+        return [f"{where or 'configuration'}: {exc}"]
+
+    try:
+        return converter().structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise ConfigError(leaves(exc, path)) from None
 
 
 def plugins_settings(raw: RawConfig) -> PluginsConfig:

@@ -255,7 +255,7 @@ class Harness:
         cfg = agent.config.runtime.compaction
         window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
         budget = max(window - cfg.response_reserve_tokens, 0)
-        tokens = sum(agent.count_tokens(m.content, turn.model) for m in history)
+        tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
         choice = agent.host.call("choose_compaction", turn=turn, history_tokens=tokens, budget=budget) or "none"
         if choice == "none":
             turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)

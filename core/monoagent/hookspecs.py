@@ -1,10 +1,11 @@
 """Every hook monoagent calls. This module is the table of contents of the system.
 
-Hooks come in three families, under the banners below:
+Hooks come in four families, under the banners below:
 
 * **Registries**: called once when an Agent starts; each gets a ``register`` callback and
   registers named components that configuration selects. The kernel owns conflicts: two plugins
   registering one name is an error naming both.
+* **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
   per documented section, so a project overrides exactly one section by implementing one hook.
 * **Turn steps**: called on every turn around recall, the user message, compaction, the provider
@@ -120,7 +121,7 @@ def register_history_stores(register: Callable[..., None]) -> None:
 
         @hookimpl
         def register_history_stores(register):
-            register("postgres", lambda agent: PostgresHistory(agent.config.plugin("postgres")))
+            register("postgres", lambda agent: PostgresHistory(agent.config.section("postgres")))
     """
 
 

@@ -142,9 +142,13 @@ class PluginHost:
     def _fail(self, record: PluginRecord, exc: BaseException) -> None:
         record.status = "failed"
         record.reason = f"{type(exc).__name__}: {exc}".strip()
+        consequence = (
+            "stopping (MONO_AGENT_STRICT_PLUGINS=1)" if self.strict
+            else "continuing without it (MONO_AGENT_STRICT_PLUGINS=1 makes this fatal)"
+        )
         sys.stderr.write(
             f"monoagent: plugin {record.name!r} ({record.source} {record.location}) failed to load: "
-            f"{record.reason}; continuing without it (MONO_AGENT_STRICT_PLUGINS=1 makes this fatal)\n"
+            f"{record.reason}; {consequence}\n"
         )
         logger.bind(plugin=record.name).opt(exception=exc).debug("plugin failed to load")
         if self.strict:
@@ -199,9 +203,9 @@ class PluginHost:
                 )
         for ep in bundled + third:
             source: Source = "bundled" if ep in bundled else "entrypoint"
-            dist = ep.dist
-            location = f"{dist.name} {dist.version}" if dist else ep.value
-            record = self._record(PluginRecord(ep.name, source, "blocked", location, dist.version if dist else None))
+            info = _dist_info(ep)
+            location = f"{info[0]} {info[1]}" if info else ep.value
+            record = self._record(PluginRecord(ep.name, source, "blocked", location, info[1] if info else None))
             if ep.name in blocked:
                 record.reason = "blocked by plugins.block"
                 continue
@@ -467,9 +471,25 @@ def _kernel_paths() -> set[str]:
     return paths
 
 
-def _dist_name(ep: Any) -> str:
+_dist_cache: dict[str, tuple[str, str]] = {}
+
+
+def _dist_info(ep: Any) -> tuple[str, str] | None:
+    """(normalised name, version) of an entry point's distribution, each METADATA parsed once."""
     dist = getattr(ep, "dist", None)
-    return (dist.metadata["Name"] if dist else "").lower().replace("_", "-")
+    if dist is None:
+        return None
+    key = str(getattr(dist, "_path", id(dist)))
+    info = _dist_cache.get(key)
+    if info is None:
+        metadata = dist.metadata
+        info = _dist_cache[key] = (metadata["Name"].lower().replace("_", "-"), metadata["Version"])
+    return info
+
+
+def _dist_name(ep: Any) -> str:
+    info = _dist_info(ep)
+    return info[0] if info else ""
 
 
 def _object_name(plugin: Any) -> str:

@@ -117,9 +117,14 @@ class HookRecorder:
 
 
 def write_script(path: str | Path, steps: Sequence[Mapping[str, Any]]) -> Path:
-    """Write an ``offline:scripted`` script (JSON) and return its path."""
+    """Write an ``offline:scripted`` script and return its path: TOML for a ``.toml`` name, else JSON."""
     path = Path(path)
-    path.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
+    if path.suffix.lower() == ".toml":
+        import tomli_w
+
+        path.write_text(tomli_w.dumps({"steps": [dict(step) for step in steps]}), encoding="utf-8")
+    else:
+        path.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
     return path
 
 

@@ -2,8 +2,10 @@
 
 The file is owner-only (0600 in a 0700 directory) and holds every event but the streamed
 ``text_delta`` pieces, the ``prompt_manifest`` among them: the audit handle of what was
-sent, without the prompt text. Each line is flushed as it is written; the file is closed at the
-run's terminal event. Artifacts are best-effort: a write failure is logged, never fatal.
+sent, without the prompt text. Lines are buffered and reach the file when the buffer fills and
+at the run's terminal event, which closes it (a process killed mid-run may lose its last
+lines; artifacts are not fsynced). Artifacts are best-effort: a write failure is logged, never
+fatal.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ def on_run_event(event: RunEvent, agent: Any) -> None:
 
         handle = _handle(agent, event.run_id)
         handle.write(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
-        handle.flush()
     except OSError as exc:
         logger.warning("run artifact for {} not written: {}", event.run_id, exc)
         return

@@ -8,7 +8,6 @@ from the standard ``readline`` module where the platform has it. ``/exit`` or en
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import Any, TextIO
 
@@ -48,6 +47,8 @@ class ConsoleChannel:
     async def serve(self, agent: Any = None) -> None:
         agent = agent or self.agent
         while True:
+            import asyncio
+
             line = await asyncio.to_thread(self._read)
             if line is None or line.strip() in {"/exit", "/quit"}:
                 return

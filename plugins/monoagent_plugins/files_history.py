@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import hashlib
 import json
@@ -48,6 +47,13 @@ class HistoryRecord:
     conversationId: str
     updatedAt: float
     messages: list[Message]
+
+
+async def _in_thread(function: Any, *args: Any) -> Any:
+    """Run blocking file work in a worker thread (asyncio is imported late: CLI start-up)."""
+    import asyncio
+
+    return await asyncio.to_thread(function, *args)
 
 
 def _converter():
@@ -146,7 +152,7 @@ class FilesHistoryStore:
                 return ()
             if self._stat_key(info) == cached[0] and stat.S_ISREG(info.st_mode):
                 return cached[1]
-        return await asyncio.to_thread(self._read, conversation_id)
+        return await _in_thread(self._read, conversation_id)
 
     # ------------------------------------------------------------------ writing
 
@@ -190,7 +196,7 @@ class FilesHistoryStore:
             os.close(lock)
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
-        return await asyncio.to_thread(self._commit, conversation_id, messages)
+        return await _in_thread(self._commit, conversation_id, messages)
 
     def _reset(self, conversation_id: str) -> int:
         self._ensure_dir()
@@ -205,7 +211,7 @@ class FilesHistoryStore:
             os.close(lock)
 
     async def reset(self, conversation_id: str) -> int:
-        return await asyncio.to_thread(self._reset, conversation_id)
+        return await _in_thread(self._reset, conversation_id)
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
@@ -221,7 +227,7 @@ class FilesHistoryStore:
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
-        return await asyncio.to_thread(self._list)
+        return await _in_thread(self._list)
 
     async def close(self) -> None:
         self._cache.clear()

@@ -18,7 +18,6 @@ to rehearse failure handling.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import tomllib
@@ -50,8 +49,11 @@ def _tokens(text: str) -> int:
     return -(-utf8_len(text) // 4)
 
 
-def _chunks(text: str) -> list[str]:
-    return re.findall(r"\S+\s*|\s+", text) or [text]
+def _chunks(text: str, pieces: int = 4) -> list[str]:
+    """``text`` in about ``pieces`` parts cut after whitespace, as a model streams it."""
+    words = re.findall(r"\S+\s*|\s+", text) or [text]
+    size = -(-len(words) // pieces)
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
 class EchoRuntime:
@@ -67,8 +69,10 @@ class EchoRuntime:
             f"[offline:echo] sections: {', '.join(manifest.section_ids) or 'none'}; "
             f"history: {manifest.history_messages} messages; you said: {user}"
         )
+        import asyncio
+
         for piece in _chunks(reply):
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a cancellation point between pieces, like a real stream
             yield TextDelta(piece)
         prompt_text = request.prompt.system_text + "".join(m.content for m in request.messages)
         yield StepFinished("end_turn", Usage(input_tokens=_tokens(prompt_text), output_tokens=_tokens(reply)))
@@ -134,6 +138,8 @@ class ScriptedRuntime:
         self.cursor += 1
         if step.error is not None:
             raise ProviderError(f"offline:scripted: {step.error}", retryable=step.retryable, provider="offline")
+        import asyncio
+
         for piece in _chunks(step.text) if step.text else []:
             await asyncio.sleep(0)
             yield TextDelta(piece)

@@ -14,6 +14,8 @@ turn (both sections share the result) and file reads are cached by path, mtime a
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -47,8 +49,13 @@ def _one_line(value: object) -> str | None:
     return " ".join(value.split()) or None
 
 
+@functools.lru_cache(maxsize=256)
 def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
-    """``(metadata, body, problem)``; the metadata is empty when absent or malformed."""
+    """``(metadata, body, problem)``; the metadata is empty when absent or malformed.
+
+    Cached by text: an unchanged SKILL.md is parsed once, not on every turn. Callers must not
+    mutate the returned metadata.
+    """
     match = _FRONT_MATTER.match(text)
     if match is None:
         problem = "front matter is not closed by a '---' line" if text.startswith("---\n") else None
@@ -70,6 +77,26 @@ def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
     return meta, body, None
 
 
+_resolved: dict[tuple[Path, str, int, int], Path | None] = {}
+
+
+def _contained(root: Path, name: str) -> Path | None:
+    """The real path of ``<root>/<name>/SKILL.md`` if it lies inside the real root, else None.
+
+    Resolving costs a syscall per path component, so the answer is kept while the file the path
+    leads to (its device and inode, following symlinks) stays the same; a re-pointed symlink
+    leads to another inode and is resolved again.
+    """
+    candidate = root / name / "SKILL.md"
+    info = os.stat(candidate)
+    key = (root, name, info.st_dev, info.st_ino)
+    if key not in _resolved:
+        real_root = root.resolve()
+        path = candidate.resolve()
+        _resolved[key] = path if path.is_relative_to(real_root) else None
+    return _resolved[key]
+
+
 def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
     """Read and parse one selected skill, or record why it is left out."""
 
@@ -77,12 +104,14 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
         turn.diagnose(code, f"skill {name!r}: {why}", "skill_instructions")
 
     try:
-        root = root.resolve()
-        path = (root / name / "SKILL.md").resolve()
+        path = _contained(root, name)
+    except FileNotFoundError:
+        skip("skill_missing", f"{name}/SKILL.md not found in the skills root")
+        return None
     except (OSError, RuntimeError) as exc:
         skip("skill_unreadable", f"SKILL.md could not be resolved ({type(exc).__name__})")
         return None
-    if not path.is_relative_to(root):
+    if path is None:
         skip("skill_outside_root", "SKILL.md resolves outside the skills root")
         return None
     try:
