@@ -91,10 +91,10 @@ def record_size(history_dir: Path, conversation_id: str) -> int:
     return path.stat().st_size
 
 
-async def run(tmp: Path, window: int, rounds: int) -> dict[str, Any]:
+async def run(tmp: Path, window: int, rounds: int, block: list[str]) -> dict[str, Any]:
     """``rounds`` conversations of ``last`` turns each on one Agent; samples pooled per checkpoint."""
     rng = random.Random(20240601)
-    agent = fresh_agent(tmp)
+    agent = fresh_agent(tmp, config={"plugins": {"block": block}})
     floor_dir = tmp / "floor"
     floor_dir.mkdir()
     last = max(CHECKPOINTS) + window - 1
@@ -125,13 +125,15 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--window", type=int, default=None, help="turns measured at each checkpoint (default 15, quick 5)")
     p.add_argument("--rounds", type=int, default=None, help="conversations run one after the other, samples pooled (default 3, quick 1)")
+    p.add_argument("--block", action="append", default=[], metavar="PLUGIN",
+                   help="block a bundled plugin for the run, e.g. --block artifacts to see what run files cost")
     args = p.parse_args()
     window = args.window or (5 if args.quick else 15)
     rounds = args.rounds or (1 if args.quick else 3)
     with state_dir(args.tmp_root, args.keep) as tmp:
         fs = filesystem_of(tmp)
         started = time.perf_counter()
-        out = asyncio.run(run(tmp, window, rounds))
+        out = asyncio.run(run(tmp, window, rounds, args.block))
         wall = time.perf_counter() - started
 
     rows: dict[int, dict[str, Any]] = {}

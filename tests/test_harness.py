@@ -143,6 +143,7 @@ def test_provider_failure_keeps_committed_history(tmp_path):
 def test_run_events_land_in_an_owner_only_jsonl_file(tmp_path):
     agent = fresh_agent(tmp_path)
     result = agent.run_sync("hello", conversation_id="c")
+    agent.close()  # the background writer has written every line once the agent is closed
     path = tmp_path / "home" / "artifacts" / "runs" / f"{result.run_id}.jsonl"
     events = [json.loads(line) for line in path.read_text().splitlines()]
     types = [e["type"] for e in events]

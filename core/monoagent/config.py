@@ -14,6 +14,7 @@ cattrs then structures the checked data (and unstructures it for ``config show``
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
@@ -333,30 +334,43 @@ class Config:
 
     def resolve(self, path: Path | str) -> Path:
         """A configured path made absolute: relative paths are relative to the config file's dir."""
-        path = Path(path).expanduser()
-        return path if path.is_absolute() else (self.base_dir / path)
+        return _resolve(self.base_dir, Path(path))
 
     @property
     def home(self) -> Path:
-        if self.context.home is not None:
-            return self.resolve(self.context.home)
-        if self.source_file is not None:
-            return self.base_dir / STATE_DIRNAME
-        import platformdirs
-
-        return platformdirs.user_data_path("monoagent")
+        return _home(self.base_dir, self.source_file, self.context.home)
 
     @property
     def artifacts_dir(self) -> Path:
-        return self.resolve(self.artifacts.dir) if self.artifacts.dir else self.home / "artifacts"
+        return _resolve(self.base_dir, self.artifacts.dir) if self.artifacts.dir else self.home / "artifacts"
 
     @property
     def history_dir(self) -> Path:
-        return self.resolve(self.history.dir) if self.history.dir else self.artifacts_dir.parent / "history"
+        return _resolve(self.base_dir, self.history.dir) if self.history.dir else self.artifacts_dir.parent / "history"
 
     @property
     def skills_root(self) -> Path:
-        return self.resolve(self.context.skills_root) if self.context.skills_root else self.home / "skills"
+        return _resolve(self.base_dir, self.context.skills_root) if self.context.skills_root else self.home / "skills"
+
+
+# The path properties are read on every turn; they are pure functions of a few settings, so they
+# are memoised (pathlib joins are slow enough to show in a turn's profile).
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve(base_dir: Path, path: Path) -> Path:
+    path = path.expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def _home(base_dir: Path, source_file: Path | None, home: Path | None) -> Path:
+    if home is not None:
+        return _resolve(base_dir, Path(home))
+    if source_file is not None:
+        return base_dir / STATE_DIRNAME
+    import platformdirs
+
+    return platformdirs.user_data_path("monoagent")
 
 
 # ============================================================================ introspection
@@ -813,7 +827,8 @@ def plugins_settings(raw: RawConfig) -> PluginsConfig:
     plugin_problems = [p for p in raw.problems if p.startswith("plugins.")]
     if problems.items or plugin_problems:
         raise ConfigError(plugin_problems + problems.items)
-    return converter().structure(section, PluginsConfig)
+    # Two checked flat lists: built directly, so the CLI's early plugin load needs no cattrs.
+    return PluginsConfig(paths=[Path(p) for p in section.get("paths", [])], block=list(section.get("block", [])))
 
 
 def load_config(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -57,9 +58,16 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 EventCallback = Callable[[RunEvent], Any]
 
 
+_run_ids = random.Random(os.urandom(16))
+
+
 def new_run_id() -> str:
-    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones."""
-    return f"{int(time.time() * 1000):012x}{os.urandom(5).hex()}"
+    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
+
+    The random part comes from a generator seeded once per process from ``os.urandom``: run ids
+    must not collide, they need not be secret.
+    """
+    return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
 
 
 def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:

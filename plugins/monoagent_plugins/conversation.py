@@ -9,6 +9,7 @@ parts from ``augment_user_message``, the user's own text, an attachment block, a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,15 +31,21 @@ def indent_continuations(text: str, prefix: str = "  ") -> str:
     return "\n".join([lines[0], *(prefix + line for line in lines[1:])])
 
 
-def _entry(message: Message) -> str:
-    label = _ROLE_LABELS.get(message.role, message.role.title())
-    if message.role == "user" and message.name:
-        label = f"{label} ({' '.join(message.name.split())})"
-    body = message.content
-    if message.tool_calls:
-        names = ", ".join(call.name for call in message.tool_calls)
+@functools.lru_cache(maxsize=4096)
+def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...]) -> str:
+    label = _ROLE_LABELS.get(role, role.title())
+    if role == "user" and name:
+        label = f"{label} ({' '.join(name.split())})"
+    body = content
+    if tools:
+        names = ", ".join(tools)
         body = f"{body}\n[called tools: {names}]" if body else f"[called tools: {names}]"
     return f"{label}: {indent_continuations(body)}"
+
+
+def _entry(message: Message) -> str:
+    """One transcript entry; cached, since the same retained messages render on every turn."""
+    return _render_entry(message.role, message.name, message.content, tuple(c.name for c in message.tool_calls))
 
 
 @bundled_impl
