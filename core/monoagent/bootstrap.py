@@ -60,6 +60,16 @@ class BootstrapFile:
     truncated: bool = False
     original_chars: int = 0
 
+    def block(self, reminder: str | None = EVOLVE_REMINDER) -> str:
+        """The file as a prompt block: a heading with its name (never its path), the budgeted
+        text, a marker when it was cut, then ``reminder`` (rendered, never written to the file)."""
+        parts = [f"## {self.name}", self.text.rstrip()]
+        if self.truncated:
+            parts.append(f"[{self.name} truncated: kept {len(self.text)} of {self.original_chars} characters]")
+        if reminder:
+            parts.append(reminder)
+        return "\n\n".join(part for part in parts if part)
+
 
 @attrs.frozen
 class BootstrapFiles:

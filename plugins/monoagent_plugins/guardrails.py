@@ -12,7 +12,7 @@ it is never written into the file.
 
 from __future__ import annotations
 
-from monoagent.bootstrap import DEFAULT_SOUL, EVOLVE_REMINDER, BootstrapFile
+from monoagent.bootstrap import DEFAULT_SOUL
 from monoagent.model import Section
 from monoagent.plugins import bundled_impl
 from monoagent.turn import Turn
@@ -20,20 +20,11 @@ from monoagent.turn import Turn
 HEADING = "# Core guardrails"
 
 
-def _file_block(file: BootstrapFile) -> str:
-    """Name heading, budgeted text, a truncation marker when cut, then the reminder."""
-    parts = [f"## {file.name}", file.text.rstrip()]
-    if file.truncated:
-        parts.append(f"[{file.name} truncated: kept {len(file.text)} of {file.original_chars} characters]")
-    parts.append(EVOLVE_REMINDER)
-    return "\n\n".join(part for part in parts if part)
-
-
 @bundled_impl
 def section_core_guardrails(turn: Turn) -> Section:
     """SOUL.md as a file block with the evolve reminder, else the built-in default soul."""
     soul = turn.bootstrap.soul
-    body = _file_block(soul) if soul.present else DEFAULT_SOUL.rstrip()
+    body = soul.block() if soul.present else DEFAULT_SOUL.rstrip()
     return Section(
         id="core_guardrails",
         text=f"{HEADING}\n\n{body}",

@@ -12,7 +12,6 @@ reminder; USER.md describes the person, not the agent, so it does not.
 
 from __future__ import annotations
 
-from monoagent.bootstrap import EVOLVE_REMINDER, BootstrapFile
 from monoagent.model import Section
 from monoagent.plugins import bundled_impl
 from monoagent.turn import Turn
@@ -21,22 +20,12 @@ IDENTITY_HEADING = "# Identity"
 PERSONA_HEADING = "# User persona"
 
 
-def _file_block(file: BootstrapFile, reminder: str | None) -> str:
-    """Name heading, budgeted text, a truncation marker when cut, then the reminder if any."""
-    parts = [f"## {file.name}", file.text.rstrip()]
-    if file.truncated:
-        parts.append(f"[{file.name} truncated: kept {len(file.text)} of {file.original_chars} characters]")
-    if reminder:
-        parts.append(reminder)
-    return "\n\n".join(part for part in parts if part)
-
-
 @bundled_impl
 def section_identity(turn: Turn) -> Section:
     """IDENTITY.md with the evolve reminder, or a note that no identity file could be read."""
     identity = turn.bootstrap.identity
     if identity.present:
-        body = _file_block(identity, EVOLVE_REMINDER)
+        body = identity.block()
     else:
         body = f"No identity file could be read ({identity.name}), so no identity is configured for this turn."
     return Section(
@@ -56,7 +45,7 @@ def extra_sections(turn: Turn) -> Section | None:
         return None
     return Section(
         id="user_persona",
-        text=f"{PERSONA_HEADING}\n\n{_file_block(user, None)}",
+        text=f"{PERSONA_HEADING}\n\n{user.block(None)}",
         order=250,
         stability="stable",
         source="identity",
