@@ -123,13 +123,15 @@ def test_cancellation_commits_nothing_and_is_reported(tmp_path):
     asyncio.run(main())
     assert events[-1].type == "run_cancelled"
     history = asyncio.run(agent.history_store.load("c"))
-    assert [m.content for m in history if m.role == "user"] == ["first"]
+    assert [m.content for m in history if m.role == "user"] == ["first", "cancel me"]  # + its continuity account
+    assert history[-1].content.startswith("[Continuity account v1")
     assert runtime.active == 0
 
 
 def test_provider_failure_keeps_committed_history(tmp_path):
     script = write_script(tmp_path / "s.json", [{"text": "fine"}, {"error": "upstream exploded", "retryable": True}])
-    agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}})
+    providers = {"offline": {"scriptPath": str(script)}, "piNative": {"piMaxRetries": 0}}  # no retry (test_reliability)
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": providers})
     assert agent.run_sync("one", conversation_id="c").text == "fine"
     events = []
     with pytest.raises(ProviderError, match="upstream exploded") as info:
@@ -137,7 +139,8 @@ def test_provider_failure_keeps_committed_history(tmp_path):
     assert info.value.retryable
     assert events[-1].type == "run_failed" and "upstream exploded" in events[-1].data["error"]
     stored = asyncio.run(agent.history_store.load("c"))
-    assert [m.content for m in stored] == ["one", "fine"]
+    assert [m.content for m in stored][:3] == ["one", "fine", "two"]  # the failed turn left an account
+    assert stored[3].content.startswith("[Continuity account v1") and len(stored) == 4
 
 
 def test_run_events_land_in_an_owner_only_jsonl_file(tmp_path):
@@ -184,7 +187,7 @@ def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
     from monoagent.errors import ComponentError
 
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
-    with pytest.raises(ComponentError, match="provider 'nope' .*available: offline"):
+    with pytest.raises(ComponentError, match="provider 'nope' .*available: anthropic, lmstudio, offline, ollama, openai"):
         agent.run_sync("hi")
 
 

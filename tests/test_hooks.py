@@ -542,7 +542,7 @@ def test_hook_after_tool_call(tmp_path):
     steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}, {"name": "nope"}]}, {"text": "done"}]
     result = run(_tool_agent(tmp_path, Plugin(), steps))
     assert seen == [("shell", "success"), ("nope", "rejected")]
-    assert "not available in this turn (available: shell)" in result.tool_activity[1].result.content
+    assert "not available in this turn (available: SessionHistory, shell)" in result.tool_activity[1].result.content
 
 
 def test_hook_redact(tmp_path):
@@ -628,4 +628,5 @@ def test_max_turns_caps_the_tool_loop(tmp_path):
     agent.config.runtime.max_turns = 2
     with pytest.raises(TurnFailed, match="runtime.maxTurns = 2"):
         run(agent)
-    assert asyncio.run(agent.history_store.load("t")) == ()
+    history = asyncio.run(agent.history_store.load("t"))  # no answer: the request and its continuity account
+    assert len(history) == 2 and history[1].content.startswith("[Continuity account v1")

@@ -95,6 +95,7 @@ class Agent:
         self._store: HistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
         self._count_tokens = self.host.hook("count_tokens")
+        self.tool_history: Any = None  # a tool-history store (monoagent.tool_lifecycle), set by a plugin's configure
         self.host.pm.hook.configure.call_historic(kwargs={"agent": self})
 
     @classmethod
@@ -212,12 +213,17 @@ class Agent:
         return await self.harness.prepare(turn)
 
     async def aclose(self) -> None:
-        """Release resources (calls the ``shutdown`` hook and closes the history store)."""
+        """Release resources (calls the ``shutdown`` hook, closes the history store and memory tiers)."""
         for value in self.host.call("shutdown", agent=self):
             await await_me_maybe(value)
         if self._store is not None:
             await self._store.close()
             self._store = None
+        tiers, self._tiers = self._tiers, {}
+        for tier in tiers.values():
+            close = getattr(tier, "close", None)
+            if close is not None:
+                await await_me_maybe(close())
 
     def close(self) -> None:
         asyncio.run(self.aclose())

@@ -95,6 +95,11 @@ def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
     def stream(event: Any) -> None:
         if event.type == "text_delta" and not as_json:
             click.echo(event.data["text"], nl=False)
+        elif event.type == "provider_attempt_discarded" and not as_json:
+            from .reliability import discard_notice
+
+            click.echo()
+            click.echo(discard_notice(event.data), err=True)
 
     import asyncio
 

@@ -52,9 +52,15 @@ def setting(
     check: typing.Callable[[Any], str | None] | None = None,
     factory: typing.Callable[[], Any] | None = None,
     example: Any = None,
+    secret: bool = False,
 ) -> Any:
-    """An attrs field with the metadata the loader, the docs and ``config init`` read."""
+    """An attrs field with the metadata the loader, the docs and ``config init`` read.
+
+    ``secret`` marks a credential: ``config show`` says whether it is set, never its value.
+    """
     metadata = {"doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "check": check, "example": example}
+    if secret:
+        metadata["secret"] = True
     if factory is not None:
         return attrs.field(factory=factory, metadata=metadata)
     return attrs.field(default=default, metadata=metadata)
@@ -276,6 +282,26 @@ class HistoryConfig:
     max_messages: int = setting(
         64, doc="Messages retained per conversation (the newest).", env="MONO_AGENT_HISTORY_MAX_MESSAGES",
         min=1, max=10_000,
+    )
+    max_message_bytes: int = setting(
+        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
+        env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
+    )
+    max_bytes: int = setting(
+        256 * 1024 * 1024, doc="Aggregate bytes of all retained records; the oldest inactive conversations are pruned beyond it.",
+        env="MONO_AGENT_HISTORY_MAX_BYTES", min=64 * 1024, max=1 << 40,
+    )
+    max_conversations: int = setting(
+        10_000, doc="Retained conversations (records); the oldest inactive ones are pruned beyond it.",
+        env="MONO_AGENT_HISTORY_MAX_CONVERSATIONS", min=1, max=10_000_000,
+    )
+    max_inactive_days: float = setting(
+        365, doc="Days without a commit after which a conversation is pruned.",
+        env="MONO_AGENT_HISTORY_MAX_INACTIVE_DAYS", min=0.001, max=36_500,
+    )
+    max_stage_bytes: int = setting(
+        256 * 1024 * 1024, doc="Aggregate bytes of live unpublished stages (prepared or crash-abandoned turns).",
+        env="MONO_AGENT_HISTORY_MAX_STAGE_BYTES", min=64 * 1024, max=1 << 40,
     )
 
 
@@ -853,6 +879,9 @@ def value_sources(config: Config) -> list[tuple[str, Any, str]]:
             if isinstance(value, dict) and attrs.has(type(getattr(obj, _snake(key), None))):
                 walk(getattr(obj, _snake(key)), path + ".")
             else:
+                field = attrs.fields_dict(type(obj)).get(_snake(key))
+                if field is not None and field.metadata.get("secret") and value is not None:
+                    value = "<set, not shown>"
                 rows.append((path, value, config.sources.get(path, "default")))
 
     walk(config, "")

@@ -40,16 +40,35 @@ class AdmissionRejected(MonoagentError):
 
 
 class ProviderError(MonoagentError):
-    """A provider call failed. ``retryable`` marks transient failures (429, 5xx, resets)."""
+    """A provider call failed. ``retryable`` marks transient failures (429, 5xx, resets).
 
-    def __init__(self, message: str, *, retryable: bool = False, provider: str = ""):
+    ``status`` is the HTTP status when the server answered one (None for a dropped connection or
+    a timeout); ``retry_after`` is the delay in seconds the server asked for (``Retry-After``),
+    None when it asked for none.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        provider: str = "",
+        status: int | None = None,
+        retry_after: float | None = None,
+    ):
         self.retryable = retryable
         self.provider = provider
+        self.status = status
+        self.retry_after = retry_after
         super().__init__(message)
 
 
 class ContextLimitError(ProviderError):
     """The prompt does not fit the model's context window, even after compaction."""
+
+
+class HistoryStoreError(MonoagentError):
+    """A history store refused an unsafe or unsupported record, or could not publish a turn."""
 
 
 class TurnFailed(MonoagentError):

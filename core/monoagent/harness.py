@@ -8,7 +8,8 @@ assembly and manifest -> execution slot (``concurrency.maxConcurrentRuns``) -> p
 with the tool loop (capped by ``runtime.maxTurns``) -> commit (history publish, events,
 ``after_commit``).
 
-A turn that fails or is cancelled commits nothing and leaves committed history untouched.
+A turn that fails or is cancelled after admission commits no answer and leaves committed history
+untouched; it publishes a bounded continuity account instead (:mod:`monoagent.continuity`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ from .model import (
     Usage,
     UserMessagePart,
 )
+from .bloat import guard_tool_result
+from .interfaces import load_history
 from .plugins import await_me_maybe
+from .continuity import PublicationBarrier, RunContinuity, settle_run
+from .reliability import ProviderCall, partial_event_data
 from .text import utf8_len
 from .turn import SessionInfo, StepOutcome, Turn
 
@@ -93,6 +98,7 @@ class _Run:
     conversation_id: str
     callback: EventCallback | None
     seq: int = 0
+    observe: Callable[[str, dict[str, Any]], None] | None = None
 
 
 class Harness:
@@ -105,6 +111,7 @@ class Harness:
         self._slots: asyncio.Semaphore | None = None
         self._pending = 0
         self._buckets: dict[str, str] = {}
+        self._continuity = PublicationBarrier()
 
     # ------------------------------------------------------------------ primitives bound to the loop
 
@@ -130,6 +137,8 @@ class Harness:
 
         def emit(type: str, data: dict[str, Any]) -> None:
             run.seq += 1
+            if run.observe is not None:
+                run.observe(type, data)
             event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
             for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
                 if error is not None:
@@ -177,6 +186,7 @@ class Harness:
 
     async def _admitted(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
         assert self._slots is not None
+        await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
         limit = self.agent.config.concurrency.max_pending_runs
         if self._slots.locked() and self._pending >= limit:
             raise AdmissionRejected(
@@ -197,6 +207,7 @@ class Harness:
             emitter=self._emitter(run),
             started_at=started,
         )
+        run.observe = RunContinuity.of(turn).collector.observe
         try:
             turn.emit(
                 "run_started",
@@ -212,10 +223,12 @@ class Harness:
             slot_held = True
             self._pending -= 1
             result = await self._execute(turn, prompt)
-        except asyncio.CancelledError:
-            turn.emit("run_cancelled", reason="cancelled")
+        except asyncio.CancelledError as exc:
+            await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
+            turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
+            await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"))
             raise
         finally:
@@ -230,7 +243,9 @@ class Harness:
         agent = self.agent
         host = agent.host
         store = agent.history_store
-        turn.history = tuple(await store.load(turn.conversation_id))
+        turn.history = tuple(await load_history(
+            store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
+        ))
         turn.tools = tuple(tool.spec for tool in agent.tools.values())
         recalled: list[MemoryHit] = []
         for value in host.call("recall_memory", turn=turn):
@@ -285,55 +300,29 @@ class Harness:
     async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
         host = agent.host
-        runtime = agent.provider(turn.model)
-        max_turns = agent.config.runtime.max_turns
-        messages: list[Message] = list(prompt.messages)
-        activity: list[ToolActivity] = []
-        usage = Usage()
         prelude = ""
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        step = 0
-        while True:
-            step += 1
-            if max_turns and step > max_turns:
-                raise TurnFailed(
-                    f"the model was still calling tools after runtime.maxTurns = {max_turns} provider steps; "
-                    f"nothing was committed (raise runtime.maxTurns, or 0 for unlimited)"
-                )
-            request = ProviderRequest(
-                model=turn.model.partition(":")[2],
-                prompt=prompt,
-                messages=tuple(messages),
-                tools=turn.tools,
-                run_id=turn.run_id,
-                step=step,
-            )
-            request = host.call("prepare_provider_request", turn=turn, request=request) or request
-            outcome = await self._step(turn, runtime, request)
-            usage = usage + outcome.usage
-            host.call("after_provider_call", turn=turn, request=request, outcome=outcome)
-            if not outcome.tool_calls:
-                break
-            messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))
-            for call in outcome.tool_calls:
-                result = await self._tool(turn, call)
-                activity.append(ToolActivity(call, result))
-                messages.append(Message("tool", result.content, name=call.name, tool_call_id=call.id))
+        provided = await ProviderCall(self, turn, prompt).run()  # retries, fallbacks, the tool loop
+        outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
         text = prelude + outcome.text
         user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
         answer = Message("assistant", text)
+        continuity = RunContinuity.of(turn)
+        await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
+        continuity.collector.claimed = True  # from here on, no continuity account replaces this turn
         receipt = await agent.history_store.commit(turn.conversation_id, [user, answer])
         result = TurnResult(
             run_id=turn.run_id,
             conversation_id=turn.conversation_id,
             text=text,
-            model=turn.model,
+            model=provided.model,
             usage=usage,
             tool_activity=tuple(activity),
             manifest=prompt.manifest,
             steps=step,
+            attempt=provided.attempt,
         )
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
         for plugin, value, error in host.call_isolated("after_commit", turn=turn, result=result):
@@ -348,38 +337,15 @@ class Harness:
                     plugin=plugin,
                     error=agent.redact(f"{type(exc).__name__}: {exc}", "error"),
                 )
-        turn.emit("run_completed", model=turn.model, steps=step, usage=attrs.asdict(usage), chars=len(text))
-        return result
-
-    async def _step(self, turn: Turn, runtime: Any, request: ProviderRequest) -> StepOutcome:
-        pieces: list[str] = []
-        calls: list[ToolCall] = []
-        finished = StepFinished()
-        turn.emit("provider_request", model=turn.model, step=request.step, messages=len(request.messages), tools=len(request.tools))
-        async for event in runtime.stream(request):
-            if isinstance(event, TextDelta):
-                pieces.append(event.text)
-                turn.emit("text_delta", text=event.text, step=request.step)
-            elif isinstance(event, ToolCallRequested):
-                calls.append(event.call)
-            elif isinstance(event, StepFinished):
-                finished = event
-            else:
-                raise ProviderError(f"provider {turn.model!r} yielded {event!r}, which is not a ProviderEvent")
-        outcome = StepOutcome(turn.model, "".join(pieces), tuple(calls), finished.usage, finished.stop_reason)
         turn.emit(
-            "provider_response",
-            model=turn.model,
-            step=request.step,
-            stop_reason=finished.stop_reason,
-            tool_calls=len(calls),
-            usage=attrs.asdict(finished.usage),
+            "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text), **provided.event_data()
         )
-        return outcome
+        return result
 
     async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
         agent = self.agent
-        turn.emit("tool_call", id=call.id, name=call.name)
+        continuity = RunContinuity.of(turn)
+        turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
         tool = agent.tools.get(call.name)
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
             available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
@@ -397,7 +363,9 @@ class Harness:
                 except Exception as exc:
                     detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
                     result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
+        result = guard_tool_result(turn, result)
         agent.host.call("after_tool_call", turn=turn, call=call, result=result)
-        turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content))
+        persistence = await continuity.tool_result(call, result)
+        turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content), **persistence)
         return result
 

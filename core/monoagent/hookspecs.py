@@ -141,7 +141,9 @@ def register_memory_tiers(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up.
 
-    Bundled default: none yet in this release (``lite`` and ``journal`` are planned).
+    Bundled default: ``memory-lite`` registers ``lite`` (SQLite FTS5, bm25, near-duplicate
+    merging) and ``memory-journal`` registers ``journal`` (dated entries, keyword + semantic
+    search fused by reciprocal rank fusion, reached only through tools).
 
     Example::
 
@@ -166,7 +168,9 @@ def register_embedders(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up.
 
-    Bundled default: none yet in this release.
+    Bundled default: the ``embedders`` plugin registers ``hashed-ngrams``, a dependency-free
+    *lexical* embedder (hashed character 3- and 4-grams); the contrib distribution
+    ``monoagent-minilm`` adds a real sentence-embedding model.
 
     Example::
 
@@ -248,8 +252,9 @@ def register_tools(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up.
 
-    Bundled default: none in this release (MemoryRecall, SessionHistory and RunHistory come
-    with their plugins).
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall and
+    ``memory-journal`` registers MemoryJournal; each withdraws its tool from ``turn.tools`` on
+    turns where it is not configured (SessionHistory and RunHistory come with their plugins).
 
     Example::
 
@@ -566,8 +571,8 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
         turn: the turn; ``turn.request.text`` is the user's own text and
             ``turn.request.attachments`` its attachments.
         parts: what :func:`augment_user_message` contributed, sorted by ``order``; ``before``
-            parts go ahead of the user's text, ``after`` parts after it and any attachment
-            block.
+            parts go ahead of the user's text, ``prefix`` parts on the line directly above it,
+            ``after`` parts after it and any attachment block.
 
     Returns:
         The provider-facing user :class:`~monoagent.model.Message`. First non-None result wins.
@@ -575,8 +580,9 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
 
     Called on every turn, after recall and augmentation.
 
-    Bundled default (``conversation``): the before parts, the user's text, an attachment block,
-    then the after parts, separated by blank lines.
+    Bundled default (``conversation``): the before parts, the prefix parts and the user's text
+    (one line each), an attachment block, then the after parts, separated by blank lines. Fence
+    tokens in the user's text and attachments are neutralised.
 
     Example::
 
@@ -604,7 +610,10 @@ def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Any:
 
     Called once per turn, before assembly.
 
-    Bundled default: none in this release; memory tiers will implement it.
+    Bundled default (``memory``): searches every configured tier whose ``automatic_recall``
+    is true with the user's text, through a per-turn lookup cache shared with the MemoryRecall
+    tool, and keeps hits that reach ``memory.recall.minScore`` and contain a word of the
+    message; a failing tier is a ``runtime_warning``. The journal tier is never recalled here.
 
     Example::
 
@@ -631,7 +640,9 @@ def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessa
 
     Bundled default (``conversation``): when hits passed the gate, the block behind the line
     ``[Recalled long-term memory — background context for this turn, not the user's words:]``
-    after the user's text; nothing at all when there are none.
+    after the user's text; nothing at all when there are none. ``group-context``: the
+    ``<messages_since_your_last_turn>`` fence (``before``) and the ``<current_speaker>`` line
+    (``prefix``) when the request has preceding messages or a sender.
 
     Example::
 
@@ -841,7 +852,9 @@ def after_commit(turn: Turn, result: TurnResult) -> Any:
     Called once per turn, only after the history store published the turn. Never for
     cancelled or failed turns.
 
-    Bundled default: none in this release (memory capture comes with the memory tiers).
+    Bundled default (``memory``): captures the turn into every configured tier, attributed to
+    its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's
+    own text only: never the recalled block, never preceding messages.
 
     Example::
 

@@ -7,6 +7,7 @@ PostgreSQL history store or a vector-database memory tier plugs in without touch
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -76,9 +77,145 @@ class HistoryStore(Protocol):
     async def close(self) -> None: ...
 
 
+# --------------------------------------------------------------------------- logical sessions
+
+_DAILY_BUCKET = re.compile(r"(?s)(?P<logical>.*):(?P<bucket>\d{4}-\d{2}-\d{2})")
+
+
+def logical_conversation_id(conversation_id: str) -> str:
+    """The logical session a physical conversation id belongs to.
+
+    Under ``runtime.session.rollover = "daily"`` the harness keys history by
+    ``<logical>:<YYYY-MM-DD>``; this strips such a date-shaped bucket suffix (and only that), so
+    every store, the CLI and the harness agree on which records make up one logical session. An
+    id without a bucket suffix is its own logical session.
+    """
+    match = _DAILY_BUCKET.fullmatch(conversation_id)
+    return match.group("logical") if match else conversation_id
+
+
+HistoryWarningCallback = Callable[[str, str], None]
+"""``on_warning(code, message)``: how a store reports a recoverable problem during ``load``."""
+
+CAPABILITY_LOAD_WARNINGS = "load_warnings"
+"""The store's ``load`` accepts ``on_warning=`` (see :class:`ManagedHistoryStore`)."""
+
+
+@attrs.frozen
+class HistoryResetReport:
+    """What a logical-session reset removed: the exact ids, their messages, files and bytes."""
+
+    logical_conversation_id: str
+    conversation_ids: tuple[str, ...] = ()
+    messages: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+@attrs.frozen
+class HistoryStats:
+    """Totals of a history store: retained conversations (records), their messages and bytes."""
+
+    records: int
+    bytes: int
+    messages: int | None = None
+    stages: int = 0
+    stage_bytes: int = 0
+
+
+@runtime_checkable
+class ManagedHistoryStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that also supports logical-session reset, totals and clear-all.
+
+    The bundled ``files`` store implements it; the conformance suite
+    (:mod:`monoagent.history_contract`) checks every clause below, so a PostgreSQL store proves
+    itself by running that suite unchanged. Contracts, beyond :class:`HistoryStore`'s:
+
+    ``capabilities``
+        A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
+        ``load`` accepts ``on_warning``, ``"logical_reset"`` that ``reset_logical`` is
+        implemented. The harness passes extras only to stores advertising them, so stores
+        written against :class:`HistoryStore` keep working.
+
+    ``load(conversation_id, *, on_warning=None)``
+        As :meth:`HistoryStore.load`. A stored record that cannot be read because it is
+        truncated or not valid JSON is not an error: the conversation starts cold (returns
+        ``()``), ``on_warning("history_record_unreadable", message)`` is called once, and the
+        next successful ``commit`` replaces the record. A record of an unsupported shape, an
+        unsafe path (a symlink, a file of another owner) or a record naming another
+        conversation raises :class:`~monoagent.errors.HistoryStoreError` instead (fail closed).
+
+    ``commit(conversation_id, messages)``
+        As :meth:`HistoryStore.commit`, with these guarantees: the turn is staged and published
+        atomically (a reader sees the whole previous record or the whole new one); when it
+        returns, the turn survives a process crash and a power cut; when it raises, the
+        previous record is intact and a partial stage never counts as history; at most the
+        newest ``history.maxMessages`` messages are kept; each serialized message is at most
+        ``history.maxMessageBytes`` (longer content is cut UTF-8-safely and ends with a marker
+        stating the original byte count); concurrent commits to one conversation, from any
+        number of processes, are serialised and none is lost; commits to unrelated
+        conversations do not wait for each other's I/O. Aggregate retention (records, bytes,
+        days of inactivity) runs only after a successful publication and removes the oldest
+        inactive conversations first, never the one just published. The record keeps the
+        conversation id and its :func:`logical_conversation_id`.
+
+    ``reset_logical(logical_conversation_id) -> HistoryResetReport``
+        Removes every record whose logical session is ``logical_conversation_id`` (each daily
+        bucket, and the undated id itself), atomically with respect to concurrent commits of
+        that session in any process: a commit either lands before the reset (and is removed)
+        or after it (and survives). Other conversations are untouched. A crash part-way leaves
+        the reset to be completed by the next operation on that session; readers never see a
+        half-reset session.
+
+    ``stats() -> HistoryStats``
+        Retained records (conversations), their bytes and, when cheap, messages; live
+        unpublished stages separately.
+
+    ``clear_all() -> HistoryStats``
+        Removes every record (and abandoned stages) and returns what was removed. Nothing
+        outside the store is touched.
+    """
+
+    capabilities: frozenset[str]
+
+    async def reset_logical(self, logical_conversation_id: str) -> HistoryResetReport: ...
+
+    async def stats(self) -> HistoryStats: ...
+
+    async def clear_all(self) -> HistoryStats: ...
+
+
+async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
+    """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
+    if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
+        return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]
+    return await store.load(conversation_id)
+
+
 @runtime_checkable
 class MemoryTier(Protocol):
-    """Long-term memory: ``search`` for recall, ``add`` for capture, ``forget`` to remove."""
+    """Long-term memory: ``search`` for recall, ``add`` for capture, ``forget`` to remove.
+
+    The contract (``monoagent.testing.MemoryTierContract`` checks it):
+
+    * ``search(query, limit=n)`` returns at most ``n`` :class:`~monoagent.model.MemoryHit`
+      values, best first, each with ``source`` = the tier's ``name``, a string ``id`` that
+      ``forget`` accepts, and a ``score`` in 0..1 where higher is more relevant (the recall gate
+      compares scores across tiers). An empty store, or a query with nothing to match, returns
+      ``[]``; ``limit`` below 1 is a ``ValueError``.
+    * ``add(text, metadata=...)`` stores ``text`` and returns its id; blank text is a
+      ``ValueError``. A tier may bound what it keeps (say so in its docs) and may merge a
+      near-duplicate into an existing entry, returning that entry's id.
+    * ``forget(id)`` removes one entry; True if it existed, False otherwise.
+
+    Optional attributes and methods, looked up with ``getattr`` so a minimal tier needs none:
+
+    * ``automatic_recall: bool`` (default True): whether the tier answers the per-turn
+      ``recall_memory`` step. A tier that is searched only through tools sets it False.
+    * ``captures: bool`` (default True): whether post-turn capture adds each committed turn.
+    * ``list(limit=, offset=)`` and ``stats()``: see :class:`BrowsableMemoryTier`.
+    * ``close()`` (may be a coroutine): called once when the Agent closes.
+    """
 
     name: str
 
@@ -87,6 +224,42 @@ class MemoryTier(Protocol):
     async def add(self, text: str, *, metadata: dict[str, Any] | None = None) -> str: ...
 
     async def forget(self, memory_id: str) -> bool: ...
+
+
+@attrs.frozen
+class MemoryRecord:
+    """One stored memory, as ``monoagent memory list`` shows it."""
+
+    id: str
+    text: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class MemoryStats:
+    """What a tier holds: entry count, UTF-8 bytes of text, where it lives, tier-specific details."""
+
+    tier: str
+    entries: int
+    bytes: int
+    location: str | None = None
+    details: dict[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class BrowsableMemoryTier(MemoryTier, Protocol):
+    """A tier that can also list its entries (newest first) and report its size.
+
+    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``;
+    ``stats()`` returns a :class:`MemoryStats`. The ``memory list`` and ``memory stats``
+    commands need these; ``search``, ``add`` and ``forget`` work without them.
+    """
+
+    async def list(self, *, limit: int, offset: int = 0) -> Sequence[MemoryRecord]: ...
+
+    async def stats(self) -> MemoryStats: ...
 
 
 @runtime_checkable

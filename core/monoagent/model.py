@@ -41,10 +41,16 @@ class Speaker:
 
     @property
     def label(self) -> str:
-        """``Alice Chen (@alice)``, or the display name alone when there is no handle."""
-        if self.handle:
-            return f"{self.display_name} (@{self.handle.lstrip('@')})"
-        return self.display_name
+        """``Alice Chen (@alice)``, or the display name alone when there is no handle.
+
+        Both parts are user-chosen, so the label is made safe wherever it goes (the user
+        message, the history entry's name, capture attribution, events): one line each, no
+        control, zero-width or bidi characters, capped, fence tokens neutralised. See
+        :func:`monoagent.untrusted.speaker_label`.
+        """
+        from .untrusted import speaker_label
+
+        return speaker_label(self.display_name, self.handle)
 
 
 @attrs.frozen
@@ -106,13 +112,49 @@ class ToolStatus(str, Enum):
 
 
 @attrs.frozen
+class TextBlock:
+    """A text block of a structured tool payload."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@attrs.frozen
+class ImageBlock:
+    """An image block of a structured tool payload (raw bytes and their media type)."""
+
+    data: bytes = attrs.field(repr=lambda d: f"<{len(d)} bytes>")
+    media_type: str = "image/png"
+    kind: Literal["image"] = "image"
+
+
+@attrs.frozen
+class BinaryBlock:
+    """Opaque bytes in a structured tool payload (a file, an archive)."""
+
+    data: bytes = attrs.field(repr=lambda d: f"<{len(d)} bytes>")
+    media_type: str = "application/octet-stream"
+    name: str | None = None
+    kind: Literal["binary"] = "binary"
+
+
+ContentBlock = TextBlock | ImageBlock | BinaryBlock
+
+
+@attrs.frozen
 class ToolResult:
-    """What a tool returned for one call; ``content`` is text the model will read."""
+    """What a tool returned for one call; ``content`` is text the model will read.
+
+    ``blocks`` optionally carries the structured payload (text, image and binary blocks) of a
+    tool that returns more than text; ``content`` stays its text form. The tool-output bloat guard
+    (:mod:`monoagent.bloat`) measures and samples the payload before it reaches the model.
+    """
 
     call_id: str
     name: str
     content: str
     status: ToolStatus = ToolStatus.SUCCESS
+    blocks: tuple[ContentBlock, ...] = attrs.field(default=(), converter=_tuple)
 
     @property
     def is_error(self) -> bool:
@@ -199,13 +241,14 @@ class Section:
 class UserMessagePart:
     """Text a turn-step hook adds around the user's own text on the provider-facing message.
 
-    ``position`` ``before`` parts precede the user's text (speaker fences), ``after`` parts follow
-    it and any attachment block (the recalled-memory block). Parts are placed by ``order``.
-    They are never written to history.
+    ``position`` ``before`` parts precede the user's text (speaker fences), separated from it
+    by a blank line; ``prefix`` parts sit on the line directly above the user's text (the
+    ``<current_speaker>`` line); ``after`` parts follow it and any attachment block (the
+    recalled-memory block). Parts are placed by ``order``. They are never written to history.
     """
 
     text: str
-    position: Literal["before", "after"] = "after"
+    position: Literal["before", "prefix", "after"] = "after"
     order: int = 500
     source: str = ""
 
@@ -326,6 +369,9 @@ class ProviderRequest:
 
     ``messages`` holds the current user message and, inside a tool loop, the assistant tool-call
     and tool-result messages of this run. ``tools`` are the only callable tools.
+    ``transport`` is ``providers.piNative.transport`` (``auto``, ``sse``, ``websocket``,
+    ``websocket-cached``): a runtime with several transports uses the one requested, a runtime
+    with one (or that lacks the requested one) ignores it and uses its default.
     """
 
     model: str
@@ -335,6 +381,7 @@ class ProviderRequest:
     run_id: str = ""
     step: int = 1
     max_output_tokens: int | None = None
+    transport: str = "auto"
 
 
 @attrs.frozen
@@ -391,7 +438,12 @@ class ToolActivity:
 
 @attrs.frozen
 class TurnResult:
-    """What a completed turn returns to its caller."""
+    """What a completed turn returns to its caller.
+
+    ``model`` is the model that answered (a fallback when the primary failed) and ``attempt``
+    the provider attempt that answered (1 is the primary's first attempt; see
+    :mod:`monoagent.reliability`). ``usage`` sums every attempt, failed ones included.
+    """
 
     run_id: str
     conversation_id: str
@@ -402,3 +454,4 @@ class TurnResult:
     tool_activity: tuple[ToolActivity, ...] = ()
     manifest: PromptManifest | None = None
     steps: int = 0
+    attempt: int = 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any, TypeVar
 
@@ -10,6 +11,9 @@ import cattrs
 T = TypeVar("T")
 
 converter = cattrs.Converter()
+# Raw bytes (image and binary tool-result blocks) become base64 text at JSON boundaries.
+converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).decode("ascii"))
+converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value) if isinstance(value, str) else bytes(value))
 
 
 def unstructure(value: Any) -> Any:

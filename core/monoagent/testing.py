@@ -28,8 +28,16 @@ from typing import Any
 import attrs
 
 from .agent import Agent
+from .history_contract import HistoryStoreContract
+from .provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
 
 __all__ = ["fresh_agent", "scripted_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
+__all__ += ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest"]
+__all__ += ["HistoryStoreContract"]
+from .memory_contract import EmbedderContract, MemoryTierContract  # noqa: E402  (the memory conformance suites)
+__all__ += ["MemoryTierContract", "EmbedderContract"]
+from .tool_history_contract import ToolHistoryStoreContract  # noqa: E402  (the tool-history conformance suite)
+__all__ += ["ToolHistoryStoreContract"]
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,3 +36,18 @@ def utf8_prefix(text: str, max_bytes: int) -> Truncated:
 def utf8_len(text: str) -> int:
     """Bytes of ``text`` in UTF-8 (a lone surrogate counts as the one byte of its replacement)."""
     return len(text.encode("utf-8", "replace"))
+
+
+def utf8_suffix(text: str, max_bytes: int) -> Truncated:
+    """The longest suffix of ``text`` whose UTF-8 encoding fits ``max_bytes``.
+
+    The mirror of :func:`utf8_prefix`: the cut moves forward over continuation bytes so it lands
+    on a code-point boundary, lone surrogates become ``?``, and the result is valid UTF-8.
+    """
+    data = text.encode("utf-8", "replace")
+    if len(data) <= max_bytes:
+        return Truncated(data.decode("utf-8"), len(data), len(data))
+    start = len(data) - max(max_bytes, 0)
+    while start < len(data) and (data[start] & 0xC0) == 0x80:
+        start += 1
+    return Truncated(data[start:].decode("utf-8"), len(data), len(data) - start)

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from monoagent.model import RunEvent, TurnRequest
 from monoagent.plugins import bundled_impl
+from monoagent.reliability import discard_notice
 
 
 class ConsoleChannel:
@@ -43,6 +44,10 @@ class ConsoleChannel:
         if event.type == "text_delta":
             self.stdout.write(event.data["text"])
             self.stdout.flush()
+        elif event.type == "provider_attempt_discarded":
+            self.stdout.write("\n")
+            self.stdout.flush()
+            print(discard_notice(event.data), file=sys.stderr, flush=True)
 
     async def serve(self, agent: Any = None) -> None:
         agent = agent or self.agent

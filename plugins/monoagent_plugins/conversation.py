@@ -3,8 +3,10 @@
 History is rendered as a framed transcript: one entry per message, ``User`` entries labelled
 with the speaker persisted as the message name, every continuation line indented so that no
 line of a message can pose as a new entry. The user message carries, in order, the ``before``
-parts from ``augment_user_message``, the user's own text, an attachment block, and the
-``after`` parts, among them the recalled-memory block behind its documented delimiter.
+parts from ``augment_user_message``, the ``prefix`` parts and the user's own text, an
+attachment block, and the ``after`` parts, among them the recalled-memory block behind its
+documented delimiter. Fence tokens in the user's own text and attachments are neutralised
+(:func:`monoagent.untrusted.neutralize_fence_tokens`); text without one is left byte-identical.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from monoagent.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 from monoagent.plugins import bundled_impl
+from monoagent.untrusted import neutralize_fence_tokens
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (
@@ -70,19 +73,24 @@ def _attachment_block(attachments: Sequence[Attachment]) -> str:
 def render_user_message(turn: Any, parts: Sequence[UserMessagePart]) -> Message:
     request = turn.request
     blocks = [p.text for p in parts if p.position == "before" and p.text]
-    blocks.append(request.text)
+    own = [p.text for p in parts if p.position == "prefix" and p.text]
+    text = neutralize_fence_tokens(request.text)
+    blocks.append("\n".join([*own, text] if text or not own else own))
     if request.attachments:
-        blocks.append(_attachment_block(request.attachments))
+        blocks.append(neutralize_fence_tokens(_attachment_block(request.attachments)))
     blocks.extend(p.text for p in parts if p.position == "after" and p.text)
     name = request.sender.label if request.sender else None
     return Message("user", "\n\n".join(blocks), name=name)
 
 
 def recall_block(hits: Sequence[MemoryHit]) -> str:
-    """The documented recalled-memory block, or '' when there is nothing to add."""
+    """The documented recalled-memory block, or '' when there is nothing to add.
+
+    Recalled text can hold whatever a past user wrote, so fence tokens in it are neutralised.
+    """
     if not hits:
         return ""
-    entries = [f"- {indent_continuations(hit.text.strip())}" for hit in hits]
+    entries = [f"- {indent_continuations(neutralize_fence_tokens(hit.text.strip()))}" for hit in hits]
     return RECALL_DELIMITER + "\n" + "\n".join(entries)
 
 

@@ -13,18 +13,21 @@ The block classifies the turn by ``request.delivery``:
   and the conversation cannot receive a proactive follow-up.
 
 Chat turns add a ``Surface:`` line (kind, sanitised name, channel id) and the transport's
-message budget. Without a surface the block is byte-identical to one built before surfaces
-existed. Human identity and routes never appear here: no sender, user id, thread id, callback
-URL, delivery token or request metadata is rendered.
+message budget. The name is user-controlled (a channel name, a chat title, a DM counterpart's
+handle), so it is sanitised exactly like a speaker's display name: one line, no control,
+zero-width or bidi characters, fence tokens neutralised, capped at 80 characters; an id the
+sanitiser would alter is left out rather than shown inexactly. Without a surface the block is
+byte-identical to one built before surfaces existed. Human identity and routes never appear
+here: no sender, user id, thread id, callback URL, delivery token or request metadata is
+rendered.
 """
 
 from __future__ import annotations
 
-import unicodedata
-
 from monoagent.model import Section, Surface
 from monoagent.plugins import bundled_impl
 from monoagent.turn import Turn
+from monoagent.untrusted import neutralize_untrusted, one_line
 
 HEADING = "# Session"
 NAME_MAX_CHARS = 80
@@ -42,26 +45,20 @@ BUDGET_SENTENCE = (
     "Messages here are delivered in parts of at most {budget} characters; anything longer is continued in "
     "the thread under your first message, so write to that budget rather than guessing one."
 )
-_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+#: Names are cut to this many characters before neutralising, so a huge name costs nothing.
+_RAW_NAME_CHARS = 4096
 
 
 def sanitize_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
-    """A user-controlled name made safe to quote in the prompt.
+    """A user-controlled name made safe to quote in the prompt, like a speaker's display name.
 
-    Line breaks and other whitespace collapse to single spaces; control, format (zero-width,
-    bidi override) and surrogate characters are dropped; double quotes become single quotes;
-    the result is capped at ``limit`` characters, ending in an ellipsis when cut.
+    :func:`monoagent.untrusted.one_line` (every line break and whitespace run becomes one
+    space; control, format (zero-width, bidi override) and surrogate characters are dropped)
+    with fence tokens neutralised; double quotes become single quotes; the result is capped at
+    ``limit`` characters, ending in an ellipsis when cut.
     """
-    kept = []
-    for char in text:
-        if char.isspace():
-            kept.append(" ")
-        elif unicodedata.category(char) not in _DROPPED_CATEGORIES:
-            kept.append("'" if char == '"' else char)
-    cleaned = " ".join("".join(kept).split())
-    if len(cleaned) > limit:
-        cleaned = cleaned[: limit - 1].rstrip() + "…"
-    return cleaned
+    cleaned = one_line(neutralize_untrusted(one_line(text, _RAW_NAME_CHARS)), _RAW_NAME_CHARS)
+    return one_line(cleaned.replace('"', "'"), limit)
 
 
 def _exact(value: str | None) -> str | None:
