@@ -1,0 +1,71 @@
+"""The ``lmstudio`` provider: ``lmstudio:<model>`` on LM Studio's local OpenAI-compatible server.
+
+Base URL ``providers.lmstudio.baseUrl`` (env ``MONO_AGENT_LMSTUDIO_BASE_URL``), default
+``http://127.0.0.1:1234/v1``; requests go to ``<baseUrl>/chat/completions``; no key is needed.
+The wire format is in :mod:`monoagent_plugins.openai_wire`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from monoagent.config import setting
+from monoagent.plugins import bundled_impl
+
+from .openai_wire import OpenAIChatRuntime
+from .provider_http import Endpoint, normalise_base_url
+
+PROVIDER = "lmstudio"
+
+
+@attrs.define
+class LMStudioConfig:
+    """providers.lmstudio: LM Studio's local server."""
+
+    base_url: str = setting(
+        "http://127.0.0.1:1234/v1", doc="Base URL (requests go to <baseUrl>/chat/completions).",
+        env="MONO_AGENT_LMSTUDIO_BASE_URL",
+    )
+    max_output_tokens: int | None = setting(
+        None, doc="max_tokens of each request. Unset: the server's default.",
+        env="MONO_AGENT_LMSTUDIO_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    )
+    timeout_seconds: float = setting(
+        600.0, doc="Read timeout: the longest wait for the next piece of the stream, model loading included (seconds).",
+        env="MONO_AGENT_LMSTUDIO_TIMEOUT_SECONDS", min=0.1, max=3600,
+    )
+    connect_timeout_seconds: float = setting(
+        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_LMSTUDIO_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
+    )
+    context_window: int = setting(
+        8192, doc="The context length the model is loaded with, in tokens (drives the compaction budget).",
+        env="MONO_AGENT_LMSTUDIO_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    )
+
+
+def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    config: LMStudioConfig = agent.config.section("providers.lmstudio")
+    endpoint = Endpoint(
+        provider=PROVIDER,
+        url=f"{normalise_base_url(config.base_url)}/chat/completions",
+        headers={},
+        setting="providers.lmstudio.baseUrl",
+        url_env="MONO_AGENT_LMSTUDIO_BASE_URL",
+        connect_timeout=config.connect_timeout_seconds,
+        read_timeout=config.timeout_seconds,
+    )
+    return OpenAIChatRuntime(
+        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens, context_window=config.context_window
+    )
+
+
+@bundled_impl
+def register_providers(register: Any) -> None:
+    register(PROVIDER, make_runtime, description="LM Studio local server")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register("providers.lmstudio", LMStudioConfig)

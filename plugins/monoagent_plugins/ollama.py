@@ -1,0 +1,74 @@
+"""The ``ollama`` provider: ``ollama:<model>`` on a local Ollama server's OpenAI-compatible API.
+
+The server is ``OLLAMA_HOST`` (or ``providers.ollama.host``), default ``http://127.0.0.1:11434``;
+a bare ``host:port`` gets ``http://``, and ``0.0.0.0`` (the server's listen-everywhere address)
+is called as ``127.0.0.1``. Requests go to ``<host>/v1/chat/completions``; no key is needed.
+The wire format is in :mod:`monoagent_plugins.openai_wire`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from monoagent.config import setting
+from monoagent.plugins import bundled_impl
+
+from .openai_wire import OpenAIChatRuntime
+from .provider_http import Endpoint, normalise_base_url
+
+PROVIDER = "ollama"
+
+
+@attrs.define
+class OllamaConfig:
+    """providers.ollama: a local Ollama server."""
+
+    host: str = setting("http://127.0.0.1:11434", doc="The Ollama server (requests go to <host>/v1/chat/completions).", env="OLLAMA_HOST")
+    max_output_tokens: int | None = setting(
+        None, doc="max_tokens of each request. Unset: the server's default.",
+        env="MONO_AGENT_OLLAMA_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    )
+    timeout_seconds: float = setting(
+        600.0, doc="Read timeout: the longest wait for the next piece of the stream, model loading included (seconds).",
+        env="MONO_AGENT_OLLAMA_TIMEOUT_SECONDS", min=0.1, max=3600,
+    )
+    connect_timeout_seconds: float = setting(
+        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_OLLAMA_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
+    )
+    context_window: int = setting(
+        8192, doc="The context window the server runs the model with, in tokens (drives the compaction budget).",
+        env="MONO_AGENT_OLLAMA_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    )
+
+
+def host_url(host: str) -> str:
+    url = normalise_base_url(host)
+    return url.replace("://0.0.0.0", "://127.0.0.1", 1)
+
+
+def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    config: OllamaConfig = agent.config.section("providers.ollama")
+    endpoint = Endpoint(
+        provider=PROVIDER,
+        url=f"{host_url(config.host)}/v1/chat/completions",
+        headers={},
+        setting="providers.ollama.host",
+        url_env="OLLAMA_HOST",
+        connect_timeout=config.connect_timeout_seconds,
+        read_timeout=config.timeout_seconds,
+    )
+    return OpenAIChatRuntime(
+        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens, context_window=config.context_window
+    )
+
+
+@bundled_impl
+def register_providers(register: Any) -> None:
+    register(PROVIDER, make_runtime, description="local Ollama server (OLLAMA_HOST)")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register("providers.ollama", OllamaConfig)

@@ -1,0 +1,82 @@
+"""The ``openai`` provider: ``openai:<model>`` on OpenAI's Chat Completions API, streamed.
+
+Credentials and endpoint: ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (or the
+``providers.openai`` keys ``apiKey`` and ``baseUrl``). The wire format is in
+:mod:`monoagent_plugins.openai_wire`. Needs the ``openai`` extra (httpx, httpx-sse).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from monoagent.config import setting
+from monoagent.errors import ProviderError
+from monoagent.plugins import bundled_impl
+
+from .openai_wire import OpenAIChatRuntime
+from .provider_http import Endpoint, normalise_base_url
+
+PROVIDER = "openai"
+
+
+@attrs.define
+class OpenAIConfig:
+    """providers.openai: OpenAI's Chat Completions API."""
+
+    base_url: str = setting(
+        "https://api.openai.com/v1", doc="Base URL (requests go to <baseUrl>/chat/completions).", env="OPENAI_BASE_URL",
+    )
+    api_key: str | None = setting(
+        None, doc="API key; prefer the environment variable over writing it into a file.", env="OPENAI_API_KEY", secret=True,
+    )
+    max_output_tokens: int | None = setting(
+        None, doc="max_completion_tokens of each request. Unset: the model's own limit.",
+        env="MONO_AGENT_OPENAI_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    )
+    timeout_seconds: float = setting(
+        600.0, doc="Read timeout: the longest wait for the next piece of the stream (seconds).",
+        env="MONO_AGENT_OPENAI_TIMEOUT_SECONDS", min=0.1, max=3600,
+    )
+    connect_timeout_seconds: float = setting(
+        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_OPENAI_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
+    )
+    context_window: int = setting(
+        128_000, doc="The model's context window in tokens (drives the compaction budget).",
+        env="MONO_AGENT_OPENAI_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    )
+
+
+def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    config: OpenAIConfig = agent.config.section("providers.openai")
+    if not config.api_key:
+        raise ProviderError(
+            f"openai: no API key for openai:{model}; set OPENAI_API_KEY in the environment "
+            f"(or providers.openai.apiKey in the config file)",
+            provider=PROVIDER,
+        )
+    endpoint = Endpoint(
+        provider=PROVIDER,
+        url=f"{normalise_base_url(config.base_url)}/chat/completions",
+        headers={"authorization": f"Bearer {config.api_key}"},
+        setting="providers.openai.baseUrl",
+        url_env="OPENAI_BASE_URL",
+        connect_timeout=config.connect_timeout_seconds,
+        read_timeout=config.timeout_seconds,
+        key_env="OPENAI_API_KEY",
+    )
+    return OpenAIChatRuntime(
+        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens,
+        context_window=config.context_window, max_tokens_field="max_completion_tokens",
+    )
+
+
+@bundled_impl
+def register_providers(register: Any) -> None:
+    register(PROVIDER, make_runtime, description="OpenAI Chat Completions (OPENAI_API_KEY)")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register("providers.openai", OpenAIConfig)

@@ -1,0 +1,173 @@
+"""Scripted local servers speaking the Anthropic and OpenAI streaming wire formats, byte for byte.
+
+The frames follow the vendors' documented streams: Anthropic's ``event:``/``data:`` pairs
+(message_start, content_block_start, ping, content_block_delta with text_delta or
+input_json_delta, content_block_stop, message_delta with stop_reason and usage, message_stop,
+and ``event: error``), and OpenAI's ``data: {chat.completion.chunk}`` lines ending with
+``data: [DONE]``, usage in a last chunk with empty ``choices``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from monoagent.provider_contract import Reply, WireServer
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(", ", ": "))
+
+
+class AnthropicWireServer(WireServer):
+    """The Messages API stream (``POST /v1/messages`` with ``stream: true``)."""
+
+    def event(self, name: str, data: Any) -> bytes:
+        return f"event: {name}\ndata: {_json(data)}\n\n".encode()
+
+    def frames(self, reply: Reply) -> Iterator[bytes | object]:
+        usage = reply.usage
+        yield self.event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": reply.model,
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": usage.input_tokens,
+                        "cache_creation_input_tokens": usage.cache_write_tokens,
+                        "cache_read_input_tokens": usage.cache_read_tokens,
+                        "output_tokens": 1,
+                    },
+                },
+            },
+        )
+        index = 0
+        if reply.text_pieces or reply.stream_error:
+            yield self.event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+            yield self.event("ping", {"type": "ping"})
+            yield from self.cut(reply, 0)
+            for sent, piece in enumerate(reply.text_pieces, start=1):
+                yield self.event(
+                    "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+                )
+                yield from self.cut(reply, sent)
+            if reply.stream_error:
+                yield self.event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                return
+            yield self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+            index = 1
+        for call in reply.tool_calls:
+            yield self.event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}},
+            )
+            yield self.event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": ""}},
+            )
+            for piece in call.argument_pieces:
+                yield self.event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}},
+                )
+            yield self.event("content_block_stop", {"type": "content_block_stop", "index": index})
+            index += 1
+        stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+        yield self.event(
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage.output_tokens}},
+        )
+        yield self.event("message_stop", {"type": "message_stop"})
+
+    def error_body(self, reply: Reply) -> bytes:
+        if reply.context_limit:
+            kind, message = "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"
+        else:
+            kind = {
+                400: "invalid_request_error",
+                401: "authentication_error",
+                403: "permission_error",
+                404: "not_found_error",
+                413: "request_too_large",
+                429: "rate_limit_error",
+                529: "overloaded_error",
+            }.get(reply.status, "api_error")
+            message = reply.error_message
+        return _json({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+class OpenAIWireServer(WireServer):
+    """The Chat Completions stream (``POST /chat/completions`` with ``stream: true``)."""
+
+    def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
+        data = {
+            "id": "chatcmpl-AbC123",
+            "object": "chat.completion.chunk",
+            "created": 1735689600,
+            "model": reply.model,
+            "system_fingerprint": "fp_44709d6fcb",
+            "choices": choices,
+            "usage": usage,
+        }
+        return f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+
+    def frames(self, reply: Reply) -> Iterator[bytes | object]:
+        def choice(delta: dict[str, Any], finish: str | None = None) -> list[Any]:
+            return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+        yield self.chunk(reply, choice({"role": "assistant", "content": "", "refusal": None}))
+        yield from self.cut(reply, 0)
+        for sent, piece in enumerate(reply.text_pieces, start=1):
+            yield self.chunk(reply, choice({"content": piece}))
+            yield from self.cut(reply, sent)
+        if reply.stream_error:
+            error = {"error": {"message": "The server is overloaded, please try again", "type": "server_error", "param": None, "code": None}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+            return
+        for index, call in enumerate(reply.tool_calls):
+            yield self.chunk(
+                reply,
+                choice({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
+            )
+            for piece in call.argument_pieces:
+                yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}.get(
+            reply.stop_reason or "", "tool_calls" if reply.tool_calls else "stop"
+        )
+        yield self.chunk(reply, choice({}, finish))
+        usage = reply.usage
+        prompt = usage.input_tokens + usage.cache_read_tokens
+        yield self.chunk(
+            reply,
+            [],
+            {
+                "prompt_tokens": prompt,
+                "completion_tokens": usage.output_tokens,
+                "total_tokens": prompt + usage.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+            },
+        )
+        yield b"data: [DONE]\n\n"
+
+    def error_body(self, reply: Reply) -> bytes:
+        if reply.context_limit:
+            error = {
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        else:
+            kind = {400: "invalid_request_error", 401: "invalid_request_error", 429: "requests"}.get(reply.status, "server_error")
+            code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(reply.status)
+            error = {"message": reply.error_message, "type": kind, "param": None, "code": code}
+        return json.dumps({"error": error}).encode()
