@@ -1,242 +1,871 @@
-"""The ``files`` history store: one owner-only JSON record per conversation.
+"""The ``files`` history store: one owner-only JSON record per exact conversation id.
 
-* The directory is created 0700 and each record 0600, created that way (``os.open`` modes, not
-  a later chmod). A symlinked directory or record is refused.
-* File names are the SHA-256 of the conversation id; the id itself is kept only inside the
-  record, never used as a path component, so no id can escape the directory.
-* A commit reads the current record, appends the turn, keeps the newest ``history.maxMessages``
-  (64) messages, writes a fresh temporary file, fsyncs it, renames it over the record and
-  fsyncs the directory. Readers see the old record or the new one, never a mix.
-* Same-conversation commits are serialised across processes with ``flock`` on a per-record lock
-  file (the lock dies with its owner; there is no lease to expire).
-* A record truncated into invalid JSON starts the conversation cold (logged) and is replaced
-  by the next commit; a record of an unknown shape fails closed.
+Layout of the history directory (``history.dir``, normally ``.mono-agent/history``)::
+
+    history/                          0700, owned by the running user, never a symlink
+      <L16>.<P64>.json                one record per conversation, 0600
+      .reset.<L16>                    a logical-session reset in progress (journal), 0600
+      .stages/<P64>.<rand>.stage      unpublished stages, each flock-ed by its live writer
+      .locks/shard-00.lock .. 15      the fixed table of conversation locks (flock)
+      .locks/retention.lock           root-wide retention (flock)
+
+``P64`` is the SHA-256 of the exact conversation id and ``L16`` the first 16 hex digits of the
+SHA-256 of its logical session (:func:`monoagent.interfaces.logical_conversation_id`), so
+discovering a logical session's daily buckets needs no record to be read. Ids live only inside
+the records; no id reaches a path.
+
+Publication: the new record is written to a stage file, fsynced, renamed over the record and the
+directory is fsynced; readers see the old record or the new one, never a mix, and a power cut
+leaves one of the two. Stages count against ``history.maxStageBytes``; a stage whose writer died
+is recognised by its free flock (no PID, no age) and reclaimed. Same-conversation commits, resets
+and pruning hold the conversation's shard lock; root-wide retention holds ``retention.lock`` and
+runs only after a successful publication. flock locks belong to the open file description, so
+they die with their owner and are never lost by closing an unrelated descriptor.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import stat
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
+from monoagent.errors import HistoryStoreError
+from monoagent.interfaces import (
+    CAPABILITY_LOAD_WARNINGS,
+    CommitReceipt,
+    ConversationInfo,
+    HistoryResetReport,
+    HistoryStats,
+    HistoryWarningCallback,
+    logical_conversation_id,
+)
 from monoagent.log import logger
-
-from monoagent.errors import MonoagentError
-from monoagent.interfaces import CommitReceipt, ConversationInfo
 from monoagent.model import Message
 from monoagent.plugins import bundled_impl
+from monoagent.text import utf8_prefix
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
+SHARDS = 16
 SUFFIX = ".json"
+STAGE_SUFFIX = ".stage"
+RESET_PREFIX = ".reset."
+UNREADABLE = "history_record_unreadable"
+MiB = 1024 * 1024
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-class HistoryRecordError(MonoagentError):
-    """A history record or directory is unsafe or of an unsupported shape."""
+class HistoryRecordError(HistoryStoreError):
+    """A history record or directory is unsafe (symlink, foreign owner, loose mode) or of an unsupported shape."""
+
+
+class HistoryWriteError(HistoryStoreError):
+    """A turn could not be published; the previously committed record is intact."""
+
+
+class HistoryStageQuotaError(HistoryWriteError):
+    """Live unpublished stages already fill ``history.maxStageBytes``."""
 
 
 @attrs.define
 class HistoryRecord:
+    """The on-disk shape (cattrs structures it; the message list is spliced for speed, see ``_record_bytes``)."""
+
     version: int
     conversationId: str
     updatedAt: float
     messages: list[Message]
+    logicalConversationId: str | None = None
 
 
-async def _in_thread(function: Any, *args: Any) -> Any:
-    """Run blocking file work in a worker thread (asyncio is imported late: CLI start-up)."""
-    import asyncio
+class FsOps:
+    """The file-system operations of staging and publication.
 
-    return await asyncio.to_thread(function, *args)
+    The store performs every write, fsync, rename and unlink of a commit through one of these,
+    so tests can record the operation sequence (power-loss enumeration) or fail the k-th one.
+    """
+
+    def open(self, path: str, flags: int, mode: int = 0o600) -> int:
+        return os.open(path, flags, mode)
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def set_mtime(self, fd: int, ns: int) -> None:
+        os.utime(fd, ns=(ns, ns))
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
-def _converter():
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def record_name(conversation_id: str) -> str:
+    """The record's file name: ``<logical digest[:16]>.<sha256(id)>.json``."""
+    return f"{_digest(logical_conversation_id(conversation_id))[:16]}.{_digest(conversation_id)}{SUFFIX}"
+
+
+def _shard(logical_digest16: str) -> int:
+    return int(logical_digest16[:8], 16) % SHARDS
+
+
+def _short(conversation_id: str) -> str:
+    text = repr(conversation_id)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def _converter() -> Any:
     from monoagent.serial import converter
 
     return converter
 
 
-def record_name(conversation_id: str) -> str:
-    return hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()
+def serialize_message(message: Message) -> bytes:
+    return _dumps(_converter().unstructure(message))
+
+
+def truncation_marker(original_bytes: int, cap: int) -> str:
+    return f"\n[message truncated to fit the {cap}-byte history cap; original content {original_bytes} bytes]"
+
+
+def cap_message(message: Message, cap: int) -> tuple[Message, bytes]:
+    """``message`` and its serialization, cut so that the serialization is at most ``cap`` bytes.
+
+    Within the cap the message is unchanged. Over it, the content keeps its longest prefix of
+    whole code points that fits together with :func:`truncation_marker` (which states the
+    original byte count of the content), found by bisection on the serialized size, so JSON
+    escaping is accounted for exactly. Lone surrogates become ``?`` first, so the result is valid
+    UTF-8. Should the other fields alone not fit, they are cut to 256 bytes each and tool calls
+    are dropped.
+    """
+    data = serialize_message(message)
+    if len(data) <= cap:
+        return message, data
+    content = message.content.encode("utf-8", "replace").decode("utf-8")
+    marker = truncation_marker(len(content.encode("utf-8")), cap)
+    base = attrs.evolve(message, content=marker)
+    if len(serialize_message(base)) > cap:
+        base = attrs.evolve(
+            base,
+            name=utf8_prefix(message.name, 256).text if message.name else message.name,
+            tool_call_id=utf8_prefix(message.tool_call_id, 256).text if message.tool_call_id else message.tool_call_id,
+            tool_calls=(),
+        )
+    budget = cap - len(serialize_message(base))
+    if budget < 0:
+        raise HistoryWriteError(f"a message cannot be reduced to the {cap}-byte history cap (history.maxMessageBytes)")
+    low, high = 0, min(len(content), budget)
+    best = serialize_message(base)
+    while low < high:
+        middle = (low + high + 1) // 2
+        candidate = serialize_message(attrs.evolve(base, content=content[:middle] + marker))
+        if len(candidate) <= cap:
+            low, best = middle, candidate
+        else:
+            high = middle - 1
+    if low == 0:
+        return base, best
+    final = attrs.evolve(base, content=content[:low] + marker)
+    return final, best
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _split_messages(text: str, raw: dict[str, Any]) -> tuple[bytes, ...] | None:
+    """The exact serialized bytes of each message of a record this writer wrote, else None.
+
+    A record in this store's own layout is the envelope followed by the message array; the
+    decoder's end positions cut that array into its elements, so a commit after a cache miss
+    (another process wrote last, or a cold start) reuses the bytes instead of re-serializing.
+    """
+    envelope = json.dumps(
+        {"version": raw.get("version"), "conversationId": raw.get("conversationId"),
+         "logicalConversationId": raw.get("logicalConversationId"), "updatedAt": raw.get("updatedAt"), "messages": []},
+        ensure_ascii=False, separators=(",", ":"),
+    )[:-2]
+    if not text.startswith(envelope):
+        return None
+    pos, fragments = len(envelope), []
+    if text[pos] != "]":
+        while True:
+            _, end = _DECODER.raw_decode(text, pos)
+            fragments.append(text[pos:end].encode("utf-8", "surrogatepass"))
+            if text[end] == "]":
+                pos = end
+                break
+            if text[end] != ",":
+                return None
+            pos = end + 1
+    return tuple(fragments) if text[pos:] == "]}" else None
+
+
+@attrs.frozen
+class _Entry:
+    """A parsed record, valid while the file keeps this stat identity."""
+
+    key: tuple[int, ...]
+    messages: tuple[Message, ...]
+    fragments: tuple[bytes, ...] | None
+    size: int
+
+
+_CORRUPT = object()
+
+
+def _stat_key(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 class FilesHistoryStore:
-    """See the module docstring. Blocking work runs in worker threads."""
+    """See the module docstring. The public coroutines run blocking work in worker threads."""
 
     name = "files"
+    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, "logical_reset"})
 
-    def __init__(self, directory: Path, max_messages: int = 64) -> None:
-        self.directory = directory
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        max_messages: int = 64,
+        *,
+        max_message_bytes: int = 64 * 1024,
+        max_bytes: int = 256 * MiB,
+        max_conversations: int = 10_000,
+        max_inactive_days: float = 365,
+        max_stage_bytes: int = 256 * MiB,
+        clock: Callable[[], float] = time.time,
+        fs: FsOps | None = None,
+        retention_every: int = 64,
+    ) -> None:
+        self.directory = os.fspath(directory)
         self.max_messages = max_messages
-        self._cache: dict[str, tuple[tuple[int, int, int], tuple[Message, ...]]] = {}
+        self.max_message_bytes = max_message_bytes
+        self.max_bytes = max_bytes
+        self.max_conversations = max_conversations
+        self.max_inactive_days = max_inactive_days
+        self.max_stage_bytes = max_stage_bytes
+        self.clock = clock
+        self.fs = fs or FsOps()
+        self.retention_every = retention_every
+        self._stages = os.path.join(self.directory, ".stages")
+        self._locks = os.path.join(self.directory, ".locks")
+        self._cache: dict[str, _Entry] = {}
+        self._names: dict[str, tuple[str, str, str]] = {}
         self._ready = False
+        self._uid = os.geteuid()
+        self._estimate: list[float] | None = None
+        self._commits = 0
 
     # ------------------------------------------------------------------ paths and safety
+
+    def _paths(self, conversation_id: str) -> tuple[str, str, str]:
+        """(record path, logical digest prefix, reset-journal path) of a conversation id."""
+        found = self._names.get(conversation_id)
+        if found is None:
+            if not isinstance(conversation_id, str):
+                raise TypeError(f"conversation ids are strings, not {type(conversation_id).__name__}")
+            name = record_name(conversation_id)
+            logical16 = name[:16]
+            found = (os.path.join(self.directory, name), logical16, os.path.join(self.directory, RESET_PREFIX + logical16))
+            if len(self._names) > 4096:
+                self._names.clear()
+            self._names[conversation_id] = found
+        return found
+
+    def _check_dir(self, path: str, what: str) -> None:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise HistoryRecordError(f"{what} {path} is a symlink or not a directory; refusing it (it must be a real directory)")
+        if info.st_uid != self._uid:
+            raise HistoryRecordError(f"{what} {path} belongs to uid {info.st_uid}, not to this user ({self._uid}); refusing it")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise HistoryRecordError(
+                f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; it must be owner-only (0700): chmod 700 {path}"
+            )
 
     def _ensure_dir(self) -> None:
         if self._ready:
             return
-        self.directory.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.mkdir(self.directory, 0o700)
-        except FileExistsError:
-            pass
-        info = os.lstat(self.directory)
-        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-            raise HistoryRecordError(f"history directory {self.directory} is a symlink or not a directory; refusing it")
-        if info.st_uid != os.getuid():
-            raise HistoryRecordError(f"history directory {self.directory} belongs to another user; refusing it")
+        os.makedirs(os.path.dirname(os.path.abspath(self.directory)), exist_ok=True)
+        self._check_dir(self.directory, "history directory")
+        self._check_dir(self._stages, "history stage directory")
+        self._check_dir(self._locks, "history lock directory")
         self._ready = True
+        self.reclaim_stages()
 
-    def _path(self, conversation_id: str) -> Path:
-        return self.directory / (record_name(conversation_id) + SUFFIX)
+    def _open_owned(self, path: str, flags: int, what: str) -> int | None:
+        """Open ``path`` without following a symlink; None if missing; refuse foreign or odd files."""
+        try:
+            fd = os.open(path, flags | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            reason = "it is a symlink (refused)" if exc.errno == errno.ELOOP else exc.strerror
+            raise HistoryRecordError(f"{what} {os.path.basename(path)} cannot be opened safely: {reason}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
+            os.close(fd)
+            problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else f"belongs to uid {info.st_uid}, not {self._uid}"
+            raise HistoryRecordError(f"{what} {os.path.basename(path)} {problem}; refusing it")
+        return fd
 
-    @staticmethod
-    def _stat_key(info: os.stat_result) -> tuple[int, int, int]:
-        return (info.st_ino, info.st_mtime_ns, info.st_size)
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        fd = self._open_owned(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT, "history lock file")
+        assert fd is not None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _shard_lock(self, logical16: str) -> contextlib.AbstractContextManager[None]:
+        return self._locked(f"shard-{_shard(logical16):02d}.lock")
 
     # ------------------------------------------------------------------ reading
 
-    def _read(self, conversation_id: str) -> tuple[Message, ...]:
-        path = self._path(conversation_id)
+    def _parse(self, data: bytes, conversation_id: str, name: str) -> tuple[tuple[Message, ...], tuple[bytes, ...] | None] | object:
+        """(messages, their serialized fragments when the record is in this writer's layout), or ``_CORRUPT``."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return ()
-        except OSError as exc:
-            raise HistoryRecordError(f"history record for this conversation cannot be opened safely: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if info.st_uid != os.getuid():
-                raise HistoryRecordError(f"history record {path.name} belongs to another user; refusing it")
-            key = self._stat_key(info)
-            cached = self._cache.get(conversation_id)
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            data = handle.read()
-        try:
-            raw = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            logger.warning("history record {} is not valid JSON; this conversation starts cold", path.name)
-            return ()
-        messages = self._parse(raw, conversation_id, path)
-        self._cache[conversation_id] = (key, messages)
-        return messages
-
-    @staticmethod
-    def _parse(raw: Any, conversation_id: str, path: Path) -> tuple[Message, ...]:
-        if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
-            raise HistoryRecordError(f"history record {path.name} has an unsupported shape (expected version {RECORD_VERSION})")
+            text = data.decode("utf-8", "surrogatepass")
+            raw = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _CORRUPT
+        version = raw.get("version") if isinstance(raw, dict) else None
+        if version not in SUPPORTED_VERSIONS:
+            raise HistoryRecordError(
+                f"history record {name} has an unsupported shape (version {version!r}; supported: {list(SUPPORTED_VERSIONS)})"
+            )
         try:
             record = _converter().structure(raw, HistoryRecord)
-        except Exception as exc:
-            raise HistoryRecordError(f"history record {path.name} has an unsupported shape: {exc}") from None
+        except Exception as exc:  # cattrs raises a family of errors; each means "not our shape"
+            raise HistoryRecordError(f"history record {name} has an unsupported shape: {exc}") from None
         if record.conversationId != conversation_id:
-            raise HistoryRecordError(f"history record {path.name} belongs to another conversation id; refusing it")
-        return tuple(record.messages)
+            raise HistoryRecordError(f"history record {name} belongs to another conversation id; refusing it")
+        return tuple(record.messages), _split_messages(text, raw)
 
-    async def load(self, conversation_id: str) -> Sequence[Message]:
-        self._ensure_dir()
-        cached = self._cache.get(conversation_id)
-        if cached is not None:
-            try:
-                info = os.stat(self._path(conversation_id), follow_symlinks=False)
-            except FileNotFoundError:
-                self._cache.pop(conversation_id, None)
-                return ()
-            if self._stat_key(info) == cached[0] and stat.S_ISREG(info.st_mode):
-                return cached[1]
-        return await _in_thread(self._read, conversation_id)
-
-    # ------------------------------------------------------------------ writing
-
-    def _lock(self, conversation_id: str) -> int:
-        lock_path = self.directory / (record_name(conversation_id) + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
-
-    def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
-        self._ensure_dir()
-        lock = self._lock(conversation_id)
+    def _read(self, conversation_id: str) -> _Entry | object | None:
+        """The current record: an entry, ``_CORRUPT`` or None (no record). Uses the cache by stat identity."""
+        path, _, _ = self._paths(conversation_id)
+        fd = self._open_owned(path, os.O_RDONLY, "history record")
+        if fd is None:
+            self._cache.pop(conversation_id, None)
+            return None
         try:
-            messages = (tuple(self._read(conversation_id)) + tuple(new))[-self.max_messages :]
-            record = HistoryRecord(RECORD_VERSION, conversation_id, time.time(), list(messages))
-            data = json.dumps(_converter().unstructure(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-            path = self._path(conversation_id)
-            tmp = self.directory / f".{path.stem}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            info = os.fstat(fd)
+            key = _stat_key(info)
+            cached = self._cache.get(conversation_id)
+            if cached is not None and cached.key == key:
+                return cached
+            chunks = []
+            while True:
+                chunk = os.read(fd, max(info.st_size, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        parsed = self._parse(data, conversation_id, os.path.basename(path))
+        if parsed is _CORRUPT:
+            return _CORRUPT
+        messages, fragments = parsed  # type: ignore[misc]
+        entry = _Entry(key, messages, fragments, len(data))
+        self._cache[conversation_id] = entry
+        return entry
+
+    def _pending_reset(self, journal: str) -> bool:
+        try:
+            os.lstat(journal)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _load(self, conversation_id: str, on_warning: HistoryWarningCallback | None) -> tuple[Message, ...]:
+        self._ensure_dir()
+        _, _, journal = self._paths(conversation_id)
+        if self._pending_reset(journal):
+            return ()
+        entry = self._read(conversation_id)
+        if entry is None:
+            return ()
+        if entry is _CORRUPT:
+            message = (
+                f"the history record of conversation {_short(conversation_id)} is not valid JSON (truncated or corrupt); "
+                f"the conversation starts cold and the record is replaced by the next successful turn"
+            )
+            logger.bind(plugin="files").warning(message)
+            if on_warning is not None:
+                on_warning(UNREADABLE, message)
+            return ()
+        return entry.messages  # type: ignore[union-attr]
+
+    async def load(self, conversation_id: str, *, on_warning: HistoryWarningCallback | None = None) -> Sequence[Message]:
+        path, _, journal = self._paths(conversation_id)
+        cached = self._cache.get(conversation_id)
+        if cached is not None and self._ready:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                info = os.lstat(path)
+            except FileNotFoundError:
+                info = None
+            if info is not None and _stat_key(info) == cached.key and not self._pending_reset(journal):
+                return cached.messages
+        import asyncio
+
+        return await asyncio.to_thread(self._load, conversation_id, on_warning)
+
+    # ------------------------------------------------------------------ staging and publication
+
+    def _stage_usage(self) -> tuple[int, int]:
+        count = used = 0
+        with os.scandir(self._stages) as entries:
+            for entry in entries:
+                if entry.name.endswith(STAGE_SUFFIX):
+                    try:
+                        used += entry.stat(follow_symlinks=False).st_size
+                        count += 1
+                    except FileNotFoundError:
+                        continue
+        return count, used
+
+    def reclaim_stages(self) -> tuple[int, int]:
+        """Remove stages whose writer is gone (their flock is free); returns (stages, bytes) reclaimed."""
+        reclaimed = freed = 0
+        with os.scandir(self._stages) as entries:
+            names = [e.name for e in entries if e.name.endswith(STAGE_SUFFIX)]
+        for name in names:
+            path = os.path.join(self._stages, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
                 info = os.fstat(fd)
+                try:
+                    current = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                if (current.st_dev, current.st_ino) == (info.st_dev, info.st_ino):
+                    os.unlink(path)
+                    reclaimed += 1
+                    freed += info.st_size
             finally:
                 os.close(fd)
+        if reclaimed:
+            logger.bind(plugin="files").info("reclaimed {} abandoned history stage(s), {} bytes", reclaimed, freed)
+        return reclaimed, freed
+
+    def _stage(self, name: str, data: bytes, now: float) -> tuple[int, str]:
+        """Write ``data`` to a new, flock-ed, fsynced stage file; returns (fd, path). The caller closes fd."""
+        _, used = self._stage_usage()
+        if used + len(data) > self.max_stage_bytes:
+            self.reclaim_stages()
+            _, used = self._stage_usage()
+            if used + len(data) > self.max_stage_bytes:
+                raise HistoryStageQuotaError(
+                    f"live unpublished history stages hold {used} bytes and this turn needs {len(data)} more, over "
+                    f"history.maxStageBytes = {self.max_stage_bytes}; committed history is untouched (retry when other "
+                    f"turns finish, or raise the limit)"
+                )
+        fs = self.fs
+        while True:
+            path = os.path.join(self._stages, f"{name[17:-len(SUFFIX)]}.{os.urandom(6).hex()}{STAGE_SUFFIX}")
+            fd = fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
             try:
-                os.replace(tmp, path)
-            except BaseException:
-                os.unlink(tmp)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(fd).st_nlink:
+                    break
+            except BlockingIOError:
+                pass
+            fs.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[fs.write(fd, view) :]
+            fs.set_mtime(fd, int(now * 1e9))
+            fs.fsync(fd)
+        except BaseException:
+            self._discard(fd, path)
+            raise
+        return fd, path
+
+    def _discard(self, fd: int, path: str) -> None:
+        with contextlib.suppress(OSError):
+            self.fs.unlink(path)
+        with contextlib.suppress(OSError):
+            self.fs.close(fd)
+
+    def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes]) -> bytes:
+        """The record: the envelope serialized by json, the already-serialized messages spliced in.
+
+        Messages are serialized once, when they are committed or first read, and reused on every
+        later commit, so a commit's cost does not grow with the retained window.
+        """
+        envelope = _dumps({"version": RECORD_VERSION, "conversationId": conversation_id,
+                           "logicalConversationId": logical, "updatedAt": now, "messages": []})
+        assert envelope.endswith(b"[]}")
+        return envelope[:-2] + b",".join(fragments) + b"]}"
+
+    def _fragments(self, entry: _Entry) -> tuple[bytes, ...]:
+        if entry.fragments is not None:
+            return entry.fragments
+        return tuple(serialize_message(m) for m in entry.messages)
+
+    def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
+        for message in new:
+            if not isinstance(message, Message):
+                raise TypeError(f"commit takes monoagent.model.Message values, not {type(message).__name__}")
+        self._ensure_dir()
+        path, logical16, journal = self._paths(conversation_id)
+        logical = logical_conversation_id(conversation_id)
+        capped = [cap_message(m, self.max_message_bytes) for m in new]
+        with self._shard_lock(logical16):
+            if self._pending_reset(journal):
+                self._complete_reset(logical16, journal)
+            current = self._read(conversation_id)
+            old_size = 0
+            if isinstance(current, _Entry):
+                base_messages, base_fragments, old_size = current.messages, self._fragments(current), current.size
+            else:
+                base_messages, base_fragments = (), ()
+                if current is _CORRUPT:
+                    logger.bind(plugin="files").warning("replacing the unreadable history record of {}", _short(conversation_id))
+            keep = self.max_messages
+            messages = (base_messages + tuple(m for m, _ in capped))[-keep:]
+            fragments = (base_fragments + tuple(f for _, f in capped))[-keep:]
+            now = self.clock()
+            data = self._record_bytes(conversation_id, logical, now, fragments)
+            try:
+                fd, stage = self._stage(os.path.basename(path), data, now)
+            except HistoryWriteError:
                 raise
-            dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError as exc:
+                raise HistoryWriteError(
+                    f"could not stage the turn of conversation {_short(conversation_id)} in {self.directory}: {exc}; "
+                    f"the previously committed history is intact"
+                ) from exc
             try:
-                os.fsync(dir_fd)
+                try:
+                    self.fs.replace(stage, path)
+                except OSError as exc:
+                    self._discard(fd, stage)
+                    raise HistoryWriteError(
+                        f"could not publish the turn of conversation {_short(conversation_id)}: {exc}; "
+                        f"the previously committed history is intact"
+                    ) from exc
+                key = _stat_key(os.fstat(fd))
+                try:
+                    self.fs.fsync_dir(self.directory)
+                except OSError as exc:
+                    self._cache.pop(conversation_id, None)
+                    raise HistoryWriteError(
+                        f"the turn of conversation {_short(conversation_id)} was written but the history directory could not "
+                        f"be synced ({exc}); it may not survive a power cut; the earlier messages are kept either way"
+                    ) from exc
             finally:
-                os.close(dir_fd)
-            self._cache[conversation_id] = (self._stat_key(info), messages)
-            return CommitReceipt(conversation_id, len(messages), len(data))
-        finally:
-            os.close(lock)
+                with contextlib.suppress(OSError):
+                    self.fs.close(fd)
+            self._cache[conversation_id] = _Entry(key, messages, fragments, len(data))
+        self._after_publication(path, len(data) - old_size, current is None or current is _CORRUPT, now)
+        return CommitReceipt(conversation_id, len(messages), len(data))
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
-        return await _in_thread(self._commit, conversation_id, messages)
+        import asyncio
+
+        return await asyncio.to_thread(self._commit, conversation_id, list(messages))
+
+    # ------------------------------------------------------------------ retention
+
+    def _after_publication(self, path: str, grown: int, new_record: bool, now: float) -> None:
+        self._commits += 1
+        estimate = self._estimate
+        if estimate is not None:
+            estimate[0] += 1 if new_record else 0
+            estimate[1] += grown
+        due = (
+            estimate is None
+            or self._commits % self.retention_every == 0
+            or estimate[0] > self.max_conversations
+            or estimate[1] > self.max_bytes
+            or estimate[2] < now - self.max_inactive_days * 86400
+        )
+        if due:
+            try:
+                self.enforce_retention(keep=path)
+            except OSError as exc:
+                logger.bind(plugin="files").warning("history retention pass failed ({}); the turn is committed", exc)
+
+    def _scan(self) -> list[tuple[int, int, str, int]]:
+        """(mtime_ns, size, name, ino) of every record."""
+        found = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    found.append((info.st_mtime_ns, info.st_size, entry.name, info.st_ino))
+        return found
+
+    def enforce_retention(self, keep: str | None = None) -> list[str]:
+        """Prune the oldest inactive records beyond the aggregate bounds; returns the removed file names.
+
+        Runs under the root-wide retention lock. Each victim is removed under its conversation's
+        shard lock and only if it is still the file that was judged (same inode and mtime), so
+        a commit that lands meanwhile is never pruned. ``keep`` (the record just published) is
+        never a victim.
+        """
+        self._ensure_dir()
+        removed: list[str] = []
+        with self._locked("retention.lock"):
+            records = sorted(self._scan())
+            horizon = int((self.clock() - self.max_inactive_days * 86400) * 1e9)
+            keep_name = os.path.basename(keep) if keep else None
+            count, total = len(records), sum(r[1] for r in records)
+            survivors = []
+            for mtime, size, name, ino in records:
+                over = count > self.max_conversations or total > self.max_bytes or mtime < horizon
+                if over and name != keep_name and self._prune(name, ino, mtime):
+                    removed.append(name)
+                    count -= 1
+                    total -= size
+                else:
+                    survivors.append(mtime)
+            if removed:
+                self.fs.fsync_dir(self.directory)
+                logger.bind(plugin="files").info("history retention removed {} conversation record(s)", len(removed))
+            oldest = min(survivors) / 1e9 if survivors else float("inf")
+            self._estimate = [count, total, oldest]
+        return removed
+
+    def _prune(self, name: str, ino: int, mtime: int) -> bool:
+        path = os.path.join(self.directory, name)
+        with self._shard_lock(name[:16]):
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                return False
+            if (info.st_ino, info.st_mtime_ns) != (ino, mtime):
+                return False
+            self.fs.unlink(path)
+            return True
+
+    # ------------------------------------------------------------------ resets
 
     def _reset(self, conversation_id: str) -> int:
         self._ensure_dir()
-        lock = self._lock(conversation_id)
-        try:
-            path = self._path(conversation_id)
-            count = len(self._read(conversation_id)) if path.exists() else 0
-            path.unlink(missing_ok=True)
+        path, logical16, journal = self._paths(conversation_id)
+        with self._shard_lock(logical16):
+            if self._pending_reset(journal):
+                self._complete_reset(logical16, journal)
+            current = self._read(conversation_id)
+            if current is None:
+                return 0
+            count = len(current.messages) if isinstance(current, _Entry) else 0
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.unlink(path)
+            self.fs.fsync_dir(self.directory)
             self._cache.pop(conversation_id, None)
             return count
-        finally:
-            os.close(lock)
 
     async def reset(self, conversation_id: str) -> int:
-        return await _in_thread(self._reset, conversation_id)
+        """Remove one exact conversation's record; returns how many messages it held."""
+        import asyncio
+
+        return await asyncio.to_thread(self._reset, conversation_id)
+
+    def _complete_reset(self, logical16: str, journal: str) -> tuple[list[str], int, int]:
+        """Remove every record of the journaled logical session, then the journal (shard lock held)."""
+        removed: list[str] = []
+        freed = messages = 0
+        logical = None
+        fd = self._open_owned(journal, os.O_RDONLY, "history reset journal")
+        if fd is not None:
+            with os.fdopen(fd, "rb") as handle:
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    logical = json.loads(handle.read().decode("utf-8", "surrogatepass")).get("logicalConversationId")
+        prefix = logical16 + "."
+        with os.scandir(self.directory) as entries:
+            candidates = [e.name for e in entries if e.name.startswith(prefix) and e.name.endswith(SUFFIX)]
+        for name in candidates:
+            path = os.path.join(self.directory, name)
+            record_fd = self._open_owned(path, os.O_RDONLY, "history record")
+            if record_fd is None:
+                continue
+            with os.fdopen(record_fd, "rb") as handle:
+                data = handle.read()
+            try:
+                raw = json.loads(data.decode("utf-8", "surrogatepass"))
+            except (ValueError, UnicodeDecodeError):
+                raw = None
+            if isinstance(raw, dict):
+                owner = raw.get("logicalConversationId") or logical_conversation_id(str(raw.get("conversationId", "")))
+                if logical is not None and owner != logical:
+                    continue
+                removed.append(str(raw.get("conversationId")))
+                messages += len(raw.get("messages") or ())
+            self.fs.unlink(path)
+            freed += len(data)
+        self.fs.fsync_dir(self.directory)
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.unlink(journal)
+        self.fs.fsync_dir(self.directory)
+        for conversation_id in [c for c, (_, l16, _) in self._names.items() if l16 == logical16]:
+            self._cache.pop(conversation_id, None)
+        return removed, messages, freed
+
+    def _reset_logical(self, logical: str) -> HistoryResetReport:
+        if not isinstance(logical, str):
+            raise TypeError(f"conversation ids are strings, not {type(logical).__name__}")
+        self._ensure_dir()
+        _, logical16, journal = self._paths(logical)
+        with self._shard_lock(logical16):
+            fd = self.fs.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(_dumps({"logicalConversationId": logical}))
+                while view:
+                    view = view[self.fs.write(fd, view) :]
+                self.fs.fsync(fd)
+            finally:
+                self.fs.close(fd)
+            self.fs.fsync_dir(self.directory)
+            removed, messages, freed = self._complete_reset(logical16, journal)
+        return HistoryResetReport(logical, tuple(sorted(removed)), messages, len(removed), freed)
+
+    async def reset_logical(self, logical_conversation_id: str) -> HistoryResetReport:
+        import asyncio
+
+        return await asyncio.to_thread(self._reset_logical, logical_conversation_id)
+
+    # ------------------------------------------------------------------ listing, totals, clear-all
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
         found: list[ConversationInfo] = []
-        for path in sorted(self.directory.glob("*" + SUFFIX)):
-            try:
-                raw = json.loads(path.read_bytes())
-                record = _converter().structure(raw, HistoryRecord)
-            except Exception:  # a broken record is listed by the store's own checks, not here
-                logger.warning("history record {} is unreadable; not listed", path.name)
+        for mtime, size, name, _ in sorted(self._scan()):
+            fd = self._open_owned(os.path.join(self.directory, name), os.O_RDONLY, "history record")
+            if fd is None:
                 continue
-            found.append(ConversationInfo(record.conversationId, len(record.messages), record.updatedAt, path.stat().st_size))
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read()
+            try:
+                raw = json.loads(data.decode("utf-8", "surrogatepass"))
+                record = _converter().structure(raw, HistoryRecord)
+            except Exception as exc:  # listing reports what it skips and goes on
+                logger.bind(plugin="files").warning("history record {} is unreadable ({}); not listed", name, type(exc).__name__)
+                continue
+            found.append(ConversationInfo(record.conversationId, len(record.messages), record.updatedAt, size))
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
-        return await _in_thread(self._list)
+        import asyncio
+
+        return await asyncio.to_thread(self._list)
+
+    def _stats(self) -> HistoryStats:
+        self._ensure_dir()
+        records = self._scan()
+        stages, stage_bytes = self._stage_usage()
+        return HistoryStats(len(records), sum(r[1] for r in records), None, stages, stage_bytes)
+
+    async def stats(self) -> HistoryStats:
+        import asyncio
+
+        return await asyncio.to_thread(self._stats)
+
+    def _clear_all(self) -> HistoryStats:
+        self._ensure_dir()
+        records = freed = 0
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self._locked("retention.lock"))
+            for shard in range(SHARDS):
+                stack.enter_context(self._locked(f"shard-{shard:02d}.lock"))
+            with os.scandir(self.directory) as entries:
+                names = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+            for name in names:
+                is_record = name.endswith(SUFFIX) and not name.startswith(".")
+                if not is_record and not name.startswith(RESET_PREFIX):
+                    continue
+                path = os.path.join(self.directory, name)
+                try:
+                    size = os.lstat(path).st_size
+                    self.fs.unlink(path)
+                except FileNotFoundError:
+                    continue
+                if is_record:
+                    records += 1
+                    freed += size
+            self.fs.fsync_dir(self.directory)
+            stages, stage_bytes = self.reclaim_stages()
+            self._cache.clear()
+            self._estimate = [0, 0, float("inf")]
+        return HistoryStats(records, freed, None, stages, stage_bytes)
+
+    async def clear_all(self) -> HistoryStats:
+        import asyncio
+
+        return await asyncio.to_thread(self._clear_all)
 
     async def close(self) -> None:
         self._cache.clear()
 
 
+def store_from_config(agent: Any) -> FilesHistoryStore:
+    cfg = agent.config.history
+    return FilesHistoryStore(
+        agent.config.history_dir,
+        cfg.max_messages,
+        max_message_bytes=cfg.max_message_bytes,
+        max_bytes=cfg.max_bytes,
+        max_conversations=cfg.max_conversations,
+        max_inactive_days=cfg.max_inactive_days,
+        max_stage_bytes=cfg.max_stage_bytes,
+    )
+
+
 @bundled_impl
 def register_history_stores(register: Any) -> None:
-    register(
-        "files",
-        lambda agent: FilesHistoryStore(agent.config.history_dir, agent.config.history.max_messages),
-        description="owner-only JSON records, atomic replacement with fsync",
-    )
+    register("files", store_from_config, description="owner-only JSON records, staged and atomically published with fsync")

@@ -1,0 +1,219 @@
+"""The bundled plugin ``history-cli``: ``monoagent history list|show|reset|clear`` and ``restart --clear-sessions``.
+
+Message history is the configured history store (``history.store``); tool history is the
+tool-call sidecar at ``agent.tool_history`` when a plugin provides one. Every report keeps the two
+apart: message-history records (files) and bytes, then tool-history calls, records and bytes.
+Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched.
+
+``history reset CONVERSATION`` is a logical-session reset: the conversation and each of its daily
+buckets (``CONVERSATION:<YYYY-MM-DD>``) in both stores. A store that cannot reset a logical session
+fails closed before either store is cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import click
+
+from monoagent.errors import HistoryStoreError
+from monoagent.interfaces import HistoryStats, logical_conversation_id
+from monoagent.plugins import await_me_maybe, bundled_impl
+
+NOT_CONFIGURED = "not configured"
+
+
+def _agent() -> Any:
+    """The Agent of the running ``monoagent`` command (its root context object builds it on first use)."""
+    state = click.get_current_context().find_root().obj
+    if not callable(getattr(state, "agent", None)):
+        raise click.ClickException("the history commands need the monoagent command line")
+    return state.agent()
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def _require(store: Any, method: str, what: str) -> Any:
+    function = getattr(store, method, None)
+    if function is None:
+        raise click.ClickException(
+            f"history store {getattr(store, 'name', '?')!r} does not implement {method}() ({what}); nothing was cleared "
+            f"(see monoagent.interfaces.ManagedHistoryStore)"
+        )
+    return function
+
+
+async def _tool_history(agent: Any, method: str, *args: Any) -> dict[str, int] | None:
+    """Call ``agent.tool_history.<method>`` (sync or async); None when no sidecar is configured."""
+    sidecar = getattr(agent, "tool_history", None)
+    if sidecar is None:
+        return None
+    value = await await_me_maybe(getattr(sidecar, method)(*args))
+    return {"calls": int(value.calls), "records": int(value.records), "bytes": int(value.bytes)}
+
+
+def _message_line(label: str, records: int, bytes_: int) -> str:
+    return f"message history {label}: {records} file(s), {bytes_} bytes"
+
+
+def _tool_line(label: str, tool: dict[str, int] | None) -> str:
+    if tool is None:
+        return f"tool history {label}: {NOT_CONFIGURED}"
+    return f"tool history {label}: {tool['calls']} call(s), {tool['records']} record(s), {tool['bytes']} bytes"
+
+
+@click.group("history")
+def history_group() -> None:
+    """List, show, reset and clear conversation history (message and tool history)."""
+
+
+@history_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_command(as_json: bool) -> None:
+    """List stored conversations, newest first, with totals for both history stores."""
+    agent = _agent()
+    store = agent.history_store
+
+    async def work() -> tuple[list[Any], dict[str, int] | None]:
+        return list(await store.conversations()), await _tool_history(agent, "stats")
+
+    conversations, tool = asyncio.run(work())
+    conversations.sort(key=lambda c: -c.updated_at)
+    rows = [
+        {"conversation_id": c.conversation_id, "logical_conversation_id": logical_conversation_id(c.conversation_id),
+         "messages": c.message_count, "bytes": c.bytes, "updated_at": c.updated_at}
+        for c in conversations
+    ]
+    if as_json:
+        _echo_json({"message_history": {"conversations": rows, "files": len(rows), "bytes": sum(r["bytes"] for r in rows)},
+                    "tool_history": tool})
+        return
+    for row in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated_at"]))
+        click.echo(f"{when}  {row['messages']:>4} msgs  {row['bytes']:>9} B  {json.dumps(row['conversation_id'], ensure_ascii=False)}")
+    click.echo(_message_line("total", len(rows), sum(r["bytes"] for r in rows)))
+    click.echo(_tool_line("total", tool))
+
+
+@history_group.command("show")
+@click.argument("conversation")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show_command(conversation: str, as_json: bool) -> None:
+    """Print the messages of CONVERSATION (or, without an exact record, of each of its daily buckets)."""
+    agent = _agent()
+    store = agent.history_store
+
+    async def work() -> list[tuple[str, list[Any]]]:
+        exact = list(await store.load(conversation))
+        if exact:
+            return [(conversation, exact)]
+        buckets = sorted(c.conversation_id for c in await store.conversations()
+                         if logical_conversation_id(c.conversation_id) == conversation and c.conversation_id != conversation)
+        return [(b, list(await store.load(b))) for b in buckets]
+
+    found = asyncio.run(work())
+    if as_json:
+        _echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
+        return
+    if not found:
+        raise click.ClickException(f"no history for conversation {conversation!r} (see `monoagent history list`)")
+    for cid, messages in found:
+        click.echo(f"=== {cid} ({len(messages)} messages) ===")
+        for message in messages:
+            who = message.role + (f" ({message.name})" if message.name else "")
+            click.echo(f"--- {who} ---")
+            click.echo(message.content)
+
+
+@history_group.command("reset")
+@click.argument("conversation")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def reset_command(conversation: str, as_json: bool) -> None:
+    """Clear CONVERSATION's message and tool history across all its daily buckets."""
+    agent = _agent()
+    store = agent.history_store
+    logical = logical_conversation_id(conversation)
+    reset_logical = _require(store, "reset_logical", "logical-session reset")
+
+    async def work() -> tuple[Any, dict[str, int] | None]:
+        report = await reset_logical(logical)
+        return report, await _tool_history(agent, "clear_logical", logical)
+
+    report, tool = asyncio.run(work())
+    if as_json:
+        _echo_json({"logical_conversation_id": logical,
+                    "message_history": {"conversations": list(report.conversation_ids), "files": report.records,
+                                        "messages": report.messages, "bytes": report.bytes},
+                    "tool_history": tool})
+        return
+    click.echo(f"reset {logical!r}: {', '.join(repr(c) for c in report.conversation_ids) or 'no stored conversation'}")
+    click.echo(_message_line("removed", report.records, report.bytes) + f" ({report.messages} messages)")
+    click.echo(_tool_line("removed", tool))
+
+
+def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
+    store = agent.history_store
+    clear_all = _require(store, "clear_all", "clearing every conversation")
+
+    async def work() -> tuple[HistoryStats, dict[str, int] | None]:
+        return await clear_all(), await _tool_history(agent, "clear_all")
+
+    return asyncio.run(work())
+
+
+def _clear_report(removed: HistoryStats, tool: dict[str, int] | None, as_json: bool, extra: dict[str, Any] | None = None) -> None:
+    if as_json:
+        _echo_json({"message_history": {"files": removed.records, "bytes": removed.bytes, "stages": removed.stages,
+                                        "stage_bytes": removed.stage_bytes}, "tool_history": tool, **(extra or {})})
+        return
+    click.echo(_message_line("removed", removed.records, removed.bytes))
+    click.echo(_tool_line("removed", tool))
+    click.echo("memory and run artifacts were not touched")
+
+
+@history_group.command("clear")
+@click.option("--all", "clear_all", is_flag=True, help="Clear every conversation (required).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
+    """Clear the message and tool history of every conversation (memory and run artifacts stay)."""
+    if not clear_all:
+        raise click.UsageError("history clear needs --all (to clear one conversation, use `monoagent history reset CONVERSATION`)")
+    agent = _agent()
+    if not yes:
+        click.confirm(f"Clear the message and tool history of every conversation in {agent.config.history_dir}?", abort=True)
+    removed, tool = _clear_everything(agent)
+    _clear_report(removed, tool, as_json)
+
+
+@click.command("restart")
+@click.option("--clear-sessions", is_flag=True, help="Also clear message history, tool history and provider sessions.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
+    """Restart with a fresh start: --clear-sessions clears both history stores (memory and run artifacts stay)."""
+    if not clear_sessions:
+        click.echo("monoagent runs in the foreground: nothing to restart. Message and tool history are kept "
+                   "(pass --clear-sessions to clear them).")
+        return
+    agent = _agent()
+    if not yes:
+        click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}?", abort=True)
+    try:
+        removed, tool = _clear_everything(agent)
+    except HistoryStoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    _clear_report(removed, tool, as_json, {"acp_session_authorizations": NOT_CONFIGURED})
+    if not as_json:
+        click.echo(f"ACP session authorizations: {NOT_CONFIGURED}")
+
+
+@bundled_impl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(history_group)
+    cli.add_command(restart_command)

@@ -1,0 +1,241 @@
+"""``monoagent history list|show|reset|clear`` and ``monoagent restart --clear-sessions`` (plugin ``history-cli``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import monoagent.cli as cli_module
+from monoagent.model import Message
+from monoagent.config import load_raw, plugins_settings
+from monoagent.plugins import PluginHost, local_plugin_paths
+from monoagent_plugins import history_cli
+from monoagent_plugins.files_history import FilesHistoryStore
+
+FAKE_TOOL_HISTORY = textwrap.dedent(
+    """
+    import json, os
+    from types import SimpleNamespace
+    from monoagent import hookimpl
+
+    LOG = os.environ["FAKE_TOOL_LOG"]
+
+    class FakeToolHistory:
+        def _log(self, *entry):
+            with open(LOG, "a") as handle:
+                handle.write(json.dumps(entry) + "\\n")
+
+        def stats(self):
+            return SimpleNamespace(calls=3, records=5, bytes=4096)
+
+        def clear_logical(self, logical):
+            self._log("clear_logical", logical)
+            return SimpleNamespace(calls=2, records=3, bytes=1024)
+
+        async def clear_all(self):
+            self._log("clear_all")
+            return SimpleNamespace(calls=3, records=5, bytes=4096)
+
+    @hookimpl
+    def configure(agent):
+        agent.tool_history = FakeToolHistory()
+    """
+)
+
+PLAIN_STORE = textwrap.dedent(
+    """
+    from monoagent import hookimpl
+    from monoagent.interfaces import CommitReceipt
+
+    class PlainStore:
+        name = "plain"
+        async def load(self, conversation_id): return []
+        async def commit(self, conversation_id, messages): return CommitReceipt(conversation_id, 0, 0)
+        async def reset(self, conversation_id): return 0
+        async def conversations(self): return []
+        async def close(self): pass
+
+    @hookimpl
+    def register_history_stores(register):
+        register("plain", lambda agent: PlainStore())
+    """
+)
+
+
+class Project:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.log = root / "tool-log.jsonl"
+
+    @property
+    def history(self) -> Path:
+        return self.root / "home" / "history"
+
+    def store(self) -> FilesHistoryStore:
+        return FilesHistoryStore(self.history)
+
+    def commit(self, *conversations: str) -> None:
+        store = self.store()
+        for cid in conversations:
+            asyncio.run(store.commit(cid, [Message("user", f"hello {cid}"), Message("assistant", f"hi {cid}")]))
+
+    def stored(self) -> list[str]:
+        return sorted(c.conversation_id for c in asyncio.run(self.store().conversations()))
+
+    def tool_calls(self) -> list[list[str]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def config(self, text: str) -> None:
+        (self.root / "monoagent.toml").write_text(text)
+
+    def invoke(self, *args: str, input: str | None = None):
+        return CliRunner().invoke(_group(), list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Project:
+    for name in list(os.environ):
+        if name.startswith("MONO_AGENT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("FAKE_TOOL_LOG", str(tmp_path / "tool-log.jsonl"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "fake_tool_history.py").write_text(FAKE_TOOL_HISTORY)
+    (plugins / "plain_store.py").write_text(PLAIN_STORE)
+    (tmp_path / "monoagent.toml").write_text('[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    monkeypatch.setattr(cli_module, "_EARLY", {})
+    (tmp_path / "home").mkdir()
+    return Project(tmp_path)
+
+
+def without_tool_history(project: Project) -> None:
+    project.config('[plugins]\nblock = ["tool-history", "fake_tool_history"]\npaths = ["plugins"]\n')
+
+
+def test_list_reports_message_and_tool_history_separately(project):
+    project.commit("a", "b:2025-01-01")
+    result = project.invoke("history", "list")
+    assert result.exit_code == 0, result.output
+    assert '"a"' in result.output and '"b:2025-01-01"' in result.output
+    assert "message history total: 2 file(s)" in result.output
+    assert "tool history total: 3 call(s), 5 record(s), 4096 bytes" in result.output
+    data = json.loads(project.invoke("history", "list", "--json").output)
+    assert data["message_history"]["files"] == 2 and data["tool_history"] == {"calls": 3, "records": 5, "bytes": 4096}
+    assert {c["logical_conversation_id"] for c in data["message_history"]["conversations"]} == {"a", "b"}
+
+
+def test_without_a_sidecar_tool_history_is_not_configured(project):
+    without_tool_history(project)
+    project.commit("a")
+    assert "tool history total: not configured" in project.invoke("history", "list").output
+    result = project.invoke("history", "reset", "a")
+    assert "tool history removed: not configured" in result.output and project.stored() == []
+
+
+def test_show_prints_messages_or_each_daily_bucket(project):
+    project.commit("a", "s:2025-01-01", "s:2025-01-02")
+    exact = project.invoke("history", "show", "a")
+    assert "=== a (2 messages) ===" in exact.output and "hello a" in exact.output
+    buckets = project.invoke("history", "show", "s")
+    assert buckets.output.index("s:2025-01-01") < buckets.output.index("s:2025-01-02")
+    as_json = json.loads(project.invoke("history", "show", "a", "--json").output)
+    assert as_json[0]["messages"][1]["content"] == "hi a"
+    missing = project.invoke("history", "show", "nope")
+    assert missing.exit_code != 0 and "no history for conversation 'nope'" in missing.output
+
+
+def test_reset_clears_every_bucket_of_the_logical_session_in_both_stores(project):
+    project.commit("tg:1", "tg:1:2025-01-01", "tg:1:2025-01-02", "tg:10", "tg:1x:2025-01-01")
+    result = project.invoke("history", "reset", "tg:1:2025-01-02")
+    assert result.exit_code == 0, result.output
+    assert "reset 'tg:1'" in result.output
+    assert "message history removed: 3 file(s)" in result.output and "(6 messages)" in result.output
+    assert "tool history removed: 2 call(s), 3 record(s), 1024 bytes" in result.output
+    assert project.stored() == ["tg:10", "tg:1x:2025-01-01"]
+    assert project.tool_calls() == [["clear_logical", "tg:1"]]
+
+
+def test_reset_fails_closed_on_a_store_without_logical_reset(project):
+    project.config('[history]\nstore = "plain"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    result = CliRunner().invoke(_group(), ["history", "reset", "x"])
+    assert result.exit_code != 0
+    assert "does not implement reset_logical()" in result.output and "nothing was cleared" in result.output
+    assert project.tool_calls() == [], "tool history is not cleared when message history cannot be"
+
+
+def _group() -> click.Group:
+    """The root command with the history commands, and the early plugin host ``main()`` would build."""
+    raw = load_raw(None)
+    settings = plugins_settings(raw)
+    host = PluginHost()
+    host.load_entry_points(settings.block)
+    host.load_local(local_plugin_paths(raw.source_file, settings.paths), settings.block)
+    cli_module._EARLY["host"] = host
+    group = click.Group("monoagent", commands=dict(cli_module.cli.commands), params=list(cli_module.cli.params),
+                        callback=cli_module.cli.callback)
+    history_cli.register_commands(cli=group)
+    return group
+
+
+def _untouchable(project: Project) -> list[Path]:
+    memory = project.root / "home" / "memory" / "lite.sqlite"
+    artifact = project.root / "home" / "artifacts" / "runs" / "run.jsonl"
+    for path in (memory, artifact):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("keep me")
+    return [memory, artifact]
+
+
+def test_clear_all_asks_first_and_leaves_memory_and_artifacts(project):
+    project.commit("a", "b")
+    keep = _untouchable(project)
+    refused = project.invoke("history", "clear", "--all", input="n\n")
+    assert refused.exit_code != 0 and project.stored() == ["a", "b"] and project.tool_calls() == []
+    result = project.invoke("history", "clear", "--all", input="y\n")
+    assert result.exit_code == 0, result.output
+    assert "message history removed: 2 file(s)" in result.output
+    assert "tool history removed: 3 call(s), 5 record(s), 4096 bytes" in result.output
+    assert project.stored() == [] and project.tool_calls() == [["clear_all"]]
+    assert all(p.read_text() == "keep me" for p in keep)
+    bare = CliRunner().invoke(_group(), ["history", "clear", "--yes"])
+    assert bare.exit_code == 2 and "history clear needs --all" in bare.output
+
+
+def test_restart_clear_sessions_clears_both_stores_and_reports_them_apart(project):
+    project.commit("a", "b:2025-01-01")
+    keep = _untouchable(project)
+    plain = project.invoke("restart")
+    assert "nothing to restart" in plain.output and project.stored() == ["a", "b:2025-01-01"]
+    result = project.invoke("restart", "--clear-sessions", "--yes", "--json")
+    data = json.loads(result.output)
+    assert data["message_history"]["files"] == 2 and data["message_history"]["bytes"] > 0
+    assert data["tool_history"] == {"calls": 3, "records": 5, "bytes": 4096}
+    assert project.stored() == [] and all(p.read_text() == "keep me" for p in keep)
+    text = project.invoke("restart", "--clear-sessions", "--yes")
+    assert "message history removed: 0 file(s), 0 bytes" in text.output and "ACP session authorizations" in text.output
+
+
+def test_the_commands_are_registered_through_the_entry_point(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    run = subprocess.run([sys.executable, "-m", "monoagent.cli", "history", "list", "--json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["message_history"]["files"] == 0
+    plugins = subprocess.run([sys.executable, "-m", "monoagent.cli", "plugins", "--json"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    listed = {row["name"]: row for row in json.loads(plugins.stdout)}
+    assert listed["history-cli"]["status"] == "active" and "register_commands" in listed["history-cli"]["hooks"]

@@ -1,0 +1,28 @@
+"""The bundled ``files`` store passes the reusable history-store conformance suite."""
+
+from __future__ import annotations
+
+import os
+
+from monoagent.testing import HistoryStoreContract
+from monoagent_plugins.files_history import FilesHistoryStore, record_name
+
+
+class TestFilesStoreContract(HistoryStoreContract):
+    def make_store(self, tmp_path, *, max_messages=64, max_message_bytes=64 * 1024):
+        return FilesHistoryStore(tmp_path / "history", max_messages, max_message_bytes=max_message_bytes)
+
+    def corrupt(self, store, conversation_id):
+        path = os.path.join(store.directory, record_name(conversation_id))
+        with open(path, "rb") as handle:
+            data = handle.read()
+        with open(path, "wb") as handle:
+            handle.write(data[: len(data) // 2])
+
+
+def test_contract_is_exported_from_testing():
+    import monoagent.history_contract as contract
+    import monoagent.testing as testing
+
+    assert testing.HistoryStoreContract is contract.HistoryStoreContract
+    assert "HistoryStoreContract" in testing.__all__
