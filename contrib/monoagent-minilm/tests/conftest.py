@@ -1,0 +1,10 @@
+"""Import the plugin from ``src/`` so the tests run where only monoagent itself is installed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))

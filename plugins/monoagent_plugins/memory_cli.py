@@ -1,0 +1,212 @@
+"""The bundled plugin ``memory-cli``: ``monoagent memory search|add|list|forget|stats``.
+
+Every command takes ``--tier NAME`` and ``--json``. Without ``--tier``, ``search``, ``list``
+and ``stats`` cover every tier in ``memory.tiers`` and ``add`` and ``forget`` use the first one;
+``--tier`` may also name a registered tier that is not configured (its data is then read or
+written all the same, under ``memory.path``). Commands talk to tiers through the
+:class:`~monoagent.interfaces.MemoryTier` protocol only; ``list`` and ``stats`` need a tier that
+also implements :class:`~monoagent.interfaces.BrowsableMemoryTier`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import click
+
+from monoagent.interfaces import MemoryTier
+from monoagent.plugins import bundled_impl
+
+PREVIEW_CHARS = 160
+
+
+def _agent() -> Any:
+    """The Agent of the root ``monoagent`` command (its context object builds it on first use)."""
+    state = click.get_current_context().find_root().obj
+    if not callable(getattr(state, "agent", None)):
+        raise click.ClickException("the memory commands run under the monoagent command line")
+    return state.agent()
+
+
+def _run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def _preview(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
+
+
+def _echo_json(agent: Any, value: Any) -> None:
+    click.echo(json.dumps(agent.unstructure(value), ensure_ascii=False, indent=2, default=str))
+
+
+async def _with_tiers(agent: Any, tier: str | None, every: bool, work: Callable[[dict[str, MemoryTier]], Awaitable[Any]]) -> Any:
+    """Run ``work`` on the selected tiers, closing any tier opened only for this command."""
+    configured = list(agent.config.memory.tiers)
+    opened: list[MemoryTier] = []
+    if tier is not None:
+        if tier in configured:
+            tiers = {tier: agent.memory_tiers()[tier]}
+        else:
+            made = agent.host.component("memory tier", tier).factory(agent=agent, options={})
+            opened.append(made)
+            tiers = {tier: made}
+    elif not configured:
+        raise click.ClickException(
+            'no memory tier is configured: set memory.tiers (for example memory.tiers = ["lite"]) or pass --tier NAME'
+        )
+    else:
+        all_tiers = agent.memory_tiers()
+        tiers = all_tiers if every else {configured[0]: all_tiers[configured[0]]}
+    try:
+        return await work(tiers)
+    finally:
+        for made in opened:
+            close = getattr(made, "close", None)
+            if close is not None:
+                value = close()
+                if inspect.isawaitable(value):
+                    await value
+
+
+def _browsable(tier: MemoryTier, what: str) -> Any:
+    method = getattr(tier, what, None)
+    if method is None:
+        raise click.ClickException(f"memory tier {tier.name!r} cannot {what} (it does not implement BrowsableMemoryTier.{what})")
+    return method
+
+
+_tier_option = click.option("--tier", default=None, metavar="NAME", help="One memory tier (default: the configured ones).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group("memory")
+def memory_group() -> None:
+    """Search, add, list, forget and count long-term memories."""
+
+
+@memory_group.command("search")
+@click.argument("query")
+@click.option("-n", "--limit", default=5, show_default=True, type=click.IntRange(1, 100), help="Hits per tier.")
+@_tier_option
+@_json_option
+def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> None:
+    """Search memory for QUERY (best first, per tier)."""
+    agent = _agent()
+
+    async def work(tiers: dict[str, MemoryTier]) -> list[Any]:
+        found = []
+        for t in tiers.values():
+            found.extend(await t.search(query, limit=limit))
+        return sorted(found, key=lambda h: -h.score)
+
+    hits = _run(_with_tiers(agent, tier, True, work))
+    if as_json:
+        _echo_json(agent, hits)
+        return
+    if not hits:
+        click.echo("no memory matched")
+    for hit in hits:
+        click.echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+
+
+@memory_group.command("add")
+@click.argument("text")
+@_tier_option
+@_json_option
+def add_command(text: str, tier: str | None, as_json: bool) -> None:
+    """Store TEXT as a memory ('-' reads stdin)."""
+    agent = _agent()
+    if text == "-":
+        text = sys.stdin.read()
+    if not text.strip():
+        raise click.BadParameter("the memory text is empty", param_hint="TEXT")
+
+    async def work(tiers: dict[str, MemoryTier]) -> dict[str, str]:
+        [(name, t)] = tiers.items()
+        return {"tier": name, "id": await t.add(text, metadata={"source": "cli", "added_at": time.time()})}
+
+    added = _run(_with_tiers(agent, tier, False, work))
+    if as_json:
+        _echo_json(agent, added)
+    else:
+        click.echo(f"added {added['tier']} {added['id']}")
+
+
+@memory_group.command("list")
+@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Entries per tier.")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Entries to skip, per tier.")
+@_tier_option
+@_json_option
+def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> None:
+    """List stored memories, newest first."""
+    agent = _agent()
+
+    async def work(tiers: dict[str, MemoryTier]) -> dict[str, list[Any]]:
+        return {name: list(await _browsable(t, "list")(limit=limit, offset=offset)) for name, t in tiers.items()}
+
+    listed = _run(_with_tiers(agent, tier, True, work))
+    if as_json:
+        _echo_json(agent, [{"tier": name, **agent.unstructure(r)} for name, records in listed.items() for r in records])
+        return
+    for name, records in listed.items():
+        if not records:
+            click.echo(f"{name:<8} (empty)")
+        for record in records:
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
+            click.echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+
+
+@memory_group.command("forget")
+@click.argument("memory_id", metavar="ID")
+@_tier_option
+@_json_option
+def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
+    """Remove the memory ID (from --tier, default the first configured tier)."""
+    agent = _agent()
+
+    async def work(tiers: dict[str, MemoryTier]) -> dict[str, Any]:
+        [(name, t)] = tiers.items()
+        return {"tier": name, "id": memory_id, "forgotten": await t.forget(memory_id)}
+
+    outcome = _run(_with_tiers(agent, tier, False, work))
+    if as_json:
+        _echo_json(agent, outcome)
+    elif outcome["forgotten"]:
+        click.echo(f"forgot {outcome['tier']} {memory_id}")
+    if not outcome["forgotten"]:
+        raise click.ClickException(f"memory tier {outcome['tier']!r} has no entry {memory_id!r} (see `monoagent memory list`)")
+
+
+@memory_group.command("stats")
+@_tier_option
+@_json_option
+def stats_command(tier: str | None, as_json: bool) -> None:
+    """Show how many memories each tier holds and where."""
+    agent = _agent()
+
+    async def work(tiers: dict[str, MemoryTier]) -> list[Any]:
+        return [await _browsable(t, "stats")() for t in tiers.values()]
+
+    stats = _run(_with_tiers(agent, tier, True, work))
+    if as_json:
+        _echo_json(agent, stats)
+        return
+    for item in stats:
+        click.echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
+        for key, value in item.details.items():
+            if value is not None:
+                click.echo(f"  {key}: {value}")
+
+
+@bundled_impl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(memory_group)

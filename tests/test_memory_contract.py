@@ -1,0 +1,44 @@
+"""Both bundled tiers and the bundled embedder pass the reusable memory conformance suites."""
+
+from __future__ import annotations
+
+from monoagent.testing import EmbedderContract, MemoryTierContract
+from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
+from monoagent_plugins.memory_journal import JournalTier, agent_timezone
+from monoagent_plugins.memory_lite import LiteTier
+
+
+class TestLiteContract(MemoryTierContract):
+    def make_tier(self, agent, tmp_path):
+        return LiteTier(tmp_path / "lite.sqlite")
+
+
+class TestJournalContract(MemoryTierContract):
+    def make_tier(self, agent, tmp_path):
+        return JournalTier(tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent))
+
+
+class TestJournalPurePythonVectorsContract(TestJournalContract):
+    def make_tier(self, agent, tmp_path):
+        return JournalTier(tmp_path / "journal.sqlite", HashedNgramEmbedder(64), vector_backend="python")
+
+
+class TestHashedNgramsContract(EmbedderContract):
+    def make_embedder(self):
+        return HashedNgramEmbedder()
+
+
+def test_contracts_are_exported_from_testing():
+    import monoagent.memory_contract as contract
+    import monoagent.testing as testing
+
+    assert testing.MemoryTierContract is contract.MemoryTierContract
+    assert testing.EmbedderContract is contract.EmbedderContract
+    assert {"MemoryTierContract", "EmbedderContract"} <= set(testing.__all__)
+
+
+def test_recall_delimiter_matches_the_rendered_one():
+    from monoagent.memory_contract import RECALL_DELIMITER
+    from monoagent_plugins.conversation import RECALL_DELIMITER as rendered
+
+    assert RECALL_DELIMITER == rendered
