@@ -5,7 +5,7 @@ with the speaker persisted as the message name, every continuation line indented
 line of a message can pose as a new entry. The user message carries, in order, the ``before``
 parts from ``augment_user_message``, the ``prefix`` parts and the user's own text, an
 attachment block, and the ``after`` parts, among them the recalled-memory block behind its
-documented delimiter. Fence tokens in the user's own text and attachments are neutralised
+documented delimiter. Fence tokens in history entries, the user's own text and attachments are neutralised
 (:func:`monoagent.untrusted.neutralize_fence_tokens`); text without one is left byte-identical.
 """
 
@@ -43,7 +43,7 @@ def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, .
     if tools:
         names = ", ".join(tools)
         body = f"{body}\n[called tools: {names}]" if body else f"[called tools: {names}]"
-    return f"{label}: {indent_continuations(body)}"
+    return f"{label}: {indent_continuations(neutralize_fence_tokens(body))}"
 
 
 def _entry(message: Message) -> str:
