@@ -133,7 +133,7 @@ async def run(tmp: Path, url: str, n: int) -> dict[str, Any]:
     runtime = agent.provider("anthropic:claude-x")
     prompt = await agent.assemble(TurnRequest("Tell me about foxes.", conversation_id="bench"))
     request = ProviderRequest("claude-x", prompt, prompt.messages)
-    from monoagent_plugins.anthropic import request_body
+    from monoagent_plugins.anthropic_wire import request_body
 
     body = request_body(request, 4096)
     headers = {"content-type": "application/json", "x-api-key": "bench-key", "anthropic-version": "2023-06-01"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import sqlite3
 import stat
@@ -26,13 +27,16 @@ from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.tool_history import (
     FENCE_CLOSE,
     FENCE_OPEN,
+    LOCKS,
     OWNER_LOCK,
     PROJECTION_HEADER,
     SIDECAR,
     SqliteToolHistory,
     ToolHistoryConfig,
+    WriterLock,
     projection_section,
     session_history,
+    writer_alive,
 )
 
 DAY = 86_400.0
@@ -124,11 +128,14 @@ def test_sidecar_is_created_owner_only_whatever_the_umask(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE((agent.config.history_dir / OWNER_LOCK).stat().st_mode) == 0o600
+    (lock,) = (agent.config.history_dir / LOCKS).glob("tool-writer-*.lock")  # this writer's liveness lock
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
     modes = agent.tool_history.writer.submit(
         lambda db: (db.execute("PRAGMA journal_mode").fetchone()[0], db.execute("PRAGMA synchronous").fetchone()[0])
     ).result()
     assert modes == ("delete", 3)  # DELETE journal, synchronous=EXTRA
     agent.close()
+    assert not lock.exists()
 
 
 def test_synchronous_mode_is_configurable_and_checked(tmp_path):
@@ -240,10 +247,12 @@ def test_a_call_left_dangling_by_sigkill_is_closed_as_interrupted_on_start_up(tm
     agent = scripted_agent(tmp_path, [{"text": "after"}])
     before = rows(sidecar(agent))
     assert [(r["tool"], r["status"]) for r in before] == [("blocking", None)]
-    agent.tool_history.flush()  # the writer takes ownership and recovers
+    agent.tool_history.flush()  # the writer starts and recovers
     after = rows(sidecar(agent))
     assert after[0]["status"] == "interrupted" and after[0]["end_seq"] > after[0]["start_seq"]
     assert "not re-run" in after[0]["result"]
+    own = f"tool-writer-{agent.tool_history.writer.writer_id}.lock"
+    assert [p.name for p in (agent.config.history_dir / LOCKS).glob("tool-writer-*")] == [own]  # the dead one's is gone
     agent.close()
 
 
@@ -522,22 +531,254 @@ def test_two_agents_of_one_process_share_one_writer(tmp_path):
     second.close()
 
 
-def test_maintenance_without_a_writer_takes_the_owner_lock_or_says_who_holds_it(tmp_path, make_store):
+def test_maintenance_without_a_writer_needs_no_ownership(tmp_path, make_store):
     import fcntl
 
     store = make_store()
     put(store, "chat", "r1", "1")
-    store.close()
+    live = ToolInvocation("chat", "chat", "r2", ToolCall("2", "echo", {}), 1.0)
+    store.submit_invocation(live).result()  # the writer runs, a call of it is in flight
     cli = SqliteToolHistory(store.history_dir, ToolHistoryConfig(), lambda text, kind: text)
-    assert cli.stats().calls == 1 and cli._writer is None  # stats only read
+    assert cli.stats().calls == 2 and cli._writer is None  # stats only read
     fd = os.open(store.history_dir / OWNER_LOCK, os.O_RDWR)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running agent would hold it
-        with pytest.raises(Exception, match="another process .* owns the tool history"):
-            cli.clear_all()
+        fcntl.flock(fd, fcntl.LOCK_EX)  # even a recovery in progress does not hold a clear up
+        assert cli.clear_logical("chat").calls == 2 and cli.stats().calls == 0
     finally:
         os.close(fd)
-    assert cli.clear_logical("chat").calls == 1 and cli.stats().calls == 0
+    assert cli._writer is None
+    store.submit_result(live, ToolResult("2", "echo", "late", ToolStatus.SUCCESS), store.clock()).result()  # the writer goes on
+    assert [r.status for r in cli.records()] == ["success"]
+
+
+# --------------------------------------------------------------------------- several processes
+
+
+WRITER_CHILD = textwrap.dedent(
+    """
+    import json, sys, threading
+    from monoagent.hookspecs import hookimpl
+    from monoagent.model import ToolSpec
+    from monoagent.testing import scripted_agent
+
+    home, history, mode, runs, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("echo", "Echo text back."), lambda turn, args: str(args.get("text", "")))
+
+            def blocking(turn, args):
+                turn.agent.tool_history.flush()  # the invocation is durable
+                print("running", flush=True)
+                threading.Event().wait()
+
+            register(ToolSpec("blocking", "Never returns."), blocking)
+
+    tool = "echo" if mode == "echo" else "blocking"
+    step = {"tool_calls": [{"name": tool, "arguments": {"text": f"{mode} {i}"}} for i in range(calls)]}
+    agent = scripted_agent(home, [step, {"text": "ok"}] * runs * 10, plugins=[Tools()],
+                           config={"history": {"dir": history}, "toolHistory": {"confirmTimeoutMs": 10000}})
+    agent.tool_history.flush()  # this process's writer runs
+    print("ready", flush=True)
+    while sys.stdin.readline().strip() == "go":
+        persistence = []
+
+        def on_event(event):
+            if event.type in ("tool_call", "tool_result"):
+                persistence.append(event.data.get("persistence"))
+
+        for _ in range(runs):
+            agent.run_sync("go", conversation_id="shared", on_event=on_event)
+        print(json.dumps(persistence), flush=True)
+    agent.close()
+    """
+)
+
+
+class Child:
+    """A writer process (WRITER_CHILD) driven line by line over its stdin and stdout."""
+
+    def __init__(self, tmp_path, name, history, mode="echo", runs=1, calls=1):
+        (tmp_path / name).mkdir()
+        self.stderr = tmp_path / f"{name}.stderr"
+        with self.stderr.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", WRITER_CHILD, str(tmp_path / name), str(history), mode, str(runs), str(calls)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+            )
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def line(self):
+        try:
+            line = self.lines.get(timeout=120)  # a failsafe, not synchronisation
+        except queue.Empty:
+            line = None
+        if line is None:
+            self.kill()
+            pytest.fail(f"the writer process said nothing more: {self.stderr.read_text()}")
+        return line
+
+    def send(self, text):
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            assert self.proc.wait(timeout=120) == 0, self.stderr.read_text()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def writer_locks(history: Path) -> list[Path]:
+    return sorted((history / LOCKS).glob("tool-writer-*.lock"))
+
+
+def test_two_processes_write_one_sidecar_concurrently(tmp_path):
+    history = tmp_path / "history"
+    runs, calls = 3, 6
+    children = [Child(tmp_path, name, history, runs=runs, calls=calls) for name in ("a", "b")]
+    try:
+        assert [child.line() for child in children] == ["ready", "ready"]  # both writers run at once
+        assert len(writer_locks(history)) == 2
+        for child in children:
+            child.send("go")
+        for child in children:
+            persistence = json.loads(child.line())
+            assert persistence == ["persisted"] * (2 * runs * calls)  # nothing deferred or failed
+    finally:
+        for child in children:
+            child.finish()
+    stored = rows(history / SIDECAR)
+    assert len(stored) == 2 * runs * calls and {r["status"] for r in stored} == {"success"}
+    seqs = [r["start_seq"] for r in stored] + [r["end_seq"] for r in stored]
+    assert len(set(seqs)) == len(seqs)  # unique across both processes
+    assert all(r["start_seq"] < r["end_seq"] for r in stored)
+    assert len({r["writer"] for r in stored}) == 2 and len({r["run_id"] for r in stored}) == 2 * runs
+    for run in {r["run_id"] for r in stored}:
+        mine = [r for r in stored if r["run_id"] == run]
+        assert [r["call_id"] for r in mine] == sorted((r["call_id"] for r in mine), key=lambda c: int(c.rsplit("_", 1)[1]))
+    assert writer_locks(history) == []  # clean exits leave no liveness lock behind
+
+
+def test_a_live_writers_call_is_never_interrupted_and_a_killed_ones_is(tmp_path):
+    history = tmp_path / "history"
+    child = Child(tmp_path, "a", history, mode="block")
+    stores = []
+
+    def store():
+        stores.append(SqliteToolHistory(history, ToolHistoryConfig(), lambda text, kind: text))
+        return stores[-1]
+
+    try:
+        assert child.line() == "ready"
+        child.send("go")
+        assert child.line() == "running"  # its invocation is durable, its result pending
+        (lock,) = writer_locks(history)
+        second = store()
+        second.flush()  # this process's writer starts and recovers
+        store().flush()  # and a second handle attaching to it looks again
+        (row,) = rows(history / SIDECAR)
+        assert row["status"] is None and row["writer"] in lock.name
+        child.kill()
+        assert lock.exists()  # SIGKILL leaves the file, and nothing holds its lock any more
+        for handle in stores:
+            handle.close()  # this process's writer stops
+        store().flush()  # a new writer starts
+        (row,) = rows(history / SIDECAR)
+        assert row["status"] == "interrupted" and "not re-run" in row["result"] and row["end_seq"] > row["start_seq"]
+        assert not lock.exists()
+    finally:
+        child.kill()
+        for handle in stores:
+            handle.close()
+
+
+def test_a_handle_attaching_to_a_running_writer_recovers_a_dead_writers_call(tmp_path):
+    history = tmp_path / "history"
+    first = SqliteToolHistory(history, ToolHistoryConfig(), lambda text, kind: text)
+    first.flush()  # this process's writer runs before the other process starts
+    child = Child(tmp_path, "a", history, mode="block")
+    try:
+        assert child.line() == "ready"
+        child.send("go")
+        assert child.line() == "running"
+        child.kill()
+        assert rows(history / SIDECAR)[0]["status"] is None
+        second = SqliteToolHistory(history, ToolHistoryConfig(), lambda text, kind: text)
+        assert second.writer is first.writer
+        second.flush()
+        assert rows(history / SIDECAR)[0]["status"] == "interrupted"
+        second.close()
+    finally:
+        child.kill()
+        first.close()
+
+
+def test_history_maintenance_from_another_process_beside_a_live_writer(tmp_path):
+    history = tmp_path / "history"
+    child = Child(tmp_path, "a", history, runs=1, calls=3)
+    cli = fresh_agent(tmp_path / "cli", config={"history": {"dir": str(history)}})
+    try:
+        assert child.line() == "ready"
+        child.send("go")
+        assert json.loads(child.line()) == ["persisted"] * 6
+        assert cli.tool_history.stats().calls == 3
+        report = cli.tool_history.clear_all()
+        assert (report.calls, report.records) == (3, 6) and cli.tool_history.stats().calls == 0
+        child.send("go")  # the writer goes on after the clear
+        assert json.loads(child.line()) == ["persisted"] * 6
+        assert cli.tool_history.stats().calls == 3
+        assert cli.tool_history.clear_logical("shared").calls == 3
+    finally:
+        child.finish()
+        cli.close()
+
+
+def test_writer_liveness_is_a_lock_never_a_pid_or_a_clock(tmp_path):
+    locks = tmp_path / LOCKS
+    locks.mkdir(mode=0o700)
+    held = WriterLock(locks)
+    assert stat.S_IMODE(held.path.stat().st_mode) == 0o600
+    assert writer_alive(locks, held.id)  # another open file description cannot lock it
+    stale = locks / "tool-writer-{}.lock".format("0" * 32)
+    stale.write_bytes(b"")
+    assert not writer_alive(locks, "0" * 32) and not stale.exists()  # lockable: dead, and removed
+    assert not writer_alive(locks, "1" * 32)  # missing
+    assert not writer_alive(locks, None) and not writer_alive(locks, "../../etc/passwd")
+    (locks / "tool-writer-{}.lock".format("2" * 32)).symlink_to(held.path)
+    assert not writer_alive(locks, "2" * 32)  # a symlink is never a writer's lock
+    held.release()
+    assert not held.path.exists() and not writer_alive(locks, held.id)
+
+
+def test_a_schema_1_development_file_is_migrated_and_its_dangling_calls_closed(make_store):
+    store = make_store()
+    put(store, "c", "r", "done")
+    store.submit_invocation(ToolInvocation("c", "c", "r", ToolCall("open", "echo", {}), 1.0)).result()
+    store.close()
+    db = sqlite3.connect(store.path)
+    db.execute("DROP INDEX calls_in_flight")
+    db.execute("ALTER TABLE calls DROP COLUMN writer")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    db.commit()
+    db.close()
+    assert [r.status for r in store.records()] == ["success", None]  # schema 1 stays readable
+    store.flush()  # a writer migrates it in place
+    assert [r.status for r in store.records()] == ["success", "interrupted"]
+    assert store.query("SELECT value FROM meta WHERE key = 'schema'")[0]["value"] == "2"
+    put(store, "c", "r2", "next")
+    assert store.query("SELECT writer FROM calls WHERE call_id = 'next'")[0]["writer"] == store.writer.writer_id
 
 
 # --------------------------------------------------------------------------- the conformance suite

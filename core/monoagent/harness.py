@@ -23,35 +23,29 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from .log import logger
 
 from .assembly import collect_sections, compile_prompt
-from .errors import AdmissionRejected, ProviderError, TurnFailed
+from .bloat import guard_tool_result
+from .continuity import PublicationBarrier, RunContinuity, settle_run
+from .errors import AdmissionRejected, TurnFailed
+from .interfaces import load_history
+from .log import logger
 from .model import (
     AssembledPrompt,
     MemoryHit,
     Message,
-    ProviderRequest,
     RunEvent,
-    StepFinished,
-    TextDelta,
-    ToolActivity,
     ToolCall,
-    ToolCallRequested,
     ToolResult,
     ToolStatus,
     TurnRequest,
     TurnResult,
-    Usage,
     UserMessagePart,
 )
-from .bloat import guard_tool_result
-from .interfaces import load_history
 from .plugins import await_me_maybe
-from .continuity import PublicationBarrier, RunContinuity, settle_run
 from .reliability import ProviderCall, partial_event_data
 from .text import utf8_len
-from .turn import SessionInfo, StepOutcome, Turn
+from .turn import SessionInfo, Turn
 
 if TYPE_CHECKING:
     from .agent import Agent

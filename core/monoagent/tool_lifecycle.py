@@ -22,7 +22,6 @@ none, tool events carry no ``persistence`` field and nothing is recorded.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import hashlib
 import time
@@ -34,7 +33,15 @@ from .errors import MonoagentError
 from .model import ToolCall, ToolResult, ToolStatus
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .turn import Turn
+
+def _wrap_future(future: concurrent.futures.Future[Any]) -> asyncio.Future[Any]:
+    import asyncio  # imported where used: plugin modules import this one at CLI start-up
+
+    return asyncio.wrap_future(future)
+
 
 FOREGROUND_CONFIRM_SECONDS = 0.25
 RECONCILE_SECONDS = 10.0
@@ -192,6 +199,8 @@ class RunLedger:
         )
 
     async def _confirm(self, what: str, future: concurrent.futures.Future[Any]) -> dict[str, Any]:
+        import asyncio  # imported where used: plugin modules import this one at CLI start-up
+
         assert self.store is not None
         waiting = asyncio.wrap_future(future)
         done, _ = await asyncio.wait({waiting}, timeout=self.store.confirm_timeout)
@@ -246,7 +255,7 @@ class RunLedger:
             except ToolHistoryError as exc:
                 self.failures.append(f"result {call.name}: {exc}")
                 continue
-            self.deferred.append((f"result of {call.name!r}", asyncio.wrap_future(future)))
+            self.deferred.append((f"result of {call.name!r}", _wrap_future(future)))
         return closed
 
     async def reconcile(self) -> list[str]:
@@ -257,6 +266,8 @@ class RunLedger:
         pending = self.deferred
         self.deferred = []
         waiting = {future for _, future in pending}
+        import asyncio
+
         done, late = await asyncio.wait(waiting, timeout=self.store.reconcile_timeout)
         problems = list(self.failures)
         for what, future in pending:

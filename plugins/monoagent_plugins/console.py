@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 from monoagent.model import RunEvent, TurnRequest
 from monoagent.plugins import bundled_impl
-from monoagent.reliability import discard_notice
 
 
 class ConsoleChannel:
@@ -47,6 +46,8 @@ class ConsoleChannel:
         elif event.type == "provider_attempt_discarded":
             self.stdout.write("\n")
             self.stdout.flush()
+            from monoagent.reliability import discard_notice  # imported on first use: CLI start-up
+
             print(discard_notice(event.data), file=sys.stderr, flush=True)
 
     async def serve(self, agent: Any = None) -> None:

@@ -12,7 +12,6 @@ fails closed before either store is cleared.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -24,6 +23,13 @@ from monoagent.interfaces import HistoryStats, logical_conversation_id
 from monoagent.plugins import await_me_maybe, bundled_impl
 
 NOT_CONFIGURED = "not configured"
+
+
+def _run(coroutine: Any) -> Any:
+    """``asyncio.run`` with asyncio imported on first use (it costs CLI start-up otherwise)."""
+    import asyncio
+
+    return asyncio.run(coroutine)
 
 
 def _agent() -> Any:
@@ -82,7 +88,7 @@ def list_command(as_json: bool) -> None:
     async def work() -> tuple[list[Any], dict[str, int] | None]:
         return list(await store.conversations()), await _tool_history(agent, "stats")
 
-    conversations, tool = asyncio.run(work())
+    conversations, tool = _run(work())
     conversations.sort(key=lambda c: -c.updated_at)
     rows = [
         {"conversation_id": c.conversation_id, "logical_conversation_id": logical_conversation_id(c.conversation_id),
@@ -116,7 +122,7 @@ def show_command(conversation: str, as_json: bool) -> None:
                          if logical_conversation_id(c.conversation_id) == conversation and c.conversation_id != conversation)
         return [(b, list(await store.load(b))) for b in buckets]
 
-    found = asyncio.run(work())
+    found = _run(work())
     if as_json:
         _echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
         return
@@ -144,7 +150,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
         report = await reset_logical(logical)
         return report, await _tool_history(agent, "clear_logical", logical)
 
-    report, tool = asyncio.run(work())
+    report, tool = _run(work())
     if as_json:
         _echo_json({"logical_conversation_id": logical,
                     "message_history": {"conversations": list(report.conversation_ids), "files": report.records,
@@ -163,7 +169,7 @@ def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
         return await clear_all(), await _tool_history(agent, "clear_all")
 
-    return asyncio.run(work())
+    return _run(work())
 
 
 def _clear_report(removed: HistoryStats, tool: dict[str, int] | None, as_json: bool, extra: dict[str, Any] | None = None) -> None:

@@ -7,15 +7,17 @@ The wire format is in :mod:`monoagent_plugins.openai_wire`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from monoagent.config import setting
 from monoagent.plugins import bundled_impl
 
-from .openai_wire import OpenAIChatRuntime
 from .provider_http import Endpoint, normalise_base_url
+
+if TYPE_CHECKING:
+    from .openai_wire import OpenAIChatRuntime
 
 PROVIDER = "lmstudio"
 
@@ -46,6 +48,8 @@ class LMStudioConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+
     config: LMStudioConfig = agent.config.section("providers.lmstudio")
     endpoint = Endpoint(
         provider=PROVIDER,

@@ -8,15 +8,17 @@ The wire format is in :mod:`monoagent_plugins.openai_wire`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from monoagent.config import setting
 from monoagent.plugins import bundled_impl
 
-from .openai_wire import OpenAIChatRuntime
 from .provider_http import Endpoint, normalise_base_url
+
+if TYPE_CHECKING:
+    from .openai_wire import OpenAIChatRuntime
 
 PROVIDER = "ollama"
 
@@ -49,6 +51,8 @@ def host_url(host: str) -> str:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+
     config: OllamaConfig = agent.config.section("providers.ollama")
     endpoint = Endpoint(
         provider=PROVIDER,

@@ -7,7 +7,7 @@ Credentials and endpoint: ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (or the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -15,8 +15,10 @@ from monoagent.config import setting
 from monoagent.errors import ProviderError
 from monoagent.plugins import bundled_impl
 
-from .openai_wire import OpenAIChatRuntime
 from .provider_http import Endpoint, normalise_base_url
+
+if TYPE_CHECKING:
+    from .openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai"
 
@@ -49,6 +51,8 @@ class OpenAIConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+
     config: OpenAIConfig = agent.config.section("providers.openai")
     if not config.api_key:
         raise ProviderError(

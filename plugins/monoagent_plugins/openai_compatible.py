@@ -9,7 +9,7 @@ For vLLM, the llama.cpp server, text-generation-inference and the like. The base
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -17,8 +17,10 @@ from monoagent.config import setting
 from monoagent.errors import ProviderError
 from monoagent.plugins import bundled_impl
 
-from .openai_wire import OpenAIChatRuntime
 from .provider_http import Endpoint, normalise_base_url
+
+if TYPE_CHECKING:
+    from .openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai-compatible"
 
@@ -52,6 +54,8 @@ class OpenAICompatibleConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+
     config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
     if not config.base_url:
         raise ProviderError(

@@ -33,69 +33,85 @@ from typing import Any
 
 from monoagent.plugins import bundled_impl
 
+class _LazyPattern:
+    """A regular expression compiled on first use: the bundled patterns cost ~10 ms to compile,
+    which ``monoagent --help`` should not pay."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
+_lazy = _LazyPattern
+
 _KEY = os.urandom(32)
 MAX_KEY_CHARS = 256
 
 _SECRETS: list[tuple[str, re.Pattern[str]]] = [
-    ("private_key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)")),
-    ("private_key", re.compile(r"(?i)(\"private_key\"\s*:\s*\")[^\"]+")),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}")),
-    ("groq_key", re.compile(r"\bgsk_[A-Za-z0-9]{20,}")),
-    ("xai_key", re.compile(r"\bxai-[A-Za-z0-9]{20,}")),
-    ("replicate_token", re.compile(r"\br8_[A-Za-z0-9]{20,}")),
-    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("google_oauth_token", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
+    ("private_key", _lazy(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)")),
+    ("private_key", _lazy(r"(?i)(\"private_key\"\s*:\s*\")[^\"]+")),
+    ("anthropic_key", _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("openai_key", _lazy(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}")),
+    ("groq_key", _lazy(r"\bgsk_[A-Za-z0-9]{20,}")),
+    ("xai_key", _lazy(r"\bxai-[A-Za-z0-9]{20,}")),
+    ("replicate_token", _lazy(r"\br8_[A-Za-z0-9]{20,}")),
+    ("huggingface_token", _lazy(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("google_api_key", _lazy(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("google_oauth_token", _lazy(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
+    ("aws_access_key", _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
     (
         "aws_secret",
-        re.compile(r"(?i)(aws_?secret_?(?:access_?)?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
+        _lazy(r"(?i)(aws_?secret_?(?:access_?)?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
     ),
-    ("azure_key", re.compile(r"(?i)(\b(?:AccountKey|SharedAccessKey|sig)=)[A-Za-z0-9%/+]{20,}={0,2}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
-    ("slack_token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
-    ("slack_webhook", re.compile(r"(https://hooks\.slack\.com/services/)[A-Za-z0-9/_\-]+")),
-    ("discord_webhook", re.compile(r"(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
-    ("telegram_bot_token", re.compile(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
-    ("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
-    ("pypi_token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
-    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
-    ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
-    ("digitalocean_token", re.compile(r"\bdo[por]_v1_[a-f0-9]{64}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer_token", re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/\-]{16,}=*")),
-    ("basic_auth", re.compile(r"(?i)(\bauthorization\s*[=:]\s*[\"']?basic\s+)[A-Za-z0-9+/]{8,}=*")),
-    ("url_credentials", re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s/@\"'<>]+(?=@)")),
+    ("azure_key", _lazy(r"(?i)(\b(?:AccountKey|SharedAccessKey|sig)=)[A-Za-z0-9%/+]{20,}={0,2}")),
+    ("github_token", _lazy(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("gitlab_token", _lazy(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
+    ("slack_token", _lazy(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
+    ("slack_webhook", _lazy(r"(https://hooks\.slack\.com/services/)[A-Za-z0-9/_\-]+")),
+    ("discord_webhook", _lazy(r"(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
+    ("telegram_bot_token", _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
+    ("stripe_key", _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("npm_token", _lazy(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("pypi_token", _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
+    ("sendgrid_key", _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
+    ("twilio_key", _lazy(r"\bSK[0-9a-fA-F]{32}\b")),
+    ("digitalocean_token", _lazy(r"\bdo[por]_v1_[a-f0-9]{64}")),
+    ("jwt", _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer_token", _lazy(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/\-]{16,}=*")),
+    ("basic_auth", _lazy(r"(?i)(\bauthorization\s*[=:]\s*[\"']?basic\s+)[A-Za-z0-9+/]{8,}=*")),
+    ("url_credentials", _lazy(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s/@\"'<>]+(?=@)")),
     (
         "secret_parameter",
-        re.compile(
+        _lazy(
             r"(?i)([?&](?:access_token|refresh_token|id_token|token|api[_-]?key|apikey|key|secret|client_secret|password|passwd|pwd|sig|signature|auth)=)(?!\[REDACTED)[^&#\s\"'<>]{4,}"
         ),
     ),
     (
         "secret_assignment",
-        re.compile(
+        _lazy(
             r"(?i)(\b[\w.\-]*(?:api[_-]?keys?|secrets?|token|passw(?:or)?d|passwd|credentials?|private[_-]?key|access[_-]?key)[\"']?\s*[=:]\s*[\"']?)(?!\[REDACTED)[^\s\"',;&]{6,}"
         ),
     ),
 ]
 
-_SECRET_KEY_NAME = re.compile(
+_SECRET_KEY_NAME = _lazy(
     r"(?i)^(?:.*[_\-.])?(?:api[_-]?key|apikey|secret|client[_-]?secret|token|access[_-]?token|refresh[_-]?token|"
     r"passw(?:or)?d|passwd|pwd|credentials?|private[_-]?key|authorization|cookie|session[_-]?key)$"
 )
 
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]*")
+_URL = _lazy(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]*")
 
-_PATH = re.compile(
+_PATH = _lazy(
     r"(?<![\w:/.~\-\\])(?:~[A-Za-z0-9_.\-]*(?=[/\\])|[A-Za-z]:(?=[\\/])|\\\\(?=[^\s\\]))?(?:[/\\][^\s/\\'\"<>|:`*?]+)+[/\\]?"
 )
 
 _HOME_ROOTS = {"home", "users", "root", "var", "private", "tmp", "mnt", "media", "documents and settings"}
-_SENSITIVE = re.compile(
+_SENSITIVE = _lazy(
     r"(?i)^(?:\.ssh|\.aws|\.gnupg|\.kube|\.docker|\.netrc|\.pgpass|\.npmrc|\.pypirc|\.env(?:\..*)?|\.git-credentials|"
     r"id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?|credentials(?:\.json)?|secrets?(?:\.\w+)?|.*\.(?:pem|key|p12|pfx|kdbx)|"
     r"[0-9a-f]{16,}|[0-9a-f\-]{32,}|tmp[A-Za-z0-9_]{6,}|run-[A-Za-z0-9]{8,})$"

@@ -1,28 +1,42 @@
 """The ``tool-history`` plugin: the SQLite tool-call history sidecar, its cold projection and SessionHistory.
 
-The sidecar lives at ``<history>/tool-history/tool-lifecycles.sqlite``; writer ownership is an
-``flock`` on ``<history>/.locks/tool-lifecycles-owner.sqlite``. Both files are created 0600
-(with ``os.open`` before SQLite opens them, whatever the umask) in 0700 directories; symlinks
-are refused.
+The sidecar lives at ``<history>/tool-history/tool-lifecycles.sqlite``; writer ownership is kept
+in ``<history>/.locks/``: the owner lock ``tool-lifecycles-owner.sqlite`` and one liveness lock
+``tool-writer-<id>.lock`` per running writer. Every file is created 0600 (with ``os.open``,
+``O_NOFOLLOW``, before SQLite opens it, whatever the umask) in 0700 directories; symlinks are
+refused.
 
-* **One writer.** Each process runs one writer thread per sidecar (shared by every Agent of the
-  process on the same history directory); the thread holds the owner lock for its lifetime. A
-  second process queues behind it (its writes show ``persistence: "deferred"``) until the owner
-  exits. The writer uses DELETE journaling and ``synchronous=EXTRA``: with a DELETE journal a
-  transaction commits when its rollback journal is unlinked, and FULL does not fsync the
-  directory after that unlink, so a power cut could bring the journal back and roll an
-  acknowledged record back; EXTRA syncs the directory too (one more fsync per write).
-* **Recovery.** When the writer takes ownership, every invocation still without a result was
-  left by a process that died mid-call: it is closed as ``interrupted`` (never re-run).
+* **Writers.** Each process runs one writer thread per sidecar (shared by every Agent of the
+  process on the same history directory). Several processes write the same sidecar at once:
+  SQLite serialises them (every write is one ``BEGIN IMMEDIATE`` transaction, with a busy
+  timeout), and the sequence numbers are allocated inside that transaction, so they are unique
+  and ordered across processes. The writer uses DELETE journaling and ``synchronous=EXTRA``:
+  with a DELETE journal a transaction commits when its rollback journal is unlinked, and FULL
+  does not fsync the directory after that unlink, so a power cut could bring the journal back
+  and roll an acknowledged record back; EXTRA syncs the directory too (one more fsync per write).
+* **Liveness.** A writer creates its own ``tool-writer-<id>.lock`` (``O_EXCL``, 0600) and holds an
+  exclusive ``flock`` on it for its lifetime; ``<id>`` is stored in the ``writer`` column of every
+  invocation it writes. A writer is dead when its lock file is missing or can be locked
+  (``LOCK_EX | LOCK_NB``): the kernel drops a ``flock`` the moment its process dies, so this needs
+  no PID (PIDs are reused) and no elapsed-time lease. A stale lock file is deleted by whoever
+  finds it lockable.
+* **Recovery.** At writer start-up, and whenever another store handle of the process attaches to
+  the running writer, every invocation still without a result whose writer is dead is closed as
+  ``interrupted`` (never re-run). Invocations of live writers (another process's tool still
+  running) are never touched. Recovery holds the owner lock, a short critical section that a
+  writer also takes while it creates its liveness lock, so a lock file is never judged before
+  its owner holds it.
 * **Bounds.** Arguments are retained up to 8 KiB and results up to 16 KiB (of redacted text),
   with the exact original byte count of an admitted value; a value whose original exceeds the
   limit is omitted wholesale *before* redaction (its count saturates at limit + 1), never cut
   into a prefix that could split a credential. Redaction is the ``redact`` hook chain;
   arguments are redacted structurally (keys and values, see
   :func:`monoagent_plugins.redaction.redact_structure`).
-* **Retention** (after each result): 100,000 completed calls, 365 days, 256 MiB of retained
-  payload; each removed call leaves a tombstone, and tombstones are kept up to 10,000 and 30
-  days. All configurable under ``toolHistory.*``.
+* **Retention** (after each result, in the result's transaction): 100,000 completed calls, 365
+  days, 256 MiB of retained payload; each removed call leaves a tombstone, and tombstones are
+  kept up to 10,000 and 30 days. All configurable under ``toolHistory.*``.
+* **Maintenance** (``stats``, ``clear_logical``, ``clear_all``) works beside running writers of
+  other processes: stats only reads, a clear is one ``IMMEDIATE`` transaction of its own.
 * **Cold projection**: a dynamic ``tool_history`` section right after the conversation history
   (order 410): at most 32 recent completed calls of this conversation, at most 64 KiB,
   path-opaque, fenced and framed as untrusted. The current run, isolated runs and calls already
@@ -37,22 +51,24 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import fcntl
 import json
 import os
 import queue
+import re
+import secrets
 import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from monoagent.config import setting
-from monoagent.continuity import accounted_records
 from monoagent.log import logger
 from monoagent.model import Section, ToolResult, ToolSpec, ToolStatus
 from monoagent.plugins import bundled_impl
@@ -60,8 +76,14 @@ from monoagent.text import utf8_len, utf8_prefix
 from monoagent.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolInvocation, ToolRecord
 
 SIDECAR = Path("tool-history") / "tool-lifecycles.sqlite"
-OWNER_LOCK = Path(".locks") / "tool-lifecycles-owner.sqlite"
-SCHEMA_VERSION = 1
+LOCKS = Path(".locks")
+OWNER_LOCK = LOCKS / "tool-lifecycles-owner.sqlite"
+WRITER_LOCK_PREFIX = "tool-writer-"
+WRITER_LOCK_SUFFIX = ".lock"
+WRITER_ID = re.compile(r"[0-9a-f]{32}")
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = ("1", "2")  # schema 1 (development builds) lacks only the writer column
+BUSY_TIMEOUT_MS = 30_000
 SESSION_HISTORY = "SessionHistory"
 FENCE_OPEN = "<tool_history_projection>"
 FENCE_CLOSE = "</tool_history_projection>"
@@ -85,6 +107,7 @@ CREATE TABLE IF NOT EXISTS calls (
     run_id TEXT NOT NULL,
     call_id TEXT NOT NULL,
     tool TEXT NOT NULL,
+    writer TEXT,
     isolated INTEGER NOT NULL DEFAULT 0,
     start_seq INTEGER NOT NULL,
     end_seq INTEGER,
@@ -119,6 +142,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
 );
 CREATE INDEX IF NOT EXISTS tombstones_by_time ON tombstones (removed_at);
 """
+_IN_FLIGHT_INDEX = "CREATE INDEX IF NOT EXISTS calls_in_flight ON calls (writer) WHERE status IS NULL"
 
 
 @attrs.define
@@ -205,6 +229,129 @@ def _bounded(text: str, limit: int, redact: Callable[[str], str]) -> tuple[str |
 # --------------------------------------------------------------------------- the writer
 
 
+@contextlib.contextmanager
+def _owner_lock(history_dir: Path) -> Iterator[None]:
+    """Hold the owner lock (blocking): the short critical section of recovery and writer registration."""
+    path = history_dir / OWNER_LOCK
+    _ensure_dir(path.parent)
+    _create_private(path)
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _writer_lock_path(locks: Path, writer_id: str) -> Path:
+    return locks / f"{WRITER_LOCK_PREFIX}{writer_id}{WRITER_LOCK_SUFFIX}"
+
+
+class WriterLock:
+    """A writer's liveness identity: an exclusive ``flock`` on a fresh lock file of its own.
+
+    Created (``O_EXCL``, 0600, ``O_NOFOLLOW``) and locked under the owner lock, so recovery never
+    sees the file before it is held. The kernel releases the lock when the process dies;
+    :meth:`release` (a clean stop) deletes the file, which also reads as a dead writer.
+    """
+
+    def __init__(self, locks: Path) -> None:
+        self.id = secrets.token_hex(16)
+        self.path = _writer_lock_path(locks, self.id)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(self.fd, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(self.fd)
+
+
+def writer_alive(locks: Path, writer_id: str | None) -> bool:
+    """Whether the writer ``writer_id`` still runs; the lock file of a dead one is deleted.
+
+    Dead: no id (rows of a schema-1 writer, which owned the whole sidecar: whoever holds the
+    owner lock has outlived it), a missing or non-regular lock file, or one that can be locked
+    ``LOCK_EX | LOCK_NB`` (nobody holds it). Never a PID, never elapsed time.
+    """
+    if writer_id is None or not WRITER_ID.fullmatch(writer_id):
+        return False
+    path = _writer_lock_path(locks, writer_id)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a symlink or something else that no writer created
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # stale: removed while we hold its lock
+        return False
+    finally:
+        os.close(fd)
+
+
+def _sweep_writer_locks(locks: Path, own: str) -> None:
+    """Delete the lock files of dead writers (those that crashed with no call in flight too)."""
+    for entry in os.scandir(locks):
+        name = entry.name
+        if name.startswith(WRITER_LOCK_PREFIX) and name.endswith(WRITER_LOCK_SUFFIX):
+            writer_id = name[len(WRITER_LOCK_PREFIX) : -len(WRITER_LOCK_SUFFIX)]
+            if writer_id != own:
+                writer_alive(locks, writer_id)
+
+
+def _in_flight_writers(db: sqlite3.Connection, own: str) -> set[str | None]:
+    return {w for (w,) in db.execute("SELECT DISTINCT writer FROM calls WHERE status IS NULL")} - {own}
+
+
+def recover(db: sqlite3.Connection, history_dir: Path, own: str, now: float, *, locked: bool = False) -> int:
+    """Close as ``interrupted`` every invocation in flight whose writer is dead; the number closed.
+
+    A quick unlocked look first: with no call in flight of another writer (the common case) it
+    costs one indexed query. Otherwise it takes the owner lock (unless ``locked``) and decides
+    each writer's liveness inside one ``IMMEDIATE`` transaction.
+    """
+    if not _in_flight_writers(db, own):
+        return 0
+    with contextlib.nullcontext() if locked else _owner_lock(history_dir), _transaction(db):
+        locks = history_dir / LOCKS
+        dead = [w for w in _in_flight_writers(db, own) if not writer_alive(locks, w)]
+        closed = 0
+        for writer in dead:
+            where = "writer IS NULL" if writer is None else "writer = ?"
+            params = () if writer is None else (writer,)
+            for (invocation_id,) in db.execute(
+                f"SELECT invocation_id FROM calls WHERE status IS NULL AND {where} ORDER BY start_seq", params
+            ).fetchall():
+                db.execute(
+                    "UPDATE calls SET status = 'interrupted', end_seq = ?, finished_at = ?, result = ?, result_bytes = ?,"
+                    " result_retained_bytes = ?, result_truncated = 0, result_omitted = 0 WHERE invocation_id = ?",
+                    (_next_seq(db), now, INTERRUPTED_TEXT, utf8_len(INTERRUPTED_TEXT), utf8_len(INTERRUPTED_TEXT), invocation_id),
+                )
+                closed += 1
+    return closed
+
+
+def _connect(path: Path, settings: ToolHistoryConfig) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute(f"PRAGMA synchronous={settings.synchronous}")
+    return db
+
+
 class SidecarWriter:
     """The one writer thread of a sidecar in this process (refcounted by :func:`_writer_for`)."""
 
@@ -216,6 +363,7 @@ class SidecarWriter:
         self.gate = threading.Event()
         self.gate.set()
         self.users = 0
+        self.writer_id: str | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._main, name=f"tool-history-writer:{self.path}", daemon=True)
         self._thread.start()
@@ -229,39 +377,52 @@ class SidecarWriter:
         self._queue.put(None)
         self._thread.join()
 
-    def _open(self) -> tuple[sqlite3.Connection, int]:
+    def recover(self) -> concurrent.futures.Future[Any]:
+        """Queue a recovery pass (close the calls of dead writers as interrupted); resolves to the count."""
+        return self.submit(lambda db: recover(db, self.history_dir, self.writer_id or "", self.clock()))
+
+    def _open(self) -> tuple[sqlite3.Connection, WriterLock]:
         _ensure_dir(self.history_dir)
         _ensure_dir(self.path.parent)
-        lock_path = self.history_dir / OWNER_LOCK
-        _ensure_dir(lock_path.parent)
-        _create_private(lock_path)
-        lock_fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        _create_private(self.path)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=DELETE")
-        db.execute(f"PRAGMA synchronous={self.settings.synchronous}")
-        db.execute("PRAGMA busy_timeout=10000")
+        locks = self.history_dir / LOCKS
+        _ensure_dir(locks)
+        with _owner_lock(self.history_dir):
+            identity = WriterLock(locks)
+            try:
+                _create_private(self.path)
+                db = _connect(self.path, self.settings)
+                try:
+                    self._prepare(db)
+                    _sweep_writer_locks(locks, identity.id)
+                    recover(db, self.history_dir, identity.id, self.clock(), locked=True)
+                except BaseException:
+                    db.close()
+                    raise
+            except BaseException:
+                identity.release()
+                raise
+        self.writer_id = identity.id
+        return db, identity
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        """Create the schema, or check it (migrating a schema-1 development file in place)."""
         with _transaction(db):
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
             row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema', ?), ('seq', '0')", (str(SCHEMA_VERSION),))
+            elif row[0] == "1":
+                if "writer" not in {column[1] for column in db.execute("PRAGMA table_info(calls)")}:
+                    db.execute("ALTER TABLE calls ADD COLUMN writer TEXT")
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
                 raise SidecarUnavailable(f"{self.path} has schema {row[0]}; this monoagent reads schema {SCHEMA_VERSION}")
-            now = self.clock()
-            for (invocation_id,) in db.execute("SELECT invocation_id FROM calls WHERE status IS NULL ORDER BY start_seq").fetchall():
-                db.execute(
-                    "UPDATE calls SET status = 'interrupted', end_seq = ?, finished_at = ?, result = ?, result_bytes = ?,"
-                    " result_retained_bytes = ?, result_truncated = 0, result_omitted = 0 WHERE invocation_id = ?",
-                    (_next_seq(db), now, INTERRUPTED_TEXT, utf8_len(INTERRUPTED_TEXT), utf8_len(INTERRUPTED_TEXT), invocation_id),
-                )
-        return db, lock_fd
+            db.execute(_IN_FLIGHT_INDEX)
 
     def _main(self) -> None:
         db: sqlite3.Connection | None = None
-        lock_fd: int | None = None
+        identity: WriterLock | None = None
         failure: BaseException | None = None
         while True:
             item = self._queue.get()
@@ -274,7 +435,7 @@ class SidecarWriter:
             try:
                 if db is None and failure is None:
                     try:
-                        db, lock_fd = self._open()
+                        db, identity = self._open()
                     except (OSError, sqlite3.Error, ToolHistoryError) as exc:
                         failure = exc
                         logger.bind(plugin="tool-history").warning(
@@ -289,8 +450,8 @@ class SidecarWriter:
                 future.set_exception(exc)
         if db is not None:
             db.close()
-        if lock_fd is not None:
-            os.close(lock_fd)
+        if identity is not None:
+            identity.release()
 
 
 INTERRUPTED_TEXT = "The process running this tool call ended before it returned; the call was not re-run."
@@ -333,6 +494,8 @@ def _writer_for(history_dir: Path, settings: ToolHistoryConfig, clock: Callable[
         writer = _writers.get(key)
         if writer is None:
             writer = _writers[key] = SidecarWriter(history_dir, settings, clock)
+        else:
+            writer.recover()  # a new handle on a running writer: a cheap look for calls of dead writers
         writer.users += 1
         return writer
 
@@ -409,6 +572,8 @@ class SqliteToolHistory:
             args, args_bytes, args_kept, int(args_cut), int(args_omitted), args_kept,
         )
 
+        writer = self.writer
+
         def job(db: sqlite3.Connection) -> str:
             with _transaction(db):
                 exists = db.execute("SELECT 1 FROM calls WHERE invocation_id = ?", (row[0],)).fetchone()
@@ -416,18 +581,20 @@ class SqliteToolHistory:
                     db.execute(
                         "INSERT INTO calls (invocation_id, result_id, conversation_id, logical_id, run_id, call_id, tool, isolated,"
                         " start_seq, started_at, arguments, arguments_bytes, arguments_retained_bytes, arguments_truncated,"
-                        " arguments_omitted, payload_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*row[:8], _next_seq(db), *row[8:]),
+                        " arguments_omitted, payload_bytes, writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*row[:8], _next_seq(db), *row[8:], writer.writer_id),
                     )
             return row[0]
 
-        return self.writer.submit(job)
+        return writer.submit(job)
 
     def submit_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> concurrent.futures.Future[Any]:
         status = result.status.value if isinstance(result.status, ToolStatus) else ToolStatus(result.status).value
         text, size, kept, cut, omitted = _bounded(result.content, self.settings.max_result_bytes, lambda t: self.redact(t, "tool_result"))
         call = invocation.call
         args, args_bytes, args_kept, args_cut, args_omitted = self._arguments(dict(call.arguments))
+
+        writer = self.writer
 
         def job(db: sqlite3.Connection) -> str:
             with _transaction(db):
@@ -436,11 +603,12 @@ class SqliteToolHistory:
                     db.execute(
                         "INSERT INTO calls (invocation_id, result_id, conversation_id, logical_id, run_id, call_id, tool, isolated,"
                         " start_seq, started_at, arguments, arguments_bytes, arguments_retained_bytes, arguments_truncated,"
-                        " arguments_omitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " arguments_omitted, writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             invocation.invocation_id, invocation.result_id, invocation.conversation_id,
                             invocation.logical_conversation_id, invocation.run_id, call.id, call.name, int(invocation.isolated),
                             _next_seq(db), invocation.started_at, args, args_bytes, args_kept, int(args_cut), int(args_omitted),
+                            writer.writer_id,
                         ),
                     )
                 elif found[0] is not None:
@@ -454,7 +622,7 @@ class SqliteToolHistory:
                 self._retain(db)
             return invocation.result_id
 
-        return self.writer.submit(job)
+        return writer.submit(job)
 
     def _retain(self, db: sqlite3.Connection) -> int:
         """Apply retention (count, age, payload bytes) and prune tombstones; the calls removed."""
@@ -511,10 +679,10 @@ class SqliteToolHistory:
         return total
 
     def _sync(self, job: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run a maintenance job: on this process's writer if it runs, else under the owner lock.
+        """Run a maintenance job: on this process's writer if it runs, else on a connection of its own.
 
-        Without a writer of its own (the CLI), the job takes the owner lock without waiting; a
-        running agent holding it is a clear :class:`ToolHistoryError`, never a silent hang.
+        Without a writer of its own (the CLI) the job needs no ownership: it runs in its own
+        ``IMMEDIATE`` transaction, which SQLite serialises with the writes of running agents.
         """
         if not self._usable():
             return None
@@ -522,29 +690,19 @@ class SqliteToolHistory:
             writer = self._writer
         if writer is not None:
             return writer.submit(job).result()
-        self._reader()  # corrupt or unsafe: fail closed before touching anything
-        lock_path = self.history_dir / OWNER_LOCK
-        _ensure_dir(lock_path.parent)
-        _create_private(lock_path)
-        fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        probe = self._reader()  # corrupt or unsafe: fail closed before touching anything
+        if probe is not None:
+            probe.close()
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ToolHistoryError(
-                    f"another process (a running agent) owns the tool history at {self.path}; stop it and try again"
-                ) from None
-            db = sqlite3.connect(self.path, isolation_level=None)
-            try:
-                db.execute("PRAGMA journal_mode=DELETE")
-                db.execute(f"PRAGMA synchronous={self.settings.synchronous}")
-                return job(db)
-            except sqlite3.Error as exc:
-                raise SidecarUnavailable(f"{self.path} could not be changed: {exc}") from None
-            finally:
-                db.close()
+            db = _connect(self.path, self.settings)
+        except sqlite3.Error as exc:
+            raise SidecarUnavailable(f"{self.path} could not be opened for maintenance: {exc}") from None
+        try:
+            return job(db)
+        except sqlite3.Error as exc:
+            raise SidecarUnavailable(f"{self.path} could not be changed: {exc}") from None
         finally:
-            os.close(fd)
+            db.close()
 
     def _usable(self) -> bool:
         try:
@@ -613,7 +771,7 @@ class SqliteToolHistory:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except sqlite3.Error as exc:
             raise SidecarUnavailable(f"{self.path} is not a readable tool-history database: {exc}") from None
-        if row is None or row[0] != str(SCHEMA_VERSION):
+        if row is None or row[0] not in READABLE_SCHEMAS:
             db.close()
             raise SidecarUnavailable(f"{self.path} has an unknown schema ({row[0] if row else 'none'})")
         return db
@@ -712,6 +870,8 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
     if cfg.projection_max_calls == 0 or getattr(turn.session, "warm", False):
         return None
+    from monoagent.continuity import accounted_records  # asyncio-heavy: imported on first use
+
     excluded = accounted_records(turn.history)
     try:
         rows = store.recent_completed(turn.conversation_id, turn.run_id, cfg.projection_max_calls + len(excluded))
