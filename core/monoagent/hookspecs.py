@@ -88,8 +88,8 @@ def register_providers(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up, before the first turn.
 
-    Bundled default: the ``offline`` plugin registers ``offline`` (models ``echo`` and
-    ``scripted``).
+    Bundled default: ``offline`` (models ``echo`` and ``scripted``), ``anthropic``, ``openai``,
+    ``ollama``, ``lmstudio`` and ``openai-compatible``, one plugin each.
 
     Example::
 
@@ -278,8 +278,8 @@ def register_commands(cli: click.Group) -> None:
     Called once when the CLI starts, after plugins are loaded (a blocked or failed plugin adds
     no command).
 
-    Bundled default: none; the core commands (run, chat, prompt, plugins, config) live in the
-    kernel.
+    Bundled default: ``history-cli`` adds ``history`` and ``restart``, ``memory-cli`` adds
+    ``memory``; the core commands (run, chat, prompt, plugins, config) live in the kernel.
 
     Example::
 
@@ -309,7 +309,9 @@ def register_config_sections(register: Callable[..., None]) -> None:
 
     Called once per Agent, after plugins are loaded and before the configuration is validated.
 
-    Bundled default: the ``offline`` plugin declares ``providers.offline`` (``scriptPath``).
+    Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
+    ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``.
 
     Example::
 
@@ -340,7 +342,8 @@ def configure(agent: Agent) -> None:
     validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
     still receives the call, once, at registration, so late plugins need no special path.
 
-    Bundled default: the ``artifacts`` plugin remembers the artifacts directory.
+    Bundled default: the ``tool-history`` plugin opens the tool-call history sidecar and sets
+    ``agent.tool_history`` (unless another plugin already set it).
 
     Example::
 
@@ -363,7 +366,8 @@ def shutdown(agent: Agent) -> Any:
     Called once from ``await agent.aclose()`` (and at the end of ``run_sync`` and every CLI
     command).
 
-    Bundled default: the ``files`` store has nothing to release; none is needed.
+    Bundled default: ``artifacts`` waits until every pending run-event line is written;
+    ``tool-history`` releases its writer.
 
     Example::
 
@@ -525,8 +529,10 @@ def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
 
     Called on every turn, after the documented producers.
 
-    Bundled default (``identity``): the optional USER.md as ``user_persona`` (order 250,
-    stable).
+    Bundled default: ``identity`` adds the optional USER.md as ``user_persona`` (order 250,
+    stable); ``memory`` adds the memory contract as ``memory`` (order 350, stable) when memory is
+    configured; ``tool-history`` adds the cold tool-history projection as ``tool_history``
+    (order 410, dynamic) when there are records to show.
 
     Example::
 
