@@ -4,11 +4,13 @@ The file is owner-only (0600 in a 0700 directory) and holds every event but the 
 ``text_delta`` pieces, the ``prompt_manifest`` among them: the audit handle of what was sent,
 without the prompt text.
 
-Files are written by one background thread per process, in event order, so creating a file
-(hundreds of microseconds on some file systems) never sits on a turn's path. A run's file is
-complete once its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``) has
-been written; ``agent.aclose()`` (the ``shutdown`` hook) and interpreter exit wait for every
-pending line. Artifacts are not fsynced and are best-effort: a write failure is logged, never
+Files are written by one background thread per process, in event order. A run's lines are
+kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``) and then
+written in one go: creating a file costs hundreds of microseconds on some file systems, and a
+file created while the history store fsyncs its commit makes that fsync wait, so the file is
+created after the turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+hook) and interpreter exit write every pending line, complete runs or not; a process killed
+mid-run loses that run's events. Artifacts are not fsynced and are best-effort: a write failure is logged, never
 fatal.
 """
 
@@ -71,25 +73,34 @@ class ArtifactWriter:
     def _run(self) -> None:
         from monoagent.serial import unstructure
 
-        handles: dict[tuple[Path, str], IO[str]] = {}
+        pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()
             if isinstance(item, threading.Event):
-                for handle in handles.values():
-                    handle.flush()
+                for key in list(pending):
+                    self._write(key, pending.pop(key))
                 item.set()
                 continue
             root, event = item
             key = (root, event.run_id)
             try:
-                handle = handles.get(key)
-                if handle is None:
-                    handle = handles[key] = _open_run_file(root, event.run_id)
-                handle.write(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
-                if event.type in TERMINAL:
-                    handles.pop(key).close()
-            except (OSError, TypeError, ValueError) as exc:
-                logger.warning("run artifact for {} not written ({} lost): {}", event.run_id, event.type, exc)
+                line = json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)
+            except (TypeError, ValueError) as exc:
+                logger.warning("run event {} of {} not serialisable, left out: {}", event.type, event.run_id, exc)
+                continue
+            pending.setdefault(key, []).append(line)
+            if event.type in TERMINAL:
+                self._write(key, pending.pop(key))
+
+    @staticmethod
+    def _write(key: tuple[Path, str], lines: list[str]) -> None:
+        """Append ``lines`` to the run's file in one write (creating it on the run's first write)."""
+        root, run_id = key
+        try:
+            with _open_run_file(root, run_id) as handle:
+                handle.write("".join(line + "\n" for line in lines))
+        except OSError as exc:
+            logger.warning("run artifact for {} not written ({} events lost): {}", run_id, len(lines), exc)
 
 
 writer = ArtifactWriter()
