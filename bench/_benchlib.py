@@ -13,6 +13,7 @@ import platform
 import shutil
 import statistics
 import sys
+import time
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -139,3 +140,24 @@ def revision() -> dict[str, str]:
         return proc.stdout.strip() if proc.returncode == 0 else ""
 
     return {"head": git("rev-parse", "--short", "HEAD") or "unknown", "changed_paths": str(len(git("status", "--porcelain").splitlines()))}
+
+
+def durable_write(directory: Path, data: bytes) -> float:
+    """Seconds for write + fsync + rename + fsync(directory) of ``data``: the floor of a commit."""
+    start = time.perf_counter()
+    tmp = directory / f".record.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / "record.json")
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return time.perf_counter() - start

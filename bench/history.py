@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
+from _benchlib import durable_write, emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
 from monoagent.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore, record_name
@@ -57,27 +57,6 @@ def text(rng: random.Random, chars: int, label: str) -> str:
 
 def turn_messages(rng: random.Random, n: int) -> list[Message]:
     return [Message("user", text(rng, USER_CHARS, f"(turn {n})")), Message("assistant", text(rng, REPLY_CHARS, f"(reply {n})"))]
-
-
-def durable_write(directory: Path, data: bytes) -> float:
-    """Seconds for write + fsync + rename + fsync(directory) of ``data``: the floor of a commit."""
-    start = time.perf_counter()
-    tmp = directory / f".record.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / "record.json")
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return time.perf_counter() - start
 
 
 async def per_turn(tmp: Path, window: int, rounds: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
+from _benchlib import durable_write, emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
 from monoagent.model import TurnRequest
 from monoagent.testing import fresh_agent
@@ -56,28 +56,6 @@ def user_text(rng: random.Random, turn: int) -> str:
         words.append(rng.choice(WORDS))
         size += len(words[-1]) + 1
     return " ".join(words)[:USER_CHARS]
-
-
-def durable_write(directory: Path, dir_fd_path: Path, data: bytes) -> float:
-    """Seconds for write + fsync + rename + fsync(directory) of ``data``: the floor of a commit."""
-    target = directory / "record.json"
-    start = time.perf_counter()
-    tmp = directory / f".record.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
-    dir_fd = os.open(dir_fd_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return time.perf_counter() - start
 
 
 def record_size(history_dir: Path, conversation_id: str) -> int:
@@ -116,7 +94,7 @@ async def run(tmp: Path, window: int, rounds: int, block: list[str]) -> dict[str
                 sizes[checkpoint].append(size)
                 history_messages.setdefault(checkpoint, result.manifest.history_messages)
                 data = os.urandom(size // 2 + 1).hex().encode()[:size]
-                floor_s[checkpoint].append(durable_write(floor_dir, floor_dir, data))
+                floor_s[checkpoint].append(durable_write(floor_dir, data))
     await agent.aclose()
     return {"turn_s": turn_s, "sizes": sizes, "floor_s": floor_s, "history_messages": history_messages, "last": last}
 
