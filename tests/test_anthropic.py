@@ -90,6 +90,19 @@ def test_request_json_is_exact(tmp_path, server):
     assert BOUNDARY.encode() not in sent.body
 
 
+def test_blank_text_before_a_tool_call_is_not_sent_as_a_text_block(tmp_path, server):
+    server.enqueue(Reply(text_pieces=("ok",)))
+    runtime = agent_for(tmp_path, server).provider(MODEL)
+    messages = [
+        Message("user", "Look it up."),
+        Message("assistant", "\n\n", tool_calls=[ToolCall("toolu_1", "lookup", {"word": "x"})]),
+        Message("tool", "unknown", name="lookup", tool_call_id="toolu_1"),
+    ]
+    asyncio.run(collect(runtime, contract_request(messages, [LOOKUP], model="claude-x")))
+    assistant = server.last_request.json["messages"][1]
+    assert assistant == {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"word": "x"}}]}
+
+
 def test_stable_only_prompt_sends_one_cached_block(tmp_path, server):
     server.enqueue(Reply(text_pieces=("ok",)))
     runtime = agent_for(tmp_path, server, providers={"anthropic": {"baseUrl": server.url, "maxOutputTokens": 99}}).provider(MODEL)
@@ -147,6 +160,14 @@ def test_prompt_too_long_is_a_context_limit(tmp_path, server):
     assert "prompt is too long" in str(caught.value)
 
 
+def test_input_plus_max_tokens_over_the_window_is_a_context_limit(tmp_path, server):
+    message = "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"
+    server.enqueue(Reply(status=400, error_message=message))
+    with pytest.raises(ContextLimitError) as caught:
+        asyncio.run(collect(agent_for(tmp_path, server).provider(MODEL), contract_request()))
+    assert "exceed context limit" in str(caught.value) and not caught.value.retryable
+
+
 def test_401_names_the_key_variable(tmp_path, server):
     server.enqueue(Reply(status=401, error_message="invalid x-api-key"))
     with pytest.raises(ProviderError) as caught:
@@ -200,10 +221,17 @@ def test_full_turn_streams_text_and_marks_only_the_stable_block(tmp_path, server
     body = server.last_request.json
     assert body["model"] == "claude-x"
     blocks = body["system"]
-    assert [("cache_control" in block) for block in blocks] == [True, False][: len(blocks)]
+    assert [("cache_control" in block) for block in blocks] == [True]  # a first turn: nothing dynamic yet
     assert BOUNDARY.encode() not in server.last_request.body
     assert body["messages"][-1]["role"] == "user"
     assert "hi" in body["messages"][-1]["content"][0]["text"]
+    server.enqueue(Reply(text_pieces=("Again.",)))
+    agent.run_sync("and again")  # the earlier exchange is now dynamic text: a second, unmarked block
+    second = server.last_request.json["system"]
+    assert [("cache_control" in block) for block in second] == [True, False]
+    assert second[0]["text"] == blocks[0]["text"]  # the cached prefix stayed byte-identical
+    assert "Hello from Claude." in second[1]["text"] and "Hello from Claude." not in second[0]["text"]
+    assert BOUNDARY.encode() not in server.last_request.body
 
 
 def test_tool_loop_end_to_end(tmp_path, server):
@@ -311,6 +339,19 @@ def test_consecutive_event_loops_each_get_a_working_client(tmp_path, server, rec
 
     gc.collect()
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+def test_finished_event_loops_are_not_kept_alive_by_the_shared_client(tmp_path, server):
+    from monoagent_plugins import provider_http
+
+    agent = agent_for(tmp_path, server)
+    for _ in range(3):
+        server.enqueue(Reply(text_pieces=("ok",)))
+        assert agent.run_sync("hi").text == "ok"
+    import gc
+
+    gc.collect()
+    assert [loop for loop in provider_http._CLIENTS if loop.is_closed()] == []  # forgotten at each loop's shutdown
 
 
 def test_config_show_never_prints_the_key(tmp_path):

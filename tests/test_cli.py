@@ -190,7 +190,7 @@ def test_chat_reads_lines_until_end_of_input(project: Path) -> None:
     out = result.stdout
     assert out.count("agent> ") == 2
     assert "history: 0 messages; you said: hello" in out
-    assert "(history of cli:chat cleared: 2 messages)" in out
+    assert "(history of cli:chat cleared: 2 messages, 0 tool calls)" in out
     assert "history: 0 messages; you said: again" in out
     assert out.index("you said: hello") < out.index("cleared") < out.index("you said: again")
     assert result.stderr.count(ANNOUNCE) == 1
@@ -283,3 +283,58 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
     assert "monoagent.errors.ComponentError: provider 'nope'" in debug.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a pseudo-terminal")
+def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while ``chat`` waits for a line ends it; it used to hang until the next Enter."""
+    import pty
+    import select
+    import signal
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `monoagent chat` on the terminal
+        os.chdir(tmp_path)
+        os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "chat"], clean_environ(tmp_path))
+    output = b""
+    exited: list[int] = []
+
+    def wait_for(done: Any, limit: float = 30.0) -> bool:  # a bound on failure, not synchronisation
+        nonlocal output
+        deadline = time.monotonic() + limit
+        while not done() and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    output += os.read(fd, 4096)
+                except OSError:  # the terminal closed: the child is exiting, collect its status
+                    exited.append(os.waitpid(pid, 0)[1])
+                    break
+        return done()
+
+    def child_exited() -> bool:
+        if not exited:
+            finished, status = os.waitpid(pid, os.WNOHANG)
+            if finished:
+                exited.append(status)
+        return bool(exited)
+
+    try:
+        assert wait_for(lambda: b"you> " in output), output
+        os.write(fd, b"\x03")  # the terminal turns it into SIGINT
+        assert wait_for(child_exited, 10.0), f"chat still running after Ctrl-C: {output!r}"
+        assert os.waitstatus_to_exitcode(exited[0]) == 130
+    finally:
+        if not exited:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def test_early_load_forgets_the_config_error_of_an_earlier_call(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_module, "_EARLY", {})
+    (project / "bad.toml").write_text("[plugins]\nblock = 3\n", encoding="utf-8")
+    cli_module._load_plugins_early(["--config", "bad.toml", "plugins"])
+    assert "config_error" in cli_module._EARLY
+    cli_module._load_plugins_early(["plugins"])
+    assert "config_error" not in cli_module._EARLY

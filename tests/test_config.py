@@ -370,6 +370,15 @@ def test_out_of_range_env_value_names_the_env_var(tmp_path: Path) -> None:
     )
 
 
+
+def test_nan_is_not_a_number_in_range() -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(data={}, env={"MONO_AGENT_COMPACTION_TRIGGER_RATIO": "nan"})
+    assert only_problem(exc) == (
+        "runtime.compaction.triggerRatio = NaN (from env MONO_AGENT_COMPACTION_TRIGGER_RATIO): not a number; "
+        "allowed: a number from 0.05 to 1"
+    )
+
 def test_bad_literal_lists_the_allowed_values(tmp_path: Path) -> None:
     file, exc = config_error(tmp_path, {"runtime": {"session": {"mode": "sometimes"}}})
     assert only_problem(exc) == (

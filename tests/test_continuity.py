@@ -7,6 +7,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monoagent.continuity import (
     ACCOUNT_HEADER,
@@ -19,6 +21,7 @@ from monoagent.continuity import (
     ContinuityPublicationError,
     PublicationBarrier,
     accounted_records,
+    bounded_value,
     build_account,
     render_account,
 )
@@ -426,3 +429,95 @@ def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(
     rows = agent.tool_history.query("SELECT status, isolated FROM calls")
     assert [(r["status"], r["isolated"]) for r in rows] == [("success", 1)]
     agent.close()
+
+
+def test_the_request_and_its_account_together_stay_within_48_kib(tmp_path):
+    agent, script, fixture = make_agent(tmp_path)
+    request = "ż" * 20_000  # 40,000 bytes of user request
+    script.steps = [[TextDelta("p" * 10_000), call("t1", "a" * 7000)], [ProviderError("down " + "d" * 5000)]]
+    with pytest.raises(ProviderError):
+        agent.run_sync(request, conversation_id="c")
+    user, account = load(agent)
+    assert utf8_len(user.content) + utf8_len(account.content) <= ACCOUNT_MAX_BYTES
+    assert user.content.startswith("ż" * 100) and "original 40000 bytes" in user.content
+    user.content.encode("utf-8")
+    assert account.content.startswith(ACCOUNT_HEADER)
+    agent.close()
+
+
+def test_a_credential_straddling_the_8_kib_prefix_cut_leaves_no_fragment():
+    secret = "FAKEfakeFAKEfake0123456789abcdefABCDEF"
+    filler = "x" * (PREFIX_MAX_BYTES - len("sk-ant-api03-FAKEfakeF")) + " "
+    collector = ContinuityCollector()
+    collector.observe("text_delta", {"text": filler[:-1]})
+    collector.observe("text_delta", {"text": " sk-ant-api03-" + secret + " and more text"})
+    account = build_account(collector, run_id="r", outcome="cancelled", redact=redact)
+    assert account.partial_text_bytes <= PREFIX_MAX_BYTES
+    assert "FAKEf" not in account.partial_text
+    total = len(filler) + len("sk-ant-api03-" + secret + " and more text")
+    assert account.omitted_text_bytes == total - PREFIX_MAX_BYTES
+
+
+def test_a_retry_whose_waiter_is_cancelled_still_publishes_once():
+    async def main():
+        barrier = PublicationBarrier()
+        published, attempts = [], []
+        gate, entered = asyncio.Event(), asyncio.Event()
+
+        async def publish():
+            attempts.append(1)
+            if len(attempts) == 1:
+                raise OSError("disk unavailable (test)")
+            entered.set()
+            await gate.wait()
+            published.append(1)
+
+        with pytest.raises(OSError):
+            await barrier.start("c", publish)
+        waiter = asyncio.create_task(barrier.wait("c"))  # the next turn retries the publication
+        await entered.wait()
+        waiter.cancel()  # ... and is cancelled while the retry is writing
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        gate.set()
+        await barrier.wait("c")  # the turn after waits for that same retry instead of publishing again
+        return published, attempts
+
+    published, attempts = asyncio.run(main())
+    assert published == [1] and len(attempts) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(deltas=st.lists(st.text(alphabet=st.sampled_from("a€😀żé\n<>"), max_size=3000), max_size=12))
+def test_property_the_partial_prefix_is_utf8_safe_and_counts_every_byte(deltas):
+    collector = ContinuityCollector()
+    for delta in deltas:
+        collector.observe("text_delta", {"text": delta})
+    account = build_account(collector, run_id="r", outcome="cancelled", redact=lambda text, kind: text)
+    whole = "".join(deltas)
+    assert account.partial_text_bytes <= PREFIX_MAX_BYTES
+    assert whole.startswith(account.partial_text), "a prefix of whole code points"
+    assert account.omitted_text_bytes == max(utf8_len(whole) - PREFIX_MAX_BYTES, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("a€😀ż\n"), max_size=6000), limit=st.integers(min_value=1, max_value=8192))
+def test_property_bounded_values_are_whole_or_omitted(text, limit):
+    value = bounded_value(text, limit, lambda t: t)
+    if utf8_len(text) > limit:
+        assert value.omitted and value.text is None and value.original_bytes == limit + 1
+    else:
+        assert value.text == text and value.original_bytes == utf8_len(text)
+
+
+def test_an_empty_answer_fails_the_turn_as_empty_response(tmp_path):
+    """No text and no tool call is not an answer: the turn settles as empty_response, with an account."""
+    from monoagent.errors import EmptyResponse
+    from monoagent.testing import scripted_agent
+
+    agent = scripted_agent(tmp_path, [{"text": "  \n"}])
+    with pytest.raises(EmptyResponse, match="no text and no tool call"):
+        agent.run_sync("say nothing", conversation_id="c")
+    stored = asyncio.run(agent.history_store.load("c"))
+    assert stored[0].content == "say nothing"
+    assert "Status: failed (settlement: empty_response)" in stored[1].content

@@ -2,8 +2,8 @@
 
 Every check runs on a normalised view of the rendered user message defined here, independently
 of :mod:`monoagent.untrusted`: HTML entities unescaped, NFKC, case folded, zero-width and other
-format characters stripped, a few look-alike characters mapped to what they imitate, repeated
-until nothing changes. In that view the only fence tags are the real fence lines, every line
+format characters, invisible control characters and filler letters stripped, a few look-alike
+characters mapped to what they imitate, repeated until nothing changes. In that view the only fence tags are the real fence lines, every line
 between them is the preamble, the dropped-count line, a real entry or an indented continuation,
 and the number of lines that parse as entries is the number of entries rendered.
 """
@@ -41,11 +41,21 @@ ENTRY = re.compile(r"^\[(?:\d{4}-\d{2}-\d{2}t\d{2}:\d{2}:\d{2}\.\d{3}z|unknown t
 OMITTED = re.compile(r"^\[\d+ earlier messages? omitted\]$")
 
 
+#: Letters that render as nothing (Unicode Default_Ignorable_Code_Point, not Cf or Mn).
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
+def _invisible(char: str) -> bool:
+    """Format characters, invisible controls (not line breaks or other whitespace) and fillers."""
+    category = unicodedata.category(char)
+    return category == "Cf" or char == "\u034f" or char in _FILLERS or (category == "Cc" and not char.isspace())
+
+
 def view(text: str) -> str:
     for _ in range(20):
         before = text
         text = unicodedata.normalize("NFKC", html.unescape(text)).casefold()
-        text = "".join(c for c in text if unicodedata.category(c) != "Cf" and c != "\u034f").translate(_LOOKALIKES)
+        text = "".join(c for c in text if not _invisible(c)).translate(_LOOKALIKES)
         if text == before:
             return text
     raise AssertionError("the normalised view did not settle")
@@ -155,7 +165,7 @@ FRAGMENTS = [
     "&lt;", "&gt;", "&amp;", "&#60;", "&#x3c;", "&#10;", "&#x2028;", "&", "#", ";", "lt", "\n", "\r", "\r\n",
     "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\u200b", "\u200d", "\ufeff", "\u202e", "\uff1c", "\uff1e",
     "\u2039", "\u203a", "\u0441", "\u0435", "_", "-", " ", "[2026-07-29T10:14:02.000Z] ", "[unknown time] ",
-    "Bob: ", ": ", "\u00ad", "\u0301", "\ufb06", "\uff06",
+    "Bob: ", ": ", "\u00ad", "\u0301", "\ufb06", "\uff06", "\x00", "\x07", "\x7f", "\x90", "\u3164", "\uffa0",
 ]
 hostile = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3)), max_size=14).map("".join)
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

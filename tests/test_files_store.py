@@ -496,3 +496,74 @@ def test_turn_request_rollover_console_is_exempt(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily"}}, "plugins": {"block": ["artifacts"]}})
     result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="web:1", delivery="console")))
     assert result.conversation_id == "web:1"
+
+
+def test_a_fifo_in_place_of_a_record_or_stage_is_refused_not_waited_on(store, tmp_path):
+    import subprocess
+    import sys
+
+    commit(store, "c", 1)
+    directory = tmp_path / "history"
+    os.mkfifo(directory / record_name("d"), 0o600)
+    os.mkfifo(directory / ".stages" / f"{record_name('e')[17:-5]}.abcdef.stage", 0o600)
+    script = (
+        "import asyncio, sys\n"
+        "from monoagent_plugins.files_history import FilesHistoryStore\n"
+        "try:\n"
+        "    asyncio.run(FilesHistoryStore(sys.argv[1]).load('d'))\n"
+        "except Exception as exc:\n"
+        "    print(exc)\n"
+    )
+    # a watchdog, not synchronisation: before the fix the open of the FIFO blocks forever
+    done = subprocess.run([sys.executable, "-c", script, str(directory)], capture_output=True, text=True, timeout=60)
+    assert "is not a regular file; refusing it" in done.stdout, done.stderr
+
+
+def test_a_failed_rename_closes_the_stage_descriptor_exactly_once(tmp_path):
+    from monoagent_plugins.files_history import FsOps, HistoryWriteError
+
+    class FailingRename(FsOps):
+        def __init__(self) -> None:
+            self.closed: list[int] = []
+
+        def replace(self, src, dst):
+            raise OSError(5, "Input/output error (injected)")
+
+        def close(self, fd):
+            self.closed.append(fd)
+            super().close(fd)
+
+    store = FilesHistoryStore(tmp_path / "history")
+    commit(store, "c", 1)
+    store.fs = fs = FailingRename()
+    with pytest.raises(HistoryWriteError, match="previously committed history is intact"):
+        commit(store, "c", 2)
+    assert len(fs.closed) == len(set(fs.closed)) == 1, "a second close could close a descriptor another thread reopened"
+    assert load(FilesHistoryStore(tmp_path / "history"), "c") == ["u1", "a1"]
+    assert list((tmp_path / "history" / ".stages").iterdir()) == []
+
+
+def test_an_unsupported_shape_error_names_the_field_that_is_wrong(store, tmp_path):
+    commit(store, "c", 1)
+    path = tmp_path / "history" / record_name("c")
+    path.write_text(json.dumps({"version": 2, "conversationId": "c", "updatedAt": 0, "messages": [{"role": "wizard", "content": "x"}]}))
+    with pytest.raises(HistoryRecordError, match=r"wizard.* @ messages\[0\]\.role"):
+        load(FilesHistoryStore(tmp_path / "history"), "c")
+    path.write_text(json.dumps({"version": 2, "updatedAt": 0, "messages": []}))
+    with pytest.raises(HistoryRecordError, match="required field missing @ conversationId"):
+        load(FilesHistoryStore(tmp_path / "history"), "c")
+
+
+def test_a_symlinked_reset_journal_is_refused_by_load_commit_and_reset(store, tmp_path):
+    from monoagent_plugins.files_history import RESET_PREFIX
+
+    commit(store, "c", 1)
+    journal = tmp_path / "history" / (RESET_PREFIX + record_name("c")[:16])
+    journal.symlink_to(tmp_path / "victim")
+    fresh = FilesHistoryStore(tmp_path / "history")
+    for attempt in (lambda: load(fresh, "c"), lambda: commit(fresh, "c", 2), lambda: asyncio.run(fresh.reset_logical("c"))):
+        with pytest.raises(HistoryRecordError, match=r"reset journal \.reset\.[0-9a-f]{16} .*symlink"):
+            attempt()
+    assert not (tmp_path / "victim").exists()
+    journal.unlink()
+    assert load(FilesHistoryStore(tmp_path / "history"), "c") == ["u1", "a1"]

@@ -398,6 +398,12 @@ def test_recalled_memory_cannot_carry_a_fence_token():
         ({"preceding_messages": [PrecedingMessage(BOB, "ok"), {"text": "hi"}]}, r"TurnRequest.preceding_messages\[1\] is a dict; allowed: PrecedingMessage"),
         ({"preceding_messages": [PrecedingMessage("Bob", "hi")]}, r"preceding_messages\[0\] has a speaker of type str"),
         ({"preceding_messages": [PrecedingMessage(BOB, None)]}, r"preceding_messages\[0\] has text of type NoneType"),
+        ({"sender": Speaker(42, "alice")}, r"TurnRequest.sender.display_name is a int; allowed: a string \(or None\)"),
+        ({"sender": Speaker("Alice", ["alice"])}, r"TurnRequest.sender.handle is a list; allowed: a string or None"),
+        (
+            {"preceding_messages": [PrecedingMessage(BOB, "ok"), PrecedingMessage(Speaker(b"Bob"), "hi")]},
+            r"TurnRequest.preceding_messages\[1\].speaker.display_name is a bytes; allowed: a string \(or None\)",
+        ),
     ],
 )
 def test_wrongly_typed_fields_are_refused_by_name(tmp_path, fields, message):
@@ -438,3 +444,23 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
     prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
     assert "<current_speaker>" not in prompt.system_text and "</messages_since_your_last_turn>" not in prompt.system_text
     assert "[current_speaker]Eve[/current_speaker]" in prompt.system_text
+
+
+@pytest.mark.parametrize(
+    ("surface", "message"),
+    [
+        (Surface("DM", "D1"), r"TurnRequest.surface.kind is 'DM'; allowed: 'dm', 'channel' or 'group'"),
+        (Surface("thread", "C1"), r"TurnRequest.surface.kind is 'thread'; allowed: 'dm', 'channel' or 'group'"),
+        (Surface("channel", 42), r"TurnRequest.surface.id is a int; allowed: the channel or chat id as a string"),
+        (Surface("channel", "C1", ["x"]), r"TurnRequest.surface.name is a list; allowed: a string or None"),
+        (Surface("channel", "C1", "t", "3800"), r"TurnRequest.surface.message_budget is '3800'; allowed: a positive integer"),
+        (Surface("channel", "C1", "t", 0), r"TurnRequest.surface.message_budget is 0; allowed: a positive integer"),
+        (Surface("channel", "C1", "t", True), r"TurnRequest.surface.message_budget is True; allowed: a positive integer"),
+    ],
+)
+def test_a_malformed_surface_is_refused_by_name(tmp_path, surface, message):
+    """The kind is always stated, so a kind the block cannot state truthfully is an error, not 'channel'."""
+    from monoagent.errors import MonoagentError
+
+    with pytest.raises(MonoagentError, match=message):
+        Recorder(tmp_path).assemble(group_request(surface=surface))

@@ -202,3 +202,57 @@ def test_scripted_script_errors_are_clear(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}})
     with pytest.raises(ConfigError, match="providers.offline.scriptPath"):
         agent.run_sync("hi")
+
+
+def test_admission_counts_a_burst_that_has_not_reached_the_slot_yet(tmp_path):
+    agent, runtime = gated_agent(tmp_path, maxConcurrentRuns=1, maxPendingRuns=0)
+
+    async def main():
+        async def release_each():
+            while True:
+                runtime.release[await runtime.started.get()].set()
+
+        releaser = asyncio.create_task(release_each())
+        tasks = [asyncio.create_task(agent.respond(TurnRequest(f"m{i}", conversation_id=f"c{i}"))) for i in range(3)]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        releaser.cancel()
+        return results
+
+    results = asyncio.run(main())
+    assert [type(r).__name__ for r in results] == ["TurnResult", "AdmissionRejected", "AdmissionRejected"]
+    assert runtime.peak == 1
+
+
+def test_lanes_are_dropped_when_their_conversation_is_idle(tmp_path):
+    agent = fresh_agent(tmp_path)
+
+    async def main():
+        for i in range(5):
+            await agent.respond(TurnRequest("hi", conversation_id=f"lane-{i}"))
+        return dict(agent.harness._lanes)
+
+    assert asyncio.run(main()) == {}
+
+
+def test_assembling_a_preview_leaves_the_rollover_notice_to_the_real_turn(tmp_path):
+    agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    request = TurnRequest("hi", conversation_id="slack:C1", delivery="push")
+    asyncio.run(agent.assemble(request))
+    result = asyncio.run(agent.respond(request))
+    assert result.text.startswith("New session bucket started: ")
+
+
+def test_a_run_that_fails_before_it_starts_gives_its_admission_back(tmp_path, monkeypatch):
+    agent = fresh_agent(tmp_path, config={"concurrency": {"maxConcurrentRuns": 1, "maxPendingRuns": 0}})
+
+    def broken_session(request, started, **_):
+        raise RuntimeError("session resolution failed")
+
+    async def main():
+        with monkeypatch.context() as patch:
+            patch.setattr(agent.harness, "_session", broken_session)
+            with pytest.raises(RuntimeError, match="session resolution failed"):
+                await agent.respond(TurnRequest("x", conversation_id="a"))
+        return await agent.respond(TurnRequest("y", conversation_id="b"))
+
+    assert "you said: y" in asyncio.run(main()).text

@@ -239,3 +239,28 @@ def test_the_commands_are_registered_through_the_entry_point(tmp_path):
                              capture_output=True, text=True, timeout=60)
     listed = {row["name"]: row for row in json.loads(plugins.stdout)}
     assert listed["history-cli"]["status"] == "active" and "register_commands" in listed["history-cli"]["hooks"]
+
+
+def test_reset_fails_closed_before_either_store_when_the_sidecar_is_corrupt(project):
+    project.config('[plugins]\nblock = ["fake_tool_history"]\npaths = ["plugins"]\n')
+    project.commit("a", "a:2025-01-01")
+    sidecar = project.history / "tool-history" / "tool-lifecycles.sqlite"
+    sidecar.parent.mkdir(mode=0o700)
+    sidecar.write_bytes(b"this is not an SQLite database" * 40)
+    result = CliRunner().invoke(_group(), ["history", "reset", "a"])
+    assert result.exit_code != 0
+    assert "tool history" in result.output and "nothing was cleared" in result.output
+    assert project.stored() == ["a", "a:2025-01-01"], "message history is kept when tool history cannot be reset"
+
+
+def test_clear_all_fails_closed_before_either_store_when_the_sidecar_is_corrupt(project):
+    project.config('[plugins]\nblock = ["fake_tool_history"]\npaths = ["plugins"]\n')
+    project.commit("a", "b")
+    sidecar = project.history / "tool-history" / "tool-lifecycles.sqlite"
+    sidecar.parent.mkdir(mode=0o700)
+    sidecar.write_bytes(b"this is not an SQLite database" * 40)
+    for command in (["history", "clear", "--all", "--yes"], ["restart", "--clear-sessions", "--yes"]):
+        result = CliRunner().invoke(_group(), command)
+        assert result.exit_code != 0
+        assert "nothing was cleared" in result.output and "delete the file" in result.output
+        assert project.stored() == ["a", "b"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import stat
 from datetime import datetime
 from pathlib import Path
@@ -105,6 +106,9 @@ def test_recall_gate_drops_low_scores_and_hits_without_evidence(tmp_path: Path) 
     assert not passes_gate("walrus exhibit", MemoryHit("x", "nothing in common", 0.99), 0.3, True)
     assert passes_gate("walrus exhibit", MemoryHit("x", "nothing in common", 0.99), 0.3, False)
     assert not passes_gate("walrus exhibit", MemoryHit("x", "the walrus exhibit", 0.1), 0.3, True)
+    # A NaN score (a cosine against a zero vector, say) compares false with everything: it must not pass.
+    assert not passes_gate("walrus exhibit", MemoryHit("x", "the walrus exhibit", float("nan")), 0.3, True)
+    assert not passes_gate("walrus exhibit", MemoryHit("x", "the walrus exhibit", float("nan")), 0.0, False)
     assert RECALL_DELIMITER not in user_message(strict, "walrus")
 
 
@@ -262,6 +266,26 @@ def test_near_duplicates_merge_on_capture(tmp_path: Path) -> None:
     tier.close()
 
 
+@pytest.mark.parametrize("kind", ["lite", "journal"])
+def test_close_lets_queued_work_finish_before_closing_the_database(tmp_path: Path, kind: str) -> None:
+    """Work already handed to a tier's worker (a capture, a search) completes; close() does not cut it off."""
+    import threading
+
+    tier: Any = LiteTier(tmp_path / "t.sqlite") if kind == "lite" else journal(tmp_path)
+    run(tier.add("alpha beta gamma", metadata={"date": "2026-07-29"}))
+    release = threading.Event()
+    busy = tier._worker._pool.submit(release.wait)
+    search = tier._search if kind == "lite" else tier._entries
+    args = (["alpha"], 1) if kind == "lite" else ("alpha", [], None, None, False, 1, "hybrid")
+    queued = tier._worker._pool.submit(search, *args)
+    closer = threading.Thread(target=tier.close)
+    closer.start()
+    release.set()
+    closer.join()
+    assert busy.result() is True
+    assert [hit.text for hit in queued.result()][0].endswith("alpha beta gamma")
+
+
 def test_memory_files_are_owner_only(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path, config={"memory": {"tiers": ["lite", "journal"], "path": str(tmp_path / "mem")}})
     agent.memory_tiers()
@@ -293,6 +317,33 @@ def test_memory_recall_tool_shares_the_per_turn_cache(tmp_path: Path) -> None:
     assert cache.reused == 1
 
 
+def test_nan_scores_neither_pass_the_gate_nor_disorder_the_rest(tmp_path: Path) -> None:
+    class Scored:
+        name = "scored"
+
+        async def search(self, query: str, *, limit: int) -> list[MemoryHit]:
+            return [MemoryHit("scored", f"okapi fact {score}", score, str(i)) for i, score in enumerate([0.5, float("nan"), 0.9, 0.7])]
+
+        async def add(self, text: str, *, metadata: Any = None) -> str:
+            return "1"
+
+        async def forget(self, memory_id: str) -> bool:
+            return False
+
+    class Plugin:
+        @hookimpl
+        def register_memory_tiers(self, register: Any) -> None:
+            register("scored", lambda agent, options: Scored())
+
+    agent = scripted_agent(tmp_path, [recall_call("okapi fact"), {"text": "ok"}], config={"memory": {"tiers": ["scored"]}}, plugins=[Plugin()])
+    events: list[Any] = []
+    result = agent.run_sync("okapi fact", conversation_id="c", on_event=collect_events(events))
+    [recalled] = [e for e in events if e.type == "memory_recalled"]
+    assert len(recalled.data["hits"]) == 3
+    shown = [line.split("] ")[1] for line in result.tool_activity[0].result.content.splitlines()[1:]]
+    assert shown == ["okapi fact 0.9", "okapi fact 0.7", "okapi fact 0.5"]
+
+
 def test_memory_recall_tool_validates_its_arguments(tmp_path: Path) -> None:
     steps = [
         {"tool_calls": [
@@ -300,6 +351,7 @@ def test_memory_recall_tool_validates_its_arguments(tmp_path: Path) -> None:
             {"name": "MemoryRecall", "arguments": {"query": "x", "limit": 99}},
             {"name": "MemoryRecall", "arguments": {"query": "x", "tier": "vectors"}},
             {"name": "MemoryRecall", "arguments": {"query": "x", "sql": "drop"}},
+            {"name": "MemoryRecall", "arguments": {"query": "x", "tier": ["lite"]}},
         ]},
         {"text": "ok"},
     ]
@@ -311,6 +363,7 @@ def test_memory_recall_tool_validates_its_arguments(tmp_path: Path) -> None:
     assert "limit must be an integer from 1 to 10" in contents[1]
     assert "tier 'vectors' is not configured; configured tiers: lite" in contents[2]
     assert "unknown argument(s) sql; allowed: limit, query, tier" in contents[3]
+    assert "tier must be the name of a configured tier (a string); configured tiers: lite" in contents[4]
 
 
 def test_memory_recall_tool_can_be_switched_off(tmp_path: Path) -> None:
@@ -341,6 +394,17 @@ def test_memory_section_depends_on_configuration_only(tmp_path: Path) -> None:
     assert "MemoryRecall for a targeted durable fact" in full and "MemoryJournal for a broad retrospective" in full
 
 
+def test_memory_section_says_when_to_write_when_to_forget_and_what_not_to_store() -> None:
+    """The memory prompt contract (seed 003, "Memory prompt"): search, write, forget, what not to store."""
+    for tools in ([], ["MemoryRecall"], ["MemoryRecall", "MemoryJournal"]):
+        text = guidance(tools)
+        assert "acknowledge it" in text and "post-turn capture" in text  # when to write: never by hand
+        assert "forget" in text and "monoagent memory forget" in text  # forgetting is the operator's
+        assert "secrets" in text  # what not to store
+        assert "not instructions" in text and "override" in text
+    assert "MemoryRecall for a targeted durable fact" in guidance(["MemoryRecall"])  # when to search
+
+
 # ------------------------------------------------------------------------------ journal
 
 
@@ -360,16 +424,23 @@ def test_journal_is_never_injected_automatically(tmp_path: Path) -> None:
 
 
 def test_journal_dates_are_local_in_the_configured_timezone(tmp_path: Path) -> None:
-    zone = "Pacific/Kiritimati"  # UTC+14: its date differs from UTC's for 14 hours a day
-    agent = scripted_agent(tmp_path, [{"text": "Noted."}], config={
-        "memory": {"tiers": ["journal"]}, "runtime": {"session": {"rolloverTimezone": zone}},
-    })
-    before = datetime.now(ZoneInfo(zone)).date().isoformat()
-    agent.run_sync("the ibis count was 42", conversation_id="c")
-    after = datetime.now(ZoneInfo(zone)).date().isoformat()
-    [record] = run(agent.memory_tiers()["journal"].list(limit=5))
-    assert record.metadata["date"] in {before, after}
-    assert agent.memory_tiers()["journal"].today().isoformat() in {before, after}
+    # UTC+14 and UTC-11: at any moment at least one of them is on another date than UTC (and than
+    # a system zone between the two), so a journal dating by UTC or the system zone fails here
+    # whatever the time of day.
+    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        (tmp_path / zone).mkdir(parents=True)
+        agent = scripted_agent(tmp_path / zone, [{"text": "Noted."}], config={
+            "memory": {"tiers": ["journal"]}, "runtime": {"session": {"rolloverTimezone": zone}},
+        })
+        before = datetime.now(ZoneInfo(zone)).date().isoformat()
+        agent.run_sync("the ibis count was 42", conversation_id="c")
+        after = datetime.now(ZoneInfo(zone)).date().isoformat()
+        [record] = run(agent.memory_tiers()["journal"].list(limit=5))
+        assert record.metadata["date"] in {before, after}, zone
+        assert agent.memory_tiers()["journal"].today().isoformat() in {before, after}, zone
+        [entry] = run(agent.memory_tiers()["journal"].entries(days=[record.metadata["date"]]))
+        assert entry.text.startswith("User: the ibis count was 42")
+        run(agent.aclose())
 
 
 def test_journal_date_filters(tmp_path: Path) -> None:
@@ -386,6 +457,9 @@ def test_journal_date_filters(tmp_path: Path) -> None:
     assert {e.day for e in run(tier.entries(query="ibis"))} == {"2026-07-27", "2026-07-28", "2026-07-29"}
     with pytest.raises(ValueError, match="'2026-13-01' is not a local date YYYY-MM-DD"):
         run(tier.entries(days=["2026-13-01"]))
+    for other_iso_form in ("20260729", "2026-W31-3", "2026-210"):  # ISO 8601, but not the documented format
+        with pytest.raises(ValueError, match=f"'{other_iso_form}' is not a local date YYYY-MM-DD"):
+            run(tier.entries(days=[other_iso_form]))
     with pytest.raises(ValueError, match="after the to date"):
         run(tier.entries(start="2026-07-30", end="2026-07-01"))
     with pytest.raises(ValueError, match="give local dates, a date range or a query"):
@@ -428,14 +502,22 @@ def test_journal_tool_output_is_bounded() -> None:
     assert text.endswith("more entries not shown: narrow the dates or the query)")
 
 
-def ranking_metrics(tier: JournalTier, ids: dict[str, str], queries: list[dict[str, Any]], mode: str, k: int) -> tuple[float, list[set[str]]]:
-    recalls, found = [], []
+def ndcg(ranked: list[str], relevant: set[str], k: int) -> float:
+    """Normalised discounted cumulative gain at ``k`` (binary relevance): rewards relevant entries ranked early."""
+    gain = sum(1 / math.log2(i + 2) for i, entry in enumerate(ranked[:k]) if entry in relevant)
+    return gain / sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+
+
+def ranking_metrics(tier: JournalTier, ids: dict[str, str], queries: list[dict[str, Any]], mode: str, k: int) -> tuple[float, float, list[set[str]]]:
+    """Mean recall@k, mean nDCG@k and the relevant entries found per query."""
+    recalls, gains, found = [], [], []
     for query in queries:
-        got = {ids[e.id] for e in run(tier.entries(query=query["query"], limit=k, mode=mode))}
+        ranked = [ids[e.id] for e in run(tier.entries(query=query["query"], limit=k, mode=mode))]
         relevant = set(query["relevant"])
-        recalls.append(len(got & relevant) / len(relevant))
-        found.append(got & relevant)
-    return sum(recalls) / len(recalls), found
+        recalls.append(len(set(ranked) & relevant) / len(relevant))
+        gains.append(ndcg(ranked, relevant, k))
+        found.append(set(ranked) & relevant)
+    return sum(recalls) / len(recalls), sum(gains) / len(gains), found
 
 
 def test_fused_ranking_beats_keyword_and_semantic_alone(tmp_path: Path) -> None:
@@ -443,10 +525,12 @@ def test_fused_ranking_beats_keyword_and_semantic_alone(tmp_path: Path) -> None:
     tier = journal(tmp_path, data["timezone"])
     ids = {run(tier.add(e["text"], metadata={"date": e["date"]})): e["id"] for e in data["entries"]}
     k = 5
-    keyword, keyword_found = ranking_metrics(tier, ids, data["queries"], "keyword", k)
-    semantic, semantic_found = ranking_metrics(tier, ids, data["queries"], "semantic", k)
-    fused, fused_found = ranking_metrics(tier, ids, data["queries"], "hybrid", k)
+    keyword, keyword_gain, keyword_found = ranking_metrics(tier, ids, data["queries"], "keyword", k)
+    semantic, semantic_gain, semantic_found = ranking_metrics(tier, ids, data["queries"], "semantic", k)
+    fused, fused_gain, fused_found = ranking_metrics(tier, ids, data["queries"], "hybrid", k)
     assert fused > keyword and fused > semantic, (keyword, semantic, fused)
+    # recall@k alone cannot tell a ranking from a set; nDCG@k also scores the order.
+    assert fused_gain > keyword_gain and fused_gain > semantic_gain, (keyword_gain, semantic_gain, fused_gain)
     assert any(f - kw for f, kw in zip(fused_found, keyword_found)), "fusion should find entries keyword search misses"
     assert any(f - s for f, s in zip(fused_found, semantic_found)), "fusion should find entries semantic search misses"
     tier.close()

@@ -99,6 +99,19 @@ def test_documented_default_endpoints(tmp_path):
     assert listen_all.provider("ollama:m").endpoint.url == "http://127.0.0.1:11434/v1/chat/completions"
 
 
+def test_ollama_host_without_a_port_uses_11434_as_ollama_does(tmp_path):
+    for host, url in [
+        ("0.0.0.0", "http://127.0.0.1:11434"),
+        ("localhost", "http://localhost:11434"),
+        ("gpu-box.local/", "http://gpu-box.local:11434"),
+        ("[::1]", "http://[::1]:11434"),
+        ("http://gpu-box.local", "http://gpu-box.local"),  # a scheme: its own default port, as in ollama
+        ("", "http://127.0.0.1:11434"),
+    ]:
+        agent = fresh_agent(tmp_path, config={"providers": {"ollama": {"host": host}}})
+        assert agent.provider("ollama:m").endpoint.url == f"{url}/v1/chat/completions", host
+
+
 def test_openai_compatible_optional_key(tmp_path, server):
     server.enqueue(Reply(text_pieces=("hi",)))
     env = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": f"{server.url}/v1", "MONO_AGENT_OPENAI_COMPATIBLE_API_KEY": "vllm-key"}
@@ -108,6 +121,42 @@ def test_openai_compatible_optional_key(tmp_path, server):
 
 
 # --------------------------------------------------------------------------- the stream
+
+
+def test_parallel_tool_calls_that_all_say_index_0_stay_apart(tmp_path):
+    class OllamaParallel(OpenAIWireServer):
+        """Ollama's stream of a parallel set: one chunk per call, every one with ``index: 0``."""
+
+        def frames(self, reply):
+            for call in reply.tool_calls:
+                piece = {"id": call.id, "index": 0, "type": "function", "function": {"name": call.name, "arguments": "".join(call.argument_pieces)}}
+                yield self.chunk(reply, [{"index": 0, "delta": {"role": "assistant", "content": "", "tool_calls": [piece]}, "finish_reason": None}])
+            yield self.chunk(reply, [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": "tool_calls"}])
+            yield b"data: [DONE]\n\n"
+
+    calls = (ScriptedToolCall("call_a1", "lookup", ('{"word": "a"}',)), ScriptedToolCall("call_b2", "lookup", ('{"word": "b"}',)))
+    with OllamaParallel() as server:
+        server.enqueue(Reply(tool_calls=calls))
+        runtime = fresh_agent(tmp_path, env={"OLLAMA_HOST": server.url}).provider("ollama:qwen2.5-coder")
+        events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
+    got = [(e.call.id, e.call.arguments) for e in events if hasattr(e, "call")]
+    assert got == [("call_a1", {"word": "a"}), ("call_b2", {"word": "b"})]
+    assert events[-1].stop_reason == "tool_use"
+
+
+def test_tool_call_pieces_without_an_index_are_separate_calls(tmp_path):
+    class NoIndex(OpenAIWireServer):
+        def frames(self, reply):
+            pieces = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.argument_pieces)}} for c in reply.tool_calls]
+            yield self.chunk(reply, [{"index": 0, "delta": {"tool_calls": pieces}, "finish_reason": "tool_calls"}])
+            yield b"data: [DONE]\n\n"
+
+    calls = (ScriptedToolCall("x1", "lookup", ('{"word": "a"}',)), ScriptedToolCall("x2", "lookup", ('{"word": "b"}',)))
+    with NoIndex() as server:
+        server.enqueue(Reply(tool_calls=calls))
+        runtime = fresh_agent(tmp_path, env={"OLLAMA_HOST": server.url}).provider("ollama:m")
+        events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
+    assert [(e.call.id, e.call.arguments) for e in events if hasattr(e, "call")] == [("x1", {"word": "a"}), ("x2", {"word": "b"})]
 
 
 def test_usage_with_cached_tokens(tmp_path, server):
@@ -153,6 +202,22 @@ def test_retry_after_forms():
     assert parse_retry_after({"x-ratelimit-reset-tokens": "20ms"}) == 0.02
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+def test_retry_after_that_is_not_finite_is_ignored():
+    assert parse_retry_after({"retry-after": "inf"}) is None
+    assert parse_retry_after({"retry-after": "1e400"}) is None
+    assert parse_retry_after({"retry-after": "nan"}) is None
+    assert parse_retry_after({"retry-after-ms": "inf", "retry-after": "2"}) == 2.0
+
+
+def test_rate_limit_reset_headers_are_no_retry_hint_for_a_server_error(tmp_path, server):
+    headers = {"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s"}
+    server.enqueue(Reply(status=503, headers=headers, error_message="The server is overloaded"))
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(collect(openai_agent(tmp_path, server).provider("openai:gpt-x"), contract_request()))
+    assert caught.value.retryable and caught.value.status == 503
+    assert caught.value.retry_after is None  # the backoff decides, not the token window's refill time
 
 
 def test_429_reports_openai_reset_headers(tmp_path, server):

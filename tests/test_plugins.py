@@ -554,3 +554,54 @@ def test_programmatic_plugin_wins_in_process(tmp_path: Path) -> None:
     assembled = assemble(fresh_agent(tmp_path, plugins=[Identity()]))
     assert "IDENTITY FROM python" in assembled.system_text
     assert {s.id: s.source for s in assembled.manifest.sections}["identity"] == "python"
+
+
+def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees_them():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from loguru import logger\n"
+        "logger.remove(); logger.add(sys.stdout, format='{name}: {message}')\n"
+        "logger.enable('monoagent')\n"
+        "from monoagent.log import logger as lazy\n"
+        "scope = {'__name__': 'monoagent.example', 'lazy': lazy}\n"
+        "exec('def emit():\\n    lazy.warning(\"kept\")\\n', scope)\n"
+        "scope['emit']()\n"
+        "other = {'__name__': 'monoagent_plugins.example', 'lazy': lazy}\n"
+        "exec('def emit():\\n    lazy.warning(\"dropped\")\\n', other)\n"
+        "other['emit']()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out == "monoagent.example: kept\n"
+
+
+def test_registered_takes_the_components_of_the_plugin_away_again(tmp_path: Path) -> None:
+    from monoagent.errors import ComponentError
+    from monoagent.testing import registered
+
+    class Extra:
+        @hookimpl
+        def register_providers(self, register):
+            register("extra", lambda agent, model: None)
+
+    agent = fresh_agent(tmp_path)
+    with registered(agent, Extra()):
+        assert agent.host.component("provider", "extra").plugin == "Extra"
+    with pytest.raises(ComponentError, match="provider 'extra' is selected"):
+        agent.host.component("provider", "extra")
+
+
+def test_a_failed_plugin_with_a_multi_line_error_is_reported_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    (plugin_dir / "chatty.py").write_text("raise RuntimeError('first line\\nsecond line')\n")
+    agent = fresh_agent(tmp_path, plugins_dirs=[plugin_dir])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert len(lines) == 1
+    assert "'chatty'" in lines[0] and "RuntimeError: first line second line" in lines[0]
+    [record] = [r for r in agent.host.records if r.name == "chatty"]
+    assert record.status == "failed" and "\n" not in record.reason

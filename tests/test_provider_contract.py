@@ -1,13 +1,21 @@
-"""The provider conformance suite (monoagent.testing.ProviderContract) against every bundled provider."""
+"""The provider conformance suite (monoagent.testing.ProviderContract) against every bundled provider,
+and whole turns over HTTP: retries, fallback, the maxTurns cap, the bloat guard on the wire, cancellation."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
+from monoagent import hookimpl, reliability
+from monoagent.bloat import BEGIN_MARKER, END_MARKER, LIMIT_BYTES
+from monoagent.errors import TurnFailed
+from monoagent.model import ToolSpec, TurnRequest
+from monoagent.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent.testing import ProviderContract, fresh_agent
+from monoagent.text import utf8_len
 
 
 def _tool_names_anthropic(body: Any) -> list[str]:
@@ -79,3 +87,155 @@ class TestLMStudioContract(_OpenAIFamily):
 class TestOpenAICompatibleContract(_OpenAIFamily):
     prefix = "openai-compatible"
     env = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1"}
+
+
+# ============================================================================ whole turns over HTTP
+# The harness's reliability rules (tests/test_reliability.py) against the real runtimes and a
+# local server speaking their wire format: retries, fallback, the maxTurns cap, the bloat guard
+# on the wire and cancelling a turn mid-stream.
+
+WIRE = {
+    "anthropic": (AnthropicWireServer, lambda url: {"anthropic": {"baseUrl": url}}, {"ANTHROPIC_API_KEY": "k"}),
+    "openai": (OpenAIWireServer, lambda url: {"openai": {"baseUrl": f"{url}/v1"}}, {"OPENAI_API_KEY": "k"}),
+    "ollama": (OpenAIWireServer, lambda url: {"ollama": {"host": url}}, {}),
+}
+
+
+@pytest.fixture
+def delays(monkeypatch):
+    waited: list[float] = []
+
+    async def fake_sleep(seconds):
+        waited.append(seconds)
+
+    monkeypatch.setattr(reliability, "sleep", fake_sleep)
+    monkeypatch.setattr(reliability, "jitter", lambda: 0.5)
+    return waited
+
+
+class Dump:
+    """A tool plugin: ``lookup`` returns ``self.output``."""
+
+    def __init__(self, output: str = "a coffee house") -> None:
+        self.output = output
+        self.calls = 0
+
+    @hookimpl
+    def register_tools(self, register):
+        def lookup(turn, arguments):
+            self.calls += 1
+            return self.output
+
+        register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
+
+
+def _turn_agent(tmp_path, prefix, server, *, runtime=None, plugins=(), providers=None, extra_env=None):
+    _, section, env = WIRE[prefix]
+    config = {"runtime": {"model": f"{prefix}:model-x", **(runtime or {})}, "providers": {**section(server.url), **(providers or {})}}
+    return fresh_agent(tmp_path, config=config, env={**env, **(extra_env or {})}, plugins=list(plugins))
+
+
+def _tool_result_text(prefix, body) -> str:
+    last = body["messages"][-1]
+    if prefix == "anthropic":
+        return last["content"][0]["content"]
+    return last["content"]
+
+
+@pytest.mark.parametrize("prefix", sorted(WIRE))
+def test_turn_retries_429_and_overload_then_answers(tmp_path, prefix, delays):
+    server_class = WIRE[prefix][0]
+    with server_class() as server:
+        server.enqueue(
+            Reply(status=429, headers={"retry-after": "2"}, error_message="rate limited"),
+            Reply(text_pieces=("Part",), stream_error="overloaded"),
+            Reply(text_pieces=("Whole ", "answer.")),
+        )
+        events: list = []
+        result = _turn_agent(tmp_path, prefix, server).run_sync("hi", on_event=events.append)
+    assert result.text == "Whole answer." and result.attempt == 3 and result.model == f"{prefix}:model-x"
+    assert delays == [2.0, 1.0]  # Retry-After as given, then the 2 s ceiling with jitter 0.5
+    overload = "http_529" if prefix == "anthropic" else "provider_unavailable"  # Anthropic's overloaded_error is its 529
+    assert [e.data["code"] for e in events if e.type == "provider_retry"] == ["http_429", overload]
+    assert [e.data["text_chars"] for e in events if e.type == "provider_attempt_discarded"] == [4]
+    assert len(server.requests) == 3
+
+
+def test_fallback_from_one_provider_to_another_over_http(tmp_path, delays):
+    with AnthropicWireServer() as primary, OpenAIWireServer() as backup:
+        primary.enqueue(*[Reply(status=500, error_message="internal") for _ in range(3)])
+        backup.enqueue(Reply(text_pieces=("From ", "the backup.")))
+        agent = fresh_agent(
+            tmp_path,
+            config={
+                "runtime": {"model": "anthropic:claude-x", "fallbacks": ["openai:gpt-x"]},
+                "providers": {"anthropic": {"baseUrl": primary.url}, "openai": {"baseUrl": f"{backup.url}/v1"}},
+            },
+            env={"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"},
+        )
+        events: list = []
+        result = agent.run_sync("hi", on_event=events.append)
+    assert result.text == "From the backup." and result.model == "openai:gpt-x" and result.attempt == 4
+    assert len(primary.requests) == 3 and len(backup.requests) == 1
+    assert [e.data for e in events if e.type == "provider_fallback"] == [
+        {"from": "anthropic:claude-x", "to": "openai:gpt-x", "reason": "retries_exhausted", "attempt": 4}
+    ]
+    assert backup.last_request.json["model"] == "gpt-x"
+
+
+@pytest.mark.parametrize("prefix", sorted(WIRE))
+def test_max_turns_caps_the_tool_loop_over_http(tmp_path, prefix):
+    tool = Dump()
+    with WIRE[prefix][0]() as server:
+        call = ScriptedToolCall("call_1", "lookup", ('{"word": "x"}',))
+        server.enqueue(Reply(tool_calls=(call,)), Reply(tool_calls=(call,)), Reply(text_pieces=("never",)))
+        agent = _turn_agent(tmp_path, prefix, server, runtime={"maxTurns": 2}, plugins=[tool])
+        with pytest.raises(TurnFailed, match=r"runtime.maxTurns = 2"):
+            agent.run_sync("loop")
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("prefix", sorted(WIRE))
+def test_bloat_guard_on_the_wire_at_the_utf8_boundary(tmp_path, prefix):
+    exact = "a" * (LIMIT_BYTES - 4) + "🎉"  # 262,144 bytes: passes unchanged
+    over = "é" * (LIMIT_BYTES // 2) + "!"  # 262,145 bytes of 2-byte characters: guarded
+    for name, output in (("exact", exact), ("over", over)):
+        tool = Dump(output)
+        with WIRE[prefix][0]() as server:
+            server.enqueue(Reply(tool_calls=(ScriptedToolCall("call_1", "lookup", ('{"word": "x"}',)),)), Reply(text_pieces=("ok",)))
+            agent = _turn_agent(tmp_path / name, prefix, server, plugins=[tool])
+            assert agent.run_sync("dump").text == "ok"
+            sent = _tool_result_text(prefix, server.requests[1].json)
+        if name == "exact":
+            assert sent == exact
+        else:
+            assert utf8_len(sent) <= LIMIT_BYTES and sent.count(BEGIN_MARKER) == 1 and sent.endswith(END_MARKER)
+            body = sent.split(BEGIN_MARKER + "\n", 1)[1]
+            assert body.startswith("éé") and "bytes omitted" in body and "\ufffd" not in sent
+
+
+@pytest.mark.parametrize("prefix", sorted(WIRE))
+def test_cancelling_a_turn_mid_stream_over_http(tmp_path, prefix):
+    with WIRE[prefix][0]() as server:
+        server.enqueue(Reply(text_pieces=("Partial ", "never sent"), stall_after=1))
+        agent = _turn_agent(tmp_path, prefix, server)
+        events: list = []
+
+        async def scenario() -> None:
+            first = asyncio.Event()
+
+            def on_event(event):
+                events.append(event)
+                if event.type == "text_delta":
+                    first.set()
+
+            task = asyncio.create_task(agent.respond(TurnRequest("go", conversation_id="c"), on_event=on_event))
+            await first.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(scenario())
+        assert server.disconnected.wait(10), "the server never saw the client go away"
+    cancelled = [e.data for e in events if e.type == "run_cancelled"]
+    assert cancelled and cancelled[0]["partial_text_bytes"] == len("Partial ")

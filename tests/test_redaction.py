@@ -78,3 +78,16 @@ def test_the_redact_hook_chain_runs_the_default_then_wrappers(tmp_path):
     out = agent.redact("ACME-INTERNAL key sk-proj-FAKE1234567890abcdefghijklmnop in /home/alice/a/b/c", "tool_result")
     assert "ACME-INTERNAL" not in out and "FAKE1234" not in out and "alice" not in out
     assert "[REDACTED:codename]" in out and "[REDACTED:openai_key]" in out
+
+
+def test_structures_redact_registry_auth_values_under_auth_keys():
+    docker = {"auths": {"https://index.docker.io/v1/": {"auth": "ZmFrZXVzZXI6RkFLRWRvY2tlclBhc3M="}}}
+    npmrc = {"//registry.npmjs.org/:_authToken": "8a2b7c9d-FAKE-4567-89ab-cdef01234567", "_auth": "ZmFrZTpGQUtF"}
+    out = json.dumps([redact_structure(docker), redact_structure(npmrc)])
+    assert "ZmFrZXVzZXI6RkFLRWRvY2tlclBhc3M=" not in out and "8a2b7c9d-FAKE" not in out and "ZmFrZTpGQUtF" not in out
+    assert "https://index.docker.io/v1/" in out  # the registry URL stays readable
+
+
+def test_netrc_and_cli_credential_rules_leave_ordinary_text_alone():
+    for text in ("use login and password fields", "ps -u root", "curl -u https://example.com", "run: machine learning"):
+        assert redact_text(text) == text

@@ -118,6 +118,11 @@ def test_retry_after_is_honoured_without_jitter_and_capped():
     assert backoff_delay_ms(2, cap_ms=60_000, retry_after=0.0, rand=1.0) == 0
 
 
+def test_infinite_retry_after_is_capped_not_a_crash():
+    assert backoff_delay_ms(1, cap_ms=60_000, retry_after=float("inf"), rand=0.0) == 60_000
+    assert backoff_delay_ms(1, cap_ms=60_000, retry_after=float("nan"), rand=0.5) == 500  # no hint: backoff
+
+
 # --------------------------------------------------------------------------- retries
 
 

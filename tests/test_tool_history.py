@@ -793,3 +793,14 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
 
     def corrupt(self, store):
         store.path.write_bytes(b"not a database " * 100)
+
+
+@pytest.mark.parametrize("odd", ["proj#1", "what?", "100%25"])
+def test_a_history_directory_with_uri_characters_is_read_correctly(tmp_path, odd):
+    store = SqliteToolHistory(tmp_path / odd / "history", ToolHistoryConfig(), lambda text, kind: redact_text(text), Clock())
+    try:
+        put(store, "c", "r1", "1", args={"q": "x"}, content="found it")
+        assert [record.result for record in store.records(conversation_id="c")] == ["found it"]
+        assert store.stats().calls == 1
+    finally:
+        store.close()

@@ -38,7 +38,7 @@ _EXPORTS = {
         name: "errors"
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
-            "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed",
+            "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
         )
     },
 }

@@ -200,7 +200,7 @@ class Agent:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
         from .harness import new_run_id
 
-        session = self.harness._session(request, time.time())
+        session = self.harness._session(request, time.time(), record=False)
         events: list[Any] = []
         turn = Turn(
             agent=self,
@@ -211,6 +211,32 @@ class Agent:
             emitter=lambda type, data: events.append((type, data)),
         )
         return await self.harness.prepare(turn)
+
+    async def reset_conversation(self, conversation_id: str) -> tuple[Any, Any]:
+        """Clear a logical session's message and tool history across all its daily buckets.
+
+        ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
+        tool-history sidecar is read first, so an unreadable sidecar fails the reset before
+        either store is touched. Returns the message store's ``HistoryResetReport`` and the tool
+        history's clear report (None without a sidecar). Other conversations are untouched.
+        """
+        from .errors import HistoryStoreError
+        from .interfaces import logical_conversation_id
+
+        logical = logical_conversation_id(conversation_id)
+        store = self.history_store
+        reset_logical = getattr(store, "reset_logical", None)
+        if reset_logical is None:
+            raise HistoryStoreError(
+                f"history store {getattr(store, 'name', '?')!r} has no reset_logical(), so {logical!r} cannot be reset "
+                f"across its daily buckets; nothing was cleared (see monoagent.interfaces.ManagedHistoryStore)"
+            )
+        sidecar = self.tool_history
+        if sidecar is not None:
+            await await_me_maybe(sidecar.stats())
+        report = await reset_logical(logical)
+        tool = await await_me_maybe(sidecar.clear_logical(logical)) if sidecar is not None else None
+        return report, tool
 
     async def aclose(self) -> None:
         """Release resources (calls the ``shutdown`` hook, closes the history store and memory tiers)."""

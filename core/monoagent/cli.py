@@ -285,6 +285,7 @@ def _load_plugins_early(argv: Sequence[str]) -> None:
     from .plugins import PluginHost, local_plugin_paths
 
     config, dirs = _prescan(argv)
+    _EARLY.clear()  # main() may run more than once in a process: no stale host or config error
     host = PluginHost()
     try:
         raw = load_raw(config)

@@ -554,6 +554,9 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
             return
+        if value != value:  # NaN would pass every range check below
+            problems.add(path, value, f"not a number; allowed: {allowed}")
+            return
     elif base in (str, Path):
         if not isinstance(value, str):
             problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")

@@ -12,8 +12,9 @@ holds:
 * work still in flight, whose outcome is unconfirmed;
 * explicit omission counts and a typed envelope naming the retained and omitted tool records.
 
-The account message is at most 48 KiB, less the bytes of the user request, and never less than
-16 KiB. A cancellation keeps its typed abort reason. A failure records a trusted settlement code
+The request and the account message together are at most 48 KiB: a request over 32 KiB keeps a
+UTF-8-safe prefix with a marker, and the account message gets 48 KiB less the request's bytes
+(never less than 16 KiB). A cancellation keeps its typed abort reason. A failure records a trusted settlement code
 (``runtime_result``, ``empty_response`` or ``thrown_error``) and a fixed host notice; the raw
 runtime/provider code and detail appear only as bounded, redacted ``untrustedCode`` /
 ``untrustedDetail`` inside tag-safe JSON preceded by a warning. The notice never quotes provider
@@ -48,6 +49,7 @@ ACCOUNT_VERSION = 1
 ACCOUNT_MAX_BYTES = 48 * 1024
 ACCOUNT_MIN_BYTES = 16 * 1024
 PREFIX_MAX_BYTES = 8 * 1024
+PREFIX_LOOKAHEAD_BYTES = 1024  # raw text kept past the prefix so a credential across the cut is still recognised
 ARGUMENTS_MAX_BYTES = 8 * 1024
 RESULT_MAX_BYTES = 16 * 1024
 IN_FLIGHT_ARGUMENTS_MAX_BYTES = 1024
@@ -239,7 +241,9 @@ class _Pair:
 class ContinuityCollector:
     """Keeps, incrementally on every run, what an account would need.
 
-    The 8 KiB assistant prefix grows with each ``text_delta`` and counts the bytes beyond it
+    The assistant prefix grows with each ``text_delta`` up to 8 KiB plus a 1 KiB lookahead,
+    so that a credential crossing the 8 KiB cut is redacted whole before the account cuts the
+    redacted text to 8 KiB; bytes beyond the window are counted
     (a delta of a new provider ``attempt`` restarts it: a retried attempt's text replaces the
     discarded one's);
     completed tool pairs and in-flight calls come from the run's :class:`RunLedger`. Once
@@ -268,7 +272,7 @@ class ContinuityCollector:
             if self.omitted_bytes:
                 self.omitted_bytes += utf8_len(text)
                 return
-            piece = utf8_prefix(text, PREFIX_MAX_BYTES - self.kept_bytes)
+            piece = utf8_prefix(text, PREFIX_MAX_BYTES + PREFIX_LOOKAHEAD_BYTES - self.kept_bytes)
             if piece.text:
                 self.pieces.append(piece.text)
             self.kept_bytes += piece.kept_bytes
@@ -337,7 +341,8 @@ def build_account(
         return bounded_value(raw, limit, lambda text: redact(text, "tool_arguments"))
 
     budget = max(ACCOUNT_MAX_BYTES - user_bytes, ACCOUNT_MIN_BYTES)
-    partial = utf8_prefix(redact(collector.partial_text, "event"), PREFIX_MAX_BYTES).text
+    partial = utf8_prefix(redact(collector.partial_text, "event"), PREFIX_MAX_BYTES).text  # redacted, then cut
+    omitted_text = max(collector.kept_bytes + collector.omitted_bytes - PREFIX_MAX_BYTES, 0)
     in_flight = tuple(
         AccountInFlight(inv.invocation_id, inv.call.name, arguments(inv.call, IN_FLIGHT_ARGUMENTS_MAX_BYTES))
         for inv in collector.in_flight.values()
@@ -359,7 +364,7 @@ def build_account(
             run_id=run_id,
             partial_text=partial,
             partial_text_bytes=utf8_len(partial),
-            omitted_text_bytes=collector.omitted_bytes,
+            omitted_text_bytes=omitted_text,
             tool_pairs=tuple(pairs),
             in_flight=in_flight_items,
             omitted_tool_pairs=len(omitted) // 2,
@@ -393,10 +398,26 @@ def build_account(
     return make(kept, omitted, in_flight)
 
 
+REQUEST_MAX_BYTES = ACCOUNT_MAX_BYTES - ACCOUNT_MIN_BYTES
+
+
+def account_request_text(text: str) -> str:
+    """The user request as an account keeps it: whole up to 32 KiB, else a UTF-8-safe prefix and a marker.
+
+    With the account message's budget (48 KiB less this, at least 16 KiB) the two messages
+    together stay within :data:`ACCOUNT_MAX_BYTES`.
+    """
+    size = utf8_len(text)
+    if size <= REQUEST_MAX_BYTES:
+        return text
+    marker = f"\n[request truncated for the continuity account; original {size} bytes]"
+    return utf8_prefix(text, REQUEST_MAX_BYTES - utf8_len(marker)).text + marker
+
+
 def account_messages(turn: Turn, account: ContinuityAccount) -> list[Message]:
-    """The two messages an account publishes: the original request and the host's account."""
+    """The two messages an account publishes: the original request (bounded) and the host's account."""
     request = turn.request
-    user = Message("user", request.text, name=request.sender.label if request.sender else None)
+    user = Message("user", account_request_text(request.text), name=request.sender.label if request.sender else None)
     return [user, Message("assistant", render_account(account))]
 
 
@@ -475,15 +496,18 @@ class PublicationBarrier:
                 pass  # recorded in pending.error; retried below
         if self._pending.get(key) is not pending:
             return  # published
+        if pending.task is None or pending.task.done():
+            # The retry runs as a task of its own: a waiter cancelled meanwhile does not abandon a
+            # commit already under way, and the next waiter awaits that one instead of publishing twice.
+            pending.error = None
+            pending.task = asyncio.ensure_future(self._run(key, pending))
         try:
-            await pending.publish()
+            await asyncio.shield(pending.task)
         except Exception as exc:
             raise ContinuityPublicationError(
                 f"the continuity account of the previous turn in this conversation could not be published "
                 f"({type(exc).__name__}: {exc}); this conversation stays closed until it is"
             ) from exc
-        if self._pending.get(key) is pending:
-            del self._pending[key]
 
 
 async def settle_run(
@@ -512,7 +536,7 @@ async def settle_run(
     status = ToolStatus.CANCELLED if outcome == "cancelled" else ToolStatus.INTERRUPTED
     record.ledger.close_open(status, f"The run was {outcome} before this tool call returned a result.")
     agent = turn.agent
-    user_bytes = utf8_len(turn.request.text)
+    user_bytes = utf8_len(account_request_text(turn.request.text))
 
     async def publish() -> None:
         await record.reconcile(turn)

@@ -364,8 +364,9 @@ booleans accept `1/0`, `true/false`, `yes/no`, `on/off`; lists are comma-separat
 
 ## Relative paths
 
-A relative path (in the file or in an environment variable) is relative to the directory of the
-configuration file, or to the working directory when there is no file; `~` is expanded. The
+A relative path in the file is relative to the directory of the configuration file (to the
+working directory when there is no file); a relative path in an environment variable is relative
+to the working directory, where the variable was set. `~` is expanded. The
 defaults derive from the agent home: `context.home` unset means `<config dir>/.mono-agent` next
 to the configuration file, or the platform data directory
 (`platformdirs.user_data_path("monoagent")`) without one. Below the home live `SOUL.md`,

@@ -73,3 +73,9 @@ class HistoryStoreError(MonoagentError):
 
 class TurnFailed(MonoagentError):
     """A turn ended without a committed answer; nothing previously committed was touched."""
+
+
+class EmptyResponse(TurnFailed):
+    """The model answered with no text and no tool call; settled as ``empty_response``."""
+
+    settlement_code = "empty_response"

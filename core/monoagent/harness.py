@@ -15,10 +15,11 @@ untouched; it publishes a bounded continuity account instead (:mod:`monoagent.co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ import attrs
 from .assembly import collect_sections, compile_prompt
 from .bloat import guard_tool_result
 from .continuity import PublicationBarrier, RunContinuity, settle_run
-from .errors import AdmissionRejected, TurnFailed
+from .errors import AdmissionRejected, EmptyResponse, TurnFailed
 from .interfaces import load_history
 from .log import logger
 from .model import (
@@ -85,6 +86,14 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
 
 
 @attrs.define
+class _Lane:
+    """One conversation's lane: its lock and how many turns hold or await it."""
+
+    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    users: int = 0
+
+
+@attrs.define
 class _Run:
     """Book-keeping of one run's events."""
 
@@ -101,9 +110,10 @@ class Harness:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._lanes: dict[str, asyncio.Lock] = {}
+        self._lanes: dict[str, _Lane] = {}
         self._slots: asyncio.Semaphore | None = None
         self._pending = 0
+        self._running = 0
         self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
 
@@ -116,12 +126,22 @@ class Harness:
             self._lanes = {}
             self._slots = asyncio.Semaphore(self.agent.config.concurrency.max_concurrent_runs)
             self._pending = 0
+            self._running = 0
 
-    def _lane(self, conversation_id: str) -> asyncio.Lock:
+    @contextlib.asynccontextmanager
+    async def _lane(self, conversation_id: str) -> AsyncIterator[None]:
+        """Hold the conversation's lane; the lane is dropped when no turn holds or awaits it."""
         lane = self._lanes.get(conversation_id)
         if lane is None:
-            lane = self._lanes[conversation_id] = asyncio.Lock()
-        return lane
+            lane = self._lanes[conversation_id] = _Lane()
+        lane.users += 1
+        try:
+            async with lane.lock:
+                yield
+        finally:
+            lane.users -= 1
+            if lane.users == 0 and self._lanes.get(conversation_id) is lane:
+                del self._lanes[conversation_id]
 
     # ------------------------------------------------------------------ events
 
@@ -146,7 +166,8 @@ class Harness:
 
     # ------------------------------------------------------------------ session
 
-    def _session(self, request: TurnRequest, started: float) -> SessionInfo:
+    def _session(self, request: TurnRequest, started: float, *, record: bool = True) -> SessionInfo:
+        """The turn's session; ``record=False`` (a preview) leaves the daily bucket unmarked as seen."""
         cfg = self.agent.config.runtime.session
         logical = request.conversation_id
         physical, bucket, new_bucket = logical, None, False
@@ -159,7 +180,8 @@ class Harness:
             bucket = datetime.fromtimestamp(started, tz).astimezone(tz).strftime("%Y-%m-%d")
             physical = f"{logical}:{bucket}"
             new_bucket = self._buckets.get(logical) != bucket
-            self._buckets[logical] = bucket
+            if record:
+                self._buckets[logical] = bucket
         return SessionInfo(
             delivery=request.delivery,
             mode=cfg.mode,
@@ -182,12 +204,12 @@ class Harness:
         assert self._slots is not None
         await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
         limit = self.agent.config.concurrency.max_pending_runs
-        if self._slots.locked() and self._pending >= limit:
+        width = self.agent.config.concurrency.max_concurrent_runs
+        if self._pending + self._running >= width + limit:  # admitted runs each hold a slot or will wait for one
             raise AdmissionRejected(
                 f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
                 f"try again later or raise the limit"
             )
-        self._pending += 1
         slot_held = False
         started = time.time()
         session = self._session(request, started)
@@ -202,6 +224,7 @@ class Harness:
             started_at=started,
         )
         run.observe = RunContinuity.of(turn).collector.observe
+        self._pending += 1  # no await since the check: admission stays atomic; the finally below undoes it
         try:
             turn.emit(
                 "run_started",
@@ -216,6 +239,7 @@ class Harness:
             await self._slots.acquire()
             slot_held = True
             self._pending -= 1
+            self._running += 1
             result = await self._execute(turn, prompt)
         except asyncio.CancelledError as exc:
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
@@ -227,6 +251,7 @@ class Harness:
             raise
         finally:
             if slot_held:
+                self._running -= 1
                 self._slots.release()
             else:
                 self._pending -= 1
@@ -300,6 +325,11 @@ class Harness:
             turn.emit("text_delta", text=prelude, step=0)
         provided = await ProviderCall(self, turn, prompt).run()  # retries, fallbacks, the tool loop
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
+        if not outcome.text.strip():
+            raise EmptyResponse(
+                f"{provided.model} answered with no text and no tool call; nothing was committed "
+                f"(the turn settles as empty_response)"
+            )
         text = prelude + outcome.text
         user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
         answer = Message("assistant", text)

@@ -35,8 +35,12 @@ class _LazyLogger:
                 real.enable("monoagent")
                 real.enable("monoagent_plugins")
             else:
-                real.disable("monoagent")
-                real.disable("monoagent_plugins")
+                # Disabled by default, unless the application already enabled (or disabled) us
+                # before our first record: loguru's last enable/disable call wins.
+                decided = {name for name, _ in getattr(getattr(real, "_core", None), "activation_list", ())}
+                for package in ("monoagent", "monoagent_plugins"):
+                    if package + "." not in decided:
+                        real.disable(package)
             type(self)._real = real
         return self._real
 

@@ -15,8 +15,8 @@ stored data. The suite checks the protocol itself (add, search, forget, limits, 
 queries, persistence, and ``list``/``stats`` when the tier is browsable) and then, through a
 real Agent with the bundled ``memory`` plugin, the behaviour around it: recall gated to 5 hits
 and 8 KB behind the documented delimiter, nothing at all when nothing matches, capture
-attributed to the speaker, and nothing captured from failed turns, recalled memory or preceding
-messages. A tier with ``automatic_recall = False`` (like ``journal``) must instead never be
+attributed to the speaker, and nothing captured from failed or cancelled turns, recalled memory
+or preceding messages. A tier with ``automatic_recall = False`` (like ``journal``) must instead never be
 injected.
 
 :class:`EmbedderContract` does the same for embedders: fixed dimensions, one finite vector per
@@ -300,6 +300,28 @@ class MemoryTierContract:
         with pytest.raises(MonoagentError):
             agent.run_sync("Please remember the narwhal password hint.", conversation_id="c")
         assert self._captured(agent, "narwhal") == []
+        _run(agent.aclose())
+
+    def test_contract_cancelled_turn_is_not_captured(self, tmp_path: Path) -> None:
+        import pytest
+
+        from .model import TurnRequest
+
+        agent = self.agent(tmp_path, steps=[{"text": "one two three four five six seven eight"}])
+
+        async def cancelled_mid_answer() -> None:
+            task: asyncio.Task[Any] | None = None
+
+            def on_event(event: Any) -> None:
+                if event.type == "text_delta" and task is not None:
+                    task.cancel()
+
+            task = asyncio.ensure_future(agent.respond(TurnRequest("Remember the tapir's name is Pim.", conversation_id="c"), on_event=on_event))
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        _run(cancelled_mid_answer())
+        assert self._captured(agent, "tapir") == []
         _run(agent.aclose())
 
     def test_contract_recalled_and_preceding_text_is_not_captured(self, tmp_path: Path) -> None:

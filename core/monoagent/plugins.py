@@ -141,7 +141,7 @@ class PluginHost:
 
     def _fail(self, record: PluginRecord, exc: BaseException) -> None:
         record.status = "failed"
-        record.reason = f"{type(exc).__name__}: {exc}".strip()
+        record.reason = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the message
         consequence = (
             "stopping (MONO_AGENT_STRICT_PLUGINS=1)" if self.strict
             else "continuing without it (MONO_AGENT_STRICT_PLUGINS=1 makes this fatal)"

@@ -108,8 +108,8 @@ def backoff_delay_ms(retry: int, *, cap_ms: int, retry_after: float | None = Non
     otherwise exponential backoff with full jitter. Either way the delay never exceeds ``cap_ms``
     (``providers.piNative.maxRetryDelayMs``).
     """
-    if retry_after is not None and retry_after >= 0:
-        return min(int(round(retry_after * 1000)), cap_ms)
+    if retry_after is not None and retry_after >= 0:  # NaN fails this test; +inf is capped
+        return int(round(min(retry_after * 1000, cap_ms)))
     ceiling = min(cap_ms, BASE_DELAY_MS * 2 ** max(retry - 1, 0))
     return int(ceiling * (jitter() if rand is None else rand))
 
@@ -407,10 +407,10 @@ class ProviderCall:
         messages: list[Message] = list(prompt.messages)
         while True:
             step = self.steps + 1
-            if self.max_turns and step > self.max_turns:
+            if self.max_turns and step > self.max_turns:  # a retry or backup after the last step
                 raise TurnFailed(
-                    f"the model was still calling tools after runtime.maxTurns = {self.max_turns} provider steps; "
-                    f"nothing was committed (raise runtime.maxTurns, or 0 for unlimited)"
+                    f"runtime.maxTurns = {self.max_turns} provider steps are used up; nothing was committed "
+                    f"(raise runtime.maxTurns, or 0 for unlimited)"
                 )
             request = ProviderRequest(
                 model=attempt.model.partition(":")[2],
@@ -433,6 +433,13 @@ class ProviderCall:
             host.call("after_provider_call", turn=turn, request=request, outcome=outcome)
             if not outcome.tool_calls:
                 return outcome
+            if self.max_turns and step >= self.max_turns:
+                names = ", ".join(call.name for call in outcome.tool_calls)
+                raise TurnFailed(
+                    f"the model was still calling tools ({names}) at step {step} of runtime.maxTurns = {self.max_turns}; "
+                    f"those calls were not run, since no step is left to read their results, and nothing was "
+                    f"committed (raise runtime.maxTurns, or 0 for unlimited)"
+                )
             if outcome.text:
                 self.transcript.append(snapshot_entry_text(outcome.text, cut_off=False))
             messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))

@@ -76,6 +76,8 @@ def registered(agent: Agent, plugin: Any, name: str | None = None) -> Iterator[A
     finally:
         agent.host.pm.unregister(plugin)
         agent.host.records = [r for r in agent.host.records if r.plugin is not plugin]
+        agent.host._components = None  # what it registered leaves with it
+        agent.host._code_owners.clear()
         agent._tools = None
 
 

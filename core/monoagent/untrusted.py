@@ -10,8 +10,9 @@ can neither close a fence nor open a new one.
 What counts as a fence token is decided on a *normalised view* of the text (:func:`fence_view`):
 HTML entities unescaped repeatedly (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), NFKD
 compatibility decomposition (fullwidth ``＜``, mathematical letters), case folded, zero-width,
-bidi, other format characters and combining marks removed, and look-alike characters mapped to
-what they imitate (``‹`` ``〈`` for ``<``, Cyrillic ``с`` for ``c``). Whitespace, ``_`` and ``-``
+bidi, other format characters, combining marks, invisible controls (NUL, BEL, DEL, C1) and
+filler letters (U+3164) removed, and look-alike characters mapped to what they imitate (``‹``
+``〈`` for ``<``, Cyrillic ``с`` for ``c``). Whitespace, ``_`` and ``-``
 may separate the words of the tag name and surround the slash. A token found in that view is
 rewritten in the original text with square brackets (``[current_speaker]``,
 ``[/messages_since_your_last_turn]``), which keeps it readable and makes it inert. Whatever the
@@ -85,6 +86,10 @@ _LOOKALIKES = {
     "u": "υս",
     "y": "уγ",
 }
+#: Characters that show as nothing yet are neither format characters nor marks: the C0/C1
+#: controls that are not line breaks or other whitespace, and the Hangul filler letters.
+_INVISIBLE = "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u115f\u1160\u3164\uffa0]"
+_INVISIBLE_CHARS = re.compile(_INVISIBLE)
 _AMP = r"[&\uff06\ufe60](?:amp;?|#0*38;?|#x0*26;?)*"
 _INVISIBLE_ENTITY = r"(?i:" + _AMP + r"(?:#0*(?:173|847|8203|8204|8205|8206|8207|8288|65279)(?:;|(?!\d))|#x0*(?:ad|34f|200[b-f]|2060|feff)(?:;|(?![0-9a-f]))|shy;|zwj;|zwnj;|lrm;|rlm;))"
 _LINE_BREAK_ENTITY = re.compile(
@@ -166,7 +171,7 @@ def _entity(char: str) -> str:
 def _raw_tag() -> re.Pattern[str]:
     """A fence tag in the original text, spelled any way the view would read as one."""
     spellings = _spellings()
-    ignore = f"(?:{_ignorable_class()}|{_INVISIBLE_ENTITY})*"
+    ignore = f"(?:{_ignorable_class()}|{_INVISIBLE}|{_INVISIBLE_ENTITY})*"
 
     def one(char: str) -> str:
         return f"(?:{_char_class(spellings[char])}|{_entity(char)}){ignore}"
@@ -190,7 +195,7 @@ def fence_view(text: str) -> str:
     for _ in range(len(text) + 4):
         before = text
         text = unicodedata.normalize("NFKD", html.unescape(text)).casefold()
-        text = unicodedata.normalize("NFKD", text)
+        text = _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFKD", text))
         if not text.isascii():
             text = text.translate(_view_table())
         if text == before:

@@ -95,7 +95,9 @@ def _wire_converter() -> Any:
 def _blocks(message: Message) -> tuple[str, list[Block]]:
     if message.role == "tool":
         return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content)]
-    blocks: list[Block] = [TextBlock("text", message.content)] if message.content or not message.tool_calls else []
+    # The API refuses a blank text block ("text content blocks must contain non-whitespace text"),
+    # yet Claude itself may stream one before a tool_use: the tool calls alone carry that turn.
+    blocks: list[Block] = [TextBlock("text", message.content)] if message.content.strip() or not message.tool_calls else []
     blocks.extend(ToolUseBlock("tool_use", call.id, call.name, dict(call.arguments)) for call in message.tool_calls)
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
@@ -137,8 +139,15 @@ def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
     return json.dumps(_wire_converter().unstructure(body), ensure_ascii=False).encode("utf-8")
 
 
+CONTEXT_LIMIT_PHRASES = ("prompt is too long", "exceed context limit")
+"""400 ``invalid_request_error`` messages that mean the request does not fit the window:
+"prompt is too long: 208310 tokens > 200000 maximum" and "input length and `max_tokens` exceed
+context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"."""
+
+
 def is_context_limit(status: int, kind: str, code: str, message: str) -> bool:
-    return status == 400 and "prompt is too long" in message.lower()
+    lowered = message.lower()
+    return status == 400 and any(phrase in lowered for phrase in CONTEXT_LIMIT_PHRASES)
 
 
 # --------------------------------------------------------------------------- the runtime

@@ -3,7 +3,7 @@
 Each line typed is one console turn in the same conversation (``delivery = "console"``,
 ``console = "terminal"``); the answer streams as it arrives. Line editing and history come
 from the standard ``readline`` module where the platform has it. ``/exit`` or end of input
-(Ctrl-D) leaves; ``/reset`` clears the conversation's history.
+(Ctrl-D) leaves; ``/reset`` clears the conversation's message and tool history.
 """
 
 from __future__ import annotations
@@ -50,19 +50,52 @@ class ConsoleChannel:
 
             print(discard_notice(event.data), file=sys.stderr, flush=True)
 
+    async def _read_line(self) -> str | None:
+        """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
+
+        ``asyncio.run`` joins the default executor when it ends, so a read blocked in
+        ``input()`` there would keep Ctrl-C from ending the chat until the next Enter.
+        """
+        import asyncio
+        import threading
+
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str | None] = loop.create_future()
+
+        def settle(value: str | None, error: BaseException | None) -> None:
+            if not future.done():
+                future.set_exception(error) if error is not None else future.set_result(value)
+
+        def read() -> None:
+            value, error = None, None
+            try:
+                value = self._read()
+            except BaseException as exc:  # handed to the awaiting coroutine
+                error = exc
+            try:
+                loop.call_soon_threadsafe(settle, value, error)
+            except RuntimeError:  # the loop is closed: the chat already ended
+                pass
+
+        threading.Thread(target=read, name="monoagent-console-input", daemon=True).start()
+        return await future
+
     async def serve(self, agent: Any = None) -> None:
         agent = agent or self.agent
         while True:
-            import asyncio
-
-            line = await asyncio.to_thread(self._read)
+            line = await self._read_line()
             if line is None or line.strip() in {"/exit", "/quit"}:
                 return
             if not line.strip():
                 continue
             if line.strip() == "/reset":
-                removed = await agent.history_store.reset(self.conversation_id)
-                self.stdout.write(f"(history of {self.conversation_id} cleared: {removed} messages)\n")
+                try:
+                    report, tool = await agent.reset_conversation(self.conversation_id)
+                except Exception as exc:  # nothing was cleared; say why and keep chatting
+                    self.stdout.write(f"(reset failed, nothing was cleared: {exc})\n")
+                    continue
+                calls = f", {tool.calls} tool calls" if tool is not None else ""
+                self.stdout.write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
                 continue
             request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                                   delivery="console", console="terminal", model=self.model)

@@ -34,7 +34,7 @@ def indent_continuations(text: str, prefix: str = "  ") -> str:
     return "\n".join([lines[0], *(prefix + line for line in lines[1:])])
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)  # a few conversations' 64-message windows; entries can be 64 KiB
 def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...]) -> str:
     label = _ROLE_LABELS.get(role, role.title())
     if role == "user" and name:

@@ -144,6 +144,18 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
+def _shape_problems(error: Exception) -> str:
+    """What cattrs found wrong, as ``problem @ field path`` (at most three), instead of its summary line."""
+    from cattrs import transform_error
+
+    try:
+        problems = transform_error(error, path="")
+    except Exception:  # not a cattrs validation error: its own message is all there is
+        return str(error)
+    problems = [p.replace("@ .", "@ ", 1) for p in problems]
+    return "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+
+
 def _converter() -> Any:
     from monoagent.serial import converter
 
@@ -330,7 +342,7 @@ class FilesHistoryStore:
     def _open_owned(self, path: str, flags: int, what: str) -> int | None:
         """Open ``path`` without following a symlink; None if missing; refuse foreign or odd files."""
         try:
-            fd = os.open(path, flags | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC, 0o600)  # a FIFO must not block
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -373,7 +385,7 @@ class FilesHistoryStore:
         try:
             record = _converter().structure(raw, HistoryRecord)
         except Exception as exc:  # cattrs raises a family of errors; each means "not our shape"
-            raise HistoryRecordError(f"history record {name} has an unsupported shape: {exc}") from None
+            raise HistoryRecordError(f"history record {name} has an unsupported shape: {_shape_problems(exc)}") from None
         if record.conversationId != conversation_id:
             raise HistoryRecordError(f"history record {name} belongs to another conversation id; refusing it")
         return tuple(record.messages), _split_messages(text, raw)
@@ -410,9 +422,13 @@ class FilesHistoryStore:
 
     def _pending_reset(self, journal: str) -> bool:
         try:
-            os.lstat(journal)
+            info = os.lstat(journal)
         except FileNotFoundError:
             return False
+        if not stat.S_ISREG(info.st_mode):
+            raise HistoryRecordError(
+                f"history reset journal {os.path.basename(journal)} is a symlink or not a regular file; refusing it"
+            )
         return True
 
     def _load(self, conversation_id: str, on_warning: HistoryWarningCallback | None) -> tuple[Message, ...]:
@@ -470,7 +486,7 @@ class FilesHistoryStore:
         for name in names:
             path = os.path.join(self._stages, name)
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC)
             except FileNotFoundError:
                 continue
             except OSError:
@@ -590,7 +606,8 @@ class FilesHistoryStore:
                 try:
                     self.fs.replace(stage, path)
                 except OSError as exc:
-                    self._discard(fd, stage)
+                    with contextlib.suppress(OSError):
+                        self.fs.unlink(stage)  # the descriptor is closed once, below
                     raise HistoryWriteError(
                         f"could not publish the turn of conversation {_short(conversation_id)}: {exc}; "
                         f"the previously committed history is intact"
@@ -763,7 +780,13 @@ class FilesHistoryStore:
         self._ensure_dir()
         _, logical16, journal = self._paths(logical)
         with self._shard_lock(logical16):
-            fd = self.fs.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+            self._pending_reset(journal)  # refuses a symlink or odd file in the journal's place
+            try:
+                fd = self.fs.open(journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | _O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise HistoryWriteError(
+                    f"could not write the reset journal {os.path.basename(journal)} in {self.directory}: {exc}; nothing was reset"
+                ) from exc
             try:
                 view = memoryview(_dumps({"logicalConversationId": logical}))
                 while view:

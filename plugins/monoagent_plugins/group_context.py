@@ -124,12 +124,22 @@ def current_speaker(label: str) -> str:
     return f"<current_speaker>{label}</current_speaker>"
 
 
+def _checked_speaker(speaker: Speaker, field: str) -> None:
+    """Refuse a display name or handle that is not text (the label is built from them)."""
+    if speaker.display_name is not None and not isinstance(speaker.display_name, str):
+        raise TurnFailed(f"{field}.display_name is a {type(speaker.display_name).__name__}; allowed: a string (or None)")
+    if speaker.handle is not None and not isinstance(speaker.handle, str):
+        raise TurnFailed(f"{field}.handle is a {type(speaker.handle).__name__}; allowed: a string or None")
+
+
 def checked(sender: object, preceding: Sequence[object]) -> None:
     """Refuse request fields of the wrong type with an error naming the field and what is allowed."""
     if sender is not None and not isinstance(sender, Speaker):
         raise TurnFailed(
             f"TurnRequest.sender is a {type(sender).__name__}; allowed: a Speaker(display_name, handle, user_id) or None"
         )
+    if sender is not None:
+        _checked_speaker(sender, "TurnRequest.sender")
     for index, message in enumerate(preceding):
         problem = None
         if not isinstance(message, PrecedingMessage):
@@ -143,6 +153,7 @@ def checked(sender: object, preceding: Sequence[object]) -> None:
                 f"TurnRequest.preceding_messages[{index}] {problem}; allowed: "
                 "PrecedingMessage(speaker=Speaker(...), text=str, timestamp=epoch seconds or None)"
             )
+        _checked_speaker(message.speaker, f"TurnRequest.preceding_messages[{index}].speaker")
 
 
 @bundled_impl

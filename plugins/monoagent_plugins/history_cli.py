@@ -21,6 +21,7 @@ import click
 from monoagent.errors import HistoryStoreError
 from monoagent.interfaces import HistoryStats, logical_conversation_id
 from monoagent.plugins import await_me_maybe, bundled_impl
+from monoagent.tool_lifecycle import ToolHistoryError
 
 NOT_CONFIGURED = "not configured"
 
@@ -142,15 +143,14 @@ def show_command(conversation: str, as_json: bool) -> None:
 def reset_command(conversation: str, as_json: bool) -> None:
     """Clear CONVERSATION's message and tool history across all its daily buckets."""
     agent = _agent()
-    store = agent.history_store
     logical = logical_conversation_id(conversation)
-    reset_logical = _require(store, "reset_logical", "logical-session reset")
-
-    async def work() -> tuple[Any, dict[str, int] | None]:
-        report = await reset_logical(logical)
-        return report, await _tool_history(agent, "clear_logical", logical)
-
-    report, tool = _run(work())
+    _require(agent.history_store, "reset_logical", "logical-session reset")
+    _check_tool_history(agent)
+    try:
+        report, cleared = _run(agent.reset_conversation(logical))
+    except (HistoryStoreError, ToolHistoryError) as exc:
+        raise click.ClickException(f"history reset of {logical!r} failed: {exc}") from None
+    tool = None if cleared is None else {"calls": int(cleared.calls), "records": int(cleared.records), "bytes": int(cleared.bytes)}
     if as_json:
         _echo_json({"logical_conversation_id": logical,
                     "message_history": {"conversations": list(report.conversation_ids), "files": report.records,
@@ -162,9 +162,21 @@ def reset_command(conversation: str, as_json: bool) -> None:
     click.echo(_tool_line("removed", tool))
 
 
+def _check_tool_history(agent: Any) -> None:
+    """Fail closed, before either store is cleared, when the tool-history sidecar cannot be read."""
+    try:
+        _run(_tool_history(agent, "stats"))
+    except ToolHistoryError as exc:
+        raise click.ClickException(
+            f"tool history cannot be read ({exc}); nothing was cleared. To discard a corrupt sidecar, stop every "
+            f"agent using {agent.config.history_dir} and delete the file named above"
+        ) from None
+
+
 def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
     store = agent.history_store
     clear_all = _require(store, "clear_all", "clearing every conversation")
+    _check_tool_history(agent)
 
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
         return await clear_all(), await _tool_history(agent, "clear_all")

@@ -22,6 +22,7 @@ post-turn capture hands it becomes an entry dated by the agent's *local* date: t
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,8 @@ TOOL_MAX_BYTES = 16 * 1024
 TOOL_MAX_DATES = 31
 TOOL_MAX_RANGE_DAYS = 366
 Mode = Literal["hybrid", "keyword", "semantic"]
+#: The one date format accepted (``date.fromisoformat`` alone would also take ``20260729`` and week dates).
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 @attrs.define
@@ -111,6 +114,8 @@ def parse_day(value: Any, what: str) -> date:
     """A local date from ``YYYY-MM-DD``, or a ValueError naming ``what`` and the format."""
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a local date string YYYY-MM-DD (got {value!r})")
+    if _DAY.fullmatch(value.strip()) is None:
+        raise ValueError(f"{what} {value!r} is not a local date YYYY-MM-DD")
     try:
         return date.fromisoformat(value.strip())
     except ValueError:
@@ -404,9 +409,10 @@ class JournalTier:
         )
 
     def close(self) -> None:
+        """Finish the work already queued on the worker, then close the database."""
+        self._worker.close()
         with self._lock:
             self._conn.close()
-        self._worker.close()
 
 
 def agent_timezone(agent: Any) -> tzinfo | None:

@@ -311,9 +311,10 @@ class LiteTier:
         return MemoryStats(self.name, count, size, str(self.path), {"merged": merged, "file_bytes": file_bytes, "search": "fts5 bm25"})
 
     def close(self) -> None:
+        """Finish the work already queued on the worker, then close the database."""
+        self._worker.close()
         with self._lock:
             self._conn.close()
-        self._worker.close()
 
 
 def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:

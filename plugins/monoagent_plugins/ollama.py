@@ -1,13 +1,15 @@
 """The ``ollama`` provider: ``ollama:<model>`` on a local Ollama server's OpenAI-compatible API.
 
 The server is ``OLLAMA_HOST`` (or ``providers.ollama.host``), default ``http://127.0.0.1:11434``;
-a bare ``host:port`` gets ``http://``, and ``0.0.0.0`` (the server's listen-everywhere address)
-is called as ``127.0.0.1``. Requests go to ``<host>/v1/chat/completions``; no key is needed.
+a value without a scheme gets ``http://`` and, without a port, Ollama's 11434 (as ``ollama``
+itself reads it: ``OLLAMA_HOST=0.0.0.0`` is port 11434, not 80), and ``0.0.0.0`` (the server's
+listen-everywhere address) is called as ``127.0.0.1``. Requests go to ``<host>/v1/chat/completions``; no key is needed.
 The wire format is in :mod:`monoagent_plugins.openai_wire`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,13 +23,15 @@ if TYPE_CHECKING:
     from .openai_wire import OpenAIChatRuntime
 
 PROVIDER = "ollama"
+DEFAULT_PORT = 11434
+DEFAULT_HOST = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
 @attrs.define
 class OllamaConfig:
     """providers.ollama: a local Ollama server."""
 
-    host: str = setting("http://127.0.0.1:11434", doc="The Ollama server (requests go to <host>/v1/chat/completions).", env="OLLAMA_HOST")
+    host: str = setting(DEFAULT_HOST, doc="The Ollama server (requests go to <host>/v1/chat/completions).", env="OLLAMA_HOST")
     max_output_tokens: int | None = setting(
         None, doc="max_tokens of each request. Unset: the server's default.",
         env="MONO_AGENT_OLLAMA_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
@@ -46,6 +50,17 @@ class OllamaConfig:
 
 
 def host_url(host: str) -> str:
+    """The base URL for ``OLLAMA_HOST`` read as Ollama reads it.
+
+    Without a scheme the port defaults to 11434 (``OLLAMA_HOST=0.0.0.0`` means
+    ``http://127.0.0.1:11434``), with ``http://`` or ``https://`` to the scheme's own; an empty
+    value is the default server.
+    """
+    host = host.strip() or DEFAULT_HOST
+    if "://" not in host:
+        authority = host.partition("/")[0]
+        if not re.search(r"(^\[.*\]|^[^:]*):\d+$", authority):  # no port given
+            host = f"{authority}:{DEFAULT_PORT}{host[len(authority):]}"
     url = normalise_base_url(host)
     return url.replace("://0.0.0.0", "://127.0.0.1", 1)
 

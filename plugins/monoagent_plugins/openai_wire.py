@@ -172,7 +172,8 @@ class OpenAIChatRuntime:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         endpoint = self.endpoint
         body = request_body(request, self.max_output_tokens, self.max_tokens_field)
-        calls: dict[int, _PendingCall] = {}
+        calls: list[_PendingCall] = []
+        slots: dict[int, int] = {}  # the wire's tool-call index -> its position in ``calls``
         finish: str | None = None
         usage = Usage()
         done = False
@@ -193,7 +194,7 @@ class OpenAIChatRuntime:
                         if delta.get("content"):
                             texts.append(delta["content"])
                         for piece in delta.get("tool_calls") or ():
-                            pending = calls.setdefault(piece.get("index", len(calls)), _PendingCall())
+                            pending = _pending_call(calls, slots, piece)
                             pending.id = piece.get("id") or pending.id
                             function = piece.get("function") or {}
                             pending.name = function.get("name") or pending.name
@@ -208,8 +209,8 @@ class OpenAIChatRuntime:
                     yield TextDelta(text)
         if not done and finish is None:
             raise stream_ended(endpoint, "data: [DONE]")
-        for index in sorted(calls):
-            yield ToolCallRequested(self._tool_call(index, calls[index]))
+        for index, pending in enumerate(calls):
+            yield ToolCallRequested(self._tool_call(index, pending))
         stop = FINISH_REASONS.get(finish or "stop", finish or "end_turn")
         if calls and stop == "end_turn":
             stop = "tool_use"
@@ -243,6 +244,25 @@ class OpenAIChatRuntime:
             retryable=retryable,
             provider=self.provider,
         )
+
+
+def _pending_call(calls: list[_PendingCall], slots: dict[int, int], piece: Any) -> _PendingCall:
+    """The call a ``delta.tool_calls[]`` piece continues, or a new one.
+
+    Pieces are keyed by ``index``. A piece without one starts a new call (Ollama before 0.4.7),
+    and so does a piece whose ``id`` differs from the id its index already carries: Ollama sends
+    ``index: 0`` for every call of a parallel set (ollama/ollama#15457), which would otherwise
+    merge their arguments into one unreadable JSON text.
+    """
+    index = piece.get("index")
+    position = slots.get(index) if isinstance(index, int) else None
+    new_id = piece.get("id")
+    if position is None or (new_id and calls[position].id and new_id != calls[position].id):
+        position = len(calls)
+        calls.append(_PendingCall())
+        if isinstance(index, int):
+            slots[index] = position
+    return calls[position]
 
 
 def _usage(data: Any) -> Usage:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import time
@@ -54,29 +55,36 @@ class Endpoint:
     key_env: str | None = None
 
 
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None, *, rate_limited: bool = True) -> float | None:
     """The delay in seconds the server asked for, or None.
 
     ``retry-after-ms`` wins (milliseconds), then ``Retry-After`` as delta-seconds or an
-    HTTP-date, then the longer of OpenAI's ``x-ratelimit-reset-requests`` and
-    ``x-ratelimit-reset-tokens`` (durations such as ``1s``, ``6m0s``, ``20ms``).
+    HTTP-date, then, when ``rate_limited`` (a 429 answer), the longer of OpenAI's
+    ``x-ratelimit-reset-requests`` and ``x-ratelimit-reset-tokens`` (durations such as ``1s``,
+    ``6m0s``, ``20ms``): those say when a rate-limit window refills, which is no retry hint for
+    a server error. A value that is not a finite number (``inf``, ``nan``) is ignored.
     """
     value = headers.get("retry-after-ms")
     if value:
         with contextlib.suppress(ValueError):
-            return max(float(value) / 1000.0, 0.0)
+            if math.isfinite(seconds := float(value) / 1000.0):
+                return max(seconds, 0.0)
     value = headers.get("retry-after")
     if value:
         value = value.strip()
         try:
-            return max(float(value), 0.0)
+            seconds = float(value)
         except ValueError:
             pass
+        else:
+            return max(seconds, 0.0) if math.isfinite(seconds) else None
         import email.utils
 
         with contextlib.suppress(TypeError, ValueError, IndexError):
             when = email.utils.parsedate_to_datetime(value)
             return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+    if not rate_limited:
+        return None
     resets = [_duration(headers.get(name, "")) for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
     known = [r for r in resets if r is not None]
     return max(known) if known else None
@@ -140,7 +148,7 @@ def status_error(
         retryable=retryable,
         provider=endpoint.provider,
         status=status,
-        retry_after=parse_retry_after(headers) if retryable else None,
+        retry_after=parse_retry_after(headers, rate_limited=status == 429) if retryable else None,
     )
 
 
@@ -193,10 +201,17 @@ def transport_error(endpoint: Endpoint, exc: Exception) -> ProviderError:
     return ProviderError(f"{provider}: request to {endpoint.url} failed: {type(exc).__name__}: {reason}", provider=provider)
 
 
-async def _keeper(client: Any) -> AsyncIterator[Any]:
+async def _keeper(client: Any, loop: Any, secure: bool) -> AsyncIterator[Any]:
     try:
         yield client
     finally:
+        # The suspended generator holds its loop (the loop's finaliser hook), so the weak key
+        # alone would never let go of a finished loop: drop the entry here.
+        clients = _CLIENTS.get(loop)
+        if clients is not None and clients.get(secure, (None,))[0] is client:
+            del clients[secure]
+            if not clients:
+                _CLIENTS.pop(loop, None)
         await client.aclose()
 
 
@@ -218,7 +233,7 @@ async def shared_client(secure: bool) -> Any:
     entry = clients.get(secure)
     if entry is None or entry[0].is_closed:
         client = httpx.AsyncClient(verify=_ssl_context() if secure else False, trust_env=secure)
-        keeper = _keeper(client)
+        keeper = _keeper(client, loop, secure)
         await keeper.__anext__()
         entry = clients[secure] = (client, keeper)
     return entry[0]

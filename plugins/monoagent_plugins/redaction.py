@@ -3,9 +3,10 @@
 Secrets become ``[REDACTED:<kind>]``: API keys of the common model providers (Anthropic,
 OpenAI, Google, Groq, xAI, Hugging Face, Replicate, ...), cloud keys (AWS access and secret
 keys, Azure account keys and SAS signatures, GCP service-account key blocks), platform tokens
-(GitHub, GitLab, Slack, Stripe, npm, PyPI, SendGrid, Twilio, Telegram bots, DigitalOcean),
+(GitHub, GitLab, Slack, Stripe and its webhook secrets, npm, PyPI, SendGrid, Twilio, Telegram bots, DigitalOcean),
 JWTs, bearer and basic ``Authorization`` values, private-key blocks, credentials in URLs
-(``user:password@``), secret-looking query values and ``password=...`` style assignments.
+(``user:password@``), ``.netrc`` passwords, ``curl -u user:password``, secret-looking query values and
+``password=...`` style assignments.
 
 An absolute filesystem path (POSIX, ``~``, Windows drive or UNC, ``file://``) becomes an opaque
 host-root token ``<root:1a2b3c4d>`` followed by at most two trailing components. The token is a
@@ -76,6 +77,7 @@ _SECRETS: list[tuple[str, re.Pattern[str]]] = [
     ("discord_webhook", _lazy(r"(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
     ("telegram_bot_token", _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
     ("stripe_key", _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("stripe_webhook_secret", _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
     ("npm_token", _lazy(r"\bnpm_[A-Za-z0-9]{36}")),
     ("pypi_token", _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
     ("sendgrid_key", _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
@@ -84,6 +86,10 @@ _SECRETS: list[tuple[str, re.Pattern[str]]] = [
     ("jwt", _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
     ("bearer_token", _lazy(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/\-]{16,}=*")),
     ("basic_auth", _lazy(r"(?i)(\bauthorization\s*[=:]\s*[\"']?basic\s+)[A-Za-z0-9+/]{8,}=*")),
+    ("netrc_password", _lazy(r"(?i)(\b(?:machine\s+\S+|default)\s+(?:(?:login|account)\s+\S+\s+)*password\s+)(?!\[REDACTED)\S+")),
+    ("cli_credentials", _lazy(r"(?i)((?:^|\s)(?:-u|--user)(?:\s+|=)[\"']?[^\s:\"'/]+:)(?!\[REDACTED|//)[^\s\"']+")),
+    ("json_auth", _lazy(r"(?i)(\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\")(?!\[REDACTED)[^\"]{8,}")),
+    ("npm_auth", _lazy(r"(?i)(:_auth(?:Token)?\s*=\s*)(?!\[REDACTED)\S+")),
     ("url_credentials", _lazy(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s/@\"'<>]+(?=@)")),
     (
         "secret_parameter",
@@ -101,7 +107,7 @@ _SECRETS: list[tuple[str, re.Pattern[str]]] = [
 
 _SECRET_KEY_NAME = _lazy(
     r"(?i)^(?:.*[_\-.])?(?:api[_-]?key|apikey|secret|client[_-]?secret|token|access[_-]?token|refresh[_-]?token|"
-    r"passw(?:or)?d|passwd|pwd|credentials?|private[_-]?key|authorization|cookie|session[_-]?key)$"
+    r"passw(?:or)?d|passwd|pwd|credentials?|private[_-]?key|authorization|cookie|session[_-]?key|auth|auth[_-]?token)$"
 )
 
 _URL = _lazy(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>`]*")

@@ -16,20 +16,24 @@ Chat turns add a ``Surface:`` line (kind, sanitised name, channel id) and the tr
 message budget. The name is user-controlled (a channel name, a chat title, a DM counterpart's
 handle), so it is sanitised exactly like a speaker's display name: one line, no control,
 zero-width or bidi characters, fence tokens neutralised, capped at 80 characters; an id the
-sanitiser would alter is left out rather than shown inexactly. Without a surface the block is
-byte-identical to one built before surfaces existed. Human identity and routes never appear
-here: no sender, user id, thread id, callback URL, delivery token or request metadata is
-rendered.
+sanitiser would alter is left out rather than shown inexactly. A surface the block cannot state
+truthfully (a kind other than ``dm``, ``channel`` or ``group``, an id that is not a string, a
+budget that is not a positive integer) fails the turn with an error naming the field. Without
+a surface the block is byte-identical to one built before surfaces existed. Human identity and
+routes never appear here: no sender, user id, thread id, callback URL, delivery token or request
+metadata is rendered.
 """
 
 from __future__ import annotations
 
+from monoagent.errors import TurnFailed
 from monoagent.model import Section, Surface
 from monoagent.plugins import bundled_impl
 from monoagent.turn import Turn
 from monoagent.untrusted import neutralize_untrusted, one_line
 
 HEADING = "# Session"
+SURFACE_KINDS = ("dm", "channel", "group")
 NAME_MAX_CHARS = 80
 ID_MAX_CHARS = 256
 
@@ -100,8 +104,27 @@ def _request() -> list[str]:
     ]
 
 
+def checked_surface(surface: object) -> Surface:
+    """``surface`` when the block can state it truthfully; else an error naming the field and what is allowed."""
+    if not isinstance(surface, Surface):
+        raise TurnFailed(f"TurnRequest.surface is a {type(surface).__name__}; allowed: a Surface(kind, id, name, message_budget) or None")
+    if surface.kind not in SURFACE_KINDS:
+        raise TurnFailed(f"TurnRequest.surface.kind is {surface.kind!r}; allowed: 'dm', 'channel' or 'group'")
+    if not isinstance(surface.id, str):
+        raise TurnFailed(f"TurnRequest.surface.id is a {type(surface.id).__name__}; allowed: the channel or chat id as a string")
+    if surface.name is not None and not isinstance(surface.name, str):
+        raise TurnFailed(f"TurnRequest.surface.name is a {type(surface.name).__name__}; allowed: a string or None")
+    budget = surface.message_budget
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise TurnFailed(
+            f"TurnRequest.surface.message_budget is {budget!r}; allowed: a positive integer (characters per message) or None"
+        )
+    return surface
+
+
 def _surface(surface: Surface) -> list[str]:
     """The ``Surface:`` line and, when the transport has one, the message budget line."""
+    surface = checked_surface(surface)
     name = sanitize_name(surface.name or "")
     surface_id = _exact(surface.id)
     where = f" ({surface_id})" if surface_id else ""
@@ -116,7 +139,7 @@ def _surface(surface: Surface) -> list[str]:
         audience = "It is shared: several people can read what you write here."
     lines = [f"Surface: you are talking in {place}{where}. {audience}"]
     budget = surface.message_budget
-    if isinstance(budget, int) and budget > 0:
+    if budget is not None:
         lines.append(BUDGET_SENTENCE.format(budget=budget))
     return lines
 

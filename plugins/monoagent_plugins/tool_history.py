@@ -62,6 +62,7 @@ import sqlite3
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -766,7 +767,8 @@ class SqliteToolHistory:
         if info.st_size == 0:
             return None
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            uri = "file:" + urllib.parse.quote(os.fspath(self.path)) + "?mode=ro"  # '#', '?' and '%' are legal in paths
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False)
             db.execute("PRAGMA busy_timeout=5000")
             row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except sqlite3.Error as exc:
