@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import attrs
 
 
@@ -51,3 +54,20 @@ def utf8_suffix(text: str, max_bytes: int) -> Truncated:
     while start < len(data) and (data[start] & 0xC0) == 0x80:
         start += 1
     return Truncated(data[start:].decode("utf-8"), len(data), len(data) - start)
+
+
+class LazyPattern:
+    """A regular expression compiled on first use.
+
+    Module-level patterns are compiled when a module is imported, and ``monoagent --help``
+    imports every bundled plugin; these wait until a pattern is first used.
+    """
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)

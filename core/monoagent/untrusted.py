@@ -31,7 +31,7 @@ import html
 import re
 import unicodedata
 
-from .text import utf8_prefix
+from .text import LazyPattern, utf8_prefix
 
 __all__ = [
     "FENCE_NAMES",
@@ -57,7 +57,7 @@ _IGNORED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cs"})
 _DROPPED_NAME_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
 _SEPARATOR = r"[\s_\-]*"
 #: A fence tag in the normalised view: ``<``, an optional slash, one of the two names.
-VIEW_TAG = re.compile(
+VIEW_TAG = LazyPattern(
     r"<\s*/?\s*(?:"
     + "|".join(_SEPARATOR.join(name.split("_")) for name in FENCE_NAMES)
     + ")"
@@ -89,10 +89,10 @@ _LOOKALIKES = {
 #: Characters that show as nothing yet are neither format characters nor marks: the C0/C1
 #: controls that are not line breaks or other whitespace, and the Hangul filler letters.
 _INVISIBLE = "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u115f\u1160\u3164\uffa0]"
-_INVISIBLE_CHARS = re.compile(_INVISIBLE)
+_INVISIBLE_CHARS = LazyPattern(_INVISIBLE)
 _AMP = r"[&\uff06\ufe60](?:amp;?|#0*38;?|#x0*26;?)*"
 _INVISIBLE_ENTITY = r"(?i:" + _AMP + r"(?:#0*(?:173|847|8203|8204|8205|8206|8207|8288|65279)(?:;|(?!\d))|#x0*(?:ad|34f|200[b-f]|2060|feff)(?:;|(?![0-9a-f]))|shy;|zwj;|zwnj;|lrm;|rlm;))"
-_LINE_BREAK_ENTITY = re.compile(
+_LINE_BREAK_ENTITY = LazyPattern(
     _AMP + r"(?:#0*(?:10|11|12|13|28|29|30|133|8232|8233)(?:;|(?!\d))|#x0*(?:a|b|c|d|1c|1d|1e|85|2028|2029)(?:;|(?![0-9a-f]))|newline;)",
     re.IGNORECASE,
 )

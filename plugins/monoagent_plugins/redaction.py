@@ -33,22 +33,9 @@ from collections.abc import Callable
 from typing import Any
 
 from monoagent.plugins import bundled_impl
+from monoagent.text import LazyPattern
 
-class _LazyPattern:
-    """A regular expression compiled on first use: the bundled patterns cost ~10 ms to compile,
-    which ``monoagent --help`` should not pay."""
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._args = (pattern, flags)
-        self._compiled: re.Pattern[str] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._compiled is None:
-            self._compiled = re.compile(*self._args)
-        return getattr(self._compiled, name)
-
-
-_lazy = _LazyPattern
+_lazy = LazyPattern  # the patterns compile on first use (CLI start-up)
 
 _KEY = os.urandom(32)
 MAX_KEY_CHARS = 256
