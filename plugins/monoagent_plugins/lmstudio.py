@@ -14,7 +14,7 @@ import attrs
 from monoagent.config import setting
 from monoagent.plugins import bundled_impl
 
-from .provider_http import Endpoint, normalise_base_url
+from .provider_http import normalise_base_url
 
 if TYPE_CHECKING:
     from .openai_wire import OpenAIChatRuntime
@@ -48,20 +48,14 @@ class LMStudioConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+    from .openai_wire import chat_runtime  # the wire code loads on first use
 
     config: LMStudioConfig = agent.config.section("providers.lmstudio")
-    endpoint = Endpoint(
-        provider=PROVIDER,
+    return chat_runtime(
+        PROVIDER, model, config,
         url=f"{normalise_base_url(config.base_url)}/chat/completions",
-        headers={},
         setting="providers.lmstudio.baseUrl",
         url_env="MONO_AGENT_LMSTUDIO_BASE_URL",
-        connect_timeout=config.connect_timeout_seconds,
-        read_timeout=config.timeout_seconds,
-    )
-    return OpenAIChatRuntime(
-        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens, context_window=config.context_window
     )
 
 

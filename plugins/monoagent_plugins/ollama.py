@@ -17,7 +17,7 @@ import attrs
 from monoagent.config import setting
 from monoagent.plugins import bundled_impl
 
-from .provider_http import Endpoint, normalise_base_url
+from .provider_http import normalise_base_url
 
 if TYPE_CHECKING:
     from .openai_wire import OpenAIChatRuntime
@@ -66,20 +66,14 @@ def host_url(host: str) -> str:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+    from .openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OllamaConfig = agent.config.section("providers.ollama")
-    endpoint = Endpoint(
-        provider=PROVIDER,
+    return chat_runtime(
+        PROVIDER, model, config,
         url=f"{host_url(config.host)}/v1/chat/completions",
-        headers={},
         setting="providers.ollama.host",
         url_env="OLLAMA_HOST",
-        connect_timeout=config.connect_timeout_seconds,
-        read_timeout=config.timeout_seconds,
-    )
-    return OpenAIChatRuntime(
-        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens, context_window=config.context_window
     )
 
 

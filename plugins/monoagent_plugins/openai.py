@@ -15,7 +15,7 @@ from monoagent.config import setting
 from monoagent.errors import ProviderError
 from monoagent.plugins import bundled_impl
 
-from .provider_http import Endpoint, normalise_base_url
+from .provider_http import normalise_base_url
 
 if TYPE_CHECKING:
     from .openai_wire import OpenAIChatRuntime
@@ -51,7 +51,7 @@ class OpenAIConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+    from .openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OpenAIConfig = agent.config.section("providers.openai")
     if not config.api_key:
@@ -60,19 +60,14 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
             f"(or providers.openai.apiKey in the config file)",
             provider=PROVIDER,
         )
-    endpoint = Endpoint(
-        provider=PROVIDER,
+    return chat_runtime(
+        PROVIDER, model, config,
         url=f"{normalise_base_url(config.base_url)}/chat/completions",
-        headers={"authorization": f"Bearer {config.api_key}"},
         setting="providers.openai.baseUrl",
         url_env="OPENAI_BASE_URL",
-        connect_timeout=config.connect_timeout_seconds,
-        read_timeout=config.timeout_seconds,
+        headers={"authorization": f"Bearer {config.api_key}"},
         key_env="OPENAI_API_KEY",
-    )
-    return OpenAIChatRuntime(
-        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens,
-        context_window=config.context_window, max_tokens_field="max_completion_tokens",
+        max_tokens_field="max_completion_tokens",
     )
 
 

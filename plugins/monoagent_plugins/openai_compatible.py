@@ -17,7 +17,7 @@ from monoagent.config import setting
 from monoagent.errors import ProviderError
 from monoagent.plugins import bundled_impl
 
-from .provider_http import Endpoint, normalise_base_url
+from .provider_http import normalise_base_url
 
 if TYPE_CHECKING:
     from .openai_wire import OpenAIChatRuntime
@@ -54,7 +54,7 @@ class OpenAICompatibleConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import OpenAIChatRuntime  # the wire code loads on first use
+    from .openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
     if not config.base_url:
@@ -63,18 +63,13 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
             f"(or providers.openaiCompatible.baseUrl), for example http://127.0.0.1:8000/v1",
             provider=PROVIDER,
         )
-    endpoint = Endpoint(
-        provider=PROVIDER,
+    return chat_runtime(
+        PROVIDER, model, config,
         url=f"{normalise_base_url(config.base_url)}/chat/completions",
-        headers={"authorization": f"Bearer {config.api_key}"} if config.api_key else {},
         setting="providers.openaiCompatible.baseUrl",
         url_env="MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL",
-        connect_timeout=config.connect_timeout_seconds,
-        read_timeout=config.timeout_seconds,
+        headers={"authorization": f"Bearer {config.api_key}"} if config.api_key else {},
         key_env="MONO_AGENT_OPENAI_COMPATIBLE_API_KEY",
-    )
-    return OpenAIChatRuntime(
-        PROVIDER, model, endpoint, max_output_tokens=config.max_output_tokens, context_window=config.context_window
     )
 
 

@@ -274,3 +274,36 @@ def _usage(data: Any) -> Usage:
         output_tokens=int(data.get("completion_tokens") or 0),
         cache_read_tokens=cached,
     )
+
+
+def chat_runtime(
+    provider: str,
+    model: str,
+    config: Any,
+    *,
+    url: str,
+    setting: str,
+    url_env: str | None,
+    headers: dict[str, str] | None = None,
+    key_env: str | None = None,
+    max_tokens_field: str = "max_tokens",
+) -> OpenAIChatRuntime:
+    """A Chat Completions runtime from a provider's config section.
+
+    ``config`` carries the fields every OpenAI-family section has: ``connect_timeout_seconds``,
+    ``timeout_seconds``, ``max_output_tokens`` and ``context_window``.
+    """
+    endpoint = Endpoint(
+        provider=provider,
+        url=url,
+        headers=headers or {},
+        setting=setting,
+        url_env=url_env,
+        connect_timeout=config.connect_timeout_seconds,
+        read_timeout=config.timeout_seconds,
+        key_env=key_env,
+    )
+    return OpenAIChatRuntime(
+        provider, model, endpoint, max_output_tokens=config.max_output_tokens,
+        context_window=config.context_window, max_tokens_field=max_tokens_field,
+    )
