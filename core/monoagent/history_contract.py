@@ -235,6 +235,8 @@ class HistoryStoreContract:
 
         async def go() -> tuple[Any, dict[str, list[int]]]:
             acked: dict[str, list[int]] = {b: [] for b in buckets}
+            for bucket in buckets:  # committed before the reset starts: the reset must remove these
+                await store.commit(bucket, turn_messages(99))
 
             async def write(bucket: str) -> None:
                 for i in range(8):
@@ -248,12 +250,17 @@ class HistoryStoreContract:
             return await reset, acked
 
         report, acked = self.run(go())
+        surviving = 0
         for bucket in buckets:
             survived = _contents(self.load(self.make_store(tmp_path, max_messages=1000), bucket))
             indices = [int(text.split()[1]) for text in survived[::2]]
+            assert 99 not in indices, "a turn committed before the reset survived it"
             assert survived == [t for i in indices for t in (f"question {i}", f"answer {i}")]
             assert indices == acked[bucket][len(acked[bucket]) - len(indices):], "only a suffix of turns survives a reset"
+            surviving += len(survived)
         assert report.logical_conversation_id == "s"
+        committed = len(buckets) * (8 + 1) * 2
+        assert report.messages + surviving == committed, "every message was either reset or survived, none lost twice"
         self.close(store, other)
 
     # ------------------------------------------------------------------ corruption

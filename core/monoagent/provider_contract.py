@@ -429,8 +429,10 @@ class ProviderContract:
     def test_refused_connection_is_one_line(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.stop()
         error = _error(runtime, contract_request())
+        assert isinstance(error, ProviderError), error
         assert "\n" not in str(error)
-        assert "127.0.0.1" in str(error)
+        assert "127.0.0.1" in str(error)  # the URL to check
+        assert error.provider and error.provider in str(error)  # and the provider, by name
 
     # ------------------------------------------------------------------ cancellation
 
