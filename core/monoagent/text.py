@@ -56,6 +56,40 @@ def utf8_suffix(text: str, max_bytes: int) -> Truncated:
     return Truncated(data[start:].decode("utf-8"), len(data), len(data) - start)
 
 
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def scrub_unicode(text: str) -> tuple[str, int]:
+    """``text`` as valid Unicode: every surrogate code point replaced by U+FFFD, and how many were.
+
+    The one decision for text that is not valid Unicode, taken where text enters (the CLI's
+    arguments and input, :class:`~monoagent.model.TurnRequest` and the other model classes,
+    provider events, tool results, files): a surrogate code point (what Python's
+    ``surrogateescape`` makes of a byte that is not UTF-8, or a lone ``\\ud800`` from JSON) cannot
+    be encoded, so it becomes the replacement character and the caller reports the count. Valid
+    text comes back as the very same object with a count of 0.
+    """
+    if text.isascii():
+        return text, 0
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        count = 0
+
+        def replace(match: re.Match[str]) -> str:
+            nonlocal count
+            count += len(match.group())
+            return REPLACEMENT_CHARACTER * len(match.group())
+
+        return _SURROGATES.sub(replace, text), count
+    return text, 0
+
+
+def valid_unicode(text: str) -> str:
+    """:func:`scrub_unicode` without the count, for converters and places that report elsewhere."""
+    return scrub_unicode(text)[0]
+
+
 class LazyPattern:
     """A regular expression compiled on first use.
 
@@ -71,3 +105,6 @@ class LazyPattern:
         if self._compiled is None:
             self._compiled = re.compile(*self._args)
         return getattr(self._compiled, name)
+
+
+_SURROGATES = LazyPattern("[\ud800-\udfff]+")
