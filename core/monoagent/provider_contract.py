@@ -200,15 +200,22 @@ class WireServer:
 
     # ------------------------------------------------------------------ serving
 
+    def next_reply(self) -> Reply:
+        """The reply to the request just recorded: the next queued one, else an HTTP 500.
+
+        Override it to answer every request alike (a server that always calls a tool).
+        """
+        try:
+            return self.replies.get_nowait()
+        except queue.Empty:
+            return Reply(status=500, error_message="the scripted server has no reply queued")
+
     def _serve(self, handler: Any) -> None:
         length = int(handler.headers.get("content-length") or 0)
         body = handler.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in handler.headers.items()}
         self.requests.append(RecordedRequest(handler.command, handler.path, headers, body, tuple(handler.client_address[:2])))
-        try:
-            reply = self.replies.get_nowait()
-        except queue.Empty:
-            reply = Reply(status=500, error_message="the scripted server has no reply queued")
+        reply = self.next_reply()
         if reply.status >= 400:
             payload = self.error_body(reply)
             handler.send_response(reply.status)
