@@ -593,13 +593,10 @@ class ProviderCall:
             )
 
     async def _stream(self, attempt: _Attempt, runtime: Any, request: ProviderRequest, stateless: bool) -> StepOutcome:
-        """One provider step within :class:`StreamLimits`; the runtime's stream is always closed, also on cancellation."""
+        """One provider step, read by :func:`read_step`; its text streams out as ``text_delta`` events."""
         turn = self.turn
         model = attempt.model
-        limits = self.limits
         buffer = attempt.live = io.StringIO()
-        calls: list[ToolCall] = []
-        finished = StepFinished()
         turn.emit(
             "provider_request",
             model=model,
@@ -613,104 +610,121 @@ class ProviderCall:
         if self.cache_diagnostics:
             turn.emit("prompt_cache_diagnostics", model=model, step=request.step, attempt=attempt.number,
                       **cache_fingerprint(request))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limits.timeout
-        settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
-        stream = runtime.stream(request)
-        timer = asyncio.timeout_at(min(deadline, loop.time() + limits.idle))
-        try:
-            async with timer:
-                async for event in stream:
-                    now = loop.time()
-                    if isinstance(event, TextDelta):
-                        text = event.text
-                        if type(text) is not str:
-                            raise _malformed(model, f"a TextDelta whose text is {type(text).__name__}")
-                        if not text:
-                            progress = False
-                        else:
-                            progress = True
-                            settled += len(text) if text.isascii() else utf8_len(text)
-                            buffer.write(text)
-                            turn.emit("text_delta", text=text, step=request.step, attempt=attempt.number)
-                    elif isinstance(event, ToolCallRequested):
-                        call = event.call
-                        arguments = canonical_arguments(model, call)
-                        calls.append(call)
-                        if len(calls) > MAX_TOOL_CALLS_PER_STEP:
-                            raise _stream_error(
-                                model, f"more than {MAX_TOOL_CALLS_PER_STEP} tool calls in one step", "too_many_tool_calls"
-                            )
-                        provisional = 0
-                        settled += utf8_len(arguments) + utf8_len(call.id) + utf8_len(call.name)
-                        progress = True
-                    elif isinstance(event, StreamProgress):
-                        size = event.bytes
-                        if type(size) is not int or size < 0:
-                            raise _malformed(model, f"a StreamProgress whose bytes are not a count ({type(size).__name__})")
-                        if event.kind == "tool_arguments":
-                            provisional += size
-                        else:
-                            settled += size
-                        progress = size > 0
-                    elif isinstance(event, StepFinished):
-                        if type(event.stop_reason) is not str or not _counts_ok(event.usage):
-                            raise _malformed(model, "a StepFinished whose stop_reason is not a str or whose usage is not counts")
-                        finished = event
-                        break
-                    else:
-                        raise _malformed(model, f"an object of type {type(event).__name__}, which is not a ProviderEvent")
-                    if settled + provisional > limits.max_bytes:
-                        raise _stream_error(
-                            model,
-                            f"the stream passed providers.piNative.maxStreamBytes = {limits.max_bytes} bytes of output "
-                            f"(text, tool-call arguments, reasoning); it was stopped",
-                            "stream_too_large",
-                        )
-                    if progress:
-                        timer.reschedule(min(deadline, now + limits.idle))
-                    elif now >= timer.when():  # a runtime that never awaits cannot be stopped by the timer
-                        raise TimeoutError
-        except TimeoutError:
-            if not timer.expired() and loop.time() < timer.when():
-                raise
-            raise self._timed_out(model, deadline) from None
-        finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+
+        def on_text(text: str) -> None:
+            buffer.write(text)
+            turn.emit("text_delta", text=text, step=request.step, attempt=attempt.number)
+
+        calls, finished = await read_step(runtime, request, model=model, limits=self.limits, on_text=on_text)
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None
-        stop_reason = utf8_prefix(finished.stop_reason, 64).text
-        outcome = StepOutcome(model, text, tuple(calls), finished.usage, stop_reason)
+        outcome = StepOutcome(model, text, tuple(calls), finished.usage, finished.stop_reason)
         turn.emit(
             "provider_response",
             model=model,
             step=request.step,
             attempt=attempt.number,
-            stop_reason=stop_reason,
+            stop_reason=finished.stop_reason,
             tool_calls=len(calls),
             usage=attrs.asdict(finished.usage),
         )
         return outcome
 
-    def _timed_out(self, model: str, deadline: float) -> ProviderError:
-        limits = self.limits
-        if asyncio.get_running_loop().time() >= deadline:
-            return _stream_error(
-                model,
-                f"the stream passed providers.piNative.streamTimeoutMs = {round(limits.timeout * 1000)} ms from the "
-                f"request; it was stopped",
-                "stream_timeout",
-            )
+
+async def read_step(
+    runtime: Any, request: ProviderRequest, *, model: str, limits: StreamLimits, on_text: Callable[[str], None]
+) -> tuple[list[ToolCall], StepFinished]:
+    """Read one provider step's stream within ``limits``: its tool calls and its end.
+
+    Every non-empty text piece goes to ``on_text`` (synchronously, as it arrives). Everything
+    the module docstring promises about a stream holds here (types, bytes, idle timeout,
+    deadline, tool calls per step); a violation raises a one-line ProviderError with its code.
+    The stream is always closed, also on cancellation, and nothing after its ``StepFinished``
+    is read. The harness reads every step through it, and so does anything else that calls a
+    provider (the ``summary`` compaction policy).
+    """
+    calls: list[ToolCall] = []
+    finished = StepFinished()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.timeout
+    settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
+    stream = runtime.stream(request)
+    timer = asyncio.timeout_at(min(deadline, loop.time() + limits.idle))
+    try:
+        async with timer:
+            async for event in stream:
+                now = loop.time()
+                if isinstance(event, TextDelta):
+                    text = event.text
+                    if type(text) is not str:
+                        raise _malformed(model, f"a TextDelta whose text is {type(text).__name__}")
+                    progress = bool(text)
+                    if progress:
+                        settled += len(text) if text.isascii() else utf8_len(text)
+                        on_text(text)
+                elif isinstance(event, ToolCallRequested):
+                    call = event.call
+                    arguments = canonical_arguments(model, call)
+                    calls.append(call)
+                    if len(calls) > MAX_TOOL_CALLS_PER_STEP:
+                        raise _stream_error(model, f"more than {MAX_TOOL_CALLS_PER_STEP} tool calls in one step", "too_many_tool_calls")
+                    provisional = 0
+                    settled += utf8_len(arguments) + utf8_len(call.id) + utf8_len(call.name)
+                    progress = True
+                elif isinstance(event, StreamProgress):
+                    size = event.bytes
+                    if type(size) is not int or size < 0:
+                        raise _malformed(model, f"a StreamProgress whose bytes are not a count ({type(size).__name__})")
+                    if event.kind == "tool_arguments":
+                        provisional += size
+                    else:
+                        settled += size
+                    progress = size > 0
+                elif isinstance(event, StepFinished):
+                    if type(event.stop_reason) is not str or not _counts_ok(event.usage):
+                        raise _malformed(model, "a StepFinished whose stop_reason is not a str or whose usage is not counts")
+                    finished = attrs.evolve(event, stop_reason=utf8_prefix(event.stop_reason, 64).text)
+                    break
+                else:
+                    raise _malformed(model, f"an object of type {type(event).__name__}, which is not a ProviderEvent")
+                if settled + provisional > limits.max_bytes:
+                    raise _stream_error(
+                        model,
+                        f"the stream passed providers.piNative.maxStreamBytes = {limits.max_bytes} bytes of output "
+                        f"(text, tool-call arguments, reasoning); it was stopped",
+                        "stream_too_large",
+                    )
+                if progress:
+                    timer.reschedule(min(deadline, now + limits.idle))
+                elif now >= timer.when():  # a runtime that never awaits cannot be stopped by the timer
+                    raise TimeoutError
+    except TimeoutError:
+        if not timer.expired() and loop.time() < timer.when():
+            raise  # the runtime's own TimeoutError
+        raise _timed_out(model, limits, deadline) from None
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return calls, finished
+
+
+def _timed_out(model: str, limits: StreamLimits, deadline: float) -> ProviderError:
+    if asyncio.get_running_loop().time() >= deadline:
         return _stream_error(
             model,
-            f"no progress in the stream for providers.piNative.streamIdleTimeoutMs = {round(limits.idle * 1000)} ms "
-            f"(nothing, or only keep-alives, arrived)",
-            "stream_idle_timeout",
-            retryable=True,
+            f"the stream passed providers.piNative.streamTimeoutMs = {round(limits.timeout * 1000)} ms from the request; "
+            f"it was stopped",
+            "stream_timeout",
         )
+    return _stream_error(
+        model,
+        f"no progress in the stream for providers.piNative.streamIdleTimeoutMs = {round(limits.idle * 1000)} ms "
+        f"(nothing, or only keep-alives, arrived)",
+        "stream_idle_timeout",
+        retryable=True,
+    )
 
 
 def discard_notice(data: dict[str, Any]) -> str:

@@ -790,6 +790,31 @@ def test_the_harness_bounds_a_third_party_runtime(tmp_path, case):
     assert runtime.closed == 1  # the runtime's stream was closed
 
 
+def test_a_summary_call_is_bounded_too_and_compaction_falls_back_to_truncation(tmp_path):
+    """The ``summary`` compaction policy calls the provider outside the tool loop: same bounds."""
+    calls = itertools.count()
+
+    async def summary_forever_then_answer():
+        if next(calls) == 0:  # the summary request
+            while True:
+                await asyncio.sleep(0)
+                yield TextDelta("summary " * 100)
+        yield TextDelta("answered")
+        yield StepFinished("end_turn", Usage(1, 1))
+
+    agent, _ = harness_agent(tmp_path, summary_forever_then_answer, maxStreamBytes=64 * 1024)
+    agent.config.runtime.compaction.context_window_override = 1024
+    agent.config.runtime.compaction.response_reserve_tokens = 0
+    from monoagent.model import Message
+
+    asyncio.run(agent.history_store.commit("c", [Message("user", "old words " * 400), Message("assistant", "old answer " * 400)]))
+    result, events = turn(agent)
+    assert not isinstance(result, Exception), result
+    assert result.text == "answered"
+    compaction = of(events, "context_compaction")[0]
+    assert compaction["method"] == "truncate" and compaction["applied"] is True
+
+
 def test_an_idle_timeout_moves_down_the_fallback_chain(tmp_path, serve):
     server = serve(stream_of(A_START, endless(a_event("ping", {"type": "ping"}))))
     agent = agent_for(tmp_path, "anthropic", server.url, pi={"streamIdleTimeoutMs": 100, "piMaxRetries": 1},
