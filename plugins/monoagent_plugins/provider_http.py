@@ -359,12 +359,13 @@ class SSEReader:
 
     def feed(self, chunk: bytes) -> list[Any]:
         buffer = self.buffer
+        scan = max(len(buffer) - 1, 0)  # the unfinished line held no line end, bar a CR at its very end
         buffer += chunk
         found: list[Any] = []
         position = 0
         end = len(buffer)
         while True:
-            match = _EOL.search(buffer, position)
+            match = _EOL.search(buffer, max(position, scan))
             if match is None or (match.end() == end and buffer[-1] == 13):  # a CR whose LF may follow
                 break
             if match.start() - position > self.limit:

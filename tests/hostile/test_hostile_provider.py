@@ -671,6 +671,33 @@ def test_generated_bytes_through_the_sse_reader(chunks, limit):
         assert exc.code == "event_too_large"
 
 
+LINE_TEXT = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(st.sampled_from(["", "ping", "message_start"]), st.lists(LINE_TEXT, min_size=1, max_size=3)), max_size=6),
+       line_end=st.sampled_from([b"\n", b"\r\n", b"\r"]), cuts=st.lists(st.integers(0, 400), max_size=12))
+def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, line_end, cuts):
+    """Events with several data lines, names, comments and any line end, cut anywhere."""
+    from monoagent_plugins.provider_http import Endpoint, SSEReader
+
+    body = b"".join(
+        (f"event: {name}".encode() + line_end if name else b"")
+        + b"".join(b"data: " + line.encode() + line_end for line in lines)
+        + b": keep-alive" + line_end + line_end
+        for name, lines in events
+    )
+
+    def read(chunks: list[bytes]) -> list[tuple[str, str]]:
+        reader = SSEReader(Endpoint("p", "http://127.0.0.1:9/x", {}, "providers.x.baseUrl", None, 1.0, 1.0))
+        found = [event for chunk in chunks for event in reader.feed(chunk)] + reader.finish()
+        return [(event.event, event.data) for event in found]
+
+    points = sorted({min(c, len(body)) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    assert read(pieces) == [(name or "message", "\n".join(lines)) for name, lines in events]
+
+
 # =========================================================================== item 7: the harness bounds any runtime
 
 
