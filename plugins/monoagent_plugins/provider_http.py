@@ -44,6 +44,8 @@ from monoagent.text import LazyPattern, scrub_unicode
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+PAUSE_EVERY = 0.01
+"""Seconds of reading after which :class:`SSEReader` lets the event loop run (timers included)."""
 ERROR_BODY_MAX_BYTES = 64 * 1024
 """Bytes of an HTTP error answer (or of an answer that is not an event stream) read for its message."""
 _EOL = LazyPattern(rb"\r\n?|\n")
@@ -345,23 +347,45 @@ class SSEReader:
         self.started = False
 
     async def events(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-        """The events of ``chunks``. Every chunk passes through the event loop once: reading a
-        socket that already holds data does not suspend, and a server that sends only pings
-        must not keep the harness's timers from firing."""
+        """The events of ``chunks``, passing through the event loop at least every
+        :data:`PAUSE_EVERY` seconds: reading a socket that already holds data does not suspend,
+        and a server that floods pings must not keep the harness's timers from firing."""
         import asyncio
 
+        clock = asyncio.get_running_loop().time
+        pause_at = clock() + PAUSE_EVERY
         async for chunk in chunks:
             for event in self.feed(chunk):
                 yield event
-            await asyncio.sleep(0)
+            if clock() >= pause_at:
+                await asyncio.sleep(0)
+                pause_at = clock() + PAUSE_EVERY
         for event in self.finish():
             yield event
 
     def feed(self, chunk: bytes) -> list[Any]:
+        found: list[Any] = []
         buffer = self.buffer
+        if b"\r" not in chunk and not buffer.endswith(b"\r"):  # the usual case: LF line ends only
+            lines = chunk.split(b"\n")
+            if len(lines) > 1 and buffer:
+                buffer += lines[0]
+                lines[0] = bytes(buffer)
+                buffer.clear()
+            if len(lines) > 1:
+                buffer += lines.pop()
+                limit = self.limit
+                for raw in lines:
+                    if len(raw) > limit:
+                        raise self.too_large("line")
+                    self.line(raw, found)
+            else:
+                buffer += chunk
+            if len(buffer) > self.limit:
+                raise self.too_large("line")
+            return found
         scan = max(len(buffer) - 1, 0)  # the unfinished line held no line end, bar a CR at its very end
         buffer += chunk
-        found: list[Any] = []
         position = 0
         end = len(buffer)
         while True:
@@ -468,6 +492,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _scrubbed(value: Any, replaced: list[int]) -> Any:
     """``value`` with every string (keys too) valid Unicode; counts the replacements into ``replaced``."""
     if isinstance(value, str):
@@ -490,12 +517,12 @@ def loads(endpoint: Endpoint, text: str, what: str) -> Any:
     the decoder is ``Malformed`` too.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise Malformed(f"{what} nests too deeply to read") from None
     except ValueError as exc:
         raise Malformed(f"{what} is not JSON ({exc})") from None
-    if _SURROGATE_ESCAPE.search(text):
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
         from monoagent.reliability import MAX_ARGUMENT_DEPTH, too_deep  # not at plugin load: it imports the harness's modules
 
         if too_deep(value, 2 * MAX_ARGUMENT_DEPTH):  # the scrub below recurses

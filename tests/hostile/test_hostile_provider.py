@@ -675,17 +675,18 @@ LINE_TEXT = st.text(st.characters(blacklist_characters="\r\n", blacklist_categor
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=st.lists(st.tuples(st.sampled_from(["", "ping", "message_start"]), st.lists(LINE_TEXT, min_size=1, max_size=3)), max_size=6),
-       line_end=st.sampled_from([b"\n", b"\r\n", b"\r"]), cuts=st.lists(st.integers(0, 400), max_size=12))
-def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, line_end, cuts):
-    """Events with several data lines, names, comments and any line end, cut anywhere."""
+@given(events=st.lists(st.tuples(st.sampled_from(["", "ping", "message_start"]), st.lists(LINE_TEXT, min_size=1, max_size=3),
+                                 st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=6),
+       cuts=st.lists(st.integers(0, 400), max_size=12))
+def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, cuts):
+    """Events with several data lines, names, comments and any (mixed) line ends, cut anywhere."""
     from monoagent_plugins.provider_http import Endpoint, SSEReader
 
     body = b"".join(
         (f"event: {name}".encode() + line_end if name else b"")
         + b"".join(b"data: " + line.encode() + line_end for line in lines)
         + b": keep-alive" + line_end + line_end
-        for name, lines in events
+        for name, lines, line_end in events
     )
 
     def read(chunks: list[bytes]) -> list[tuple[str, str]]:
@@ -695,7 +696,7 @@ def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, 
 
     points = sorted({min(c, len(body)) for c in cuts})
     pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
-    assert read(pieces) == [(name or "message", "\n".join(lines)) for name, lines in events]
+    assert read(pieces) == [(name or "message", "\n".join(lines)) for name, lines, _ in events]
 
 
 # =========================================================================== item 7: the harness bounds any runtime
