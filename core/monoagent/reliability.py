@@ -102,6 +102,9 @@ BASE_DELAY_MS = 1_000
 MAX_TOOL_CALLS_PER_STEP = 1024
 """Tool calls one provider step may request; more is a ``too_many_tool_calls`` ProviderError."""
 
+RESCHEDULE_EVERY = 0.001
+"""Seconds: progress moves the idle timer at most this often, so it may fire up to this much early."""
+
 MAX_ARGUMENT_DEPTH = 64
 """How deep a tool call's arguments may nest objects and arrays (the arguments object is level 1)."""
 
@@ -193,7 +196,8 @@ def _malformed(model: str, what: str) -> ProviderError:
 
 def _counts_ok(usage: Any) -> bool:
     return isinstance(usage, Usage) and all(
-        type(value) is int and value >= 0 for value in attrs.astuple(usage)
+        type(value) is int and value >= 0
+        for value in (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
     )
 
 
@@ -650,7 +654,8 @@ async def read_step(
     deadline = loop.time() + limits.timeout
     settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
     stream = runtime.stream(request)
-    timer = asyncio.timeout_at(min(deadline, loop.time() + limits.idle))
+    armed = loop.time()  # when the idle timer was last moved: it moves at most once a millisecond
+    timer = asyncio.timeout_at(min(deadline, armed + limits.idle))
     try:
         async with timer:
             async for event in stream:
@@ -684,7 +689,9 @@ async def read_step(
                 elif isinstance(event, StepFinished):
                     if type(event.stop_reason) is not str or not _counts_ok(event.usage):
                         raise _malformed(model, "a StepFinished whose stop_reason is not a str or whose usage is not counts")
-                    finished = attrs.evolve(event, stop_reason=utf8_prefix(event.stop_reason, 64).text)
+                    finished = event
+                    if not (event.stop_reason.isascii() and len(event.stop_reason) <= 64):
+                        finished = attrs.evolve(event, stop_reason=utf8_prefix(event.stop_reason, 64).text)
                     break
                 else:
                     raise _malformed(model, f"an object of type {type(event).__name__}, which is not a ProviderEvent")
@@ -696,7 +703,9 @@ async def read_step(
                         "stream_too_large",
                     )
                 if progress:
-                    timer.reschedule(min(deadline, now + limits.idle))
+                    if now - armed >= RESCHEDULE_EVERY:
+                        armed = now
+                        timer.reschedule(min(deadline, now + limits.idle))
                 elif now >= timer.when():  # a runtime that never awaits cannot be stopped by the timer
                     raise TimeoutError
     except TimeoutError:
