@@ -361,6 +361,11 @@ as a mapping and reads no file.
 can be set without a file; the variable wins over the file. Values are parsed by the key's type:
 booleans accept `1/0`, `true/false`, `yes/no`, `on/off`; lists are comma-separated
 (`MONO_AGENT_FALLBACKS=openai:gpt-4o,ollama:llama3`); an empty value unsets an optional key.
+Integers and numbers are ASCII digits only (at most 30), a number with an optional `.` fraction,
+and a leading `-` only where the key's range allows negatives: `1_000`, `+5`, `1e3`, `inf`,
+`nan` and fullwidth or other non-ASCII digits are refused with an error naming the variable, the
+value and what is allowed. Counts on the command line (`monoagent memory list --limit`) follow
+the same rule.
 
 ## Relative paths
 
