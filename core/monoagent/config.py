@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -135,11 +134,12 @@ class ContextConfig:
         factory=list,
     )
     skill_max_bytes: int = setting(
-        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes.", env="MONO_AGENT_SKILL_MAX_BYTES",
+        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes (a SKILL.md over this + 64 KiB is not read).",
+        env="MONO_AGENT_SKILL_MAX_BYTES",
         min=256, max=1_000_000,
     )
     bootstrap_max_chars: int = setting(
-        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters.",
+        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file over 4 bytes per character of it is not read).",
         env="MONO_AGENT_BOOTSTRAP_MAX_CHARS", min=64, max=1_000_000,
     )
     bootstrap_total_max_chars: int = setting(
@@ -749,21 +749,24 @@ def discover_config_file(explicit: str | os.PathLike[str] | None = None, env: Ma
     return None
 
 
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError."""
+    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError.
+
+    The file must be a regular file of at most :data:`CONFIG_MAX_BYTES` (1 MiB), nested at most
+    :data:`~monoagent.documents.MAX_NESTING` levels deep (see :mod:`monoagent.documents`).
+    """
+    from .documents import DocumentError, load_document
+
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            loaded = json.loads(data)
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"{path}: the top level must be a JSON object")
-            return loaded
-        return tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}") from None
+        loaded = load_document(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
+    except DocumentError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return loaded
 
 
 @attrs.define

@@ -350,7 +350,10 @@ The first of these that applies is the one file read (files are never merged):
    (`platformdirs.user_config_path("monoagent")`: `~/.config/monoagent/` on Linux,
    `~/Library/Application Support/monoagent/` on macOS).
 
-A file whose name ends in `.json` is read as JSON, anything else as TOML. Keys are camelCase
+A file whose name ends in `.json` is read as JSON, anything else as TOML. The file must be a
+regular file (not a FIFO or a device) of at most 1 MiB, nested at most 64 levels deep, with
+dotted keys of at most 64 parts; anything else is a one-line error checked before the file is
+read or parsed. Keys are camelCase
 (`context.identityPath`, `runtime.maxTurns`); in Python the attributes are their snake_case
 spellings (`config.context.identity_path`). In Python, `Agent(config={...})` takes the same tree
 as a mapping and reads no file.

@@ -1,12 +1,21 @@
 """Hostile inputs against records and operator files (issue 8, items 6, 16, 17 and 19).
 
+* 6 (operator files): every file read whole (bootstrap files, skills, the config file, offline
+  scripts, local plugin files) is a regular file under a byte cap checked before reading, and
+  JSON/TOML/YAML nesting is bounded before a recursive parser sees it.
 * 19: integers and numbers typed as text (``MONO_AGENT_*`` variables, command-line counts) take
   ASCII digits only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +24,7 @@ from hypothesis import strategies as st
 
 from monoagent.config import _field_type, _unwrap_optional, iter_keys, load_config
 from monoagent.errors import ConfigError
+from monoagent.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 # --------------------------------------------------------------------------- 19: ASCII digits only
@@ -148,3 +158,366 @@ def test_a_command_line_count_without_negatives_refuses_a_minus_sign(memory_cli)
     result = memory_cli("memory", "list", "--offset", "-1")
     assert result.exit_code == 2 and "expected an integer: ASCII digits 0-9 only; allowed: x>=0" in result.output
     assert memory_cli("memory", "list", "--limit", "3").exit_code == 0
+
+
+# --------------------------------------------------------------------------- 6: files the operator points at
+
+# Before the fix these reads never end (a FIFO) or eat memory until the kernel kills the process
+# (/dev/zero), so they run in a child with an address-space cap; the timeout is a watchdog that
+# turns a hang into a failure, never synchronisation.
+CHILD_MEMORY_CAP = 1 << 30
+WATCHDOG_SECONDS = 120
+
+
+def run_child(script: str, *args: str) -> dict:
+    prelude = textwrap.dedent(
+        f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, ({CHILD_MEMORY_CAP}, {CHILD_MEMORY_CAP}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script), *args],
+        capture_output=True, text=True, timeout=WATCHDOG_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+BOOTSTRAP_CHILD = """
+import asyncio, json, os, sys
+from monoagent.model import TurnRequest
+from monoagent.testing import fresh_agent
+
+tmp = sys.argv[1]
+fifo = os.path.join(tmp, "fifo.md")
+os.mkfifo(fifo)
+out = {}
+for key in ("soulPath", "identityPath", "userPath"):
+    for target in ("/dev/zero", fifo, tmp):
+        agent = fresh_agent(os.path.join(tmp, key), config={"context": {key: target}})
+        prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+        out[f"{key} {target}"] = [(d.code, d.message, d.section) for d in prompt.manifest.diagnostics]
+        agent.close()
+print(json.dumps(out))
+"""
+
+
+def test_a_bootstrap_path_to_a_device_fifo_or_directory_is_a_diagnostic_not_a_hang(tmp_path):
+    found = run_child(BOOTSTRAP_CHILD, str(tmp_path))
+    sections = {"soulPath": ("SOUL.md", "core_guardrails"), "identityPath": ("IDENTITY.md", "identity"),
+                "userPath": ("USER.md", "user_persona")}
+    assert len(found) == 9
+    for case, diagnostics in found.items():
+        key = case.split()[0]
+        name, section = sections[key]
+        unreadable = [d for d in diagnostics if d[0] == "bootstrap_unreadable"]
+        assert unreadable == [[
+            "bootstrap_unreadable",
+            f"{name} could not be read: it is not a regular file (a FIFO, a device, a socket or a directory); not read",
+            section,
+        ]], (case, diagnostics)
+        assert str(tmp_path) not in unreadable[0][1]  # diagnostics never carry the path
+
+
+@pytest.mark.parametrize("key", ["soulPath", "identityPath", "userPath"])
+def test_a_bootstrap_file_over_four_bytes_per_character_of_its_budget_is_not_read(tmp_path, key):
+    big = tmp_path / "big.md"
+    budget = 64
+    big.write_bytes(b"x" * (budget * 4 + 1))
+    agent = fresh_agent(tmp_path, config={"context": {key: str(big), "bootstrapMaxChars": budget}})
+    prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+    name = {"soulPath": "SOUL.md", "identityPath": "IDENTITY.md", "userPath": "USER.md"}[key]
+    messages = [d.message for d in prompt.manifest.diagnostics if d.code == "bootstrap_unreadable" and d.message.startswith(name)]
+    assert messages == [
+        f"{name} could not be read: it is 257 bytes, over the 256-byte limit "
+        "(context.bootstrapMaxChars 64 x 4 bytes per character); not read"
+    ]
+    assert "xxxx" not in prompt.system_text
+    big.write_bytes(b"x" * (budget * 4))  # at the cap: read, then cut to the character budget as before
+    prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+    assert "bootstrap_truncated" in {d.code for d in prompt.manifest.diagnostics}
+    assert "x" * budget in prompt.system_text and "x" * (budget + 1) not in prompt.system_text
+    agent.close()
+
+
+SWAP_CHILD = """
+import asyncio, json, os, sys
+from pathlib import Path
+from monoagent.model import TurnRequest
+from monoagent.testing import fresh_agent
+
+tmp = Path(sys.argv[1])
+soul = tmp / "soul.md"
+soul.write_text("Be kind.", encoding="utf-8")
+agent = fresh_agent(tmp, config={"context": {"soulPath": str(soul)}})
+first = asyncio.run(agent.assemble(TurnRequest("hello")))
+stamp = soul.stat()
+soul.unlink()
+os.mkfifo(soul)
+os.utime(soul, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+second = asyncio.run(agent.assemble(TurnRequest("hello")))
+print(json.dumps([
+    "Be kind." in first.system_text,
+    "Be kind." in second.system_text,
+    [d.code for d in second.manifest.diagnostics],
+]))
+agent.close()
+"""
+
+
+def test_a_bootstrap_file_swapped_for_a_fifo_is_not_served_from_the_cache(tmp_path):
+    before, after, codes = run_child(SWAP_CHILD, str(tmp_path))
+    assert before and not after and "bootstrap_unreadable" in codes
+
+
+SKILL_CHILD = """
+import asyncio, json, os, sys
+from monoagent.model import TurnRequest
+from monoagent.testing import fresh_agent
+
+tmp = sys.argv[1]
+root = os.path.join(tmp, "skills")
+os.makedirs(os.path.join(root, "fifo"))
+os.mkfifo(os.path.join(root, "fifo", "SKILL.md"))
+os.makedirs(os.path.join(root, "dir", "SKILL.md"))
+agent = fresh_agent(tmp, config={"context": {"skillsRoot": root, "selectedSkills": ["fifo", "dir"]}})
+prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+print(json.dumps([(d.code, d.message) for d in prompt.manifest.diagnostics if d.code.startswith("skill")]))
+agent.close()
+"""
+
+
+def test_a_skill_that_is_a_fifo_or_a_directory_is_left_out_with_a_diagnostic(tmp_path):
+    found = run_child(SKILL_CHILD, str(tmp_path))
+    reason = "SKILL.md could not be read: it is not a regular file (a FIFO, a device, a socket or a directory); not read"
+    assert found == [["skill_unreadable", f"skill 'fifo': {reason}"], ["skill_unreadable", f"skill 'dir': {reason}"]]
+
+
+def test_a_skill_over_its_budget_plus_front_matter_room_is_not_read(tmp_path):
+    root = tmp_path / "skills"
+    (root / "huge").mkdir(parents=True)
+    (root / "huge" / "SKILL.md").write_bytes(b"y" * (256 + 64 * 1024 + 1))
+    (root / "long").mkdir()
+    (root / "long" / "SKILL.md").write_bytes(b"z" * (256 + 64 * 1024))  # at the cap: read and truncated as before
+    agent = fresh_agent(tmp_path, config={"context": {"skillsRoot": str(root), "selectedSkills": ["huge", "long"], "skillMaxBytes": 256}})
+    prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+    found = [(d.code, d.message) for d in prompt.manifest.diagnostics if d.code.startswith("skill")]
+    assert found[0] == (
+        "skill_unreadable",
+        "skill 'huge': SKILL.md could not be read: it is 65,793 bytes, over the 65,792-byte limit "
+        "(context.skillMaxBytes 256 + 64 KiB); not read",
+    )
+    assert found[1][0] == "skill_truncated" and "- long" in prompt.system_text and "- huge" not in prompt.system_text
+    agent.close()
+
+
+@pytest.mark.parametrize("front", ["[" * 100_000, "- " * 50_000 + "x", "{a: " * 50_000, "".join(" " * i + "a:\n" for i in range(300))])
+def test_deep_front_matter_is_invalid_front_matter_not_a_recursion_error(tmp_path, front):
+    root = tmp_path / "skills"
+    (root / "deep").mkdir(parents=True)
+    (root / "deep" / "SKILL.md").write_text(f"---\n{front}\n---\nbody\n", encoding="utf-8")
+    agent = fresh_agent(tmp_path, config={"context": {"skillsRoot": str(root), "selectedSkills": ["deep"], "skillMaxBytes": 200_000}})
+    prompt = asyncio.run(agent.assemble(TurnRequest("hello")))
+    found = [(d.code, d.message) for d in prompt.manifest.diagnostics if d.code.startswith("skill")]
+    assert found[0][0] == "skill_front_matter_invalid", found
+    assert "more than 64 levels deep" in found[0][1] or "not valid YAML" in found[0][1]
+    assert "- deep" in prompt.system_text and "body" in prompt.system_text
+    agent.close()
+
+
+DEEP_CONFIG_CHILD = """
+import json, sys
+from pathlib import Path
+from monoagent.config import load_config
+from monoagent.errors import ConfigError
+
+def deep(depth):
+    return "[" * depth + "]" * depth
+
+cases = {
+    "json-array": ("monoagent.json", '{"runtime": ' + deep(100_000) + "}"),
+    "json-object": ("monoagent.json", '{"a": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001),
+    "toml-array": ("monoagent.toml", "a = " + deep(100_000)),
+    "toml-inline-table": ("monoagent.toml", "a = " + "{b = " * 100_000 + "1" + "}" * 100_000),
+    "toml-dotted-key": ("monoagent.toml", "a" + ".a" * 100_000 + " = 1"),  # nests without a bracket
+    "toml-table-header": ("monoagent.toml", "[a" + ".a" * 100_000 + "]"),
+    "toml-quoted-dotted-key": ("monoagent.toml", "a" + ' . "a"' * 100_000 + " = 1"),
+}
+out = {}
+for case, (name, text) in cases.items():
+    path = Path(sys.argv[1]) / case / name
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    try:
+        load_config(path, env={})
+    except ConfigError as exc:
+        out[case] = [str(path), exc.problems]
+    except BaseException as exc:
+        out[case] = [str(path), type(exc).__name__]
+print(json.dumps(out))
+"""
+
+
+def test_a_deeply_nested_config_file_is_a_one_line_config_error(tmp_path):
+    # In a child under a memory cap: before the fix tomllib's memory grows with the square of a
+    # dotted key's length, which would take the test process (and the machine) down.
+    found = run_child(DEEP_CONFIG_CHILD, str(tmp_path))
+    assert len(found) == 7
+    for case, (path, problems) in found.items():
+        assert isinstance(problems, list) and len(problems) == 1, (case, problems)
+        assert problems[0].startswith(f"{path}: "), (case, problems)
+        assert re.search(r"more than 64 (levels deep|parts) \(at most 64 allowed\); refused$", problems[0]), (case, problems)
+
+
+TRICKY_TOML = """\
+# BRACKETS
+[plugins]
+block = ['BRACKETS', "BRACKETS", '''
+BRACKETS''', \"\"\"
+\\\"\"\"BRACKETS\"\"\", "a.b.c.d", 'x # [[ ']
+"""
+
+
+def test_the_nesting_limit_counts_only_brackets_outside_strings_and_comments(tmp_path):
+    brackets = "[{" * 500
+    json_path = tmp_path / "monoagent.json"
+    json_path.write_text(json.dumps({"plugins": {"block": [brackets, 'x\\"[[']}}), encoding="utf-8")
+    assert load_config(json_path, env={}).plugins.block == [brackets, 'x\\"[[']
+    toml_path = tmp_path / "monoagent.toml"
+    toml_path.write_text(TRICKY_TOML.replace("BRACKETS", brackets), encoding="utf-8")
+    assert load_config(toml_path, env={}).plugins.block == [brackets, brackets, brackets, '"""' + brackets, "a.b.c.d", "x # [[ "]
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text("runtime" + " . x" * 62 + " = 1\nvalues = [1.5, 2.5, 1979-05-27T07:32:00.999]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown key"):  # 63 parts: parsed, then validated
+        load_config(dotted, env={})
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(1, 120), syntax=st.sampled_from(["json", "toml"]), noise=st.text("[]{}\"'\\#\n .ab", max_size=20))
+def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth, syntax, noise):
+    from monoagent.documents import DocumentError, load_document
+
+    path = tmp_path_factory.mktemp("doc") / f"doc.{syntax}"
+    value: object = noise
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"k": value}
+    document = {"top": value}
+    if syntax == "json":
+        path.write_text(json.dumps(document), encoding="utf-8")
+    else:
+        import tomli_w
+
+        path.write_text(tomli_w.dumps(document), encoding="utf-8")
+    levels = depth  # the top-level table and depth - 1 tables or arrays inside it
+    if levels > 64:
+        with pytest.raises(DocumentError, match="more than 64 (levels deep|parts)"):
+            load_document(path, max_bytes=1 << 20, what="test document")
+    else:
+        assert load_document(path, max_bytes=1 << 20, what="test document") == document
+
+
+CONFIG_CHILD = """
+import json, os, sys
+from pathlib import Path
+from monoagent.config import load_config, read_config_file
+from monoagent.errors import ConfigError
+
+tmp = Path(sys.argv[1])
+fifo = tmp / "fifo.toml"
+os.mkfifo(fifo)
+(tmp / "zero.toml").symlink_to("/dev/zero")
+out = {}
+for name in ("fifo.toml", "zero.toml"):
+    for how, read in (("discovered", lambda path: load_config(path, env={})), ("read", read_config_file)):
+        try:
+            read(tmp / name)
+        except ConfigError as exc:
+            out[f"{name} {how}"] = exc.problems
+print(json.dumps(out))
+"""
+
+
+def test_a_config_path_that_is_a_fifo_or_a_device_is_refused(tmp_path):
+    # read_config_file is checked on its own too: the file may be swapped between discovery and the read
+    found = run_child(CONFIG_CHILD, str(tmp_path))
+    assert sorted(found) == ["fifo.toml discovered", "fifo.toml read", "zero.toml discovered", "zero.toml read"]
+    for case, problems in found.items():
+        assert len(problems) == 1, (case, problems)
+        if case.endswith("read"):
+            assert problems[0] == f"config file {tmp_path / case.split()[0]} is {'a FIFO' if 'fifo' in case else 'a character device'}, not a regular file; refused"
+
+
+def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
+    from monoagent.config import CONFIG_MAX_BYTES, read_config_file
+
+    path = tmp_path / "monoagent.toml"
+    path.write_bytes(b"# " + b"x" * CONFIG_MAX_BYTES)
+    with pytest.raises(ConfigError) as info:
+        read_config_file(path)
+    assert info.value.problems == [
+        f"config file {path} is {CONFIG_MAX_BYTES + 2:,} bytes, over the {CONFIG_MAX_BYTES:,}-byte limit; refused"
+    ]
+
+
+SCRIPT_CHILD = """
+import json, os, sys
+from pathlib import Path
+from monoagent.errors import ConfigError
+from monoagent_plugins.offline import load_script
+
+tmp = Path(sys.argv[1])
+fifo = tmp / "fifo.json"
+os.mkfifo(fifo)
+(tmp / "zero.json").symlink_to("/dev/zero")
+(tmp / "deep.json").write_text('{"steps": [{"text": "x", "tool_calls": [{"name": "t", "arguments": {"a": ' + "[" * 100000 + "]" * 100000 + '}}]}]}')
+(tmp / "deep.toml").write_text("[[steps]]\\ntext = 'x'\\ntool_calls = [{name = 't', arguments = {a = " + "[" * 100000 + "]" * 100000 + "}}]\\n")
+out = {}
+for name in ("fifo.json", "zero.json", "deep.json", "deep.toml"):
+    try:
+        load_script(tmp / name)
+    except ConfigError as exc:
+        out[name] = exc.problems
+print(json.dumps(out))
+"""
+
+
+def test_an_offline_script_that_is_a_fifo_a_device_or_deep_is_a_one_line_error(tmp_path):
+    found = run_child(SCRIPT_CHILD, str(tmp_path))
+    assert set(found) == {"fifo.json", "zero.json", "deep.json", "deep.toml"}
+    for name, problems in found.items():
+        assert len(problems) == 1 and "\n" not in problems[0] and problems[0].startswith("offline:scripted: "), problems
+    assert "not a regular file; refused" in found["fifo.json"][0] and "not a regular file; refused" in found["zero.json"][0]
+    assert "more than 64 levels deep" in found["deep.json"][0] and "more than 64 levels deep" in found["deep.toml"][0]
+
+
+def test_an_oversized_offline_script_is_refused_before_it_is_read(tmp_path):
+    from monoagent_plugins.offline import SCRIPT_MAX_BYTES, load_script
+
+    path = tmp_path / "script.json"
+    with path.open("wb") as handle:
+        handle.truncate(SCRIPT_MAX_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(ConfigError, match=r"script .* is 16,777,217 bytes, over the 16,777,216-byte limit; refused"):
+        load_script(path)
+
+
+PLUGIN_CHILD = """
+import json, os, sys
+from monoagent.testing import fresh_agent
+
+tmp = sys.argv[1]
+plugins = os.path.join(tmp, "plugins")
+os.makedirs(plugins)
+os.mkfifo(os.path.join(plugins, "afifo.py"))
+with open(os.path.join(plugins, "good.py"), "w") as handle:
+    handle.write("from monoagent.hookspecs import hookimpl\\n")
+agent = fresh_agent(tmp, config={"plugins": {"paths": [plugins]}})
+print(json.dumps({r.name: [r.status, r.reason] for r in agent.host.records if r.source == "local"}))
+agent.close()
+"""
+
+
+def test_a_fifo_among_local_plugin_files_is_reported_by_name_and_the_rest_loads(tmp_path):
+    found = run_child(PLUGIN_CHILD, str(tmp_path))
+    assert found["good"][0] == "active"
+    assert found["afifo"][0] == "failed" and "not a regular file; refused" in found["afifo"][1]
