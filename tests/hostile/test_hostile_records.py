@@ -3,6 +3,8 @@
 * 6 (operator files): every file read whole (bootstrap files, skills, the config file, offline
   scripts, local plugin files) is a regular file under a byte cap checked before reading, and
   JSON/TOML/YAML nesting is bounded before a recursive parser sees it.
+* 16: a turn claims its success only once its commit is durable; a failed commit publishes the
+  continuity account (``commit_failed``); a cancel during the commit waits for its outcome.
 * 19: integers and numbers typed as text (``MONO_AGENT_*`` variables, command-line counts) take
   ASCII digits only.
 """
@@ -10,12 +12,14 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -23,9 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monoagent.config import _field_type, _unwrap_optional, iter_keys, load_config
-from monoagent.errors import ConfigError
+from monoagent.continuity import ACCOUNT_HEADER
+from monoagent.errors import CommitFailed, ConfigError, HistoryStoreError
+from monoagent.hookspecs import hookimpl
 from monoagent.model import TurnRequest
-from monoagent.testing import fresh_agent
+from monoagent.testing import fresh_agent, scripted_agent
+from monoagent_plugins.files_history import FilesHistoryStore, FsOps
 
 # --------------------------------------------------------------------------- 19: ASCII digits only
 
@@ -521,3 +528,226 @@ def test_a_fifo_among_local_plugin_files_is_reported_by_name_and_the_rest_loads(
     found = run_child(PLUGIN_CHILD, str(tmp_path))
     assert found["good"][0] == "active"
     assert found["afifo"][0] == "failed" and "not a regular file; refused" in found["afifo"][1]
+
+
+# --------------------------------------------------------------------------- 16: a commit that fails or is cancelled
+
+
+class NearlyFullDisk(FsOps):
+    """File-system operations of a disk with ``free`` bytes left: a stage that would grow past
+    them fails with ENOSPC (a failed stage is unlinked, so its space comes back)."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+        self.written: dict[int, int] = {}
+
+    def open(self, path, flags, mode=0o600):
+        fd = super().open(path, flags, mode)
+        self.written[fd] = 0
+        return fd
+
+    def write(self, fd, data):
+        if self.written.get(fd, 0) + len(data) > self.free:
+            raise OSError(errno.ENOSPC, "No space left on device (test disk)")
+        count = super().write(fd, data)
+        self.written[fd] = self.written.get(fd, 0) + count
+        return count
+
+    def close(self, fd):
+        self.written.pop(fd, None)
+        super().close(fd)
+
+
+class Capture:
+    """Records what ``after_commit`` (memory capture) saw."""
+
+    def __init__(self) -> None:
+        self.captured: list[str] = []
+
+    @hookimpl
+    def after_commit(self, turn, result):
+        self.captured.append(result.text)
+
+
+class StorePlugin:
+    """Registers ``store`` (built from the agent's history directory) as history store ``test``."""
+
+    def __init__(self, build) -> None:
+        self.build = build
+        self.store = None
+
+    @hookimpl
+    def register_history_stores(self, register):
+        def factory(agent):
+            self.store = self.build(agent.config.history_dir)
+            return self.store
+
+        register("test", factory)
+
+
+def store_agent(tmp_path, steps, build, *plugins):
+    store = StorePlugin(build)
+    capture = Capture()
+    agent = scripted_agent(tmp_path, steps, config={"history": {"store": "test"}}, plugins=[store, capture, *plugins])
+    return agent, store, capture
+
+
+def history_of(agent, conversation="c"):
+    return [m.content for m in asyncio.run(agent.history_store.load(conversation))]
+
+
+def test_a_commit_that_hits_a_full_disk_publishes_the_continuity_account(tmp_path):
+    answer = "The long answer. " * 2500  # 42,500 bytes: its stage does not fit, an account does
+    agent, _, capture = store_agent(
+        tmp_path, [{"text": "short"}, {"text": answer}], lambda root: FilesHistoryStore(root, fs=NearlyFullDisk(24 * 1024))
+    )
+    agent.run_sync("first", conversation_id="c")
+    events = []
+    with pytest.raises(CommitFailed, match=r"not committed to history \(HistoryWriteError: .*No space left on device") as info:
+        agent.run_sync("second", conversation_id="c", on_event=events.append)
+    assert isinstance(info.value.__cause__, HistoryStoreError)
+    types = [e.type for e in events]
+    assert "run_committed" not in types and "run_completed" not in types
+    assert types[-2:] == ["continuity_account", "run_failed"]
+    assert events[-2].data["outcome"] == "failed"
+    stored = history_of(agent)
+    assert stored[:3] == ["first", "short", "second"] and len(stored) == 4
+    assert stored[3].startswith(ACCOUNT_HEADER) and "Status: failed (settlement: commit_failed)" in stored[3]
+    assert "The long answer." in stored[3]  # the partial text it had, bounded to 8 KiB
+    assert capture.captured == ["short"]  # memory capture never runs for an account
+    agent.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(free=st.integers(2_000, 80_000), answer_bytes=st.integers(1, 70_000))
+def test_any_full_disk_either_commits_the_answer_or_publishes_an_account_never_both(tmp_path_factory, free, answer_bytes):
+    tmp_path = tmp_path_factory.mktemp("disk")
+    answer = ("word " * (answer_bytes // 5 + 1))[:answer_bytes].strip() or "w"
+    agent, _, capture = store_agent(tmp_path, [{"text": answer}], lambda root: FilesHistoryStore(root, fs=NearlyFullDisk(free)))
+    events = []
+    try:
+        result = agent.run_sync("question", conversation_id="c", on_event=events.append)
+    except CommitFailed:
+        result = None
+    types = [e.type for e in events]
+    stored = history_of(agent)
+    if result is not None:
+        assert types[-1] == "run_completed" and "continuity_account" not in types
+        assert stored == ["question", answer] and capture.captured == [answer]
+    else:
+        assert types[-1] == "run_failed" and "run_committed" not in types and capture.captured == []
+        if "continuity_account" in types:  # the account fitted the disk
+            assert stored[0] == "question" and stored[1].startswith(ACCOUNT_HEADER) and len(stored) == 2
+            assert "settlement: commit_failed" in stored[1]
+        else:  # not even the account fitted: said so, nothing half-written
+            assert stored == []
+            assert any(e.type == "runtime_warning" and e.data.get("code") == "continuity_publication_failed" for e in events)
+    agent.close()
+
+
+FILE_SIZE_LIMIT_CHILD = """
+import asyncio, json, resource, signal, sys
+from monoagent.errors import CommitFailed
+from monoagent.testing import scripted_agent
+
+tmp = sys.argv[1]
+agent = scripted_agent(tmp, [{"text": "short"}, {"text": "A long answer. " * 4000}])
+agent.run_sync("first", conversation_id="c")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))  # the 60 KB answer's record cannot be written
+events = []
+try:
+    agent.run_sync("second", conversation_id="c", on_event=events.append)
+    outcome = None
+except CommitFailed as exc:
+    outcome = str(exc)
+stored = [m.content for m in asyncio.run(agent.history_store.load("c"))]
+print(json.dumps({"outcome": outcome, "types": [e.type for e in events], "stored": stored}))
+"""
+
+
+def test_a_commit_over_the_file_size_limit_publishes_the_account(tmp_path):
+    found = run_child(FILE_SIZE_LIMIT_CHILD, str(tmp_path))
+    assert found["outcome"] and "File too large" in found["outcome"]
+    assert found["types"][-2:] == ["continuity_account", "run_failed"] and "run_committed" not in found["types"]
+    stored = found["stored"]
+    assert stored[:3] == ["first", "short", "second"] and len(stored) == 4
+    assert stored[3].startswith(ACCOUNT_HEADER) and "settlement: commit_failed" in stored[3]
+
+
+class ThreadGatedStore:
+    """A files store whose commits of answers wait, in the worker thread, for the test's gate, as
+    a real store's commit runs on in its thread whatever happens to the coroutine awaiting it."""
+
+    def __init__(self, root, fail=None) -> None:
+        self.inner = FilesHistoryStore(root)
+        self.name = self.inner.name
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.fail = fail
+
+    async def load(self, conversation_id, **kwargs):
+        return await self.inner.load(conversation_id, **kwargs)
+
+    def _commit(self, conversation_id, messages):
+        if not messages[-1].content.startswith(ACCOUNT_HEADER):
+            self.entered.set()
+            self.gate.wait()
+            if self.fail is not None:
+                raise self.fail
+        return self.inner._commit(conversation_id, messages)
+
+    async def commit(self, conversation_id, messages):
+        return await asyncio.to_thread(self._commit, conversation_id, list(messages))
+
+    async def reset(self, conversation_id):
+        return await self.inner.reset(conversation_id)
+
+    async def conversations(self):
+        return await self.inner.conversations()
+
+    async def close(self):
+        await self.inner.close()
+
+
+def cancel_during_commit(agent, cancels=1):
+    store = agent.history_store
+
+    async def main():
+        events = []
+        task = asyncio.create_task(agent.respond(TurnRequest("q", conversation_id="c"), on_event=events.append))
+        await asyncio.to_thread(store.entered.wait)  # the commit is under way in its thread
+        for _ in range(cancels):
+            task.cancel("user_cancelled")
+            await asyncio.sleep(0)  # not synchronisation: lets each cancellation be delivered on its own
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return events
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("cancels", [1, 3])
+def test_a_cancel_during_a_commit_that_lands_completes_the_run_then_reaches_the_caller(tmp_path, cancels):
+    agent, _, capture = store_agent(tmp_path, [{"text": "the answer"}], ThreadGatedStore)
+    events = cancel_during_commit(agent, cancels)
+    types = [e.type for e in events]
+    assert types[-2:] == ["run_committed", "run_completed"], types
+    assert "run_cancelled" not in types and "continuity_account" not in types
+    assert history_of(agent) == ["q", "the answer"]
+    assert capture.captured == ["the answer"]  # memory capture ran for the committed answer
+    agent.close()
+
+
+def test_a_cancel_during_a_commit_that_fails_publishes_the_account_and_nothing_else(tmp_path):
+    failure = OSError(errno.ENOSPC, "No space left on device (test)")
+    agent, _, capture = store_agent(tmp_path, [{"text": "the answer"}], lambda root: ThreadGatedStore(root, fail=failure))
+    events = cancel_during_commit(agent)
+    types = [e.type for e in events]
+    assert types[-2:] == ["continuity_account", "run_cancelled"] and "run_committed" not in types
+    stored = history_of(agent)
+    assert stored[0] == "q" and len(stored) == 2 and stored[1].startswith(ACCOUNT_HEADER)
+    assert "Status: cancelled (reason: user_cancelled)" in stored[1]
+    assert capture.captured == []
+    agent.close()
