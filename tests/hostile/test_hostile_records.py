@@ -5,6 +5,9 @@
   JSON/TOML/YAML nesting is bounded before a recursive parser sees it.
 * 16: a turn claims its success only once its commit is durable; a failed commit publishes the
   continuity account (``commit_failed``); a cancel during the commit waits for its outcome.
+* 17: a tool-history sidecar that cannot be opened (locked by another connection or process)
+  degrades visibly once, retries with back-off and records again once the lock goes; no write's
+  future is left with an unretrieved exception.
 * 19: integers and numbers typed as text (``MONO_AGENT_*`` variables, command-line counts) take
   ASCII digits only.
 """
@@ -12,14 +15,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import fcntl
+import gc
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -30,9 +38,11 @@ from monoagent.config import _field_type, _unwrap_optional, iter_keys, load_conf
 from monoagent.continuity import ACCOUNT_HEADER
 from monoagent.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.hookspecs import hookimpl
-from monoagent.model import TurnRequest
+from monoagent.log import logger
+from monoagent.model import ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore, FsOps
+from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
 
 # --------------------------------------------------------------------------- 19: ASCII digits only
 
@@ -750,4 +760,218 @@ def test_a_cancel_during_a_commit_that_fails_publishes_the_account_and_nothing_e
     assert stored[0] == "q" and len(stored) == 2 and stored[1].startswith(ACCOUNT_HEADER)
     assert "Status: cancelled (reason: user_cancelled)" in stored[1]
     assert capture.captured == []
+    agent.close()
+
+
+# --------------------------------------------------------------------------- 17: a tool-history sidecar locked at first open
+
+
+class Monotonic:
+    """An injected monotonic clock: the back-off moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Echo:
+    @hookimpl
+    def register_tools(self, register):
+        register(ToolSpec("echo", "Echo text back."), lambda turn, args: str(args.get("text", "")))
+
+
+class InjectedSidecar:
+    """Opens the tool-history sidecar itself, with short lock waits and an injected clock."""
+
+    def __init__(self, clock, lock_wait_ms=50) -> None:
+        self.retry = OpenRetry(lock_wait_ms=lock_wait_ms, probe_wait_ms=lock_wait_ms, clock=clock)
+
+    @hookimpl
+    def configure(self, agent):
+        agent.tool_history = SqliteToolHistory(
+            agent.config.history_dir, agent.config.section("toolHistory"), agent.redact, retry=self.retry
+        )
+
+
+def sidecar_agent(tmp_path, turns, clock, **settings):
+    steps = []
+    for index in range(turns):
+        steps += [{"tool_calls": [{"name": "echo", "arguments": {"text": f"call {index}"}}]}, {"text": f"done {index}"}]
+    tool_history = {"projectionMaxCalls": 0, "confirmTimeoutMs": 60_000, **settings}
+    return scripted_agent(tmp_path, steps, config={"toolHistory": tool_history}, plugins=[Echo(), InjectedSidecar(clock)])
+
+
+def make_sidecar(history_dir) -> Path:
+    store = SqliteToolHistory(history_dir, ToolHistoryConfig(), lambda text, kind: text)
+    store.flush()
+    store.close()
+    return history_dir / SIDECAR
+
+
+@contextlib.contextmanager
+def warnings_logged():
+    """monoagent's WARNING records while active (as a library it logs nothing unless enabled)."""
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(message.record["message"]), level="WARNING")
+    for package in ("monoagent", "monoagent_plugins"):
+        logger.enable(package)
+    try:
+        yield lines
+    finally:
+        for package in ("monoagent", "monoagent_plugins"):
+            logger.disable(package)
+        logger.remove(sink)
+
+
+def sqlite_lock_in_this_process(sidecar):
+    holder = sqlite3.connect(sidecar, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    return lambda: (holder.execute("ROLLBACK"), holder.close())
+
+
+SQLITE_LOCK_CHILD = """
+import sqlite3, sys
+holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+holder.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()  # held until the test closes our stdin
+"""
+
+
+def sqlite_lock_in_another_process(sidecar):
+    child = subprocess.Popen([sys.executable, "-c", SQLITE_LOCK_CHILD, str(sidecar)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+
+    def release():
+        child.stdin.close()
+        assert child.wait(timeout=WATCHDOG_SECONDS) == 0
+
+    return release
+
+
+def owner_lock_held(sidecar):
+    fd = os.open(sidecar.parent.parent / OWNER_LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: this process's writer cannot take it either
+    return lambda: os.close(fd)
+
+
+@pytest.mark.parametrize("lock", [sqlite_lock_in_this_process, sqlite_lock_in_another_process, owner_lock_held])
+def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock_goes(tmp_path, lock):
+    clock = Monotonic()
+    agent = sidecar_agent(tmp_path, 5, clock)
+    release = lock(make_sidecar(agent.config.history_dir))
+    try:
+        with warnings_logged() as logged:
+            runs = []
+            for index in range(3):
+                events = []
+                assert agent.run_sync(f"turn {index}", conversation_id="c", on_event=events.append).text == f"done {index}"
+                runs.append(events)
+            for events in runs:
+                calls = [e.data for e in events if e.type in ("tool_call", "tool_result")]
+                assert [c["persistence"] for c in calls] == ["failed", "failed"]
+                assert "ToolHistoryUnavailable" in calls[0]["persistence_error"]
+                warnings = [e.data for e in events if e.type == "runtime_warning"]
+                assert len(warnings) == 1 and warnings[0]["code"] == "tool_history_write_failed", warnings
+                assert "2 tool-history records of this run not written" in warnings[0]["error"]
+            assert agent.tool_history.writer.open_failures == 1  # one attempt; later writes wait for the back-off
+            assert agent.tool_history.unavailable is not None
+            assert len([line for line in logged if "cannot be opened" in line]) == 1  # once, not per write
+            release()
+            release = None
+            events = []
+            agent.run_sync("turn 3", conversation_id="c", on_event=events.append)  # still inside the back-off
+            assert [e.data["persistence"] for e in events if e.type == "tool_call"] == ["failed"]
+            clock.now += OpenRetry().first_delay
+            events = []
+            agent.run_sync("turn 4", conversation_id="c", on_event=events.append)
+            assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
+            assert not [e for e in events if e.type == "runtime_warning"]
+            assert agent.tool_history.unavailable is None
+            assert len([line for line in logged if "open again" in line]) == 1
+            assert len([line for line in logged if "cannot be opened" in line]) == 1
+        recorded = agent.tool_history.records(conversation_id="c")
+        assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 4"}')]
+    finally:
+        if release is not None:
+            release()
+        agent.close()
+
+
+def test_the_back_off_doubles_up_to_its_ceiling():
+    retry = OpenRetry(first_delay=1.0, max_delay=60.0)
+    assert [retry.delay(n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 10_000)] == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+
+
+def test_writes_that_fail_after_their_run_stopped_waiting_leave_no_unretrieved_future(tmp_path):
+    clock = Monotonic()
+    agent = sidecar_agent(tmp_path, 1, clock, confirmTimeoutMs=1, reconcileTimeoutMs=1)
+    release = sqlite_lock_in_this_process(make_sidecar(agent.config.history_dir))
+    unhandled: list[dict] = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unhandled.append(context))
+        writer = agent.tool_history.writer
+        writer.gate.clear()  # the writer holds every write: the run defers them and stops waiting
+        events = []
+        await agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append)
+        assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["deferred", "deferred"]
+        assert "still not confirmed" in next(e for e in events if e.type == "runtime_warning").data["error"]
+        writer.gate.set()  # now the writer meets the locked sidecar and rejects all of them
+        await asyncio.to_thread(writer.submit(lambda db: None).exception)
+        for _ in range(10):
+            await asyncio.sleep(0)  # run the callbacks the writer thread already queued on this loop
+        gc.collect()
+        await asyncio.sleep(0)
+
+    try:
+        asyncio.run(main())
+        gc.collect()
+    finally:
+        release()
+        agent.close()
+    assert [c.get("message") for c in unhandled] == []
+
+
+class HoldWriter:
+    """A tool that closes the writer's gate: its result record waits until the test opens it."""
+
+    @hookimpl
+    def register_tools(self, register):
+        def hold(turn, args):
+            turn.agent.tool_history.writer.gate.clear()
+            return "held"
+
+        register(ToolSpec("hold", "Hold the tool-history writer."), hold)
+
+
+def test_a_write_rejected_after_its_run_stopped_waiting_is_logged(tmp_path):
+    steps = [{"text": "first"}, {"tool_calls": [{"name": "hold", "arguments": {}}]}, {"text": "second"}]
+    config = {"toolHistory": {"projectionMaxCalls": 0, "confirmTimeoutMs": 1, "reconcileTimeoutMs": 1}}
+    agent = scripted_agent(tmp_path, steps, config=config, plugins=[HoldWriter(), InjectedSidecar(Monotonic())])
+    agent.run_sync("first", conversation_id="c")
+    writer = agent.tool_history.writer
+    agent.tool_history.flush()  # the sidecar exists
+    db = sqlite3.connect(agent.config.history_dir / SIDECAR)
+    db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON calls BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
+    db.commit()
+    db.close()
+
+    async def main():
+        events = []
+        await agent.respond(TurnRequest("second", conversation_id="c"), on_event=events.append)
+        writer.gate.set()  # the run is over; now the writer meets the trigger
+        await asyncio.to_thread(writer.submit(lambda db: None).result)
+        for _ in range(10):
+            await asyncio.sleep(0)  # run the callbacks the writer thread already queued on this loop
+        return events
+
+    with warnings_logged() as logged:
+        events = asyncio.run(main())
+    result = next(e for e in events if e.type == "tool_result")
+    assert result.data["persistence"] == "deferred"
+    assert any(e.type == "runtime_warning" and "still not confirmed" in e.data["error"] for e in events)
+    assert [line for line in logged if "failed after the run was finalised" in line and "refused by test" in line]
     agent.close()
