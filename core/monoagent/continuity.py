@@ -219,9 +219,15 @@ def redacted_prefix(window: str, total_bytes: int, limit: int, redact: Callable[
 
 
 def tag_safe_json(value: Any) -> str:
-    """JSON in which ``<``, ``>`` and ``&`` are escaped, so no tag can open or close inside it."""
+    """One line of JSON in which ``<``, ``>`` and ``&`` are escaped, so no tag can open or close inside it.
+
+    The line breaks JSON leaves raw (NEL, U+2028, U+2029) are escaped too: text split into lines
+    (:meth:`str.splitlines`) must not find a host line beginning inside the JSON.
+    """
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    for char in "<>&\x85\u2028\u2029":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
 
 
 def _value(value: BoundedText) -> str:
