@@ -398,11 +398,15 @@ def _opener_chars() -> re.Pattern[str]:
 
     A character reads as something other than itself only through its compatibility
     decomposition, its case folding, its confusables prototype or a bracket's name, so the set
-    is closed over those four (planes 0 to 2), with no character read in full.
+    is closed over those four (planes 0 to 2), with no character read in full (a test checks
+    every character of those planes against the full reading).
     """
     prototypes = _prototypes()
     images: dict[str, str] = {}
-    for codepoint in range(0x80, 0x30000):
+    # Plane 2 holds ideographs only: none has a case or a bracket's name, and only the
+    # compatibility ones (U+2F800 to U+2FA1F) decompose; the confusables data is read whole.
+    codepoints = (*range(0x80, 0x20000), *range(0x2F800, 0x2FA20), *(ord(c) for c in prototypes if ord(c) >= 0x20000))
+    for codepoint in codepoints:
         char = chr(codepoint)
         folded = char.casefold()
         image = prototypes.get(char, "") + (folded if folded != char else "")
