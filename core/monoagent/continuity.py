@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
@@ -69,6 +70,7 @@ PREFIX_LOOKAHEAD_BYTES = 8 * 1024
 """Raw text read past any cut, so that a credential crossing it (a 4096-bit PEM key is 3.2 KiB) is
 recognised whole before the cut is made (see :func:`redacted_prefix`)."""
 REDACTED_PREFIX_ATTEMPTS = 32
+_SNAP_CHARS = 256  # how far back a cut looks for whitespace to land on
 ARGUMENTS_MAX_BYTES = 8 * 1024
 RESULT_MAX_BYTES = 16 * 1024
 IN_FLIGHT_ARGUMENTS_MAX_BYTES = 1024
@@ -198,9 +200,10 @@ def redacted_prefix(window: str, total_bytes: int, limit: int, redact: Callable[
     * when the window is not the whole text, at least :data:`PREFIX_LOOKAHEAD_BYTES` of it lie
       past the cut, so a credential crossing the cut is inside the window and recognised whole.
 
-    Candidate cuts step back over whitespace (at most :data:`REDACTED_PREFIX_ATTEMPTS` tries,
-    then nothing is shown). The count returned is exact: the bytes of the original text after
-    the cut.
+    Each rejected cut steps back by what was too much (the bytes over ``limit``, or the text
+    after the point where the two redactions part), to the whitespace just before when there is
+    one nearby; after :data:`REDACTED_PREFIX_ATTEMPTS` tries nothing is shown. The count
+    returned is exact: the bytes of the original text after the cut.
     """
     whole = redact(window)
     if utf8_len(window) >= total_bytes and utf8_len(whole) <= limit:
@@ -213,8 +216,10 @@ def redacted_prefix(window: str, total_bytes: int, limit: int, redact: Callable[
         over = utf8_len(shown) - limit
         if over <= 0 and whole.startswith(shown):
             return shown, total_bytes - utf8_len(window[:end])
-        target = _raw_prefix_end(window, utf8_len(window[:end]) - max(over, 1))
-        end = max(window.rfind(space, 0, target) for space in (" ", "\n", "\t"))
+        back = over if over > 0 else utf8_len(shown[len(os.path.commonprefix([shown, whole])) :])
+        target = _raw_prefix_end(window, utf8_len(window[:end]) - max(back, 1))
+        space = max(window.rfind(space, 0, target) for space in (" ", "\n", "\t"))
+        end = space if space >= 0 and target - space <= _SNAP_CHARS else target
     return "", total_bytes
 
 

@@ -23,8 +23,9 @@ there. A token is looked for in the *reading* of a text (:func:`fence_view`):
    reads ``<``, ``m`` reads ``rn``), from the data that the ``confusable-homoglyphs`` package
    ships; plus, by their Unicode names, what that table leaves out but a reader still takes for
    the letter or bracket: small capitals (``ᴀ``, ``ʀ``, ``ᴛ`` read ``a``, ``r``, ``t``) and
-   left or right angle or square brackets (``〈``, ``⟨``, ``«``, ``【``). An upper-case letter whose skeleton differs from its lower case's (``I``,
-   which reads ``l`` as much as ``i``) matches either.
+   left or right angle or square brackets (``〈``, ``⟨``, ``«``, ``【``). An ASCII capital
+   whose skeleton differs from its lower case's (``I``, which reads ``l`` as much as ``i``)
+   matches either.
 
 In that reading, whitespace, ``_`` and ``-`` may separate the words of a fence and surround the
 slash. A token found there is rewritten in the original text, over exactly the characters it
@@ -35,9 +36,11 @@ Should a token survive that (it cannot, short of a bug), the text loses every ch
 reads as an opening bracket and every ``&``.
 
 **Cost.** Text without a token comes back as the very same string. ASCII text without ``<``,
-``[`` or ``&`` (most messages) is returned after one scan; other text is read
-through two translation tables filled one character at a time as characters are first seen, so
-the confusables data is loaded on first need, never at import (CLI start-up does not pay for it).
+``[`` or ``&`` (most messages) is returned after one scan, and so is other text without a
+character that reads as one of them; the rest is read through two translation tables filled one
+character at a time as characters are first seen, and only an opener followed by the start of a
+fence's first word is tried against the full pattern. The confusables data is loaded on first
+need, never at import (CLI start-up does not pay for it).
 """
 
 from __future__ import annotations
@@ -143,13 +146,13 @@ _LINE_BREAK_ENTITY = LazyPattern(
 )
 #: Unicode names of brackets the confusables table does not map (category P* or S* only).
 _BRACKET_NAMES = (
-    (re.compile(r"\bLEFT\b.*\bANGLE\b|\bLESS-THAN\b"), "<"),
-    (re.compile(r"\bRIGHT\b.*\bANGLE\b|\bGREATER-THAN\b"), ">"),
-    (re.compile(r"\bLEFT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "["),
-    (re.compile(r"\bRIGHT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "]"),
+    (LazyPattern(r"\bLEFT\b.*\bANGLE\b|\bLESS-THAN\b"), "<"),
+    (LazyPattern(r"\bRIGHT\b.*\bANGLE\b|\bGREATER-THAN\b"), ">"),
+    (LazyPattern(r"\bLEFT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "["),
+    (LazyPattern(r"\bRIGHT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "]"),
 )
 #: Small capitals read as their letter (the confusables table maps only those that look lower case).
-_SMALL_CAPITAL = re.compile(r"\bSMALL CAPITAL (?:LETTER )?([A-Z])(?: WITH .*)?$")
+_SMALL_CAPITAL = LazyPattern(r"\bSMALL CAPITAL (?:LETTER )?([A-Z])(?: WITH .*)?$")
 _MAX_PASSES = 16
 
 

@@ -461,6 +461,16 @@ def test_no_secret_fragment_survives_the_cut_and_the_count_is_exact(placed, shif
     assert_exact_cut(raw, account)
 
 
+def test_text_without_whitespace_is_still_cut_after_redaction_not_dropped():
+    """CJK prose or a long blob has no space to land on: the cut still keeps about 8 KiB."""
+    secret = next(entry for entry in SECRETS if entry["name"] == "anthropic_key")
+    raw = "東京で会いましょう" * 400 + secret["text"] + "。" * 3000
+    account = build_account(stream(raw, [5000, 7000]), run_id="r", outcome="cancelled", redact=redact)
+    assert account.partial_text_bytes > PREFIX_MAX_BYTES - 64
+    assert not leaked(render_account(account), [secret["secret"]])
+    assert_exact_cut(raw, account)
+
+
 @PROPERTY
 @given(entry=st.sampled_from(SECRETS), at=st.integers(UNTRUSTED_DETAIL_MAX_BYTES - 120, UNTRUSTED_DETAIL_MAX_BYTES + 40))
 def test_the_error_evidence_is_cut_after_redaction_too(entry, at):
