@@ -21,7 +21,9 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   failed turn): the user's own text (``turn.request.text``: never the recalled block, never the
   preceding messages, which only ride the provider-facing message) attributed to its speaker,
   ``User (Alice Chen (@alice)): ...`` (``User: ...`` without a sender), then ``Assistant: ...``
-  with any echo of the recalled block or the preceding-messages fence cut out. Every configured tier whose ``captures`` is true gets it at once, with metadata
+  with echoes of the recall block (:func:`cut_recall_echoes`: only the delimiter line and the
+  whole entries that follow it; ordinary prose is never edited) and of the preceding-messages
+  fence cut out. Every configured tier whose ``captures`` is true gets it at once, with metadata
   ``date`` (the agent's local date), ``channel``, ``run_id`` and ``speaker`` (the label; never a
   platform user id); a tier that fails is a ``memory_capture_failed`` warning and the commit stands.
 * **Memory section**: with tiers configured, a short stable system section says how recalled
@@ -32,6 +34,7 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -286,17 +289,78 @@ def register_tools(register: Any) -> None:
 # ------------------------------------------------------------------------------ capture
 
 
+_LEAD = re.compile(r"^[\s>]+")
+
+
+def _bare(line: str) -> str:
+    """A line as the echo rule compares it: without indentation, Markdown quote markers and trailing blanks."""
+    return _LEAD.sub("", line).rstrip()
+
+
+def _entry_forms(recalled: Sequence[MemoryHit]) -> list[list[str]]:
+    """Each recalled entry as bare lines, as stored and as rendered (fence tokens neutralised), longest first."""
+    forms: set[tuple[str, ...]] = set()
+    for hit in recalled:
+        text = hit.text.strip() if isinstance(hit.text, str) else ""
+        for form in (text, neutralize_fence_tokens(text)):
+            if form:
+                forms.add(tuple(_bare(line) for line in form.splitlines()))
+    return [list(form) for form in sorted(forms, key=len, reverse=True)]
+
+
+def _entry_at(lines: Sequence[str], at: int, forms: Sequence[Sequence[str]]) -> int:
+    """How many lines from ``at`` reproduce one whole recalled entry (an optional bullet first); 0 if none."""
+    if at >= len(lines):
+        return 0
+    first = _bare(lines[at])
+    unbulleted = _bare(first[2:]) if first[:2] in ("- ", "* ", "• ") else None
+    for form in forms:
+        if form[0] not in (first, unbulleted) or at + len(form) > len(lines):
+            continue
+        if all(_bare(lines[at + i]) == form[i] for i in range(1, len(form))):
+            return len(form)
+    return 0
+
+
+def cut_recall_echoes(reply: str, recalled: Sequence[MemoryHit]) -> str:
+    """``reply`` without the echoes of the recall block: see "What capture keeps" in docs/memory.md.
+
+    An echo starts at a line that is the delimiter (give or take indentation and ``>`` quote
+    markers) and runs over the recalled entries that follow it, each whole, on lines of their
+    own, with or without the bullet the block renders and blank lines between them. The
+    delimiter line goes in every case; nothing else is touched. A reply without a delimiter line
+    is returned as it is, whatever was recalled: words, sentences and even whole entries a model
+    repeats in its own answer are its answer.
+    """
+    lines = reply.splitlines(keepends=True)
+    if not any(_bare(line) == RECALL_DELIMITER for line in lines):
+        return reply
+    forms = _entry_forms(recalled)
+    kept: list[str] = []
+    at = 0
+    while at < len(lines):
+        if _bare(lines[at]) != RECALL_DELIMITER:
+            kept.append(lines[at])
+            at += 1
+            continue
+        at += 1
+        while True:
+            entry = at
+            while entry < len(lines) and not _bare(lines[entry]):
+                entry += 1
+            length = _entry_at(lines, entry, forms)
+            if not length:
+                break
+            at = entry + length
+    return "".join(kept)
+
+
 def _cut_echoes(reply: str, recalled: Sequence[MemoryHit]) -> str:
-    """``reply`` without an echoed recall block, preceding-messages fence or recalled entry."""
-    if RECALL_DELIMITER in reply:
-        reply = reply.split(RECALL_DELIMITER, 1)[0]
+    """``reply`` without echoes of the recall block or of the preceding-messages fence."""
+    reply = cut_recall_echoes(reply, recalled)
     while PRECEDING_OPEN in reply:
         head, _, tail = reply.partition(PRECEDING_OPEN)
         reply = head + (tail.split(PRECEDING_CLOSE, 1)[1] if PRECEDING_CLOSE in tail else "")
-    for hit in recalled:
-        text = hit.text.strip()
-        if text:
-            reply = reply.replace(text, "")
     return reply.strip()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -25,17 +26,19 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
 from monoagent.hookspecs import hookimpl
+from monoagent.model import MemoryHit, TurnRequest
 from monoagent.plugins import PluginHost
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
-from monoagent_plugins.conversation import RECALL_DELIMITER
+from monoagent.untrusted import neutralize_fence_tokens
+from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
 from monoagent_plugins.memory_index import MemoryTierError
 from monoagent_plugins.memory_journal import JournalTier
-from monoagent_plugins.memory_lite import LiteTier
+from monoagent_plugins.memory_recall import capture_text
 
 TIERS = ("lite", "journal")
 FILES = {"lite": "lite.sqlite", "journal": "journal.sqlite"}
@@ -665,3 +668,108 @@ def test_the_console_script_prints_no_traceback(project: Path) -> None:
     [line] = proc.stderr.splitlines()
     assert "memory tier 'lite'" in line and "not an SQLite database" in line
     assert "journal: 1 entries" in proc.stdout
+
+
+# ------------------------------------------------------------------------------ item 18: what capture keeps
+
+
+def captured(agent: Any, tier: str = "lite") -> list[str]:
+    return [record.text for record in run(agent.memory_tiers()[tier].list(limit=20))]
+
+
+def test_recalled_words_in_an_ordinary_reply_are_kept(tmp_path: Path) -> None:
+    reply = "To deploy the api, run make deploy"
+    agent = scripted_agent(tmp_path, [{"text": reply}], config={"memory": {"tiers": ["lite"]}})
+    run(agent.memory_tiers()["lite"].add("deploy"))
+    events: list[Any] = []
+    agent.run_sync("How do I deploy the api?", conversation_id="c", on_event=collect_events(events))
+    assert [e for e in events if e.type == "memory_recalled"], "the entry must have been recalled for this to test anything"
+    assert "User: How do I deploy the api?\nAssistant: To deploy the api, run make deploy" in captured(agent)
+    agent.close()
+
+
+def test_an_echoed_block_is_cut_and_the_answer_around_it_kept(tmp_path: Path) -> None:
+    reply = f"You asked before.\n\n> {RECALL_DELIMITER}\n> - {FACT}\n\nSo: {FACT}\nDone."
+    agent = scripted_agent(tmp_path, [{"text": reply}], config={"memory": {"tiers": ["lite"]}})
+    run(agent.memory_tiers()["lite"].add(FACT))
+    result = agent.run_sync(QUESTION, conversation_id="c")
+    assert result.text == reply
+    [entry] = [text for text in captured(agent) if text.startswith("User:")]
+    assert entry == f"User: {QUESTION}\nAssistant: You asked before.\n\n\nSo: {FACT}\nDone."
+    agent.close()
+
+
+def test_the_echo_provider_echo_is_cut_exactly(tmp_path: Path) -> None:
+    agent = fresh_agent(tmp_path, config={"memory": {"tiers": ["lite"]}})
+    run(agent.memory_tiers()["lite"].add(f"User: where?\nAssistant: {FACT}"))
+    result = agent.run_sync(QUESTION, conversation_id="c")
+    assert RECALL_DELIMITER in result.text
+    [entry] = [text for text in captured(agent) if text.startswith(f"User: {QUESTION}")]
+    assert RECALL_DELIMITER not in entry and FACT not in entry
+    agent.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"As noted: {FACT} That is all.",  # a recalled sentence inside a longer one
+        f"{FACT}",  # a whole entry, but no delimiter: the model's own answer
+        f"- {FACT}\nand more",
+        f"The header reads {RECALL_DELIMITER} in the prompt.",  # the delimiter inline, not a line
+        f"{RECALL_DELIMITER} and then {FACT}",
+    ],
+)
+def test_replies_that_are_not_a_block_echo_are_captured_unchanged(reply: str) -> None:
+    hits = [MemoryHit("lite", FACT, 1.0, "1"), MemoryHit("lite", "deploy", 0.9, "2")]
+    assert capture_text(TurnRequest("q"), reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {reply}")
+
+
+def test_a_delimiter_line_alone_is_dropped_and_paraphrases_are_kept() -> None:
+    hits = [MemoryHit("lite", FACT, 1.0, "1")]
+    reply = f"Intro\n{RECALL_DELIMITER}\n- Deploy it with make, from the ops host.\nOutro"
+    assert capture_text(TurnRequest("q"), reply, hits) == "User: q\nAssistant: Intro\n- Deploy it with make, from the ops host.\nOutro"
+
+
+_WORDS = ["deploy", "billing", "api", "make", "ops", "host", "the", "a", "run", "-", ">", "*", "User:", "Assistant:", "✓", "日本"]
+_entry = st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8).map(" ".join), min_size=1, max_size=3).map("\n".join)
+_hits = st.lists(_entry, min_size=1, max_size=4).map(lambda texts: [MemoryHit("lite", t, 1.0, str(i)) for i, t in enumerate(texts)])
+
+
+@st.composite
+def _reply_from(draw: Any, hits: list[MemoryHit]) -> str:
+    """Text made of what was recalled: entries whole, as rendered, bulleted, cut up, mixed with other words."""
+    pieces = []
+    for hit in hits:
+        text = hit.text
+        pieces += [text, f"- {text}", recall_block([hit]).split("\n", 1)[1], " ".join(text.split()[:2]), text.upper()]
+    fragment = st.one_of(st.sampled_from(pieces), st.sampled_from(_WORDS), st.text(max_size=12))
+    separators = st.sampled_from(["", " ", "\n", "\n\n", "\n> ", "  "])
+    parts = draw(st.lists(st.tuples(separators, fragment), max_size=10))
+    return "".join(sep + piece for sep, piece in parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), hits=_hits)
+def test_a_reply_without_the_delimiter_is_captured_unchanged_whatever_was_recalled(data: Any, hits: list[MemoryHit]) -> None:
+    reply = data.draw(_reply_from(hits))
+    assume(RECALL_DELIMITER not in reply)
+    request = TurnRequest("q")
+    assert capture_text(request, reply, hits) == capture_text(request, reply, ())
+    assume("<messages_since_your_last_turn>" not in reply)
+    assert capture_text(request, reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {reply.strip()}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), hits=_hits)
+def test_an_echoed_block_is_removed_and_nothing_else(data: Any, hits: list[MemoryHit]) -> None:
+    before = data.draw(_reply_from(hits))
+    after = data.draw(_reply_from(hits))
+    assume(RECALL_DELIMITER not in before + after)
+    first_after = next((line.strip() for line in after.splitlines() if line.strip()), "")
+    firsts = {re.sub(r"^[\s>]+", "", hit.text.strip().splitlines()[0]).rstrip() for hit in hits}
+    assume(first_after not in firsts and not first_after.startswith((">", "-", "*", "•")))  # the answer goes on, not a further entry
+    assume("<messages_since_your_last_turn>" not in before + after)
+    block = recall_block(hits)
+    reply = f"{before}\n{block}\n{after}"
+    expected = f"{before}\n{after}".strip()
+    assert capture_text(TurnRequest("q"), reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {expected}")
