@@ -136,10 +136,11 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
     hits = sorted((hit for hits in found.values() for hit in hits), key=lambda h: -h.score)
     if as_json:
         _echo_json(agent, hits)
-    elif not hits and found:
+    elif found and not hits:
         click.echo("no memory matched")
-    for hit in hits if not as_json else ():
-        click.echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+    else:
+        for hit in hits:
+            click.echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
     _finish(failures)
 
 
@@ -182,13 +183,13 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
     listed, failures = _run(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, [{"tier": name, **agent.unstructure(r)} for name, records in listed.items() for r in records])
-        listed = {}
-    for name, records in listed.items():
-        if not records:
-            click.echo(f"{name:<8} (empty)")
-        for record in records:
-            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
-            click.echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+    else:
+        for name, records in listed.items():
+            if not records:
+                click.echo(f"{name:<8} (empty)")
+            for record in records:
+                stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
+                click.echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
     _finish(failures)
 
 
@@ -226,15 +227,14 @@ def stats_command(tier: str | None, as_json: bool) -> None:
         return await _browsable(t, "stats")()
 
     found, failures = _run(_with_tiers(agent, tier, True, work))
-    stats = list(found.values())
     if as_json:
-        _echo_json(agent, stats)
-        stats = []
-    for item in stats:
-        click.echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
-        for key, value in item.details.items():
-            if value is not None:
-                click.echo(f"  {key}: {value}")
+        _echo_json(agent, list(found.values()))
+    else:
+        for item in found.values():
+            click.echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
+            for key, value in item.details.items():
+                if value is not None:
+                    click.echo(f"  {key}: {value}")
     _finish(failures)
 
 

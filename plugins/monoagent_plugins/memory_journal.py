@@ -543,10 +543,22 @@ TOOL_SPEC = ToolSpec(
 
 
 def journal_tier(turn: Any) -> JournalTier:
-    """The configured journal tier of ``turn``'s agent, or a ValueError saying it is not configured."""
-    for tier in turn.agent.memory_tiers().values():
+    """The configured journal tier of ``turn``'s agent, or a ValueError saying why there is none.
+
+    Each tier is built on its own, so another tier that cannot be built (reported by the
+    turn's recall and capture warnings) does not take the journal down with it.
+    """
+    problems: list[str] = []
+    for name in turn.agent.config.memory.tiers:
+        try:
+            tier = turn.agent.memory_tier(name)
+        except Exception as exc:  # named in the error below if no journal is found
+            problems.append(f"tier {name!r} could not be built ({type(exc).__name__}: {exc})")
+            continue
         if isinstance(tier, JournalTier):
             return tier
+    if problems:
+        raise ValueError(f"no journal tier could be used: {'; '.join(problems)}")
     raise ValueError("no journal tier is configured (add 'journal' to memory.tiers)")
 
 

@@ -386,6 +386,7 @@ async def capture(turn: Any, result: Any) -> None:
         "run_id": turn.run_id,
         "speaker": speaker_label(sender.display_name, sender.handle) if sender is not None else None,
     }
+
     async def add(name: str, tier: MemoryTier) -> None:
         try:
             await tier.add(text, metadata=dict(metadata))

@@ -600,24 +600,41 @@ def test_a_damaged_vector_is_made_again_once_the_embedder_works(tmp_path: Path) 
     assert hit.text == text
 
 
-def test_a_tier_whose_factory_raises_stops_neither_the_turn_nor_the_other_tier(tmp_path: Path) -> None:
+class UnreachableTier:
+    """Registers the tier ``vectors``, whose factory cannot reach its server."""
+
+    @staticmethod
     def unreachable(agent: Any, options: Any) -> Any:
         raise ConnectionError("vector database unreachable")
 
-    class Plugin:
-        @hookimpl
-        def register_memory_tiers(self, register: Any) -> None:
-            register("vectors", unreachable)
+    @hookimpl
+    def register_memory_tiers(self, register: Any) -> None:
+        register("vectors", self.unreachable)
 
+
+def test_a_tier_whose_factory_raises_stops_neither_the_turn_nor_the_other_tier(tmp_path: Path) -> None:
     mem = tmp_path / "mem"
     healthy_store(mem)
-    agent = fresh_agent(tmp_path / "agent", config=memory_config(mem, ("vectors", "lite")), plugins=[Plugin()])
+    agent = fresh_agent(tmp_path / "agent", config=memory_config(mem, ("vectors", "lite")), plugins=[UnreachableTier()])
     result, warnings = turn(agent)
     agent.close()
     assert result.status == "completed" and FACT in result.text
     assert codes(warnings) == {"vectors": {"memory_recall_failed", "memory_capture_failed"}}
     assert all("ConnectionError: vector database unreachable" in w["error"] for w in warnings if w["tier"] == "vectors")
     assert entries(mem, "lite") == 2
+
+
+def test_the_journal_tool_works_when_another_tier_cannot_be_built(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    healthy_store(mem)
+    steps = [{"text": "Looking.", "tool_calls": [{"name": "MemoryJournal", "arguments": {"query": "billing api"}}]}, {"text": "Found."}]
+    (tmp_path / "agent").mkdir()
+    agent = scripted_agent(tmp_path / "agent", steps, config=memory_config(mem, ("vectors", "journal")), plugins=[UnreachableTier()])
+    result, warnings = turn(agent)
+    agent.close()
+    [tool] = result.tool_activity
+    assert tool.result.status.value == "success" and FACT in tool.result.content
+    assert codes(warnings) == {"vectors": {"memory_recall_failed", "memory_capture_failed"}}
 
 
 # ------------------------------------------------------------------------------ monoagent memory ...
