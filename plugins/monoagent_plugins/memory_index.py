@@ -347,7 +347,7 @@ class TierSchema:
         if strays:
             raise ValueError(f"{path} holds the {strays[0]}, which monoagent never creates")
         found = {name: sql for kind, name, sql in objects if kind == "table"}
-        if found and self.main not in found:
+        if self.main not in found and not set(found) <= set(self.reference.tables):  # ours, half made, is completed
             shown = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
             raise ValueError(f"{path} is not a memory database of this tier: it holds the tables {shown} and no table {self.main!r}")
         for name, expected in self.reference.tables.items():

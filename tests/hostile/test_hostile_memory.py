@@ -226,6 +226,20 @@ def test_a_damaged_or_planted_tier_is_a_warning_and_the_other_tier_works(tmp_pat
     assert not (tmp_path / "victim.txt").exists() or (tmp_path / "victim.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_store_left_half_made_is_completed_not_refused(tmp_path: Path, tier: str) -> None:
+    """The strictness above must not brick a store of our own that a crash left with some tables only."""
+    mem = tmp_path / "mem"
+    mem.mkdir(mode=0o700)
+    with sqlite3.connect(mem / FILES[tier]) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.close()
+    agent = fresh_agent(tmp_path / "agent", config=memory_config(mem, (tier,)))
+    _, warnings = turn(agent)
+    agent.close()
+    assert codes(warnings) == {} and entries(mem, tier) == 1
+
+
 def test_a_memory_path_that_is_a_file_fails_both_tiers_but_not_the_turn(tmp_path: Path) -> None:
     (tmp_path / "mem").write_text("not a directory")
     agent = fresh_agent(tmp_path / "agent", config=memory_config(tmp_path / "mem"))
