@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import sqlite3
@@ -109,8 +110,13 @@ def entries(mem: Path, tier: str) -> int:
 # ------------------------------------------------------------------------------ damaged and planted files
 
 
+def garbage(size: int, seed: int = 8) -> bytes:
+    """``size`` bytes of noise, the same on every run."""
+    return random.Random(seed).randbytes(size)
+
+
 def _random_bytes(path: Path) -> None:
-    path.write_bytes(os.urandom(3 * 4096 + 17))
+    path.write_bytes(garbage(3 * 4096 + 17))
 
 
 def _truncated(path: Path) -> None:
@@ -356,8 +362,9 @@ def test_a_damaged_full_text_index_is_rebuilt_from_the_stored_entries(tmp_path: 
     healthy_store(mem, tuple(f"{FACT} Entry {i}." for i in range(40)))
     fts = "memories_fts" if tier == "lite" else "entries_fts"
     with sqlite3.connect(mem / FILES[tier]) as conn:
-        conn.execute(f"UPDATE {fts}_data SET block = randomblob(length(block)) WHERE id >= {damage}")  # 10: the structure record
-        conn.execute(f"UPDATE {fts}_docsize SET sz = randomblob(5)")
+        blocks = conn.execute(f"SELECT id, length(block) FROM {fts}_data WHERE id >= ?", (damage,)).fetchall()  # 10: the structure
+        conn.executemany(f"UPDATE {fts}_data SET block = ? WHERE id = ?", [(garbage(size, row), row) for row, size in blocks])
+        conn.execute(f"UPDATE {fts}_docsize SET sz = ?", (garbage(5),))
     conn.close()
     probe = sqlite3.connect(mem / FILES[tier])
     with pytest.raises(sqlite3.DatabaseError, match="malformed|vtable constructor failed"):
