@@ -86,51 +86,52 @@ _PRIVATE_KEY = _lazy(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
 )
 
-_TOKENS: list[tuple[str, re.Pattern[str]]] = [
-    ("anthropic_key", _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
-    ("openai_key", _lazy(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}")),
-    ("groq_key", _lazy(r"\bgsk_[A-Za-z0-9]{20,}")),
-    ("xai_key", _lazy(r"\bxai-[A-Za-z0-9]{20,}")),
-    ("replicate_token", _lazy(r"\br8_[A-Za-z0-9]{20,}")),
-    ("huggingface_token", _lazy(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("google_api_key", _lazy(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("google_oauth_token", _lazy(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
-    ("aws_access_key", _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
-    ("azure_key", _lazy(r"(?i)(?:(?<=AccountKey=)|(?<=SharedAccessKey=)|(?<=[?&]sig=))[A-Za-z0-9%/+]{20,}={0,2}")),
-    ("github_token", _lazy(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("gitlab_token", _lazy(r"\bgl(?:pat|rt|dt|ptt|ft|soat|cbt|imt|agent|oas)-[A-Za-z0-9_\-]{20,}")),
-    ("slack_token", _lazy(r"\b(?:xox[abposre]|xapp|xoxe\.xox[bp])-[A-Za-z0-9-]{10,}")),
-    ("slack_webhook", _lazy(r"(?<=https://hooks\.slack\.com/services/)[A-Za-z0-9/_\-]+")),
-    ("discord_webhook", _lazy(r"(?<=/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
-    ("discord_token", _lazy(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b")),
-    ("telegram_bot_token", _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
-    ("stripe_key", _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("stripe_webhook_secret", _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
-    ("square_token", _lazy(r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}")),
-    ("braintree_token", _lazy(r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}")),
-    ("npm_token", _lazy(r"\bnpm_[A-Za-z0-9]{36}")),
-    ("pypi_token", _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
-    ("dockerhub_token", _lazy(r"\bdckr_pat_[A-Za-z0-9_\-]{20,}")),
-    ("sendgrid_key", _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
-    ("twilio_key", _lazy(r"\bSK[0-9a-fA-F]{32}\b")),
-    ("mailgun_key", _lazy(r"\bkey-[0-9a-f]{32}\b")),
-    ("mailchimp_key", _lazy(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
-    ("digitalocean_token", _lazy(r"\bdo[por]_v1_[a-f0-9]{64}")),
-    ("shopify_token", _lazy(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}")),
-    ("vault_token", _lazy(r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}")),
-    ("terraform_token", _lazy(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}")),
-    ("age_secret_key", _lazy(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}")),
-    ("new_relic_key", _lazy(r"\bNRAK-[A-Z0-9]{27}")),
-    ("linear_key", _lazy(r"\blin_api_[A-Za-z0-9]{40}")),
-    ("notion_token", _lazy(r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})")),
-    ("atlassian_token", _lazy(r"\bATATT3[A-Za-z0-9_\-=]{40,}")),
-    ("postman_key", _lazy(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}")),
-    ("pulumi_token", _lazy(r"\bpul-[a-f0-9]{40}")),
-    ("doppler_token", _lazy(r"\bdp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}")),
-    ("databricks_token", _lazy(r"\bdapi[a-f0-9]{32}(?:-[0-9])?")),
-    ("grafana_token", _lazy(r"\bgl(?:c|sa)_[A-Za-z0-9_=+/]{32,}")),
-    ("firebase_key", _lazy(r"\bAAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{100,}")),
-    ("jwt", _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+# (kind, hints, pattern): the pattern runs only on text whose lower-cased form holds one of the hints.
+_TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
+    ("anthropic_key", ('sk-ant-',), _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("openai_key", ('sk-',), _lazy(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}")),
+    ("groq_key", ('gsk_',), _lazy(r"\bgsk_[A-Za-z0-9]{20,}")),
+    ("xai_key", ('xai-',), _lazy(r"\bxai-[A-Za-z0-9]{20,}")),
+    ("replicate_token", ('r8_',), _lazy(r"\br8_[A-Za-z0-9]{20,}")),
+    ("huggingface_token", ('hf_',), _lazy(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("google_api_key", ('aiza',), _lazy(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("google_oauth_token", ('ya29.',), _lazy(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
+    ("aws_access_key", ('akia', 'asia', 'agpa', 'aida', 'aroa', 'anpa', 'anva', 'aipa'), _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
+    ("azure_key", ('accountkey=', 'sharedaccesskey=', 'sig='), _lazy(r"(?i)(?:(?<=AccountKey=)|(?<=SharedAccessKey=)|(?<=[?&]sig=))[A-Za-z0-9%/+]{20,}={0,2}")),
+    ("github_token", ('ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'), _lazy(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("gitlab_token", ('glpat-', 'glrt-', 'gldt-', 'glptt-', 'glft-', 'glsoat-', 'glcbt-', 'glimt-', 'glagent-', 'gloas-'), _lazy(r"\bgl(?:pat|rt|dt|ptt|ft|soat|cbt|imt|agent|oas)-[A-Za-z0-9_\-]{20,}")),
+    ("slack_token", ('xox', 'xapp-'), _lazy(r"\b(?:xox[abposre]|xapp|xoxe\.xox[bp])-[A-Za-z0-9-]{10,}")),
+    ("slack_webhook", ('hooks.slack.com',), _lazy(r"(?<=https://hooks\.slack\.com/services/)[A-Za-z0-9/_\-]+")),
+    ("discord_webhook", ('/api/webhooks/',), _lazy(r"(?<=/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
+    ("discord_token", ('.',), _lazy(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b")),
+    ("telegram_bot_token", (':aa',), _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
+    ("stripe_key", ('_live_', '_test_'), _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("stripe_webhook_secret", ('whsec_',), _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
+    ("square_token", ('sq0',), _lazy(r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}")),
+    ("braintree_token", ('access_token$',), _lazy(r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}")),
+    ("npm_token", ('npm_',), _lazy(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("pypi_token", ('pypi-age',), _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
+    ("dockerhub_token", ('dckr_pat_',), _lazy(r"\bdckr_pat_[A-Za-z0-9_\-]{20,}")),
+    ("sendgrid_key", ('sg.',), _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
+    ("twilio_key", ('sk',), _lazy(r"\bSK[0-9a-fA-F]{32}\b")),
+    ("mailgun_key", ('key-',), _lazy(r"\bkey-[0-9a-f]{32}\b")),
+    ("mailchimp_key", ('-us',), _lazy(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
+    ("digitalocean_token", ('_v1_',), _lazy(r"\bdo[por]_v1_[a-f0-9]{64}")),
+    ("shopify_token", ('shp',), _lazy(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}")),
+    ("vault_token", ('hvs.', 'hvb.'), _lazy(r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}")),
+    ("terraform_token", ('.atlasv1.',), _lazy(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}")),
+    ("age_secret_key", ('age-secret-key-1',), _lazy(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}")),
+    ("new_relic_key", ('nrak-',), _lazy(r"\bNRAK-[A-Z0-9]{27}")),
+    ("linear_key", ('lin_api_',), _lazy(r"\blin_api_[A-Za-z0-9]{40}")),
+    ("notion_token", ('secret_', 'ntn_'), _lazy(r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})")),
+    ("atlassian_token", ('atatt3',), _lazy(r"\bATATT3[A-Za-z0-9_\-=]{40,}")),
+    ("postman_key", ('pmak-',), _lazy(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}")),
+    ("pulumi_token", ('pul-',), _lazy(r"\bpul-[a-f0-9]{40}")),
+    ("doppler_token", ('dp.',), _lazy(r"\bdp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}")),
+    ("databricks_token", ('dapi',), _lazy(r"\bdapi[a-f0-9]{32}(?:-[0-9])?")),
+    ("grafana_token", ('glc_', 'glsa_'), _lazy(r"\bgl(?:c|sa)_[A-Za-z0-9_=+/]{32,}")),
+    ("firebase_key", (':apa91b',), _lazy(r"\bAAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{100,}")),
+    ("jwt", ('eyj',), _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
 ]
 
 # ---------------------------------------------------------------------------------------- secret names
@@ -152,6 +153,7 @@ _NAME_SUFFIXES = frozenset("value base b64 base64 hex raw plain plaintext str st
 _HEADER_ONLY = frozenset(("authorization", "proxy-authorization", "cookie", "set-cookie"))
 _QUERY_ONLY = frozenset(("key", "sig", "signature", "x-amz-signature", "code_verifier"))
 
+_NAME_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie")
 _CAMEL = _lazy(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NAME_SPLIT = _lazy(r"[^a-z0-9]+")
 
@@ -260,17 +262,18 @@ _XML_ELEMENT = _lazy(
 _QUERY = _lazy(r"(?<=[?&;])(?P<key>[\w.\-\[\]]+)=(?P<value>[^&#\s\"'<>]+)")
 _BEARER = _lazy(r"(?i)(?<=\bbearer )[A-Za-z0-9._~+/\-]{16,}=*")
 _URL_AUTHORITY = _lazy(r"(?i)\b[a-z][a-z0-9+.\-]*://(?P<authority>[^\s/?#\"'<>`\\]+)")
-_COMMAND_SECRETS: list[tuple[str, re.Pattern[str]]] = [
-    ("cli_credentials", _lazy(r"(?i)(?:^|(?<=\s))(?:-u|--user|-U|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:\"'/%]+:(?!//)(?P<value>[^\s\"']+)")),
-    ("cli_credentials", _lazy(r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n|;&]*?[ \t]-p(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
-    ("cli_credentials", _lazy(r"\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
-    ("cli_credentials", _lazy(r"\bredis-cli\b[^\n|;&]*?[ \t]-a[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
-    ("cli_credentials", _lazy(r"\bdocker\s+login\b[^\n|;&]*?[ \t]-p[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
-    ("cli_credentials", _lazy(r"(?<![\w-])-pass(?:in|out)?[ \t]+pass:(?P<value>\S+)")),
-    ("cli_credentials", _lazy(r"\bsmbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%(?P<value>\S+)")),
-    ("cli_credentials", _lazy(r"(?i)(?<![\w-])(?:-b|--cookie)[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]*=\S+)")),
+_COMMAND_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
+    ("cli_credentials", ('-u', '--user', '--proxy-user'), _lazy(r"(?i)(?:^|(?<=\s))(?:-u|--user|-U|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:\"'/%]+:(?!//)(?P<value>[^\s\"']+)")),
+    ("cli_credentials", ('mysql', 'mariadb'), _lazy(r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n|;&]*?[ \t]-p(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    ("cli_credentials", ('sshpass',), _lazy(r"\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    ("cli_credentials", ('redis-cli',), _lazy(r"\bredis-cli\b[^\n|;&]*?[ \t]-a[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    ("cli_credentials", ('docker',), _lazy(r"\bdocker\s+login\b[^\n|;&]*?[ \t]-p[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    ("cli_credentials", ('pass:',), _lazy(r"(?<![\w-])-pass(?:in|out)?[ \t]+pass:(?P<value>\S+)")),
+    ("cli_credentials", ('smbclient',), _lazy(r"\bsmbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%(?P<value>\S+)")),
+    ("cli_credentials", ('-b', '--cookie'), _lazy(r"(?i)(?<![\w-])(?:-b|--cookie)[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]*=\S+)")),
     (
         "netrc_password",
+        ("password",),
         _lazy(r"(?i)\b(?:machine\s+\S+|default)\s+(?:(?:login|account)\s+\S+\s+)*password\s+(?P<value>(?!\[REDACTED)\S+)"),
     ),
 ]
@@ -351,10 +354,40 @@ def _block_scalar(text: str, start: int, line_start: int) -> tuple[int, int] | N
     return (first, end) if end > first else None
 
 
-def _key_values(text: str) -> list[tuple[int, int, str]]:
+def _key_starts(text: str, folded: str) -> list[int]:
+    """Where the words holding a secret-name stem start (found with ``str.find``, cheaper than a regex scan)."""
+    starts: set[int] = set()
+    for stem in _NAME_STEMS:
+        at = folded.find(stem)
+        while at >= 0:
+            start = at
+            while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+                start -= 1
+            if start > 0 and text[start - 1] == "\\" and text[start] in "nrt":
+                start += 1  # "\npassword": the n belongs to the escape
+            while start < at and not (text[start].isalpha() or text[start] == "_"):
+                start += 1
+            starts.add(start)
+            at = folded.find(stem, at + len(stem))
+    return sorted(starts)
+
+
+def _key_matches(text: str, starts: list[int]) -> list[re.Match[str]]:
+    matches: list[re.Match[str]] = []
+    for start in starts:
+        if matches and start < matches[-1].end():
+            continue
+        quoted = start > 0 and text[start - 1] in "\"'" and _KEY_VALUE.match(text, start - 1)
+        match = quoted or _KEY_VALUE.match(text, start)
+        if match:
+            matches.append(match)
+    return matches
+
+
+def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
     """Values under secret-named keys: ``key = value``, ``"key": "value"``, ``key: value``, ``KEY=value`` ..."""
     spans: list[tuple[int, int, str]] = []
-    for match in _KEY_VALUE.finditer(text):
+    for match in _key_matches(text, starts):
         key = match.group("key")
         start = match.end()
         if not is_secret_name(key) or start >= len(text) or text[start] == "\n":
@@ -416,10 +449,12 @@ def _key_values(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-def _flags(text: str) -> list[tuple[int, int, str]]:
+def _flags(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
-    for match in _FLAG.finditer(text):
-        if not is_secret_name(match.group("key")):
+    for start in starts:
+        dashes = 2 if text[max(start - 2, 0) : start] == "--" else 1 if text[start - 1 : start] == "-" else 0
+        match = _FLAG.match(text, start - dashes) if dashes else None
+        if match is None or not is_secret_name(match.group("key")):
             continue
         start = match.end()
         if start >= len(text) or text[start] in "\n<>|-" or text[start - 1] == "\n":
@@ -438,7 +473,7 @@ def _flags(text: str) -> list[tuple[int, int, str]]:
 def _url_credentials(text: str) -> list[tuple[int, int, str]]:
     """User information of URLs, split at the last ``@`` of the authority the way a URL parser does."""
     spans: list[tuple[int, int, str]] = []
-    for match in _URL_AUTHORITY.finditer(text):
+    for match in _URL_AUTHORITY.finditer(text) if "@" in text else ():
         authority = match.group("authority")
         userinfo, at, _host = authority.rpartition("@")
         if not at or not userinfo:
@@ -452,9 +487,11 @@ def _url_credentials(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-def _commands(text: str) -> list[tuple[int, int, str]]:
+def _commands(text: str, folded: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
-    for kind, pattern in _COMMAND_SECRETS:
+    for kind, hints, pattern in _COMMAND_SECRETS:
+        if not any(hint in folded for hint in hints):
+            continue
         for match in pattern.finditer(text):
             start, end = match.span("value")
             if text[start] in "\"'" and end - start >= 2:
@@ -465,27 +502,31 @@ def _commands(text: str) -> list[tuple[int, int, str]]:
 
 def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
-    for match in _XML_ELEMENT.finditer(text):
+    for match in _XML_ELEMENT.finditer(text) if "</" in text else ():
         if is_secret_name(match.group("key").rpartition(":")[2]):
             spans += _value_spans(text, *match.span("value"), "secret_assignment")
-    for match in _QUERY.finditer(text):
+    for match in _QUERY.finditer(text) if "=" in text else ():
         key = match.group("key")
         if key.lower() in _QUERY_ONLY or is_secret_name(key):
             value = match.group("value")
             if not _PLACEHOLDER.fullmatch(value) and not _is_redacted(value):
                 spans.append((*match.span("value"), "[REDACTED:secret_parameter]"))
-    for match in _BEARER.finditer(text):
+    for match in _BEARER.finditer(text) if "bearer " in text.lower() else ():
         spans.append((match.start(), match.end(), "[REDACTED:bearer_token]"))
     return spans
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``."""
-    text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
-    for kind, pattern in _TOKENS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
-    text = _replace(text, _url_credentials(text) + _commands(text))
-    return _replace(text, _key_values(text) + _flags(text) + _xml_and_query(text))
+    if "-----begin" in text.lower():
+        text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
+    folded = text.lower()
+    for kind, hints, pattern in _TOKENS:
+        if any(hint in folded for hint in hints):
+            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
+    starts = _key_starts(text, text.lower())
+    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _xml_and_query(text))
 
 
 # ---------------------------------------------------------------------------------------- paths
