@@ -185,13 +185,14 @@ def is_secret_name(name: str) -> bool:
 
 _MARKER = _lazy(r"(?:\s*\[REDACTED:[^\]\s]*\](?:#[0-9]+)?)+\s*")
 _PLACEHOLDER = _lazy(
-    r"(?is)|null|none|nil|true|false|undefined|required|optional|\*+|x{3,}|\.{3}|•+|-+"
-    r"|\$.*|%\(?\w*\)?s?%?|\{\{.*\}\}|\{\w*\}|<[^<>]*>|\[REDACTED.*"
+    r"(?is)|null|none|nil|true|false|yes|no|on|off|undefined|required|optional|enabled|disabled|inherit|auto|"
+    r"\*+|x{3,}|\.{3}|•+|-+|\$(?![\"']).*|%\(?\w*\)?s?%?|\{\{.*\}\}|\{\w*\}|<[^<>]*>|\[REDACTED.*"
 )
 _TYPE_NAME = _lazy(
     r"(?:Optional|Union|SecretStr|SecretBytes|Secret|str|bytes|int|bool|float|string|number|boolean|Any|list|dict|List|Dict)\b"
 )
 _REFERENCE = _lazy(r"[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)+(?:[\[(].*)?|[A-Za-z_$][\w$.]*\(.*")
+_EXPRESSION_TAIL = _lazy(r"(?:or|and|if|else|\|\||&&|\?\?|[-+*/%]|==|!=)\s")
 _IDENTIFIER = _lazy(r"[A-Za-z_][A-Za-z_]*[0-9]*")
 _SNAKE_VARIABLE = _lazy(r"[a-z]+(?:_[a-z]+)+")
 _LINE_PREFIX = _lazy(r"[ \t]*(?:(?:export|set|setx|declare(?:[ \t]+-\w+)?|local|readonly|ENV|ARG)[ \t]+|\$env:|-[ \t]+)?")
@@ -201,6 +202,13 @@ _AUTH_SCHEME = _lazy(
 )
 _JSON_NUMBER = _lazy(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _INLINE_END = _lazy(r"[\s;&,\"'<>`)\]}]")
+_FLAG_END = _lazy(r"[\s\"'`;&|)]")
+_QUOTED = {quote: _lazy(rf"{quote}(?P<body>(?:[^{quote}\\\n]|\\.)*){quote}?") for quote in ("\"", "'")}
+
+
+def _is_placeholder(value: object) -> bool:
+    """Whether ``value`` is a placeholder (``null``, ``***``, ``${X}``, ``<token>``, ...), trailing punctuation aside."""
+    return isinstance(value, str) and bool(_PLACEHOLDER.fullmatch(value.strip().rstrip(".,;")))
 
 
 def _is_redacted(value: str) -> bool:
@@ -210,12 +218,16 @@ def _is_redacted(value: str) -> bool:
 def _not_a_value(value: str, *, quoted: bool, sep: str, code: bool, key: str) -> bool:
     """Whether ``value`` (found under a secret-named ``key``) is a reference, placeholder or type, not a secret."""
     stripped = value.strip()
-    if _PLACEHOLDER.fullmatch(stripped) or _is_redacted(stripped):
+    if _is_placeholder(stripped) or _is_redacted(stripped):
         return True
     if quoted:
         return False
     if sep == ":" and _TYPE_NAME.match(stripped):
         return True
+    first, _, rest = stripped.partition(" ")
+    if rest and _EXPRESSION_TAIL.match(rest):
+        stripped = first  # "api_key or os.environ[...]": an expression over a reference
+    stripped = stripped.rstrip(":;,")
     if _REFERENCE.fullmatch(stripped):
         return True
     if _IDENTIFIER.fullmatch(stripped):
@@ -223,28 +235,35 @@ def _not_a_value(value: str, *, quoted: bool, sep: str, code: bool, key: str) ->
     return False
 
 
-def _quoted_end(text: str, start: int) -> int | None:
-    """The end (after the closing quote) of the quoted string starting at ``start``, or None."""
-    for quote in ('"""', "'''"):
-        if text.startswith(quote, start):
-            end = text.find(quote, start + 3)
-            return len(text) if end < 0 else end + 3
-    quote = text[start]
-    if quote == "`":
+def _quoted_value(text: str, start: int) -> tuple[int, int] | None:
+    """The inside of the quoted string opening at ``start``, or None when none opens there.
+
+    Double, single, backtick and triple quotes, and a JSON-escaped ``\\"`` or ``\\'``; escapes are
+    honoured, and an unterminated single-line string ends with its line.
+    """
+    for triple in ('"""', "'''"):
+        if text.startswith(triple, start):
+            end = text.find(triple, start + 3)
+            return start + 3, len(text) if end < 0 else end
+    opener = text[start : start + 1]
+    if opener == "\\" and text[start + 1 : start + 2] in ("\"", "'"):
+        end = text.find(text[start : start + 2], start + 2)
+        return start + 2, end if end >= 0 else _line_end(text, start, escaped=True)
+    if opener == "`":
         end = text.find("`", start + 1)
-        return len(text) if end < 0 else end + 1
-    i = start + 1
-    while i < len(text):
-        char = text[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == quote:
-            return i + 1
-        if char == "\n":
-            return i
-        i += 1
-    return len(text)
+        return start + 1, len(text) if end < 0 else end
+    if opener in ("\"", "'"):
+        return _QUOTED[opener].match(text, start).span("body")
+    return None
+
+
+def _token_value(text: str, start: int, stops: re.Pattern[str] | LazyPattern) -> tuple[int, int]:
+    """The quoted value at ``start``, else the run of characters up to the first of ``stops``."""
+    quoted = _quoted_value(text, start)
+    if quoted is not None:
+        return quoted
+    stop = stops.search(text, start)
+    return start, stop.start() if stop else len(text)
 
 
 # ---------------------------------------------------------------------------------------- context rules
@@ -258,6 +277,13 @@ _FLAG = _lazy(
 )
 _XML_ELEMENT = _lazy(
     r"<(?P<key>(?=[\w.\-:]*?(?i:pass|pwd|secret|token|key|auth|cred))[A-Za-z_][\w.\-:]*)>(?P<value>[^<]+)</(?P=key)>"
+)
+_NAMED_VALUE = _lazy(
+    r"(?i)(?P<q1>[\"']?)\b(?:name|key)(?P=q1)[ \t]*[=:][ \t]*(?P<q2>[\"']?)(?P<name>[\w.\-]+)(?P=q2)"
+    r"[^{}<>\[\]]{0,120}?(?P<q3>[\"']?)\bvalue(?P=q3)[ \t]*[=:][ \t]*"
+)
+_NAMED_ELEMENT = _lazy(
+    r"<(?P<tag>[\w.\-:]+)[^<>]*?\b(?:name|key)=[\"'](?P<name>[^\"'<>]+)[\"'][^<>]*>(?P<value>[^<]+)</(?P=tag)>"
 )
 _QUERY = _lazy(r"(?<=[?&;])(?P<key>[\w.\-\[\]]+)=(?P<value>[^&#\s\"'<>]+)")
 _BEARER = _lazy(r"(?i)(?<=\bbearer )[A-Za-z0-9._~+/\-]{16,}=*")
@@ -307,10 +333,10 @@ def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[in
         scheme = _AUTH_SCHEME.match(value)
         if scheme:
             start += scheme.end()
-            if _PLACEHOLDER.fullmatch(text[start:end].strip()):
-                return []
+        if _is_placeholder(text[start:end]):
+            return []
         return _value_spans(text, start, end, "authorization")
-    if _PLACEHOLDER.fullmatch(value.strip()):
+    if _is_placeholder(value):
         return []
     return _value_spans(text, start, end, "cookie" if "cookie" in header else "secret_header")
 
@@ -397,24 +423,19 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         line_start, escaped = _line_bounds(text, key_start)
         at_line_start = bool(_LINE_PREFIX.fullmatch(text, line_start, key_start))
         open_quote = text[key_start - 1] if not quote and key_start > 0 and text[key_start - 1] in "\"'" else ""
-        code = (sep == ":" and bool(quote)) or text[:key_start].rstrip(" \t")[-1:] in ("{", "(", ",")
+        before = key_start
+        while before > 0 and text[before - 1] in " \t":
+            before -= 1
+        code = (sep == ":" and bool(quote)) or text[before - 1 : before] in ("{", "(", ",")
         header = lowered in _HEADER_ONLY or (sep == ":" and "-" in key and not quote)
-        prefix = re.compile(r"[fFrRbBuU]{1,2}(?=[\"'])").match(text, start)
+        prefix = re.compile(r"(?:[fFrRbBuU]{1,2}|\$)(?=[\"'])").match(text, start)
         value_start = prefix.end() if prefix else start
         opener = text[value_start]
         if open_quote and opener == open_quote:
             continue
-        if opener in "\"'`" or (opener == "\\" and text[value_start + 1 : value_start + 2] in ("\"", "'")):
-            quoted = text[value_start : value_start + 2] if opener == "\\" else opener
-            if quoted == opener:
-                end = _quoted_end(text, value_start)
-                assert end is not None
-                inner_start, inner_end = value_start + 1, end - 1 if text[end - 1 : end] == opener else end
-                if text.startswith(opener * 3, value_start):
-                    inner_start, inner_end = value_start + 3, max(end - 3, value_start + 3)
-            else:
-                close = text.find(quoted, value_start + 2)
-                inner_start, inner_end = value_start + 2, close if close >= 0 else _line_end(text, value_start, True)
+        quoted = _quoted_value(text, value_start)
+        if quoted is not None:
+            inner_start, inner_end = quoted
             if header:
                 spans += _header_value(text, inner_start, inner_end, lowered)
             elif not _not_a_value(text[inner_start:inner_end], quoted=True, sep=sep, code=code, key=key):
@@ -459,14 +480,10 @@ def _flags(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         start = match.end()
         if start >= len(text) or text[start] in "\n<>|-" or text[start - 1] == "\n":
             continue
-        if text[start] in "\"'`":
-            end = _quoted_end(text, start) or len(text)
-            inner = (start + 1, end - 1 if text[end - 1 : end] == text[start] else end)
-        else:
-            stop = re.compile(r"[\s\"'`;&|)]").search(text, start)
-            inner = (start, stop.start() if stop else len(text))
-        if not _not_a_value(text[inner[0] : inner[1]], quoted=text[start] in "\"'`", sep="=", code=False, key=match.group("key")):
-            spans += _value_spans(text, inner[0], inner[1], "cli_credentials")
+        inner = _token_value(text, start, _FLAG_END)
+        quoted = text[start] in "\"'`"
+        if not _not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("key")):
+            spans += _value_spans(text, *inner, "cli_credentials")
     return spans
 
 
@@ -500,6 +517,24 @@ def _commands(text: str, folded: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _named_values(text: str) -> list[tuple[int, int, str]]:
+    """Name/value pairs: ``{"name": "DB_PASSWORD", "value": "..."}``, ``- name: X`` / ``value: ...``, ``<add key=.. value=..>``."""
+    spans: list[tuple[int, int, str]] = []
+    folded = text.lower()
+    for match in _NAMED_VALUE.finditer(text) if "value" in folded else ():
+        start = match.end()
+        if not is_secret_name(match.group("name")) or start >= len(text):
+            continue
+        inner = _token_value(text, start, _INLINE_END)
+        quoted = text[start] in "\"'`"
+        if not _not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("name")):
+            spans += _value_spans(text, *inner, "secret_assignment")
+    for match in _NAMED_ELEMENT.finditer(text) if "</" in text else ():
+        if is_secret_name(match.group("name")) and not _is_placeholder(match.group("value")):
+            spans += _value_spans(text, *match.span("value"), "secret_assignment")
+    return spans
+
+
 def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     for match in _XML_ELEMENT.finditer(text) if "</" in text else ():
@@ -509,7 +544,7 @@ def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
         key = match.group("key")
         if key.lower() in _QUERY_ONLY or is_secret_name(key):
             value = match.group("value")
-            if not _PLACEHOLDER.fullmatch(value) and not _is_redacted(value):
+            if not _is_placeholder(value) and not _is_redacted(value):
                 spans.append((*match.span("value"), "[REDACTED:secret_parameter]"))
     for match in _BEARER.finditer(text) if "bearer " in text.lower() else ():
         spans.append((match.start(), match.end(), "[REDACTED:bearer_token]"))
@@ -526,7 +561,7 @@ def redact_secrets(text: str) -> str:
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
     starts = _key_starts(text, text.lower())
-    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _xml_and_query(text))
+    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _xml_and_query(text))
 
 
 # ---------------------------------------------------------------------------------------- paths
@@ -650,9 +685,14 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
         return redact(value)
     if isinstance(value, dict):
         out: dict[str, Any] = {}
+        named = any(
+            str(k).lower() in ("name", "key") and isinstance(v, str) and is_secret_name(v) for k, v in value.items()
+        )
         for key, item in value.items():
             raw_key = str(key)
-            if is_secret_name(raw_key) and isinstance(item, (str, int, float)) and not isinstance(item, bool) and not _is_placeholder(item):
+            secret = is_secret_name(raw_key) or (named and raw_key.lower() == "value")
+            scalar = isinstance(item, (str, int, float)) and not isinstance(item, bool)
+            if secret and scalar and not _is_placeholder(item):
                 item_out: Any = "[REDACTED:secret_value]"
             else:
                 item_out = redact_structure(item, redact)
@@ -668,8 +708,6 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
     return value
 
 
-def _is_placeholder(item: str | int | float) -> bool:
-    return isinstance(item, str) and bool(_PLACEHOLDER.fullmatch(item.strip()))
 
 
 @bundled_impl

@@ -255,6 +255,20 @@ def passwords() -> list[dict[str, str]]:
         ("query_secret", "https://maps.example.com/geo?q=berlin&key={v}", lambda: fake(39)),
         ("query_secret", "https://bucket.s3.amazonaws.com/o.txt?X-Amz-Signature={v}&X-Amz-Expires=60", lambda: fake(64, HEX)),
         ("query_secret", "wss://stream.example.com/ws?api_key={v}", lambda: fake(24)),
+        # name/value pairs: the secret name is a value, the secret its sibling
+        ("k8s_env_pair", "env:\n  - name: DB_PASSWORD\n    value: {v}\n  - name: LOG_LEVEL\n    value: debug", pw),
+        ("json_name_value_pair", '[{{"name": "API_TOKEN", "value": "{v}"}}, {{"name": "REGION", "value": "eu-west-1"}}]', lambda: fake(32)),
+        ("dotnet_app_setting", '<appSettings><add key="StripeSecretKey" value="{v}" /></appSettings>', lambda: fake(32)),
+        ("xml_named_entry", '<entry name="smtp.password">{v}</entry>', pw),
+        # more syntaxes
+        ("helm_set", "helm upgrade app ./chart --set db.password={v} --set replicas=2", pw),
+        ("kubectl_literal", "kubectl create secret generic app --from-literal=api-key={v}", lambda: fake(32)),
+        ("odbc_connection_string", "Driver={{ODBC Driver 18}};Server=db;Uid=svc;Pwd={v};", pw),
+        ("go_short_assignment", "apiKey := \"{v}\"", lambda: fake(32)),
+        ("java_string", "private static final String DB_PASSWORD = \"{v}\";", pw),
+        ("php_variable", "$password = '{v}';", pw),
+        ("shell_ansi_c_quote", "export PASSWORD=$'{v}'", pw),
+        ("yaml_block_scalar", "tls:\n  private_key: |\n    {v}\n  cert: ok", lambda: fake(64, B64)),
     ]
     rows = []
     for kind, template, make in cases:
@@ -429,6 +443,24 @@ PRECISION: list[tuple[str, str]] = [
     ("windows", "cd src\\app && dir build\\out"),
     ("misc", "version 1.2.3-rc.1+build.5, python>=3.11,<4, numpy==1.26.4"),
     ("misc", "$ make test\n42 passed, 0 failed in 1.23s"),
+    # code and configuration that name secrets without holding one
+    ("python", "def check(password):\n    return hash(password) == stored\nuser.password = hashed_password"),
+    ("python", "if token == expected_token:\n    return {'access_token': access_token, 'token_type': 'bearer'}"),
+    ("python", "password: Optional[SecretStr] = Field(default=None, description='DB password')\ntoken: str | None = None"),
+    ("python", "api_key = api_key or os.environ['KEY']\nauth = HTTPBasicAuth(user, password)\nsecret_key = get_random_secret_key()"),
+    ("python", "credentials = service_account.Credentials.from_service_account_file(path)"),
+    ("python", "tokens = tokenizer.encode(text)\nn_tokens = len(tokens)"),
+    ("javascript", "const { token } = await login();"),
+    ("yaml", "password: <%= ENV['DB_PASSWORD'] %>\ntoken: {{ .Values.api.token }}"),
+    ("yaml", "- name: GITHUB_TOKEN\n  value: ${{ secrets.GITHUB_TOKEN }}\n- name: LOG_LEVEL\n  value: debug"),
+    ("yaml", "max_tokens: 4096\ntemperature: 0.2\nauth: enabled\ncookie: none"),
+    ("yaml", "key_file: certs/server.key\npassword_file: secrets/db.txt\ntoken_url: https://auth.example.com/token"),
+    ("yaml", "api_key_header: X-Api-Key\nTOKEN_LIMIT: 4096\nis_secret: true"),
+    ("shell", "echo \"$PASSWORD\" | docker login --password-stdin registry.example.com"),
+    ("shell", "ssh-keygen -t ed25519 -C me@example.com && git config credential.helper store"),
+    ("prose", "The API key: see the dashboard. Passwords: at least 12 characters. Authorization: required."),
+    ("log", "Token usage: 1,234 input, 567 output. Session token expired at 10:15."),
+    ("json", "[{\"name\": \"REGION\", \"value\": \"eu-west-1\"}, {\"name\": \"DB_PASSWORD\", \"valueFrom\": \"arn:aws:ssm:eu-west-1:123456789012:parameter/db\"}]"),
 ]
 
 
