@@ -94,44 +94,44 @@ _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("xai_key", ('xai-',), _lazy(r"\bxai-[A-Za-z0-9]{20,}")),
     ("replicate_token", ('r8_',), _lazy(r"\br8_[A-Za-z0-9]{20,}")),
     ("huggingface_token", ('hf_',), _lazy(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("google_api_key", ('aiza',), _lazy(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("google_api_key", ('AIza',), _lazy(r"\bAIza[0-9A-Za-z_\-]{35}")),
     ("google_oauth_token", ('ya29.',), _lazy(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
-    ("aws_access_key", ('akia', 'asia', 'agpa', 'aida', 'aroa', 'anpa', 'anva', 'aipa'), _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
-    ("azure_key", ('accountkey=', 'sharedaccesskey=', 'sig='), _lazy(r"(?i)(?:(?<=AccountKey=)|(?<=SharedAccessKey=)|(?<=[?&]sig=))[A-Za-z0-9%/+]{20,}={0,2}")),
+    ("aws_access_key", ('AKIA', 'ASIA', 'AGPA', 'AIDA', 'AROA', 'ANPA', 'ANVA', 'AIPA'), _lazy(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
+    ("azure_key", ('AccountKey=', 'SharedAccessKey=', 'sig='), _lazy(r"(?i)(?:(?<=AccountKey=)|(?<=SharedAccessKey=)|(?<=[?&]sig=))[A-Za-z0-9%/+]{20,}={0,2}")),
     ("github_token", ('ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'), _lazy(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
     ("gitlab_token", ('glpat-', 'glrt-', 'gldt-', 'glptt-', 'glft-', 'glsoat-', 'glcbt-', 'glimt-', 'glagent-', 'gloas-'), _lazy(r"\bgl(?:pat|rt|dt|ptt|ft|soat|cbt|imt|agent|oas)-[A-Za-z0-9_\-]{20,}")),
     ("slack_token", ('xox', 'xapp-'), _lazy(r"\b(?:xox[abposre]|xapp|xoxe\.xox[bp])-[A-Za-z0-9-]{10,}")),
     ("slack_webhook", ('hooks.slack.com',), _lazy(r"(?<=https://hooks\.slack\.com/services/)[A-Za-z0-9/_\-]+")),
     ("discord_webhook", ('/api/webhooks/',), _lazy(r"(?<=/api/webhooks/)[0-9]+/[A-Za-z0-9_\-]+")),
     ("discord_token", ('.',), _lazy(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b")),
-    ("telegram_bot_token", (':aa',), _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
+    ("telegram_bot_token", (':AA',), _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
     ("stripe_key", ('_live_', '_test_'), _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
     ("stripe_webhook_secret", ('whsec_',), _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
     ("square_token", ('sq0',), _lazy(r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}")),
     ("braintree_token", ('access_token$',), _lazy(r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}")),
     ("npm_token", ('npm_',), _lazy(r"\bnpm_[A-Za-z0-9]{36}")),
-    ("pypi_token", ('pypi-age',), _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
+    ("pypi_token", ('pypi-AgE',), _lazy(r"\bpypi-AgE[A-Za-z0-9_\-]{20,}")),
     ("dockerhub_token", ('dckr_pat_',), _lazy(r"\bdckr_pat_[A-Za-z0-9_\-]{20,}")),
-    ("sendgrid_key", ('sg.',), _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
-    ("twilio_key", ('sk',), _lazy(r"\bSK[0-9a-fA-F]{32}\b")),
+    ("sendgrid_key", ('SG.',), _lazy(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
+    ("twilio_key", ('SK',), _lazy(r"\bSK[0-9a-fA-F]{32}\b")),
     ("mailgun_key", ('key-',), _lazy(r"\bkey-[0-9a-f]{32}\b")),
     ("mailchimp_key", ('-us',), _lazy(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
     ("digitalocean_token", ('_v1_',), _lazy(r"\bdo[por]_v1_[a-f0-9]{64}")),
     ("shopify_token", ('shp',), _lazy(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}")),
     ("vault_token", ('hvs.', 'hvb.'), _lazy(r"\bhv[sb]\.[A-Za-z0-9_\-]{24,}")),
     ("terraform_token", ('.atlasv1.',), _lazy(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}")),
-    ("age_secret_key", ('age-secret-key-1',), _lazy(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}")),
-    ("new_relic_key", ('nrak-',), _lazy(r"\bNRAK-[A-Z0-9]{27}")),
+    ("age_secret_key", ('AGE-SECRET-KEY-1',), _lazy(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}")),
+    ("new_relic_key", ('NRAK-',), _lazy(r"\bNRAK-[A-Z0-9]{27}")),
     ("linear_key", ('lin_api_',), _lazy(r"\blin_api_[A-Za-z0-9]{40}")),
     ("notion_token", ('secret_', 'ntn_'), _lazy(r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})")),
-    ("atlassian_token", ('atatt3',), _lazy(r"\bATATT3[A-Za-z0-9_\-=]{40,}")),
-    ("postman_key", ('pmak-',), _lazy(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}")),
+    ("atlassian_token", ('ATATT3',), _lazy(r"\bATATT3[A-Za-z0-9_\-=]{40,}")),
+    ("postman_key", ('PMAK-',), _lazy(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}")),
     ("pulumi_token", ('pul-',), _lazy(r"\bpul-[a-f0-9]{40}")),
     ("doppler_token", ('dp.',), _lazy(r"\bdp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}")),
     ("databricks_token", ('dapi',), _lazy(r"\bdapi[a-f0-9]{32}(?:-[0-9])?")),
     ("grafana_token", ('glc_', 'glsa_'), _lazy(r"\bgl(?:c|sa)_[A-Za-z0-9_=+/]{32,}")),
-    ("firebase_key", (':apa91b',), _lazy(r"\bAAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{100,}")),
-    ("jwt", ('eyj',), _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("firebase_key", (':APA91b',), _lazy(r"\bAAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{100,}")),
+    ("jwt", ('eyJ',), _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
 ]
 
 # ---------------------------------------------------------------------------------------- secret names
@@ -344,23 +344,24 @@ def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[in
 def _line_bounds(text: str, key_start: int) -> tuple[int, bool]:
     """Where the line holding ``key_start`` starts, and whether it starts after a JSON-escaped ``\\n``."""
     real = text.rfind("\n", 0, key_start) + 1
-    escaped = text.rfind("\\n", 0, key_start) + 2
-    return (escaped, True) if escaped > real and escaped > 1 else (real, False)
+    escaped = text.rfind("\\n", real, key_start) + 2
+    return (escaped, True) if escaped > 1 else (real, False)
 
 
 def _line_end(text: str, start: int, escaped: bool = False) -> int:
     """The end of the line from ``start``, trailing blanks and ``,``/``;`` left out (a JSON string's too if ``escaped``)."""
-    stops = [text.find("\n", start)]
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
     if escaped:
-        stops += [text.find("\\n", start), text.find("\\r", start), _unescaped_quote(text, start)]
-    end = min((s for s in stops if s >= 0), default=len(text))
+        stops = [text.find("\\n", start, end), text.find("\\r", start, end), _unescaped_quote(text, start, end)]
+        end = min((s for s in stops if s >= 0), default=end)
     while end > start and text[end - 1] in " \t\r,;":
         end -= 1
     return end
 
 
-def _unescaped_quote(text: str, start: int) -> int:
-    match = re.compile(r'(?<!\\)"').search(text, start)
+def _unescaped_quote(text: str, start: int, end: int) -> int:
+    match = re.compile(r'(?<!\\)"').search(text, start, end)
     return match.start() if match else -1
 
 
@@ -555,9 +556,8 @@ def redact_secrets(text: str) -> str:
     """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``."""
     if "-----begin" in text.lower():
         text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
-    folded = text.lower()
     for kind, hints, pattern in _TOKENS:
-        if any(hint in folded for hint in hints):
+        if any(hint in text for hint in hints):
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
     starts = _key_starts(text, text.lower())
