@@ -588,9 +588,9 @@ _JSON_PATH = _lazy(_PATH_LOOKBEHIND + "(?:" + "|".join(_JSON_PATH_SHAPES) + ")")
 _PATH = _lazy(_PATH_LOOKBEHIND + "(?:" + "|".join(_JSON_PATH_SHAPES[:3] + _RAW_PATH_SHAPES + _JSON_PATH_SHAPES[3:]) + ")")
 _FILESYSTEM_ROOTS = frozenset(
     "home users root tmp var etc usr opt srv mnt media private volumes library applications system dev proc sys run "
-    "bin sbin lib lib32 lib64 libx32 boot snap nix workspace workspaces work app data code builds github scratch "
-    "export net afs cygdrive gnu cores keybase storage sdcard".split()
+    "bin sbin lib lib32 lib64 libx32 boot snap nix workspace workspaces cygdrive cores".split()
 )
+_DRIVE_ROOTS = frozenset(("users", "windows", "program files", "programdata", "documents and settings"))
 _FILE_LIKE = _lazy(r"\.[^.\s]+|.+\.[A-Za-z][A-Za-z0-9]{0,7}")
 _HOME_ROOTS = {"home", "users", "root", "var", "private", "tmp", "mnt", "media", "documents and settings"}
 _SENSITIVE = _lazy(
@@ -608,6 +608,8 @@ def _root_token(hidden: str) -> str:
 def opaque_path(path: str) -> str:
     """``path`` as a host-root token and at most two non-sensitive trailing components."""
     parts = [p for p in re.split(r"[/\\]", path) if p]
+    if len(parts) > 1 and len(parts[0]) == 1 and parts[1].lower() in _DRIVE_ROOTS and path.startswith("/"):
+        parts[0] += ":"  # /c/Users/... is C:\Users\... (Git Bash, MSYS, Cygwin)
     floor = 1
     if parts and (parts[0].startswith("~") or parts[0].endswith(":")):
         floor = 1 + (1 if len(parts) > 1 and parts[0].endswith(":") and parts[1].lower() in _HOME_ROOTS else 0)
@@ -631,7 +633,8 @@ def _path(match: re.Match[str]) -> str:
     span = match.group(0)
     if match.group("posix") or match.group("escaped"):
         parts = [p for p in re.split(r"\\?/", span) if p]
-        if not (parts[0].lower() in _FILESYSTEM_ROOTS or re.fullmatch(r"[a-z]", parts[0]) or any(_FILE_LIKE.fullmatch(p) for p in parts)):
+        drive = len(parts) > 1 and len(parts[0]) == 1 and parts[1].lower() in _DRIVE_ROOTS  # /c/Users/... (Git Bash)
+        if not (parts[0].lower() in _FILESYSTEM_ROOTS or drive or any(_FILE_LIKE.fullmatch(p) for p in parts)):
             return span
     return opaque_path(span)
 

@@ -300,6 +300,7 @@ def test_no_reported_secret_reaches_the_tool_history_database_the_account_or_run
         "<svg><path d=\"M1 2\"/></svg>",
         "type /help, /reset or /model; GET /api/v1/users/42 returned 200",
         "app.get('/api/v1/users/:id', handler)",
+        "a/b, /a/b and /x/y/z are not filesystem paths; nor is /app/config",
     ],
 )
 def test_json_escapes_markup_and_routes_are_not_paths(text):
@@ -315,6 +316,8 @@ def test_json_escapes_markup_and_routes_are_not_paths(text):
         (json.dumps({"text": "see /home/alice/proj/notes.txt\nthen run"}), ["alice"], "proj/notes.txt\\nthen run"),
         (json.dumps({"text": "\tC:\\Users\\dave\\x.txt"}), ["dave"], "\\t<root:"),
         ("cat ~/.ssh/id_ed25519 /etc/hosts", [".ssh", "id_ed25519"], "/hosts"),
+        ("cd /c/Users/alice/proj/src && ls", ["alice"], "proj/src"),
+        ("python /srv/builds/alice/run.py", ["/srv/builds"], "alice/run.py"),
     ],
 )
 def test_real_paths_are_still_tokenised_json_escaped_or_not(text, hidden, kept):
