@@ -57,8 +57,9 @@ disambiguated deterministically (``key``, ``key#2``, ``key#3``, in input order) 
 value is lost. Wrappers on the ``redact`` hook add steps on top of this one.
 
 The recall and precision of these rules are measured on ``tests/data/redaction_recall.json``
-and ``tests/data/redaction_precision.json`` (``tests/test_redaction_measure.py``, and
-``bench/redaction.py`` next to detect-secrets); docs/security.md has the figures.
+and ``tests/data/redaction_precision.json`` (held as floors by
+``tests/hostile/test_hostile_secrets.py``; ``bench/redaction.py`` measures them next to
+detect-secrets); docs/security.md has the figures and why detect-secrets is not used at run time.
 """
 
 from __future__ import annotations
