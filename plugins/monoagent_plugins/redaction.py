@@ -286,8 +286,14 @@ _NAMED_VALUE = _lazy(
 _NAMED_ELEMENT = _lazy(
     r"<(?P<tag>[\w.\-:]+)[^<>]*?\b(?:name|key)=[\"'](?P<name>[^\"'<>]+)[\"'][^<>]*>(?P<value>[^<]+)</(?P=tag)>"
 )
+_LABEL = _lazy(r"(?m)^[ \t]*(?:[-*][ \t]+)?(?P<key>[A-Za-z]+(?:[ \t][A-Za-z]+){1,3})[ \t]*:[ \t]*(?P<value>[^\n]*?)[ \t\r]*$")
+_CREDENTIAL_WORD = _lazy(r"(?=\S*[^a-z\s])\S{6,}")  # one word, not plain lower-case prose
 _QUERY = _lazy(r"(?<=[?&;])(?P<key>[\w.\-\[\]]+)=(?P<value>[^&#\s\"'<>]+)")
 _BEARER = _lazy(r"(?i)(?<=\bbearer )[A-Za-z0-9._~+/\-]{16,}=*")
+# A password holding a raw "/" is no valid URL, but it is written; the user information still ends at the last "@".
+_URL_SLASHED_PASSWORD = _lazy(
+    r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s/:@\"'<>`]+:(?P<password>[^\s/@\"'<>`]*/[^\s\"'<>`]*)@(?=[\w\[])"
+)
 _URL_AUTHORITY = _lazy(r"(?i)\b[a-z][a-z0-9+.\-]*://(?P<authority>[^\s/?#\"'<>`\\]+)")
 _COMMAND_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("cli_credentials", ('-u', '--user', '--proxy-user'), _lazy(r"(?i)(?:^|(?<=\s))(?:-u|--user|-U|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:\"'/%]+:(?!//)(?P<value>[^\s\"']+)")),
@@ -453,10 +459,11 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         if open_quote:
             stops = (text.find(open_quote, value_start), text.find("\n", value_start))
             end = min((e for e in stops if e >= 0), default=len(text))
-        elif (header and sep == ":") or (at_line_start and (sep == ":" or match.group(0).rstrip() != match.group(0))):
+        elif (header and sep == ":") or at_line_start:
             end = _line_end(text, value_start, escaped)
         else:
-            stop = _INLINE_END.search(text, value_start)
+            scheme = _AUTH_SCHEME.match(text, value_start) if header else None
+            stop = _INLINE_END.search(text, scheme.end() if scheme else value_start)
             end = stop.start() if stop else len(text)
             if text[end : end + 1] == "(":
                 continue
@@ -503,6 +510,9 @@ def _url_credentials(text: str) -> list[tuple[int, int, str]]:
             spans += _value_spans(text, start + len(user) + 1, start + len(userinfo), "url_credentials")
         elif not colon and len(user) >= 16 and not _is_redacted(user):
             spans.append((start, start + len(user), "[REDACTED:url_credentials]"))
+    for match in _URL_SLASHED_PASSWORD.finditer(text) if "@" in text else ():
+        if not re.match(r"[0-9]+(?:/|$)", match.group("password")):  # host:port/path@..., not a password
+            spans += _value_spans(text, *match.span("password"), "url_credentials")
     return spans
 
 
@@ -537,6 +547,20 @@ def _named_values(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _labels(text: str) -> list[tuple[int, int, str]]:
+    """``Secret access key: ...`` and ``API Key: ...``: a label of a few words at the start of a line."""
+    spans: list[tuple[int, int, str]] = []
+    for match in _LABEL.finditer(text) if ":" in text else ():
+        key, value = match.group("key"), match.group("value")
+        quoted = _quoted_value(text, match.start("value")) if value else None
+        if not is_secret_name(key) or not value or (quoted is None and not _CREDENTIAL_WORD.fullmatch(value)):
+            continue  # a sentence ("The API key: see the dashboard"), not a credential
+        start, end = quoted or match.span("value")
+        if not _not_a_value(text[start:end], quoted=quoted is not None, sep=":", code=False, key=key):
+            spans += _value_spans(text, start, end, "secret_assignment")
+    return spans
+
+
 def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     for match in _XML_ELEMENT.finditer(text) if "</" in text else ():
@@ -562,7 +586,7 @@ def redact_secrets(text: str) -> str:
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
     starts = _key_starts(text, text.lower())
-    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _xml_and_query(text))
+    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _labels(text) + _xml_and_query(text))
 
 
 # ---------------------------------------------------------------------------------------- paths

@@ -269,6 +269,10 @@ def passwords() -> list[dict[str, str]]:
         ("php_variable", "$password = '{v}';", pw),
         ("shell_ansi_c_quote", "export PASSWORD=$'{v}'", pw),
         ("yaml_block_scalar", "tls:\n  private_key: |\n    {v}\n  cert: ok", lambda: fake(64, B64)),
+        ("env_passphrase_unquoted", "GPG_PASSPHRASE={v}", phrase),
+        ("label", "Access key ID: AKIAFAKEFAKEFAKE0000\nSecret access key: {v}\nRegion: eu-west-1", secret40),
+        ("label", "- API Key: {v}", lambda: fake(32)),
+        ("authorization_inline", "requests.get(url, headers=dict(authorization='Bearer {v}'))", lambda: fake(40, URLSAFE)),
     ]
     rows = []
     for kind, template, make in cases:
@@ -299,6 +303,7 @@ def urls() -> list[dict[str, str]]:
         ("url_userinfo", "https://alice:{v}@github.com (from ~/.git-credentials)", pw("@")),
         ("url_userinfo", "ftp://anon:{v}@ftp.example.org/pub/file.iso", pw(":")),
         ("url_userinfo", "smtp://mailer:{v}@smtp.example.com:587", pw("@")),
+        ("url_userinfo", "postgres://app:{v}@db.internal/app", pw("/")),
         ("url_token_userinfo", "SENTRY_DSN=https://{v}@o123456.ingest.sentry.io/4504", fake(32, HEX)),
         ("url_token_userinfo", "https://{v}@github.com/org/private.git", "ghp_" + fake(36)),
         ("url_webhook", "post to https://hooks.slack.com/services/T0FAKE000/B0FAKE000/{v} now", fake(24)),
@@ -430,6 +435,8 @@ PRECISION: list[tuple[str, str]] = [
     ("url", "http://127.0.0.1:8080/v1/chat/completions and http://[::1]:9000/health"),
     ("url", "https://example.com/oauth/authorize?response_type=code&client_id=app&redirect_uri=https%3A%2F%2Fapp.example.com%2Fcb"),
     ("url", "https://user@example.com is a user, mailto:alice@example.com is mail"),
+    ("url", "https://mastodon.social/@alice and https://host.example:8080/@team/notes"),
+    ("prose", "The secret key: keep it safe. Secret name: db-creds"),
     # chat
     ("chat", "Can you summarise the thread? Keep it short: 3 bullets, no more."),
     ("chat", "I tried `pip install -U monoagent` and it worked, thanks!"),

@@ -63,6 +63,11 @@ def gone(secret: str, text: str) -> bool:
         ('PASSPHRASE="fake correct horse battery staple"', "fake correct horse battery staple"),
         ("mysql -u root -pFAKEmysqlPass1 app", "FAKEmysqlPass1"),
         ("postgres://app:FAKE@pass@word@db.internal:5432/app", "FAKE@pass@word"),
+        ("GPG_PASSPHRASE=fake correct horse battery staple", "fake correct horse battery staple"),
+        ("headers = dict(authorization='Bearer FAKEinline0123456789')", "FAKEinline0123456789"),
+        ("x?authorization=token%20FAKEquery0123&y=1", "token%20FAKEquery0123"),
+        ("postgres://app:FAKE/slash@pw@db.internal/app", "FAKE/slash@pw"),
+        ("Secret access key: FAKEsecretAccess0123/+x\nRegion: eu", "FAKEsecretAccess0123/+x"),
     ],
 )
 def test_the_reported_misses_are_redacted(text, secret):
