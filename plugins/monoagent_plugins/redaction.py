@@ -705,9 +705,10 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
     """JSON-shaped ``value`` with every string and object key passed through ``redact``.
 
     A string or number under a secret-named key (``password``, ``api_key``, ``SecretAccessKey``,
-    ...; see :func:`is_secret_name`) is replaced wholesale unless it is a placeholder. Keys that
-    collide after redaction keep every value: the second and later ones (in input order) get
-    ``#2``, ``#3``...; keys are bounded to 256 characters.
+    ...; see :func:`is_secret_name`), or in a list under one, is replaced wholesale unless it is
+    a placeholder; so is the ``value`` of a ``{"name": <secret name>, "value": ...}`` pair. Keys
+    that collide after redaction keep every value: the second and later ones (in input order)
+    get ``#2``, ``#3``...; keys are bounded to 256 characters.
     """
     if isinstance(value, str):
         return redact(value)
@@ -719,11 +720,7 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
         for key, item in value.items():
             raw_key = str(key)
             secret = is_secret_name(raw_key) or (named and raw_key.lower() == "value")
-            scalar = isinstance(item, (str, int, float)) and not isinstance(item, bool)
-            if secret and scalar and not _is_placeholder(item):
-                item_out: Any = "[REDACTED:secret_value]"
-            else:
-                item_out = redact_structure(item, redact)
+            item_out = _secret_item(item, redact) if secret else redact_structure(item, redact)
             safe = redact(raw_key)[:MAX_KEY_CHARS]
             name, n = safe, 1
             while name in out:
@@ -736,6 +733,13 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
     return value
 
 
+def _secret_item(item: Any, redact: Callable[[str], str]) -> Any:
+    """``item`` found under a secret-named key: its strings and numbers replaced, placeholders kept."""
+    if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+        return item if _is_placeholder(item) else "[REDACTED:secret_value]"
+    if isinstance(item, (list, tuple)):
+        return [_secret_item(element, redact) for element in item]
+    return redact_structure(item, redact)
 
 
 @bundled_impl

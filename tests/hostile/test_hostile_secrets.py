@@ -236,9 +236,13 @@ def test_command_line_credentials_are_redacted(text, secret):
 
 def test_structures_redact_values_under_secret_names_including_numbers_and_keep_placeholders():
     value = {"SecretAccessKey": "FAKE0123456789", "pin_code": 1234, "signingKey": 987654321, "password": "${DB_PASSWORD}",
-             "max_tokens": 4096, "nested": {"db": {"passphrase": "fake horse battery"}}}
+             "max_tokens": 4096, "nested": {"db": {"passphrase": "fake horse battery"}},
+             "api_keys_by_env": {"prod": {"api_key": ["FAKEkey1", "FAKEkey2", None]}},
+             "env": [{"name": "DB_PASSWORD", "value": "FAKEpair123"}, {"name": "REGION", "value": "eu"}]}
     out = redact_structure(value)
     assert out["SecretAccessKey"] == out["signingKey"] == out["nested"]["db"]["passphrase"] == "[REDACTED:secret_value]"
+    assert out["api_keys_by_env"]["prod"]["api_key"] == ["[REDACTED:secret_value]", "[REDACTED:secret_value]", None]
+    assert out["env"] == [{"name": "DB_PASSWORD", "value": "[REDACTED:secret_value]"}, {"name": "REGION", "value": "eu"}]
     assert out["password"] == "${DB_PASSWORD}" and out["max_tokens"] == 4096 and out["pin_code"] == 1234
 
 
