@@ -19,11 +19,14 @@ Secrets become ``[REDACTED:<kind>]``. Two kinds of rule find them:
     key); ``max_tokens``, ``token_type``, ``eos_token``, ``secret_name``, ``primary key`` and
     ``apiKeyEnv`` do not. The key may be written as a JSON or Python key, an environment or
     shell assignment, YAML, TOML, INI or properties, an XML element, a command-line flag
-    (``--password x``, ``--api-key=x``), a header or a query parameter;
+    (``--password x``, ``--api-key=x``), a header, a query parameter, a line's label
+    (``Secret access key: ...``) or a name/value pair (``- name: DB_PASSWORD`` / ``value: ...``,
+    ``<add key="ApiKey" value="..."/>``);
   - the value is taken whole: a quoted value to its closing quote (single, double, triple and
     backtick quotes, escapes honoured), a header value to the end of its line or string, an
-    unquoted configuration value at the start of a line (YAML, INI, ``Password: ...``) to the end
-    of the line, so pass phrases with spaces go whole;
+    unquoted value at the start of a line (YAML, INI, ``.env``, ``Password: ...``) to the end of
+    the line, a YAML block scalar (``key: |``) with its indented lines, so pass phrases with
+    spaces go whole;
   - what is plainly not a value stays: references (``$DB_PASSWORD``, ``${{ secrets.X }}``,
     ``os.environ[...]``, ``settings.DB_PASSWORD``, ``var.db_password``), placeholders
     (``<your-api-key>``, ``***``, ``{{ password }}``), ``null``/``true``/empty, type annotations
@@ -31,8 +34,9 @@ Secrets become ``[REDACTED:<kind>]``. Two kinds of rule find them:
   - ``Authorization``/``Proxy-Authorization`` keep their scheme word and lose the rest,
     ``Cookie``/``Set-Cookie`` lose their whole value;
   - credentials in URLs are found by parsing the authority as a URL does (the user information
-    ends at the *last* ``@``), so a password holding ``@``, ``:`` or percent-escapes goes whole,
-    and a token used as the whole user information (``https://<token>@host``) goes too;
+    ends at the *last* ``@``), so a password holding ``@``, ``:``, percent-escapes (or a raw
+    ``/``, which a parser would not accept) goes whole, and a token used as the whole user
+    information (``https://<token>@host``) goes too;
   - command lines: ``curl -u user:pw``, ``mysql -pPW``, ``sshpass -p PW``, ``redis-cli -a PW``,
     ``docker login -p PW``, ``openssl ... pass:PW``, ``smbclient -U user%PW``, ``.netrc`` lines.
 

@@ -10,6 +10,7 @@ tokens. Every credential here is FAKE.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import sqlite3
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monoagent.errors import ProviderError
 from monoagent.hookspecs import hookimpl
 from monoagent.model import ToolSpec
 from monoagent.redaction_measure import leaks, measure_redactor
@@ -31,7 +33,7 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 RECALL = json.loads((DATA / "redaction_recall.json").read_text(encoding="utf-8"))["entries"]
 PRECISION = json.loads((DATA / "redaction_precision.json").read_text(encoding="utf-8"))["entries"]
 
-# The figures docs/security.md reports, held as floors (measured: recall 270/270, 0 of 115 changed).
+# The figures docs/security.md reports, held as floors (measured: recall 287/287, 0 of 134 changed).
 RECALL_FLOOR = 0.97
 FALSE_POSITIVE_CEILING = 0.02
 
@@ -235,7 +237,7 @@ def test_command_line_credentials_are_redacted(text, secret):
 
 
 def test_structures_redact_values_under_secret_names_including_numbers_and_keep_placeholders():
-    value = {"SecretAccessKey": "FAKE0123456789", "pin_code": 1234, "signingKey": 987654321, "password": "${DB_PASSWORD}",
+    value = {"SecretAccessKey": "FAKE0123456789", "signingKey": 987654321, "password": "${DB_PASSWORD}",
              "max_tokens": 4096, "nested": {"db": {"passphrase": "fake horse battery"}},
              "api_keys_by_env": {"prod": {"api_key": ["FAKEkey1", "FAKEkey2", None]}},
              "env": [{"name": "DB_PASSWORD", "value": "FAKEpair123"}, {"name": "REGION", "value": "eu"}]}
@@ -243,7 +245,7 @@ def test_structures_redact_values_under_secret_names_including_numbers_and_keep_
     assert out["SecretAccessKey"] == out["signingKey"] == out["nested"]["db"]["passphrase"] == "[REDACTED:secret_value]"
     assert out["api_keys_by_env"]["prod"]["api_key"] == ["[REDACTED:secret_value]", "[REDACTED:secret_value]", None]
     assert out["env"] == [{"name": "DB_PASSWORD", "value": "[REDACTED:secret_value]"}, {"name": "REGION", "value": "eu"}]
-    assert out["password"] == "${DB_PASSWORD}" and out["max_tokens"] == 4096 and out["pin_code"] == 1234
+    assert out["password"] == "${DB_PASSWORD}" and out["max_tokens"] == 4096
 
 
 def test_a_json_number_under_a_secret_key_stays_json():
@@ -276,17 +278,18 @@ def test_no_reported_secret_reaches_the_tool_history_database_the_account_or_run
     ]
     events: list = []
     agent = scripted_agent(tmp_path, steps, config={"providers": {"piNative": {"piMaxRetries": 0}}}, plugins=[SecretTool()])
-    with pytest.raises(Exception):
+    with pytest.raises(ProviderError):
         agent.run_sync("deploy it", conversation_id="c", on_event=collect_events(events))
     agent.tool_history.flush()
     messages = asyncio.run(agent.history_store.load("c"))
     agent.close()
     database = b"".join(p.read_bytes() for p in (agent.config.history_dir / SIDECAR).parent.glob("*"))
-    with sqlite3.connect(agent.config.history_dir / SIDECAR) as db:
-        stored = json.dumps(db.execute("SELECT * FROM calls").fetchall())
+    with contextlib.closing(sqlite3.connect(agent.config.history_dir / SIDECAR)) as db:
+        rows = db.execute("SELECT * FROM calls").fetchall()
+    stored = json.dumps(rows)
     account = "\n".join(m.content for m in messages)
     failed = json.dumps([e.data for e in events if e.type == "run_failed"])
-    assert "FAKE" in stored or "REDACTED" in stored  # the call was recorded
+    assert len(rows) == 1 and "deploy" in account  # the call was recorded, and accounted for
     for needle in ("FAKEargAwsSecret", "FAKEargSecretKey", "argument horse battery", "argPass", "FAKEargMysql",
                    "FAKEresultCookie", "FAKEresultToken", "FAKEerrSigning", "FAKEerrToken"):
         for where, text in (("database", stored), ("database file", database.decode("utf-8", "replace")), ("account", account), ("run_failed", failed)):
