@@ -461,8 +461,10 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         if opener in "{[(|<>":
             continue
         if open_quote:
-            stops = (text.find(open_quote, value_start), text.find("\n", value_start))
-            end = min((e for e in stops if e >= 0), default=len(text))
+            end = text.find("\n", value_start)
+            end = len(text) if end < 0 else end
+            stop = text.find(open_quote, value_start, end)
+            end = stop if stop >= 0 else end
         elif (header and sep == ":") or at_line_start:
             end = _line_end(text, value_start, escaped)
         else:
