@@ -21,6 +21,7 @@ on them, or on its own, with :func:`measure_redactor`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import attrs
@@ -29,9 +30,13 @@ LEAK_RUN = 8
 
 
 def leaks(secret: str, text: str, output: str) -> bool:
-    """Whether ``output`` (``text`` redacted) still holds part of ``secret`` (see the module docstring)."""
+    """Whether ``output`` (``text`` redacted) still holds part of ``secret`` (see the module docstring).
+
+    ``[REDACTED:<kind>]`` markers are left out first: a kind name is not a leak.
+    """
     run = min(LEAK_RUN, len(secret))
     context = text.replace(secret, "\0")
+    output = re.sub(r"\[REDACTED:[a-z0-9_]+\]", "\0", output)
     return any(
         secret[i : i + run] in output and secret[i : i + run] not in context for i in range(len(secret) - run + 1)
     )
