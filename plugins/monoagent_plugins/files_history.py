@@ -87,7 +87,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 RECORD_NAME = re.compile(r"[0-9a-f]{16}\.[0-9a-f]{64}\.json")
 JOURNAL_NAME = re.compile(r"\.reset\.[0-9a-f]{16}")
 STAGE_NAME = re.compile(r"[0-9a-f]{64}\.[0-9a-f]{12}\.stage")
-MAX_DEPTH = 256
+MAX_DEPTH = 128
 """How deep a record's arrays and objects may nest (the envelope and message list take two levels)."""
 DOCUMENTED_MAX_MESSAGES = 64
 DOCUMENTED_MESSAGE_BYTES = 64 * 1024
@@ -493,7 +493,10 @@ class FilesHistoryStore:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
             os.close(fd)
             problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else f"belongs to uid {info.st_uid}, not {self._uid}"
-            raise HistoryRecordError(f"{what} {os.path.basename(path)} {problem}; refusing it")
+            raise HistoryRecordError(
+                f"{what} {os.path.basename(path)} {problem}; refusing it (it is not the store's own file: the store neither "
+                f"reads nor replaces it; move it out of {os.path.dirname(path)})"
+            )
         return fd
 
     @contextlib.contextmanager

@@ -683,9 +683,9 @@ def test_deep_tool_arguments_are_refused_at_commit_not_written_unreadable(tmp_pa
             value = {"k": value}
         return value
 
-    asyncio.run(store.commit("c", [Message("assistant", "", tool_calls=(ToolCall("i", "t", nested(200)),), timestamp=1.0)]))
+    asyncio.run(store.commit("c", [Message("assistant", "", tool_calls=(ToolCall("i", "t", nested(120)),), timestamp=1.0)]))
     assert len(load(FilesHistoryStore(root), "c")) == 3
-    for depth in (300, 5_000):
+    for depth in (130, 300, 5_000):
         with pytest.raises(HistoryWriteError, match=r"nests deeper than the \d+ levels a history record allows"):
             asyncio.run(store.commit("c", [Message("assistant", "", tool_calls=(ToolCall("i", "t", nested(depth)),))]))
     assert len(load(FilesHistoryStore(root), "c")) == 3
