@@ -32,10 +32,11 @@ def nesting_over(text: str, limit: int) -> int:
 
     Brackets inside strings do not count (an unterminated string runs to the end of the text).
     Whatever the text, a JSON parser reaches at most this depth before it succeeds or fails, so
-    checking it first bounds the parser's recursion. Text with at most ``limit`` opening
-    brackets in all is not scanned further.
+    checking it first bounds the parser's recursion. Most texts are not scanned at all: only the
+    innermost open bracket can be the first of an empty ``[]`` or ``{}``, so the depth is at most
+    one more than the opening brackets that are not, and when that is within ``limit`` it is enough.
     """
-    if text.count("[") + text.count("{") <= limit:
+    if text.count("[") + text.count("{") - text.count("[]") - text.count("{}") < limit:
         return 0
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     depth = max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0)

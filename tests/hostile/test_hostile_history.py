@@ -434,7 +434,7 @@ def template(tmp_path_factory) -> bytes:
     return record_bytes(tmp_path_factory.mktemp("template"))
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_property_any_damaged_record_starts_cold_and_resets(template, data):
     with tempfile.TemporaryDirectory() as scratch:
