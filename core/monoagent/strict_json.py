@@ -18,9 +18,10 @@ from typing import Any
 
 __all__ = ["StrictJSONError", "loads", "nesting_over"]
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
+_ESCAPE = re.compile(rb"\\.", re.S)
+_STRING = re.compile(rb'"[^"]*"?')
+_ALL_BUT_STRUCTURE = bytes(byte for byte in range(256) if byte not in b'"[]{}')
+_NESTING = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 class StrictJSONError(ValueError):
@@ -32,14 +33,17 @@ def nesting_over(text: str, limit: int) -> int:
 
     Brackets inside strings do not count (an unterminated string runs to the end of the text).
     Whatever the text, a JSON parser reaches at most this depth before it succeeds or fails, so
-    checking it first bounds the parser's recursion. Most texts are not scanned at all: only the
-    innermost open bracket can be the first of an empty ``[]`` or ``{}``, so the depth is at most
-    one more than the opening brackets that are not, and when that is within ``limit`` it is enough.
+    checking it first bounds the parser's recursion. The work is a few passes in C over the
+    text's quotes and brackets: usually one, because an opening bracket followed directly by a
+    closing one (no quote between) cannot hold a deeper one, so the depth is at most one more
+    than the other opening brackets, and when that is within ``limit`` nothing else is needed.
     """
-    if text.count("[") + text.count("{") - text.count("[]") - text.count("{}") < limit:
+    data = text.encode("utf-8", "surrogatepass")
+    marks = data.translate(None, _ALL_BUT_STRUCTURE)  # quotes and brackets, in order
+    if marks.count(b"[") + marks.count(b"{") - marks.count(b"[]") - marks.count(b"{}") < limit:
         return 0
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    depth = max(itertools.accumulate(map(_NESTING.__getitem__, brackets)), default=0)
+    structure = _STRING.sub(b"", _ESCAPE.sub(b"", data).translate(None, _ALL_BUT_STRUCTURE))
+    depth = max(itertools.accumulate(map(_NESTING.__getitem__, structure)), default=0)
     return depth if depth > limit else 0
 
 

@@ -832,18 +832,18 @@ class FilesHistoryStore:
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
         """Each new message cut to the per-message cap with its serialization; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
+        Only tool-call arguments nest (and the envelope and message list take two levels).
         """
-        refused = HistoryWriteError(
-            f"a message of conversation {_short(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
-            f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
-        )
         try:
             capped = [cap_message(m, self.max_message_bytes) for m in new]
+            deep = any(m.tool_calls and nesting_over(f.decode("utf-8", "surrogatepass"), MAX_DEPTH - 2) for m, f in capped)
         except RecursionError:
-            raise refused from None
-        for _, fragment in capped:
-            if nesting_over(fragment.decode("utf-8", "surrogatepass"), MAX_DEPTH - 2):  # the envelope and the list
-                raise refused
+            deep = True
+        if deep:
+            raise HistoryWriteError(
+                f"a message of conversation {_short(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
+                f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
+            )
         return capped
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:

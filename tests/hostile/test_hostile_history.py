@@ -521,6 +521,16 @@ def test_property_the_nesting_bound_is_the_depth_a_parser_reaches(value, limit, 
         assert nesting_over(text[:cut], 0) == max(depths[:cut])
 
 
+@pytest.mark.parametrize("text, depth", [
+    ('["]", [[]]]', 3), ('["[[[[", 1]', 1), ('{"a": "\\"[[", "b": [[]]}', 3), ('["\\\\", [[1]]]', 3), ('[[], [], [[[]]]]', 4),
+    ('["\\u0022[[[", {}]', 2), ('[" \\\\\\" ]]] [[[ "]', 1),
+])
+def test_the_nesting_bound_never_mistakes_strings_for_structure(text, depth):
+    from monoagent.strict_json import nesting_over
+
+    assert [nesting_over(text, limit) for limit in range(depth + 1)] == [depth] * depth + [0]
+
+
 # ------------------------------------------------------------------ the CLI
 
 
