@@ -33,7 +33,7 @@ Reading a record is bounded before a byte is read: a record over :meth:`FilesHis
 (the window at the per-message cap, never below the documented 64 x 64 KiB, plus the envelope) is
 not read. A record that is over the cap, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not
 strict JSON (:mod:`monoagent.strict_json`: no NaN, no duplicated keys, no out-of-range numbers),
-of the wrong shape or types (cattrs, strictly: no coercion, no unknown keys) or naming another
+of the wrong shape or types (cattrs, strictly: no coercion between JSON types) or naming another
 conversation is *unreadable*: the
 conversation starts cold with a ``history_record_unreadable`` warning and the next commit replaces
 it. A record of a newer version is refused instead (:class:`NewerRecordError`), so that this
@@ -243,12 +243,14 @@ def _finite_number(value: Any, _: Any) -> float:
 
 def _record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
-    (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int), finite numbers only,
-    and no unknown keys, so that a record loads only if it has exactly the shape this store writes.
+    (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
+    only. A key it does not know is ignored, as before: a newer version may add an optional
+    field without a new record version (the continuity envelope did), and a downgrade must not
+    turn such a record into a cold start that the next commit would make a loss.
     """
     global _STRICT
     if _STRICT is None:
-        strict = _converter().copy(forbid_extra_keys=True)
+        strict = _converter().copy()
         for kind in (str, int, bool):
             strict.register_structure_hook(kind, _exactly(kind))
         strict.register_structure_hook(float, _finite_number)

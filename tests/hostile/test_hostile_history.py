@@ -450,7 +450,6 @@ def test_property_any_damaged_record_starts_cold_and_resets(template, data):
     b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": [{"role": "user", "content": "x", "timestamp": true}]}',
     b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": [{"role": "user", "content": "x", "name": 5}]}',
     b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": [{"role": "user", "content": "x", "tool_calls": "ab"}]}',
-    b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": [{"role": "user", "content": "x", "extra": 1}]}',
     b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": [], "messages": []}',
     b'{"version": 2, "conversationId": "c", "updatedAt": 1, "messages": "nope"}',
     b'{"version": 2, "conversationId": "other", "updatedAt": 1, "messages": []}',
@@ -466,6 +465,21 @@ def test_examples_of_unreadable_records_start_cold(tmp_path, data):
     assert load(FilesHistoryStore(root), "c", warnings) == []
     assert [code for code, _ in warnings] == [UNREADABLE], data
     check_any_record(root, data)
+
+
+def test_unknown_keys_are_ignored_so_a_downgrade_never_starts_cold(tmp_path):
+    root = tmp_path / "history"
+    store = FilesHistoryStore(root)
+    commit(store, "c", 1)
+    path = root / record_name("c")
+    raw = json.loads(path.read_bytes())
+    raw["addedLater"] = {"x": [1]}
+    raw["messages"][0]["optionalField"] = "from a newer version"
+    write_owned(path, json.dumps(raw).encode())
+    warnings: list = []
+    assert load(FilesHistoryStore(root), "c", warnings) == ["u1", "a1"] and warnings == []
+    commit(FilesHistoryStore(root), "c", 2)
+    assert load(FilesHistoryStore(root), "c") == ["u1", "a1", "u2", "a2"]
 
 
 def test_a_record_of_a_newer_version_is_refused_not_replaced_and_reset_clears_it(tmp_path):
