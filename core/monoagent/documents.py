@@ -3,9 +3,9 @@
 A JSON or TOML document is read through :func:`monoagent.safe_io.read_regular_file` (a regular
 file, its byte cap checked before a byte is read) and its nesting depth is bounded twice:
 
-* **before parsing**, by a linear scan of the brackets outside strings and comments, because
-  ``json`` and ``tomllib`` recurse once per level: a 100k-deep ``[[[[...`` would be a
-  ``RecursionError`` (or worse) instead of an error about the file;
+* **before parsing**, by a linear scan of the brackets outside strings and comments (for JSON
+  :func:`monoagent.strict_json.nesting_over`), because ``json`` and ``tomllib`` recurse once per
+  level: a 100k-deep ``[[[[...`` would be a ``RecursionError`` instead of an error about the file;
 * **after parsing**, by walking the result without recursion, because TOML nests without
   brackets too (``a.b.c.d... = 1``, ``[a.b.c.d...]``) and everything downstream (validation,
   ``config show``, cattrs) walks the tree recursively.
@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from .errors import MonoagentError
 from .safe_io import read_regular_file
+from .strict_json import nesting_over
 
 __all__ = ["MAX_NESTING", "DocumentError", "check_nesting", "load_document"]
 
@@ -35,7 +36,6 @@ Syntax = Literal["json", "toml"]
 
 # Each token pattern always matches once it has started (an unterminated string runs to the end of
 # its line or of the text), so the scan never backtracks to retry a string: it stays linear.
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 _TOML_TOKENS = re.compile(
     r'"""(?:[^\\]|\\.)*?(?:"""|\Z)'
     r"|'''.*?(?:'''|\Z)"
@@ -66,20 +66,22 @@ def check_nesting(text: str, syntax: Syntax, *, where: str, limit: int = MAX_NES
     with the square of the key's length (a 100,000-part key exhausts memory before any depth
     check after parsing could run). ``where`` opens the message (the file's path).
     """
-    toml = syntax == "toml"
-    depth = 1 if toml else 0
+    too_deep = f"{where}: arrays and tables nest more than {limit} levels deep (at most {limit} allowed); refused"
+    if syntax == "json":
+        if nesting_over(text, limit):
+            raise DocumentError(too_deep)
+        return
+    depth = 1
     parts = 1
-    for match in (_TOML_TOKENS if toml else _JSON_TOKENS).finditer(text):
+    for match in _TOML_TOKENS.finditer(text):
         token = match.group()
         if token in _OPEN:
-            depth += 1
+            depth, parts = depth + 1, 1
             if depth > limit:
-                raise DocumentError(f"{where}: arrays and tables nest more than {limit} levels deep (at most {limit} allowed); refused")
+                raise DocumentError(too_deep)
         elif token in _CLOSE:
-            depth -= 1
-        if not toml:
-            continue
-        if token == ".":
+            depth, parts = depth - 1, 1
+        elif token == ".":
             parts += 1
             if parts > limit:
                 raise DocumentError(f"{where}: a dotted key has more than {limit} parts (at most {limit} allowed); refused")
@@ -120,8 +122,8 @@ def load_document(path: str | os.PathLike[str], *, max_bytes: int, what: str, sy
     check_nesting(text, syntax, where=str(path))
     try:
         loaded = json.loads(text) if syntax == "json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise DocumentError(f"{path}: not valid {syntax.upper()}: {exc}") from None
+    except ValueError as exc:  # JSONDecodeError, TOMLDecodeError, or an integer over Python's digit limit
+        raise DocumentError(f"{path}: not valid {syntax.upper()}: {' '.join(str(exc).split())[:200]}") from None
     except RecursionError:  # the scan above bounds nesting; this only guards against a form it missed
         raise DocumentError(f"{path}: nests deeper than the parser can follow; refused") from None
     _check_tree(loaded, where=str(path), limit=MAX_NESTING)

@@ -434,6 +434,17 @@ def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth
         assert load_document(path, max_bytes=1 << 20, what="test document") == document
 
 
+@pytest.mark.parametrize(("name", "text"), [("monoagent.json", '{"runtime": {"maxTurns": 1' + "0" * 5000 + "}}"),
+                                           ("monoagent.toml", "[runtime]\nmaxTurns = 1" + "0" * 5000 + "\n")])
+def test_an_integer_past_pythons_digit_limit_in_a_config_file_is_a_config_error(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{path}: not valid {name.rpartition('.')[2].upper()}: ") and "\n" not in problem
+
+
 CONFIG_CHILD = """
 import json, os, sys
 from pathlib import Path
