@@ -49,7 +49,8 @@ refused.
   path-opaque, fenced and framed as untrusted. The current run, isolated runs and calls already
   retained in a continuity account are left out; SessionHistory result bodies are omitted. No
   records, no section (the system prompt stays byte-identical). A zero-byte sidecar counts as
-  absent; a corrupt one degrades to a ``tool_history_projection_degraded`` runtime warning.
+  absent; a corrupt one degrades to a ``tool_history_projection_degraded`` runtime warning, and
+  so does one this process's writer cannot open (the read is skipped rather than wait on the lock).
 * **SessionHistory** (``search``, ``get``, ``stats``) reads the records of the current logical
   conversation across its daily buckets and fails closed on a corrupt or unsafe sidecar.
 """
@@ -93,6 +94,7 @@ WRITER_ID = re.compile(r"[0-9a-f]{32}")
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = ("1", "2")  # schema 1 (development builds) lacks only the writer column
 BUSY_TIMEOUT_MS = 30_000
+READ_BUSY_TIMEOUT_MS = 5_000
 SESSION_HISTORY = "SessionHistory"
 FENCE_OPEN = "<tool_history_projection>"
 FENCE_CLOSE = "</tool_history_projection>"
@@ -628,10 +630,15 @@ class SqliteToolHistory:
 
     @property
     def unavailable(self) -> str | None:
-        """Why this process's writer cannot open the sidecar, while it cannot (None: it can, or it has not tried)."""
+        """Why this process's writer could not open the sidecar, while its back-off lasts.
+
+        None when it is open, has not tried yet, or is due for its next attempt.
+        """
         with self._lock:
             writer = self._writer
-        return None if writer is None else writer.unavailable
+        if writer is None or writer.unavailable is None or writer.retry_at is None:
+            return None
+        return writer.unavailable if writer.retry.clock() < writer.retry_at else None
 
     def close(self) -> None:
         with self._lock:
@@ -858,7 +865,7 @@ class SqliteToolHistory:
         try:
             uri = "file:" + urllib.parse.quote(os.fspath(self.path)) + "?mode=ro"  # '#', '?' and '%' are legal in paths
             db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout=5000")
+            db.execute(f"PRAGMA busy_timeout={min(READ_BUSY_TIMEOUT_MS, self.retry.lock_wait_ms)}")
             row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except sqlite3.Error as exc:
             raise SidecarUnavailable(f"{self.path} is not a readable tool-history database: {exc}") from None
@@ -964,6 +971,8 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
 
     excluded = accounted_records(turn.history)
     try:
+        if store.unavailable is not None:  # the writer cannot open it either: no turn waits on that lock again
+            raise SidecarUnavailable(f"tool history is unavailable: {store.unavailable}")
         rows = store.recent_completed(turn.conversation_id, turn.run_id, cfg.projection_max_calls + len(excluded))
     except ToolHistoryError as exc:
         turn.emit("runtime_warning", code="tool_history_projection_degraded", error=turn.agent.redact(str(exc), "error"))

@@ -810,7 +810,7 @@ def sidecar_agent(tmp_path, turns, clock, **settings):
     steps = []
     for index in range(turns):
         steps += [{"tool_calls": [{"name": "echo", "arguments": {"text": f"call {index}"}}]}, {"text": f"done {index}"}]
-    tool_history = {"projectionMaxCalls": 0, "confirmTimeoutMs": 60_000, **settings}
+    tool_history = {"confirmTimeoutMs": 60_000, **settings}
     return scripted_agent(tmp_path, steps, config={"toolHistory": tool_history}, plugins=[Echo(), InjectedSidecar(clock)])
 
 
@@ -885,8 +885,11 @@ def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock
                 assert [c["persistence"] for c in calls] == ["failed", "failed"]
                 assert "ToolHistoryUnavailable" in calls[0]["persistence_error"]
                 warnings = [e.data for e in events if e.type == "runtime_warning"]
-                assert len(warnings) == 1 and warnings[0]["code"] == "tool_history_write_failed", warnings
-                assert "2 tool-history records of this run not written" in warnings[0]["error"]
+                written = [w for w in warnings if w["code"] == "tool_history_write_failed"]
+                assert len(written) == 1 and "2 tool-history records of this run not written" in written[0]["error"]
+                assert [w["code"] for w in warnings if w not in written] in ([], ["tool_history_projection_degraded"])
+            for events in runs[1:]:  # the projection no longer waits on the lock either
+                assert "tool_history_projection_degraded" in [e.data["code"] for e in events if e.type == "runtime_warning"]
             assert agent.tool_history.writer.open_failures == 1  # one attempt; later writes wait for the back-off
             assert agent.tool_history.unavailable is not None
             assert len([line for line in logged if "cannot be opened" in line]) == 1  # once, not per write
@@ -900,6 +903,8 @@ def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock
             agent.run_sync("turn 4", conversation_id="c", on_event=events.append)
             assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
             assert not [e for e in events if e.type == "runtime_warning"]
+            prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
+            assert "call 4" in prompt.system_text  # the projection reads the recorded call again
             assert agent.tool_history.unavailable is None
             assert len([line for line in logged if "open again" in line]) == 1
             assert len([line for line in logged if "cannot be opened" in line]) == 1
@@ -918,7 +923,7 @@ def test_the_back_off_doubles_up_to_its_ceiling():
 
 def test_writes_that_fail_after_their_run_stopped_waiting_leave_no_unretrieved_future(tmp_path):
     clock = Monotonic()
-    agent = sidecar_agent(tmp_path, 1, clock, confirmTimeoutMs=1, reconcileTimeoutMs=1)
+    agent = sidecar_agent(tmp_path, 1, clock, confirmTimeoutMs=1, reconcileTimeoutMs=1, projectionMaxCalls=0)
     release = sqlite_lock_in_this_process(make_sidecar(agent.config.history_dir))
     unhandled: list[dict] = []
 
