@@ -139,7 +139,7 @@ class ContextConfig:
         min=256, max=1_000_000,
     )
     bootstrap_max_chars: int = setting(
-        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file over 4 bytes per character of it is not read).",
+        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file larger than 4 bytes per character of this budget is not read).",
         env="MONO_AGENT_BOOTSTRAP_MAX_CHARS", min=64, max=1_000_000,
     )
     bootstrap_total_max_chars: int = setting(

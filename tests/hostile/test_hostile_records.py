@@ -31,27 +31,47 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.config import _field_type, _unwrap_optional, iter_keys, load_config
+from monoagent.config import _field_type, _snake, _unwrap_optional, iter_keys, load_config
 from monoagent.continuity import ACCOUNT_HEADER
 from monoagent.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.hookspecs import hookimpl
 from monoagent.log import logger
 from monoagent.model import ToolSpec, TurnRequest
+from monoagent.plugins import PluginHost
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore, FsOps
 from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
 
+def examples(default: int):
+    """Hypothesis settings: deterministic by default; HOSTILE_EXAMPLES=N explores N random examples."""
+    return settings(
+        max_examples=int(os.environ.get("HOSTILE_EXAMPLES", default)),
+        derandomize=not os.environ.get("HOSTILE_EXAMPLES"),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+
 # --------------------------------------------------------------------------- 19: ASCII digits only
+
+
+def _bundled_sections() -> dict[str, type]:
+    host = PluginHost()
+    host.load_entry_points()
+    return host.config_sections()
+
+
+SECTIONS = _bundled_sections()
 
 
 def _number_keys() -> list[tuple[str, str, type, float]]:
     """(env var, key path, int or float, minimum) of every number key with an env var, plugins' too."""
-    sections = fresh_agent_sections()
     keys = list(iter_keys())
-    for path, cls in sections.items():
+    for path, cls in SECTIONS.items():
         keys += iter_keys(cls, path + ".")
     found = []
     for key in keys:
@@ -59,20 +79,6 @@ def _number_keys() -> list[tuple[str, str, type, float]]:
         if key.env and base in (int, float):
             found.append((key.env, key.path, base, key.attribute.metadata.get("min")))
     return found
-
-
-_sections: dict[str, type] = {}
-
-
-def fresh_agent_sections() -> dict[str, type]:
-    if not _sections:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            agent = fresh_agent(tmp)
-            _sections.update(agent.host.config_sections())
-            agent.close()
-    return _sections
 
 
 NUMBER_KEYS = _number_keys()
@@ -101,7 +107,7 @@ def test_every_integer_and_number_variable_is_covered():
 @pytest.mark.parametrize("raw", NOT_ASCII, ids=range(len(NOT_ASCII)))
 def test_a_number_variable_takes_ascii_digits_only(env, path, kind, minimum, raw):
     with pytest.raises(ConfigError) as info:
-        load_config(data={}, env={env: raw}, plugin_sections=fresh_agent_sections())
+        load_config(data={}, env={env: raw}, plugin_sections=SECTIONS)
     (problem,) = info.value.problems
     assert problem.startswith(f"{path} = {raw!r} (from env {env}): expected {'an integer' if kind is int else 'a number'}: ")
     assert "ASCII digits 0-9" in problem and "; allowed: " in problem
@@ -111,11 +117,12 @@ def test_a_number_variable_takes_ascii_digits_only(env, path, kind, minimum, raw
 @pytest.mark.parametrize(("env", "path", "kind", "minimum"), NUMBER_KEYS, ids=[k[0] for k in NUMBER_KEYS])
 def test_a_minus_sign_only_where_the_range_allows_negatives(env, path, kind, minimum):
     if minimum is not None and minimum < 0:
-        value = load_config(data={}, env={env: "-1"}, plugin_sections=fresh_agent_sections())
-        assert value is not None
+        config = load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
+        section, _, key = path.rpartition(".")
+        assert getattr(config.section(section), _snake(key)) == -1
         return
     with pytest.raises(ConfigError, match=r"expected (an integer|a number): ASCII digits 0-9"):
-        load_config(data={}, env={env: "-1"}, plugin_sections=fresh_agent_sections())
+        load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
 
 
 def test_plain_ascii_values_still_load():
@@ -127,7 +134,7 @@ def test_plain_ascii_values_still_load():
     assert config.context.skill_max_bytes == 300
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(st.text(min_size=1, max_size=12))
 def test_an_integer_variable_is_either_ascii_digits_or_a_one_line_error(raw):
     env = {"MONO_AGENT_MAX_TURNS": raw}
@@ -147,7 +154,6 @@ def test_an_integer_variable_is_either_ascii_digits_or_a_one_line_error(raw):
 @pytest.fixture
 def memory_cli(tmp_path, monkeypatch):
     import monoagent.cli as cli_module
-    from monoagent.plugins import PluginHost
 
     for name in list(os.environ):
         if name.startswith("MONO_AGENT_"):
@@ -410,7 +416,7 @@ def test_the_nesting_limit_counts_only_brackets_outside_strings_and_comments(tmp
         load_config(dotted, env={})
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(depth=st.integers(1, 120), syntax=st.sampled_from(["json", "toml"]), noise=st.text("[]{}\"'\\#\n .ab", max_size=20))
 def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth, syntax, noise):
     from monoagent.documents import DocumentError, load_document
@@ -591,26 +597,20 @@ class Capture:
 
 
 class StorePlugin:
-    """Registers ``store`` (built from the agent's history directory) as history store ``test``."""
+    """Registers the store ``build(history_dir)`` makes as history store ``test``."""
 
     def __init__(self, build) -> None:
         self.build = build
-        self.store = None
 
     @hookimpl
     def register_history_stores(self, register):
-        def factory(agent):
-            self.store = self.build(agent.config.history_dir)
-            return self.store
-
-        register("test", factory)
+        register("test", lambda agent: self.build(agent.config.history_dir))
 
 
-def store_agent(tmp_path, steps, build, *plugins):
-    store = StorePlugin(build)
+def store_agent(tmp_path, steps, build):
     capture = Capture()
-    agent = scripted_agent(tmp_path, steps, config={"history": {"store": "test"}}, plugins=[store, capture, *plugins])
-    return agent, store, capture
+    agent = scripted_agent(tmp_path, steps, config={"history": {"store": "test"}}, plugins=[StorePlugin(build), capture])
+    return agent, capture
 
 
 def history_of(agent, conversation="c"):
@@ -619,7 +619,7 @@ def history_of(agent, conversation="c"):
 
 def test_a_commit_that_hits_a_full_disk_publishes_the_continuity_account(tmp_path):
     answer = "The long answer. " * 2500  # 42,500 bytes: its stage does not fit, an account does
-    agent, _, capture = store_agent(
+    agent, capture = store_agent(
         tmp_path, [{"text": "short"}, {"text": answer}], lambda root: FilesHistoryStore(root, fs=NearlyFullDisk(24 * 1024))
     )
     agent.run_sync("first", conversation_id="c")
@@ -639,12 +639,12 @@ def test_a_commit_that_hits_a_full_disk_publishes_the_continuity_account(tmp_pat
     agent.close()
 
 
-@settings(max_examples=25, deadline=None)
-@given(free=st.integers(2_000, 80_000), answer_bytes=st.integers(1, 70_000))
+@examples(25)
+@given(free=st.integers(2_000, 80_000), answer_bytes=st.integers(1, 60_000))  # under the 64 KiB message cap
 def test_any_full_disk_either_commits_the_answer_or_publishes_an_account_never_both(tmp_path_factory, free, answer_bytes):
     tmp_path = tmp_path_factory.mktemp("disk")
     answer = ("word " * (answer_bytes // 5 + 1))[:answer_bytes].strip() or "w"
-    agent, _, capture = store_agent(tmp_path, [{"text": answer}], lambda root: FilesHistoryStore(root, fs=NearlyFullDisk(free)))
+    agent, capture = store_agent(tmp_path, [{"text": answer}], lambda root: FilesHistoryStore(root, fs=NearlyFullDisk(free)))
     events = []
     try:
         result = agent.run_sync("question", conversation_id="c", on_event=events.append)
@@ -751,7 +751,7 @@ def cancel_during_commit(agent, cancels=1):
 
 @pytest.mark.parametrize("cancels", [1, 3])
 def test_a_cancel_during_a_commit_that_lands_completes_the_run_then_reaches_the_caller(tmp_path, cancels):
-    agent, _, capture = store_agent(tmp_path, [{"text": "the answer"}], ThreadGatedStore)
+    agent, capture = store_agent(tmp_path, [{"text": "the answer"}], ThreadGatedStore)
     events = cancel_during_commit(agent, cancels)
     types = [e.type for e in events]
     assert types[-2:] == ["run_committed", "run_completed"], types
@@ -763,7 +763,7 @@ def test_a_cancel_during_a_commit_that_lands_completes_the_run_then_reaches_the_
 
 def test_a_cancel_during_a_commit_that_fails_publishes_the_account_and_nothing_else(tmp_path):
     failure = OSError(errno.ENOSPC, "No space left on device (test)")
-    agent, _, capture = store_agent(tmp_path, [{"text": "the answer"}], lambda root: ThreadGatedStore(root, fail=failure))
+    agent, capture = store_agent(tmp_path, [{"text": "the answer"}], lambda root: ThreadGatedStore(root, fail=failure))
     events = cancel_during_commit(agent)
     types = [e.type for e in events]
     assert types[-2:] == ["continuity_account", "run_cancelled"] and "run_committed" not in types
