@@ -45,6 +45,7 @@ from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore, FsOps
 from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
 
+
 def examples(default: int):
     """Hypothesis settings: deterministic by default; HOSTILE_EXAMPLES=N explores N random examples."""
     return settings(
@@ -53,7 +54,6 @@ def examples(default: int):
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
-
 
 
 # --------------------------------------------------------------------------- 19: ASCII digits only
