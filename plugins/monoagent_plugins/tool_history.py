@@ -22,11 +22,13 @@ refused.
   finds it lockable.
 * **Opening, and a locked sidecar.** A writer opens the sidecar on its first write, waiting up to
   :attr:`OpenRetry.lock_wait_ms` (30 s) for a lock another connection holds (SQLite's, or the
-  owner lock). If it cannot open it, every write is rejected at once with
+  owner lock); each write waits as long for SQLite's lock. If it cannot open the sidecar, or a
+  write gives up on the lock, the sidecar is *unavailable*: every write is rejected at once with
   :class:`~monoagent.tool_lifecycle.ToolHistoryUnavailable` (``persistence: "failed"``), one log
-  line says so, and the next write after a back-off (1 s, doubling up to 60 s) tries again,
-  waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once it opens, writes are recorded again
-  and one log line says that too. Nothing stays failed for the life of the process.
+  line says so, and the next write after a back-off (1 s, doubling up to 60 s) tries again (the
+  open, or taking the write lock once), waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once
+  that succeeds, writes are recorded again and one log line says that too. Nothing stays failed
+  for the life of the process, and a lock held for minutes costs each write no wait at all.
 * **Recovery.** At writer start-up, and whenever another store handle of the process attaches to
   the running writer, every invocation still without a result whose writer is dead is closed as
   ``interrupted`` (never re-run). Invocations of live writers (another process's tool still
@@ -435,42 +437,70 @@ class SidecarWriter:
         """Queue a recovery pass (close the calls of dead writers as interrupted); resolves to the count."""
         return self.submit(lambda db: recover(db, self.history_dir, self.writer_id or "", self.clock(), wait_ms=self.retry.lock_wait_ms))
 
-    def _reopen(self) -> tuple[sqlite3.Connection, WriterLock]:
-        """Open the sidecar, unless the back-off after a failed attempt is still running.
+    # An outage: the sidecar cannot be opened, or stays locked by another connection past the lock
+    # wait. Writes are then rejected at once until the back-off ends; the next write after it tries
+    # again (opening, or taking the write lock once) and only a real success ends the outage.
 
-        Raises :class:`ToolHistoryUnavailable` while it cannot be opened (logging the outage once
-        and the recovery once, never once per write).
-        """
+    def _refused(self) -> ToolHistoryUnavailable | None:
+        """The rejection of a write while the back-off runs, else None."""
+        now = self.retry.clock()
+        if self.retry_at is None or now >= self.retry_at:
+            return None
+        return ToolHistoryUnavailable(
+            f"tool history at {self.path} is unavailable ({self.unavailable}); the record was not written; "
+            f"next attempt in {self.retry_at - now:.1f} s"
+        )
+
+    def _outage(self, error: BaseException, db: sqlite3.Connection | None) -> ToolHistoryUnavailable:
+        """Start or extend the back-off after ``error``; the outage is logged once, when it starts."""
         retry = self.retry
-        now = retry.clock()
-        if self.retry_at is not None and now < self.retry_at:
-            raise ToolHistoryUnavailable(
-                f"tool history at {self.path} cannot be opened ({self.unavailable}); the record was not written; "
-                f"next attempt in {self.retry_at - now:.1f} s"
-            )
-        wait_ms = retry.lock_wait_ms if self.open_failures == 0 else min(retry.probe_wait_ms, retry.lock_wait_ms)
-        try:
-            opened = self._open(wait_ms)
-        except (OSError, sqlite3.Error, ToolHistoryError) as exc:
-            self.open_failures += 1
-            delay = retry.delay(self.open_failures)
-            self.retry_at = retry.clock() + delay
-            if self.unavailable is None:
-                logger.bind(plugin="tool-history").warning(
-                    "tool history at {} cannot be opened ({}); writes are rejected until it can be, "
-                    "retried with back-off from {:g} s up to {:g} s",
-                    self.path, exc, retry.first_delay, retry.max_delay,
-                )
-            self.unavailable = str(exc)
-            raise ToolHistoryUnavailable(
-                f"tool history at {self.path} cannot be opened ({exc}); the record was not written; next attempt in {delay:g} s"
-            ) from None
-        if self.unavailable is not None:
+        self.open_failures += 1
+        delay = retry.delay(self.open_failures)
+        self.retry_at = retry.clock() + delay
+        if self.unavailable is None:
             logger.bind(plugin="tool-history").warning(
-                "tool history at {} is open again after {} failed attempts; writes are recorded again", self.path, self.open_failures
+                "tool history at {} is unavailable ({}); writes are rejected until it can be reached again, "
+                "retried with back-off from {:g} s up to {:g} s",
+                self.path, error, retry.first_delay, retry.max_delay,
             )
+        self.unavailable = str(error)
+        if db is not None:  # later attempts only probe
+            with contextlib.suppress(sqlite3.Error):
+                db.execute(f"PRAGMA busy_timeout={int(min(retry.probe_wait_ms, retry.lock_wait_ms))}")
+        return ToolHistoryUnavailable(
+            f"tool history at {self.path} is unavailable ({error}); the record was not written; next attempt in {delay:g} s"
+        )
+
+    def _reached(self, db: sqlite3.Connection) -> None:
+        """End an outage after a real success: logged once, lock waits back to normal."""
+        logger.bind(plugin="tool-history").warning(
+            "tool history at {} is reachable again after {} failed attempts; writes are recorded again", self.path, self.open_failures
+        )
+        db.execute(f"PRAGMA busy_timeout={int(self.retry.lock_wait_ms)}")
         self.open_failures, self.retry_at, self.unavailable = 0, None, None
-        return opened
+
+    def _reach(self, db: sqlite3.Connection | None) -> tuple[sqlite3.Connection, WriterLock | None]:
+        """The open connection, opening the sidecar first if needed; during an outage, a real
+        attempt (the open, or taking the write lock once) that ends it or raises."""
+        refused = self._refused()
+        if refused is not None:
+            raise refused
+        identity = None
+        if db is None:
+            wait_ms = self.retry.lock_wait_ms if self.open_failures == 0 else min(self.retry.probe_wait_ms, self.retry.lock_wait_ms)
+            try:
+                db, identity = self._open(wait_ms)
+            except (OSError, sqlite3.Error, ToolHistoryError) as exc:
+                raise self._outage(exc, None) from None
+        elif self.unavailable is not None:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise self._outage(exc, db) from None
+        if self.unavailable is not None:
+            self._reached(db)
+        return db, identity
 
     def _open(self, wait_ms: int) -> tuple[sqlite3.Connection, WriterLock]:
         _ensure_dir(self.history_dir)
@@ -524,17 +554,25 @@ class SidecarWriter:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                if db is None:
-                    db, identity = self._reopen()
+                db, opened = self._reach(db)
+                identity = opened or identity
                 future.set_result(job(db))
             except sqlite3.Error as exc:
-                future.set_exception(ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}"))
+                busy = isinstance(exc, sqlite3.OperationalError) and _busy(exc)
+                future.set_exception(
+                    self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
+                )
             except BaseException as exc:
                 future.set_exception(exc)
         if db is not None:
             db.close()
         if identity is not None:
             identity.release()
+
+
+def _busy(error: sqlite3.Error) -> bool:
+    """Whether SQLite gave up waiting for another connection's lock (SQLITE_BUSY or SQLITE_LOCKED)."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 INTERRUPTED_TEXT = "The process running this tool call ended before it returned; the call was not re-run."
@@ -549,7 +587,15 @@ class _transaction:
         return self.db
 
     def __exit__(self, kind: Any, *rest: Any) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is not None:
+            self.db.execute("ROLLBACK")
+            return
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.Error:  # e.g. SQLITE_BUSY: the transaction would stay open and block every later BEGIN
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+            raise
 
 
 def _next_seq(db: sqlite3.Connection) -> int:

@@ -868,11 +868,23 @@ def owner_lock_held(sidecar):
     return lambda: os.close(fd)
 
 
-@pytest.mark.parametrize("lock", [sqlite_lock_in_this_process, sqlite_lock_in_another_process, owner_lock_held])
-def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock_goes(tmp_path, lock):
+LOCKS_AT = [
+    (sqlite_lock_in_this_process, "first open"),
+    (sqlite_lock_in_another_process, "first open"),
+    (owner_lock_held, "first open"),
+    (sqlite_lock_in_this_process, "after open"),
+    (sqlite_lock_in_another_process, "after open"),
+]
+
+
+@pytest.mark.parametrize(("lock", "when"), LOCKS_AT, ids=[f"{lock.__name__}-{when}" for lock, when in LOCKS_AT])
+def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path, lock, when):
     clock = Monotonic()
     agent = sidecar_agent(tmp_path, 5, clock)
-    release = lock(make_sidecar(agent.config.history_dir))
+    sidecar = make_sidecar(agent.config.history_dir)
+    if when == "after open":
+        agent.tool_history.flush()  # this process's writer has the sidecar open before the lock is taken
+    release = lock(sidecar)
     try:
         with warnings_logged() as logged:
             runs = []
@@ -892,7 +904,7 @@ def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock
                 assert "tool_history_projection_degraded" in [e.data["code"] for e in events if e.type == "runtime_warning"]
             assert agent.tool_history.writer.open_failures == 1  # one attempt; later writes wait for the back-off
             assert agent.tool_history.unavailable is not None
-            assert len([line for line in logged if "cannot be opened" in line]) == 1  # once, not per write
+            assert len([line for line in logged if "is unavailable" in line]) == 1  # once, not per write
             release()
             release = None
             events = []
@@ -906,8 +918,8 @@ def test_a_sidecar_locked_at_first_open_degrades_once_and_recovers_when_the_lock
             prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
             assert "call 4" in prompt.system_text  # the projection reads the recorded call again
             assert agent.tool_history.unavailable is None
-            assert len([line for line in logged if "open again" in line]) == 1
-            assert len([line for line in logged if "cannot be opened" in line]) == 1
+            assert len([line for line in logged if "reachable again" in line]) == 1
+            assert len([line for line in logged if "is unavailable" in line]) == 1
         recorded = agent.tool_history.records(conversation_id="c")
         assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 4"}')]
     finally:
