@@ -30,14 +30,15 @@ excluded from the projection (shown twice, never hidden).
 The request and the account message together are at most 48 KiB: a request over 32 KiB keeps a
 UTF-8-safe prefix with a marker, and the account message gets 48 KiB less the request's bytes
 (never less than 16 KiB). A cancellation keeps its typed abort reason. A failure records a trusted settlement code
-(``runtime_result``, ``empty_response`` or ``thrown_error``) and a fixed host notice; the raw
+(``runtime_result``, ``empty_response``, ``commit_failed`` or ``thrown_error``) and a fixed host notice; the raw
 runtime/provider code and detail appear only as bounded, redacted ``untrustedCode`` /
 ``untrustedDetail`` inside tag-safe JSON preceded by a warning. The notice never quotes provider
 text and never presents the partial answer as complete. Memory capture (``after_commit``) never
 runs for an account.
 
-A success that has claimed its commit is never replaced by an account, and a request cancelled
-before admission publishes none. The :class:`PublicationBarrier` makes the next turn of the same
+A success claims its commit only once the history store has made it durable: it is then never
+replaced by an account. A commit that fails settles the run as ``commit_failed`` and publishes
+the account; a request cancelled before admission publishes none. The :class:`PublicationBarrier` makes the next turn of the same
 conversation wait until the account is published; if publication failed, the next turn retries
 it and fails closed with :class:`ContinuityPublicationError` while it still cannot.
 """
@@ -80,8 +81,8 @@ MAX_LISTED_IDS = 64
 STATE_KEY = "monoagent.continuity"
 
 ACCOUNT_HEADER = "[Continuity account v1, written by the host"
-SettlementCode = Literal["runtime_result", "empty_response", "thrown_error"]
-SETTLEMENT_CODES: tuple[str, ...] = ("runtime_result", "empty_response", "thrown_error")
+SettlementCode = Literal["runtime_result", "empty_response", "commit_failed", "thrown_error"]
+SETTLEMENT_CODES: tuple[str, ...] = ("runtime_result", "empty_response", "commit_failed", "thrown_error")
 CANCEL_NOTICE = (
     "This turn was cancelled before it finished. The assistant text below is an incomplete "
     "fragment, not an answer; the request has not been completed."

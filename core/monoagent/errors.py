@@ -79,3 +79,13 @@ class EmptyResponse(TurnFailed):
     """The model answered with no text and no tool call; settled as ``empty_response``."""
 
     settlement_code = "empty_response"
+
+
+class CommitFailed(TurnFailed):
+    """The history store did not commit the turn's answer (disk full, file too large, ...).
+
+    Settled as ``commit_failed``: the run publishes a continuity account instead, like any other
+    failed turn. ``__cause__`` is the store's own error.
+    """
+
+    settlement_code = "commit_failed"

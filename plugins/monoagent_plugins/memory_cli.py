@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from monoagent.cli_params import AsciiIntRange
 from monoagent.errors import ComponentError, ConfigError
 from monoagent.interfaces import MemoryTier
 from monoagent.plugins import bundled_impl
@@ -122,7 +123,7 @@ def memory_group() -> None:
 
 @memory_group.command("search")
 @click.argument("query")
-@click.option("-n", "--limit", default=5, show_default=True, type=click.IntRange(1, 100), help="Hits per tier.")
+@click.option("-n", "--limit", default=5, show_default=True, type=AsciiIntRange(1, 100), help="Hits per tier.")
 @_tier_option
 @_json_option
 def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> None:
@@ -169,8 +170,8 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
 
 
 @memory_group.command("list")
-@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Entries per tier.")
-@click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Entries to skip, per tier.")
+@click.option("-n", "--limit", default=20, show_default=True, type=AsciiIntRange(1, 10_000), help="Entries per tier.")
+@click.option("--offset", default=0, show_default=True, type=AsciiIntRange(0), help="Entries to skip, per tier.")
 @_tier_option
 @_json_option
 def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> None:
