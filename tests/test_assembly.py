@@ -188,7 +188,7 @@ def test_manifest_diagnostics_report_missing_and_truncated_files(tmp_path):
     agent = fresh_agent(tmp_path, config={
         "context": {"identityPath": str(tmp_path / "missing.md"), "bootstrapMaxChars": 100}
     })
-    (tmp_path / "home" / "SOUL.md").write_text("x" * 500, encoding="utf-8")
+    (tmp_path / "home" / "SOUL.md").write_text("x" * 300, encoding="utf-8")
     prompt = assemble(agent)
     codes = {d.code for d in prompt.manifest.diagnostics}
     assert {"bootstrap_missing", "bootstrap_truncated"} <= codes

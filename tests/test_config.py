@@ -373,11 +373,13 @@ def test_out_of_range_env_value_names_the_env_var(tmp_path: Path) -> None:
 
 def test_nan_is_not_a_number_in_range() -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={"MONO_AGENT_COMPACTION_TRIGGER_RATIO": "nan"})
+        load_config(data={"runtime": {"compaction": {"triggerRatio": float("nan")}}})
     assert only_problem(exc) == (
-        "runtime.compaction.triggerRatio = NaN (from env MONO_AGENT_COMPACTION_TRIGGER_RATIO): not a number; "
-        "allowed: a number from 0.05 to 1"
+        "runtime.compaction.triggerRatio = NaN (from python): not a number; allowed: a number from 0.05 to 1"
     )
+    with pytest.raises(ConfigError) as exc:
+        load_config(data={}, env={"MONO_AGENT_COMPACTION_TRIGGER_RATIO": "nan"})  # not even parsed as a number
+    assert "'nan' (from env MONO_AGENT_COMPACTION_TRIGGER_RATIO): expected a number" in only_problem(exc)
 
 def test_bad_literal_lists_the_allowed_values(tmp_path: Path) -> None:
     file, exc = config_error(tmp_path, {"runtime": {"session": {"mode": "sometimes"}}})
@@ -429,12 +431,12 @@ def test_bad_model_string(tmp_path: Path, path: str, value: Any) -> None:
 @pytest.mark.parametrize(
     ("var", "raw", "path", "expected"),
     [
-        ("MONO_AGENT_MAX_TURNS", "abc", "runtime.maxTurns", "expected an integer; allowed: 0 (unlimited) or 1 to 100"),
-        ("MONO_AGENT_MAX_TURNS", "2.5", "runtime.maxTurns", "expected an integer; allowed: 0 (unlimited) or 1 to 100"),
+        ("MONO_AGENT_MAX_TURNS", "abc", "runtime.maxTurns", "expected an integer: ASCII digits 0-9 only; allowed: 0 (unlimited) or 1 to 100"),
+        ("MONO_AGENT_MAX_TURNS", "2.5", "runtime.maxTurns", "expected an integer: ASCII digits 0-9 only; allowed: 0 (unlimited) or 1 to 100"),
         ("MONO_AGENT_SESSION_ROLLOVER_NOTICE", "maybe", "runtime.session.rolloverNotice",
          "expected a boolean (1/0, true/false, yes/no, on/off); allowed: true or false"),
         ("MONO_AGENT_COMPACTION_TRIGGER_RATIO", "most", "runtime.compaction.triggerRatio",
-         "expected a number; allowed: a number from 0.05 to 1"),
+         "expected a number: ASCII digits 0-9 with an optional '.' fraction only; allowed: a number from 0.05 to 1"),
     ],
 )
 def test_env_var_that_does_not_parse(var: str, raw: str, path: str, expected: str) -> None:

@@ -9,15 +9,23 @@ USER.md is never created.
 Each file is read under a per-file character budget (``context.bootstrapMaxChars``) and all of
 them under a total budget (``context.bootstrapTotalMaxChars``), in the order SOUL.md,
 IDENTITY.md, USER.md. Missing files, read errors and truncation become prompt diagnostics.
+
+A configured path may name anything (``/dev/zero``, a FIFO, a 20 GB log), so a file is read only
+when it is a regular file of at most ``bootstrapMaxChars`` x 4 bytes (no character of UTF-8 is
+longer, so a larger file could never fit the budget); anything else is left out with a
+``bootstrap_unreadable`` diagnostic saying why, before a byte is read.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+
+from .safe_io import FileTooLarge, NotRegularFile, read_regular_text
 
 if TYPE_CHECKING:
     from .config import Config
@@ -106,18 +114,40 @@ def _create_if_missing(path: Path, text: str) -> None:
         os.fsync(handle.fileno())
 
 
+BYTES_PER_CHAR = 4
+
 _cache: dict[Path, tuple[int, int, str]] = {}
 
 
-def read_text_cached(path: Path) -> str:
-    """Read a UTF-8 text file, reusing the last read while its size and mtime are unchanged."""
-    stat = path.stat()
+def read_text_cached(path: Path, max_bytes: int, *, what: str) -> str:
+    """Read a UTF-8 text file through :func:`~monoagent.safe_io.read_regular_text`, reusing the
+    last read while the path still names a regular file of the same size and mtime.
+
+    Raises :class:`~monoagent.safe_io.NotRegularFile` or :class:`~monoagent.safe_io.FileTooLarge`
+    (``OSError`` subclasses) for a file that is not a regular file or is over ``max_bytes``.
+    """
+    info = path.stat()
     cached = _cache.get(path)
-    if cached is not None and cached[0] == stat.st_mtime_ns and cached[1] == stat.st_size:
+    if (
+        cached is not None
+        and stat.S_ISREG(info.st_mode)
+        and info.st_size <= max_bytes
+        and cached[0] == info.st_mtime_ns
+        and cached[1] == info.st_size
+    ):
         return cached[2]
-    text = path.read_text(encoding="utf-8", errors="replace")
-    _cache[path] = (stat.st_mtime_ns, stat.st_size, text)
+    text = read_regular_text(path, max_bytes, what=what)
+    _cache[path] = (info.st_mtime_ns, info.st_size, text)
     return text
+
+
+def unreadable_reason(error: OSError, limit_source: str) -> str:
+    """Why a file was left out, without its path (diagnostics are shown beside the prompt)."""
+    if isinstance(error, FileTooLarge):
+        return f"it is {error.size:,} bytes, over the {error.limit:,}-byte limit ({limit_source}); not read"
+    if isinstance(error, NotRegularFile):
+        return "it is not a regular file (a FIFO, a device, a socket or a directory); not read"
+    return error.strerror or type(error).__name__
 
 
 def _paths(config: Config) -> tuple[Path | None, Path | None, Path | None, bool]:
@@ -138,14 +168,15 @@ def read_bootstrap_files(turn: Turn) -> BootstrapFiles:
     def load(name: str, path: Path | None, required: bool, section: str) -> BootstrapFile | None:
         nonlocal remaining
         try:
-            text = read_text_cached(path) if path is not None else None
+            text = read_text_cached(path, per_file * BYTES_PER_CHAR, what=name) if path is not None else None
         except FileNotFoundError:
             text = None
             if required:
                 turn.diagnose("bootstrap_missing", f"{name} not found", section)
         except OSError as exc:
             text = None
-            turn.diagnose("bootstrap_unreadable", f"{name} could not be read: {exc.strerror}", section)
+            reason = unreadable_reason(exc, f"context.bootstrapMaxChars {per_file:,} x {BYTES_PER_CHAR} bytes per character")
+            turn.diagnose("bootstrap_unreadable", f"{name} could not be read: {reason}", section)
         if text is None:
             return BootstrapFile(name, path, "", False) if required else None
         original = len(text)

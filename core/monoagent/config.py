@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -135,11 +134,12 @@ class ContextConfig:
         factory=list,
     )
     skill_max_bytes: int = setting(
-        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes.", env="MONO_AGENT_SKILL_MAX_BYTES",
+        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes (a SKILL.md over this + 64 KiB is not read).",
+        env="MONO_AGENT_SKILL_MAX_BYTES",
         min=256, max=1_000_000,
     )
     bootstrap_max_chars: int = setting(
-        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters.",
+        20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file larger than 4 bytes per character of this budget is not read).",
         env="MONO_AGENT_BOOTSTRAP_MAX_CHARS", min=64, max=1_000_000,
     )
     bootstrap_total_max_chars: int = setting(
@@ -678,10 +678,37 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _parse_env(raw: str, hint: Any) -> Any:
-    """Turn an env string into the raw value the key's type expects; return it or raise ValueError."""
+_ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
+_ASCII_DECIMAL = re.compile(r"-?[0-9]{1,30}(?:\.[0-9]{1,30})?")
+_ASCII_SPACE = " \t\r\n"
+
+
+def parse_ascii_number(text: str, kind: type, *, negative: bool) -> int | float:
+    """``text`` as an int or float written in ASCII digits only, or ValueError saying what is allowed.
+
+    ``int()`` and ``float()`` also take ``1_000``, fullwidth and other Unicode digits, ``+5``,
+    ``1e3``, ``inf`` and ``nan``; a configuration value typed as text takes none of them: ASCII
+    digits (at most 30, so no value reaches Python's digit limit), a ``.`` fraction for numbers,
+    and a leading ``-`` only where ``negative`` allows it.
+    """
+    sign = "an optional leading '-' and " if negative else ""
+    if kind is int:
+        if _ASCII_INTEGER.fullmatch(text) and (negative or not text.startswith("-")):
+            return int(text)
+        raise ValueError(f"expected an integer: {sign}ASCII digits 0-9 only")
+    if _ASCII_DECIMAL.fullmatch(text) and (negative or not text.startswith("-")):
+        return float(text)
+    raise ValueError(f"expected a number: {sign}ASCII digits 0-9 with an optional '.' fraction only")
+
+
+def _parse_env(raw: str, hint: Any, *, negative: bool = True) -> Any:
+    """Turn an env string into the raw value the key's type expects; return it or raise ValueError.
+
+    ``negative`` is False for a key whose minimum is not below zero: its integer or number may
+    not start with ``-``.
+    """
     base, optional = _unwrap_optional(hint)
-    text = raw.strip()
+    text = raw.strip(_ASCII_SPACE)
     if optional and text == "":
         return None
     if base is bool:
@@ -690,16 +717,8 @@ def _parse_env(raw: str, hint: Any) -> Any:
         if text.lower() in _FALSE:
             return False
         raise ValueError("expected a boolean (1/0, true/false, yes/no, on/off)")
-    if base is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError("expected an integer") from None
-    if base is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError("expected a number") from None
+    if base in (int, float):
+        return parse_ascii_number(text, base, negative=negative)
     if typing.get_origin(base) is list:
         return [part.strip() for part in text.split(",") if part.strip()]
     if base is Path:
@@ -759,21 +778,24 @@ def discover_config_file(explicit: str | os.PathLike[str] | None = None, env: Ma
     return None
 
 
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError."""
+    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError.
+
+    The file must be a regular file of at most :data:`CONFIG_MAX_BYTES` (1 MiB), nested at most
+    :data:`~monoagent.documents.MAX_NESTING` levels deep (see :mod:`monoagent.documents`).
+    """
+    from .documents import DocumentError, load_document
+
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        if path.suffix.lower() == ".json":
-            loaded = json.loads(data)
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"{path}: the top level must be a JSON object")
-            return loaded
-        return tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}") from None
+        loaded = load_document(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
+    except DocumentError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return loaded
 
 
 @attrs.define
@@ -816,7 +838,8 @@ def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
         if not key.env or key.env not in env:
             continue
         try:
-            value = _parse_env(env[key.env], _field_type(key.owner, key.attribute))
+            minimum = key.attribute.metadata.get("min")
+            value = _parse_env(env[key.env], _field_type(key.owner, key.attribute), negative=minimum is None or minimum < 0)
         except ValueError as exc:
             raw.problems.append(f"{key.path} = {env[key.env]!r} (from env {key.env}): {exc}; allowed: {key.allowed}")
             continue

@@ -350,7 +350,10 @@ The first of these that applies is the one file read (files are never merged):
    (`platformdirs.user_config_path("monoagent")`: `~/.config/monoagent/` on Linux,
    `~/Library/Application Support/monoagent/` on macOS).
 
-A file whose name ends in `.json` is read as JSON, anything else as TOML. Keys are camelCase
+A file whose name ends in `.json` is read as JSON, anything else as TOML. The file must be a
+regular file (not a FIFO or a device) of at most 1 MiB, nested at most 64 levels deep, with
+dotted keys of at most 64 parts; anything else is a one-line error checked before the file is
+read or parsed. Keys are camelCase
 (`context.identityPath`, `runtime.maxTurns`); in Python the attributes are their snake_case
 spellings (`config.context.identity_path`). In Python, `Agent(config={...})` takes the same tree
 as a mapping and reads no file.
@@ -361,6 +364,11 @@ as a mapping and reads no file.
 can be set without a file; the variable wins over the file. Values are parsed by the key's type:
 booleans accept `1/0`, `true/false`, `yes/no`, `on/off`; lists are comma-separated
 (`MONO_AGENT_FALLBACKS=openai:gpt-4o,ollama:llama3`); an empty value unsets an optional key.
+Integers and numbers are ASCII digits only (at most 30), a number with an optional `.` fraction,
+and a leading `-` only where the key's range allows negatives: `1_000`, `+5`, `1e3`, `inf`,
+`nan` and fullwidth or other non-ASCII digits are refused with an error naming the variable, the
+value and what is allowed. Counts on the command line (`monoagent memory list --limit`) follow
+the same rule.
 
 ## Relative paths
 

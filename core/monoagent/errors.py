@@ -85,6 +85,16 @@ class EmptyResponse(TurnFailed):
     settlement_code = "empty_response"
 
 
+class CommitFailed(TurnFailed):
+    """The history store did not commit the turn's answer (disk full, file too large, ...).
+
+    Settled as ``commit_failed``: the run publishes a continuity account instead, like any other
+    failed turn. ``__cause__`` is the store's own error.
+    """
+
+    settlement_code = "commit_failed"
+
+
 class RunDeadlineExceeded(TurnFailed):
     """The run's provider and tool loop outlived ``runtime.runTimeoutMs``; settled as ``run_deadline``."""
 

@@ -10,6 +10,17 @@ with the tool loop (capped by ``runtime.maxTurns``) -> commit (history publish, 
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.continuity`).
+
+The commit is the line between the two outcomes, and the run crosses it only when the history
+store says the answer is durable. A commit that fails (disk full, file too large) settles the
+run as failed (``CommitFailed``, settlement ``commit_failed``) with its account. A cancellation
+that arrives while the commit is in progress cannot stop it half-way (the store finishes in its
+worker thread), so it waits for the outcome: after a durable commit the run completes
+(``run_committed``, ``after_commit``, ``run_completed``) and only then does the caller receive
+its ``CancelledError``, as asyncio's contract for a cancelled task requires; after a failed
+commit the run settles as cancelled with its account (``run_cancelled``). A cancellation during
+``after_commit`` interrupts that hook (``runtime_warning`` ``after_commit_cancelled``); the
+commit stands and the run completes the same way.
 """
 
 from __future__ import annotations
@@ -28,8 +39,8 @@ import attrs
 from .assembly import collect_sections, compile_prompt
 from .bloat import guard_tool_result
 from .continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
-from .errors import AdmissionRejected, EmptyResponse, TurnFailed
-from .interfaces import load_history
+from .errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
+from .interfaces import CommitReceipt, load_history
 from .log import logger
 from .model import (
     AssembledPrompt,
@@ -242,6 +253,8 @@ class Harness:
             self._running += 1
             result = await self._execute(turn, prompt)
         except asyncio.CancelledError as exc:
+            if RunContinuity.of(turn).collector.claimed:
+                raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
@@ -335,8 +348,8 @@ class Harness:
         answer = Message("assistant", text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        continuity.collector.claimed = True  # from here on, no continuity account replaces this turn
-        receipt = await agent.history_store.commit(turn.conversation_id, [user, answer])
+        receipt, cancelled = await self._commit(turn, [user, answer])
+        continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
             conversation_id=turn.conversation_id,
@@ -354,6 +367,9 @@ class Harness:
                 if error is not None:
                     raise error
                 await await_me_maybe(value)
+            except asyncio.CancelledError as exc:  # the commit stands; this hook was interrupted
+                cancelled = cancelled or exc
+                turn.emit("runtime_warning", code="after_commit_cancelled", plugin=plugin)
             except Exception as exc:  # the commit stands; say what did not happen
                 turn.emit(
                     "runtime_warning",
@@ -364,7 +380,32 @@ class Harness:
         turn.emit(
             "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text), **provided.event_data()
         )
+        if cancelled is not None:
+            raise cancelled
         return result
+
+    async def _commit(self, turn: Turn, messages: list[Message]) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
+
+        Returns the receipt and the cancellation to re-raise once the run has completed, if one
+        arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        """
+        commit = asyncio.ensure_future(self.agent.history_store.commit(turn.conversation_id, messages))
+        cancelled: asyncio.CancelledError | None = None
+        while not commit.done():
+            try:
+                await asyncio.wait((commit,))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
+        if error is None:
+            return commit.result(), cancelled
+        if cancelled is not None:
+            raise cancelled from error
+        raise CommitFailed(
+            f"this turn's answer was not committed to history ({type(error).__name__}: {error}); "
+            f"the turn settles as commit_failed and its continuity account is published instead"
+        ) from error
 
     async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
         agent = self.agent

@@ -855,8 +855,10 @@ def after_commit(turn: Turn, result: TurnResult) -> Any:
         Nothing (or an awaitable the kernel awaits). Results are collected. An exception here
         is logged as a ``runtime_warning`` event and does not undo the commit.
 
-    Called once per turn, only after the history store published the turn. Never for
-    cancelled or failed turns.
+    Called once per turn, only after the history store published the turn durably, also when a
+    cancellation arrived during that commit (the run completes before the caller sees it).
+    Never for turns that end with a continuity account (cancelled or failed before the commit,
+    or whose commit failed).
 
     Bundled default (``memory``): captures the turn into every configured tier, attributed to
     its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's

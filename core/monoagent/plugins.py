@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -506,11 +507,25 @@ def _expand_plugin_paths(paths: Iterable[Path]) -> list[Path]:
         path = Path(path)
         if path.is_dir():
             out.extend(sorted(p for p in path.glob("*.py") if not p.name.startswith("_")))
-        elif path.is_file():
+        elif path.exists():  # a FIFO or a device too: the import refuses it by name, the rest loads
             out.append(path)
         else:
             raise PluginError(f"plugin path {path} does not exist (from plugins.paths or --plugins-dir)")
     return out
+
+
+PLUGIN_FILE_MAX_BYTES = 16 * 1024 * 1024
+
+
+class _BoundedSourceLoader(importlib.machinery.SourceFileLoader):
+    """Reads a project-local plugin file, and its bytecode cache, as a regular file of at most
+    :data:`PLUGIN_FILE_MAX_BYTES`: a FIFO named ``x.py`` in a plugins directory would otherwise
+    hang the import, and ``/dev/zero`` would be read without end."""
+
+    def get_data(self, path: str) -> bytes:
+        from .safe_io import read_regular_file
+
+        return read_regular_file(path, PLUGIN_FILE_MAX_BYTES, what="plugin file")
 
 
 def _import_file(path: Path) -> types.ModuleType:
@@ -519,7 +534,7 @@ def _import_file(path: Path) -> types.ModuleType:
     module_name = f"monoagent_local_plugins.{path.stem}_{digest}"
     if module_name in sys.modules:
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path, loader=_BoundedSourceLoader(module_name, str(path)))
     if spec is None or spec.loader is None:
         raise PluginError(f"cannot import plugin file {path}")
     module = importlib.util.module_from_spec(spec)

@@ -11,6 +11,12 @@ written when the call settles, whether or not the turn later commits. The harnes
 * rejected by the writer (a definitive error from the store): ``persistence: "failed"`` with
   ``persistence_error``.
 
+A store that cannot be opened at all (locked by another process, unreadable) rejects writes with
+:class:`ToolHistoryUnavailable` while it retries; a run reports those as one warning line with a
+count, not one line per record. Every write's outcome is retrieved by the ledger, including one
+that settles after the run stopped waiting for it (logged unless it is such an unavailability,
+which the store reports once), so asyncio never reports a "Future exception was never retrieved".
+
 Record ids are derived, never random: the SHA-256 of physical conversation id, run id, provider
 tool-call id and phase (``invocation`` or ``result``), so a retried write is idempotent. The
 store assigns sequence numbers (per-run order); timestamps are metadata.
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from .errors import MonoagentError
+from .log import logger
 from .model import ToolCall, ToolResult, ToolStatus
 
 if TYPE_CHECKING:
@@ -56,6 +63,11 @@ class ToolHistoryError(MonoagentError):
 
 class ToolHistoryRejected(ToolHistoryError):
     """The writer definitively rejected a record (the only cause of ``persistence: "failed"``)."""
+
+
+class ToolHistoryUnavailable(ToolHistoryRejected):
+    """The store cannot be opened right now (locked by another process, unreadable); it rejects
+    writes without waiting while it retries opening with back-off, and records again once it can."""
 
 
 def record_id(conversation_id: str, run_id: str, call_id: str, phase: Phase) -> str:
@@ -186,6 +198,27 @@ class RunLedger:
     open: dict[str, ToolInvocation] = attrs.Factory(dict)
     deferred: list[tuple[str, asyncio.Future[Any]]] = attrs.Factory(list)
     failures: list[str] = attrs.Factory(list)
+    unavailable: list[str] = attrs.Factory(list)
+    abandoned: set[asyncio.Future[Any]] = attrs.Factory(set)
+
+    def _watch(self, what: str, future: concurrent.futures.Future[Any]) -> asyncio.Future[Any]:
+        """``future`` as an asyncio future whose outcome is always retrieved (see the module docstring)."""
+        waiting = _wrap_future(future)
+        waiting.add_done_callback(lambda done: self._settled(what, done))
+        return waiting
+
+    def _settled(self, what: str, future: asyncio.Future[Any]) -> None:
+        error = None if future.cancelled() else future.exception()
+        if future in self.abandoned:
+            self.abandoned.discard(future)
+            if error is not None and not isinstance(error, ToolHistoryUnavailable):
+                logger.warning("tool history: the {} of run {} failed after the run was finalised: {}", what, self.turn.run_id, error)
+
+    def _failed(self, what: str, error: BaseException) -> None:
+        if isinstance(error, ToolHistoryUnavailable):
+            self.unavailable.append(str(error))
+        else:
+            self.failures.append(f"{what}: {error}")
 
     def _invocation(self, call: ToolCall) -> ToolInvocation:
         session = self.turn.session
@@ -202,14 +235,18 @@ class RunLedger:
         import asyncio  # imported where used: plugin modules import this one at CLI start-up
 
         assert self.store is not None
-        waiting = asyncio.wrap_future(future)
-        done, _ = await asyncio.wait({waiting}, timeout=self.store.confirm_timeout)
+        waiting = self._watch(what, future)
+        try:
+            done, _ = await asyncio.wait({waiting}, timeout=self.store.confirm_timeout)
+        except asyncio.CancelledError:
+            self.deferred.append((what, waiting))  # the run settles it (reconcile) on its way out
+            raise
         if not done:
             self.deferred.append((what, waiting))
             return {"persistence": "deferred"}
         error = waiting.exception()
         if error is not None:
-            self.failures.append(f"{what}: {error}")
+            self._failed(what, error)
             return {"persistence": "failed", "persistence_error": self._error(error)}
         return {"persistence": "persisted"}
 
@@ -225,7 +262,7 @@ class RunLedger:
         try:
             future = self.store.submit_invocation(invocation)
         except ToolHistoryError as exc:
-            self.failures.append(f"invocation {call.name}: {exc}")
+            self._failed(f"invocation of {call.name!r}", exc)
             return {"persistence": "failed", "persistence_error": self._error(exc)}
         return await self._confirm(f"invocation of {call.name!r}", future)
 
@@ -237,7 +274,7 @@ class RunLedger:
         try:
             future = self.store.submit_result(invocation, result, time.time())
         except ToolHistoryError as exc:
-            self.failures.append(f"result {call.name}: {exc}")
+            self._failed(f"result of {call.name!r}", exc)
             return {"persistence": "failed", "persistence_error": self._error(exc)}
         return await self._confirm(f"result of {call.name!r}", future)
 
@@ -250,30 +287,38 @@ class RunLedger:
         for invocation in closed:
             call = invocation.call
             result = ToolResult(call.id, call.name, reason, status)
+            what = f"result of {call.name!r}"
             try:
                 future = self.store.submit_result(invocation, result, time.time())
             except ToolHistoryError as exc:
-                self.failures.append(f"result {call.name}: {exc}")
+                self._failed(what, exc)
                 continue
-            self.deferred.append((f"result of {call.name!r}", _wrap_future(future)))
+            self.deferred.append((what, self._watch(what, future)))
         return closed
 
     async def reconcile(self) -> list[str]:
-        """Wait (bounded) for every deferred write; the problems, one line each (empty: all durable)."""
-        if not self.deferred:
-            return list(self.failures)
-        assert self.store is not None
+        """Wait (bounded) for every deferred write; the problems, one line each (empty: all durable).
+
+        Writes rejected because the store is unavailable make one line with their count.
+        """
         pending = self.deferred
         self.deferred = []
-        waiting = {future for _, future in pending}
-        import asyncio
+        late: set[asyncio.Future[Any]] = set()
+        if pending:
+            assert self.store is not None
+            import asyncio
 
-        done, late = await asyncio.wait(waiting, timeout=self.store.reconcile_timeout)
-        problems = list(self.failures)
+            _, late = await asyncio.wait({future for _, future in pending}, timeout=self.store.reconcile_timeout)
+        problems: list[str] = []
         for what, future in pending:
             if future in late:
+                self.abandoned.add(future)
                 problems.append(f"{what}: still not confirmed after {self.store.reconcile_timeout:g} s")
-            elif future.exception() is not None:
-                problems.append(f"{what}: {future.exception()}")
-        self.failures = []
+            elif not future.cancelled() and future.exception() is not None:
+                self._failed(what, future.exception())
+        problems[:0] = self.failures
+        if self.unavailable:
+            count = len(self.unavailable)
+            problems.append(f"{count} tool-history record{'s' if count > 1 else ''} of this run not written: {self.unavailable[-1]}")
+        self.failures, self.unavailable = [], []
         return problems

@@ -18,9 +18,7 @@ to rehearse failure handling.
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_len
 
 CONTEXT_WINDOW = 200_000
+SCRIPT_MAX_BYTES = 16 * 1024 * 1024
 
 
 @attrs.define
@@ -41,7 +40,8 @@ class OfflineConfig:
     """providers.offline: the offline providers."""
 
     script_path: Path | None = setting(
-        None, doc="Script replayed by offline:scripted (TOML or JSON).", env="MONO_AGENT_OFFLINE_SCRIPT"
+        None, doc="Script replayed by offline:scripted (TOML or JSON; a regular file of at most 16 MiB, nested at most 64 levels).",
+        env="MONO_AGENT_OFFLINE_SCRIPT",
     )
 
 
@@ -95,17 +95,19 @@ class ScriptStep:
 
 
 def load_script(path: Path) -> list[ScriptStep]:
-    """Read and validate a script file; a clear ConfigError names the file and the problem."""
+    """Read and validate a script file; a clear ConfigError names the file and the problem.
+
+    The script must be a regular file of at most :data:`SCRIPT_MAX_BYTES` (16 MiB), nested at
+    most :data:`~monoagent.documents.MAX_NESTING` levels deep.
+    """
     import cattrs
 
+    from monoagent.documents import DocumentError, load_document
+
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"offline:scripted: cannot read script {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(raw) if path.suffix.lower() == ".json" else tomllib.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"offline:scripted: script {path} is not valid {path.suffix.lstrip('.').upper() or 'TOML'}: {exc}") from None
+        data = load_document(path, max_bytes=SCRIPT_MAX_BYTES, what="script")
+    except DocumentError as exc:
+        raise ConfigError(f"offline:scripted: {exc}") from None
     steps = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(steps, list) or not steps:
         raise ConfigError(f"offline:scripted: script {path} needs a non-empty list 'steps' of {{text, tool_calls, error}} tables")

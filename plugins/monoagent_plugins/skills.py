@@ -10,6 +10,12 @@ Problems are diagnostics, never failures: a missing or unreadable SKILL.md, one 
 path leaves the skills root (a symlink out of it), malformed front matter, a truncated body.
 A skill that could not be read is left out of both sections. Each skill is loaded once per
 turn (both sections share the result) and file reads are cached by path, mtime and size.
+
+A SKILL.md is read only when it is a regular file of at most ``context.skillMaxBytes`` + 64 KiB
+(the body's budget plus room for front matter); a FIFO, a device or a larger file is left out
+with a ``skill_unreadable`` diagnostic before a byte is read. Front matter nested more than
+:data:`~monoagent.documents.MAX_NESTING` levels deep is reported as invalid and ignored (it is
+measured on YAML's event stream, before anything recursive builds it).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ import functools
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from monoagent.bootstrap import read_text_cached
+from monoagent.bootstrap import read_text_cached, unreadable_reason
+from monoagent.documents import MAX_NESTING
 from monoagent.model import Section
 from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_prefix
@@ -30,6 +38,7 @@ from monoagent.turn import Turn
 INDEX_HEADING = "# Skills"
 INSTRUCTIONS_HEADING = "# Selected skill instructions"
 _STATE_KEY = "monoagent_plugins.skills"
+FRONT_MATTER_MAX_BYTES = 64 * 1024
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
 
 
@@ -64,6 +73,8 @@ def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
     import yaml  # imported on first use: keeps `monoagent --help` fast
 
     try:
+        if _yaml_depth(match.group(1), yaml) > MAX_NESTING:
+            return {}, body, f"front matter nests more than {MAX_NESTING} levels deep"
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
         return {}, body, f"front matter is not valid YAML ({getattr(exc, 'problem', None) or type(exc).__name__})"
@@ -75,6 +86,21 @@ def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
     if description is not None and not isinstance(description, str):
         return {**meta, "description": None}, body, "description is not a string"
     return meta, body, None
+
+
+def _yaml_depth(text: str, yaml: Any) -> int:
+    """How deep collections nest in ``text``, from the parser's event stream (no recursion),
+    stopping as soon as it passes :data:`MAX_NESTING`."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                break
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return deepest
 
 
 _resolved: dict[tuple[Path, str, int, int], Path | None] = {}
@@ -114,13 +140,14 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
     if path is None:
         skip("skill_outside_root", "SKILL.md resolves outside the skills root")
         return None
+    cap = turn.config.context.skill_max_bytes
     try:
-        text = read_text_cached(path)
+        text = read_text_cached(path, cap + FRONT_MATTER_MAX_BYTES, what="SKILL.md")
     except FileNotFoundError:
         skip("skill_missing", f"{name}/SKILL.md not found in the skills root")
         return None
     except OSError as exc:
-        skip("skill_unreadable", f"SKILL.md could not be read: {exc.strerror}")
+        skip("skill_unreadable", f"SKILL.md could not be read: {unreadable_reason(exc, f'context.skillMaxBytes {cap:,} + 64 KiB')}")
         return None
     meta, body, problem = _split_front_matter(text.removeprefix("\ufeff"))
     if problem:

@@ -20,6 +20,15 @@ refused.
   (``LOCK_EX | LOCK_NB``): the kernel drops a ``flock`` the moment its process dies, so this needs
   no PID (PIDs are reused) and no elapsed-time lease. A stale lock file is deleted by whoever
   finds it lockable.
+* **Opening, and a locked sidecar.** A writer opens the sidecar on its first write, waiting up to
+  :attr:`OpenRetry.lock_wait_ms` (30 s) for a lock another connection holds (SQLite's, or the
+  owner lock); each write waits as long for SQLite's lock. If it cannot open the sidecar, or a
+  write gives up on the lock, the sidecar is *unavailable*: every write is rejected at once with
+  :class:`~monoagent.tool_lifecycle.ToolHistoryUnavailable` (``persistence: "failed"``), one log
+  line says so, and the next write after a back-off (1 s, doubling up to 60 s) tries again (the
+  open, or taking the write lock once), waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once
+  that succeeds, writes are recorded again and one log line says that too. Nothing stays failed
+  for the life of the process, and a lock held for minutes costs each write no wait at all.
 * **Recovery.** At writer start-up, and whenever another store handle of the process attaches to
   the running writer, every invocation still without a result whose writer is dead is closed as
   ``interrupted`` (never re-run). Invocations of live writers (another process's tool still
@@ -42,7 +51,8 @@ refused.
   path-opaque, fenced and framed as untrusted. The current run, isolated runs and calls already
   retained in a continuity account are left out; SessionHistory result bodies are omitted. No
   records, no section (the system prompt stays byte-identical). A zero-byte sidecar counts as
-  absent; a corrupt one degrades to a ``tool_history_projection_degraded`` runtime warning.
+  absent; a corrupt one degrades to a ``tool_history_projection_degraded`` runtime warning, and
+  so does one this process's writer cannot open (the read is skipped rather than wait on the lock).
 * **SessionHistory** (``search``, ``get``, ``stats``) reads the records of the current logical
   conversation across its daily buckets and fails closed on a corrupt or unsafe sidecar.
 """
@@ -74,7 +84,8 @@ from monoagent.log import logger
 from monoagent.model import Section, ToolResult, ToolSpec, ToolStatus
 from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
-from monoagent.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolInvocation, ToolRecord
+from monoagent.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable, ToolInvocation, ToolRecord
+from monoagent.untrusted import neutralize_untrusted, quote_inline
 
 SIDECAR = Path("tool-history") / "tool-lifecycles.sqlite"
 LOCKS = Path(".locks")
@@ -85,6 +96,7 @@ WRITER_ID = re.compile(r"[0-9a-f]{32}")
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = ("1", "2")  # schema 1 (development builds) lacks only the writer column
 BUSY_TIMEOUT_MS = 30_000
+READ_BUSY_TIMEOUT_MS = 5_000
 SESSION_HISTORY = "SessionHistory"
 FENCE_OPEN = "<tool_history_projection>"
 FENCE_CLOSE = "</tool_history_projection>"
@@ -230,15 +242,54 @@ def _bounded(text: str, limit: int, redact: Callable[[str], str]) -> tuple[str |
 # --------------------------------------------------------------------------- the writer
 
 
+@attrs.frozen
+class OpenRetry:
+    """How a writer waits for locks and retries a sidecar it could not open (see the module docstring).
+
+    ``lock_wait_ms`` bounds every wait for another connection's lock: SQLite's busy timeout of
+    each write and of the first open, and the owner lock. Later open attempts wait
+    ``probe_wait_ms``. After a failed open, writes are rejected for ``first_delay`` seconds,
+    doubling per failure up to ``max_delay``, measured by ``clock`` (monotonic; tests inject one).
+    """
+
+    lock_wait_ms: int = BUSY_TIMEOUT_MS
+    probe_wait_ms: int = 1_000
+    first_delay: float = 1.0
+    max_delay: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failed open in a row."""
+        return min(self.first_delay * 2 ** min(failures - 1, 32), self.max_delay)
+
+
+class OwnerLockBusy(ToolHistoryError):
+    """Another process held the owner lock for longer than the writer waits."""
+
+
 @contextlib.contextmanager
-def _owner_lock(history_dir: Path) -> Iterator[None]:
-    """Hold the owner lock (blocking): the short critical section of recovery and writer registration."""
+def _owner_lock(history_dir: Path, wait_ms: int = BUSY_TIMEOUT_MS) -> Iterator[None]:
+    """Hold the owner lock: the short critical section of recovery and writer registration.
+
+    Waits at most ``wait_ms`` for another holder (polling, as SQLite's busy handler does), then
+    raises :class:`OwnerLockBusy` instead of blocking the writer thread for good.
+    """
     path = history_dir / OWNER_LOCK
     _ensure_dir(path.parent)
     _create_private(path)
     fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_ms / 1000
+        pause = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise OwnerLockBusy(f"{path} is held by another process for more than {wait_ms / 1000:g} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
         yield
     finally:
         os.close(fd)
@@ -317,7 +368,7 @@ def _in_flight_writers(db: sqlite3.Connection, own: str) -> set[str | None]:
     return {w for (w,) in db.execute("SELECT DISTINCT writer FROM calls WHERE status IS NULL")} - {own}
 
 
-def recover(db: sqlite3.Connection, history_dir: Path, own: str, now: float, *, locked: bool = False) -> int:
+def recover(db: sqlite3.Connection, history_dir: Path, own: str, now: float, *, locked: bool = False, wait_ms: int = BUSY_TIMEOUT_MS) -> int:
     """Close as ``interrupted`` every invocation in flight whose writer is dead; the number closed.
 
     A quick unlocked look first: with no call in flight of another writer (the common case) it
@@ -326,7 +377,7 @@ def recover(db: sqlite3.Connection, history_dir: Path, own: str, now: float, *, 
     """
     if not _in_flight_writers(db, own):
         return 0
-    with contextlib.nullcontext() if locked else _owner_lock(history_dir), _transaction(db):
+    with contextlib.nullcontext() if locked else _owner_lock(history_dir, wait_ms), _transaction(db):
         locks = history_dir / LOCKS
         dead = [w for w in _in_flight_writers(db, own) if not writer_alive(locks, w)]
         closed = 0
@@ -345,9 +396,9 @@ def recover(db: sqlite3.Connection, history_dir: Path, own: str, now: float, *, 
     return closed
 
 
-def _connect(path: Path, settings: ToolHistoryConfig) -> sqlite3.Connection:
+def _connect(path: Path, settings: ToolHistoryConfig, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     db.execute("PRAGMA journal_mode=DELETE")
     db.execute(f"PRAGMA synchronous={settings.synchronous}")
     return db
@@ -356,11 +407,15 @@ def _connect(path: Path, settings: ToolHistoryConfig) -> sqlite3.Connection:
 class SidecarWriter:
     """The one writer thread of a sidecar in this process (refcounted by :func:`_writer_for`)."""
 
-    def __init__(self, history_dir: Path, settings: ToolHistoryConfig, clock: Callable[[], float]) -> None:
+    def __init__(self, history_dir: Path, settings: ToolHistoryConfig, clock: Callable[[], float], retry: OpenRetry) -> None:
         self.history_dir = history_dir
         self.path = history_dir / SIDECAR
         self.settings = settings
         self.clock = clock
+        self.retry = retry
+        self.open_failures = 0
+        self.retry_at: float | None = None
+        self.unavailable: str | None = None  # why the sidecar cannot be opened, while it cannot
         self.gate = threading.Event()
         self.gate.set()
         self.users = 0
@@ -380,20 +435,86 @@ class SidecarWriter:
 
     def recover(self) -> concurrent.futures.Future[Any]:
         """Queue a recovery pass (close the calls of dead writers as interrupted); resolves to the count."""
-        return self.submit(lambda db: recover(db, self.history_dir, self.writer_id or "", self.clock()))
+        return self.submit(lambda db: recover(db, self.history_dir, self.writer_id or "", self.clock(), wait_ms=self.retry.lock_wait_ms))
 
-    def _open(self) -> tuple[sqlite3.Connection, WriterLock]:
+    # An outage: the sidecar cannot be opened, or stays locked by another connection past the lock
+    # wait. Writes are then rejected at once until the back-off ends; the next write after it tries
+    # again (opening, or taking the write lock once) and only a real success ends the outage.
+
+    def _refused(self) -> ToolHistoryUnavailable | None:
+        """The rejection of a write while the back-off runs, else None."""
+        now = self.retry.clock()
+        if self.retry_at is None or now >= self.retry_at:
+            return None
+        return ToolHistoryUnavailable(
+            f"tool history at {self.path} is unavailable ({self.unavailable}); the record was not written; "
+            f"next attempt in {self.retry_at - now:.1f} s"
+        )
+
+    def _outage(self, error: BaseException, db: sqlite3.Connection | None) -> ToolHistoryUnavailable:
+        """Start or extend the back-off after ``error``; the outage is logged once, when it starts."""
+        retry = self.retry
+        self.open_failures += 1
+        delay = retry.delay(self.open_failures)
+        self.retry_at = retry.clock() + delay
+        if self.unavailable is None:
+            logger.bind(plugin="tool-history").warning(
+                "tool history at {} is unavailable ({}); writes are rejected until it can be reached again, "
+                "retried with back-off from {:g} s up to {:g} s",
+                self.path, error, retry.first_delay, retry.max_delay,
+            )
+        self.unavailable = str(error)
+        if db is not None:  # later attempts only probe
+            with contextlib.suppress(sqlite3.Error):
+                db.execute(f"PRAGMA busy_timeout={int(min(retry.probe_wait_ms, retry.lock_wait_ms))}")
+        return ToolHistoryUnavailable(
+            f"tool history at {self.path} is unavailable ({error}); the record was not written; next attempt in {delay:g} s"
+        )
+
+    def _reached(self, db: sqlite3.Connection) -> None:
+        """End an outage after a real success: logged once, lock waits back to normal."""
+        logger.bind(plugin="tool-history").warning(
+            "tool history at {} is reachable again after {} failed attempts; writes are recorded again", self.path, self.open_failures
+        )
+        db.execute(f"PRAGMA busy_timeout={int(self.retry.lock_wait_ms)}")
+        self.open_failures, self.retry_at, self.unavailable = 0, None, None
+
+    def _reach(self, db: sqlite3.Connection | None) -> tuple[sqlite3.Connection, WriterLock | None]:
+        """The open connection, opening the sidecar first if needed; during an outage, a real
+        attempt (the open, or taking the write lock once) that ends it or raises."""
+        refused = self._refused()
+        if refused is not None:
+            raise refused
+        identity = None
+        if db is None:
+            wait_ms = self.retry.lock_wait_ms if self.open_failures == 0 else min(self.retry.probe_wait_ms, self.retry.lock_wait_ms)
+            try:
+                db, identity = self._open(wait_ms)
+            except (OSError, sqlite3.Error, ToolHistoryError) as exc:
+                raise self._outage(exc, None) from None
+        elif self.unavailable is not None:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise self._outage(exc, db) from None
+        if self.unavailable is not None:
+            self._reached(db)
+        return db, identity
+
+    def _open(self, wait_ms: int) -> tuple[sqlite3.Connection, WriterLock]:
         _ensure_dir(self.history_dir)
         _ensure_dir(self.path.parent)
         locks = self.history_dir / LOCKS
         _ensure_dir(locks)
-        with _owner_lock(self.history_dir):
+        with _owner_lock(self.history_dir, wait_ms):
             identity = WriterLock(locks)
             try:
                 _create_private(self.path)
-                db = _connect(self.path, self.settings)
+                db = _connect(self.path, self.settings, wait_ms)
                 try:
                     self._prepare(db)
+                    db.execute(f"PRAGMA busy_timeout={int(self.retry.lock_wait_ms)}")
                     _sweep_writer_locks(locks, identity.id)
                     recover(db, self.history_dir, identity.id, self.clock(), locked=True)
                 except BaseException:
@@ -424,7 +545,6 @@ class SidecarWriter:
     def _main(self) -> None:
         db: sqlite3.Connection | None = None
         identity: WriterLock | None = None
-        failure: BaseException | None = None
         while True:
             item = self._queue.get()
             if item is None:
@@ -434,25 +554,25 @@ class SidecarWriter:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                if db is None and failure is None:
-                    try:
-                        db, identity = self._open()
-                    except (OSError, sqlite3.Error, ToolHistoryError) as exc:
-                        failure = exc
-                        logger.bind(plugin="tool-history").warning(
-                            "tool history at {} cannot be opened; every write is rejected until restart: {}", self.path, exc
-                        )
-                if db is None:
-                    raise ToolHistoryRejected(f"tool history at {self.path} cannot be opened: {failure}")
+                db, opened = self._reach(db)
+                identity = opened or identity
                 future.set_result(job(db))
             except sqlite3.Error as exc:
-                future.set_exception(ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}"))
+                busy = isinstance(exc, sqlite3.OperationalError) and _busy(exc)
+                future.set_exception(
+                    self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
+                )
             except BaseException as exc:
                 future.set_exception(exc)
         if db is not None:
             db.close()
         if identity is not None:
             identity.release()
+
+
+def _busy(error: sqlite3.Error) -> bool:
+    """Whether SQLite gave up waiting for another connection's lock (SQLITE_BUSY or SQLITE_LOCKED)."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 INTERRUPTED_TEXT = "The process running this tool call ended before it returned; the call was not re-run."
@@ -467,7 +587,15 @@ class _transaction:
         return self.db
 
     def __exit__(self, kind: Any, *rest: Any) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is not None:
+            self.db.execute("ROLLBACK")
+            return
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.Error:  # e.g. SQLITE_BUSY: the transaction would stay open and block every later BEGIN
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+            raise
 
 
 def _next_seq(db: sqlite3.Connection) -> int:
@@ -489,12 +617,12 @@ def _drain_writers() -> None:
         writer.stop()
 
 
-def _writer_for(history_dir: Path, settings: ToolHistoryConfig, clock: Callable[[], float]) -> SidecarWriter:
+def _writer_for(history_dir: Path, settings: ToolHistoryConfig, clock: Callable[[], float], retry: OpenRetry) -> SidecarWriter:
     key = os.path.realpath(history_dir)
     with _writers_lock:
         writer = _writers.get(key)
         if writer is None:
-            writer = _writers[key] = SidecarWriter(history_dir, settings, clock)
+            writer = _writers[key] = SidecarWriter(history_dir, settings, clock, retry)
         else:
             writer.recover()  # a new handle on a running writer: a cheap look for calls of dead writers
         writer.users += 1
@@ -524,12 +652,14 @@ class SqliteToolHistory:
         settings: ToolHistoryConfig,
         redact: Callable[[str, str], str],
         clock: Callable[[], float] = time.time,
+        retry: OpenRetry | None = None,
     ) -> None:
         self.history_dir = history_dir
         self.path = history_dir / SIDECAR
         self.settings = settings
         self.redact = redact
         self.clock = clock
+        self.retry = retry or OpenRetry()
         self.confirm_timeout = settings.confirm_timeout_ms / 1000
         self.reconcile_timeout = settings.reconcile_timeout_ms / 1000
         self._writer: SidecarWriter | None = None
@@ -541,8 +671,20 @@ class SqliteToolHistory:
     def writer(self) -> SidecarWriter:
         with self._lock:
             if self._writer is None:
-                self._writer = _writer_for(self.history_dir, self.settings, self.clock)
+                self._writer = _writer_for(self.history_dir, self.settings, self.clock, self.retry)
             return self._writer
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why this process's writer could not open the sidecar, while its back-off lasts.
+
+        None when it is open, has not tried yet, or is due for its next attempt.
+        """
+        with self._lock:
+            writer = self._writer
+        if writer is None or writer.unavailable is None or writer.retry_at is None:
+            return None
+        return writer.unavailable if writer.retry.clock() < writer.retry_at else None
 
     def close(self) -> None:
         with self._lock:
@@ -769,7 +911,7 @@ class SqliteToolHistory:
         try:
             uri = "file:" + urllib.parse.quote(os.fspath(self.path)) + "?mode=ro"  # '#', '?' and '%' are legal in paths
             db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            db.execute("PRAGMA busy_timeout=5000")
+            db.execute(f"PRAGMA busy_timeout={min(READ_BUSY_TIMEOUT_MS, self.retry.lock_wait_ms)}")
             row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         except sqlite3.Error as exc:
             raise SidecarUnavailable(f"{self.path} is not a readable tool-history database: {exc}") from None
@@ -827,11 +969,9 @@ class SqliteToolHistory:
 
 
 def neutralise(text: str) -> str:
-    """Defuse the projection's fence tokens and indent continuation lines."""
-    for token in (FENCE_OPEN, FENCE_CLOSE):
-        text = text.replace(token, token.replace("<", "‹").replace(">", "›"))
-    text = text.replace("<tool_history", "‹tool_history").replace("</tool_history", "‹/tool_history")
-    lines = text.splitlines() or [""]
+    """Defuse every host fence token, however spelt (:func:`monoagent.untrusted.neutralize_untrusted`),
+    and indent continuation lines."""
+    lines = neutralize_untrusted(text).splitlines() or [""]
     return "\n".join([lines[0], *("    " + line for line in lines[1:])])
 
 
@@ -848,7 +988,8 @@ def projection_entry(row: Any) -> str:
         result = f"[SessionHistory result body omitted; {row['result_bytes']} bytes]"
     else:
         result = _value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
-    return neutralise(f"[#{row['end_seq']}] {row['tool']} ({row['status']})\narguments: {args}\nresult: {result}")
+    head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
+    return head + "\n    " + neutralise(f"arguments: {args}\nresult: {result}")
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:
@@ -876,6 +1017,8 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
 
     excluded = accounted_records(turn.history)
     try:
+        if store.unavailable is not None:  # the writer cannot open it either: no turn waits on that lock again
+            raise SidecarUnavailable(f"tool history is unavailable: {store.unavailable}")
         rows = store.recent_completed(turn.conversation_id, turn.run_id, cfg.projection_max_calls + len(excluded))
     except ToolHistoryError as exc:
         turn.emit("runtime_warning", code="tool_history_projection_degraded", error=turn.agent.redact(str(exc), "error"))
