@@ -222,6 +222,16 @@ class RuntimeConfig:
         doc="Ordered backup models tried on a retryable failure (env: comma-separated).",
         env="MONO_AGENT_FALLBACKS", check=_check_models, factory=list,
     )
+    run_timeout_ms: int = setting(
+        3_600_000, doc="Deadline of one run's provider and tool loop (ms): steps, retries, fallbacks and tool calls "
+        "together; a run still going then fails with settlement run_deadline.",
+        env="MONO_AGENT_RUN_TIMEOUT_MS", min=10, max=7 * 24 * 3_600_000,
+    )
+    max_repeated_tool_calls: int = setting(
+        5, doc="How many times in a row the model may call one tool with the same arguments; the next identical "
+        "call is not run and the run fails with settlement repeated_tool_call. 0 = no limit.",
+        env="MONO_AGENT_MAX_REPEATED_TOOL_CALLS", min=0, max=1000,
+    )
     session: SessionConfig = attrs.field(factory=SessionConfig)
     compaction: CompactionConfig = attrs.field(factory=CompactionConfig)
 
@@ -261,6 +271,25 @@ class PiNativeConfig:
     )
     pi_sessions_root: Path | None = setting(
         None, doc="Durable provider-session store; unset = in-memory.", env="MONO_AGENT_PI_SESSIONS_ROOT",
+    )
+    stream_idle_timeout_ms: int = setting(
+        300_000, doc="Longest wait for progress in one provider stream (ms): text, tool-call arguments or the end; "
+        "pings and keep-alives do not count. Retryable.",
+        env="MONO_AGENT_PI_STREAM_IDLE_TIMEOUT_MS", min=10, max=3_600_000,
+    )
+    stream_timeout_ms: int = setting(
+        1_800_000, doc="Deadline of one provider stream, from the request to its last event (ms). Not retryable.",
+        env="MONO_AGENT_PI_STREAM_TIMEOUT_MS", min=10, max=24 * 3_600_000,
+    )
+    max_stream_bytes: int = setting(
+        16 * 1024 * 1024, doc="Cap on the model output of one provider stream: text, tool-call arguments and "
+        "reasoning, in UTF-8 bytes. Not retryable.",
+        env="MONO_AGENT_PI_MAX_STREAM_BYTES", min=1024, max=1 << 30,
+    )
+    max_stream_event_bytes: int = setting(
+        4 * 1024 * 1024, doc="Cap on one line, and one event, of a provider's HTTP stream in bytes, enforced while "
+        "it is read. Not retryable.",
+        env="MONO_AGENT_PI_MAX_STREAM_EVENT_BYTES", min=1024, max=256 * 1024 * 1024,
     )
 
 

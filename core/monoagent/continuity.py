@@ -30,7 +30,8 @@ excluded from the projection (shown twice, never hidden).
 The request and the account message together are at most 48 KiB: a request over 32 KiB keeps a
 UTF-8-safe prefix with a marker, and the account message gets 48 KiB less the request's bytes
 (never less than 16 KiB). A cancellation keeps its typed abort reason. A failure records a trusted settlement code
-(``runtime_result``, ``empty_response``, ``commit_failed`` or ``thrown_error``) and a fixed host notice; the raw
+(``runtime_result``, ``empty_response``, ``commit_failed`` or ``thrown_error``; ``run_deadline`` and
+``repeated_tool_call`` for a tool loop the host stopped) and a fixed host notice; the raw
 runtime/provider code and detail appear only as bounded, redacted ``untrustedCode`` /
 ``untrustedDetail`` inside tag-safe JSON preceded by a warning. The notice never quotes provider
 text and never presents the partial answer as complete. Memory capture (``after_commit``) never
@@ -81,8 +82,10 @@ MAX_LISTED_IDS = 64
 STATE_KEY = "monoagent.continuity"
 
 ACCOUNT_HEADER = "[Continuity account v1, written by the host"
-SettlementCode = Literal["runtime_result", "empty_response", "commit_failed", "thrown_error"]
-SETTLEMENT_CODES: tuple[str, ...] = ("runtime_result", "empty_response", "commit_failed", "thrown_error")
+SettlementCode = Literal["runtime_result", "empty_response", "commit_failed", "thrown_error", "run_deadline", "repeated_tool_call"]
+SETTLEMENT_CODES: tuple[str, ...] = (
+    "runtime_result", "empty_response", "commit_failed", "thrown_error", "run_deadline", "repeated_tool_call"
+)
 CANCEL_NOTICE = (
     "This turn was cancelled before it finished. The assistant text below is an incomplete "
     "fragment, not an answer; the request has not been completed."
@@ -395,7 +398,9 @@ class ContinuityCollector:
         self.sealed = True
 
 
-def _settlement(error: BaseException) -> SettlementCode:
+def settlement_code(error: BaseException) -> SettlementCode:
+    """The trusted host settlement code of a failure: the error's own ``settlement_code`` if it is
+    one of :data:`SETTLEMENT_CODES`, ``runtime_result`` for any other ``TurnFailed``, else ``thrown_error``."""
     code = getattr(error, "settlement_code", None)
     if code in SETTLEMENT_CODES:
         return code
@@ -411,6 +416,8 @@ def _untrusted_code(error: BaseException) -> str:
             parts.append(error.provider)
         if error.status is not None:
             parts.append(str(error.status))
+        if error.code:
+            parts.append(error.code)
     return ":".join(parts)
 
 
@@ -454,7 +461,7 @@ def build_account(
     if outcome == "cancelled":
         fields["abort_reason"] = abort_reason(error) if error is not None else "cancelled"
     else:
-        fields["settlement"] = _settlement(error) if error is not None else "thrown_error"
+        fields["settlement"] = settlement_code(error) if error is not None else "thrown_error"
         if error is not None:
             fields["untrusted_code"] = _bounded_evidence(_untrusted_code(error), UNTRUSTED_CODE_MAX_BYTES, redact)[0]
             detail = str(error)

@@ -44,7 +44,9 @@ class ProviderError(MonoagentError):
 
     ``status`` is the HTTP status when the server answered one (None for a dropped connection or
     a timeout); ``retry_after`` is the delay in seconds the server asked for (``Retry-After``),
-    None when it asked for none.
+    None when it asked for none. ``code`` names a stream-limit or shape violation
+    (``stream_idle_timeout``, ``stream_timeout``, ``stream_too_large``, ``event_too_large``,
+    ``too_many_tool_calls``, ``malformed_event``; see docs/reliability.md), None otherwise.
     """
 
     def __init__(
@@ -55,11 +57,13 @@ class ProviderError(MonoagentError):
         provider: str = "",
         status: int | None = None,
         retry_after: float | None = None,
+        code: str | None = None,
     ):
         self.retryable = retryable
         self.provider = provider
         self.status = status
         self.retry_after = retry_after
+        self.code = code
         super().__init__(message)
 
 
@@ -89,3 +93,16 @@ class CommitFailed(TurnFailed):
     """
 
     settlement_code = "commit_failed"
+
+
+class RunDeadlineExceeded(TurnFailed):
+    """The run's provider and tool loop outlived ``runtime.runTimeoutMs``; settled as ``run_deadline``."""
+
+    settlement_code = "run_deadline"
+
+
+class RepeatedToolCall(TurnFailed):
+    """The model called one tool with the same arguments more than ``runtime.maxRepeatedToolCalls``
+    times in a row; settled as ``repeated_tool_call``."""
+
+    settlement_code = "repeated_tool_call"

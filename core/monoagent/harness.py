@@ -38,7 +38,7 @@ import attrs
 
 from .assembly import collect_sections, compile_prompt
 from .bloat import guard_tool_result
-from .continuity import PublicationBarrier, RunContinuity, settle_run
+from .continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
 from .errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from .interfaces import CommitReceipt, load_history
 from .log import logger
@@ -260,7 +260,7 @@ class Harness:
             raise
         except BaseException as exc:
             await settle_run(turn, self._continuity, "failed", exc)
-            turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"))
+            turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
         finally:
             if slot_held:

@@ -25,7 +25,10 @@ class ProviderRuntime(Protocol):
 
     A runtime streams :class:`~monoagent.model.TextDelta` pieces, one
     :class:`~monoagent.model.ToolCallRequested` per fully assembled tool call, and ends with one
-    :class:`~monoagent.model.StepFinished`. Failures raise
+    :class:`~monoagent.model.StepFinished`; it may yield :class:`~monoagent.model.StreamProgress`
+    for argument or reasoning bytes as they arrive. The harness reads the stream within the
+    ``providers.piNative`` stream limits and checks every event's types
+    (:func:`monoagent.reliability.read_step`). Failures raise
     :class:`~monoagent.errors.ProviderError` with ``retryable`` set for transient ones.
     Cancellation arrives as ``asyncio.CancelledError`` at an ``await``; the runtime stops its
     stream promptly and lets it propagate.

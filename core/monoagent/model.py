@@ -426,7 +426,22 @@ class StepFinished:
     usage: Usage = Usage()
 
 
-ProviderEvent = TextDelta | ToolCallRequested | StepFinished
+@attrs.frozen
+class StreamProgress:
+    """Output that arrived but is not an event of its own yet: optional, for the stream limits.
+
+    ``bytes`` of a tool call's argument JSON (``kind="tool_arguments"``, the call itself follows
+    as :class:`ToolCallRequested`), or of output the runtime does not pass on (``"reasoning"``,
+    ``"other"``). The harness counts it towards ``providers.piNative.maxStreamBytes`` and as
+    progress for ``streamIdleTimeoutMs``, so a runtime that assembles long tool-call arguments
+    or reads reasoning yields one per piece; a runtime that never does is bounded all the same.
+    """
+
+    bytes: int
+    kind: str = "tool_arguments"
+
+
+ProviderEvent = TextDelta | ToolCallRequested | StepFinished | StreamProgress
 
 
 # --------------------------------------------------------------------------- events and results

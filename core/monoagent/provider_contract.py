@@ -36,7 +36,9 @@ an error event mid-stream and a dropped connection are retryable ``ProviderError
 and 401 are fatal, a context-length error is a ``ContextLimitError``; cancelling the consuming
 task mid-stream propagates ``CancelledError`` and closes the connection (the server sees it); the
 request carries the tools in the provider's tool interface, exactly once, and never the cache
-boundary marker. Nothing sleeps: the tests synchronise on events.
+boundary marker; an event that is not JSON is a one-line ``ProviderError``, and so is a 64 MiB
+line, refused while it is read (the runtime's memory stays under 32 MiB). Nothing sleeps: the
+tests synchronise on events.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -87,7 +89,9 @@ class Reply:
     (``context_limit`` makes it the provider's context-length error). ``stream_error`` sends the
     provider's mid-stream error event (``"overloaded"``) after the text; ``drop_after`` closes the
     connection abruptly after that many text pieces; ``stall_after`` holds it open after that
-    many pieces until the client disconnects.
+    many pieces until the client disconnects. ``raw_frames``, when set, is sent as it is instead
+    of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
+    hostile answers.
     """
 
     text_pieces: tuple[str, ...] = ()
@@ -102,6 +106,7 @@ class Reply:
     drop_after: int | None = None
     stall_after: int | None = None
     model: str = "model-x"
+    raw_frames: Iterable[bytes] | None = None
 
 
 @attrs.frozen
@@ -200,15 +205,22 @@ class WireServer:
 
     # ------------------------------------------------------------------ serving
 
+    def next_reply(self) -> Reply:
+        """The reply to the request just recorded: the next queued one, else an HTTP 500.
+
+        Override it to answer every request alike (a server that always calls a tool).
+        """
+        try:
+            return self.replies.get_nowait()
+        except queue.Empty:
+            return Reply(status=500, error_message="the scripted server has no reply queued")
+
     def _serve(self, handler: Any) -> None:
         length = int(handler.headers.get("content-length") or 0)
         body = handler.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in handler.headers.items()}
         self.requests.append(RecordedRequest(handler.command, handler.path, headers, body, tuple(handler.client_address[:2])))
-        try:
-            reply = self.replies.get_nowait()
-        except queue.Empty:
-            reply = Reply(status=500, error_message="the scripted server has no reply queued")
+        reply = self.next_reply()
         if reply.status >= 400:
             payload = self.error_body(reply)
             handler.send_response(reply.status)
@@ -227,7 +239,7 @@ class WireServer:
         for name, value in reply.headers.items():
             handler.send_header(name, value)
         handler.end_headers()
-        for frame in self.frames(reply):
+        for frame in self.frames(reply) if reply.raw_frames is None else reply.raw_frames:
             if frame is DROP:
                 handler.close_connection = True
                 handler.wfile.flush()
@@ -433,6 +445,30 @@ class ProviderContract:
         assert "\n" not in str(error)
         assert "127.0.0.1" in str(error)  # the URL to check
         assert error.provider and error.provider in str(error)  # and the provider, by name
+
+    # ------------------------------------------------------------------ hostile answers
+
+    def test_an_event_that_is_not_json_is_a_provider_error(self, provider_server: WireServer, runtime: Any) -> None:
+        provider_server.enqueue(Reply(raw_frames=(b"data: {not json\n\n",)))
+        error = _error(runtime, contract_request())
+        assert "\n" not in str(error)
+
+    def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
+        import itertools
+        import tracemalloc
+
+        provider_server.enqueue(Reply(text_pieces=("warm",)))
+        asyncio.run(collect(runtime, contract_request()))  # first-use imports are not the line's cost
+        line = itertools.chain([b'data: {"text": "'], itertools.repeat(b"A" * 65536, 1024))  # 64 MiB, no line end
+        provider_server.enqueue(Reply(raw_frames=line))
+        tracemalloc.start()
+        try:
+            error = _error(runtime, contract_request())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert "\n" not in str(error)
+        assert peak < 32 * 1024 * 1024, f"reading one 64 MiB line took {peak:,} bytes of memory"
 
     # ------------------------------------------------------------------ cancellation
 

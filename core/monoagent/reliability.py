@@ -28,6 +28,24 @@ widen the cap. The turn's usage sums every step that returned, in every attempt;
 lists every tool call that ran, in every attempt (their side effects happened). The final text is
 only the answering attempt's.
 
+Every provider stream is bounded here, whatever runtime produced it (:class:`StreamLimits`, from
+``providers.piNative``): an idle timeout (no progress: a non-empty text delta, a tool call, a
+:class:`~monoagent.model.StreamProgress` with bytes, the step's end; pings never reach the kernel
+and an empty delta is no progress), a deadline from the request to the end, a cap on the output
+bytes (text, tool-call arguments, reasoning) and on tool calls per step
+(:data:`MAX_TOOL_CALLS_PER_STEP`), and the type of every event and field the harness reads, tool
+arguments included (JSON data nested at most :data:`MAX_ARGUMENT_DEPTH` deep). Each violation is
+a one-line :class:`~monoagent.errors.ProviderError` with a ``code``; only the idle timeout is
+retryable. The clock is checked on every event as well as by a timer, so a runtime that never
+awaits is bounded too. The stream ends at its ``StepFinished``: nothing after it is read.
+
+The whole loop is bounded as well: ``runtime.runTimeoutMs`` is the deadline of the run (steps,
+retries, backoff, fallbacks and tool calls), ending it with
+:class:`~monoagent.errors.RunDeadlineExceeded` (settlement ``run_deadline``); and the same tool
+called with the same arguments more than ``runtime.maxRepeatedToolCalls`` times in a row (over
+the whole run, retries included) ends it before that call runs, with
+:class:`~monoagent.errors.RepeatedToolCall` (settlement ``repeated_tool_call``).
+
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
 ``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
 (``attempt``: the next one, ``model``, ``delay_ms``, ``code``, ``status``, ``retryable``, ``error``),
@@ -44,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import random
 from collections.abc import Awaitable, Callable
@@ -53,12 +72,13 @@ import attrs
 
 from .assembly import compile_prompt
 from .bloat import neutralise_markers
-from .errors import ContextLimitError, ProviderError, TurnFailed
+from .errors import ContextLimitError, ProviderError, RepeatedToolCall, RunDeadlineExceeded, TurnFailed
 from .model import (
     AssembledPrompt,
     Message,
     ProviderRequest,
     StepFinished,
+    StreamProgress,
     TextDelta,
     ToolActivity,
     ToolCall,
@@ -81,6 +101,15 @@ ENTRY_MAX_BYTES = 2 * 1024
 
 BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
+
+MAX_TOOL_CALLS_PER_STEP = 1024
+"""Tool calls one provider step may request; more is a ``too_many_tool_calls`` ProviderError."""
+
+RESCHEDULE_EVERY = 0.001
+"""Seconds: progress moves the idle timer at most this often, so it may fire up to this much early."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""How deep a tool call's arguments may nest objects and arrays (the arguments object is level 1)."""
 
 STATELESS_DROPPED_SECTIONS = frozenset({"conversation_history"})
 PARTIAL_STATE_KEY = "partial"
@@ -121,9 +150,73 @@ def error_code(exc: ProviderError) -> str:
     """A short machine-readable name for a provider failure, for events."""
     if isinstance(exc, ContextLimitError):
         return "context_limit"
+    if exc.code:
+        return exc.code
     if exc.status is not None:
         return f"http_{exc.status}"
     return "provider_unavailable" if exc.retryable else "provider_error"
+
+
+def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether ``value`` nests dicts, lists or tuples more than ``limit`` levels deep (no recursion)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+@attrs.frozen
+class StreamLimits:
+    """The bounds of one provider stream, from ``providers.piNative`` (seconds and bytes)."""
+
+    idle: float
+    timeout: float
+    max_bytes: int
+
+    @classmethod
+    def from_config(cls, pi: Any) -> StreamLimits:
+        return cls(pi.stream_idle_timeout_ms / 1000, pi.stream_timeout_ms / 1000, pi.max_stream_bytes)
+
+
+def _stream_error(model: str, message: str, code: str, *, retryable: bool = False) -> ProviderError:
+    return ProviderError(f"{model}: {message}", retryable=retryable, provider=model.partition(":")[0], code=code)
+
+
+def _malformed(model: str, what: str) -> ProviderError:
+    return _stream_error(
+        model,
+        f"the runtime yielded {what}; a runtime yields TextDelta(str), ToolCallRequested(ToolCall with str id and "
+        f"name and a JSON object of arguments), StreamProgress(int) and StepFinished(str, Usage of ints)",
+        "malformed_event",
+    )
+
+
+def _counts_ok(usage: Any) -> bool:
+    return isinstance(usage, Usage) and all(
+        type(value) is int and value >= 0
+        for value in (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    )
+
+
+def canonical_arguments(model: str, call: Any) -> str:
+    """The canonical JSON of a requested tool call's arguments, or the ``malformed_event`` error."""
+    if not isinstance(call, ToolCall) or type(call.id) is not str or type(call.name) is not str:
+        raise _malformed(model, f"a tool call that is not a ToolCall of str id and name ({type(call).__name__})")
+    arguments = call.arguments
+    if not isinstance(arguments, dict):
+        raise _malformed(model, f"tool call {call.name[:64]!r} with arguments of type {type(arguments).__name__}")
+    if too_deep(arguments):
+        raise _malformed(model, f"tool call {call.name[:64]!r} with arguments nested over {MAX_ARGUMENT_DEPTH} levels deep")
+    try:
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _malformed(model, f"tool call {call.name[:64]!r} with arguments that are not JSON data ({type(exc).__name__})") from None
 
 
 # --------------------------------------------------------------------------- what a run leaves behind
@@ -279,15 +372,40 @@ class _AttemptFailed(Exception):
 
 @attrs.define
 class _Attempt:
+    """One attempt's text: each finished step's in ``texts``, the streaming step's in ``live``.
+
+    A buffer rather than a list of deltas, so a flood of tiny deltas costs its bytes, not an
+    object per delta.
+    """
+
     number: int
     model: str
-    pieces: list[str] = attrs.Factory(list)
+    texts: list[str] = attrs.Factory(list)
+    live: io.StringIO | None = None
     tool_calls: int = 0
     failed_step_text: str = ""
 
     @property
+    def step_text(self) -> str:
+        return self.live.getvalue() if self.live is not None else ""
+
+    @property
     def text(self) -> str:
-        return "".join(self.pieces)
+        return "".join(self.texts) + self.step_text
+
+
+@attrs.define
+class _Repeats:
+    """The run's latest tool call (name and canonical arguments) and how many times in a row it came."""
+
+    key: tuple[str, str] | None = None
+    count: int = 0
+
+    def see(self, name: str, arguments: str) -> int:
+        key = (name, arguments)
+        self.count = self.count + 1 if key == self.key else 1
+        self.key = key
+        return self.count
 
 
 class ProviderCall:
@@ -303,7 +421,11 @@ class ProviderCall:
         self.prompt = prompt
         config = turn.config
         self.max_turns = config.runtime.max_turns
+        self.run_timeout_ms = config.runtime.run_timeout_ms
+        self.max_repeats = config.runtime.max_repeated_tool_calls
+        self.repeats = _Repeats()
         pi = config.providers.pi_native
+        self.limits = StreamLimits.from_config(pi)
         self.max_retries = pi.pi_max_retries
         self.cap_ms = pi.max_retry_delay_ms
         self.transport = pi.transport
@@ -318,7 +440,7 @@ class ProviderCall:
 
     async def run(self) -> Answer:
         try:
-            return await self._run()
+            return await self._bounded_run()
         except BaseException:
             current = self.current
             if current is not None:
@@ -326,6 +448,19 @@ class ProviderCall:
                     current.model, current.number, self.steps + 1, current.text, tuple(self.activity)
                 )
             raise
+
+    async def _bounded_run(self) -> Answer:
+        deadline = asyncio.timeout(self.run_timeout_ms / 1000)
+        try:
+            async with deadline:
+                return await self._run()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        raise RunDeadlineExceeded(
+            f"the run passed its deadline, runtime.runTimeoutMs = {self.run_timeout_ms} ms (provider steps, retries "
+            f"and tool calls together), after {self.steps} provider steps; nothing was committed (raise runtime.runTimeoutMs)"
+        )
 
     def _next_move(self, error: ProviderError, retry: int, last_model: bool) -> str:
         """``retry`` the same model, ``fallback`` to the next one, or ``fail`` the turn."""
@@ -389,7 +524,7 @@ class ProviderCall:
             self.transcript.append(snapshot_entry_text(attempt.failed_step_text, cut_off=True))
 
     def _discard(self, attempt: _Attempt, error: ProviderError) -> None:
-        if attempt.pieces or attempt.tool_calls:
+        if attempt.text or attempt.tool_calls:
             self.turn.emit(
                 "provider_attempt_discarded",
                 attempt=attempt.number,
@@ -426,11 +561,10 @@ class ProviderCall:
                 transport=self.transport,
             )
             request = host.call("prepare_provider_request", turn=turn, request=request) or request
-            step_start = len(attempt.pieces)
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:
-                attempt.failed_step_text = "".join(attempt.pieces[step_start:])
+                attempt.failed_step_text = attempt.step_text
                 raise _AttemptFailed(exc, attempt) from exc
             self.steps = step
             self.usage = self.usage + outcome.usage
@@ -448,6 +582,7 @@ class ProviderCall:
                 self.transcript.append(snapshot_entry_text(outcome.text, cut_off=False))
             messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))
             for call in outcome.tool_calls:
+                self._check_repeats(call)
                 result = await self.harness._tool(turn, call)
                 activity = ToolActivity(call, result)
                 self.activity.append(activity)
@@ -455,15 +590,24 @@ class ProviderCall:
                 self.transcript.extend(snapshot_entry_tool(activity))
                 messages.append(Message("tool", result.content, name=call.name, tool_call_id=call.id))
 
+    def _check_repeats(self, call: ToolCall) -> None:
+        """Count ``call`` in the run's streak of identical calls; stop the run before one too many."""
+        count = self.repeats.see(call.name, canonical_arguments(self.turn.model, call))
+        if self.max_repeats and count > self.max_repeats:
+            raise RepeatedToolCall(
+                f"the model called tool {call.name[:64]!r} with the same arguments {count} times in a row; the run was "
+                f"stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
+                f"nothing was committed"
+            )
+
     async def _stream(self, attempt: _Attempt, runtime: Any, request: ProviderRequest, stateless: bool) -> StepOutcome:
-        """One provider step; the runtime's stream is always closed, also on cancellation."""
+        """One provider step, read by :func:`read_step`; its text streams out as ``text_delta`` events."""
         turn = self.turn
-        pieces: list[str] = []
-        calls: list[ToolCall] = []
-        finished = StepFinished()
+        model = attempt.model
+        buffer = attempt.live = io.StringIO()
         turn.emit(
             "provider_request",
-            model=attempt.model,
+            model=model,
             step=request.step,
             attempt=attempt.number,
             stateless=stateless,
@@ -472,29 +616,21 @@ class ProviderCall:
             diagnostics={"pi_transport_requested": self.transport},
         )
         if self.cache_diagnostics:
-            turn.emit("prompt_cache_diagnostics", model=attempt.model, step=request.step, attempt=attempt.number,
+            turn.emit("prompt_cache_diagnostics", model=model, step=request.step, attempt=attempt.number,
                       **cache_fingerprint(request))
-        stream = runtime.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    pieces.append(event.text)
-                    attempt.pieces.append(event.text)
-                    turn.emit("text_delta", text=event.text, step=request.step, attempt=attempt.number)
-                elif isinstance(event, ToolCallRequested):
-                    calls.append(event.call)
-                elif isinstance(event, StepFinished):
-                    finished = event
-                else:
-                    raise ProviderError(f"provider {attempt.model!r} yielded {event!r}, which is not a ProviderEvent")
-        finally:
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
-        outcome = StepOutcome(attempt.model, "".join(pieces), tuple(calls), finished.usage, finished.stop_reason)
+
+        def on_text(text: str) -> None:
+            buffer.write(text)
+            turn.emit("text_delta", text=text, step=request.step, attempt=attempt.number)
+
+        calls, finished = await read_step(runtime, request, model=model, limits=self.limits, on_text=on_text)
+        text = buffer.getvalue()
+        attempt.texts.append(text)
+        attempt.live = None
+        outcome = StepOutcome(model, text, tuple(calls), finished.usage, finished.stop_reason)
         turn.emit(
             "provider_response",
-            model=attempt.model,
+            model=model,
             step=request.step,
             attempt=attempt.number,
             stop_reason=finished.stop_reason,
@@ -502,6 +638,106 @@ class ProviderCall:
             usage=attrs.asdict(finished.usage),
         )
         return outcome
+
+
+async def read_step(
+    runtime: Any, request: ProviderRequest, *, model: str, limits: StreamLimits, on_text: Callable[[str], None]
+) -> tuple[list[ToolCall], StepFinished]:
+    """Read one provider step's stream within ``limits``: its tool calls and its end.
+
+    Every non-empty text piece goes to ``on_text`` (synchronously, as it arrives). Everything
+    the module docstring promises about a stream holds here (types, bytes, idle timeout,
+    deadline, tool calls per step); a violation raises a one-line ProviderError with its code.
+    The stream is always closed, also on cancellation, and nothing after its ``StepFinished``
+    is read. The harness reads every step through it, and so does anything else that calls a
+    provider (the ``summary`` compaction policy).
+    """
+    calls: list[ToolCall] = []
+    finished = StepFinished()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.timeout
+    settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
+    stream = runtime.stream(request)
+    armed = loop.time()  # when the idle timer was last moved: it moves at most once a millisecond
+    timer = asyncio.timeout_at(min(deadline, armed + limits.idle))
+    try:
+        async with timer:
+            async for event in stream:
+                now = loop.time()
+                if isinstance(event, TextDelta):
+                    text = event.text
+                    if type(text) is not str:
+                        raise _malformed(model, f"a TextDelta whose text is {type(text).__name__}")
+                    progress = bool(text)
+                    if progress:
+                        settled += len(text) if text.isascii() else utf8_len(text)
+                        on_text(text)
+                elif isinstance(event, ToolCallRequested):
+                    call = event.call
+                    arguments = canonical_arguments(model, call)
+                    calls.append(call)
+                    if len(calls) > MAX_TOOL_CALLS_PER_STEP:
+                        raise _stream_error(model, f"more than {MAX_TOOL_CALLS_PER_STEP} tool calls in one step", "too_many_tool_calls")
+                    provisional = 0
+                    settled += utf8_len(arguments) + utf8_len(call.id) + utf8_len(call.name)
+                    progress = True
+                elif isinstance(event, StreamProgress):
+                    size = event.bytes
+                    if type(size) is not int or size < 0:
+                        raise _malformed(model, f"a StreamProgress whose bytes are not a count ({type(size).__name__})")
+                    if event.kind == "tool_arguments":
+                        provisional += size
+                    else:
+                        settled += size
+                    progress = size > 0
+                elif isinstance(event, StepFinished):
+                    if type(event.stop_reason) is not str or not _counts_ok(event.usage):
+                        raise _malformed(model, "a StepFinished whose stop_reason is not a str or whose usage is not counts")
+                    finished = event
+                    if not (event.stop_reason.isascii() and len(event.stop_reason) <= 64):
+                        finished = attrs.evolve(event, stop_reason=utf8_prefix(event.stop_reason, 64).text)
+                    break
+                else:
+                    raise _malformed(model, f"an object of type {type(event).__name__}, which is not a ProviderEvent")
+                if settled + provisional > limits.max_bytes:
+                    raise _stream_error(
+                        model,
+                        f"the stream passed providers.piNative.maxStreamBytes = {limits.max_bytes} bytes of output "
+                        f"(text, tool-call arguments, reasoning); it was stopped",
+                        "stream_too_large",
+                    )
+                if progress:
+                    if now - armed >= RESCHEDULE_EVERY:
+                        armed = now
+                        timer.reschedule(min(deadline, now + limits.idle))
+                elif now >= timer.when():  # a runtime that never awaits cannot be stopped by the timer
+                    raise TimeoutError
+    except TimeoutError:
+        if not timer.expired() and loop.time() < timer.when():
+            raise  # the runtime's own TimeoutError
+        raise _timed_out(model, limits, deadline) from None
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return calls, finished
+
+
+def _timed_out(model: str, limits: StreamLimits, deadline: float) -> ProviderError:
+    if asyncio.get_running_loop().time() >= deadline:
+        return _stream_error(
+            model,
+            f"the stream passed providers.piNative.streamTimeoutMs = {round(limits.timeout * 1000)} ms from the request; "
+            f"it was stopped",
+            "stream_timeout",
+        )
+    return _stream_error(
+        model,
+        f"no progress in the stream for providers.piNative.streamIdleTimeoutMs = {round(limits.idle * 1000)} ms "
+        f"(nothing, or only keep-alives, arrived)",
+        "stream_idle_timeout",
+        retryable=True,
+    )
 
 
 def discard_notice(data: dict[str, Any]) -> str:

@@ -70,7 +70,9 @@ def make_runtime(agent: Any, model: str) -> Any:
             f"(or providers.anthropic.apiKey in the config file)",
             provider=PROVIDER,
         )
-    return AnthropicRuntime(model, config, config.api_key)
+    return AnthropicRuntime(
+        model, config, config.api_key, max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes
+    )
 
 
 @bundled_impl

@@ -2,21 +2,53 @@
 
 Kept out of the ``anthropic`` plugin module so that loading the plugin (every CLI start) does not
 build these classes; :func:`monoagent_plugins.anthropic.make_runtime` imports it on first use.
+
+Every field the stream reader uses is type-checked (:class:`MessageStream`): an event of the
+wrong shape, a delta for a block that is not open, a second start of an open block or a tool
+call whose arguments are not a JSON object is a one-line ``ProviderError`` with code
+``malformed_event``, never a traceback. Tool-call argument pieces, thinking and unknown deltas
+are reported as :class:`~monoagent.model.StreamProgress`, so the harness's stream limits see
+them as they arrive.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
 
 from monoagent.errors import ProviderError
-from monoagent.model import Message, ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
+from monoagent.model import (
+    Message,
+    ProviderEvent,
+    ProviderRequest,
+    StepFinished,
+    StreamProgress,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+)
+from monoagent.reliability import MAX_TOOL_CALLS_PER_STEP
 
 from .anthropic import API_VERSION, PROVIDER, AnthropicConfig
-from .provider_http import Endpoint, bad_event, normalise_base_url, sse_events, stream_ended
+from .provider_http import (
+    READ_ON_EVENTS,
+    Endpoint,
+    Malformed,
+    bad_event,
+    count,
+    encode_body,
+    event_json,
+    normalise_base_url,
+    sse_events,
+    stream_ended,
+    too_many_calls,
+    tool_arguments,
+    utf8_size,
+    want,
+)
 
 
 @attrs.frozen
@@ -136,7 +168,7 @@ def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
         stream=True,
     )
-    return json.dumps(_wire_converter().unstructure(body), ensure_ascii=False).encode("utf-8")
+    return encode_body(_wire_converter().unstructure(body))
 
 
 CONTEXT_LIMIT_PHRASES = ("prompt is too long", "exceed context limit")
@@ -159,7 +191,7 @@ RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limi
 class AnthropicRuntime:
     """Streams one Messages API call per provider step (see the module docstring)."""
 
-    def __init__(self, model: str, config: AnthropicConfig, api_key: str) -> None:
+    def __init__(self, model: str, config: AnthropicConfig, api_key: str, *, max_event_bytes: int | None = None) -> None:
         self.name = f"{PROVIDER}:{model}"
         self.model = model
         self.context_window = config.context_window
@@ -173,93 +205,122 @@ class AnthropicRuntime:
             connect_timeout=config.connect_timeout_seconds,
             read_timeout=config.timeout_seconds,
             key_env="ANTHROPIC_API_KEY",
+            **({"max_event_bytes": max_event_bytes} if max_event_bytes else {}),
         )
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         endpoint = self.endpoint
         body = request_body(request, self.max_tokens)
-        usage: dict[str, int] = {}
-        stop_reason = "end_turn"
-        tools: dict[int, tuple[str, str, list[str]]] = {}
-        finished: StepFinished | None = None
+        message = MessageStream(endpoint)
         async with sse_events(endpoint, body, is_context_limit) as events:
             async for sse in events:
-                if sse.event == "ping" or finished is not None:
+                if message.finished is not None:
+                    message.read_on += 1
+                    if message.read_on > READ_ON_EVENTS:
+                        break  # leaving the block closes the connection instead of reusing it
+                    continue
+                if sse.event == "ping":
                     continue
                 try:
-                    data = json.loads(sse.data)
-                    kind = data["type"]
-                    if kind == "content_block_delta":
-                        delta = data["delta"]
-                        if delta["type"] == "text_delta":
-                            event: ProviderEvent | None = TextDelta(delta["text"])
-                        else:
-                            event = None
-                            if delta["type"] == "input_json_delta":
-                                tools[data["index"]][2].append(delta["partial_json"])
-                    elif kind == "content_block_start":
-                        event = None
-                        block = data["content_block"]
-                        if block["type"] == "tool_use":
-                            tools[data["index"]] = (block["id"], block["name"], [])
-                    elif kind == "content_block_stop":
-                        event = ToolCallRequested(self._tool_call(*tools.pop(data["index"]))) if data["index"] in tools else None
-                    elif kind == "message_start":
-                        event = None
-                        usage.update(_counts(data["message"].get("usage")))
-                    elif kind == "message_delta":
-                        event = None
-                        stop_reason = data["delta"].get("stop_reason") or stop_reason
-                        usage.update(_counts(data.get("usage")))
-                    elif kind == "message_stop":
-                        event = None
-                        finished = StepFinished(
-                            stop_reason,
-                            Usage(
-                                input_tokens=usage.get("input_tokens", 0),
-                                output_tokens=usage.get("output_tokens", 0),
-                                cache_read_tokens=usage.get("cache_read_input_tokens", 0),
-                                cache_write_tokens=usage.get("cache_creation_input_tokens", 0),
-                            ),
-                        )
-                    elif kind == "error":
-                        raise self._stream_error(data.get("error") or {})
-                    else:
-                        event = None
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    event = message.apply(event_json(endpoint, sse.data), len(sse.data))
+                except Malformed as exc:
                     raise bad_event(endpoint, sse.data, exc) from None
                 if event is not None:
                     yield event
         # Reading on to the end of the body after message_stop lets the connection be reused.
-        if finished is None:
+        if message.finished is None:
             raise stream_ended(endpoint, "message_stop")
-        yield finished
+        yield message.finished
+
+
+class MessageStream:
+    """The state of one Messages API stream: open tool_use blocks, usage, the stop reason.
+
+    :meth:`apply` takes one event's JSON object and returns the provider event it makes, if any,
+    raising :class:`~monoagent_plugins.provider_http.Malformed` for a field of the wrong type.
+    """
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.usage: dict[str, int] = {}
+        self.stop_reason = "end_turn"
+        self.tools: dict[int, tuple[str, str, list[str]]] = {}
+        self.calls = 0
+        self.finished: StepFinished | None = None
+        self.read_on = 0
+
+    def apply(self, data: dict[str, Any], size: int) -> ProviderEvent | None:
+        kind = want(data, "type", str)
+        if kind == "content_block_delta":
+            index = want(data, "index", int)
+            delta = want(data, "delta", dict)
+            delta_kind = want(delta, "type", str, "delta.")
+            if delta_kind == "text_delta":
+                text = want(delta, "text", str, "delta.")
+                return TextDelta(text) if text else None
+            if delta_kind == "input_json_delta":
+                piece = want(delta, "partial_json", str, "delta.")
+                if index not in self.tools:
+                    raise Malformed(f"input_json_delta for index {index}, which is no open tool_use block")
+                self.tools[index][2].append(piece)
+                return StreamProgress(utf8_size(piece))
+            if delta_kind == "thinking_delta":
+                return StreamProgress(utf8_size(want(delta, "thinking", str, "delta.")), "reasoning")
+            return StreamProgress(size, "other")
+        if kind == "content_block_start":
+            index = want(data, "index", int)
+            block = want(data, "content_block", dict)
+            if want(block, "type", str, "content_block.") != "tool_use":
+                return None
+            call_id = want(block, "id", str, "content_block.")
+            name = want(block, "name", str, "content_block.")
+            if index in self.tools:
+                raise Malformed(f"content_block_start for index {index}, which is already open")
+            self.calls += 1
+            if self.calls > MAX_TOOL_CALLS_PER_STEP:
+                raise too_many_calls(self.endpoint, MAX_TOOL_CALLS_PER_STEP)
+            self.tools[index] = (call_id, name, [])
+            return StreamProgress(utf8_size(call_id) + utf8_size(name))
+        if kind == "content_block_stop":
+            pending = self.tools.pop(want(data, "index", int), None)
+            return ToolCallRequested(self._tool_call(*pending)) if pending is not None else None
+        if kind == "message_start":
+            message = want(data, "message", dict)
+            self._count(want(message, "usage", dict, "message.", optional=True))
+        elif kind == "message_delta":
+            delta = want(data, "delta", dict)
+            self.stop_reason = want(delta, "stop_reason", str, "delta.", optional=True) or self.stop_reason
+            self._count(want(data, "usage", dict, optional=True))
+        elif kind == "message_stop":
+            usage = self.usage
+            self.finished = StepFinished(
+                self.stop_reason,
+                Usage(
+                    input_tokens=usage.get("input_tokens", 0),
+                    output_tokens=usage.get("output_tokens", 0),
+                    cache_read_tokens=usage.get("cache_read_input_tokens", 0),
+                    cache_write_tokens=usage.get("cache_creation_input_tokens", 0),
+                ),
+            )
+        elif kind == "error":
+            raise self._stream_error(data.get("error"))
+        return None
+
+    def _count(self, usage: dict[str, Any] | None) -> None:
+        for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            if usage is not None and key in usage:
+                self.usage[key] = count(usage, key)
 
     def _tool_call(self, call_id: str, name: str, pieces: list[str]) -> ToolCall:
-        text = "".join(pieces)
-        try:
-            arguments = json.loads(text) if text.strip() else {}
-        except ValueError as exc:
-            raise ProviderError(
-                f"{PROVIDER}: tool call {name!r} ({call_id}) has arguments that are not JSON ({exc}): {text[:200]!r}",
-                provider=PROVIDER,
-            ) from None
-        if not isinstance(arguments, dict):
-            raise ProviderError(f"{PROVIDER}: tool call {name!r} ({call_id}) has arguments that are not a JSON object", provider=PROVIDER)
-        return ToolCall(call_id, name, arguments)
+        return ToolCall(call_id, name, tool_arguments(self.endpoint, name, call_id, "".join(pieces)))
 
-    def _stream_error(self, error: dict[str, Any]) -> ProviderError:
-        kind = str(error.get("type") or "error")
-        message = " ".join(str(error.get("message") or "no detail").split())
+    def _stream_error(self, error: Any) -> ProviderError:
+        error = error if isinstance(error, dict) else {}
+        kind = error.get("type") if isinstance(error.get("type"), str) else "error"
+        message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         return ProviderError(
-            f"{PROVIDER}: stream error {kind}: {message} (POST {self.endpoint.url})",
+            f"{PROVIDER}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
             retryable=kind in RETRYABLE_STREAM_ERRORS,
             provider=PROVIDER,
             status=529 if kind == "overloaded_error" else None,
         )
-
-
-def _counts(usage: Any) -> dict[str, int]:
-    if not isinstance(usage, dict):
-        return {}
-    return {key: value for key, value in usage.items() if isinstance(value, int) and not isinstance(value, bool)}

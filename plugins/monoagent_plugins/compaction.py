@@ -17,6 +17,7 @@ The summary is recomputed when a turn needs it; it is not stored.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from monoagent.log import logger
 from monoagent.assembly import compile_prompt
 from monoagent.errors import MonoagentError
 from monoagent.interfaces import CompactionOutcome
-from monoagent.model import Message, ProviderRequest, Section, StepFinished, TextDelta
+from monoagent.model import Message, ProviderRequest, Section
 from monoagent.plugins import bundled_impl
 
 SUMMARY_PREFIX = "Summary of earlier conversation:"
@@ -95,14 +96,12 @@ class SummaryPolicy:
             run_id=turn.run_id,
             max_output_tokens=max_tokens,
         )
-        pieces: list[str] = []
-        finished = StepFinished()
-        async for event in runtime.stream(request):
-            if isinstance(event, TextDelta):
-                pieces.append(event.text)
-            elif isinstance(event, StepFinished):
-                finished = event
-        text = "".join(pieces)
+        from monoagent.reliability import StreamLimits, read_step  # the harness's modules, not at plugin load
+
+        pieces = io.StringIO()
+        limits = StreamLimits.from_config(self.agent.config.providers.pi_native)
+        _, finished = await read_step(runtime, request, model=model, limits=limits, on_text=pieces.write)
+        text = pieces.getvalue()
         if finished.stop_reason in {"max_tokens", "length"} or not valid_summary(text, max_tokens, self.agent, model):
             return None
         return text.strip()

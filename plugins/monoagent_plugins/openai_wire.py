@@ -16,6 +16,13 @@ chunk, and a final usage chunk. Finish reasons are normalised to the Anthropic v
 harness uses (``stop`` -> ``end_turn``, ``length`` -> ``max_tokens``, ``tool_calls`` ->
 ``tool_use``, ``content_filter`` -> ``refusal``). ``Usage.input_tokens`` counts the prompt tokens
 not read from the cache (``prompt_tokens - cached_tokens``), as Anthropic reports them.
+
+Every field the reader uses is type-checked (:class:`ChunkStream`): a chunk of the wrong shape
+or a tool call whose arguments are not a JSON object is a one-line ``ProviderError`` with code
+``malformed_event``, never a traceback. Tool-call pieces, and reasoning that local servers
+stream as ``delta.reasoning_content`` or ``delta.reasoning`` (not passed on), are reported as
+:class:`~monoagent.model.StreamProgress`. Ollama is read through this same SSE endpoint; no
+bundled provider reads its NDJSON API.
 """
 
 from __future__ import annotations
@@ -27,9 +34,35 @@ from typing import Any
 import attrs
 
 from monoagent.errors import ProviderError
-from monoagent.model import Message, ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
+from monoagent.model import (
+    Message,
+    ProviderEvent,
+    ProviderRequest,
+    StepFinished,
+    StreamProgress,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+)
+from monoagent.reliability import MAX_TOOL_CALLS_PER_STEP
 
-from .provider_http import Endpoint, bad_event, sse_events, stream_ended
+from .provider_http import (
+    DEFAULT_MAX_EVENT_BYTES,
+    READ_ON_EVENTS,
+    Endpoint,
+    Malformed,
+    bad_event,
+    count,
+    encode_body,
+    event_json,
+    sse_events,
+    stream_ended,
+    too_many_calls,
+    tool_arguments,
+    utf8_size,
+    want,
+)
 
 FINISH_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use", "content_filter": "refusal"}
 CONTEXT_LIMIT_PHRASES = ("maximum context length", "context length exceeded", "exceeds the available context size", "context window")
@@ -127,7 +160,7 @@ def request_body(request: ProviderRequest, max_tokens: int | None, max_tokens_fi
         stream=True,
         stream_options=StreamOptions(True),
     )
-    return json.dumps(_wire_converter().unstructure(body), ensure_ascii=False).encode("utf-8")
+    return encode_body(_wire_converter().unstructure(body))
 
 
 def is_context_limit(status: int, kind: str, code: str, message: str) -> bool:
@@ -172,81 +205,123 @@ class OpenAIChatRuntime:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         endpoint = self.endpoint
         body = request_body(request, self.max_output_tokens, self.max_tokens_field)
-        calls: list[_PendingCall] = []
-        slots: dict[int, int] = {}  # the wire's tool-call index -> its position in ``calls``
-        finish: str | None = None
-        usage = Usage()
-        done = False
+        chunks = ChunkStream(self, endpoint)
         async with sse_events(endpoint, body, is_context_limit) as events:
             async for sse in events:
-                if done or not sse.data:
+                if chunks.done:
+                    chunks.read_on += 1
+                    if chunks.read_on > READ_ON_EVENTS:
+                        break  # leaving the block closes the connection instead of reusing it
+                    continue
+                if not sse.data:
                     continue
                 if sse.data == "[DONE]":
-                    done = True  # read on to the end of the body, so the connection can be reused
+                    chunks.done = True  # read on to the end of the body, so the connection can be reused
                     continue
-                texts: list[str] = []
                 try:
-                    chunk = json.loads(sse.data)
-                    if chunk.get("error"):
-                        raise self._stream_error(chunk["error"])
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        if delta.get("content"):
-                            texts.append(delta["content"])
-                        for piece in delta.get("tool_calls") or ():
-                            pending = _pending_call(calls, slots, piece)
-                            pending.id = piece.get("id") or pending.id
-                            function = piece.get("function") or {}
-                            pending.name = function.get("name") or pending.name
-                            if function.get("arguments"):
-                                pending.arguments.append(function["arguments"])
-                        finish = choice.get("finish_reason") or finish
-                    if chunk.get("usage"):
-                        usage = _usage(chunk["usage"])
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    found = chunks.apply(event_json(endpoint, sse.data))
+                except Malformed as exc:
                     raise bad_event(endpoint, sse.data, exc) from None
-                for text in texts:
-                    yield TextDelta(text)
-        if not done and finish is None:
+                for event in found:
+                    yield event
+        if not chunks.done and chunks.finish is None:
             raise stream_ended(endpoint, "data: [DONE]")
-        for index, pending in enumerate(calls):
+        for index, pending in enumerate(chunks.calls):
             yield ToolCallRequested(self._tool_call(index, pending))
+        finish = chunks.finish
         stop = FINISH_REASONS.get(finish or "stop", finish or "end_turn")
-        if calls and stop == "end_turn":
+        if chunks.calls and stop == "end_turn":
             stop = "tool_use"
-        yield StepFinished(stop, usage)
+        yield StepFinished(stop, chunks.usage)
 
     def _tool_call(self, index: int, pending: _PendingCall) -> ToolCall:
-        text = "".join(pending.arguments)
         call_id = pending.id or f"call_{index}"
-        try:
-            arguments = json.loads(text) if text.strip() else {}
-        except ValueError as exc:
-            raise ProviderError(
-                f"{self.provider}: tool call {pending.name!r} ({call_id}) has arguments that are not JSON ({exc}): {text[:200]!r}",
-                provider=self.provider,
-            ) from None
-        if not isinstance(arguments, dict):
-            raise ProviderError(
-                f"{self.provider}: tool call {pending.name!r} ({call_id}) has arguments that are not a JSON object",
-                provider=self.provider,
-            )
-        return ToolCall(call_id, pending.name, arguments)
+        return ToolCall(call_id, pending.name, tool_arguments(self.endpoint, pending.name, call_id, "".join(pending.arguments)))
 
     def _stream_error(self, error: Any) -> ProviderError:
         if not isinstance(error, dict):
-            error = {"message": str(error)}
-        kind = str(error.get("type") or error.get("code") or "error")
-        message = " ".join(str(error.get("message") or "no detail").split())
+            error = {"message": error if isinstance(error, str) else "no detail"}
+        kind = next((v for v in (error.get("type"), error.get("code")) if isinstance(v, str) and v), "error")
+        message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         retryable = kind in ("server_error", "rate_limit_exceeded", "overloaded_error", "api_error") or "overloaded" in message.lower()
         return ProviderError(
-            f"{self.provider}: stream error {kind}: {message} (POST {self.endpoint.url})",
+            f"{self.provider}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
             retryable=retryable,
             provider=self.provider,
         )
 
 
-def _pending_call(calls: list[_PendingCall], slots: dict[int, int], piece: Any) -> _PendingCall:
+class ChunkStream:
+    """The state of one Chat Completions stream: pending tool calls, the finish reason, usage.
+
+    :meth:`apply` takes one chunk's JSON object and returns the provider events it makes,
+    raising :class:`~monoagent_plugins.provider_http.Malformed` for a field of the wrong type.
+    """
+
+    def __init__(self, runtime: OpenAIChatRuntime, endpoint: Endpoint) -> None:
+        self.runtime = runtime
+        self.endpoint = endpoint
+        self.calls: list[_PendingCall] = []
+        self.slots: dict[int, int] = {}  # the wire's tool-call index -> its position in ``calls``
+        self.finish: str | None = None
+        self.usage = Usage()
+        self.done = False
+        self.read_on = 0
+
+    def apply(self, chunk: dict[str, Any]) -> list[ProviderEvent]:
+        if chunk.get("error"):
+            raise self.runtime._stream_error(chunk["error"])
+        found: list[ProviderEvent] = []
+        arguments = reasoning = other = 0
+        for position, choice in enumerate(want(chunk, "choices", list, optional=True) or ()):
+            where = f"choices[{position}]."
+            if type(choice) is not dict:
+                raise Malformed(f"choices[{position}] is not an object")
+            delta = want(choice, "delta", dict, where, optional=True) or {}
+            where += "delta."
+            content = want(delta, "content", str, where, optional=True)
+            if content:
+                found.append(TextDelta(content))
+            for key in ("reasoning_content", "reasoning"):
+                value = delta.get(key)
+                if type(value) is str:
+                    reasoning += utf8_size(value)
+            if type(delta.get("refusal")) is str:
+                other += utf8_size(delta["refusal"])
+            for number, piece in enumerate(want(delta, "tool_calls", list, where, optional=True) or ()):
+                arguments += self._piece(piece, f"{where}tool_calls[{number}].")
+            self.finish = want(choice, "finish_reason", str, f"choices[{position}].", optional=True) or self.finish
+        usage = want(chunk, "usage", dict, optional=True)
+        if usage:
+            self.usage = _usage(usage)
+        if arguments:
+            found.append(StreamProgress(arguments))
+        if reasoning:
+            found.append(StreamProgress(reasoning, "reasoning"))
+        if other:
+            found.append(StreamProgress(other, "other"))
+        return found
+
+    def _piece(self, piece: Any, where: str) -> int:
+        """Add one ``delta.tool_calls[]`` piece to its call; returns its bytes."""
+        if type(piece) is not dict:
+            raise Malformed(f"{where[:-1]} is not an object")
+        index = want(piece, "index", int, where, optional=True)
+        call_id = want(piece, "id", str, where, optional=True)
+        function = want(piece, "function", dict, where, optional=True) or {}
+        name = want(function, "name", str, f"{where}function.", optional=True)
+        text = want(function, "arguments", str, f"{where}function.", optional=True)
+        pending = _pending_call(self.calls, self.slots, index, call_id)
+        if len(self.calls) > MAX_TOOL_CALLS_PER_STEP:
+            raise too_many_calls(self.endpoint, MAX_TOOL_CALLS_PER_STEP)
+        pending.id = call_id or pending.id
+        pending.name = name or pending.name
+        if text:
+            pending.arguments.append(text)
+        return sum(utf8_size(part) for part in (call_id, name, text) if part)
+
+
+def _pending_call(calls: list[_PendingCall], slots: dict[int, int], index: int | None, new_id: str | None) -> _PendingCall:
     """The call a ``delta.tool_calls[]`` piece continues, or a new one.
 
     Pieces are keyed by ``index``. A piece without one starts a new call (Ollama before 0.4.7),
@@ -254,24 +329,22 @@ def _pending_call(calls: list[_PendingCall], slots: dict[int, int], piece: Any) 
     ``index: 0`` for every call of a parallel set (ollama/ollama#15457), which would otherwise
     merge their arguments into one unreadable JSON text.
     """
-    index = piece.get("index")
-    position = slots.get(index) if isinstance(index, int) else None
-    new_id = piece.get("id")
+    position = slots.get(index) if index is not None else None
     if position is None or (new_id and calls[position].id and new_id != calls[position].id):
         position = len(calls)
         calls.append(_PendingCall())
-        if isinstance(index, int):
+        if index is not None:
             slots[index] = position
     return calls[position]
 
 
-def _usage(data: Any) -> Usage:
-    prompt = int(data.get("prompt_tokens") or 0)
-    details = data.get("prompt_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0)
+def _usage(data: dict[str, Any]) -> Usage:
+    prompt = count(data, "prompt_tokens")
+    details = data.get("prompt_tokens_details")
+    cached = count(details, "cached_tokens") if isinstance(details, dict) else 0
     return Usage(
         input_tokens=max(prompt - cached, 0),
-        output_tokens=int(data.get("completion_tokens") or 0),
+        output_tokens=count(data, "completion_tokens"),
         cache_read_tokens=cached,
     )
 
@@ -287,11 +360,13 @@ def chat_runtime(
     headers: dict[str, str] | None = None,
     key_env: str | None = None,
     max_tokens_field: str = "max_tokens",
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> OpenAIChatRuntime:
     """A Chat Completions runtime from a provider's config section.
 
     ``config`` carries the fields every OpenAI-family section has: ``connect_timeout_seconds``,
-    ``timeout_seconds``, ``max_output_tokens`` and ``context_window``.
+    ``timeout_seconds``, ``max_output_tokens`` and ``context_window``; ``max_event_bytes`` is
+    ``providers.piNative.maxStreamEventBytes``.
     """
     endpoint = Endpoint(
         provider=provider,
@@ -302,6 +377,7 @@ def chat_runtime(
         connect_timeout=config.connect_timeout_seconds,
         read_timeout=config.timeout_seconds,
         key_env=key_env,
+        max_event_bytes=max_event_bytes,
     )
     return OpenAIChatRuntime(
         provider, model, endpoint, max_output_tokens=config.max_output_tokens,
