@@ -446,7 +446,7 @@ class TierDatabase:
                 for populate in self.schema.fts.values():
                     conn.execute(populate)
             self.reset()
-        except (sqlite3.Error, OSError, MemoryTierError) as exc:
+        except (sqlite3.Error, OSError, UnicodeDecodeError, MemoryTierError) as exc:
             logger.bind(plugin="memory").warning("could not rebuild the full-text index of {}: {}", self.path, exc)
             return False
         logger.bind(plugin="memory").warning("rebuilt the damaged full-text index of {} from its stored entries", self.path)
@@ -750,12 +750,12 @@ class TierWorker:
             return function(*args)
         try:
             return function(*args)
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, UnicodeDecodeError) as exc:  # a damaged schema's text in SQLite's message
             if sqlite_code(exc) != "SQLITE_CORRUPT_VTAB" or not database.rebuild_fts():
                 raise database.failure(exc) from exc
         try:
             return function(*args)
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, UnicodeDecodeError) as exc:
             raise database.failure(exc) from exc
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
@@ -310,6 +310,7 @@ def _healthy_bytes(tier: str) -> bytes:
         max_size=4,
     ),
 )
+@example(tier="lite", edits=[("overwrite", 3190, b"\x80")])  # invalid UTF-8 in the schema reaches SQLite's error message
 def test_generated_damage_never_breaks_a_turn(tier: str, edits: list[tuple[str, int, bytes]]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         mem = Path(scratch) / "mem"
