@@ -249,7 +249,8 @@ def cache_fingerprint(request: ProviderRequest) -> dict[str, Any]:
     prompt = request.prompt
     stable = prompt.stable_text.encode("utf-8", "replace")
     dynamic = prompt.dynamic_text.encode("utf-8", "replace")
-    tools = json.dumps([attrs.asdict(t) for t in request.tools], sort_keys=True, separators=(",", ":"), default=str).encode()
+    definitions = [attrs.asdict(t, filter=lambda field, _: field.init) for t in request.tools]  # not ValidText's record
+    tools = json.dumps(definitions, sort_keys=True, separators=(",", ":"), default=str).encode()
     return {
         "stable_sha256": _sha(stable),
         "stable_bytes": len(stable),
@@ -471,8 +472,12 @@ class ProviderCall:
             turn.emit("prompt_cache_diagnostics", model=attempt.model, step=request.step, attempt=attempt.number,
                       **cache_fingerprint(request))
         stream = runtime.stream(request)
+        replaced: dict[str, int] = {}
         try:
             async for event in stream:
+                for path, count in getattr(event, "invalid_unicode", ()):
+                    key = f"{_EVENT_NAMES.get(type(event), type(event).__name__)}.{path}"
+                    replaced[key] = replaced.get(key, 0) + count
                 if isinstance(event, TextDelta):
                     pieces.append(event.text)
                     attempt.pieces.append(event.text)
@@ -487,6 +492,7 @@ class ProviderCall:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
+            turn.report_invalid_unicode("provider", tuple(replaced.items()), model=attempt.model, step=request.step)
         outcome = StepOutcome(attempt.model, "".join(pieces), tuple(calls), finished.usage, finished.stop_reason)
         turn.emit(
             "provider_response",
@@ -498,6 +504,9 @@ class ProviderCall:
             usage=attrs.asdict(finished.usage),
         )
         return outcome
+
+
+_EVENT_NAMES = {TextDelta: "text_delta", ToolCallRequested: "tool_call", StepFinished: "step_finished"}
 
 
 def discard_notice(data: dict[str, Any]) -> str:
