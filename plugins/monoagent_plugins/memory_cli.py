@@ -11,8 +11,6 @@ also implements :class:`~monoagent.interfaces.BrowsableMemoryTier`.
 from __future__ import annotations
 
 import inspect
-import json
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +19,7 @@ import click
 
 from monoagent.interfaces import MemoryTier
 from monoagent.plugins import bundled_impl
+from monoagent.terminal import echo, echo_json, read_stdin
 
 PREVIEW_CHARS = 160
 
@@ -45,7 +44,7 @@ def _preview(text: str) -> str:
 
 
 def _echo_json(agent: Any, value: Any) -> None:
-    click.echo(json.dumps(agent.unstructure(value), ensure_ascii=False, indent=2, default=str))
+    echo_json(agent.unstructure(value))
 
 
 async def _with_tiers(agent: Any, tier: str | None, every: bool, work: Callable[[dict[str, MemoryTier]], Awaitable[Any]]) -> Any:
@@ -113,9 +112,9 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
         _echo_json(agent, hits)
         return
     if not hits:
-        click.echo("no memory matched")
+        echo("no memory matched")
     for hit in hits:
-        click.echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+        echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
 
 
 @memory_group.command("add")
@@ -126,7 +125,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     """Store TEXT as a memory ('-' reads stdin)."""
     agent = _agent()
     if text == "-":
-        text = sys.stdin.read()
+        text = read_stdin()
     if not text.strip():
         raise click.BadParameter("the memory text is empty", param_hint="TEXT")
 
@@ -138,7 +137,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(agent, added)
     else:
-        click.echo(f"added {added['tier']} {added['id']}")
+        echo(f"added {added['tier']} {added['id']}")
 
 
 @memory_group.command("list")
@@ -159,10 +158,10 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
         return
     for name, records in listed.items():
         if not records:
-            click.echo(f"{name:<8} (empty)")
+            echo(f"{name:<8} (empty)")
         for record in records:
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
-            click.echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+            echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
 
 
 @memory_group.command("forget")
@@ -181,7 +180,7 @@ def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(agent, outcome)
     elif outcome["forgotten"]:
-        click.echo(f"forgot {outcome['tier']} {memory_id}")
+        echo(f"forgot {outcome['tier']} {memory_id}")
     if not outcome["forgotten"]:
         raise click.ClickException(f"memory tier {outcome['tier']!r} has no entry {memory_id!r} (see `monoagent memory list`)")
 
@@ -201,10 +200,10 @@ def stats_command(tier: str | None, as_json: bool) -> None:
         _echo_json(agent, stats)
         return
     for item in stats:
-        click.echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
+        echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
         for key, value in item.details.items():
             if value is not None:
-                click.echo(f"  {key}: {value}")
+                echo(f"  {key}: {value}")
 
 
 @bundled_impl

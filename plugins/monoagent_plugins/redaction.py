@@ -200,4 +200,6 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
 
 @bundled_impl
 def redact(text: str, kind: str) -> str:
+    if kind == "terminal":  # the reader is the machine's own user: secrets go, paths stay readable
+        return _secrets(text)
     return redact_text(text)
