@@ -40,7 +40,10 @@ _PLAIN = frozenset({int, float, bool, type(None)})
 
 
 def _is_valid(value: Any) -> bool:
-    """Whether every string in JSON-shaped ``value`` is valid Unicode: the usual case, checked without copying."""
+    """Whether every string in JSON-shaped ``value`` is valid Unicode: the usual case, checked without copying.
+
+    ASCII strings and numbers, most of what events and arguments hold, are passed over inline.
+    """
     cls = value.__class__
     if cls is str:
         return value.isascii() or scrub_unicode(value)[1] == 0
@@ -48,12 +51,14 @@ def _is_valid(value: Any) -> bool:
         return True
     if isinstance(value, dict):
         for key, item in value.items():
-            if not (_is_valid(key) and _is_valid(item)):
+            if not (key.__class__ is str and key.isascii()) and not _is_valid(key):
+                return False
+            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item):
                 return False
         return True
     if isinstance(value, (list, tuple)):
         for item in value:
-            if not _is_valid(item):
+            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item):
                 return False
         return True
     return not isinstance(value, str) or scrub_unicode(value)[1] == 0
