@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -205,20 +206,24 @@ def test_any_unreadable_bytes_start_cold(store, tmp_path, damage):
     assert load(FilesHistoryStore(tmp_path / "history"), "c") == []
 
 
-def test_unsupported_shape_fails_closed(store, tmp_path):
+def test_a_newer_version_fails_closed_and_any_other_shape_starts_cold(store, tmp_path):
     commit(store, "c", 1)
     path = tmp_path / "history" / record_name("c")
+    path.write_text(json.dumps({"version": 99, "messages": []}))
+    for attempt in (lambda: load(FilesHistoryStore(tmp_path / "history"), "c"), lambda: commit(FilesHistoryStore(tmp_path / "history"), "c", 2)):
+        with pytest.raises(HistoryRecordError, match=r"newer version of monoagent \(record version 99; this one reads versions 1-2\)"):
+            attempt()
     for shape, message in [
-        ({"version": 99, "messages": []}, r"unsupported shape \(version 99; supported: \[1, 2\]\)"),
-        ([1, 2, 3], "unsupported shape"),
-        ({"version": 2, "conversationId": "c", "updatedAt": 0, "messages": "nope"}, "unsupported shape"),
-        ({"version": 2, "conversationId": "other", "updatedAt": 0, "messages": []}, "another conversation"),
+        ([1, 2, 3], "it holds a JSON list, not a record object"),
+        ({"version": 2, "conversationId": "c", "updatedAt": 0, "messages": "nope"}, "not of the record shape"),
+        ({"version": 2, "conversationId": "other", "updatedAt": 0, "messages": []}, "names another conversation"),
     ]:
         path.write_text(json.dumps(shape))
-        with pytest.raises(HistoryRecordError, match=message):
-            load(FilesHistoryStore(tmp_path / "history"), "c")
-        with pytest.raises(HistoryRecordError, match=message):
-            commit(FilesHistoryStore(tmp_path / "history"), "c", 2)
+        warnings: list[tuple[str, str]] = []
+        assert load(FilesHistoryStore(tmp_path / "history"), "c", on_warning=lambda *w: warnings.append(w)) == []
+        assert warnings[0][0] == "history_record_unreadable" and message in warnings[0][1]
+        commit(FilesHistoryStore(tmp_path / "history"), "c", 2)
+        assert load(FilesHistoryStore(tmp_path / "history"), "c") == ["u2", "a2"]
     assert issubclass(HistoryRecordError, HistoryStoreError)
 
 
@@ -543,15 +548,18 @@ def test_a_failed_rename_closes_the_stage_descriptor_exactly_once(tmp_path):
     assert list((tmp_path / "history" / ".stages").iterdir()) == []
 
 
-def test_an_unsupported_shape_error_names_the_field_that_is_wrong(store, tmp_path):
+def test_an_unreadable_shape_warning_names_the_field_that_is_wrong(store, tmp_path):
     commit(store, "c", 1)
     path = tmp_path / "history" / record_name("c")
-    path.write_text(json.dumps({"version": 2, "conversationId": "c", "updatedAt": 0, "messages": [{"role": "wizard", "content": "x"}]}))
-    with pytest.raises(HistoryRecordError, match=r"wizard.* @ messages\[0\]\.role"):
-        load(FilesHistoryStore(tmp_path / "history"), "c")
-    path.write_text(json.dumps({"version": 2, "updatedAt": 0, "messages": []}))
-    with pytest.raises(HistoryRecordError, match="required field missing @ conversationId"):
-        load(FilesHistoryStore(tmp_path / "history"), "c")
+    for shape, expected in [
+        ({"version": 2, "conversationId": "c", "updatedAt": 0, "messages": [{"role": "wizard", "content": "x"}]},
+         r"wizard.* @ messages\[0\]\.role"),
+        ({"version": 2, "updatedAt": 0, "messages": []}, "required field missing @ conversationId"),
+    ]:
+        path.write_text(json.dumps(shape))
+        warnings: list[tuple[str, str]] = []
+        assert load(FilesHistoryStore(tmp_path / "history"), "c", on_warning=lambda *w: warnings.append(w)) == []
+        assert re.search(expected, warnings[0][1]), warnings
 
 
 def test_a_symlinked_reset_journal_is_refused_by_load_commit_and_reset(store, tmp_path):

@@ -19,6 +19,10 @@ class TestFilesStoreContract(HistoryStoreContract):
         with open(path, "wb") as handle:
             handle.write(data[: len(data) // 2])
 
+    def replace_record(self, store, conversation_id, data):
+        with open(os.path.join(store.directory, record_name(conversation_id)), "wb") as handle:
+            handle.write(data)
+
 
 def test_contract_is_exported_from_testing():
     import monoagent.history_contract as contract

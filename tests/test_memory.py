@@ -288,7 +288,8 @@ def test_close_lets_queued_work_finish_before_closing_the_database(tmp_path: Pat
 
 def test_memory_files_are_owner_only(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path, config={"memory": {"tiers": ["lite", "journal"], "path": str(tmp_path / "mem")}})
-    agent.memory_tiers()
+    for tier in agent.memory_tiers().values():  # a tier opens its file on first use
+        run(tier.stats())
     assert stat.S_IMODE((tmp_path / "mem").stat().st_mode) == 0o700
     for name in ("lite.sqlite", "journal.sqlite"):
         assert stat.S_IMODE((tmp_path / "mem" / name).stat().st_mode) == 0o600

@@ -19,7 +19,7 @@ import pytest
 
 from monoagent.errors import ConfigError
 from monoagent.hookspecs import hookimpl
-from monoagent.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent.tool_lifecycle import ToolInvocation, record_id
 from monoagent.turn import SessionInfo, Turn
@@ -399,8 +399,8 @@ def test_projection_is_bounded_framed_and_excludes_current_run_isolated_and_acco
     put(store, "c", "sh", "sh", name="SessionHistory", content="nested body text")
     accounted = put(store, "c", "acc", "acc", content="already in an account")
     put(store, "elsewhere", "x", "x", content="another conversation")
-    account = Message("assistant", "[Continuity account v1, written by the host ...]\n"
-                      f"Envelope: {json.dumps({'retained': [accounted.invocation_id, accounted.result_id]})}")
+    account = Message("assistant", "[Continuity account v1, written by the host ...]",
+                      continuity=ContinuityEnvelope(1, "cancelled", "acc", (accounted.invocation_id, accounted.result_id)))
     turn, events = make_turn(agent, history=[Message("user", "earlier"), account])
     section = projection_section(turn, store)
     text = section.text

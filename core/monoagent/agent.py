@@ -140,10 +140,20 @@ class Agent:
 
     def memory_tiers(self) -> dict[str, MemoryTier]:
         """The tiers named in ``memory.tiers``, created once each, in configured order."""
-        for name in self.config.memory.tiers:
-            if name not in self._tiers:
-                self._tiers[name] = self.host.component("memory tier", name).factory(agent=self, options={})
-        return {name: self._tiers[name] for name in self.config.memory.tiers}
+        return {name: self.memory_tier(name) for name in self.config.memory.tiers}
+
+    def memory_tier(self, name: str) -> MemoryTier:
+        """One configured tier, created once; a factory that raised is called again next time.
+
+        Recall and capture build each tier through this, so a tier that cannot be built is
+        reported by name and never stops the others.
+        """
+        if name not in self.config.memory.tiers:
+            raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
+        tier = self._tiers.get(name)
+        if tier is None:
+            tier = self._tiers[name] = self.host.component("memory tier", name).factory(agent=self, options={})
+        return tier
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
         """A registered embedder, by name (memory tiers ask for theirs)."""

@@ -12,8 +12,9 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
 ``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
 ``max_message_bytes``); two calls with the same ``tmp_path`` must return two handles on the
 same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
-to let the suite truncate a stored record into invalid JSON; without it, the corruption tests
-are skipped. Every clause checked here is written down in
+to let the suite truncate a stored record into invalid JSON, and
+:meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
+the corruption tests are skipped. Every clause checked here is written down in
 :class:`~monoagent.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
 and logical), corruption handling and concurrency.
 
@@ -51,6 +52,22 @@ HOSTILE_IDS = (
 )
 
 
+UNREADABLE_RECORDS = (
+    b"",
+    b"\xff\xfe not UTF-8",
+    b"[" * 100_000 + b"]" * 100_000,
+    b"null",
+    b"{}",
+    b'{"version": 2}',
+    b"[1, 2, 3]",
+    b"1e999",
+    b'{"a": 1, "a": 2}',
+    b'{"version": 2, "conversationId": NaN}',
+    b"\xef\xbb\xbf{}",
+)
+"""Bytes that are no store's record: each must be a cold start, replaced by the next commit."""
+
+
 def turn_messages(index: int, user: str | None = None, answer: str | None = None) -> list[Message]:
     """One turn: a user message and the assistant's answer, numbered so order can be checked."""
     return [
@@ -79,6 +96,12 @@ class HistoryStoreContract:
         import pytest
 
         pytest.skip("this store does not provide HistoryStoreContract.corrupt")
+
+    def replace_record(self, store: HistoryStore, conversation_id: str, data: bytes) -> None:
+        """Store ``data`` as the record of ``conversation_id``, as a hand edit or a damaged disk would (optional)."""
+        import pytest
+
+        pytest.skip("this store does not provide HistoryStoreContract.replace_record")
 
     # ------------------------------------------------------------------ helpers
 
@@ -276,6 +299,24 @@ class HistoryStoreContract:
         self.commit_turns(fresh, "c", range(5, 6))
         assert _contents(self.load(self.make_store(tmp_path), "c")) == ["question 5", "answer 5"]
         self.close(store, fresh)
+
+    def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
+        for n, data in enumerate(UNREADABLE_RECORDS):
+            cid = f"damaged-{n}"
+            store = self.make_store(tmp_path)
+            self.commit_turns(store, cid, range(1))
+            self.replace_record(store, cid, data)
+            warnings: list[tuple[str, str]] = []
+            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]
+            assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:40]
+            assert "\n" not in warnings[0][1]
+            self.commit_turns(store, cid, range(5, 6))
+            assert _contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
+            self.replace_record(store, cid, data)
+            report = self.run(self.make_store(tmp_path).reset_logical(cid))  # type: ignore[attr-defined]
+            assert report.records == 1, data[:40]
+            assert self.load(self.make_store(tmp_path), cid) == []
+            self.close(store)
 
     # ------------------------------------------------------------------ concurrency
 

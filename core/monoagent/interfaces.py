@@ -138,12 +138,14 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         written against :class:`HistoryStore` keep working.
 
     ``load(conversation_id, *, on_warning=None)``
-        As :meth:`HistoryStore.load`. A stored record that cannot be read because it is
-        truncated or not valid JSON is not an error: the conversation starts cold (returns
-        ``()``), ``on_warning("history_record_unreadable", message)`` is called once, and the
-        next successful ``commit`` replaces the record. A record of an unsupported shape, an
-        unsafe path (a symlink, a file of another owner) or a record naming another
-        conversation raises :class:`~monoagent.errors.HistoryStoreError` instead (fail closed).
+        As :meth:`HistoryStore.load`. A stored record that cannot be read, whatever its bytes
+        (truncated, not valid JSON, nested too deep, over the store's size cap, of the wrong
+        shape or types, naming another conversation), is not an error: the conversation starts
+        cold (returns ``()``), ``on_warning("history_record_unreadable", message)`` is called
+        once with a one-line message (without a callback the store logs it), and the next
+        successful ``commit`` replaces the record. A record of a newer version of the store, or
+        an unsafe path (a symlink, a FIFO, a file of another owner), raises
+        :class:`~monoagent.errors.HistoryStoreError` instead (fail closed: neither read nor replaced).
 
     ``commit(conversation_id, messages)``
         As :meth:`HistoryStore.commit`, with these guarantees: the turn is staged and published
@@ -165,15 +167,17 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         that session in any process: a commit either lands before the reset (and is removed)
         or after it (and survives). Other conversations are untouched. A crash part-way leaves
         the reset to be completed by the next operation on that session; readers never see a
-        half-reset session.
+        half-reset session. Records that cannot be read (or are of a newer version) are removed
+        like the others; what a record holds never stops a reset part-way.
 
     ``stats() -> HistoryStats``
         Retained records (conversations), their bytes and, when cheap, messages; live
         unpublished stages separately.
 
     ``clear_all() -> HistoryStats``
-        Removes every record (and abandoned stages) and returns what was removed. Nothing
-        outside the store is touched.
+        Removes every record (and abandoned stages) and returns what was removed. Only the
+        store's own records are read, counted (here, in ``stats`` and in retention) or removed;
+        anything else in its storage is left untouched.
     """
 
     capabilities: frozenset[str]

@@ -276,12 +276,31 @@ class ToolResult(ValidText):
 
 
 @attrs.frozen
+class ContinuityEnvelope(ValidText):
+    """What the host needs to know about a continuity account, kept beside its text.
+
+    Only the host writes it (:func:`monoagent.continuity.account_messages`); nothing is ever
+    parsed back out of a message's text. ``retained`` and ``omitted`` are the tool record ids
+    (invocation and result ids) the account keeps and leaves out.
+    """
+
+    version: int
+    outcome: str
+    run_id: str
+    retained: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    omitted: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
 class Message(ValidText):
     """One conversation message as stored in history and sent to providers.
 
     ``name`` carries the speaker label of a user message (persisted, so a later turn knows who
     said what); ``tool_calls`` are set on assistant messages that asked for tools and
-    ``tool_call_id`` on ``tool`` messages that answer them.
+    ``tool_call_id`` on ``tool`` messages that answer them. ``continuity`` is set by the host on
+    the assistant message of a continuity account, and only there: it marks the message as
+    host-authored and names the tool records the account retains (absent in records written
+    before it existed, and omitted from a serialized message when unset).
     """
 
     role: Role
@@ -290,6 +309,7 @@ class Message(ValidText):
     timestamp: float = attrs.field(factory=time.time)
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
     tool_call_id: str | None = None
+    continuity: ContinuityEnvelope | None = None
 
 
 @attrs.frozen

@@ -18,8 +18,10 @@ Only the primary's first attempt sends the prompt as assembled. Every retry and 
 the current message followed by a framed snapshot of what the run did before (the text the model
 streamed and the tool calls and results completed), one entry each, every entry's body cut to its
 first :data:`ENTRY_MAX_BYTES` (2 KiB), of which only the last :data:`TAIL_MAX_BYTES` (8 KiB, 8,192
-bytes of UTF-8) are kept. The snapshot is untrusted text, and ``<<<`` runs in it are
-neutralised like tool output (:func:`monoagent.bloat.neutralise_markers`).
+bytes of UTF-8) are kept. The snapshot is untrusted text: ``<<<`` runs and every host fence
+token in it are neutralised like tool output (:func:`monoagent.bloat.neutralise_markers`), and
+tool names are quoted on one line (:func:`monoagent.untrusted.quote_inline`), so nothing in it
+can close the snapshot or start an entry of its own.
 
 ``runtime.maxTurns`` counts the provider steps that returned, over all attempts, so retries never
 widen the cap. The turn's usage sums every step that returned, in every attempt; its tool activity
@@ -65,6 +67,7 @@ from .model import (
 )
 from .text import utf8_len, utf8_prefix, utf8_suffix
 from .turn import StepOutcome
+from .untrusted import quote_inline
 
 if TYPE_CHECKING:
     from .harness import Harness
@@ -202,9 +205,10 @@ def snapshot_entry_text(text: str, *, cut_off: bool) -> str:
 def snapshot_entry_tool(activity: ToolActivity) -> list[str]:
     call, result = activity.call, activity.result
     arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
+    name = quote_inline(call.name)
     return [
-        f"Tool call {call.name}: {_indent(arguments)}",
-        f"Tool result {call.name} ({result.status.value}): {_indent(result.content)}",
+        f"Tool call {name}: {_indent(arguments)}",
+        f"Tool result {name} ({result.status.value}): {_indent(result.content)}",
     ]
 
 

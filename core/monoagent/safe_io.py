@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import MonoagentError
 
-__all__ = ["UnsafeFileError", "NotRegularFile", "FileTooLarge", "read_regular_file", "read_regular_text"]
+__all__ = ["UnsafeFileError", "NotRegularFile", "FileTooLarge", "read_regular_file", "read_open_file", "read_regular_text"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -82,36 +82,46 @@ def read_regular_file(path: str | os.PathLike[str], max_bytes: int, *, what: str
     """
     fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotRegularFile(f"{what} {os.fspath(path)} is {_kind(info.st_mode)}, not a regular file; refused", path)
-        if info.st_size > max_bytes:
-            raise FileTooLarge(
-                f"{what} {os.fspath(path)} is {info.st_size:,} bytes, over the {max_bytes:,}-byte limit; refused",
-                path,
-                info.st_size,
-                max_bytes,
-            )
-        if _O_NONBLOCK:
-            os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        total = 0
-        while total <= max_bytes:
-            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:
-            raise FileTooLarge(
-                f"{what} {os.fspath(path)} grew past the {max_bytes:,}-byte limit while it was read; refused",
-                path,
-                total,
-                max_bytes,
-            )
-        return b"".join(chunks)
+        return read_open_file(fd, max_bytes, what=what, path=path)
     finally:
         os.close(fd)
+
+
+def read_open_file(fd: int, max_bytes: int, *, what: str = "file", path: str | os.PathLike[str] = "") -> bytes:
+    """:func:`read_regular_file` on a descriptor the caller opened (``O_NONBLOCK``) and closes.
+
+    For readers that check more than the type on the open file first (its owner, or its inode
+    as a cache key), so that the file checked and the file read are the same one. Reads from
+    the descriptor's current offset; ``path`` only names the file in messages.
+    """
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(f"{what} {os.fspath(path)} is {_kind(info.st_mode)}, not a regular file; refused", path)
+    if info.st_size > max_bytes:
+        raise FileTooLarge(
+            f"{what} {os.fspath(path)} is {info.st_size:,} bytes, over the {max_bytes:,}-byte limit; refused",
+            path,
+            info.st_size,
+            max_bytes,
+        )
+    if _O_NONBLOCK:
+        os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+    total = 0
+    while total <= max_bytes:
+        chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > max_bytes:
+        raise FileTooLarge(
+            f"{what} {os.fspath(path)} grew past the {max_bytes:,}-byte limit while it was read; refused",
+            path,
+            total,
+            max_bytes,
+        )
+    return b"".join(chunks)
 
 
 def read_regular_text(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file") -> str:

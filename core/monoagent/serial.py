@@ -16,6 +16,18 @@ converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).d
 converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value) if isinstance(value, str) else bytes(value))
 
 
+def _message_hook() -> Any:
+    """Messages serialize as before unless they carry a continuity envelope (records stay byte-identical)."""
+    from cattrs.gen import make_dict_unstructure_fn, override
+
+    from .model import Message
+
+    return Message, make_dict_unstructure_fn(Message, converter, continuity=override(omit_if_default=True))
+
+
+converter.register_unstructure_hook(*_message_hook())
+
+
 def unstructure(value: Any) -> Any:
     """A JSON-ready view of an attrs value (tuples become lists, enums their values)."""
     return converter.unstructure(value)

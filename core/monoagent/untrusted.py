@@ -1,27 +1,46 @@
-"""Making third-party text safe to quote on the user message: fence tokens, lines, names.
+"""Making third-party text safe to quote in host-authored text: fence tokens, lines, names.
 
-The user message of a group-chat turn carries two documented fences, the
-``<messages_since_your_last_turn>`` block of other people's messages and the
-``<current_speaker>`` line. Their meaning rests on one promise: only the host writes them. Every
-piece of text that someone else controls (message bodies, display names, handles, surface
-names, and the user's own message) passes through :func:`neutralize_fence_tokens` first, so it
-can neither close a fence nor open a new one.
+The host frames what it writes on the model's behalf: the group-chat fences
+(``<messages_since_your_last_turn>``, ``<current_speaker>``), the recalled-memory delimiter, the
+tool-history projection fence, the continuity account's header, evidence and envelope tags, the
+failed-attempt snapshot markers and the tool-output bloat guard's markers. Their meaning rests on
+one promise: only the host writes them. Every piece of text that someone else controls (the
+user's message, other chat participants' messages and names, provider text, tool names,
+arguments and results) passes through :func:`neutralize_fence_tokens` before it is quoted in
+host-authored text, so it can neither close a fence nor open one nor pose as a host marker.
 
-What counts as a fence token is decided on a *normalised view* of the text (:func:`fence_view`):
-HTML entities unescaped repeatedly (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), NFKD
-compatibility decomposition (fullwidth ``＜``, mathematical letters), case folded, zero-width,
-bidi, other format characters, combining marks, invisible controls (NUL, BEL, DEL, C1) and
-filler letters (U+3164) removed, and look-alike characters mapped to what they imitate (``‹``
-``〈`` for ``<``, Cyrillic ``с`` for ``c``). Whitespace, ``_`` and ``-``
-may separate the words of the tag name and surround the slash. A token found in that view is
-rewritten in the original text with square brackets (``[current_speaker]``,
-``[/messages_since_your_last_turn]``), which keeps it readable and makes it inert. Whatever the
-targeted rewrite misses (a ligature standing for two letters of the name, an exotic entity) is
-caught by checking the view once more; a text still carrying a token then loses every character
-that reads as ``<`` and every ``&``, which leaves nothing that can open a tag.
+**One recogniser, one registry.** :data:`HOST_FENCES` lists every host fence by its canonical
+spelling; its first characters give its shape: ``<name>`` is a *tag* (recognised opening or
+closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Adding a fence is adding its spelling
+there. A token is looked for in the *reading* of a text (:func:`fence_view`):
 
-Only text containing a token (or, for :func:`neutralize_untrusted`, an entity-encoded line
-break) is changed at all: ordinary text comes back as the very same string.
+1. HTML character references decoded (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), repeatedly;
+2. NFKD compatibility decomposition (fullwidth ``＜``, mathematical letters, ligatures), case
+   folded; format characters (zero-width, bidi), combining marks, surrogates, invisible
+   controls (NUL, BEL, DEL, C1) and filler letters (U+3164) dropped;
+3. the UTS #39 confusable *skeleton*: every character replaced by the prototype Unicode's
+   ``confusables.txt`` maps it to (Cyrillic ``с`` and small capital ``ᴄ`` read ``c``, ``‹``
+   reads ``<``, ``m`` reads ``rn``), from the data that the ``confusable-homoglyphs`` package
+   ships; plus, by their Unicode names, what that table leaves out but a reader still takes for
+   the letter or bracket: small capitals (``ᴀ``, ``ʀ``, ``ᴛ`` read ``a``, ``r``, ``t``) and
+   left or right angle or square brackets (``〈``, ``⟨``, ``«``, ``【``). An ASCII capital
+   whose skeleton differs from its lower case's (``I``, which reads ``l`` as much as ``i``)
+   matches either.
+
+In that reading, whitespace, ``_`` and ``-`` may separate the words of a fence and surround the
+slash. A token found there is rewritten in the original text, over exactly the characters it
+was read from, as an inert, readable form: a tag becomes its name in square brackets
+(``[current_speaker]``, ``[/messages_since_your_last_turn]``), a marker its words in square
+brackets (``[END UNTRUSTED TOOL OUTPUT]``), a label ``[quoted: Recalled long-term memory]``.
+Should a token survive that (it cannot, short of a bug), the text loses every character that
+reads as an opening bracket and every ``&``.
+
+**Cost.** Text without a token comes back as the very same string. ASCII text without ``<``,
+``[`` or ``&`` (most messages) is returned after one scan, and so is other text without a
+character that reads as one of them; the rest is read through two translation tables filled one
+character at a time as characters are first seen, and only an opener followed by the start of a
+fence's first word is tried against the full pattern. The confusables data is loaded on first
+need, never at import (CLI start-up does not pay for it).
 """
 
 from __future__ import annotations
@@ -30,15 +49,23 @@ import functools
 import html
 import re
 import unicodedata
+from collections.abc import Callable
+from typing import Literal
+
+import attrs
 
 from .text import LazyPattern, utf8_prefix
 
 __all__ = [
+    "HOST_FENCES",
+    "HostFence",
     "FENCE_NAMES",
     "fence_view",
     "has_fence_token",
     "neutralize_fence_tokens",
     "neutralize_untrusted",
+    "quote_inline",
+    "quote_block",
     "one_line",
     "speaker_label",
     "indent_continuations",
@@ -48,204 +75,417 @@ __all__ = [
     "UNKNOWN_SPEAKER",
 ]
 
-FENCE_NAMES = ("messages_since_your_last_turn", "current_speaker")
+#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc).
+HOST_FENCES: tuple[str, ...] = (
+    "<messages_since_your_last_turn>",  # group context (monoagent_plugins.group_context)
+    "<current_speaker>",
+    "[Recalled long-term memory",  # the recall delimiter (monoagent_plugins.conversation)
+    "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.tool_history)
+    "[Continuity account",  # continuity accounts (monoagent.continuity)
+    "<untrusted_evidence>",
+    "<continuity_envelope>",
+    "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.reliability)
+    "<<<END FAILED ATTEMPT SNAPSHOT>>>",
+    "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>",  # the tool-output bloat guard (monoagent.bloat)
+    "<<<END UNTRUSTED TOOL OUTPUT>>>",
+)
 NAME_MAX_CHARS = 80
 HANDLE_MAX_CHARS = 64
 UNKNOWN_SPEAKER = "unknown"
 
+
+@attrs.frozen
+class HostFence:
+    """One entry of :data:`HOST_FENCES`, parsed: its shape, its words and its inert form."""
+
+    spelling: str
+
+    @property
+    def kind(self) -> Literal["tag", "marker", "label"]:
+        if self.spelling.startswith("<<<"):
+            return "marker"
+        return "tag" if self.spelling.startswith("<") else "label"
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"[A-Za-z0-9]+", self.spelling))
+
+    @property
+    def name(self) -> str:
+        """``current_speaker``, ``BEGIN UNTRUSTED TOOL OUTPUT``, ``Recalled long-term memory``."""
+        return self.spelling.strip("<>[]/")
+
+    def inert(self, closing: bool = False) -> str:
+        """The readable form a recognised token is rewritten to; no fence can be read in it."""
+        if self.kind == "tag":
+            return f"[{'/' if closing else ''}{self.name}]"
+        if self.kind == "marker":
+            return f"[{self.name}]"
+        return f"[quoted: {self.name}]"
+
+
+FENCES: tuple[HostFence, ...] = tuple(HostFence(spelling) for spelling in HOST_FENCES)
+#: The tag names among the fences (``current_speaker``, ...).
+FENCE_NAMES: tuple[str, ...] = tuple(fence.name for fence in FENCES if fence.kind == "tag")
+
 _IGNORED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cs"})
 _DROPPED_NAME_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
-_SEPARATOR = r"[\s_\-]*"
-#: A fence tag in the normalised view: ``<``, an optional slash, one of the two names.
-VIEW_TAG = LazyPattern(
-    r"<\s*/?\s*(?:"
-    + "|".join(_SEPARATOR.join(name.split("_")) for name in FENCE_NAMES)
-    + ")"
-)
-#: Look-alikes the normalisation forms leave alone, mapped to the ASCII they imitate.
-_LOOKALIKES = {
-    "<": "‹〈〈⟨❮❬❰˂ᐸ⧼⟪《«≺⋖⊂",
-    ">": "›〉〉⟩❯❭❱˃ᐳ⧽⟫》»≻⋗⊃",
-    "/": "⁄∕⧸╱⟋",
-    "_": "‗",
-    "-": "‐‑‒–—―−﹣",
-    "a": "аɑα",
-    "c": "сϲⅽ",
-    "e": "еҽε",
-    "g": "ɡց",
-    "i": "іıιӏ",
-    "k": "кκ",
-    "l": "ӏⅼ",
-    "m": "мⅿ",
-    "n": "пη",
-    "o": "оοσ",
-    "p": "рρ",
-    "r": "г",
-    "s": "ѕ",
-    "t": "тτ",
-    "u": "υս",
-    "y": "уγ",
-}
 #: Characters that show as nothing yet are neither format characters nor marks: the C0/C1
 #: controls that are not line breaks or other whitespace, and the Hangul filler letters.
-_INVISIBLE = "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u115f\u1160\u3164\uffa0]"
-_INVISIBLE_CHARS = LazyPattern(_INVISIBLE)
+_INVISIBLE = frozenset("".join(map(chr, [*range(0x00, 0x09), *range(0x0E, 0x1C), *range(0x7F, 0x85), *range(0x86, 0xA0)])) + "\u115f\u1160\u3164\uffa0")
+#: The characters a fence starts with in the reading (a label may open with either).
+_OPENERS = "<["
+#: ASCII characters that can start a fence in the reading or an HTML reference.
+_ASCII_OPENERS = LazyPattern(r"[<\[&]")
+#: An HTML character reference, as :func:`html.unescape` finds them.
+_REFERENCE = LazyPattern(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 _AMP = r"[&\uff06\ufe60](?:amp;?|#0*38;?|#x0*26;?)*"
-_INVISIBLE_ENTITY = r"(?i:" + _AMP + r"(?:#0*(?:173|847|8203|8204|8205|8206|8207|8288|65279)(?:;|(?!\d))|#x0*(?:ad|34f|200[b-f]|2060|feff)(?:;|(?![0-9a-f]))|shy;|zwj;|zwnj;|lrm;|rlm;))"
 _LINE_BREAK_ENTITY = LazyPattern(
     _AMP + r"(?:#0*(?:10|11|12|13|28|29|30|133|8232|8233)(?:;|(?!\d))|#x0*(?:a|b|c|d|1c|1d|1e|85|2028|2029)(?:;|(?![0-9a-f]))|newline;)",
     re.IGNORECASE,
 )
+#: Unicode names of brackets the confusables table does not map (category P* or S* only).
+_BRACKET_NAMES = (
+    (LazyPattern(r"\bLEFT\b.*\bANGLE\b|\bLESS-THAN\b"), "<"),
+    (LazyPattern(r"\bRIGHT\b.*\bANGLE\b|\bGREATER-THAN\b"), ">"),
+    (LazyPattern(r"\bLEFT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "["),
+    (LazyPattern(r"\bRIGHT\b.*\b(?:SQUARE|LENTICULAR) BRACKET\b"), "]"),
+)
+#: Small capitals read as their letter (the confusables table maps only those that look lower case).
+_SMALL_CAPITAL = LazyPattern(r"\bSMALL CAPITAL (?:LETTER )?([A-Z])(?: WITH .*)?$")
+_MAX_PASSES = 16
 
 
-@functools.lru_cache(maxsize=4096)
-def _view_char(char: str) -> str:
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
-    text = "".join(c for c in text if unicodedata.category(c) not in _IGNORED_CATEGORIES)
-    return text.translate(_confusables())
+# --------------------------------------------------------------------------- the reading
 
 
-@functools.cache
-def _confusables() -> dict[int, str]:
-    return {ord(look): target for target, looks in _LOOKALIKES.items() for look in looks}
+def _ignorable(char: str) -> bool:
+    return char in _INVISIBLE or unicodedata.category(char) in _IGNORED_CATEGORIES
 
 
-@functools.cache
-def _ignorable_ranges() -> tuple[tuple[int, int], ...]:
-    """Code-point ranges of format characters, combining marks and surrogates (planes 0-2, 14)."""
-    ranges: list[tuple[int, int]] = []
-    for cp in (*range(0x30000), *range(0xE0000, 0xE1000)):
-        if unicodedata.category(chr(cp)) in _IGNORED_CATEGORIES:
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1] = (ranges[-1][0], cp)
-            else:
-                ranges.append((cp, cp))
-    return tuple(ranges)
+def _settle(text: str, step: Callable[[str], str]) -> str:
+    """``step`` applied until ``text`` stops changing (a cycle ends at its smallest state)."""
+    seen: list[str] = []
+    while text not in seen and len(seen) < _MAX_PASSES:
+        seen.append(text)
+        text = step(text)
+    return text if text == seen[-1] else min(seen)
 
 
-@functools.cache
-def _ignorable_class() -> str:
-    """The same characters as a regex character class."""
-    return "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _ignorable_ranges()) + "]"
+def _fold_step(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return "".join(char for char in decomposed if not _ignorable(char))
 
 
-@functools.cache
-def _view_table() -> dict[int, str | None]:
-    """One :meth:`str.translate` table: ignorable characters dropped, look-alikes mapped."""
-    table: dict[int, str | None] = dict(_confusables())
-    for first, last in _ignorable_ranges():
-        table.update(dict.fromkeys(range(first, last + 1)))
-    return table
+def _fold_char(char: str) -> str:
+    """Step 2 of the reading for one character: NFKD, case folded, invisible characters dropped."""
+    return _settle(char, _fold_step)
 
 
-@functools.cache
-def _spellings() -> dict[str, frozenset[str]]:
-    """Every character (planes 0 and 1) whose view is exactly one of the characters tags use."""
-    wanted = set("".join(FENCE_NAMES)) | set("<>/ ")
-    found: dict[str, set[str]] = {c: {c, c.upper()} for c in wanted}
-    for cp in range(0x20000):
-        char = chr(cp)
-        if unicodedata.category(char) in ("Cs", "Cn"):
-            continue
-        seen = _view_char.__wrapped__(char)
-        if seen in found:
-            found[seen].add(char)
-    for target, looks in _LOOKALIKES.items():
-        found.setdefault(target, {target}).update(looks)
-    return {key: frozenset(value) for key, value in found.items()}
-
-
-def _char_class(chars: frozenset[str]) -> str:
-    return "[" + "".join(f"\\U{ord(c):08x}" for c in sorted(chars)) + "]"
-
-
-def _entity(char: str) -> str:
-    codes = sorted({ord(char), ord(char.upper())})
-    decimal = "|".join(str(c) for c in codes)
-    hexa = "|".join(f"{c:x}" for c in codes)
-    named = "|lt;?" if char == "<" else "|gt;?" if char == ">" else "|sol;" if char == "/" else "|lowbar;|underbar;" if char == "_" else ""
-    return f"(?i:{_AMP}(?:#0*(?:{decimal})(?:;|(?!\\d))|#x0*(?:{hexa})(?:;|(?![0-9a-f])){named}))"
+def _glyph(text: str) -> str:
+    """A glyph of the confusables data without the direction marks set around right-to-left ones."""
+    return text.strip("\u200e\u200f") or text
 
 
 @functools.cache
-def _raw_tag() -> re.Pattern[str]:
-    """A fence tag in the original text, spelled any way the view would read as one."""
-    spellings = _spellings()
-    ignore = f"(?:{_ignorable_class()}|{_INVISIBLE}|{_INVISIBLE_ENTITY})*"
+def _prototypes() -> dict[str, str]:
+    """Each confusable character's UTS #39 prototype, from the ``confusable-homoglyphs`` data.
 
-    def one(char: str) -> str:
-        return f"(?:{_char_class(spellings[char])}|{_entity(char)}){ignore}"
+    The package ships Unicode's ``confusables.txt`` as JSON with every line (a single code point
+    mapped to its prototype) stored both ways, so each set of mutually confusable glyphs is a
+    star around its prototype: the one member linked to several, or a sequence of several code
+    points (``rn`` for ``m``); of a pair linked only to each other either will do (the ASCII one
+    is taken). The JSON file is read directly: the package's modules would import ``urllib``.
+    """
+    import importlib.resources
+    import json
 
-    space = f"(?:\\s|{_char_class(spellings[' '])}|{_entity(' ')}|(?i:&(?:nbsp|tab|emsp|ensp|thinsp);)){ignore}"
-    separator = f"(?:{space}|{one('_')}|{one('-')})*"
-    names = "|".join(
-        f"(?P<n{i}>" + separator.join("".join(one(c) for c in word) for word in name.split("_")) + ")"
-        for i, name in enumerate(FENCE_NAMES)
-    )
-    pattern = f"{one('<')}(?:{space})*(?P<slash>{one('/')})?(?:{space})*(?:{names})(?:(?:{space})*{one('>')})?"
-    return re.compile(ignore + pattern)
+    source = importlib.resources.files("confusable_homoglyphs").joinpath("confusables.json")
+    data = json.loads(source.read_text(encoding="utf-8"))
+    links = {_glyph(key): {_glyph(entry["c"]) for entry in entries} for key, entries in data.items()}
+    prototypes: dict[str, str] = {}
+    for glyph, linked in links.items():
+        if len(glyph) > 1 or len(linked) > 1:
+            continue  # a prototype
+        (other,) = linked
+        if len(other) > 1 or len(links.get(other, ())) > 1 or min(glyph, other, key=lambda g: (not g.isascii(), g)) == other:
+            prototypes[glyph] = other
+    return prototypes
+
+
+def _bracket(char: str) -> str | None:
+    """``<``, ``>``, ``[`` or ``]`` for a bracket the confusables table leaves out, by its Unicode name."""
+    if not unicodedata.category(char).startswith(("P", "S")):
+        return None
+    name = unicodedata.name(char, "")
+    for pattern, target in _BRACKET_NAMES:
+        if pattern.search(name):
+            return target
+    return None
+
+
+def _small_capital(char: str) -> str | None:
+    """The letter a small capital stands for (``ᴀ`` reads ``a``), by its Unicode name."""
+    found = _SMALL_CAPITAL.search(unicodedata.name(char, "")) if char.isalpha() else None
+    return found.group(1).lower() if found else None
+
+
+def _prototype(char: str) -> str:
+    return _small_capital(char) or _prototypes().get(char) or _bracket(char) or char
+
+
+def _skeleton_char(char: str) -> str:
+    """Step 3 of the reading for one (folded) character: its prototype, read again until settled."""
+    return _settle(char, lambda text: "".join(_prototype(c) for c in text).translate(_FOLD))
+
+
+class _ReadingTable(dict[int, str]):
+    """A :meth:`str.translate` table filled on demand: each character's reading, computed once."""
+
+    def __init__(self, read: Callable[[str], str]) -> None:
+        super().__init__()
+        self._read = read
+
+    def __missing__(self, codepoint: int) -> str:
+        value = self[codepoint] = self._read(chr(codepoint))
+        return value
+
+
+_FOLD = _ReadingTable(_fold_char)
+_SKELETON = _ReadingTable(_skeleton_char)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return html.unescape(match.group(0))
 
 
 def fence_view(text: str) -> str:
-    """The normalised reading of ``text`` that fence tokens are looked for in (see module doc).
+    """The reading of ``text`` that fence tokens are looked for in (steps 1 to 3 of the module doc).
 
-    Repeated until it no longer changes, so escaping at any depth and escapes hidden behind
-    compatibility characters are undone too.
+    References and folding are repeated until nothing changes, so escaping at any depth and
+    escapes hidden behind compatibility characters (``＆lt;``) are undone too.
     """
+    view = text
     for _ in range(len(text) + 4):
-        before = text
-        text = unicodedata.normalize("NFKD", html.unescape(text)).casefold()
-        text = _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFKD", text))
-        if not text.isascii():
-            text = text.translate(_view_table())
-        if text == before:
+        folded = (_REFERENCE.sub(_unescape, view) if "&" in view else view).translate(_FOLD)
+        done = folded == view or "&" not in folded
+        view = folded
+        if done:
             break
-    return text
+    return view.translate(_SKELETON)
+
+
+def _view_with_spans(text: str) -> tuple[str, list[int], list[int]]:
+    """:func:`fence_view`, and for each character of it the span of ``text`` it was read from."""
+    chars, starts, ends = list(text), list(range(len(text))), list(range(1, len(text) + 1))
+
+    def through(table: _ReadingTable) -> None:
+        out: tuple[list[str], list[int], list[int]] = ([], [], [])
+        for char, start, end in zip(chars, starts, ends):
+            for read in table[ord(char)]:
+                out[0].append(read)
+                out[1].append(start)
+                out[2].append(end)
+        chars[:], starts[:], ends[:] = out
+
+    view = text
+    for _ in range(len(text) + 4):
+        if "&" in view:
+            out: tuple[list[str], list[int], list[int]] = ([], [], [])
+            last = 0
+            for match in _REFERENCE.finditer(view):
+                out[0].extend(chars[last : match.start()])
+                out[1].extend(starts[last : match.start()])
+                out[2].extend(ends[last : match.start()])
+                decoded = _unescape(match)
+                if decoded == match.group(0):
+                    out[0].extend(chars[match.start() : match.end()])
+                    out[1].extend(starts[match.start() : match.end()])
+                    out[2].extend(ends[match.start() : match.end()])
+                else:
+                    span = (starts[match.start()], ends[match.end() - 1])
+                    out[0].extend(decoded)
+                    out[1].extend([span[0]] * len(decoded))
+                    out[2].extend([span[1]] * len(decoded))
+                last = match.end()
+            out[0].extend(chars[last:])
+            out[1].extend(starts[last:])
+            out[2].extend(ends[last:])
+            chars[:], starts[:], ends[:] = out
+        through(_FOLD)
+        folded = "".join(chars)
+        done = folded == view or "&" not in folded
+        view = folded
+        if done:
+            break
+    through(_SKELETON)
+    return "".join(chars), starts, ends
+
+
+# --------------------------------------------------------------------------- the recogniser
 
 
 @functools.cache
-def _openers() -> re.Pattern[str]:
-    """Characters that can read as ``<`` or start an entity: without one, no tag can form."""
-    found = {"<", "&"}
-    for cp in range(0x80, 0x20000):
-        char = chr(cp)
-        decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold()).translate(_confusables())
-        if "<" in decomposed or "&" in decomposed:
-            found.add(char)
-    found.update(_LOOKALIKES["<"])
-    return re.compile(_char_class(frozenset(found)))
+def _alternatives() -> dict[str, frozenset[str]]:
+    """For a reading character, the others that may stand for it because of letter case.
+
+    The reading folds case before taking the skeleton, so ``I`` reads ``i``; but ``I`` is a
+    confusable of ``l`` too. For every ASCII capital whose two orders disagree, the
+    skeleton-first reading accepts the fold-first one (``l`` accepts ``i``).
+    """
+    accept: dict[str, set[str]] = {}
+    for char in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        fold_first = fence_view(char)
+        unfolded = "".join(c for c in unicodedata.normalize("NFKD", char) if not _ignorable(c))
+        skeleton_first = fence_view("".join(_prototype(c) for c in unfolded))
+        if fold_first != skeleton_first and len(fold_first) == 1 and len(skeleton_first) == 1:
+            accept.setdefault(skeleton_first, set()).add(fold_first)
+    return {key: frozenset(value) for key, value in accept.items()}
 
 
-def _may_open(text: str) -> bool:
-    return _openers().search(text) is not None
+def _letters(word: str, limit: int | None = None) -> str:
+    """The reading of ``word`` as a pattern, each letter also accepting its case alternatives."""
+    accept = _alternatives()
+    parts = []
+    for char in fence_view(word)[:limit]:
+        options = sorted({char} | accept.get(char, frozenset()))
+        parts.append(re.escape(char) if len(options) == 1 else "[" + "".join(map(re.escape, options)) + "]")
+    return "".join(parts)
+
+
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    """Every fence of :data:`FENCES` as it appears in a reading; group ``f<i>`` names the fence.
+
+    Each fence starts with an opener, so the pattern does too (one character class), which lets
+    the regular expression engine skip to the candidates.
+    """
+    letters = _letters
+    sep = "[\\s" + re.escape(fence_view("_")) + re.escape(fence_view("-")) + "]*"
+    lt, gt, slash = re.escape(fence_view("<")), re.escape(fence_view(">")), re.escape(fence_view("/"))
+    openers = "".join(re.escape(fence_view(c)) for c in _OPENERS)
+    alternatives = []
+    for i, fence in enumerate(FENCES):
+        body = sep.join(letters(word) for word in fence.words)
+        if fence.kind == "tag":
+            shape = f"(?<={lt})\\s*(?P<s{i}>{slash})?\\s*{body}(?:\\s*{gt})?"
+        elif fence.kind == "marker":
+            shape = f"(?<={lt})(?:\\s*{lt})*\\s*{body}(?:\\s*{gt})*"
+        else:
+            shape = f"\\s*{body}"
+        alternatives.append(f"{shape}(?P<f{i}>)")
+    return re.compile(f"[{openers}](?:" + "|".join(alternatives) + ")")
+
+
+@functools.cache
+def _candidates() -> re.Pattern[str]:
+    """An opener followed by the start of a fence's first word: where :func:`_pattern` is worth trying."""
+    starts = "|".join(sorted({_letters(fence.words[0], 3) for fence in FENCES}))
+    openers = "".join(re.escape(fence_view(c)) for c in _OPENERS)
+    sep = "".join(re.escape(fence_view(c)) for c in "/<")
+    return re.compile(f"[{openers}](?=[\\s{sep}]*(?:{starts}))")
+
+
+def _find(view: str, pos: int = 0) -> re.Match[str] | None:
+    """The first fence token in ``view`` at or after ``pos``."""
+    for candidate in _candidates().finditer(view, pos):
+        found = _pattern().match(view, candidate.start())
+        if found is not None:
+            return found
+    return None
+
+
+@functools.cache
+def _opener_chars() -> re.Pattern[str]:
+    """Every character whose reading holds an opener or ``&``; text without one holds no fence.
+
+    A character reads as something other than itself only through its compatibility
+    decomposition, its case folding, its confusables prototype or a bracket's name, so the set
+    is closed over those four (planes 0 to 2), with no character read in full (a test checks
+    every character of those planes against the full reading).
+    """
+    prototypes = _prototypes()
+    images: dict[str, str] = {}
+    # Plane 2 holds ideographs only: none has a case or a bracket's name, and only the
+    # compatibility ones (U+2F800 to U+2FA1F) decompose; the confusables data is read whole.
+    codepoints = (*range(0x80, 0x20000), *range(0x2F800, 0x2FA20), *(ord(c) for c in prototypes if ord(c) >= 0x20000))
+    for codepoint in codepoints:
+        char = chr(codepoint)
+        folded = char.casefold()
+        image = prototypes.get(char, "") + (folded if folded != char else "")
+        if unicodedata.decomposition(char) or folded != char:
+            image += unicodedata.normalize("NFKD", char) + unicodedata.normalize("NFKD", folded)
+        if unicodedata.category(char)[0] in "PS":
+            image += _bracket(char) or ""
+        if image:
+            images[char] = image
+    found = set(_OPENERS + "&")
+    while True:
+        more = {char for char, image in images.items() if char not in found and not found.isdisjoint(image)}
+        if not more:
+            break
+        found |= more
+    return re.compile("[" + "".join(f"\\U{ord(c):08x}" for c in sorted(found)) + "]")
+
+
+def _may_hold_token(text: str) -> bool:
+    """False for text without a character that reads as an opener or ``&``: no fence can be read in it."""
+    if text.isascii():
+        return _ASCII_OPENERS.search(text) is not None
+    return _opener_chars().search(text) is not None
 
 
 def has_fence_token(text: str) -> bool:
-    """Whether the normalised view of ``text`` opens or closes a fence anywhere."""
-    return _may_open(text) and VIEW_TAG.search(fence_view(text)) is not None
+    """Whether the reading of ``text`` opens or closes a host fence anywhere."""
+    return _may_hold_token(text) and _find(fence_view(text)) is not None
 
 
-def _bracketed(match: re.Match[str]) -> str:
-    name = FENCE_NAMES[0] if match.group("n0") is not None else FENCE_NAMES[1]
-    return f"[{'/' if match.group('slash') else ''}{name}]"
+def _inert(match: re.Match[str]) -> str:
+    for i, fence in enumerate(FENCES):
+        if match.group(f"f{i}") is not None:
+            return fence.inert(closing=fence.kind == "tag" and match.group(f"s{i}") is not None)
+    raise AssertionError("a fence match names no fence")  # pragma: no cover
+
+
+def _rewrite(text: str) -> str:
+    """``text`` with each token found in its reading replaced, over the characters it was read from."""
+    view, starts, ends = _view_with_spans(text)
+    pieces: list[str] = []
+    last = 0
+    match = _find(view)
+    while match is not None:
+        start, end = starts[match.start()], ends[match.end() - 1]
+        if start >= last:  # else read from characters already replaced; the next round sees the rest
+            pieces += [text[last:start], _inert(match)]
+            last = end
+        match = _find(view, match.end())
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _opens(char: str) -> bool:
+    read = fence_view(char)
+    return "&" in read or any(fence_view(c) in read for c in _OPENERS)
 
 
 def _strip_openers(text: str) -> str:
-    return "".join("" if char == "&" or "<" in _view_char(char) or "&" in _view_char(char) else char for char in text)
+    return "".join(char for char in text if not _opens(char))
 
 
 def neutralize_fence_tokens(text: str) -> str:
-    """``text`` with every fence token made inert; ``text`` itself when it holds none.
+    """``text`` with every host fence token made inert; ``text`` itself when it holds none.
 
-    A token becomes its square-bracketed form (``</current_speaker >`` reads
-    ``[/current_speaker]``); attributes and the rest of the text stay as they were.
+    A tag becomes its square-bracketed name (``</current_speaker >`` reads
+    ``[/current_speaker]``; attributes and the rest of the text stay as they were), a marker its
+    words in square brackets, a label ``[quoted: ...]``.
     """
     if not has_fence_token(text):
         return text
-    text = _raw_tag().sub(_bracketed, text)
-    if has_fence_token(text):
-        text = _strip_openers(text)
-    return text
+    for _ in range(3):
+        text = _rewrite(text)
+        if not has_fence_token(text):
+            return text
+    return _strip_openers(text)
 
 
 def neutralize_untrusted(text: str) -> str:
@@ -254,13 +494,31 @@ def neutralize_untrusted(text: str) -> str:
     For text quoted inside a fence (bodies, names): a line break that only appears once the
     entities are decoded must not start a line of its own either.
     """
-    if not _may_open(text):
+    if not _may_hold_token(text):
         return text
     if _LINE_BREAK_ENTITY.search(text) is not None:
         text = _LINE_BREAK_ENTITY.sub(" ", text)
     if len(fence_view(text).splitlines()) > len(text.splitlines()):
         text = _strip_openers(text)
     return neutralize_fence_tokens(text)
+
+
+def quote_inline(text: str, limit: int = NAME_MAX_CHARS) -> str:
+    """Text someone else controls (a tool name, a model name), made safe for one host-written line.
+
+    One line (:func:`one_line`), fence tokens and entity-encoded line breaks neutralised, at
+    most ``limit`` characters.
+    """
+    return one_line(neutralize_untrusted(one_line(text, limit)), limit)
+
+
+def quote_block(text: str, prefix: str = "    ") -> str:
+    """Text someone else controls, quoted as a block: neutralised, every line indented by ``prefix``.
+
+    No line of it can start at the host's own margin, so none can pose as a host line.
+    """
+    lines = neutralize_untrusted(text).splitlines() or [""]
+    return "\n".join(prefix + line for line in lines)
 
 
 def one_line(text: str, limit: int = NAME_MAX_CHARS) -> str:

@@ -5,8 +5,12 @@ with the speaker persisted as the message name, every continuation line indented
 line of a message can pose as a new entry. The user message carries, in order, the ``before``
 parts from ``augment_user_message``, the ``prefix`` parts and the user's own text, an
 attachment block, and the ``after`` parts, among them the recalled-memory block behind its
-documented delimiter. Fence tokens in history entries, the user's own text and attachments are neutralised
+documented delimiter. Every host fence token (the recall delimiter included: only the recall
+block itself may carry it) is neutralised in history entries, speaker names and tool names, the
+user's own text, attachments and recalled entries
 (:func:`monoagent.untrusted.neutralize_fence_tokens`); text without one is left byte-identical.
+A continuity account (a message whose ``continuity`` envelope the host set) is rendered as the
+host wrote it: its untrusted parts were neutralised when it was built.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 from monoagent.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 from monoagent.plugins import bundled_impl
-from monoagent.untrusted import neutralize_fence_tokens
+from monoagent.untrusted import neutralize_fence_tokens, quote_inline
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (
@@ -35,20 +39,22 @@ def indent_continuations(text: str, prefix: str = "  ") -> str:
 
 
 @functools.lru_cache(maxsize=512)  # a few conversations' 64-message windows; entries can be 64 KiB
-def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...]) -> str:
+def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...], host_authored: bool = False) -> str:
     label = _ROLE_LABELS.get(role, role.title())
     if role == "user" and name:
-        label = f"{label} ({' '.join(name.split())})"
-    body = content
+        label = f"{label} ({quote_inline(name)})"
+    body = content if host_authored else neutralize_fence_tokens(content)
     if tools:
-        names = ", ".join(tools)
+        names = ", ".join(quote_inline(tool) for tool in tools)
         body = f"{body}\n[called tools: {names}]" if body else f"[called tools: {names}]"
-    return f"{label}: {indent_continuations(neutralize_fence_tokens(body))}"
+    return f"{label}: {indent_continuations(body)}"
 
 
 def _entry(message: Message) -> str:
     """One transcript entry; cached, since the same retained messages render on every turn."""
-    return _render_entry(message.role, message.name, message.content, tuple(c.name for c in message.tool_calls))
+    return _render_entry(
+        message.role, message.name, message.content, tuple(c.name for c in message.tool_calls), message.continuity is not None
+    )
 
 
 @bundled_impl

@@ -21,6 +21,23 @@ is recognised by its free flock (no PID, no age) and reclaimed. Same-conversatio
 and pruning hold the conversation's shard lock; root-wide retention holds ``retention.lock`` and
 runs only after a successful publication. flock locks belong to the open file description, so
 they die with their owner and are never lost by closing an unrelated descriptor.
+
+Anything else may sit in the directory (a ``package.json``, an editor's backup, a symlink). The
+store reads, counts (retention, ``stats``, ``conversations``) and deletes (retention, resets,
+``clear_all``, stage reclamation) only its own files: a name of exactly the shape above (lower-case
+hex of the right lengths), a regular file (``lstat``, so never a symlink, FIFO or directory)
+owned by the running user, in its own directory. Other files named like the store's (``*.json``,
+``.reset.*``, anything in ``.stages``) are left untouched and logged once per store object.
+
+Reading a record is bounded before a byte is read: a record over :meth:`FilesHistoryStore.record_cap`
+(the window at the per-message cap, never below the documented 64 x 64 KiB, plus the envelope) is
+not read. A record that is over the cap, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not
+strict JSON (:mod:`monoagent.strict_json`: no NaN, no duplicated keys, no out-of-range numbers),
+of the wrong shape or types (cattrs, strictly: no coercion between JSON types) or naming another
+conversation is *unreadable*: the
+conversation starts cold with a ``history_record_unreadable`` warning and the next commit replaces
+it. A record of a newer version is refused instead (:class:`NewerRecordError`), so that this
+version never overwrites what a newer one wrote; a reset removes it.
 """
 
 from __future__ import annotations
@@ -30,7 +47,9 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +69,9 @@ from monoagent.interfaces import (
 from monoagent.log import logger
 from monoagent.model import Message
 from monoagent.plugins import bundled_impl
+from monoagent.safe_io import FileTooLarge, read_open_file
+from monoagent.strict_json import StrictJSONError, nesting_over
+from monoagent.strict_json import loads as strict_loads
 from monoagent.text import utf8_prefix
 
 RECORD_VERSION = 2
@@ -62,9 +84,21 @@ UNREADABLE = "history_record_unreadable"
 MiB = 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
+RECORD_NAME = re.compile(r"[0-9a-f]{16}\.[0-9a-f]{64}\.json")
+JOURNAL_NAME = re.compile(r"\.reset\.[0-9a-f]{16}")
+STAGE_NAME = re.compile(r"[0-9a-f]{64}\.[0-9a-f]{12}\.stage")
+MAX_DEPTH = 128
+"""How deep a record's arrays and objects may nest (the envelope and message list take two levels)."""
+DOCUMENTED_MAX_MESSAGES = 64
+DOCUMENTED_MESSAGE_BYTES = 64 * 1024
+FRAMING_BYTES = MiB
+"""The envelope allowance of :meth:`FilesHistoryStore.record_cap` when the conversation id is not known."""
+LATEST_UPDATE = 253402300800.0
+"""``updatedAt`` must be before 10000-01-01 (UTC) so that every listing can print it."""
+
 
 class HistoryRecordError(HistoryStoreError):
-    """A history record or directory is unsafe (symlink, foreign owner, loose mode) or of an unsupported shape."""
+    """A history record or directory is unsafe (symlink, foreign owner, loose mode) or of a newer version."""
 
 
 class HistoryWriteError(HistoryStoreError):
@@ -73,6 +107,14 @@ class HistoryWriteError(HistoryStoreError):
 
 class HistoryStageQuotaError(HistoryWriteError):
     """Live unpublished stages already fill ``history.maxStageBytes``."""
+
+
+class NewerRecordError(HistoryRecordError):
+    """A record was written by a newer version of the store; this one neither reads nor replaces it."""
+
+
+class UnreadableRecord(ValueError):
+    """Why some bytes are not a record this store can read (the conversation starts cold)."""
 
 
 @attrs.define
@@ -84,6 +126,13 @@ class HistoryRecord:
     updatedAt: float
     messages: list[Message]
     logicalConversationId: str | None = None
+
+
+@attrs.define
+class ResetJournal:
+    """The on-disk shape of a logical-session reset in progress."""
+
+    logicalConversationId: str
 
 
 class FsOps:
@@ -152,14 +201,100 @@ def _shape_problems(error: Exception) -> str:
         problems = transform_error(error, path="")
     except Exception:  # not a cattrs validation error: its own message is all there is
         return str(error)
-    problems = [p.replace("@ .", "@ ", 1) for p in problems]
+    problems = [_one_line(p.replace("@ .", "@ ", 1), 160) for p in problems]
     return "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """``text`` with control characters escaped and cut to ``limit`` characters, for a one-line report."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _converter() -> Any:
     from monoagent.serial import converter
 
     return converter
+
+
+_STRICT: Any = None
+
+
+def _exactly(kind: type) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def _finite_number(value: Any, _: Any) -> float:
+    if type(value) not in (int, float):
+        raise TypeError(f"expected a number, not {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError("expected a finite number")
+    return number
+
+
+def _record_converter() -> Any:
+    """The project's converter made strict for records: no coercion between JSON types
+    (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
+    only. A key it does not know is ignored, as before: a newer version may add an optional
+    field without a new record version (the continuity envelope did), and a downgrade must not
+    turn such a record into a cold start that the next commit would make a loss.
+    """
+    global _STRICT
+    if _STRICT is None:
+        strict = _converter().copy()
+        for kind in (str, int, bool):
+            strict.register_structure_hook(kind, _exactly(kind))
+        strict.register_structure_hook(float, _finite_number)
+        _STRICT = strict
+    return _STRICT
+
+
+def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str, Any]]:
+    """The record in ``data``, read from the file ``name``, with its text and raw JSON.
+
+    Raises :class:`UnreadableRecord` when the bytes are not a record of the conversation the
+    file name is derived from, :class:`NewerRecordError` for a record of a newer version.
+    """
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise UnreadableRecord(f"it is not UTF-8 (byte {exc.start})") from None
+    try:
+        raw = strict_loads(text, max_depth=MAX_DEPTH)
+    except StrictJSONError as exc:
+        raise UnreadableRecord(str(exc)) from None
+    if not isinstance(raw, dict):
+        raise UnreadableRecord(f"it holds a JSON {type(raw).__name__}, not a record object")
+    version = raw.get("version")
+    supported = f"{SUPPORTED_VERSIONS[0]}-{SUPPORTED_VERSIONS[-1]}"
+    if type(version) is int and version > RECORD_VERSION:
+        raise NewerRecordError(
+            f"history record {name} was written by a newer version of monoagent (record version "
+            f"{_one_line(str(version), 40)}; this one reads versions {supported}); it is neither read nor replaced: "
+            f"upgrade monoagent, or discard it with `monoagent history reset CONVERSATION`"
+        )
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:
+        raise UnreadableRecord(f"its version {_one_line(repr(version), 40)} is not one this store writes ({supported})")
+    try:
+        record = _record_converter().structure(raw, HistoryRecord)
+    except Exception as exc:  # cattrs raises a family of errors; each means "not the record shape"
+        raise UnreadableRecord(f"it is not of the record shape: {_shape_problems(exc)}") from None
+    if _digest(record.conversationId) != name[17 : -len(SUFFIX)]:
+        raise UnreadableRecord("it names another conversation than the one its file name is derived from")
+    if record.logicalConversationId not in (None, logical_conversation_id(record.conversationId)):
+        raise UnreadableRecord("its logicalConversationId is not the logical session of its conversationId")
+    if not 0 <= record.updatedAt < LATEST_UPDATE:
+        raise UnreadableRecord(f"its updatedAt {record.updatedAt!r} is not a time")
+    return record, text, raw
 
 
 def serialize_message(message: Message) -> bytes:
@@ -229,16 +364,19 @@ def _split_messages(text: str, raw: dict[str, Any]) -> tuple[bytes, ...] | None:
     if not text.startswith(envelope):
         return None
     pos, fragments = len(envelope), []
-    if text[pos] != "]":
-        while True:
-            _, end = _DECODER.raw_decode(text, pos)
-            fragments.append(text[pos:end].encode("utf-8", "surrogatepass"))
-            if text[end] == "]":
-                pos = end
-                break
-            if text[end] != ",":
-                return None
-            pos = end + 1
+    try:
+        if text[pos] != "]":
+            while True:
+                _, end = _DECODER.raw_decode(text, pos)
+                fragments.append(text[pos:end].encode("utf-8", "surrogatepass"))
+                if text[end] == "]":
+                    pos = end
+                    break
+                if text[end] != ",":
+                    return None
+                pos = end + 1
+    except (ValueError, IndexError):  # whitespace or anything else this writer never writes: re-serialize
+        return None
     return tuple(fragments) if text[pos:] == "]}" else None
 
 
@@ -252,7 +390,11 @@ class _Entry:
     size: int
 
 
-_CORRUPT = object()
+@attrs.frozen
+class _Unreadable:
+    """A record that cannot be read, and why (one line)."""
+
+    reason: str
 
 
 def _stat_key(info: os.stat_result) -> tuple[int, ...]:
@@ -297,6 +439,7 @@ class FilesHistoryStore:
         self._uid = os.geteuid()
         self._estimate: list[float] | None = None
         self._commits = 0
+        self._reported: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ paths and safety
 
@@ -352,7 +495,10 @@ class FilesHistoryStore:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
             os.close(fd)
             problem = "is not a regular file" if not stat.S_ISREG(info.st_mode) else f"belongs to uid {info.st_uid}, not {self._uid}"
-            raise HistoryRecordError(f"{what} {os.path.basename(path)} {problem}; refusing it")
+            raise HistoryRecordError(
+                f"{what} {os.path.basename(path)} {problem}; refusing it (it is not the store's own file: the store neither "
+                f"reads nor replaces it; move it out of {os.path.dirname(path)})"
+            )
         return fd
 
     @contextlib.contextmanager
@@ -370,52 +516,51 @@ class FilesHistoryStore:
 
     # ------------------------------------------------------------------ reading
 
-    def _parse(self, data: bytes, conversation_id: str, name: str) -> tuple[tuple[Message, ...], tuple[bytes, ...] | None] | object:
-        """(messages, their serialized fragments when the record is in this writer's layout), or ``_CORRUPT``."""
-        try:
-            text = data.decode("utf-8", "surrogatepass")
-            raw = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return _CORRUPT
-        version = raw.get("version") if isinstance(raw, dict) else None
-        if version not in SUPPORTED_VERSIONS:
-            raise HistoryRecordError(
-                f"history record {name} has an unsupported shape (version {version!r}; supported: {list(SUPPORTED_VERSIONS)})"
-            )
-        try:
-            record = _converter().structure(raw, HistoryRecord)
-        except Exception as exc:  # cattrs raises a family of errors; each means "not our shape"
-            raise HistoryRecordError(f"history record {name} has an unsupported shape: {_shape_problems(exc)}") from None
-        if record.conversationId != conversation_id:
-            raise HistoryRecordError(f"history record {name} belongs to another conversation id; refusing it")
-        return tuple(record.messages), _split_messages(text, raw)
+    def record_cap(self, conversation_id: str | None = None) -> int:
+        """The largest record this store reads: the window at the per-message cap plus the envelope.
 
-    def _read(self, conversation_id: str) -> _Entry | object | None:
-        """The current record: an entry, ``_CORRUPT`` or None (no record). Uses the cache by stat identity."""
+        The window is never taken below the documented 64 messages of 64 KiB, so lowering
+        ``history.maxMessages`` or ``history.maxMessageBytes`` never makes a written record
+        unreadable. The envelope allowance is :data:`FRAMING_BYTES`, or twice the serialized
+        conversation id (it is stored with its logical id) when that is larger.
+        """
+        window = max(self.max_messages, DOCUMENTED_MAX_MESSAGES) * (max(self.max_message_bytes, DOCUMENTED_MESSAGE_BYTES) + 1)
+        if conversation_id is None:
+            return window + FRAMING_BYTES
+        return window + max(FRAMING_BYTES, 2 * len(_dumps(conversation_id)) + 256)
+
+    def _read_owned(self, fd: int, path: str, cap: int) -> bytes | _Unreadable:
+        """The bytes of the open record ``fd``, or why not: the cap is checked before reading."""
+        try:
+            return read_open_file(fd, cap, what="history record", path=os.path.basename(path))
+        except FileTooLarge as exc:
+            return _Unreadable(f"it is {exc.size:,} bytes, over the {cap:,}-byte cap of a record")
+
+    def _read(self, conversation_id: str) -> _Entry | _Unreadable | None:
+        """The current record: an entry, why it is unreadable, or None (no record). Uses the cache by stat identity."""
         path, _, _ = self._paths(conversation_id)
         fd = self._open_owned(path, os.O_RDONLY, "history record")
         if fd is None:
             self._cache.pop(conversation_id, None)
             return None
         try:
-            info = os.fstat(fd)
-            key = _stat_key(info)
+            key = _stat_key(os.fstat(fd))
             cached = self._cache.get(conversation_id)
             if cached is not None and cached.key == key:
                 return cached
-            chunks = []
-            while True:
-                chunk = os.read(fd, max(info.st_size, 65536))
-                if not chunk:
-                    break
-                chunks.append(chunk)
+            data = self._read_owned(fd, path, self.record_cap(conversation_id))
         finally:
             os.close(fd)
-        data = b"".join(chunks)
-        parsed = self._parse(data, conversation_id, os.path.basename(path))
-        if parsed is _CORRUPT:
-            return _CORRUPT
-        messages, fragments = parsed  # type: ignore[misc]
+        if isinstance(data, _Unreadable):
+            return data
+        try:
+            record, text, raw = decode_record(data, os.path.basename(path))
+        except UnreadableRecord as exc:
+            return _Unreadable(str(exc))
+        messages = tuple(record.messages)
+        fragments = _split_messages(text, raw)
+        if fragments is not None and len(fragments) != len(messages):
+            fragments = None
         entry = _Entry(key, messages, fragments, len(data))
         self._cache[conversation_id] = entry
         return entry
@@ -429,6 +574,10 @@ class FilesHistoryStore:
             raise HistoryRecordError(
                 f"history reset journal {os.path.basename(journal)} is a symlink or not a regular file; refusing it"
             )
+        if info.st_uid != self._uid:
+            raise HistoryRecordError(
+                f"history reset journal {os.path.basename(journal)} belongs to uid {info.st_uid}, not {self._uid}; refusing it"
+            )
         return True
 
     def _load(self, conversation_id: str, on_warning: HistoryWarningCallback | None) -> tuple[Message, ...]:
@@ -439,16 +588,17 @@ class FilesHistoryStore:
         entry = self._read(conversation_id)
         if entry is None:
             return ()
-        if entry is _CORRUPT:
+        if isinstance(entry, _Unreadable):
             message = (
-                f"the history record of conversation {_short(conversation_id)} is not valid JSON (truncated or corrupt); "
+                f"the history record of conversation {_short(conversation_id)} is unreadable ({entry.reason}); "
                 f"the conversation starts cold and the record is replaced by the next successful turn"
             )
-            logger.bind(plugin="files").warning(message)
-            if on_warning is not None:
+            if on_warning is None:
+                logger.bind(plugin="files").warning(message)
+            else:
                 on_warning(UNREADABLE, message)
             return ()
-        return entry.messages  # type: ignore[union-attr]
+        return entry.messages
 
     async def load(self, conversation_id: str, *, on_warning: HistoryWarningCallback | None = None) -> Sequence[Message]:
         path, _, journal = self._paths(conversation_id)
@@ -464,34 +614,77 @@ class FilesHistoryStore:
 
         return await asyncio.to_thread(self._load, conversation_id, on_warning)
 
+    # ------------------------------------------------------------------ the store's own files
+
+    def _inventory(
+        self, directory: str, shapes: dict[str, re.Pattern[str]], lookalike: Callable[[str], bool], prefix: str = ""
+    ) -> dict[str, list[tuple[str, os.stat_result]]]:
+        """The store's own files in ``directory``, by kind: a name of exactly one of ``shapes``, a
+        regular file (by ``lstat``) of this user. Entries that are not, but whose name is
+        ``lookalike``, are left alone and reported once. Only names starting with ``prefix`` are looked at.
+        """
+        found: dict[str, list[tuple[str, os.stat_result]]] = {kind: [] for kind in shapes}
+        foreign = []
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.name.startswith(prefix):
+                    continue
+                kind = next((k for k, shape in shapes.items() if shape.fullmatch(entry.name)), None)
+                if kind is None and not lookalike(entry.name):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if kind is not None and stat.S_ISREG(info.st_mode) and info.st_uid == self._uid:
+                    found[kind].append((entry.name, info))
+                else:
+                    foreign.append(entry.name)
+        if foreign:
+            self._report_foreign(directory, foreign)
+        return found
+
+    def _root_files(self, prefix: str = "") -> dict[str, list[tuple[str, os.stat_result]]]:
+        """Own ``record`` and ``journal`` files of the history directory (whose names start with ``prefix``)."""
+        return self._inventory(
+            self.directory, {"record": RECORD_NAME, "journal": JOURNAL_NAME},
+            lambda name: name.lower().endswith(SUFFIX) or name.startswith(RESET_PREFIX), prefix,
+        )
+
+    def _stage_files(self) -> list[tuple[str, os.stat_result]]:
+        return self._inventory(self._stages, {"stage": STAGE_NAME}, lambda name: True)["stage"]
+
+    def _report_foreign(self, directory: str, names: list[str]) -> None:
+        """Log, once per store object, the entries the store leaves alone although they look like its own."""
+        new = sorted(name for name in names if (directory, name) not in self._reported)
+        if not new:
+            return
+        if len(self._reported) > 4096:
+            self._reported.clear()
+        self._reported.update((directory, name) for name in new)
+        shown = ", ".join(_one_line(repr(name), 120) for name in new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+        logger.bind(plugin="files").warning(
+            "{} file(s) in {} are not the store's own (a name of its exact shape, a regular file, this user's) and were "
+            "left untouched: {}", len(new), _one_line(directory), shown,
+        )
+
     # ------------------------------------------------------------------ staging and publication
 
     def _stage_usage(self) -> tuple[int, int]:
-        count = used = 0
-        with os.scandir(self._stages) as entries:
-            for entry in entries:
-                if entry.name.endswith(STAGE_SUFFIX):
-                    try:
-                        used += entry.stat(follow_symlinks=False).st_size
-                        count += 1
-                    except FileNotFoundError:
-                        continue
-        return count, used
+        stages = self._stage_files()
+        return len(stages), sum(info.st_size for _, info in stages)
 
     def reclaim_stages(self) -> tuple[int, int]:
-        """Remove stages whose writer is gone (their flock is free); returns (stages, bytes) reclaimed."""
+        """Remove own stages whose writer is gone (their flock is free); returns (stages, bytes) reclaimed."""
         reclaimed = freed = 0
-        with os.scandir(self._stages) as entries:
-            names = [e.name for e in entries if e.name.endswith(STAGE_SUFFIX)]
-        for name in names:
+        for name, _ in self._stage_files():
             path = os.path.join(self._stages, name)
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _O_CLOEXEC)
             except FileNotFoundError:
                 continue
-            except OSError:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+            except OSError as exc:
+                logger.bind(plugin="files").warning("history stage {} cannot be opened ({}); left in place", name, exc.strerror)
                 continue
             try:
                 try:
@@ -503,7 +696,7 @@ class FilesHistoryStore:
                     current = os.lstat(path)
                 except FileNotFoundError:
                     continue
-                if (current.st_dev, current.st_ino) == (info.st_dev, info.st_ino):
+                if stat.S_ISREG(info.st_mode) and (current.st_dev, current.st_ino) == (info.st_dev, info.st_ino):
                     os.unlink(path)
                     reclaimed += 1
                     freed += info.st_size
@@ -576,7 +769,7 @@ class FilesHistoryStore:
         self._ensure_dir()
         path, logical16, journal = self._paths(conversation_id)
         logical = logical_conversation_id(conversation_id)
-        capped = [cap_message(m, self.max_message_bytes) for m in new]
+        capped = self._capped(conversation_id, new)
         with self._shard_lock(logical16):
             if self._pending_reset(journal):
                 self._complete_reset(logical16, journal)
@@ -586,13 +779,23 @@ class FilesHistoryStore:
                 base_messages, base_fragments, old_size = current.messages, self._fragments(current), current.size
             else:
                 base_messages, base_fragments = (), ()
-                if current is _CORRUPT:
-                    logger.bind(plugin="files").warning("replacing the unreadable history record of {}", _short(conversation_id))
+                if isinstance(current, _Unreadable):
+                    logger.bind(plugin="files").warning(
+                        "replacing the unreadable history record of {} ({})", _short(conversation_id), current.reason
+                    )
             keep = self.max_messages
             messages = (base_messages + tuple(m for m, _ in capped))[-keep:]
             fragments = (base_fragments + tuple(f for _, f in capped))[-keep:]
             now = self.clock()
             data = self._record_bytes(conversation_id, logical, now, fragments)
+            if len(data) > self.record_cap() and len(data) > (cap := self.record_cap(conversation_id)):
+                # messages kept from a record written under larger limits: drop the oldest until it reads back
+                excess, drop = len(data) - cap, 0
+                while excess > 0:
+                    excess -= len(fragments[drop]) + 1
+                    drop += 1
+                messages, fragments = messages[drop:], fragments[drop:]
+                data = self._record_bytes(conversation_id, logical, now, fragments)
             try:
                 fd, stage = self._stage(os.path.basename(path), data, now)
             except HistoryWriteError:
@@ -625,8 +828,25 @@ class FilesHistoryStore:
                 with contextlib.suppress(OSError):
                     self.fs.close(fd)
             self._cache[conversation_id] = _Entry(key, messages, fragments, len(data))
-        self._after_publication(path, len(data) - old_size, current is None or current is _CORRUPT, now)
+        self._after_publication(path, len(data) - old_size, not isinstance(current, _Entry), now)
         return CommitReceipt(conversation_id, len(messages), len(data))
+
+    def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
+        """Each new message cut to the per-message cap with its serialization; one nested deeper
+        than a record may be is refused here, so that a commit never writes what a load refuses.
+        Only tool-call arguments nest (and the envelope and message list take two levels).
+        """
+        try:
+            capped = [cap_message(m, self.max_message_bytes) for m in new]
+            deep = any(m.tool_calls and nesting_over(f.decode("utf-8", "surrogatepass"), MAX_DEPTH - 2) for m, f in capped)
+        except RecursionError:
+            deep = True
+        if deep:
+            raise HistoryWriteError(
+                f"a message of conversation {_short(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
+                f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
+            )
+        return capped
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
         import asyncio
@@ -651,21 +871,14 @@ class FilesHistoryStore:
         if due:
             try:
                 self.enforce_retention(keep=path)
-            except OSError as exc:
-                logger.bind(plugin="files").warning("history retention pass failed ({}); the turn is committed", exc)
+            except Exception as exc:  # the turn is committed: a failed retention pass must not report it failed
+                logger.bind(plugin="files").warning(
+                    "history retention pass failed ({}: {}); the turn is committed", type(exc).__name__, exc
+                )
 
     def _scan(self) -> list[tuple[int, int, str, int]]:
-        """(mtime_ns, size, name, ino) of every record."""
-        found = []
-        with os.scandir(self.directory) as entries:
-            for entry in entries:
-                if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    found.append((info.st_mtime_ns, info.st_size, entry.name, info.st_ino))
-        return found
+        """(mtime_ns, size, name, ino) of every own record."""
+        return [(info.st_mtime_ns, info.st_size, name, info.st_ino) for name, info in self._root_files()["record"]]
 
     def enforce_retention(self, keep: str | None = None) -> list[str]:
         """Prune the oldest inactive records beyond the aggregate bounds; returns the removed file names.
@@ -718,7 +931,10 @@ class FilesHistoryStore:
         with self._shard_lock(logical16):
             if self._pending_reset(journal):
                 self._complete_reset(logical16, journal)
-            current = self._read(conversation_id)
+            try:
+                current = self._read(conversation_id)
+            except NewerRecordError as exc:  # a reset discards it, as it discards an unreadable one
+                current = _Unreadable(str(exc))
             if current is None:
                 return 0
             count = len(current.messages) if isinstance(current, _Entry) else 0
@@ -734,45 +950,84 @@ class FilesHistoryStore:
 
         return await asyncio.to_thread(self._reset, conversation_id)
 
-    def _complete_reset(self, logical16: str, journal: str) -> tuple[list[str], int, int]:
-        """Remove every record of the journaled logical session, then the journal (shard lock held)."""
+    def _complete_reset(self, logical16: str, journal: str) -> tuple[list[str], int, int, int]:
+        """Remove every record of the journaled logical session, then the journal (shard lock held).
+
+        Returns the removed conversation ids, their messages, the files and bytes removed. A record
+        whose bytes cannot be read is removed too (its file name puts it in this session); only a
+        readable record of another logical session whose digest shares the 16-digit prefix is kept.
+        """
+        logical = self._journal_logical(journal, logical16)
         removed: list[str] = []
-        freed = messages = 0
-        logical = None
-        fd = self._open_owned(journal, os.O_RDONLY, "history reset journal")
-        if fd is not None:
-            with os.fdopen(fd, "rb") as handle:
-                with contextlib.suppress(ValueError, UnicodeDecodeError):
-                    logical = json.loads(handle.read().decode("utf-8", "surrogatepass")).get("logicalConversationId")
-        prefix = logical16 + "."
-        with os.scandir(self.directory) as entries:
-            candidates = [e.name for e in entries if e.name.startswith(prefix) and e.name.endswith(SUFFIX)]
-        for name in candidates:
-            path = os.path.join(self.directory, name)
-            record_fd = self._open_owned(path, os.O_RDONLY, "history record")
-            if record_fd is None:
+        messages = files = freed = 0
+        for name, _ in self._root_files(logical16 + ".")["record"]:
+            examined = self._examine(name)
+            if examined is None:
                 continue
-            with os.fdopen(record_fd, "rb") as handle:
-                data = handle.read()
+            size, record = examined
+            if isinstance(record, HistoryRecord) and logical not in (None, logical_conversation_id(record.conversationId)):
+                continue
             try:
-                raw = json.loads(data.decode("utf-8", "surrogatepass"))
-            except (ValueError, UnicodeDecodeError):
-                raw = None
-            if isinstance(raw, dict):
-                owner = raw.get("logicalConversationId") or logical_conversation_id(str(raw.get("conversationId", "")))
-                if logical is not None and owner != logical:
-                    continue
-                removed.append(str(raw.get("conversationId")))
-                messages += len(raw.get("messages") or ())
-            self.fs.unlink(path)
-            freed += len(data)
+                self.fs.unlink(os.path.join(self.directory, name))
+            except FileNotFoundError:
+                continue
+            if isinstance(record, HistoryRecord):
+                removed.append(record.conversationId)
+                messages += len(record.messages)
+            files += 1
+            freed += size
         self.fs.fsync_dir(self.directory)
         with contextlib.suppress(FileNotFoundError):
             self.fs.unlink(journal)
         self.fs.fsync_dir(self.directory)
         for conversation_id in [c for c, (_, l16, _) in self._names.items() if l16 == logical16]:
             self._cache.pop(conversation_id, None)
-        return removed, messages, freed
+        return removed, messages, files, freed
+
+    def _journal_logical(self, journal: str, logical16: str) -> str | None:
+        """The logical session a reset journal names; None when it cannot be read (torn by a power
+        cut, damaged, over its cap), and then every record with the journal's prefix is removed.
+        """
+        fd = self._open_owned(journal, os.O_RDONLY, "history reset journal")
+        if fd is None:
+            return None
+        try:
+            data = read_open_file(fd, FRAMING_BYTES, what="history reset journal", path=os.path.basename(journal))
+            text = data.decode("utf-8", "surrogatepass")
+            logical = _record_converter().structure(strict_loads(text, max_depth=MAX_DEPTH), ResetJournal).logicalConversationId
+        except Exception as exc:  # any bytes: over the cap, not UTF-8, not JSON, not the journal shape (cattrs)
+            logger.bind(plugin="files").info(
+                "history reset journal {} is unreadable ({}); completing it by its prefix", os.path.basename(journal),
+                _one_line(str(exc), 160),
+            )
+            return None
+        finally:
+            os.close(fd)
+        return logical if _digest(logical)[:16] == logical16 else None
+
+    def _examine(self, name: str) -> tuple[int, HistoryRecord | UnreadableRecord | NewerRecordError] | None:
+        """(size, the record or why it cannot be read) of the own record file ``name``; None if it
+        is gone, or was swapped for something that is not a regular file of this user since the scan.
+        """
+        path = os.path.join(self.directory, name)
+        try:
+            fd = self._open_owned(path, os.O_RDONLY, "history record")
+        except HistoryRecordError as exc:
+            logger.bind(plugin="files").warning("{}; left untouched", exc)
+            return None
+        if fd is None:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            data = self._read_owned(fd, path, self.record_cap())
+        finally:
+            os.close(fd)
+        if isinstance(data, _Unreadable):
+            return size, UnreadableRecord(data.reason)
+        try:
+            return size, decode_record(data, name)[0]
+        except (UnreadableRecord, NewerRecordError) as exc:
+            return size, exc
 
     def _reset_logical(self, logical: str) -> HistoryResetReport:
         if not isinstance(logical, str):
@@ -795,8 +1050,8 @@ class FilesHistoryStore:
             finally:
                 self.fs.close(fd)
             self.fs.fsync_dir(self.directory)
-            removed, messages, freed = self._complete_reset(logical16, journal)
-        return HistoryResetReport(logical, tuple(sorted(removed)), messages, len(removed), freed)
+            removed, messages, files, freed = self._complete_reset(logical16, journal)
+        return HistoryResetReport(logical, tuple(sorted(removed)), messages, files, freed)
 
     async def reset_logical(self, logical_conversation_id: str) -> HistoryResetReport:
         import asyncio
@@ -808,19 +1063,19 @@ class FilesHistoryStore:
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
         found: list[ConversationInfo] = []
-        for mtime, size, name, _ in sorted(self._scan()):
-            fd = self._open_owned(os.path.join(self.directory, name), os.O_RDONLY, "history record")
-            if fd is None:
+        log = logger.bind(plugin="files")
+        for _, _, name, _ in sorted(self._scan()):
+            examined = self._examine(name)
+            if examined is None:
                 continue
-            with os.fdopen(fd, "rb") as handle:
-                data = handle.read()
-            try:
-                raw = json.loads(data.decode("utf-8", "surrogatepass"))
-                record = _converter().structure(raw, HistoryRecord)
-            except Exception as exc:  # listing reports what it skips and goes on
-                logger.bind(plugin="files").warning("history record {} is unreadable ({}); not listed", name, type(exc).__name__)
-                continue
-            found.append(ConversationInfo(record.conversationId, len(record.messages), record.updatedAt, size))
+            size, record = examined
+            if isinstance(record, HistoryRecord):
+                found.append(ConversationInfo(record.conversationId, len(record.messages), record.updatedAt, size))
+            elif isinstance(record, NewerRecordError):
+                log.warning("{}; not listed", record)
+            else:
+                log.warning("history record {} is unreadable ({}); not listed: its conversation starts cold and its next "
+                            "turn replaces it", name, record)
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
@@ -846,21 +1101,16 @@ class FilesHistoryStore:
             stack.enter_context(self._locked("retention.lock"))
             for shard in range(SHARDS):
                 stack.enter_context(self._locked(f"shard-{shard:02d}.lock"))
-            with os.scandir(self.directory) as entries:
-                names = [e.name for e in entries if e.is_file(follow_symlinks=False)]
-            for name in names:
-                is_record = name.endswith(SUFFIX) and not name.startswith(".")
-                if not is_record and not name.startswith(RESET_PREFIX):
-                    continue
-                path = os.path.join(self.directory, name)
-                try:
-                    size = os.lstat(path).st_size
-                    self.fs.unlink(path)
-                except FileNotFoundError:
-                    continue
-                if is_record:
-                    records += 1
-                    freed += size
+            own = self._root_files()
+            for kind in ("record", "journal"):
+                for name, info in own[kind]:
+                    try:
+                        self.fs.unlink(os.path.join(self.directory, name))
+                    except FileNotFoundError:
+                        continue
+                    if kind == "record":
+                        records += 1
+                        freed += info.st_size
             self.fs.fsync_dir(self.directory)
             stages, stage_bytes = self.reclaim_stages()
             self._cache.clear()

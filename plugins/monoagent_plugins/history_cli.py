@@ -8,6 +8,9 @@ Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched
 ``history reset CONVERSATION`` is a logical-session reset: the conversation and each of its daily
 buckets (``CONVERSATION:<YYYY-MM-DD>``) in both stores. A store that cannot reset a logical session
 fails closed before either store is cleared.
+
+A stored record that cannot be read, or that a store refuses, is one line on stderr (``show``
+exits 1 with it; ``list`` names it and lists the rest), never a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 import click
 
 from monoagent.errors import HistoryStoreError
-from monoagent.interfaces import HistoryStats, logical_conversation_id
+from monoagent.interfaces import HistoryStats, load_history, logical_conversation_id
 from monoagent.plugins import await_me_maybe, bundled_impl
 from monoagent.terminal import echo, echo_json
 from monoagent.tool_lifecycle import ToolHistoryError
@@ -90,7 +93,10 @@ def list_command(as_json: bool) -> None:
     async def work() -> tuple[list[Any], dict[str, int] | None]:
         return list(await store.conversations()), await _tool_history(agent, "stats")
 
-    conversations, tool = _run(work())
+    try:
+        conversations, tool = _run(work())
+    except HistoryStoreError as exc:
+        raise click.ClickException(str(exc)) from None
     conversations.sort(key=lambda c: -c.updated_at)
     rows = [
         {"conversation_id": c.conversation_id, "logical_conversation_id": logical_conversation_id(c.conversation_id),
@@ -115,16 +121,27 @@ def show_command(conversation: str, as_json: bool) -> None:
     """Print the messages of CONVERSATION (or, without an exact record, of each of its daily buckets)."""
     agent = _agent()
     store = agent.history_store
+    unreadable: list[str] = []
+
+    async def load(cid: str) -> list[Any]:
+        return list(await load_history(store, cid, lambda code, message: unreadable.append(message)))
 
     async def work() -> list[tuple[str, list[Any]]]:
-        exact = list(await store.load(conversation))
-        if exact:
+        exact = await load(conversation)
+        if exact or unreadable:
             return [(conversation, exact)]
         buckets = sorted(c.conversation_id for c in await store.conversations()
                          if logical_conversation_id(c.conversation_id) == conversation and c.conversation_id != conversation)
-        return [(b, list(await store.load(b))) for b in buckets]
+        return [(b, await load(b)) for b in buckets]
 
-    found = _run(work())
+    try:
+        found = _run(work())
+    except HistoryStoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    if unreadable and not any(messages for _, messages in found):
+        raise click.ClickException(unreadable[0])
+    for message in unreadable:
+        echo(f"monoagent: warning: {message}", err=True)
     if as_json:
         _echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
         return
@@ -149,7 +166,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
     _check_tool_history(agent)
     try:
         report, cleared = _run(agent.reset_conversation(logical))
-    except (HistoryStoreError, ToolHistoryError) as exc:
+    except (HistoryStoreError, ToolHistoryError, OSError) as exc:
         raise click.ClickException(f"history reset of {logical!r} failed: {exc}") from None
     tool = None if cleared is None else {"calls": int(cleared.calls), "records": int(cleared.records), "bytes": int(cleared.bytes)}
     if as_json:
@@ -206,7 +223,10 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
     agent = _agent()
     if not yes:
         click.confirm(f"Clear the message and tool history of every conversation in {agent.config.history_dir}?", abort=True)
-    removed, tool = _clear_everything(agent)
+    try:
+        removed, tool = _clear_everything(agent)
+    except (HistoryStoreError, OSError) as exc:
+        raise click.ClickException(f"history clear failed: {exc}") from None
     _clear_report(removed, tool, as_json)
 
 
@@ -225,7 +245,7 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}?", abort=True)
     try:
         removed, tool = _clear_everything(agent)
-    except HistoryStoreError as exc:
+    except (HistoryStoreError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     _clear_report(removed, tool, as_json, {"acp_session_authorizations": NOT_CONFIGURED})
     if not as_json:

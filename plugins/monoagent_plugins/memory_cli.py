@@ -5,7 +5,9 @@ and ``stats`` cover every tier in ``memory.tiers`` and ``add`` and ``forget`` us
 ``--tier`` may also name a registered tier that is not configured (its data is then read or
 written all the same, under ``memory.path``). Commands talk to tiers through the
 :class:`~monoagent.interfaces.MemoryTier` protocol only; ``list`` and ``stats`` need a tier that
-also implements :class:`~monoagent.interfaces.BrowsableMemoryTier`.
+also implements :class:`~monoagent.interfaces.BrowsableMemoryTier`. A tier that fails (a damaged
+or locked file, a broken embedder, a factory that raises) is one line on stderr and exit status
+1, after whatever the other tiers answered; never a traceback unless ``--debug`` asks for it.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from typing import Any
 
 import click
 
+from monoagent.errors import ComponentError, ConfigError
 from monoagent.interfaces import MemoryTier
 from monoagent.plugins import bundled_impl
 from monoagent.terminal import echo, echo_json, read_stdin
+
+from .memory_index import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160
 
@@ -47,33 +52,55 @@ def _echo_json(agent: Any, value: Any) -> None:
     echo_json(agent.unstructure(value))
 
 
-async def _with_tiers(agent: Any, tier: str | None, every: bool, work: Callable[[dict[str, MemoryTier]], Awaitable[Any]]) -> Any:
-    """Run ``work`` on the selected tiers, closing any tier opened only for this command."""
+async def _with_tiers(
+    agent: Any, tier: str | None, every: bool, work: Callable[[MemoryTier], Awaitable[Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """``work`` on each selected tier: the results by tier, in order, and one line per tier that failed.
+
+    A tier that cannot be built or fails its work does not stop the others; the command prints
+    what the others found and then the failures (:func:`_finish`, exit status 1). ``--debug``
+    shows the traceback instead. Tiers opened only for this command are closed.
+    """
     configured = list(agent.config.memory.tiers)
-    opened: list[MemoryTier] = []
     if tier is not None:
-        if tier in configured:
-            tiers = {tier: agent.memory_tiers()[tier]}
-        else:
-            made = agent.host.component("memory tier", tier).factory(agent=agent, options={})
-            opened.append(made)
-            tiers = {tier: made}
+        names = [tier]
     elif not configured:
         raise click.ClickException(
             'no memory tier is configured: set memory.tiers (for example memory.tiers = ["lite"]) or pass --tier NAME'
         )
     else:
-        all_tiers = agent.memory_tiers()
-        tiers = all_tiers if every else {configured[0]: all_tiers[configured[0]]}
-    try:
-        return await work(tiers)
-    finally:
-        for made in opened:
+        names = configured if every else configured[:1]
+    results: dict[str, Any] = {}
+    failures: list[str] = []
+    for name in names:
+        made: MemoryTier | None = None
+        try:
+            if name in configured:
+                selected = agent.memory_tier(name)
+            else:
+                selected = made = agent.host.component("memory tier", name).factory(agent=agent, options={})
+            results[name] = await work(selected)
+        except (click.ClickException, ComponentError, ConfigError):
+            raise  # the command or the configuration is wrong, not the tier
+        except Exception as exc:  # one line per failing tier; the others still answer
+            if click.get_current_context().find_root().obj.debug:
+                raise
+            failures.append(str(exc) if isinstance(exc, MemoryTierError) else single_line(f"memory tier {name!r} failed: {type(exc).__name__}: {exc}"))
+        finally:
             close = getattr(made, "close", None)
             if close is not None:
                 value = close()
                 if inspect.isawaitable(value):
                     await value
+    return results, failures
+
+
+def _finish(failures: list[str]) -> None:
+    """Print the failures of the command's tiers, one line each, and exit 1 if there was any."""
+    for line in failures[:-1]:
+        echo(f"Error: {line}", err=True)
+    if failures:
+        raise click.ClickException(failures[-1])
 
 
 def _browsable(tier: MemoryTier, what: str) -> Any:
@@ -101,20 +128,19 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
     """Search memory for QUERY (best first, per tier)."""
     agent = _agent()
 
-    async def work(tiers: dict[str, MemoryTier]) -> list[Any]:
-        found = []
-        for t in tiers.values():
-            found.extend(await t.search(query, limit=limit))
-        return sorted(found, key=lambda h: -h.score)
+    async def work(t: MemoryTier) -> list[Any]:
+        return list(await t.search(query, limit=limit))
 
-    hits = _run(_with_tiers(agent, tier, True, work))
+    found, failures = _run(_with_tiers(agent, tier, True, work))
+    hits = sorted((hit for hits in found.values() for hit in hits), key=lambda h: -h.score)
     if as_json:
         _echo_json(agent, hits)
-        return
-    if not hits:
+    elif found and not hits:
         echo("no memory matched")
-    for hit in hits:
-        echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+    else:
+        for hit in hits:
+            echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+    _finish(failures)
 
 
 @memory_group.command("add")
@@ -129,15 +155,16 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     if not text.strip():
         raise click.BadParameter("the memory text is empty", param_hint="TEXT")
 
-    async def work(tiers: dict[str, MemoryTier]) -> dict[str, str]:
-        [(name, t)] = tiers.items()
-        return {"tier": name, "id": await t.add(text, metadata={"source": "cli", "added_at": time.time()})}
+    async def work(t: MemoryTier) -> str:
+        return await t.add(text, metadata={"source": "cli", "added_at": time.time()})
 
-    added = _run(_with_tiers(agent, tier, False, work))
+    added, failures = _run(_with_tiers(agent, tier, False, work))
+    _finish(failures)
+    [(name, entry_id)] = added.items()
     if as_json:
-        _echo_json(agent, added)
+        _echo_json(agent, {"tier": name, "id": entry_id})
     else:
-        echo(f"added {added['tier']} {added['id']}")
+        echo(f"added {name} {entry_id}")
 
 
 @memory_group.command("list")
@@ -149,19 +176,20 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
     """List stored memories, newest first."""
     agent = _agent()
 
-    async def work(tiers: dict[str, MemoryTier]) -> dict[str, list[Any]]:
-        return {name: list(await _browsable(t, "list")(limit=limit, offset=offset)) for name, t in tiers.items()}
+    async def work(t: MemoryTier) -> list[Any]:
+        return list(await _browsable(t, "list")(limit=limit, offset=offset))
 
-    listed = _run(_with_tiers(agent, tier, True, work))
+    listed, failures = _run(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, [{"tier": name, **agent.unstructure(r)} for name, records in listed.items() for r in records])
-        return
-    for name, records in listed.items():
-        if not records:
-            echo(f"{name:<8} (empty)")
-        for record in records:
-            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
-            echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+    else:
+        for name, records in listed.items():
+            if not records:
+                echo(f"{name:<8} (empty)")
+            for record in records:
+                stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
+                echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+    _finish(failures)
 
 
 @memory_group.command("forget")
@@ -172,11 +200,13 @@ def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
     """Remove the memory ID (from --tier, default the first configured tier)."""
     agent = _agent()
 
-    async def work(tiers: dict[str, MemoryTier]) -> dict[str, Any]:
-        [(name, t)] = tiers.items()
-        return {"tier": name, "id": memory_id, "forgotten": await t.forget(memory_id)}
+    async def work(t: MemoryTier) -> bool:
+        return await t.forget(memory_id)
 
-    outcome = _run(_with_tiers(agent, tier, False, work))
+    done, failures = _run(_with_tiers(agent, tier, False, work))
+    _finish(failures)
+    [(name, forgotten)] = done.items()
+    outcome = {"tier": name, "id": memory_id, "forgotten": forgotten}
     if as_json:
         _echo_json(agent, outcome)
     elif outcome["forgotten"]:
@@ -192,18 +222,19 @@ def stats_command(tier: str | None, as_json: bool) -> None:
     """Show how many memories each tier holds and where."""
     agent = _agent()
 
-    async def work(tiers: dict[str, MemoryTier]) -> list[Any]:
-        return [await _browsable(t, "stats")() for t in tiers.values()]
+    async def work(t: MemoryTier) -> Any:
+        return await _browsable(t, "stats")()
 
-    stats = _run(_with_tiers(agent, tier, True, work))
+    found, failures = _run(_with_tiers(agent, tier, True, work))
     if as_json:
-        _echo_json(agent, stats)
-        return
-    for item in stats:
-        echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
-        for key, value in item.details.items():
-            if value is not None:
-                echo(f"  {key}: {value}")
+        _echo_json(agent, list(found.values()))
+    else:
+        for item in found.values():
+            echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
+            for key, value in item.details.items():
+                if value is not None:
+                    echo(f"  {key}: {value}")
+    _finish(failures)
 
 
 @bundled_impl

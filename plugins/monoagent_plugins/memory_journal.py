@@ -16,19 +16,26 @@ post-turn capture hands it becomes an entry dated by the agent's *local* date: t
   local dates, a date range, and/or a query) or MemoryRecall; the tool's output is bounded and
   labelled as untrusted curated summaries, not exact execution evidence.
 * **Embedder changes**: the embedder's name and dimensions are recorded; opening the journal
-  with another embedder re-embeds every entry once.
+  with another embedder re-embeds every entry once, and an entry without a usable vector (a
+  damaged row, an embedding that failed) is embedded again on the next open.
+* **A broken embedder** (it raises, or returns the wrong number of vectors, vectors of another
+  size, or values that are not finite numbers) is a :class:`~.memory_index.MemoryTierError`
+  naming it: capture and query search fail with a warning, nothing malformed is stored, and
+  reading by date still works. The file itself is checked as ``lite``'s is.
 """
 
 from __future__ import annotations
 
+import array
 import json
+import math
 import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
@@ -40,17 +47,26 @@ from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_len
 
 from .memory_index import (
-    immediate,
+    STORED_TEXT as TEXT,
+    MemoryTierError,
+    TierDatabase,
+    TierSchema,
     TierWorker,
     VectorIndex,
     bm25_relevance,
     fts_match,
+    immediate,
     memory_dir,
-    open_database,
+    number,
     query_terms,
+    read_metadata,
     split_options,
+    tolerate_read_only,
 )
 from .memory_lite import TOKENIZER, bound_text
+
+if TYPE_CHECKING:
+    import sqlite3
 
 NAME = "journal"
 FILENAME = "journal.sqlite"
@@ -61,6 +77,27 @@ TOOL_MAX_BYTES = 16 * 1024
 TOOL_MAX_DATES = 31
 TOOL_MAX_RANGE_DAYS = 366
 Mode = Literal["hybrid", "keyword", "semantic"]
+VECTOR_TABLE = "entry_vectors"
+SCHEMA = TierSchema(
+    f"""
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS entries (
+        id INTEGER PRIMARY KEY,
+        day TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{{}}'
+    );
+    CREATE INDEX IF NOT EXISTS entries_day ON entries(day, id);
+    CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
+    """,
+    main="entries",
+    version="1",
+    fts={"entries_fts": f"INSERT INTO entries_fts(rowid, text) SELECT id, {TEXT} FROM entries"},
+)
+#: An entry's columns as JournalEntry reads them, whatever a damaged or hand-edited row holds.
+ENTRY = f"id, CAST(day AS TEXT), {TEXT}, {number('created_at')}"
 #: The one date format accepted (``date.fromisoformat`` alone would also take ``20260729`` and week dates).
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -96,6 +133,10 @@ class JournalConfig:
     max_entry_bytes: int = setting(
         4096, doc="Longest entry kept, in UTF-8 bytes; longer text is cut at a character boundary.",
         env="MONO_AGENT_MEMORY_JOURNAL_MAX_ENTRY_BYTES", min=256, max=65536,
+    )
+    busy_timeout_ms: int = setting(
+        10_000, doc="How long capture or a journal search waits for a journal.sqlite that another process holds locked before it gives up with a warning.",
+        env="MONO_AGENT_MEMORY_JOURNAL_BUSY_TIMEOUT_MS", min=0, max=600_000,
     )
 
 
@@ -139,54 +180,97 @@ class JournalTier:
         candidates: int = 50,
         min_similarity: float = 0.12,
         max_entry_bytes: int = 4096,
+        busy_timeout_ms: int = 10_000,
         name: str = NAME,
     ) -> None:
         self.name = name
         self.path = Path(path)
         self.embedder = embedder
         self.timezone = timezone
+        self.vector_backend = vector_backend
         self.rrf_k = rrf_k
         self.candidates = candidates
         self.min_similarity = min_similarity
         self.max_entry_bytes = max_entry_bytes
+        self.index: VectorIndex | None = None
         self._lock = threading.Lock()
-        self._worker = TierWorker(name)
-        self._conn = open_database(self.path)
-        with self._lock:
-            self._conn.executescript(
-                f"""
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS entries (
-                    id INTEGER PRIMARY KEY,
-                    day TEXT NOT NULL,
-                    text TEXT NOT NULL,
-                    created_at REAL NOT NULL,
-                    metadata TEXT NOT NULL DEFAULT '{{}}'
-                );
-                CREATE INDEX IF NOT EXISTS entries_day ON entries(day, id);
-                CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENIZER}');
-                """
-            )
-            self.index = VectorIndex(self._conn, "entry_vectors", embedder.dimensions, vector_backend)  # type: ignore[arg-type]
-            self._check_embedder()
+        self._db = TierDatabase(name, self.path, SCHEMA, busy_timeout_ms=busy_timeout_ms, prepare=self._prepare)
+        self._worker = TierWorker(name, self._db)
 
-    def _check_embedder(self) -> None:
+    def _connection(self) -> tuple[sqlite3.Connection, VectorIndex]:
+        """The open database and its vector index (call with the lock held, in the worker)."""
+        conn = self._db.connection()
+        return conn, cast(VectorIndex, self.index)  # _prepare built it for this connection
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        try:
+            self.index = VectorIndex(conn, VECTOR_TABLE, self.embedder.dimensions, self.vector_backend)  # type: ignore[arg-type]
+        except (RuntimeError, ValueError) as exc:
+            raise MemoryTierError(self.name, f"{exc}; set memory.journal.vectorBackend to one that is available") from None
+        self._sync_vectors(conn, self.index)
+
+    def _sync_vectors(self, conn: sqlite3.Connection, index: VectorIndex) -> None:
+        """Give every entry a vector of the current embedder (all of them after an embedder change).
+
+        Entries without a usable vector (an interrupted re-embedding, a damaged row) are embedded
+        again. If the embedder fails, the journal still opens: those entries are found by keyword
+        and by date, and are embedded on a later open; a log line says how many wait.
+        """
         signature = f"{self.embedder.name}:{self.embedder.dimensions}"
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        if row is not None and row[0] == signature:
-            return
-        rows = self._conn.execute("SELECT id, text FROM entries ORDER BY id").fetchall()
-        if rows:
-            logger.bind(plugin="memory-journal").info(
-                "journal {} was embedded with {}; re-embedding {} entries with {}", self.path, row[0] if row else "?", len(rows), signature
-            )
-        with immediate(self._conn):
-            self.index.clear()
-            for start in range(0, len(rows), 256):
-                chunk = rows[start : start + 256]
-                for (entry_id, _), vector in zip(chunk, self.embedder.embed([text for _, text in chunk])):
-                    self.index.put(entry_id, vector)
-            self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embedder', ?)", (signature,))
+        row = conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+        if row is None or row[0] != signature:
+            if row is not None:
+                logger.bind(plugin="memory-journal").info("journal {} was embedded with {}; re-embedding it with {}", self.path, row[0], signature)
+
+            def switch() -> None:
+                with immediate(conn):
+                    index.clear()
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embedder', ?)", (signature,))
+
+            tolerate_read_only(f"re-embedding {self.path}", switch)
+        missing = conn.execute(
+            f"SELECT id, {TEXT} FROM entries WHERE id NOT IN (SELECT id FROM {VECTOR_TABLE} WHERE {index.well_formed}) ORDER BY id",
+            (4 * index.dimensions,),
+        ).fetchall()
+
+        def embed_missing() -> None:
+            for start in range(0, len(missing), 256):
+                chunk = missing[start : start + 256]
+                vectors = self._embed([text for _, text in chunk])
+                with immediate(conn):
+                    for (entry_id, _), vector in zip(chunk, vectors):
+                        index.put(entry_id, vector)
+
+        if missing:
+            try:
+                tolerate_read_only(f"embedding {len(missing)} entries of {self.path}", embed_missing)
+            except MemoryTierError as exc:
+                logger.bind(plugin="memory-journal").warning(
+                    "{} journal entries have no vector yet and are found by keyword and date only: {}", len(missing), exc
+                )
+
+    def _embed(self, texts: list[str]) -> list[array.array]:
+        """The embedder's vectors for ``texts``: one per text, each of its declared dimensions, every number finite.
+
+        Anything else (an exception, a wrong count, a wrong size, NaN) is a :class:`MemoryTierError`
+        naming the embedder, so a broken embedder never writes a vector that would break search later.
+        """
+        name = getattr(self.embedder, "name", "?")
+        try:
+            vectors = [array.array("d", vector) for vector in self.embedder.embed(texts)]
+        except Exception as exc:  # a third-party embedder: whatever it raises is reported, with the tier and its name
+            raise MemoryTierError(self.name, f"the embedder {name!r} failed ({type(exc).__name__}: {exc})") from exc
+        if len(vectors) != len(texts):
+            raise MemoryTierError(self.name, f"the embedder {name!r} returned {len(vectors)} vectors for {len(texts)} texts")
+        dimensions = self.embedder.dimensions
+        for vector in vectors:
+            if len(vector) != dimensions:
+                raise MemoryTierError(
+                    self.name, f"the embedder {name!r} returned a vector of {len(vector)} numbers; it declares {dimensions} dimensions"
+                )
+            if not all(map(math.isfinite, vector)):
+                raise MemoryTierError(self.name, f"the embedder {name!r} returned a vector holding a value that is not a finite number")
+        return vectors
 
     def today(self) -> date:
         """The journal's local date now."""
@@ -209,9 +293,9 @@ class JournalTier:
         return await self._worker.run(self._add, bound_text(text, self.max_entry_bytes), day.isoformat(), metadata)
 
     def _add(self, text: str, day: str, metadata: dict[str, Any]) -> str:
-        [vector] = self.embedder.embed([text])
+        [vector] = self._embed([text])
         with self._lock:
-            conn = self._conn
+            conn, index = self._connection()
             with immediate(conn):
                 cursor = conn.execute(
                     "INSERT INTO entries(day, text, created_at, metadata) VALUES (?, ?, ?, ?)",
@@ -219,7 +303,7 @@ class JournalTier:
                 )
                 entry_id = cursor.lastrowid
                 conn.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (entry_id, text))
-                self.index.put(entry_id, vector)
+                index.put(entry_id, vector)
         return str(entry_id)
 
     async def add_many(self, items: Sequence[tuple[str, date | str]]) -> list[str]:
@@ -233,11 +317,11 @@ class JournalTier:
         return await self._worker.run(self._add_many, rows)
 
     def _add_many(self, rows: list[tuple[str, str]]) -> list[str]:
-        vectors = self.embedder.embed([text for text, _ in rows])
+        vectors = self._embed([text for text, _ in rows])
         now = time.time()
         ids: list[str] = []
         with self._lock:
-            conn = self._conn
+            conn, index = self._connection()
             with immediate(conn):
                 for (text, day), vector in zip(rows, vectors):
                     cursor = conn.execute(
@@ -245,7 +329,7 @@ class JournalTier:
                         (day, text, now, json.dumps({"date": day})),
                     )
                     conn.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
-                    self.index.put(cursor.lastrowid, vector)
+                    index.put(cursor.lastrowid, vector)
                     ids.append(str(cursor.lastrowid))
         return ids
 
@@ -258,11 +342,11 @@ class JournalTier:
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:
-            conn = self._conn
+            conn, index = self._connection()
             with immediate(conn):
                 removed = conn.execute("DELETE FROM entries WHERE id = ?", (rowid,)).rowcount
                 conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (rowid,))
-                self.index.remove(rowid)
+                index.remove(rowid)
         return removed > 0
 
     # ------------------------------------------------------------------ dated queries
@@ -316,13 +400,11 @@ class JournalTier:
         self, query: str, day_list: list[str], lo: str | None, hi: str | None, filtered: bool, limit: int, mode: Mode
     ) -> list[JournalEntry]:
         where, params = self._date_clause(day_list, lo, hi)
-        qvec = self.embedder.embed([query])[0] if query and mode != "keyword" else None
+        qvec = self._embed([query])[0] if query and mode != "keyword" else None
         with self._lock:
-            conn = self._conn
+            conn, index = self._connection()
             if not query:
-                rows = conn.execute(
-                    f"SELECT id, day, text, created_at FROM entries WHERE {where} ORDER BY day, id LIMIT ?", (*params, limit)
-                ).fetchall()
+                rows = conn.execute(f"SELECT {ENTRY} FROM entries WHERE {where} ORDER BY day, id LIMIT ?", (*params, limit)).fetchall()
                 return [JournalEntry(str(i), d, t, 1.0, c) for i, d, t, c in rows]
             keyword: list[int] = []
             keyword_scores: dict[int, float] = {}
@@ -339,7 +421,7 @@ class JournalTier:
             semantic: list[int] = []
             if qvec is not None and any(qvec):
                 only = [r[0] for r in conn.execute(f"SELECT id FROM entries WHERE {where}", params)] if filtered else None
-                for rowid, similarity in self.index.search(qvec, self.candidates, only):
+                for rowid, similarity in index.search(qvec, self.candidates, only):
                     if similarity >= self.min_similarity:
                         semantic.append(rowid)
             if mode == "keyword":
@@ -352,9 +434,7 @@ class JournalTier:
             ids = [rowid for rowid, _ in ranked]
             found = {
                 r[0]: r
-                for r in conn.execute(
-                    f"SELECT id, day, text, created_at FROM entries WHERE id IN ({','.join('?' * len(ids))})", ids
-                )
+                for r in conn.execute(f"SELECT {ENTRY} FROM entries WHERE id IN ({','.join('?' * len(ids))})", ids)
             }
         return [JournalEntry(str(i), found[i][1], found[i][2], score, found[i][3]) for i, score in ranked if i in found]
 
@@ -377,19 +457,19 @@ class JournalTier:
 
     def _list(self, limit: int, offset: int) -> list[MemoryRecord]:
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, day, text, created_at, metadata FROM entries ORDER BY day DESC, id DESC LIMIT ? OFFSET ?",
-                (limit, offset),
+            rows = self._db.connection().execute(
+                f"SELECT {ENTRY}, metadata FROM entries ORDER BY day DESC, id DESC LIMIT ? OFFSET ?", (limit, offset)
             ).fetchall()
-        return [MemoryRecord(str(i), t, c, c, {**json.loads(m), "date": d}) for i, d, t, c, m in rows]
+        return [MemoryRecord(str(i), t, c, c, {**read_metadata(m), "date": d}) for i, d, t, c, m in rows]
 
     async def stats(self) -> MemoryStats:
         return await self._worker.run(self._stats)
 
     def _stats(self) -> MemoryStats:
         with self._lock:
-            count, size, first, last = self._conn.execute(
-                "SELECT count(*), coalesce(sum(length(CAST(text AS BLOB))), 0), min(day), max(day) FROM entries"
+            conn, index = self._connection()
+            count, size, first, last = conn.execute(
+                "SELECT count(*), coalesce(sum(length(CAST(text AS BLOB))), 0), min(CAST(day AS TEXT)), max(CAST(day AS TEXT)) FROM entries"
             ).fetchone()
         file_bytes = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         return MemoryStats(
@@ -402,8 +482,8 @@ class JournalTier:
                 "last_date": last,
                 "embedder": self.embedder.name,
                 "dimensions": self.embedder.dimensions,
-                "vector_backend": self.index.backend,
-                "vector_backend_note": self.index.unavailable,
+                "vector_backend": index.backend,
+                "vector_backend_note": index.unavailable,
                 "file_bytes": file_bytes,
             },
         )
@@ -412,7 +492,7 @@ class JournalTier:
         """Finish the work already queued on the worker, then close the database."""
         self._worker.close()
         with self._lock:
-            self._conn.close()
+            self._db.reset()
 
 
 def agent_timezone(agent: Any) -> tzinfo | None:
@@ -463,10 +543,22 @@ TOOL_SPEC = ToolSpec(
 
 
 def journal_tier(turn: Any) -> JournalTier:
-    """The configured journal tier of ``turn``'s agent, or a ValueError saying it is not configured."""
-    for tier in turn.agent.memory_tiers().values():
+    """The configured journal tier of ``turn``'s agent, or a ValueError saying why there is none.
+
+    Each tier is built on its own, so another tier that cannot be built (reported by the
+    turn's recall and capture warnings) does not take the journal down with it.
+    """
+    problems: list[str] = []
+    for name in turn.agent.config.memory.tiers:
+        try:
+            tier = turn.agent.memory_tier(name)
+        except Exception as exc:  # named in the error below if no journal is found
+            problems.append(f"tier {name!r} could not be built ({type(exc).__name__}: {exc})")
+            continue
         if isinstance(tier, JournalTier):
             return tier
+    if problems:
+        raise ValueError(f"no journal tier could be used: {'; '.join(problems)}")
     raise ValueError("no journal tier is configured (add 'journal' to memory.tiers)")
 
 

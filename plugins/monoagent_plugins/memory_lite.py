@@ -20,6 +20,10 @@ turn that post-turn capture hands it.
   entry's merge count goes up, and its id is returned.
 * **Files**: the directory is created 0700 and the database 0600; WAL journal,
   ``synchronous=NORMAL``. Several processes (an agent and ``monoagent memory``) may share it.
+  The file is opened on first use and checked (see :class:`~.memory_index.TierDatabase`): a
+  damaged, foreign, locked or read-only file is a one-line :class:`~.memory_index.MemoryTierError`
+  (the turn goes on with a warning), a lock is waited for ``memory.lite.busyTimeoutMs``, and a
+  row a hand edit or a bad disk left with the wrong types is read, not raised.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -41,17 +45,25 @@ from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
 
 from .memory_index import (
-    immediate,
+    STORED_TEXT as TEXT,
+    TierDatabase,
+    TierSchema,
     TierWorker,
     fts_match,
+    immediate,
     jaccard,
     memory_dir,
-    open_database,
+    number,
     query_terms,
+    read_metadata,
     split_options,
     term_coverage,
+    tolerate_read_only,
     word_set,
 )
+
+if TYPE_CHECKING:
+    import sqlite3
 
 NAME = "lite"
 FILENAME = "lite.sqlite"
@@ -61,6 +73,24 @@ DUPLICATE_CANDIDATES = 5
 DUPLICATE_PROBE_TERMS = 4
 COMMON_TERM_FRACTION = 0.05
 COMMON_TERM_MIN_ENTRIES = 1000
+SCHEMA = TierSchema(
+    f"""
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS memories (
+        id INTEGER PRIMARY KEY,
+        text TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        merged INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT NOT NULL DEFAULT '{{}}'
+    );
+    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+    """,
+    main="memories",
+    version=SCHEMA_VERSION,
+    fts={"memories_fts": f"INSERT INTO memories_fts(rowid, text) SELECT id, {TEXT} FROM memories"},
+)
 
 
 @attrs.define
@@ -74,6 +104,10 @@ class LiteConfig:
     max_entry_bytes: int = setting(
         4096, doc="Longest entry kept, in UTF-8 bytes; longer text is cut at a character boundary.",
         env="MONO_AGENT_MEMORY_LITE_MAX_ENTRY_BYTES", min=256, max=65536,
+    )
+    busy_timeout_ms: int = setting(
+        10_000, doc="How long recall or capture waits for a lite.sqlite that another process holds locked before it gives up with a warning.",
+        env="MONO_AGENT_MEMORY_LITE_BUSY_TIMEOUT_MS", min=0, max=600_000,
     )
 
 
@@ -104,54 +138,41 @@ class LiteTier:
     automatic_recall = True
     captures = True
 
-    def __init__(self, path: Path, *, merge_threshold: float = 0.9, max_entry_bytes: int = 4096, name: str = NAME) -> None:
+    def __init__(
+        self, path: Path, *, merge_threshold: float = 0.9, max_entry_bytes: int = 4096, busy_timeout_ms: int = 10_000, name: str = NAME
+    ) -> None:
         self.name = name
         self.path = Path(path)
         self.merge_threshold = merge_threshold
         self.max_entry_bytes = max_entry_bytes
         self._lock = threading.Lock()
-        self._worker = TierWorker(name)
-        self._conn = open_database(self.path)
-        with self._lock:
-            self._conn.executescript(
-                f"""
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS memories (
-                    id INTEGER PRIMARY KEY,
-                    text TEXT NOT NULL,
-                    created_at REAL NOT NULL,
-                    updated_at REAL NOT NULL,
-                    merged INTEGER NOT NULL DEFAULT 0,
-                    metadata TEXT NOT NULL DEFAULT '{{}}'
-                );
-                CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENIZER}');
-                CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
-                INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '{SCHEMA_VERSION}');
-                """
-            )
-            if self._conn.execute("SELECT value FROM meta WHERE key = 'terms'").fetchone() is None:
-                self._rebuild_terms()
+        self._db = TierDatabase(name, self.path, SCHEMA, busy_timeout_ms=busy_timeout_ms, prepare=self._prepare)
+        self._worker = TierWorker(name, self._db)
 
-    def _rebuild_terms(self) -> None:
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT value FROM meta WHERE key = 'terms'").fetchone() is None:
+            tolerate_read_only(f"counting the terms of {self.path}", lambda: self._rebuild_terms(conn))
+
+    def _rebuild_terms(self, conn: sqlite3.Connection) -> None:
         """(Re)count document frequencies from the stored texts (a store from before the table)."""
-        conn = self._conn
         with immediate(conn):
             conn.execute("DELETE FROM terms")
-            self._count_terms((text for (text,) in conn.execute("SELECT text FROM memories").fetchall()), 1)
+            self._count_terms(conn, (text for (text,) in conn.execute(f"SELECT {TEXT} FROM memories").fetchall()), 1)
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('terms', 'counted')")
 
-    def _count_terms(self, texts: Iterable[str], sign: int) -> None:
+    @staticmethod
+    def _count_terms(conn: sqlite3.Connection, texts: Iterable[str], sign: int) -> None:
         """Add ``sign`` to the document frequency of every content word of ``texts`` (in a transaction)."""
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update(query_terms(text, max_terms=1 << 30))
         if sign > 0:
-            self._conn.executemany(
+            conn.executemany(
                 "INSERT INTO terms(term, df) VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
                 counts.items(),
             )
         else:
-            self._conn.executemany("UPDATE terms SET df = max(df - ?, 0) WHERE term = ?", [(c, t) for t, c in counts.items()])
+            conn.executemany("UPDATE terms SET df = max(df - ?, 0) WHERE term = ?", [(c, t) for t, c in counts.items()])
 
     # ------------------------------------------------------------------ MemoryTier
 
@@ -164,9 +185,8 @@ class LiteTier:
             return []
         return await self._worker.run(self._search, terms, limit)
 
-    def _selective(self, terms: list[str]) -> list[str]:
+    def _selective(self, conn: sqlite3.Connection, terms: list[str]) -> list[str]:
         """The terms that select candidates: those in at most 5% of entries (at least the two rarest)."""
-        conn = self._conn
         entries = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
         if entries < COMMON_TERM_MIN_ENTRIES:
             return terms
@@ -180,19 +200,18 @@ class LiteTier:
         # Rank first, read text after: selecting the text in the ranking query would carry every
         # matching row's text through SQLite's sorter.
         with self._lock:
-            match = fts_match(self._selective(terms))
+            conn = self._db.connection()
+            match = fts_match(self._selective(conn, terms))
             ranked = [
                 rowid
-                for (rowid,) in self._conn.execute(
+                for (rowid,) in conn.execute(
                     "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT ?",
                     (match, limit),
                 )
             ]
             if not ranked:
                 return []
-            texts = dict(
-                self._conn.execute(f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(ranked))})", ranked)
-            )
+            texts = dict(conn.execute(f"SELECT id, {TEXT} FROM memories WHERE id IN ({','.join('?' * len(ranked))})", ranked))
         hits = [MemoryHit(self.name, texts[rowid], term_coverage(terms, texts[rowid]), str(rowid)) for rowid in ranked if rowid in texts]
         return sorted(hits, key=lambda hit: -hit.score)
 
@@ -207,12 +226,12 @@ class LiteTier:
         words = word_set(text)
         probe = duplicate_probe(text)
         with self._lock:
-            conn = self._conn
+            conn = self._db.connection()
             with immediate(conn):
                 duplicate = None
                 if probe is not None:
                     for rowid, existing in conn.execute(
-                        "SELECT m.id, m.text FROM memories AS m WHERE m.id IN "
+                        f"SELECT m.id, {TEXT} FROM memories AS m WHERE m.id IN "
                         "(SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
                         (probe, DUPLICATE_CANDIDATES),
                     ).fetchall():
@@ -220,8 +239,8 @@ class LiteTier:
                             duplicate = rowid
                             break
                 if duplicate is not None:
-                    [(previous,)] = conn.execute("SELECT text FROM memories WHERE id = ?", (duplicate,)).fetchall()
-                    self._count_terms([previous], -1)
+                    [(previous,)] = conn.execute(f"SELECT {TEXT} FROM memories WHERE id = ?", (duplicate,)).fetchall()
+                    self._count_terms(conn, [previous], -1)
                     conn.execute(
                         "UPDATE memories SET text = ?, updated_at = ?, merged = merged + 1, metadata = ? WHERE id = ?",
                         (text, now, json.dumps(metadata, default=str), duplicate),
@@ -236,7 +255,7 @@ class LiteTier:
                     )
                     entry_id = cursor.lastrowid
                     conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (entry_id, text))
-                self._count_terms([text], 1)
+                self._count_terms(conn, [text], 1)
         return str(entry_id)
 
     async def add_many(self, texts: Sequence[str], *, metadata: Mapping[str, Any] | None = None) -> list[str]:
@@ -250,7 +269,7 @@ class LiteTier:
         now = time.time()
         ids: list[str] = []
         with self._lock:
-            conn = self._conn
+            conn = self._db.connection()
             with immediate(conn):
                 for text in texts:
                     cursor = conn.execute(
@@ -258,7 +277,7 @@ class LiteTier:
                     )
                     conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
                     ids.append(str(cursor.lastrowid))
-                self._count_terms(texts, 1)
+                self._count_terms(conn, texts, 1)
         return ids
 
     async def forget(self, memory_id: str) -> bool:
@@ -271,12 +290,12 @@ class LiteTier:
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:
-            conn = self._conn
+            conn = self._db.connection()
             with immediate(conn):
-                gone = conn.execute("SELECT text FROM memories WHERE id = ?", (rowid,)).fetchall()
+                gone = conn.execute(f"SELECT {TEXT} FROM memories WHERE id = ?", (rowid,)).fetchall()
                 removed = conn.execute("DELETE FROM memories WHERE id = ?", (rowid,)).rowcount
                 conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
-                self._count_terms([text for (text,) in gone], -1)
+                self._count_terms(conn, [text for (text,) in gone], -1)
         return removed > 0
 
     # ------------------------------------------------------------------ BrowsableMemoryTier
@@ -289,13 +308,13 @@ class LiteTier:
 
     def _list(self, limit: int, offset: int) -> list[MemoryRecord]:
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, text, created_at, updated_at, merged, metadata FROM memories "
-                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+            rows = self._db.connection().execute(
+                f"SELECT id, {TEXT}, {number('created_at')}, {number('updated_at')}, CAST(merged AS INTEGER), metadata "
+                "FROM memories ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
                 (limit, offset),
             ).fetchall()
         return [
-            MemoryRecord(str(i), text, created, updated, {**json.loads(meta), "merged": merged})
+            MemoryRecord(str(i), text, created, updated, {**read_metadata(meta), "merged": merged})
             for i, text, created, updated, merged, meta in rows
         ]
 
@@ -304,7 +323,7 @@ class LiteTier:
 
     def _stats(self) -> MemoryStats:
         with self._lock:
-            count, size, merged = self._conn.execute(
+            count, size, merged = self._db.connection().execute(
                 "SELECT count(*), coalesce(sum(length(CAST(text AS BLOB))), 0), coalesce(sum(merged), 0) FROM memories"
             ).fetchone()
         file_bytes = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
@@ -314,7 +333,7 @@ class LiteTier:
         """Finish the work already queued on the worker, then close the database."""
         self._worker.close()
         with self._lock:
-            self._conn.close()
+            self._db.reset()
 
 
 def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:

@@ -75,6 +75,7 @@ from monoagent.model import Section, ToolResult, ToolSpec, ToolStatus
 from monoagent.plugins import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolInvocation, ToolRecord
+from monoagent.untrusted import neutralize_untrusted, quote_inline
 
 SIDECAR = Path("tool-history") / "tool-lifecycles.sqlite"
 LOCKS = Path(".locks")
@@ -827,11 +828,9 @@ class SqliteToolHistory:
 
 
 def neutralise(text: str) -> str:
-    """Defuse the projection's fence tokens and indent continuation lines."""
-    for token in (FENCE_OPEN, FENCE_CLOSE):
-        text = text.replace(token, token.replace("<", "‹").replace(">", "›"))
-    text = text.replace("<tool_history", "‹tool_history").replace("</tool_history", "‹/tool_history")
-    lines = text.splitlines() or [""]
+    """Defuse every host fence token, however spelt (:func:`monoagent.untrusted.neutralize_untrusted`),
+    and indent continuation lines."""
+    lines = neutralize_untrusted(text).splitlines() or [""]
     return "\n".join([lines[0], *("    " + line for line in lines[1:])])
 
 
@@ -848,7 +847,8 @@ def projection_entry(row: Any) -> str:
         result = f"[SessionHistory result body omitted; {row['result_bytes']} bytes]"
     else:
         result = _value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
-    return neutralise(f"[#{row['end_seq']}] {row['tool']} ({row['status']})\narguments: {args}\nresult: {result}")
+    head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
+    return head + "\n    " + neutralise(f"arguments: {args}\nresult: {result}")
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:
