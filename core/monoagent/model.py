@@ -42,54 +42,99 @@ _PLAIN = frozenset({int, float, bool, type(None)})
 def _is_valid(value: Any) -> bool:
     """Whether every string in JSON-shaped ``value`` is valid Unicode: the usual case, checked without copying.
 
-    ASCII strings and numbers, most of what events and arguments hold, are passed over inline.
+    Iterative, so any nesting depth is fine (bounding depth is the stores' and parsers' business),
+    and each container is visited once, so a cycle ends the walk. ASCII strings and numbers, most
+    of what events and arguments hold, are passed over inline.
     """
-    cls = value.__class__
-    if cls is str:
-        return value.isascii() or scrub_unicode(value)[1] == 0
-    if cls in _PLAIN:
-        return True
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not (key.__class__ is str and key.isascii()) and not _is_valid(key):
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        value = stack.pop()
+        cls = value.__class__
+        if cls is str:
+            if not value.isascii() and scrub_unicode(value)[1]:
                 return False
-            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item):
-                return False
-        return True
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item):
-                return False
-        return True
-    return not isinstance(value, str) or scrub_unicode(value)[1] == 0
+        elif cls in _PLAIN:
+            continue
+        elif isinstance(value, (dict, list, tuple)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not (key.__class__ is str and key.isascii()):
+                        stack.append(key)
+                    if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN):
+                        stack.append(item)
+            else:
+                for item in value:
+                    if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN):
+                        stack.append(item)
+        elif isinstance(value, str) and scrub_unicode(value)[1]:
+            return False
+    return True
+
+
+_NO_KEY = object()
 
 
 def _valid_data(value: Any) -> tuple[Any, int]:
     """JSON-shaped ``value`` (strings, dicts, lists, tuples) with valid strings, and the count replaced.
 
-    Valid data comes back as the very same object. Otherwise containers are rebuilt; object keys
-    are scrubbed too, and two keys that become equal keep both values (``key``, ``key#2``, ...,
-    as redaction does). Values of other types are left as they are.
+    Valid data comes back as the very same object. Otherwise the containers are rebuilt, without
+    recursion: object keys are scrubbed too, and two keys that become equal keep both values
+    (``key``, ``key#2``, ..., as redaction does). Values of other types, and a reference back
+    to a container being rebuilt (a cycle), are kept as they are.
     """
     if _is_valid(value):
         return value, 0
     if isinstance(value, str):
         return scrub_unicode(value)
-    if isinstance(value, dict):
-        total = 0
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            new_key, n = _valid_data(key)
-            new_item, m = _valid_data(item)
-            total += n + m
-            name, suffix = new_key, 1
-            while name in out:
-                suffix += 1
-                name = f"{new_key}#{suffix}"
-            out[name] = new_item
-        return out, total
-    items, counts = zip(*(_valid_data(item) for item in value)) if value else ((), ())
-    return (list(items) if isinstance(value, list) else tuple(items)), sum(counts)
+    total = 0
+    # One frame per container being rebuilt: the container, its (key, item) pairs still to do, the pairs done.
+    stack: list[tuple[Any, Any, list[tuple[Any, Any]]]] = [(value, _pairs(value), [])]
+    active = {id(value)}
+    while True:
+        container, pairs, done = stack[-1]
+        for key, item in pairs:
+            if isinstance(key, str):
+                key, n = scrub_unicode(key)
+                total += n
+            if isinstance(item, str):
+                item, n = scrub_unicode(item)
+                total += n
+            elif isinstance(item, (dict, list, tuple)) and id(item) not in active:
+                done.append((key, None))  # filled in when the inner container is rebuilt
+                stack.append((item, _pairs(item), []))
+                active.add(id(item))
+                break
+            done.append((key, item))
+        else:
+            stack.pop()
+            active.discard(id(container))
+            rebuilt = _assemble(container, done)
+            if not stack:
+                return rebuilt, total
+            parent = stack[-1][2]
+            parent[-1] = (parent[-1][0], rebuilt)
+
+
+def _pairs(container: Any) -> Any:
+    return iter(container.items()) if isinstance(container, dict) else ((_NO_KEY, item) for item in container)
+
+
+def _assemble(container: Any, pairs: list[tuple[Any, Any]]) -> Any:
+    if not isinstance(container, dict):
+        items = [item for _, item in pairs]
+        return items if isinstance(container, list) else tuple(items)
+    out: dict[Any, Any] = {}
+    for key, item in pairs:
+        name, suffix = key, 1
+        while name in out:
+            suffix += 1
+            name = f"{key}#{suffix}"
+        out[name] = item
+    return out
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

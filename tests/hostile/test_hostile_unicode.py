@@ -821,3 +821,26 @@ def test_terminal_text_without_a_redactor_strips_controls_only() -> None:
     encoded = terminal_json({"k\x9b": "v\x1b[0m\u202e"})
     assert_terminal_safe(encoded)
     assert json.loads(encoded) == {"k\x9b": "v\x1b[0m\u202e"}
+
+
+def test_deeply_nested_and_cyclic_data_is_checked_without_recursion() -> None:
+    """Depth is bounded where data is parsed or stored; the Unicode check must not fail first."""
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(50_000):
+        inner["k"] = {}
+        inner = inner["k"]
+    inner["leaf"] = "x\udcff"
+    call = ToolCall("id", "name", deep)
+    assert dict(call.invalid_unicode) == {"arguments": 1}
+    inner = call.arguments
+    for _ in range(50_000):
+        inner = inner["k"]
+    assert inner["leaf"] == "x\ufffd"
+    cyclic: dict[str, Any] = {"text": "y\udcff"}
+    cyclic["self"] = cyclic
+    request = TurnRequest("hi", metadata=cyclic)
+    assert request.metadata["text"] == "y\ufffd" and dict(request.invalid_unicode) == {"metadata": 1}
+    clean: dict[str, Any] = {"a": "b"}
+    clean["self"] = clean
+    assert TurnRequest("hi", metadata=clean).metadata is clean
