@@ -39,39 +39,51 @@ Replacements = tuple[tuple[str, int], ...]
 _PLAIN = frozenset({int, float, bool, type(None)})
 
 
-def _is_valid(value: Any) -> bool:
+_SHALLOW = 32
+"""Nesting checked by plain recursion (quick for the small dicts events hold); deeper data is walked iteratively."""
+
+
+def _is_valid(value: Any, depth: int = 0) -> bool:
     """Whether every string in JSON-shaped ``value`` is valid Unicode: the usual case, checked without copying.
 
-    Iterative, so any nesting depth is fine (bounding depth is the stores' and parsers' business),
-    and each container is visited once, so a cycle ends the walk. ASCII strings and numbers, most
-    of what events and arguments hold, are passed over inline.
+    ASCII strings and numbers, most of what events and arguments hold, are passed over inline.
+    Beyond :data:`_SHALLOW` levels the walk goes on without recursion (:func:`_is_valid_deep`),
+    so any depth is fine (bounding depth is the parsers' and stores' business) and a cycle ends it.
     """
+    cls = value.__class__
+    if cls is str:
+        return value.isascii() or scrub_unicode(value)[1] == 0
+    if cls in _PLAIN:
+        return True
+    if depth > _SHALLOW:
+        return _is_valid_deep(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (key.__class__ is str and key.isascii()) and not _is_valid(key, depth + 1):
+                return False
+            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item, depth + 1):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN) and not _is_valid(item, depth + 1):
+                return False
+        return True
+    return not isinstance(value, str) or scrub_unicode(value)[1] == 0
+
+
+def _is_valid_deep(value: Any) -> bool:
+    """:func:`_is_valid` with an explicit stack, each container visited once."""
     stack = [value]
     seen: set[int] = set()
     while stack:
         value = stack.pop()
-        cls = value.__class__
-        if cls is str:
+        if isinstance(value, str):
             if not value.isascii() and scrub_unicode(value)[1]:
                 return False
-        elif cls in _PLAIN:
-            continue
-        elif isinstance(value, (dict, list, tuple)):
-            if id(value) in seen:
-                continue
+        elif isinstance(value, (dict, list, tuple)) and id(value) not in seen:
             seen.add(id(value))
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    if not (key.__class__ is str and key.isascii()):
-                        stack.append(key)
-                    if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN):
-                        stack.append(item)
-            else:
-                for item in value:
-                    if not ((item.__class__ is str and item.isascii()) or item.__class__ in _PLAIN):
-                        stack.append(item)
-        elif isinstance(value, str) and scrub_unicode(value)[1]:
-            return False
+            stack.extend((*value.keys(), *value.values()) if isinstance(value, dict) else value)
     return True
 
 
