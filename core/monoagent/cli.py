@@ -4,6 +4,10 @@ Plugins add commands through the ``register_commands`` hook, so the plugins are 
 click parses the command line. That early load needs only the ``plugins`` settings; the full
 configuration is validated when a command first needs the Agent, so ``--help`` and
 ``config validate`` still work while the configuration is broken.
+
+Everything printed goes through :mod:`monoagent.terminal` (controls stripped, redacted by the
+plugins' redaction chain), and the arguments are text: bytes that are not UTF-8 become U+FFFD,
+with a notice on stderr, before any command sees them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 import click
 
 from .errors import ConfigError, MonoagentError
+from .terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
+from .text import scrub_unicode
 
 DEFAULT_CONVERSATION = "cli:default"
 
@@ -41,14 +47,43 @@ class CliState:
         if self._agent is not None:
             self._agent.close()
 
+    def redact(self, text: str, kind: str) -> str:
+        """The Agent's redaction chain, or the early plugin host's before the Agent exists."""
+        if self._agent is not None:
+            return self._agent.redact(text, kind)
+        return _host_redact(text, kind)
+
+
+def _host_redact(text: str, kind: str) -> str:
+    """The redaction chain of the plugins loaded for this command line (the Agent is built on them)."""
+    host = _EARLY.get("host")
+    value = host.call("redact", text=text, kind=kind) if host is not None else None
+    return text if value is None else value
+
+
+class MonoagentGroup(click.Group):
+    """The root command: its arguments, the subcommands' included, are made valid text first."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        scrubbed = [scrub_unicode(arg) for arg in args]
+        replaced = [(i, n) for i, (_, n) in enumerate(scrubbed, start=1) if n]
+        if replaced:
+            notice(
+                f"command-line argument(s) {', '.join(str(i) for i, _ in replaced)} held "
+                f"{sum(n for _, n in replaced)} byte(s) that are not valid UTF-8; each became U+FFFD",
+                redact=_host_redact,
+            )
+            args = [text for text, _ in scrubbed]
+        return super().parse_args(ctx, args)
+
 
 def _configure_logging(debug: bool) -> None:
     from .log import configure_cli
 
-    configure_cli(debug)
+    configure_cli(debug, redact=_host_redact)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MonoagentGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar=None, help="Config file (default: MONO_AGENT_CONFIG, ./monoagent.toml, the user config dir).")
 @click.option("--plugins-dir", "plugins_dirs", multiple=True, type=click.Path(file_okay=False), help="Directory of *.py plugin files (repeatable).")
 @click.option("--debug", is_flag=True, help="Log debug detail and show tracebacks.")
@@ -67,12 +102,12 @@ def _state() -> CliState:
 
 
 def _read_text(text: str) -> str:
-    return sys.stdin.read() if text == "-" else text
+    return read_stdin() if text == "-" else text
 
 
 def _announce_default_model(agent: Any, model: str | None) -> None:
     if model is None and agent.model_is_default:
-        click.echo(
+        echo(
             "monoagent: no runtime.model configured; using offline:echo "
             "(set runtime.model in monoagent.toml or MONO_AGENT_MODEL)",
             err=True,
@@ -92,20 +127,25 @@ def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
     _announce_default_model(agent, model)
     request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model)
 
+    printed = TerminalStream(agent.redact)
+
     def stream(event: Any) -> None:
         if event.type == "text_delta" and not as_json:
-            click.echo(event.data["text"], nl=False)
+            click.echo(printed.feed(event.data["text"]), nl=False)
         elif event.type == "provider_attempt_discarded" and not as_json:
             from .reliability import discard_notice
 
-            click.echo()
-            click.echo(discard_notice(event.data), err=True)
+            click.echo(printed.end())
+            echo(discard_notice(event.data), err=True)
 
     import asyncio
 
-    result = asyncio.run(agent.respond(request, on_event=stream))
+    try:
+        result = asyncio.run(agent.respond(request, on_event=stream))
+    finally:
+        click.echo(printed.end(), nl=False)
     if as_json:
-        click.echo(json.dumps(agent.unstructure(result), ensure_ascii=False, indent=2))
+        echo_json(agent.unstructure(result))
     else:
         click.echo()
 
@@ -146,16 +186,16 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
             "messages": agent.unstructure(list(assembled.messages)),
             "manifest": agent.unstructure(assembled.manifest),
         }
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        echo_json(data)
         return
-    click.echo("=== system prompt ===")
-    click.echo(assembled.system_text)
-    click.echo("=== messages ===")
+    echo("=== system prompt ===")
+    echo(assembled.system_text)
+    echo("=== messages ===")
     for message in assembled.messages:
-        click.echo(f"--- {message.role}{f' ({message.name})' if message.name else ''} ---")
-        click.echo(message.content)
-    click.echo("=== manifest ===")
-    click.echo(json.dumps(agent.unstructure(assembled.manifest), ensure_ascii=False, indent=2))
+        echo(f"--- {message.role}{f' ({message.name})' if message.name else ''} ---")
+        echo(message.content)
+    echo("=== manifest ===")
+    echo_json(agent.unstructure(assembled.manifest))
 
 
 @cli.command()
@@ -164,7 +204,7 @@ def plugins(as_json: bool) -> None:
     """List plugins: name, version, source, status and the hooks each implements."""
     host = _early_host()
     if "config_error" in _EARLY:
-        click.echo(
+        echo(
             "monoagent: warning: the configuration could not be read, so plugins.block and plugins.paths were not "
             f"applied to this listing: {_EARLY['config_error']}",
             err=True,
@@ -182,15 +222,15 @@ def plugins(as_json: bool) -> None:
         for r in host.records
     ]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows, ensure_ascii=True)
         return
     width = max((len(r["name"]) for r in rows), default=4)
     for row in rows:
         status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
-        click.echo(f"{row['name']:<{width}}  {row['version'] or '-':<8}  {row['source']:<12}  {status}")
-        click.echo(f"{'':<{width}}  from {row['location']}")
+        echo(f"{row['name']:<{width}}  {row['version'] or '-':<8}  {row['source']:<12}  {status}")
+        echo(f"{'':<{width}}  from {row['location']}")
         if row["hooks"]:
-            click.echo(f"{'':<{width}}  hooks: {', '.join(row['hooks'])}")
+            echo(f"{'':<{width}}  hooks: {', '.join(row['hooks'])}")
 
 
 @cli.group()
@@ -210,7 +250,7 @@ def config_init(path: str, force: bool) -> None:
         raise click.ClickException(f"{target} exists; use --force to overwrite it")
     host = _early_host()
     target.write_text(starter_toml(host.config_sections()), encoding="utf-8")
-    click.echo(f"wrote {target}")
+    echo(f"wrote {target}")
 
 
 @config.command("show")
@@ -222,12 +262,12 @@ def config_show(as_json: bool) -> None:
     agent = _state().agent()
     rows = value_sources(agent.config)
     if as_json:
-        click.echo(json.dumps({key: {"value": value, "source": source} for key, value, source in rows}, indent=2, default=str))
+        echo_json({key: {"value": value, "source": source} for key, value, source in rows}, ensure_ascii=True)
         return
     file = agent.config.source_file
-    click.echo(f"# config file: {file if file else '(none: embedded defaults)'}")
+    echo(f"# config file: {file if file else '(none: embedded defaults)'}")
     for key, value, source in rows:
-        click.echo(f"{key} = {json.dumps(value, default=str)}  # {source}")
+        echo(f"{key} = {json.dumps(value, default=str)}  # {source}")
 
 
 @config.command("validate")
@@ -242,7 +282,7 @@ def config_validate() -> None:
         agent.provider(model)
     agent.memory_tiers()
     file = agent.config.source_file
-    click.echo(f"configuration is valid ({file if file else 'embedded defaults'})")
+    echo(f"configuration is valid ({file if file else 'embedded defaults'})")
 
 
 def _early_host() -> Any:
@@ -310,21 +350,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         _load_plugins_early(argv)
         cli.main(args=argv, prog_name="monoagent", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        exc.show(file=TerminalFile(sys.stderr, _host_redact))
         sys.exit(exc.exit_code)
     except ConfigError as exc:
-        click.echo(f"monoagent: {exc}", err=True)
+        echo(f"monoagent: {exc}", err=True, redact=_host_redact)
         sys.exit(2)
     except MonoagentError as exc:
         if debug:
             raise
-        click.echo(f"monoagent: error: {exc}", err=True)
+        echo(f"monoagent: error: {exc}", err=True, redact=_host_redact)
         sys.exit(1)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         sys.exit(130)
 
 

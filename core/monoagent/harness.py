@@ -244,6 +244,7 @@ class Harness:
                 delivery=request.delivery,
                 logical_conversation_id=session.logical_conversation_id,
             )
+            turn.report_invalid_unicode("request", request.invalid_unicode)
             if session.new_bucket and session.bucket:
                 turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
             prompt = await self.prepare(turn)
@@ -428,6 +429,7 @@ class Harness:
                 except Exception as exc:
                     detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
                     result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
+        turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
         result = guard_tool_result(turn, result)
         agent.host.call("after_tool_call", turn=turn, call=call, result=result)
         persistence = await continuity.tool_result(call, result)

@@ -819,7 +819,8 @@ def redact(text: str, kind: str) -> str | None:
 
     Args:
         text: the text to redact.
-        kind: what it is: ``"tool_arguments"``, ``"tool_result"``, ``"error"``, ``"event"``.
+        kind: what it is: ``"tool_arguments"``, ``"tool_result"``, ``"error"``, ``"event"``, or
+            ``"terminal"`` for everything printed to a terminal (:mod:`monoagent.terminal`).
 
     Returns:
         The redacted text. First non-None result wins. Redaction is a chain: implement this
@@ -827,7 +828,8 @@ def redact(text: str, kind: str) -> str | None:
         result of the default (``text = yield``) and returns it further redacted; a plain
         implementation replaces the default redactor.
 
-    Called on error details and tool payloads before they are stored or emitted.
+    Called on error details and tool payloads before they are stored or emitted, and on all
+    terminal output (the bundled default keeps filesystem paths readable there).
 
     Bundled default (``redaction``, trylast): replaces API keys of the common providers, cloud
     keys, bearer tokens, JWTs, private-key blocks and credentials in URLs with

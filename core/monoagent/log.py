@@ -8,16 +8,31 @@ monoagent's log records are disabled (loguru's advice for libraries): enable the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _cli_level: str | None = None
+_cli_redact: Callable[[str, str], str] | None = None
 
 
-def configure_cli(debug: bool) -> None:
-    """Send monoagent's records to stderr at WARNING, or DEBUG with ``--debug``, from first use on."""
-    global _cli_level
+def configure_cli(debug: bool, redact: Callable[[str, str], str] | None = None) -> None:
+    """Send monoagent's records to stderr at WARNING, or DEBUG with ``--debug``, from first use on.
+
+    Each record passes :func:`monoagent.terminal.terminal_text` with ``redact`` (the command
+    line's redaction chain) on its way to the terminal, as everything else the CLI prints.
+    """
+    global _cli_level, _cli_redact
     _cli_level = "DEBUG" if debug else "WARNING"
+    _cli_redact = redact
     _LazyLogger._real = None
+
+
+def _terminal_sink(message: Any) -> None:
+    import sys
+
+    from .terminal import terminal_text
+
+    sys.stderr.write(terminal_text(str(message), _cli_redact))
 
 
 class _LazyLogger:
@@ -25,13 +40,11 @@ class _LazyLogger:
 
     def _load(self) -> Any:
         if self._real is None:
-            import sys
-
             from loguru import logger as real
 
             if _cli_level is not None:
                 real.remove()
-                real.add(sys.stderr, level=_cli_level, format="monoagent: {level}: {message}")
+                real.add(_terminal_sink, level=_cli_level, format="monoagent: {level}: {message}")
                 real.enable("monoagent")
                 real.enable("monoagent_plugins")
             else:

@@ -58,6 +58,14 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _stderr(line: str, redact: Callable[[str, str], str] | None = None) -> None:
+    """One line to stderr through :func:`monoagent.terminal.terminal_text` (traces pass no redactor:
+    redacting inside the hook-call monitor would trace itself)."""
+    from .terminal import terminal_text
+
+    sys.stderr.write(terminal_text(line, redact) + "\n")
+
+
 async def await_me_maybe(value: T | Awaitable[T]) -> T:
     """Await ``value`` if it is awaitable, else return it: for hooks that may return awaitables."""
     if inspect.isawaitable(value):
@@ -120,19 +128,32 @@ class PluginHost:
     @staticmethod
     def _trace_before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(impl.plugin_name for impl in impls) or "(no implementation)"
-        sys.stderr.write(f"monoagent trace: {hook_name}({', '.join(kwargs)}) -> [{names}]\n")
+        _stderr(f"monoagent trace: {hook_name}({', '.join(kwargs)}) -> [{names}]")
 
     @staticmethod
     def _trace_after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         exc = outcome.exception
         if exc is not None:
-            sys.stderr.write(f"monoagent trace: {hook_name} raised {type(exc).__name__}: {exc}\n")
+            _stderr(f"monoagent trace: {hook_name} raised {type(exc).__name__}: {exc}")
 
     def _trace_registry(self, hook_name: str, impls: Sequence[pluggy.HookImpl]) -> None:
         """Trace a registry hook, which the kernel calls per implementation, outside pluggy's monitor."""
         if self.tracing:
             names = ", ".join(impl.plugin_name for impl in impls) or "(no implementation)"
-            sys.stderr.write(f"monoagent trace: {hook_name}(register) -> [{names}]\n")
+            _stderr(f"monoagent trace: {hook_name}(register) -> [{names}]")
+
+    def _redact_notice(self, text: str, kind: str) -> str:
+        """The redaction chain registered so far, for the host's own notices on stderr.
+
+        Plugins are still loading when these are printed, so a broken redactor must not take the
+        load down: the notice is then printed with its controls stripped only, and logged.
+        """
+        try:
+            value = self.call("redact", text=text, kind=kind)
+        except Exception as exc:
+            logger.opt(exception=exc).warning("the redaction chain failed on a plugin-loading notice; printed unredacted")
+            return text
+        return text if value is None else value
 
     # ------------------------------------------------------------------ loading
 
@@ -147,9 +168,10 @@ class PluginHost:
             "stopping (MONO_AGENT_STRICT_PLUGINS=1)" if self.strict
             else "continuing without it (MONO_AGENT_STRICT_PLUGINS=1 makes this fatal)"
         )
-        sys.stderr.write(
+        _stderr(
             f"monoagent: plugin {record.name!r} ({record.source} {record.location}) failed to load: "
-            f"{record.reason}; {consequence}\n"
+            f"{record.reason}; {consequence}",
+            self._redact_notice,
         )
         logger.bind(plugin=record.name).opt(exception=exc).debug("plugin failed to load")
         if self.strict:
@@ -182,7 +204,7 @@ class PluginHost:
                 message = f"plugin {record.name!r} implements {caller.name!r}, which is not a monoagent hook{hint}"
                 if self.strict:
                     raise PluginError(message)
-                sys.stderr.write(f"monoagent: warning: {message}\n")
+                _stderr(f"monoagent: warning: {message}", self._redact_notice)
 
     def load_entry_points(self, block: Iterable[str] = ()) -> None:
         """Register bundled plugins, then third-party entry points sorted by name."""
@@ -198,9 +220,10 @@ class PluginHost:
         if allowed:
             unknown = sorted(allowed - {ep.name for ep in third})
             if unknown:
-                sys.stderr.write(
+                _stderr(
                     f"monoagent: warning: MONO_AGENT_LOAD_PLUGINS names {', '.join(unknown)}, which no installed "
-                    f"distribution provides (installed: {', '.join(ep.name for ep in third) or 'none'})\n"
+                    f"distribution provides (installed: {', '.join(ep.name for ep in third) or 'none'})",
+                    self._redact_notice,
                 )
         for ep in bundled + third:
             source: Source = "bundled" if ep in bundled else "entrypoint"
@@ -298,7 +321,7 @@ class PluginHost:
         results: list[tuple[str, Any]] = []
         impls = getattr(self.pm.hook, name).get_hookimpls()
         if self.tracing:
-            sys.stderr.write(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]\n")
+            _stderr(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]")
         for impl in reversed(impls):
             args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
             try:
@@ -318,7 +341,7 @@ class PluginHost:
         out: list[tuple[str, Any, BaseException | None]] = []
         impls = getattr(self.pm.hook, name).get_hookimpls()[::-1]
         if self.tracing:
-            sys.stderr.write(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]\n")
+            _stderr(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]")
         for impl in impls:
             args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
             try:

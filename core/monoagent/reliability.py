@@ -346,7 +346,8 @@ def cache_fingerprint(request: ProviderRequest) -> dict[str, Any]:
     prompt = request.prompt
     stable = prompt.stable_text.encode("utf-8", "replace")
     dynamic = prompt.dynamic_text.encode("utf-8", "replace")
-    tools = json.dumps([attrs.asdict(t) for t in request.tools], sort_keys=True, separators=(",", ":"), default=str).encode()
+    definitions = [attrs.asdict(t, filter=lambda field, _: field.init) for t in request.tools]  # not ValidText's record
+    tools = json.dumps(definitions, sort_keys=True, separators=(",", ":"), default=str).encode()
     return {
         "stable_sha256": _sha(stable),
         "stable_bytes": len(stable),
@@ -623,7 +624,13 @@ class ProviderCall:
             buffer.write(text)
             turn.emit("text_delta", text=text, step=request.step, attempt=attempt.number)
 
-        calls, finished = await read_step(runtime, request, model=model, limits=self.limits, on_text=on_text)
+        replaced: dict[str, int] = {}
+        try:
+            calls, finished = await read_step(
+                runtime, request, model=model, limits=self.limits, on_text=on_text, replaced=replaced
+            )
+        finally:
+            turn.report_invalid_unicode("provider", tuple(replaced.items()), model=model, step=request.step)
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None
@@ -641,7 +648,13 @@ class ProviderCall:
 
 
 async def read_step(
-    runtime: Any, request: ProviderRequest, *, model: str, limits: StreamLimits, on_text: Callable[[str], None]
+    runtime: Any,
+    request: ProviderRequest,
+    *,
+    model: str,
+    limits: StreamLimits,
+    on_text: Callable[[str], None],
+    replaced: dict[str, int] | None = None,
 ) -> tuple[list[ToolCall], StepFinished]:
     """Read one provider step's stream within ``limits``: its tool calls and its end.
 
@@ -650,7 +663,8 @@ async def read_step(
     deadline, tool calls per step); a violation raises a one-line ProviderError with its code.
     The stream is always closed, also on cancellation, and nothing after its ``StepFinished``
     is read. The harness reads every step through it, and so does anything else that calls a
-    provider (the ``summary`` compaction policy).
+    provider (the ``summary`` compaction policy). When ``replaced`` is given, it counts, per
+    event field (``text_delta.text``), the surrogates the model classes replaced with U+FFFD.
     """
     calls: list[ToolCall] = []
     finished = StepFinished()
@@ -664,6 +678,10 @@ async def read_step(
         async with timer:
             async for event in stream:
                 now = loop.time()
+                if replaced is not None:
+                    for path, count in getattr(event, "invalid_unicode", ()):
+                        key = f"{_EVENT_NAMES.get(type(event), type(event).__name__)}.{path}"
+                        replaced[key] = replaced.get(key, 0) + count
                 if isinstance(event, TextDelta):
                     text = event.text
                     if type(text) is not str:
@@ -738,6 +756,9 @@ def _timed_out(model: str, limits: StreamLimits, deadline: float) -> ProviderErr
         "stream_idle_timeout",
         retryable=True,
     )
+
+
+_EVENT_NAMES = {TextDelta: "text_delta", ToolCallRequested: "tool_call", StepFinished: "step_finished"}
 
 
 def discard_notice(data: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .model import Delivery, Diagnostic, MemoryHit, Message, ToolCall, ToolSpec, TurnRequest, Usage
+from .model import Delivery, Diagnostic, MemoryHit, Message, Replacements, ToolCall, ToolSpec, TurnRequest, Usage
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -100,6 +100,23 @@ class Turn:
     def emit(self, type: str, **data: Any) -> None:
         """Emit a :class:`~monoagent.model.RunEvent` of this run to every observer."""
         self.emitter(type, data)
+
+    def report_invalid_unicode(self, where: str, replaced: Replacements, **data: Any) -> None:
+        """One ``runtime_warning`` (code ``invalid_unicode_replaced``) per field in ``replaced``.
+
+        ``where`` names what the text came from (``request``, ``tool_result``, ``provider``); the
+        event's ``field`` is ``<where>.<field path>`` and ``count`` the surrogates that became
+        U+FFFD (see :class:`monoagent.model.ValidText`). ``data`` adds context (a tool, a model).
+        """
+        for path, count in replaced:
+            self.emit(
+                "runtime_warning",
+                code="invalid_unicode_replaced",
+                field=f"{where}.{path}",
+                count=count,
+                message=f"{where}.{path} was not valid Unicode: {count} character(s) replaced by U+FFFD",
+                **data,
+            )
 
 
 @attrs.frozen

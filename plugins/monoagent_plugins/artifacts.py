@@ -12,6 +12,14 @@ created after the turn's commit rather than during it. ``agent.aclose()`` (the `
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
 mid-run loses that run's events. Artifacts are not fsynced and are best-effort: a write failure is logged, never
 fatal.
+
+Nothing stops the writer: an event that cannot be serialised (a value whose ``str()`` raises, a
+circular structure) is left out with a log line naming it, a run file that cannot be written is
+logged with the number of events lost, and any other failure of one item is logged and the next
+item is taken. Lines are valid UTF-8 whatever the event holds (:func:`monoagent.text.valid_unicode`).
+Should the thread be gone all the same, the next event starts a new one. :meth:`ArtifactWriter.flush`
+is bounded by its timeout and returns at once when the writer is idle, gone or never started, so
+``agent.aclose()`` and interpreter exit never wait for a writer that cannot answer.
 """
 
 from __future__ import annotations
@@ -21,15 +29,19 @@ import json
 import os
 import queue
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from monoagent.log import logger
 from monoagent.model import RunEvent
 from monoagent.plugins import bundled_impl
+from monoagent.text import valid_unicode
 
 SKIPPED = frozenset({"text_delta"})
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+FLUSH_TIMEOUT = 30.0
+"""The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
 
 
 def run_file(artifacts_dir: Path, run_id: str) -> Path:
@@ -54,53 +66,88 @@ class ArtifactWriter:
         self._lock = threading.Lock()
 
     def submit(self, root: Path, event: RunEvent) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
-                    self._thread.start()
-                    atexit.register(self.flush)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            self._start()
         self._queue.put((root, event))
 
-    def flush(self, timeout: float = 30.0) -> bool:
-        """Wait until every event submitted so far is written (and open files flushed)."""
-        if self._thread is None:
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            if self._thread is None:
+                atexit.register(self.flush)
+            else:
+                logger.warning(
+                    "the run-artifact writer thread had stopped (the lines it held for unfinished runs are lost); "
+                    "started a new one"
+                )
+            self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
+        """Wait until every event submitted so far is written (and open files flushed).
+
+        Returns False, with a log line, when the writer could not confirm it within ``timeout``
+        seconds or is gone; returns at once when no writer was ever started.
+        """
+        thread = self._thread
+        if thread is None:
             return True
         done = threading.Event()
         self._queue.put(done)
-        return done.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not done.wait(min(0.05, max(deadline - time.monotonic(), 0.0))):
+            if not thread.is_alive() or time.monotonic() >= deadline:
+                logger.warning(
+                    "run artifacts not flushed: the writer {} (run files of this process may miss their last events)",
+                    "is gone" if not thread.is_alive() else f"did not catch up within {timeout:g} s",
+                )
+                return False
+        return True
 
     def _run(self) -> None:
-        from monoagent.serial import unstructure
-
         pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()
-            if isinstance(item, threading.Event):
-                for key in list(pending):
-                    self._write(key, pending.pop(key))
-                item.set()
-                continue
-            root, event = item
-            key = (root, event.run_id)
             try:
-                line = json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)
-            except (TypeError, ValueError) as exc:
-                logger.warning("run event {} of {} not serialisable, left out: {}", event.type, event.run_id, exc)
-                continue
+                if isinstance(item, threading.Event):
+                    try:
+                        for key in list(pending):
+                            self._write(key, pending.pop(key))
+                    finally:
+                        item.set()
+                else:
+                    self._add(pending, *item)
+            except Exception as exc:  # one bad item never stops the writer
+                what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
+                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}: {}", what, type(exc).__name__, exc)
+
+    def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
+        from monoagent.serial import unstructure
+
+        key = (root, event.run_id)
+        try:
+            line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
+        except Exception as exc:
+            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}: {}",
+                           event.type, event.run_id, type(exc).__name__, exc)
+        else:
             pending.setdefault(key, []).append(line)
-            if event.type in TERMINAL:
-                self._write(key, pending.pop(key))
+        if event.type in TERMINAL:
+            self._write(key, pending.pop(key, []))
 
     @staticmethod
     def _write(key: tuple[Path, str], lines: list[str]) -> None:
         """Append ``lines`` to the run's file in one write (creating it on the run's first write)."""
         root, run_id = key
+        if not lines:
+            return
         try:
             with _open_run_file(root, run_id) as handle:
                 handle.write("".join(line + "\n" for line in lines))
-        except OSError as exc:
-            logger.warning("run artifact for {} not written ({} events lost): {}", run_id, len(lines), exc)
+        except Exception as exc:
+            logger.warning("run artifact for {} not written ({} events lost): {}: {}", run_id, len(lines), type(exc).__name__, exc)
 
 
 writer = ArtifactWriter()

@@ -4,6 +4,10 @@ Each line typed is one console turn in the same conversation (``delivery = "cons
 ``console = "terminal"``); the answer streams as it arrives. Line editing and history come
 from the standard ``readline`` module where the platform has it. ``/exit`` or end of input
 (Ctrl-D) leaves; ``/reset`` clears the conversation's message and tool history.
+
+Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
+written passes :mod:`monoagent.terminal`: the streamed answer line by line through a
+:class:`~monoagent.terminal.TerminalStream`, the rest through ``terminal_text``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any, TextIO
 
 from monoagent.model import RunEvent, TurnRequest
 from monoagent.plugins import bundled_impl
+from monoagent.terminal import TerminalStream, accept_undecodable, echo, input_text, terminal_text
 
 
 class ConsoleChannel:
@@ -25,30 +30,39 @@ class ConsoleChannel:
         self.model = model
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self._printed = TerminalStream(agent.redact)
 
     def _read(self) -> str | None:
+        if self.stdin is sys.stdin:
+            accept_undecodable(sys.stdin)
         if self.stdin is sys.stdin and sys.stdin.isatty():
             try:
                 import readline  # noqa: F401  (enables line editing for input())
             except ImportError:
                 pass
             try:
-                return input("you> ")
+                line = input("you> ")
             except EOFError:
                 return None
-        line = self.stdin.readline()
-        return None if line == "" else line.rstrip("\n")
+        else:
+            line = self.stdin.readline()
+            if line == "":
+                return None
+        return input_text(line.rstrip("\n"), "the input line")
+
+    def _write(self, text: str) -> None:
+        self.stdout.write(terminal_text(text, self.agent.redact))
 
     def _print_delta(self, event: RunEvent) -> None:
         if event.type == "text_delta":
-            self.stdout.write(event.data["text"])
+            self.stdout.write(self._printed.feed(event.data["text"]))
             self.stdout.flush()
         elif event.type == "provider_attempt_discarded":
-            self.stdout.write("\n")
+            self.stdout.write(self._printed.end() + "\n")
             self.stdout.flush()
             from monoagent.reliability import discard_notice  # imported on first use: CLI start-up
 
-            print(discard_notice(event.data), file=sys.stderr, flush=True)
+            echo(discard_notice(event.data), err=True, redact=self.agent.redact)
 
     async def _read_line(self) -> str | None:
         """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
@@ -92,10 +106,10 @@ class ConsoleChannel:
                 try:
                     report, tool = await agent.reset_conversation(self.conversation_id)
                 except Exception as exc:  # nothing was cleared; say why and keep chatting
-                    self.stdout.write(f"(reset failed, nothing was cleared: {exc})\n")
+                    self._write(f"(reset failed, nothing was cleared: {exc})\n")
                     continue
                 calls = f", {tool.calls} tool calls" if tool is not None else ""
-                self.stdout.write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
+                self._write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
                 continue
             request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                                   delivery="console", console="terminal", model=self.model)
@@ -103,8 +117,9 @@ class ConsoleChannel:
             try:
                 await agent.respond(request, on_event=self._print_delta)
             except Exception as exc:  # one failed turn does not end the session
-                self.stdout.write(f"\n(error: {exc})")
-            self.stdout.write("\n")
+                self.stdout.write(self._printed.end())
+                self._write(f"\n(error: {exc})")
+            self.stdout.write(self._printed.end() + "\n")
             self.stdout.flush()
 
 

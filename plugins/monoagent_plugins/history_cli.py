@@ -24,6 +24,7 @@ import click
 from monoagent.errors import HistoryStoreError
 from monoagent.interfaces import HistoryStats, load_history, logical_conversation_id
 from monoagent.plugins import await_me_maybe, bundled_impl
+from monoagent.terminal import echo, echo_json
 from monoagent.tool_lifecycle import ToolHistoryError
 
 NOT_CONFIGURED = "not configured"
@@ -45,7 +46,7 @@ def _agent() -> Any:
 
 
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    echo_json(value)
 
 
 def _require(store: Any, method: str, what: str) -> Any:
@@ -108,9 +109,9 @@ def list_command(as_json: bool) -> None:
         return
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated_at"]))
-        click.echo(f"{when}  {row['messages']:>4} msgs  {row['bytes']:>9} B  {json.dumps(row['conversation_id'], ensure_ascii=False)}")
-    click.echo(_message_line("total", len(rows), sum(r["bytes"] for r in rows)))
-    click.echo(_tool_line("total", tool))
+        echo(f"{when}  {row['messages']:>4} msgs  {row['bytes']:>9} B  {json.dumps(row['conversation_id'], ensure_ascii=False)}")
+    echo(_message_line("total", len(rows), sum(r["bytes"] for r in rows)))
+    echo(_tool_line("total", tool))
 
 
 @history_group.command("show")
@@ -140,18 +141,18 @@ def show_command(conversation: str, as_json: bool) -> None:
     if unreadable and not any(messages for _, messages in found):
         raise click.ClickException(unreadable[0])
     for message in unreadable:
-        click.echo(f"monoagent: warning: {message}", err=True)
+        echo(f"monoagent: warning: {message}", err=True)
     if as_json:
         _echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
         return
     if not found:
         raise click.ClickException(f"no history for conversation {conversation!r} (see `monoagent history list`)")
     for cid, messages in found:
-        click.echo(f"=== {cid} ({len(messages)} messages) ===")
+        echo(f"=== {cid} ({len(messages)} messages) ===")
         for message in messages:
             who = message.role + (f" ({message.name})" if message.name else "")
-            click.echo(f"--- {who} ---")
-            click.echo(message.content)
+            echo(f"--- {who} ---")
+            echo(message.content)
 
 
 @history_group.command("reset")
@@ -174,9 +175,9 @@ def reset_command(conversation: str, as_json: bool) -> None:
                                         "messages": report.messages, "bytes": report.bytes},
                     "tool_history": tool})
         return
-    click.echo(f"reset {logical!r}: {', '.join(repr(c) for c in report.conversation_ids) or 'no stored conversation'}")
-    click.echo(_message_line("removed", report.records, report.bytes) + f" ({report.messages} messages)")
-    click.echo(_tool_line("removed", tool))
+    echo(f"reset {logical!r}: {', '.join(repr(c) for c in report.conversation_ids) or 'no stored conversation'}")
+    echo(_message_line("removed", report.records, report.bytes) + f" ({report.messages} messages)")
+    echo(_tool_line("removed", tool))
 
 
 def _check_tool_history(agent: Any) -> None:
@@ -206,9 +207,9 @@ def _clear_report(removed: HistoryStats, tool: dict[str, int] | None, as_json: b
         _echo_json({"message_history": {"files": removed.records, "bytes": removed.bytes, "stages": removed.stages,
                                         "stage_bytes": removed.stage_bytes}, "tool_history": tool, **(extra or {})})
         return
-    click.echo(_message_line("removed", removed.records, removed.bytes))
-    click.echo(_tool_line("removed", tool))
-    click.echo("memory and run artifacts were not touched")
+    echo(_message_line("removed", removed.records, removed.bytes))
+    echo(_tool_line("removed", tool))
+    echo("memory and run artifacts were not touched")
 
 
 @history_group.command("clear")
@@ -236,7 +237,7 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
 def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
     """Restart with a fresh start: --clear-sessions clears both history stores (memory and run artifacts stay)."""
     if not clear_sessions:
-        click.echo("monoagent runs in the foreground: nothing to restart. Message and tool history are kept "
+        echo("monoagent runs in the foreground: nothing to restart. Message and tool history are kept "
                    "(pass --clear-sessions to clear them).")
         return
     agent = _agent()
@@ -248,7 +249,7 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         raise click.ClickException(str(exc)) from None
     _clear_report(removed, tool, as_json, {"acp_session_authorizations": NOT_CONFIGURED})
     if not as_json:
-        click.echo(f"ACP session authorizations: {NOT_CONFIGURED}")
+        echo(f"ACP session authorizations: {NOT_CONFIGURED}")
 
 
 @bundled_impl

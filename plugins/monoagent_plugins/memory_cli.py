@@ -13,8 +13,6 @@ or locked file, a broken embedder, a factory that raises) is one line on stderr 
 from __future__ import annotations
 
 import inspect
-import json
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +23,7 @@ from monoagent.cli_params import AsciiIntRange
 from monoagent.errors import ComponentError, ConfigError
 from monoagent.interfaces import MemoryTier
 from monoagent.plugins import bundled_impl
+from monoagent.terminal import echo, echo_json, read_stdin
 
 from .memory_index import MemoryTierError, single_line
 
@@ -51,7 +50,7 @@ def _preview(text: str) -> str:
 
 
 def _echo_json(agent: Any, value: Any) -> None:
-    click.echo(json.dumps(agent.unstructure(value), ensure_ascii=False, indent=2, default=str))
+    echo_json(agent.unstructure(value))
 
 
 async def _with_tiers(
@@ -100,7 +99,7 @@ async def _with_tiers(
 def _finish(failures: list[str]) -> None:
     """Print the failures of the command's tiers, one line each, and exit 1 if there was any."""
     for line in failures[:-1]:
-        click.echo(f"Error: {line}", err=True)
+        echo(f"Error: {line}", err=True)
     if failures:
         raise click.ClickException(failures[-1])
 
@@ -138,10 +137,10 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
     if as_json:
         _echo_json(agent, hits)
     elif found and not hits:
-        click.echo("no memory matched")
+        echo("no memory matched")
     else:
         for hit in hits:
-            click.echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
+            echo(f"{hit.source:<8} {hit.id or '-':>6}  {hit.score:.2f}  {_preview(hit.text)}")
     _finish(failures)
 
 
@@ -153,7 +152,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     """Store TEXT as a memory ('-' reads stdin)."""
     agent = _agent()
     if text == "-":
-        text = sys.stdin.read()
+        text = read_stdin()
     if not text.strip():
         raise click.BadParameter("the memory text is empty", param_hint="TEXT")
 
@@ -166,7 +165,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(agent, {"tier": name, "id": entry_id})
     else:
-        click.echo(f"added {name} {entry_id}")
+        echo(f"added {name} {entry_id}")
 
 
 @memory_group.command("list")
@@ -187,10 +186,10 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
     else:
         for name, records in listed.items():
             if not records:
-                click.echo(f"{name:<8} (empty)")
+                echo(f"{name:<8} (empty)")
             for record in records:
                 stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
-                click.echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
+                echo(f"{name:<8} {record.id:>6}  {stamp}  {_preview(record.text)}")
     _finish(failures)
 
 
@@ -212,7 +211,7 @@ def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json(agent, outcome)
     elif outcome["forgotten"]:
-        click.echo(f"forgot {outcome['tier']} {memory_id}")
+        echo(f"forgot {outcome['tier']} {memory_id}")
     if not outcome["forgotten"]:
         raise click.ClickException(f"memory tier {outcome['tier']!r} has no entry {memory_id!r} (see `monoagent memory list`)")
 
@@ -232,10 +231,10 @@ def stats_command(tier: str | None, as_json: bool) -> None:
         _echo_json(agent, list(found.values()))
     else:
         for item in found.values():
-            click.echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
+            echo(f"{item.tier}: {item.entries} entries, {item.bytes} bytes of text, at {item.location or '-'}")
             for key, value in item.details.items():
                 if value is not None:
-                    click.echo(f"  {key}: {value}")
+                    echo(f"  {key}: {value}")
     _finish(failures)
 
 

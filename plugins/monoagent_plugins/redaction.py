@@ -750,4 +750,6 @@ def _secret_item(item: Any, redact: Callable[[str], str]) -> Any:
 
 @bundled_impl
 def redact(text: str, kind: str) -> str:
+    if kind == "terminal":  # the reader is the machine's own user: secrets go, paths stay readable
+        return redact_secrets(text)
     return redact_text(text)
