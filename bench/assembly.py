@@ -28,7 +28,7 @@ from typing import Any
 
 from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent.model import Message, TurnRequest
+from monoagent.kernel.model import Message, TurnRequest
 from monoagent.testing import fresh_agent
 
 TARGET_US = 1000.0
@@ -92,10 +92,10 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
 
 async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
-    from monoagent.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
-    from monoagent.harness import gate_recall, new_run_id
-    from monoagent.model import Message as Msg
-    from monoagent.turn import Turn
+    from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
+    from monoagent.pipeline.harness import gate_recall, new_run_id
+    from monoagent.kernel.model import Message as Msg
+    from monoagent.kernel.turn import Turn
 
     host = agent.host
     harness = agent.harness

@@ -21,12 +21,12 @@ import time
 
 from _benchlib import emit_json, machine, parser, scaled, summary, verdict_line
 
-from monoagent.untrusted import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralize_fence_tokens
 
 TARGET_US = 50.0
 WORDS = "the agent reads a configuration file then loads plugins from entry points and local paths before each turn".split()
 FIRST_CALLS = (
-    "import time; t = time.perf_counter(); from monoagent.untrusted import neutralize_fence_tokens as n; "
+    "import time; t = time.perf_counter(); from monoagent.boundary.fences import neutralize_fence_tokens as n; "
     "n('x < y'); n('é <current_speaker>'); print(time.perf_counter() - t)"
 )
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from _benchlib import durable_write, emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent.model import Message
+from monoagent.kernel.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore, record_name
 
 CHECKPOINTS = (10, 100, 200)

@@ -38,7 +38,7 @@ from typing import Any
 from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
 from monoagent_plugins.embedders import HashedNgramEmbedder
-from monoagent_plugins.memory_index import fts_match, query_terms
+from monoagent_plugins.lib.memory_index import fts_match, query_terms
 from monoagent_plugins.memory_journal import JournalTier
 from monoagent_plugins.memory_lite import LiteTier
 from monoagent_plugins.memory_recall import LookupCache, passes_gate

@@ -2,7 +2,7 @@
 
 Corpora: ``tests/data/redaction_recall.json`` (FAKE secrets of 40+ kinds, each in the syntax it is
 written in) and ``tests/data/redaction_precision.json`` (prose, code, logs, hashes, ids, JSON with
-escapes that must come back unchanged); the scoring is :mod:`monoagent.redaction_measure`
+escapes that must come back unchanged); the scoring is :mod:`monoagent.testing.redaction_measure`
 (a secret is caught when no 8-character run of it survives; an ordinary entry that changes at all
 is a false positive).
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from _benchlib import REPO, emit_json, machine, parser, summary, verdict_line
 
-from monoagent.redaction_measure import measure_redactor
+from monoagent.testing.redaction_measure import measure_redactor
 from monoagent_plugins.redaction import redact_text
 
 DATA = REPO / "tests" / "data"
@@ -42,7 +42,7 @@ TOOL_RESULT_BYTES = 16 * 1024
 # (already loaded before the clock starts, timed): the kernel is loaded by every CLI command anyway.
 IMPORTS = {
     "monoagent": (
-        "import monoagent.plugins",
+        "import monoagent.kernel.host",
         "import monoagent_plugins.redaction as r; r.redact_text('password=x /home/a/b sk-ant-api03-FAKEFAKEFAKEFAKEFAKE')",
     ),
     "detect-secrets": (

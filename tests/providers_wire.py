@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from monoagent.provider_contract import Reply, WireServer
+from monoagent.testing.provider_contract import Reply, WireServer
 
 
 def _json(data: Any) -> str:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from providers_wire import AnthropicWireServer
 
-from monoagent.assembly import BOUNDARY, compile_prompt
-from monoagent.errors import ContextLimitError, ProviderError
-from monoagent.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
+from monoagent.pipeline.assembly import BOUNDARY, compile_prompt
+from monoagent.kernel.errors import ContextLimitError, ProviderError
+from monoagent.kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
 from monoagent import hookimpl
-from monoagent.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
+from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 from monoagent.testing import fresh_agent
 
 MODEL = "anthropic:claude-x"
@@ -342,7 +342,7 @@ def test_consecutive_event_loops_each_get_a_working_client(tmp_path, server, rec
 
 
 def test_finished_event_loops_are_not_kept_alive_by_the_shared_client(tmp_path, server):
-    from monoagent_plugins import provider_http
+    from monoagent_plugins.lib import provider_http
 
     agent = agent_for(tmp_path, server)
     for _ in range(3):

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.bloat import (
+from monoagent.pipeline.bloat import (
     BEGIN_MARKER,
     END_MARKER,
     LIMIT_BYTES,
@@ -19,7 +19,7 @@ from monoagent.bloat import (
     head_tail_sample,
     neutralise_markers,
 )
-from monoagent.model import (
+from monoagent.kernel.model import (
     BinaryBlock,
     ImageBlock,
     StepFinished,
@@ -230,7 +230,7 @@ def test_harness_passes_a_tool_result_with_blocks_summary_only(tmp_path):
 
 
 def test_tool_results_with_blocks_round_trip_through_cattrs():
-    from monoagent.serial import dumps, structure, unstructure
+    from monoagent.kernel.serial import dumps, structure, unstructure
 
     original = result("form", (TextBlock("x"), ImageBlock(b"\x89PNG", "image/png"), BinaryBlock(b"\x00\xff", name="f.bin")))
     assert structure(unstructure(original), ToolResult) == original

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
-from monoagent.assembly import BOUNDARY
-from monoagent.config import iter_keys
-from monoagent.plugins import PluginHost
+from monoagent.pipeline.assembly import BOUNDARY
+from monoagent.kernel.config import iter_keys
+from monoagent.kernel.host import PluginHost
 
 ANNOUNCE = "monoagent: no runtime.model configured; using offline:echo"
 BUNDLED = sorted(ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent")
@@ -282,7 +282,7 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
     debug = monoagent(tmp_path, "--debug", "--config", "nope.toml", "run", "hi")
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "monoagent.errors.ComponentError: provider 'nope'" in debug.stderr
+    assert "monoagent.kernel.errors.ComponentError: provider 'nope'" in debug.stderr
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a pseudo-terminal")

@@ -21,7 +21,7 @@ import platformdirs
 import pytest
 import tomli_w
 
-from monoagent.config import (
+from monoagent.kernel.config import (
     CONFIG_FILENAME,
     STATE_DIRNAME,
     Config,
@@ -38,9 +38,9 @@ from monoagent.config import (
     setting,
     value_sources,
 )
-from monoagent.errors import ConfigError
-from monoagent.plugins import PluginHost
-from monoagent.starter import starter_toml
+from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.host import PluginHost
+from monoagent.cli.starter import starter_toml
 from monoagent_plugins.offline import OfflineConfig
 
 OFFLINE = {"providers.offline": OfflineConfig}

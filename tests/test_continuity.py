@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.continuity import (
+from monoagent.pipeline.continuity import (
     ACCOUNT_HEADER,
     ACCOUNT_MAX_BYTES,
     CANCEL_NOTICE,
@@ -25,12 +25,12 @@ from monoagent.continuity import (
     build_account,
     render_account,
 )
-from monoagent.errors import ProviderError, TurnFailed
-from monoagent.hookspecs import hookimpl
-from monoagent.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec, TurnRequest
+from monoagent.kernel.errors import ProviderError, TurnFailed
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.tool_lifecycle import ToolInvocation
+from monoagent.pipeline.tool_lifecycle import ToolInvocation
 from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.tool_history import SIDECAR
 
@@ -513,7 +513,7 @@ def test_property_bounded_values_are_whole_or_omitted(text, limit):
 
 def test_an_empty_answer_fails_the_turn_as_empty_response(tmp_path):
     """No text and no tool call is not an answer: the turn settles as empty_response, with an account."""
-    from monoagent.errors import EmptyResponse
+    from monoagent.kernel.errors import EmptyResponse
     from monoagent.testing import scripted_agent
 
     agent = scripted_agent(tmp_path, [{"text": "  \n"}])

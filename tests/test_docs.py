@@ -23,22 +23,22 @@ import attrs
 import pluggy
 import pytest
 
-import monoagent.hookspecs
-from monoagent import docgen
-from monoagent.config import iter_keys
+import monoagent.kernel.hookspecs
+from monoagent.cli import docgen
+from monoagent.kernel.config import iter_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 TESTS = ROOT / "tests"
-REGENERATE = "run `python -m monoagent.docgen` and commit the result"
+REGENERATE = "run `python -m monoagent.cli.docgen` and commit the result"
 
 MARKER = re.compile(r"^<!--\s*test:\s*(?P<action>run|write)(?:\s+(?P<target>\S+))?\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 
 
 def hook_names() -> list[str]:
-    pm = pluggy.PluginManager(monoagent.hookspecs.PROJECT)
-    pm.add_hookspecs(monoagent.hookspecs)
+    pm = pluggy.PluginManager(monoagent.kernel.hookspecs.PROJECT)
+    pm.add_hookspecs(monoagent.kernel.hookspecs)
     return sorted(name for name, caller in vars(pm.hook).items() if getattr(caller, "spec", None) is not None)
 
 
@@ -79,7 +79,7 @@ def test_every_hook_is_documented() -> None:
     for name in hook_names():
         if name not in headings:
             problems.append(f"{name}: no heading in docs/hooks.md")
-        doc = " ".join((getattr(monoagent.hookspecs, name).__doc__ or "").split())
+        doc = " ".join((getattr(monoagent.kernel.hookspecs, name).__doc__ or "").split())
         if "First non-None result wins" not in doc and "Results are collected" not in doc:
             problems.append(f"{name}: docstring says neither 'First non-None result wins' nor 'Results are collected'")
         if "Bundled default" not in doc:
@@ -96,7 +96,7 @@ def test_hook_families_follow_the_banners() -> None:
 
 def test_firstresult_wording_matches_the_marker() -> None:
     for name in hook_names():
-        hook = getattr(monoagent.hookspecs, name)
+        hook = getattr(monoagent.kernel.hookspecs, name)
         doc = " ".join((hook.__doc__ or "").split())  # the phrases may wrap
         if hook.monoagent_spec["firstresult"]:
             assert "First non-None result wins" in doc, name
@@ -157,7 +157,7 @@ def test_switch_precedence_matches_plugins_docstring() -> None:
     """writing-plugins.md repeats the switch list of plugins.py word for word."""
     guide = (DOCS / "writing-plugins.md").read_text(encoding="utf-8")
     assert docgen.switch_precedence() in guide, (
-        "the switch list in docs/writing-plugins.md differs from monoagent.plugins' docstring; "
+        "the switch list in docs/writing-plugins.md differs from monoagent.kernel.host' docstring; "
         "copy it from docs/configuration.md after regenerating"
     )
 
@@ -166,10 +166,14 @@ def test_switch_precedence_matches_plugins_docstring() -> None:
 
 
 def _emitted_event_names() -> set[str]:
-    """Every literal event name the harness emits (``turn.emit("name", ...)``)."""
-    source = (ROOT / "core" / "monoagent" / "harness.py").read_text(encoding="utf-8")
+    """Every literal event name the turn pipeline emits (``turn.emit("name", ...)``)."""
     names = set()
-    for node in ast.walk(ast.parse(source)):
+    nodes = [
+        node
+        for path in sorted((ROOT / "core" / "monoagent" / "pipeline").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    for node in nodes:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -191,7 +195,7 @@ def test_architecture_lists_every_event() -> None:
 
 
 def test_architecture_lists_every_manifest_field() -> None:
-    from monoagent.model import PromptManifest
+    from monoagent.kernel.model import PromptManifest
 
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     missing = [f.name for f in attrs.fields(PromptManifest) if f"`{f.name}`" not in text]
@@ -327,7 +331,7 @@ def test_docs_python_examples_run(page: Path, isolated: Path) -> None:
 def test_readme_local_override_replaces_identity(isolated: Path) -> None:
     """The README's monoagent_local.py, dropped next to a monoagent.toml, replaces the identity section."""
     from monoagent.agent import Agent
-    from monoagent.model import TurnRequest
+    from monoagent.kernel.model import TurnRequest
 
     written = [e for e in doc_examples(ROOT / "README.md") if e.target == "monoagent_local.py"]
     assert len(written) == 1, "README.md must carry one '<!-- test: write monoagent_local.py -->' example"

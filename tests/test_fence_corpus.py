@@ -1,7 +1,7 @@
 """Fence neutralisation: a corpus of known bypass payloads and hypothesis property tests.
 
 Every check runs on a normalised view of the rendered user message defined here, independently
-of :mod:`monoagent.untrusted`: HTML entities unescaped, NFKC, case folded, zero-width and other
+of :mod:`monoagent.boundary.fences`: HTML entities unescaped, NFKC, case folded, zero-width and other
 format characters, invisible control characters and filler letters stripped, a few look-alike
 characters mapped to what they imitate, repeated until nothing changes. In that view the only fence tags are the real fence lines, every line
 between them is the preamble, the dropped-count line, a real entry or an indented continuation,
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.model import PrecedingMessage, Speaker, TurnRequest
-from monoagent.untrusted import neutralize_fence_tokens
+from monoagent.kernel.model import PrecedingMessage, Speaker, TurnRequest
+from monoagent.boundary.fences import neutralize_fence_tokens
 from monoagent_plugins import conversation, group_context, session_block
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "fence_bypass_corpus.json").read_text("utf-8"))["payloads"]

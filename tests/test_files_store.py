@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.errors import HistoryStoreError
-from monoagent.interfaces import ManagedHistoryStore, logical_conversation_id
-from monoagent.model import Message, ToolCall, TurnRequest
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import ManagedHistoryStore, logical_conversation_id
+from monoagent.kernel.model import Message, ToolCall, TurnRequest
 from monoagent.testing import collect_events, fresh_agent
 from monoagent.text import utf8_len
 from monoagent_plugins.files_history import (

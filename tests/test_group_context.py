@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
+from monoagent.kernel.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
 from monoagent.testing import scripted_agent
 from monoagent.text import utf8_len
-from monoagent.untrusted import NAME_MAX_CHARS, one_line, speaker_label
+from monoagent.boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
 from monoagent_plugins import conversation, group_context
 
 ALICE = Speaker("Alice Chen", "alice", "U0ALICE42")
@@ -407,7 +407,7 @@ def test_recalled_memory_cannot_carry_a_fence_token():
     ],
 )
 def test_wrongly_typed_fields_are_refused_by_name(tmp_path, fields, message):
-    from monoagent.errors import MonoagentError
+    from monoagent.kernel.errors import MonoagentError
 
     with pytest.raises(MonoagentError, match=message):
         Recorder(tmp_path).assemble(group_request(**fields))
@@ -436,7 +436,7 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
     """A stored message that carries fence tokens cannot pose as a fence from the history section."""
     import asyncio
 
-    from monoagent.model import TurnRequest
+    from monoagent.kernel.model import TurnRequest
     from monoagent.testing import fresh_agent
 
     agent = fresh_agent(tmp_path)
@@ -460,7 +460,7 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
 )
 def test_a_malformed_surface_is_refused_by_name(tmp_path, surface, message):
     """The kind is always stated, so a kind the block cannot state truthfully is an error, not 'channel'."""
-    from monoagent.errors import MonoagentError
+    from monoagent.kernel.errors import MonoagentError
 
     with pytest.raises(MonoagentError, match=message):
         Recorder(tmp_path).assemble(group_request(surface=surface))

@@ -10,8 +10,8 @@ import stat
 import pytest
 
 from monoagent import hookimpl
-from monoagent.errors import AdmissionRejected, ProviderError
-from monoagent.model import StepFinished, TextDelta, TurnRequest
+from monoagent.kernel.errors import AdmissionRejected, ProviderError
+from monoagent.kernel.model import StepFinished, TextDelta, TurnRequest
 from monoagent.testing import fresh_agent, write_script
 
 
@@ -184,7 +184,7 @@ def test_run_sync_works_repeatedly_across_event_loops(tmp_path):
 
 
 def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
-    from monoagent.errors import ComponentError
+    from monoagent.kernel.errors import ComponentError
 
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
     with pytest.raises(ComponentError, match="provider 'nope' .*available: anthropic, lmstudio, offline, ollama, openai"):
@@ -192,7 +192,7 @@ def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
 
 
 def test_scripted_script_errors_are_clear(tmp_path):
-    from monoagent.errors import ConfigError
+    from monoagent.kernel.errors import ConfigError
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"steps": [{"txt": "typo"}]}')

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import monoagent.cli as cli_module
-from monoagent.model import Message
-from monoagent.config import load_raw, plugins_settings
-from monoagent.plugins import PluginHost, local_plugin_paths
+from monoagent.kernel.model import Message
+from monoagent.kernel.config import load_raw, plugins_settings
+from monoagent.kernel.host import PluginHost, local_plugin_paths
 from monoagent_plugins import history_cli
 from monoagent_plugins.files_history import FilesHistoryStore
 
@@ -54,7 +54,7 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
 PLAIN_STORE = textwrap.dedent(
     """
     from monoagent import hookimpl
-    from monoagent.interfaces import CommitReceipt
+    from monoagent.kernel.interfaces import CommitReceipt
 
     class PlainStore:
         name = "plain"

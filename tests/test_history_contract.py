@@ -25,7 +25,7 @@ class TestFilesStoreContract(HistoryStoreContract):
 
 
 def test_contract_is_exported_from_testing():
-    import monoagent.history_contract as contract
+    import monoagent.testing.history_contract as contract
     import monoagent.testing as testing
 
     assert testing.HistoryStoreContract is contract.HistoryStoreContract

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.errors import HistoryStoreError
-from monoagent.model import Message
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore, FsOps, record_name
 
 KILLS = 100
@@ -40,7 +40,7 @@ KILLS = 100
 ZYGOTE = textwrap.dedent(
     r"""
     import os, sys
-    from monoagent.model import Message
+    from monoagent.kernel.model import Message
     from monoagent_plugins.files_history import FilesHistoryStore
 
     def writer(root, conversation, start, count):
@@ -472,7 +472,7 @@ def test_a_failure_at_each_io_operation_is_clear_and_keeps_the_record(tmp_path):
 DISK_FULL = textwrap.dedent(
     r"""
     import asyncio, json, resource, signal, sys
-    from monoagent.model import Message
+    from monoagent.kernel.model import Message
     from monoagent_plugins.files_history import FilesHistoryStore
     store = FilesHistoryStore(sys.argv[1])
     asyncio.run(store.commit("c", [Message("user", "small"), Message("assistant", "ok")]))

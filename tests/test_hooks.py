@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import hookimpl
-from monoagent.errors import ComponentError, TurnFailed
-from monoagent.interfaces import CompactionOutcome
-from monoagent.model import (
+from monoagent.kernel.errors import ComponentError, TurnFailed
+from monoagent.kernel.interfaces import CompactionOutcome
+from monoagent.kernel.model import (
     MemoryHit,
     Message,
     Section,
@@ -77,7 +77,7 @@ def test_hook_register_history_stores(tmp_path):
             return list(self.records.get(conversation_id, []))
 
         async def commit(self, conversation_id, messages):
-            from monoagent.interfaces import CommitReceipt
+            from monoagent.kernel.interfaces import CommitReceipt
 
             self.records.setdefault(conversation_id, []).extend(messages)
             return CommitReceipt(conversation_id, len(self.records[conversation_id]), 0)
@@ -233,7 +233,7 @@ def test_hook_register_config_sections(tmp_path):
 
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retries": 3}})
     assert agent.config.section("lab") == LabConfig(retries=3)
-    from monoagent.errors import ConfigError
+    from monoagent.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"lab\.retry: unknown key .*did you mean 'retries'"):
         fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retry": 3}})

@@ -18,13 +18,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from monoagent.errors import ConfigError, MonoagentError
-from monoagent.hookspecs import hookimpl
-from monoagent.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
+from monoagent.kernel.errors import ConfigError, MonoagentError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.conversation import RECALL_DELIMITER
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
-from monoagent_plugins.memory_index import VectorIndex, open_database, query_terms
+from monoagent_plugins.lib.memory_index import VectorIndex, open_database, query_terms
 from monoagent_plugins.memory_journal import JournalTier, render_entries
 from monoagent_plugins.memory_lite import LiteTier
 from monoagent_plugins.memory_recall import LookupCache, capture_text, guidance
@@ -631,7 +631,7 @@ def test_tier_options_are_validated(tmp_path: Path) -> None:
 def test_query_terms_drop_stop_words_and_quote_syntax() -> None:
     assert query_terms("What is the 'deployment' status of THE API?") == ["deployment", "status", "api"]
     assert len(query_terms(" ".join(f"word{i}" for i in range(40)))) == 16
-    from monoagent_plugins.memory_index import fts_match
+    from monoagent_plugins.lib.memory_index import fts_match
 
     assert fts_match(['say"hi', "x"]) == '"say""hi" OR "x"'
     assert fts_match([]) is None

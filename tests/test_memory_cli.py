@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
-from monoagent.plugins import PluginHost
+from monoagent.kernel.host import PluginHost
 
 CONFIG = """
 [memory]

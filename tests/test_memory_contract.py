@@ -29,7 +29,7 @@ class TestHashedNgramsContract(EmbedderContract):
 
 
 def test_contracts_are_exported_from_testing():
-    import monoagent.memory_contract as contract
+    import monoagent.testing.memory_contract as contract
     import monoagent.testing as testing
 
     assert testing.MemoryTierContract is contract.MemoryTierContract
@@ -38,7 +38,7 @@ def test_contracts_are_exported_from_testing():
 
 
 def test_recall_delimiter_matches_the_rendered_one():
-    from monoagent.memory_contract import RECALL_DELIMITER
+    from monoagent.testing.memory_contract import RECALL_DELIMITER
     from monoagent_plugins.conversation import RECALL_DELIMITER as rendered
 
     assert RECALL_DELIMITER == rendered

@@ -13,12 +13,12 @@ import pytest
 from providers_wire import OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.assembly import BOUNDARY
-from monoagent.errors import ContextLimitError, ProviderError
-from monoagent.model import Message, ToolCall, ToolSpec, Usage
-from monoagent.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
+from monoagent.pipeline.assembly import BOUNDARY
+from monoagent.kernel.errors import ContextLimitError, ProviderError
+from monoagent.kernel.model import Message, ToolCall, ToolSpec, Usage
+from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 from monoagent.testing import fresh_agent
-from monoagent_plugins.provider_http import parse_retry_after
+from monoagent_plugins.lib.provider_http import parse_retry_after
 
 
 @pytest.fixture

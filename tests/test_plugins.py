@@ -565,7 +565,7 @@ def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees
         "from loguru import logger\n"
         "logger.remove(); logger.add(sys.stdout, format='{name}: {message}')\n"
         "logger.enable('monoagent')\n"
-        "from monoagent.log import logger as lazy\n"
+        "from monoagent.kernel.log import logger as lazy\n"
         "scope = {'__name__': 'monoagent.example', 'lazy': lazy}\n"
         "exec('def emit():\\n    lazy.warning(\"kept\")\\n', scope)\n"
         "scope['emit']()\n"
@@ -578,7 +578,7 @@ def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees
 
 
 def test_registered_takes_the_components_of_the_plugin_away_again(tmp_path: Path) -> None:
-    from monoagent.errors import ComponentError
+    from monoagent.kernel.errors import ComponentError
     from monoagent.testing import registered
 
     class Extra:

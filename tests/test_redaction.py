@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.hookspecs import hookimpl
+from monoagent.kernel.hookspecs import hookimpl
 from monoagent.testing import fresh_agent
 from monoagent_plugins.redaction import opaque_path, redact_structure, redact_text
 

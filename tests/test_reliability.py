@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent import reliability
-from monoagent.errors import ContextLimitError, ProviderError, TurnFailed
-from monoagent.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
-from monoagent.reliability import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES, backoff_delay_ms
+from monoagent.pipeline import provider_call as reliability
+from monoagent.kernel.errors import ContextLimitError, ProviderError, TurnFailed
+from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
+from monoagent.pipeline.provider_call import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES, backoff_delay_ms
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent.text import utf8_len
 
@@ -167,7 +167,7 @@ def test_pi_max_retries_zero_fails_at_once(tmp_path, delays):
 
 
 def test_pi_max_retries_range_is_validated(tmp_path):
-    from monoagent.errors import ConfigError
+    from monoagent.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="piMaxRetries"):
         fresh_agent(tmp_path, config={"providers": {"piNative": {"piMaxRetries": 9}}})
@@ -512,7 +512,7 @@ def test_transport_is_recorded_as_pi_transport_requested(tmp_path):
 
 
 def test_transport_values_are_validated(tmp_path):
-    from monoagent.errors import ConfigError
+    from monoagent.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="transport"):
         fresh_agent(tmp_path, config={"providers": {"piNative": {"transport": "carrier-pigeon"}}})
@@ -550,8 +550,8 @@ def test_prompt_cache_diagnostics_are_off_by_default(tmp_path):
 
 PLUGIN_FILE = """
 from monoagent import hookimpl
-from monoagent.errors import ProviderError
-from monoagent.model import StepFinished, TextDelta
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.model import StepFinished, TextDelta
 
 
 class Flaky:
@@ -579,7 +579,7 @@ def test_cli_run_streams_across_a_discarded_attempt(tmp_path, delays, monkeypatc
     from click.testing import CliRunner
 
     from monoagent import cli
-    from monoagent.plugins import PluginHost
+    from monoagent.kernel.host import PluginHost
 
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()

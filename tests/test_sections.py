@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from monoagent import bootstrap
-from monoagent.assembly import collect_sections, compile_prompt
-from monoagent.config import load_config
-from monoagent.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
-from monoagent.plugins import PluginHost
-from monoagent.hookspecs import hookimpl
-from monoagent.turn import SessionInfo, Turn
+from monoagent.pipeline import bootstrap
+from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.kernel.config import load_config
+from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
+from monoagent.kernel.host import PluginHost
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins import guardrails, identity, session_block, skills
 
 BUNDLED = (guardrails, identity, session_block, skills)

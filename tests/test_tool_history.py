@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.errors import ConfigError
-from monoagent.hookspecs import hookimpl
-from monoagent.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent.tool_lifecycle import ToolInvocation, record_id
-from monoagent.turn import SessionInfo, Turn
+from monoagent.pipeline.tool_lifecycle import ToolInvocation, record_id
+from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.tool_history import (
     FENCE_CLOSE,
@@ -215,8 +215,8 @@ def test_a_definitive_writer_rejection_is_failed_and_the_turn_goes_on(tmp_path):
 CRASH_CHILD = textwrap.dedent(
     """
     import sys, threading
-    from monoagent.hookspecs import hookimpl
-    from monoagent.model import ToolSpec
+    from monoagent.kernel.hookspecs import hookimpl
+    from monoagent.kernel.model import ToolSpec
     from monoagent.testing import scripted_agent
 
     class Blocking:
@@ -557,8 +557,8 @@ def test_maintenance_without_a_writer_needs_no_ownership(tmp_path, make_store):
 WRITER_CHILD = textwrap.dedent(
     """
     import json, sys, threading
-    from monoagent.hookspecs import hookimpl
-    from monoagent.model import ToolSpec
+    from monoagent.kernel.hookspecs import hookimpl
+    from monoagent.kernel.model import ToolSpec
     from monoagent.testing import scripted_agent
 
     home, history, mode, runs, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

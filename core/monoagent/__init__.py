@@ -15,18 +15,18 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Agent": "agent",
-    "hookimpl": "hookspecs",
-    "hookspec": "hookspecs",
-    "Config": "config",
-    "load_config": "config",
-    "Turn": "turn",
-    "StepOutcome": "turn",
-    "Tool": "interfaces",
-    "CompactionOutcome": "interfaces",
-    "CommitReceipt": "interfaces",
-    "ConversationInfo": "interfaces",
+    "hookimpl": "kernel.hookspecs",
+    "hookspec": "kernel.hookspecs",
+    "Config": "kernel.config",
+    "load_config": "kernel.config",
+    "Turn": "kernel.turn",
+    "StepOutcome": "kernel.turn",
+    "Tool": "kernel.interfaces",
+    "CompactionOutcome": "kernel.interfaces",
+    "CommitReceipt": "kernel.interfaces",
+    "ConversationInfo": "kernel.interfaces",
     **{
-        name: "model"
+        name: "kernel.model"
         for name in (
             "AssembledPrompt", "Attachment", "Diagnostic", "MemoryHit", "Message", "PrecedingMessage",
             "PromptManifest", "ProviderRequest", "RunEvent", "Section", "Speaker", "StepFinished",
@@ -35,7 +35,7 @@ _EXPORTS = {
         )
     },
     **{
-        name: "errors"
+        name: "kernel.errors"
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",

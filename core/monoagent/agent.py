@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import Config, RawConfig, build_config, load_raw, plugins_settings
-from .errors import ComponentError, ConfigError
-from .harness import EventCallback, Harness
-from .interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
-from .model import AssembledPrompt, TurnRequest, TurnResult
-from .plugins import PluginHost, await_me_maybe, local_plugin_paths
-from .turn import Turn
+from monoagent.kernel.config import Config, RawConfig, build_config, load_raw, plugins_settings
+from monoagent.kernel.errors import ComponentError, ConfigError
+from monoagent.pipeline.harness import EventCallback, Harness
+from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
+from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
+from monoagent.kernel.host import PluginHost, await_me_maybe, local_plugin_paths
+from monoagent.kernel.turn import Turn
 
 DEFAULT_MODEL = "offline:echo"
 
@@ -31,7 +31,7 @@ class Agent:
     """An agent: config + plugins + components + harness. One plugin manager per Agent.
 
     Args:
-        config: a :class:`~monoagent.config.Config`, a mapping shaped like ``monoagent.toml``,
+        config: a :class:`~monoagent.kernel.config.Config`, a mapping shaped like ``monoagent.toml``,
             or None to discover the config file (``config_path``, ``MONO_AGENT_CONFIG``,
             ``./monoagent.toml``, the user config dir).
         plugins: plugin objects (modules, classes, instances) or ``(name, plugin)`` pairs,
@@ -40,7 +40,7 @@ class Agent:
         plugins_dirs: directories of ``*.py`` plugin files (like ``--plugins-dir``).
         env: the environment to read ``MONO_AGENT_*`` from (default ``os.environ``).
         autoload: False skips third-party entry points (bundled plugins still load).
-        host: a :class:`~monoagent.plugins.PluginHost` whose entry-point and local plugins are
+        host: a :class:`~monoagent.kernel.host.PluginHost` whose entry-point and local plugins are
             already loaded for this configuration (the CLI loads them early so plugins can add
             commands); programmatic ``plugins`` are still registered on it.
     """
@@ -85,7 +85,7 @@ class Agent:
             self.config = config
             for path, cls in sections.items():
                 self.config.sections.setdefault(path, cls())
-        from .bootstrap import ensure_home
+        from monoagent.pipeline.bootstrap import ensure_home
 
         ensure_home(self.config)
         self.harness = Harness(self)
@@ -95,7 +95,7 @@ class Agent:
         self._store: HistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
         self._count_tokens = self.host.hook("count_tokens")
-        self.tool_history: Any = None  # a tool-history store (monoagent.tool_lifecycle), set by a plugin's configure
+        self.tool_history: Any = None  # a tool-history store (monoagent.pipeline.tool_lifecycle), set by a plugin's configure
         self.host.pm.hook.configure.call_historic(kwargs={"agent": self})
 
     @classmethod
@@ -184,7 +184,7 @@ class Agent:
 
     @staticmethod
     def unstructure(value: Any) -> Any:
-        from .serial import unstructure
+        from monoagent.kernel.serial import unstructure
 
         return unstructure(value)
 
@@ -208,7 +208,7 @@ class Agent:
 
     async def assemble(self, request: TurnRequest) -> AssembledPrompt:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
-        from .harness import new_run_id
+        from monoagent.pipeline.harness import new_run_id
 
         session = self.harness._session(request, time.time(), record=False)
         events: list[Any] = []
@@ -230,8 +230,8 @@ class Agent:
         either store is touched. Returns the message store's ``HistoryResetReport`` and the tool
         history's clear report (None without a sidecar). Other conversations are untouched.
         """
-        from .errors import HistoryStoreError
-        from .interfaces import logical_conversation_id
+        from monoagent.kernel.errors import HistoryStoreError
+        from monoagent.kernel.interfaces import logical_conversation_id
 
         logical = logical_conversation_id(conversation_id)
         store = self.history_store
@@ -239,7 +239,7 @@ class Agent:
         if reset_logical is None:
             raise HistoryStoreError(
                 f"history store {getattr(store, 'name', '?')!r} has no reset_logical(), so {logical!r} cannot be reset "
-                f"across its daily buckets; nothing was cleared (see monoagent.interfaces.ManagedHistoryStore)"
+                f"across its daily buckets; nothing was cleared (see monoagent.kernel.interfaces.ManagedHistoryStore)"
             )
         sidecar = self.tool_history
         if sidecar is not None:

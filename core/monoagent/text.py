@@ -63,7 +63,7 @@ def scrub_unicode(text: str) -> tuple[str, int]:
     """``text`` as valid Unicode: every surrogate code point replaced by U+FFFD, and how many were.
 
     The one decision for text that is not valid Unicode, taken where text enters (the CLI's
-    arguments and input, :class:`~monoagent.model.TurnRequest` and the other model classes,
+    arguments and input, :class:`~monoagent.kernel.model.TurnRequest` and the other model classes,
     provider events, tool results, files): a surrogate code point (what Python's
     ``surrogateescape`` makes of a byte that is not UTF-8, or a lone ``\\ud800`` from JSON) cannot
     be encoded, so it becomes the replacement character and the caller reports the count. Valid

@@ -1,6 +1,6 @@
 """The ``anthropic`` provider: ``anthropic:<model>`` on the Anthropic Messages API, streamed.
 
-The wire format lives in :mod:`monoagent_plugins.anthropic_wire`, imported on first use.
+The wire format lives in :mod:`monoagent_plugins.lib.anthropic_wire`, imported on first use.
 The system prompt travels as two system blocks: the stable text marked
 ``cache_control: {"type": "ephemeral"}`` (the provider caches the prefix up to and including it)
 and then the dynamic text, unmarked; an empty dynamic text sends no second block, and the cache
@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.errors import ProviderError
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.host import bundled_impl
 
 API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"
@@ -61,7 +61,7 @@ class AnthropicConfig:
 
 def make_runtime(agent: Any, model: str) -> Any:
     """The runtime for ``anthropic:<model>``; the wire code is imported here, on first use."""
-    from .anthropic_wire import AnthropicRuntime
+    from monoagent_plugins.lib.anthropic_wire import AnthropicRuntime
 
     config: AnthropicConfig = agent.config.section("providers.anthropic")
     if not config.api_key:

@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from monoagent.log import logger
-from monoagent.model import RunEvent
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import RunEvent
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import valid_unicode
 
 SKIPPED = frozenset({"text_delta"})
@@ -124,7 +124,7 @@ class ArtifactWriter:
                 logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}: {}", what, type(exc).__name__, exc)
 
     def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
-        from monoagent.serial import unstructure
+        from monoagent.kernel.serial import unstructure
 
         key = (root, event.run_id)
         try:

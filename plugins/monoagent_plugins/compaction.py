@@ -21,13 +21,13 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.log import logger
+from monoagent.kernel.log import logger
 
-from monoagent.assembly import compile_prompt
-from monoagent.errors import MonoagentError
-from monoagent.interfaces import CompactionOutcome
-from monoagent.model import Message, ProviderRequest, Section
-from monoagent.plugins import bundled_impl
+from monoagent.pipeline.assembly import compile_prompt
+from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.interfaces import CompactionOutcome
+from monoagent.kernel.model import Message, ProviderRequest, Section
+from monoagent.kernel.host import bundled_impl
 
 SUMMARY_PREFIX = "Summary of earlier conversation:"
 SUMMARY_INSTRUCTIONS = """\
@@ -96,7 +96,7 @@ class SummaryPolicy:
             run_id=turn.run_id,
             max_output_tokens=max_tokens,
         )
-        from monoagent.reliability import StreamLimits, read_step  # the harness's modules, not at plugin load
+        from monoagent.pipeline.provider_call import StreamLimits, read_step  # the harness's modules, not at plugin load
 
         pieces = io.StringIO()
         limits = StreamLimits.from_config(self.agent.config.providers.pi_native)

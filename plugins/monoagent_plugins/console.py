@@ -6,8 +6,8 @@ from the standard ``readline`` module where the platform has it. ``/exit`` or en
 (Ctrl-D) leaves; ``/reset`` clears the conversation's message and tool history.
 
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
-written passes :mod:`monoagent.terminal`: the streamed answer line by line through a
-:class:`~monoagent.terminal.TerminalStream`, the rest through ``terminal_text``.
+written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
+:class:`~monoagent.boundary.terminal.TerminalStream`, the rest through ``terminal_text``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from monoagent.model import RunEvent, TurnRequest
-from monoagent.plugins import bundled_impl
-from monoagent.terminal import TerminalStream, accept_undecodable, echo, input_text, terminal_text
+from monoagent.kernel.model import RunEvent, TurnRequest
+from monoagent.kernel.host import bundled_impl
+from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, terminal_text
 
 
 class ConsoleChannel:
@@ -60,7 +60,7 @@ class ConsoleChannel:
         elif event.type == "provider_attempt_discarded":
             self.stdout.write(self._printed.end() + "\n")
             self.stdout.flush()
-            from monoagent.reliability import discard_notice  # imported on first use: CLI start-up
+            from monoagent.pipeline.provider_call import discard_notice  # imported on first use: CLI start-up
 
             echo(discard_notice(event.data), err=True, redact=self.agent.redact)
 

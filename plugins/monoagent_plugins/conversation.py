@@ -8,7 +8,7 @@ attachment block, and the ``after`` parts, among them the recalled-memory block 
 documented delimiter. Every host fence token (the recall delimiter included: only the recall
 block itself may carry it) is neutralised in history entries, speaker names and tool names, the
 user's own text, attachments and recalled entries
-(:func:`monoagent.untrusted.neutralize_fence_tokens`); text without one is left byte-identical.
+(:func:`monoagent.boundary.fences.neutralize_fence_tokens`); text without one is left byte-identical.
 A continuity account (a message whose ``continuity`` envelope the host set) is rendered as the
 host wrote it: its untrusted parts were neutralised when it was built.
 """
@@ -19,9 +19,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
-from monoagent.plugins import bundled_impl
-from monoagent.untrusted import neutralize_fence_tokens, quote_inline
+from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
+from monoagent.kernel.host import bundled_impl
+from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (

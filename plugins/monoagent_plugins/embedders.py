@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.host import bundled_impl
 
 NAME = "hashed-ngrams"
 DESCRIPTION = "lexical: hashed character 3- and 4-grams (spelling, not meaning); offline, no dependencies"

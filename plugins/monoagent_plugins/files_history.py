@@ -10,7 +10,7 @@ Layout of the history directory (``history.dir``, normally ``.mono-agent/history
       .locks/retention.lock           root-wide retention (flock)
 
 ``P64`` is the SHA-256 of the exact conversation id and ``L16`` the first 16 hex digits of the
-SHA-256 of its logical session (:func:`monoagent.interfaces.logical_conversation_id`), so
+SHA-256 of its logical session (:func:`monoagent.kernel.interfaces.logical_conversation_id`), so
 discovering a logical session's daily buckets needs no record to be read. Ids live only inside
 the records; no id reaches a path.
 
@@ -32,7 +32,7 @@ owned by the running user, in its own directory. Other files named like the stor
 Reading a record is bounded before a byte is read: a record over :meth:`FilesHistoryStore.record_cap`
 (the window at the per-message cap, never below the documented 64 x 64 KiB, plus the envelope) is
 not read. A record that is over the cap, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not
-strict JSON (:mod:`monoagent.strict_json`: no NaN, no duplicated keys, no out-of-range numbers),
+strict JSON (:mod:`monoagent.boundary.strict_json`: no NaN, no duplicated keys, no out-of-range numbers),
 of the wrong shape or types (cattrs, strictly: no coercion between JSON types) or naming another
 conversation is *unreadable*: the
 conversation starts cold with a ``history_record_unreadable`` warning and the next commit replaces
@@ -56,8 +56,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
-from monoagent.errors import HistoryStoreError
-from monoagent.interfaces import (
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
     CommitReceipt,
     ConversationInfo,
@@ -66,12 +66,12 @@ from monoagent.interfaces import (
     HistoryWarningCallback,
     logical_conversation_id,
 )
-from monoagent.log import logger
-from monoagent.model import Message
-from monoagent.plugins import bundled_impl
-from monoagent.safe_io import FileTooLarge, read_open_file
-from monoagent.strict_json import StrictJSONError, nesting_over
-from monoagent.strict_json import loads as strict_loads
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import Message
+from monoagent.kernel.host import bundled_impl
+from monoagent.boundary.files import FileTooLarge, read_open_file
+from monoagent.boundary.strict_json import StrictJSONError, nesting_over
+from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.text import utf8_prefix
 
 RECORD_VERSION = 2
@@ -212,7 +212,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _converter() -> Any:
-    from monoagent.serial import converter
+    from monoagent.kernel.serial import converter
 
     return converter
 
@@ -765,7 +765,7 @@ class FilesHistoryStore:
     def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
         for message in new:
             if not isinstance(message, Message):
-                raise TypeError(f"commit takes monoagent.model.Message values, not {type(message).__name__}")
+                raise TypeError(f"commit takes monoagent.kernel.model.Message values, not {type(message).__name__}")
         self._ensure_dir()
         path, logical16, journal = self._paths(conversation_id)
         logical = logical_conversation_id(conversation_id)

@@ -27,7 +27,7 @@ entries are kept while there are at most 30 of them and their lines (joined by n
 preamble: ``[3 earlier messages omitted]``.
 
 Everything quoted is third-party text: bodies, display names and handles go through
-:func:`monoagent.untrusted.neutralize_untrusted` (fence tokens, entity-encoded line breaks), names
+:func:`monoagent.boundary.fences.neutralize_untrusted` (fence tokens, entity-encoded line breaks), names
 are normalised to one line (``Speaker.label``), and every continuation line of a body is
 indented by two spaces so that no line can pose as a new entry. The user's own text is
 neutralised by the ``conversation`` plugin, which renders the message.
@@ -44,12 +44,12 @@ import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from monoagent.errors import TurnFailed
-from monoagent.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.errors import TurnFailed
+from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
-from monoagent.turn import Turn
-from monoagent.untrusted import capped, indent_continuations, neutralize_untrusted
+from monoagent.kernel.turn import Turn
+from monoagent.boundary.fences import capped, indent_continuations, neutralize_untrusted
 
 OPEN = "<messages_since_your_last_turn>"
 CLOSE = "</messages_since_your_last_turn>"

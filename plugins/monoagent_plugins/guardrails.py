@@ -1,7 +1,7 @@
 """Section 1, Core Guardrails: the soul.
 
 The soul is the agent home's SOUL.md (or ``context.soulPath``), read once per turn under the
-bootstrap budgets by :func:`monoagent.bootstrap.read_bootstrap_files`, which also records the
+bootstrap budgets by :func:`monoagent.pipeline.bootstrap.read_bootstrap_files`, which also records the
 diagnostics for a missing, unreadable or truncated file. When no file could be read the built-in
 default soul stands in, so the section is never empty.
 
@@ -12,10 +12,10 @@ it is never written into the file.
 
 from __future__ import annotations
 
-from monoagent.bootstrap import DEFAULT_SOUL
-from monoagent.model import Section
-from monoagent.plugins import bundled_impl
-from monoagent.turn import Turn
+from monoagent.pipeline.bootstrap import DEFAULT_SOUL
+from monoagent.kernel.model import Section
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.turn import Turn
 
 HEADING = "# Core guardrails"
 

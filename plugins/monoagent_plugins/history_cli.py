@@ -21,11 +21,11 @@ from typing import Any
 
 import click
 
-from monoagent.errors import HistoryStoreError
-from monoagent.interfaces import HistoryStats, load_history, logical_conversation_id
-from monoagent.plugins import await_me_maybe, bundled_impl
-from monoagent.terminal import echo, echo_json
-from monoagent.tool_lifecycle import ToolHistoryError
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
+from monoagent.kernel.host import await_me_maybe, bundled_impl
+from monoagent.boundary.terminal import echo, echo_json
+from monoagent.pipeline.tool_lifecycle import ToolHistoryError
 
 NOT_CONFIGURED = "not configured"
 
@@ -54,7 +54,7 @@ def _require(store: Any, method: str, what: str) -> Any:
     if function is None:
         raise click.ClickException(
             f"history store {getattr(store, 'name', '?')!r} does not implement {method}() ({what}); nothing was cleared "
-            f"(see monoagent.interfaces.ManagedHistoryStore)"
+            f"(see monoagent.kernel.interfaces.ManagedHistoryStore)"
         )
     return function
 

@@ -1,7 +1,7 @@
 """Section 2, Identity (IDENTITY.md), and the optional User Persona section (USER.md).
 
 Both files are read once per turn under the bootstrap budgets by
-:func:`monoagent.bootstrap.read_bootstrap_files`, which records every missing, unreadable or
+:func:`monoagent.pipeline.bootstrap.read_bootstrap_files`, which records every missing, unreadable or
 truncated file as a diagnostic. Identity is a required section: when IDENTITY.md could not be
 read the section still appears and says so, rather than silently dropping who the agent is.
 USER.md is never created; when it is absent the persona section is simply not contributed.
@@ -12,9 +12,9 @@ reminder; USER.md describes the person, not the agent, so it does not.
 
 from __future__ import annotations
 
-from monoagent.model import Section
-from monoagent.plugins import bundled_impl
-from monoagent.turn import Turn
+from monoagent.kernel.model import Section
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.turn import Turn
 
 IDENTITY_HEADING = "# Identity"
 PERSONA_HEADING = "# User persona"

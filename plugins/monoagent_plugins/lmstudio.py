@@ -2,7 +2,7 @@
 
 Base URL ``providers.lmstudio.baseUrl`` (env ``MONO_AGENT_LMSTUDIO_BASE_URL``), default
 ``http://127.0.0.1:1234/v1``; requests go to ``<baseUrl>/chat/completions``; no key is needed.
-The wire format is in :mod:`monoagent_plugins.openai_wire`.
+The wire format is in :mod:`monoagent_plugins.lib.openai_wire`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.host import bundled_impl
 
-from .provider_http import normalise_base_url
+from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
-    from .openai_wire import OpenAIChatRuntime
+    from monoagent_plugins.lib.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "lmstudio"
 
@@ -48,7 +48,7 @@ class LMStudioConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import chat_runtime  # the wire code loads on first use
+    from monoagent_plugins.lib.openai_wire import chat_runtime  # the wire code loads on first use
 
     config: LMStudioConfig = agent.config.section("providers.lmstudio")
     return chat_runtime(

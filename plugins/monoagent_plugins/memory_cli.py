@@ -4,8 +4,8 @@ Every command takes ``--tier NAME`` and ``--json``. Without ``--tier``, ``search
 and ``stats`` cover every tier in ``memory.tiers`` and ``add`` and ``forget`` use the first one;
 ``--tier`` may also name a registered tier that is not configured (its data is then read or
 written all the same, under ``memory.path``). Commands talk to tiers through the
-:class:`~monoagent.interfaces.MemoryTier` protocol only; ``list`` and ``stats`` need a tier that
-also implements :class:`~monoagent.interfaces.BrowsableMemoryTier`. A tier that fails (a damaged
+:class:`~monoagent.kernel.interfaces.MemoryTier` protocol only; ``list`` and ``stats`` need a tier that
+also implements :class:`~monoagent.kernel.interfaces.BrowsableMemoryTier`. A tier that fails (a damaged
 or locked file, a broken embedder, a factory that raises) is one line on stderr and exit status
 1, after whatever the other tiers answered; never a traceback unless ``--debug`` asks for it.
 """
@@ -19,13 +19,13 @@ from typing import Any
 
 import click
 
-from monoagent.cli_params import AsciiIntRange
-from monoagent.errors import ComponentError, ConfigError
-from monoagent.interfaces import MemoryTier
-from monoagent.plugins import bundled_impl
-from monoagent.terminal import echo, echo_json, read_stdin
+from monoagent.cli.params import AsciiIntRange
+from monoagent.kernel.errors import ComponentError, ConfigError
+from monoagent.kernel.interfaces import MemoryTier
+from monoagent.kernel.host import bundled_impl
+from monoagent.boundary.terminal import echo, echo_json, read_stdin
 
-from .memory_index import MemoryTierError, single_line
+from monoagent_plugins.lib.memory_index import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160
 

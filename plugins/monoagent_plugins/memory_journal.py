@@ -39,14 +39,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.interfaces import Embedder, MemoryRecord, MemoryStats
-from monoagent.log import logger
-from monoagent.model import MemoryHit, ToolSpec
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import MemoryHit, ToolSpec
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len
 
-from .memory_index import (
+from monoagent_plugins.lib.memory_index import (
     STORED_TEXT as TEXT,
     MemoryTierError,
     TierDatabase,
@@ -63,7 +63,7 @@ from .memory_index import (
     split_options,
     tolerate_read_only,
 )
-from .memory_lite import TOKENIZER, bound_text
+from monoagent_plugins.memory_lite import TOKENIZER, bound_text
 
 if TYPE_CHECKING:
     import sqlite3

@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.interfaces import MemoryRecord, MemoryStats
-from monoagent.model import MemoryHit
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
+from monoagent.kernel.model import MemoryHit
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
 
-from .memory_index import (
+from monoagent_plugins.lib.memory_index import (
     STORED_TEXT as TEXT,
     TierDatabase,
     TierSchema,

@@ -1,7 +1,7 @@
 """The bundled plugin ``memory``: per-turn recall, the MemoryRecall tool, and post-turn capture.
 
 It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, through the
-:class:`~monoagent.interfaces.MemoryTier` protocol only.
+:class:`~monoagent.kernel.interfaces.MemoryTier` protocol only.
 
 * **Recall** (``recall_memory``): once per turn, every configured tier whose
   ``automatic_recall`` is true (the journal's is false) is searched with the user's own text.
@@ -40,15 +40,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.interfaces import MemoryTier
-from monoagent.model import MemoryHit, Section, ToolSpec
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.interfaces import MemoryTier
+from monoagent.kernel.model import MemoryHit, Section, ToolSpec
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len
-from monoagent.untrusted import neutralize_fence_tokens, speaker_label
+from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
 
-from .conversation import RECALL_DELIMITER
-from .memory_index import has_evidence
+from monoagent_plugins.conversation import RECALL_DELIMITER
+from monoagent_plugins.lib.memory_index import has_evidence
 
 if TYPE_CHECKING:
     import asyncio

@@ -25,10 +25,10 @@ from typing import Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.errors import ConfigError, ProviderError
-from monoagent.model import ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.errors import ConfigError, ProviderError
+from monoagent.kernel.model import ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len
 
 CONTEXT_WINDOW = 200_000
@@ -98,11 +98,11 @@ def load_script(path: Path) -> list[ScriptStep]:
     """Read and validate a script file; a clear ConfigError names the file and the problem.
 
     The script must be a regular file of at most :data:`SCRIPT_MAX_BYTES` (16 MiB), nested at
-    most :data:`~monoagent.documents.MAX_NESTING` levels deep.
+    most :data:`~monoagent.boundary.documents.MAX_NESTING` levels deep.
     """
     import cattrs
 
-    from monoagent.documents import DocumentError, load_document
+    from monoagent.boundary.documents import DocumentError, load_document
 
     try:
         data = load_document(path, max_bytes=SCRIPT_MAX_BYTES, what="script")

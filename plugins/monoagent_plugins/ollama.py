@@ -4,7 +4,7 @@ The server is ``OLLAMA_HOST`` (or ``providers.ollama.host``), default ``http://1
 a value without a scheme gets ``http://`` and, without a port, Ollama's 11434 (as ``ollama``
 itself reads it: ``OLLAMA_HOST=0.0.0.0`` is port 11434, not 80), and ``0.0.0.0`` (the server's
 listen-everywhere address) is called as ``127.0.0.1``. Requests go to ``<host>/v1/chat/completions``; no key is needed.
-The wire format is in :mod:`monoagent_plugins.openai_wire`.
+The wire format is in :mod:`monoagent_plugins.lib.openai_wire`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.host import bundled_impl
 
-from .provider_http import normalise_base_url
+from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
-    from .openai_wire import OpenAIChatRuntime
+    from monoagent_plugins.lib.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "ollama"
 DEFAULT_PORT = 11434
@@ -66,7 +66,7 @@ def host_url(host: str) -> str:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import chat_runtime  # the wire code loads on first use
+    from monoagent_plugins.lib.openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OllamaConfig = agent.config.section("providers.ollama")
     return chat_runtime(

@@ -2,7 +2,7 @@
 
 Credentials and endpoint: ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (or the
 ``providers.openai`` keys ``apiKey`` and ``baseUrl``). The wire format is in
-:mod:`monoagent_plugins.openai_wire`. Needs the ``openai`` extra (httpx, httpx-sse).
+:mod:`monoagent_plugins.lib.openai_wire`. Needs the ``openai`` extra (httpx, httpx-sse).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.errors import ProviderError
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.host import bundled_impl
 
-from .provider_http import normalise_base_url
+from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
-    from .openai_wire import OpenAIChatRuntime
+    from monoagent_plugins.lib.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai"
 
@@ -51,7 +51,7 @@ class OpenAIConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import chat_runtime  # the wire code loads on first use
+    from monoagent_plugins.lib.openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OpenAIConfig = agent.config.section("providers.openai")
     if not config.api_key:

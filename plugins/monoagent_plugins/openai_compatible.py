@@ -4,7 +4,7 @@ For vLLM, the llama.cpp server, text-generation-inference and the like. The base
 (``providers.openaiCompatible.baseUrl`` or ``MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL``, for example
 ``http://127.0.0.1:8000/v1``); requests go to ``<baseUrl>/chat/completions``. A key is optional
 (``MONO_AGENT_OPENAI_COMPATIBLE_API_KEY``), sent as ``Authorization: Bearer``. The wire format is in
-:mod:`monoagent_plugins.openai_wire`.
+:mod:`monoagent_plugins.lib.openai_wire`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.errors import ProviderError
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.host import bundled_impl
 
-from .provider_http import normalise_base_url
+from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
-    from .openai_wire import OpenAIChatRuntime
+    from monoagent_plugins.lib.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai-compatible"
 
@@ -54,7 +54,7 @@ class OpenAICompatibleConfig:
 
 
 def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
-    from .openai_wire import chat_runtime  # the wire code loads on first use
+    from monoagent_plugins.lib.openai_wire import chat_runtime  # the wire code loads on first use
 
     config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
     if not config.base_url:

@@ -77,7 +77,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import LazyPattern
 
 _lazy = LazyPattern  # the patterns compile on first use (CLI start-up)

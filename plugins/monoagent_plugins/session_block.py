@@ -26,11 +26,11 @@ metadata is rendered.
 
 from __future__ import annotations
 
-from monoagent.errors import TurnFailed
-from monoagent.model import Section, Surface
-from monoagent.plugins import bundled_impl
-from monoagent.turn import Turn
-from monoagent.untrusted import neutralize_untrusted, one_line
+from monoagent.kernel.errors import TurnFailed
+from monoagent.kernel.model import Section, Surface
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.turn import Turn
+from monoagent.boundary.fences import neutralize_untrusted, one_line
 
 HEADING = "# Session"
 SURFACE_KINDS = ("dm", "channel", "group")
@@ -56,7 +56,7 @@ _RAW_NAME_CHARS = 4096
 def sanitize_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
     """A user-controlled name made safe to quote in the prompt, like a speaker's display name.
 
-    :func:`monoagent.untrusted.one_line` (every line break and whitespace run becomes one
+    :func:`monoagent.boundary.fences.one_line` (every line break and whitespace run becomes one
     space; control, format (zero-width, bidi override) and surrogate characters are dropped)
     with fence tokens neutralised; double quotes become single quotes; the result is capped at
     ``limit`` characters, ending in an ellipsis when cut.

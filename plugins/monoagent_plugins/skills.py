@@ -14,7 +14,7 @@ turn (both sections share the result) and file reads are cached by path, mtime a
 A SKILL.md is read only when it is a regular file of at most ``context.skillMaxBytes`` + 64 KiB
 (the body's budget plus room for front matter); a FIFO, a device or a larger file is left out
 with a ``skill_unreadable`` diagnostic before a byte is read. Front matter nested more than
-:data:`~monoagent.documents.MAX_NESTING` levels deep is reported as invalid and ignored (it is
+:data:`~monoagent.boundary.documents.MAX_NESTING` levels deep is reported as invalid and ignored (it is
 measured on YAML's event stream, before anything recursive builds it).
 """
 
@@ -28,12 +28,12 @@ from typing import Any
 
 import attrs
 
-from monoagent.bootstrap import read_text_cached, unreadable_reason
-from monoagent.documents import MAX_NESTING
-from monoagent.model import Section
-from monoagent.plugins import bundled_impl
+from monoagent.pipeline.bootstrap import read_text_cached, unreadable_reason
+from monoagent.boundary.documents import MAX_NESTING
+from monoagent.kernel.model import Section
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_prefix
-from monoagent.turn import Turn
+from monoagent.kernel.turn import Turn
 
 INDEX_HEADING = "# Skills"
 INSTRUCTIONS_HEADING = "# Selected skill instructions"

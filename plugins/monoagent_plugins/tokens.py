@@ -7,7 +7,7 @@ replaces it by implementing ``count_tokens``.
 
 from __future__ import annotations
 
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.host import bundled_impl
 
 
 @bundled_impl

@@ -24,7 +24,7 @@ refused.
   :attr:`OpenRetry.lock_wait_ms` (30 s) for a lock another connection holds (SQLite's, or the
   owner lock); each write waits as long for SQLite's lock. If it cannot open the sidecar, or a
   write gives up on the lock, the sidecar is *unavailable*: every write is rejected at once with
-  :class:`~monoagent.tool_lifecycle.ToolHistoryUnavailable` (``persistence: "failed"``), one log
+  :class:`~monoagent.pipeline.tool_lifecycle.ToolHistoryUnavailable` (``persistence: "failed"``), one log
   line says so, and the next write after a back-off (1 s, doubling up to 60 s) tries again (the
   open, or taking the write lock once), waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once
   that succeeds, writes are recorded again and one log line says that too. Nothing stays failed
@@ -79,13 +79,13 @@ from typing import Any
 
 import attrs
 
-from monoagent.config import setting
-from monoagent.log import logger
-from monoagent.model import Section, ToolResult, ToolSpec, ToolStatus
-from monoagent.plugins import bundled_impl
+from monoagent.kernel.config import setting
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import Section, ToolResult, ToolSpec, ToolStatus
+from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
-from monoagent.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable, ToolInvocation, ToolRecord
-from monoagent.untrusted import neutralize_untrusted, quote_inline
+from monoagent.pipeline.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable, ToolInvocation, ToolRecord
+from monoagent.boundary.fences import neutralize_untrusted, quote_inline
 
 SIDECAR = Path("tool-history") / "tool-lifecycles.sqlite"
 LOCKS = Path(".locks")
@@ -969,7 +969,7 @@ class SqliteToolHistory:
 
 
 def neutralise(text: str) -> str:
-    """Defuse every host fence token, however spelt (:func:`monoagent.untrusted.neutralize_untrusted`),
+    """Defuse every host fence token, however spelt (:func:`monoagent.boundary.fences.neutralize_untrusted`),
     and indent continuation lines."""
     lines = neutralize_untrusted(text).splitlines() or [""]
     return "\n".join([lines[0], *("    " + line for line in lines[1:])])
@@ -1013,7 +1013,7 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
     if cfg.projection_max_calls == 0 or getattr(turn.session, "warm", False):
         return None
-    from monoagent.continuity import accounted_records  # asyncio-heavy: imported on first use
+    from monoagent.pipeline.continuity import accounted_records  # asyncio-heavy: imported on first use
 
     excluded = accounted_records(turn.history)
     try:
@@ -1075,7 +1075,7 @@ def _summary(row: Any) -> dict[str, Any]:
 
 def session_history(turn: Any, arguments: dict[str, Any]) -> ToolResult:
     """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read."""
-    ledger = getattr(turn.state.get("monoagent.continuity"), "ledger", None)
+    ledger = getattr(turn.state.get("monoagent.pipeline.continuity"), "ledger", None)
     open_calls = [inv.call.id for inv in getattr(ledger, "open", {}).values() if inv.call.name == SESSION_HISTORY]
     call_id = open_calls[-1] if open_calls else ""
     store = getattr(turn.agent, "tool_history", None)

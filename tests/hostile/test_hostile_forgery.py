@@ -25,9 +25,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent import bloat, reliability, untrusted
-from monoagent import model
-from monoagent.continuity import (
+from monoagent.pipeline import bloat
+from monoagent.pipeline import provider_call as reliability
+from monoagent.boundary import fences as untrusted
+from monoagent.kernel import model
+from monoagent.pipeline.continuity import (
     ACCOUNT_HEADER,
     EVIDENCE_WARNING,
     PREFIX_MAX_BYTES,
@@ -41,9 +43,9 @@ from monoagent.continuity import (
     build_account,
     render_account,
 )
-from monoagent.errors import ProviderError
-from monoagent.hookspecs import hookimpl
-from monoagent.model import (
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import (
     MemoryHit,
     Message,
     PrecedingMessage,
@@ -59,8 +61,8 @@ from monoagent.model import (
 )
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.tool_lifecycle import ToolInvocation
-from monoagent.untrusted import fence_view, has_fence_token, neutralize_fence_tokens
+from monoagent.pipeline.tool_lifecycle import ToolInvocation
+from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens
 from monoagent_plugins import conversation, group_context, memory_recall, tool_history
 from monoagent_plugins.redaction import redact_text
 
@@ -291,7 +293,7 @@ def test_the_projection_fence_cannot_be_closed_in_any_case_or_width():
 
 
 def test_every_host_fence_in_the_code_is_registered_with_the_recogniser():
-    from monoagent import continuity
+    from monoagent.pipeline import continuity
 
     constants = [
         group_context.OPEN, group_context.CLOSE, "<current_speaker>", "</current_speaker>", conversation.RECALL_DELIMITER,

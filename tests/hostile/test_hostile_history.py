@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.model import Message, ToolCall
+from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing import collect_events, fresh_agent
 from monoagent_plugins.files_history import (
     RESET_PREFIX,
@@ -67,7 +67,7 @@ def log_lines() -> Iterator[list[str]]:
     """The store's loguru records (WARNING and up) while the test runs."""
     from loguru import logger
 
-    from monoagent.log import logger as lazy
+    from monoagent.kernel.log import logger as lazy
 
     lazy._load()  # decide the library default first, so that the enable below is the last word
     lines: list[str] = []
@@ -525,7 +525,7 @@ def structural_depths(text: str) -> list[int]:
 @given(value=NESTED_JSON, limit=st.integers(0, 8), ascii_only=st.booleans(), indent=st.none() | st.integers(0, 2))
 def test_property_the_nesting_bound_is_the_depth_a_parser_reaches(value, limit, ascii_only, indent):
     """Exact on whole documents; on every truncation, the depth reached so far (where a parser stops)."""
-    from monoagent.strict_json import nesting_over
+    from monoagent.boundary.strict_json import nesting_over
 
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     depths = structural_depths(text)
@@ -540,7 +540,7 @@ def test_property_the_nesting_bound_is_the_depth_a_parser_reaches(value, limit, 
     ('["\\u0022[[[", {}]', 2), ('[" \\\\\\" ]]] [[[ "]', 1),
 ])
 def test_the_nesting_bound_never_mistakes_strings_for_structure(text, depth):
-    from monoagent.strict_json import nesting_over
+    from monoagent.boundary.strict_json import nesting_over
 
     assert [nesting_over(text, limit) for limit in range(depth + 1)] == [depth] * depth + [0]
 

@@ -31,13 +31,13 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
-from monoagent.hookspecs import hookimpl
-from monoagent.model import MemoryHit, TurnRequest
-from monoagent.plugins import PluginHost
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import MemoryHit, TurnRequest
+from monoagent.kernel.host import PluginHost
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
-from monoagent.untrusted import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralize_fence_tokens
 from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
-from monoagent_plugins.memory_index import MemoryTierError
+from monoagent_plugins.lib.memory_index import MemoryTierError
 from monoagent_plugins.memory_journal import JournalTier
 from monoagent_plugins.memory_recall import capture_text
 

@@ -34,13 +34,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.config import _field_type, _snake, _unwrap_optional, iter_keys, load_config
-from monoagent.continuity import ACCOUNT_HEADER
-from monoagent.errors import CommitFailed, ConfigError, HistoryStoreError
-from monoagent.hookspecs import hookimpl
-from monoagent.log import logger
-from monoagent.model import ToolSpec, TurnRequest
-from monoagent.plugins import PluginHost
+from monoagent.kernel.config import _field_type, _snake, _unwrap_optional, iter_keys, load_config
+from monoagent.pipeline.continuity import ACCOUNT_HEADER
+from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import ToolSpec, TurnRequest
+from monoagent.kernel.host import PluginHost
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore, FsOps
 from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
@@ -209,7 +209,7 @@ def run_child(script: str, *args: str) -> dict:
 
 BOOTSTRAP_CHILD = """
 import asyncio, json, os, sys
-from monoagent.model import TurnRequest
+from monoagent.kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]
@@ -267,7 +267,7 @@ def test_a_bootstrap_file_over_four_bytes_per_character_of_its_budget_is_not_rea
 SWAP_CHILD = """
 import asyncio, json, os, sys
 from pathlib import Path
-from monoagent.model import TurnRequest
+from monoagent.kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = Path(sys.argv[1])
@@ -296,7 +296,7 @@ def test_a_bootstrap_file_swapped_for_a_fifo_is_not_served_from_the_cache(tmp_pa
 
 SKILL_CHILD = """
 import asyncio, json, os, sys
-from monoagent.model import TurnRequest
+from monoagent.kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]
@@ -352,8 +352,8 @@ def test_deep_front_matter_is_invalid_front_matter_not_a_recursion_error(tmp_pat
 DEEP_CONFIG_CHILD = """
 import json, sys
 from pathlib import Path
-from monoagent.config import load_config
-from monoagent.errors import ConfigError
+from monoagent.kernel.config import load_config
+from monoagent.kernel.errors import ConfigError
 
 def deep(depth):
     return "[" * depth + "]" * depth
@@ -419,7 +419,7 @@ def test_the_nesting_limit_counts_only_brackets_outside_strings_and_comments(tmp
 @examples(60)
 @given(depth=st.integers(1, 120), syntax=st.sampled_from(["json", "toml"]), noise=st.text("[]{}\"'\\#\n .ab", max_size=20))
 def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth, syntax, noise):
-    from monoagent.documents import DocumentError, load_document
+    from monoagent.boundary.documents import DocumentError, load_document
 
     path = tmp_path_factory.mktemp("doc") / f"doc.{syntax}"
     value: object = noise
@@ -454,8 +454,8 @@ def test_an_integer_past_pythons_digit_limit_in_a_config_file_is_a_config_error(
 CONFIG_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.config import load_config, read_config_file
-from monoagent.errors import ConfigError
+from monoagent.kernel.config import load_config, read_config_file
+from monoagent.kernel.errors import ConfigError
 
 tmp = Path(sys.argv[1])
 fifo = tmp / "fifo.toml"
@@ -483,7 +483,7 @@ def test_a_config_path_that_is_a_fifo_or_a_device_is_refused(tmp_path):
 
 
 def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
-    from monoagent.config import CONFIG_MAX_BYTES, read_config_file
+    from monoagent.kernel.config import CONFIG_MAX_BYTES, read_config_file
 
     path = tmp_path / "monoagent.toml"
     path.write_bytes(b"# " + b"x" * CONFIG_MAX_BYTES)
@@ -497,7 +497,7 @@ def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
 SCRIPT_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.errors import ConfigError
+from monoagent.kernel.errors import ConfigError
 from monoagent_plugins.offline import load_script
 
 tmp = Path(sys.argv[1])
@@ -544,7 +544,7 @@ plugins = os.path.join(tmp, "plugins")
 os.makedirs(plugins)
 os.mkfifo(os.path.join(plugins, "afifo.py"))
 with open(os.path.join(plugins, "good.py"), "w") as handle:
-    handle.write("from monoagent.hookspecs import hookimpl\\n")
+    handle.write("from monoagent.kernel.hookspecs import hookimpl\\n")
 agent = fresh_agent(tmp, config={"plugins": {"paths": [plugins]}})
 print(json.dumps({r.name: [r.status, r.reason] for r in agent.host.records if r.source == "local"}))
 agent.close()
@@ -668,7 +668,7 @@ def test_any_full_disk_either_commits_the_answer_or_publishes_an_account_never_b
 
 FILE_SIZE_LIMIT_CHILD = """
 import asyncio, json, resource, signal, sys
-from monoagent.errors import CommitFailed
+from monoagent.kernel.errors import CommitFailed
 from monoagent.testing import scripted_agent
 
 tmp = sys.argv[1]

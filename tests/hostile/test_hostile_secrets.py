@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.errors import ProviderError
-from monoagent.hookspecs import hookimpl
-from monoagent.model import ToolSpec
-from monoagent.redaction_measure import leaks, measure_redactor
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import ToolSpec
+from monoagent.testing.redaction_measure import leaks, measure_redactor
 from monoagent.testing import collect_events, scripted_agent
 from monoagent_plugins.redaction import is_secret_name, redact_structure, redact_text
 from monoagent_plugins.tool_history import SIDECAR

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/providers_
 from providers_wire import AnthropicWireServer, OpenAIWireServer  # noqa: E402
 
 from monoagent import hookimpl  # noqa: E402
-from monoagent.errors import ProviderError  # noqa: E402
-from monoagent.model import (  # noqa: E402
+from monoagent.kernel.errors import ProviderError  # noqa: E402
+from monoagent.kernel.model import (  # noqa: E402
     Attachment,
     Message,
     PrecedingMessage,
@@ -53,7 +53,7 @@ from monoagent.model import (  # noqa: E402
     TurnRequest,
     Usage,
 )
-from monoagent.provider_contract import Reply, ScriptedToolCall  # noqa: E402
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall  # noqa: E402
 from monoagent.testing import fresh_agent  # noqa: E402
 
 SURROGATE = st.characters(categories=["Cs"])
@@ -142,7 +142,7 @@ def flush_artifacts() -> None:
 class HostileProvider:
     """A provider plugin (``hostile:<anything>``) that replays scripted steps of provider events.
 
-    Each step is a list of :class:`~monoagent.model.ProviderEvent` values, or an exception to raise
+    Each step is a list of :class:`~monoagent.kernel.model.ProviderEvent` values, or an exception to raise
     after the events of the step before it; the runtime yields whatever it is given, as a
     misbehaving runtime would.
     """
@@ -276,7 +276,7 @@ def test_a_request_built_from_python_is_valid_unicode_and_remembers_what_was_rep
 
 
 def test_records_read_back_through_cattrs_are_valid_unicode() -> None:
-    from monoagent.serial import structure
+    from monoagent.kernel.serial import structure
 
     message = structure({"role": "user", "content": "x\ud800", "name": "\udfff", "timestamp": 1.0,
                          "tool_calls": [{"id": "c\udc00", "name": "n", "arguments": {"\ud801": ["\udc01"]}}]}, Message)
@@ -461,7 +461,7 @@ def test_stdin_and_chat_lines_that_are_not_utf8(tmp_path: Path) -> None:
 def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An isolated working directory and environment, with the early plugin host ``main()`` would build."""
     import monoagent.cli as cli_module
-    from monoagent.plugins import PluginHost
+    from monoagent.kernel.host import PluginHost
 
     for name in list(os.environ):
         if name.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_")):
@@ -554,7 +554,7 @@ def test_the_artifact_writer_survives_events_it_cannot_serialise(tmp_path: Path)
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread is killed on purpose
 def test_a_writer_thread_that_died_is_replaced_and_flush_does_not_wait_for_it(tmp_path: Path) -> None:
-    from monoagent.model import RunEvent
+    from monoagent.kernel.model import RunEvent
     from monoagent_plugins.artifacts import ArtifactWriter
 
     class Fatal:
@@ -615,8 +615,8 @@ def test_process_exit_does_not_wait_after_an_unserialisable_event(tmp_path: Path
 HOSTILE_STREAM_PLUGIN = '''
 """A provider ``stream:<anything>`` streaming pieces that cut escape sequences and a secret apart."""
 from monoagent import hookimpl
-from monoagent.errors import ProviderError
-from monoagent.model import StepFinished, TextDelta
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.model import StepFinished, TextDelta
 
 KEY = "%s"
 PIECES = [
@@ -777,7 +777,7 @@ FRAGMENTS = st.sampled_from([
 @settings(max_examples=200, deadline=None)
 @given(fragments=st.lists(FRAGMENTS, max_size=25), cuts=st.lists(st.integers(0, 10_000), max_size=12))
 def test_a_stream_cut_anywhere_prints_what_the_whole_text_prints(fragments: list[str], cuts: list[int]) -> None:
-    from monoagent.terminal import TerminalStream, terminal_text
+    from monoagent.boundary.terminal import TerminalStream, terminal_text
     from monoagent_plugins.redaction import redact
 
     text = "".join(fragments)
@@ -790,7 +790,7 @@ def test_a_stream_cut_anywhere_prints_what_the_whole_text_prints(fragments: list
 
 
 def test_a_private_key_streamed_line_by_line_is_never_printed() -> None:
-    from monoagent.terminal import TerminalStream
+    from monoagent.boundary.terminal import TerminalStream
     from monoagent_plugins.redaction import redact
 
     for lines in (30, 400):  # a usual key, and a block longer than the stream's context
@@ -802,7 +802,7 @@ def test_a_private_key_streamed_line_by_line_is_never_printed() -> None:
 
 
 def test_a_long_line_is_released_before_it_ends_without_printing_a_split_secret() -> None:
-    from monoagent.terminal import TerminalStream
+    from monoagent.boundary.terminal import TerminalStream
     from monoagent_plugins.redaction import redact
 
     stream = TerminalStream(redact)
@@ -814,7 +814,7 @@ def test_a_long_line_is_released_before_it_ends_without_printing_a_split_secret(
 
 
 def test_terminal_text_without_a_redactor_strips_controls_only() -> None:
-    from monoagent.terminal import strip_controls, terminal_json, terminal_text
+    from monoagent.boundary.terminal import strip_controls, terminal_json, terminal_text
 
     assert strip_controls("a\x1b]0;t\x07b\x1b[1;31mc\x9b0md\u202ee\r\nf\tg\x00") == "abcde\nf\tg"
     assert terminal_text("x\udcff") == "x\ufffd"

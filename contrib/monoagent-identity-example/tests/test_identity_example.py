@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 import monoagent_identity_example as example
-from monoagent.errors import ConfigError
-from monoagent.model import TurnRequest
+from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 

@@ -1,0 +1,249 @@
+"""The terminal boundary: text that comes in from a terminal, and every byte that goes out to one.
+
+**In.** Command-line arguments, standard input (``-``) and ``chat`` lines are text. Bytes that are
+not valid UTF-8 reach Python as surrogate code points (``surrogateescape``); :func:`input_text`
+replaces them by U+FFFD (the project's one decision, :func:`monoagent.text.scrub_unicode`) and
+says so in one line on stderr.
+
+**Out.** Whatever monoagent prints (answers, streamed deltas, history and memory listings,
+configuration, error messages, log lines) may hold text a provider, a tool, another chat
+participant or a file controls, so it passes :func:`terminal_text`, the one function for terminal
+output:
+
+1. escape sequences are removed whole (CSI, OSC such as a window-title change, DCS/SOS/PM/APC
+   strings, two-character ``ESC`` sequences, and their 8-bit C1 forms such as U+009B), then every
+   remaining control character: C0 but ``\\n`` and ``\\t`` (``\\r\\n`` becomes ``\\n``), DEL, C1
+   (U+0080 to U+009F), and the bidi embedding, override, isolate and mark characters;
+2. the text is redacted through the agent's redaction chain (the ``redact`` hook, kind
+   ``"terminal"``: secrets go, filesystem paths stay, since the reader is the machine's own user);
+3. what is left is valid Unicode.
+
+A streamed answer arrives in pieces that may cut an escape sequence or a secret in two;
+:class:`TerminalStream` holds text back until a line ends (see its docstring for the exact
+promise). JSON output goes through :func:`terminal_json`: strings redacted, and the characters
+step 1 removes written as ``\\uXXXX`` escapes, so the document stays JSON and prints safely.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+from monoagent.text import LazyPattern, scrub_unicode, valid_unicode
+
+Redactor = Callable[[str, str], str]
+"""``redact(text, kind)``, as :meth:`monoagent.agent.Agent.redact`."""
+
+KIND = "terminal"
+
+_UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = LazyPattern(f"[{_UNSAFE_CHARS}]")
+_SEQUENCE = LazyPattern(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI, 7- and 8-bit
+    r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]"  # other escape sequences: ESC, intermediates, final byte
+)
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without escape sequences and control characters (``\\n`` and ``\\t`` stay)."""
+    if not _UNSAFE.search(text):
+        return text
+    text = _SEQUENCE.sub("", text.replace("\r\n", "\n"))
+    return _UNSAFE.sub("", text)
+
+
+def terminal_text(text: str, redact: Redactor | None = None) -> str:
+    """``text`` safe to print: controls stripped, redacted (when a chain is given), valid Unicode."""
+    text = strip_controls(valid_unicode(text))
+    if redact is not None:
+        text = strip_controls(valid_unicode(redact(text, KIND)))
+    return text
+
+
+class TerminalStream:
+    """Streamed text (an answer's ``text_delta`` pieces) on its way to a terminal.
+
+    :meth:`feed` returns what may be printed now, :meth:`end` the rest. Text is released a line
+    at a time, each release passed through :func:`terminal_text` together with the lines before
+    it while a redaction may still be open across them (a private-key block, ``password`` at the
+    end of one line and its value on the next). The promise, however the stream is cut:
+
+    * no control character or escape sequence reaches the terminal, not even one split across
+      pieces (the line is whole before it is cleaned);
+    * a secret the redaction chain recognises in the finished text is redacted in the printed
+      text too, as long as it lies within one line, or within a block of lines that a redaction
+      is still open across (a block longer than :attr:`MAX_CONTEXT` characters keeps only its
+      first line as context, which is enough for a match that runs on from there);
+    * a line longer than :attr:`MAX_LINE` characters is released at its last space, or without
+      one, all but its last :attr:`HOLD_BACK` characters; a secret cut there is redacted by the
+      rules that still see it.
+
+    Whether a redaction is open at the end of the released text is asked of the chain itself:
+    if a probe (a newline and a run of letters) appended to it does not come back unchanged, a
+    match is still running on and the lines stay as context for the next release.
+    """
+
+    MAX_LINE = 4096
+    HOLD_BACK = 256
+    MAX_CONTEXT = 16 * 1024
+    PROBE = "\n" + "Q" * 40
+
+    def __init__(self, redact: Redactor | None = None) -> None:
+        self.redact = redact
+        self._pending = ""
+        self._context = ""
+        self._shown = ""
+
+    def feed(self, piece: str) -> str:
+        pending = self._pending = self._pending + piece  # held text never holds a line end
+        if "\n" in piece:
+            cut = pending.rfind("\n") + 1
+        elif len(pending) > self.MAX_LINE:
+            space = max(pending.rfind(" "), pending.rfind("\t"))
+            cut = space + 1 if space > 0 else len(pending) - self.HOLD_BACK
+        else:
+            return ""
+        self._pending = pending[cut:]
+        return self._release(pending[:cut])
+
+    def end(self) -> str:
+        """The text still held back, released; the stream starts afresh after it."""
+        out = self._release(self._pending) if self._pending else ""
+        self._pending = self._context = self._shown = ""
+        return out
+
+    def _release(self, text: str) -> str:
+        window = self._context + text
+        shown = terminal_text(window, self.redact)
+        out = shown[len(self._shown):] if shown.startswith(self._shown) else terminal_text(text, self.redact)
+        if self.redact is None:
+            settled = True
+        elif text and not out:  # the new lines vanished into a redaction that runs on
+            settled = False
+        else:
+            settled = self._settled(window)
+        if settled:
+            self._context = self._shown = ""
+        elif len(window) > self.MAX_CONTEXT:  # keep the line that opened the redaction, not the whole block
+            head = window[: window.find("\n") + 1] or window[: self.MAX_LINE]
+            self._context, self._shown = head, terminal_text(head, self.redact)
+        else:
+            self._context, self._shown = window, shown
+        return out
+
+    def _settled(self, window: str) -> bool:
+        probed = terminal_text(window + self.PROBE, self.redact)
+        return probed.endswith(self.PROBE)
+
+
+def terminal_json(value: Any, redact: Redactor | None = None, **dumps: Any) -> str:
+    """``value`` as JSON safe to print: strings and keys redacted, terminal controls escaped."""
+    if redact is not None:
+        value = _redact_json(value, redact)
+    dumps.setdefault("ensure_ascii", False)
+    dumps.setdefault("default", str)
+    text = valid_unicode(json.dumps(value, **dumps))
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _redact_json(value: Any, redact: Redactor) -> Any:
+    if isinstance(value, str):
+        return redact(value, KIND)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = redact(key, KIND) if isinstance(key, str) else key
+            unique, n = name, 1
+            while unique in out:
+                n += 1
+                unique = f"{name}#{n}"
+            out[unique] = _redact_json(item, redact)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_redact_json(item, redact) for item in value]
+    return value
+
+
+# --------------------------------------------------------------------------- the click side
+
+
+def context_redactor() -> Redactor | None:
+    """The redaction chain of the running ``monoagent`` command (its root context object's ``redact``)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().obj if ctx is not None else None
+    return getattr(root, "redact", None)
+
+
+def echo(message: str = "", *, err: bool = False, nl: bool = True, redact: Redactor | None = None) -> None:
+    """:func:`click.echo` of :func:`terminal_text`; the chain defaults to the running command's."""
+    import click
+
+    click.echo(terminal_text(message, redact or context_redactor()), err=err, nl=nl)
+
+
+def echo_json(value: Any, *, redact: Redactor | None = None, **dumps: Any) -> None:
+    """:func:`click.echo` of :func:`terminal_json` (indented by 2 unless told otherwise)."""
+    import click
+
+    dumps.setdefault("indent", 2)
+    click.echo(terminal_json(value, redact or context_redactor(), **dumps))
+
+
+class TerminalFile(io.TextIOBase):
+    """A text stream that passes every write through :func:`terminal_text` (for click's ``show()``)."""
+
+    def __init__(self, stream: IO[str], redact: Redactor | None = None) -> None:
+        self._stream = stream
+        self._redact = redact
+
+    def write(self, text: str) -> int:
+        self._stream.write(terminal_text(text, self._redact))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self._stream, "isatty", lambda: False)())
+
+
+def notice(message: str, redact: Redactor | None = None) -> None:
+    """One ``monoagent: warning:`` line on stderr."""
+    echo(f"monoagent: warning: {message}", err=True, redact=redact)
+
+
+def input_text(text: str, what: str) -> str:
+    """``text`` from the terminal as valid Unicode; a replacement is reported on stderr, naming ``what``."""
+    text, count = scrub_unicode(text)
+    if count:
+        notice(f"{what} held {count} byte(s) that are not valid UTF-8; each became U+FFFD")
+    return text
+
+
+def accept_undecodable(stream: IO[str]) -> None:
+    """Make ``stream`` (standard input) hand undecodable bytes over as surrogates instead of raising.
+
+    Python decodes standard input strictly under a UTF-8 locale, so one stray byte would end
+    ``chat`` or ``run -`` with a ``UnicodeDecodeError``; with ``surrogateescape`` the bytes
+    arrive as surrogates and :func:`input_text` replaces and reports them.
+    """
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", None) != "surrogateescape":
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, io.UnsupportedOperation) as exc:
+            from monoagent.kernel.log import logger
+
+            logger.debug("standard input keeps its strict decoding (cannot reconfigure it: {})", exc)
+
+
+def read_stdin(what: str = "standard input") -> str:
+    """All of standard input as valid Unicode (``-`` arguments)."""
+    accept_undecodable(sys.stdin)
+    return input_text(sys.stdin.read(), what)

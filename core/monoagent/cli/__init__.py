@@ -1,0 +1,372 @@
+"""The ``monoagent`` command line.
+
+Plugins add commands through the ``register_commands`` hook, so the plugins are loaded before
+click parses the command line. That early load needs only the ``plugins`` settings; the full
+configuration is validated when a command first needs the Agent, so ``--help`` and
+``config validate`` still work while the configuration is broken.
+
+Everything printed goes through :mod:`monoagent.boundary.terminal` (controls stripped, redacted by the
+plugins' redaction chain), and the arguments are text: bytes that are not UTF-8 become U+FFFD,
+with a notice on stderr, before any command sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from monoagent.kernel.errors import ConfigError, MonoagentError
+from monoagent.boundary.terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
+from monoagent.text import scrub_unicode
+
+DEFAULT_CONVERSATION = "cli:default"
+
+
+class CliState:
+    """What the root options selected; builds the Agent on first use."""
+
+    def __init__(self, config: str | None, plugins_dirs: Sequence[str], debug: bool) -> None:
+        self.config = config
+        self.plugins_dirs = list(plugins_dirs)
+        self.debug = debug
+        self._agent: Any = None
+
+    def agent(self) -> Any:
+        if self._agent is None:
+            from monoagent.agent import Agent
+
+            self._agent = Agent(None, config_path=self.config, plugins_dirs=self.plugins_dirs, host=_EARLY.get("host"))
+        return self._agent
+
+    def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+
+    def redact(self, text: str, kind: str) -> str:
+        """The Agent's redaction chain, or the early plugin host's before the Agent exists."""
+        if self._agent is not None:
+            return self._agent.redact(text, kind)
+        return _host_redact(text, kind)
+
+
+def _host_redact(text: str, kind: str) -> str:
+    """The redaction chain of the plugins loaded for this command line (the Agent is built on them)."""
+    host = _EARLY.get("host")
+    value = host.call("redact", text=text, kind=kind) if host is not None else None
+    return text if value is None else value
+
+
+class MonoagentGroup(click.Group):
+    """The root command: its arguments, the subcommands' included, are made valid text first."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        scrubbed = [scrub_unicode(arg) for arg in args]
+        replaced = [(i, n) for i, (_, n) in enumerate(scrubbed, start=1) if n]
+        if replaced:
+            notice(
+                f"command-line argument(s) {', '.join(str(i) for i, _ in replaced)} held "
+                f"{sum(n for _, n in replaced)} byte(s) that are not valid UTF-8; each became U+FFFD",
+                redact=_host_redact,
+            )
+            args = [text for text, _ in scrubbed]
+        return super().parse_args(ctx, args)
+
+
+def _configure_logging(debug: bool) -> None:
+    from monoagent.kernel.log import configure_cli
+
+    configure_cli(debug, redact=_host_redact)
+
+
+@click.group(cls=MonoagentGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar=None, help="Config file (default: MONO_AGENT_CONFIG, ./monoagent.toml, the user config dir).")
+@click.option("--plugins-dir", "plugins_dirs", multiple=True, type=click.Path(file_okay=False), help="Directory of *.py plugin files (repeatable).")
+@click.option("--debug", is_flag=True, help="Log debug detail and show tracebacks.")
+@click.version_option(package_name="monoagent", prog_name="monoagent")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, plugins_dirs: Sequence[str], debug: bool) -> None:
+    """monoagent: build LLM agents from plugins."""
+    _configure_logging(debug)
+    state = CliState(config, plugins_dirs, debug)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+def _state() -> CliState:
+    return click.get_current_context().find_object(CliState)  # type: ignore[return-value]
+
+
+def _read_text(text: str) -> str:
+    return read_stdin() if text == "-" else text
+
+
+def _announce_default_model(agent: Any, model: str | None) -> None:
+    if model is None and agent.model_is_default:
+        echo(
+            "monoagent: no runtime.model configured; using offline:echo "
+            "(set runtime.model in monoagent.toml or MONO_AGENT_MODEL)",
+            err=True,
+        )
+
+
+@cli.command()
+@click.argument("text")
+@click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
+@click.option("-m", "--model", default=None, help="'<provider>:<model>' for this turn.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of streaming text.")
+def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
+    """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin)."""
+    from monoagent.kernel.model import TurnRequest
+
+    agent = _state().agent()
+    _announce_default_model(agent, model)
+    request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model)
+
+    printed = TerminalStream(agent.redact)
+
+    def stream(event: Any) -> None:
+        if event.type == "text_delta" and not as_json:
+            click.echo(printed.feed(event.data["text"]), nl=False)
+        elif event.type == "provider_attempt_discarded" and not as_json:
+            from monoagent.pipeline.provider_call import discard_notice
+
+            click.echo(printed.end())
+            echo(discard_notice(event.data), err=True)
+
+    import asyncio
+
+    try:
+        result = asyncio.run(agent.respond(request, on_event=stream))
+    finally:
+        click.echo(printed.end(), nl=False)
+    if as_json:
+        echo_json(agent.unstructure(result))
+    else:
+        click.echo()
+
+
+@cli.command()
+@click.option("-c", "--conversation", default="cli:chat", show_default=True, help="Conversation id.")
+@click.option("-m", "--model", default=None, help="'<provider>:<model>' for these turns.")
+def chat(conversation: str, model: str | None) -> None:
+    """Chat in the terminal: one turn per line (/reset clears history, /exit or Ctrl-D leaves)."""
+    agent = _state().agent()
+    _announce_default_model(agent, model)
+    channel = agent.host.component("channel", "console").factory(agent=agent)
+    channel.conversation_id = conversation
+    channel.model = model
+    import asyncio
+
+    asyncio.run(channel.serve(agent))
+
+
+@cli.command()
+@click.argument("text")
+@click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the assembled prompt and manifest as JSON.")
+def prompt(text: str, conversation: str, as_json: bool) -> None:
+    """Assemble and print the prompt for TEXT without calling a provider."""
+    from monoagent.kernel.model import TurnRequest
+
+    agent = _state().agent()
+    request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal")
+    import asyncio
+
+    assembled = asyncio.run(agent.assemble(request))
+    if as_json:
+        data = {
+            "stable": assembled.stable_text,
+            "boundary": assembled.boundary,
+            "dynamic": assembled.dynamic_text,
+            "messages": agent.unstructure(list(assembled.messages)),
+            "manifest": agent.unstructure(assembled.manifest),
+        }
+        echo_json(data)
+        return
+    echo("=== system prompt ===")
+    echo(assembled.system_text)
+    echo("=== messages ===")
+    for message in assembled.messages:
+        echo(f"--- {message.role}{f' ({message.name})' if message.name else ''} ---")
+        echo(message.content)
+    echo("=== manifest ===")
+    echo_json(agent.unstructure(assembled.manifest))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def plugins(as_json: bool) -> None:
+    """List plugins: name, version, source, status and the hooks each implements."""
+    host = _early_host()
+    if "config_error" in _EARLY:
+        echo(
+            "monoagent: warning: the configuration could not be read, so plugins.block and plugins.paths were not "
+            f"applied to this listing: {_EARLY['config_error']}",
+            err=True,
+        )
+    rows = [
+        {
+            "name": r.name,
+            "version": r.version,
+            "source": r.source,
+            "location": r.location,
+            "status": r.status,
+            "reason": r.reason,
+            "hooks": r.hooks,
+        }
+        for r in host.records
+    ]
+    if as_json:
+        echo_json(rows, ensure_ascii=True)
+        return
+    width = max((len(r["name"]) for r in rows), default=4)
+    for row in rows:
+        status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
+        echo(f"{row['name']:<{width}}  {row['version'] or '-':<8}  {row['source']:<12}  {status}")
+        echo(f"{'':<{width}}  from {row['location']}")
+        if row["hooks"]:
+            echo(f"{'':<{width}}  hooks: {', '.join(row['hooks'])}")
+
+
+@cli.group()
+def config() -> None:
+    """Write, show and validate the configuration."""
+
+
+@config.command("init")
+@click.argument("path", required=False, type=click.Path(dir_okay=False), default="monoagent.toml")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def config_init(path: str, force: bool) -> None:
+    """Write a commented starter config with the documented defaults."""
+    from monoagent.cli.starter import starter_toml
+
+    target = Path(path)
+    if target.exists() and not force:
+        raise click.ClickException(f"{target} exists; use --force to overwrite it")
+    host = _early_host()
+    target.write_text(starter_toml(host.config_sections()), encoding="utf-8")
+    echo(f"wrote {target}")
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def config_show(as_json: bool) -> None:
+    """Print the effective configuration with the source of every value."""
+    from monoagent.kernel.config import value_sources
+
+    agent = _state().agent()
+    rows = value_sources(agent.config)
+    if as_json:
+        echo_json({key: {"value": value, "source": source} for key, value, source in rows}, ensure_ascii=True)
+        return
+    file = agent.config.source_file
+    echo(f"# config file: {file if file else '(none: embedded defaults)'}")
+    for key, value, source in rows:
+        echo(f"{key} = {json.dumps(value, default=str)}  # {source}")
+
+
+@config.command("validate")
+def config_validate() -> None:
+    """Validate the configuration and the components it selects."""
+    agent = _state().agent()
+    agent.provider(agent.model)
+    agent.history_store
+    if agent.config.runtime.compaction.enabled:
+        agent.compaction_policy(agent.config.runtime.compaction.policy)
+    for model in agent.config.runtime.fallbacks:
+        agent.provider(model)
+    agent.memory_tiers()
+    file = agent.config.source_file
+    echo(f"configuration is valid ({file if file else 'embedded defaults'})")
+
+
+def _early_host() -> Any:
+    state = _state()
+    if state._agent is not None:
+        return state._agent.host
+    host = _EARLY.get("host")
+    if host is None:
+        raise click.ClickException("plugins could not be loaded")
+    return host
+
+
+_EARLY: dict[str, Any] = {}
+
+
+def _prescan(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """Find --config and --plugins-dir before click parses (plugins must add commands first)."""
+    config: str | None = None
+    dirs: list[str] = []
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        for name in ("--config", "--plugins-dir"):
+            value = None
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+            if value is not None:
+                if name == "--config":
+                    config = value
+                else:
+                    dirs.append(value)
+    return config, dirs
+
+
+def _load_plugins_early(argv: Sequence[str]) -> None:
+    from monoagent.kernel.config import load_raw, plugins_settings
+    from monoagent.kernel.host import PluginHost, local_plugin_paths
+
+    config, dirs = _prescan(argv)
+    _EARLY.clear()  # main() may run more than once in a process: no stale host or config error
+    host = PluginHost()
+    try:
+        raw = load_raw(config)
+        settings = plugins_settings(raw)
+        paths = local_plugin_paths(raw.source_file, settings.paths)
+        block = settings.block
+    except ConfigError as exc:
+        paths, block = [], []
+        _EARLY["config_error"] = exc
+    host.load_entry_points(block)
+    host.load_local(paths + [Path(d) for d in dirs], block)
+    _EARLY["host"] = host
+    for _plugin, _ in host.call_each("register_commands", cli=cli):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        _load_plugins_early(argv)
+        cli.main(args=argv, prog_name="monoagent", standalone_mode=False)
+    except click.exceptions.Abort:
+        echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show(file=TerminalFile(sys.stderr, _host_redact))
+        sys.exit(exc.exit_code)
+    except ConfigError as exc:
+        echo(f"monoagent: {exc}", err=True, redact=_host_redact)
+        sys.exit(2)
+    except MonoagentError as exc:
+        if debug:
+            raise
+        echo(f"monoagent: error: {exc}", err=True, redact=_host_redact)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,11 @@
+"""The kernel: the hook catalogue, the plugin host, configuration, the data model and the interfaces.
+
+Nothing here knows a provider, a store, a tier, a channel or a policy by name; every default is a
+bundled plugin (``monoagent_plugins``) registered exactly as a third party's would be.
+
+* :mod:`~monoagent.kernel.hookspecs`: every hook, each docstring its reference documentation;
+* :mod:`~monoagent.kernel.host`: one pluggy manager per Agent, load order, records, registries;
+* :mod:`~monoagent.kernel.config`: the documented keys and ``MONO_AGENT_*`` variables, validated;
+* :mod:`~monoagent.kernel.model` and :mod:`~monoagent.kernel.turn`: what flows through a turn;
+* :mod:`~monoagent.kernel.interfaces`: the protocols components implement (providers, stores, tiers).
+"""

@@ -1,0 +1,900 @@
+"""Every hook monoagent calls. This module is the table of contents of the system.
+
+Hooks come in four families, under the banners below:
+
+* **Registries**: called once when an Agent starts; each gets a ``register`` callback and
+  registers named components that configuration selects. The kernel owns conflicts: two plugins
+  registering one name is an error naming both.
+* **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
+* **Section producers**: called on every turn to build the system prompt. One firstresult hook
+  per documented section, so a project overrides exactly one section by implementing one hook.
+* **Turn steps**: called on every turn around recall, the user message, compaction, the provider
+  call, tools, redaction, commit and events.
+
+Conventions for every hook:
+
+* Hooks are called with keyword arguments. An implementation may accept any subset of the
+  arguments (pluggy matches by name), which is how hooks evolve: by adding arguments only.
+* "First non-None result wins" marks ``firstresult`` hooks. pluggy calls the most recently
+  registered implementation first, so the load order (bundled, third-party entry points sorted
+  by name, project-local files, programmatic plugins) means later sources win. Bundled
+  implementations are marked ``trylast`` so that anything a user registers runs before them.
+* "Results are collected" marks hooks whose non-None results are all gathered in a list.
+* pluggy features, each used for a reason: ``firstresult`` for hooks that need one answer (one
+  per documented section, so a project replaces exactly one section with one function);
+  collect-all plus an explicit ``order`` field for lists (extra sections, user-message parts);
+  new-style ``wrapper=True`` for around-advice where every plugin's change must see the others'
+  (``prepare_provider_request``, ``redact``); ``trylast`` on every bundled implementation so a
+  user's implementation always runs first; ``historic`` only for ``configure``, so a plugin
+  registered after start-up still gets configured. A plugin may mark its own implementation
+  ``tryfirst`` to run before other plugins of the same hook.
+* Observer hooks (``after_commit``, ``on_run_event``) call each implementation on its own, so
+  one failing observer is reported without silencing the others.
+* Hooks are sync. Where a docstring says a hook "may return an awaitable", the kernel awaits it
+  (see :func:`monoagent.kernel.host.await_me_maybe`); anything slow belongs on the objects the
+  registries return, which are async.
+
+The hook reference in ``docs/hooks.md`` is generated from these docstrings
+(``python -m monoagent.cli.docgen``); a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from monoagent.agent import Agent
+    from monoagent.kernel.model import (
+        MemoryHit,
+        Message,
+        ProviderRequest,
+        RunEvent,
+        Section,
+        ToolCall,
+        ToolResult,
+        TurnResult,
+        UserMessagePart,
+    )
+    from monoagent.kernel.turn import StepOutcome, Turn
+
+PROJECT = "monoagent"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ============================================================================ registries
+
+
+@hookspec
+def register_providers(register: Callable[..., None]) -> None:
+    """Register provider runtimes by model prefix.
+
+    Call ``register(prefix, factory, description="")`` once per prefix. ``runtime.model =
+    "<prefix>:<model>"`` selects ``factory(agent=agent, model="<model>")``, which returns a
+    :class:`~monoagent.kernel.interfaces.ProviderRuntime`. Import heavy SDKs inside the factory, not at
+    module level, so that ``monoagent --help`` stays fast.
+
+    Args:
+        register: the callback; a prefix registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up, before the first turn.
+
+    Bundled default: ``offline`` (models ``echo`` and ``scripted``), ``anthropic``, ``openai``,
+    ``ollama``, ``lmstudio`` and ``openai-compatible``, one plugin each.
+
+    Example::
+
+        @hookimpl
+        def register_providers(register):
+            register("mylab", lambda agent, model: MyLabRuntime(model))
+    """
+
+
+@hookspec
+def register_history_stores(register: Callable[..., None]) -> None:
+    """Register conversation-history stores by name.
+
+    Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``files`` plugin registers ``files`` (owner-only JSON records with
+    SHA-256 file names, atomic replacement with fsync, the latest 64 messages).
+
+    Example::
+
+        @hookimpl
+        def register_history_stores(register):
+            register("postgres", lambda agent: PostgresHistory(agent.config.section("postgres")))
+    """
+
+
+@hookspec
+def register_memory_tiers(register: Callable[..., None]) -> None:
+    """Register long-term memory tiers by name.
+
+    Call ``register(name, factory, description="")``; each name listed in ``memory.tiers``
+    selects ``factory(agent=agent, options=dict)``, which returns a
+    :class:`~monoagent.kernel.interfaces.MemoryTier`.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: ``memory-lite`` registers ``lite`` (SQLite FTS5, bm25, near-duplicate
+    merging) and ``memory-journal`` registers ``journal`` (dated entries, keyword + semantic
+    search fused by reciprocal rank fusion, reached only through tools).
+
+    Example::
+
+        @hookimpl
+        def register_memory_tiers(register):
+            register("vectors", lambda agent, options: VectorTier(**options))
+    """
+
+
+@hookspec
+def register_embedders(register: Callable[..., None]) -> None:
+    """Register text embedders by name.
+
+    Call ``register(name, factory, description="")``; memory tiers select an embedder by name
+    and get ``factory(agent=agent, options=dict)``, an :class:`~monoagent.kernel.interfaces.Embedder`.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``embedders`` plugin registers ``hashed-ngrams``, a dependency-free
+    *lexical* embedder (hashed character 3- and 4-grams); the contrib distribution
+    ``monoagent-minilm`` adds a real sentence-embedding model.
+
+    Example::
+
+        @hookimpl
+        def register_embedders(register):
+            register("minilm", lambda agent, options: MiniLM())
+    """
+
+
+@hookspec
+def register_channels(register: Callable[..., None]) -> None:
+    """Register channels (where turns come from) by name.
+
+    Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
+    :class:`~monoagent.kernel.interfaces.Channel`.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``console`` plugin registers ``console`` (the terminal chat behind
+    ``monoagent chat``).
+
+    Example::
+
+        @hookimpl
+        def register_channels(register):
+            register("irc", lambda agent: IrcChannel(agent))
+    """
+
+
+@hookspec
+def register_compaction_policies(register: Callable[..., None]) -> None:
+    """Register history compaction policies by name.
+
+    Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
+    :class:`~monoagent.kernel.interfaces.CompactionPolicy`. ``runtime.compaction.policy`` names the
+    default; the :func:`choose_compaction` hook may pick another per turn.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``compaction`` plugin registers ``summary`` (the documented policy:
+    under 80% of the history budget send everything; at 80% summarise to about 10% of the
+    budget as one "Summary of earlier conversation:" message; on failure truncate to fit) and
+    ``truncate`` (drop the oldest messages until the history fits).
+
+    Example::
+
+        @hookimpl
+        def register_compaction_policies(register):
+            register("keep-last-10", lambda agent: KeepLast(10))
+    """
+
+
+@hookspec
+def register_tools(register: Callable[..., None]) -> None:
+    """Register tools the model may call.
+
+    Call ``register(spec, handler)`` with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
+    ``handler(turn, arguments) -> str | ToolResult`` (it may return an awaitable). Tool
+    definitions travel in the provider's tool interface, never as prompt prose; the harness
+    refuses calls to any name that is not registered.
+
+    Args:
+        register: the callback; a tool name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall and
+    ``memory-journal`` registers MemoryJournal; each withdraws its tool from ``turn.tools`` on
+    turns where it is not configured (SessionHistory and RunHistory come with their plugins).
+
+    Example::
+
+        @hookimpl
+        def register_tools(register):
+            register(ToolSpec("clock", "The current UTC time."), lambda turn, args: utcnow())
+    """
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add commands to the ``monoagent`` command line.
+
+    Args:
+        cli: the root ``click.Group``; add commands or groups to it with ``cli.command()``
+            or ``cli.add_command()``.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once when the CLI starts, after plugins are loaded (a blocked or failed plugin adds
+    no command).
+
+    Bundled default: ``history-cli`` adds ``history`` and ``restart``, ``memory-cli`` adds
+    ``memory``; the core commands (run, chat, prompt, plugins, config) live in the kernel.
+
+    Example::
+
+        @hookimpl
+        def register_commands(cli):
+            @cli.command()
+            def hello():
+                click.echo("hello")
+    """
+
+
+@hookspec
+def register_config_sections(register: Callable[..., None]) -> None:
+    """Declare a plugin's own configuration section.
+
+    Call ``register(path, cls)`` with a dotted key path (``"myplugin"`` or
+    ``"providers.mylab"``) and an attrs class whose fields are the section's keys (snake_case in
+    Python, camelCase in the file). The section is validated like the kernel's own: unknown keys
+    with a did-you-mean, wrong types and attrs validator failures name the key path, the value
+    and its source. Read it back with ``agent.config.section(path)``.
+
+    Args:
+        register: the callback; a path claimed twice, or one the kernel owns, is an error.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, after plugins are loaded and before the configuration is validated.
+
+    Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
+    ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``.
+
+    Example::
+
+        @attrs.define
+        class LabConfig:
+            endpoint: str = "http://127.0.0.1:8080"
+
+        @hookimpl
+        def register_config_sections(register):
+            register("providers.mylab", LabConfig)
+    """
+
+
+# ============================================================================ lifecycle
+
+
+@hookspec(historic=True)
+def configure(agent: Agent) -> None:
+    """React to a configured Agent: read config, open resources, keep a reference.
+
+    Args:
+        agent: the Agent whose plugin manager this plugin is registered in.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent after every plugin is registered and the configuration is
+    validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
+    still receives the call, once, at registration, so late plugins need no special path.
+
+    Bundled default: the ``tool-history`` plugin opens the tool-call history sidecar and sets
+    ``agent.tool_history`` (unless another plugin already set it).
+
+    Example::
+
+        @hookimpl
+        def configure(agent):
+            logger.info("model is {}", agent.config.runtime.model)
+    """
+
+
+@hookspec
+def shutdown(agent: Agent) -> Any:
+    """Release what ``configure`` acquired. May return an awaitable.
+
+    Args:
+        agent: the Agent being closed.
+
+    Returns:
+        Nothing (or an awaitable the kernel awaits). Results are collected.
+
+    Called once from ``await agent.aclose()`` (and at the end of ``run_sync`` and every CLI
+    command).
+
+    Bundled default: ``artifacts`` waits until every pending run-event line is written;
+    ``tool-history`` releases its writer.
+
+    Example::
+
+        @hookimpl
+        def shutdown(agent):
+            return my_pool.close()
+    """
+
+
+# ============================================================================ section producers
+
+
+@hookspec(firstresult=True)
+def section_core_guardrails(turn: Turn) -> Section | None:
+    """Produce section 1, Core Guardrails (the soul).
+
+    Args:
+        turn: the turn being assembled (config, request, session, diagnostics).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``core_guardrails``, order 100). First non-None
+        result wins.
+
+    Called on every turn, first of the section producers.
+
+    Bundled default (``guardrails``): the text of ``context.soulPath`` (else the agent home's
+    SOUL.md, else the built-in default soul), bounded by the bootstrap character budgets, with
+    the "This file is yours to evolve" reminder; stable. A missing or truncated file becomes a
+    manifest diagnostic.
+
+    Example::
+
+        @hookimpl
+        def section_core_guardrails(turn):
+            return Section("core_guardrails", "Be terse.", order=100, source="my-project")
+    """
+
+
+@hookspec(firstresult=True)
+def section_identity(turn: Turn) -> Section | None:
+    """Produce section 2, Identity.
+
+    Args:
+        turn: the turn being assembled.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``identity``, order 200). First non-None result
+        wins.
+
+    Called on every turn.
+
+    Bundled default (``identity``): the text of ``context.identityPath`` (else the agent home's
+    IDENTITY.md, created from seed text when missing and never overwritten), bounded by the
+    bootstrap budgets; stable. The same plugin adds the optional USER.md as the ``user_persona``
+    extra section.
+
+    Example::
+
+        @hookimpl
+        def section_identity(turn):
+            return Section("identity", "You are Ada, the build bot.", order=200)
+    """
+
+
+@hookspec(firstresult=True)
+def section_session(turn: Turn) -> Section | None:
+    """Produce section 3, the Session block.
+
+    Args:
+        turn: the turn being assembled; ``turn.request.delivery`` tells console, push or
+            request-driven turns apart, ``turn.request.surface`` the chat surface.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``session``, order 300). First non-None result
+        wins.
+
+    Called on every turn.
+
+    Bundled default (``session``): the documented block. Console turns name their console and
+    the conversation id verbatim (omitted if the id would need sanitising); push turns forbid
+    copying, requesting or inferring a thread id, callback URL or delivery token;
+    request-driven turns say no proactive follow-up is possible; a surface line with kind,
+    sanitised name, id and message budget when the request has one; the host-owned persistence
+    sentence when memory is configured. No route (thread id, callback URL, delivery token,
+    user id) is ever rendered. Stable across the turns of a conversation.
+
+    Example::
+
+        @hookimpl
+        def section_session(turn):
+            return Section("session", "You run in a batch job.", order=300)
+    """
+
+
+@hookspec(firstresult=True)
+def section_skill_index(turn: Turn) -> Section | None:
+    """Produce section 5, the Skill Index.
+
+    Args:
+        turn: the turn being assembled.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``skill_index``, order 500), or one with empty
+        text when no skill is selected (the section is then skipped). First non-None result
+        wins.
+
+    Called on every turn.
+
+    Bundled default (``skills``): one line per entry of ``context.selectedSkills`` with the
+    name and the description from SKILL.md's front matter. There is no auto-selection.
+
+    Example::
+
+        @hookimpl
+        def section_skill_index(turn):
+            return Section("skill_index", "", order=500)  # hide the index
+    """
+
+
+@hookspec(firstresult=True)
+def section_skill_instructions(turn: Turn) -> Section | None:
+    """Produce section 6, the Selected Skill Instructions.
+
+    Args:
+        turn: the turn being assembled.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``skill_instructions``, order 600). First
+        non-None result wins.
+
+    Called on every turn.
+
+    Bundled default (``skills``): the body of ``<skillsRoot>/<name>/SKILL.md`` for each
+    selected skill, each capped at ``context.skillMaxBytes`` (default 48000) without splitting a
+    UTF-8 character, with a ``skill_truncated`` diagnostic; a missing skill is a
+    ``skill_missing`` diagnostic.
+
+    Example::
+
+        @hookimpl
+        def section_skill_instructions(turn):
+            return Section("skill_instructions", load_my_skills(), order=600)
+    """
+
+
+@hookspec
+def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
+    """Contribute additional system sections (user persona, permissions, AGENTS.md, facts).
+
+    Args:
+        turn: the turn being assembled.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section`, a list of them, or None. Results are collected.
+        Each section's ``order`` places it among the documented ones (100 guardrails, 200
+        identity, 300 session, 400 history, 500 skill index, 600 skill instructions); its
+        ``stability`` decides whether it may sit before the cache boundary. Two sections with
+        one id are an error naming both sources.
+
+    Called on every turn, after the documented producers.
+
+    Bundled default: ``identity`` adds the optional USER.md as ``user_persona`` (order 250,
+    stable); ``memory`` adds the memory contract as ``memory`` (order 350, stable) when memory is
+    configured; ``tool-history`` adds the cold tool-history projection as ``tool_history``
+    (order 410, dynamic) when there are records to show.
+
+    Example::
+
+        @hookimpl
+        def extra_sections(turn):
+            return Section("runtime_facts", f"Today is {turn.now:%A}.", order=650,
+                           stability="dynamic")
+    """
+
+
+@hookspec(firstresult=True)
+def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
+    """Render section 4, Conversation History, from the retained (and compacted) messages.
+
+    Args:
+        turn: the turn being assembled.
+        messages: the history to show, oldest first, after compaction.
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``conversation_history``, order 400, dynamic);
+        empty text on a first turn (the section is then skipped). First non-None result wins.
+
+    Called on every turn that has a history store.
+
+    Bundled default (``conversation``): a framed transcript, one entry per message, speaker
+    labels on user messages, tool calls summarised by name.
+
+    Example::
+
+        @hookimpl
+        def render_history(turn, messages):
+            text = "\\n".join(f"{m.role}: {m.content}" for m in messages)
+            return Section("conversation_history", text, order=400, stability="dynamic")
+    """
+
+
+@hookspec(firstresult=True)
+def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message | None:
+    """Render section 7, the Current User Message, always last.
+
+    Args:
+        turn: the turn; ``turn.request.text`` is the user's own text and
+            ``turn.request.attachments`` its attachments.
+        parts: what :func:`augment_user_message` contributed, sorted by ``order``; ``before``
+            parts go ahead of the user's text, ``prefix`` parts on the line directly above it,
+            ``after`` parts after it and any attachment block.
+
+    Returns:
+        The provider-facing user :class:`~monoagent.kernel.model.Message`. First non-None result wins.
+        It is never written to history: history keeps the user's own text and speaker name.
+
+    Called on every turn, after recall and augmentation.
+
+    Bundled default (``conversation``): the before parts, the prefix parts and the user's text
+    (one line each), an attachment block, then the after parts, separated by blank lines. Fence
+    tokens in the user's text and attachments are neutralised.
+
+    Example::
+
+        @hookimpl
+        def render_user_message(turn, parts):
+            return Message("user", turn.request.text.upper())
+    """
+
+
+# ============================================================================ turn steps
+
+
+@hookspec
+def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Any:
+    """Recall long-term memory for this turn, from the user's message.
+
+    Args:
+        turn: the turn; ``turn.request.text`` is the query.
+
+    Returns:
+        A list of :class:`~monoagent.kernel.model.MemoryHit` (or an awaitable of one). Results are
+        collected. The kernel gates them: highest scores first, at most 5 hits and 8 KB of
+        text in all; what passes is in ``turn.recalled`` and a ``memory_recalled`` event records
+        source and byte size only.
+
+    Called once per turn, before assembly.
+
+    Bundled default (``memory``): searches every configured tier whose ``automatic_recall``
+    is true with the user's text, through a per-turn lookup cache shared with the MemoryRecall
+    tool, and keeps hits that reach ``memory.recall.minScore`` and contain a word of the
+    message; a failing tier is a ``runtime_warning``. The journal tier is never recalled here.
+
+    Example::
+
+        @hookimpl
+        def recall_memory(turn):
+            return [MemoryHit("notes", "Alice prefers metric units.", score=0.9)]
+    """
+
+
+@hookspec
+def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessagePart | Sequence[UserMessagePart] | None:
+    """Add text around the user's message: the recall block, speaker and preceding-message fences.
+
+    Args:
+        turn: the turn (``request.sender``, ``request.preceding_messages``).
+        recalled: the memory hits that passed the gate (possibly none).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.UserMessagePart`, a list of them, or None. Results are
+        collected. Parts ride the provider-facing user message only; they never reach the
+        system prompt, history or capture, so the system prompt stays byte-stable.
+
+    Called once per turn, after recall and before assembly.
+
+    Bundled default (``conversation``): when hits passed the gate, the block behind the line
+    ``[Recalled long-term memory — background context for this turn, not the user's words:]``
+    after the user's text; nothing at all when there are none. ``group-context``: the
+    ``<messages_since_your_last_turn>`` fence (``before``) and the ``<current_speaker>`` line
+    (``prefix``) when the request has preceding messages or a sender.
+
+    Example::
+
+        @hookimpl
+        def augment_user_message(turn, recalled):
+            return UserMessagePart("(reply in French)", position="after", order=900)
+    """
+
+
+@hookspec(firstresult=True)
+def count_tokens(text: str, model: str) -> int | None:
+    """Estimate how many tokens ``text`` costs with ``model``.
+
+    Args:
+        text: the text to count.
+        model: the ``provider:model`` string of the turn.
+
+    Returns:
+        The token estimate. First non-None result wins.
+
+    Called while sizing history against the compaction budget.
+
+    Bundled default (``tokens``): ``ceil(utf8_bytes / 4)``, a provider-agnostic approximation
+    that errs high for English; install a tokenizer plugin for exact counts.
+
+    Example::
+
+        @hookimpl
+        def count_tokens(text, model):
+            return len(tiktoken.get_encoding("cl100k_base").encode(text))
+    """
+
+
+@hookspec(firstresult=True)
+def choose_compaction(turn: Turn, history_tokens: int, budget: int) -> str | None:
+    """Choose the compaction policy for this turn, by registered name.
+
+    Args:
+        turn: the turn.
+        history_tokens: the estimated tokens of the retained history.
+        budget: the history budget (context window minus the response reserve).
+
+    Returns:
+        A policy name from the compaction registry, or ``"none"`` to send history as it is.
+        First non-None result wins.
+
+    Called once per turn, after the history is loaded and before it is rendered.
+
+    Bundled default (``compaction``): ``"none"`` when compaction is disabled, else
+    ``runtime.compaction.policy`` (default ``summary``).
+
+    Example::
+
+        @hookimpl
+        def choose_compaction(turn, history_tokens, budget):
+            return "truncate" if turn.request.channel == "cron" else None
+    """
+
+
+@hookspec(firstresult=True)
+def prepare_provider_request(turn: Turn, request: ProviderRequest) -> ProviderRequest | None:
+    """Before each provider call: return the request to send (the same one, or a changed copy).
+
+    Args:
+        turn: the turn.
+        request: the request the harness built for this model step.
+
+    Returns:
+        The :class:`~monoagent.kernel.model.ProviderRequest` to send. First non-None result wins.
+        To adjust the request rather than replace it, implement this hook as a new-style
+        wrapper (``@hookimpl(wrapper=True)``): ``request = yield`` receives the result of the
+        inner implementations and you return your changed copy. Wrappers are the right tool
+        here because each plugin's change must see the others' (around-advice).
+
+    Called before every provider step of a turn (the first call and each tool-loop round).
+
+    Bundled default (``conversation``, trylast): returns ``request`` unchanged, so wrappers
+    always receive a request.
+
+    Example::
+
+        @hookimpl(wrapper=True)
+        def prepare_provider_request(turn, request):
+            request = yield
+            return attrs.evolve(request, max_output_tokens=1024)
+    """
+
+
+@hookspec
+def after_provider_call(turn: Turn, request: ProviderRequest, outcome: StepOutcome) -> None:
+    """Observe one finished provider step: its text, tool calls, usage and stop reason.
+
+    Args:
+        turn: the turn.
+        request: the request that was sent.
+        outcome: the :class:`~monoagent.kernel.turn.StepOutcome` (text, tool calls, usage,
+            stop reason, model).
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called after every provider step that returned (not after a failed one: that is a
+    ``run_failed`` event).
+
+    Bundled default: none.
+
+    Example::
+
+        @hookimpl
+        def after_provider_call(turn, request, outcome):
+            metrics.observe(outcome.usage.output_tokens)
+    """
+
+
+@hookspec(firstresult=True)
+def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
+    """Vet a tool call before it runs; return a result to answer it without running the tool.
+
+    Args:
+        turn: the turn.
+        call: the call the model requested (a registered tool: unknown names are refused by the
+            harness before this hook).
+
+    Returns:
+        None to let the tool run, or a :class:`~monoagent.kernel.model.ToolResult` (for example with
+        status ``rejected``) that answers the call instead. First non-None result wins.
+
+    Called before every tool call.
+
+    Bundled default: none (every registered tool may run).
+
+    Example::
+
+        @hookimpl
+        def before_tool_call(turn, call):
+            if call.name == "shell":
+                return ToolResult(call.id, call.name, "shell is disabled", ToolStatus.REJECTED)
+    """
+
+
+@hookspec
+def after_tool_call(turn: Turn, call: ToolCall, result: ToolResult) -> None:
+    """Observe a finished tool call and its result (before the result goes back to the model).
+
+    Args:
+        turn: the turn.
+        call: the call.
+        result: its result, after the bloat guard.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called after every tool call, refused and failed ones included.
+
+    Bundled default: none.
+
+    Example::
+
+        @hookimpl
+        def after_tool_call(turn, call, result):
+            audit_log.write(call.name, result.status)
+    """
+
+
+@hookspec(firstresult=True)
+def redact(text: str, kind: str) -> str | None:
+    """Redact secrets and filesystem paths from text that leaves the run (history, events).
+
+    Args:
+        text: the text to redact.
+        kind: what it is: ``"tool_arguments"``, ``"tool_result"``, ``"error"``, ``"event"``, or
+            ``"terminal"`` for everything printed to a terminal (:mod:`monoagent.boundary.terminal`).
+
+    Returns:
+        The redacted text. First non-None result wins. Redaction is a chain: implement this
+        hook as a new-style wrapper (``@hookimpl(wrapper=True)``) to add a step that sees the
+        result of the default (``text = yield``) and returns it further redacted; a plain
+        implementation replaces the default redactor.
+
+    Called on error details and tool payloads before they are stored or emitted, and on all
+    terminal output (the bundled default keeps filesystem paths readable there).
+
+    Bundled default (``redaction``, trylast): replaces API keys of the common providers, cloud
+    keys, bearer tokens, JWTs, private-key blocks and credentials in URLs with
+    ``[REDACTED:<kind>]``, and absolute filesystem paths with an opaque host-root token keeping
+    at most two trailing components. Ordinary web URLs stay readable.
+
+    Example::
+
+        @hookimpl(wrapper=True)
+        def redact(text, kind):
+            text = yield
+            return text.replace("ACME-INTERNAL", "[REDACTED:codename]")
+    """
+
+
+@hookspec
+def after_commit(turn: Turn, result: TurnResult) -> Any:
+    """Act on a committed turn: capture memory, index, notify. May return an awaitable.
+
+    Args:
+        turn: the turn (its ``request``, the recalled hits it must not capture).
+        result: the committed :class:`~monoagent.kernel.model.TurnResult`.
+
+    Returns:
+        Nothing (or an awaitable the kernel awaits). Results are collected. An exception here
+        is logged as a ``runtime_warning`` event and does not undo the commit.
+
+    Called once per turn, only after the history store published the turn durably, also when a
+    cancellation arrived during that commit (the run completes before the caller sees it).
+    Never for turns that end with a continuity account (cancelled or failed before the commit,
+    or whose commit failed).
+
+    Bundled default (``memory``): captures the turn into every configured tier, attributed to
+    its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's
+    own text only: never the recalled block, never preceding messages.
+
+    Example::
+
+        @hookimpl
+        def after_commit(turn, result):
+            return my_memory.add(f"User: {turn.request.text}\\nAssistant: {result.text}")
+    """
+
+
+@hookspec
+def on_run_event(event: RunEvent, agent: Agent) -> None:
+    """Observe every :class:`~monoagent.kernel.model.RunEvent` of every run.
+
+    Args:
+        event: the event (``type``, ``run_id``, ``conversation_id``, ``seq``, ``at``, ``data``).
+        agent: the Agent whose run emitted it (a plugin module may serve several Agents).
+
+    Returns:
+        Nothing. Results are collected (and ignored). An observer that raises is reported once
+        on the log and does not stop the run.
+
+    Called synchronously as each event is emitted, in ``seq`` order; keep it quick.
+
+    Bundled default (``artifacts``): appends each event except ``text_delta`` to the run's
+    JSONL file ``<artifacts.dir>/runs/<runId>.jsonl`` (the prompt manifest included).
+
+    Example::
+
+        @hookimpl
+        def on_run_event(event):
+            if event.type == "run_failed":
+                pager.alert(event.data["error"])
+    """

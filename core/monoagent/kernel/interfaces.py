@@ -1,0 +1,319 @@
+"""The interfaces of the components that registries hand out.
+
+Hooks are sync; asynchronous work lives on the objects they return (STYLE.md rule 7). A plugin's
+component implements one of these protocols; the kernel only ever talks to the protocol, so a
+PostgreSQL history store or a vector-database memory tier plugs in without touching the kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRequest, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from monoagent.kernel.turn import Turn
+
+
+@runtime_checkable
+class ProviderRuntime(Protocol):
+    """A model endpoint. ``stream`` yields :data:`~monoagent.kernel.model.ProviderEvent` values.
+
+    A runtime streams :class:`~monoagent.kernel.model.TextDelta` pieces, one
+    :class:`~monoagent.kernel.model.ToolCallRequested` per fully assembled tool call, and ends with one
+    :class:`~monoagent.kernel.model.StepFinished`; it may yield :class:`~monoagent.kernel.model.StreamProgress`
+    for argument or reasoning bytes as they arrive. The harness reads the stream within the
+    ``providers.piNative`` stream limits and checks every event's types
+    (:func:`monoagent.pipeline.provider_call.read_step`). Failures raise
+    :class:`~monoagent.kernel.errors.ProviderError` with ``retryable`` set for transient ones.
+    Cancellation arrives as ``asyncio.CancelledError`` at an ``await``; the runtime stops its
+    stream promptly and lets it propagate.
+    """
+
+    name: str
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+@attrs.frozen
+class CommitReceipt:
+    """What a history store returns after publishing a turn."""
+
+    conversation_id: str
+    message_count: int
+    bytes_written: int
+
+
+@attrs.frozen
+class ConversationInfo:
+    conversation_id: str
+    message_count: int
+    updated_at: float
+    bytes: int
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """Durable conversation history, one record per exact conversation id.
+
+    ``load`` returns the retained messages oldest first. ``commit`` appends one turn's messages
+    (user message, any tool messages, the assistant answer) atomically: after it returns, the
+    turn survives a crash; if it raises, the previously committed record is intact. ``reset``
+    removes one conversation; ``conversations`` lists what is stored. All methods are
+    coroutines; blocking I/O belongs in a worker thread.
+    """
+
+    name: str
+
+    async def load(self, conversation_id: str) -> Sequence[Message]: ...
+
+    async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt: ...
+
+    async def reset(self, conversation_id: str) -> int: ...
+
+    async def conversations(self) -> Sequence[ConversationInfo]: ...
+
+    async def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- logical sessions
+
+_DAILY_BUCKET = re.compile(r"(?s)(?P<logical>.*):(?P<bucket>\d{4}-\d{2}-\d{2})")
+
+
+def logical_conversation_id(conversation_id: str) -> str:
+    """The logical session a physical conversation id belongs to.
+
+    Under ``runtime.session.rollover = "daily"`` the harness keys history by
+    ``<logical>:<YYYY-MM-DD>``; this strips such a date-shaped bucket suffix (and only that), so
+    every store, the CLI and the harness agree on which records make up one logical session. An
+    id without a bucket suffix is its own logical session.
+    """
+    match = _DAILY_BUCKET.fullmatch(conversation_id)
+    return match.group("logical") if match else conversation_id
+
+
+HistoryWarningCallback = Callable[[str, str], None]
+"""``on_warning(code, message)``: how a store reports a recoverable problem during ``load``."""
+
+CAPABILITY_LOAD_WARNINGS = "load_warnings"
+"""The store's ``load`` accepts ``on_warning=`` (see :class:`ManagedHistoryStore`)."""
+
+
+@attrs.frozen
+class HistoryResetReport:
+    """What a logical-session reset removed: the exact ids, their messages, files and bytes."""
+
+    logical_conversation_id: str
+    conversation_ids: tuple[str, ...] = ()
+    messages: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+@attrs.frozen
+class HistoryStats:
+    """Totals of a history store: retained conversations (records), their messages and bytes."""
+
+    records: int
+    bytes: int
+    messages: int | None = None
+    stages: int = 0
+    stage_bytes: int = 0
+
+
+@runtime_checkable
+class ManagedHistoryStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that also supports logical-session reset, totals and clear-all.
+
+    The bundled ``files`` store implements it; the conformance suite
+    (:mod:`monoagent.testing.history_contract`) checks every clause below, so a PostgreSQL store proves
+    itself by running that suite unchanged. Contracts, beyond :class:`HistoryStore`'s:
+
+    ``capabilities``
+        A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
+        ``load`` accepts ``on_warning``, ``"logical_reset"`` that ``reset_logical`` is
+        implemented. The harness passes extras only to stores advertising them, so stores
+        written against :class:`HistoryStore` keep working.
+
+    ``load(conversation_id, *, on_warning=None)``
+        As :meth:`HistoryStore.load`. A stored record that cannot be read, whatever its bytes
+        (truncated, not valid JSON, nested too deep, over the store's size cap, of the wrong
+        shape or types, naming another conversation), is not an error: the conversation starts
+        cold (returns ``()``), ``on_warning("history_record_unreadable", message)`` is called
+        once with a one-line message (without a callback the store logs it), and the next
+        successful ``commit`` replaces the record. A record of a newer version of the store, or
+        an unsafe path (a symlink, a FIFO, a file of another owner), raises
+        :class:`~monoagent.kernel.errors.HistoryStoreError` instead (fail closed: neither read nor replaced).
+
+    ``commit(conversation_id, messages)``
+        As :meth:`HistoryStore.commit`, with these guarantees: the turn is staged and published
+        atomically (a reader sees the whole previous record or the whole new one); when it
+        returns, the turn survives a process crash and a power cut; when it raises, the
+        previous record is intact and a partial stage never counts as history; at most the
+        newest ``history.maxMessages`` messages are kept; each serialized message is at most
+        ``history.maxMessageBytes`` (longer content is cut UTF-8-safely and ends with a marker
+        stating the original byte count); concurrent commits to one conversation, from any
+        number of processes, are serialised and none is lost; commits to unrelated
+        conversations do not wait for each other's I/O. Aggregate retention (records, bytes,
+        days of inactivity) runs only after a successful publication and removes the oldest
+        inactive conversations first, never the one just published. The record keeps the
+        conversation id and its :func:`logical_conversation_id`.
+
+    ``reset_logical(logical_conversation_id) -> HistoryResetReport``
+        Removes every record whose logical session is ``logical_conversation_id`` (each daily
+        bucket, and the undated id itself), atomically with respect to concurrent commits of
+        that session in any process: a commit either lands before the reset (and is removed)
+        or after it (and survives). Other conversations are untouched. A crash part-way leaves
+        the reset to be completed by the next operation on that session; readers never see a
+        half-reset session. Records that cannot be read (or are of a newer version) are removed
+        like the others; what a record holds never stops a reset part-way.
+
+    ``stats() -> HistoryStats``
+        Retained records (conversations), their bytes and, when cheap, messages; live
+        unpublished stages separately.
+
+    ``clear_all() -> HistoryStats``
+        Removes every record (and abandoned stages) and returns what was removed. Only the
+        store's own records are read, counted (here, in ``stats`` and in retention) or removed;
+        anything else in its storage is left untouched.
+    """
+
+    capabilities: frozenset[str]
+
+    async def reset_logical(self, logical_conversation_id: str) -> HistoryResetReport: ...
+
+    async def stats(self) -> HistoryStats: ...
+
+    async def clear_all(self) -> HistoryStats: ...
+
+
+async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
+    """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
+    if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
+        return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]
+    return await store.load(conversation_id)
+
+
+@runtime_checkable
+class MemoryTier(Protocol):
+    """Long-term memory: ``search`` for recall, ``add`` for capture, ``forget`` to remove.
+
+    The contract (``monoagent.testing.MemoryTierContract`` checks it):
+
+    * ``search(query, limit=n)`` returns at most ``n`` :class:`~monoagent.kernel.model.MemoryHit`
+      values, best first, each with ``source`` = the tier's ``name``, a string ``id`` that
+      ``forget`` accepts, and a ``score`` in 0..1 where higher is more relevant (the recall gate
+      compares scores across tiers). An empty store, or a query with nothing to match, returns
+      ``[]``; ``limit`` below 1 is a ``ValueError``.
+    * ``add(text, metadata=...)`` stores ``text`` and returns its id; blank text is a
+      ``ValueError``. A tier may bound what it keeps (say so in its docs) and may merge a
+      near-duplicate into an existing entry, returning that entry's id.
+    * ``forget(id)`` removes one entry; True if it existed, False otherwise.
+
+    Optional attributes and methods, looked up with ``getattr`` so a minimal tier needs none:
+
+    * ``automatic_recall: bool`` (default True): whether the tier answers the per-turn
+      ``recall_memory`` step. A tier that is searched only through tools sets it False.
+    * ``captures: bool`` (default True): whether post-turn capture adds each committed turn.
+    * ``list(limit=, offset=)`` and ``stats()``: see :class:`BrowsableMemoryTier`.
+    * ``close()`` (may be a coroutine): called once when the Agent closes.
+    """
+
+    name: str
+
+    async def search(self, query: str, *, limit: int) -> Sequence[MemoryHit]: ...
+
+    async def add(self, text: str, *, metadata: dict[str, Any] | None = None) -> str: ...
+
+    async def forget(self, memory_id: str) -> bool: ...
+
+
+@attrs.frozen
+class MemoryRecord:
+    """One stored memory, as ``monoagent memory list`` shows it."""
+
+    id: str
+    text: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class MemoryStats:
+    """What a tier holds: entry count, UTF-8 bytes of text, where it lives, tier-specific details."""
+
+    tier: str
+    entries: int
+    bytes: int
+    location: str | None = None
+    details: dict[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class BrowsableMemoryTier(MemoryTier, Protocol):
+    """A tier that can also list its entries (newest first) and report its size.
+
+    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``;
+    ``stats()`` returns a :class:`MemoryStats`. The ``memory list`` and ``memory stats``
+    commands need these; ``search``, ``add`` and ``forget`` work without them.
+    """
+
+    async def list(self, *, limit: int, offset: int = 0) -> Sequence[MemoryRecord]: ...
+
+    async def stats(self) -> MemoryStats: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors; ``dimensions`` is fixed per instance."""
+
+    name: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """Where turns come from and answers go (console, cron, webhook, chat platforms)."""
+
+    name: str
+
+    async def serve(self, agent: Any) -> None: ...
+
+
+@attrs.frozen
+class CompactionOutcome:
+    """What a compaction policy did to the history it was given."""
+
+    messages: tuple[Message, ...]
+    applied: bool
+    method: str = "none"
+    detail: str = ""
+
+
+@runtime_checkable
+class CompactionPolicy(Protocol):
+    """Keeps the history inside the model's budget. ``compact`` may call the provider."""
+
+    name: str
+
+    async def compact(self, turn: Turn, messages: Sequence[Message], budget: int) -> CompactionOutcome: ...
+
+
+ToolHandler = Callable[["Turn", dict[str, Any]], "str | ToolResult | Awaitable[str | ToolResult]"]
+
+
+@attrs.frozen
+class Tool:
+    """A registered tool: its model-visible spec and the handler that runs it."""
+
+    spec: ToolSpec
+    handler: ToolHandler
+    plugin: str = ""

@@ -1,0 +1,64 @@
+"""A lazily imported loguru logger.
+
+loguru costs tens of milliseconds to import, more than the whole budget of ``monoagent --help``,
+so modules log through :data:`logger`, which imports loguru on first use. As a library,
+monoagent's log records are disabled (loguru's advice for libraries): enable them with
+``loguru.logger.enable("monoagent")``. The CLI enables them at WARNING (DEBUG with ``--debug``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_cli_level: str | None = None
+_cli_redact: Callable[[str, str], str] | None = None
+
+
+def configure_cli(debug: bool, redact: Callable[[str, str], str] | None = None) -> None:
+    """Send monoagent's records to stderr at WARNING, or DEBUG with ``--debug``, from first use on.
+
+    Each record passes :func:`monoagent.boundary.terminal.terminal_text` with ``redact`` (the command
+    line's redaction chain) on its way to the terminal, as everything else the CLI prints.
+    """
+    global _cli_level, _cli_redact
+    _cli_level = "DEBUG" if debug else "WARNING"
+    _cli_redact = redact
+    _LazyLogger._real = None
+
+
+def _terminal_sink(message: Any) -> None:
+    import sys
+
+    from monoagent.boundary.terminal import terminal_text
+
+    sys.stderr.write(terminal_text(str(message), _cli_redact))
+
+
+class _LazyLogger:
+    _real: Any = None
+
+    def _load(self) -> Any:
+        if self._real is None:
+            from loguru import logger as real
+
+            if _cli_level is not None:
+                real.remove()
+                real.add(_terminal_sink, level=_cli_level, format="monoagent: {level}: {message}")
+                real.enable("monoagent")
+                real.enable("monoagent_plugins")
+            else:
+                # Disabled by default, unless the application already enabled (or disabled) us
+                # before our first record: loguru's last enable/disable call wins.
+                decided = {name for name, _ in getattr(getattr(real, "_core", None), "activation_list", ())}
+                for package in ("monoagent", "monoagent_plugins"):
+                    if package + "." not in decided:
+                        real.disable(package)
+            type(self)._real = real
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._load(), name)
+
+
+logger = _LazyLogger()

@@ -1,0 +1,42 @@
+"""cattrs at the text boundaries of the data model: events, records, JSON output."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, TypeVar
+
+import cattrs
+
+T = TypeVar("T")
+
+converter = cattrs.Converter()
+# Raw bytes (image and binary tool-result blocks) become base64 text at JSON boundaries.
+converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).decode("ascii"))
+converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value) if isinstance(value, str) else bytes(value))
+
+
+def _message_hook() -> Any:
+    """Messages serialize as before unless they carry a continuity envelope (records stay byte-identical)."""
+    from cattrs.gen import make_dict_unstructure_fn, override
+
+    from monoagent.kernel.model import Message
+
+    return Message, make_dict_unstructure_fn(Message, converter, continuity=override(omit_if_default=True))
+
+
+converter.register_unstructure_hook(*_message_hook())
+
+
+def unstructure(value: Any) -> Any:
+    """A JSON-ready view of an attrs value (tuples become lists, enums their values)."""
+    return converter.unstructure(value)
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    return converter.structure(data, cls)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON of an attrs value or of JSON-ready data."""
+    return json.dumps(unstructure(value), ensure_ascii=False, separators=(",", ":"), default=str)

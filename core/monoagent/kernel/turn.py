@@ -1,0 +1,130 @@
+"""The turn context every per-turn hook receives, and the outcome of one provider step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, Replacements, ToolCall, ToolSpec, TurnRequest, Usage
+
+if TYPE_CHECKING:
+    from monoagent.agent import Agent
+    from monoagent.pipeline.bootstrap import BootstrapFiles
+    from monoagent.kernel.config import Config
+
+
+@attrs.define
+class SessionInfo:
+    """How this turn sits in its conversation.
+
+    ``logical_conversation_id`` is the id the channel submitted; ``conversation_id`` is the
+    physical id history is keyed by (the same, or ``<id>:<YYYY-MM-DD>`` under daily rollover).
+    ``new_bucket`` is true on the first turn of a daily bucket.
+    """
+
+    delivery: Delivery
+    mode: str
+    logical_conversation_id: str
+    conversation_id: str
+    bucket: str | None = None
+    new_bucket: bool = False
+    memory_configured: bool = False
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One run in progress: what hooks read, and where they report.
+
+    Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
+    ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
+    ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn), ``now`` (an
+    aware datetime in the configured time zone), ``diagnostics`` and ``state`` (a scratch dict
+    for plugins, keyed by plugin module name, that lives as long as the turn). Report problems with
+    :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
+    :class:`~monoagent.kernel.model.RunEvent`).
+    """
+
+    agent: Agent
+    request: TurnRequest
+    run_id: str
+    model: str
+    session: SessionInfo
+    emitter: Callable[..., Any] = attrs.field(repr=False)
+    started_at: float = attrs.field(factory=time.time)
+    history: tuple[Message, ...] = ()
+    recalled: tuple[MemoryHit, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    diagnostics: list[Diagnostic] = attrs.Factory(list)
+    state: dict[str, Any] = attrs.Factory(dict)
+    _bootstrap: BootstrapFiles | None = attrs.field(default=None, repr=False)
+
+    @property
+    def config(self) -> Config:
+        return self.agent.config
+
+    @property
+    def conversation_id(self) -> str:
+        return self.session.conversation_id
+
+    @property
+    def timezone(self) -> tzinfo | None:
+        name = self.config.runtime.session.rollover_timezone
+        if name:
+            from zoneinfo import ZoneInfo
+
+            return ZoneInfo(name)
+        return None
+
+    @property
+    def now(self) -> datetime:
+        """The turn's start time, in the configured time zone (else the system's)."""
+        return datetime.fromtimestamp(self.started_at, self.timezone).astimezone(self.timezone)
+
+    @property
+    def bootstrap(self) -> BootstrapFiles:
+        """SOUL.md, IDENTITY.md and USER.md read once per turn under the character budgets."""
+        if self._bootstrap is None:
+            from monoagent.pipeline.bootstrap import read_bootstrap_files
+
+            self._bootstrap = read_bootstrap_files(self)
+        return self._bootstrap
+
+    def diagnose(self, code: str, message: str, section: str | None = None) -> None:
+        """Record a prompt diagnostic (missing file, truncation); it lands in the manifest."""
+        self.diagnostics.append(Diagnostic(code, message, section))
+
+    def emit(self, type: str, **data: Any) -> None:
+        """Emit a :class:`~monoagent.kernel.model.RunEvent` of this run to every observer."""
+        self.emitter(type, data)
+
+    def report_invalid_unicode(self, where: str, replaced: Replacements, **data: Any) -> None:
+        """One ``runtime_warning`` (code ``invalid_unicode_replaced``) per field in ``replaced``.
+
+        ``where`` names what the text came from (``request``, ``tool_result``, ``provider``); the
+        event's ``field`` is ``<where>.<field path>`` and ``count`` the surrogates that became
+        U+FFFD (see :class:`monoagent.kernel.model.ValidText`). ``data`` adds context (a tool, a model).
+        """
+        for path, count in replaced:
+            self.emit(
+                "runtime_warning",
+                code="invalid_unicode_replaced",
+                field=f"{where}.{path}",
+                count=count,
+                message=f"{where}.{path} was not valid Unicode: {count} character(s) replaced by U+FFFD",
+                **data,
+            )
+
+
+@attrs.frozen
+class StepOutcome:
+    """What one provider step produced."""
+
+    model: str
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    stop_reason: str = "end_turn"

@@ -1,0 +1,9 @@
+"""The turn pipeline: one turn from request to committed result.
+
+:mod:`~monoagent.pipeline.harness` (lanes, admission, slots, the commit) ->
+:mod:`~monoagent.pipeline.assembly` (sections, cache boundary, manifest) ->
+:mod:`~monoagent.pipeline.provider_call` (attempts, retries, fallbacks, the bounded stream, the tool
+loop) -> :mod:`~monoagent.pipeline.bloat` (tool-output guard) -> commit, or on failure
+:mod:`~monoagent.pipeline.continuity` (the bounded continuity account), with
+:mod:`~monoagent.pipeline.tool_lifecycle` recording every tool call.
+"""

@@ -1,0 +1,160 @@
+"""Prompt assembly: sections from hooks, in the documented order, split around a cache boundary.
+
+The documented order is fixed: core guardrails (100), identity (200), session (300),
+conversation history (400), skill index (500), selected skill instructions (600), and the
+current user message always last, as the final provider message rather than system text.
+Extra sections from :func:`~monoagent.kernel.hookspecs.extra_sections` are placed by their ``order``.
+
+The system text is split in two around :data:`BOUNDARY`: the *stable* part is the longest run
+of stable sections from the start, the *dynamic* part everything from the first dynamic section
+on. Keeping the documented order means a stable section that follows a dynamic one (the skill
+sections after the conversation history) is rendered in the dynamic part; the manifest records
+each section's declared stability and the part it landed in. Providers that support prompt
+caching mark only the stable part for caching and never send the boundary as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.model import (
+    AssembledPrompt,
+    Fingerprints,
+    ManifestSection,
+    Message,
+    PromptManifest,
+    Section,
+)
+
+if TYPE_CHECKING:
+    from monoagent.kernel.host import PluginHost
+    from monoagent.kernel.turn import Turn
+
+COMPILER_VERSION = "monoagent-assembly/1"
+BOUNDARY = "<<MONOAGENT_PROMPT_CACHE_BOUNDARY>>"
+SEPARATOR = "\n\n"
+
+#: The documented sections: (id, hook, order, required).
+DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
+    ("core_guardrails", "section_core_guardrails", 100, True),
+    ("identity", "section_identity", 200, True),
+    ("session", "section_session", 300, True),
+    ("conversation_history", "render_history", 400, False),
+    ("skill_index", "section_skill_index", 500, False),
+    ("skill_instructions", "section_skill_instructions", 600, False),
+)
+SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS}
+USER_MESSAGE_ORDER = 700
+
+
+class AssemblyError(MonoagentError):
+    """A required section has no producer, or sections conflict."""
+
+
+def _expect_section(value: object, hook: str, host: PluginHost) -> Section:
+    if not isinstance(value, Section):
+        raise AssemblyError(f"hook {hook!r} returned {type(value).__name__}, expected monoagent.kernel.model.Section")
+    return value
+
+
+def collect_sections(host: PluginHost, turn: Turn, history: Sequence[Message]) -> list[Section]:
+    """Call every section producer and return the non-empty sections in order."""
+    sections: list[Section] = []
+    for sid, hook, order, required in DOCUMENTED_SECTIONS:
+        if hook == "render_history":
+            value = host.call(hook, turn=turn, messages=tuple(history))
+        else:
+            value = host.call(hook, turn=turn)
+        if value is None:
+            if required:
+                raise AssemblyError(
+                    f"no active plugin produced the required section {sid!r} (hook {hook!r}); "
+                    f"if its bundled plugin is blocked, a replacement must implement {hook}"
+                )
+            continue
+        section = _expect_section(value, hook, host)
+        if section.id != sid or section.order != order:
+            section = attrs.evolve(section, id=sid, order=order)
+        if section.text:
+            sections.append(section)
+    seen = {s.id: s.source or "documented section" for s in sections}
+    for result in host.call("extra_sections", turn=turn):
+        for value in result if isinstance(result, (list, tuple)) else [result]:
+            section = _expect_section(value, "extra_sections", host)
+            if section.id in seen or section.id in SECTION_ORDER:
+                raise AssemblyError(
+                    f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "
+                    f"and from {section.source or 'an extra_sections hook'!r}"
+                )
+            if section.order >= USER_MESSAGE_ORDER:
+                raise AssemblyError(
+                    f"section {section.id!r} has order {section.order}; system sections must order below "
+                    f"{USER_MESSAGE_ORDER} (the current user message is always last)"
+                )
+            seen[section.id] = section.source
+            if section.text:
+                sections.append(section)
+    sections.sort(key=lambda s: s.order)
+    return sections
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compile_prompt(
+    sections: Sequence[Section],
+    messages: Sequence[Message],
+    diagnostics: Sequence = (),
+    *,
+    profile: str = "full",
+    history_messages: int = 0,
+) -> AssembledPrompt:
+    """Join ``sections`` into stable and dynamic text and build the manifest.
+
+    ``messages`` are the provider-facing messages; the last one is the current user message.
+    """
+    stable: list[str] = []
+    dynamic: list[str] = []
+    manifest_sections: list[ManifestSection] = []
+    in_dynamic = False
+    for section in sections:
+        in_dynamic = in_dynamic or section.stability == "dynamic"
+        data = section.text.encode("utf-8", "surrogatepass")
+        (dynamic if in_dynamic else stable).append(section.text)
+        manifest_sections.append(
+            ManifestSection(
+                id=section.id,
+                order=section.order,
+                stability=section.stability,
+                part="dynamic" if in_dynamic else "stable",
+                source=section.source,
+                bytes=len(data),
+                sha256=_sha(data),
+            )
+        )
+    stable_text = SEPARATOR.join(stable)
+    dynamic_text = SEPARATOR.join(dynamic)
+    dynamic_bytes = dynamic_text.encode("utf-8", "surrogatepass")
+    full = hashlib.sha256(stable_text.encode("utf-8", "surrogatepass"))
+    stable_fingerprint = full.hexdigest()
+    if dynamic_text:
+        full.update(f"\n{BOUNDARY}\n".encode())
+        full.update(dynamic_bytes)
+    user = messages[-1] if messages else Message("user", "")
+    manifest = PromptManifest(
+        compiler_version=COMPILER_VERSION,
+        profile=profile,
+        sections=tuple(manifest_sections),
+        fingerprints=Fingerprints(stable_fingerprint, _sha(dynamic_bytes), full.hexdigest()),
+        diagnostics=tuple(diagnostics),
+        user_message_bytes=len(user.content.encode("utf-8", "surrogatepass")),
+        message_count=len(messages),
+        history_messages=history_messages,
+    )
+    return AssembledPrompt(stable_text, dynamic_text, BOUNDARY, tuple(messages), tuple(sections), manifest)

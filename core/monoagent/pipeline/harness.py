@@ -1,0 +1,438 @@
+"""The harness: one turn from request to committed result.
+
+channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
+follow-ups queue there without counting against any limit) -> admission
+(``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
+resolution (daily bucket) -> history load -> memory recall -> compaction -> sections ->
+assembly and manifest -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
+with the tool loop (capped by ``runtime.maxTurns``) -> commit (history publish, events,
+``after_commit``).
+
+A turn that fails or is cancelled after admission commits no answer and leaves committed history
+untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
+
+The commit is the line between the two outcomes, and the run crosses it only when the history
+store says the answer is durable. A commit that fails (disk full, file too large) settles the
+run as failed (``CommitFailed``, settlement ``commit_failed``) with its account. A cancellation
+that arrives while the commit is in progress cannot stop it half-way (the store finishes in its
+worker thread), so it waits for the outcome: after a durable commit the run completes
+(``run_committed``, ``after_commit``, ``run_completed``) and only then does the caller receive
+its ``CancelledError``, as asyncio's contract for a cancelled task requires; after a failed
+commit the run settles as cancelled with its account (``run_cancelled``). A cancellation during
+``after_commit`` interrupts that hook (``runtime_warning`` ``after_commit_cancelled``); the
+commit stands and the run completes the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.bloat import guard_tool_result
+from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
+from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
+from monoagent.kernel.interfaces import CommitReceipt, load_history
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import (
+    AssembledPrompt,
+    MemoryHit,
+    Message,
+    RunEvent,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+    TurnRequest,
+    TurnResult,
+    UserMessagePart,
+)
+from monoagent.kernel.host import await_me_maybe
+from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
+from monoagent.text import utf8_len
+from monoagent.kernel.turn import SessionInfo, Turn
+
+if TYPE_CHECKING:
+    from monoagent.agent import Agent
+
+RECALL_MAX_HITS = 5
+RECALL_MAX_BYTES = 8 * 1024
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+EventCallback = Callable[[RunEvent], Any]
+
+
+_run_ids = random.Random(os.urandom(16))
+
+
+def new_run_id() -> str:
+    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
+
+    The random part comes from a generator seeded once per process from ``os.urandom``: run ids
+    must not collide, they need not be secret.
+    """
+    return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
+
+
+def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
+    """Highest scores first, at most 5 hits and 8 KB of text in all; a hit that does not fit is skipped."""
+    kept: list[MemoryHit] = []
+    used = 0
+    for hit in sorted(hits, key=lambda h: -h.score):
+        if len(kept) == RECALL_MAX_HITS:
+            break
+        size = utf8_len(hit.text)
+        if not hit.text.strip() or used + size > RECALL_MAX_BYTES:
+            continue
+        kept.append(hit)
+        used += size
+    return tuple(kept)
+
+
+@attrs.define
+class _Lane:
+    """One conversation's lane: its lock and how many turns hold or await it."""
+
+    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    users: int = 0
+
+
+@attrs.define
+class _Run:
+    """Book-keeping of one run's events."""
+
+    run_id: str
+    conversation_id: str
+    callback: EventCallback | None
+    seq: int = 0
+    observe: Callable[[str, dict[str, Any]], None] | None = None
+
+
+class Harness:
+    """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lanes: dict[str, _Lane] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._pending = 0
+        self._running = 0
+        self._buckets: dict[str, str] = {}
+        self._continuity = PublicationBarrier()
+
+    # ------------------------------------------------------------------ primitives bound to the loop
+
+    def _bind_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._lanes = {}
+            self._slots = asyncio.Semaphore(self.agent.config.concurrency.max_concurrent_runs)
+            self._pending = 0
+            self._running = 0
+
+    @contextlib.asynccontextmanager
+    async def _lane(self, conversation_id: str) -> AsyncIterator[None]:
+        """Hold the conversation's lane; the lane is dropped when no turn holds or awaits it."""
+        lane = self._lanes.get(conversation_id)
+        if lane is None:
+            lane = self._lanes[conversation_id] = _Lane()
+        lane.users += 1
+        try:
+            async with lane.lock:
+                yield
+        finally:
+            lane.users -= 1
+            if lane.users == 0 and self._lanes.get(conversation_id) is lane:
+                del self._lanes[conversation_id]
+
+    # ------------------------------------------------------------------ events
+
+    def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
+        host = self.agent.host
+        agent = self.agent
+
+        def emit(type: str, data: dict[str, Any]) -> None:
+            run.seq += 1
+            if run.observe is not None:
+                run.observe(type, data)
+            event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
+            for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
+                if error is not None:
+                    logger.bind(plugin=plugin).opt(exception=error).warning(
+                        "run-event observer in plugin {} failed on {}: {}", plugin, type, error
+                    )
+            if run.callback is not None:
+                run.callback(event)
+
+        return emit
+
+    # ------------------------------------------------------------------ session
+
+    def _session(self, request: TurnRequest, started: float, *, record: bool = True) -> SessionInfo:
+        """The turn's session; ``record=False`` (a preview) leaves the daily bucket unmarked as seen."""
+        cfg = self.agent.config.runtime.session
+        logical = request.conversation_id
+        physical, bucket, new_bucket = logical, None, False
+        if cfg.rollover == "daily" and request.delivery != "console":
+            tz = None
+            if cfg.rollover_timezone:
+                from zoneinfo import ZoneInfo
+
+                tz = ZoneInfo(cfg.rollover_timezone)
+            bucket = datetime.fromtimestamp(started, tz).astimezone(tz).strftime("%Y-%m-%d")
+            physical = f"{logical}:{bucket}"
+            new_bucket = self._buckets.get(logical) != bucket
+            if record:
+                self._buckets[logical] = bucket
+        return SessionInfo(
+            delivery=request.delivery,
+            mode=cfg.mode,
+            logical_conversation_id=logical,
+            conversation_id=physical,
+            bucket=bucket,
+            new_bucket=new_bucket,
+            memory_configured=bool(self.agent.config.memory.tiers),
+        )
+
+    # ------------------------------------------------------------------ the turn
+
+    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
+        """Run one turn to its committed result, or raise (committing nothing)."""
+        self._bind_loop()
+        async with self._lane(request.conversation_id):
+            return await self._admitted(request, on_event)
+
+    async def _admitted(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+        assert self._slots is not None
+        await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
+        limit = self.agent.config.concurrency.max_pending_runs
+        width = self.agent.config.concurrency.max_concurrent_runs
+        if self._pending + self._running >= width + limit:  # admitted runs each hold a slot or will wait for one
+            raise AdmissionRejected(
+                f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
+                f"try again later or raise the limit"
+            )
+        slot_held = False
+        started = time.time()
+        session = self._session(request, started)
+        run = _Run(new_run_id(), session.conversation_id, on_event)
+        turn = Turn(
+            agent=self.agent,
+            request=request,
+            run_id=run.run_id,
+            model=request.model or self.agent.model,
+            session=session,
+            emitter=self._emitter(run),
+            started_at=started,
+        )
+        run.observe = RunContinuity.of(turn).collector.observe
+        self._pending += 1  # no await since the check: admission stays atomic; the finally below undoes it
+        try:
+            turn.emit(
+                "run_started",
+                model=turn.model,
+                channel=request.channel,
+                delivery=request.delivery,
+                logical_conversation_id=session.logical_conversation_id,
+            )
+            turn.report_invalid_unicode("request", request.invalid_unicode)
+            if session.new_bucket and session.bucket:
+                turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
+            prompt = await self.prepare(turn)
+            await self._slots.acquire()
+            slot_held = True
+            self._pending -= 1
+            self._running += 1
+            result = await self._execute(turn, prompt)
+        except asyncio.CancelledError as exc:
+            if RunContinuity.of(turn).collector.claimed:
+                raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
+            await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
+            turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
+            raise
+        except BaseException as exc:
+            await settle_run(turn, self._continuity, "failed", exc)
+            turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
+            raise
+        finally:
+            if slot_held:
+                self._running -= 1
+                self._slots.release()
+            else:
+                self._pending -= 1
+        return result
+
+    async def prepare(self, turn: Turn) -> AssembledPrompt:
+        """Everything before the provider: history, recall, compaction, sections, assembly."""
+        agent = self.agent
+        host = agent.host
+        store = agent.history_store
+        turn.history = tuple(await load_history(
+            store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
+        ))
+        turn.tools = tuple(tool.spec for tool in agent.tools.values())
+        recalled: list[MemoryHit] = []
+        for value in host.call("recall_memory", turn=turn):
+            hits = await await_me_maybe(value)
+            recalled.extend(hits or ())
+        turn.recalled = gate_recall(recalled)
+        if turn.recalled:
+            turn.emit(
+                "memory_recalled",
+                hits=[{"source": h.source, "bytes": utf8_len(h.text)} for h in turn.recalled],
+                bytes=sum(utf8_len(h.text) for h in turn.recalled),
+            )
+        history = await self._compact(turn, turn.history)
+        parts: list[UserMessagePart] = []
+        for value in host.call("augment_user_message", turn=turn, recalled=turn.recalled):
+            parts.extend(value if isinstance(value, (list, tuple)) else [value])
+        parts.sort(key=lambda p: p.order)
+        user_message = host.call("render_user_message", turn=turn, parts=tuple(parts))
+        if not isinstance(user_message, Message):
+            raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
+        sections = collect_sections(host, turn, history)
+        prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
+        return prompt
+
+    async def _compact(self, turn: Turn, history: tuple[Message, ...]) -> tuple[Message, ...]:
+        if not history:
+            return history
+        agent = self.agent
+        cfg = agent.config.runtime.compaction
+        window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
+        budget = max(window - cfg.response_reserve_tokens, 0)
+        tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
+        choice = agent.host.call("choose_compaction", turn=turn, history_tokens=tokens, budget=budget) or "none"
+        if choice == "none":
+            turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
+            return history
+        policy = agent.compaction_policy(choice)
+        outcome = await policy.compact(turn, history, budget)
+        turn.emit(
+            "context_compaction",
+            applied=outcome.applied,
+            policy=choice,
+            method=outcome.method,
+            history_tokens=tokens,
+            budget=budget,
+            before=len(history),
+            after=len(outcome.messages),
+        )
+        return tuple(outcome.messages)
+
+    async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
+        agent = self.agent
+        host = agent.host
+        prelude = ""
+        if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
+            prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
+            turn.emit("text_delta", text=prelude, step=0)
+        provided = await ProviderCall(self, turn, prompt).run()  # retries, fallbacks, the tool loop
+        outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
+        if not outcome.text.strip():
+            raise EmptyResponse(
+                f"{provided.model} answered with no text and no tool call; nothing was committed "
+                f"(the turn settles as empty_response)"
+            )
+        text = prelude + outcome.text
+        user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
+        answer = Message("assistant", text)
+        continuity = RunContinuity.of(turn)
+        await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
+        receipt, cancelled = await self._commit(turn, [user, answer])
+        continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
+        result = TurnResult(
+            run_id=turn.run_id,
+            conversation_id=turn.conversation_id,
+            text=text,
+            model=provided.model,
+            usage=usage,
+            tool_activity=tuple(activity),
+            manifest=prompt.manifest,
+            steps=step,
+            attempt=provided.attempt,
+        )
+        turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
+        for plugin, value, error in host.call_isolated("after_commit", turn=turn, result=result):
+            try:
+                if error is not None:
+                    raise error
+                await await_me_maybe(value)
+            except asyncio.CancelledError as exc:  # the commit stands; this hook was interrupted
+                cancelled = cancelled or exc
+                turn.emit("runtime_warning", code="after_commit_cancelled", plugin=plugin)
+            except Exception as exc:  # the commit stands; say what did not happen
+                turn.emit(
+                    "runtime_warning",
+                    code="after_commit_failed",
+                    plugin=plugin,
+                    error=agent.redact(f"{type(exc).__name__}: {exc}", "error"),
+                )
+        turn.emit(
+            "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text), **provided.event_data()
+        )
+        if cancelled is not None:
+            raise cancelled
+        return result
+
+    async def _commit(self, turn: Turn, messages: list[Message]) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
+
+        Returns the receipt and the cancellation to re-raise once the run has completed, if one
+        arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        """
+        commit = asyncio.ensure_future(self.agent.history_store.commit(turn.conversation_id, messages))
+        cancelled: asyncio.CancelledError | None = None
+        while not commit.done():
+            try:
+                await asyncio.wait((commit,))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
+        if error is None:
+            return commit.result(), cancelled
+        if cancelled is not None:
+            raise cancelled from error
+        raise CommitFailed(
+            f"this turn's answer was not committed to history ({type(error).__name__}: {error}); "
+            f"the turn settles as commit_failed and its continuity account is published instead"
+        ) from error
+
+    async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
+        agent = self.agent
+        continuity = RunContinuity.of(turn)
+        turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
+        tool = agent.tools.get(call.name)
+        if tool is None or call.name not in {spec.name for spec in turn.tools}:
+            available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
+            result = ToolResult(
+                call.id, call.name, f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED
+            )
+        else:
+            result = agent.host.call("before_tool_call", turn=turn, call=call)
+            if result is None:
+                try:
+                    value = await await_me_maybe(tool.handler(turn, dict(call.arguments)))
+                    result = value if isinstance(value, ToolResult) else ToolResult(call.id, call.name, str(value))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
+                    result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
+        turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
+        result = guard_tool_result(turn, result)
+        agent.host.call("after_tool_call", turn=turn, call=call, result=result)
+        persistence = await continuity.tool_result(call, result)
+        turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content), **persistence)
+        return result
+

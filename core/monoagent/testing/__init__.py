@@ -1,0 +1,160 @@
+"""Helpers for plugin authors' tests (and ours): a fresh Agent, plugin registration, a hook recorder.
+
+Typical use with pytest::
+
+    from monoagent.testing import fresh_agent, HookRecorder
+
+    def test_my_identity(tmp_path):
+        agent = fresh_agent(tmp_path, plugins=[my_plugin])
+        with HookRecorder(agent) as calls:
+            result = agent.run_sync("hello", conversation_id="t")
+        assert "section_identity" in calls.names()
+
+``fresh_agent`` never reads the machine's configuration: it takes no config file, an empty
+environment (unless you pass one), third-party entry-point autoload off, and keeps all state
+(agent home, history, artifacts) under the directory you give it. The offline providers are
+``offline:echo`` (the default model) and ``offline:scripted``; :func:`write_script` makes a
+script for the latter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from monoagent.agent import Agent
+from monoagent.testing.history_contract import HistoryStoreContract
+from monoagent.testing.provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
+
+__all__ = ["fresh_agent", "scripted_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
+__all__ += ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest"]
+__all__ += ["HistoryStoreContract"]
+from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract  # noqa: E402  (the memory conformance suites)
+__all__ += ["MemoryTierContract", "EmbedderContract"]
+from monoagent.testing.tool_history_contract import ToolHistoryStoreContract  # noqa: E402  (the tool-history conformance suite)
+__all__ += ["ToolHistoryStoreContract"]
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def fresh_agent(
+    tmp_path: str | Path,
+    *,
+    config: Mapping[str, Any] | None = None,
+    plugins: Sequence[Any] = (),
+    env: Mapping[str, str] | None = None,
+    autoload: bool = False,
+    **kwargs: Any,
+) -> Agent:
+    """An isolated Agent whose home, history and artifacts live under ``tmp_path``.
+
+    ``config`` is merged over ``{"context": {"home": tmp_path / "home"}}``; ``env`` defaults to
+    an empty environment so the developer's ``MONO_AGENT_*`` variables cannot leak in.
+    """
+    data = _merge({"context": {"home": str(Path(tmp_path) / "home")}}, json.loads(json.dumps(dict(config or {}), default=str)))
+    return Agent(data, plugins=plugins, env=dict(env or {}), autoload=autoload, **kwargs)
+
+
+@contextlib.contextmanager
+def registered(agent: Agent, plugin: Any, name: str | None = None) -> Iterator[Any]:
+    """Register ``plugin`` on ``agent`` for the duration of the block."""
+    agent.register(plugin, name)
+    try:
+        yield plugin
+    finally:
+        agent.host.pm.unregister(plugin)
+        agent.host.records = [r for r in agent.host.records if r.plugin is not plugin]
+        agent.host._components = None  # what it registered leaves with it
+        agent.host._code_owners.clear()
+        agent._tools = None
+
+
+@attrs.frozen
+class HookCall:
+    name: str
+    kwargs: dict[str, Any]
+    plugins: tuple[str, ...]
+    result: Any = None
+    error: BaseException | None = None
+
+
+class HookRecorder:
+    """Records every hook call made through the Agent's plugin manager while active.
+
+    Registries are called per implementation (so the kernel knows who registered what) and do
+    not pass through the manager; everything else does.
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.calls: list[HookCall] = []
+        self._undo: Any = None
+        self._pending: list[tuple[str, dict[str, Any], tuple[str, ...]]] = []
+
+    def __enter__(self) -> HookRecorder:
+        def before(name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            self._pending.append((name, dict(kwargs), tuple(i.plugin_name for i in impls)))
+
+        def after(outcome: Any, name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            _, recorded, plugins = self._pending.pop()
+            self.calls.append(HookCall(name, recorded, plugins, outcome.get_result() if outcome.exception is None else None, outcome.exception))
+
+        self._undo = self.agent.host.pm.add_hookcall_monitoring(before, after)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
+
+    def names(self) -> list[str]:
+        return [call.name for call in self.calls]
+
+    def of(self, name: str) -> list[HookCall]:
+        return [call for call in self.calls if call.name == name]
+
+
+def write_script(path: str | Path, steps: Sequence[Mapping[str, Any]]) -> Path:
+    """Write an ``offline:scripted`` script and return its path: TOML for a ``.toml`` name, else JSON."""
+    path = Path(path)
+    if path.suffix.lower() == ".toml":
+        import tomli_w
+
+        path.write_text(tomli_w.dumps({"steps": [dict(step) for step in steps]}), encoding="utf-8")
+    else:
+        path.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
+    return path
+
+
+def scripted_agent(
+    tmp_path: str | Path,
+    steps: Sequence[Mapping[str, Any]],
+    *,
+    config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Agent:
+    """A :func:`fresh_agent` on ``offline:scripted`` replaying ``steps`` (one per provider call).
+
+    Each step is ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` or
+    ``{"error": ..., "retryable": bool}``.
+    """
+    script = write_script(Path(tmp_path) / "offline-script.json", steps)
+    base = {"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}}
+    return fresh_agent(tmp_path, config=_merge(base, json.loads(json.dumps(dict(config or {}), default=str))), **kwargs)
+
+
+def collect_events(into: list[Any]) -> Any:
+    """An ``on_event`` callback appending every RunEvent to ``into``."""
+    return into.append

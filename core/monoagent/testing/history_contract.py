@@ -1,0 +1,361 @@
+"""The history-store conformance suite: what any :class:`~monoagent.kernel.interfaces.HistoryStore` must prove.
+
+A store plugin (the bundled ``files`` store, a PostgreSQL store, ...) runs the suite unchanged
+against itself by subclassing :class:`HistoryStoreContract` in its own tests::
+
+    from monoagent.testing import HistoryStoreContract
+
+    class TestPostgresHistory(HistoryStoreContract):
+        def make_store(self, tmp_path, **bounds):
+            return PostgresHistory(dsn=..., schema=f"t_{tmp_path.name}", **bounds)
+
+``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
+``max_message_bytes``); two calls with the same ``tmp_path`` must return two handles on the
+same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
+to let the suite truncate a stored record into invalid JSON, and
+:meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
+the corruption tests are skipped. Every clause checked here is written down in
+:class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
+and logical), corruption handling and concurrency.
+
+The suite needs pytest only when it runs (it is imported lazily), and runs its coroutines with
+``asyncio.run`` so no asyncio plugin is required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import HistoryStore, logical_conversation_id
+from monoagent.kernel.model import Message, ToolCall
+from monoagent.text import utf8_len
+
+__all__ = ["HistoryStoreContract", "turn_messages"]
+
+HOSTILE_IDS = (
+    "../../etc/passwd",
+    "/absolute/path",
+    "nul\x00byte",
+    "ünïcødé 🎉 会话",
+    "x" * 10_000,
+    ".",
+    "",
+    "a",
+    "a ",
+    "A",
+    "con:2025-01-01",
+)
+
+
+UNREADABLE_RECORDS = (
+    b"",
+    b"\xff\xfe not UTF-8",
+    b"[" * 100_000 + b"]" * 100_000,
+    b"null",
+    b"{}",
+    b'{"version": 2}',
+    b"[1, 2, 3]",
+    b"1e999",
+    b'{"a": 1, "a": 2}',
+    b'{"version": 2, "conversationId": NaN}',
+    b"\xef\xbb\xbf{}",
+)
+"""Bytes that are no store's record: each must be a cold start, replaced by the next commit."""
+
+
+def turn_messages(index: int, user: str | None = None, answer: str | None = None) -> list[Message]:
+    """One turn: a user message and the assistant's answer, numbered so order can be checked."""
+    return [
+        Message("user", user if user is not None else f"question {index}", name="Alice (@alice)"),
+        Message("assistant", answer if answer is not None else f"answer {index}"),
+    ]
+
+
+def _contents(messages: Sequence[Message]) -> list[str]:
+    return [m.content for m in messages]
+
+
+class HistoryStoreContract:
+    """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
+
+    concurrency_writers = 4
+    concurrency_turns = 10
+
+    # ------------------------------------------------------------------ what a store provides
+
+    def make_store(self, tmp_path: Path, *, max_messages: int = 64, max_message_bytes: int = 64 * 1024) -> HistoryStore:
+        raise NotImplementedError("subclasses of HistoryStoreContract implement make_store(tmp_path, **bounds)")
+
+    def corrupt(self, store: HistoryStore, conversation_id: str) -> None:
+        """Truncate the stored record of ``conversation_id`` into invalid JSON (optional)."""
+        import pytest
+
+        pytest.skip("this store does not provide HistoryStoreContract.corrupt")
+
+    def replace_record(self, store: HistoryStore, conversation_id: str, data: bytes) -> None:
+        """Store ``data`` as the record of ``conversation_id``, as a hand edit or a damaged disk would (optional)."""
+        import pytest
+
+        pytest.skip("this store does not provide HistoryStoreContract.replace_record")
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def run(coroutine: Any) -> Any:
+        return asyncio.run(coroutine)
+
+    def commit_turns(self, store: HistoryStore, conversation_id: str, turns: range) -> None:
+        async def go() -> None:
+            for i in turns:
+                await store.commit(conversation_id, turn_messages(i))
+
+        self.run(go())
+
+    def load(self, store: HistoryStore, conversation_id: str, **kwargs: Any) -> list[Message]:
+        return list(self.run(store.load(conversation_id, **kwargs)))
+
+    def close(self, *stores: HistoryStore) -> None:
+        for store in stores:
+            self.run(store.close())
+
+    # ------------------------------------------------------------------ ordering
+
+    def test_contract_unknown_conversation_is_empty(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        assert self.load(store, "never-seen") == []
+        self.close(store)
+
+    def test_contract_order_and_fields_round_trip(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        call = ToolCall("call-1", "search", {"query": "weather", "nested": {"n": [1, 2]}})
+        turn = [
+            Message("user", "line one\nline two", name="Bob"),
+            Message("assistant", "", tool_calls=(call,)),
+            Message("tool", "sunny", name="search", tool_call_id="call-1"),
+            Message("assistant", "It is sunny."),
+        ]
+        receipt = self.run(store.commit("c", turn))
+        assert receipt.conversation_id == "c" and receipt.message_count == 4
+        self.commit_turns(store, "c", range(1, 4))
+        loaded = self.load(self.make_store(tmp_path), "c")
+        assert loaded[:4] == turn
+        assert _contents(loaded[4:]) == [t for i in range(1, 4) for t in (f"question {i}", f"answer {i}")]
+        self.close(store)
+
+    def test_contract_ids_are_exact(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        for n, cid in enumerate(HOSTILE_IDS):
+            self.run(store.commit(cid, turn_messages(n)))
+        other = self.make_store(tmp_path)
+        for n, cid in enumerate(HOSTILE_IDS):
+            assert _contents(self.load(other, cid)) == [f"question {n}", f"answer {n}"], cid[:40]
+        listed = {info.conversation_id for info in self.run(other.conversations())}
+        assert listed == set(HOSTILE_IDS)
+        self.close(store, other)
+
+    # ------------------------------------------------------------------ bounds
+
+    def test_contract_keeps_the_newest_messages(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path, max_messages=8)
+        self.commit_turns(store, "c", range(10))
+        loaded = self.load(self.make_store(tmp_path, max_messages=8), "c")
+        assert _contents(loaded) == [t for i in range(6, 10) for t in (f"question {i}", f"answer {i}")]
+        self.close(store)
+
+    def test_contract_caps_each_message(self, tmp_path: Path) -> None:
+        cap = 4096
+        store = self.make_store(tmp_path, max_message_bytes=cap)
+        big = "é" * 5000 + "tail"
+        self.run(store.commit("c", [Message("user", "short"), Message("assistant", big)]))
+        short, cut = self.load(self.make_store(tmp_path, max_message_bytes=cap), "c")
+        assert short.content == "short"
+        assert utf8_len(cut.content) < cap
+        head = cut.content.split("\n[", 1)[0]
+        assert big.startswith(head) and len(head) > 1000
+        assert str(utf8_len(big)) in cut.content, "the marker states the original byte count"
+        self.close(store)
+
+    # ------------------------------------------------------------------ atomicity
+
+    def test_contract_rejected_commit_leaves_history_intact(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        self.commit_turns(store, "c", range(2))
+        try:
+            self.run(store.commit("c", [Message("user", "fine"), "not a message"]))  # type: ignore[list-item]
+        except (TypeError, ValueError, HistoryStoreError):
+            pass
+        else:
+            raise AssertionError("commit accepted a value that is not a Message")
+        assert _contents(self.load(self.make_store(tmp_path), "c")) == ["question 0", "answer 0", "question 1", "answer 1"]
+        self.close(store)
+
+    def test_contract_readers_see_whole_turns(self, tmp_path: Path) -> None:
+        writer = self.make_store(tmp_path, max_messages=1000)
+        reader = self.make_store(tmp_path, max_messages=1000)
+
+        async def go() -> list[list[str]]:
+            seen: list[list[str]] = []
+            done = asyncio.Event()
+
+            async def write() -> None:
+                for i in range(20):
+                    await writer.commit("c", turn_messages(i))
+                done.set()
+
+            async def read() -> None:
+                while not done.is_set():
+                    seen.append(_contents(await reader.load("c")))
+                    await asyncio.sleep(0)
+
+            await asyncio.gather(write(), read())
+            return seen
+
+        for snapshot in self.run(go()):
+            assert len(snapshot) % 2 == 0
+            assert snapshot == [t for i in range(len(snapshot) // 2) for t in (f"question {i}", f"answer {i}")]
+        self.close(writer, reader)
+
+    # ------------------------------------------------------------------ reset
+
+    def test_contract_reset_one_conversation(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        self.commit_turns(store, "a", range(2))
+        self.commit_turns(store, "b", range(1))
+        assert self.run(store.reset("a")) == 4
+        assert self.load(store, "a") == [] and len(self.load(store, "b")) == 2
+        assert self.run(store.reset("a")) == 0
+        self.close(store)
+
+    def test_contract_logical_reset_clears_every_daily_bucket(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        session = ["tg:42", "tg:42:2025-03-01", "tg:42:2025-03-02"]
+        others = ["tg:420:2025-03-01", "tg:4", "other"]
+        for n, cid in enumerate(session + others):
+            self.run(store.commit(cid, turn_messages(n)))
+        assert {logical_conversation_id(c) for c in session} == {"tg:42"}
+        report = self.run(store.reset_logical("tg:42"))  # type: ignore[attr-defined]
+        assert sorted(report.conversation_ids) == sorted(session)
+        assert report.records == 3 and report.messages == 6 and report.bytes > 0
+        fresh = self.make_store(tmp_path)
+        for cid in session:
+            assert self.load(fresh, cid) == []
+        for cid in others:
+            assert len(self.load(fresh, cid)) == 2
+        again = self.run(fresh.reset_logical("tg:42"))  # type: ignore[attr-defined]
+        assert again.records == 0
+        self.close(store, fresh)
+
+    def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
+        """Every commit lands wholly before the reset (and is gone) or after it (and survives)."""
+        store = self.make_store(tmp_path, max_messages=1000)
+        other = self.make_store(tmp_path, max_messages=1000)
+        buckets = [f"s:2025-01-0{d}" for d in range(1, 4)]
+
+        async def go() -> tuple[Any, dict[str, list[int]]]:
+            acked: dict[str, list[int]] = {b: [] for b in buckets}
+            for bucket in buckets:  # committed before the reset starts: the reset must remove these
+                await store.commit(bucket, turn_messages(99))
+
+            async def write(bucket: str) -> None:
+                for i in range(8):
+                    await store.commit(bucket, turn_messages(i))
+                    acked[bucket].append(i)
+
+            tasks = [asyncio.ensure_future(write(b)) for b in buckets]
+            await asyncio.sleep(0)
+            reset = asyncio.ensure_future(other.reset_logical("s"))  # type: ignore[attr-defined]
+            await asyncio.gather(*tasks)
+            return await reset, acked
+
+        report, acked = self.run(go())
+        surviving = 0
+        for bucket in buckets:
+            survived = _contents(self.load(self.make_store(tmp_path, max_messages=1000), bucket))
+            indices = [int(text.split()[1]) for text in survived[::2]]
+            assert 99 not in indices, "a turn committed before the reset survived it"
+            assert survived == [t for i in indices for t in (f"question {i}", f"answer {i}")]
+            assert indices == acked[bucket][len(acked[bucket]) - len(indices):], "only a suffix of turns survives a reset"
+            surviving += len(survived)
+        assert report.logical_conversation_id == "s"
+        committed = len(buckets) * (8 + 1) * 2
+        assert report.messages + surviving == committed, "every message was either reset or survived, none lost twice"
+        self.close(store, other)
+
+    # ------------------------------------------------------------------ corruption
+
+    def test_contract_unreadable_record_starts_cold_and_is_replaced(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        self.commit_turns(store, "c", range(2))
+        self.corrupt(store, "c")
+        warnings: list[tuple[str, str]] = []
+        fresh = self.make_store(tmp_path)
+        assert self.load(fresh, "c", on_warning=lambda code, message: warnings.append((code, message))) == []
+        assert [code for code, _ in warnings] == ["history_record_unreadable"]
+        self.commit_turns(fresh, "c", range(5, 6))
+        assert _contents(self.load(self.make_store(tmp_path), "c")) == ["question 5", "answer 5"]
+        self.close(store, fresh)
+
+    def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
+        for n, data in enumerate(UNREADABLE_RECORDS):
+            cid = f"damaged-{n}"
+            store = self.make_store(tmp_path)
+            self.commit_turns(store, cid, range(1))
+            self.replace_record(store, cid, data)
+            warnings: list[tuple[str, str]] = []
+            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]
+            assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:40]
+            assert "\n" not in warnings[0][1]
+            self.commit_turns(store, cid, range(5, 6))
+            assert _contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
+            self.replace_record(store, cid, data)
+            report = self.run(self.make_store(tmp_path).reset_logical(cid))  # type: ignore[attr-defined]
+            assert report.records == 1, data[:40]
+            assert self.load(self.make_store(tmp_path), cid) == []
+            self.close(store)
+
+    # ------------------------------------------------------------------ concurrency
+
+    def test_contract_concurrent_writers_lose_nothing(self, tmp_path: Path) -> None:
+        writers = [self.make_store(tmp_path, max_messages=10_000) for _ in range(self.concurrency_writers)]
+        turns = self.concurrency_turns
+
+        async def go() -> None:
+            async def write(w: int, store: HistoryStore, cid: str) -> None:
+                for i in range(turns):
+                    await store.commit(cid, turn_messages(w * 1000 + i))
+                    if random.random() < 0.3:
+                        await asyncio.sleep(0)
+
+            jobs = [write(w, s, "shared") for w, s in enumerate(writers)]
+            jobs += [write(w, s, f"own-{w}") for w, s in enumerate(writers)]
+            await asyncio.gather(*jobs)
+
+        self.run(go())
+        check = self.make_store(tmp_path, max_messages=10_000)
+        shared = _contents(self.load(check, "shared"))
+        assert len(shared) == 2 * turns * len(writers)
+        for w in range(len(writers)):
+            mine = [int(t.split()[1]) for t in shared[::2] if int(t.split()[1]) // 1000 == w]
+            assert mine == [w * 1000 + i for i in range(turns)], "each writer's turns in its order"
+            assert len(self.load(check, f"own-{w}")) == 2 * turns
+        self.close(check, *writers)
+
+    # ------------------------------------------------------------------ totals
+
+    def test_contract_stats_and_clear_all(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        for cid in ("a", "b", "c:2025-01-01"):
+            self.commit_turns(store, cid, range(2))
+        stats = self.run(store.stats())  # type: ignore[attr-defined]
+        assert stats.records == 3 and stats.bytes > 0
+        cleared = self.run(store.clear_all())  # type: ignore[attr-defined]
+        assert cleared.records == 3 and cleared.bytes == stats.bytes
+        fresh = self.make_store(tmp_path)
+        assert self.run(fresh.stats()).records == 0  # type: ignore[attr-defined]
+        assert all(self.load(fresh, cid) == [] for cid in ("a", "b", "c:2025-01-01"))
+        self.close(store, fresh)
