@@ -21,6 +21,7 @@ from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
+from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.host import PluginHost, await_me_maybe, local_plugin_paths
 from monoagent.kernel.turn import Turn
 
@@ -29,6 +30,8 @@ DEFAULT_MODEL = "offline:echo"
 
 class Agent:
     """An agent: config + plugins + components + harness. One plugin manager per Agent.
+
+    ``agent.hooks`` (:class:`~monoagent.kernel.hooks.Hooks`) is how the kernel calls every hook.
 
     Args:
         config: a :class:`~monoagent.kernel.config.Config`, a mapping shaped like ``monoagent.toml``,
@@ -74,6 +77,7 @@ class Agent:
             host.load_entry_points(block)
             host.load_local(local_paths + [Path(p) for p in plugins_dirs], block)
         self.host = host
+        self.hooks: Hooks = host.hooks
         for plugin in plugins:
             name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
             self.host.register_programmatic(obj, name, block)
@@ -94,9 +98,8 @@ class Agent:
         self._tiers: dict[str, MemoryTier] = {}
         self._store: HistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
-        self._count_tokens = self.host.hook("count_tokens")
         self.tool_history: Any = None  # a tool-history store (monoagent.pipeline.tool_lifecycle), set by a plugin's configure
-        self.host.pm.hook.configure.call_historic(kwargs={"agent": self})
+        self.hooks.configure(agent=self)
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Agent:
@@ -106,7 +109,12 @@ class Agent:
     # ------------------------------------------------------------------ plugins and components
 
     def register(self, plugin: Any, name: str | None = None) -> None:
-        """Register one more plugin on a running Agent (it still receives ``configure``)."""
+        """Register one more plugin on a running Agent (it still receives ``configure``).
+
+        Its registrations are checked now: a refused one leaves the plugin failed (see
+        ``agent.host.records``), or raises :class:`~monoagent.kernel.errors.PluginError` in strict
+        mode, as at start-up.
+        """
         self.host.register_programmatic(plugin, name, self.config.plugins.block)
         self._tools = None
 
@@ -172,14 +180,14 @@ class Agent:
         return self._tools
 
     def count_tokens(self, text: str, model: str) -> int:
-        value = self._count_tokens(text=text, model=model)
+        value = self.hooks.count_tokens(text=text, model=model)
         if value is None:
             raise ComponentError("no plugin implements count_tokens (is the bundled 'tokens' plugin blocked?)")
         return value
 
     def redact(self, text: str, kind: str) -> str:
         """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
-        value = self.host.call("redact", text=text, kind=kind)
+        value = self.hooks.redact(text=text, kind=kind)
         return text if value is None else value
 
     @staticmethod
@@ -250,7 +258,7 @@ class Agent:
 
     async def aclose(self) -> None:
         """Release resources (calls the ``shutdown`` hook, closes the history store and memory tiers)."""
-        for value in self.host.call("shutdown", agent=self):
+        for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
         if self._store is not None:
             await self._store.close()

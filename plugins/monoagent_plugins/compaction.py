@@ -28,6 +28,7 @@ from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.interfaces import CompactionOutcome
 from monoagent.kernel.model import Message, ProviderRequest, Section
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import CompactionPolicyRegistrar
 
 SUMMARY_PREFIX = "Summary of earlier conversation:"
 SUMMARY_INSTRUCTIONS = """\
@@ -126,7 +127,7 @@ class SummaryPolicy:
 
 
 @bundled_impl
-def register_compaction_policies(register: Any) -> None:
+def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     register("summary", SummaryPolicy, description="summarise at 80% of the budget to ~10%; truncate on failure")
     register("truncate", TruncatePolicy, description="drop the oldest messages until the history fits")
 

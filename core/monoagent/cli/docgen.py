@@ -42,8 +42,8 @@ ENV_SWITCHES: tuple[tuple[str, str], ...] = (
     ("MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD", "`1` skips every third-party entry-point plugin. Bundled plugins still load."),
     ("MONO_AGENT_LOAD_PLUGINS", "`a,b` loads only those third-party entry points (empty: none); beats `MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD`."),
     ("MONO_AGENT_BLOCK_PLUGINS", "`a,b` blocks plugins by name before import, bundled ones included (same as `plugins.block`)."),
-    ("MONO_AGENT_STRICT_PLUGINS", "`1` makes a plugin that fails to load (or implements an unknown hook) fatal."),
-    ("MONO_AGENT_TRACE_HOOKS", "`1` prints every hook call and the plugins implementing it to stderr."),
+    ("MONO_AGENT_STRICT_PLUGINS", "`1` makes a plugin that fails to load (or implements an unknown hook, or registers something a registry refuses) fatal."),
+    ("MONO_AGENT_TRACE_HOOKS", "`1` prints every hook call, the plugins implementing it and, for a firstresult hook, the one whose result won, to stderr."),
 )
 
 

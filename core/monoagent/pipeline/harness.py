@@ -157,7 +157,7 @@ class Harness:
     # ------------------------------------------------------------------ events
 
     def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
-        host = self.agent.host
+        hooks = self.agent.hooks
         agent = self.agent
 
         def emit(type: str, data: dict[str, Any]) -> None:
@@ -165,7 +165,7 @@ class Harness:
             if run.observe is not None:
                 run.observe(type, data)
             event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
-            for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
+            for plugin, _, error in hooks.on_run_event(event=event, agent=agent):
                 if error is not None:
                     logger.bind(plugin=plugin).opt(exception=error).warning(
                         "run-event observer in plugin {} failed on {}: {}", plugin, type, error
@@ -274,14 +274,14 @@ class Harness:
     async def prepare(self, turn: Turn) -> AssembledPrompt:
         """Everything before the provider: history, recall, compaction, sections, assembly."""
         agent = self.agent
-        host = agent.host
+        hooks = agent.hooks
         store = agent.history_store
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
         turn.tools = tuple(tool.spec for tool in agent.tools.values())
         recalled: list[MemoryHit] = []
-        for value in host.call("recall_memory", turn=turn):
+        for value in hooks.recall_memory(turn=turn):
             hits = await await_me_maybe(value)
             recalled.extend(hits or ())
         turn.recalled = gate_recall(recalled)
@@ -293,13 +293,13 @@ class Harness:
             )
         history = await self._compact(turn, turn.history)
         parts: list[UserMessagePart] = []
-        for value in host.call("augment_user_message", turn=turn, recalled=turn.recalled):
+        for value in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             parts.extend(value if isinstance(value, (list, tuple)) else [value])
         parts.sort(key=lambda p: p.order)
-        user_message = host.call("render_user_message", turn=turn, parts=tuple(parts))
+        user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        sections = collect_sections(host, turn, history)
+        sections = collect_sections(hooks, turn, history)
         prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
@@ -312,7 +312,7 @@ class Harness:
         window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
         budget = max(window - cfg.response_reserve_tokens, 0)
         tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
-        choice = agent.host.call("choose_compaction", turn=turn, history_tokens=tokens, budget=budget) or "none"
+        choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
         if choice == "none":
             turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
             return history
@@ -332,7 +332,6 @@ class Harness:
 
     async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
-        host = agent.host
         prelude = ""
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
@@ -363,7 +362,7 @@ class Harness:
             attempt=provided.attempt,
         )
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
-        for plugin, value, error in host.call_isolated("after_commit", turn=turn, result=result):
+        for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
             try:
                 if error is not None:
                     raise error
@@ -419,7 +418,7 @@ class Harness:
                 call.id, call.name, f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED
             )
         else:
-            result = agent.host.call("before_tool_call", turn=turn, call=call)
+            result = agent.hooks.before_tool_call(turn=turn, call=call)
             if result is None:
                 try:
                     value = await await_me_maybe(tool.handler(turn, dict(call.arguments)))
@@ -431,7 +430,7 @@ class Harness:
                     result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
         turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
         result = guard_tool_result(turn, result)
-        agent.host.call("after_tool_call", turn=turn, call=call, result=result)
+        agent.hooks.after_tool_call(turn=turn, call=call, result=result)
         persistence = await continuity.tool_result(call, result)
         turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content), **persistence)
         return result
