@@ -687,3 +687,23 @@ def test_relative_env_paths_are_relative_to_the_working_directory(tmp_path: Path
     config = load_config(file, env={"MONO_AGENT_HOME": "state"})
     assert config.home == Path.cwd() / "state"
     assert config.skills_root == file.parent / "skills"
+
+
+# --------------------------------------------------------------------------- plugin sections on every path
+
+
+def test_a_ready_made_config_gets_the_plugin_sections_environment_overlay(tmp_path: Path) -> None:
+    """``Agent(Config(...))`` reads plugin sections' env variables like ``Agent({...})`` does."""
+    from monoagent.agent import Agent
+
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "77"}
+    home = {"context": {"home": str(tmp_path / "home")}}
+    from_mapping = Agent(home, env=env, autoload=False)
+    from_config = Agent(load_config(data=home, env=env), env=env, autoload=False)
+    for agent in (from_mapping, from_config):
+        section = agent.config.section("providers.anthropic")
+        assert (section.api_key, section.max_output_tokens) == ("sk-ant-test", 77)
+        assert agent.config.sources["providers.anthropic.apiKey"] == "env ANTHROPIC_API_KEY"
+    with pytest.raises(ConfigError, match=r"providers\.anthropic\.maxOutputTokens = 'lots' \(from env MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS\)"):
+        Agent(Config(), env={"MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "lots"}, autoload=False)
+

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.config import Config, RawConfig, build_config, load_raw, plugins_settings
+from monoagent.kernel.config import Config, RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
@@ -87,8 +87,7 @@ class Agent:
         else:
             assert isinstance(config, Config)
             self.config = config
-            for path, cls in sections.items():
-                self.config.sections.setdefault(path, cls())
+            add_plugin_sections(self.config, sections, env)
         from monoagent.pipeline.bootstrap import ensure_home
 
         ensure_home(self.config)

@@ -881,6 +881,18 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
     return config
 
 
+def add_plugin_sections(config: Config, plugin_sections: Mapping[str, type], env: Mapping[str, str]) -> None:
+    """Give a ready-made Config the plugin sections it lacks, as :func:`build_config` builds them
+    without a file: their defaults overlaid by their environment variables (``Agent(Config(...))``)."""
+    missing = {path: cls for path, cls in plugin_sections.items() if path not in config.sections}
+    if not missing:
+        return
+    built = build_config(RawConfig({}, {}, None, env=env), missing)
+    config.sections.update(built.sections)
+    for key, source in built.sources.items():
+        config.sources.setdefault(key, source)
+
+
 def _structure(data: Any, cls: type, path: str) -> Any:
     """Structure checked data; an attrs validator's own failure becomes a ConfigError naming the path."""
     import cattrs
