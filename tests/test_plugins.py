@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from monoagent import ComponentError, HookError, PluginError, Section, TurnRequest, hookimpl
+from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, TurnRequest, hookimpl
 from monoagent.testing import fresh_agent
 
 # ---------------------------------------------------------------------------- helpers
@@ -821,3 +821,96 @@ def test_a_deprecation_made_an_error_fails_the_plugin(capsys) -> None:
     assert record.status == "failed" and "HookDeprecationWarning: old_section is deprecated" in record.reason
     assert not host.pm.has_plugin("old")
 
+
+# ---------------------------------------------------------------------------- sections of plugins that are not active
+
+
+def warning_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("monoagent: warning: config section")]
+
+
+def test_the_section_of_a_blocked_bundled_plugin_is_a_warning_naming_it(tmp_path: Path, capsys) -> None:
+    config = {"plugins": {"block": ["anthropic"]}, "providers": {"anthropic": {"maxOutputTokens": 5}}}
+    agent = fresh_agent(tmp_path, config=config)
+    assert warning_lines(capsys.readouterr().err) == [
+        "monoagent: warning: config section 'providers.anthropic' (in python) belongs to plugin 'anthropic', "
+        "which is blocked (blocked by plugins.block); it is ignored"
+    ]
+    assert "providers.anthropic" not in agent.config.sections
+    assert agent.run_sync("still works").text
+
+    with pytest.raises(ConfigError, match=r"providers\.anthropic: section of plugin 'anthropic', which is blocked .*MONO_AGENT_STRICT_PLUGINS=1"):
+        fresh_agent(tmp_path, config=config, env={"MONO_AGENT_STRICT_PLUGINS": "1"})
+
+
+def test_a_section_nobody_declares_is_still_an_unknown_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.antropic: unknown key .*did you mean 'anthropic'"):
+        fresh_agent(tmp_path, config={"providers": {"antropic": {"apiKey": "x"}}})
+    with pytest.raises(ConfigError, match=r"slack: unknown key"):
+        fresh_agent(tmp_path, config={"slack": {"token": "x"}})
+
+
+def test_the_section_of_a_failed_or_missing_plugin_is_a_warning_naming_it(tmp_path: Path, capsys) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    (plugin_dir / "slack.py").write_text(BROKEN_PLUGIN)
+    fresh_agent(tmp_path, config={"slack": {"token": "x"}}, plugins_dirs=[plugin_dir])
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "config section 'slack' (in python) belongs to plugin 'slack', which is failed (ModuleNotFoundError" in line
+
+    fresh_agent(tmp_path, config={"plugins": {"block": ["telegram"]}, "providers": {"telegram": {"token": "x"}}})
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "'providers.telegram' (in python) belongs to plugin 'telegram', which is blocked by plugins.block and not installed" in line
+
+
+def test_a_distribution_declares_its_sections_so_they_are_known_while_blocked(project: Project) -> None:
+    project.distribution("lab-dist", {"lab": "ep_lab"}, ep_lab=textwrap.dedent(
+        """
+        import attrs
+        from monoagent import hookimpl
+
+        @attrs.define
+        class LabConfig:
+            endpoint: str = "http://127.0.0.1:1"
+
+        @hookimpl
+        def register_config_sections(register):
+            register("providers.mylab", LabConfig)
+        """
+    ))
+    info = next(project.site.glob("lab_dist-*.dist-info"))
+    with (info / "entry_points.txt").open("a") as handle:
+        handle.write('\n[monoagent.config_sections]\nproviders.mylab = ep_lab\n')
+    project.file("monoagent.toml", '[providers.mylab]\nendpoint = "http://lab"\n')
+    project.cli("config", "validate")
+    project.file("monoagent.toml", '[plugins]\nblock = ["lab"]\n\n[providers.mylab]\nendpoint = "http://lab"\n')
+    result = project.cli("prompt", "hi")
+    [line] = warning_lines(result.stderr)
+    assert "config section 'providers.mylab' (in file " in line
+    assert "belongs to plugin 'lab', which is blocked (blocked by plugins.block); it is ignored" in line
+
+
+def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> None:
+    from importlib.metadata import entry_points
+
+    from monoagent.kernel.host import PluginHost
+
+    host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
+    host.load_entry_points()
+    registered = {
+        registration.name: record.name
+        for record in host.records
+        for registration in record.registrations
+        if registration.kind == "config section"
+    }
+    modules = {ep.value: ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent"}
+    declared = {
+        ep.name: modules.get(ep.value, ep.value)
+        for ep in entry_points(group="monoagent.config_sections") if ep.dist and ep.dist.name == "monoagent"
+    }
+    assert declared == registered, "pyproject.toml's [project.entry-points.\"monoagent.config_sections\"] is stale"
+
+
+def test_a_key_inside_an_active_plugins_section_is_not_taken_for_a_blocked_plugin(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.offline\.session: unknown key"):
+        fresh_agent(tmp_path, config={"plugins": {"block": ["session"]}, "providers": {"offline": {"session": 1}}})

@@ -83,7 +83,9 @@ class Agent:
             self.host.register_programmatic(obj, name, block)
         sections = self.host.config_sections()
         if raw is not None:
-            self.config = build_config(raw, sections)
+            self.config = build_config(raw, sections, inactive_owner=self.host.inactive_section_owner, strict=self.host.strict)
+            for warning in self.config.warnings:
+                self.host.notice(warning)
         else:
             assert isinstance(config, Config)
             self.config = config

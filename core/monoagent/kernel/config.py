@@ -364,7 +364,11 @@ class PluginsConfig:
 
 @attrs.define
 class Config:
-    """The whole configuration. ``sections`` holds plugin-declared sections by key path."""
+    """The whole configuration. ``sections`` holds plugin-declared sections by key path.
+
+    ``warnings`` lists what validation let through but a user should hear about (the sections
+    of plugins that are blocked or failed to load); the Agent prints them.
+    """
 
     runtime: RuntimeConfig = attrs.field(factory=RuntimeConfig)
     context: ContextConfig = attrs.field(factory=ContextConfig)
@@ -379,6 +383,7 @@ class Config:
     base_dir: Path = attrs.field(factory=Path.cwd, metadata={"internal": True})
     sources: dict[str, str] = attrs.field(factory=dict, metadata={"internal": True}, repr=False)
     sections: dict[str, Any] = attrs.field(factory=dict, metadata={"internal": True})
+    warnings: list[str] = attrs.field(factory=list, metadata={"internal": True}, repr=False)
 
     def section(self, path: str) -> Any:
         """A plugin's config section (an instance of the class it registered)."""
@@ -535,6 +540,10 @@ class _Problems:
     sources: Mapping[str, str]
     items: list[str] = attrs.Factory(list)
     plugin_paths: frozenset[str] = frozenset()
+    inactive_owner: typing.Callable[[str], str | None] | None = None
+    strict: bool = False
+    warnings: list[str] = attrs.Factory(list)
+    ignored: list[str] = attrs.Factory(list)
 
     def add(self, path: str, value: Any, message: str) -> None:
         where = self.sources.get(path)
@@ -556,6 +565,24 @@ class _Problems:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         allowed = ", ".join(known) if known else "no keys"
         self.items.append(f"{full}: unknown key{origin}{hint} (known keys here: {allowed})")
+
+    def of_inactive_plugin(self, full: str) -> bool:
+        """Whether ``full`` is a section of a blocked or failed plugin: then a warning (strict: an
+        error) naming the plugin instead of an unknown key, and the section is ignored."""
+        owner = self.inactive_owner(full) if self.inactive_owner is not None else None
+        if owner is None:
+            return False
+        where = self.sources.get(full)
+        origin = f" (in {where})" if where else ""
+        if self.strict:
+            self.items.append(
+                f"{full}: section of {owner}{origin}; remove it or make the plugin load "
+                f"(an error because MONO_AGENT_STRICT_PLUGINS=1)"
+            )
+        else:
+            self.warnings.append(f"config section {full!r}{origin} belongs to {owner}; it is ignored")
+            self.ignored.append(full)
+        return True
 
 
 def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | None, problems: _Problems) -> None:
@@ -629,7 +656,8 @@ def _check_mapping(path: str, raw: Any, cls: type, problems: _Problems) -> None:
             continue
         field = fields.get(key)
         if field is None:
-            problems.unknown(path, key, known)
+            if not problems.of_inactive_plugin(full):
+                problems.unknown(path, key, known)
             continue
         _check_value(full, value, hints[field.name], field, problems)
 
@@ -847,38 +875,61 @@ def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
             sources[key.path] = f"env {key.env}"
 
 
-def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:
+def build_config(
+    raw: RawConfig,
+    plugin_sections: Mapping[str, type] | None = None,
+    *,
+    inactive_owner: typing.Callable[[str], str | None] | None = None,
+    strict: bool = False,
+) -> Config:
     """Validate ``raw`` against the kernel's classes and the plugins' sections; structure it.
 
     Raises :class:`~monoagent.kernel.errors.ConfigError` listing every problem found, each naming the
-    key path, the value, its source and what is allowed.
+    key path, the value, its source and what is allowed. A key nobody declares is such a
+    problem, unless ``inactive_owner`` says it is the section of a plugin that is blocked or
+    failed to load (it returns that plugin, described, else None): that section is ignored with
+    a line in ``config.warnings``, or is a problem when ``strict``.
     """
     plugin_sections = dict(plugin_sections or {})
     for path, cls in plugin_sections.items():
         _overlay_env(raw, iter_keys(cls, path + "."))
-    problems = _Problems(raw.sources, list(raw.problems), frozenset(plugin_sections))
+    problems = _Problems(raw.sources, list(raw.problems), frozenset(plugin_sections), inactive_owner, strict)
     data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
     extracted: dict[str, Any] = {}
     for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
-        *parents, leaf = path.split(".")
-        node: Any = data
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node:
-            extracted[path] = node.pop(leaf)
+        value = _pop_path(data, path)
+        if value is not _ABSENT:
+            extracted[path] = value
     _check_mapping("", data, Config, problems)
     for path, cls in plugin_sections.items():
         if path in extracted:
             _check_mapping(path, extracted[path], cls, problems)
     if problems.items:
         raise ConfigError(problems.items)
+    for path in problems.ignored:
+        _pop_path(data, path)
     config: Config = _structure(data, Config, "")
     for path, cls in plugin_sections.items():
         config.sections[path] = _structure(extracted.get(path, {}), cls, path)
     config.source_file = raw.source_file
     config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
     config.sources = dict(raw.sources)
+    config.warnings = problems.warnings
     return config
+
+
+_ABSENT = object()
+
+
+def _pop_path(data: dict[str, Any], path: str) -> Any:
+    """Remove and return the value at dotted ``path`` of nested tables, or ``_ABSENT``."""
+    *parents, leaf = path.split(".")
+    node: Any = data
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and leaf in node:
+        return node.pop(leaf)
+    return _ABSENT
 
 
 def add_plugin_sections(config: Config, plugin_sections: Mapping[str, type], env: Mapping[str, str]) -> None:

@@ -56,9 +56,11 @@ from monoagent.kernel.registrars import (
     Registrar,
     Registration,
     ToolRegistrar,
+    kernel_paths,
 )
 
 ENTRY_POINT_GROUP = "monoagent"
+SECTIONS_GROUP = "monoagent.config_sections"
 BUNDLED_DISTRIBUTION = "monoagent"
 LOCAL_PLUGIN_FILE = "monoagent_local.py"
 
@@ -126,6 +128,7 @@ class PluginHost:
         self.blocked: set[str] = set()
         self._components: dict[str, dict[str, Component]] | None = None
         self._reported_unknown: set[tuple[str, str]] = set()
+        self._declared: dict[str, str] | None = None
 
     def _redact_notice(self, text: str, kind: str) -> str:
         """The redaction chain registered so far, for the host's own notices on stderr.
@@ -413,6 +416,59 @@ class PluginHost:
                             )
                         sections[section.path] = section
         return {path: section.cls for path, section in sections.items()}
+
+    # ------------------------------------------------------------------ sections of inactive plugins
+
+    def inactive_section_owner(self, path: str) -> str | None:
+        """The plugin a configuration section belongs to, described, if that plugin is not active.
+
+        A distribution declares its plugins' sections in the entry-point group
+        ``monoagent.config_sections`` (section path = the plugin's module, as in group
+        ``monoagent``), which names the owner of a blocked plugin's section without importing
+        it; the bundled plugins declare theirs there. Without a declaration, a plugin that is
+        blocked, failed to load or is blocked but not installed owns the top-level section or
+        kernel subsection named like it (``slack`` or ``providers.slack`` for plugin ``slack``;
+        case, ``-`` and ``_`` ignored). None when the section is nobody's, or its plugin is
+        active (then the section is an unknown key).
+        """
+        for section, plugin in self._declared_sections().items():
+            if path == section or path.startswith(section + "."):
+                return self._inactive(plugin)
+        parent, _, leaf = path.rpartition(".")
+        if parent and parent not in kernel_paths():
+            return None  # a key inside a plugin's own section is that section's business
+        spellings = {_loose(path), _loose(leaf)}
+        names = {r.name for r in self.records if r.status != "active"} | self.blocked
+        for name in sorted(names):
+            if _loose(name) in spellings:
+                return self._inactive(name)
+        return None
+
+    def _inactive(self, name: str) -> str | None:
+        records = [r for r in self.records if r.name == name]
+        if any(r.status == "active" for r in records):
+            return None
+        if not records:
+            return f"plugin {name!r}, which is blocked by plugins.block and not installed" if name in self.blocked else None
+        record = records[-1]
+        return f"plugin {name!r}, which is {record.status} ({record.reason})"
+
+    def _declared_sections(self) -> dict[str, str]:
+        """Section path -> plugin name, from the ``monoagent.config_sections`` entry points (read once)."""
+        if self._declared is None:
+            from importlib.metadata import entry_points
+
+            plugins = {(_dist_name(ep), ep.value): ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            self._declared = {}
+            for ep in entry_points(group=SECTIONS_GROUP):
+                owner = plugins.get((_dist_name(ep), ep.value))
+                if owner is not None:
+                    self._declared[ep.name] = owner
+        return self._declared
+
+
+def _loose(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir: Path | None = None) -> list[Path]:
