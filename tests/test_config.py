@@ -707,3 +707,32 @@ def test_a_ready_made_config_gets_the_plugin_sections_environment_overlay(tmp_pa
     with pytest.raises(ConfigError, match=r"providers\.anthropic\.maxOutputTokens = 'lots' \(from env MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS\)"):
         Agent(Config(), env={"MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "lots"}, autoload=False)
 
+
+# --------------------------------------------------------------------------- setting(allowed=...)
+
+
+@attrs.define
+class ModeConfig:
+    mode: str = setting("fast", doc="How to run.", env="MONO_AGENT_TEST_MODE", allowed=("fast", "careful"))
+    levels: list[str] = setting(doc="Levels to log.", factory=list, allowed=["info", "debug"])
+
+
+def test_allowed_values_are_enforced_and_named() -> None:
+    sections = {"modes": ModeConfig}
+    assert load_config(data={"modes": {"mode": "careful"}}, env={}, plugin_sections=sections).section("modes").mode == "careful"
+    with pytest.raises(ConfigError) as info:
+        load_config(data={"modes": {"mode": "reckless", "levels": ["info", "trace"]}}, env={}, plugin_sections=sections)
+    assert info.value.problems == [
+        "modes.mode = \"reckless\" (from python): not an allowed value; allowed: one of 'fast', 'careful'",
+        "modes.levels = [\"info\", \"trace\"] (from python): not an allowed value; allowed: each one of 'info', 'debug'",
+    ]
+    with pytest.raises(ConfigError, match=r"modes\.mode = \"slow\" \(from env MONO_AGENT_TEST_MODE\): not an allowed value"):
+        load_config(data={}, env={"MONO_AGENT_TEST_MODE": "slow"}, plugin_sections=sections)
+    (key,) = [k for k in iter_keys(ModeConfig, "modes.") if k.path == "modes.mode"]
+    assert key.allowed == "one of 'fast', 'careful'"
+
+
+def test_a_description_of_what_is_allowed_needs_something_that_enforces_it() -> None:
+    with pytest.raises(TypeError, match=r"needs min, max or check to enforce it"):
+        setting("fast", doc="How to run.", allowed="fast or careful")
+    setting(0, doc="A count.", min=0, max=100, allowed="0 (none) or 1 to 100")  # described, and enforced by min/max

@@ -20,7 +20,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +47,7 @@ def setting(
     env: str | None = None,
     min: float | None = None,
     max: float | None = None,
-    allowed: str | None = None,
+    allowed: str | Collection[Any] | None = None,
     check: typing.Callable[[Any], str | None] | None = None,
     factory: typing.Callable[[], Any] | None = None,
     example: Any = None,
@@ -55,9 +55,27 @@ def setting(
 ) -> Any:
     """An attrs field with the metadata the loader, the docs and ``config init`` read.
 
-    ``secret`` marks a credential: ``config show`` says whether it is set, never its value.
+    ``min`` and ``max`` bound a number; ``check(value)`` returns why a value is wrong, or None.
+    ``allowed`` is either the values the key may take (a tuple, list or set: enforced, and
+    shown as "one of ..."; for a list key, each item), or a sentence that describes what
+    ``min``/``max`` or ``check`` enforce, shown instead of the derived description. A sentence
+    that nothing enforces is refused (``TypeError``): what the docs call allowed is what
+    validation allows. ``secret`` marks a credential: ``config show`` says whether it is set,
+    never its value.
     """
-    metadata = {"doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "check": check, "example": example}
+    allowed_values: tuple[Any, ...] | None = None
+    if isinstance(allowed, str):
+        if min is None and max is None and check is None:
+            raise TypeError(
+                f"setting(allowed={allowed!r}) for {doc[:60]!r}: a description of what is allowed needs min, max or "
+                f"check to enforce it; to allow a fixed set of values, pass them as a tuple (allowed=('a', 'b'))"
+            )
+    elif allowed is not None:
+        allowed_values, allowed = tuple(allowed), None
+    metadata = {
+        "doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "allowed_values": allowed_values,
+        "check": check, "example": example,
+    }
     if secret:
         metadata["secret"] = True
     if factory is not None:
@@ -507,7 +525,10 @@ def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
     if meta.get("allowed"):
         return meta["allowed"]
     base, optional = _unwrap_optional(hint)
-    if typing.get_origin(base) is Literal:
+    if meta.get("allowed_values") is not None:
+        each = "each one of " if typing.get_origin(base) is list else "one of "
+        text = each + ", ".join(repr(v) for v in meta["allowed_values"])
+    elif typing.get_origin(base) is Literal:
         text = "one of " + ", ".join(repr(v) for v in typing.get_args(base))
     elif base is bool:
         text = "true or false"
@@ -631,6 +652,10 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
     lo, hi = meta.get("min"), meta.get("max")
     if base in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
         problems.add(path, value, f"out of range; allowed: {allowed}")
+        return
+    values = meta.get("allowed_values")
+    if values is not None and any(item not in values for item in (value if origin is list else [value])):
+        problems.add(path, value, f"not an allowed value; allowed: {allowed}")
         return
     check = meta.get("check")
     if check is not None:
