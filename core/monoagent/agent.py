@@ -22,7 +22,7 @@ from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
 from monoagent.kernel.hooks import Hooks
-from monoagent.kernel.host import PluginHost, await_me_maybe, local_plugin_paths
+from monoagent.kernel.host import PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
 from monoagent.kernel.turn import Turn
 
 DEFAULT_MODEL = "offline:echo"
@@ -109,15 +109,16 @@ class Agent:
 
     # ------------------------------------------------------------------ plugins and components
 
-    def register(self, plugin: Any, name: str | None = None) -> None:
+    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         """Register one more plugin on a running Agent (it still receives ``configure``).
 
-        Its registrations are checked now: a refused one leaves the plugin failed (see
-        ``agent.host.records``), or raises :class:`~monoagent.kernel.errors.PluginError` in strict
-        mode, as at start-up.
+        Its registrations are checked now: a refused one leaves the plugin failed (the returned
+        record says why), or raises :class:`~monoagent.kernel.errors.PluginError` in strict mode,
+        as at start-up.
         """
-        self.host.register_programmatic(plugin, name, self.config.plugins.block)
+        record = self.host.register_programmatic(plugin, name, self.config.plugins.block)
         self._tools = None
+        return record
 
     @property
     def model(self) -> str:

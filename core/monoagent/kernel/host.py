@@ -150,10 +150,15 @@ class PluginHost:
     # ------------------------------------------------------------------ loading
 
     def block(self, names: Iterable[str]) -> None:
-        """Block plugins by name (pluggy's ``set_blocked``): they are never imported or registered."""
+        """Block plugins by name (pluggy's ``set_blocked``): they are never imported or registered.
+
+        Blocking is decided before a plugin loads; a plugin already registered under one of the
+        names stays (pluggy would unregister it behind its record's back).
+        """
         for name in names:
-            self.blocked.add(name)
-            self.pm.set_blocked(name)
+            if not self.pm.has_plugin(name):
+                self.blocked.add(name)
+                self.pm.set_blocked(name)
 
     def _record(self, record: PluginRecord) -> PluginRecord:
         self.records.append(record)

@@ -70,12 +70,13 @@ def fresh_agent(
 @contextlib.contextmanager
 def registered(agent: Agent, plugin: Any, name: str | None = None) -> Iterator[Any]:
     """Register ``plugin`` on ``agent`` for the duration of the block."""
-    agent.register(plugin, name)
+    record = agent.register(plugin, name)
     try:
         yield plugin
     finally:
         if agent.host.pm.is_registered(plugin):
             agent.host.unregister(plugin)  # what it registered leaves with it
+        agent.host.records = [r for r in agent.host.records if r is not record]
         agent._tools = None
 
 
