@@ -247,32 +247,32 @@ def plugins(as_json: bool) -> None:
             f"applied to this listing: {state.config_error}",
             err=True,
         )
-    rows = [
-        {
-            "name": r.name,
-            "version": r.version,
-            "source": r.source,
-            "location": r.location,
-            "status": r.status,
-            "reason": r.reason,
-            "hooks": r.hooks,
-            "registers": [{"kind": e.kind, "name": e.name, "description": e.description} for e in r.registrations],
-        }
-        for r in host.records
-    ]
     if as_json:
+        rows = [
+            {
+                "name": r.name,
+                "version": r.version,
+                "source": r.source,
+                "location": r.location,
+                "status": r.status,
+                "reason": r.reason,
+                "hooks": r.hooks,
+                "registers": [{"kind": e.kind, "name": e.name, "description": e.description} for e in r.registrations],
+            }
+            for r in host.records
+        ]
         echo_json(rows, ensure_ascii=True)
         return
-    width = max((len(r["name"]) for r in rows), default=4)
-    for row in rows:
-        status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
-        echo(f"{row['name']:<{width}}  {row['version'] or '-':<8}  {row['source']:<12}  {status}")
-        echo(f"{'':<{width}}  from {row['location']}")
-        if row["hooks"]:
-            echo(f"{'':<{width}}  hooks: {', '.join(row['hooks'])}")
-        for entry in row["registers"]:
-            summary = entry["description"].strip().split("\n")[0]
-            echo(f"{'':<{width}}  {entry['kind']} {entry['name']}" + (f": {summary}" if summary else ""))
+    width = max((len(r.name) for r in host.records), default=4)
+    for r in host.records:
+        status = r.status + (f" ({r.reason})" if r.reason else "")
+        echo(f"{r.name:<{width}}  {r.version or '-':<8}  {r.source:<12}  {status}")
+        echo(f"{'':<{width}}  from {r.location}")
+        if r.hooks:
+            echo(f"{'':<{width}}  hooks: {', '.join(r.hooks)}")
+        for entry in r.registrations:
+            summary = entry.description.strip().split("\n")[0]
+            echo(f"{'':<{width}}  {entry.kind} {entry.name}" + (f": {summary}" if summary else ""))
 
 
 @cli.group()

@@ -346,9 +346,8 @@ class ConfigSectionRegistrar(Registrar):
 
 
 #: Every registrar class, by the registry hook it serves.
-REGISTRARS: dict[str, type[Registrar]] = {
-    cls.hook: cls for cls in (*COMPONENT_REGISTRARS, ToolRegistrar, ConfigSectionRegistrar)
-}
+_ALL: tuple[type[Registrar], ...] = (*COMPONENT_REGISTRARS, ToolRegistrar, ConfigSectionRegistrar)
+REGISTRARS: dict[str, type[Registrar]] = {cls.hook: cls for cls in _ALL}
 
 
 @functools.cache

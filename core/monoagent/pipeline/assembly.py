@@ -95,8 +95,8 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
     for result in hooks.extra_sections(turn=turn):
-        for value in result if isinstance(result, (list, tuple)) else [result]:
-            section = _expect_section(value, "extra_sections")
+        for extra in result if isinstance(result, (list, tuple)) else [result]:
+            section = _expect_section(extra, "extra_sections")
             if section.id in seen or section.id in SECTION_ORDER:
                 raise AssemblyError(
                     f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "

@@ -293,8 +293,11 @@ class Harness:
             )
         history = await self._compact(turn, turn.history)
         parts: list[UserMessagePart] = []
-        for value in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
-            parts.extend(value if isinstance(value, (list, tuple)) else [value])
+        for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
+            if isinstance(part, UserMessagePart):
+                parts.append(part)
+            else:
+                parts.extend(part)
         parts.sort(key=lambda p: p.order)
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
@@ -418,8 +421,10 @@ class Harness:
                 call.id, call.name, f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED
             )
         else:
-            result = agent.hooks.before_tool_call(turn=turn, call=call)
-            if result is None:
+            vetted = agent.hooks.before_tool_call(turn=turn, call=call)
+            if vetted is not None:
+                result = vetted
+            else:
                 try:
                     value = await await_me_maybe(tool.handler(turn, dict(call.arguments)))
                     result = value if isinstance(value, ToolResult) else ToolResult(call.id, call.name, str(value))
