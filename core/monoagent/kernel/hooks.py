@@ -169,7 +169,8 @@ class Hooks:
                 continue
             for impl in caller.get_hookimpls():
                 if impl.plugin is plugin and not (impl.wrapper or impl.hookwrapper) and not hasattr(impl.function, "_monoagent_answers"):
-                    setattr(impl, "function", self._noting_answers(caller.name, impl.plugin_name, impl.function))
+                    # HookImpl.function is typed Final; this is the one place monoagent replaces it
+                    setattr(impl, "function", self._noting_answers(caller.name, impl.plugin_name, impl.function))  # noqa: B010
 
     def _noting_answers(self, hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
         frames = self._frames

@@ -25,7 +25,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
 from monoagent.agent import Agent
 from monoagent.kernel.hooks import HookCall
 from monoagent.testing.history_contract import HistoryStoreContract
