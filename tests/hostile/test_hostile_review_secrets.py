@@ -87,3 +87,13 @@ def test_more_key_qualifiers_name_secrets(name):
 )
 def test_code_and_prose_that_name_secrets_without_values_are_unchanged(text):
     assert redact_text(text) == text
+
+
+def test_structured_arguments_lose_the_same_values_as_text():
+    """The tool-history sidecar redacts arguments structurally: the same classes hold there."""
+    manifest = {"apiVersion": "v1", "kind": "Secret", "data": {"DATABASE_URL": "cG9zdGdyZXM6Ly9GQUtFQGRi"}, "type": "Opaque"}
+    assert redact_structure(manifest)["data"] == {"DATABASE_URL": "[REDACTED:secret_value]"}
+    pairs = {"metadata": [["x-api-key", "FAKEgrpckey0123456789"], ["x-request-id", "abc"]]}
+    assert redact_structure(pairs) == {"metadata": [["x-api-key", "[REDACTED:secret_value]"], ["x-request-id", "abc"]]}
+    config_map = {"kind": "ConfigMap", "data": {"LOG_LEVEL": "debug"}}
+    assert redact_structure(config_map) == config_map
