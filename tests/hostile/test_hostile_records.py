@@ -959,6 +959,30 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
         agent.close()
 
 
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sidecar_deleted_or_replaced_under_the_open_writer_is_opened_again(tmp_path, how):
+    """An operator who moves a damaged sidecar aside (or clears it) while a process runs: the
+    writer's connection still points at the old file, where SQLite refuses every write
+    (SQLITE_READONLY_DBMOVED); the writer opens the file at its path again instead of failing
+    every later write for the life of the process."""
+    agent = sidecar_agent(tmp_path, 2, Monotonic())
+    try:
+        agent.run_sync("turn 0", conversation_id="c")
+        sidecar = Path(agent.config.history_dir) / SIDECAR
+        if how == "replaced":  # by an empty sidecar made elsewhere (this process's writer of this one is busy failing)
+            os.replace(make_sidecar(tmp_path / "elsewhere"), sidecar)
+        else:
+            sidecar.unlink()
+        events = []
+        agent.run_sync("turn 1", conversation_id="c", on_event=events.append)
+        assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
+        assert not [e for e in events if e.type == "runtime_warning" and e.data["code"] == "tool_history_write_failed"]
+        recorded = agent.tool_history.records(conversation_id="c")
+        assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 1"}')]
+    finally:
+        agent.close()
+
+
 def test_the_back_off_doubles_up_to_its_ceiling():
     retry = OpenRetry(first_delay=1.0, max_delay=60.0)
     assert [retry.delay(n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 10_000)] == [1, 2, 4, 8, 16, 32, 60, 60, 60]
