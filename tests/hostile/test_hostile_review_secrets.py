@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from monoagent.redaction_measure import leaks
+from monoagent.testing.redaction_measure import leaks
 from monoagent_plugins.redaction import is_secret_name, redact_structure, redact_text
 
 
