@@ -1005,3 +1005,51 @@ def test_the_new_keys_are_validated(tmp_path):
     for key, value in (("streamIdleTimeoutMs", 0), ("maxStreamEventBytes", 10), ("maxStreamBytes", "big")):
         with pytest.raises(ConfigError, match=f"providers.piNative.{key}"):
             fresh_agent(tmp_path, config={"providers": {"piNative": {key: value}}}).config  # noqa: B018
+
+
+def test_a_cycle_of_identical_calls_is_a_repeat_too(tmp_path):
+    """A, B, A, B, ... (and any cycle of up to 16 calls) is the same runaway loop as A, A, A."""
+    calls: list[Any] = []
+    cycle = [{"name": "clock", "arguments": {"tz": "UTC"}}, {"name": "clock", "arguments": {"tz": "CET"}}]
+    steps = [{"tool_calls": [call]} for call in cycle] * 25 + [{"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"runtime": {"maxTurns": 0}}, plugins=[loop_tools(calls)])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, RepeatedToolCall), outcome
+    assert len(calls) == 10  # each call of the cycle ran five times; the sixth round was refused
+    assert "cycle of 2 tool calls" in str(outcome) and "\n" not in str(outcome)
+    assert of(events, "run_failed")[0]["settlement"] == "repeated_tool_call"
+
+    calls.clear()
+    (tmp_path / "2").mkdir()
+    three = [{"name": "clock", "arguments": {"n": n}} for n in range(3)]
+    steps = [{"tool_calls": three}] * 10 + [{"text": "done"}]  # the cycle within one step, repeated every step
+    agent = scripted_agent(tmp_path / "2", steps, config={"runtime": {"maxTurns": 0}}, plugins=[loop_tools(calls)])
+    outcome, _ = turn(agent)
+    assert isinstance(outcome, RepeatedToolCall) and len(calls) == 15
+
+
+def test_a_tool_that_swallows_the_deadline_does_not_outlive_it(tmp_path):
+    """The deadline cancels the tool; a tool that catches the cancellation still ends the run."""
+    calls: list[Any] = []
+    gate = asyncio.Event()
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            async def stubborn(turn_, arguments):
+                calls.append(arguments)
+                if len(calls) == 1:
+                    try:
+                        await gate.wait()
+                    except asyncio.CancelledError:
+                        pass  # a misbehaving tool: it keeps going
+                return "ok"
+
+            register(ToolSpec("clock", "tell the time", {"type": "object"}), stubborn)
+
+    steps = [{"tool_calls": [{"name": "clock", "arguments": {"n": n}}]} for n in range(20)] + [{"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"runtime": {"maxTurns": 0, "runTimeoutMs": 200}}, plugins=[Tools()])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, RunDeadlineExceeded), outcome
+    assert len(calls) == 1
+    assert of(events, "run_failed")[0]["settlement"] == "run_deadline"
