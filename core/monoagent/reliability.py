@@ -458,6 +458,8 @@ class ProviderCall:
         self.current: _Attempt | None = None
         self.reason = "provider_error"
         self.deadline: asyncio.Timeout | None = None
+        self.call_ids: set[str] = set()
+        self.id_suffixes: dict[str, int] = {}
 
     async def run(self) -> Answer:
         try:
@@ -613,6 +615,23 @@ class ProviderCall:
                 self.transcript.extend(snapshot_entry_tool(activity))
                 messages.append(Message("tool", result.content, name=call.name, tool_call_id=call.id))
 
+    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """``calls`` with ids unique in the run: a reused one (in this step or an earlier one) gets
+        a ``_2``, ``_3``, ... suffix, in the assistant message and the tool results alike.
+
+        Tool-history record ids derive from the call id, so a second call under a reused id would
+        run with no record of its own.
+        """
+        unique = []
+        for call in calls:
+            call_id = call.id
+            while call_id in self.call_ids:
+                self.id_suffixes[call.id] = suffix = self.id_suffixes.get(call.id, 1) + 1
+                call_id = f"{call.id}_{suffix}"
+            self.call_ids.add(call_id)
+            unique.append(call if call_id == call.id else attrs.evolve(call, id=call_id))
+        return unique
+
     def _check_deadline(self) -> None:
         """End the run once its deadline has fired, even if a tool (or runtime) swallowed the cancellation."""
         if self.deadline is not None and self.deadline.expired():
@@ -659,6 +678,7 @@ class ProviderCall:
             )
         finally:
             turn.report_invalid_unicode("provider", tuple(replaced.items()), model=model, step=request.step)
+        calls = self._unique_ids(calls)
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None

@@ -227,15 +227,15 @@ class OpenAIChatRuntime:
         if not chunks.done and chunks.finish is None:
             raise stream_ended(endpoint, "data: [DONE]")
         for index, pending in enumerate(chunks.calls):
-            yield ToolCallRequested(self._tool_call(index, pending))
+            yield ToolCallRequested(self._tool_call(request.step, index, pending))
         finish = chunks.finish
         stop = FINISH_REASONS.get(finish or "stop", finish or "end_turn")
         if chunks.calls and stop == "end_turn":
             stop = "tool_use"
         yield StepFinished(stop, chunks.usage)
 
-    def _tool_call(self, index: int, pending: _PendingCall) -> ToolCall:
-        call_id = pending.id or f"call_{index}"
+    def _tool_call(self, step: int, index: int, pending: _PendingCall) -> ToolCall:
+        call_id = pending.id or f"call_{step}_{index}"  # unique in the run: tool-history record ids derive from it
         return ToolCall(call_id, pending.name, tool_arguments(self.endpoint, pending.name, call_id, "".join(pending.arguments)))
 
     def _stream_error(self, error: Any) -> ProviderError:

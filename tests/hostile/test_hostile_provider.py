@@ -1053,3 +1053,45 @@ def test_a_tool_that_swallows_the_deadline_does_not_outlive_it(tmp_path):
     assert isinstance(outcome, RunDeadlineExceeded), outcome
     assert len(calls) == 1
     assert of(events, "run_failed")[0]["settlement"] == "run_deadline"
+
+
+def test_a_reused_tool_call_id_runs_nothing_unrecorded(tmp_path):
+    """Tool-history record ids derive from the provider's call id: a second call reusing an id,
+    in the same step or a later one, ran with no record of its own. Reused ids get a suffix."""
+    for case, steps in {
+        "same step": [{"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 1}},
+                                      {"name": "clock", "id": "t1", "arguments": {"n": 2}}]}, {"text": "done"}],
+        "later step": [{"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 1}}]},
+                       {"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 2}},
+                                       {"name": "clock", "id": "t1_2", "arguments": {"n": 3}}]}, {"text": "done"}],
+    }.items():
+        calls: list[Any] = []
+        (tmp_path / case).mkdir()
+        agent = scripted_agent(tmp_path / case, steps, plugins=[loop_tools(calls)])
+        result, events = turn(agent)
+        assert not isinstance(result, Exception), result
+        rows = agent.tool_history.query("SELECT call_id, arguments FROM calls ORDER BY start_seq")
+        assert [json.loads(row["arguments"]) for row in rows] == calls, case  # every call that ran has its record
+        assert [a.call.id for a in result.tool_activity] == [row["call_id"] for row in rows]
+        assert len({row["call_id"] for row in rows}) == len(calls) == len(of(events, "tool_result"))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_calls_without_ids_get_ids_unique_in_the_run(tmp_path, serve, provider):
+    """A server that sends no (or empty) tool-call ids gets a record per call, step after step."""
+    def script(number: int) -> tuple[int, dict[str, str], Iterable[bytes]]:
+        fmt = FORMAT[provider]
+        if number >= 2:
+            return 200, {}, [fmt["start"], fmt["text"]("done"), fmt["end"]]
+        if provider == "openai":
+            tool = o_chunk({"tool_calls": [{"index": 0, "type": "function", "function": {"name": "clock", "arguments": "{}"}}]})
+            return 200, {}, [fmt["start"], tool, o_chunk({}, "tool_calls"), O_END]
+        return 200, {}, [A_START, a_tool(0, "", "clock", "{}"), A_END]
+
+    calls: list[Any] = []
+    server = serve(script)
+    agent = agent_for(tmp_path, provider, server.url, plugins=[loop_tools(calls)])
+    result, events = turn(agent)
+    assert not isinstance(result, Exception), result
+    assert result.text == "done" and len(calls) == 2
+    assert len({row["call_id"] for row in agent.tool_history.query("SELECT call_id FROM calls")}) == 2
