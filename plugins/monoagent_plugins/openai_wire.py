@@ -56,6 +56,7 @@ from .provider_http import (
     count,
     encode_body,
     event_json,
+    excerpt,
     sse_events,
     stream_ended,
     too_many_calls,
@@ -245,7 +246,7 @@ class OpenAIChatRuntime:
         message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         retryable = kind in ("server_error", "rate_limit_exceeded", "overloaded_error", "api_error") or "overloaded" in message.lower()
         return ProviderError(
-            f"{self.provider}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
+            f"{self.provider}: stream error {excerpt(' '.join(kind.split()), 100)}: {excerpt(' '.join(message.split()), 500)} (POST {self.endpoint.url})",
             retryable=retryable,
             provider=self.provider,
         )

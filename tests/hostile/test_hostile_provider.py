@@ -1095,3 +1095,41 @@ def test_calls_without_ids_get_ids_unique_in_the_run(tmp_path, serve, provider):
     assert not isinstance(result, Exception), result
     assert result.text == "done" and len(calls) == 2
     assert len({row["call_id"] for row in agent.tool_history.query("SELECT call_id FROM calls")}) == 2
+
+
+# =========================================================================== item 13: cuts of provider text before redaction
+
+DSN = "postgres://admin:S3cr3tDbP4ssw0rdX@db.internal:5432/app"
+
+
+def _straddling(limit: int, before: str = "upstream said: ") -> str:
+    """Text whose credential crosses character ``limit`` (where a raw cut would leave ``...S3cr3tDbP4``)."""
+    pad = "x " * ((limit - len(before) - 28) // 2)
+    return f"{before}{pad}{DSN} and more text after it"
+
+
+STRADDLING_CASES = {
+    "status body": lambda: (502, {"content-type": "text/plain"}, [_straddling(300).encode()]),
+    "not an event stream": lambda: (200, {"content-type": "text/html"}, [_straddling(200).encode()]),
+    "stream error event": lambda: (200, {}, [A_START, a_event("error", {"type": "error", "error": {
+        "type": "invalid_request_error", "message": _straddling(500)}})]),
+    "malformed event": lambda: (200, {}, [A_START, a_event("content_block_delta", {"x": _straddling(200 - len('{"x":"')),
+                                                           "type": "content_block_delta", "index": 0,
+                                                           "delta": {"type": "text_delta", "text": 5}})]),
+    "unreadable arguments": lambda: (200, {}, [A_START, a_tool(1, "toolu_1", "clock", _straddling(200, "{"))]),
+    "openai stream error": lambda: (200, {}, [f"data: {dumps({'error': {'type': 'invalid_request_error', 'message': _straddling(500)}})}\n\n".encode()]),
+}
+
+
+@pytest.mark.parametrize("case", STRADDLING_CASES)
+def test_provider_text_is_never_cut_inside_a_credential_before_redaction(tmp_path, serve, case):
+    """Excerpts of what a server sent (error bodies, error events, bad events) are cut at a word
+    boundary: a credential crossing the excerpt's end is left out whole, not cut to a part that
+    redaction no longer recognises, in the error, ``run_failed`` and the continuity account."""
+    answer = STRADDLING_CASES[case]()
+    server = serve(lambda number: answer)
+    agent = agent_for(tmp_path, case.split()[0] if case.startswith("openai") else "anthropic", server.url, plugins=[loop_tools([])])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, ProviderError), outcome
+    for shown in (agent.redact(str(outcome), "error"), of(events, "run_failed")[0]["error"], account_of(agent)):
+        assert "S3cr3tDb" not in shown, shown
