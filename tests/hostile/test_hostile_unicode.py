@@ -398,6 +398,33 @@ def test_surrogates_in_requests_and_in_provider_streams_on_the_wire(tmp_path: Pa
     assert assert_valid_utf8_files(tmp_path / "home") >= 2
 
 
+UNSENDABLE_KEYS = [f"Zq7Xw2Lp{bad}9Rt4Vb6N" for bad in ("\udcff", "\u00e9", "\r\nX-Injected: 1", "\x00", "\t")]
+UNSENDABLE_URLS = ["{url}/\udcff", "{url}/\x1b]0;x\x07", "{url}/v1\r\nX-Injected: 1", "http://\udcff.example"]
+
+
+@pytest.mark.parametrize("prefix", ["anthropic", "openai"])
+def test_an_api_key_or_base_url_that_cannot_be_sent_is_a_one_line_provider_error(tmp_path: Path, prefix: str) -> None:
+    """Environment values are text too: a key or URL holding what HTTP cannot carry (a byte that is not
+    UTF-8, a non-ASCII letter, a line break) is a one-line error naming the setting, never a traceback,
+    and the key itself is not echoed."""
+    server_class = AnthropicWireServer if prefix == "anthropic" else OpenAIWireServer
+    key_env, url_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL") if prefix == "anthropic" else ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+    with server_class() as server:
+        url = server.url if prefix == "anthropic" else f"{server.url}/v1"
+        cases = [{key_env: key, url_env: url} for key in UNSENDABLE_KEYS]
+        cases += [{key_env: "k", url_env: bad.format(url=url)} for bad in UNSENDABLE_URLS]
+        for n, env in enumerate(cases):
+            agent = fresh_agent(tmp_path / str(n), config={"runtime": {"model": f"{prefix}:model-x"}}, env=env)
+            with pytest.raises(ProviderError) as caught:
+                agent.run_sync("hi", conversation_id="c")
+            agent.close()
+            message = str(caught.value)
+            assert "\n" not in message and not caught.value.retryable, message
+            assert (key_env if env[key_env] != "k" else "baseUrl") in message, message
+            assert "Zq7X" not in message and "9Rt4" not in message
+        assert server.requests == []
+
+
 def test_a_scripted_provider_file_with_surrogate_escapes_is_read_as_valid_text(tmp_path: Path) -> None:
     from monoagent.testing import scripted_agent
 
