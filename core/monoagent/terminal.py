@@ -141,22 +141,26 @@ class TerminalStream:
 
 
 def terminal_json(value: Any, redact: Redactor | None = None, **dumps: Any) -> str:
-    """``value`` as JSON safe to print: strings and keys redacted, terminal controls escaped."""
-    if redact is not None:
-        value = _redact_json(value, redact)
+    """``value`` as JSON safe to print: strings and keys valid Unicode and redacted, terminal controls escaped.
+
+    Strings are made valid before they are dumped: with ``ensure_ascii`` a surrogate would be
+    written as a ``\\udcff`` escape, which a JSON reader turns back into text that is not valid.
+    """
+    value = _redact_json(value, redact)
     dumps.setdefault("ensure_ascii", False)
-    dumps.setdefault("default", str)
+    dumps.setdefault("default", lambda other: valid_unicode(str(other)))
     text = valid_unicode(json.dumps(value, **dumps))
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _redact_json(value: Any, redact: Redactor) -> Any:
+def _redact_json(value: Any, redact: Redactor | None) -> Any:
     if isinstance(value, str):
-        return redact(value, KIND)
+        value = valid_unicode(value)
+        return value if redact is None else redact(value, KIND)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            name = redact(key, KIND) if isinstance(key, str) else key
+            name = _redact_json(key, redact) if isinstance(key, str) else key
             unique, n = name, 1
             while unique in out:
                 n += 1

@@ -738,6 +738,30 @@ def test_config_show_redacts_credentials_in_urls(cli_project: Path, monkeypatch:
     assert PASSWORD not in json.dumps(as_json) and "proxy.example" in as_json["providers.anthropic.baseUrl"]["value"]
 
 
+def test_json_outputs_are_valid_unicode_even_when_escaped_to_ascii(cli_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``config show --json`` and ``plugins --json`` write ASCII: a surrogate must not come out as a
+    ``\\udcff`` escape, which a JSON reader turns back into text that is not valid Unicode."""
+    from monoagent.terminal import terminal_json
+
+    for ensure_ascii in (True, False):
+        printed = terminal_json({"k\udcff": ["v\udcff", Path("/tmp/p\udcff")]}, ensure_ascii=ensure_ascii)
+        assert json.loads(printed) == {"k\ufffd": ["v\ufffd", "/tmp/p\ufffd"]}
+    monkeypatch.setenv("MONO_AGENT_HISTORY_DIR", str(cli_project / "hist\udcff"))
+    shown = cli("config", "show", "--json")
+    assert shown.exit_code == 0, shown.output
+    value = json.loads(shown.stdout)["history.dir"]["value"]
+    assert value == str(cli_project / "hist\ufffd")
+    (cli_project / "plugins" / "odd\udcffname.py").write_text("x = 1\n", encoding="utf-8")
+    listed = subprocess.run(
+        [sys.executable, "-m", "monoagent.cli", "--plugins-dir", os.fsencode(cli_project / "plugins"), "plugins", "--json"],
+        capture_output=True, env=clean_env(cli_project), cwd=cli_project, timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr.decode()
+    rows = json.loads(listed.stdout)
+    _assert_no_surrogates(rows, Path("plugins --json"))
+    assert any(row["name"] == "odd\ufffdname" for row in rows)
+
+
 def test_provider_errors_printed_by_the_cli_are_redacted_and_stripped(tmp_path: Path) -> None:
     """An error body echoing the key and a base URL with credentials, through ``main()``, in a real process."""
     with AnthropicWireServer() as server:
