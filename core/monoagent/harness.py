@@ -41,7 +41,7 @@ from .bloat import guard_tool_result
 from .continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
 from .errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from .interfaces import CommitReceipt, load_history
-from .log import logger
+from .log import failure_text, logger
 from .model import (
     AssembledPrompt,
     MemoryHit,
@@ -168,7 +168,7 @@ class Harness:
             for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
                 if error is not None:
                     logger.bind(plugin=plugin).opt(exception=error).warning(
-                        "run-event observer in plugin {} failed on {}: {}", plugin, type, error
+                        "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error)
                     )
             if run.callback is not None:
                 run.callback(event)

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from monoagent.log import logger
+from monoagent.log import failure_text, logger
 from monoagent.model import RunEvent
 from monoagent.plugins import bundled_impl
 from monoagent.text import valid_unicode
@@ -121,7 +121,7 @@ class ArtifactWriter:
                     self._add(pending, *item)
             except Exception as exc:  # one bad item never stops the writer
                 what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
-                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}: {}", what, type(exc).__name__, exc)
+                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}", what, failure_text(exc))
 
     def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
         from monoagent.serial import unstructure
@@ -130,8 +130,8 @@ class ArtifactWriter:
         try:
             line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
         except Exception as exc:
-            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}: {}",
-                           event.type, event.run_id, type(exc).__name__, exc)
+            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
+                           event.type, event.run_id, failure_text(exc))
         else:
             pending.setdefault(key, []).append(line)
         if event.type in TERMINAL:
@@ -147,7 +147,7 @@ class ArtifactWriter:
             with _open_run_file(root, run_id) as handle:
                 handle.write("".join(line + "\n" for line in lines))
         except Exception as exc:
-            logger.warning("run artifact for {} not written ({} events lost): {}: {}", run_id, len(lines), type(exc).__name__, exc)
+            logger.warning("run artifact for {} not written ({} events lost): {}", run_id, len(lines), failure_text(exc))
 
 
 writer = ArtifactWriter()

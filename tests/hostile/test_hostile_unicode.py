@@ -600,6 +600,68 @@ def test_a_writer_thread_that_died_is_replaced_and_flush_does_not_wait_for_it(tm
     assert json.loads((tmp_path / "runs" / "run2.jsonl").read_text(encoding="utf-8"))["data"] == {"ok": True}
 
 
+class Mute(Exception):
+    """An exception whose message cannot be shown either: formatting it for the log raises again."""
+
+    def __str__(self) -> str:
+        raise Mute()
+
+
+class Unsayable:
+    def __str__(self) -> str:
+        raise Mute()
+
+
+def test_the_writer_survives_a_failure_whose_message_cannot_be_formatted(tmp_path: Path) -> None:
+    """The log line about a lost event formats the exception; if that raises too, the writer still goes on
+    and the lines it holds for other runs are not lost."""
+    from loguru import logger
+
+    from monoagent.model import RunEvent
+    from monoagent_plugins.artifacts import ArtifactWriter
+
+    logged: list[str] = []
+    logger.enable("monoagent_plugins")
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+    try:
+        writer = ArtifactWriter()
+        writer.submit(tmp_path, RunEvent("run_started", "runA", "c", 1, 0.0, {"ok": 1}))
+        writer.submit(tmp_path, RunEvent("probe", "runB", "c", 1, 0.0, {"x": Unsayable()}))
+        thread = writer._thread
+        assert writer.flush(timeout=60)
+        writer.submit(tmp_path, RunEvent("run_completed", "runA", "c", 2, 0.0, {"ok": 1}))
+        assert writer.flush(timeout=60) and writer._thread is thread and thread is not None and thread.is_alive()
+    finally:
+        logger.remove(sink)
+        logger.disable("monoagent_plugins")
+    lines = (tmp_path / "runs" / "runA.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["run_started", "run_completed"]
+    assert any("probe" in line and "runB" in line and "Mute" in line for line in logged)
+
+
+class MuteObserver:
+    @hookimpl
+    def on_run_event(self, event: Any, agent: Any) -> None:
+        if event.type == "run_started":
+            raise Mute()
+
+
+def test_an_event_observer_failing_with_a_message_that_cannot_be_formatted_does_not_break_the_turn(tmp_path: Path) -> None:
+    from loguru import logger
+
+    logged: list[str] = []
+    logger.enable("monoagent")
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+    try:
+        agent = fresh_agent(tmp_path, plugins=[MuteObserver()])
+        assert "you said: hi" in agent.run_sync("hi", conversation_id="c").text
+        agent.close()
+    finally:
+        logger.remove(sink)
+        logger.disable("monoagent")
+    assert any("failed on run_started: Mute (its message cannot be shown)" in line for line in logged)
+
+
 PROCESS_EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
