@@ -70,12 +70,14 @@ EventCallback = Callable[[RunEvent], Any]
 
 
 _run_ids = random.Random(os.urandom(16))
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids
+    os.register_at_fork(after_in_child=lambda: _run_ids.seed(os.urandom(16)))
 
 
 def new_run_id() -> str:
     """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
 
-    The random part comes from a generator seeded once per process from ``os.urandom``: run ids
+    The random part comes from a generator seeded per process (again in a forked child) from ``os.urandom``: run ids
     must not collide, they need not be secret.
     """
     return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"

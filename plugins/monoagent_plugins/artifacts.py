@@ -64,6 +64,7 @@ class ArtifactWriter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._flushed_at_exit = False
 
     def submit(self, root: Path, event: RunEvent) -> None:
         thread = self._thread
@@ -75,15 +76,23 @@ class ArtifactWriter:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
-            if self._thread is None:
+            if not self._flushed_at_exit:
                 atexit.register(self.flush)
-            else:
+                self._flushed_at_exit = True
+            if self._thread is not None:
                 logger.warning(
                     "the run-artifact writer thread had stopped (the lines it held for unfinished runs are lost); "
                     "started a new one"
                 )
             self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
             self._thread.start()
+
+    def forget_parent(self) -> None:
+        """In a forked child: the parent's thread did not come along, and the events queued for it
+        are the parent's to write. The child starts a writer of its own on its first event."""
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread = None
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -151,6 +160,8 @@ class ArtifactWriter:
 
 
 writer = ArtifactWriter()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=writer.forget_parent)
 
 
 @bundled_impl

@@ -662,6 +662,44 @@ def test_an_event_observer_failing_with_a_message_that_cannot_be_formatted_does_
     assert any("failed on run_started: Mute (its message cannot be shown)" in line for line in logged)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_has_its_own_writer_and_its_own_run_ids(tmp_path: Path) -> None:
+    """A child forked after runs has no writer thread and must not write its parent's queued events, nor
+    repeat its parent's run ids (two processes appending to one run file)."""
+    from loguru import logger
+
+    from monoagent.harness import new_run_id
+    from monoagent_plugins.artifacts import writer
+
+    agent = fresh_agent(tmp_path)
+    parent_run = agent.run_sync("one", conversation_id="p")  # the writer thread is running
+    logger.enable("monoagent_plugins")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's exit handlers
+        code = 1
+        try:
+            logged: list[str] = []
+            logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+            child_run = agent.run_sync("two", conversation_id="c")
+            report = {"flushed": writer.flush(60), "logged": logged, "run": child_run.run_id,
+                      "ids": [new_run_id()[12:] for _ in range(4)]}
+            os.write(write, json.dumps(report).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        report = json.loads(pipe.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    logger.disable("monoagent_plugins")
+    assert report["flushed"] and report["logged"] == []  # no "writer thread had stopped" warning
+    assert not set(report["ids"]) & {new_run_id()[12:] for _ in range(4)}
+    files = run_files(tmp_path)
+    assert files[report["run"]][-1]["type"] == "run_completed" and parent_run.run_id in files
+    agent.close()
+
+
 PROCESS_EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
