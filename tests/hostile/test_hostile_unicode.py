@@ -882,6 +882,36 @@ def test_provider_errors_printed_by_the_cli_are_redacted_and_stripped(tmp_path: 
     assert "upstream said:  bad key [REDACTED:anthropic_key]" in failed.stderr.decode()
 
 
+UNEXPECTED_ERROR_PLUGIN = f'''
+from monoagent import hookimpl
+from monoagent.model import TextDelta
+
+@hookimpl
+def register_providers(register):
+    class Runtime:
+        context_window = 100000
+        async def stream(self, request):
+            yield TextDelta("partial\\n")
+            raise ValueError("upstream body: \\x1b]0;pwned\\x07\\u202e" + "{KEY[::-1]}"[::-1])  # not in the source line
+    register("raw", lambda agent, model: Runtime(), description="raises a plain exception")
+'''
+
+
+def test_an_unexpected_exception_is_printed_stripped_and_redacted(tmp_path: Path) -> None:
+    """A plugin's own exception (not a MonoagentError) used to end the CLI with Python's raw traceback:
+    its message reached the terminal with escape sequences and secrets. The traceback is still shown
+    (it is a bug report), cleaned like everything else; ``--debug`` leaves it to Python."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "raw_error.py").write_text(UNEXPECTED_ERROR_PLUGIN, encoding="utf-8")
+    done = monoagent("--plugins-dir", str(plugins), "run", "-m", "raw:x", "hi", env=clean_env(tmp_path), cwd=tmp_path)
+    stderr = done.stderr.decode("utf-8")
+    assert done.returncode == 1, stderr
+    assert_terminal_safe(stderr)
+    assert KEY not in stderr and "ValueError: upstream body: [REDACTED:anthropic_key]" in stderr
+    assert "Traceback" in stderr and done.stdout.decode() == "partial\n"
+
+
 def test_plugin_load_failures_and_log_lines_are_stripped_and_redacted(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
