@@ -78,9 +78,8 @@ class TerminalStream:
       text too, as long as it lies within one line, or within a block of lines that a redaction
       is still open across (a block longer than :attr:`MAX_CONTEXT` characters keeps only its
       first line as context, which is enough for a match that runs on from there);
-    * a line longer than :attr:`MAX_LINE` characters is released at its last space, or without
-      one, all but its last :attr:`HOLD_BACK` characters; a secret cut there is redacted by the
-      rules that still see it.
+    * a line longer than :attr:`MAX_LINE` characters is released before it ends (see
+      :meth:`_cut`), never inside a secret the chain recognises in the text it has so far.
 
     Whether a redaction is open at the end of the released text is asked of the chain itself:
     if a probe (a newline and a run of letters) appended to it does not come back unchanged, a
@@ -90,6 +89,7 @@ class TerminalStream:
     MAX_LINE = 4096
     HOLD_BACK = 256
     MAX_CONTEXT = 16 * 1024
+    MAX_CUT_TRIES = 8
     PROBE = "\n" + "Q" * 40
 
     def __init__(self, redact: Redactor | None = None) -> None:
@@ -103,12 +103,35 @@ class TerminalStream:
         if "\n" in piece:
             cut = pending.rfind("\n") + 1
         elif len(pending) > self.MAX_LINE:
-            space = max(pending.rfind(" "), pending.rfind("\t"))
-            cut = space + 1 if space > 0 else len(pending) - self.HOLD_BACK
+            cut = self._cut(pending)
         else:
             return ""
         self._pending = pending[cut:]
         return self._release(pending[:cut])
+
+    def _cut(self, line: str) -> int:
+        """Where to release a long unfinished line: after its last space (or tab) that leaves
+        the last :attr:`HOLD_BACK` characters held, without one before those characters; moved
+        back (at most :attr:`MAX_CUT_TRIES` times, to the space or the hold-back before) while the
+        two parts would print otherwise than the whole, that is while the cut falls inside
+        something the chain redacts. What is held keeps the start of a secret that is still
+        arriving (a quoted value, a key) with the name or prefix that makes it one."""
+        limit = len(line) - self.HOLD_BACK
+        first = whole = None
+        for _ in range(self.MAX_CUT_TRIES):
+            space = max(line.rfind(" ", 0, limit), line.rfind("\t", 0, limit))
+            cut = space + 1 if space > 0 else limit
+            if cut <= 0:
+                break
+            if first is None:
+                first = cut
+                if self.redact is None:
+                    return cut
+                whole = terminal_text(line, self.redact)
+            if terminal_text(line[:cut], self.redact) + terminal_text(line[cut:], self.redact) == whole:
+                return cut
+            limit = space if space > 0 else cut - self.HOLD_BACK
+        return first if first is not None else len(line) - self.HOLD_BACK
 
     def end(self) -> str:
         """The text still held back, released; the stream starts afresh after it."""

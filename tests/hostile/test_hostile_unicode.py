@@ -994,6 +994,29 @@ def test_a_long_line_is_released_before_it_ends_without_printing_a_split_secret(
     assert out == words + "then [REDACTED:anthropic_key] and more"
 
 
+@pytest.mark.parametrize("secret_in_context", [
+    "SECRET_KEY = 'correct horse battery staple' done",  # a quoted value with spaces
+    'export DB_PASSWORD="correct horse battery staple" done',
+    "curl -H 'Authorization: Bearer correct horse battery staple' x",
+    '{"z":"w","api_key":"' + KEY + '","y":"v"}',  # minified JSON: no space to cut at
+])
+def test_a_long_line_is_never_cut_inside_a_secret(secret_in_context: str) -> None:
+    """A line longer than MAX_LINE is released before it ends; the cut (at its last space, or without
+    one, before the last HOLD_BACK characters) used to fall inside a secret, and the part after it was
+    printed in clear. Wherever the secret sits near the cut, the stream prints what the whole text prints."""
+    from monoagent.terminal import TerminalStream, terminal_text
+    from monoagent_plugins.redaction import redact
+
+    filler = "word " if " " in secret_in_context.split("=")[0] else '"k":"v",'
+    for shift in range(0, 450, 9):
+        head = (filler * (4200 // len(filler)))[: 3700 + shift]
+        text = head + secret_in_context + filler * 60 + "\n"
+        stream = TerminalStream(redact)
+        printed = "".join(stream.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + stream.end()
+        assert printed == terminal_text(text, redact), shift
+        assert "horse" not in printed and "battery" not in printed and KEY[30:50] not in printed
+
+
 def test_terminal_text_without_a_redactor_strips_controls_only() -> None:
     from monoagent.terminal import strip_controls, terminal_json, terminal_text
 
