@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.config import setting
+from monoagent.config import parse_ascii_number, setting
 from monoagent.interfaces import MemoryRecord, MemoryStats
 from monoagent.model import MemoryHit
 from monoagent.plugins import bundled_impl
@@ -283,8 +283,8 @@ class LiteTier:
     async def forget(self, memory_id: str) -> bool:
         """Remove one entry by id; False when there is no such entry."""
         try:
-            rowid = int(str(memory_id).strip())
-        except ValueError:
+            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
+        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
             return False
         return await self._worker.run(self._forget, rowid)
 
