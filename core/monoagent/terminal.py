@@ -270,7 +270,25 @@ def accept_undecodable(stream: IO[str]) -> None:
             logger.debug("standard input keeps its strict decoding (cannot reconfigure it: {})", exc)
 
 
+INPUT_MAX_CHARS = 16 * 1024 * 1024
+"""The most standard input (``-``) or one ``chat`` line may hold (the largest ``history.maxMessageBytes``)."""
+
+
+def read_capped(read: Callable[[int], str], what: str) -> str:
+    """``read(INPUT_MAX_CHARS + 1)``, or :class:`~monoagent.errors.InputTooLarge` when that is more than the cap.
+
+    Standard input may be ``/dev/zero`` or a line without an end: read whole, it would take all
+    memory before anything could say so.
+    """
+    text = read(INPUT_MAX_CHARS + 1)
+    if len(text) > INPUT_MAX_CHARS:
+        from .errors import InputTooLarge
+
+        raise InputTooLarge(f"{what} is over the {INPUT_MAX_CHARS:,}-character limit; refused")
+    return text
+
+
 def read_stdin(what: str = "standard input") -> str:
-    """All of standard input as valid Unicode (``-`` arguments)."""
+    """All of standard input as valid Unicode (``-`` arguments), at most :data:`INPUT_MAX_CHARS` characters."""
     accept_undecodable(sys.stdin)
-    return input_text(sys.stdin.read(), what)
+    return input_text(read_capped(sys.stdin.read, what), what)
