@@ -425,6 +425,17 @@ def test_an_api_key_or_base_url_that_cannot_be_sent_is_a_one_line_provider_error
         assert server.requests == []
 
 
+def test_reset_conversation_names_the_conversation_a_turn_with_the_same_id_used(tmp_path: Path) -> None:
+    """A turn's conversation id is made valid where it enters; ``Agent.reset_conversation`` takes the same
+    id and must reset that conversation, not look for one whose id still holds the surrogate."""
+    agent = fresh_agent(tmp_path)
+    agent.run_sync("first", conversation_id="conv-\udcff")
+    report, _ = asyncio.run(agent.reset_conversation("conv-\udcff"))
+    assert report.logical_conversation_id == "conv-\ufffd" and report.messages == 2
+    assert "history: 0 messages" in agent.run_sync("again", conversation_id="conv-\udcff").text
+    agent.close()
+
+
 def test_a_scripted_provider_file_with_surrogate_escapes_is_read_as_valid_text(tmp_path: Path) -> None:
     from monoagent.testing import scripted_agent
 
