@@ -183,6 +183,18 @@ def test_a_command_line_count_without_negatives_refuses_a_minus_sign(memory_cli)
     assert memory_cli("memory", "list", "--limit", "3").exit_code == 0
 
 
+@pytest.mark.parametrize("raw", ["\u0663", "\uff13", "+3", "0_3", "3.0"])
+def test_a_memory_id_takes_ascii_digits_only(memory_cli, raw):
+    """``memory forget \u0663`` (Arabic-Indic three) forgot entry 3: ids typed on the command line are
+    read as configuration integers are, ASCII digits only."""
+    for n in range(3):
+        assert memory_cli("memory", "add", "--tier", "lite", f"entry {n}").exit_code == 0
+    result = memory_cli("memory", "forget", "--tier", "lite", raw)
+    assert result.exit_code == 1 and "has no entry" in result.output, result.output
+    assert "entry 2" in memory_cli("memory", "list", "--tier", "lite").output
+    assert memory_cli("memory", "forget", "--tier", "lite", "3").exit_code == 0
+
+
 # --------------------------------------------------------------------------- 6: files the operator points at
 
 # Before the fix these reads never end (a FIFO) or eat memory until the kernel kills the process
@@ -205,6 +217,29 @@ def run_child(script: str, *args: str) -> dict:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_standard_input_is_read_under_a_cap(tmp_path):
+    """``monoagent run - < /dev/zero`` read standard input whole (a MemoryError, or the OOM killer);
+    ``memory add -`` and a ``chat`` line without an end did the same. Past the cap: one line, exit 1."""
+    from monoagent.boundary.terminal import INPUT_MAX_CHARS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+               MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD="1", MONO_AGENT_MEMORY_TIERS="lite", MONO_AGENT_MODEL="offline:echo")
+
+    def cap_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_CAP, CHILD_MEMORY_CAP))
+
+    for args in (["run", "-"], ["prompt", "-"], ["memory", "add", "-"], ["chat"]):
+        with open("/dev/zero", "rb") as zero:
+            done = subprocess.run([sys.executable, "-m", "monoagent.cli", *args], stdin=zero, capture_output=True,
+                                  env=env, cwd=tmp_path, timeout=WATCHDOG_SECONDS, preexec_fn=cap_memory)
+        stderr = done.stderr.decode()
+        assert done.returncode == 1, (args, stderr[-2000:])
+        assert stderr.count("\n") == 1 and f"over the {INPUT_MAX_CHARS:,}-character limit" in stderr, (args, stderr)
 
 
 BOOTSTRAP_CHILD = """

@@ -41,7 +41,7 @@ from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.interfaces import CommitReceipt, load_history
-from monoagent.kernel.log import logger
+from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import (
     AssembledPrompt,
     MemoryHit,
@@ -70,12 +70,14 @@ EventCallback = Callable[[RunEvent], Any]
 
 
 _run_ids = random.Random(os.urandom(16))
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids
+    os.register_at_fork(after_in_child=lambda: _run_ids.seed(os.urandom(16)))
 
 
 def new_run_id() -> str:
     """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
 
-    The random part comes from a generator seeded once per process from ``os.urandom``: run ids
+    The random part comes from a generator seeded per process (again in a forked child) from ``os.urandom``: run ids
     must not collide, they need not be secret.
     """
     return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
@@ -168,7 +170,7 @@ class Harness:
             for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
                 if error is not None:
                     logger.bind(plugin=plugin).opt(exception=error).warning(
-                        "run-event observer in plugin {} failed on {}: {}", plugin, type, error
+                        "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error)
                     )
             if run.callback is not None:
                 run.callback(event)
