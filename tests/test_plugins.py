@@ -738,7 +738,9 @@ def test_plugins_lists_what_each_plugin_registers_with_its_description(project: 
         {"kind": "provider", "name": "mylab", "description": "My lab's models"},
         {"kind": "tool", "name": "clock", "description": "The current UTC time.\nSecond line."},
     ]
-    assert {"kind": "channel", "name": "console", "description": "interactive terminal chat (monoagent chat)"} in project.listed()["console"]["registers"]
+    listed = project.listed()
+    assert {"kind": "channel", "name": "console", "description": "interactive terminal chat (monoagent chat)"} in listed["console"]["registers"]
+    assert {"kind": "config section", "name": "providers.anthropic", "description": "the Anthropic Messages API."} in listed["anthropic"]["registers"]
     text = project.cli("plugins").stdout
     assert "provider mylab: My lab's models" in text
     assert "tool clock: The current UTC time." in text and "Second line." not in text

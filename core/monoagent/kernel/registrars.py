@@ -331,7 +331,11 @@ class ConfigSectionRegistrar(Registrar):
         self.sections: list[ConfigSection] = []
 
     def registrations(self) -> list[Registration]:
-        return [Registration("config section", s.path, (s.cls.__doc__ or "").strip().split("\n")[0]) for s in self.sections]
+        """Each section with the first line of its class's docstring (without a leading ``path:``)."""
+        return [
+            Registration("config section", s.path, (s.cls.__doc__ or "").strip().split("\n")[0].removeprefix(f"{s.path}: "))
+            for s in self.sections
+        ]
 
     def __call__(self, path: str, cls: type) -> None:
         if not isinstance(path, str) or not SECTION_PATH.fullmatch(path):
