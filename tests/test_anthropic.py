@@ -202,9 +202,9 @@ class Dictionary:
 
     @hookimpl
     def register_tools(self, register):
-        def lookup(turn, arguments):
-            self.calls.append(arguments)
-            return {"café": "a coffee house"}.get(arguments["word"], "unknown")
+        def lookup(context):
+            self.calls.append(context.arguments)
+            return {"café": "a coffee house"}.get(context.arguments["word"], "unknown")
 
         register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
 

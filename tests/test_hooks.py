@@ -190,7 +190,7 @@ def test_hook_register_tools(tmp_path):
     class Plugin:
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda turn, args: "noon")
+            register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda context: "noon")
 
     script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
     agent = fresh_agent(
@@ -507,7 +507,7 @@ def _tool_agent(tmp_path, plugin, steps):
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("shell", "Run a command."), lambda turn, args: f"ran {args.get('cmd')}")
+            register(ToolSpec("shell", "Run a command."), lambda context: f"ran {context.arguments.get('cmd')}")
 
     script = write_script(tmp_path / "script.json", steps)
     return fresh_agent(

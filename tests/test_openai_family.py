@@ -237,8 +237,8 @@ class Dictionary:
 
     @hookimpl
     def register_tools(self, register):
-        def lookup(turn, arguments):
-            self.calls.append(arguments)
+        def lookup(context):
+            self.calls.append(context.arguments)
             return "a coffee house"
 
         register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)

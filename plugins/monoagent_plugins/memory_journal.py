@@ -68,6 +68,8 @@ from monoagent_plugins.memory_lite import TOKENIZER, bound_text
 if TYPE_CHECKING:
     import sqlite3
 
+    from monoagent.kernel.tool_context import ToolContext
+
 NAME = "journal"
 FILENAME = "journal.sqlite"
 TOOL_NAME = "MemoryJournal"
@@ -610,9 +612,10 @@ def render_entries(entries: Sequence[JournalEntry], zone: str, max_bytes: int = 
     return "\n".join(lines)
 
 
-async def memory_journal_tool(turn: Any, arguments: Mapping[str, Any]) -> str:
+async def memory_journal_tool(context: ToolContext) -> str:
     """The MemoryJournal handler: validate, query the journal, render a bounded answer."""
-    args = _tool_arguments(dict(arguments))
+    turn = context.turn
+    args = _tool_arguments(dict(context.arguments))
     tier = journal_tier(turn)
     entries = await tier.entries(**args)
     zone = turn.config.runtime.session.rollover_timezone or "the system time zone"

@@ -53,6 +53,8 @@ from monoagent_plugins.lib.memory_index import has_evidence
 if TYPE_CHECKING:
     import asyncio
 
+    from monoagent.kernel.tool_context import ToolContext
+
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
 LOOKUP_DEPTH = 10
@@ -247,12 +249,13 @@ def render_hits(hits: Sequence[MemoryHit], max_bytes: int = TOOL_MAX_BYTES) -> s
     return "\n".join(lines)
 
 
-async def memory_recall_tool(turn: Any, arguments: Mapping[str, Any]) -> str:
+async def memory_recall_tool(context: ToolContext) -> str:
     """The MemoryRecall handler: validate, search through the turn's cache, render.
 
     A tier that fails is a ``memory_recall_failed`` warning and a note in the answer; the other
     tiers still answer. Only when every tier failed is the call itself an error.
     """
+    turn, arguments = context.turn, context.arguments
     allowed = {"query", "tier", "limit"}
     unknown = sorted(set(arguments) - allowed)
     if unknown:

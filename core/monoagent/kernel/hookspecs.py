@@ -240,7 +240,12 @@ def register_tools(register: Callable[..., None]) -> None:
     """Register tools the model may call.
 
     Call ``register(spec, handler)`` with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
-    ``handler(turn, arguments) -> str | ToolResult`` (it may return an awaitable). Tool
+    ``handler(context) -> str | ToolResult`` (it may return an awaitable). The handler receives
+    one :class:`~monoagent.kernel.tool_context.ToolContext`: ``context.turn``, ``context.call``
+    (the :class:`~monoagent.kernel.model.ToolCall`: provider call id, name, parsed arguments),
+    ``context.arguments``, ``context.progress(text)`` (a ``tool_progress`` event) and
+    ``context.result(content, status)`` (a result answering this call). A ``str`` becomes a
+    ``success`` result; an exception an ``error`` result with the redacted message. Tool
     definitions travel in the provider's tool interface, never as prompt prose; the harness
     refuses calls to any name that is not registered.
 
@@ -252,15 +257,15 @@ def register_tools(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up.
 
-    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall and
-    ``memory-journal`` registers MemoryJournal; each withdraws its tool from ``turn.tools`` on
-    turns where it is not configured (SessionHistory and RunHistory come with their plugins).
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
+    ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
+    plugins withdraw theirs from ``turn.tools`` on turns where they are not configured.
 
     Example::
 
         @hookimpl
         def register_tools(register):
-            register(ToolSpec("clock", "The current UTC time."), lambda turn, args: utcnow())
+            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow())
     """
 
 

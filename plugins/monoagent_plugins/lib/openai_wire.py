@@ -45,7 +45,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.pipeline.provider_call import MAX_TOOL_CALLS_PER_STEP
+from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
 from monoagent_plugins.lib.provider_http import (
     DEFAULT_MAX_EVENT_BYTES,
