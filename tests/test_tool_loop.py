@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import attrs
 import pytest
 
-from monoagent import ToolContext, ToolResult, ToolSpec, ToolStatus, hookimpl
+from monoagent import Message, ToolContext, ToolResult, ToolSpec, ToolStatus, hookimpl
+from monoagent.kernel import serial
 from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
 from monoagent.testing import scripted_agent
 
@@ -110,3 +113,29 @@ def test_progress_after_the_call_settled_is_dropped(tmp_path):
     assert kept[0].progress_dropped == 1
     with pytest.raises(TypeError, match="takes a str"):
         kept[1].progress(42)
+
+
+def test_the_tool_messages_sent_back_carry_is_error(tmp_path):
+    sent: list[Any] = []
+
+    class Spy:
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append([(m.tool_call_id, m.is_error) for m in request.messages if m.role == "tool"])
+
+    def probe(context):
+        if context.arguments.get("fail"):
+            raise ValueError("bad input")
+        return "fine"
+
+    calls = [{"id": "ok", "name": "probe"}, {"id": "raised", "name": "probe", "arguments": {"fail": True}}, {"id": "unknown", "name": "nope"}]
+    run(tool_agent(tmp_path, probe, calls, Spy()))
+    assert sent[-1] == [("ok", False), ("raised", True), ("unknown", True)]
+
+
+def test_a_tool_message_serializes_as_before_unless_it_is_an_error():
+    ok = Message("tool", "sunny", name="search", timestamp=1.0, tool_call_id="call-1")
+    assert serial.dumps(ok) == '{"role":"tool","content":"sunny","name":"search","timestamp":1.0,"tool_calls":[],"tool_call_id":"call-1"}'
+    failed = attrs.evolve(ok, is_error=True)
+    assert serial.dumps(failed) == serial.dumps(ok)[:-1] + ',"is_error":true}'
+    assert serial.structure(json.loads(serial.dumps(failed)), Message) == failed

@@ -72,7 +72,11 @@ class ToolContext:
         return self._progress.dropped
 
     def result(self, content: str, status: ToolStatus = ToolStatus.SUCCESS, blocks: Sequence[ContentBlock] = ()) -> ToolResult:
-        """A :class:`~monoagent.kernel.model.ToolResult` answering this call."""
+        """A :class:`~monoagent.kernel.model.ToolResult` answering this call.
+
+        A status other than ``success`` reaches the model as an error (Anthropic ``is_error``,
+        see docs/providers.md for the OpenAI format).
+        """
         return ToolResult(self.call.id, self.call.name, content, status, tuple(blocks))
 
     def progress(self, text: str) -> None:

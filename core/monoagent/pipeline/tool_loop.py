@@ -16,7 +16,8 @@
    ``after_tool_call`` observes it, the result record goes to tool history and ``tool_result``
    is emitted.
 
-The result goes back to the model as :func:`tool_message`.
+The result goes back to the model as :func:`tool_message`, whose ``is_error`` the provider
+formats carry on the wire.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 
 
 def tool_message(call: ToolCall, result: ToolResult) -> Message:
-    """The ``tool`` message that answers ``call`` in the next provider step."""
-    return Message("tool", result.content, name=call.name, tool_call_id=call.id)
+    """The ``tool`` message that answers ``call`` in the next provider step, with the result's ``is_error``."""
+    return Message("tool", result.content, name=call.name, tool_call_id=call.id, is_error=result.is_error)
 
 
 def bind_result(result: ToolResult, call: ToolCall) -> ToolResult:

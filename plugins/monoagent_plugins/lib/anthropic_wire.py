@@ -79,9 +79,12 @@ class ToolUseBlock:
 
 @attrs.frozen
 class ToolResultBlock:
+    """A tool's answer; ``is_error`` (sent only when true) tells the model the call failed or was refused."""
+
     type: str
     tool_use_id: str
     content: str
+    is_error: bool = False
 
 
 Block = TextBlock | ToolUseBlock | ToolResultBlock
@@ -126,7 +129,7 @@ def _wire_converter() -> Any:
 
 def _blocks(message: Message) -> tuple[str, list[Block]]:
     if message.role == "tool":
-        return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content)]
+        return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content, message.is_error)]
     # The API refuses a blank text block ("text content blocks must contain non-whitespace text"),
     # yet Claude itself may stream one before a tool_use: the tool calls alone carry that turn.
     blocks: list[Block] = [TextBlock("text", message.content)] if message.content.strip() or not message.tool_calls else []
