@@ -545,6 +545,38 @@ def test_hook_after_tool_call(tmp_path):
     assert "not available in this turn (available: SessionHistory, shell)" in result.tool_activity[1].result.content
 
 
+def test_hook_filter_tools(tmp_path):
+    offered, sent = [], []
+
+    class NoShellOnWebhooks:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            offered.append([spec.name for spec in tools])
+            if turn.request.channel == "webhook":
+                return [spec for spec in tools if spec.name != "shell"]
+            return None
+
+    class KeepsEverything:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            return list(tools)  # keeping all cannot re-admit what another plugin withdrew
+
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append([spec.name for spec in request.tools])
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}]}, {"text": "done"}] * 2
+    agent = _tool_agent(tmp_path, NoShellOnWebhooks(), steps)
+    agent.register(KeepsEverything())
+    webhook = run(agent, channel="webhook")
+    assert webhook.tool_activity[0].result.status is ToolStatus.REJECTED
+    assert sent[0] == ["SessionHistory"]
+    api = run(agent, conversation="other")
+    assert api.tool_activity[0].result.content == "ran ls" and sent[2] == ["SessionHistory", "shell"]
+    assert len(offered) == 2  # each implementation sees every registered tool, those the memory plugins withdraw included
+    assert all({"shell", "MemoryRecall", "MemoryJournal"} <= set(names) for names in offered)
+
+
 def test_hook_redact(tmp_path):
     class Plugin:
         @hookimpl(wrapper=True)

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
-from monoagent import Message, ToolContext, ToolResult, ToolSpec, ToolStatus, hookimpl
+from monoagent import Message, PluginError, ToolContext, ToolResult, ToolSpec, ToolStatus, hookimpl
 from monoagent.kernel import serial
 from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
 from monoagent.testing import scripted_agent
@@ -139,3 +139,44 @@ def test_a_tool_message_serializes_as_before_unless_it_is_an_error():
     failed = attrs.evolve(ok, is_error=True)
     assert serial.dumps(failed) == serial.dumps(ok)[:-1] + ',"is_error":true}'
     assert serial.structure(json.loads(serial.dumps(failed)), Message) == failed
+
+
+@pytest.mark.parametrize(("kept", "message"), [
+    (["probe"], "returned a value of type str from filter_tools where a ToolSpec belongs; return the ToolSpecs to keep"),
+    (42, "returned a value of type int from filter_tools where a ToolSpec belongs"),
+    ([ToolSpec("invented", "Not registered.")], "returned tool(s) 'invented' from filter_tools, which are not registered"),
+])
+def test_filter_tools_only_narrows_and_an_error_names_the_plugin(tmp_path, kept, message):
+    class Narrow:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            return kept
+
+    agent = tool_agent(tmp_path, lambda context: "ok", [{"name": "probe"}], Narrow())
+    with pytest.raises(PluginError, match="plugin 'Narrow'") as caught:
+        agent.run_sync("go")
+    assert message in str(caught.value)
+
+
+def test_filter_tools_lists_are_intersected_whatever_the_order(tmp_path):
+    def withdraw(name):
+        class Withdraw:
+            @hookimpl
+            def filter_tools(self, turn, tools):
+                return [spec for spec in tools if spec.name != name]
+
+            @hookimpl
+            def after_provider_call(self, turn, request, outcome):
+                sent.append([spec.name for spec in request.tools])
+
+        Withdraw.__name__ = Withdraw.__qualname__ = f"Withdraw{name}"  # the plugin's name
+        return Withdraw()
+
+    for order, plugins in enumerate([(withdraw("probe"), withdraw("SessionHistory")), (withdraw("SessionHistory"), withdraw("probe"))]):
+        sent: list[list[str]] = []
+        (tmp_path / str(order)).mkdir()
+        agent = tool_agent(tmp_path / str(order), lambda context: "ok", [{"name": "probe"}], plugins[0])
+        agent.register(plugins[1])
+        result, _ = run(agent)
+        assert sent[0] == []  # neither tool, nor the memory tools this agent has no tier for
+        assert result.tool_activity[0].result.content == "Tool 'probe' is not available in this turn (available: none)."

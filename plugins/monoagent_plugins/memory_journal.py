@@ -638,8 +638,8 @@ def register_tools(register: Any) -> None:
 
 
 @bundled_impl
-def recall_memory(turn: Any) -> None:
-    """Answers no recall (journal entries are never injected); withdraws MemoryJournal without a journal tier."""
-    if NAME not in turn.agent.config.memory.tiers:
-        turn.tools = tuple(spec for spec in turn.tools if spec.name != TOOL_NAME)
-    return None
+def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
+    """Withdraw MemoryJournal on turns whose ``memory.tiers`` has no journal tier."""
+    if NAME in turn.config.memory.tiers:
+        return None
+    return [spec for spec in tools if spec.name != TOOL_NAME]

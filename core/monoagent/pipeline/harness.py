@@ -3,10 +3,11 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> memory recall -> compaction -> sections ->
-assembly and manifest -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
-(:mod:`monoagent.pipeline.provider_call`) with the tool loop (:mod:`monoagent.pipeline.tool_loop`,
-capped by ``runtime.maxTurns``) -> commit (history publish, events, ``after_commit``).
+resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+compaction -> sections -> assembly and manifest -> execution slot
+(``concurrency.maxConcurrentRuns``) -> provider steps (:mod:`monoagent.pipeline.provider_call`) with
+the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
+(history publish, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
@@ -52,7 +53,7 @@ from monoagent.kernel.model import (
 )
 from monoagent.kernel.host import await_me_maybe
 from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
-from monoagent.pipeline.tool_loop import ToolLoop
+from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 from monoagent.kernel.turn import SessionInfo, Turn
 
@@ -277,7 +278,7 @@ class Harness:
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
-        turn.tools = tuple(tool.spec for tool in agent.tools.values())
+        turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in host.call("recall_memory", turn=turn):
             hits = await await_me_maybe(value)

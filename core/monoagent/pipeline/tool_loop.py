@@ -1,4 +1,12 @@
-"""The tool loop: how each tool call the model requests runs.
+"""The tool loop: which tools a turn offers, and how each tool call the model requests runs.
+
+**Offered tools** (:func:`offered_tools`, called by the harness when it prepares the turn, after
+the history is loaded and before recall): every registered tool, narrowed by the
+``filter_tools`` step. Every implementation sees the full registered list and may return the
+ones it keeps; a tool is offered when every implementation that answered kept it (the lists are
+intersected, so the outcome does not depend on load order and no plugin can re-admit a tool
+another withdrew). The result is ``turn.tools``: the section producers and the provider requests
+of the turn read it, and nothing changes it later.
 
 **One call** (:meth:`ToolLoop.run`), in this order:
 
@@ -7,7 +15,7 @@
    the run before that call runs (:class:`~monoagent.kernel.errors.RepeatedToolCall`);
 2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
    ``tool_call`` event;
-3. availability: a name that is not in ``turn.tools`` is answered with status ``rejected``;
+3. availability: a name that is not offered this turn is answered with status ``rejected``;
 4. ``before_tool_call``, which may answer the call instead of the tool;
 5. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
    an ``error`` result whose text is redacted, a ``str`` a ``success`` result;
@@ -23,13 +31,14 @@ formats carry on the wire.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.errors import RepeatedToolCall
+from monoagent.kernel.errors import PluginError, RepeatedToolCall
 from monoagent.kernel.host import await_me_maybe
-from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolStatus
+from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import RunContinuity
@@ -38,6 +47,41 @@ from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn
+
+
+def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
+    """The tools offered on ``turn``: every registered tool, narrowed by ``filter_tools``.
+
+    Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
+    returns something other than registered tool specs.
+    """
+    registered = tuple(tool.spec for tool in turn.agent.tools.values())
+    known = {spec.name for spec in registered}
+    keep = known
+    for plugin, kept in turn.agent.host.call_each("filter_tools", turn=turn, tools=registered):
+        if kept is not None:
+            keep = keep & _kept_names(plugin, kept, known)
+    return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
+
+
+def _kept_names(plugin: str, kept: Any, known: set[str]) -> set[str]:
+    if isinstance(kept, (str, bytes, ToolSpec)) or not isinstance(kept, Iterable):
+        kept = (kept,)  # one spec is a list of one; anything else is reported below
+    names: set[str] = set()
+    for spec in kept:
+        if not isinstance(spec, ToolSpec):
+            raise PluginError(
+                f"plugin {plugin!r} returned a value of type {type(spec).__name__} from filter_tools where a "
+                f"ToolSpec belongs; return the ToolSpecs to keep (a subset of the 'tools' argument) or None"
+            )
+        names.add(spec.name)
+    unknown = names - known
+    if unknown:
+        raise PluginError(
+            f"plugin {plugin!r} returned tool(s) {', '.join(map(repr, sorted(unknown)))} from filter_tools, which are not "
+            f"registered; filter_tools only withdraws tools (register new ones with register_tools)"
+        )
+    return names
 
 
 def tool_message(call: ToolCall, result: ToolResult) -> Message:
