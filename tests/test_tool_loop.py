@@ -8,8 +8,15 @@ from typing import Any
 
 import attrs
 import pytest
-
-from monoagent import Message, PluginError, ToolContext, ToolResult, ToolSpec, ToolStatus, hookimpl
+from monoagent import (
+    Message,
+    PluginError,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    hookimpl,
+)
 from monoagent.kernel import serial
 from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
 from monoagent.testing import scripted_agent
