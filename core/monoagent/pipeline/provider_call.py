@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
 
-
 PARTIAL_STATE_KEY = "partial"
 ERROR_DETAIL_CHARS = 500
 
@@ -80,6 +79,7 @@ sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
 jitter: Callable[[], float] = random.random
 """A number in [0, 1) scaling the exponential backoff (full jitter); tests replace it."""
+
 
 # --------------------------------------------------------------------------- policy
 
