@@ -20,8 +20,7 @@ import pytest
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
-from monoagent.kernel.tool_context import ToolContext
-from monoagent.testing import fresh_agent, scripted_agent
+from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent.pipeline.tool_lifecycle import ToolInvocation, record_id
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins.redaction import redact_text
@@ -391,8 +390,9 @@ def make_turn(agent, conversation="c", run_id="current", history=()):
 
 
 def ask_session_history(turn, arguments):
-    """The SessionHistory handler answering one call, as the tool loop runs it."""
-    return session_history(ToolContext(turn, ToolCall("call-sh", "SessionHistory", arguments)))
+    """The SessionHistory handler answering one call of ``turn``'s conversation."""
+    context = tool_context(turn.agent, "SessionHistory", arguments, call_id="call-sh", request=turn.request)
+    return session_history(context)
 
 
 def test_projection_is_bounded_framed_and_excludes_current_run_isolated_and_accounted(tmp_path):

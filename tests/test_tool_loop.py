@@ -15,11 +15,12 @@ from monoagent import (
     ToolResult,
     ToolSpec,
     ToolStatus,
+    TurnRequest,
     hookimpl,
 )
 from monoagent.kernel import serial
 from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
-from monoagent.testing import scripted_agent
+from monoagent.testing import scripted_agent, tool_context
 
 
 def tool_agent(tmp_path: Any, handler: Any, calls: list[dict[str, Any]], *plugins: Any, **kwargs: Any) -> Any:
@@ -187,3 +188,17 @@ def test_filter_tools_lists_are_intersected_whatever_the_order(tmp_path):
         result, _ = run(agent)
         assert sent[0] == []  # neither tool, nor the memory tools this agent has no tier for
         assert result.tool_activity[0].result.content == "Tool 'probe' is not available in this turn (available: none)."
+
+
+def test_tool_context_lets_a_test_call_a_handler_directly(tmp_path):
+    def probe(context):
+        context.progress("half way")
+        return context.result(f"{context.turn.session.logical_conversation_id}: {context.arguments['q']}")
+
+    agent = tool_agent(tmp_path, probe, [])
+    events: list[Any] = []
+    context = tool_context(agent, "probe", {"q": 1}, request=TurnRequest("hi", conversation_id="chat:2026-07-03"), events=events)
+    result = agent.tools["probe"].handler(context)
+    assert (result.call_id, result.name, result.content) == ("call-1", "probe", "chat: 1")
+    assert [(e.type, e.data["text"]) for e in events] == [("tool_progress", "half way")]
+
