@@ -29,9 +29,10 @@ The whole loop is bounded as well: ``runtime.runTimeoutMs`` is the deadline of t
 retries, backoff, fallbacks and tool calls), ending it with
 :class:`~monoagent.kernel.errors.RunDeadlineExceeded` (settlement ``run_deadline``); and the same tool
 called with the same arguments more than ``runtime.maxRepeatedToolCalls`` times in a row (over
-the whole run, retries included) ends it before that call runs, with
-:class:`~monoagent.kernel.errors.RepeatedToolCall` (settlement ``repeated_tool_call``; the tool loop
-keeps that count).
+the whole run, retries included), or in a repeating cycle of up to
+:data:`~monoagent.pipeline.tool_loop.MAX_REPEATED_CYCLE` calls (A, B, A, B, ...), ends it before that
+call runs, with :class:`~monoagent.kernel.errors.RepeatedToolCall` (settlement ``repeated_tool_call``;
+the tool loop keeps that count).
 
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
 ``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
@@ -58,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError, RunDeadlineExceeded, TurnFailed
-from monoagent.kernel.model import AssembledPrompt, Message, ProviderRequest, ToolActivity, Usage
+from monoagent.kernel.model import AssembledPrompt, Message, ProviderRequest, ToolActivity, ToolCall, Usage
 from monoagent.kernel.turn import StepOutcome
 from monoagent.pipeline.stateless import snapshot_block, snapshot_entry_text, snapshot_entry_tool, stateless_prompt
 from monoagent.pipeline.stream import StreamLimits, read_step
@@ -263,6 +264,9 @@ class ProviderCall:
         self.transcript: list[str] = []
         self.current: _Attempt | None = None
         self.reason = "provider_error"
+        self.deadline: asyncio.Timeout | None = None
+        self.call_ids: set[str] = set()
+        self.id_suffixes: dict[str, int] = {}
 
     async def run(self) -> Answer:
         try:
@@ -276,7 +280,7 @@ class ProviderCall:
             raise
 
     async def _bounded_run(self) -> Answer:
-        deadline = asyncio.timeout(self.run_timeout_ms / 1000)
+        deadline = self.deadline = asyncio.timeout(self.run_timeout_ms / 1000)
         try:
             async with deadline:
                 return await self._run()
@@ -371,6 +375,7 @@ class ProviderCall:
         self.current = attempt
         messages: list[Message] = list(prompt.messages)
         while True:
+            self._check_deadline()
             step = self.steps + 1
             if self.max_turns and step > self.max_turns:  # a retry or backup after the last step
                 raise TurnFailed(
@@ -409,11 +414,34 @@ class ProviderCall:
             messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))
             for call in outcome.tool_calls:
                 result = await self.tools.run(call)
+                self._check_deadline()
                 activity = ToolActivity(call, result)
                 self.activity.append(activity)
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
                 messages.append(tool_message(call, result))
+
+    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """``calls`` with ids unique in the run: a reused one (in this step or an earlier one) gets
+        a ``_2``, ``_3``, ... suffix, in the assistant message and the tool results alike.
+
+        Tool-history record ids derive from the call id, so a second call under a reused id would
+        run with no record of its own.
+        """
+        unique = []
+        for call in calls:
+            call_id = call.id
+            while call_id in self.call_ids:
+                self.id_suffixes[call.id] = suffix = self.id_suffixes.get(call.id, 1) + 1
+                call_id = f"{call.id}_{suffix}"
+            self.call_ids.add(call_id)
+            unique.append(call if call_id == call.id else attrs.evolve(call, id=call_id))
+        return unique
+
+    def _check_deadline(self) -> None:
+        """End the run once its deadline has fired, even if a tool (or runtime) swallowed the cancellation."""
+        if self.deadline is not None and self.deadline.expired():
+            raise TimeoutError
 
     async def _stream(self, attempt: _Attempt, runtime: Any, request: ProviderRequest, stateless: bool) -> StepOutcome:
         """One provider step, read by :func:`read_step`; its text streams out as ``text_delta`` events."""
@@ -445,6 +473,7 @@ class ProviderCall:
             )
         finally:
             turn.report_invalid_unicode("provider", tuple(replaced.items()), model=model, step=request.step)
+        calls = self._unique_ids(calls)
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None

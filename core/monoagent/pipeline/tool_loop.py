@@ -11,7 +11,8 @@ of the turn read it, and nothing changes it later.
 **One call** (:meth:`ToolLoop.run`), in this order:
 
 1. the repeated-call guard: the same tool with the same (canonical) arguments more than
-   ``runtime.maxRepeatedToolCalls`` times in a row, over the whole run, retries included, ends
+   ``runtime.maxRepeatedToolCalls`` times in a row, or in a repeating cycle of up to
+   :data:`MAX_REPEATED_CYCLE` calls (A, B, A, B, ...), over the whole run, retries included, ends
    the run before that call runs (:class:`~monoagent.kernel.errors.RepeatedToolCall`);
 2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
    ``tool_call`` event;
@@ -47,6 +48,9 @@ from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn
+
+MAX_REPEATED_CYCLE = 16
+"""The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
 
 
 def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
@@ -96,6 +100,34 @@ def bind_result(result: ToolResult, call: ToolCall) -> ToolResult:
     return attrs.evolve(result, call_id=call.id, name=call.name)
 
 
+@attrs.define
+class _Repeats:
+    """The run's latest tool calls (name and canonical arguments) and how often they repeat in a row.
+
+    A run of calls that repeats the same cycle of ``period`` calls (one call: A, A, A; two:
+    A, B, A, B, ...; up to :data:`MAX_REPEATED_CYCLE`) is one runaway loop, whichever call the
+    model varies between: ``streaks[period]`` counts the calls that each equal the call
+    ``period`` places before them.
+    """
+
+    keys: list[tuple[str, str]] = attrs.Factory(list)
+    streaks: list[int] = attrs.Factory(lambda: [0] * (MAX_REPEATED_CYCLE + 1))
+
+    def see(self, name: str, arguments: str) -> tuple[int, int]:
+        """How many times in a row the newest call has now come in its cycle, and the cycle's length."""
+        key = (name, arguments)
+        keys, streaks = self.keys, self.streaks
+        count, period = 1, 1
+        for lag in range(1, MAX_REPEATED_CYCLE + 1):
+            streaks[lag] = streaks[lag] + 1 if len(keys) >= lag and keys[-lag] == key else 0
+            times = -(-streaks[lag] // lag) + 1  # the calls of a cycle of ``lag`` repeated over streak + lag calls
+            if streaks[lag] and times > count:
+                count, period = times, lag
+        keys.append(key)
+        del keys[:-MAX_REPEATED_CYCLE]
+        return count, period
+
+
 class ToolLoop:
     """Runs the tool calls of one run, over all its attempts (the repeat streak spans retries).
 
@@ -106,8 +138,7 @@ class ToolLoop:
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
         self.max_repeats = turn.config.runtime.max_repeated_tool_calls
-        self._streak: tuple[str, str] | None = None
-        self._repeats = 0
+        self._repeats = _Repeats()
 
     async def run(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to its result (see the module docstring); raises only to end the run."""
@@ -153,12 +184,11 @@ class ToolLoop:
 
     def _check_repeats(self, call: ToolCall) -> None:
         """Count ``call`` in the run's streak of identical calls; stop the run before one too many."""
-        key = (call.name, canonical_arguments(self.turn.model, call))
-        self._repeats = self._repeats + 1 if key == self._streak else 1
-        self._streak = key
-        if self.max_repeats and self._repeats > self.max_repeats:
+        count, period = self._repeats.see(call.name, canonical_arguments(self.turn.model, call))
+        if self.max_repeats and count > self.max_repeats:
+            cycle = f" (in a repeating cycle of {period} tool calls)" if period > 1 else ""
             raise RepeatedToolCall(
-                f"the model called tool {call.name[:64]!r} with the same arguments {self._repeats} times in a row; the run "
+                f"the model called tool {call.name[:64]!r} with the same arguments {count} times in a row{cycle}; the run "
                 f"was stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
                 f"nothing was committed"
             )
