@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, TurnRequest, hookimpl
+from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, ToolSpec, TurnRequest, hookimpl
 from monoagent.testing import fresh_agent
 
 # ---------------------------------------------------------------------------- helpers
@@ -668,13 +668,19 @@ def test_a_bad_registration_is_fatal_in_strict_mode(tmp_path: Path) -> None:
 class BadTools:
     @hookimpl
     def register_tools(self, register):
-        register("clock", lambda turn, arguments: "noon")
+        register("clock", lambda context: "noon")
 
 
 class BadSections:
     @hookimpl
     def register_config_sections(self, register):
         register("runtime", object)
+
+
+class OldStyleHandler:
+    @hookimpl
+    def register_tools(self, register):
+        register(ToolSpec("clock", "The time."), lambda turn, arguments: "noon")
 
 
 class BadPolicy:
@@ -689,8 +695,9 @@ class BadPolicy:
         (BadTools(), "register(spec, handler) in register_tools wrongly: expected a monoagent.ToolSpec, not str 'clock'"),
         (BadSections(), "config section 'runtime' needs an attrs class"),
         (BadPolicy(), "compaction policy name 'none' is reserved"),
+        (OldStyleHandler(), "<lambda>(turn, arguments) cannot be called as handler(context): missing a required argument"),
     ],
-    ids=["tool-without-spec", "section-not-attrs", "reserved-policy"],
+    ids=["tool-without-spec", "section-not-attrs", "reserved-policy", "handler-arity"],
 )
 def test_every_registry_checks_its_registrations_at_load_time(tmp_path: Path, plugin, expected) -> None:
     agent = fresh_agent(tmp_path, plugins=[("bad", plugin)])
@@ -729,7 +736,7 @@ def test_plugins_lists_what_each_plugin_registers_with_its_description(project: 
 
             @hookimpl
             def register_tools(register):
-                register(ToolSpec("clock", "The current UTC time.\\nSecond line."), lambda turn, arguments: "noon")
+                register(ToolSpec("clock", "The current UTC time.\\nSecond line."), lambda context: "noon")
             """
         ),
     )

@@ -11,6 +11,8 @@ the hook's kind returns, so mypy checks every call site:
 * an **observer** hook (``after_commit``, ``on_run_event``) calls each implementation on its
   own and returns one ``(plugin, result, error)`` per implementation, so a failing observer
   is reported without silencing the others;
+* a collect-all hook whose answers the kernel must attribute (``filter_tools``, to name the
+  plugin that returned a wrong value) returns one ``(plugin, result)`` per implementation;
 * a **registry** hook is called for one plugin at a time, with a registrar bound to it
   (:mod:`monoagent.kernel.registrars`), when that plugin is loaded;
 * ``configure`` is historic: a plugin registered later still receives the call.
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
         Section,
         ToolCall,
         ToolResult,
+        ToolSpec,
         TurnResult,
         UserMessagePart,
     )
@@ -71,6 +74,9 @@ if TYPE_CHECKING:
 
 #: One observer implementation's answer: the plugin, its result (None if it raised) and its error.
 IsolatedAnswer: TypeAlias = "tuple[str, Any, BaseException | None]"
+
+#: One implementation's answer to a hook whose answers are attributed: the plugin and its result.
+PluginAnswer: TypeAlias = "tuple[str, Any]"
 
 
 @attrs.frozen
@@ -246,6 +252,31 @@ class Hooks:
             self._finished(HookCall(name, dict(kwargs), tuple(a[0] for a in answers), answers))
         return answers
 
+    def _each(self, name: str, kwargs: dict[str, Any]) -> list[PluginAnswer]:
+        """Each implementation in call order, its answer attributed; an exception is a HookError naming it."""
+        impls = self._callers[name].get_hookimpls()
+        if self._observers:
+            for observer in self._observers:
+                observer.started(name, kwargs, tuple(impl.plugin_name for impl in reversed(impls)))
+        answers: list[PluginAnswer] = []
+        error: BaseException | None = None
+        try:
+            for impl in reversed(impls):
+                args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
+                try:
+                    answers.append((impl.plugin_name, impl.function(**args)))
+                except MonoagentError:
+                    raise
+                except Exception as exc:
+                    raise HookError(name, impl.plugin_name, exc) from exc
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if self._observers:
+                self._finished(HookCall(name, dict(kwargs), tuple(a[0] for a in answers), answers, error))
+        return answers
+
     def _registry(self, registrar: Registrar) -> None:
         """The implementation of ``registrar.plugin`` of one registry hook, given ``registrar``."""
         name = registrar.hook
@@ -381,6 +412,10 @@ class Hooks:
         return self._call("render_user_message", {"turn": turn, "parts": parts})
 
     # ============================================================== turn steps
+
+    def filter_tools(self, *, turn: Turn, tools: Sequence[ToolSpec]) -> list[PluginAnswer]:
+        """Each implementation's answer with its plugin, so a wrong value can be blamed on it."""
+        return self._each("filter_tools", {"turn": turn, "tools": tools})
 
     def recall_memory(self, *, turn: Turn) -> list[Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]]]:
         return self._call("recall_memory", {"turn": turn})

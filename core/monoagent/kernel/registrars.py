@@ -153,6 +153,19 @@ def _accepts(factory: Callable[..., Any], arguments: tuple[str, ...]) -> str | N
     return None
 
 
+def _takes_one_argument(handler: Callable[..., Any]) -> str | None:
+    """Why ``handler`` cannot be called as ``handler(context)``, or None if it can (or cannot tell)."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        return f"{_name(handler)}{signature} cannot be called as handler(context): {exc}"
+    return None
+
+
 def _name(value: object) -> str:
     return getattr(value, "__qualname__", None) or type(value).__qualname__
 
@@ -290,7 +303,8 @@ class ToolRegistrar(Registrar):
     """``register(spec, handler)`` in :func:`~monoagent.kernel.hookspecs.register_tools`.
 
     A tool name is any text of at most 128 characters without whitespace or control characters
-    (each provider's wire format may be stricter and says so when it is sent).
+    (each provider's wire format may be stricter and says so when it is sent); the handler is
+    called as ``handler(context)`` with a :class:`~monoagent.kernel.tool_context.ToolContext`.
     """
 
     hook = "register_tools"
@@ -311,6 +325,9 @@ class ToolRegistrar(Registrar):
             self.refuse(f"tool name {name!r} is not valid: 1 to {TOOL_NAME_MAX} characters, no whitespace or control characters")
         if not callable(handler):
             self.refuse(f"the handler of tool {name!r} must be callable, not {type(handler).__name__} {handler!r}")
+        problem = _takes_one_argument(handler)
+        if problem:
+            self.refuse(f"the handler of tool {name!r} {problem}")
         if any(t.spec.name == name for t in self.tools):
             self.refuse(f"tool {name!r} is registered twice")
         self.tools.append(Tool(spec, handler, self.plugin))
