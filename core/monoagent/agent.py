@@ -85,9 +85,6 @@ class Agent:
             self.config = config
             for path, cls in sections.items():
                 self.config.sections.setdefault(path, cls())
-        from monoagent.pipeline.bootstrap import ensure_home
-
-        ensure_home(self.config)
         self.harness = Harness(self)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
@@ -174,7 +171,7 @@ class Agent:
     def count_tokens(self, text: str, model: str) -> int:
         value = self._count_tokens(text=text, model=model)
         if value is None:
-            raise ComponentError("no plugin implements count_tokens (is the bundled 'tokens' plugin blocked?)")
+            raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
         return value
 
     def redact(self, text: str, kind: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from monoagent.pipeline.bootstrap import read_text_cached, unreadable_reason
+from monoagent_plugins.lib.bootstrap import read_text_cached, unreadable_reason
 from monoagent.boundary.documents import MAX_NESTING
 from monoagent.kernel.model import Section
 from monoagent.kernel.host import bundled_impl

@@ -13,7 +13,6 @@ from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, Rep
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
-    from monoagent.pipeline.bootstrap import BootstrapFiles
     from monoagent.kernel.config import Config
 
 
@@ -60,7 +59,6 @@ class Turn:
     tools: tuple[ToolSpec, ...] = ()
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
-    _bootstrap: BootstrapFiles | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:
@@ -83,15 +81,6 @@ class Turn:
     def now(self) -> datetime:
         """The turn's start time, in the configured time zone (else the system's)."""
         return datetime.fromtimestamp(self.started_at, self.timezone).astimezone(self.timezone)
-
-    @property
-    def bootstrap(self) -> BootstrapFiles:
-        """SOUL.md, IDENTITY.md and USER.md read once per turn under the character budgets."""
-        if self._bootstrap is None:
-            from monoagent.pipeline.bootstrap import read_bootstrap_files
-
-            self._bootstrap = read_bootstrap_files(self)
-        return self._bootstrap
 
     def diagnose(self, code: str, message: str, section: str | None = None) -> None:
         """Record a prompt diagnostic (missing file, truncation); it lands in the manifest."""
