@@ -343,7 +343,9 @@ def configure(agent: Agent) -> None:
     still receives the call, once, at registration, so late plugins need no special path.
 
     Bundled default: the ``tool-history`` plugin opens the tool-call history sidecar and sets
-    ``agent.tool_history`` (unless another plugin already set it).
+    ``agent.tool_history`` (unless another plugin already set it); ``guardrails`` and
+    ``identity`` create the agent home's SOUL.md and IDENTITY.md from seed text when their path
+    is not configured and the file is missing (never overwriting one).
 
     Example::
 
