@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from monoagent.agent import Agent
     from monoagent.kernel.model import (
+        ContentBlock,
         MemoryHit,
         Message,
         ProviderRequest,
@@ -788,6 +789,41 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
         def before_tool_call(turn, call):
             if call.name == "shell":
                 return ToolResult(call.id, call.name, "shell is disabled", ToolStatus.REJECTED)
+    """
+
+
+@hookspec(firstresult=True)
+def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str | None:
+    """Keep the original of one block of a tool result the bloat guard is about to cut.
+
+    Args:
+        turn: the turn (``run_id`` groups a run's originals).
+        result: the oversized result, as the tool returned it (``call_id``, ``name``).
+        block: one of its blocks (:class:`~monoagent.kernel.model.TextBlock`,
+            :class:`~monoagent.kernel.model.ImageBlock` or :class:`~monoagent.kernel.model.BinaryBlock`;
+            a result without blocks is offered as one text block of its ``content``).
+
+    Returns:
+        Where the original went (a path or a URL, shown to the model in the guard's notice), or
+        None to leave it to the next implementation. First non-None result wins. Raise when
+        saving failed (``OSError`` for the file system): the notice then says the original could
+        not be saved, and why. When no implementation answers, the notice says the original was
+        not saved; the output is bounded either way.
+
+    Called by the tool-output bloat guard for every block of a result over 256 KB, in order,
+    before the guarded result reaches ``after_tool_call``, events or the model. Keep it quick:
+    it runs in the turn.
+
+    Bundled default (``artifacts``): an owner-only file per block under
+    ``<artifacts.dir>/tool-output/<runId>/`` named ``<n>-<call id>.<ext>`` (directories 0700,
+    files 0600, never following a symlink); returns its path.
+
+    Example::
+
+        @hookimpl
+        def save_tool_output(turn, result, block):
+            if isinstance(block, TextBlock):
+                return bucket.put(f"{turn.run_id}/{result.call_id}.txt", block.text.encode())
     """
 
 
