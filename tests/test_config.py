@@ -21,23 +21,9 @@ import platformdirs
 import pytest
 import tomli_w
 
-from monoagent.kernel.config import (
-    CONFIG_FILENAME,
-    STATE_DIRNAME,
-    Config,
-    KeyInfo,
-    _check_model,
-    _check_models,
-    _check_skills,
-    _check_timezone,
-    _field_type,
-    _unwrap_optional,
-    discover_config_file,
-    iter_keys,
-    load_config,
-    setting,
-    value_sources,
-)
+from monoagent.kernel.config import CONFIG_FILENAME, STATE_DIRNAME, Config, _check_model, _check_models, _check_skills, _check_timezone, setting
+from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, unwrap_optional, value_sources
+from monoagent.kernel.config_loading import discover_config_file, load_config
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.host import PluginHost
 from monoagent.cli.starter import starter_toml
@@ -96,8 +82,8 @@ class EnvCase:
 
 def env_case(key: KeyInfo) -> EnvCase:
     """Pick valid, non-default values of the key's type (checked fields get known-good values)."""
-    hint = _field_type(key.owner, key.attribute)
-    base, _ = _unwrap_optional(hint)
+    hint = field_type(key.owner, key.attribute)
+    base, _ = unwrap_optional(hint)
     meta = key.attribute.metadata
     check = meta.get("check")
     default = key.default

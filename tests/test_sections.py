@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.kernel.config import load_config
+from monoagent.kernel.config_loading import load_config
 from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
 from monoagent.kernel.host import PluginHost
 from monoagent.kernel.hookspecs import hookimpl

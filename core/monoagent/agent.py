@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.config import Config, RawConfig, build_config, load_raw, plugins_settings
+from monoagent.kernel.config import Config
+from monoagent.kernel.config_loading import RawConfig, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool

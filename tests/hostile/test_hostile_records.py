@@ -34,7 +34,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.config import _field_type, _snake, _unwrap_optional, iter_keys, load_config
+from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
+from monoagent.kernel.config_loading import load_config
 from monoagent.pipeline.continuity import ACCOUNT_HEADER
 from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.kernel.hookspecs import hookimpl
@@ -75,7 +76,7 @@ def _number_keys() -> list[tuple[str, str, type, float]]:
         keys += iter_keys(cls, path + ".")
     found = []
     for key in keys:
-        base, _ = _unwrap_optional(_field_type(key.owner, key.attribute))
+        base, _ = unwrap_optional(field_type(key.owner, key.attribute))
         if key.env and base in (int, float):
             found.append((key.env, key.path, base, key.attribute.metadata.get("min")))
     return found
@@ -119,7 +120,7 @@ def test_a_minus_sign_only_where_the_range_allows_negatives(env, path, kind, min
     if minimum is not None and minimum < 0:
         config = load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
         section, _, key = path.rpartition(".")
-        assert getattr(config.section(section), _snake(key)) == -1
+        assert getattr(config.section(section), snake(key)) == -1
         return
     with pytest.raises(ConfigError, match=r"expected (an integer|a number): ASCII digits 0-9"):
         load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
@@ -352,7 +353,7 @@ def test_deep_front_matter_is_invalid_front_matter_not_a_recursion_error(tmp_pat
 DEEP_CONFIG_CHILD = """
 import json, sys
 from pathlib import Path
-from monoagent.kernel.config import load_config
+from monoagent.kernel.config_loading import load_config
 from monoagent.kernel.errors import ConfigError
 
 def deep(depth):
@@ -454,7 +455,7 @@ def test_an_integer_past_pythons_digit_limit_in_a_config_file_is_a_config_error(
 CONFIG_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.kernel.config import load_config, read_config_file
+from monoagent.kernel.config_loading import load_config, read_config_file
 from monoagent.kernel.errors import ConfigError
 
 tmp = Path(sys.argv[1])
@@ -483,7 +484,7 @@ def test_a_config_path_that_is_a_fifo_or_a_device_is_refused(tmp_path):
 
 
 def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
-    from monoagent.kernel.config import CONFIG_MAX_BYTES, read_config_file
+    from monoagent.kernel.config_loading import CONFIG_MAX_BYTES, read_config_file
 
     path = tmp_path / "monoagent.toml"
     path.write_bytes(b"# " + b"x" * CONFIG_MAX_BYTES)

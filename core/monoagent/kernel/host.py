@@ -485,7 +485,7 @@ def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir
 
 
 def _kernel_paths() -> set[str]:
-    from monoagent.kernel.config import iter_keys
+    from monoagent.kernel.config_keys import iter_keys
 
     paths: set[str] = set()
     for key in iter_keys():
