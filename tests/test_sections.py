@@ -33,7 +33,7 @@ def make_turn(
 ) -> Turn:
     """A Turn over a config whose home and skills root live under ``tmp_path``."""
     data = {"context": {"home": str(tmp_path / "home"), "skillsRoot": str(tmp_path / "skills"), **(context or {})}}
-    config = load_config(env={}, data=data)
+    config = load_config(env={}, data=data, plugin_sections={skills.CONFIG_PATH: skills.SkillsConfig})
     request = request or TurnRequest("hello")
     session = SessionInfo(
         delivery=request.delivery,

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
+from monoagent.kernel.config import setting
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
@@ -1126,8 +1127,42 @@ class FilesHistoryStore:
         self._cache.clear()
 
 
+CONFIG_PATH = "history"
+"""The store's limits live in the kernel's ``history`` table, at their documented paths."""
+
+
+@attrs.define
+class FilesHistoryConfig:
+    """The ``files`` store's keys of the ``history`` table: what it retains, and its stage budget."""
+
+    max_messages: int = setting(
+        64, doc="Messages retained per conversation (the newest).", env="MONO_AGENT_HISTORY_MAX_MESSAGES",
+        min=1, max=10_000,
+    )
+    max_message_bytes: int = setting(
+        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
+        env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
+    )
+    max_bytes: int = setting(
+        256 * 1024 * 1024, doc="Aggregate bytes of all retained records; the oldest inactive conversations are pruned beyond it.",
+        env="MONO_AGENT_HISTORY_MAX_BYTES", min=64 * 1024, max=1 << 40,
+    )
+    max_conversations: int = setting(
+        10_000, doc="Retained conversations (records); the oldest inactive ones are pruned beyond it.",
+        env="MONO_AGENT_HISTORY_MAX_CONVERSATIONS", min=1, max=10_000_000,
+    )
+    max_inactive_days: float = setting(
+        365, doc="Days without a commit after which a conversation is pruned.",
+        env="MONO_AGENT_HISTORY_MAX_INACTIVE_DAYS", min=0.001, max=36_500,
+    )
+    max_stage_bytes: int = setting(
+        256 * 1024 * 1024, doc="Aggregate bytes of live unpublished stages (prepared or crash-abandoned turns).",
+        env="MONO_AGENT_HISTORY_MAX_STAGE_BYTES", min=64 * 1024, max=1 << 40,
+    )
+
+
 def store_from_config(agent: Any) -> FilesHistoryStore:
-    cfg = agent.config.history
+    cfg = agent.config.section(CONFIG_PATH)
     return FilesHistoryStore(
         agent.config.history_dir,
         cfg.max_messages,
@@ -1142,3 +1177,8 @@ def store_from_config(agent: Any) -> FilesHistoryStore:
 @bundled_impl
 def register_history_stores(register: Any) -> None:
     register("files", store_from_config, description="owner-only JSON records, staged and atomically published with fsync")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register(CONFIG_PATH, FilesHistoryConfig)

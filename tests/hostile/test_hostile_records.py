@@ -128,11 +128,12 @@ def test_a_minus_sign_only_where_the_range_allows_negatives(env, path, kind, min
 
 def test_plain_ascii_values_still_load():
     config = load_config(
-        data={}, env={"MONO_AGENT_MAX_TURNS": " 12\n", "MONO_AGENT_COMPACTION_TRIGGER_RATIO": "0.75", "MONO_AGENT_SKILL_MAX_BYTES": "0300"}
+        data={}, env={"MONO_AGENT_MAX_TURNS": " 12\n", "MONO_AGENT_COMPACTION_TRIGGER_RATIO": "0.75", "MONO_AGENT_SKILL_MAX_BYTES": "0300"},
+        plugin_sections=SECTIONS,
     )
     assert config.runtime.max_turns == 12
-    assert config.runtime.compaction.trigger_ratio == 0.75
-    assert config.context.skill_max_bytes == 300
+    assert config.section("runtime.compaction").trigger_ratio == 0.75
+    assert config.section("context").skill_max_bytes == 300
 
 
 @examples(200)

@@ -25,7 +25,6 @@ import attrs
 CONFIG_FILENAME = "monoagent.toml"
 ENV_PREFIX = "MONO_AGENT_"
 STATE_DIRNAME = ".mono-agent"
-SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MODEL_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
 
 
@@ -66,22 +65,15 @@ def _check_timezone(value: str | None) -> str | None:
     return None
 
 
-def _check_skills(value: list[str]) -> str | None:
-    bad = [name for name in value if not SKILL_NAME.match(name)]
-    if bad:
-        return f"skill names must be directory names of letters, digits, '.', '_' or '-' (got {bad!r})"
-    return None
-
-
-def _check_model(value: str | None) -> str | None:
+def check_model(value: str | None) -> str | None:
     if value is not None and not MODEL_SPEC.match(value):
         return "must be '<provider>:<model>', for example 'offline:echo' or 'anthropic:claude-sonnet-4-6'"
     return None
 
 
-def _check_models(value: list[str]) -> str | None:
+def check_models(value: list[str]) -> str | None:
     for item in value:
-        problem = _check_model(item)
+        problem = check_model(item)
         if problem:
             return f"{item!r} {problem}"
     return None
@@ -89,7 +81,10 @@ def _check_models(value: list[str]) -> str | None:
 
 @attrs.define
 class ContextConfig:
-    """Inputs of prompt assembly: identity, soul, skills and their budgets."""
+    """Inputs of prompt assembly: the agent home, and the bootstrap files with their budgets.
+
+    Plugins may declare more keys of this table (``context.skillsRoot`` and the other skill keys).
+    """
 
     identity_path: Path | None = setting(
         None,
@@ -112,20 +107,6 @@ class ContextConfig:
         None,
         doc="Agent home: bootstrap files and default state. Unset: <config dir>/.mono-agent, or the platform data dir without a config file.",
         env="MONO_AGENT_HOME",
-    )
-    skills_root: Path | None = setting(
-        None, doc="Directory holding <name>/SKILL.md. Unset: <home>/skills.", env="MONO_AGENT_SKILLS_ROOT"
-    )
-    selected_skills: list[str] = setting(
-        doc="Skills to load, by directory name; there is no auto-selection (env: comma-separated).",
-        env="MONO_AGENT_SELECTED_SKILLS",
-        check=_check_skills,
-        factory=list,
-    )
-    skill_max_bytes: int = setting(
-        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes (a SKILL.md over this + 64 KiB is not read).",
-        env="MONO_AGENT_SKILL_MAX_BYTES",
-        min=256, max=1_000_000,
     )
     bootstrap_max_chars: int = setting(
         20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file larger than 4 bytes per character of this budget is not read).",
@@ -169,7 +150,10 @@ class SessionConfig:
 
 @attrs.define
 class CompactionConfig:
-    """History compaction (runtime.compaction)."""
+    """History compaction (runtime.compaction): whether, which policy, and the history budget.
+
+    A policy's own settings are its plugin's keys of this table (``runtime.compaction.triggerRatio``).
+    """
 
     enabled: bool = setting(True, doc="Whether history is compacted when it nears the budget.", env="MONO_AGENT_COMPACTION_ENABLED")
     policy: str = setting("summary", doc="Registered compaction policy to use.", env="MONO_AGENT_COMPACTION_POLICY")
@@ -181,18 +165,6 @@ class CompactionConfig:
         4096, doc="Tokens kept free for the answer: history budget = context window - reserve.",
         env="MONO_AGENT_COMPACTION_RESPONSE_RESERVE_TOKENS", min=0, max=10_000_000,
     )
-    trigger_ratio: float = setting(
-        0.8, doc="Fraction of the history budget at which compaction starts.",
-        env="MONO_AGENT_COMPACTION_TRIGGER_RATIO", min=0.05, max=1.0,
-    )
-    target_ratio: float = setting(
-        0.1, doc="Fraction of the history budget the summary aims at.",
-        env="MONO_AGENT_COMPACTION_TARGET_RATIO", min=0.01, max=0.9,
-    )
-    summary_model: str | None = setting(
-        None, doc="Model that writes summaries. Unset: the turn's model.",
-        env="MONO_AGENT_COMPACTION_SUMMARY_MODEL", check=_check_model,
-    )
 
 
 @attrs.define
@@ -201,7 +173,7 @@ class RuntimeConfig:
 
     model: str | None = setting(
         None, doc="'<provider>:<model>'. Unset: offline:echo, announced on stderr by the CLI.",
-        env="MONO_AGENT_MODEL", check=_check_model, example="anthropic:claude-sonnet-4-6",
+        env="MONO_AGENT_MODEL", check=check_model, example="anthropic:claude-sonnet-4-6",
     )
     max_turns: int = setting(
         0, doc="Provider steps per run; 0 = unlimited, 1-100 caps it.", env="MONO_AGENT_MAX_TURNS",
@@ -209,7 +181,7 @@ class RuntimeConfig:
     )
     fallbacks: list[str] = setting(
         doc="Ordered backup models tried on a retryable failure (env: comma-separated).",
-        env="MONO_AGENT_FALLBACKS", check=_check_models, factory=list,
+        env="MONO_AGENT_FALLBACKS", check=check_models, factory=list,
     )
     run_timeout_ms: int = setting(
         3_600_000, doc="Deadline of one run's provider and tool loop (ms): steps, retries, fallbacks and tool calls "
@@ -291,35 +263,14 @@ class ProvidersConfig:
 
 @attrs.define
 class HistoryConfig:
-    """The conversation-history store."""
+    """The conversation-history store: which one, and the history directory.
+
+    A store declares its own limits as keys of this table (``history.maxMessages``).
+    """
 
     store: str = setting("files", doc="Registered history store to use.", env="MONO_AGENT_HISTORY_STORE")
     dir: Path | None = setting(
         None, doc="Directory of the files store. Unset: history/ next to artifacts.dir.", env="MONO_AGENT_HISTORY_DIR",
-    )
-    max_messages: int = setting(
-        64, doc="Messages retained per conversation (the newest).", env="MONO_AGENT_HISTORY_MAX_MESSAGES",
-        min=1, max=10_000,
-    )
-    max_message_bytes: int = setting(
-        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
-        env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
-    )
-    max_bytes: int = setting(
-        256 * 1024 * 1024, doc="Aggregate bytes of all retained records; the oldest inactive conversations are pruned beyond it.",
-        env="MONO_AGENT_HISTORY_MAX_BYTES", min=64 * 1024, max=1 << 40,
-    )
-    max_conversations: int = setting(
-        10_000, doc="Retained conversations (records); the oldest inactive ones are pruned beyond it.",
-        env="MONO_AGENT_HISTORY_MAX_CONVERSATIONS", min=1, max=10_000_000,
-    )
-    max_inactive_days: float = setting(
-        365, doc="Days without a commit after which a conversation is pruned.",
-        env="MONO_AGENT_HISTORY_MAX_INACTIVE_DAYS", min=0.001, max=36_500,
-    )
-    max_stage_bytes: int = setting(
-        256 * 1024 * 1024, doc="Aggregate bytes of live unpublished stages (prepared or crash-abandoned turns).",
-        env="MONO_AGENT_HISTORY_MAX_STAGE_BYTES", min=64 * 1024, max=1 << 40,
     )
 
 
@@ -391,10 +342,6 @@ class Config:
     @property
     def history_dir(self) -> Path:
         return _resolve(self.base_dir, self.history.dir) if self.history.dir else self.artifacts_dir.parent / "history"
-
-    @property
-    def skills_root(self) -> Path:
-        return _resolve(self.base_dir, self.context.skills_root) if self.context.skills_root else self.home / "skills"
 
 
 # The path properties are read on every turn; they are pure functions of a few settings, so they

@@ -93,6 +93,24 @@ def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
     return keys
 
 
+def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
+    """Every table of the kernel's configuration below ``cls``, by dotted path, with its class."""
+    tables: dict[str, type] = {}
+    hints = typing.get_type_hints(cls)
+    for field in public_fields(cls):
+        hint = hints[field.name]
+        if attrs.has(hint):
+            path = f"{prefix}{camel(field.name)}"
+            tables[path] = hint
+            tables.update(kernel_tables(hint, path + "."))
+    return tables
+
+
+def table_keys(cls: type) -> set[str]:
+    """The keys (camelCase) directly in the table of attrs class ``cls``: its leaves and subtables."""
+    return {camel(field.name) for field in public_fields(cls)}
+
+
 def unwrap_optional(hint: Any) -> tuple[Any, bool]:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -221,6 +239,8 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
 
 
 def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
+    """Check the table at ``path`` against attrs class ``cls``; keys of plugin sections are skipped
+    (and suggested for a misspelt key), each is checked against its own class."""
     if not isinstance(raw, Mapping):
         problems.add(path, raw, f"must be a table of keys ({', '.join(camel(f.name) for f in public_fields(cls))})")
         return
@@ -230,14 +250,13 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
     plugin_keys = sorted(
         p[len(prefix):] for p in problems.plugin_paths if p.startswith(prefix) and "." not in p[len(prefix):]
     )
-    known = list(fields) + plugin_keys
+    known = list(fields) + [key for key in plugin_keys if key not in fields]
     for key, value in raw.items():
         full = f"{path}.{key}" if path else key
-        if full in problems.plugin_paths:
-            continue
         field = fields.get(key)
         if field is None:
-            problems.unknown(path, key, known)
+            if full not in problems.plugin_paths:  # another section's key, checked against its own class
+                problems.unknown(path, key, known)
             continue
         _check_value(full, value, hints[field.name], field, problems)
 

@@ -20,7 +20,17 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.config import CONFIG_FILENAME, Config, PluginsConfig
-from monoagent.kernel.config_keys import KeyInfo, Problems, check_table, field_type, iter_keys, structure_section, unwrap_optional
+from monoagent.kernel.config_keys import (
+    KeyInfo,
+    Problems,
+    check_table,
+    field_type,
+    iter_keys,
+    kernel_tables,
+    structure_section,
+    table_keys,
+    unwrap_optional,
+)
 from monoagent.kernel.errors import ConfigError
 
 
@@ -203,13 +213,20 @@ def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
 def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:
     """Validate ``raw`` against the kernel's classes and the plugins' sections; structure it.
 
+    A plugin section at the path of a kernel table (``history``) holds the plugin's keys of that
+    table: they are taken out of the table and checked against the plugin's class, the rest
+    against the kernel's, and an unknown key there suggests from both.
+
     Raises :class:`~monoagent.kernel.errors.ConfigError` listing every problem found, each naming the
     key path, the value, its source and what is allowed.
     """
     plugin_sections = dict(plugin_sections or {})
     for path, cls in plugin_sections.items():
         _overlay_env(raw, iter_keys(cls, path + "."))
-    problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_sections))
+    tables = kernel_tables()
+    plugin_paths = {path for path in plugin_sections if path not in tables}
+    plugin_paths.update(f"{path}.{key}" for path, cls in plugin_sections.items() if path in tables for key in table_keys(cls))
+    problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_paths))
     data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
     extracted: dict[str, Any] = {}
     for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
@@ -217,7 +234,13 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
         node: Any = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node:
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        if path in tables:  # the plugin's keys in a kernel table: take those, leave the kernel's
+            table, keys = node[leaf], table_keys(plugin_sections[path])
+            if isinstance(table, dict):
+                extracted[path] = {key: table.pop(key) for key in list(table) if key in keys}
+        else:
             extracted[path] = node.pop(leaf)
     check_table("", data, Config, problems)
     for path, cls in plugin_sections.items():
