@@ -1075,7 +1075,7 @@ def _summary(row: Any) -> dict[str, Any]:
 
 def session_history(turn: Any, arguments: dict[str, Any]) -> ToolResult:
     """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read."""
-    ledger = getattr(turn.state.get("monoagent.pipeline.continuity"), "ledger", None)
+    ledger = getattr(turn.continuity, "ledger", None)
     open_calls = [inv.call.id for inv in getattr(ledger, "open", {}).values() if inv.call.name == SESSION_HISTORY]
     call_id = open_calls[-1] if open_calls else ""
     store = getattr(turn.agent, "tool_history", None)

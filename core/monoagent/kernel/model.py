@@ -391,6 +391,11 @@ class TurnRequest(ValidText):
     console (``terminal``, ``web``) on console turns. ``sender``, ``preceding_messages`` and
     ``surface`` are optional; a channel without them builds a turn byte-identical to one from
     before they existed.
+
+    ``isolated`` marks a run that must stay out of the conversation's shared history (a proactive
+    or continuation run): a cancellation or failure publishes no continuity account for it, and
+    its tool calls are recorded but never projected into later turns. ``metadata`` is the
+    channel's own data; the kernel and the bundled plugins read no key of it.
     """
 
     text: str
@@ -404,6 +409,7 @@ class TurnRequest(ValidText):
     attachments: tuple[Attachment, ...] = attrs.field(default=(), converter=_tuple)
     model: str | None = None
     metadata: dict[str, Any] = attrs.field(factory=dict)
+    isolated: bool = False
 
 
 # --------------------------------------------------------------------------- prompt assembly

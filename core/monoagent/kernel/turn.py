@@ -14,6 +14,8 @@ from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, Rep
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
+    from monoagent.pipeline.continuity import RunContinuity
+    from monoagent.pipeline.provider_call import PartialAttempt
 
 
 @attrs.define
@@ -41,10 +43,18 @@ class Turn:
     Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
     ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
     ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn), ``now`` (an
-    aware datetime in the configured time zone), ``diagnostics`` and ``state`` (a scratch dict
-    for plugins, keyed by plugin module name, that lives as long as the turn). Report problems with
-    :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
+    aware datetime in the configured time zone), ``diagnostics`` and ``state``. Report problems
+    with :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
     :class:`~monoagent.kernel.model.RunEvent`).
+
+    ``state`` is a scratch dict for plugins that lives as long as the turn, keyed by plugin name:
+    a plugin keeps its per-turn state under its own name, the one it is registered and blocked by
+    (``turn.state["memory"]``, ``turn.state["skills"]``, ``turn.state["artifacts"]``), and a
+    helper library shared by several plugins under its module name. Keys starting with
+    ``monoagent.`` are reserved for the kernel. The kernel's own per-run state is typed attributes,
+    set by the turn pipeline and read-only for plugins: ``continuity`` (the run's continuity
+    record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
+    attempt of a cancelled or failed run had produced).
     """
 
     agent: Agent
@@ -59,6 +69,8 @@ class Turn:
     tools: tuple[ToolSpec, ...] = ()
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
+    continuity: RunContinuity | None = attrs.field(default=None, repr=False)
+    partial: PartialAttempt | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:

@@ -79,7 +79,6 @@ IN_FLIGHT_ARGUMENTS_MAX_BYTES = 1024
 UNTRUSTED_CODE_MAX_BYTES = 256
 UNTRUSTED_DETAIL_MAX_BYTES = 2048
 MAX_LISTED_IDS = 64
-STATE_KEY = "monoagent.pipeline.continuity"
 
 ACCOUNT_HEADER = "[Continuity account v1, written by the host"
 SettlementCode = Literal["runtime_result", "empty_response", "commit_failed", "thrown_error", "run_deadline", "repeated_tool_call"]
@@ -538,17 +537,17 @@ def account_messages(turn: Turn, account: ContinuityAccount) -> list[Message]:
 
 @attrs.define
 class RunContinuity:
-    """Per-run continuity state kept in ``turn.state["monoagent.pipeline.continuity"]``."""
+    """Per-run continuity state, kept on the turn (:attr:`monoagent.kernel.turn.Turn.continuity`)."""
 
     collector: ContinuityCollector
     ledger: RunLedger
 
     @classmethod
     def of(cls, turn: Turn) -> RunContinuity:
-        record = turn.state.get(STATE_KEY)
+        record = turn.continuity
         if record is None:
             store = getattr(turn.agent, "tool_history", None)
-            record = turn.state[STATE_KEY] = cls(ContinuityCollector(), RunLedger(turn, store))
+            record = turn.continuity = cls(ContinuityCollector(), RunLedger(turn, store))
         return record
 
     async def tool_invocation(self, call: ToolCall) -> dict[str, Any]:
@@ -636,10 +635,10 @@ async def settle_run(
     cancellation only stops the waiting (the barrier still holds the next turn until it ends), so
     the caller's terminal event and its original exception follow either way.
     """
-    record = turn.state.get(STATE_KEY)
+    record = turn.continuity
     if record is None or record.collector.claimed or record.collector.sealed:
         return
-    if turn.request.metadata.get("isolated"):  # isolated proactive/continuation runs stay out of shared history
+    if turn.request.isolated:  # isolated proactive/continuation runs stay out of shared history
         record.collector.seal()
         record.ledger.close_open(ToolStatus.CANCELLED if outcome == "cancelled" else ToolStatus.INTERRUPTED, f"The run was {outcome}.")
         await record.reconcile(turn)

@@ -112,7 +112,6 @@ MAX_ARGUMENT_DEPTH = 64
 """How deep a tool call's arguments may nest objects and arrays (the arguments object is level 1)."""
 
 STATELESS_DROPPED_SECTIONS = frozenset({"conversation_history"})
-PARTIAL_STATE_KEY = "partial"
 ERROR_DETAIL_CHARS = 500
 
 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
@@ -226,7 +225,7 @@ def canonical_arguments(model: str, call: Any) -> str:
 class PartialAttempt:
     """What the unfinished attempt of a cancelled or failed run had produced.
 
-    Stored as ``turn.state["partial"]`` when a run is cancelled or fails, for the continuity account:
+    Kept as :attr:`Turn.partial <monoagent.kernel.turn.Turn.partial>` when a run is cancelled or fails, for the continuity account:
     ``text`` is the assistant text the interrupted attempt streamed (every step of it, as streamed),
     ``tool_activity`` every tool call and result that completed in the run (all attempts), ``model``
     and ``attempt`` the interrupted attempt, ``step`` its provider step.
@@ -249,8 +248,7 @@ class PartialAttempt:
 
 def partial_event_data(turn: Turn) -> dict[str, int]:
     """The size fields of the run's :class:`PartialAttempt`, or nothing when there is none."""
-    partial = turn.state.get(PARTIAL_STATE_KEY)
-    return partial.event_data() if isinstance(partial, PartialAttempt) else {}
+    return turn.partial.event_data() if turn.partial is not None else {}
 
 
 @attrs.frozen
@@ -445,7 +443,7 @@ class ProviderCall:
         except BaseException:
             current = self.current
             if current is not None:
-                self.turn.state[PARTIAL_STATE_KEY] = PartialAttempt(
+                self.turn.partial = PartialAttempt(
                     current.model, current.number, self.steps + 1, current.text, tuple(self.activity)
                 )
             raise
