@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, Replacements, ToolCall, ToolSpec, TurnRequest, Usage
+from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, ToolCall, ToolSpec, TurnRequest, Usage
+from monoagent.kernel.valid_text import Replacements
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -107,7 +108,7 @@ class Turn:
 
         ``where`` names what the text came from (``request``, ``tool_result``, ``provider``); the
         event's ``field`` is ``<where>.<field path>`` and ``count`` the surrogates that became
-        U+FFFD (see :class:`monoagent.kernel.model.ValidText`). ``data`` adds context (a tool, a model).
+        U+FFFD (see :class:`monoagent.kernel.valid_text.ValidText`). ``data`` adds context (a tool, a model).
         """
         for path, count in replaced:
             self.emit(
