@@ -10,16 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.pipeline.continuity import (
+from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
+from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,
     ACCOUNT_MAX_BYTES,
     CANCEL_NOTICE,
     EVIDENCE_WARNING,
     FAILURE_NOTICE,
     PREFIX_MAX_BYTES,
-    ContinuityCollector,
-    ContinuityPublicationError,
-    PublicationBarrier,
     accounted_records,
     bounded_value,
     build_account,

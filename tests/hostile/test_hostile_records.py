@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
 from monoagent.kernel.config_loading import load_config
-from monoagent.pipeline.continuity import ACCOUNT_HEADER
+from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.log import logger

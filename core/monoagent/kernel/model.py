@@ -170,7 +170,7 @@ class ToolResult(ValidText):
 class ContinuityEnvelope(ValidText):
     """What the host needs to know about a continuity account, kept beside its text.
 
-    Only the host writes it (:func:`monoagent.pipeline.continuity.account_messages`); nothing is ever
+    Only the host writes it (:func:`monoagent.pipeline.continuity_account.account_messages`); nothing is ever
     parsed back out of a message's text. ``retained`` and ``omitted`` are the tool record ids
     (invocation and result ids) the account keeps and leaves out.
     """

@@ -4,6 +4,7 @@
 :mod:`~monoagent.pipeline.assembly` (sections, cache boundary, manifest) ->
 :mod:`~monoagent.pipeline.provider_call` (attempts, retries, fallbacks, the bounded stream, the tool
 loop) -> :mod:`~monoagent.pipeline.bloat` (tool-output guard) -> commit, or on failure
-:mod:`~monoagent.pipeline.continuity` (the bounded continuity account), with
+:mod:`~monoagent.pipeline.continuity` (publishing the bounded continuity account of
+:mod:`~monoagent.pipeline.continuity_account`), with
 :mod:`~monoagent.pipeline.tool_lifecycle` recording every tool call.
 """
