@@ -43,7 +43,8 @@ from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolSpec, TurnRequest
 from monoagent.kernel.host import PluginHost
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.files_history import FilesHistoryStore, FsOps
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
 
 
