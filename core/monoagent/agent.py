@@ -227,11 +227,13 @@ class Agent:
         tool-history sidecar is read first, so an unreadable sidecar fails the reset before
         either store is touched. Returns the message store's ``HistoryResetReport`` and the tool
         history's clear report (None without a sidecar). Other conversations are untouched.
+        The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
         """
         from monoagent.kernel.errors import HistoryStoreError
         from monoagent.kernel.interfaces import logical_conversation_id
+        from monoagent.text import valid_unicode
 
-        logical = logical_conversation_id(conversation_id)
+        logical = logical_conversation_id(valid_unicode(conversation_id))
         store = self.history_store
         reset_logical = getattr(store, "reset_logical", None)
         if reset_logical is None:

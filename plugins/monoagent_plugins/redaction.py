@@ -25,8 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from monoagent.kernel.host import bundled_impl
+from monoagent_plugins.lib.redaction_names import is_placeholder, is_secret_name
 from monoagent_plugins.lib.redaction_paths import redact_paths
-from monoagent_plugins.lib.redaction_secrets import is_placeholder, is_secret_name, redact_secrets
+from monoagent_plugins.lib.redaction_secrets import redact_secrets
 
 MAX_KEY_CHARS = 256
 
@@ -41,7 +42,9 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
 
     A string or number under a secret-named key (``password``, ``api_key``, ``SecretAccessKey``,
     ...; see :func:`is_secret_name`), or in a list under one, is replaced wholesale unless it is
-    a placeholder; so is the ``value`` of a ``{"name": <secret name>, "value": ...}`` pair. Keys
+    a placeholder; so is the ``value`` of a ``{"name": <secret name>, "value": ...}`` pair, the
+    second item of a ``[<secret name>, value]`` pair, and every value under ``data`` or
+    ``stringData`` of a Kubernetes ``{"kind": "Secret"}``. Keys
     that collide after redaction keep every value: the second and later ones (in input order)
     get ``#2``, ``#3``...; keys are bounded to 256 characters.
     """
@@ -52,10 +55,14 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
         named = any(
             str(k).lower() in ("name", "key") and isinstance(v, str) and is_secret_name(v) for k, v in value.items()
         )
+        kubernetes_secret = value.get("kind") == "Secret"
         for key, item in value.items():
             raw_key = str(key)
             secret = is_secret_name(raw_key) or (named and raw_key.lower() == "value")
-            item_out = _secret_item(item, redact) if secret else redact_structure(item, redact)
+            if kubernetes_secret and raw_key in ("data", "stringData") and isinstance(item, dict):
+                item_out = {k: _secret_item(v, redact) for k, v in redact_structure(item, redact).items()}
+            else:
+                item_out = _secret_item(item, redact) if secret else redact_structure(item, redact)
             safe = redact(raw_key)[:MAX_KEY_CHARS]
             name, n = safe, 1
             while name in out:
@@ -64,6 +71,8 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
             out[name] = item_out
         return out
     if isinstance(value, (list, tuple)):
+        if len(value) == 2 and isinstance(value[0], str) and is_secret_name(value[0]):
+            return [redact(value[0]), _secret_item(value[1], redact)]
         return [redact_structure(item, redact) for item in value]
     return value
 

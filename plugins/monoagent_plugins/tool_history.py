@@ -29,6 +29,8 @@ refused.
   open, or taking the write lock once), waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once
   that succeeds, writes are recorded again and one log line says that too. Nothing stays failed
   for the life of the process, and a lock held for minutes costs each write no wait at all.
+  A sidecar deleted or replaced under the open connection (``SQLITE_READONLY_DBMOVED``) is
+  opened again at its path and the write retried once.
 * **Recovery.** At writer start-up, and whenever another store handle of the process attaches to
   the running writer, every invocation still without a result whose writer is dead is closed as
   ``interrupted`` (never re-run). Invocations of live writers (another process's tool still
@@ -553,21 +555,39 @@ class SidecarWriter:
             self.gate.wait()
             if not future.set_running_or_notify_cancel():
                 continue
-            try:
-                db, opened = self._reach(db)
-                identity = opened or identity
-                future.set_result(job(db))
-            except sqlite3.Error as exc:
-                busy = isinstance(exc, sqlite3.OperationalError) and _busy(exc)
-                future.set_exception(
-                    self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
-                )
-            except BaseException as exc:
-                future.set_exception(exc)
+            for attempt in (1, 2):
+                try:
+                    db, opened = self._reach(db)
+                    identity = opened or identity
+                    future.set_result(job(db))
+                except sqlite3.Error as exc:
+                    if attempt == 1 and db is not None and _moved(exc):
+                        logger.bind(plugin="tool-history").warning(
+                            "tool history at {} was deleted or replaced while open; opening it again", self.path
+                        )
+                        db.close()
+                        db = None
+                        if identity is not None:
+                            identity.release()
+                            identity = None
+                        continue
+                    busy = isinstance(exc, sqlite3.OperationalError) and _busy(exc)
+                    future.set_exception(
+                        self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
+                    )
+                except BaseException as exc:
+                    future.set_exception(exc)
+                break
         if db is not None:
             db.close()
         if identity is not None:
             identity.release()
+
+
+def _moved(error: sqlite3.Error) -> bool:
+    """Whether the open connection's file was deleted or replaced (SQLITE_READONLY_DBMOVED): the
+    connection can never write again, while the path may name a new file (or none, to create)."""
+    return getattr(error, "sqlite_errorcode", 0) == getattr(sqlite3, "SQLITE_READONLY_DBMOVED", 1032)
 
 
 def _busy(error: sqlite3.Error) -> bool:
@@ -968,11 +988,14 @@ class SqliteToolHistory:
 # --------------------------------------------------------------------------- projection
 
 
-def neutralise(text: str) -> str:
+VALUE_INDENT = "      "
+
+
+def neutralise(text: str, indent: str = "    ") -> str:
     """Defuse every host fence token, however spelt (:func:`monoagent.boundary.fences.neutralize_untrusted`),
-    and indent continuation lines."""
+    and indent continuation lines by ``indent``."""
     lines = neutralize_untrusted(text).splitlines() or [""]
-    return "\n".join([lines[0], *("    " + line for line in lines[1:])])
+    return "\n".join([lines[0], *(indent + line for line in lines[1:])])
 
 
 def _value_text(text: str | None, original: int | None, omitted: int | None, truncated: int | None) -> str:
@@ -989,7 +1012,8 @@ def projection_entry(row: Any) -> str:
     else:
         result = _value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
     head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
-    return head + "\n    " + neutralise(f"arguments: {args}\nresult: {result}")
+    # A value's own lines sit deeper than the field labels, so none can pose as another field.
+    return f"{head}\n    arguments: {neutralise(args, VALUE_INDENT)}\n    result: {neutralise(result, VALUE_INDENT)}"
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:

@@ -39,6 +39,7 @@ from monoagent_plugins.lib.provider_events import (
     bad_event,
     count,
     event_json,
+    excerpt,
     stream_ended,
     too_many_calls,
     tool_arguments,
@@ -316,7 +317,7 @@ class MessageStream:
         kind = error.get("type") if isinstance(error.get("type"), str) else "error"
         message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         return ProviderError(
-            f"{PROVIDER}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
+            f"{PROVIDER}: stream error {excerpt(' '.join(kind.split()), 100)}: {excerpt(' '.join(message.split()), 500)} (POST {self.endpoint.url})",
             retryable=kind in RETRYABLE_STREAM_ERRORS,
             provider=PROVIDER,
             status=529 if kind == "overloaded_error" else None,

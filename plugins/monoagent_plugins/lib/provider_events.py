@@ -12,6 +12,7 @@ one-line :class:`~monoagent.kernel.errors.ProviderError` of each way a stream go
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,21 @@ PAUSE_EVERY = 0.01
 
 _EOL = LazyPattern(rb"\r\n?|\n")
 _SURROGATE_ESCAPE = LazyPattern(r"\\u[dD][89a-fA-F]")
+_SPACE = re.compile(r"\s")
+
+
+def excerpt(text: str, limit: int) -> str:
+    """At most ``limit`` characters of what a server sent, for a message; cut only at whitespace.
+
+    Messages are redacted later, whole. A cut inside a word could leave part of a credential that
+    redaction no longer recognises (``postgres://admin:S3cr3t`` without its ``@host``, an AWS key
+    short of its 20 characters), so the word a cut would split is left out whole and `` …``
+    marks the cut.
+    """
+    if len(text) <= limit:
+        return text
+    end = max((space.start() for space in _SPACE.finditer(text, 0, limit + 1)), default=0)
+    return f"{text[:end].rstrip()} …".lstrip()
 
 
 class SSEReader:
@@ -264,7 +280,7 @@ def tool_arguments(endpoint: Endpoint, name: str, call_id: str, text: str) -> di
     try:
         arguments = loads(endpoint, text, "the arguments")
     except Malformed as exc:
-        raise ProviderError(f"{label} has unreadable arguments ({exc}): {text[:200]!r}", provider=endpoint.provider,
+        raise ProviderError(f"{label} has unreadable arguments ({exc}): {excerpt(text, 200)!r}", provider=endpoint.provider,
                             code="malformed_event") from None
     if not isinstance(arguments, dict):
         raise ProviderError(f"{label} has arguments that are {_kind(arguments)}, not a JSON object", provider=endpoint.provider,
@@ -304,7 +320,8 @@ def bad_event(endpoint: Endpoint, data: str, exc: Exception) -> ProviderError:
     """The one-line ProviderError for an event that is not what the wire format says (not retryable)."""
     reason = str(exc) if isinstance(exc, Malformed) else f"{type(exc).__name__}: {exc}"
     return ProviderError(
-        f"{endpoint.provider}: unreadable stream event from {endpoint.url} ({' '.join(reason.split())[:300]}): {data[:200]!r}",
+        f"{endpoint.provider}: unreadable stream event from {endpoint.url} ({excerpt(' '.join(reason.split()), 300)}): "
+        f"{excerpt(data, 200)!r}",
         provider=endpoint.provider,
         code="malformed_event",
     )

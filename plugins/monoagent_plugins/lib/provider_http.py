@@ -40,7 +40,7 @@ import attrs
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.text import scrub_unicode
-from monoagent_plugins.lib.provider_events import SSEReader
+from monoagent_plugins.lib.provider_events import SSEReader, excerpt
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -134,13 +134,13 @@ def _error_detail(body: bytes) -> tuple[str, str, str]:
     try:
         data = json.loads(body)
     except ValueError:
-        return "", "", body.decode("utf-8", "replace").strip()[:300]
+        return "", "", excerpt(body.decode("utf-8", "replace").strip(), 300)
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
         return str(error.get("type") or ""), str(error.get("code") or ""), str(error.get("message") or "")
     if isinstance(error, str):
-        return "", "", error[:300]
-    return "", "", json.dumps(data)[:300]
+        return "", "", excerpt(error, 300)
+    return "", "", excerpt(json.dumps(data), 300)
 
 
 def status_error(
@@ -212,12 +212,40 @@ def transport_error(endpoint: Endpoint, exc: Exception) -> ProviderError:
             provider=provider,
         )
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
-        return ProviderError(f"{provider}: invalid URL {endpoint.url} ({reason}); fix {endpoint.setting}", provider=provider)
+        return ProviderError(f"{provider}: invalid URL {endpoint.url!r} ({reason}); fix {endpoint.setting}", provider=provider)
     if isinstance(exc, httpx.TransportError):
         return ProviderError(
             f"{provider}: connection to {endpoint.url} dropped ({reason})", retryable=True, provider=provider
         )
     return ProviderError(f"{provider}: request to {endpoint.url} failed: {type(exc).__name__}: {reason}", provider=provider)
+
+
+def unsendable(endpoint: Endpoint) -> ProviderError | None:
+    """The error for an endpoint that cannot go on the wire, or None.
+
+    The base URL and the API key come from the configuration or the environment, where they may
+    hold what HTTP cannot carry: a byte that is not UTF-8 (a surrogate), a non-ASCII letter, or a
+    line break or other control character in a header. httpx would raise ``UnicodeEncodeError``
+    or ``InvalidURL`` (a traceback), or h11 refuse the header as a dropped connection that is
+    retried. The message names the setting and never holds the header's value (it is the key).
+    """
+    import httpx
+
+    provider = endpoint.provider
+    for name, value in endpoint.headers.items():
+        if not (value.isascii() and value.isprintable()):
+            where = f"{endpoint.key_env} (or providers.{endpoint.setting.split('.')[1]}.apiKey)" if endpoint.key_env else endpoint.setting
+            return ProviderError(
+                f"{provider}: the {name} header cannot be sent: it holds a character that is not printable ASCII "
+                f"(a line break, a control character, a non-ASCII letter or a byte that is not UTF-8); check {where}",
+                provider=provider,
+            )
+    try:
+        httpx.URL(endpoint.url).raw_path  # noqa: B018 (encodes the path: a surrogate raises here)
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        reason = str(exc) if isinstance(exc, httpx.InvalidURL) else "it holds a byte that is not UTF-8"
+        return ProviderError(f"{provider}: invalid URL {endpoint.url!r} ({reason}); fix {endpoint.setting}", provider=provider)
+    return None
 
 
 async def _keeper(client: Any, loop: Any, secure: bool) -> AsyncIterator[Any]:
@@ -283,6 +311,9 @@ async def sse_events(
     """
     import httpx
 
+    problem = unsendable(endpoint)
+    if problem is not None:
+        raise problem
     timeout = httpx.Timeout(endpoint.read_timeout, connect=endpoint.connect_timeout)
     headers = {
         "content-type": "application/json",
@@ -301,10 +332,10 @@ async def sse_events(
                 raise status_error(endpoint, response.status_code, response.headers, detail, is_context_limit)
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" not in content_type:
-                detail = await _read_capped(response, 200) if readable else b""
+                detail = await _read_capped(response, 201) if readable else b""
                 raise ProviderError(
                     f"{endpoint.provider}: expected a text/event-stream answer from {endpoint.url}, got "
-                    f"{' '.join(content_type.split())[:100] or 'no content type'} ({detail.decode('utf-8', 'replace')!r}); "
+                    f"{' '.join(content_type.split())[:100] or 'no content type'} ({excerpt(detail.decode('utf-8', 'replace'), 200)!r}); "
                     f"is {endpoint.setting} the right endpoint?",
                     provider=endpoint.provider,
                     status=response.status_code,

@@ -39,14 +39,34 @@ Secrets become ``[REDACTED:<kind>]``. Two kinds of rule find them:
     information (``https://<token>@host``) goes too;
   - command lines: ``curl -u user:pw``, ``mysql -pPW``, ``sshpass -p PW``, ``redis-cli -a PW``,
     ``docker login -p PW``, ``openssl ... pass:PW``, ``smbclient -U user%PW``, ``.netrc`` lines.
+
+What counts as a secret-named key and as a value (rather than a reference, a placeholder or
+code) is :mod:`monoagent_plugins.lib.redaction_names`.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 
 from monoagent.text import LazyPattern
+from monoagent_plugins.lib.redaction_names import (
+    AUTH_SCHEME,
+    FLAG_END,
+    HEADER_ONLY,
+    INLINE_END,
+    JSON_NUMBER,
+    LINE_PREFIX,
+    NAME_STEMS,
+    PLACEHOLDER_LEAD,
+    QUERY_ONLY,
+    is_placeholder,
+    is_redacted,
+    is_secret_name,
+    line_end,
+    not_a_value,
+    quoted_value,
+    token_value,
+)
 
 _lazy = LazyPattern  # the patterns compile on first use (CLI start-up)
 
@@ -55,6 +75,8 @@ _lazy = LazyPattern  # the patterns compile on first use (CLI start-up)
 _PRIVATE_KEY = _lazy(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
 )
+
+_PUTTY_PRIVATE_LINES = _lazy(r"(?m)^(Private-Lines:[ \t]*[0-9]+[ \t]*\r?\n)(?:[A-Za-z0-9+/]+={0,2}[ \t]*(?:\r?\n|\Z))+")
 
 # (kind, hints, pattern): the pattern runs only on text whose lower-cased form holds one of the hints.
 _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
@@ -76,6 +98,7 @@ _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("discord_token", ('.',), _lazy(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b")),
     ("telegram_bot_token", (':AA',), _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
     ("stripe_key", ('_live_', '_test_'), _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("live_key", ('_live_',), _lazy(r"\b[a-z][a-z0-9]{1,15}_live_(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}\b")),
     ("stripe_webhook_secret", ('whsec_',), _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
     ("square_token", ('sq0',), _lazy(r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}")),
     ("braintree_token", ('access_token$',), _lazy(r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}")),
@@ -104,138 +127,6 @@ _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("jwt", ('eyJ',), _lazy(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
 ]
 
-# ---------------------------------------------------------------------------------------- secret names
-
-_SECRET_NOUNS = frozenset(
-    "password passwd pwd passphrase pass passcode secret token credential credentials cookie auth authorization "
-    "apikey privkey".split()
-)
-_SECRET_COMPOUNDS = ("password", "passwd", "passphrase", "secret", "token", "credentials")
-_KEY_QUALIFIERS = frozenset(
-    "api access secret signing sign private priv encryption decryption crypt master auth app client account shared "
-    "session consumer webhook hmac license service db database admin root jwt deploy aes cipher storage".split()
-)
-_NOT_SECRET_TOKENS = frozenset(
-    "page next continuation sync cursor bos eos pad unk sep cls mask start end stop max min num input output total "
-    "special prompt completion context last first".split()
-)
-_NAME_SUFFIXES = frozenset("value base b64 base64 hex raw plain plaintext str string".split())
-_HEADER_ONLY = frozenset(("authorization", "proxy-authorization", "cookie", "set-cookie"))
-_QUERY_ONLY = frozenset(("key", "sig", "signature", "x-amz-signature", "code_verifier"))
-
-_NAME_STEMS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie")
-_CAMEL = _lazy(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_NAME_SPLIT = _lazy(r"[^a-z0-9]+")
-
-
-def name_words(name: str) -> list[str]:
-    """``name`` as lower-case words: ``SecretAccessKey`` and ``x-api-key`` -> ``[secret, access, key]``, ``[x, api, key]``."""
-    return [w for w in _NAME_SPLIT.split(_CAMEL.sub(" ", name).lower()) if w]
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_name(name: str) -> bool:
-    """Whether a key, variable, flag, header or parameter called ``name`` holds a secret."""
-    words = name_words(name)
-    while len(words) > 1 and words[-1] in _NAME_SUFFIXES:
-        words.pop()
-    if not words:
-        return False
-    last, before = words[-1], (words[-2] if len(words) > 1 else "")
-    if last == "token" or (last.endswith("token") and last[:-5] not in _NOT_SECRET_TOKENS):
-        return before not in _NOT_SECRET_TOKENS
-    if last in _SECRET_NOUNS or last.endswith(_SECRET_COMPOUNDS) or before + last in _SECRET_NOUNS:
-        return True
-    if last == "key":
-        return before in _KEY_QUALIFIERS
-    return last.endswith("key") and last[:-3] in _KEY_QUALIFIERS
-
-
-# ---------------------------------------------------------------------------------------- values
-
-_MARKER = _lazy(r"(?:\s*\[REDACTED:[^\]\s]*\](?:#[0-9]+)?)+\s*")
-_PLACEHOLDER = _lazy(
-    r"(?is)|null|none|nil|true|false|yes|no|on|off|undefined|required|optional|enabled|disabled|inherit|auto|"
-    r"\*+|x{3,}|\.{3}|•+|-+|\$(?![\"']).*|%\(?\w*\)?s?%?|\{\{.*\}\}|\{\w*\}|<[^<>]*>|\[REDACTED.*"
-)
-_TYPE_NAME = _lazy(
-    r"(?:Optional|Union|SecretStr|SecretBytes|Secret|str|bytes|int|bool|float|string|number|boolean|Any|list|dict|List|Dict)\b"
-)
-_REFERENCE = _lazy(r"[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)+(?:[\[(].*)?|[A-Za-z_$][\w$.]*\(.*")
-_EXPRESSION_TAIL = _lazy(r"(?:or|and|if|else|\|\||&&|\?\?|[-+*/%]|==|!=)\s")
-_IDENTIFIER = _lazy(r"[A-Za-z_][A-Za-z_]*[0-9]*")
-_SNAKE_VARIABLE = _lazy(r"[a-z]+(?:_[a-z]+)+")
-_LINE_PREFIX = _lazy(r"[ \t]*(?:(?:export|set|setx|declare(?:[ \t]+-\w+)?|local|readonly|ENV|ARG)[ \t]+|\$env:|-[ \t]+)?")
-_AUTH_SCHEME = _lazy(
-    r"(?i)(?:Bearer|Basic|Digest|token|SSWS|Api-?Key|Key|Negotiate|NTLM|OAuth|DPoP|MAC|HOBA|Mutual|GoogleLogin|Splunk|"
-    r"Client-ID|AWS4-HMAC-SHA256|SharedKey|SharedAccessSignature)[ \t]+(?=\S)"
-)
-_JSON_NUMBER = _lazy(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-_INLINE_END = _lazy(r"[\s;&,\"'<>`)\]}]")
-_FLAG_END = _lazy(r"[\s\"'`;&|)]")
-_QUOTED = {quote: _lazy(rf"{quote}(?P<body>(?:[^{quote}\\\n]|\\.)*){quote}?") for quote in ("\"", "'")}
-
-
-def is_placeholder(value: object) -> bool:
-    """Whether ``value`` is a placeholder (``null``, ``***``, ``${X}``, ``<token>``, ...), trailing punctuation aside."""
-    return isinstance(value, str) and bool(_PLACEHOLDER.fullmatch(value.strip().rstrip(".,;")))
-
-
-def _is_redacted(value: str) -> bool:
-    return bool(_MARKER.fullmatch(value))
-
-
-def _not_a_value(value: str, *, quoted: bool, sep: str, code: bool, key: str) -> bool:
-    """Whether ``value`` (found under a secret-named ``key``) is a reference, placeholder or type, not a secret."""
-    stripped = value.strip()
-    if is_placeholder(stripped) or _is_redacted(stripped):
-        return True
-    if quoted:
-        return False
-    if sep == ":" and _TYPE_NAME.match(stripped):
-        return True
-    first, _, rest = stripped.partition(" ")
-    if rest and _EXPRESSION_TAIL.match(rest):
-        stripped = first  # "api_key or os.environ[...]": an expression over a reference
-    stripped = stripped.rstrip(":;,")
-    if _REFERENCE.fullmatch(stripped):
-        return True
-    if _IDENTIFIER.fullmatch(stripped):
-        return code or bool(_SNAKE_VARIABLE.fullmatch(stripped)) or name_words(stripped)[-1:] == name_words(key)[-1:]
-    return False
-
-
-def _quoted_value(text: str, start: int) -> tuple[int, int] | None:
-    """The inside of the quoted string opening at ``start``, or None when none opens there.
-
-    Double, single, backtick and triple quotes, and a JSON-escaped ``\\"`` or ``\\'``; escapes are
-    honoured, and an unterminated single-line string ends with its line.
-    """
-    for triple in ('"""', "'''"):
-        if text.startswith(triple, start):
-            end = text.find(triple, start + 3)
-            return start + 3, len(text) if end < 0 else end
-    opener = text[start : start + 1]
-    if opener == "\\" and text[start + 1 : start + 2] in ("\"", "'"):
-        end = text.find(text[start : start + 2], start + 2)
-        return start + 2, end if end >= 0 else _line_end(text, start, escaped=True)
-    if opener == "`":
-        end = text.find("`", start + 1)
-        return start + 1, len(text) if end < 0 else end
-    if opener in ("\"", "'"):
-        return _QUOTED[opener].match(text, start).span("body")
-    return None
-
-
-def _token_value(text: str, start: int, stops: re.Pattern[str] | LazyPattern) -> tuple[int, int]:
-    """The quoted value at ``start``, else the run of characters up to the first of ``stops``."""
-    quoted = _quoted_value(text, start)
-    if quoted is not None:
-        return quoted
-    stop = stops.search(text, start)
-    return start, stop.start() if stop else len(text)
-
-
 # ---------------------------------------------------------------------------------------- context rules
 
 _KEY_VALUE = _lazy(
@@ -256,6 +147,12 @@ _NAMED_ELEMENT = _lazy(
     r"<(?P<tag>[\w.\-:]+)[^<>]*?\b(?:name|key)=[\"'](?P<name>[^\"'<>]+)[\"'][^<>]*>(?P<value>[^<]+)</(?P=tag)>"
 )
 _LABEL = _lazy(r"(?m)^[ \t]*(?:[-*][ \t]+)?(?P<key>[A-Za-z]+(?:[ \t][A-Za-z]+){1,3})[ \t]*:[ \t]*(?P<value>[^\n]*?)[ \t\r]*$")
+_PAIR = _lazy(r"[(\[][ \t]*(?P<q>[\"'])(?P<name>[\w.\-]{1,256})(?P=q)[ \t]*,[ \t]*(?=[\"'])")
+_K8S_SECRET = _lazy(r"(?m)^[ \t]*kind:[ \t]*[\"']?Secret[\"']?[ \t]*$|\"kind\"[ \t]*:[ \t]*\"Secret\"")
+_K8S_DATA_YAML = _lazy(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\r?\n")
+_K8S_ENTRY = _lazy(r"(?m)^(?:[ \t]*(?:#[^\n]*)?\r?\n)*(?P<indent>[ \t]*)(?:[\"'][^\"'\n]+[\"']|[^\s:#][^\s:]*):[ \t]*(?P<value>[^\n]*?)[ \t\r]*$")
+_K8S_DATA_JSON = _lazy(r'"(?:data|stringData)"[ \t\r\n]*:[ \t\r\n]*\{(?P<body>[^{}]*)\}')
+_JSON_STRING_MEMBER = _lazy(r'"(?:[^"\\\n]|\\.)*"[ \t\r\n]*:[ \t\r\n]*"(?P<value>(?:[^"\\\n]|\\.)*)"')
 _CREDENTIAL_WORD = _lazy(r"(?=\S*[^a-z\s])\S{6,}")  # one word, not plain lower-case prose
 _QUERY = _lazy(r"(?<=[?&;])(?P<key>[\w.\-\[\]]+)=(?P<value>[^&#\s\"'<>]+)")
 _BEARER = _lazy(r"(?i)(?<=\bbearer )[A-Za-z0-9._~+/\-]{16,}=*")
@@ -273,6 +170,25 @@ _COMMAND_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("cli_credentials", ('pass:',), _lazy(r"(?<![\w-])-pass(?:in|out)?[ \t]+pass:(?P<value>\S+)")),
     ("cli_credentials", ('smbclient',), _lazy(r"\bsmbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%(?P<value>\S+)")),
     ("cli_credentials", ('-b', '--cookie'), _lazy(r"(?i)(?<![\w-])(?:-b|--cookie)[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]*=\S+)")),
+    ("cli_credentials", ('ldap',), _lazy(r"\bldap\w*\b[^\n|;&]*?[ \t]-w[ \t]*(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    (
+        "cli_credentials",
+        ("htpasswd",),
+        _lazy(
+            r"\bhtpasswd(?:[ \t]+-[A-Za-z]+)*[ \t]+-[A-Za-z]*b[A-Za-z]*(?:[ \t]+-[A-Za-z]+)*[ \t]+(?:(?!-)\S+[ \t]+){1,2}"
+            r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)"
+        ),
+    ),
+    (
+        "cli_credentials",
+        ("convertto-securestring",),
+        _lazy(r"(?i)\bConvertTo-SecureString\b(?=[^\n|;]*-AsPlainText)[^\n|;'\"]*(?P<value>'[^'\n]*'|\"[^\"\n]*\")"),
+    ),
+    (
+        "cli_credentials",
+        ("oracle", "sqlplus"),
+        _lazy(r"(?i)(?:\bjdbc:oracle:\w+:|\bsqlplus\w*(?:[ \t]+-\w+)*[ \t]+)[\w$#]+/(?P<value>[^\s@/\"']+)@"),
+    ),
     (
         "netrc_password",
         ("password",),
@@ -299,20 +215,20 @@ def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
 
 def _value_spans(text: str, start: int, end: int, kind: str) -> list[tuple[int, int, str]]:
     value = text[start:end]
-    return [] if not value.strip() or _is_redacted(value) else [(start, end, f"[REDACTED:{kind}]")]
+    return [] if not value.strip() or is_redacted(value) else [(start, end, f"[REDACTED:{kind}]")]
 
 
 def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[int, int, str]]:
     """The credential part of a header value: after the scheme word for Authorization, else all of it."""
     value = text[start:end]
     if "authorization" in header:
-        scheme = _AUTH_SCHEME.match(value)
+        scheme = AUTH_SCHEME.match(value)
         if scheme:
             start += scheme.end()
-        if is_placeholder(text[start:end]):
+        if is_placeholder(text[start:end]) or PLACEHOLDER_LEAD.match(text, start, end):
             return []
         return _value_spans(text, start, end, "authorization")
-    if is_placeholder(value):
+    if is_placeholder(value) or PLACEHOLDER_LEAD.match(text, start, end):
         return []
     return _value_spans(text, start, end, "cookie" if "cookie" in header else "secret_header")
 
@@ -322,23 +238,6 @@ def _line_bounds(text: str, key_start: int) -> tuple[int, bool]:
     real = text.rfind("\n", 0, key_start) + 1
     escaped = text.rfind("\\n", real, key_start) + 2
     return (escaped, True) if escaped > 1 else (real, False)
-
-
-def _line_end(text: str, start: int, escaped: bool = False) -> int:
-    """The end of the line from ``start``, trailing blanks and ``,``/``;`` left out (a JSON string's too if ``escaped``)."""
-    end = text.find("\n", start)
-    end = len(text) if end < 0 else end
-    if escaped:
-        stops = [text.find("\\n", start, end), text.find("\\r", start, end), _unescaped_quote(text, start, end)]
-        end = min((s for s in stops if s >= 0), default=end)
-    while end > start and text[end - 1] in " \t\r,;":
-        end -= 1
-    return end
-
-
-def _unescaped_quote(text: str, start: int, end: int) -> int:
-    match = re.compile(r'(?<!\\)"').search(text, start, end)
-    return match.start() if match else -1
 
 
 def _block_scalar(text: str, start: int, line_start: int) -> tuple[int, int] | None:
@@ -360,7 +259,7 @@ def _block_scalar(text: str, start: int, line_start: int) -> tuple[int, int] | N
 def _key_starts(text: str, folded: str) -> list[int]:
     """Where the words holding a secret-name stem start (found with ``str.find``, cheaper than a regex scan)."""
     starts: set[int] = set()
-    for stem in _NAME_STEMS:
+    for stem in NAME_STEMS:
         at = folded.find(stem)
         while at >= 0:
             start = at
@@ -398,24 +297,24 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         sep, quote, lowered = match.group("sep"), match.group("kq"), key.lower()
         key_start = match.start("key") - len(quote)
         line_start, escaped = _line_bounds(text, key_start)
-        at_line_start = bool(_LINE_PREFIX.fullmatch(text, line_start, key_start))
+        at_line_start = bool(LINE_PREFIX.fullmatch(text, line_start, key_start))
         open_quote = text[key_start - 1] if not quote and key_start > 0 and text[key_start - 1] in "\"'" else ""
         before = key_start
         while before > 0 and text[before - 1] in " \t":
             before -= 1
         code = (sep == ":" and bool(quote)) or text[before - 1 : before] in ("{", "(", ",")
-        header = lowered in _HEADER_ONLY or (sep == ":" and "-" in key and not quote)
+        header = lowered in HEADER_ONLY or (sep == ":" and "-" in key and not quote)
         prefix = re.compile(r"(?:[fFrRbBuU]{1,2}|\$)(?=[\"'])").match(text, start)
         value_start = prefix.end() if prefix else start
         opener = text[value_start]
         if open_quote and opener == open_quote:
             continue
-        quoted = _quoted_value(text, value_start)
+        quoted = quoted_value(text, value_start)
         if quoted is not None:
             inner_start, inner_end = quoted
             if header:
                 spans += _header_value(text, inner_start, inner_end, lowered)
-            elif not _not_a_value(text[inner_start:inner_end], quoted=True, sep=sep, code=code, key=key):
+            elif not not_a_value(text[inner_start:inner_end], quoted=True, sep=sep, code=code, key=key):
                 spans += _value_spans(text, inner_start, inner_end, "secret_assignment")
             continue
         if opener in "|>" and at_line_start:
@@ -431,19 +330,19 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
             stop = text.find(open_quote, value_start, end)
             end = stop if stop >= 0 else end
         elif (header and sep == ":") or at_line_start:
-            end = _line_end(text, value_start, escaped)
+            end = line_end(text, value_start, escaped)
         else:
-            scheme = _AUTH_SCHEME.match(text, value_start) if header else None
-            stop = _INLINE_END.search(text, scheme.end() if scheme else value_start)
+            scheme = AUTH_SCHEME.match(text, value_start) if header else None
+            stop = INLINE_END.search(text, scheme.end() if scheme else value_start)
             end = stop.start() if stop else len(text)
             if text[end : end + 1] == "(":
                 continue
         value = text[value_start:end]
         if header:
             spans += _header_value(text, value_start, end, lowered)
-        elif _JSON_NUMBER.fullmatch(value) and quote == '"':
+        elif JSON_NUMBER.fullmatch(value) and quote == '"':
             spans.append((value_start, end, '"[REDACTED:secret_assignment]"'))  # the JSON stays JSON
-        elif not _not_a_value(value, quoted=False, sep=sep, code=code, key=key) and not (
+        elif not not_a_value(value, quoted=False, sep=sep, code=code, key=key) and not (
             sep == ":" and not at_line_start and not quote and re.fullmatch(r"[a-z]+", value)  # prose: "auth: failed"
         ):
             spans += _value_spans(text, value_start, end, "secret_assignment")
@@ -460,9 +359,9 @@ def _flags(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         start = match.end()
         if start >= len(text) or text[start] in "\n<>|-" or text[start - 1] == "\n":
             continue
-        inner = _token_value(text, start, _FLAG_END)
+        inner = token_value(text, start, FLAG_END)
         quoted = text[start] in "\"'`"
-        if not _not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("key")):
+        if not not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("key")):
             spans += _value_spans(text, *inner, "cli_credentials")
     return spans
 
@@ -479,7 +378,7 @@ def _url_credentials(text: str) -> list[tuple[int, int, str]]:
         user, colon, password = userinfo.partition(":")
         if colon and password:
             spans += _value_spans(text, start + len(user) + 1, start + len(userinfo), "url_credentials")
-        elif not colon and len(user) >= 16 and not _is_redacted(user):
+        elif not colon and len(user) >= 16 and not is_redacted(user):
             spans.append((start, start + len(user), "[REDACTED:url_credentials]"))
     for match in _URL_SLASHED_PASSWORD.finditer(text) if "@" in text else ():
         if not re.match(r"[0-9]+(?:/|$)", match.group("password")):  # host:port/path@..., not a password
@@ -508,13 +407,54 @@ def _named_values(text: str) -> list[tuple[int, int, str]]:
         start = match.end()
         if not is_secret_name(match.group("name")) or start >= len(text):
             continue
-        inner = _token_value(text, start, _INLINE_END)
+        inner = token_value(text, start, INLINE_END)
         quoted = text[start] in "\"'`"
-        if not _not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("name")):
+        if not not_a_value(text[inner[0] : inner[1]], quoted=quoted, sep="=", code=False, key=match.group("name")):
             spans += _value_spans(text, *inner, "secret_assignment")
     for match in _NAMED_ELEMENT.finditer(text) if "</" in text else ():
         if is_secret_name(match.group("name")) and not is_placeholder(match.group("value")):
             spans += _value_spans(text, *match.span("value"), "secret_assignment")
+    return spans
+
+
+def _pairs(text: str) -> list[tuple[int, int, str]]:
+    """Name/value pairs written as a tuple or an array: ``('x-api-key', '...')``, ``["Authorization", "Bearer ..."]``."""
+    spans: list[tuple[int, int, str]] = []
+    for match in _PAIR.finditer(text) if "," in text else ():
+        name = match.group("name")
+        if not is_secret_name(name):
+            continue
+        inner = quoted_value(text, match.end())
+        if inner is None:
+            continue
+        if name.lower() in HEADER_ONLY:
+            spans += _header_value(text, *inner, name.lower())
+        elif not not_a_value(text[inner[0] : inner[1]], quoted=True, sep=",", code=True, key=name):
+            spans += _value_spans(text, *inner, "secret_assignment")
+    return spans
+
+
+def _kubernetes_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Every value under ``data`` or ``stringData`` of a Kubernetes ``kind: Secret``, whatever its key (YAML or JSON)."""
+    spans: list[tuple[int, int, str]] = []
+    if not _K8S_SECRET.search(text):
+        return spans
+    for block in _K8S_DATA_YAML.finditer(text):
+        indent, position = len(block.group("indent")), block.end()
+        for entry in _K8S_ENTRY.finditer(text, block.end()):
+            if entry.start() != position or len(entry.group("indent")) <= indent:
+                break  # the block ends at its first line that is not one of its entries
+            position = entry.end() + 1
+            start, end = entry.span("value")
+            if text[start : start + 1] in ("|", ">"):
+                found = _block_scalar(text, start, entry.start())
+                start, end = found if found is not None else (start, start)
+            else:
+                start, end = quoted_value(text, start) or (start, end)
+            spans += _value_spans(text, start, end, "secret_value")
+    for block in _K8S_DATA_JSON.finditer(text):
+        for member in _JSON_STRING_MEMBER.finditer(text, *block.span("body")):
+            spans += _value_spans(text, *member.span("value"), "secret_value")
     return spans
 
 
@@ -523,11 +463,11 @@ def _labels(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     for match in _LABEL.finditer(text) if ":" in text else ():
         key, value = match.group("key"), match.group("value")
-        quoted = _quoted_value(text, match.start("value")) if value else None
+        quoted = quoted_value(text, match.start("value")) if value else None
         if not is_secret_name(key) or not value or (quoted is None and not _CREDENTIAL_WORD.fullmatch(value)):
             continue  # a sentence ("The API key: see the dashboard"), not a credential
         start, end = quoted or match.span("value")
-        if not _not_a_value(text[start:end], quoted=quoted is not None, sep=":", code=False, key=key):
+        if not not_a_value(text[start:end], quoted=quoted is not None, sep=":", code=False, key=key):
             spans += _value_spans(text, start, end, "secret_assignment")
     return spans
 
@@ -539,9 +479,9 @@ def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
             spans += _value_spans(text, *match.span("value"), "secret_assignment")
     for match in _QUERY.finditer(text) if "=" in text else ():
         key = match.group("key")
-        if key.lower() in _QUERY_ONLY or is_secret_name(key):
+        if key.lower() in QUERY_ONLY or is_secret_name(key):
             value = match.group("value")
-            if not is_placeholder(value) and not _is_redacted(value):
+            if not is_placeholder(value) and not is_redacted(value):
                 spans.append((*match.span("value"), "[REDACTED:secret_parameter]"))
     for match in _BEARER.finditer(text) if "bearer " in text.lower() else ():
         spans.append((match.start(), match.end(), "[REDACTED:bearer_token]"))
@@ -552,9 +492,14 @@ def redact_secrets(text: str) -> str:
     """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``."""
     if "-----begin" in text.lower():
         text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
+    if "Private-Lines:" in text:
+        text = _PUTTY_PRIVATE_LINES.sub("\\1[REDACTED:private_key]\n", text)
     for kind, hints, pattern in _TOKENS:
         if any(hint in text for hint in hints):
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
     starts = _key_starts(text, text.lower())
-    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _labels(text) + _xml_and_query(text))
+    spans = _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _labels(text) + _xml_and_query(text)
+    if "secret" in text.lower():
+        spans += _kubernetes_secrets(text)
+    return _replace(text, spans + (_pairs(text) if "(" in text or "[" in text else []))
