@@ -82,8 +82,7 @@ def check_models(value: list[str]) -> str | None:
 @attrs.define
 class ContextConfig:
     """Inputs of prompt assembly: the agent home, and the bootstrap files with their budgets.
-
-    Plugins may declare more keys of this table (``context.skillsRoot`` and the other skill keys).
+    The skill keys of this table (``context.skillsRoot``, ...) are declared by the plugin that reads them.
     """
 
     identity_path: Path | None = setting(
@@ -151,8 +150,7 @@ class SessionConfig:
 @attrs.define
 class CompactionConfig:
     """History compaction (runtime.compaction): whether, which policy, and the history budget.
-
-    A policy's own settings are its plugin's keys of this table (``runtime.compaction.triggerRatio``).
+    The policies' own keys of this table (``runtime.compaction.triggerRatio``, ...) are declared by their plugin.
     """
 
     enabled: bool = setting(True, doc="Whether history is compacted when it nears the budget.", env="MONO_AGENT_COMPACTION_ENABLED")
@@ -265,8 +263,7 @@ class ProvidersConfig:
 @attrs.define
 class HistoryConfig:
     """The conversation-history store: which one, and the history directory.
-
-    A store declares its own limits as keys of this table (``history.maxMessages``).
+    The store's own limits (``history.maxMessages``, ...) are declared by the store's plugin.
     """
 
     store: str = setting("files", doc="Registered history store to use.", env="MONO_AGENT_HISTORY_STORE")

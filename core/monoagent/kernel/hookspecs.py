@@ -300,10 +300,14 @@ def register_config_sections(register: Callable[..., None]) -> None:
     ``"providers.mylab"``) and an attrs class whose fields are the section's keys (snake_case in
     Python, camelCase in the file). The section is validated like the kernel's own: unknown keys
     with a did-you-mean, wrong types and attrs validator failures name the key path, the value
-    and its source. Read it back with ``agent.config.section(path)``.
+    and its source. Read it back with ``agent.config.section(path)``. The path may also be one
+    of the kernel's tables (``"history"``): the class's fields are then the plugin's keys of that
+    table, at their documented paths (``history.maxMessages``), checked against the class while
+    the table's other keys stay the kernel's.
 
     Args:
-        register: the callback; a path claimed twice, or one the kernel owns, is an error.
+        register: the callback; a path claimed twice, a kernel key, or a field that is a key of
+            the kernel's table at that path is an error naming the plugin.
 
     Returns:
         Nothing. Results are collected (and ignored).
@@ -312,7 +316,10 @@ def register_config_sections(register: Callable[..., None]) -> None:
 
     Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
     ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
-    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``.
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``. The
+    keys of a kernel table that only one plugin reads are that plugin's: ``files`` declares the
+    store's limits in ``history``, ``skills`` the skill keys in ``context``, ``compaction`` its
+    policies' ratios and summary model in ``runtime.compaction``.
 
     Example::
 
