@@ -212,7 +212,7 @@ def _agent(tmp_path, handler, extra=(), block=()):
 
 def test_harness_guards_before_the_model_and_after_tool_call(tmp_path):
     big = "€" * 100_000  # 300,000 bytes
-    agent, seen, after = _agent(tmp_path, lambda turn, args: big)
+    agent, seen, after = _agent(tmp_path, lambda context: big)
     events: list = []
     out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
     assert out.text == "done"
@@ -228,7 +228,7 @@ def test_harness_guards_before_the_model_and_after_tool_call(tmp_path):
 
 
 def test_harness_passes_a_tool_result_with_blocks_summary_only(tmp_path):
-    def handler(turn, args):
+    def handler(context):
         return ToolResult("ignored", "dump", "screenshot", blocks=(ImageBlock(b"\x89PNG" * 70_000, "image/png"),))
 
     agent, seen, _ = _agent(tmp_path, handler)
@@ -248,7 +248,7 @@ def test_tool_results_with_blocks_round_trip_through_cattrs():
 
 
 def test_with_artifacts_blocked_the_guard_still_bounds_and_says_nothing_was_saved(tmp_path):
-    agent, seen, _ = _agent(tmp_path, lambda turn, args: "€" * 100_000, block=["artifacts"])
+    agent, seen, _ = _agent(tmp_path, lambda context: "€" * 100_000, block=["artifacts"])
     events: list = []
     out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
     assert out.text == "done" and BEGIN_MARKER in seen[0] and utf8_len(seen[0]) <= LIMIT_BYTES
@@ -264,7 +264,7 @@ def test_a_failing_save_tool_output_is_reported_in_the_notice_and_the_event(tmp_
         def save_tool_output(self, turn, result, block):
             raise PermissionError(13, "Permission denied")
 
-    agent, seen, _ = _agent(tmp_path, lambda turn, args: "€" * 100_000, extra=[Broken()])
+    agent, seen, _ = _agent(tmp_path, lambda context: "€" * 100_000, extra=[Broken()])
     events: list = []
     asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
     assert "The original could not be saved (PermissionError: Permission denied); that content is not available anywhere." in seen[0]

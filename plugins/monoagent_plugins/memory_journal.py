@@ -42,7 +42,7 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import MemoryHit
+from monoagent.kernel.model import MemoryHit, ToolSpec
 from monoagent.kernel.host import bundled_impl
 
 from monoagent_plugins.lib.journal_entries import (
@@ -77,6 +77,8 @@ from monoagent_plugins.memory_lite import TOKENIZER, bound_text
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from monoagent.kernel.tool_context import ToolContext
 
 NAME = "journal"
 FILENAME = "journal.sqlite"
@@ -512,9 +514,10 @@ def journal_tier(turn: Any) -> JournalTier:
     raise ValueError("no journal tier is configured (add 'journal' to memory.tiers)")
 
 
-async def memory_journal_tool(turn: Any, arguments: Mapping[str, Any]) -> str:
+async def memory_journal_tool(context: ToolContext) -> str:
     """The MemoryJournal handler: validate, query the journal, render a bounded answer."""
-    args = tool_arguments(dict(arguments))
+    turn = context.turn
+    args = tool_arguments(dict(context.arguments))
     tier = journal_tier(turn)
     entries = await tier.entries(**args)
     zone = turn.config.runtime.session.rollover_timezone or "the system time zone"
@@ -537,8 +540,8 @@ def register_tools(register: Any) -> None:
 
 
 @bundled_impl
-def recall_memory(turn: Any) -> None:
-    """Answers no recall (journal entries are never injected); withdraws MemoryJournal without a journal tier."""
-    if NAME not in turn.agent.config.memory.tiers:
-        turn.tools = tuple(spec for spec in turn.tools if spec.name != TOOL_NAME)
-    return None
+def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
+    """Withdraw MemoryJournal on turns whose ``memory.tiers`` has no journal tier."""
+    if NAME in turn.config.memory.tiers:
+        return None
+    return [spec for spec in tools if spec.name != TOOL_NAME]

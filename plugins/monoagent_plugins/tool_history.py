@@ -77,7 +77,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -88,6 +88,9 @@ from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent.pipeline.tool_lifecycle import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable, ToolInvocation, ToolRecord
 from monoagent.boundary.fences import neutralize_untrusted, quote_inline
+
+if TYPE_CHECKING:
+    from monoagent.kernel.tool_context import ToolContext
 
 SIDECAR = Path("tool-history") / "tool-lifecycles.sqlite"
 LOCKS = Path(".locks")
@@ -1097,11 +1100,9 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
-def session_history(turn: Any, arguments: dict[str, Any]) -> ToolResult:
+def session_history(context: ToolContext) -> ToolResult:
     """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read."""
-    ledger = getattr(turn.continuity, "ledger", None)
-    open_calls = [inv.call.id for inv in getattr(ledger, "open", {}).values() if inv.call.name == SESSION_HISTORY]
-    call_id = open_calls[-1] if open_calls else ""
+    turn, arguments, call_id = context.turn, context.arguments, context.call.id
     store = getattr(turn.agent, "tool_history", None)
     if not isinstance(store, SqliteToolHistory):
         return ToolResult(call_id, SESSION_HISTORY, "Tool history is not enabled for this agent.", ToolStatus.ERROR)

@@ -19,7 +19,7 @@ refuses a line or an event over ``providers.piNative.maxStreamEventBytes`` *whil
 most one network chunk past the cap is ever buffered), and an error body is read up to
 :data:`ERROR_BODY_MAX_BYTES`. Parsing what the runtimes read, and checking its shape, is
 :mod:`monoagent_plugins.lib.provider_events`; the time and output limits of a stream are the
-harness's (:mod:`monoagent.pipeline.provider_call`), which sees every event.
+harness's (:mod:`monoagent.pipeline.stream`), which sees every event.
 
 Cancellation is never caught: leaving the ``async with`` closes the response and its connection.
 """
