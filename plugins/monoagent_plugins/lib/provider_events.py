@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from monoagent.kernel.errors import ProviderError
-from monoagent.text import LazyPattern, scrub_unicode
+from monoagent.text import LazyPattern
 
 if TYPE_CHECKING:
     from monoagent_plugins.lib.provider_http import Endpoint
@@ -27,7 +27,6 @@ PAUSE_EVERY = 0.01
 
 
 _EOL = LazyPattern(rb"\r\n?|\n")
-_SURROGATE_ESCAPE = LazyPattern(r"\\u[dD][89a-fA-F]")
 _SPACE = re.compile(r"\s")
 
 
@@ -219,47 +218,22 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _scrubbed(value: Any, replaced: list[int]) -> Any:
-    """``value`` with every string (keys too) valid Unicode; counts the replacements into ``replaced``."""
-    if isinstance(value, str):
-        text, n = scrub_unicode(value)
-        replaced[0] += n
-        return text
-    if isinstance(value, dict):
-        return {_scrubbed(k, replaced): _scrubbed(v, replaced) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item, replaced) for item in value]
-    return value
-
-
 def loads(endpoint: Endpoint, text: str, what: str) -> Any:
-    """JSON from a provider: ``Malformed`` for anything that is not JSON, lone surrogates replaced.
+    """JSON from a provider, or ``Malformed`` for anything that is not JSON or nests too deeply.
 
-    A ``\\ud800`` escape without its pair decodes to a code point no UTF-8 text can hold; every
-    one becomes U+FFFD (the project's one rule for text that is not valid Unicode) and a warning
-    names the count. Values reaching here are at most one event's bytes, and nesting too deep for
-    the decoder is ``Malformed`` too.
+    A ``\\ud800`` escape without its pair decodes to a lone surrogate, which no UTF-8 text can
+    hold. It is left in the value on purpose: the model classes the wire code builds from it
+    (:class:`~monoagent.kernel.model.TextDelta`, :class:`~monoagent.kernel.model.ToolCall`, ...)
+    replace it with U+FFFD and the harness reports each replacement on the run as
+    ``runtime_warning invalid_unicode_replaced`` (the project's one rule for text that is not
+    valid Unicode). Values reaching here are at most one event's bytes.
     """
     try:
-        value = _DECODER.decode(text)
+        return _DECODER.decode(text)
     except RecursionError:
         raise Malformed(f"{what} nests too deeply to read") from None
     except ValueError as exc:
         raise Malformed(f"{what} is not JSON ({exc})") from None
-    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
-        from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH, too_deep  # not at plugin load: it imports the harness's modules
-
-        if too_deep(value, 2 * MAX_ARGUMENT_DEPTH):  # the scrub below recurses
-            raise Malformed(f"{what} nests too deeply to read")
-        replaced = [0]
-        value = _scrubbed(value, replaced)
-        if replaced[0]:
-            from monoagent.kernel.log import logger
-
-            logger.bind(plugin=endpoint.provider).warning(
-                "{}: replaced {} lone surrogate code points in {} from {} with U+FFFD", endpoint.provider, replaced[0], what, endpoint.url
-            )
-    return value
 
 
 def event_json(endpoint: Endpoint, data: str) -> dict[str, Any]:
