@@ -719,7 +719,7 @@ def test_a_config_section_the_kernel_owns_fails_only_its_plugin(tmp_path: Path) 
 
     agent = fresh_agent(tmp_path, plugins=[("claims", Claims())])
     (record,) = [r for r in agent.host.records if r.name == "claims"]
-    assert record.status == "failed" and "config section 'runtime' belongs to the kernel's own configuration" in record.reason
+    assert record.status == "failed" and "config section 'runtime' declares runtime.model, a key the kernel's table 'runtime' owns" in record.reason
 
 
 def test_plugins_lists_what_each_plugin_registers_with_its_description(project: Project) -> None:
@@ -904,20 +904,31 @@ def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> Non
 
     from monoagent.kernel.host import PluginHost
 
+    from monoagent.kernel.config_keys import kernel_tables, table_keys
+
     host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
     host.load_entry_points()
-    registered = {
-        registration.name: record.name
-        for record in host.records
-        for registration in record.registrations
-        if registration.kind == "config section"
-    }
+    tables = kernel_tables()
+    registered = {}
+    for path, cls in host.config_sections().items():
+        (owner,) = [r.name for r in host.records for e in r.registrations if e.kind == "config section" and e.name == path]
+        for key in sorted(table_keys(cls)) if path in tables else [None]:
+            registered[f"{path}.{key}" if key else path] = owner  # a kernel table's keys are declared one by one
     modules = {ep.value: ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent"}
     declared = {
         ep.name: modules.get(ep.value, ep.value)
         for ep in entry_points(group="monoagent.config_sections") if ep.dist and ep.dist.name == "monoagent"
     }
     assert declared == registered, "pyproject.toml's [project.entry-points.\"monoagent.config_sections\"] is stale"
+
+
+def test_keys_a_blocked_plugin_adds_to_a_kernel_table_are_a_warning_and_a_typo_still_an_error(tmp_path: Path, capsys) -> None:
+    config = {"plugins": {"block": ["files"]}, "history": {"store": "files", "maxStageBytes": 65536}}
+    fresh_agent(tmp_path, config=config)
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "config section 'history.maxStageBytes' (in python) belongs to plugin 'files', which is blocked" in line
+    with pytest.raises(ConfigError, match=r"history\.maxMesages: unknown key"):
+        fresh_agent(tmp_path, config={"plugins": {"block": ["files"]}, "history": {"maxMesages": 8}})
 
 
 def test_a_key_inside_an_active_plugins_section_is_not_taken_for_a_blocked_plugin(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.config import Config, RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
+from monoagent.kernel.config import Config
+from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
@@ -90,9 +91,6 @@ class Agent:
             assert isinstance(config, Config)
             self.config = config
             add_plugin_sections(self.config, sections, env)
-        from monoagent.pipeline.bootstrap import ensure_home
-
-        ensure_home(self.config)
         self.harness = Harness(self)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
@@ -184,7 +182,7 @@ class Agent:
     def count_tokens(self, text: str, model: str) -> int:
         value = self.hooks.count_tokens(text=text, model=model)
         if value is None:
-            raise ComponentError("no plugin implements count_tokens (is the bundled 'tokens' plugin blocked?)")
+            raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
         return value
 
     def redact(self, text: str, kind: str) -> str:

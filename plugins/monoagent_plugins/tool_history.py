@@ -1040,7 +1040,7 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
     if cfg.projection_max_calls == 0 or getattr(turn.session, "warm", False):
         return None
-    from monoagent.pipeline.continuity import accounted_records  # asyncio-heavy: imported on first use
+    from monoagent.pipeline.continuity_account import accounted_records  # asyncio-heavy: imported on first use
 
     excluded = accounted_records(turn.history)
     try:

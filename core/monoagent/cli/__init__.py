@@ -298,7 +298,7 @@ def config_init(path: str, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(as_json: bool) -> None:
     """Print the effective configuration with the source of every value."""
-    from monoagent.kernel.config import value_sources
+    from monoagent.kernel.config_keys import value_sources
 
     agent = _state().agent()
     rows = value_sources(agent.config)
@@ -356,7 +356,7 @@ def load_plugins(config: str | None, plugins_dirs: Sequence[str]) -> tuple[Plugi
     them and the error is shown where it matters (``monoagent plugins``, or the first command
     that builds the Agent).
     """
-    from monoagent.kernel.config import load_raw, plugins_settings
+    from monoagent.kernel.config_loading import load_raw, plugins_settings
     from monoagent.kernel.host import PluginHost, local_plugin_paths
 
     host = PluginHost()

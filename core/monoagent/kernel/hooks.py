@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from monoagent.agent import Agent
     from monoagent.kernel.model import (
+        ContentBlock,
         MemoryHit,
         Message,
         ProviderRequest,
@@ -440,6 +441,9 @@ class Hooks:
 
     def before_tool_call(self, *, turn: Turn, call: ToolCall) -> ToolResult | None:
         return self._call("before_tool_call", {"turn": turn, "call": call})
+
+    def save_tool_output(self, *, turn: Turn, result: ToolResult, block: ContentBlock) -> str | None:
+        return self._call("save_tool_output", {"turn": turn, "result": result, "block": block})
 
     def after_tool_call(self, *, turn: Turn, call: ToolCall, result: ToolResult) -> None:
         self._call("after_tool_call", {"turn": turn, "call": call, "result": result})

@@ -56,7 +56,6 @@ from monoagent.kernel.registrars import (
     Registrar,
     Registration,
     ToolRegistrar,
-    kernel_paths,
 )
 
 ENTRY_POINT_GROUP = "monoagent"
@@ -439,8 +438,10 @@ class PluginHost:
         for section, plugin in self._declared_sections().items():
             if path == section or path.startswith(section + "."):
                 return self._inactive(plugin)
+        from monoagent.kernel.config_keys import kernel_tables
+
         parent, _, leaf = path.rpartition(".")
-        if parent and parent not in kernel_paths():
+        if parent and parent not in kernel_tables():
             return None  # a key inside a plugin's own section is that section's business
         spellings = {_loose(path), _loose(leaf)}
         names = {r.name for r in self.records if r.status != "active"} | self.blocked

@@ -336,8 +336,10 @@ class ToolRegistrar(Registrar):
 class ConfigSectionRegistrar(Registrar):
     """``register(path, cls)`` in :func:`~monoagent.kernel.hookspecs.register_config_sections`.
 
-    The path is dotted identifiers (``"greeter"``, ``"providers.mylab"``) that the kernel's own
-    configuration does not use; ``cls`` is an attrs class.
+    The path is dotted identifiers: a table of the plugin's own (``"greeter"``,
+    ``"providers.mylab"``), or one of the kernel's tables (``"history"``) to which the plugin
+    adds keys it alone reads; ``cls`` is an attrs class. A kernel key is never a plugin's, and
+    neither is a key the kernel's table already has.
     """
 
     hook = "register_config_sections"
@@ -359,8 +361,14 @@ class ConfigSectionRegistrar(Registrar):
             self.refuse(f"config section path {path!r} is not valid: dotted identifiers such as 'greeter' or 'providers.mylab'")
         if not attrs.has(cls):
             self.refuse(f"config section {path!r} needs an attrs class, not {cls!r}")
-        if path in kernel_paths():
-            self.refuse(f"config section {path!r} belongs to the kernel's own configuration")
+        from monoagent.kernel.config_keys import kernel_tables, table_keys
+
+        if path in kernel_keys():
+            self.refuse(f"config section {path!r} is a key of the kernel's own configuration")
+        table = kernel_tables().get(path)
+        taken = sorted(table_keys(cls) & table_keys(table)) if table is not None else []
+        if taken:
+            self.refuse(f"config section {path!r} declares {path}.{taken[0]}, a key the kernel's table {path!r} owns")
         if any(s.path == path for s in self.sections):
             self.refuse(f"config section {path!r} is registered twice")
         self.sections.append(ConfigSection(path, cls, self.plugin))
@@ -372,13 +380,8 @@ REGISTRARS: dict[str, type[Registrar]] = {cls.hook: cls for cls in _ALL}
 
 
 @functools.cache
-def kernel_paths() -> frozenset[str]:
-    """Every key path of the kernel's configuration and each of its parents (``runtime``, ``runtime.session``, ...)."""
-    from monoagent.kernel.config import iter_keys
+def kernel_keys() -> frozenset[str]:
+    """Every key path of the kernel's own configuration (``runtime.maxTurns``, ...)."""
+    from monoagent.kernel.config_keys import iter_keys
 
-    paths: set[str] = set()
-    for key in iter_keys():
-        parts = key.path.split(".")
-        for i in range(1, len(parts) + 1):
-            paths.add(".".join(parts[:i]))
-    return frozenset(paths)
+    return frozenset(key.path for key in iter_keys())
