@@ -196,6 +196,20 @@ class Hooks:
     def _plugins(self, name: str) -> tuple[str, ...]:
         return tuple(impl.plugin_name for impl in reversed(self._callers[name].get_hookimpls()))
 
+    def _started(self, name: str, kwargs: dict[str, Any], plugins: tuple[str, ...]) -> _Frame:
+        """Tell the observers a call starts; its frame collects the winner of a firstresult hook."""
+        for observer in self._observers:
+            observer.started(name, kwargs, plugins)
+        frame = _Frame(name)
+        self._frames.__dict__.setdefault("stack", []).append(frame)
+        return frame
+
+    def _finished(self, frame: _Frame, kwargs: dict[str, Any], plugins: tuple[str, ...], result: Any, error: BaseException | None) -> None:
+        self._frames.stack.pop()
+        call = HookCall(frame.name, dict(kwargs), plugins, result, error, frame.winner)
+        for observer in list(self._observers):
+            observer.finished(call)
+
     # ------------------------------------------------------------------ call paths
 
     def _call(self, name: str, kwargs: dict[str, Any]) -> Any:
@@ -212,11 +226,7 @@ class Hooks:
 
     def _observed(self, name: str, caller: pluggy.HookCaller, kwargs: dict[str, Any]) -> Any:
         plugins = self._plugins(name)
-        for observer in self._observers:
-            observer.started(name, kwargs, plugins)
-        stack: list[_Frame] = self._frames.__dict__.setdefault("stack", [])
-        frame = _Frame(name)
-        stack.append(frame)
+        frame = self._started(name, kwargs, plugins)
         result: Any = None
         error: BaseException | None = None
         try:
@@ -229,40 +239,33 @@ class Hooks:
             error = HookError(name, self.culprit(name, exc), exc)
             raise error from exc
         finally:
-            stack.pop()
-            self._finished(HookCall(name, dict(kwargs), plugins, result, error, frame.winner))
-
-    def _finished(self, call: HookCall) -> None:
-        for observer in list(self._observers):
-            observer.finished(call)
+            self._finished(frame, kwargs, plugins, result, error)
 
     def _isolated(self, name: str, kwargs: dict[str, Any]) -> list[IsolatedAnswer]:
         """Each implementation on its own: one that raises does not stop the others."""
+        impls = self._callers[name].get_hookimpls()[::-1]
+        plugins = tuple(impl.plugin_name for impl in impls) if self._observers else ()
+        frame = self._started(name, kwargs, plugins) if self._observers else None  # on_run_event: hot, keep it bare
         answers: list[IsolatedAnswer] = []
-        impls = self._callers[name].get_hookimpls()
-        if self._observers:
-            for observer in self._observers:
-                observer.started(name, kwargs, tuple(impl.plugin_name for impl in reversed(impls)))
-        for impl in reversed(impls):
+        for impl in impls:
             args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
             try:
                 answers.append((impl.plugin_name, impl.function(**args), None))
             except Exception as exc:
                 answers.append((impl.plugin_name, None, exc))
-        if self._observers:
-            self._finished(HookCall(name, dict(kwargs), tuple(a[0] for a in answers), answers))
+        if frame is not None:
+            self._finished(frame, kwargs, plugins, answers, None)
         return answers
 
     def _each(self, name: str, kwargs: dict[str, Any]) -> list[PluginAnswer]:
         """Each implementation in call order, its answer attributed; an exception is a HookError naming it."""
-        impls = self._callers[name].get_hookimpls()
-        if self._observers:
-            for observer in self._observers:
-                observer.started(name, kwargs, tuple(impl.plugin_name for impl in reversed(impls)))
+        impls = self._callers[name].get_hookimpls()[::-1]
+        plugins = tuple(impl.plugin_name for impl in impls)
+        frame = self._started(name, kwargs, plugins)
         answers: list[PluginAnswer] = []
         error: BaseException | None = None
         try:
-            for impl in reversed(impls):
+            for impl in impls:
                 args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
                 try:
                     answers.append((impl.plugin_name, impl.function(**args)))
@@ -274,23 +277,21 @@ class Hooks:
             error = exc
             raise
         finally:
-            if self._observers:
-                self._finished(HookCall(name, dict(kwargs), tuple(a[0] for a in answers), answers, error))
+            self._finished(frame, kwargs, plugins, answers, error)
         return answers
 
     def _registry(self, registrar: Registrar) -> None:
         """The implementation of ``registrar.plugin`` of one registry hook, given ``registrar``."""
         name = registrar.hook
         impls = [impl for impl in self._callers[name].get_hookimpls() if impl.plugin_name == registrar.plugin]
+        kwargs: dict[str, Any] = {"register": registrar}
         plugins = tuple(impl.plugin_name for impl in impls)
-        kwargs = {"register": registrar}
-        for observer in self._observers:
-            observer.started(name, kwargs, plugins)
+        frame = self._started(name, kwargs, plugins)
         error: BaseException | None = None
         try:
             for impl in impls:
                 try:
-                    impl.function(**({"register": registrar} if "register" in impl.argnames else {}))
+                    impl.function(**(kwargs if "register" in impl.argnames else {}))
                 except MonoagentError:
                     raise
                 except Exception as exc:
@@ -302,8 +303,7 @@ class Hooks:
             error = exc
             raise
         finally:
-            if self._observers:
-                self._finished(HookCall(name, kwargs, plugins, None, error))
+            self._finished(frame, kwargs, plugins, None, error)
 
     def culprit(self, hook: str, exc: BaseException) -> str:
         """The plugin whose implementation of ``hook`` raised ``exc`` (the innermost frame wins)."""
@@ -364,14 +364,12 @@ class Hooks:
 
     def configure(self, *, agent: Agent) -> None:
         """Historic: every plugin now, and each plugin registered later at its registration."""
-        caller = self._callers["configure"]
-        plugins = self._plugins("configure")
         kwargs: dict[str, Any] = {"agent": agent}
-        for observer in self._observers:
-            observer.started("configure", kwargs, plugins)
+        plugins = self._plugins("configure")
+        frame = self._started("configure", kwargs, plugins)
         error: BaseException | None = None
         try:
-            caller.call_historic(kwargs=kwargs)
+            self._callers["configure"].call_historic(kwargs=kwargs)
         except MonoagentError as exc:
             error = exc
             raise
@@ -379,8 +377,7 @@ class Hooks:
             error = HookError("configure", self.culprit("configure", exc), exc)
             raise error from exc
         finally:
-            if self._observers:
-                self._finished(HookCall("configure", kwargs, plugins, None, error))
+            self._finished(frame, kwargs, plugins, None, error)
 
     def shutdown(self, *, agent: Agent) -> list[Any]:
         """The implementations' results; the caller awaits each one that is awaitable."""
