@@ -260,8 +260,8 @@ class Hooks:
     def _each(self, name: str, kwargs: dict[str, Any]) -> list[PluginAnswer]:
         """Each implementation in call order, its answer attributed; an exception is a HookError naming it."""
         impls = self._callers[name].get_hookimpls()[::-1]
-        plugins = tuple(impl.plugin_name for impl in impls)
-        frame = self._started(name, kwargs, plugins)
+        plugins = tuple(impl.plugin_name for impl in impls) if self._observers else ()
+        frame = self._started(name, kwargs, plugins) if self._observers else None  # once per turn: keep it bare
         answers: list[PluginAnswer] = []
         error: BaseException | None = None
         try:
@@ -277,7 +277,8 @@ class Hooks:
             error = exc
             raise
         finally:
-            self._finished(frame, kwargs, plugins, answers, error)
+            if frame is not None:
+                self._finished(frame, kwargs, plugins, answers, error)
         return answers
 
     def _registry(self, registrar: Registrar) -> None:
