@@ -705,6 +705,13 @@ def test_every_registry_checks_its_registrations_at_load_time(tmp_path: Path, pl
     assert record.status == "failed" and expected in record.reason
 
 
+def test_the_registrar_knows_every_kernel_key() -> None:
+    from monoagent.kernel.config_keys import iter_keys
+    from monoagent.kernel.registrars import kernel_keys
+
+    assert kernel_keys() == {key.path for key in iter_keys()}
+
+
 def test_a_config_section_the_kernel_owns_fails_only_its_plugin(tmp_path: Path) -> None:
     import attrs
 

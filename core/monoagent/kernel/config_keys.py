@@ -12,6 +12,7 @@ structures the checked data (:func:`structure_section`) and unstructures it for 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import types
@@ -75,14 +76,20 @@ class KeyInfo:
         return describe_allowed(self.attribute, field_type(self.owner, self.attribute))
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, worked out once per class: loading, checks and docs all read them."""
+    return typing.get_type_hints(cls)
+
+
 def field_type(owner: type, attribute: attrs.Attribute) -> Any:
-    return typing.get_type_hints(owner)[attribute.name]
+    return type_hints(owner)[attribute.name]
 
 
 def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
     """Every leaf key below ``cls``, depth first, in declaration order."""
     keys: list[KeyInfo] = []
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     for field in public_fields(cls):
         path = f"{prefix}{camel(field.name)}"
         hint = hints[field.name]
@@ -96,7 +103,7 @@ def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
 def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
     """Every table of the kernel's configuration below ``cls``, by dotted path, with its class."""
     tables: dict[str, type] = {}
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     for field in public_fields(cls):
         hint = hints[field.name]
         if attrs.has(hint):
@@ -273,7 +280,7 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
     if not isinstance(raw, Mapping):
         problems.add(path, raw, f"must be a table of keys ({', '.join(camel(f.name) for f in public_fields(cls))})")
         return
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = {camel(f.name): f for f in public_fields(cls)}
     prefix = f"{path}." if path else ""
     plugin_keys = sorted(

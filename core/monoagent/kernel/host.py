@@ -438,7 +438,7 @@ class PluginHost:
         for section, plugin in self._declared_sections().items():
             if path == section or path.startswith(section + "."):
                 return self._inactive(plugin)
-        from monoagent.kernel.config_keys import kernel_tables
+        from monoagent.kernel.registrars import kernel_tables
 
         parent, _, leaf = path.rpartition(".")
         if parent and parent not in kernel_tables():

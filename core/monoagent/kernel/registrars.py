@@ -361,7 +361,7 @@ class ConfigSectionRegistrar(Registrar):
             self.refuse(f"config section path {path!r} is not valid: dotted identifiers such as 'greeter' or 'providers.mylab'")
         if not attrs.has(cls):
             self.refuse(f"config section {path!r} needs an attrs class, not {cls!r}")
-        from monoagent.kernel.config_keys import kernel_tables, table_keys
+        from monoagent.kernel.config_keys import table_keys
 
         if path in kernel_keys():
             self.refuse(f"config section {path!r} is a key of the kernel's own configuration")
@@ -380,8 +380,20 @@ REGISTRARS: dict[str, type[Registrar]] = {cls.hook: cls for cls in _ALL}
 
 
 @functools.cache
-def kernel_keys() -> frozenset[str]:
-    """Every key path of the kernel's own configuration (``runtime.maxTurns``, ...)."""
-    from monoagent.kernel.config_keys import iter_keys
+def kernel_tables() -> dict[str, type]:
+    """The kernel's configuration tables by path, worked out once (every plugin's sections are checked against them)."""
+    from monoagent.kernel import config_keys
 
-    return frozenset(key.path for key in iter_keys())
+    return config_keys.kernel_tables()
+
+
+@functools.cache
+def kernel_keys() -> frozenset[str]:
+    """Every key path of the kernel's own configuration (``runtime.maxTurns``, ...): the keys of the
+    root and of its tables that are not tables themselves."""
+    from monoagent.kernel.config import Config
+    from monoagent.kernel.config_keys import table_keys
+
+    tables = kernel_tables()
+    keys = {f"{path}.{key}" if path else key for path, cls in {"": Config, **tables}.items() for key in table_keys(cls)}
+    return frozenset(keys - tables.keys())
