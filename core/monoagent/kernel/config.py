@@ -20,7 +20,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -335,6 +335,23 @@ class HistoryConfig:
 
 
 @attrs.define
+class ToolHistoryStoreConfig:
+    """Tool-call history: which registered store records every managed tool call.
+
+    The selected store's plugin may declare further keys in this table (the bundled ``sqlite``
+    store's are listed under the plugin sections below).
+    """
+
+    store: str = setting(
+        "sqlite", doc="Registered tool-history store to use; \"none\" records no tool calls.",
+        env="MONO_AGENT_TOOL_HISTORY_STORE",
+    )
+    enabled: bool = setting(
+        True, doc="Record managed tool calls; false is the same as store = \"none\".", env="MONO_AGENT_TOOL_HISTORY_ENABLED",
+    )
+
+
+@attrs.define
 class ArtifactsConfig:
     """Run artifacts: the JSONL event file of every run."""
 
@@ -371,6 +388,7 @@ class Config:
     concurrency: ConcurrencyConfig = attrs.field(factory=ConcurrencyConfig)
     providers: ProvidersConfig = attrs.field(factory=ProvidersConfig)
     history: HistoryConfig = attrs.field(factory=HistoryConfig)
+    tool_history: ToolHistoryStoreConfig = attrs.field(factory=ToolHistoryStoreConfig)
     artifacts: ArtifactsConfig = attrs.field(factory=ArtifactsConfig)
     memory: MemoryConfig = attrs.field(factory=MemoryConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
@@ -483,6 +501,30 @@ def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
         else:
             keys.append(KeyInfo(path, field, cls))
     return keys
+
+
+def table_keys(cls: type) -> list[str]:
+    """The keys of one table (its leaf keys and sub-tables), camelCase, in declaration order."""
+    return [_camel(f.name) for f in public_fields(cls)]
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
+    """Every table of the kernel's configuration below ``cls``: key path -> attrs class.
+
+    A plugin may declare its section at one of these paths: its keys then join the kernel's in
+    that table (``toolHistory.store`` is the kernel's, ``toolHistory.maxCalls`` the store
+    plugin's), and neither may declare a key of the other.
+    """
+    tables: dict[str, type] = {}
+    hints = typing.get_type_hints(cls)
+    for field in public_fields(cls):
+        hint = hints[field.name]
+        if attrs.has(hint):
+            path = f"{prefix}{_camel(field.name)}"
+            tables[path] = hint
+            tables.update(kernel_tables(hint, path + "."))
+    return tables
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
@@ -612,7 +654,8 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
             problems.add(path, value, message)
 
 
-def _check_mapping(path: str, raw: Any, cls: type, problems: _Problems) -> None:
+def _check_mapping(path: str, raw: Any, cls: type, problems: _Problems, shared_keys: Sequence[str] = ()) -> None:
+    """Check one table against ``cls``; ``shared_keys`` are the kernel's keys of a table a plugin section extends."""
     if not isinstance(raw, Mapping):
         problems.add(path, raw, f"must be a table of keys ({', '.join(_camel(f.name) for f in public_fields(cls))})")
         return
@@ -622,7 +665,7 @@ def _check_mapping(path: str, raw: Any, cls: type, problems: _Problems) -> None:
     plugin_keys = sorted(
         p[len(prefix):] for p in problems.plugin_paths if p.startswith(prefix) and "." not in p[len(prefix):]
     )
-    known = list(fields) + plugin_keys
+    known = list(shared_keys) + list(fields) + plugin_keys
     for key, value in raw.items():
         full = f"{path}.{key}" if path else key
         if full in problems.plugin_paths:
@@ -856,7 +899,9 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
     plugin_sections = dict(plugin_sections or {})
     for path, cls in plugin_sections.items():
         _overlay_env(raw, iter_keys(cls, path + "."))
-    problems = _Problems(raw.sources, list(raw.problems), frozenset(plugin_sections))
+    tables = kernel_tables()
+    shared = {path: table_keys(tables[path]) for path in plugin_sections if path in tables}
+    problems = _Problems(raw.sources, list(raw.problems), frozenset(plugin_sections) - frozenset(shared))
     data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
     extracted: dict[str, Any] = {}
     for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
@@ -864,12 +909,17 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
         node: Any = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node:
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        if path not in shared:
             extracted[path] = node.pop(leaf)
+        elif isinstance(node[leaf], dict):  # the plugin's keys of a kernel table; the kernel checks the rest
+            table = node[leaf]
+            extracted[path] = {key: table.pop(key) for key in list(table) if key not in shared[path]}
     _check_mapping("", data, Config, problems)
     for path, cls in plugin_sections.items():
         if path in extracted:
-            _check_mapping(path, extracted[path], cls, problems)
+            _check_mapping(path, extracted[path], cls, problems, shared.get(path, ()))
     if problems.items:
         raise ConfigError(problems.items)
     config: Config = _structure(data, Config, "")

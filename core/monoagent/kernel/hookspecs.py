@@ -126,6 +126,35 @@ def register_history_stores(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_tool_history_stores(register: Callable[..., None]) -> None:
+    """Register tool-history stores (where every managed tool call is recorded) by name.
+
+    Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.ToolHistoryStore`.
+    The Agent creates it on first use (``agent.tool_history_store()``) and closes it when it
+    closes. ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
+
+    Args:
+        register: the callback; a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per Agent, at start-up.
+
+    Bundled default: the ``tool-history`` plugin registers ``sqlite`` (the SQLite sidecar beside
+    the message history: one writer per process, DELETE journal with ``synchronous=EXTRA``,
+    bounded and redacted records, retention with tombstones).
+
+    Example::
+
+        @hookimpl
+        def register_tool_history_stores(register):
+            register("postgres", lambda agent: PostgresToolHistory(agent.config.section("postgres"), agent.redact))
+    """
+
+
+@hookspec
 def register_memory_tiers(register: Callable[..., None]) -> None:
     """Register long-term memory tiers by name.
 
@@ -299,10 +328,14 @@ def register_config_sections(register: Callable[..., None]) -> None:
     ``"providers.mylab"``) and an attrs class whose fields are the section's keys (snake_case in
     Python, camelCase in the file). The section is validated like the kernel's own: unknown keys
     with a did-you-mean, wrong types and attrs validator failures name the key path, the value
-    and its source. Read it back with ``agent.config.section(path)``.
+    and its source. Read it back with ``agent.config.section(path)``. The path may be a table of
+    the kernel's (``"toolHistory"``): the plugin's keys then join the kernel's in that table, and
+    the section holds only the plugin's (a store plugin declares its settings beside the
+    ``store`` key that selects it).
 
     Args:
-        register: the callback; a path claimed twice, or one the kernel owns, is an error.
+        register: the callback; a path claimed twice, a kernel key, or a kernel table with a key
+            of the kernel's in ``cls`` is an error naming the plugin.
 
     Returns:
         Nothing. Results are collected (and ignored).
@@ -311,7 +344,8 @@ def register_config_sections(register: Callable[..., None]) -> None:
 
     Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
     ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
-    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``.
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` adds the ``sqlite`` store's
+    keys to the kernel's ``toolHistory`` table.
 
     Example::
 
@@ -342,8 +376,8 @@ def configure(agent: Agent) -> None:
     validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
     still receives the call, once, at registration, so late plugins need no special path.
 
-    Bundled default: the ``tool-history`` plugin opens the tool-call history sidecar and sets
-    ``agent.tool_history`` (unless another plugin already set it).
+    Bundled default: no bundled plugin implements it (components such as the tool-history
+    store come from registries, not from ``configure``).
 
     Example::
 
@@ -366,8 +400,9 @@ def shutdown(agent: Agent) -> Any:
     Called once from ``await agent.aclose()`` (and at the end of ``run_sync`` and every CLI
     command).
 
-    Bundled default: ``artifacts`` waits until every pending run-event line is written;
-    ``tool-history`` releases its writer.
+    Bundled default: ``artifacts`` waits until every pending run-event line is written. The
+    selected components (history and tool-history stores, memory tiers) are closed by the Agent
+    after this hook.
 
     Example::
 

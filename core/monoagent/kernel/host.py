@@ -101,11 +101,15 @@ class Component:
 REGISTRIES: dict[str, str] = {
     "provider": "register_providers",
     "history store": "register_history_stores",
+    "tool history store": "register_tool_history_stores",
     "memory tier": "register_memory_tiers",
     "embedder": "register_embedders",
     "channel": "register_channels",
     "compaction policy": "register_compaction_policies",
 }
+
+OFF_NAMES: dict[str, str] = {"tool history store": "none"}
+"""Per registry kind, the configured name that selects no component (never a registrable name)."""
 
 
 class PluginHost:
@@ -374,6 +378,8 @@ class PluginHost:
             def register(name: str, factory: Any, *, description: str = "") -> None:
                 if not isinstance(name, str) or not name:
                     raise ComponentError(f"plugin {plugin!r} registered a {kind} with an invalid name {name!r}")
+                if name == OFF_NAMES.get(kind):
+                    raise ComponentError(f"plugin {plugin!r} registered a {kind} named {name!r}, which selects no {kind}; rename it")
                 if name in found:
                     raise ComponentError(self._duplicate(kind, name, found[name].plugin, plugin))
                 found[name] = Component(kind, name, factory, plugin, description)
@@ -447,15 +453,26 @@ class PluginHost:
 
     def config_sections(self) -> dict[str, type]:
         """Plugin-declared configuration sections, path -> attrs class."""
+        from monoagent.kernel.config import kernel_tables, table_keys
+
         sections: dict[str, tuple[type, str]] = {}
         kernel_paths = _kernel_paths()
+        tables = kernel_tables()
 
         def bind(plugin: str) -> Callable[..., None]:
             def register(path: str, cls: type) -> None:
                 if not attrs.has(cls):
                     raise PluginError(f"plugin {plugin!r} registered config section {path!r} with {cls!r}, not an attrs class")
-                if path in kernel_paths:
+                if path in kernel_paths and path not in tables:
                     raise PluginError(f"plugin {plugin!r} cannot claim config section {path!r}: the kernel owns it")
+                if path in tables:
+                    taken = set(table_keys(tables[path])) & set(table_keys(cls))
+                    if taken:
+                        keys = ", ".join(sorted(f"{path}.{name}" for name in taken))
+                        raise PluginError(
+                            f"plugin {plugin!r} declares {keys} in config section {path!r}, but the kernel owns "
+                            f"{'that key' if len(taken) == 1 else 'those keys'}; a plugin may only add keys to a kernel table"
+                        )
                 if path in sections:
                     raise PluginError(
                         f"config section {path!r} is claimed by two plugins: "

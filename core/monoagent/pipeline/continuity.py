@@ -59,7 +59,8 @@ from monoagent.kernel.errors import MonoagentError, ProviderError, TurnFailed
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolStatus
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent.boundary.fences import neutralize_untrusted, quote_block, quote_inline
-from monoagent.pipeline.tool_lifecycle import RunLedger, ToolInvocation
+from monoagent.kernel.interfaces import ToolInvocation
+from monoagent.pipeline.tool_lifecycle import RunLedger
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn
@@ -547,8 +548,7 @@ class RunContinuity:
     def of(cls, turn: Turn) -> RunContinuity:
         record = turn.state.get(STATE_KEY)
         if record is None:
-            store = getattr(turn.agent, "tool_history", None)
-            record = turn.state[STATE_KEY] = cls(ContinuityCollector(), RunLedger(turn, store))
+            record = turn.state[STATE_KEY] = cls(ContinuityCollector(), RunLedger(turn, turn.agent.tool_history_store()))
         return record
 
     async def tool_invocation(self, call: ToolCall) -> dict[str, Any]:
