@@ -17,6 +17,7 @@ so CLI start-up never loads SQLite or the writer machinery.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,12 +79,19 @@ def register_tools(register: Callable[..., None]) -> None:
     register(SESSION_HISTORY_SPEC, session_history)
 
 
-@bundled_impl
-def extra_sections(turn: Any) -> Section | None:
+@functools.cache
+def _projection() -> tuple[type, Callable[..., Section | None]]:
+    """The store class and the projection, imported once (on the first turn, not at start-up)."""
     from monoagent_plugins.lib.tool_history.projection import projection_section
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
+    return SqliteToolHistory, projection_section
+
+
+@bundled_impl
+def extra_sections(turn: Any) -> Section | None:
+    store_class, projection_section = _projection()
     store = turn.agent.tool_history_store()
-    if not isinstance(store, SqliteToolHistory):
+    if not isinstance(store, store_class):
         return None
     return projection_section(turn, store)

@@ -12,10 +12,11 @@ written when the call settles, whether or not the turn later commits. The harnes
   ``persistence_error``.
 
 A store that cannot be opened at all (locked by another process, unreadable) rejects writes with
-:class:`~monoagent.kernel.errors.ToolHistoryUnavailable` while it retries; a run reports those as one warning line with a
-count, not one line per record. Every write's outcome is retrieved by the ledger, including one
-that settles after the run stopped waiting for it (logged unless it is such an unavailability,
-which the store reports once), so asyncio never reports a "Future exception was never retrieved".
+:class:`~monoagent.kernel.errors.ToolHistoryUnavailable` while it retries; a run reports those as
+one warning line with a count, not one line per record. Every write's outcome is retrieved by the
+ledger, including one that settles after the run stopped waiting for it (logged unless it is
+such an unavailability, which the store reports once), so asyncio never reports a "Future
+exception was never retrieved".
 
 Record ids are derived, never random (:func:`~monoagent.kernel.interfaces.record_id`: the SHA-256
 of physical conversation id, run id, provider tool-call id and phase), so a retried write is
