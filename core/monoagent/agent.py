@@ -247,11 +247,13 @@ class Agent:
         tool-history store is read first, so an unreadable one fails the reset before either
         store is touched. Returns the message store's ``HistoryResetReport`` and the tool
         history's clear report (None when tool history is off). Other conversations are untouched.
+        The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
         """
         from monoagent.kernel.errors import HistoryStoreError
         from monoagent.kernel.interfaces import logical_conversation_id
+        from monoagent.text import valid_unicode
 
-        logical = logical_conversation_id(conversation_id)
+        logical = logical_conversation_id(valid_unicode(conversation_id))
         store = self.history_store
         reset_logical = getattr(store, "reset_logical", None)
         if reset_logical is None:

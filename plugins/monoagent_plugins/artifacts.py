@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from monoagent.kernel.log import logger
+from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import RunEvent
 from monoagent.kernel.host import bundled_impl
 from monoagent.text import valid_unicode
@@ -64,6 +64,7 @@ class ArtifactWriter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._flushed_at_exit = False
 
     def submit(self, root: Path, event: RunEvent) -> None:
         thread = self._thread
@@ -75,15 +76,23 @@ class ArtifactWriter:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
-            if self._thread is None:
+            if not self._flushed_at_exit:
                 atexit.register(self.flush)
-            else:
+                self._flushed_at_exit = True
+            if self._thread is not None:
                 logger.warning(
                     "the run-artifact writer thread had stopped (the lines it held for unfinished runs are lost); "
                     "started a new one"
                 )
             self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
             self._thread.start()
+
+    def forget_parent(self) -> None:
+        """In a forked child: the parent's thread did not come along, and the events queued for it
+        are the parent's to write. The child starts a writer of its own on its first event."""
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread = None
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -121,7 +130,7 @@ class ArtifactWriter:
                     self._add(pending, *item)
             except Exception as exc:  # one bad item never stops the writer
                 what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
-                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}: {}", what, type(exc).__name__, exc)
+                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}", what, failure_text(exc))
 
     def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
         from monoagent.kernel.serial import unstructure
@@ -130,8 +139,8 @@ class ArtifactWriter:
         try:
             line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
         except Exception as exc:
-            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}: {}",
-                           event.type, event.run_id, type(exc).__name__, exc)
+            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
+                           event.type, event.run_id, failure_text(exc))
         else:
             pending.setdefault(key, []).append(line)
         if event.type in TERMINAL:
@@ -147,10 +156,12 @@ class ArtifactWriter:
             with _open_run_file(root, run_id) as handle:
                 handle.write("".join(line + "\n" for line in lines))
         except Exception as exc:
-            logger.warning("run artifact for {} not written ({} events lost): {}: {}", run_id, len(lines), type(exc).__name__, exc)
+            logger.warning("run artifact for {} not written ({} events lost): {}", run_id, len(lines), failure_text(exc))
 
 
 writer = ArtifactWriter()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=writer.forget_parent)
 
 
 @bundled_impl

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from monoagent.kernel.model import RunEvent, TurnRequest
 from monoagent.kernel.host import bundled_impl
-from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, terminal_text
+from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, read_capped, terminal_text
 
 
 class ConsoleChannel:
@@ -45,7 +45,7 @@ class ConsoleChannel:
             except EOFError:
                 return None
         else:
-            line = self.stdin.readline()
+            line = read_capped(self.stdin.readline, "the input line")
             if line == "":
                 return None
         return input_text(line.rstrip("\n"), "the input line")

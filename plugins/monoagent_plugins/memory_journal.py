@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
-from monoagent.kernel.config import setting
+from monoagent.kernel.config import parse_ascii_number, setting
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import MemoryHit, ToolSpec
@@ -335,8 +335,8 @@ class JournalTier:
 
     async def forget(self, memory_id: str) -> bool:
         try:
-            rowid = int(str(memory_id).strip())
-        except ValueError:
+            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
+        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
             return False
         return await self._worker.run(self._forget, rowid)
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.config import setting
+from monoagent.kernel.config import parse_ascii_number, setting
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
 from monoagent.kernel.host import bundled_impl
@@ -283,8 +283,8 @@ class LiteTier:
     async def forget(self, memory_id: str) -> bool:
         """Remove one entry by id; False when there is no such entry."""
         try:
-            rowid = int(str(memory_id).strip())
-        except ValueError:
+            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
+        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
             return False
         return await self._worker.run(self._forget, rowid)
 

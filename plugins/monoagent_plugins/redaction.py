@@ -91,6 +91,8 @@ _PRIVATE_KEY = _lazy(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
 )
 
+_PUTTY_PRIVATE_LINES = _lazy(r"(?m)^(Private-Lines:[ \t]*[0-9]+[ \t]*\r?\n)(?:[A-Za-z0-9+/]+={0,2}[ \t]*(?:\r?\n|\Z))+")
+
 # (kind, hints, pattern): the pattern runs only on text whose lower-cased form holds one of the hints.
 _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("anthropic_key", ('sk-ant-',), _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
@@ -111,6 +113,7 @@ _TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("discord_token", ('.',), _lazy(r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b")),
     ("telegram_bot_token", (':AA',), _lazy(r"\b[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}\b")),
     ("stripe_key", ('_live_', '_test_'), _lazy(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("live_key", ('_live_',), _lazy(r"\b[a-z][a-z0-9]{1,15}_live_(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}\b")),
     ("stripe_webhook_secret", ('whsec_',), _lazy(r"\bwhsec_[A-Za-z0-9]{24,}")),
     ("square_token", ('sq0',), _lazy(r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}")),
     ("braintree_token", ('access_token$',), _lazy(r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}")),
@@ -148,7 +151,8 @@ _SECRET_NOUNS = frozenset(
 _SECRET_COMPOUNDS = ("password", "passwd", "passphrase", "secret", "token", "credentials")
 _KEY_QUALIFIERS = frozenset(
     "api access secret signing sign private priv encryption decryption crypt master auth app client account shared "
-    "session consumer webhook hmac license service db database admin root jwt deploy aes cipher storage".split()
+    "session consumer webhook hmac license service db database admin root jwt deploy aes cipher storage subscription "
+    "server write ingest ingestion integration bot sas developer merchant partner".split()
 )
 _NOT_SECRET_TOKENS = frozenset(
     "page next continuation sync cursor bos eos pad unk sep cls mask start end stop max min num input output total "
@@ -199,6 +203,8 @@ _TYPE_NAME = _lazy(
 _REFERENCE = _lazy(r"[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)+(?:[\[(].*)?|[A-Za-z_$][\w$.]*\(.*")
 _EXPRESSION_TAIL = _lazy(r"(?:or|and|if|else|\|\||&&|\?\?|[-+*/%]|==|!=)\s")
 _IDENTIFIER = _lazy(r"[A-Za-z_][A-Za-z_]*[0-9]*")
+_EXPRESSION_WORDS = frozenset("await new yield typeof lambda function async".split())
+_PLACEHOLDER_LEAD = _lazy(r"(?:<[^<>\n]*>|\$\{[^}\n]*\}|\{\{[^}\n]*\}\}|\*{3,}|\.{3})(?=$|[\s`'\"),;])")
 _SNAKE_VARIABLE = _lazy(r"[a-z]+(?:_[a-z]+)+")
 _LINE_PREFIX = _lazy(r"[ \t]*(?:(?:export|set|setx|declare(?:[ \t]+-\w+)?|local|readonly|ENV|ARG)[ \t]+|\$env:|-[ \t]+)?")
 _AUTH_SCHEME = _lazy(
@@ -225,11 +231,16 @@ def _not_a_value(value: str, *, quoted: bool, sep: str, code: bool, key: str) ->
     stripped = value.strip()
     if _is_placeholder(stripped) or _is_redacted(stripped):
         return True
+    scheme = _AUTH_SCHEME.match(stripped)
+    if scheme and _is_placeholder(stripped[scheme.end() :]):
+        return True  # `Bearer ${token}`: the scheme and a reference
     if quoted:
         return False
     if sep == ":" and _TYPE_NAME.match(stripped):
         return True
     first, _, rest = stripped.partition(" ")
+    if first.rstrip(":;,") in _EXPRESSION_WORDS:
+        return True  # "= await get_token()", "= new Client(...)": code computing the value
     if rest and _EXPRESSION_TAIL.match(rest):
         stripped = first  # "api_key or os.environ[...]": an expression over a reference
     stripped = stripped.rstrip(":;,")
@@ -291,6 +302,12 @@ _NAMED_ELEMENT = _lazy(
     r"<(?P<tag>[\w.\-:]+)[^<>]*?\b(?:name|key)=[\"'](?P<name>[^\"'<>]+)[\"'][^<>]*>(?P<value>[^<]+)</(?P=tag)>"
 )
 _LABEL = _lazy(r"(?m)^[ \t]*(?:[-*][ \t]+)?(?P<key>[A-Za-z]+(?:[ \t][A-Za-z]+){1,3})[ \t]*:[ \t]*(?P<value>[^\n]*?)[ \t\r]*$")
+_PAIR = _lazy(r"[(\[][ \t]*(?P<q>[\"'])(?P<name>[\w.\-]{1,256})(?P=q)[ \t]*,[ \t]*(?=[\"'])")
+_K8S_SECRET = _lazy(r"(?m)^[ \t]*kind:[ \t]*[\"']?Secret[\"']?[ \t]*$|\"kind\"[ \t]*:[ \t]*\"Secret\"")
+_K8S_DATA_YAML = _lazy(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\r?\n")
+_K8S_ENTRY = _lazy(r"(?m)^(?:[ \t]*(?:#[^\n]*)?\r?\n)*(?P<indent>[ \t]*)(?:[\"'][^\"'\n]+[\"']|[^\s:#][^\s:]*):[ \t]*(?P<value>[^\n]*?)[ \t\r]*$")
+_K8S_DATA_JSON = _lazy(r'"(?:data|stringData)"[ \t\r\n]*:[ \t\r\n]*\{(?P<body>[^{}]*)\}')
+_JSON_STRING_MEMBER = _lazy(r'"(?:[^"\\\n]|\\.)*"[ \t\r\n]*:[ \t\r\n]*"(?P<value>(?:[^"\\\n]|\\.)*)"')
 _CREDENTIAL_WORD = _lazy(r"(?=\S*[^a-z\s])\S{6,}")  # one word, not plain lower-case prose
 _QUERY = _lazy(r"(?<=[?&;])(?P<key>[\w.\-\[\]]+)=(?P<value>[^&#\s\"'<>]+)")
 _BEARER = _lazy(r"(?i)(?<=\bbearer )[A-Za-z0-9._~+/\-]{16,}=*")
@@ -308,6 +325,25 @@ _COMMAND_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     ("cli_credentials", ('pass:',), _lazy(r"(?<![\w-])-pass(?:in|out)?[ \t]+pass:(?P<value>\S+)")),
     ("cli_credentials", ('smbclient',), _lazy(r"\bsmbclient\b[^\n|;&]*?[ \t]-U[ \t]*[^\s%]+%(?P<value>\S+)")),
     ("cli_credentials", ('-b', '--cookie'), _lazy(r"(?i)(?<![\w-])(?:-b|--cookie)[ \t]+(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]*=\S+)")),
+    ("cli_credentials", ('ldap',), _lazy(r"\bldap\w*\b[^\n|;&]*?[ \t]-w[ \t]*(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
+    (
+        "cli_credentials",
+        ("htpasswd",),
+        _lazy(
+            r"\bhtpasswd(?:[ \t]+-[A-Za-z]+)*[ \t]+-[A-Za-z]*b[A-Za-z]*(?:[ \t]+-[A-Za-z]+)*[ \t]+(?:(?!-)\S+[ \t]+){1,2}"
+            r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)"
+        ),
+    ),
+    (
+        "cli_credentials",
+        ("convertto-securestring",),
+        _lazy(r"(?i)\bConvertTo-SecureString\b(?=[^\n|;]*-AsPlainText)[^\n|;'\"]*(?P<value>'[^'\n]*'|\"[^\"\n]*\")"),
+    ),
+    (
+        "cli_credentials",
+        ("oracle", "sqlplus"),
+        _lazy(r"(?i)(?:\bjdbc:oracle:\w+:|\bsqlplus\w*(?:[ \t]+-\w+)*[ \t]+)[\w$#]+/(?P<value>[^\s@/\"']+)@"),
+    ),
     (
         "netrc_password",
         ("password",),
@@ -344,10 +380,10 @@ def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[in
         scheme = _AUTH_SCHEME.match(value)
         if scheme:
             start += scheme.end()
-        if _is_placeholder(text[start:end]):
+        if _is_placeholder(text[start:end]) or _PLACEHOLDER_LEAD.match(text, start, end):
             return []
         return _value_spans(text, start, end, "authorization")
-    if _is_placeholder(value):
+    if _is_placeholder(value) or _PLACEHOLDER_LEAD.match(text, start, end):
         return []
     return _value_spans(text, start, end, "cookie" if "cookie" in header else "secret_header")
 
@@ -553,6 +589,47 @@ def _named_values(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _pairs(text: str) -> list[tuple[int, int, str]]:
+    """Name/value pairs written as a tuple or an array: ``('x-api-key', '...')``, ``["Authorization", "Bearer ..."]``."""
+    spans: list[tuple[int, int, str]] = []
+    for match in _PAIR.finditer(text) if "," in text else ():
+        name = match.group("name")
+        if not is_secret_name(name):
+            continue
+        inner = _quoted_value(text, match.end())
+        if inner is None:
+            continue
+        if name.lower() in _HEADER_ONLY:
+            spans += _header_value(text, *inner, name.lower())
+        elif not _not_a_value(text[inner[0] : inner[1]], quoted=True, sep=",", code=True, key=name):
+            spans += _value_spans(text, *inner, "secret_assignment")
+    return spans
+
+
+def _kubernetes_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Every value under ``data`` or ``stringData`` of a Kubernetes ``kind: Secret``, whatever its key (YAML or JSON)."""
+    spans: list[tuple[int, int, str]] = []
+    if not _K8S_SECRET.search(text):
+        return spans
+    for block in _K8S_DATA_YAML.finditer(text):
+        indent, position = len(block.group("indent")), block.end()
+        for entry in _K8S_ENTRY.finditer(text, block.end()):
+            if entry.start() != position or len(entry.group("indent")) <= indent:
+                break  # the block ends at its first line that is not one of its entries
+            position = entry.end() + 1
+            start, end = entry.span("value")
+            if text[start : start + 1] in ("|", ">"):
+                found = _block_scalar(text, start, entry.start())
+                start, end = found if found is not None else (start, start)
+            else:
+                start, end = _quoted_value(text, start) or (start, end)
+            spans += _value_spans(text, start, end, "secret_value")
+    for block in _K8S_DATA_JSON.finditer(text):
+        for member in _JSON_STRING_MEMBER.finditer(text, *block.span("body")):
+            spans += _value_spans(text, *member.span("value"), "secret_value")
+    return spans
+
+
 def _labels(text: str) -> list[tuple[int, int, str]]:
     """``Secret access key: ...`` and ``API Key: ...``: a label of a few words at the start of a line."""
     spans: list[tuple[int, int, str]] = []
@@ -587,12 +664,17 @@ def redact_secrets(text: str) -> str:
     """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``."""
     if "-----begin" in text.lower():
         text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
+    if "Private-Lines:" in text:
+        text = _PUTTY_PRIVATE_LINES.sub("\\1[REDACTED:private_key]\n", text)
     for kind, hints, pattern in _TOKENS:
         if any(hint in text for hint in hints):
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     text = _replace(text, _url_credentials(text) + _commands(text, text.lower()))
     starts = _key_starts(text, text.lower())
-    return _replace(text, _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _labels(text) + _xml_and_query(text))
+    spans = _key_values(text, starts) + _flags(text, starts) + _named_values(text) + _labels(text) + _xml_and_query(text)
+    if "secret" in text.lower():
+        spans += _kubernetes_secrets(text)
+    return _replace(text, spans + (_pairs(text) if "(" in text or "[" in text else []))
 
 
 # ---------------------------------------------------------------------------------------- paths
@@ -712,7 +794,9 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
 
     A string or number under a secret-named key (``password``, ``api_key``, ``SecretAccessKey``,
     ...; see :func:`is_secret_name`), or in a list under one, is replaced wholesale unless it is
-    a placeholder; so is the ``value`` of a ``{"name": <secret name>, "value": ...}`` pair. Keys
+    a placeholder; so is the ``value`` of a ``{"name": <secret name>, "value": ...}`` pair, the
+    second item of a ``[<secret name>, value]`` pair, and every value under ``data`` or
+    ``stringData`` of a Kubernetes ``{"kind": "Secret"}``. Keys
     that collide after redaction keep every value: the second and later ones (in input order)
     get ``#2``, ``#3``...; keys are bounded to 256 characters.
     """
@@ -723,10 +807,14 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
         named = any(
             str(k).lower() in ("name", "key") and isinstance(v, str) and is_secret_name(v) for k, v in value.items()
         )
+        kubernetes_secret = value.get("kind") == "Secret"
         for key, item in value.items():
             raw_key = str(key)
             secret = is_secret_name(raw_key) or (named and raw_key.lower() == "value")
-            item_out = _secret_item(item, redact) if secret else redact_structure(item, redact)
+            if kubernetes_secret and raw_key in ("data", "stringData") and isinstance(item, dict):
+                item_out = {k: _secret_item(v, redact) for k, v in redact_structure(item, redact).items()}
+            else:
+                item_out = _secret_item(item, redact) if secret else redact_structure(item, redact)
             safe = redact(raw_key)[:MAX_KEY_CHARS]
             name, n = safe, 1
             while name in out:
@@ -735,6 +823,8 @@ def redact_structure(value: Any, redact: Callable[[str], str] = redact_text) -> 
             out[name] = item_out
         return out
     if isinstance(value, (list, tuple)):
+        if len(value) == 2 and isinstance(value[0], str) and is_secret_name(value[0]):
+            return [redact(value[0]), _secret_item(value[1], redact)]
         return [redact_structure(item, redact) for item in value]
     return value
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,20 @@ def _plain_fts(path: Path) -> None:
     conn.close()
 
 
+def _fts_options(options: str) -> Callable[[Path], None]:
+    """An FTS5 index of the tier's name whose options are not the tier's: another tokenizer, or
+    an external-content index reading another table (the module alone matches the tier's DDL)."""
+
+    def plant(path: Path) -> None:
+        fts = "memories_fts" if path.name == "lite.sqlite" else "entries_fts"
+        with sqlite3.connect(path) as conn:
+            conn.execute(f"DROP TABLE {fts}")
+            conn.execute(f"CREATE VIRTUAL TABLE {fts} USING fts5({options})")
+        conn.close()
+
+    return plant
+
+
 def _trigger(path: Path) -> None:
     main = "memories" if path.name == "lite.sqlite" else "entries"
     with sqlite3.connect(path) as conn:
@@ -193,6 +207,8 @@ DAMAGE = {
     "foreign schema": (_foreign, "holds the tables invoices"),
     "planted table of the same name": (_planted_table, "of another shape"),
     "plain table as the FTS index": (_plain_fts, "of another shape"),
+    "FTS index with another tokenizer": (_fts_options("text, tokenize='ascii'"), "of another shape"),
+    "FTS index over another table": (_fts_options("text, content='meta', content_rowid='rowid'"), "of another shape"),
     "planted trigger": (_trigger, "trigger 'wipe'"),
     "schema from the future": (_future_schema, "schema '99'"),
     "a directory": (_directory, "is a directory"),

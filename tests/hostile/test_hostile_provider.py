@@ -1005,3 +1005,131 @@ def test_the_new_keys_are_validated(tmp_path):
     for key, value in (("streamIdleTimeoutMs", 0), ("maxStreamEventBytes", 10), ("maxStreamBytes", "big")):
         with pytest.raises(ConfigError, match=f"providers.piNative.{key}"):
             fresh_agent(tmp_path, config={"providers": {"piNative": {key: value}}}).config  # noqa: B018
+
+
+def test_a_cycle_of_identical_calls_is_a_repeat_too(tmp_path):
+    """A, B, A, B, ... (and any cycle of up to 16 calls) is the same runaway loop as A, A, A."""
+    calls: list[Any] = []
+    cycle = [{"name": "clock", "arguments": {"tz": "UTC"}}, {"name": "clock", "arguments": {"tz": "CET"}}]
+    steps = [{"tool_calls": [call]} for call in cycle] * 25 + [{"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"runtime": {"maxTurns": 0}}, plugins=[loop_tools(calls)])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, RepeatedToolCall), outcome
+    assert len(calls) == 10  # each call of the cycle ran five times; the sixth round was refused
+    assert "cycle of 2 tool calls" in str(outcome) and "\n" not in str(outcome)
+    assert of(events, "run_failed")[0]["settlement"] == "repeated_tool_call"
+
+    calls.clear()
+    (tmp_path / "2").mkdir()
+    three = [{"name": "clock", "arguments": {"n": n}} for n in range(3)]
+    steps = [{"tool_calls": three}] * 10 + [{"text": "done"}]  # the cycle within one step, repeated every step
+    agent = scripted_agent(tmp_path / "2", steps, config={"runtime": {"maxTurns": 0}}, plugins=[loop_tools(calls)])
+    outcome, _ = turn(agent)
+    assert isinstance(outcome, RepeatedToolCall) and len(calls) == 15
+
+
+def test_a_tool_that_swallows_the_deadline_does_not_outlive_it(tmp_path):
+    """The deadline cancels the tool; a tool that catches the cancellation still ends the run."""
+    calls: list[Any] = []
+    gate = asyncio.Event()
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            async def stubborn(turn_, arguments):
+                calls.append(arguments)
+                if len(calls) == 1:
+                    try:
+                        await gate.wait()
+                    except asyncio.CancelledError:
+                        pass  # a misbehaving tool: it keeps going
+                return "ok"
+
+            register(ToolSpec("clock", "tell the time", {"type": "object"}), stubborn)
+
+    steps = [{"tool_calls": [{"name": "clock", "arguments": {"n": n}}]} for n in range(20)] + [{"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"runtime": {"maxTurns": 0, "runTimeoutMs": 200}}, plugins=[Tools()])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, RunDeadlineExceeded), outcome
+    assert len(calls) == 1
+    assert of(events, "run_failed")[0]["settlement"] == "run_deadline"
+
+
+def test_a_reused_tool_call_id_runs_nothing_unrecorded(tmp_path):
+    """Tool-history record ids derive from the provider's call id: a second call reusing an id,
+    in the same step or a later one, ran with no record of its own. Reused ids get a suffix."""
+    for case, steps in {
+        "same step": [{"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 1}},
+                                      {"name": "clock", "id": "t1", "arguments": {"n": 2}}]}, {"text": "done"}],
+        "later step": [{"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 1}}]},
+                       {"tool_calls": [{"name": "clock", "id": "t1", "arguments": {"n": 2}},
+                                       {"name": "clock", "id": "t1_2", "arguments": {"n": 3}}]}, {"text": "done"}],
+    }.items():
+        calls: list[Any] = []
+        (tmp_path / case).mkdir()
+        agent = scripted_agent(tmp_path / case, steps, plugins=[loop_tools(calls)])
+        result, events = turn(agent)
+        assert not isinstance(result, Exception), result
+        rows = agent.tool_history_store().query("SELECT call_id, arguments FROM calls ORDER BY start_seq")
+        assert [json.loads(row["arguments"]) for row in rows] == calls, case  # every call that ran has its record
+        assert [a.call.id for a in result.tool_activity] == [row["call_id"] for row in rows]
+        assert len({row["call_id"] for row in rows}) == len(calls) == len(of(events, "tool_result"))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_calls_without_ids_get_ids_unique_in_the_run(tmp_path, serve, provider):
+    """A server that sends no (or empty) tool-call ids gets a record per call, step after step."""
+    def script(number: int) -> tuple[int, dict[str, str], Iterable[bytes]]:
+        fmt = FORMAT[provider]
+        if number >= 2:
+            return 200, {}, [fmt["start"], fmt["text"]("done"), fmt["end"]]
+        if provider == "openai":
+            tool = o_chunk({"tool_calls": [{"index": 0, "type": "function", "function": {"name": "clock", "arguments": "{}"}}]})
+            return 200, {}, [fmt["start"], tool, o_chunk({}, "tool_calls"), O_END]
+        return 200, {}, [A_START, a_tool(0, "", "clock", "{}"), A_END]
+
+    calls: list[Any] = []
+    server = serve(script)
+    agent = agent_for(tmp_path, provider, server.url, plugins=[loop_tools(calls)])
+    result, events = turn(agent)
+    assert not isinstance(result, Exception), result
+    assert result.text == "done" and len(calls) == 2
+    assert len({row["call_id"] for row in agent.tool_history_store().query("SELECT call_id FROM calls")}) == 2
+
+
+# =========================================================================== item 13: cuts of provider text before redaction
+
+DSN = "postgres://admin:S3cr3tDbP4ssw0rdX@db.internal:5432/app"
+
+
+def _straddling(limit: int, before: str = "upstream said: ") -> str:
+    """Text whose credential crosses character ``limit`` (where a raw cut would leave ``...S3cr3tDbP4``)."""
+    pad = "x " * ((limit - len(before) - 28) // 2)
+    return f"{before}{pad}{DSN} and more text after it"
+
+
+STRADDLING_CASES = {
+    "status body": lambda: (502, {"content-type": "text/plain"}, [_straddling(300).encode()]),
+    "not an event stream": lambda: (200, {"content-type": "text/html"}, [_straddling(200).encode()]),
+    "stream error event": lambda: (200, {}, [A_START, a_event("error", {"type": "error", "error": {
+        "type": "invalid_request_error", "message": _straddling(500)}})]),
+    "malformed event": lambda: (200, {}, [A_START, a_event("content_block_delta", {"x": _straddling(200 - len('{"x":"')),
+                                                           "type": "content_block_delta", "index": 0,
+                                                           "delta": {"type": "text_delta", "text": 5}})]),
+    "unreadable arguments": lambda: (200, {}, [A_START, a_tool(1, "toolu_1", "clock", _straddling(200, "{"))]),
+    "openai stream error": lambda: (200, {}, [f"data: {dumps({'error': {'type': 'invalid_request_error', 'message': _straddling(500)}})}\n\n".encode()]),
+}
+
+
+@pytest.mark.parametrize("case", STRADDLING_CASES)
+def test_provider_text_is_never_cut_inside_a_credential_before_redaction(tmp_path, serve, case):
+    """Excerpts of what a server sent (error bodies, error events, bad events) are cut at a word
+    boundary: a credential crossing the excerpt's end is left out whole, not cut to a part that
+    redaction no longer recognises, in the error, ``run_failed`` and the continuity account."""
+    answer = STRADDLING_CASES[case]()
+    server = serve(lambda number: answer)
+    agent = agent_for(tmp_path, case.split()[0] if case.startswith("openai") else "anthropic", server.url, plugins=[loop_tools([])])
+    outcome, events = turn(agent)
+    assert isinstance(outcome, ProviderError), outcome
+    for shown in (agent.redact(str(outcome), "error"), of(events, "run_failed")[0]["error"], account_of(agent)):
+        assert "S3cr3tDb" not in shown, shown

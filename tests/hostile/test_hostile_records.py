@@ -186,6 +186,18 @@ def test_a_command_line_count_without_negatives_refuses_a_minus_sign(memory_cli)
     assert memory_cli("memory", "list", "--limit", "3").exit_code == 0
 
 
+@pytest.mark.parametrize("raw", ["\u0663", "\uff13", "+3", "0_3", "3.0"])
+def test_a_memory_id_takes_ascii_digits_only(memory_cli, raw):
+    """``memory forget \u0663`` (Arabic-Indic three) forgot entry 3: ids typed on the command line are
+    read as configuration integers are, ASCII digits only."""
+    for n in range(3):
+        assert memory_cli("memory", "add", "--tier", "lite", f"entry {n}").exit_code == 0
+    result = memory_cli("memory", "forget", "--tier", "lite", raw)
+    assert result.exit_code == 1 and "has no entry" in result.output, result.output
+    assert "entry 2" in memory_cli("memory", "list", "--tier", "lite").output
+    assert memory_cli("memory", "forget", "--tier", "lite", "3").exit_code == 0
+
+
 # --------------------------------------------------------------------------- 6: files the operator points at
 
 # Before the fix these reads never end (a FIFO) or eat memory until the kernel kills the process
@@ -208,6 +220,29 @@ def run_child(script: str, *args: str) -> dict:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_standard_input_is_read_under_a_cap(tmp_path):
+    """``monoagent run - < /dev/zero`` read standard input whole (a MemoryError, or the OOM killer);
+    ``memory add -`` and a ``chat`` line without an end did the same. Past the cap: one line, exit 1."""
+    from monoagent.boundary.terminal import INPUT_MAX_CHARS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+               MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD="1", MONO_AGENT_MEMORY_TIERS="lite", MONO_AGENT_MODEL="offline:echo")
+
+    def cap_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_CAP, CHILD_MEMORY_CAP))
+
+    for args in (["run", "-"], ["prompt", "-"], ["memory", "add", "-"], ["chat"]):
+        with open("/dev/zero", "rb") as zero:
+            done = subprocess.run([sys.executable, "-m", "monoagent.cli", *args], stdin=zero, capture_output=True,
+                                  env=env, cwd=tmp_path, timeout=WATCHDOG_SECONDS, preexec_fn=cap_memory)
+        stderr = done.stderr.decode()
+        assert done.returncode == 1, (args, stderr[-2000:])
+        assert stderr.count("\n") == 1 and f"over the {INPUT_MAX_CHARS:,}-character limit" in stderr, (args, stderr)
 
 
 BOOTSTRAP_CHILD = """
@@ -699,6 +734,37 @@ def test_a_commit_over_the_file_size_limit_publishes_the_account(tmp_path):
     assert stored[3].startswith(ACCOUNT_HEADER) and "settlement: commit_failed" in stored[3]
 
 
+class SyncFailsAfterPublishing(FsOps):
+    """A disk whose directory fsync fails once when armed: the record is already renamed into
+    place, so the store has published the turn and then raises (a store that commits, then fails)."""
+
+    armed = False
+
+    def fsync_dir(self, path):
+        if self.armed:
+            self.armed = False
+            raise OSError(errno.EIO, "Input/output error (test disk)")
+        super().fsync_dir(path)
+
+
+def test_a_commit_that_lands_and_then_raises_is_not_followed_by_an_account(tmp_path):
+    fs = SyncFailsAfterPublishing()
+    agent, capture = store_agent(tmp_path, [{"text": "one"}, {"text": "two"}], lambda root: FilesHistoryStore(root, fs=fs))
+    agent.run_sync("first", conversation_id="c")
+    fs.armed = True
+    events = []
+    result = agent.run_sync("second", conversation_id="c", on_event=events.append)
+    assert result.text == "two"
+    types = [e.type for e in events]
+    assert "continuity_account" not in types and "run_failed" not in types
+    assert types[-2:] == ["run_committed", "run_completed"]
+    (warning,) = [e.data for e in events if e.type == "runtime_warning" and e.data["code"] == "commit_not_confirmed"]
+    assert "Input/output error" in warning["error"]
+    assert history_of(agent) == ["first", "one", "second", "two"]  # the answer, and no account beside it
+    assert capture.captured == ["one", "two"]
+    agent.close()
+
+
 class ThreadGatedStore:
     """A files store whose commits of answers wait, in the worker thread, for the test's gate, as
     a real store's commit runs on in its thread whatever happens to the coroutine awaiting it."""
@@ -928,6 +994,30 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
     finally:
         if release is not None:
             release()
+        agent.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sidecar_deleted_or_replaced_under_the_open_writer_is_opened_again(tmp_path, how):
+    """An operator who moves a damaged sidecar aside (or clears it) while a process runs: the
+    writer's connection still points at the old file, where SQLite refuses every write
+    (SQLITE_READONLY_DBMOVED); the writer opens the file at its path again instead of failing
+    every later write for the life of the process."""
+    agent = sidecar_agent(tmp_path, 2, Monotonic())
+    try:
+        agent.run_sync("turn 0", conversation_id="c")
+        sidecar = Path(agent.config.history_dir) / SIDECAR
+        if how == "replaced":  # by an empty sidecar made elsewhere (this process's writer of this one is busy failing)
+            os.replace(make_sidecar(tmp_path / "elsewhere"), sidecar)
+        else:
+            sidecar.unlink()
+        events = []
+        agent.run_sync("turn 1", conversation_id="c", on_event=events.append)
+        assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
+        assert not [e for e in events if e.type == "runtime_warning" and e.data["code"] == "tool_history_write_failed"]
+        recorded = agent.tool_history_store().records(conversation_id="c")
+        assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 1"}')]
+    finally:
         agent.close()
 
 

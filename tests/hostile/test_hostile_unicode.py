@@ -398,6 +398,44 @@ def test_surrogates_in_requests_and_in_provider_streams_on_the_wire(tmp_path: Pa
     assert assert_valid_utf8_files(tmp_path / "home") >= 2
 
 
+UNSENDABLE_KEYS = [f"Zq7Xw2Lp{bad}9Rt4Vb6N" for bad in ("\udcff", "\u00e9", "\r\nX-Injected: 1", "\x00", "\t")]
+UNSENDABLE_URLS = ["{url}/\udcff", "{url}/\x1b]0;x\x07", "{url}/v1\r\nX-Injected: 1", "http://\udcff.example"]
+
+
+@pytest.mark.parametrize("prefix", ["anthropic", "openai"])
+def test_an_api_key_or_base_url_that_cannot_be_sent_is_a_one_line_provider_error(tmp_path: Path, prefix: str) -> None:
+    """Environment values are text too: a key or URL holding what HTTP cannot carry (a byte that is not
+    UTF-8, a non-ASCII letter, a line break) is a one-line error naming the setting, never a traceback,
+    and the key itself is not echoed."""
+    server_class = AnthropicWireServer if prefix == "anthropic" else OpenAIWireServer
+    key_env, url_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL") if prefix == "anthropic" else ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+    with server_class() as server:
+        url = server.url if prefix == "anthropic" else f"{server.url}/v1"
+        cases = [{key_env: key, url_env: url} for key in UNSENDABLE_KEYS]
+        cases += [{key_env: "k", url_env: bad.format(url=url)} for bad in UNSENDABLE_URLS]
+        for n, env in enumerate(cases):
+            agent = fresh_agent(tmp_path / str(n), config={"runtime": {"model": f"{prefix}:model-x"}}, env=env)
+            with pytest.raises(ProviderError) as caught:
+                agent.run_sync("hi", conversation_id="c")
+            agent.close()
+            message = str(caught.value)
+            assert "\n" not in message and not caught.value.retryable, message
+            assert (key_env if env[key_env] != "k" else "baseUrl") in message, message
+            assert "Zq7X" not in message and "9Rt4" not in message
+        assert server.requests == []
+
+
+def test_reset_conversation_names_the_conversation_a_turn_with_the_same_id_used(tmp_path: Path) -> None:
+    """A turn's conversation id is made valid where it enters; ``Agent.reset_conversation`` takes the same
+    id and must reset that conversation, not look for one whose id still holds the surrogate."""
+    agent = fresh_agent(tmp_path)
+    agent.run_sync("first", conversation_id="conv-\udcff")
+    report, _ = asyncio.run(agent.reset_conversation("conv-\udcff"))
+    assert report.logical_conversation_id == "conv-\ufffd" and report.messages == 2
+    assert "history: 0 messages" in agent.run_sync("again", conversation_id="conv-\udcff").text
+    agent.close()
+
+
 def test_a_scripted_provider_file_with_surrogate_escapes_is_read_as_valid_text(tmp_path: Path) -> None:
     from monoagent.testing import scripted_agent
 
@@ -573,6 +611,106 @@ def test_a_writer_thread_that_died_is_replaced_and_flush_does_not_wait_for_it(tm
     assert json.loads((tmp_path / "runs" / "run2.jsonl").read_text(encoding="utf-8"))["data"] == {"ok": True}
 
 
+class Mute(Exception):
+    """An exception whose message cannot be shown either: formatting it for the log raises again."""
+
+    def __str__(self) -> str:
+        raise Mute()
+
+
+class Unsayable:
+    def __str__(self) -> str:
+        raise Mute()
+
+
+def test_the_writer_survives_a_failure_whose_message_cannot_be_formatted(tmp_path: Path) -> None:
+    """The log line about a lost event formats the exception; if that raises too, the writer still goes on
+    and the lines it holds for other runs are not lost."""
+    from loguru import logger
+
+    from monoagent.kernel.model import RunEvent
+    from monoagent_plugins.artifacts import ArtifactWriter
+
+    logged: list[str] = []
+    logger.enable("monoagent_plugins")
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+    try:
+        writer = ArtifactWriter()
+        writer.submit(tmp_path, RunEvent("run_started", "runA", "c", 1, 0.0, {"ok": 1}))
+        writer.submit(tmp_path, RunEvent("probe", "runB", "c", 1, 0.0, {"x": Unsayable()}))
+        thread = writer._thread
+        assert writer.flush(timeout=60)
+        writer.submit(tmp_path, RunEvent("run_completed", "runA", "c", 2, 0.0, {"ok": 1}))
+        assert writer.flush(timeout=60) and writer._thread is thread and thread is not None and thread.is_alive()
+    finally:
+        logger.remove(sink)
+        logger.disable("monoagent_plugins")
+    lines = (tmp_path / "runs" / "runA.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["run_started", "run_completed"]
+    assert any("probe" in line and "runB" in line and "Mute" in line for line in logged)
+
+
+class MuteObserver:
+    @hookimpl
+    def on_run_event(self, event: Any, agent: Any) -> None:
+        if event.type == "run_started":
+            raise Mute()
+
+
+def test_an_event_observer_failing_with_a_message_that_cannot_be_formatted_does_not_break_the_turn(tmp_path: Path) -> None:
+    from loguru import logger
+
+    logged: list[str] = []
+    logger.enable("monoagent")
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+    try:
+        agent = fresh_agent(tmp_path, plugins=[MuteObserver()])
+        assert "you said: hi" in agent.run_sync("hi", conversation_id="c").text
+        agent.close()
+    finally:
+        logger.remove(sink)
+        logger.disable("monoagent")
+    assert any("failed on run_started: Mute (its message cannot be shown)" in line for line in logged)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_has_its_own_writer_and_its_own_run_ids(tmp_path: Path) -> None:
+    """A child forked after runs has no writer thread and must not write its parent's queued events, nor
+    repeat its parent's run ids (two processes appending to one run file)."""
+    from loguru import logger
+
+    from monoagent.pipeline.harness import new_run_id
+    from monoagent_plugins.artifacts import writer
+
+    agent = fresh_agent(tmp_path)
+    parent_run = agent.run_sync("one", conversation_id="p")  # the writer thread is running
+    logger.enable("monoagent_plugins")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's exit handlers
+        code = 1
+        try:
+            logged: list[str] = []
+            logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+            child_run = agent.run_sync("two", conversation_id="c")
+            report = {"flushed": writer.flush(60), "logged": logged, "run": child_run.run_id,
+                      "ids": [new_run_id()[12:] for _ in range(4)]}
+            os.write(write, json.dumps(report).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        report = json.loads(pipe.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    logger.disable("monoagent_plugins")
+    assert report["flushed"] and report["logged"] == []  # no "writer thread had stopped" warning
+    assert not set(report["ids"]) & {new_run_id()[12:] for _ in range(4)}
+    files = run_files(tmp_path)
+    assert files[report["run"]][-1]["type"] == "run_completed" and parent_run.run_id in files
+    agent.close()
+
+
 PROCESS_EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
@@ -711,6 +849,30 @@ def test_config_show_redacts_credentials_in_urls(cli_project: Path, monkeypatch:
     assert PASSWORD not in json.dumps(as_json) and "proxy.example" in as_json["providers.anthropic.baseUrl"]["value"]
 
 
+def test_json_outputs_are_valid_unicode_even_when_escaped_to_ascii(cli_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``config show --json`` and ``plugins --json`` write ASCII: a surrogate must not come out as a
+    ``\\udcff`` escape, which a JSON reader turns back into text that is not valid Unicode."""
+    from monoagent.boundary.terminal import terminal_json
+
+    for ensure_ascii in (True, False):
+        printed = terminal_json({"k\udcff": ["v\udcff", Path("/tmp/p\udcff")]}, ensure_ascii=ensure_ascii)
+        assert json.loads(printed) == {"k\ufffd": ["v\ufffd", "/tmp/p\ufffd"]}
+    monkeypatch.setenv("MONO_AGENT_HISTORY_DIR", str(cli_project / "hist\udcff"))
+    shown = cli("config", "show", "--json")
+    assert shown.exit_code == 0, shown.output
+    value = json.loads(shown.stdout)["history.dir"]["value"]
+    assert value == str(cli_project / "hist\ufffd")
+    (cli_project / "plugins" / "odd\udcffname.py").write_text("x = 1\n", encoding="utf-8")
+    listed = subprocess.run(
+        [sys.executable, "-m", "monoagent.cli", "--plugins-dir", os.fsencode(cli_project / "plugins"), "plugins", "--json"],
+        capture_output=True, env=clean_env(cli_project), cwd=cli_project, timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr.decode()
+    rows = json.loads(listed.stdout)
+    _assert_no_surrogates(rows, Path("plugins --json"))
+    assert any(row["name"] == "odd\ufffdname" for row in rows)
+
+
 def test_provider_errors_printed_by_the_cli_are_redacted_and_stripped(tmp_path: Path) -> None:
     """An error body echoing the key and a base URL with credentials, through ``main()``, in a real process."""
     with AnthropicWireServer() as server:
@@ -729,6 +891,36 @@ def test_provider_errors_printed_by_the_cli_are_redacted_and_stripped(tmp_path: 
     assert failed.returncode == 1
     assert_terminal_safe(failed.stderr.decode())
     assert "upstream said:  bad key [REDACTED:anthropic_key]" in failed.stderr.decode()
+
+
+UNEXPECTED_ERROR_PLUGIN = f'''
+from monoagent import hookimpl
+from monoagent.kernel.model import TextDelta
+
+@hookimpl
+def register_providers(register):
+    class Runtime:
+        context_window = 100000
+        async def stream(self, request):
+            yield TextDelta("partial\\n")
+            raise ValueError("upstream body: \\x1b]0;pwned\\x07\\u202e" + "{KEY[::-1]}"[::-1])  # not in the source line
+    register("raw", lambda agent, model: Runtime(), description="raises a plain exception")
+'''
+
+
+def test_an_unexpected_exception_is_printed_stripped_and_redacted(tmp_path: Path) -> None:
+    """A plugin's own exception (not a MonoagentError) used to end the CLI with Python's raw traceback:
+    its message reached the terminal with escape sequences and secrets. The traceback is still shown
+    (it is a bug report), cleaned like everything else; ``--debug`` leaves it to Python."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "raw_error.py").write_text(UNEXPECTED_ERROR_PLUGIN, encoding="utf-8")
+    done = monoagent("--plugins-dir", str(plugins), "run", "-m", "raw:x", "hi", env=clean_env(tmp_path), cwd=tmp_path)
+    stderr = done.stderr.decode("utf-8")
+    assert done.returncode == 1, stderr
+    assert_terminal_safe(stderr)
+    assert KEY not in stderr and "ValueError: upstream body: [REDACTED:anthropic_key]" in stderr
+    assert "Traceback" in stderr and done.stdout.decode() == "partial\n"
 
 
 def test_plugin_load_failures_and_log_lines_are_stripped_and_redacted(tmp_path: Path) -> None:
@@ -811,6 +1003,29 @@ def test_a_long_line_is_released_before_it_ends_without_printing_a_split_secret(
     assert out and len(out) <= len(words)  # a long line does not wait for its end
     out += stream.feed(f"then {KEY[:20]}") + stream.feed(f"{KEY[20:]} and more") + stream.end()
     assert out == words + "then [REDACTED:anthropic_key] and more"
+
+
+@pytest.mark.parametrize("secret_in_context", [
+    "SECRET_KEY = 'correct horse battery staple' done",  # a quoted value with spaces
+    'export DB_PASSWORD="correct horse battery staple" done',
+    "curl -H 'Authorization: Bearer correct horse battery staple' x",
+    '{"z":"w","api_key":"' + KEY + '","y":"v"}',  # minified JSON: no space to cut at
+])
+def test_a_long_line_is_never_cut_inside_a_secret(secret_in_context: str) -> None:
+    """A line longer than MAX_LINE is released before it ends; the cut (at its last space, or without
+    one, before the last HOLD_BACK characters) used to fall inside a secret, and the part after it was
+    printed in clear. Wherever the secret sits near the cut, the stream prints what the whole text prints."""
+    from monoagent.boundary.terminal import TerminalStream, terminal_text
+    from monoagent_plugins.redaction import redact
+
+    filler = "word " if " " in secret_in_context.split("=")[0] else '"k":"v",'
+    for shift in range(0, 450, 9):
+        head = (filler * (4200 // len(filler)))[: 3700 + shift]
+        text = head + secret_in_context + filler * 60 + "\n"
+        stream = TerminalStream(redact)
+        printed = "".join(stream.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + stream.end()
+        assert printed == terminal_text(text, redact), shift
+        assert "horse" not in printed and "battery" not in printed and KEY[30:50] not in printed
 
 
 def test_terminal_text_without_a_redactor_strips_controls_only() -> None:

@@ -17,7 +17,9 @@ there. A token is looked for in the *reading* of a text (:func:`fence_view`):
 1. HTML character references decoded (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), repeatedly;
 2. NFKD compatibility decomposition (fullwidth ``＜``, mathematical letters, ligatures), case
    folded; format characters (zero-width, bidi), combining marks, surrogates, invisible
-   controls (NUL, BEL, DEL, C1) and filler letters (U+3164) dropped;
+   controls (NUL, BEL, DEL, C1), filler letters (U+3164), the blank braille pattern and the
+   reserved default-ignorable code points dropped (a text holding Unicode tag characters, which
+   models read as the ASCII they encode, is read a second time with them decoded);
 3. the UTS #39 confusable *skeleton*: every character replaced by the prototype Unicode's
    ``confusables.txt`` maps it to (Cyrillic ``с`` and small capital ``ᴄ`` read ``c``, ``‹``
    reads ``<``, ``m`` reads ``rn``), from the data that the ``confusable-homoglyphs`` package
@@ -131,8 +133,17 @@ FENCE_NAMES: tuple[str, ...] = tuple(fence.name for fence in FENCES if fence.kin
 _IGNORED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cs"})
 _DROPPED_NAME_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
 #: Characters that show as nothing yet are neither format characters nor marks: the C0/C1
-#: controls that are not line breaks or other whitespace, and the Hangul filler letters.
-_INVISIBLE = frozenset("".join(map(chr, [*range(0x00, 0x09), *range(0x0E, 0x1C), *range(0x7F, 0x85), *range(0x86, 0xA0)])) + "\u115f\u1160\u3164\uffa0")
+#: controls that are not line breaks or other whitespace, the Hangul filler letters, the blank
+#: braille pattern, and the code points Unicode reserves as default-ignorable (unassigned, so
+#: rendered as nothing).
+_INVISIBLE = frozenset(
+    "".join(map(chr, [*range(0x00, 0x09), *range(0x0E, 0x1C), *range(0x7F, 0x85), *range(0x86, 0xA0)]))
+    + "\u115f\u1160\u3164\uffa0\u2800\u2065"
+    + "".join(map(chr, [*range(0xFFF0, 0xFFF9), 0xE0000, *range(0xE0002, 0xE0020), *range(0xE0080, 0xE0100), *range(0xE01F0, 0xE1000)]))
+)
+#: Unicode tag characters: invisible, yet models read them as the ASCII characters they encode.
+_TAGS = LazyPattern("[\U000e0020-\U000e007e]")
+_TAG_OPENERS = LazyPattern("[\U000e003c\U000e005b\U000e0026]")
 #: The characters a fence starts with in the reading (a label may open with either).
 _OPENERS = "<["
 #: ASCII characters that can start a fence in the reading or an HTML reference.
@@ -432,12 +443,25 @@ def _may_hold_token(text: str) -> bool:
     """False for text without a character that reads as an opener or ``&``: no fence can be read in it."""
     if text.isascii():
         return _ASCII_OPENERS.search(text) is not None
-    return _opener_chars().search(text) is not None
+    return _opener_chars().search(text) is not None or _TAG_OPENERS.search(text) is not None
+
+
+def _decode_tags(text: str) -> str:
+    """``text`` with each Unicode tag character replaced by the ASCII character it encodes."""
+    return _TAGS.sub(lambda tag: chr(ord(tag.group(0)) - 0xE0000), text)
 
 
 def has_fence_token(text: str) -> bool:
-    """Whether the reading of ``text`` opens or closes a host fence anywhere."""
-    return _may_hold_token(text) and _find(fence_view(text)) is not None
+    """Whether the reading of ``text`` opens or closes a host fence anywhere.
+
+    Tag characters are invisible, so the reading drops them; but a model may read them as the
+    ASCII they encode, so a text holding some is also read with them decoded.
+    """
+    if not _may_hold_token(text):
+        return False
+    if _find(fence_view(text)) is not None:
+        return True
+    return _TAGS.search(text) is not None and _find(fence_view(_decode_tags(text))) is not None
 
 
 def _inert(match: re.Match[str]) -> str:
@@ -481,6 +505,7 @@ def neutralize_fence_tokens(text: str) -> str:
     """
     if not has_fence_token(text):
         return text
+    text = _decode_tags(text)  # a fence spelled in tag characters becomes visible, then inert
     for _ in range(3):
         text = _rewrite(text)
         if not has_fence_token(text):

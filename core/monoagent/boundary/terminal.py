@@ -78,9 +78,8 @@ class TerminalStream:
       text too, as long as it lies within one line, or within a block of lines that a redaction
       is still open across (a block longer than :attr:`MAX_CONTEXT` characters keeps only its
       first line as context, which is enough for a match that runs on from there);
-    * a line longer than :attr:`MAX_LINE` characters is released at its last space, or without
-      one, all but its last :attr:`HOLD_BACK` characters; a secret cut there is redacted by the
-      rules that still see it.
+    * a line longer than :attr:`MAX_LINE` characters is released before it ends (see
+      :meth:`_cut`), never inside a secret the chain recognises in the text it has so far.
 
     Whether a redaction is open at the end of the released text is asked of the chain itself:
     if a probe (a newline and a run of letters) appended to it does not come back unchanged, a
@@ -90,6 +89,7 @@ class TerminalStream:
     MAX_LINE = 4096
     HOLD_BACK = 256
     MAX_CONTEXT = 16 * 1024
+    MAX_CUT_TRIES = 8
     PROBE = "\n" + "Q" * 40
 
     def __init__(self, redact: Redactor | None = None) -> None:
@@ -103,12 +103,35 @@ class TerminalStream:
         if "\n" in piece:
             cut = pending.rfind("\n") + 1
         elif len(pending) > self.MAX_LINE:
-            space = max(pending.rfind(" "), pending.rfind("\t"))
-            cut = space + 1 if space > 0 else len(pending) - self.HOLD_BACK
+            cut = self._cut(pending)
         else:
             return ""
         self._pending = pending[cut:]
         return self._release(pending[:cut])
+
+    def _cut(self, line: str) -> int:
+        """Where to release a long unfinished line: after its last space (or tab) that leaves
+        the last :attr:`HOLD_BACK` characters held, without one before those characters; moved
+        back (at most :attr:`MAX_CUT_TRIES` times, to the space or the hold-back before) while the
+        two parts would print otherwise than the whole, that is while the cut falls inside
+        something the chain redacts. What is held keeps the start of a secret that is still
+        arriving (a quoted value, a key) with the name or prefix that makes it one."""
+        limit = len(line) - self.HOLD_BACK
+        first = whole = None
+        for _ in range(self.MAX_CUT_TRIES):
+            space = max(line.rfind(" ", 0, limit), line.rfind("\t", 0, limit))
+            cut = space + 1 if space > 0 else limit
+            if cut <= 0:
+                break
+            if first is None:
+                first = cut
+                if self.redact is None:
+                    return cut
+                whole = terminal_text(line, self.redact)
+            if terminal_text(line[:cut], self.redact) + terminal_text(line[cut:], self.redact) == whole:
+                return cut
+            limit = space if space > 0 else cut - self.HOLD_BACK
+        return first if first is not None else len(line) - self.HOLD_BACK
 
     def end(self) -> str:
         """The text still held back, released; the stream starts afresh after it."""
@@ -141,22 +164,26 @@ class TerminalStream:
 
 
 def terminal_json(value: Any, redact: Redactor | None = None, **dumps: Any) -> str:
-    """``value`` as JSON safe to print: strings and keys redacted, terminal controls escaped."""
-    if redact is not None:
-        value = _redact_json(value, redact)
+    """``value`` as JSON safe to print: strings and keys valid Unicode and redacted, terminal controls escaped.
+
+    Strings are made valid before they are dumped: with ``ensure_ascii`` a surrogate would be
+    written as a ``\\udcff`` escape, which a JSON reader turns back into text that is not valid.
+    """
+    value = _redact_json(value, redact)
     dumps.setdefault("ensure_ascii", False)
-    dumps.setdefault("default", str)
+    dumps.setdefault("default", lambda other: valid_unicode(str(other)))
     text = valid_unicode(json.dumps(value, **dumps))
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _redact_json(value: Any, redact: Redactor) -> Any:
+def _redact_json(value: Any, redact: Redactor | None) -> Any:
     if isinstance(value, str):
-        return redact(value, KIND)
+        value = valid_unicode(value)
+        return value if redact is None else redact(value, KIND)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            name = redact(key, KIND) if isinstance(key, str) else key
+            name = _redact_json(key, redact) if isinstance(key, str) else key
             unique, n = name, 1
             while unique in out:
                 n += 1
@@ -243,7 +270,25 @@ def accept_undecodable(stream: IO[str]) -> None:
             logger.debug("standard input keeps its strict decoding (cannot reconfigure it: {})", exc)
 
 
+INPUT_MAX_CHARS = 16 * 1024 * 1024
+"""The most standard input (``-``) or one ``chat`` line may hold (the largest ``history.maxMessageBytes``)."""
+
+
+def read_capped(read: Callable[[int], str], what: str) -> str:
+    """``read(INPUT_MAX_CHARS + 1)``, or :class:`~monoagent.kernel.errors.InputTooLarge` when that is more than the cap.
+
+    Standard input may be ``/dev/zero`` or a line without an end: read whole, it would take all
+    memory before anything could say so.
+    """
+    text = read(INPUT_MAX_CHARS + 1)
+    if len(text) > INPUT_MAX_CHARS:
+        from monoagent.kernel.errors import InputTooLarge
+
+        raise InputTooLarge(f"{what} is over the {INPUT_MAX_CHARS:,}-character limit; refused")
+    return text
+
+
 def read_stdin(what: str = "standard input") -> str:
-    """All of standard input as valid Unicode (``-`` arguments)."""
+    """All of standard input as valid Unicode (``-`` arguments), at most :data:`INPUT_MAX_CHARS` characters."""
     accept_undecodable(sys.stdin)
-    return input_text(sys.stdin.read(), what)
+    return input_text(read_capped(sys.stdin.read, what), what)

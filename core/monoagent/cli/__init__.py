@@ -367,6 +367,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug, or a plugin's own exception: the traceback, cleaned like all output
+        if debug:
+            raise
+        import traceback
+
+        echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True, redact=_host_redact)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -228,8 +228,9 @@ class RuntimeConfig:
         env="MONO_AGENT_RUN_TIMEOUT_MS", min=10, max=7 * 24 * 3_600_000,
     )
     max_repeated_tool_calls: int = setting(
-        5, doc="How many times in a row the model may call one tool with the same arguments; the next identical "
-        "call is not run and the run fails with settlement repeated_tool_call. 0 = no limit.",
+        5, doc="How many times in a row the model may call one tool with the same arguments, or repeat one cycle of "
+        "up to 16 such calls (A, B, A, B, ...); the next identical call is not run and the run fails with settlement "
+        "repeated_tool_call. 0 = no limit.",
         env="MONO_AGENT_MAX_REPEATED_TOOL_CALLS", min=0, max=1000,
     )
     session: SessionConfig = attrs.field(factory=SessionConfig)

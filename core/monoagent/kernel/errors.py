@@ -31,6 +31,10 @@ class HookError(MonoagentError):
         )
 
 
+class InputTooLarge(MonoagentError):
+    """Standard input (``-``) or a ``chat`` line is longer than the command line reads."""
+
+
 class ComponentError(MonoagentError):
     """A selected component (provider, store, tier, ...) is unknown, blocked, failed or duplicated."""
 

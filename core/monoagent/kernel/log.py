@@ -27,6 +27,18 @@ def configure_cli(debug: bool, redact: Callable[[str, str], str] | None = None) 
     _LazyLogger._real = None
 
 
+def failure_text(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` for a log line, even when its ``str()`` raises too.
+
+    A log call that formats such an exception raises in its turn; where the line reports a
+    failure that must not stop anything (an event observer, the artifact writer), use this.
+    """
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__} (its message cannot be shown)"
+
+
 def _terminal_sink(message: Any) -> None:
     import sys
 

@@ -41,7 +41,7 @@ from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.interfaces import CommitReceipt, load_history
-from monoagent.kernel.log import logger
+from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import (
     AssembledPrompt,
     MemoryHit,
@@ -70,12 +70,14 @@ EventCallback = Callable[[RunEvent], Any]
 
 
 _run_ids = random.Random(os.urandom(16))
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids
+    os.register_at_fork(after_in_child=lambda: _run_ids.seed(os.urandom(16)))
 
 
 def new_run_id() -> str:
     """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
 
-    The random part comes from a generator seeded once per process from ``os.urandom``: run ids
+    The random part comes from a generator seeded per process (again in a forked child) from ``os.urandom``: run ids
     must not collide, they need not be secret.
     """
     return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
@@ -168,7 +170,7 @@ class Harness:
             for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
                 if error is not None:
                     logger.bind(plugin=plugin).opt(exception=error).warning(
-                        "run-event observer in plugin {} failed on {}: {}", plugin, type, error
+                        "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error)
                     )
             if run.callback is not None:
                 run.callback(event)
@@ -401,12 +403,42 @@ class Harness:
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:
             return commit.result(), cancelled
+        landed, cancelled = await self._landed(turn, messages, error, cancelled)
+        if landed is not None:
+            return landed, cancelled
         if cancelled is not None:
             raise cancelled from error
         raise CommitFailed(
             f"this turn's answer was not committed to history ({type(error).__name__}: {error}); "
             f"the turn settles as commit_failed and its continuity account is published instead"
         ) from error
+
+    async def _landed(
+        self, turn: Turn, messages: list[Message], error: BaseException, cancelled: asyncio.CancelledError | None
+    ) -> tuple[CommitReceipt | None, asyncio.CancelledError | None]:
+        """After a commit that raised: a receipt if the store published ``messages`` all the same.
+
+        A store may publish and then fail (the ``files`` store's directory fsync, a database whose
+        acknowledgement is lost), so the conversation is read back; when it ends with exactly these
+        messages the answer is in history, and an account beside it would contradict it. The run
+        then completes with a ``commit_not_confirmed`` warning. Cancellations wait, as for the commit.
+        """
+        load = asyncio.ensure_future(self.agent.history_store.load(turn.conversation_id))
+        while not load.done():
+            try:
+                await asyncio.wait((load,))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if load.cancelled() or load.exception() is not None or list(load.result())[-len(messages) :] != messages:
+            return None, cancelled
+        turn.emit(
+            "runtime_warning",
+            code="commit_not_confirmed",
+            error=self.agent.redact(f"{type(error).__name__}: {error}", "error"),
+            message="the history store raised after publishing this turn's answer; the answer is in history, "
+            "but may not survive a crash",
+        )
+        return CommitReceipt(turn.conversation_id, len(load.result()), 0), cancelled
 
     async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
         agent = self.agent

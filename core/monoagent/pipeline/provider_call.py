@@ -43,7 +43,8 @@ The whole loop is bounded as well: ``runtime.runTimeoutMs`` is the deadline of t
 retries, backoff, fallbacks and tool calls), ending it with
 :class:`~monoagent.kernel.errors.RunDeadlineExceeded` (settlement ``run_deadline``); and the same tool
 called with the same arguments more than ``runtime.maxRepeatedToolCalls`` times in a row (over
-the whole run, retries included) ends it before that call runs, with
+the whole run, retries included), or in a repeating cycle of up to :data:`MAX_REPEATED_CYCLE` calls
+(A, B, A, B, ...), ends it before that call runs, with
 :class:`~monoagent.kernel.errors.RepeatedToolCall` (settlement ``repeated_tool_call``).
 
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
@@ -395,18 +396,36 @@ class _Attempt:
         return "".join(self.texts) + self.step_text
 
 
+MAX_REPEATED_CYCLE = 16
+"""The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
+
+
 @attrs.define
 class _Repeats:
-    """The run's latest tool call (name and canonical arguments) and how many times in a row it came."""
+    """The run's latest tool calls (name and canonical arguments) and how often they repeat in a row.
 
-    key: tuple[str, str] | None = None
-    count: int = 0
+    A run of calls that repeats the same cycle of ``period`` calls (one call: A, A, A; two:
+    A, B, A, B, ...; up to :data:`MAX_REPEATED_CYCLE`) is one runaway loop, whichever call the
+    model varies between: ``streaks[period]`` counts the calls that each equal the call
+    ``period`` places before them.
+    """
 
-    def see(self, name: str, arguments: str) -> int:
+    keys: list[tuple[str, str]] = attrs.Factory(list)
+    streaks: list[int] = attrs.Factory(lambda: [0] * (MAX_REPEATED_CYCLE + 1))
+
+    def see(self, name: str, arguments: str) -> tuple[int, int]:
+        """How many times in a row the newest call has now come in its cycle, and the cycle's length."""
         key = (name, arguments)
-        self.count = self.count + 1 if key == self.key else 1
-        self.key = key
-        return self.count
+        keys, streaks = self.keys, self.streaks
+        count, period = 1, 1
+        for lag in range(1, MAX_REPEATED_CYCLE + 1):
+            streaks[lag] = streaks[lag] + 1 if len(keys) >= lag and keys[-lag] == key else 0
+            times = -(-streaks[lag] // lag) + 1  # the calls of a cycle of ``lag`` repeated over streak + lag calls
+            if streaks[lag] and times > count:
+                count, period = times, lag
+        keys.append(key)
+        del keys[:-MAX_REPEATED_CYCLE]
+        return count, period
 
 
 class ProviderCall:
@@ -438,6 +457,9 @@ class ProviderCall:
         self.transcript: list[str] = []
         self.current: _Attempt | None = None
         self.reason = "provider_error"
+        self.deadline: asyncio.Timeout | None = None
+        self.call_ids: set[str] = set()
+        self.id_suffixes: dict[str, int] = {}
 
     async def run(self) -> Answer:
         try:
@@ -451,7 +473,7 @@ class ProviderCall:
             raise
 
     async def _bounded_run(self) -> Answer:
-        deadline = asyncio.timeout(self.run_timeout_ms / 1000)
+        deadline = self.deadline = asyncio.timeout(self.run_timeout_ms / 1000)
         try:
             async with deadline:
                 return await self._run()
@@ -546,6 +568,7 @@ class ProviderCall:
         self.current = attempt
         messages: list[Message] = list(prompt.messages)
         while True:
+            self._check_deadline()
             step = self.steps + 1
             if self.max_turns and step > self.max_turns:  # a retry or backup after the last step
                 raise TurnFailed(
@@ -585,19 +608,43 @@ class ProviderCall:
             for call in outcome.tool_calls:
                 self._check_repeats(call)
                 result = await self.harness._tool(turn, call)
+                self._check_deadline()
                 activity = ToolActivity(call, result)
                 self.activity.append(activity)
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
                 messages.append(Message("tool", result.content, name=call.name, tool_call_id=call.id))
 
+    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """``calls`` with ids unique in the run: a reused one (in this step or an earlier one) gets
+        a ``_2``, ``_3``, ... suffix, in the assistant message and the tool results alike.
+
+        Tool-history record ids derive from the call id, so a second call under a reused id would
+        run with no record of its own.
+        """
+        unique = []
+        for call in calls:
+            call_id = call.id
+            while call_id in self.call_ids:
+                self.id_suffixes[call.id] = suffix = self.id_suffixes.get(call.id, 1) + 1
+                call_id = f"{call.id}_{suffix}"
+            self.call_ids.add(call_id)
+            unique.append(call if call_id == call.id else attrs.evolve(call, id=call_id))
+        return unique
+
+    def _check_deadline(self) -> None:
+        """End the run once its deadline has fired, even if a tool (or runtime) swallowed the cancellation."""
+        if self.deadline is not None and self.deadline.expired():
+            raise TimeoutError
+
     def _check_repeats(self, call: ToolCall) -> None:
         """Count ``call`` in the run's streak of identical calls; stop the run before one too many."""
-        count = self.repeats.see(call.name, canonical_arguments(self.turn.model, call))
+        count, period = self.repeats.see(call.name, canonical_arguments(self.turn.model, call))
         if self.max_repeats and count > self.max_repeats:
+            cycle = f" (in a repeating cycle of {period} tool calls)" if period > 1 else ""
             raise RepeatedToolCall(
-                f"the model called tool {call.name[:64]!r} with the same arguments {count} times in a row; the run was "
-                f"stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
+                f"the model called tool {call.name[:64]!r} with the same arguments {count} times in a row{cycle}; the run "
+                f"was stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
                 f"nothing was committed"
             )
 
@@ -631,6 +678,7 @@ class ProviderCall:
             )
         finally:
             turn.report_invalid_unicode("provider", tuple(replaced.items()), model=model, step=request.step)
+        calls = self._unique_ids(calls)
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None

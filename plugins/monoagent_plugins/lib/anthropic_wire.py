@@ -41,6 +41,7 @@ from monoagent_plugins.lib.provider_http import (
     count,
     encode_body,
     event_json,
+    excerpt,
     normalise_base_url,
     sse_events,
     stream_ended,
@@ -319,7 +320,7 @@ class MessageStream:
         kind = error.get("type") if isinstance(error.get("type"), str) else "error"
         message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         return ProviderError(
-            f"{PROVIDER}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
+            f"{PROVIDER}: stream error {excerpt(' '.join(kind.split()), 100)}: {excerpt(' '.join(message.split()), 500)} (POST {self.endpoint.url})",
             retryable=kind in RETRYABLE_STREAM_ERRORS,
             provider=PROVIDER,
             status=529 if kind == "overloaded_error" else None,

@@ -284,12 +284,15 @@ TableShape = tuple[str, tuple[tuple[str, str, int], ...]]
 def _shape(conn: sqlite3.Connection, name: str, sql: str | None) -> TableShape:
     """A table's kind (``table`` or the virtual table module) and its columns (name, type, pk).
 
-    A virtual table is known by its module only: reading its columns would construct it, and a
-    damaged index must reach the query that can rebuild it rather than fail the check.
+    A virtual table is known by its module and the arguments of its ``CREATE`` statement (its
+    columns, tokenizer and content table, whitespace aside): reading its columns would construct
+    it, and a damaged index must reach the query that can rebuild it rather than fail the check.
     """
     if (sql or "").upper().startswith("CREATE VIRTUAL"):
-        module = re.search(r"\bUSING\s+(\w+)", sql or "", re.IGNORECASE)
-        return (module.group(1).lower() if module else "?", ())
+        module = re.search(r"\bUSING\s+(\w+)\s*(?:\((?P<arguments>.*)\))?\s*$", sql or "", re.IGNORECASE | re.DOTALL)
+        if module is None:
+            return ("?", ())
+        return (module.group(1).lower(), ((" ".join((module.group("arguments") or "").split()), "", 0),))
     columns = tuple(
         (column, kind.upper(), pk) for column, kind, pk in conn.execute("SELECT name, type, pk FROM pragma_table_info(?)", (name,))
     )

@@ -56,6 +56,7 @@ from monoagent_plugins.lib.provider_http import (
     count,
     encode_body,
     event_json,
+    excerpt,
     sse_events,
     stream_ended,
     too_many_calls,
@@ -227,15 +228,15 @@ class OpenAIChatRuntime:
         if not chunks.done and chunks.finish is None:
             raise stream_ended(endpoint, "data: [DONE]")
         for index, pending in enumerate(chunks.calls):
-            yield ToolCallRequested(self._tool_call(index, pending))
+            yield ToolCallRequested(self._tool_call(request.step, index, pending))
         finish = chunks.finish
         stop = FINISH_REASONS.get(finish or "stop", finish or "end_turn")
         if chunks.calls and stop == "end_turn":
             stop = "tool_use"
         yield StepFinished(stop, chunks.usage)
 
-    def _tool_call(self, index: int, pending: _PendingCall) -> ToolCall:
-        call_id = pending.id or f"call_{index}"
+    def _tool_call(self, step: int, index: int, pending: _PendingCall) -> ToolCall:
+        call_id = pending.id or f"call_{step}_{index}"  # unique in the run: tool-history record ids derive from it
         return ToolCall(call_id, pending.name, tool_arguments(self.endpoint, pending.name, call_id, "".join(pending.arguments)))
 
     def _stream_error(self, error: Any) -> ProviderError:
@@ -245,7 +246,7 @@ class OpenAIChatRuntime:
         message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
         retryable = kind in ("server_error", "rate_limit_exceeded", "overloaded_error", "api_error") or "overloaded" in message.lower()
         return ProviderError(
-            f"{self.provider}: stream error {' '.join(kind.split())[:100]}: {' '.join(message.split())[:500]} (POST {self.endpoint.url})",
+            f"{self.provider}: stream error {excerpt(' '.join(kind.split()), 100)}: {excerpt(' '.join(message.split()), 500)} (POST {self.endpoint.url})",
             retryable=retryable,
             provider=self.provider,
         )

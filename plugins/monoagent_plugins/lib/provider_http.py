@@ -51,6 +51,7 @@ ERROR_BODY_MAX_BYTES = 64 * 1024
 _EOL = LazyPattern(rb"\r\n?|\n")
 _SURROGATE_ESCAPE = LazyPattern(r"\\u[dD][89a-fA-F]")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_SPACE = re.compile(r"\s")
 _SSL_CONTEXT: Any = None
 _CLIENTS: weakref.WeakKeyDictionary[Any, dict[bool, tuple[Any, Any]]] = weakref.WeakKeyDictionary()
 
@@ -129,18 +130,32 @@ def _ssl_context() -> Any:
     return _SSL_CONTEXT
 
 
+def excerpt(text: str, limit: int) -> str:
+    """At most ``limit`` characters of what a server sent, for a message; cut only at whitespace.
+
+    Messages are redacted later, whole. A cut inside a word could leave part of a credential that
+    redaction no longer recognises (``postgres://admin:S3cr3t`` without its ``@host``, an AWS key
+    short of its 20 characters), so the word a cut would split is left out whole and `` …``
+    marks the cut.
+    """
+    if len(text) <= limit:
+        return text
+    end = max((space.start() for space in _SPACE.finditer(text, 0, limit + 1)), default=0)
+    return f"{text[:end].rstrip()} …".lstrip()
+
+
 def _error_detail(body: bytes) -> tuple[str, str, str]:
     """(type, code, message) from an Anthropic- or OpenAI-shaped error body; raw text otherwise."""
     try:
         data = json.loads(body)
     except ValueError:
-        return "", "", body.decode("utf-8", "replace").strip()[:300]
+        return "", "", excerpt(body.decode("utf-8", "replace").strip(), 300)
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
         return str(error.get("type") or ""), str(error.get("code") or ""), str(error.get("message") or "")
     if isinstance(error, str):
-        return "", "", error[:300]
-    return "", "", json.dumps(data)[:300]
+        return "", "", excerpt(error, 300)
+    return "", "", excerpt(json.dumps(data), 300)
 
 
 def status_error(
@@ -212,12 +227,40 @@ def transport_error(endpoint: Endpoint, exc: Exception) -> ProviderError:
             provider=provider,
         )
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
-        return ProviderError(f"{provider}: invalid URL {endpoint.url} ({reason}); fix {endpoint.setting}", provider=provider)
+        return ProviderError(f"{provider}: invalid URL {endpoint.url!r} ({reason}); fix {endpoint.setting}", provider=provider)
     if isinstance(exc, httpx.TransportError):
         return ProviderError(
             f"{provider}: connection to {endpoint.url} dropped ({reason})", retryable=True, provider=provider
         )
     return ProviderError(f"{provider}: request to {endpoint.url} failed: {type(exc).__name__}: {reason}", provider=provider)
+
+
+def unsendable(endpoint: Endpoint) -> ProviderError | None:
+    """The error for an endpoint that cannot go on the wire, or None.
+
+    The base URL and the API key come from the configuration or the environment, where they may
+    hold what HTTP cannot carry: a byte that is not UTF-8 (a surrogate), a non-ASCII letter, or a
+    line break or other control character in a header. httpx would raise ``UnicodeEncodeError``
+    or ``InvalidURL`` (a traceback), or h11 refuse the header as a dropped connection that is
+    retried. The message names the setting and never holds the header's value (it is the key).
+    """
+    import httpx
+
+    provider = endpoint.provider
+    for name, value in endpoint.headers.items():
+        if not (value.isascii() and value.isprintable()):
+            where = f"{endpoint.key_env} (or providers.{endpoint.setting.split('.')[1]}.apiKey)" if endpoint.key_env else endpoint.setting
+            return ProviderError(
+                f"{provider}: the {name} header cannot be sent: it holds a character that is not printable ASCII "
+                f"(a line break, a control character, a non-ASCII letter or a byte that is not UTF-8); check {where}",
+                provider=provider,
+            )
+    try:
+        httpx.URL(endpoint.url).raw_path  # noqa: B018 (encodes the path: a surrogate raises here)
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        reason = str(exc) if isinstance(exc, httpx.InvalidURL) else "it holds a byte that is not UTF-8"
+        return ProviderError(f"{provider}: invalid URL {endpoint.url!r} ({reason}); fix {endpoint.setting}", provider=provider)
+    return None
 
 
 async def _keeper(client: Any, loop: Any, secure: bool) -> AsyncIterator[Any]:
@@ -283,6 +326,9 @@ async def sse_events(
     """
     import httpx
 
+    problem = unsendable(endpoint)
+    if problem is not None:
+        raise problem
     timeout = httpx.Timeout(endpoint.read_timeout, connect=endpoint.connect_timeout)
     headers = {
         "content-type": "application/json",
@@ -301,10 +347,10 @@ async def sse_events(
                 raise status_error(endpoint, response.status_code, response.headers, detail, is_context_limit)
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" not in content_type:
-                detail = await _read_capped(response, 200) if readable else b""
+                detail = await _read_capped(response, 201) if readable else b""
                 raise ProviderError(
                     f"{endpoint.provider}: expected a text/event-stream answer from {endpoint.url}, got "
-                    f"{' '.join(content_type.split())[:100] or 'no content type'} ({detail.decode('utf-8', 'replace')!r}); "
+                    f"{' '.join(content_type.split())[:100] or 'no content type'} ({excerpt(detail.decode('utf-8', 'replace'), 200)!r}); "
                     f"is {endpoint.setting} the right endpoint?",
                     provider=endpoint.provider,
                     status=response.status_code,
@@ -556,7 +602,7 @@ def tool_arguments(endpoint: Endpoint, name: str, call_id: str, text: str) -> di
     try:
         arguments = loads(endpoint, text, "the arguments")
     except Malformed as exc:
-        raise ProviderError(f"{label} has unreadable arguments ({exc}): {text[:200]!r}", provider=endpoint.provider,
+        raise ProviderError(f"{label} has unreadable arguments ({exc}): {excerpt(text, 200)!r}", provider=endpoint.provider,
                             code="malformed_event") from None
     if not isinstance(arguments, dict):
         raise ProviderError(f"{label} has arguments that are {_kind(arguments)}, not a JSON object", provider=endpoint.provider,
@@ -605,7 +651,8 @@ def bad_event(endpoint: Endpoint, data: str, exc: Exception) -> ProviderError:
     """The one-line ProviderError for an event that is not what the wire format says (not retryable)."""
     reason = str(exc) if isinstance(exc, Malformed) else f"{type(exc).__name__}: {exc}"
     return ProviderError(
-        f"{endpoint.provider}: unreadable stream event from {endpoint.url} ({' '.join(reason.split())[:300]}): {data[:200]!r}",
+        f"{endpoint.provider}: unreadable stream event from {endpoint.url} ({excerpt(' '.join(reason.split()), 300)}): "
+        f"{excerpt(data, 200)!r}",
         provider=endpoint.provider,
         code="malformed_event",
     )

@@ -35,11 +35,14 @@ PROJECTION_HEADER = (
 )
 
 
-def neutralise(text: str) -> str:
+VALUE_INDENT = "      "
+
+
+def neutralise(text: str, indent: str = "    ") -> str:
     """Defuse every host fence token, however spelt (:func:`monoagent.boundary.fences.neutralize_untrusted`),
-    and indent continuation lines."""
+    and indent continuation lines by ``indent``."""
     lines = neutralize_untrusted(text).splitlines() or [""]
-    return "\n".join([lines[0], *("    " + line for line in lines[1:])])
+    return "\n".join([lines[0], *(indent + line for line in lines[1:])])
 
 
 def value_text(text: str | None, original: int | None, omitted: int | None, truncated: int | None) -> str:
@@ -56,7 +59,8 @@ def projection_entry(row: Any) -> str:
     else:
         result = value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
     head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
-    return head + "\n    " + neutralise(f"arguments: {args}\nresult: {result}")
+    # A value's own lines sit deeper than the field labels, so none can pose as another field.
+    return f"{head}\n    arguments: {neutralise(args, VALUE_INDENT)}\n    result: {neutralise(result, VALUE_INDENT)}"
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:

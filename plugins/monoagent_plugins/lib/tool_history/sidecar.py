@@ -115,6 +115,12 @@ def connect(path: Path, settings: ToolHistoryConfig, busy_timeout_ms: int = BUSY
     return db
 
 
+def is_moved(error: sqlite3.Error) -> bool:
+    """Whether the open connection's file was deleted or replaced (SQLITE_READONLY_DBMOVED): the
+    connection can never write again, while the path may name a new file (or none, to create)."""
+    return getattr(error, "sqlite_errorcode", 0) == getattr(sqlite3, "SQLITE_READONLY_DBMOVED", 1032)
+
+
 def is_busy(error: sqlite3.Error) -> bool:
     """Whether SQLite gave up waiting for another connection's lock (SQLITE_BUSY or SQLITE_LOCKED)."""
     return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

@@ -23,6 +23,8 @@
   open, or taking the write lock once), waiting only :attr:`OpenRetry.probe_wait_ms` (1 s); once
   that succeeds, writes are recorded again and one log line says that too. Nothing stays failed
   for the life of the process, and a lock held for minutes costs each write no wait at all.
+  A sidecar deleted or replaced under the open connection (``SQLITE_READONLY_DBMOVED``) is
+  opened again at its path and the write retried once.
 * **Recovery.** At writer start-up, and whenever another store handle of the process attaches to
   the running writer, every invocation still without a result whose writer is dead is closed as
   ``interrupted`` (never re-run). Invocations of live writers (another process's tool still
@@ -69,6 +71,7 @@ from monoagent_plugins.lib.tool_history.sidecar import (
     create_private,
     ensure_dir,
     is_busy,
+    is_moved,
     next_seq,
     transaction,
 )
@@ -382,17 +385,29 @@ class SidecarWriter:
             self.gate.wait()
             if not future.set_running_or_notify_cancel():
                 continue
-            try:
-                db, opened = self._reach(db)
-                identity = opened or identity
-                future.set_result(job(db))
-            except sqlite3.Error as exc:
-                busy = isinstance(exc, sqlite3.OperationalError) and is_busy(exc)
-                future.set_exception(
-                    self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
-                )
-            except BaseException as exc:
-                future.set_exception(exc)
+            for attempt in (1, 2):
+                try:
+                    db, opened = self._reach(db)
+                    identity = opened or identity
+                    future.set_result(job(db))
+                except sqlite3.Error as exc:
+                    if attempt == 1 and db is not None and is_moved(exc):
+                        logger.bind(plugin="tool-history").warning(
+                            "tool history at {} was deleted or replaced while open; opening it again", self.path
+                        )
+                        db.close()
+                        db = None
+                        if identity is not None:
+                            identity.release()
+                            identity = None
+                        continue
+                    busy = isinstance(exc, sqlite3.OperationalError) and is_busy(exc)
+                    future.set_exception(
+                        self._outage(exc, db) if busy else ToolHistoryRejected(f"tool history at {self.path} rejected the write: {exc}")
+                    )
+                except BaseException as exc:
+                    future.set_exception(exc)
+                break
         if db is not None:
             db.close()
         if identity is not None:
