@@ -86,6 +86,7 @@ class SidecarUnavailable(ToolHistoryError):
 
 
 def ensure_dir(path: Path) -> None:
+    """Create ``path`` (0700) if missing; a symlink or a file in its place is refused."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
@@ -108,6 +109,7 @@ def create_private(path: Path) -> None:
 
 
 def connect(path: Path, settings: ToolHistoryConfig, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """A writing connection: autocommit (transactions are explicit), DELETE journal, the configured synchronous mode."""
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     db.execute("PRAGMA journal_mode=DELETE")
@@ -127,6 +129,8 @@ def is_busy(error: sqlite3.Error) -> bool:
 
 
 class transaction:
+    """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error (a failed COMMIT too)."""
+
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
 
@@ -147,5 +151,6 @@ class transaction:
 
 
 def next_seq(db: sqlite3.Connection) -> int:
+    """The next sequence number, allocated inside the caller's transaction (unique across processes)."""
     (value,) = db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq' RETURNING value").fetchone()
     return int(value)
