@@ -94,6 +94,7 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
     from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
     from monoagent.pipeline.harness import gate_recall, new_run_id
+    from monoagent.pipeline.tool_loop import offered_tools
     from monoagent.kernel.model import Message as Msg
     from monoagent.kernel.turn import Turn
 
@@ -117,9 +118,9 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         turn.history = tuple(await store.load(turn.conversation_id))
         t2 = t()
         add("history load (store.load)", t2 - t1)
-        turn.tools = tuple(tool.spec for tool in agent.tools.values())
+        turn.tools = offered_tools(turn)
         t3 = t()
-        add("tool specs", t3 - t2)
+        add("offered tools (filter_tools)", t3 - t2)
         recalled: list[Any] = []
         for value in host.call("recall_memory", turn=turn):
             recalled.extend((await value) if asyncio.iscoroutine(value) else (value or ()))

@@ -202,9 +202,9 @@ class Dictionary:
 
     @hookimpl
     def register_tools(self, register):
-        def lookup(turn, arguments):
-            self.calls.append(arguments)
-            return {"café": "a coffee house"}.get(arguments["word"], "unknown")
+        def lookup(context):
+            self.calls.append(context.arguments)
+            return {"café": "a coffee house"}.get(context.arguments["word"], "unknown")
 
         register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
 
@@ -260,6 +260,31 @@ def test_tool_loop_end_to_end(tmp_path, server):
     assert results["role"] == "user" and len(results["content"]) == 1
     assert results["content"][0]["type"] == "tool_result" and results["content"][0]["tool_use_id"] == "toolu_01A"
     assert "a coffee house" in results["content"][0]["content"]
+
+
+def test_a_failed_tool_call_reaches_claude_with_is_error(tmp_path, server):
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            def lookup(context):
+                if context.arguments["word"] == "boom":
+                    raise LookupError("no entry for 'boom'")
+                return "a coffee house"
+
+            register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
+
+    calls = (ScriptedToolCall("toolu_ok", "lookup", ('{"word": "café"}',)), ScriptedToolCall("toolu_bad", "lookup", ('{"word": "boom"}',)))
+    server.enqueue(Reply(tool_calls=calls), Reply(text_pieces=("Done.",)))
+    agent = fresh_agent(
+        tmp_path,
+        config={"runtime": {"model": MODEL}, "providers": {"anthropic": {"baseUrl": server.url}}},
+        env={"ANTHROPIC_API_KEY": "test-key"},
+        plugins=[Tools()],
+    )
+    agent.run_sync("Look both up.")
+    ok, bad = server.requests[1].json["messages"][-1]["content"]
+    assert ok == {"type": "tool_result", "tool_use_id": "toolu_ok", "content": "a coffee house"}  # no flag on a success
+    assert bad["tool_use_id"] == "toolu_bad" and bad["is_error"] is True and "LookupError: no entry" in bad["content"]
 
 
 # --------------------------------------------------------------------------- configuration errors

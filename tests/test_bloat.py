@@ -203,7 +203,7 @@ def _agent(tmp_path, handler, extra=()):
 
 def test_harness_guards_before_the_model_and_after_tool_call(tmp_path):
     big = "€" * 100_000  # 300,000 bytes
-    agent, seen, after = _agent(tmp_path, lambda turn, args: big)
+    agent, seen, after = _agent(tmp_path, lambda context: big)
     events: list = []
     out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
     assert out.text == "done"
@@ -219,7 +219,7 @@ def test_harness_guards_before_the_model_and_after_tool_call(tmp_path):
 
 
 def test_harness_passes_a_tool_result_with_blocks_summary_only(tmp_path):
-    def handler(turn, args):
+    def handler(context):
         return ToolResult("ignored", "dump", "screenshot", blocks=(ImageBlock(b"\x89PNG" * 70_000, "image/png"),))
 
     agent, seen, _ = _agent(tmp_path, handler)

@@ -77,11 +77,11 @@ class Fixture:
 
     @hookimpl
     def register_tools(self, register):
-        async def lookup(turn, args):
-            if args.get("block"):
+        async def lookup(context):
+            if context.arguments.get("block"):
                 self.tool_started.set()
                 await self.tool_gate.wait()
-            return f"found {args.get('q')} in /home/alice/data/{args.get('q')}.txt"
+            return f"found {context.arguments.get('q')} in /home/alice/data/{context.arguments.get('q')}.txt"
 
         register(ToolSpec("lookup", "Look something up."), lookup)
 

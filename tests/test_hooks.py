@@ -158,7 +158,7 @@ def test_hook_register_tool_history_stores(tmp_path):
 
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("clock", "The time."), lambda turn, args: "noon")
+            register(ToolSpec("clock", "The time."), lambda context: "noon")
 
     script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={
@@ -259,7 +259,7 @@ def test_hook_register_tools(tmp_path):
     class Plugin:
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda turn, args: "noon")
+            register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda context: "noon")
 
     script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
     agent = fresh_agent(
@@ -576,7 +576,7 @@ def _tool_agent(tmp_path, plugin, steps):
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("shell", "Run a command."), lambda turn, args: f"ran {args.get('cmd')}")
+            register(ToolSpec("shell", "Run a command."), lambda context: f"ran {context.arguments.get('cmd')}")
 
     script = write_script(tmp_path / "script.json", steps)
     return fresh_agent(
@@ -612,6 +612,38 @@ def test_hook_after_tool_call(tmp_path):
     result = run(_tool_agent(tmp_path, Plugin(), steps))
     assert seen == [("shell", "success"), ("nope", "rejected")]
     assert "not available in this turn (available: SessionHistory, shell)" in result.tool_activity[1].result.content
+
+
+def test_hook_filter_tools(tmp_path):
+    offered, sent = [], []
+
+    class NoShellOnWebhooks:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            offered.append([spec.name for spec in tools])
+            if turn.request.channel == "webhook":
+                return [spec for spec in tools if spec.name != "shell"]
+            return None
+
+    class KeepsEverything:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            return list(tools)  # keeping all cannot re-admit what another plugin withdrew
+
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append([spec.name for spec in request.tools])
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}]}, {"text": "done"}] * 2
+    agent = _tool_agent(tmp_path, NoShellOnWebhooks(), steps)
+    agent.register(KeepsEverything())
+    webhook = run(agent, channel="webhook")
+    assert webhook.tool_activity[0].result.status is ToolStatus.REJECTED
+    assert sent[0] == ["SessionHistory"]
+    api = run(agent, conversation="other")
+    assert api.tool_activity[0].result.content == "ran ls" and sent[2] == ["SessionHistory", "shell"]
+    assert len(offered) == 2  # each implementation sees every registered tool, those the memory plugins withdraw included
+    assert all({"shell", "MemoryRecall", "MemoryJournal"} <= set(names) for names in offered)
 
 
 def test_hook_redact(tmp_path):

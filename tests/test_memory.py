@@ -382,6 +382,20 @@ def test_memory_recall_tool_can_be_switched_off(tmp_path: Path) -> None:
     assert {"MemoryRecall", "MemoryJournal"} <= set(spy.tools[2])
 
 
+def test_recall_hooks_see_the_tools_the_turn_offers(tmp_path: Path) -> None:
+    """Availability is its own step (filter_tools): any recall hook, run before the bundled one, sees it done."""
+    seen: list[list[str]] = []
+
+    class Spy:
+        @hookimpl
+        def recall_memory(self, turn: Any) -> None:
+            seen.append([spec.name for spec in turn.tools])
+
+    config = {"memory": {"tiers": ["lite"], "recallTool": {"enabled": False}}}
+    fresh_agent(tmp_path, config=config, plugins=[Spy()]).run_sync("hello", conversation_id="c")
+    assert seen and "MemoryRecall" not in seen[0] and "MemoryJournal" not in seen[0]
+
+
 def test_memory_section_depends_on_configuration_only(tmp_path: Path) -> None:
     plain = run(fresh_agent(tmp_path / "plain").assemble(TurnRequest("hi")))
     assert "memory" not in plain.manifest.section_ids

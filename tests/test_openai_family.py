@@ -18,6 +18,7 @@ from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import Message, ToolCall, ToolSpec, Usage
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 from monoagent.testing import fresh_agent
+from monoagent_plugins.lib.openai_wire import TOOL_ERROR_PREFIX
 from monoagent_plugins.lib.provider_http import parse_retry_after
 
 
@@ -237,8 +238,8 @@ class Dictionary:
 
     @hookimpl
     def register_tools(self, register):
-        def lookup(turn, arguments):
-            self.calls.append(arguments)
+        def lookup(context):
+            self.calls.append(context.arguments)
             return "a coffee house"
 
         register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
@@ -268,6 +269,27 @@ def test_tool_loop_end_to_end(tmp_path, server, prefix):
     assistant, answer = second["messages"][-2:]
     assert assistant["tool_calls"] == [{"id": "call_Xy", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "café"}'}}]
     assert answer["role"] == "tool" and answer["tool_call_id"] == "call_Xy" and "a coffee house" in answer["content"]
+
+
+def test_a_failed_tool_call_says_so_in_the_openai_tool_message(tmp_path, server):
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            def lookup(context):
+                if context.arguments["word"] == "boom":
+                    raise LookupError("no entry for 'boom'")
+                return "a coffee house"
+
+            register(ToolSpec("lookup", LOOKUP.description, LOOKUP.input_schema), lookup)
+
+    calls = (ScriptedToolCall("call_ok", "lookup", ('{"word": "café"}',)), ScriptedToolCall("call_bad", "lookup", ('{"word": "boom"}',)))
+    server.enqueue(Reply(tool_calls=calls), Reply(text_pieces=("Done.",)))
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "openai:gpt-x"}, "providers": {"openai": {"baseUrl": f"{server.url}/v1"}}},
+                        env={"OPENAI_API_KEY": "sk-test"}, plugins=[Tools()])
+    agent.run_sync("Look both up.")
+    ok, bad = server.requests[1].json["messages"][-2:]
+    assert ok == {"role": "tool", "content": "a coffee house", "tool_call_id": "call_ok"}
+    assert bad["tool_call_id"] == "call_bad" and bad["content"].startswith(TOOL_ERROR_PREFIX + "Tool 'lookup' failed: LookupError")
 
 
 # --------------------------------------------------------------------------- configuration errors

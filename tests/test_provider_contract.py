@@ -123,7 +123,7 @@ class Dump:
 
     @hookimpl
     def register_tools(self, register):
-        def lookup(turn, arguments):
+        def lookup(context):
             self.calls += 1
             return self.output
 

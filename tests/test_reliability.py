@@ -19,7 +19,9 @@ from monoagent import hookimpl
 from monoagent.pipeline import provider_call as reliability
 from monoagent.kernel.errors import ContextLimitError, ProviderError, TurnFailed
 from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
-from monoagent.pipeline.provider_call import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES, backoff_delay_ms
+from monoagent.pipeline import stateless
+from monoagent.pipeline.provider_call import backoff_delay_ms
+from monoagent.pipeline.stateless import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent.text import utf8_len
 
@@ -246,7 +248,7 @@ def test_context_limit_with_no_fallback_left_fails(tmp_path, delays):
 def test_retry_and_fallback_run_stateless_with_a_bounded_tail(tmp_path, delays):
     big = "R" * 20_000
 
-    async def lookup(turn, arguments):
+    async def lookup(context):
         return big
 
     tools = [(ToolSpec("lookup", "Look something up."), lookup)]
@@ -321,7 +323,7 @@ def test_discarded_attempt_is_announced_and_the_final_text_is_the_answering_atte
 
 
 def test_usage_sums_every_completed_step_and_tool_activity_survives_a_retry(tmp_path, delays):
-    async def clock(turn, arguments):
+    async def clock(context):
         return "noon"
 
     agent, _ = make_agent(
@@ -340,7 +342,7 @@ def test_usage_sums_every_completed_step_and_tool_activity_survives_a_retry(tmp_
 
 
 def test_max_turns_still_caps_steps_across_retries(tmp_path, delays):
-    async def clock(turn, arguments):
+    async def clock(context):
         return "noon"
 
     call = [ToolCallRequested(ToolCall("c", "clock", {})), StepFinished("tool_use")]
@@ -418,7 +420,7 @@ def test_cancellation_after_a_tool_reports_the_completed_pair(tmp_path):
     gate_reached = asyncio.Event()
     seen_turns: list = []
 
-    async def clock(turn, arguments):
+    async def clock(context):
         return "noon"
 
     class Runtime2:
@@ -524,7 +526,7 @@ def test_prompt_cache_diagnostics_are_metadata_only(tmp_path):
         tmp_path,
         {"primary": [[ToolCallRequested(ToolCall("c1", "echo", {"x": secret_args})), StepFinished("tool_use")], answer("done")]},
         config={"providers": {"piNative": {"promptCacheDiagnostics": True}}},
-        tools=[(ToolSpec("echo", "Echo."), lambda turn, args: "echoed")],
+        tools=[(ToolSpec("echo", "Echo."), lambda context: "echoed")],
     )
     result = run(agent, "PROMPT-TEXT-MARKER")
     events = _artifact_events(agent, result.run_id)
@@ -617,7 +619,7 @@ def test_console_prints_a_notice_when_an_attempt_is_discarded(tmp_path, delays, 
 
 @given(st.lists(st.text(alphabet="ab<é🎉\n", max_size=3_000), max_size=12))
 def test_snapshot_is_bounded_framed_and_valid_utf8(entries):
-    block = reliability.snapshot_block([reliability.snapshot_entry_text(e, cut_off=False) for e in entries], "http_503")
+    block = stateless.snapshot_block([stateless.snapshot_entry_text(e, cut_off=False) for e in entries], "http_503")
     if not entries:
         assert block == ""
         return

@@ -20,7 +20,7 @@ import pytest
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
-from monoagent.testing import fresh_agent, scripted_agent
+from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent.kernel.interfaces import ToolInvocation, record_id
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins.redaction import redact_text
@@ -42,13 +42,13 @@ class Tools:
 
     @hookimpl
     def register_tools(self, register):
-        def echo(turn, args):
+        def echo(context):
             if self.on_echo is not None:
-                self.on_echo(turn)
-            return str(args.get("text", ""))
+                self.on_echo(context.turn)
+            return str(context.arguments.get("text", ""))
 
         register(ToolSpec("echo", "Echo text back."), echo)
-        register(ToolSpec("big", "Return n bytes."), lambda turn, args: "x" * int(args["n"]))
+        register(ToolSpec("big", "Return n bytes."), lambda context: "x" * int(context.arguments["n"]))
 
 
 def sidecar(agent) -> Path:
@@ -214,8 +214,8 @@ CRASH_CHILD = textwrap.dedent(
     class Blocking:
         @hookimpl
         def register_tools(self, register):
-            def handler(turn, args):
-                turn.agent.tool_history_store().flush()
+            def handler(context):
+                context.turn.agent.tool_history_store().flush()
                 print("ready", flush=True)
                 threading.Event().wait()
             register(ToolSpec("blocking", "Never returns."), handler)
@@ -381,6 +381,12 @@ def make_turn(agent, conversation="c", run_id="current", history=()):
     return turn, events
 
 
+def ask_session_history(turn, arguments):
+    """The SessionHistory handler answering one call of ``turn``'s conversation."""
+    context = tool_context(turn.agent, "SessionHistory", arguments, call_id="call-sh", request=turn.request)
+    return session_history(context)
+
+
 def test_projection_is_bounded_framed_and_excludes_current_run_isolated_and_accounted(tmp_path):
     agent = fresh_agent(tmp_path)
     store = agent.tool_history_store()
@@ -443,7 +449,7 @@ def test_a_zero_byte_sidecar_is_absent(tmp_path):
     sidecar(agent).write_bytes(b"")
     turn, events = make_turn(agent)
     assert projection_section(turn, agent.tool_history_store()) is None and not events
-    result = session_history(turn, {"action": "stats"})
+    result = ask_session_history(turn, {"action": "stats"})
     assert result.status is ToolStatus.SUCCESS and '"calls": 0' in result.content
     agent.close()
 
@@ -468,6 +474,14 @@ def test_a_corrupt_sidecar_degrades_projection_while_session_history_fails_close
 # --------------------------------------------------------------------------- SessionHistory
 
 
+def test_session_history_answers_its_own_call_without_tool_history(tmp_path):
+    steps = [{"tool_calls": [{"id": "call-7", "name": "SessionHistory", "arguments": {"action": "stats"}}]}, {"text": "ok"}]
+    agent = scripted_agent(tmp_path, steps, config={"toolHistory": {"enabled": False}})
+    (activity,) = agent.run_sync("go", conversation_id="c").tool_activity
+    assert activity.result.call_id == activity.call.id == "call-7"  # it used to be "" without the ledger to dig in
+    assert activity.result.status is ToolStatus.ERROR and "not enabled" in activity.result.content
+
+
 def test_session_history_searches_gets_and_counts_within_the_logical_conversation(tmp_path):
     agent = fresh_agent(tmp_path, config={"toolHistory": {"maxCalls": 3}})
     store = agent.tool_history_store()
@@ -475,19 +489,19 @@ def test_session_history_searches_gets_and_counts_within_the_logical_conversatio
     put(store, "chat:2026-07-02", "r2", "2", args={"q": "weather in Rome"}, content="sunny", logical="chat")
     put(store, "other", "r3", "3", args={"q": "weather in Lima"}, content="foggy")
     turn, _ = make_turn(agent, "chat:2026-07-03")
-    found = session_history(turn, {"action": "search", "query": "weather"})
+    found = ask_session_history(turn, {"action": "search", "query": "weather"})
     body = json.loads(found.content.split("\n", 1)[1])
     assert [r["status"] for r in body["results"]] == ["success", "success"]  # Lima is another conversation
     assert found.content.startswith("Untrusted")
-    record = session_history(turn, {"action": "get", "id": body["results"][0]["result_id"]})
+    record = ask_session_history(turn, {"action": "get", "id": body["results"][0]["result_id"]})
     assert "sunny" in record.content and '"arguments_truncated": false' in record.content
-    stats = json.loads(session_history(turn, {"action": "stats"}).content.split("\n", 1)[1])
+    stats = json.loads(ask_session_history(turn, {"action": "stats"}).content.split("\n", 1)[1])
     assert stats["calls"] == 2 and stats["tombstones"] == 0
     other, _ = make_turn(agent, "other")
-    assert "rainy" not in session_history(other, {"action": "get", "id": body["results"][1]["invocation_id"]}).content
+    assert "rainy" not in ask_session_history(other, {"action": "get", "id": body["results"][1]["invocation_id"]}).content
     put(store, "chat", "r4", "4", logical="chat")
     put(store, "chat", "r5", "5", logical="chat")  # retention (maxCalls 3) removes call 1
-    removed = session_history(turn, {"action": "get", "id": record_id("chat:2026-07-01", "r1", "1", "invocation")})
+    removed = ask_session_history(turn, {"action": "get", "id": record_id("chat:2026-07-01", "r1", "1", "invocation")})
     assert '"removed": true' in removed.content and '"reason": "count"' in removed.content
     agent.close()
 
@@ -495,10 +509,11 @@ def test_session_history_searches_gets_and_counts_within_the_logical_conversatio
 def test_session_history_rejects_bad_arguments_with_what_is_allowed(tmp_path):
     agent = fresh_agent(tmp_path)
     turn, _ = make_turn(agent)
-    bad = session_history(turn, {"action": "delete"})
+    bad = ask_session_history(turn, {"action": "delete"})
     assert bad.status is ToolStatus.REJECTED and "search, get, stats" in bad.content
-    assert session_history(turn, {"action": "get"}).status is ToolStatus.REJECTED
-    assert session_history(turn, {"action": "search", "limit": "many"}).status is ToolStatus.REJECTED
+    assert (bad.call_id, bad.name) == ("call-sh", "SessionHistory")
+    assert ask_session_history(turn, {"action": "get"}).status is ToolStatus.REJECTED
+    assert ask_session_history(turn, {"action": "search", "limit": "many"}).status is ToolStatus.REJECTED
     agent.close()
 
 
@@ -558,10 +573,10 @@ WRITER_CHILD = textwrap.dedent(
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            register(ToolSpec("echo", "Echo text back."), lambda turn, args: str(args.get("text", "")))
+            register(ToolSpec("echo", "Echo text back."), lambda context: str(context.arguments.get("text", "")))
 
-            def blocking(turn, args):
-                turn.agent.tool_history_store().flush()  # the invocation is durable
+            def blocking(context):
+                context.turn.agent.tool_history_store().flush()  # the invocation is durable
                 print("running", flush=True)
                 threading.Event().wait()
 

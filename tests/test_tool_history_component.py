@@ -28,7 +28,7 @@ CLOCK_STEPS = [{"tool_calls": [{"name": "clock", "arguments": {}}]}, {"text": "n
 class Clock:
     @hookimpl
     def register_tools(self, register):
-        register(ToolSpec("clock", "The time."), lambda turn, args: "12:00")
+        register(ToolSpec("clock", "The time."), lambda context: "12:00")
 
 
 def store_plugin(name: str) -> types.SimpleNamespace:

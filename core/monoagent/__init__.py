@@ -2,8 +2,8 @@
 
 The public API, importable from here: :class:`Agent`, :data:`hookimpl` (mark hook
 implementations), the data model (:class:`TurnRequest`, :class:`Section`, :class:`Message`,
-:class:`ToolSpec`, ...) and the errors. Names are loaded on first use, so ``import monoagent``
-stays cheap for the command line.
+:class:`ToolSpec`, ...), :class:`ToolContext` (what a tool handler receives) and the errors.
+Names are loaded on first use, so ``import monoagent`` stays cheap for the command line.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _EXPORTS = {
     "load_config": "kernel.config",
     "Turn": "kernel.turn",
     "StepOutcome": "kernel.turn",
+    "ToolContext": "kernel.tool_context",
     "Tool": "kernel.interfaces",
     "CompactionOutcome": "kernel.interfaces",
     "CommitReceipt": "kernel.interfaces",

@@ -96,7 +96,7 @@ class SummaryPolicy:
             run_id=turn.run_id,
             max_output_tokens=max_tokens,
         )
-        from monoagent.pipeline.provider_call import StreamLimits, read_step  # the harness's modules, not at plugin load
+        from monoagent.pipeline.stream import StreamLimits, read_step  # the harness's modules, not at plugin load
 
         pieces = io.StringIO()
         limits = StreamLimits.from_config(self.agent.config.providers.pi_native)

@@ -68,6 +68,8 @@ from monoagent_plugins.memory_lite import TOKENIZER, bound_text
 if TYPE_CHECKING:
     import sqlite3
 
+    from monoagent.kernel.tool_context import ToolContext
+
 NAME = "journal"
 FILENAME = "journal.sqlite"
 TOOL_NAME = "MemoryJournal"
@@ -610,9 +612,10 @@ def render_entries(entries: Sequence[JournalEntry], zone: str, max_bytes: int = 
     return "\n".join(lines)
 
 
-async def memory_journal_tool(turn: Any, arguments: Mapping[str, Any]) -> str:
+async def memory_journal_tool(context: ToolContext) -> str:
     """The MemoryJournal handler: validate, query the journal, render a bounded answer."""
-    args = _tool_arguments(dict(arguments))
+    turn = context.turn
+    args = _tool_arguments(dict(context.arguments))
     tier = journal_tier(turn)
     entries = await tier.entries(**args)
     zone = turn.config.runtime.session.rollover_timezone or "the system time zone"
@@ -635,8 +638,8 @@ def register_tools(register: Any) -> None:
 
 
 @bundled_impl
-def recall_memory(turn: Any) -> None:
-    """Answers no recall (journal entries are never injected); withdraws MemoryJournal without a journal tier."""
-    if NAME not in turn.agent.config.memory.tiers:
-        turn.tools = tuple(spec for spec in turn.tools if spec.name != TOOL_NAME)
-    return None
+def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
+    """Withdraw MemoryJournal on turns whose ``memory.tiers`` has no journal tier."""
+    if NAME in turn.config.memory.tiers:
+        return None
+    return [spec for spec in tools if spec.name != TOOL_NAME]

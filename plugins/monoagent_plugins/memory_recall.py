@@ -15,7 +15,8 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   the MemoryRecall tool reads the same cache (``turn.state["memory"]``), so a tool call repeating
   the turn's own query costs no second search.
 * **MemoryRecall**: a read-only tool over every configured tier (journal included), exposed
-  unless ``memory.recallTool.enabled = false`` or no tier is configured; its output is bounded to
+  unless ``memory.recallTool.enabled = false`` or no tier is configured (``filter_tools``
+  withdraws it then); its output is bounded to
   10 hits and 8 KB and labelled as background, not instructions.
 * **Capture** (``after_commit``, so only after a successful commit, never for a cancelled or
   failed turn): the user's own text (``turn.request.text``: never the recalled block, never the
@@ -52,6 +53,8 @@ from monoagent_plugins.lib.memory_index import has_evidence
 
 if TYPE_CHECKING:
     import asyncio
+
+    from monoagent.kernel.tool_context import ToolContext
 
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
@@ -202,12 +205,18 @@ def _exposes_recall_tool(turn: Any) -> bool:
 
 @bundled_impl
 def recall_memory(turn: Any) -> Any:
-    """Recall over the configured tiers (an awaitable), after withdrawing MemoryRecall when it is off."""
-    if not _exposes_recall_tool(turn):
-        turn.tools = tuple(spec for spec in turn.tools if spec.name != TOOL_NAME)
+    """Recall over the configured tiers (an awaitable)."""
     if not turn.config.memory.tiers:
         return None
     return recall(turn)
+
+
+@bundled_impl
+def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
+    """Withdraw MemoryRecall on turns without a memory tier, or with ``memory.recallTool.enabled`` false."""
+    if _exposes_recall_tool(turn):
+        return None
+    return [spec for spec in tools if spec.name != TOOL_NAME]
 
 
 # ------------------------------------------------------------------------------ the MemoryRecall tool
@@ -247,12 +256,13 @@ def render_hits(hits: Sequence[MemoryHit], max_bytes: int = TOOL_MAX_BYTES) -> s
     return "\n".join(lines)
 
 
-async def memory_recall_tool(turn: Any, arguments: Mapping[str, Any]) -> str:
+async def memory_recall_tool(context: ToolContext) -> str:
     """The MemoryRecall handler: validate, search through the turn's cache, render.
 
     A tier that fails is a ``memory_recall_failed`` warning and a note in the answer; the other
     tiers still answer. Only when every tier failed is the call itself an error.
     """
+    turn, arguments = context.turn, context.arguments
     allowed = {"query", "tier", "limit"}
     unknown = sorted(set(arguments) - allowed)
     if unknown:

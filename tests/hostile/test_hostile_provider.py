@@ -485,7 +485,7 @@ def test_lone_surrogates_become_replacement_characters(tmp_path, serve, provider
         @hookimpl
         def register_tools(self, register):
             spec = ToolSpec("look\ufffdup", "look a word up", {"type": "object"})
-            register(spec, lambda turn_, arguments: seen.append(arguments) or "found")
+            register(spec, lambda context: seen.append(context.arguments) or "found")
 
     server = serve(script)
     agent = agent_for(tmp_path, provider, server.url, plugins=[Tools()])
@@ -864,7 +864,7 @@ def test_a_well_behaved_stream_is_unchanged(tmp_path):
         class Tools:
             @hookimpl
             def register_tools(self, register):
-                register(ToolSpec("lookup", "look a word up", {"type": "object"}), lambda turn_, arguments: "a coffee house")
+                register(ToolSpec("lookup", "look a word up", {"type": "object"}), lambda context: "a coffee house")
 
         result, events = turn(agent_for(tmp_path, "anthropic", server.url, plugins=[Tools()]))
     assert not isinstance(result, Exception), result
@@ -879,8 +879,8 @@ def loop_tools(calls: list[Any], *, block: asyncio.Event | None = None) -> Any:
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            async def clock(turn_, arguments):
-                calls.append(arguments)
+            async def clock(context):
+                calls.append(context.arguments)
                 if block is not None:
                     await block.wait()
                 return "12:00"
@@ -1036,8 +1036,8 @@ def test_a_tool_that_swallows_the_deadline_does_not_outlive_it(tmp_path):
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            async def stubborn(turn_, arguments):
-                calls.append(arguments)
+            async def stubborn(context):
+                calls.append(context.arguments)
                 if len(calls) == 1:
                     try:
                         await gate.wait()

@@ -859,7 +859,7 @@ class Monotonic:
 class Echo:
     @hookimpl
     def register_tools(self, register):
-        register(ToolSpec("echo", "Echo text back."), lambda turn, args: str(args.get("text", "")))
+        register(ToolSpec("echo", "Echo text back."), lambda context: str(context.arguments.get("text", "")))
 
 
 class InjectedSidecar:
@@ -1061,8 +1061,8 @@ class HoldWriter:
 
     @hookimpl
     def register_tools(self, register):
-        def hold(turn, args):
-            turn.agent.tool_history_store().writer.gate.clear()
+        def hold(context):
+            context.turn.agent.tool_history_store().writer.gate.clear()
             return "held"
 
         register(ToolSpec("hold", "Hold the tool-history writer."), hold)

@@ -265,7 +265,7 @@ def test_a_json_number_under_a_secret_key_stays_json():
 class SecretTool:
     @hookimpl
     def register_tools(self, register):
-        async def deploy(turn, args):
+        async def deploy(context):
             return "Cookie: session=FAKEresultCookie0123; theme=dark\nAuthorization: token FAKEresultToken0123"
 
         register(ToolSpec("deploy", "Deploy."), deploy)

@@ -177,7 +177,7 @@ class HostileTool:
 
     @hookimpl
     def register_tools(self, register: Any) -> None:
-        register(ToolSpec("probe", "Returns what the test scripted.", {"type": "object", "properties": {}}), lambda turn, arguments: self.result)
+        register(ToolSpec("probe", "Returns what the test scripted.", {"type": "object", "properties": {}}), lambda context: self.result)
 
 
 def request_surrogates(request_fields: dict[str, Any]) -> int:

@@ -86,7 +86,7 @@ HOST_FENCES: tuple[str, ...] = (
     "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity)
     "<untrusted_evidence>",
     "<continuity_envelope>",
-    "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.pipeline.provider_call)
+    "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.pipeline.stateless)
     "<<<END FAILED ATTEMPT SNAPSHOT>>>",
     "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>",  # the tool-output bloat guard (monoagent.pipeline.bloat)
     "<<<END UNTRUSTED TOOL OUTPUT>>>",

@@ -8,8 +8,8 @@ Hooks come in four families, under the banners below:
 * **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
   per documented section, so a project overrides exactly one section by implementing one hook.
-* **Turn steps**: called on every turn around recall, the user message, compaction, the provider
-  call, tools, redaction, commit and events.
+* **Turn steps**: called on every turn around tool availability, recall, the user message,
+  compaction, the provider call, tools, redaction, commit and events.
 
 Conventions for every hook:
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         Section,
         ToolCall,
         ToolResult,
+        ToolSpec,
         TurnResult,
         UserMessagePart,
     )
@@ -269,9 +270,14 @@ def register_tools(register: Callable[..., None]) -> None:
     """Register tools the model may call.
 
     Call ``register(spec, handler)`` with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
-    ``handler(turn, arguments) -> str | ToolResult`` (it may return an awaitable). Tool
+    ``handler(context) -> str | ToolResult`` (it may return an awaitable). The handler receives
+    one :class:`~monoagent.kernel.tool_context.ToolContext`: ``context.turn``, ``context.call``
+    (the :class:`~monoagent.kernel.model.ToolCall`: provider call id, name, parsed arguments),
+    ``context.arguments``, ``context.progress(text)`` (a ``tool_progress`` event) and
+    ``context.result(content, status)`` (a result answering this call). A ``str`` becomes a
+    ``success`` result; an exception an ``error`` result with the redacted message. Tool
     definitions travel in the provider's tool interface, never as prompt prose; the harness
-    refuses calls to any name that is not registered.
+    refuses calls to any name that is not offered on the turn (see ``filter_tools``).
 
     Args:
         register: the callback; a tool name registered by two plugins is an error naming both.
@@ -281,15 +287,15 @@ def register_tools(register: Callable[..., None]) -> None:
 
     Called once per Agent, at start-up.
 
-    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall and
-    ``memory-journal`` registers MemoryJournal; each withdraws its tool from ``turn.tools`` on
-    turns where it is not configured (SessionHistory and RunHistory come with their plugins).
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
+    ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
+    plugins withdraw theirs with ``filter_tools`` on turns where they are not configured.
 
     Example::
 
         @hookimpl
         def register_tools(register):
-            register(ToolSpec("clock", "The current UTC time."), lambda turn, args: utcnow())
+            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow())
     """
 
 
@@ -637,6 +643,40 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
 
 
 @hookspec
+def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | None:
+    """Narrow the tools offered on this turn: return the ones to keep.
+
+    Args:
+        turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
+        tools: every registered tool's :class:`~monoagent.kernel.model.ToolSpec`, in registration order.
+
+    Returns:
+        The specs to keep (a subset of ``tools``), or None to keep them all. Results are
+        collected and intersected: a tool is offered when every implementation that answered
+        kept it. Availability is a veto, so every implementation sees the full list, the
+        outcome does not depend on the load order, and no plugin re-admits a tool another
+        withdrew. A spec that is not in ``tools`` is an error naming the plugin (this step
+        withdraws tools; ``register_tools`` adds them).
+
+    Called once per turn when the harness prepares it: after the history is loaded, before
+    ``recall_memory``, the sections and every provider step. What survives is ``turn.tools``:
+    the tools sent to the provider, the only ones a call may reach (another name is answered
+    ``rejected``).
+
+    Bundled default (``memory``): withdraws MemoryRecall when no memory tier is configured or
+    ``memory.recallTool.enabled`` is false; (``memory-journal``): withdraws MemoryJournal when
+    ``memory.tiers`` has no ``journal`` tier.
+
+    Example::
+
+        @hookimpl
+        def filter_tools(turn, tools):
+            if turn.request.channel == "webhook":
+                return [spec for spec in tools if spec.name != "shell"]
+    """
+
+
+@hookspec
 def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Any:
     """Recall long-term memory for this turn, from the user's message.
 
@@ -804,8 +844,8 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
 
     Args:
         turn: the turn.
-        call: the call the model requested (a registered tool: unknown names are refused by the
-            harness before this hook).
+        call: the call the model requested (a tool offered on this turn: other names are
+            refused by the harness before this hook).
 
     Returns:
         None to let the tool run, or a :class:`~monoagent.kernel.model.ToolResult` (for example with

@@ -19,6 +19,7 @@ from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRe
 if TYPE_CHECKING:
     import concurrent.futures
 
+    from monoagent.kernel.tool_context import ToolContext
     from monoagent.kernel.turn import Turn
 
 
@@ -31,7 +32,7 @@ class ProviderRuntime(Protocol):
     :class:`~monoagent.kernel.model.StepFinished`; it may yield :class:`~monoagent.kernel.model.StreamProgress`
     for argument or reasoning bytes as they arrive. The harness reads the stream within the
     ``providers.piNative`` stream limits and checks every event's types
-    (:func:`monoagent.pipeline.provider_call.read_step`). Failures raise
+    (:func:`monoagent.pipeline.stream.read_step`). Failures raise
     :class:`~monoagent.kernel.errors.ProviderError` with ``retryable`` set for transient ones.
     Cancellation arrives as ``asyncio.CancelledError`` at an ``await``; the runtime stops its
     stream promptly and lets it propagate.
@@ -444,12 +445,13 @@ class CompactionPolicy(Protocol):
     async def compact(self, turn: Turn, messages: Sequence[Message], budget: int) -> CompactionOutcome: ...
 
 
-ToolHandler = Callable[["Turn", dict[str, Any]], "str | ToolResult | Awaitable[str | ToolResult]"]
+ToolHandler = Callable[["ToolContext"], "str | ToolResult | Awaitable[str | ToolResult]"]
+"""``handler(context)``: the :class:`~monoagent.kernel.tool_context.ToolContext` of one call in, its text or result out."""
 
 
 @attrs.frozen
 class Tool:
-    """A registered tool: its model-visible spec and the handler that runs it."""
+    """A registered tool: its model-visible spec and the handler that runs it (``handler(context)``)."""
 
     spec: ToolSpec
     handler: ToolHandler

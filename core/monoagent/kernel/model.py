@@ -354,10 +354,12 @@ class Message(ValidText):
 
     ``name`` carries the speaker label of a user message (persisted, so a later turn knows who
     said what); ``tool_calls`` are set on assistant messages that asked for tools and
-    ``tool_call_id`` on ``tool`` messages that answer them. ``continuity`` is set by the host on
-    the assistant message of a continuity account, and only there: it marks the message as
-    host-authored and names the tool records the account retains (absent in records written
-    before it existed, and omitted from a serialized message when unset).
+    ``tool_call_id`` on ``tool`` messages that answer them, with ``is_error`` when the result was
+    not a success (its status was not ``success``), which the provider formats carry to the model.
+    ``continuity`` is set by the host on the assistant message of a continuity account, and only
+    there: it marks the message as host-authored and names the tool records the account retains.
+    ``is_error`` and ``continuity`` are absent in records written before they existed, and
+    omitted from a serialized message when unset.
     """
 
     role: Role
@@ -367,6 +369,7 @@ class Message(ValidText):
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
     tool_call_id: str | None = None
     continuity: ContinuityEnvelope | None = None
+    is_error: bool = False
 
 
 @attrs.frozen

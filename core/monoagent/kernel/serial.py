@@ -17,12 +17,13 @@ converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value
 
 
 def _message_hook() -> Any:
-    """Messages serialize as before unless they carry a continuity envelope (records stay byte-identical)."""
+    """Messages serialize as before unless they carry a continuity envelope or an error flag (records stay byte-identical)."""
     from cattrs.gen import make_dict_unstructure_fn, override
 
     from monoagent.kernel.model import Message
 
-    return Message, make_dict_unstructure_fn(Message, converter, continuity=override(omit_if_default=True))
+    omit = override(omit_if_default=True)
+    return Message, make_dict_unstructure_fn(Message, converter, continuity=omit, is_error=omit)
 
 
 converter.register_unstructure_hook(*_message_hook())

@@ -3,10 +3,11 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> memory recall -> compaction -> sections ->
-assembly and manifest -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
-with the tool loop (capped by ``runtime.maxTurns``) -> commit (history publish, events,
-``after_commit``).
+resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+compaction -> sections -> assembly and manifest -> execution slot
+(``concurrency.maxConcurrentRuns``) -> provider steps (:mod:`monoagent.pipeline.provider_call`) with
+the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
+(history publish, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
@@ -37,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.interfaces import CommitReceipt, load_history
@@ -47,15 +47,13 @@ from monoagent.kernel.model import (
     MemoryHit,
     Message,
     RunEvent,
-    ToolCall,
-    ToolResult,
-    ToolStatus,
     TurnRequest,
     TurnResult,
     UserMessagePart,
 )
 from monoagent.kernel.host import await_me_maybe
 from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
+from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 from monoagent.kernel.turn import SessionInfo, Turn
 
@@ -211,9 +209,10 @@ class Harness:
         """Run one turn to its committed result, or raise (committing nothing)."""
         self._bind_loop()
         async with self._lane(request.conversation_id):
-            return await self._admitted(request, on_event)
+            return await self._run_admitted_turn(request, on_event)
 
-    async def _admitted(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+    async def _run_admitted_turn(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+        """Admit the turn (or reject it), run it to its commit, and settle it on cancellation or failure."""
         assert self._slots is not None
         await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
         limit = self.agent.config.concurrency.max_pending_runs
@@ -281,7 +280,7 @@ class Harness:
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
-        turn.tools = tuple(tool.spec for tool in agent.tools.values())
+        turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in host.call("recall_memory", turn=turn):
             hits = await await_me_maybe(value)
@@ -339,7 +338,7 @@ class Harness:
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        provided = await ProviderCall(self, turn, prompt).run()  # retries, fallbacks, the tool loop
+        provided = await ProviderCall(turn, prompt, ToolLoop(turn)).run()  # retries, fallbacks, the tool loop
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
         if not outcome.text.strip():
             raise EmptyResponse(
@@ -439,32 +438,3 @@ class Harness:
             "but may not survive a crash",
         )
         return CommitReceipt(turn.conversation_id, len(load.result()), 0), cancelled
-
-    async def _tool(self, turn: Turn, call: ToolCall) -> ToolResult:
-        agent = self.agent
-        continuity = RunContinuity.of(turn)
-        turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
-        tool = agent.tools.get(call.name)
-        if tool is None or call.name not in {spec.name for spec in turn.tools}:
-            available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
-            result = ToolResult(
-                call.id, call.name, f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED
-            )
-        else:
-            result = agent.host.call("before_tool_call", turn=turn, call=call)
-            if result is None:
-                try:
-                    value = await await_me_maybe(tool.handler(turn, dict(call.arguments)))
-                    result = value if isinstance(value, ToolResult) else ToolResult(call.id, call.name, str(value))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
-                    result = ToolResult(call.id, call.name, f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
-        turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
-        result = guard_tool_result(turn, result)
-        agent.host.call("after_tool_call", turn=turn, call=call, result=result)
-        persistence = await continuity.tool_result(call, result)
-        turn.emit("tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content), **persistence)
-        return result
-

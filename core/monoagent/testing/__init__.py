@@ -14,13 +14,14 @@ Typical use with pytest::
 environment (unless you pass one), third-party entry-point autoload off, and keeps all state
 (agent home, history, artifacts) under the directory you give it. The offline providers are
 ``offline:echo`` (the default model) and ``offline:scripted``; :func:`write_script` makes a
-script for the latter.
+script for the latter. :func:`tool_context` builds what a tool handler receives, to call it directly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,15 @@ from typing import Any
 import attrs
 
 from monoagent.agent import Agent
+from monoagent.kernel.interfaces import logical_conversation_id
+from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
+from monoagent.kernel.tool_context import ToolContext
+from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.testing.history_contract import HistoryStoreContract
 from monoagent.testing.provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
 
 __all__ = ["fresh_agent", "scripted_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
+__all__ += ["tool_context"]
 __all__ += ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest"]
 __all__ += ["HistoryStoreContract"]
 from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract  # noqa: E402  (the memory conformance suites)
@@ -158,3 +164,38 @@ def scripted_agent(
 def collect_events(into: list[Any]) -> Any:
     """An ``on_event`` callback appending every RunEvent to ``into``."""
     return into.append
+
+
+def tool_context(
+    agent: Agent,
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    call_id: str = "call-1",
+    request: TurnRequest | None = None,
+    events: list[RunEvent] | None = None,
+) -> ToolContext:
+    """A :class:`~monoagent.kernel.tool_context.ToolContext` for calling a tool handler directly.
+
+    The context's turn is a turn of ``request`` (default ``TurnRequest("test")``) on ``agent``
+    that is never run: nothing is loaded, recalled or committed, ``turn.tools`` lists every
+    registered tool and the call is ``ToolCall(call_id, name, arguments)``. Its events
+    (``tool_progress`` included) are appended to ``events``. Pass the context to the handler
+    yourself: ``agent.tools[name].handler(context)``.
+    """
+    request = request or TurnRequest("test")
+    sink = events if events is not None else []
+    session = SessionInfo(
+        delivery=request.delivery,
+        mode=agent.config.runtime.session.mode,
+        logical_conversation_id=logical_conversation_id(request.conversation_id),
+        conversation_id=request.conversation_id,
+    )
+
+    def emit(type: str, data: dict[str, Any]) -> None:
+        sink.append(RunEvent(type, "test-run", request.conversation_id, len(sink) + 1, time.time(), data))
+
+    turn = Turn(agent=agent, request=request, run_id="test-run", model=request.model or agent.model, session=session, emitter=emit)
+    turn.tools = tuple(tool.spec for tool in agent.tools.values())
+    return ToolContext(turn, ToolCall(call_id, name, dict(arguments or {})))
+

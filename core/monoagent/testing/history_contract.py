@@ -133,18 +133,21 @@ class HistoryStoreContract:
     def test_contract_order_and_fields_round_trip(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
         call = ToolCall("call-1", "search", {"query": "weather", "nested": {"n": [1, 2]}})
+        failed = ToolCall("call-2", "search", {"query": "Atlantis"})
         turn = [
             Message("user", "line one\nline two", name="Bob"),
-            Message("assistant", "", tool_calls=(call,)),
+            Message("assistant", "", tool_calls=(call, failed)),
             Message("tool", "sunny", name="search", tool_call_id="call-1"),
+            Message("tool", "no such place", name="search", tool_call_id="call-2", is_error=True),
             Message("assistant", "It is sunny."),
         ]
         receipt = self.run(store.commit("c", turn))
-        assert receipt.conversation_id == "c" and receipt.message_count == 4
+        assert receipt.conversation_id == "c" and receipt.message_count == 5
         self.commit_turns(store, "c", range(1, 4))
         loaded = self.load(self.make_store(tmp_path), "c")
-        assert loaded[:4] == turn
-        assert _contents(loaded[4:]) == [t for i in range(1, 4) for t in (f"question {i}", f"answer {i}")]
+        assert loaded[:5] == turn
+        assert [m.is_error for m in loaded[2:4]] == [False, True]
+        assert _contents(loaded[5:]) == [t for i in range(1, 4) for t in (f"question {i}", f"answer {i}")]
         self.close(store)
 
     def test_contract_ids_are_exact(self, tmp_path: Path) -> None:

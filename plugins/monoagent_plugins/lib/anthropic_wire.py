@@ -30,7 +30,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.pipeline.provider_call import MAX_TOOL_CALLS_PER_STEP
+from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
 from monoagent_plugins.anthropic import API_VERSION, PROVIDER, AnthropicConfig
 from monoagent_plugins.lib.provider_http import (
@@ -80,9 +80,12 @@ class ToolUseBlock:
 
 @attrs.frozen
 class ToolResultBlock:
+    """A tool's answer; ``is_error`` (sent only when true) tells the model the call failed or was refused."""
+
     type: str
     tool_use_id: str
     content: str
+    is_error: bool = False
 
 
 Block = TextBlock | ToolUseBlock | ToolResultBlock
@@ -127,7 +130,7 @@ def _wire_converter() -> Any:
 
 def _blocks(message: Message) -> tuple[str, list[Block]]:
     if message.role == "tool":
-        return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content)]
+        return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content, message.is_error)]
     # The API refuses a blank text block ("text content blocks must contain non-whitespace text"),
     # yet Claude itself may stream one before a tool_use: the tool calls alone carry that turn.
     blocks: list[Block] = [TextBlock("text", message.content)] if message.content.strip() or not message.tool_calls else []

@@ -7,7 +7,9 @@ The request is ``POST <baseUrl>/chat/completions`` with ``stream: true`` and
 and dynamic parts joined by a blank line (these APIs cache prefixes automatically; the boundary
 marker is never sent). Tools travel as ``tools: [{"type": "function", "function": {...}}]``;
 assistant tool calls as ``tool_calls`` and tool results as ``role: "tool"`` messages with their
-``tool_call_id``.
+``tool_call_id``. The format has no error flag on a tool message, so a result that is an error
+(``Message.is_error``: the tool failed or was refused) says so in its text: its content starts
+with :data:`TOOL_ERROR_PREFIX`.
 
 The answer is a stream of ``data: {chunk}`` events ending with ``data: [DONE]``: text in
 ``choices[0].delta.content``, tool calls in ``delta.tool_calls[]`` pieces keyed by ``index``
@@ -45,7 +47,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.pipeline.provider_call import MAX_TOOL_CALLS_PER_STEP
+from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
 from monoagent_plugins.lib.provider_http import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -64,6 +66,9 @@ from monoagent_plugins.lib.provider_http import (
     utf8_size,
     want,
 )
+
+TOOL_ERROR_PREFIX = "Error: "
+"""What the content of a tool message whose result is an error starts with (the OpenAI format has no flag)."""
 
 FINISH_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use", "content_filter": "refusal"}
 CONTEXT_LIMIT_PHRASES = ("maximum context length", "context length exceeded", "exceeds the available context size", "context window")
@@ -135,7 +140,8 @@ def _wire_converter() -> Any:
 
 def wire_message(message: Message) -> WireMessage:
     if message.role == "tool":
-        return WireMessage("tool", message.content, tool_call_id=message.tool_call_id or "")
+        content = TOOL_ERROR_PREFIX + message.content if message.is_error else message.content
+        return WireMessage("tool", content, tool_call_id=message.tool_call_id or "")
     if message.role == "assistant" and message.tool_calls:
         calls = [
             WireToolCall(call.id, "function", WireFunction(call.name, json.dumps(call.arguments, ensure_ascii=False)))

@@ -20,7 +20,7 @@ chunk past the cap is ever buffered), and an error body is read up to :data:`ERR
 :func:`event_json` and :func:`tool_arguments` parse what the runtimes read: JSON only (no
 ``NaN``), nesting errors and lone surrogates included (those become U+FFFD, logged). The event
 *shape* is checked by each runtime with :class:`Malformed`; the time and output limits of a
-stream are the harness's (:mod:`monoagent.pipeline.provider_call`), which sees every event.
+stream are the harness's (:mod:`monoagent.pipeline.stream`), which sees every event.
 
 Cancellation is never caught: leaving the ``async with`` closes the response and its connection.
 """
@@ -569,7 +569,7 @@ def loads(endpoint: Endpoint, text: str, what: str) -> Any:
     except ValueError as exc:
         raise Malformed(f"{what} is not JSON ({exc})") from None
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
-        from monoagent.pipeline.provider_call import MAX_ARGUMENT_DEPTH, too_deep  # not at plugin load: it imports the harness's modules
+        from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH, too_deep  # not at plugin load: it imports the harness's modules
 
         if too_deep(value, 2 * MAX_ARGUMENT_DEPTH):  # the scrub below recurses
             raise Malformed(f"{what} nests too deeply to read")
@@ -594,7 +594,7 @@ def event_json(endpoint: Endpoint, data: str) -> dict[str, Any]:
 
 def tool_arguments(endpoint: Endpoint, name: str, call_id: str, text: str) -> dict[str, Any]:
     """A tool call's assembled argument JSON as an object (empty text is ``{}``), or a one-line ProviderError."""
-    from monoagent.pipeline.provider_call import MAX_ARGUMENT_DEPTH, too_deep
+    from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH, too_deep
 
     label = f"{endpoint.provider}: tool call {name[:64]!r} ({call_id[:64]})"
     if not text.strip():

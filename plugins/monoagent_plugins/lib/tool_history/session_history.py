@@ -7,12 +7,15 @@ its daily buckets; it fails closed (an error result) on a corrupt or unsafe side
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import ToolResult, ToolSpec, ToolStatus
 from monoagent_plugins.lib.tool_history.projection import SESSION_HISTORY, value_text
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
+
+if TYPE_CHECKING:
+    from monoagent.kernel.tool_context import ToolContext
 
 
 SESSION_HISTORY_SPEC = ToolSpec(
@@ -55,11 +58,9 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
-def session_history(turn: Any, arguments: dict[str, Any]) -> ToolResult:
+def session_history(context: ToolContext) -> ToolResult:
     """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read."""
-    ledger = getattr(turn.state.get("monoagent.pipeline.continuity"), "ledger", None)
-    open_calls = [inv.call.id for inv in getattr(ledger, "open", {}).values() if inv.call.name == SESSION_HISTORY]
-    call_id = open_calls[-1] if open_calls else ""
+    turn, arguments, call_id = context.turn, context.arguments, context.call.id
     store = turn.agent.tool_history_store()
     if not isinstance(store, SqliteToolHistory):
         return ToolResult(call_id, SESSION_HISTORY, "Tool history is not enabled for this agent.", ToolStatus.ERROR)

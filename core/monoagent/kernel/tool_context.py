@@ -1,0 +1,114 @@
+"""What a tool handler receives: one typed context for one tool call.
+
+A handler is ``handler(context) -> str | ToolResult`` (or an awaitable of one). The context
+carries the :class:`~monoagent.kernel.turn.Turn`, the :class:`~monoagent.kernel.model.ToolCall`
+being answered (provider call id, tool name, parsed arguments) and :meth:`ToolContext.progress`,
+so a handler never has to find out which call it is answering. A wrapper that adapts a plain
+function needs nothing else: ``lambda context: str(fn(**context.arguments))``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import ContentBlock, ToolCall, ToolResult, ToolStatus
+from monoagent.text import utf8_prefix
+
+if TYPE_CHECKING:
+    from monoagent.kernel.turn import Turn
+
+PROGRESS_MAX_BYTES = 1024
+"""UTF-8 bytes of one ``tool_progress`` text (after redaction); the rest is cut off."""
+
+PROGRESS_MAX_EVENTS = 64
+"""``tool_progress`` events one call may emit; later reports are counted, not emitted."""
+
+
+@attrs.define
+class _Progress:
+    """The mutable side of a frozen context: the loop it belongs to, what was reported, whether it settled."""
+
+    loop: asyncio.AbstractEventLoop | None
+    emitted: int = 0
+    dropped: int = 0
+    finished: bool = False
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+@attrs.frozen
+class ToolContext:
+    """One tool call as its handler sees it: the turn, the call, and a way to report progress.
+
+    ``turn`` is the running :class:`~monoagent.kernel.turn.Turn` (``turn.agent``, ``turn.config``,
+    ``turn.request``, ``turn.state``); ``call`` the :class:`~monoagent.kernel.model.ToolCall` the
+    model requested. Build results with :meth:`result` so they answer this call; the tool loop
+    binds any returned :class:`~monoagent.kernel.model.ToolResult` to ``call`` in any case (its
+    ``call_id`` and ``name`` are the call's, whatever the handler put there).
+    """
+
+    turn: Turn
+    call: ToolCall
+    _progress: _Progress = attrs.field(init=False, factory=lambda: _Progress(_running_loop()), repr=False, eq=False)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The call's parsed arguments (a JSON object; the harness checked its shape and depth)."""
+        return self.call.arguments
+
+    @property
+    def progress_dropped(self) -> int:
+        """Reports that emitted no event: over :data:`PROGRESS_MAX_EVENTS`, or after the call settled."""
+        return self._progress.dropped
+
+    def result(self, content: str, status: ToolStatus = ToolStatus.SUCCESS, blocks: Sequence[ContentBlock] = ()) -> ToolResult:
+        """A :class:`~monoagent.kernel.model.ToolResult` answering this call.
+
+        A status other than ``success`` reaches the model as an error (Anthropic ``is_error``,
+        see docs/providers.md for the OpenAI format).
+        """
+        return ToolResult(self.call.id, self.call.name, content, status, tuple(blocks))
+
+    def progress(self, text: str) -> None:
+        """Report progress of a long call: a ``tool_progress`` run event (``id``, ``name``, ``text``, ``truncated``).
+
+        The text goes through the ``redact`` chain (kind ``event``) and is then cut to
+        :data:`PROGRESS_MAX_BYTES`; a call emits at most :data:`PROGRESS_MAX_EVENTS` of them, and
+        none after it settled (both counted in the call's ``tool_result`` event as
+        ``progress_dropped``). Progress never reaches the model or history. Safe to call from a
+        worker thread running the handler's blocking part: the event is emitted on the turn's loop.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"ToolContext.progress takes a str, not {type(text).__name__}")
+        loop = self._progress.loop
+        if loop is not None and _running_loop() is not loop:
+            try:
+                loop.call_soon_threadsafe(self._emit, text)
+            except RuntimeError:  # the loop closed under a thread that outlived the call
+                self._progress.dropped += 1
+                logger.debug("tool_progress of {} dropped: its event loop is closed", self.call.name)
+            return
+        self._emit(text)
+
+    def finish(self) -> None:
+        """Mark the call settled (the tool loop does it): later progress is dropped, not emitted."""
+        self._progress.finished = True
+
+    def _emit(self, text: str) -> None:
+        progress = self._progress
+        if progress.finished or progress.emitted >= PROGRESS_MAX_EVENTS:
+            progress.dropped += 1
+            return
+        progress.emitted += 1
+        cut = utf8_prefix(self.turn.agent.redact(text, "event"), PROGRESS_MAX_BYTES)
+        self.turn.emit("tool_progress", id=self.call.id, name=self.call.name, text=cut.text, truncated=cut.truncated)

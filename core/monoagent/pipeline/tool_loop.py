@@ -1,0 +1,194 @@
+"""The tool loop: which tools a turn offers, and how each tool call the model requests runs.
+
+**Offered tools** (:func:`offered_tools`, called by the harness when it prepares the turn, after
+the history is loaded and before recall): every registered tool, narrowed by the
+``filter_tools`` step. Every implementation sees the full registered list and may return the
+ones it keeps; a tool is offered when every implementation that answered kept it (the lists are
+intersected, so the outcome does not depend on load order and no plugin can re-admit a tool
+another withdrew). The result is ``turn.tools``: the section producers and the provider requests
+of the turn read it, and nothing changes it later.
+
+**One call** (:meth:`ToolLoop.run`), in this order:
+
+1. the repeated-call guard: the same tool with the same (canonical) arguments more than
+   ``runtime.maxRepeatedToolCalls`` times in a row, or in a repeating cycle of up to
+   :data:`MAX_REPEATED_CYCLE` calls (A, B, A, B, ...), over the whole run, retries included, ends
+   the run before that call runs (:class:`~monoagent.kernel.errors.RepeatedToolCall`);
+2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
+   ``tool_call`` event;
+3. availability: a name that is not offered this turn is answered with status ``rejected``;
+4. ``before_tool_call``, which may answer the call instead of the tool;
+5. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
+   an ``error`` result whose text is redacted, a ``str`` a ``success`` result;
+6. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
+   surrogates are reported, the tool-output bloat guard (:mod:`monoagent.pipeline.bloat`) runs,
+   ``after_tool_call`` observes it, the result record goes to tool history and ``tool_result``
+   is emitted.
+
+The result goes back to the model as :func:`tool_message`, whose ``is_error`` the provider
+formats carry on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from monoagent.kernel.errors import PluginError, RepeatedToolCall
+from monoagent.kernel.host import await_me_maybe
+from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
+from monoagent.kernel.tool_context import ToolContext
+from monoagent.pipeline.bloat import guard_tool_result
+from monoagent.pipeline.continuity import RunContinuity
+from monoagent.pipeline.stream import canonical_arguments
+from monoagent.text import utf8_len
+
+if TYPE_CHECKING:
+    from monoagent.kernel.turn import Turn
+
+MAX_REPEATED_CYCLE = 16
+"""The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
+
+
+def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
+    """The tools offered on ``turn``: every registered tool, narrowed by ``filter_tools``.
+
+    Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
+    returns something other than registered tool specs.
+    """
+    registered = tuple(tool.spec for tool in turn.agent.tools.values())
+    known = {spec.name for spec in registered}
+    keep = known
+    for plugin, kept in turn.agent.host.call_each("filter_tools", turn=turn, tools=registered):
+        if kept is not None:
+            keep = keep & _kept_names(plugin, kept, known)
+    return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
+
+
+def _kept_names(plugin: str, kept: Any, known: set[str]) -> set[str]:
+    if isinstance(kept, (str, bytes, ToolSpec)) or not isinstance(kept, Iterable):
+        kept = (kept,)  # one spec is a list of one; anything else is reported below
+    names: set[str] = set()
+    for spec in kept:
+        if not isinstance(spec, ToolSpec):
+            raise PluginError(
+                f"plugin {plugin!r} returned a value of type {type(spec).__name__} from filter_tools where a "
+                f"ToolSpec belongs; return the ToolSpecs to keep (a subset of the 'tools' argument) or None"
+            )
+        names.add(spec.name)
+    unknown = names - known
+    if unknown:
+        raise PluginError(
+            f"plugin {plugin!r} returned tool(s) {', '.join(map(repr, sorted(unknown)))} from filter_tools, which are not "
+            f"registered; filter_tools only withdraws tools (register new ones with register_tools)"
+        )
+    return names
+
+
+def tool_message(call: ToolCall, result: ToolResult) -> Message:
+    """The ``tool`` message that answers ``call`` in the next provider step, with the result's ``is_error``."""
+    return Message("tool", result.content, name=call.name, tool_call_id=call.id, is_error=result.is_error)
+
+
+def bind_result(result: ToolResult, call: ToolCall) -> ToolResult:
+    """``result`` answering ``call``: its ``call_id`` and ``name`` set to the call's."""
+    if result.call_id == call.id and result.name == call.name:
+        return result
+    return attrs.evolve(result, call_id=call.id, name=call.name)
+
+
+@attrs.define
+class _Repeats:
+    """The run's latest tool calls (name and canonical arguments) and how often they repeat in a row.
+
+    A run of calls that repeats the same cycle of ``period`` calls (one call: A, A, A; two:
+    A, B, A, B, ...; up to :data:`MAX_REPEATED_CYCLE`) is one runaway loop, whichever call the
+    model varies between: ``streaks[period]`` counts the calls that each equal the call
+    ``period`` places before them.
+    """
+
+    keys: list[tuple[str, str]] = attrs.Factory(list)
+    streaks: list[int] = attrs.Factory(lambda: [0] * (MAX_REPEATED_CYCLE + 1))
+
+    def see(self, name: str, arguments: str) -> tuple[int, int]:
+        """How many times in a row the newest call has now come in its cycle, and the cycle's length."""
+        key = (name, arguments)
+        keys, streaks = self.keys, self.streaks
+        count, period = 1, 1
+        for lag in range(1, MAX_REPEATED_CYCLE + 1):
+            streaks[lag] = streaks[lag] + 1 if len(keys) >= lag and keys[-lag] == key else 0
+            times = -(-streaks[lag] // lag) + 1  # the calls of a cycle of ``lag`` repeated over streak + lag calls
+            if streaks[lag] and times > count:
+                count, period = times, lag
+        keys.append(key)
+        del keys[:-MAX_REPEATED_CYCLE]
+        return count, period
+
+
+class ToolLoop:
+    """Runs the tool calls of one run, over all its attempts (the repeat streak spans retries).
+
+    Built by the harness per run and handed to :class:`~monoagent.pipeline.provider_call.ProviderCall`,
+    which calls :meth:`run` for each requested call in order.
+    """
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.max_repeats = turn.config.runtime.max_repeated_tool_calls
+        self._repeats = _Repeats()
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` to its result (see the module docstring); raises only to end the run."""
+        self._check_repeats(call)
+        turn = self.turn
+        continuity = RunContinuity.of(turn)
+        turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
+        context = ToolContext(turn, call)
+        try:
+            result = await self._answer(context)
+        finally:
+            context.finish()
+        turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
+        result = guard_tool_result(turn, bind_result(result, call))
+        turn.agent.host.call("after_tool_call", turn=turn, call=call, result=result)
+        persistence = await continuity.tool_result(call, result)
+        dropped = {"progress_dropped": context.progress_dropped} if context.progress_dropped else {}
+        turn.emit(
+            "tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content),
+            **persistence, **dropped,
+        )
+        return result
+
+    async def _answer(self, context: ToolContext) -> ToolResult:
+        """The call's result: refused, answered by ``before_tool_call``, or the handler's."""
+        turn, call = context.turn, context.call
+        agent = turn.agent
+        tool = agent.tools.get(call.name)
+        if tool is None or call.name not in {spec.name for spec in turn.tools}:
+            available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
+            return context.result(f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED)
+        answer = agent.host.call("before_tool_call", turn=turn, call=call)
+        if answer is not None:
+            return answer
+        try:
+            value = await await_me_maybe(tool.handler(context))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
+            return context.result(f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
+        return value if isinstance(value, ToolResult) else context.result(str(value))
+
+    def _check_repeats(self, call: ToolCall) -> None:
+        """Count ``call`` in the run's streak of identical calls; stop the run before one too many."""
+        count, period = self._repeats.see(call.name, canonical_arguments(self.turn.model, call))
+        if self.max_repeats and count > self.max_repeats:
+            cycle = f" (in a repeating cycle of {period} tool calls)" if period > 1 else ""
+            raise RepeatedToolCall(
+                f"the model called tool {call.name[:64]!r} with the same arguments {count} times in a row{cycle}; the run "
+                f"was stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
+                f"nothing was committed"
+            )

@@ -1,0 +1,204 @@
+"""The tool loop through the public API: what a handler receives, what its result answers, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import attrs
+import pytest
+from monoagent import (
+    Message,
+    PluginError,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    TurnRequest,
+    hookimpl,
+)
+from monoagent.kernel import serial
+from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
+from monoagent.testing import scripted_agent, tool_context
+
+
+def tool_agent(tmp_path: Any, handler: Any, calls: list[dict[str, Any]], *plugins: Any, **kwargs: Any) -> Any:
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("probe", "A probe.", {"type": "object"}), handler)
+
+    return scripted_agent(tmp_path, [{"tool_calls": calls}, {"text": "done"}], plugins=[Tools(), *plugins], **kwargs)
+
+
+def run(agent: Any) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    result = agent.run_sync("go", conversation_id="c", on_event=events.append)
+    return result, events
+
+
+def test_a_handler_receives_its_call_and_its_turn(tmp_path):
+    seen: list[ToolContext] = []
+
+    def probe(context):
+        seen.append(context)
+        return context.result(f"got {context.arguments['q']}")
+
+    agent = tool_agent(tmp_path, probe, [{"id": "call-a", "name": "probe", "arguments": {"q": 1}},
+                                         {"id": "call-b", "name": "probe", "arguments": {"q": 2}}])
+    result, _ = run(agent)
+    assert [(c.call.id, c.call.name, c.arguments) for c in seen] == [("call-a", "probe", {"q": 1}), ("call-b", "probe", {"q": 2})]
+    assert seen[0].turn.run_id == result.run_id and seen[0].turn.request.text == "go"
+    assert [(a.result.call_id, a.result.content) for a in result.tool_activity] == [("call-a", "got 1"), ("call-b", "got 2")]
+
+
+@pytest.mark.parametrize("returned", [ToolResult("", "", "text"), ToolResult("call-x", "other", "text", ToolStatus.ERROR)])
+def test_a_returned_result_answers_the_call_it_was_returned_for(tmp_path, returned):
+    agent = tool_agent(tmp_path, lambda context: returned, [{"id": "call-7", "name": "probe"}])
+    result, events = run(agent)
+    (activity,) = result.tool_activity
+    assert (activity.result.call_id, activity.result.name, activity.result.status) == ("call-7", "probe", returned.status)
+    assert [e.data["id"] for e in events if e.type == "tool_result"] == ["call-7"]
+
+
+def test_an_exception_is_an_error_result_with_the_redacted_message(tmp_path):
+    def probe(context):
+        raise RuntimeError("token sk-ant-abcdefghijklmnopqrstuvwx was refused")
+
+    result, _ = run(tool_agent(tmp_path, probe, [{"id": "c1", "name": "probe"}]))
+    (activity,) = result.tool_activity
+    assert activity.result.status is ToolStatus.ERROR and activity.result.call_id == "c1"
+    assert activity.result.content == "Tool 'probe' failed: RuntimeError: token [REDACTED:anthropic_key] was refused"
+
+
+def test_progress_is_an_event_redacted_bounded_and_counted(tmp_path):
+    def probe(context):
+        context.progress("using sk-ant-abcdefghijklmnopqrstuvwx")
+        context.progress("é" * PROGRESS_MAX_BYTES)
+        for n in range(PROGRESS_MAX_EVENTS + 3):
+            context.progress(f"step {n}")
+        return "ok"
+
+    _, events = run(tool_agent(tmp_path, probe, [{"id": "c1", "name": "probe"}]))
+    progress = [e.data for e in events if e.type == "tool_progress"]
+    assert len(progress) == PROGRESS_MAX_EVENTS
+    assert progress[0] == {"id": "c1", "name": "probe", "text": "using [REDACTED:anthropic_key]", "truncated": False}
+    assert progress[1]["truncated"] and progress[1]["text"] == "é" * (PROGRESS_MAX_BYTES // 2)
+    types = [e.type for e in events]
+    assert types.index("tool_call") < types.index("tool_progress") < types.index("tool_result")
+    (tool_result,) = [e.data for e in events if e.type == "tool_result"]
+    assert tool_result["progress_dropped"] == 5
+
+
+def test_progress_from_a_worker_thread_lands_on_the_turn_before_the_result(tmp_path):
+    async def probe(context):
+        def work():
+            for n in range(3):
+                context.progress(f"chunk {n}")
+            return "worked"
+
+        return await asyncio.to_thread(work)
+
+    result, events = run(tool_agent(tmp_path, probe, [{"id": "c1", "name": "probe"}]))
+    tail = [(e.type, e.data.get("text")) for e in events if e.type in ("tool_progress", "tool_result")]
+    assert tail == [("tool_progress", "chunk 0"), ("tool_progress", "chunk 1"), ("tool_progress", "chunk 2"), ("tool_result", None)]
+    assert [e.seq for e in events] == sorted(e.seq for e in events)
+    assert result.tool_activity[0].result.content == "worked"
+
+
+def test_progress_after_the_call_settled_is_dropped(tmp_path):
+    kept: list[ToolContext] = []
+
+    def probe(context):
+        if kept:
+            kept[0].progress("late")  # the first call's context, after that call settled
+        kept.append(context)
+        return "ok"
+
+    _, events = run(tool_agent(tmp_path, probe, [{"id": "c1", "name": "probe"}, {"id": "c2", "name": "probe"}]))
+    assert [e for e in events if e.type == "tool_progress"] == []
+    assert kept[0].progress_dropped == 1
+    with pytest.raises(TypeError, match="takes a str"):
+        kept[1].progress(42)
+
+
+def test_the_tool_messages_sent_back_carry_is_error(tmp_path):
+    sent: list[Any] = []
+
+    class Spy:
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append([(m.tool_call_id, m.is_error) for m in request.messages if m.role == "tool"])
+
+    def probe(context):
+        if context.arguments.get("fail"):
+            raise ValueError("bad input")
+        return "fine"
+
+    calls = [{"id": "ok", "name": "probe"}, {"id": "raised", "name": "probe", "arguments": {"fail": True}}, {"id": "unknown", "name": "nope"}]
+    run(tool_agent(tmp_path, probe, calls, Spy()))
+    assert sent[-1] == [("ok", False), ("raised", True), ("unknown", True)]
+
+
+def test_a_tool_message_serializes_as_before_unless_it_is_an_error():
+    ok = Message("tool", "sunny", name="search", timestamp=1.0, tool_call_id="call-1")
+    assert serial.dumps(ok) == '{"role":"tool","content":"sunny","name":"search","timestamp":1.0,"tool_calls":[],"tool_call_id":"call-1"}'
+    failed = attrs.evolve(ok, is_error=True)
+    assert serial.dumps(failed) == serial.dumps(ok)[:-1] + ',"is_error":true}'
+    assert serial.structure(json.loads(serial.dumps(failed)), Message) == failed
+
+
+@pytest.mark.parametrize(("kept", "message"), [
+    (["probe"], "returned a value of type str from filter_tools where a ToolSpec belongs; return the ToolSpecs to keep"),
+    (42, "returned a value of type int from filter_tools where a ToolSpec belongs"),
+    ([ToolSpec("invented", "Not registered.")], "returned tool(s) 'invented' from filter_tools, which are not registered"),
+])
+def test_filter_tools_only_narrows_and_an_error_names_the_plugin(tmp_path, kept, message):
+    class Narrow:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            return kept
+
+    agent = tool_agent(tmp_path, lambda context: "ok", [{"name": "probe"}], Narrow())
+    with pytest.raises(PluginError, match="plugin 'Narrow'") as caught:
+        agent.run_sync("go")
+    assert message in str(caught.value)
+
+
+def test_filter_tools_lists_are_intersected_whatever_the_order(tmp_path):
+    def withdraw(name):
+        class Withdraw:
+            @hookimpl
+            def filter_tools(self, turn, tools):
+                return [spec for spec in tools if spec.name != name]
+
+            @hookimpl
+            def after_provider_call(self, turn, request, outcome):
+                sent.append([spec.name for spec in request.tools])
+
+        Withdraw.__name__ = Withdraw.__qualname__ = f"Withdraw{name}"  # the plugin's name
+        return Withdraw()
+
+    for order, plugins in enumerate([(withdraw("probe"), withdraw("SessionHistory")), (withdraw("SessionHistory"), withdraw("probe"))]):
+        sent: list[list[str]] = []
+        (tmp_path / str(order)).mkdir()
+        agent = tool_agent(tmp_path / str(order), lambda context: "ok", [{"name": "probe"}], plugins[0])
+        agent.register(plugins[1])
+        result, _ = run(agent)
+        assert sent[0] == []  # neither tool, nor the memory tools this agent has no tier for
+        assert result.tool_activity[0].result.content == "Tool 'probe' is not available in this turn (available: none)."
+
+
+def test_tool_context_lets_a_test_call_a_handler_directly(tmp_path):
+    def probe(context):
+        context.progress("half way")
+        return context.result(f"{context.turn.session.logical_conversation_id}: {context.arguments['q']}")
+
+    agent = tool_agent(tmp_path, probe, [])
+    events: list[Any] = []
+    context = tool_context(agent, "probe", {"q": 1}, request=TurnRequest("hi", conversation_id="chat:2026-07-03"), events=events)
+    result = agent.tools["probe"].handler(context)
+    assert (result.call_id, result.name, result.content) == ("call-1", "probe", "chat: 1")
+    assert [(e.type, e.data["text"]) for e in events] == [("tool_progress", "half way")]
+
