@@ -14,7 +14,6 @@ from monoagent.pipeline.bloat import (
     BEGIN_MARKER,
     END_MARKER,
     LIMIT_BYTES,
-    ToolOutputSink,
     guard,
     head_tail_sample,
     neutralise_markers,
@@ -33,6 +32,7 @@ from monoagent.kernel.model import (
 )
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
+from monoagent_plugins.artifacts import ToolOutputSink
 
 
 def result(content="", blocks=()):
@@ -164,10 +164,18 @@ def test_saving_failure_is_reported_honestly(tmp_path):
     assert str(artifacts / "tool-output") in guarded.content or "tool-output" in guarded.content
 
 
+def test_without_a_sink_the_output_is_bounded_and_the_notice_says_nothing_was_saved():
+    guarded, report = guard(result("z" * (LIMIT_BYTES + 1)), None)
+    assert utf8_len(guarded.content) <= LIMIT_BYTES and BEGIN_MARKER in guarded.content
+    assert (report.saved, report.failed, report.unsaved) == ((), 0, 1)
+    assert "The original was not saved: no plugin saves tool output; that content is not available anywhere." in guarded.content
+    assert "could not be saved" not in guarded.content
+
+
 # --------------------------------------------------------------------------- in the harness
 
 
-def _agent(tmp_path, handler, extra=()):
+def _agent(tmp_path, handler, extra=(), block=()):
     seen_by_model: list = []
     after: list = []
 
@@ -197,7 +205,8 @@ def _agent(tmp_path, handler, extra=()):
         def after_tool_call(self, turn, call, result):
             after.append(result)
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin(), *extra], config={"runtime": {"model": "t:x"}})
+    config = {"runtime": {"model": "t:x"}, "plugins": {"block": list(block)}}
+    agent = fresh_agent(tmp_path, plugins=[Plugin(), *extra], config=config)
     return agent, seen_by_model, after
 
 
@@ -236,3 +245,28 @@ def test_tool_results_with_blocks_round_trip_through_cattrs():
     assert structure(unstructure(original), ToolResult) == original
     assert '"data":"iVBORw=="' in dumps(original)  # bytes travel as base64 text
     assert structure(unstructure(result("plain")), ToolResult) == result("plain")
+
+
+def test_with_artifacts_blocked_the_guard_still_bounds_and_says_nothing_was_saved(tmp_path):
+    agent, seen, _ = _agent(tmp_path, lambda context: "€" * 100_000, block=["artifacts"])
+    events: list = []
+    out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
+    assert out.text == "done" and BEGIN_MARKER in seen[0] and utf8_len(seen[0]) <= LIMIT_BYTES
+    assert "The original was not saved: no plugin saves tool output; that content is not available anywhere." in seen[0]
+    assert not (agent.config.artifacts_dir / "tool-output").exists()
+    guarded = [e.data for e in events if e.type == "tool_output_guarded"][0]
+    assert (guarded["saved"], guarded["save_failed"]) == (0, 0)
+
+
+def test_a_failing_save_tool_output_is_reported_in_the_notice_and_the_event(tmp_path):
+    class Broken:
+        @hookimpl
+        def save_tool_output(self, turn, result, block):
+            raise PermissionError(13, "Permission denied")
+
+    agent, seen, _ = _agent(tmp_path, lambda context: "€" * 100_000, extra=[Broken()])
+    events: list = []
+    asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
+    assert "The original could not be saved (PermissionError: Permission denied); that content is not available anywhere." in seen[0]
+    guarded = [e.data for e in events if e.type == "tool_output_guarded"][0]
+    assert (guarded["saved"], guarded["save_failed"]) == (0, 1)

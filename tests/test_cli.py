@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
 from monoagent.pipeline.assembly import BOUNDARY
-from monoagent.kernel.config import iter_keys
+from monoagent.kernel.config_keys import iter_keys
 from monoagent.kernel.host import PluginHost
 
 ANNOUNCE = "monoagent: no runtime.model configured; using offline:echo"

@@ -21,29 +21,20 @@ import platformdirs
 import pytest
 import tomli_w
 
-from monoagent.kernel.config import (
-    CONFIG_FILENAME,
-    STATE_DIRNAME,
-    Config,
-    KeyInfo,
-    _check_model,
-    _check_models,
-    _check_skills,
-    _check_timezone,
-    _field_type,
-    _unwrap_optional,
-    discover_config_file,
-    iter_keys,
-    load_config,
-    setting,
-    value_sources,
-)
+from monoagent.kernel.config import CONFIG_FILENAME, STATE_DIRNAME, Config, _check_timezone, check_model, check_models, setting
+from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, table_keys, unwrap_optional, value_sources
+from monoagent.kernel.config_loading import discover_config_file, load_config
 from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost
 from monoagent.cli.starter import starter_toml
+from monoagent.cli.docgen import bundled_config_sections
 from monoagent_plugins.offline import OfflineConfig
+from monoagent_plugins.skills import _check_skills, skills_root
 
 OFFLINE = {"providers.offline": OfflineConfig}
+BUNDLED = {path: cls for path, _, cls in bundled_config_sections()}
+"""The sections the bundled plugins declare: the configuration an Agent with them validates."""
 
 
 @pytest.fixture(autouse=True)
@@ -96,16 +87,16 @@ class EnvCase:
 
 def env_case(key: KeyInfo) -> EnvCase:
     """Pick valid, non-default values of the key's type (checked fields get known-good values)."""
-    hint = _field_type(key.owner, key.attribute)
-    base, _ = _unwrap_optional(hint)
+    hint = field_type(key.owner, key.attribute)
+    base, _ = unwrap_optional(hint)
     meta = key.attribute.metadata
     check = meta.get("check")
     default = key.default
     if check is _check_timezone:
         return EnvCase("UTC", "UTC", "Europe/Berlin")
-    if check is _check_model:
+    if check is check_model:
         return EnvCase("offline:echo", "offline:echo", "anthropic:claude-sonnet-4-6")
-    if check is _check_models:
+    if check is check_models:
         return EnvCase("offline:echo,offline:scripted", ["offline:echo", "offline:scripted"], ["other:model"])
     if check is _check_skills:
         return EnvCase("a,b", ["a", "b"], ["c"])
@@ -133,14 +124,32 @@ def env_case(key: KeyInfo) -> EnvCase:
     raise AssertionError(f"{key.path}: no test value for type {hint!r}")
 
 
+def owning_section(path: str) -> str | None:
+    """The bundled plugin section that declares key ``path``, else None (a kernel key)."""
+    for section in sorted(BUNDLED, key=len, reverse=True):
+        rest = path[len(section) + 1 :]
+        if path.startswith(section + ".") and rest.split(".")[0] in table_keys(BUNDLED[section]):
+            return section
+    return None
+
+
 def attribute_value(config: Config, path: str) -> Any:
-    obj: Any = config
-    for part in path.split("."):
+    section = owning_section(path)
+    obj: Any = config if section is None else config.section(section)
+    for part in (path if section is None else path[len(section) + 1 :]).split("."):
         obj = getattr(obj, re.sub(r"(?<!^)(?=[A-Z])", "_", part).lower())
     return obj
 
 
-ENV_KEYS = [key for key in iter_keys() if key.env]
+def every_key() -> list[KeyInfo]:
+    """The kernel's keys, then every key the bundled plugins declare."""
+    keys = iter_keys()
+    for path, cls in BUNDLED.items():
+        keys += iter_keys(cls, path + ".")
+    return keys
+
+
+ENV_KEYS = [key for key in every_key() if key.env]
 
 
 @pytest.mark.parametrize("key", ENV_KEYS, ids=[key.env for key in ENV_KEYS])
@@ -149,17 +158,17 @@ def test_every_env_var_overrides_its_key(key: KeyInfo, tmp_path: Path) -> None:
     env = {key.env: case.env}
     assert case.expected != key.default and case.file != case.expected
 
-    from_default = load_config(data={}, env=env)
+    from_default = load_config(data={}, env=env, plugin_sections=BUNDLED)
     assert attribute_value(from_default, key.path) == case.expected
     assert from_default.sources[key.path] == f"env {key.env}"
 
     file = write_toml(tmp_path / "conf" / CONFIG_FILENAME, nested(key.path, case.file))
-    from_file = load_config(file, env={})
+    from_file = load_config(file, env={}, plugin_sections=BUNDLED)
     expected_file = Path(case.file) if isinstance(case.expected, Path) else case.file
     assert attribute_value(from_file, key.path) == expected_file
     assert from_file.sources[key.path] == f"file {file}"
 
-    both = load_config(file, env=env)
+    both = load_config(file, env=env, plugin_sections=BUNDLED)
     assert attribute_value(both, key.path) == case.expected
     assert both.sources[key.path] == f"env {key.env}"
 
@@ -187,7 +196,7 @@ DOCUMENTED_ENV = {
 
 
 def test_documented_env_vars_name_the_documented_keys() -> None:
-    table = {key.env: key.path for key in iter_keys() if key.env}
+    table = {key.env: key.path for key in every_key() if key.env}
     for var, path in DOCUMENTED_ENV.items():
         assert table.get(var) == path, f"{var} should set {path}"
     compaction = {var: path for var, path in table.items() if var.startswith("MONO_AGENT_COMPACTION_")}
@@ -224,11 +233,11 @@ def test_precedence_env_over_toml_file_over_defaults(tmp_path: Path) -> None:
         tmp_path / CONFIG_FILENAME,
         {"runtime": {"maxTurns": 5, "session": {"mode": "per-message"}}, "context": {"skillMaxBytes": 1000}},
     )
-    config = load_config(file, env={"MONO_AGENT_MAX_TURNS": "7", "MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS": "3"})
+    config = load_config(file, env={"MONO_AGENT_MAX_TURNS": "7", "MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS": "3"}, plugin_sections=BUNDLED)
     assert config.runtime.max_turns == 7
     assert config.concurrency.max_pending_runs == 3
     assert config.runtime.session.mode == "per-message"
-    assert config.context.skill_max_bytes == 1000
+    assert config.section("context").skill_max_bytes == 1000
     assert config.concurrency.max_concurrent_runs == 4
     assert config.source_file == file
     sources = {path: source for path, _, source in value_sources(config)}
@@ -245,11 +254,11 @@ def test_precedence_env_over_json_file_over_defaults(tmp_path: Path) -> None:
         json.dumps({"runtime": {"maxTurns": 5, "model": "offline:echo"}, "context": {"selectedSkills": ["research"]}}),
         encoding="utf-8",
     )
-    config = load_config(file, env={"MONO_AGENT_SELECTED_SKILLS": "a,b"})
-    assert config.context.selected_skills == ["a", "b"]
+    config = load_config(file, env={"MONO_AGENT_SELECTED_SKILLS": "a,b"}, plugin_sections=BUNDLED)
+    assert config.section("context").selected_skills == ["a", "b"]
     assert config.runtime.max_turns == 5
     assert config.runtime.model == "offline:echo"
-    assert config.context.skill_max_bytes == 48000
+    assert config.section("context").skill_max_bytes == 48000
     rows = {path: (value, source) for path, value, source in value_sources(config)}
     assert rows["context.selectedSkills"] == (["a", "b"], "env MONO_AGENT_SELECTED_SKILLS")
     assert rows["runtime.maxTurns"] == (5, f"file {file}")
@@ -340,7 +349,7 @@ def test_a_plugin_section_of_its_own_class_is_validated(tmp_path: Path) -> None:
     ],
 )
 def test_wrong_type_names_key_value_source_and_allowed(tmp_path: Path, path: str, value: Any, expected: str) -> None:
-    file, exc = config_error(tmp_path, nested(path, value))
+    file, exc = config_error(tmp_path, nested(path, value), plugin_sections=BUNDLED)
     assert only_problem(exc) == expected.format(src=f"from file {file}")
 
 
@@ -354,16 +363,16 @@ RANGES = [
 @pytest.mark.parametrize(("path", "rejected", "accepted", "allowed"), RANGES, ids=[r[0] for r in RANGES])
 def test_range_bounds(tmp_path: Path, path: str, rejected: list[int], accepted: list[int], allowed: str) -> None:
     for value in rejected:
-        file, exc = config_error(tmp_path, nested(path, value))
+        file, exc = config_error(tmp_path, nested(path, value), plugin_sections=BUNDLED)
         assert only_problem(exc) == f"{path} = {value} (from file {file}): out of range; allowed: {allowed}"
     for value in accepted:
         file = write_toml(tmp_path / CONFIG_FILENAME, nested(path, value))
-        assert attribute_value(load_config(file, env={}), path) == value
+        assert attribute_value(load_config(file, env={}, plugin_sections=BUNDLED), path) == value
 
 
 def test_out_of_range_env_value_names_the_env_var(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={"MONO_AGENT_SKILL_MAX_BYTES": "255"})
+        load_config(data={}, env={"MONO_AGENT_SKILL_MAX_BYTES": "255"}, plugin_sections=BUNDLED)
     assert only_problem(exc) == (
         "context.skillMaxBytes = 255 (from env MONO_AGENT_SKILL_MAX_BYTES): out of range; "
         "allowed: an integer from 256 to 1,000,000"
@@ -373,12 +382,12 @@ def test_out_of_range_env_value_names_the_env_var(tmp_path: Path) -> None:
 
 def test_nan_is_not_a_number_in_range() -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config(data={"runtime": {"compaction": {"triggerRatio": float("nan")}}})
+        load_config(data={"runtime": {"compaction": {"triggerRatio": float("nan")}}}, plugin_sections=BUNDLED)
     assert only_problem(exc) == (
         "runtime.compaction.triggerRatio = NaN (from python): not a number; allowed: a number from 0.05 to 1"
     )
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={"MONO_AGENT_COMPACTION_TRIGGER_RATIO": "nan"})  # not even parsed as a number
+        load_config(data={}, env={"MONO_AGENT_COMPACTION_TRIGGER_RATIO": "nan"}, plugin_sections=BUNDLED)  # not even parsed as a number
     assert "'nan' (from env MONO_AGENT_COMPACTION_TRIGGER_RATIO): expected a number" in only_problem(exc)
 
 def test_bad_literal_lists_the_allowed_values(tmp_path: Path) -> None:
@@ -402,7 +411,7 @@ def test_bad_timezone(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["../x", "a/b", ".hidden", ""])
 def test_bad_skill_name(tmp_path: Path, name: str) -> None:
-    file, exc = config_error(tmp_path, {"context": {"selectedSkills": ["ok", name]}})
+    file, exc = config_error(tmp_path, {"context": {"selectedSkills": ["ok", name]}}, plugin_sections=BUNDLED)
     problem = only_problem(exc)
     assert problem.startswith(f"context.selectedSkills = {json.dumps(['ok', name])} (from file {file}): ")
     assert "letters, digits, '.', '_' or '-'" in problem and repr(name) in problem
@@ -410,7 +419,7 @@ def test_bad_skill_name(tmp_path: Path, name: str) -> None:
 
 def test_bad_skill_name_from_env() -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={"MONO_AGENT_SELECTED_SKILLS": "research,../x"})
+        load_config(data={}, env={"MONO_AGENT_SELECTED_SKILLS": "research,../x"}, plugin_sections=BUNDLED)
     assert only_problem(exc).startswith(
         'context.selectedSkills = ["research", "../x"] (from env MONO_AGENT_SELECTED_SKILLS): skill names'
     )
@@ -422,7 +431,7 @@ def test_bad_skill_name_from_env() -> None:
      ("runtime.fallbacks", ["offline:echo", "nocolon"])],
 )
 def test_bad_model_string(tmp_path: Path, path: str, value: Any) -> None:
-    file, exc = config_error(tmp_path, nested(path, value))
+    file, exc = config_error(tmp_path, nested(path, value), plugin_sections=BUNDLED)
     problem = only_problem(exc)
     assert problem.startswith(f"{path} = {json.dumps(value)} (from file {file}): ")
     assert "'<provider>:<model>'" in problem and "'offline:echo'" in problem
@@ -441,7 +450,7 @@ def test_bad_model_string(tmp_path: Path, path: str, value: Any) -> None:
 )
 def test_env_var_that_does_not_parse(var: str, raw: str, path: str, expected: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={var: raw})
+        load_config(data={}, env={var: raw}, plugin_sections=BUNDLED)
     assert only_problem(exc) == f"{path} = {raw!r} (from env {var}): {expected}"
 
 
@@ -456,6 +465,7 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
         {"runtime": {"maxTurns": 101, "modle": "x:y", "session": {"mode": "always"}},
          "context": {"selectedSkills": ["../x"]}},
         env={"MONO_AGENT_PI_MAX_RETRIES": "lots"},
+        plugin_sections=BUNDLED,
     )
     problems = problems_of(exc)
     assert len(problems) == 5
@@ -583,13 +593,13 @@ def test_relative_paths_resolve_against_the_file_directory(tmp_path: Path, isola
         },
     )
     assert isolated != project
-    config = load_config(file, env={})
+    config = load_config(file, env={}, plugin_sections=BUNDLED)
     assert config.base_dir == project
     assert config.resolve("x/y.md") == project / "x" / "y.md"
     assert config.resolve(Path("/abs/y.md")) == Path("/abs/y.md")
     assert config.resolve("~/y.md") == Path.home() / "y.md"
     assert config.home == project / "state"
-    assert config.skills_root == project / "my-skills"
+    assert skills_root(config) == project / "my-skills"
     assert config.artifacts_dir == project / "out" / "artifacts"
     assert config.history_dir.resolve() == tmp_path / "shared-history"
 
@@ -597,12 +607,12 @@ def test_relative_paths_resolve_against_the_file_directory(tmp_path: Path, isola
 def test_path_defaults_follow_the_file(tmp_path: Path) -> None:
     project = tmp_path / "project"
     file = write_toml(project / CONFIG_FILENAME, {"runtime": {"maxTurns": 1}})
-    config = load_config(file, env={})
+    config = load_config(file, env={}, plugin_sections=BUNDLED)
     home = project / STATE_DIRNAME
     assert config.home == home
     assert config.artifacts_dir == home / "artifacts"
     assert config.history_dir == home / "history"
-    assert config.skills_root == home / "skills"
+    assert skills_root(config) == home / "skills"
 
 
 def test_history_defaults_next_to_a_configured_artifacts_dir(tmp_path: Path) -> None:
@@ -684,6 +694,82 @@ def test_starter_with_bundled_plugin_sections(tmp_path: Path) -> None:
 
 def test_relative_env_paths_are_relative_to_the_working_directory(tmp_path: Path) -> None:
     file = write_toml(tmp_path / "elsewhere" / CONFIG_FILENAME, {"context": {"skillsRoot": "skills"}})
-    config = load_config(file, env={"MONO_AGENT_HOME": "state"})
+    config = load_config(file, env={"MONO_AGENT_HOME": "state"}, plugin_sections=BUNDLED)
     assert config.home == Path.cwd() / "state"
-    assert config.skills_root == file.parent / "skills"
+    assert skills_root(config) == file.parent / "skills"
+
+
+# ============================================================================ keys declared by the plugins that read them
+
+
+MOVED_KEYS = {
+    # key path: (declaring bundled plugin, env, default, allowed), as the kernel declared them before
+    "context.skillsRoot": ("skills", "MONO_AGENT_SKILLS_ROOT", None, "a path (or unset)"),
+    "context.selectedSkills": ("skills", "MONO_AGENT_SELECTED_SKILLS", [], "a list of strings"),
+    "context.skillMaxBytes": ("skills", "MONO_AGENT_SKILL_MAX_BYTES", 48000, "an integer from 256 to 1,000,000"),
+    "runtime.compaction.triggerRatio": ("compaction", "MONO_AGENT_COMPACTION_TRIGGER_RATIO", 0.8, "a number from 0.05 to 1"),
+    "runtime.compaction.targetRatio": ("compaction", "MONO_AGENT_COMPACTION_TARGET_RATIO", 0.1, "a number from 0.01 to 0.9"),
+    "runtime.compaction.summaryModel": ("compaction", "MONO_AGENT_COMPACTION_SUMMARY_MODEL", None, "a string (or unset)"),
+    "history.maxMessages": ("files", "MONO_AGENT_HISTORY_MAX_MESSAGES", 64, "an integer from 1 to 10,000"),
+    "history.maxMessageBytes": ("files", "MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", 65536, "an integer from 1,024 to 16,777,216"),
+    "history.maxBytes": ("files", "MONO_AGENT_HISTORY_MAX_BYTES", 268435456, "an integer from 65,536 to 1,099,511,627,776"),
+    "history.maxConversations": ("files", "MONO_AGENT_HISTORY_MAX_CONVERSATIONS", 10000, "an integer from 1 to 10,000,000"),
+    "history.maxInactiveDays": ("files", "MONO_AGENT_HISTORY_MAX_INACTIVE_DAYS", 365, "a number from 0.001 to 36,500"),
+    "history.maxStageBytes": ("files", "MONO_AGENT_HISTORY_MAX_STAGE_BYTES", 268435456, "an integer from 65,536 to 1,099,511,627,776"),
+}
+
+
+def test_plugin_keys_are_declared_by_their_plugin_with_path_env_default_and_allowed_unchanged() -> None:
+    kernel = {key.path for key in iter_keys()}
+    owners = {path: plugin for path, plugin, _ in bundled_config_sections()}
+    declared = {key.path: key for key in every_key()}
+    assert not kernel & set(MOVED_KEYS)
+    for path, (plugin, env, default, allowed) in MOVED_KEYS.items():
+        key = declared[path]
+        assert owners[owning_section(path)] == plugin, path
+        assert (key.env, key.default, key.allowed) == (env, default, allowed), path
+        assert key.doc, path
+    assert len(declared) == len(every_key()), "a key path is declared twice"
+
+
+def test_a_plugin_key_in_a_kernel_table_is_validated_and_suggested_like_a_kernel_key(tmp_path: Path) -> None:
+    file, exc = config_error(tmp_path, {"history": {"maxMesages": 8, "store": "files"}}, plugin_sections=BUNDLED)
+    problem = only_problem(exc)
+    assert problem.startswith(f"history.maxMesages: unknown key (in file {file}); did you mean 'maxMessages'?")
+    assert "known keys here: store, dir, maxBytes, maxConversations, maxInactiveDays, maxMessageBytes, maxMessages" in problem
+    config = load_config(data={"history": {"maxMessages": 8, "store": "files"}}, env={}, plugin_sections=BUNDLED)
+    assert (config.history.store, config.section("history").max_messages) == ("files", 8)
+    assert config.sources["history.maxMessages"] == "python"
+    _, exc = config_error(tmp_path, {"history": {"maxMessages": 8}})  # without the plugin's section: unknown
+    assert only_problem(exc).startswith("history.maxMessages: unknown key")
+
+
+def test_a_plugin_cannot_declare_a_kernel_key(tmp_path: Path) -> None:
+    from monoagent.kernel.errors import PluginError
+    from monoagent.testing import fresh_agent
+
+    @attrs.define
+    class Takes:
+        store: str = "mine"
+
+    class Plugin:
+        def __init__(self, path: str, cls: type) -> None:
+            self.path, self.cls = path, cls
+
+        @hookimpl
+        def register_config_sections(self, register):
+            register(self.path, self.cls)
+
+    with pytest.raises(PluginError, match=r"cannot declare history\.store in the kernel's table 'history': the kernel owns that key"):
+        fresh_agent(tmp_path, plugins=[Plugin("history", Takes)])
+    with pytest.raises(PluginError, match=r"cannot claim config section 'history\.store': it is a kernel key"):
+        fresh_agent(tmp_path, plugins=[Plugin("history.store", Takes)])
+    with pytest.raises(PluginError, match=r"config section 'history' is claimed by two plugins: 'files' .* and 'mine'"):
+        fresh_agent(tmp_path, plugins=[("mine", Plugin("history", OfflineConfig))])
+
+
+def test_starter_file_writes_one_table_with_the_kernel_and_plugin_keys() -> None:
+    text = starter_toml(BUNDLED)
+    assert text.count("\n[history]\n") == 1 and text.count("\n[context]\n") == 1
+    assert {"store", "dir", "maxMessages", "maxStageBytes"} <= key_names_by_table(text)["history"]
+    assert {"home", "skillsRoot", "selectedSkills"} <= key_names_by_table(text)["context"]

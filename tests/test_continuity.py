@@ -10,16 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.pipeline.continuity import (
+from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
+from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,
     ACCOUNT_MAX_BYTES,
     CANCEL_NOTICE,
     EVIDENCE_WARNING,
     FAILURE_NOTICE,
     PREFIX_MAX_BYTES,
-    ContinuityCollector,
-    ContinuityPublicationError,
-    PublicationBarrier,
     accounted_records,
     bounded_value,
     build_account,
@@ -424,7 +422,7 @@ def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(
     agent, script, fixture = make_agent(tmp_path)
     script.steps = [[call("t1", "delta")], [ProviderError("down")]]
     with pytest.raises(ProviderError):
-        asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="c", metadata={"isolated": True})))
+        asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="c", isolated=True)))
     assert load(agent) == ()
     rows = agent.tool_history_store().query("SELECT status, isolated FROM calls")
     assert [(r["status"], r["isolated"]) for r in rows] == [("success", 1)]

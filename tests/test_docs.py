@@ -25,7 +25,7 @@ import pytest
 
 import monoagent.kernel.hookspecs
 from monoagent.cli import docgen
-from monoagent.kernel.config import iter_keys
+from monoagent.kernel.config_keys import iter_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

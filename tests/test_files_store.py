@@ -20,8 +20,8 @@ from monoagent.kernel.interfaces import ManagedHistoryStore, logical_conversatio
 from monoagent.kernel.model import Message, ToolCall, TurnRequest
 from monoagent.testing import collect_events, fresh_agent
 from monoagent.text import utf8_len
-from monoagent_plugins.files_history import (
-    FilesHistoryStore,
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_records import (
     HistoryRecordError,
     HistoryStageQuotaError,
     cap_message,
@@ -525,7 +525,8 @@ def test_a_fifo_in_place_of_a_record_or_stage_is_refused_not_waited_on(store, tm
 
 
 def test_a_failed_rename_closes_the_stage_descriptor_exactly_once(tmp_path):
-    from monoagent_plugins.files_history import FsOps, HistoryWriteError
+    from monoagent_plugins.lib.history_directory import FsOps
+    from monoagent_plugins.lib.history_records import HistoryWriteError
 
     class FailingRename(FsOps):
         def __init__(self) -> None:
@@ -563,7 +564,7 @@ def test_an_unreadable_shape_warning_names_the_field_that_is_wrong(store, tmp_pa
 
 
 def test_a_symlinked_reset_journal_is_refused_by_load_commit_and_reset(store, tmp_path):
-    from monoagent_plugins.files_history import RESET_PREFIX
+    from monoagent_plugins.lib.history_records import RESET_PREFIX
 
     commit(store, "c", 1)
     journal = tmp_path / "history" / (RESET_PREFIX + record_name("c")[:16])

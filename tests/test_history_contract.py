@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import FilesHistoryStore, record_name
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_records import record_name
 
 
 class TestFilesStoreContract(HistoryStoreContract):

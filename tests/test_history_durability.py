@@ -33,7 +33,9 @@ import pytest
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.model import Message
-from monoagent_plugins.files_history import FilesHistoryStore, FsOps, record_name
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_directory import FsOps
+from monoagent_plugins.lib.history_records import record_name
 
 KILLS = 100
 

@@ -600,6 +600,28 @@ def test_hook_before_tool_call(tmp_path):
     ]
 
 
+def test_hook_save_tool_output(tmp_path):
+    kept = {}
+
+    class Plugin:
+        @hookimpl
+        def save_tool_output(self, turn, result, block):
+            kept[(turn.run_id, result.call_id)] = block.text
+            return f"bucket://{result.name}/{len(kept)}"
+
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("dump", "Dump a lot."), lambda context: "x" * 300_000)
+
+    steps = [{"tool_calls": [{"name": "dump"}]}, {"text": "done"}]
+    result = run(_tool_agent(tmp_path, Plugin(), steps))
+    agent_artifacts = tmp_path / "home" / "artifacts"
+    guarded = result.tool_activity[0].result.content
+    assert "The original was saved to (untrusted raw output):\n- bucket://dump/1" in guarded
+    assert list(kept.values()) == ["x" * 300_000]
+    assert not (agent_artifacts / "tool-output").exists()  # the project's implementation won
+
+
 def test_hook_after_tool_call(tmp_path):
     seen = []
 

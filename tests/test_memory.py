@@ -24,8 +24,11 @@ from monoagent.kernel.model import Attachment, MemoryHit, PrecedingMessage, Spea
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.conversation import RECALL_DELIMITER
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
-from monoagent_plugins.lib.memory_index import VectorIndex, open_database, query_terms
-from monoagent_plugins.memory_journal import JournalTier, render_entries
+from monoagent_plugins.lib.journal_entries import render_entries
+from monoagent_plugins.lib.memory_database import open_database
+from monoagent_plugins.lib.memory_index import query_terms
+from monoagent_plugins.lib.memory_vectors import VectorIndex
+from monoagent_plugins.memory_journal import JournalTier
 from monoagent_plugins.memory_lite import LiteTier
 from monoagent_plugins.memory_recall import LookupCache, capture_text, guidance
 
@@ -509,7 +512,7 @@ def test_memory_journal_tool_reads_explicit_local_dates(tmp_path: Path) -> None:
 
 
 def test_journal_tool_output_is_bounded() -> None:
-    from monoagent_plugins.memory_journal import JournalEntry
+    from monoagent_plugins.lib.journal_entries import JournalEntry
 
     entries = [JournalEntry(str(i), "2026-07-29", "y" * 3000, 1.0, 0.0) for i in range(20)]
     text = render_entries(entries, "UTC")

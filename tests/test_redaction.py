@@ -9,7 +9,8 @@ import pytest
 
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.testing import fresh_agent
-from monoagent_plugins.redaction import opaque_path, redact_structure, redact_text
+from monoagent_plugins.lib.redaction_paths import opaque_path
+from monoagent_plugins.redaction import redact_structure, redact_text
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "redaction_corpus.json").read_text(encoding="utf-8"))
 

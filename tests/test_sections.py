@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+import sys
 import types
 from pathlib import Path
 
 import pytest
 
-from monoagent.pipeline import bootstrap
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.kernel.config import load_config
+from monoagent.kernel.config_loading import load_config
 from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
 from monoagent.kernel.host import PluginHost
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins import guardrails, identity, session_block, skills
+from monoagent_plugins.lib import bootstrap
+from monoagent.testing import fresh_agent
 
 BUNDLED = (guardrails, identity, session_block, skills)
 
@@ -30,7 +33,7 @@ def make_turn(
 ) -> Turn:
     """A Turn over a config whose home and skills root live under ``tmp_path``."""
     data = {"context": {"home": str(tmp_path / "home"), "skillsRoot": str(tmp_path / "skills"), **(context or {})}}
-    config = load_config(env={}, data=data)
+    config = load_config(env={}, data=data, plugin_sections={skills.CONFIG_PATH: skills.SkillsConfig})
     request = request or TurnRequest("hello")
     session = SessionInfo(
         delivery=request.delivery,
@@ -153,10 +156,9 @@ def test_no_user_md_no_persona_and_no_diagnostic(tmp_path):
 # ============================================================================ bootstrap files on disk
 
 
-def test_ensure_home_creates_owner_only_seed_files(tmp_path):
-    turn = make_turn(tmp_path)
-    home = bootstrap.ensure_home(turn.config)
-    assert home == tmp_path / "home"
+def test_the_plugins_seed_owner_only_files_when_the_agent_starts(tmp_path):
+    fresh_agent(tmp_path)
+    home = tmp_path / "home"
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     for name, seed in (("SOUL.md", bootstrap.DEFAULT_SOUL), ("IDENTITY.md", bootstrap.DEFAULT_IDENTITY)):
         path = home / name
@@ -165,13 +167,79 @@ def test_ensure_home_creates_owner_only_seed_files(tmp_path):
     assert not (home / "USER.md").exists()
 
 
-def test_ensure_home_never_overwrites_customised_or_emptied_files(tmp_path):
+def test_seeding_never_overwrites_customised_or_emptied_files(tmp_path):
     home = write_home(tmp_path, SOUL="", IDENTITY="My own identity.\n")
-    turn = make_turn(tmp_path)
     for _ in range(2):
-        bootstrap.ensure_home(turn.config)
+        fresh_agent(tmp_path)
         assert (home / "SOUL.md").read_text(encoding="utf-8") == ""
         assert (home / "IDENTITY.md").read_text(encoding="utf-8") == "My own identity.\n"
+
+
+def test_each_plugin_seeds_only_its_own_file_and_only_without_a_configured_path(tmp_path):
+    fresh_agent(tmp_path, config={"plugins": {"block": ["identity"]}})
+    assert sorted(p.name for p in (tmp_path / "home").iterdir() if p.suffix == ".md") == ["SOUL.md"]
+    soul = tmp_path / "mine.md"
+    soul.write_text("mine", encoding="utf-8")
+    other = tmp_path / "other"
+    fresh_agent(other, config={"context": {"soulPath": str(soul)}})
+    assert sorted(p.name for p in (other / "home").iterdir() if p.suffix == ".md") == ["IDENTITY.md"]
+
+
+_BOOTSTRAP_OPENS: list[str] | None = None
+
+
+def _record_bootstrap_opens(event: str, args: tuple) -> None:
+    if _BOOTSTRAP_OPENS is not None and event == "open" and str(args[0]).endswith(("SOUL.md", "IDENTITY.md")):
+        _BOOTSTRAP_OPENS.append(str(args[0]))
+
+
+class _OwnSections:
+    """What a project replacing both blocked plugins provides: the two required sections."""
+
+    @hookimpl
+    def section_core_guardrails(self, turn):
+        return Section("core_guardrails", "# Rules\n\nBe careful.", order=100, source="own")
+
+    @hookimpl
+    def section_identity(self, turn):
+        return Section("identity", "# Identity\n\nI am Bo.", order=200, source="own")
+
+
+def test_with_guardrails_and_identity_blocked_nothing_creates_or_reads_soul_or_identity(tmp_path):
+    global _BOOTSTRAP_OPENS
+    sys.addaudithook(_record_bootstrap_opens)  # audit hooks cannot be removed: this one is gated by the list
+    blocked = {"plugins": {"block": ["guardrails", "identity"]}}
+    fresh_home, planted_home = tmp_path / "fresh", tmp_path / "planted"
+    planted_home.mkdir()
+    write_home(planted_home, SOUL="PLANTED-SOUL", IDENTITY="PLANTED-IDENTITY")
+    _BOOTSTRAP_OPENS = []
+    try:
+        for root in (fresh_home, planted_home):
+            agent = fresh_agent(root, config=blocked, plugins=[_OwnSections()])
+            result = agent.run_sync("hello", conversation_id="c")
+            prompt = asyncio.run(agent.assemble(TurnRequest("again", conversation_id="c")))
+            assert result.text and "I am Bo." in prompt.system_text and "PLANTED" not in prompt.system_text
+            assert not [d for d in prompt.manifest.diagnostics if d.code.startswith("bootstrap_")]
+        opened = list(_BOOTSTRAP_OPENS)
+    finally:
+        _BOOTSTRAP_OPENS = None
+    assert opened == []
+    assert not [p for p in fresh_home.rglob("*") if p.name in ("SOUL.md", "IDENTITY.md")]
+    assert sorted(p.name for p in (planted_home / "home").iterdir() if p.suffix == ".md") == ["IDENTITY.md", "SOUL.md"]
+
+
+def test_with_the_plugins_active_the_bootstrap_files_are_opened(tmp_path):
+    """The other half of the test above: the audit hook does see the plugins' reads."""
+    global _BOOTSTRAP_OPENS
+    sys.addaudithook(_record_bootstrap_opens)
+    agent = fresh_agent(tmp_path)
+    _BOOTSTRAP_OPENS = []
+    try:
+        asyncio.run(agent.assemble(TurnRequest("hello", conversation_id="c")))
+        opened = sorted({Path(p).name for p in _BOOTSTRAP_OPENS})
+    finally:
+        _BOOTSTRAP_OPENS = None
+    assert opened == ["IDENTITY.md", "SOUL.md"]
 
 
 def test_emptied_soul_is_respected_not_replaced_by_the_default(tmp_path):

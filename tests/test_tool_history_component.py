@@ -170,7 +170,7 @@ def test_a_plugin_may_not_declare_a_key_of_a_kernel_table(tmp_path):
         def register_config_sections(self, register):
             register("toolHistory", Sneaky)
 
-    with pytest.raises(PluginError, match=r"plugin 'sneaky' declares toolHistory\.store in config section 'toolHistory', but the kernel owns"):
+    with pytest.raises(PluginError, match=r"plugin 'sneaky' cannot declare toolHistory\.store in the kernel's table 'toolHistory'"):
         fresh_agent(tmp_path, plugins=[("sneaky", Plugin())])
 
 

@@ -18,7 +18,7 @@ _EXPORTS = {
     "hookimpl": "kernel.hookspecs",
     "hookspec": "kernel.hookspecs",
     "Config": "kernel.config",
-    "load_config": "kernel.config",
+    "load_config": "kernel.config_loading",
     "Turn": "kernel.turn",
     "StepOutcome": "kernel.turn",
     "ToolContext": "kernel.tool_context",

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.config import Config, RawConfig, build_config, load_raw, plugins_settings
+from monoagent.kernel.config import Config
+from monoagent.kernel.config_loading import RawConfig, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool, ToolHistoryStore
@@ -85,9 +86,6 @@ class Agent:
             self.config = config
             for path, cls in sections.items():
                 self.config.sections.setdefault(path, cls())
-        from monoagent.pipeline.bootstrap import ensure_home
-
-        ensure_home(self.config)
         self.harness = Harness(self)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
@@ -192,7 +190,7 @@ class Agent:
     def count_tokens(self, text: str, model: str) -> int:
         value = self._count_tokens(text=text, model=model)
         if value is None:
-            raise ComponentError("no plugin implements count_tokens (is the bundled 'tokens' plugin blocked?)")
+            raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
         return value
 
     def redact(self, text: str, kind: str) -> str:

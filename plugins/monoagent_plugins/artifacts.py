@@ -20,6 +20,13 @@ item is taken. Lines are valid UTF-8 whatever the event holds (:func:`monoagent.
 Should the thread be gone all the same, the next event starts a new one. :meth:`ArtifactWriter.flush`
 is bounded by its timeout and returns at once when the writer is idle, gone or never started, so
 ``agent.aclose()`` and interpreter exit never wait for a writer that cannot answer.
+
+The plugin also keeps the originals the tool-output bloat guard cuts (the ``save_tool_output``
+step hook): owner-only files under ``<artifacts.dir>/tool-output/<runId>/``, one per block,
+written by the run's :class:`ToolOutputSink` (kept in ``turn.state["artifacts"]``). Those files
+are raw, untrusted tool output with no automatic clean-up: keep ``artifacts.dir``
+access-controlled. With this plugin blocked the guard still bounds the output and says that
+nothing was saved.
 """
 
 from __future__ import annotations
@@ -28,20 +35,38 @@ import atexit
 import json
 import os
 import queue
+import re
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from monoagent.kernel.log import failure_text, logger
-from monoagent.kernel.model import RunEvent
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.log import failure_text, logger
+from monoagent.kernel.model import ContentBlock, RunEvent, TextBlock, ToolResult
 from monoagent.text import valid_unicode
+
+if TYPE_CHECKING:
+    from monoagent.kernel.turn import Turn
+
+NAME = "artifacts"
+"""This plugin's name (its entry point), which keys its ``turn.state``."""
 
 SKIPPED = frozenset({"text_delta"})
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 FLUSH_TIMEOUT = 30.0
 """The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
+SINK_DIRNAME = "tool-output"
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "application/pdf": ".pdf",
+    "application/json": ".json",
+}
 
 
 def run_file(artifacts_dir: Path, run_id: str) -> Path:
@@ -159,6 +184,43 @@ class ArtifactWriter:
             logger.warning("run artifact for {} not written ({} events lost): {}", run_id, len(lines), failure_text(exc))
 
 
+class ToolOutputSink:
+    """Best-effort, owner-only files for the originals of one run's oversized tool output.
+
+    ``save`` returns the path it wrote or raises ``OSError``; the directories are created on the
+    first save (0700) and each file is created new (0600, never following a symlink). Files are
+    numbered in the order the run saved them: ``<n>-<call id>.<ext>``.
+    """
+
+    def __init__(self, artifacts_dir: Path, run_id: str) -> None:
+        self.directory = Path(artifacts_dir) / SINK_DIRNAME / run_id
+        self._count = 0
+
+    def _ensure_directory(self) -> None:
+        root = self.directory.parent.parent
+        root.parent.mkdir(parents=True, exist_ok=True)
+        for directory in (root, self.directory.parent, self.directory):
+            try:
+                directory.mkdir(mode=0o700)
+            except FileExistsError:
+                if not directory.is_dir():
+                    raise NotADirectoryError(f"{directory} exists and is not a directory") from None
+
+    def save(self, result: ToolResult, block: ContentBlock) -> str:
+        self._ensure_directory()
+        self._count += 1
+        stem = _UNSAFE_NAME.sub("_", result.call_id)[:64] or "call"
+        if isinstance(block, TextBlock):
+            data, suffix = block.text.encode("utf-8", "replace"), ".txt"
+        else:
+            data, suffix = block.data, _EXTENSIONS.get(block.media_type, ".bin")
+        path = self.directory / f"{self._count:04d}-{stem}{suffix}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return str(path)
+
+
 writer = ArtifactWriter()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=writer.forget_parent)
@@ -173,3 +235,12 @@ def on_run_event(event: RunEvent, agent: Any) -> None:
 @bundled_impl
 def shutdown(agent: Any) -> None:
     writer.flush()
+
+
+@bundled_impl
+def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str:
+    """The original of one guarded block, in the run's owner-only ``tool-output`` directory."""
+    sink = turn.state.get(NAME)
+    if sink is None:
+        sink = turn.state[NAME] = ToolOutputSink(turn.config.artifacts_dir, turn.run_id)
+    return sink.save(result, block)

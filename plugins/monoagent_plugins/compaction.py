@@ -21,13 +21,37 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.kernel.log import logger
+import attrs
 
-from monoagent.pipeline.assembly import compile_prompt
+from monoagent.kernel.config import check_model, setting
 from monoagent.kernel.errors import MonoagentError
-from monoagent.kernel.interfaces import CompactionOutcome
-from monoagent.kernel.model import Message, ProviderRequest, Section
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import CompactionOutcome
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import Message, ProviderRequest, Section
+from monoagent.pipeline.assembly import compile_prompt
+
+CONFIG_PATH = "runtime.compaction"
+"""The policies' keys live in the kernel's ``runtime.compaction`` table, at their documented paths."""
+
+
+@attrs.define
+class CompactionPolicyConfig:
+    """The ``summary`` and ``truncate`` policies' keys of ``runtime.compaction``: when and how far."""
+
+    trigger_ratio: float = setting(
+        0.8, doc="Fraction of the history budget at which compaction starts.",
+        env="MONO_AGENT_COMPACTION_TRIGGER_RATIO", min=0.05, max=1.0,
+    )
+    target_ratio: float = setting(
+        0.1, doc="Fraction of the history budget the summary aims at.",
+        env="MONO_AGENT_COMPACTION_TARGET_RATIO", min=0.01, max=0.9,
+    )
+    summary_model: str | None = setting(
+        None, doc="Model that writes summaries. Unset: the turn's model.",
+        env="MONO_AGENT_COMPACTION_SUMMARY_MODEL", check=check_model,
+    )
+
 
 SUMMARY_PREFIX = "Summary of earlier conversation:"
 SUMMARY_INSTRUCTIONS = """\
@@ -60,7 +84,7 @@ class TruncatePolicy:
         self.agent = agent
 
     async def compact(self, turn: Any, messages: Sequence[Message], budget: int) -> CompactionOutcome:
-        limit = int(budget * self.agent.config.runtime.compaction.trigger_ratio)
+        limit = int(budget * self.agent.config.section(CONFIG_PATH).trigger_ratio)
         kept = truncate_to_fit(self.agent, messages, limit, turn.model)
         return CompactionOutcome(kept, applied=len(kept) < len(messages), method="truncate")
 
@@ -84,8 +108,7 @@ class SummaryPolicy:
         self.agent = agent
 
     async def _summarise(self, turn: Any, older: Sequence[Message], max_tokens: int) -> str | None:
-        cfg = self.agent.config.runtime.compaction
-        model = cfg.summary_model or turn.model
+        model = self.agent.config.section(CONFIG_PATH).summary_model or turn.model
         runtime = self.agent.provider(model)
         section = Section("summary_instructions", SUMMARY_INSTRUCTIONS, order=100, source="compaction")
         prompt = compile_prompt([section], [Message("user", _transcript(older))], profile="summary")
@@ -107,7 +130,7 @@ class SummaryPolicy:
         return text.strip()
 
     async def compact(self, turn: Any, messages: Sequence[Message], budget: int) -> CompactionOutcome:
-        cfg = self.agent.config.runtime.compaction
+        cfg = self.agent.config.section(CONFIG_PATH)
         target = max(int(budget * cfg.target_ratio), 1)
         tail = truncate_to_fit(self.agent, messages, target // 2, turn.model)
         older = messages[: len(messages) - len(tail)]
@@ -134,6 +157,11 @@ def register_compaction_policies(register: Any) -> None:
 @bundled_impl
 def choose_compaction(turn: Any, history_tokens: int, budget: int) -> str:
     cfg = turn.config.runtime.compaction
-    if not cfg.enabled or history_tokens < budget * cfg.trigger_ratio:
+    if not cfg.enabled or history_tokens < budget * turn.config.section(CONFIG_PATH).trigger_ratio:
         return "none"
     return cfg.policy
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register(CONFIG_PATH, CompactionPolicyConfig)

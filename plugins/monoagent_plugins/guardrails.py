@@ -1,8 +1,10 @@
 """Section 1, Core Guardrails: the soul.
 
-The soul is the agent home's SOUL.md (or ``context.soulPath``), read once per turn under the
-bootstrap budgets by :func:`monoagent.pipeline.bootstrap.read_bootstrap_files`, which also records the
-diagnostics for a missing, unreadable or truncated file. When no file could be read the built-in
+The soul is the agent home's SOUL.md (or ``context.soulPath``). This plugin owns the file: its
+``configure`` seeds the home's SOUL.md from the default soul when no path is configured and the
+file is missing (never overwriting one), and its section reads it once per turn under the
+bootstrap budgets (:func:`monoagent_plugins.lib.bootstrap.bootstrap_files`, which also records the
+diagnostics for a missing, unreadable or truncated file). When no file could be read the built-in
 default soul stands in, so the section is never empty.
 
 A file block shows the file's name (never its path, which would leak the host's layout into a
@@ -12,18 +14,29 @@ it is never written into the file.
 
 from __future__ import annotations
 
-from monoagent.pipeline.bootstrap import DEFAULT_SOUL
-from monoagent.kernel.model import Section
+from typing import TYPE_CHECKING
+
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
+from monoagent_plugins.lib.bootstrap import DEFAULT_SOUL, bootstrap_files, seed_home_file
+
+if TYPE_CHECKING:
+    from monoagent.agent import Agent
 
 HEADING = "# Core guardrails"
 
 
 @bundled_impl
+def configure(agent: Agent) -> None:
+    """Seed the agent home's SOUL.md (owner-only) when ``context.soulPath`` is unset and it is missing."""
+    seed_home_file(agent.config, agent.config.context.soul_path, "SOUL.md", DEFAULT_SOUL)
+
+
+@bundled_impl
 def section_core_guardrails(turn: Turn) -> Section:
     """SOUL.md as a file block with the evolve reminder, else the built-in default soul."""
-    soul = turn.bootstrap.soul
+    soul = bootstrap_files(turn).soul
     body = soul.block() if soul.present else DEFAULT_SOUL.rstrip()
     return Section(
         id="core_guardrails",

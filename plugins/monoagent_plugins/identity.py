@@ -1,8 +1,10 @@
 """Section 2, Identity (IDENTITY.md), and the optional User Persona section (USER.md).
 
-Both files are read once per turn under the bootstrap budgets by
-:func:`monoagent.pipeline.bootstrap.read_bootstrap_files`, which records every missing, unreadable or
-truncated file as a diagnostic. Identity is a required section: when IDENTITY.md could not be
+This plugin owns both files: its ``configure`` seeds the agent home's IDENTITY.md from the seed
+text when ``context.identityPath`` is unset and the file is missing (never overwriting one), and
+its sections read both files once per turn under the bootstrap budgets
+(:func:`monoagent_plugins.lib.bootstrap.bootstrap_files`, which records every missing, unreadable
+or truncated file as a diagnostic). Identity is a required section: when IDENTITY.md could not be
 read the section still appears and says so, rather than silently dropping who the agent is.
 USER.md is never created; when it is absent the persona section is simply not contributed.
 
@@ -12,18 +14,30 @@ reminder; USER.md describes the person, not the agent, so it does not.
 
 from __future__ import annotations
 
-from monoagent.kernel.model import Section
+from typing import TYPE_CHECKING
+
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
+from monoagent_plugins.lib.bootstrap import DEFAULT_IDENTITY, bootstrap_files, seed_home_file
+
+if TYPE_CHECKING:
+    from monoagent.agent import Agent
 
 IDENTITY_HEADING = "# Identity"
 PERSONA_HEADING = "# User persona"
 
 
 @bundled_impl
+def configure(agent: Agent) -> None:
+    """Seed the agent home's IDENTITY.md (owner-only) when ``context.identityPath`` is unset and it is missing."""
+    seed_home_file(agent.config, agent.config.context.identity_path, "IDENTITY.md", DEFAULT_IDENTITY)
+
+
+@bundled_impl
 def section_identity(turn: Turn) -> Section:
     """IDENTITY.md with the evolve reminder, or a note that no identity file could be read."""
-    identity = turn.bootstrap.identity
+    identity = bootstrap_files(turn).identity
     if identity.present:
         body = identity.block()
     else:
@@ -40,7 +54,7 @@ def section_identity(turn: Turn) -> Section:
 @bundled_impl
 def extra_sections(turn: Turn) -> Section | None:
     """USER.md as the ``user_persona`` section (order 250, stable) when it is present."""
-    user = turn.bootstrap.user
+    user = bootstrap_files(turn).user
     if user is None or not user.present or not user.text.strip():
         return None
     return Section(

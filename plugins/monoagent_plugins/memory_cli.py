@@ -25,7 +25,7 @@ from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.host import bundled_impl
 from monoagent.boundary.terminal import echo, echo_json, read_stdin
 
-from monoagent_plugins.lib.memory_index import MemoryTierError, single_line
+from monoagent_plugins.lib.memory_database import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160
 

@@ -20,8 +20,8 @@ turn that post-turn capture hands it.
   entry's merge count goes up, and its id is returned.
 * **Files**: the directory is created 0700 and the database 0600; WAL journal,
   ``synchronous=NORMAL``. Several processes (an agent and ``monoagent memory``) may share it.
-  The file is opened on first use and checked (see :class:`~.memory_index.TierDatabase`): a
-  damaged, foreign, locked or read-only file is a one-line :class:`~.memory_index.MemoryTierError`
+  The file is opened on first use and checked (see :class:`~.memory_database.TierDatabase`): a
+  damaged, foreign, locked or read-only file is a one-line :class:`~.memory_database.MemoryTierError`
   (the turn goes on with a warning), a lock is waited for ``memory.lite.busyTimeoutMs``, and a
   row a hand edit or a bad disk left with the wrong types is read, not raised.
 """
@@ -38,27 +38,30 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.config import parse_ascii_number, setting
+from monoagent.kernel.config import setting
+from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
 from monoagent.kernel.host import bundled_impl
 from monoagent.text import utf8_len, utf8_prefix
 
-from monoagent_plugins.lib.memory_index import (
+from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
     TierDatabase,
     TierSchema,
     TierWorker,
-    fts_match,
     immediate,
+    number,
+    read_metadata,
+    tolerate_read_only,
+)
+from monoagent_plugins.lib.memory_index import (
+    fts_match,
     jaccard,
     memory_dir,
-    number,
     query_terms,
-    read_metadata,
     split_options,
     term_coverage,
-    tolerate_read_only,
     word_set,
 )
 

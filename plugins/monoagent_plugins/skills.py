@@ -28,18 +28,56 @@ from typing import Any
 
 import attrs
 
-from monoagent.pipeline.bootstrap import read_text_cached, unreadable_reason
 from monoagent.boundary.documents import MAX_NESTING
-from monoagent.kernel.model import Section
+from monoagent.kernel.config import Config, setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.text import utf8_prefix
+from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
+from monoagent.text import utf8_prefix
+from monoagent_plugins.lib.bootstrap import read_text_cached, unreadable_reason
 
+NAME = "skills"
+"""This plugin's name (its entry point), which keys its ``turn.state``."""
+CONFIG_PATH = "context"
+"""The skill keys live in the kernel's ``context`` table, at their documented paths."""
 INDEX_HEADING = "# Skills"
 INSTRUCTIONS_HEADING = "# Selected skill instructions"
-_STATE_KEY = "monoagent_plugins.skills"
+SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FRONT_MATTER_MAX_BYTES = 64 * 1024
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
+
+
+def _check_skills(value: list[str]) -> str | None:
+    bad = [name for name in value if not SKILL_NAME.match(name)]
+    if bad:
+        return f"skill names must be directory names of letters, digits, '.', '_' or '-' (got {bad!r})"
+    return None
+
+
+@attrs.define
+class SkillsConfig:
+    """The skill keys of the ``context`` table: where skills live, which to load, their cap."""
+
+    skills_root: Path | None = setting(
+        None, doc="Directory holding <name>/SKILL.md. Unset: <home>/skills.", env="MONO_AGENT_SKILLS_ROOT"
+    )
+    selected_skills: list[str] = setting(
+        doc="Skills to load, by directory name; there is no auto-selection (env: comma-separated).",
+        env="MONO_AGENT_SELECTED_SKILLS",
+        check=_check_skills,
+        factory=list,
+    )
+    skill_max_bytes: int = setting(
+        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes (a SKILL.md over this + 64 KiB is not read).",
+        env="MONO_AGENT_SKILL_MAX_BYTES",
+        min=256, max=1_000_000,
+    )
+
+
+def skills_root(config: Config) -> Path:
+    """``context.skillsRoot`` resolved against the config file's directory, else ``<home>/skills``."""
+    root = config.section(CONFIG_PATH).skills_root
+    return config.resolve(root) if root else config.home / "skills"
 
 
 @attrs.frozen
@@ -140,7 +178,7 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
     if path is None:
         skip("skill_outside_root", "SKILL.md resolves outside the skills root")
         return None
-    cap = turn.config.context.skill_max_bytes
+    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
     try:
         text = read_text_cached(path, cap + FRONT_MATTER_MAX_BYTES, what="SKILL.md")
     except FileNotFoundError:
@@ -157,12 +195,12 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
 
 def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
     """The turn's selected skills that could be read, loaded once per turn."""
-    loaded = turn.state.get(_STATE_KEY)
+    loaded = turn.state.get(NAME)
     if loaded is None:
-        root = turn.config.skills_root
-        names = dict.fromkeys(turn.config.context.selected_skills)
+        root = skills_root(turn.config)
+        names = dict.fromkeys(turn.config.section(CONFIG_PATH).selected_skills)
         loaded = tuple(skill for skill in (_load(turn, root, name) for name in names) if skill is not None)
-        turn.state[_STATE_KEY] = loaded
+        turn.state[NAME] = loaded
     return loaded
 
 
@@ -179,7 +217,7 @@ def section_skill_index(turn: Turn) -> Section:
 def section_skill_instructions(turn: Turn) -> Section:
     """Each loaded skill's body under ``## Skill: <name>``, capped at ``context.skillMaxBytes``."""
     skills = selected_skills(turn)
-    cap = turn.config.context.skill_max_bytes
+    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
     blocks = []
     for skill in skills:
         cut = utf8_prefix(skill.body, cap)
@@ -195,3 +233,8 @@ def section_skill_instructions(turn: Turn) -> Section:
         blocks.append(f"## Skill: {skill.name}\n\n{body}".rstrip())
     text = INSTRUCTIONS_HEADING + "\n\n" + "\n\n".join(blocks) if blocks else ""
     return Section(id="skill_instructions", text=text, order=600, stability="stable", source="skills")
+
+
+@bundled_impl
+def register_config_sections(register: Any) -> None:
+    register(CONFIG_PATH, SkillsConfig)

@@ -29,7 +29,8 @@ from monoagent.pipeline import bloat
 from monoagent.pipeline import stateless
 from monoagent.boundary import fences as untrusted
 from monoagent.kernel import model
-from monoagent.pipeline.continuity import (
+from monoagent.pipeline.continuity import ContinuityCollector
+from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,
     EVIDENCE_WARNING,
     PREFIX_MAX_BYTES,
@@ -37,7 +38,6 @@ from monoagent.pipeline.continuity import (
     AccountToolPair,
     BoundedText,
     ContinuityAccount,
-    ContinuityCollector,
     accounted_records,
     bounded_value,
     build_account,
@@ -294,11 +294,11 @@ def test_the_projection_fence_cannot_be_closed_in_any_case_or_width():
 
 
 def test_every_host_fence_in_the_code_is_registered_with_the_recogniser():
-    from monoagent.pipeline import continuity
+    from monoagent.pipeline import continuity_account
 
     constants = [
         group_context.OPEN, group_context.CLOSE, "<current_speaker>", "</current_speaker>", conversation.RECALL_DELIMITER,
-        tool_history.FENCE_OPEN, tool_history.FENCE_CLOSE, continuity.ACCOUNT_HEADER, ENVELOPE_OPEN,
+        tool_history.FENCE_OPEN, tool_history.FENCE_CLOSE, continuity_account.ACCOUNT_HEADER, ENVELOPE_OPEN,
         "</continuity_envelope>", "<untrusted_evidence>", "</untrusted_evidence>", stateless.SNAPSHOT_BEGIN,
         stateless.SNAPSHOT_END, bloat.BEGIN_MARKER, bloat.END_MARKER,
     ]

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing import collect_events, fresh_agent
-from monoagent_plugins.files_history import (
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_records import (
     RESET_PREFIX,
-    FilesHistoryStore,
     HistoryRecordError,
     HistoryWriteError,
     record_name,

@@ -37,7 +37,7 @@ from monoagent.kernel.host import PluginHost
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent.boundary.fences import neutralize_fence_tokens
 from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
-from monoagent_plugins.lib.memory_index import MemoryTierError
+from monoagent_plugins.lib.memory_database import MemoryTierError
 from monoagent_plugins.memory_journal import JournalTier
 from monoagent_plugins.memory_recall import capture_text
 

@@ -631,7 +631,8 @@ def test_generated_events_through_the_parser(provider, data):
     """The same, many more examples, through the parser alone (no HTTP): Malformed or well typed."""
     from monoagent_plugins.lib.anthropic_wire import MessageStream
     from monoagent_plugins.lib.openai_wire import ChunkStream, OpenAIChatRuntime
-    from monoagent_plugins.lib.provider_http import Endpoint, Malformed, event_json
+    from monoagent_plugins.lib.provider_events import Malformed, event_json
+    from monoagent_plugins.lib.provider_http import Endpoint
 
     endpoint = Endpoint(provider, "http://127.0.0.1:9/x", {}, "providers.x.baseUrl", None, 1.0, 1.0)
     templates = ANTHROPIC_TEMPLATES if provider == "anthropic" else OPENAI_TEMPLATES
@@ -658,7 +659,8 @@ def test_generated_events_through_the_parser(provider, data):
 def test_generated_bytes_through_the_sse_reader(chunks, limit):
     """Any bytes in any chunking: events of str data, or a one-line ProviderError; never more
     buffered than the cap plus one chunk."""
-    from monoagent_plugins.lib.provider_http import Endpoint, SSEReader
+    from monoagent_plugins.lib.provider_events import SSEReader
+    from monoagent_plugins.lib.provider_http import Endpoint
 
     reader = SSEReader(Endpoint("p", "http://127.0.0.1:9/x", {}, "providers.x.baseUrl", None, 1.0, 1.0, max_event_bytes=limit))
     try:
@@ -680,7 +682,8 @@ LINE_TEXT = st.text(st.characters(blacklist_characters="\r\n", blacklist_categor
        cuts=st.lists(st.integers(0, 400), max_size=12))
 def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, cuts):
     """Events with several data lines, names, comments and any (mixed) line ends, cut anywhere."""
-    from monoagent_plugins.lib.provider_http import Endpoint, SSEReader
+    from monoagent_plugins.lib.provider_events import SSEReader
+    from monoagent_plugins.lib.provider_http import Endpoint
 
     body = b"".join(
         (f"event: {name}".encode() + line_end if name else b"")

@@ -34,15 +34,17 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.config import _field_type, _snake, _unwrap_optional, iter_keys, load_config
-from monoagent.pipeline.continuity import ACCOUNT_HEADER
+from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
+from monoagent.kernel.config_loading import load_config
+from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolSpec, TurnRequest
 from monoagent.kernel.host import PluginHost
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.files_history import FilesHistoryStore, FsOps
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.tool_history import ToolHistoryConfig
 from monoagent_plugins.lib.tool_history.sidecar import OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
@@ -78,7 +80,7 @@ def _number_keys() -> list[tuple[str, str, type, float]]:
         keys += iter_keys(cls, path + ".")
     found = []
     for key in keys:
-        base, _ = _unwrap_optional(_field_type(key.owner, key.attribute))
+        base, _ = unwrap_optional(field_type(key.owner, key.attribute))
         if key.env and base in (int, float):
             found.append((key.env, key.path, base, key.attribute.metadata.get("min")))
     return found
@@ -122,7 +124,7 @@ def test_a_minus_sign_only_where_the_range_allows_negatives(env, path, kind, min
     if minimum is not None and minimum < 0:
         config = load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
         section, _, key = path.rpartition(".")
-        assert getattr(config.section(section), _snake(key)) == -1
+        assert getattr(config.section(section), snake(key)) == -1
         return
     with pytest.raises(ConfigError, match=r"expected (an integer|a number): ASCII digits 0-9"):
         load_config(data={}, env={env: "-1"}, plugin_sections=SECTIONS)
@@ -130,11 +132,12 @@ def test_a_minus_sign_only_where_the_range_allows_negatives(env, path, kind, min
 
 def test_plain_ascii_values_still_load():
     config = load_config(
-        data={}, env={"MONO_AGENT_MAX_TURNS": " 12\n", "MONO_AGENT_COMPACTION_TRIGGER_RATIO": "0.75", "MONO_AGENT_SKILL_MAX_BYTES": "0300"}
+        data={}, env={"MONO_AGENT_MAX_TURNS": " 12\n", "MONO_AGENT_COMPACTION_TRIGGER_RATIO": "0.75", "MONO_AGENT_SKILL_MAX_BYTES": "0300"},
+        plugin_sections=SECTIONS,
     )
     assert config.runtime.max_turns == 12
-    assert config.runtime.compaction.trigger_ratio == 0.75
-    assert config.context.skill_max_bytes == 300
+    assert config.section("runtime.compaction").trigger_ratio == 0.75
+    assert config.section("context").skill_max_bytes == 300
 
 
 @examples(200)
@@ -390,7 +393,7 @@ def test_deep_front_matter_is_invalid_front_matter_not_a_recursion_error(tmp_pat
 DEEP_CONFIG_CHILD = """
 import json, sys
 from pathlib import Path
-from monoagent.kernel.config import load_config
+from monoagent.kernel.config_loading import load_config
 from monoagent.kernel.errors import ConfigError
 
 def deep(depth):
@@ -492,7 +495,7 @@ def test_an_integer_past_pythons_digit_limit_in_a_config_file_is_a_config_error(
 CONFIG_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.kernel.config import load_config, read_config_file
+from monoagent.kernel.config_loading import load_config, read_config_file
 from monoagent.kernel.errors import ConfigError
 
 tmp = Path(sys.argv[1])
@@ -521,7 +524,7 @@ def test_a_config_path_that_is_a_fifo_or_a_device_is_refused(tmp_path):
 
 
 def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
-    from monoagent.kernel.config import CONFIG_MAX_BYTES, read_config_file
+    from monoagent.kernel.config_loading import CONFIG_MAX_BYTES, read_config_file
 
     path = tmp_path / "monoagent.toml"
     path.write_bytes(b"# " + b"x" * CONFIG_MAX_BYTES)

@@ -28,7 +28,8 @@ from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import ToolSpec
 from monoagent.testing.redaction_measure import leaks, measure_redactor
 from monoagent.testing import collect_events, scripted_agent
-from monoagent_plugins.redaction import is_secret_name, redact_structure, redact_text
+from monoagent_plugins.lib.redaction_names import is_secret_name
+from monoagent_plugins.redaction import redact_structure, redact_text
 from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
 
 DATA = Path(__file__).resolve().parent.parent / "data"

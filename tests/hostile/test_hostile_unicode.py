@@ -1059,3 +1059,22 @@ def test_deeply_nested_and_cyclic_data_is_checked_without_recursion() -> None:
     clean: dict[str, Any] = {"a": "b"}
     clean["self"] = clean
     assert TurnRequest("hi", metadata=clean).metadata is clean
+
+
+@pytest.mark.parametrize("prefix", ["anthropic", "openai"])
+def test_json_escaped_lone_surrogates_from_the_wire_are_reported_on_the_run(tmp_path: Path, prefix: str) -> None:
+    """A ``\\ud800`` escape decodes to a lone surrogate: it is replaced *and* the run says so, once per field."""
+    server_class = EscapingAnthropicServer if prefix == "anthropic" else EscapingOpenAIServer
+    tool = HostileTool()
+    tool.result = "ok"
+    with server_class() as server:
+        config = {"runtime": {"model": f"{prefix}:m"},
+                  "providers": {prefix: {"baseUrl": server.url if prefix == "anthropic" else f"{server.url}/v1"}}}
+        agent = fresh_agent(tmp_path, config=config, env={"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, plugins=[tool])
+        call = ScriptedToolCall("call_1", "probe", (json.dumps({"q": "\ud800"}),))
+        server.enqueue(Reply(text_pieces=("a", "b\ud800"), tool_calls=(call,)), Reply(text_pieces=("c", "z")))
+        events: list[Any] = []
+        result = asyncio.run(agent.respond(TurnRequest("hi"), on_event=events.append))
+        agent.close()
+    assert result.text == "cz"
+    assert warnings_of(events, "provider.") == {"provider.text_delta.text": 1, "provider.tool_call.call.arguments": 1}

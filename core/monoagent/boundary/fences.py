@@ -83,7 +83,7 @@ HOST_FENCES: tuple[str, ...] = (
     "<current_speaker>",
     "[Recalled long-term memory",  # the recall delimiter (monoagent_plugins.conversation)
     "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.lib.tool_history.projection)
-    "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity)
+    "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity_account)
     "<untrusted_evidence>",
     "<continuity_envelope>",
     "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.pipeline.stateless)

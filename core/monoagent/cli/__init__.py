@@ -257,7 +257,7 @@ def config_init(path: str, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(as_json: bool) -> None:
     """Print the effective configuration with the source of every value."""
-    from monoagent.kernel.config import value_sources
+    from monoagent.kernel.config_keys import value_sources
 
     agent = _state().agent()
     rows = value_sources(agent.config)
@@ -322,7 +322,7 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def _load_plugins_early(argv: Sequence[str]) -> None:
-    from monoagent.kernel.config import load_raw, plugins_settings
+    from monoagent.kernel.config_loading import load_raw, plugins_settings
     from monoagent.kernel.host import PluginHost, local_plugin_paths
 
     config, dirs = _prescan(argv)

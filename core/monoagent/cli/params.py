@@ -2,7 +2,7 @@
 
 click's ``INT`` and ``IntRange`` convert with ``int()``, which also takes ``1_000``, ``+5`` and
 fullwidth or other Unicode digits. A count typed on the command line takes what a
-``MONO_AGENT_*`` integer takes (:func:`monoagent.kernel.config.parse_ascii_number`): ASCII digits, and
+``MONO_AGENT_*`` integer takes (:func:`monoagent.kernel.config_loading.parse_ascii_number`): ASCII digits, and
 a leading ``-`` only when the range allows negatives.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from monoagent.kernel.config import parse_ascii_number
+from monoagent.kernel.config_loading import parse_ascii_number
 
 
 class AsciiIntRange(click.IntRange):

@@ -12,7 +12,8 @@ from typing import Any
 
 import tomli_w
 
-from monoagent.kernel.config import Config, KeyInfo, iter_keys
+from monoagent.kernel.config import Config
+from monoagent.kernel.config_keys import KeyInfo, iter_keys
 
 HEADER = """\
 # monoagent configuration. Every key is optional; the values below are the defaults.

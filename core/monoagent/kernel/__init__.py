@@ -5,7 +5,9 @@ bundled plugin (``monoagent_plugins``) registered exactly as a third party's wou
 
 * :mod:`~monoagent.kernel.hookspecs`: every hook, each docstring its reference documentation;
 * :mod:`~monoagent.kernel.host`: one pluggy manager per Agent, load order, records, registries;
-* :mod:`~monoagent.kernel.config`: the documented keys and ``MONO_AGENT_*`` variables, validated;
+* :mod:`~monoagent.kernel.config`: the kernel's documented keys and ``setting`` to declare keys;
+  :mod:`~monoagent.kernel.config_keys` describes, validates and structures keys, and
+  :mod:`~monoagent.kernel.config_loading` reads the file and the ``MONO_AGENT_*`` variables;
 * :mod:`~monoagent.kernel.model` and :mod:`~monoagent.kernel.turn`: what flows through a turn;
 * :mod:`~monoagent.kernel.interfaces`: the protocols components implement (providers, stores, tiers).
 """

@@ -1,43 +1,31 @@
-"""Configuration: attrs classes, loaded from TOML or JSON, overlaid by ``MONO_AGENT_*`` variables.
+"""Configuration: the kernel's keys, and :func:`setting`, with which the kernel and plugins declare keys.
 
-Precedence is env > file > defaults. Keys are the documented camelCase keys
-(``context.identityPath``, ``runtime.maxTurns``, ``providers.piNative.piMaxRetries``); the
-Python attributes are their snake_case spellings. Every field carries its documentation, its
-allowed values and its environment variable in attrs metadata, which drives validation,
-``monoagent config init``, ``config show`` and the configuration reference in the docs.
+Keys are the documented camelCase keys (``context.identityPath``, ``runtime.maxTurns``,
+``providers.piNative.piMaxRetries``) of attrs classes, one class per table; the Python
+attributes are their snake_case spellings. Every field carries its documentation, its allowed
+values and its environment variable in attrs metadata (:func:`setting`), which drives
+validation, ``monoagent config init``, ``config show`` and the configuration reference in the
+docs. Plugins declare their own keys the same way (the ``register_config_sections`` hook).
 
-Validation happens on the raw data before it is structured, so that each problem names the key
-path, the value, where the value came from (the file or the env var) and what is allowed.
-cattrs then structures the checked data (and unstructures it for ``config show``).
+The rest of the machinery lives beside this module: :mod:`monoagent.kernel.config_keys`
+describes, validates and structures keys; :mod:`monoagent.kernel.config_loading` finds the file,
+overlays the ``MONO_AGENT_*`` variables (env > file > defaults) and builds the :class:`Config`.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import json
-import os
 import re
-import types
 import typing
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from monoagent.kernel.errors import ConfigError
-
 CONFIG_FILENAME = "monoagent.toml"
 ENV_PREFIX = "MONO_AGENT_"
 STATE_DIRNAME = ".mono-agent"
-SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MODEL_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def setting(
@@ -77,22 +65,15 @@ def _check_timezone(value: str | None) -> str | None:
     return None
 
 
-def _check_skills(value: list[str]) -> str | None:
-    bad = [name for name in value if not SKILL_NAME.match(name)]
-    if bad:
-        return f"skill names must be directory names of letters, digits, '.', '_' or '-' (got {bad!r})"
-    return None
-
-
-def _check_model(value: str | None) -> str | None:
+def check_model(value: str | None) -> str | None:
     if value is not None and not MODEL_SPEC.match(value):
         return "must be '<provider>:<model>', for example 'offline:echo' or 'anthropic:claude-sonnet-4-6'"
     return None
 
 
-def _check_models(value: list[str]) -> str | None:
+def check_models(value: list[str]) -> str | None:
     for item in value:
-        problem = _check_model(item)
+        problem = check_model(item)
         if problem:
             return f"{item!r} {problem}"
     return None
@@ -100,7 +81,9 @@ def _check_models(value: list[str]) -> str | None:
 
 @attrs.define
 class ContextConfig:
-    """Inputs of prompt assembly: identity, soul, skills and their budgets."""
+    """Inputs of prompt assembly: the agent home, and the bootstrap files with their budgets.
+    The skill keys of this table (``context.skillsRoot``, ...) are declared by the plugin that reads them.
+    """
 
     identity_path: Path | None = setting(
         None,
@@ -123,20 +106,6 @@ class ContextConfig:
         None,
         doc="Agent home: bootstrap files and default state. Unset: <config dir>/.mono-agent, or the platform data dir without a config file.",
         env="MONO_AGENT_HOME",
-    )
-    skills_root: Path | None = setting(
-        None, doc="Directory holding <name>/SKILL.md. Unset: <home>/skills.", env="MONO_AGENT_SKILLS_ROOT"
-    )
-    selected_skills: list[str] = setting(
-        doc="Skills to load, by directory name; there is no auto-selection (env: comma-separated).",
-        env="MONO_AGENT_SELECTED_SKILLS",
-        check=_check_skills,
-        factory=list,
-    )
-    skill_max_bytes: int = setting(
-        48000, doc="Cap on each skill's instruction body, in UTF-8 bytes (a SKILL.md over this + 64 KiB is not read).",
-        env="MONO_AGENT_SKILL_MAX_BYTES",
-        min=256, max=1_000_000,
     )
     bootstrap_max_chars: int = setting(
         20000, doc="Cap on each bootstrap file (SOUL.md, IDENTITY.md, USER.md), in characters (a file larger than 4 bytes per character of this budget is not read).",
@@ -180,7 +149,9 @@ class SessionConfig:
 
 @attrs.define
 class CompactionConfig:
-    """History compaction (runtime.compaction)."""
+    """History compaction (runtime.compaction): whether, which policy, and the history budget.
+    The policies' own keys of this table (``runtime.compaction.triggerRatio``, ...) are declared by their plugin.
+    """
 
     enabled: bool = setting(True, doc="Whether history is compacted when it nears the budget.", env="MONO_AGENT_COMPACTION_ENABLED")
     policy: str = setting("summary", doc="Registered compaction policy to use.", env="MONO_AGENT_COMPACTION_POLICY")
@@ -192,18 +163,6 @@ class CompactionConfig:
         4096, doc="Tokens kept free for the answer: history budget = context window - reserve.",
         env="MONO_AGENT_COMPACTION_RESPONSE_RESERVE_TOKENS", min=0, max=10_000_000,
     )
-    trigger_ratio: float = setting(
-        0.8, doc="Fraction of the history budget at which compaction starts.",
-        env="MONO_AGENT_COMPACTION_TRIGGER_RATIO", min=0.05, max=1.0,
-    )
-    target_ratio: float = setting(
-        0.1, doc="Fraction of the history budget the summary aims at.",
-        env="MONO_AGENT_COMPACTION_TARGET_RATIO", min=0.01, max=0.9,
-    )
-    summary_model: str | None = setting(
-        None, doc="Model that writes summaries. Unset: the turn's model.",
-        env="MONO_AGENT_COMPACTION_SUMMARY_MODEL", check=_check_model,
-    )
 
 
 @attrs.define
@@ -212,7 +171,7 @@ class RuntimeConfig:
 
     model: str | None = setting(
         None, doc="'<provider>:<model>'. Unset: offline:echo, announced on stderr by the CLI.",
-        env="MONO_AGENT_MODEL", check=_check_model, example="anthropic:claude-sonnet-4-6",
+        env="MONO_AGENT_MODEL", check=check_model, example="anthropic:claude-sonnet-4-6",
     )
     max_turns: int = setting(
         0, doc="Provider steps per run; 0 = unlimited, 1-100 caps it.", env="MONO_AGENT_MAX_TURNS",
@@ -220,7 +179,7 @@ class RuntimeConfig:
     )
     fallbacks: list[str] = setting(
         doc="Ordered backup models tried on a retryable failure (env: comma-separated).",
-        env="MONO_AGENT_FALLBACKS", check=_check_models, factory=list,
+        env="MONO_AGENT_FALLBACKS", check=check_models, factory=list,
     )
     run_timeout_ms: int = setting(
         3_600_000, doc="Deadline of one run's provider and tool loop (ms): steps, retries, fallbacks and tool calls "
@@ -303,35 +262,13 @@ class ProvidersConfig:
 
 @attrs.define
 class HistoryConfig:
-    """The conversation-history store."""
+    """The conversation-history store: which one, and the history directory.
+    The store's own limits (``history.maxMessages``, ...) are declared by the store's plugin.
+    """
 
     store: str = setting("files", doc="Registered history store to use.", env="MONO_AGENT_HISTORY_STORE")
     dir: Path | None = setting(
         None, doc="Directory of the files store. Unset: history/ next to artifacts.dir.", env="MONO_AGENT_HISTORY_DIR",
-    )
-    max_messages: int = setting(
-        64, doc="Messages retained per conversation (the newest).", env="MONO_AGENT_HISTORY_MAX_MESSAGES",
-        min=1, max=10_000,
-    )
-    max_message_bytes: int = setting(
-        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
-        env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
-    )
-    max_bytes: int = setting(
-        256 * 1024 * 1024, doc="Aggregate bytes of all retained records; the oldest inactive conversations are pruned beyond it.",
-        env="MONO_AGENT_HISTORY_MAX_BYTES", min=64 * 1024, max=1 << 40,
-    )
-    max_conversations: int = setting(
-        10_000, doc="Retained conversations (records); the oldest inactive ones are pruned beyond it.",
-        env="MONO_AGENT_HISTORY_MAX_CONVERSATIONS", min=1, max=10_000_000,
-    )
-    max_inactive_days: float = setting(
-        365, doc="Days without a commit after which a conversation is pruned.",
-        env="MONO_AGENT_HISTORY_MAX_INACTIVE_DAYS", min=0.001, max=36_500,
-    )
-    max_stage_bytes: int = setting(
-        256 * 1024 * 1024, doc="Aggregate bytes of live unpublished stages (prepared or crash-abandoned turns).",
-        env="MONO_AGENT_HISTORY_MAX_STAGE_BYTES", min=64 * 1024, max=1 << 40,
     )
 
 
@@ -339,8 +276,7 @@ class HistoryConfig:
 class ToolHistoryStoreConfig:
     """Tool-call history: which registered store records every managed tool call.
 
-    The selected store's plugin may declare further keys in this table (the bundled ``sqlite``
-    store's are listed under the plugin sections below).
+    The store's own settings (``toolHistory.maxCalls``, ...) are declared by the store's plugin.
     """
 
     store: str = setting(
@@ -422,10 +358,6 @@ class Config:
     def history_dir(self) -> Path:
         return _resolve(self.base_dir, self.history.dir) if self.history.dir else self.artifacts_dir.parent / "history"
 
-    @property
-    def skills_root(self) -> Path:
-        return _resolve(self.base_dir, self.context.skills_root) if self.context.skills_root else self.home / "skills"
-
 
 # The path properties are read on every turn; they are pure functions of a few settings, so they
 # are memoised (pathlib joins are slow enough to show in a turn's profile).
@@ -445,556 +377,3 @@ def _home(base_dir: Path, source_file: Path | None, home: Path | None) -> Path:
     import platformdirs
 
     return platformdirs.user_data_path("monoagent")
-
-
-# ============================================================================ introspection
-
-
-def public_fields(cls: type) -> list[attrs.Attribute]:
-    return [f for f in attrs.fields(cls) if not f.metadata.get("internal")]
-
-
-@attrs.frozen
-class KeyInfo:
-    """One leaf key of the configuration, for docs, env overlay and ``config init``."""
-
-    path: str
-    attribute: attrs.Attribute
-    owner: type
-
-    @property
-    def env(self) -> str | None:
-        return self.attribute.metadata.get("env")
-
-    @property
-    def doc(self) -> str:
-        return self.attribute.metadata.get("doc", "")
-
-    @property
-    def default(self) -> Any:
-        default = self.attribute.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-            return default.factory()
-        return default
-
-    @property
-    def example(self) -> Any:
-        return self.attribute.metadata.get("example")
-
-    @property
-    def allowed(self) -> str:
-        return describe_allowed(self.attribute, _field_type(self.owner, self.attribute))
-
-
-def _field_type(owner: type, attribute: attrs.Attribute) -> Any:
-    return typing.get_type_hints(owner)[attribute.name]
-
-
-def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
-    """Every leaf key below ``cls``, depth first, in declaration order."""
-    keys: list[KeyInfo] = []
-    hints = typing.get_type_hints(cls)
-    for field in public_fields(cls):
-        path = f"{prefix}{_camel(field.name)}"
-        hint = hints[field.name]
-        if attrs.has(hint):
-            keys.extend(iter_keys(hint, path + "."))
-        else:
-            keys.append(KeyInfo(path, field, cls))
-    return keys
-
-
-def table_keys(cls: type) -> list[str]:
-    """The keys of one table (its leaf keys and sub-tables), camelCase, in declaration order."""
-    return [_camel(f.name) for f in public_fields(cls)]
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
-    """Every table of the kernel's configuration below ``cls``: key path -> attrs class.
-
-    A plugin may declare its section at one of these paths: its keys then join the kernel's in
-    that table (``toolHistory.store`` is the kernel's, ``toolHistory.maxCalls`` the store
-    plugin's), and neither may declare a key of the other.
-    """
-    tables: dict[str, type] = {}
-    hints = typing.get_type_hints(cls)
-    for field in public_fields(cls):
-        hint = hints[field.name]
-        if attrs.has(hint):
-            path = f"{prefix}{_camel(field.name)}"
-            tables[path] = hint
-            tables.update(kernel_tables(hint, path + "."))
-    return tables
-
-
-def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return hint, False
-
-
-def _fmt_num(value: float) -> str:
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
-
-
-def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
-    meta = attribute.metadata
-    if meta.get("allowed"):
-        return meta["allowed"]
-    base, optional = _unwrap_optional(hint)
-    if typing.get_origin(base) is Literal:
-        text = "one of " + ", ".join(repr(v) for v in typing.get_args(base))
-    elif base is bool:
-        text = "true or false"
-    elif base in (int, float):
-        kind = "an integer" if base is int else "a number"
-        lo, hi = meta.get("min"), meta.get("max")
-        if lo is not None and hi is not None:
-            text = f"{kind} from {_fmt_num(lo)} to {_fmt_num(hi)}"
-        elif lo is not None:
-            text = f"{kind} of at least {_fmt_num(lo)}"
-        else:
-            text = kind
-    elif base is Path:
-        text = "a path"
-    elif base is str:
-        text = "a string"
-    elif typing.get_origin(base) is list:
-        (item,) = typing.get_args(base)
-        text = "a list of " + ("paths" if item is Path else "strings")
-    else:
-        text = str(base)
-    return text + (" (or unset)" if optional else "")
-
-
-# ============================================================================ validation of raw data
-
-
-@attrs.define
-class _Problems:
-    sources: Mapping[str, str]
-    items: list[str] = attrs.Factory(list)
-    plugin_paths: frozenset[str] = frozenset()
-
-    def add(self, path: str, value: Any, message: str) -> None:
-        where = self.sources.get(path)
-        origin = f" (from {where})" if where else ""
-        shown = json.dumps(value, default=str) if not isinstance(value, Mapping) else "{...}"
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        self.items.append(f"{path} = {shown}{origin}: {message}")
-
-    def unknown(self, path: str, key: str, known: list[str]) -> None:
-        full = f"{path}.{key}" if path else key
-        where = self.sources.get(full)
-        origin = f" (in {where})" if where else ""
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        if not close:
-            lowered = {k.lower(): k for k in known}
-            if key.lower().replace("_", "") in {k.replace("_", "") for k in lowered}:
-                close = [next(v for k, v in lowered.items() if k.replace("_", "") == key.lower().replace("_", ""))]
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        allowed = ", ".join(known) if known else "no keys"
-        self.items.append(f"{full}: unknown key{origin}{hint} (known keys here: {allowed})")
-
-
-def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | None, problems: _Problems) -> None:
-    base, optional = _unwrap_optional(hint)
-    meta = attribute.metadata if attribute is not None else {}
-    allowed = describe_allowed(attribute, hint) if attribute is not None else str(hint)
-    if value is None:
-        if not optional:
-            problems.add(path, value, f"must be set; allowed: {allowed}")
-        return
-    origin = typing.get_origin(base)
-    if origin is Literal:
-        if value not in typing.get_args(base):
-            problems.add(path, value, f"not an allowed value; allowed: {allowed}")
-            return
-    elif base is bool:
-        if not isinstance(value, bool):
-            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
-            return
-    elif base is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
-            return
-    elif base is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
-            return
-        if value != value:  # NaN would pass every range check below
-            problems.add(path, value, f"not a number; allowed: {allowed}")
-            return
-    elif base in (str, Path):
-        if not isinstance(value, str):
-            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
-            return
-        if base is Path and "\x00" in value:
-            problems.add(path, value, "a path cannot contain a NUL character")
-            return
-    elif origin is list:
-        (item,) = typing.get_args(base)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            problems.add(path, value, f"wrong type; allowed: {allowed}")
-            return
-    elif attrs.has(base):
-        _check_mapping(path, value, base, problems)
-        return
-    lo, hi = meta.get("min"), meta.get("max")
-    if base in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
-        problems.add(path, value, f"out of range; allowed: {allowed}")
-        return
-    check = meta.get("check")
-    if check is not None:
-        message = check(value)
-        if message:
-            problems.add(path, value, message)
-
-
-def _check_mapping(path: str, raw: Any, cls: type, problems: _Problems, shared_keys: Sequence[str] = ()) -> None:
-    """Check one table against ``cls``; ``shared_keys`` are the kernel's keys of a table a plugin section extends."""
-    if not isinstance(raw, Mapping):
-        problems.add(path, raw, f"must be a table of keys ({', '.join(_camel(f.name) for f in public_fields(cls))})")
-        return
-    hints = typing.get_type_hints(cls)
-    fields = {_camel(f.name): f for f in public_fields(cls)}
-    prefix = f"{path}." if path else ""
-    plugin_keys = sorted(
-        p[len(prefix):] for p in problems.plugin_paths if p.startswith(prefix) and "." not in p[len(prefix):]
-    )
-    known = list(shared_keys) + list(fields) + plugin_keys
-    for key, value in raw.items():
-        full = f"{path}.{key}" if path else key
-        if full in problems.plugin_paths:
-            continue
-        field = fields.get(key)
-        if field is None:
-            problems.unknown(path, key, known)
-            continue
-        _check_value(full, value, hints[field.name], field, problems)
-
-
-# ============================================================================ structuring (cattrs)
-
-
-def _make_converter() -> Any:
-    import cattrs
-    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(Path, lambda value, _: Path(value))
-    converter.register_unstructure_hook(Path, str)
-
-    def renames(cls: type) -> dict[str, Any]:
-        return {
-            f.name: override(rename=_camel(f.name)) if not f.metadata.get("internal") else override(omit=True)
-            for f in attrs.fields(cls)
-        }
-
-    converter.register_structure_hook_factory(
-        attrs.has, lambda cls: make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames(cls))
-    )
-    converter.register_unstructure_hook_factory(
-        attrs.has, lambda cls: make_dict_unstructure_fn(cls, converter, **renames(cls))
-    )
-    return converter
-
-
-_converter: Any = None
-
-
-def converter() -> Any:
-    """The cattrs converter for configuration classes (camelCase keys, strict extra keys)."""
-    global _converter
-    if _converter is None:
-        _converter = _make_converter()
-    return _converter
-
-
-# ============================================================================ env overlay
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-_ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
-_ASCII_DECIMAL = re.compile(r"-?[0-9]{1,30}(?:\.[0-9]{1,30})?")
-_ASCII_SPACE = " \t\r\n"
-
-
-def parse_ascii_number(text: str, kind: type, *, negative: bool) -> int | float:
-    """``text`` as an int or float written in ASCII digits only, or ValueError saying what is allowed.
-
-    ``int()`` and ``float()`` also take ``1_000``, fullwidth and other Unicode digits, ``+5``,
-    ``1e3``, ``inf`` and ``nan``; a configuration value typed as text takes none of them: ASCII
-    digits (at most 30, so no value reaches Python's digit limit), a ``.`` fraction for numbers,
-    and a leading ``-`` only where ``negative`` allows it.
-    """
-    sign = "an optional leading '-' and " if negative else ""
-    if kind is int:
-        if _ASCII_INTEGER.fullmatch(text) and (negative or not text.startswith("-")):
-            return int(text)
-        raise ValueError(f"expected an integer: {sign}ASCII digits 0-9 only")
-    if _ASCII_DECIMAL.fullmatch(text) and (negative or not text.startswith("-")):
-        return float(text)
-    raise ValueError(f"expected a number: {sign}ASCII digits 0-9 with an optional '.' fraction only")
-
-
-def _parse_env(raw: str, hint: Any, *, negative: bool = True) -> Any:
-    """Turn an env string into the raw value the key's type expects; return it or raise ValueError.
-
-    ``negative`` is False for a key whose minimum is not below zero: its integer or number may
-    not start with ``-``.
-    """
-    base, optional = _unwrap_optional(hint)
-    text = raw.strip(_ASCII_SPACE)
-    if optional and text == "":
-        return None
-    if base is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise ValueError("expected a boolean (1/0, true/false, yes/no, on/off)")
-    if base in (int, float):
-        return parse_ascii_number(text, base, negative=negative)
-    if typing.get_origin(base) is list:
-        return [part.strip() for part in text.split(",") if part.strip()]
-    if base is Path:
-        return str(Path(raw).expanduser().absolute())  # relative to the working directory, not the file
-    return raw
-
-
-def _set_path(tree: dict[str, Any], path: str, value: Any) -> bool:
-    """Set ``path`` in ``tree``; False, setting nothing, when a parent holds a non-table value.
-
-    That value came from the file and is left for validation to report, not silently replaced.
-    """
-    *parents, leaf = path.split(".")
-    node = tree
-    for part in parents:
-        if part not in node:
-            node[part] = {}
-        if not isinstance(node[part], dict):
-            return False
-        node = node[part]
-    node[leaf] = value
-    return True
-
-
-def _record_sources(tree: Mapping[str, Any], prefix: str, label: str, sources: dict[str, str]) -> None:
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        sources[path] = label
-        if isinstance(value, Mapping):
-            _record_sources(value, path + ".", label, sources)
-
-
-# ============================================================================ loading
-
-
-def discover_config_file(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
-    """``--config PATH``, then ``MONO_AGENT_CONFIG``, then ``./monoagent.toml``, then the user config dir."""
-    env = os.environ if env is None else env
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"--config {explicit}: no such file")
-        return path.resolve()
-    if env.get("MONO_AGENT_CONFIG"):
-        path = Path(env["MONO_AGENT_CONFIG"]).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"MONO_AGENT_CONFIG={env['MONO_AGENT_CONFIG']}: no such file")
-        return path.resolve()
-    local = Path.cwd() / CONFIG_FILENAME
-    if local.is_file():
-        return local.resolve()
-    import platformdirs
-
-    user = platformdirs.user_config_path("monoagent") / CONFIG_FILENAME
-    if user.is_file():
-        return user.resolve()
-    return None
-
-
-CONFIG_MAX_BYTES = 1024 * 1024
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError.
-
-    The file must be a regular file of at most :data:`CONFIG_MAX_BYTES` (1 MiB), nested at most
-    :data:`~monoagent.boundary.documents.MAX_NESTING` levels deep (see :mod:`monoagent.boundary.documents`).
-    """
-    from monoagent.boundary.documents import DocumentError, load_document
-
-    try:
-        loaded = load_document(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
-    except DocumentError as exc:
-        raise ConfigError(str(exc)) from None
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: the top level must be a JSON object")
-    return loaded
-
-
-@attrs.define
-class RawConfig:
-    """File and env data merged but not yet validated, with the source of every key."""
-
-    data: dict[str, Any]
-    sources: dict[str, str]
-    source_file: Path | None
-    problems: list[str] = attrs.Factory(list)
-    env: Mapping[str, str] = attrs.Factory(dict)
-
-
-def load_raw(
-    explicit: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    *,
-    data: Mapping[str, Any] | None = None,
-) -> RawConfig:
-    """Merge defaults-free raw data: the file (or ``data``), then every ``MONO_AGENT_*`` variable."""
-    env = os.environ if env is None else env
-    sources: dict[str, str] = {}
-    source_file: Path | None = None
-    if data is not None:
-        tree = json.loads(json.dumps(dict(data), default=str))
-        _record_sources(tree, "", "python", sources)
-    else:
-        source_file = discover_config_file(explicit, env)
-        tree = read_config_file(source_file) if source_file else {}
-        if source_file:
-            _record_sources(tree, "", f"file {source_file}", sources)
-    raw = RawConfig(tree, sources, source_file, env=env)
-    _overlay_env(raw, iter_keys())
-    return raw
-
-
-def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
-    env, tree, sources = raw.env, raw.data, raw.sources
-    for key in keys:
-        if not key.env or key.env not in env:
-            continue
-        try:
-            minimum = key.attribute.metadata.get("min")
-            value = _parse_env(env[key.env], _field_type(key.owner, key.attribute), negative=minimum is None or minimum < 0)
-        except ValueError as exc:
-            raw.problems.append(f"{key.path} = {env[key.env]!r} (from env {key.env}): {exc}; allowed: {key.allowed}")
-            continue
-        if _set_path(tree, key.path, value):
-            sources[key.path] = f"env {key.env}"
-
-
-def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:
-    """Validate ``raw`` against the kernel's classes and the plugins' sections; structure it.
-
-    Raises :class:`~monoagent.kernel.errors.ConfigError` listing every problem found, each naming the
-    key path, the value, its source and what is allowed.
-    """
-    plugin_sections = dict(plugin_sections or {})
-    for path, cls in plugin_sections.items():
-        _overlay_env(raw, iter_keys(cls, path + "."))
-    tables = kernel_tables()
-    shared = {path: table_keys(tables[path]) for path in plugin_sections if path in tables}
-    problems = _Problems(raw.sources, list(raw.problems), frozenset(plugin_sections) - frozenset(shared))
-    data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
-    extracted: dict[str, Any] = {}
-    for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
-        *parents, leaf = path.split(".")
-        node: Any = data
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or leaf not in node:
-            continue
-        if path not in shared:
-            extracted[path] = node.pop(leaf)
-        elif isinstance(node[leaf], dict):  # the plugin's keys of a kernel table; the kernel checks the rest
-            table = node[leaf]
-            extracted[path] = {key: table.pop(key) for key in list(table) if key not in shared[path]}
-    _check_mapping("", data, Config, problems)
-    for path, cls in plugin_sections.items():
-        if path in extracted:
-            _check_mapping(path, extracted[path], cls, problems, shared.get(path, ()))
-    if problems.items:
-        raise ConfigError(problems.items)
-    config: Config = _structure(data, Config, "")
-    for path, cls in plugin_sections.items():
-        config.sections[path] = _structure(extracted.get(path, {}), cls, path)
-    config.source_file = raw.source_file
-    config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
-    config.sources = dict(raw.sources)
-    return config
-
-
-def _structure(data: Any, cls: type, path: str) -> Any:
-    """Structure checked data; an attrs validator's own failure becomes a ConfigError naming the path."""
-    import cattrs
-
-    def leaves(exc: BaseException, where: str) -> list[str]:
-        if isinstance(exc, BaseExceptionGroup):
-            found: list[str] = []
-            for sub in exc.exceptions:
-                names = [note.name for note in getattr(sub, "__notes__", []) if hasattr(note, "name")]
-                found.extend(leaves(sub, f"{where}.{_camel(names[0])}" if names and where else _camel(names[0]) if names else where))
-            return found
-        return [f"{where or 'configuration'}: {exc}"]
-
-    try:
-        return converter().structure(data, cls)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        raise ConfigError(leaves(exc, path)) from None
-
-
-def plugins_settings(raw: RawConfig) -> PluginsConfig:
-    """Validate and return just the ``plugins`` table: it is needed before any plugin loads."""
-    problems = _Problems(raw.sources)
-    section = raw.data.get("plugins", {})
-    _check_mapping("plugins", section, PluginsConfig, problems)
-    plugin_problems = [p for p in raw.problems if p.startswith("plugins.")]
-    if problems.items or plugin_problems:
-        raise ConfigError(plugin_problems + problems.items)
-    # Two checked flat lists: built directly, so the CLI's early plugin load needs no cattrs.
-    return PluginsConfig(paths=[Path(p) for p in section.get("paths", [])], block=list(section.get("block", [])))
-
-
-def load_config(
-    explicit: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    *,
-    data: Mapping[str, Any] | None = None,
-    plugin_sections: Mapping[str, type] | None = None,
-) -> Config:
-    """Discover, read, overlay and validate in one call (no plugin sections unless given)."""
-    return build_config(load_raw(explicit, env, data=data), plugin_sections)
-
-
-def value_sources(config: Config) -> list[tuple[str, Any, str]]:
-    """(key path, effective value, source) for every kernel and plugin key, for ``config show``."""
-    conv = converter()
-    rows: list[tuple[str, Any, str]] = []
-
-    def walk(obj: Any, prefix: str) -> None:
-        for key, value in conv.unstructure(obj).items():
-            path = f"{prefix}{key}"
-            if isinstance(value, dict) and attrs.has(type(getattr(obj, _snake(key), None))):
-                walk(getattr(obj, _snake(key)), path + ".")
-            else:
-                field = attrs.fields_dict(type(obj)).get(_snake(key))
-                if field is not None and field.metadata.get("secret") and value is not None:
-                    value = "<set, not shown>"
-                rows.append((path, value, config.sources.get(path, "default")))
-
-    walk(config, "")
-    for path, section in sorted(config.sections.items()):
-        walk(section, path + ".")
-    return rows
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from monoagent.agent import Agent
     from monoagent.kernel.model import (
+        ContentBlock,
         MemoryHit,
         Message,
         ProviderRequest,
@@ -334,14 +335,14 @@ def register_config_sections(register: Callable[..., None]) -> None:
     ``"providers.mylab"``) and an attrs class whose fields are the section's keys (snake_case in
     Python, camelCase in the file). The section is validated like the kernel's own: unknown keys
     with a did-you-mean, wrong types and attrs validator failures name the key path, the value
-    and its source. Read it back with ``agent.config.section(path)``. The path may be a table of
-    the kernel's (``"toolHistory"``): the plugin's keys then join the kernel's in that table, and
-    the section holds only the plugin's (a store plugin declares its settings beside the
-    ``store`` key that selects it).
+    and its source. Read it back with ``agent.config.section(path)``. The path may also be one
+    of the kernel's tables (``"history"``, ``"toolHistory"``): the class's fields are then the plugin's keys of that
+    table, at their documented paths (``history.maxMessages``), checked against the class while
+    the table's other keys stay the kernel's.
 
     Args:
-        register: the callback; a path claimed twice, a kernel key, or a kernel table with a key
-            of the kernel's in ``cls`` is an error naming the plugin.
+        register: the callback; a path claimed twice, a kernel key, or a field that is a key of
+            the kernel's table at that path is an error naming the plugin.
 
     Returns:
         Nothing. Results are collected (and ignored).
@@ -350,8 +351,10 @@ def register_config_sections(register: Callable[..., None]) -> None:
 
     Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
     ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
-    ``memory.lite`` and ``memory.journal``, and ``tool-history`` adds the ``sqlite`` store's
-    keys to the kernel's ``toolHistory`` table.
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` the ``sqlite`` store's keys of
+    the kernel's ``toolHistory`` table. The keys of a kernel table that only one plugin reads are that plugin's: ``files`` declares the
+    store's limits in ``history``, ``skills`` the skill keys in ``context``, ``compaction`` its
+    policies' ratios and summary model in ``runtime.compaction``.
 
     Example::
 
@@ -382,8 +385,10 @@ def configure(agent: Agent) -> None:
     validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
     still receives the call, once, at registration, so late plugins need no special path.
 
-    Bundled default: no bundled plugin implements it (components such as the tool-history
-    store come from registries, not from ``configure``).
+    Bundled default: ``guardrails`` and ``identity`` create the agent home's SOUL.md and
+    IDENTITY.md from seed text when their path is not configured and the file is missing (never
+    overwriting one). Components such as the tool-history store come from registries, not from
+    ``configure``.
 
     Example::
 
@@ -861,6 +866,41 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
         def before_tool_call(turn, call):
             if call.name == "shell":
                 return ToolResult(call.id, call.name, "shell is disabled", ToolStatus.REJECTED)
+    """
+
+
+@hookspec(firstresult=True)
+def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str | None:
+    """Keep the original of one block of a tool result the bloat guard is about to cut.
+
+    Args:
+        turn: the turn (``run_id`` groups a run's originals).
+        result: the oversized result, as the tool returned it (``call_id``, ``name``).
+        block: one of its blocks (:class:`~monoagent.kernel.model.TextBlock`,
+            :class:`~monoagent.kernel.model.ImageBlock` or :class:`~monoagent.kernel.model.BinaryBlock`;
+            a result without blocks is offered as one text block of its ``content``).
+
+    Returns:
+        Where the original went (a path or a URL, shown to the model in the guard's notice), or
+        None to leave it to the next implementation. First non-None result wins. Raise when
+        saving failed (``OSError`` for the file system): the notice then says the original could
+        not be saved, and why. When no implementation answers, the notice says the original was
+        not saved; the output is bounded either way.
+
+    Called by the tool-output bloat guard for every block of a result over 256 KB, in order,
+    before the guarded result reaches ``after_tool_call``, events or the model. Keep it quick:
+    it runs in the turn.
+
+    Bundled default (``artifacts``): an owner-only file per block under
+    ``<artifacts.dir>/tool-output/<runId>/`` named ``<n>-<call id>.<ext>`` (directories 0700,
+    files 0600, never following a symlink); returns its path.
+
+    Example::
+
+        @hookimpl
+        def save_tool_output(turn, result, block):
+            if isinstance(block, TextBlock):
+                return bucket.put(f"{turn.run_id}/{result.call_id}.txt", block.text.encode())
     """
 
 

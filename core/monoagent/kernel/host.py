@@ -452,27 +452,30 @@ class PluginHost:
         return found
 
     def config_sections(self) -> dict[str, type]:
-        """Plugin-declared configuration sections, path -> attrs class."""
-        from monoagent.kernel.config import kernel_tables, table_keys
+        """Plugin-declared configuration sections, path -> attrs class.
+
+        A section may be a table of its own (``providers.mylab``) or add keys to one of the
+        kernel's tables (``history``): a plugin declares the keys it alone reads, keeping their
+        documented paths. A kernel key is never a plugin's, and a path is one plugin's.
+        """
+        from monoagent.kernel.config_keys import iter_keys, kernel_tables, table_keys
 
         sections: dict[str, tuple[type, str]] = {}
-        kernel_paths = _kernel_paths()
+        kernel_keys = {key.path for key in iter_keys()}
         tables = kernel_tables()
 
         def bind(plugin: str) -> Callable[..., None]:
             def register(path: str, cls: type) -> None:
                 if not attrs.has(cls):
                     raise PluginError(f"plugin {plugin!r} registered config section {path!r} with {cls!r}, not an attrs class")
-                if path in kernel_paths and path not in tables:
-                    raise PluginError(f"plugin {plugin!r} cannot claim config section {path!r}: the kernel owns it")
-                if path in tables:
-                    taken = set(table_keys(tables[path])) & set(table_keys(cls))
-                    if taken:
-                        keys = ", ".join(sorted(f"{path}.{name}" for name in taken))
-                        raise PluginError(
-                            f"plugin {plugin!r} declares {keys} in config section {path!r}, but the kernel owns "
-                            f"{'that key' if len(taken) == 1 else 'those keys'}; a plugin may only add keys to a kernel table"
-                        )
+                if path in kernel_keys:
+                    raise PluginError(f"plugin {plugin!r} cannot claim config section {path!r}: it is a kernel key")
+                taken = sorted(table_keys(cls) & table_keys(tables[path])) if path in tables else []
+                if taken:
+                    raise PluginError(
+                        f"plugin {plugin!r} cannot declare {path}.{taken[0]} in the kernel's table {path!r}: "
+                        f"the kernel owns that key"
+                    )
                 if path in sections:
                     raise PluginError(
                         f"config section {path!r} is claimed by two plugins: "
@@ -499,17 +502,6 @@ def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir
         path = Path(path).expanduser()
         found.append(path if path.is_absolute() else base / path)
     return found
-
-
-def _kernel_paths() -> set[str]:
-    from monoagent.kernel.config import iter_keys
-
-    paths: set[str] = set()
-    for key in iter_keys():
-        parts = key.path.split(".")
-        for i in range(1, len(parts) + 1):
-            paths.add(".".join(parts[:i]))
-    return paths
 
 
 _dist_cache: dict[str, tuple[str, str]] = {}

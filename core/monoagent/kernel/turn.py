@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, Replacements, ToolCall, ToolSpec, TurnRequest, Usage
+from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, ToolCall, ToolSpec, TurnRequest, Usage
+from monoagent.kernel.valid_text import Replacements
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
-    from monoagent.pipeline.bootstrap import BootstrapFiles
     from monoagent.kernel.config import Config
+    from monoagent.pipeline.continuity import RunContinuity
+    from monoagent.pipeline.provider_call import PartialAttempt
 
 
 @attrs.define
@@ -42,10 +44,18 @@ class Turn:
     Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
     ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
     ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn), ``now`` (an
-    aware datetime in the configured time zone), ``diagnostics`` and ``state`` (a scratch dict
-    for plugins, keyed by plugin module name, that lives as long as the turn). Report problems with
-    :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
+    aware datetime in the configured time zone), ``diagnostics`` and ``state``. Report problems
+    with :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
     :class:`~monoagent.kernel.model.RunEvent`).
+
+    ``state`` is a scratch dict for plugins that lives as long as the turn, keyed by plugin name:
+    a plugin keeps its per-turn state under its own name, the one it is registered and blocked by
+    (``turn.state["memory"]``, ``turn.state["skills"]``, ``turn.state["artifacts"]``), and a
+    helper library shared by several plugins under its module name. Keys starting with
+    ``monoagent.`` are reserved for the kernel. The kernel's own per-run state is typed attributes,
+    set by the turn pipeline and read-only for plugins: ``continuity`` (the run's continuity
+    record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
+    attempt of a cancelled or failed run had produced).
     """
 
     agent: Agent
@@ -60,7 +70,8 @@ class Turn:
     tools: tuple[ToolSpec, ...] = ()
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
-    _bootstrap: BootstrapFiles | None = attrs.field(default=None, repr=False)
+    continuity: RunContinuity | None = attrs.field(default=None, repr=False)
+    partial: PartialAttempt | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:
@@ -84,15 +95,6 @@ class Turn:
         """The turn's start time, in the configured time zone (else the system's)."""
         return datetime.fromtimestamp(self.started_at, self.timezone).astimezone(self.timezone)
 
-    @property
-    def bootstrap(self) -> BootstrapFiles:
-        """SOUL.md, IDENTITY.md and USER.md read once per turn under the character budgets."""
-        if self._bootstrap is None:
-            from monoagent.pipeline.bootstrap import read_bootstrap_files
-
-            self._bootstrap = read_bootstrap_files(self)
-        return self._bootstrap
-
     def diagnose(self, code: str, message: str, section: str | None = None) -> None:
         """Record a prompt diagnostic (missing file, truncation); it lands in the manifest."""
         self.diagnostics.append(Diagnostic(code, message, section))
@@ -106,7 +108,7 @@ class Turn:
 
         ``where`` names what the text came from (``request``, ``tool_result``, ``provider``); the
         event's ``field`` is ``<where>.<field path>`` and ``count`` the surrogates that became
-        U+FFFD (see :class:`monoagent.kernel.model.ValidText`). ``data`` adds context (a tool, a model).
+        U+FFFD (see :class:`monoagent.kernel.valid_text.ValidText`). ``data`` adds context (a tool, a model).
         """
         for path, count in replaced:
             self.emit(

@@ -7,6 +7,7 @@
 :mod:`~monoagent.pipeline.stateless` (the snapshot prompt) ->
 :mod:`~monoagent.pipeline.tool_loop` (offered tools, each call, the repeated-call guard) with
 :mod:`~monoagent.pipeline.bloat` (tool-output guard) -> commit, or on failure
-:mod:`~monoagent.pipeline.continuity` (the bounded continuity account), with
+:mod:`~monoagent.pipeline.continuity` (publishing the bounded continuity account of
+:mod:`~monoagent.pipeline.continuity_account`), with
 :mod:`~monoagent.pipeline.tool_lifecycle` recording every tool call.
 """

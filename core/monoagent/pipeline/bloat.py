@@ -18,22 +18,29 @@ as exactly 262,144 bytes) passes unchanged. A larger one is replaced before the 
 * an image, binary or mixed (text and non-text) payload becomes a summary only: kinds, media
   types and sizes of its blocks, none of their content.
 
-Every block of an oversized payload is offered to the run's sink, owner-only files under
-``<artifacts.dir>/tool-output/<runId>/`` (directories created 0700, files 0600). The notice lists
-only the paths the sink actually wrote and says plainly when saving failed, and why. Those files
-are raw, untrusted tool output with no automatic clean-up: keep ``artifacts.dir`` access-controlled.
+Every block of an oversized payload is offered, in order, to the ``save_tool_output`` step hook
+(:func:`guard_tool_result`); the guard itself writes nothing. The bundled ``artifacts`` plugin
+answers it with owner-only files under ``<artifacts.dir>/tool-output/<runId>/``. The notice lists
+only the locations a plugin reported, says plainly when saving failed, and why, and says that
+nothing was saved when no plugin saves tool output (``artifacts`` blocked): the output is bounded
+all the same.
+
+Why a step hook and not a registry component: saving is one side effect per block with one answer
+(where the original went), no configuration chooses among savers, a project replaces it the way it
+replaces any step (a plain ``@hookimpl`` wins over the bundled ``trylast`` one), and "no plugin
+answers" is simply "nothing saved", with no component to select, block or report as missing.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from monoagent.kernel.errors import HookError
+from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
 from monoagent.text import utf8_len, utf8_prefix, utf8_suffix
 from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
@@ -49,19 +56,8 @@ HEAD_SHARE = 60
 
 BEGIN_MARKER = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"
 END_MARKER = "<<<END UNTRUSTED TOOL OUTPUT>>>"
-SINK_DIRNAME = "tool-output"
-STATE_KEY = "monoagent.pipeline.bloat"
 
 _MARKER_OPENING = re.compile(r"<(?=<<)")
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-_EXTENSIONS = {
-    "image/png": ".png",
-    "image/jpeg": ".jpg",
-    "image/gif": ".gif",
-    "image/webp": ".webp",
-    "application/pdf": ".pdf",
-    "application/json": ".json",
-}
 
 
 @attrs.frozen
@@ -130,40 +126,12 @@ def payload_kind(blocks: Sequence[ContentBlock]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-class ToolOutputSink:
-    """Best-effort, owner-only files for the originals of one run's oversized tool output.
+class OriginalSink(Protocol):
+    """Where the guard offers the originals of an oversized result, one block at a time."""
 
-    ``save`` returns the path it wrote or raises ``OSError``; the directories are created on the
-    first save (0700) and each file is created new (0600, never following a symlink).
-    """
-
-    def __init__(self, artifacts_dir: Path, run_id: str) -> None:
-        self.directory = Path(artifacts_dir) / SINK_DIRNAME / run_id
-        self._count = 0
-
-    def _ensure_directory(self) -> None:
-        root = self.directory.parent.parent
-        root.parent.mkdir(parents=True, exist_ok=True)
-        for directory in (root, self.directory.parent, self.directory):
-            try:
-                directory.mkdir(mode=0o700)
-            except FileExistsError:
-                if not directory.is_dir():
-                    raise NotADirectoryError(f"{directory} exists and is not a directory") from None
-
-    def save(self, call_id: str, block: ContentBlock) -> Path:
-        self._ensure_directory()
-        self._count += 1
-        stem = _UNSAFE_NAME.sub("_", call_id)[:64] or "call"
-        if isinstance(block, TextBlock):
-            data, suffix = block.text.encode("utf-8", "replace"), ".txt"
-        else:
-            data, suffix = block.data, _EXTENSIONS.get(block.media_type, ".bin")
-        path = self.directory / f"{self._count:04d}-{stem}{suffix}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        return path
+    def save(self, result: ToolResult, block: ContentBlock) -> str | None:
+        """Keep ``block`` of ``result``; return where it went (shown to the model), or None if
+        it was not kept. Raise (``OSError`` for the file system) when saving failed."""
 
 
 @attrs.frozen
@@ -176,6 +144,8 @@ class GuardReport:
     saved: tuple[str, ...]
     failed: int
     error: str | None
+    unsaved: int = 0
+    """Blocks no sink took (no plugin saves tool output): nothing failed, nothing was kept."""
 
     def event_data(self) -> dict[str, object]:
         return {
@@ -195,7 +165,7 @@ def _describe(block: ContentBlock) -> str:
     return f"{kind}{name} ({block.media_type}), {len(block.data):,} bytes"
 
 
-def _persistence_note(saved: Sequence[str], failed: int, error: str | None) -> str:
+def _persistence_note(saved: Sequence[str], failed: int, error: str | None, unsaved: int) -> str:
     lines = []
     if saved:
         lines.append("The original was saved to (untrusted raw output):")
@@ -203,28 +173,39 @@ def _persistence_note(saved: Sequence[str], failed: int, error: str | None) -> s
     if failed:
         what = "The original could not be saved" if not saved else f"{failed} more block(s) could not be saved"
         lines.append(f"{what} ({error}); that content is not available anywhere.")
+    if unsaved:
+        what = "The original was not saved" if not saved and not failed else f"{unsaved} more block(s) were not saved"
+        lines.append(f"{what}: no plugin saves tool output; that content is not available anywhere.")
     return "\n".join(lines)
 
 
-def guard(result: ToolResult, sink: ToolOutputSink | None, *, limit: int = LIMIT_BYTES) -> tuple[ToolResult, GuardReport | None]:
-    """Apply the bloat guard to ``result``: the result to hand on, and a report if it was oversized."""
+def guard(result: ToolResult, sink: OriginalSink | None, *, limit: int = LIMIT_BYTES) -> tuple[ToolResult, GuardReport | None]:
+    """Apply the bloat guard to ``result``: the result to hand on, and a report if it was oversized.
+
+    ``sink`` (None: nowhere) is offered every block of an oversized payload; a block it did not
+    keep counts as unsaved, one whose save raised ``OSError`` (or a :class:`HookError`, which
+    names the plugin) as failed, with the last reason in the notice.
+    """
     blocks = payload_blocks(result)
     total = sum(block_size(b) for b in blocks)
     if total <= limit:
         return result, None
     kind = payload_kind(blocks)
     saved: list[str] = []
-    failed = 0
+    failed = unsaved = 0
     error: str | None = None
     for block in blocks:
         try:
-            if sink is None:
-                raise OSError("no sink is configured")
-            saved.append(str(sink.save(result.call_id, block)))
-        except OSError as exc:
+            location = sink.save(result, block) if sink is not None else None
+        except (OSError, HookError) as exc:
             failed += 1
-            error = f"{type(exc).__name__}: {exc.strerror or exc}"
-    persistence = _persistence_note(saved, failed, error)
+            error = _failure(exc)
+            continue
+        if location is None:
+            unsaved += 1
+        else:
+            saved.append(location)
+    persistence = _persistence_note(saved, failed, error, unsaved)
     if kind == "text":
         notice = (
             f"[Tool output of {quote_inline(result.name)!r} was {total:,} bytes, over the {limit:,}-byte (256 KB) limit. "
@@ -249,15 +230,32 @@ def guard(result: ToolResult, sink: ToolOutputSink | None, *, limit: int = LIMIT
             lines.append(persistence)
         content = "\n".join(lines)
     guarded = attrs.evolve(result, content=content, blocks=())
-    return guarded, GuardReport(kind, total, utf8_len(content), tuple(saved), failed, error)
+    return guarded, GuardReport(kind, total, utf8_len(content), tuple(saved), failed, error, unsaved)
+
+
+def _failure(exc: OSError | HookError) -> str:
+    """Why a save failed, for the notice: the error's type and its short reason."""
+    cause = exc.error if isinstance(exc, HookError) else exc
+    reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+    if isinstance(exc, HookError):
+        logger.bind(plugin=exc.plugin).warning("save_tool_output failed in plugin {!r}: {}: {}", exc.plugin, type(cause).__name__, cause)
+    return f"{type(cause).__name__}: {reason}"
+
+
+@attrs.frozen
+class _HookSink:
+    """The guard's sink in a turn: the ``save_tool_output`` hook (first non-None answer wins)."""
+
+    turn: Turn
+
+    def save(self, result: ToolResult, block: ContentBlock) -> str | None:
+        return self.turn.agent.host.call("save_tool_output", turn=self.turn, result=result, block=block)
 
 
 def guard_tool_result(turn: Turn, result: ToolResult) -> ToolResult:
-    """The harness's entry point: guard ``result`` with the run's sink and report what happened."""
-    sink = turn.state.get(STATE_KEY)
-    if sink is None:
-        sink = turn.state[STATE_KEY] = ToolOutputSink(turn.config.artifacts_dir, turn.run_id)
-    guarded, report = guard(result, sink)
+    """The harness's entry point: guard ``result``, offering originals to ``save_tool_output``, and
+    report what happened (``tool_output_guarded``)."""
+    guarded, report = guard(result, _HookSink(turn))
     if report is not None:
         turn.emit("tool_output_guarded", id=result.call_id, name=result.name, **report.event_data())
     return guarded

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run, settlement_code
+from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
+from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.interfaces import CommitReceipt, load_history
 from monoagent.kernel.log import failure_text, logger

@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
 
-PARTIAL_STATE_KEY = "partial"
 ERROR_DETAIL_CHARS = 500
 
 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
@@ -116,7 +115,7 @@ def error_code(exc: ProviderError) -> str:
 class PartialAttempt:
     """What the unfinished attempt of a cancelled or failed run had produced.
 
-    Stored as ``turn.state["partial"]`` when a run is cancelled or fails, for the continuity account:
+    Kept as :attr:`Turn.partial <monoagent.kernel.turn.Turn.partial>` when a run is cancelled or fails, for the continuity account:
     ``text`` is the assistant text the interrupted attempt streamed (every step of it, as streamed),
     ``tool_activity`` every tool call and result that completed in the run (all attempts), ``model``
     and ``attempt`` the interrupted attempt, ``step`` its provider step.
@@ -139,8 +138,7 @@ class PartialAttempt:
 
 def partial_event_data(turn: Turn) -> dict[str, int]:
     """The size fields of the run's :class:`PartialAttempt`, or nothing when there is none."""
-    partial = turn.state.get(PARTIAL_STATE_KEY)
-    return partial.event_data() if isinstance(partial, PartialAttempt) else {}
+    return turn.partial.event_data() if turn.partial is not None else {}
 
 
 @attrs.frozen
@@ -274,7 +272,7 @@ class ProviderCall:
         except BaseException:
             current = self.current
             if current is not None:
-                self.turn.state[PARTIAL_STATE_KEY] = PartialAttempt(
+                self.turn.partial = PartialAttempt(
                     current.model, current.number, self.steps + 1, current.text, tuple(self.activity)
                 )
             raise

@@ -98,7 +98,7 @@ class RunLedger:
             run_id=self.turn.run_id,
             call=call,
             started_at=time.time(),
-            isolated=bool(self.turn.request.metadata.get("isolated", False)),
+            isolated=self.turn.request.isolated,
         )
 
     async def _confirm(self, what: str, future: concurrent.futures.Future[Any]) -> dict[str, Any]:

@@ -33,23 +33,20 @@ from monoagent.kernel.model import (
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
 from monoagent_plugins.anthropic import API_VERSION, PROVIDER, AnthropicConfig
-from monoagent_plugins.lib.provider_http import (
+from monoagent_plugins.lib.provider_events import (
     READ_ON_EVENTS,
-    Endpoint,
     Malformed,
     bad_event,
     count,
-    encode_body,
     event_json,
     excerpt,
-    normalise_base_url,
-    sse_events,
     stream_ended,
     too_many_calls,
     tool_arguments,
     utf8_size,
     want,
 )
+from monoagent_plugins.lib.provider_http import Endpoint, encode_body, normalise_base_url, sse_events
 
 
 @attrs.frozen
@@ -241,7 +238,7 @@ class MessageStream:
     """The state of one Messages API stream: open tool_use blocks, usage, the stop reason.
 
     :meth:`apply` takes one event's JSON object and returns the provider event it makes, if any,
-    raising :class:`~monoagent_plugins.lib.provider_http.Malformed` for a field of the wrong type.
+    raising :class:`~monoagent_plugins.lib.provider_events.Malformed` for a field of the wrong type.
     """
 
     def __init__(self, endpoint: Endpoint) -> None:

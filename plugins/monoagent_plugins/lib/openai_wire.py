@@ -49,23 +49,20 @@ from monoagent.kernel.model import (
 )
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
-from monoagent_plugins.lib.provider_http import (
-    DEFAULT_MAX_EVENT_BYTES,
+from monoagent_plugins.lib.provider_events import (
     READ_ON_EVENTS,
-    Endpoint,
     Malformed,
     bad_event,
     count,
-    encode_body,
     event_json,
     excerpt,
-    sse_events,
     stream_ended,
     too_many_calls,
     tool_arguments,
     utf8_size,
     want,
 )
+from monoagent_plugins.lib.provider_http import DEFAULT_MAX_EVENT_BYTES, Endpoint, encode_body, sse_events
 
 TOOL_ERROR_PREFIX = "Error: "
 """What the content of a tool message whose result is an error starts with (the OpenAI format has no flag)."""
@@ -262,7 +259,7 @@ class ChunkStream:
     """The state of one Chat Completions stream: pending tool calls, the finish reason, usage.
 
     :meth:`apply` takes one chunk's JSON object and returns the provider events it makes,
-    raising :class:`~monoagent_plugins.lib.provider_http.Malformed` for a field of the wrong type.
+    raising :class:`~monoagent_plugins.lib.provider_events.Malformed` for a field of the wrong type.
     """
 
     def __init__(self, runtime: OpenAIChatRuntime, endpoint: Endpoint) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from monoagent.boundary.fences import neutralize_untrusted, quote_inline
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import Section
+from monoagent.pipeline.continuity_account import accounted_records
 from monoagent.text import utf8_len
 from monoagent_plugins.lib.tool_history.sidecar import SidecarUnavailable
 
@@ -84,8 +85,6 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
     if cfg.projection_max_calls == 0:
         return None
-    from monoagent.pipeline.continuity import accounted_records  # asyncio-heavy: imported on first use
-
     excluded = accounted_records(turn.history)
     try:
         if store.unavailable is not None:  # the writer cannot open it either: no turn waits on that lock again

@@ -1,14 +1,22 @@
-"""The agent home and its bootstrap files: SOUL.md, IDENTITY.md and the optional USER.md.
+"""The bootstrap files SOUL.md, IDENTITY.md and the optional USER.md, for the ``guardrails`` and
+``identity`` plugins.
 
-When ``context.soulPath`` or ``context.identityPath`` is unset, the agent home (see
-:attr:`monoagent.kernel.config.Config.home`) supplies the file. The home is created owner-only, and
-SOUL.md and IDENTITY.md are written from the seed text below when missing. An existing file is
-never overwritten, even when it was customised or emptied: files are created with ``O_EXCL``.
-USER.md is never created.
+The two plugins own these files; the kernel never names, creates or reads them. Blocking both
+plugins leaves the agent home without SOUL.md or IDENTITY.md and nothing reads them.
 
-Each file is read under a per-file character budget (``context.bootstrapMaxChars``) and all of
-them under a total budget (``context.bootstrapTotalMaxChars``), in the order SOUL.md,
-IDENTITY.md, USER.md. Missing files, read errors and truncation become prompt diagnostics.
+**Seeding.** When ``context.soulPath`` (``guardrails``) or ``context.identityPath``
+(``identity``) is unset, the agent home (see :attr:`monoagent.kernel.config.Config.home`)
+supplies the file: the plugin's ``configure`` creates the home owner-only and the file from the
+seed text below when it is missing (:func:`seed_home_file`), so both exist from the agent's
+start-up, as the documents require. An existing file is never overwritten, even when it was
+customised or emptied: files are created with ``O_EXCL``. USER.md is never created.
+
+**Reading.** The three files are read once per turn (:func:`bootstrap_files`), whichever of the
+two plugins asks first, under a per-file character budget (``context.bootstrapMaxChars``) and
+a total budget (``context.bootstrapTotalMaxChars``) charged in the order SOUL.md, IDENTITY.md,
+USER.md. Missing files, read errors and truncation become prompt diagnostics. The per-turn
+result is kept in ``turn.state[STATE_KEY]`` (this library's module name, since two plugins share
+it).
 
 A configured path may name anything (``/dev/zero``, a FIFO, a 20 GB log), so a file is read only
 when it is a regular file of at most ``bootstrapMaxChars`` x 4 bytes (no character of UTF-8 is
@@ -30,6 +38,9 @@ from monoagent.boundary.files import FileTooLarge, NotRegularFile, read_regular_
 if TYPE_CHECKING:
     from monoagent.kernel.config import Config
     from monoagent.kernel.turn import Turn
+
+STATE_KEY = "monoagent_plugins.lib.bootstrap"
+"""The ``turn.state`` key of the per-turn :class:`BootstrapFiles`."""
 
 EVOLVE_REMINDER = "This file is yours to evolve. As you learn who you are, update it."
 
@@ -86,21 +97,20 @@ class BootstrapFiles:
     user: BootstrapFile | None
 
 
-def ensure_home(config: Config) -> Path | None:
-    """Create the agent home and its seed files if the config relies on them; return the home.
+def seed_home_file(config: Config, configured: Path | None, name: str, text: str) -> Path | None:
+    """Create ``<home>/<name>`` from ``text`` when no path is ``configured`` and the file is missing.
 
-    Returns None when both ``context.soulPath`` and ``context.identityPath`` are set (the home
-    then holds no bootstrap file of ours).
+    The home is created owner-only (0700) first, the file owner-only (0600) and never over an
+    existing one. Returns the home file's path, or None when a path is configured (the home
+    then holds no file of this name of ours).
     """
-    if config.context.soul_path is not None and config.context.identity_path is not None:
+    if configured is not None:
         return None
     home = config.home
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if config.context.soul_path is None:
-        _create_if_missing(home / "SOUL.md", DEFAULT_SOUL)
-    if config.context.identity_path is None:
-        _create_if_missing(home / "IDENTITY.md", DEFAULT_IDENTITY)
-    return home
+    path = home / name
+    _create_if_missing(path, text)
+    return path
 
 
 def _create_if_missing(path: Path, text: str) -> None:
@@ -156,6 +166,14 @@ def _paths(config: Config) -> tuple[Path | None, Path | None, Path | None, bool]
     identity = config.resolve(ctx.identity_path) if ctx.identity_path else config.home / "IDENTITY.md"
     user = config.resolve(ctx.user_path) if ctx.user_path else config.home / "USER.md"
     return soul, identity, user, ctx.user_path is not None
+
+
+def bootstrap_files(turn: Turn) -> BootstrapFiles:
+    """The turn's bootstrap files, read on the first call of the turn and kept for the others."""
+    files = turn.state.get(STATE_KEY)
+    if files is None:
+        files = turn.state[STATE_KEY] = read_bootstrap_files(turn)
+    return files
 
 
 def read_bootstrap_files(turn: Turn) -> BootstrapFiles:

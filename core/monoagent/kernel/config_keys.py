@@ -1,0 +1,340 @@
+"""Configuration keys as data: describe them, validate raw data against them, structure it.
+
+Every leaf key of an attrs configuration class (the kernel's :class:`~monoagent.kernel.config.Config`
+or a plugin's section) is a :class:`KeyInfo` (:func:`iter_keys`), whose metadata comes from
+:func:`~monoagent.kernel.config.setting`. Validation happens on the raw data before it is
+structured, so that each problem names the key path, the value, where the value came from (the
+file or the env var) and what is allowed (:class:`Problems`, :func:`check_table`). cattrs then
+structures the checked data (:func:`structure_section`) and unstructures it for ``config show``
+(:func:`value_sources`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from monoagent.kernel.config import Config
+from monoagent.kernel.errors import ConfigError
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# ============================================================================ introspection
+
+
+def public_fields(cls: type) -> list[attrs.Attribute]:
+    return [f for f in attrs.fields(cls) if not f.metadata.get("internal")]
+
+
+@attrs.frozen
+class KeyInfo:
+    """One leaf key of the configuration, for docs, env overlay and ``config init``."""
+
+    path: str
+    attribute: attrs.Attribute
+    owner: type
+
+    @property
+    def env(self) -> str | None:
+        return self.attribute.metadata.get("env")
+
+    @property
+    def doc(self) -> str:
+        return self.attribute.metadata.get("doc", "")
+
+    @property
+    def default(self) -> Any:
+        default = self.attribute.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            return default.factory()
+        return default
+
+    @property
+    def example(self) -> Any:
+        return self.attribute.metadata.get("example")
+
+    @property
+    def allowed(self) -> str:
+        return describe_allowed(self.attribute, field_type(self.owner, self.attribute))
+
+
+def field_type(owner: type, attribute: attrs.Attribute) -> Any:
+    return typing.get_type_hints(owner)[attribute.name]
+
+
+def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
+    """Every leaf key below ``cls``, depth first, in declaration order."""
+    keys: list[KeyInfo] = []
+    hints = typing.get_type_hints(cls)
+    for field in public_fields(cls):
+        path = f"{prefix}{camel(field.name)}"
+        hint = hints[field.name]
+        if attrs.has(hint):
+            keys.extend(iter_keys(hint, path + "."))
+        else:
+            keys.append(KeyInfo(path, field, cls))
+    return keys
+
+
+def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
+    """Every table of the kernel's configuration below ``cls``, by dotted path, with its class."""
+    tables: dict[str, type] = {}
+    hints = typing.get_type_hints(cls)
+    for field in public_fields(cls):
+        hint = hints[field.name]
+        if attrs.has(hint):
+            path = f"{prefix}{camel(field.name)}"
+            tables[path] = hint
+            tables.update(kernel_tables(hint, path + "."))
+    return tables
+
+
+def table_keys(cls: type) -> set[str]:
+    """The keys (camelCase) directly in the table of attrs class ``cls``: its leaves and subtables."""
+    return {camel(field.name) for field in public_fields(cls)}
+
+
+def unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return hint, False
+
+
+def _fmt_num(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
+    meta = attribute.metadata
+    if meta.get("allowed"):
+        return meta["allowed"]
+    base, optional = unwrap_optional(hint)
+    if typing.get_origin(base) is Literal:
+        text = "one of " + ", ".join(repr(v) for v in typing.get_args(base))
+    elif base is bool:
+        text = "true or false"
+    elif base in (int, float):
+        kind = "an integer" if base is int else "a number"
+        lo, hi = meta.get("min"), meta.get("max")
+        if lo is not None and hi is not None:
+            text = f"{kind} from {_fmt_num(lo)} to {_fmt_num(hi)}"
+        elif lo is not None:
+            text = f"{kind} of at least {_fmt_num(lo)}"
+        else:
+            text = kind
+    elif base is Path:
+        text = "a path"
+    elif base is str:
+        text = "a string"
+    elif typing.get_origin(base) is list:
+        (item,) = typing.get_args(base)
+        text = "a list of " + ("paths" if item is Path else "strings")
+    else:
+        text = str(base)
+    return text + (" (or unset)" if optional else "")
+
+
+# ============================================================================ validation of raw data
+
+
+@attrs.define
+class Problems:
+    sources: Mapping[str, str]
+    items: list[str] = attrs.Factory(list)
+    plugin_paths: frozenset[str] = frozenset()
+
+    def add(self, path: str, value: Any, message: str) -> None:
+        where = self.sources.get(path)
+        origin = f" (from {where})" if where else ""
+        shown = json.dumps(value, default=str) if not isinstance(value, Mapping) else "{...}"
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        self.items.append(f"{path} = {shown}{origin}: {message}")
+
+    def unknown(self, path: str, key: str, known: list[str]) -> None:
+        full = f"{path}.{key}" if path else key
+        where = self.sources.get(full)
+        origin = f" (in {where})" if where else ""
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        if not close:
+            lowered = {k.lower(): k for k in known}
+            if key.lower().replace("_", "") in {k.replace("_", "") for k in lowered}:
+                close = [next(v for k, v in lowered.items() if k.replace("_", "") == key.lower().replace("_", ""))]
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        allowed = ", ".join(known) if known else "no keys"
+        self.items.append(f"{full}: unknown key{origin}{hint} (known keys here: {allowed})")
+
+
+def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | None, problems: Problems) -> None:
+    base, optional = unwrap_optional(hint)
+    meta = attribute.metadata if attribute is not None else {}
+    allowed = describe_allowed(attribute, hint) if attribute is not None else str(hint)
+    if value is None:
+        if not optional:
+            problems.add(path, value, f"must be set; allowed: {allowed}")
+        return
+    origin = typing.get_origin(base)
+    if origin is Literal:
+        if value not in typing.get_args(base):
+            problems.add(path, value, f"not an allowed value; allowed: {allowed}")
+            return
+    elif base is bool:
+        if not isinstance(value, bool):
+            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+            return
+    elif base is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+            return
+    elif base is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+            return
+        if value != value:  # NaN would pass every range check below
+            problems.add(path, value, f"not a number; allowed: {allowed}")
+            return
+    elif base in (str, Path):
+        if not isinstance(value, str):
+            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+            return
+        if base is Path and "\x00" in value:
+            problems.add(path, value, "a path cannot contain a NUL character")
+            return
+    elif origin is list:
+        (item,) = typing.get_args(base)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problems.add(path, value, f"wrong type; allowed: {allowed}")
+            return
+    elif attrs.has(base):
+        check_table(path, value, base, problems)
+        return
+    lo, hi = meta.get("min"), meta.get("max")
+    if base in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
+        problems.add(path, value, f"out of range; allowed: {allowed}")
+        return
+    check = meta.get("check")
+    if check is not None:
+        message = check(value)
+        if message:
+            problems.add(path, value, message)
+
+
+def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
+    """Check the table at ``path`` against attrs class ``cls``; keys of plugin sections are skipped
+    (and suggested for a misspelt key), each is checked against its own class."""
+    if not isinstance(raw, Mapping):
+        problems.add(path, raw, f"must be a table of keys ({', '.join(camel(f.name) for f in public_fields(cls))})")
+        return
+    hints = typing.get_type_hints(cls)
+    fields = {camel(f.name): f for f in public_fields(cls)}
+    prefix = f"{path}." if path else ""
+    plugin_keys = sorted(
+        p[len(prefix):] for p in problems.plugin_paths if p.startswith(prefix) and "." not in p[len(prefix):]
+    )
+    known = list(fields) + [key for key in plugin_keys if key not in fields]
+    for key, value in raw.items():
+        full = f"{path}.{key}" if path else key
+        field = fields.get(key)
+        if field is None:
+            if full not in problems.plugin_paths:  # another section's key, checked against its own class
+                problems.unknown(path, key, known)
+            continue
+        _check_value(full, value, hints[field.name], field, problems)
+
+
+# ============================================================================ structuring (cattrs)
+
+
+def _make_converter() -> Any:
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(Path, lambda value, _: Path(value))
+    converter.register_unstructure_hook(Path, str)
+
+    def renames(cls: type) -> dict[str, Any]:
+        return {
+            f.name: override(rename=camel(f.name)) if not f.metadata.get("internal") else override(omit=True)
+            for f in attrs.fields(cls)
+        }
+
+    converter.register_structure_hook_factory(
+        attrs.has, lambda cls: make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames(cls))
+    )
+    converter.register_unstructure_hook_factory(
+        attrs.has, lambda cls: make_dict_unstructure_fn(cls, converter, **renames(cls))
+    )
+    return converter
+
+
+_converter: Any = None
+
+
+def converter() -> Any:
+    """The cattrs converter for configuration classes (camelCase keys, strict extra keys)."""
+    global _converter
+    if _converter is None:
+        _converter = _make_converter()
+    return _converter
+
+
+def structure_section(data: Any, cls: type, path: str) -> Any:
+    """Structure checked data; an attrs validator's own failure becomes a ConfigError naming the path."""
+    import cattrs
+
+    def leaves(exc: BaseException, where: str) -> list[str]:
+        if isinstance(exc, BaseExceptionGroup):
+            found: list[str] = []
+            for sub in exc.exceptions:
+                names = [note.name for note in getattr(sub, "__notes__", []) if hasattr(note, "name")]
+                found.extend(leaves(sub, f"{where}.{camel(names[0])}" if names and where else camel(names[0]) if names else where))
+            return found
+        return [f"{where or 'configuration'}: {exc}"]
+
+    try:
+        return converter().structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise ConfigError(leaves(exc, path)) from None
+
+
+
+def value_sources(config: Config) -> list[tuple[str, Any, str]]:
+    """(key path, effective value, source) for every kernel and plugin key, for ``config show``."""
+    conv = converter()
+    rows: list[tuple[str, Any, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        for key, value in conv.unstructure(obj).items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and attrs.has(type(getattr(obj, snake(key), None))):
+                walk(getattr(obj, snake(key)), path + ".")
+            else:
+                field = attrs.fields_dict(type(obj)).get(snake(key))
+                if field is not None and field.metadata.get("secret") and value is not None:
+                    value = "<set, not shown>"
+                rows.append((path, value, config.sources.get(path, "default")))
+
+    walk(config, "")
+    for path, section in sorted(config.sections.items()):
+        walk(section, path + ".")
+    return rows

@@ -1,0 +1,280 @@
+"""Loading the configuration: the file, the ``MONO_AGENT_*`` overlay, validation, the :class:`Config`.
+
+Precedence is env > file > defaults. :func:`load_raw` merges the file (or a mapping) and every
+variable without validating; :func:`build_config` validates the result against the kernel's
+classes and the plugins' sections (:mod:`monoagent.kernel.config_keys`) and structures it.
+:func:`plugins_settings` reads just the ``plugins`` table, which is needed before any plugin
+loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from monoagent.kernel.config import CONFIG_FILENAME, Config, PluginsConfig
+from monoagent.kernel.config_keys import (
+    KeyInfo,
+    Problems,
+    check_table,
+    field_type,
+    iter_keys,
+    kernel_tables,
+    structure_section,
+    table_keys,
+    unwrap_optional,
+)
+from monoagent.kernel.errors import ConfigError
+
+
+# ============================================================================ env overlay
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+_ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
+_ASCII_DECIMAL = re.compile(r"-?[0-9]{1,30}(?:\.[0-9]{1,30})?")
+_ASCII_SPACE = " \t\r\n"
+
+
+def parse_ascii_number(text: str, kind: type, *, negative: bool) -> int | float:
+    """``text`` as an int or float written in ASCII digits only, or ValueError saying what is allowed.
+
+    ``int()`` and ``float()`` also take ``1_000``, fullwidth and other Unicode digits, ``+5``,
+    ``1e3``, ``inf`` and ``nan``; a configuration value typed as text takes none of them: ASCII
+    digits (at most 30, so no value reaches Python's digit limit), a ``.`` fraction for numbers,
+    and a leading ``-`` only where ``negative`` allows it.
+    """
+    sign = "an optional leading '-' and " if negative else ""
+    if kind is int:
+        if _ASCII_INTEGER.fullmatch(text) and (negative or not text.startswith("-")):
+            return int(text)
+        raise ValueError(f"expected an integer: {sign}ASCII digits 0-9 only")
+    if _ASCII_DECIMAL.fullmatch(text) and (negative or not text.startswith("-")):
+        return float(text)
+    raise ValueError(f"expected a number: {sign}ASCII digits 0-9 with an optional '.' fraction only")
+
+
+def _parse_env(raw: str, hint: Any, *, negative: bool = True) -> Any:
+    """Turn an env string into the raw value the key's type expects; return it or raise ValueError.
+
+    ``negative`` is False for a key whose minimum is not below zero: its integer or number may
+    not start with ``-``.
+    """
+    base, optional = unwrap_optional(hint)
+    text = raw.strip(_ASCII_SPACE)
+    if optional and text == "":
+        return None
+    if base is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError("expected a boolean (1/0, true/false, yes/no, on/off)")
+    if base in (int, float):
+        return parse_ascii_number(text, base, negative=negative)
+    if typing.get_origin(base) is list:
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if base is Path:
+        return str(Path(raw).expanduser().absolute())  # relative to the working directory, not the file
+    return raw
+
+
+def _set_path(tree: dict[str, Any], path: str, value: Any) -> bool:
+    """Set ``path`` in ``tree``; False, setting nothing, when a parent holds a non-table value.
+
+    That value came from the file and is left for validation to report, not silently replaced.
+    """
+    *parents, leaf = path.split(".")
+    node = tree
+    for part in parents:
+        if part not in node:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            return False
+        node = node[part]
+    node[leaf] = value
+    return True
+
+
+def _record_sources(tree: Mapping[str, Any], prefix: str, label: str, sources: dict[str, str]) -> None:
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        sources[path] = label
+        if isinstance(value, Mapping):
+            _record_sources(value, path + ".", label, sources)
+
+
+# ============================================================================ loading
+
+
+def discover_config_file(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+    """``--config PATH``, then ``MONO_AGENT_CONFIG``, then ``./monoagent.toml``, then the user config dir."""
+    env = os.environ if env is None else env
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--config {explicit}: no such file")
+        return path.resolve()
+    if env.get("MONO_AGENT_CONFIG"):
+        path = Path(env["MONO_AGENT_CONFIG"]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"MONO_AGENT_CONFIG={env['MONO_AGENT_CONFIG']}: no such file")
+        return path.resolve()
+    local = Path.cwd() / CONFIG_FILENAME
+    if local.is_file():
+        return local.resolve()
+    import platformdirs
+
+    user = platformdirs.user_config_path("monoagent") / CONFIG_FILENAME
+    if user.is_file():
+        return user.resolve()
+    return None
+
+
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML (or, by ``.json`` suffix, JSON) file into a dict, or raise ConfigError.
+
+    The file must be a regular file of at most :data:`CONFIG_MAX_BYTES` (1 MiB), nested at most
+    :data:`~monoagent.boundary.documents.MAX_NESTING` levels deep (see :mod:`monoagent.boundary.documents`).
+    """
+    from monoagent.boundary.documents import DocumentError, load_document
+
+    try:
+        loaded = load_document(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
+    except DocumentError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return loaded
+
+
+@attrs.define
+class RawConfig:
+    """File and env data merged but not yet validated, with the source of every key."""
+
+    data: dict[str, Any]
+    sources: dict[str, str]
+    source_file: Path | None
+    problems: list[str] = attrs.Factory(list)
+    env: Mapping[str, str] = attrs.Factory(dict)
+
+
+def load_raw(
+    explicit: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    data: Mapping[str, Any] | None = None,
+) -> RawConfig:
+    """Merge defaults-free raw data: the file (or ``data``), then every ``MONO_AGENT_*`` variable."""
+    env = os.environ if env is None else env
+    sources: dict[str, str] = {}
+    source_file: Path | None = None
+    if data is not None:
+        tree = json.loads(json.dumps(dict(data), default=str))
+        _record_sources(tree, "", "python", sources)
+    else:
+        source_file = discover_config_file(explicit, env)
+        tree = read_config_file(source_file) if source_file else {}
+        if source_file:
+            _record_sources(tree, "", f"file {source_file}", sources)
+    raw = RawConfig(tree, sources, source_file, env=env)
+    _overlay_env(raw, iter_keys())
+    return raw
+
+
+def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
+    env, tree, sources = raw.env, raw.data, raw.sources
+    for key in keys:
+        if not key.env or key.env not in env:
+            continue
+        try:
+            minimum = key.attribute.metadata.get("min")
+            value = _parse_env(env[key.env], field_type(key.owner, key.attribute), negative=minimum is None or minimum < 0)
+        except ValueError as exc:
+            raw.problems.append(f"{key.path} = {env[key.env]!r} (from env {key.env}): {exc}; allowed: {key.allowed}")
+            continue
+        if _set_path(tree, key.path, value):
+            sources[key.path] = f"env {key.env}"
+
+
+def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:
+    """Validate ``raw`` against the kernel's classes and the plugins' sections; structure it.
+
+    A plugin section at the path of a kernel table (``history``) holds the plugin's keys of that
+    table: they are taken out of the table and checked against the plugin's class, the rest
+    against the kernel's, and an unknown key there suggests from both.
+
+    Raises :class:`~monoagent.kernel.errors.ConfigError` listing every problem found, each naming the
+    key path, the value, its source and what is allowed.
+    """
+    plugin_sections = dict(plugin_sections or {})
+    for path, cls in plugin_sections.items():
+        _overlay_env(raw, iter_keys(cls, path + "."))
+    tables = kernel_tables()
+    plugin_paths = {path for path in plugin_sections if path not in tables}
+    plugin_paths.update(f"{path}.{key}" for path, cls in plugin_sections.items() if path in tables for key in table_keys(cls))
+    problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_paths))
+    data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
+    extracted: dict[str, Any] = {}
+    for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
+        *parents, leaf = path.split(".")
+        node: Any = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        if path in tables:  # the plugin's keys in a kernel table: take those, leave the kernel's
+            table, keys = node[leaf], table_keys(plugin_sections[path])
+            if isinstance(table, dict):
+                extracted[path] = {key: table.pop(key) for key in list(table) if key in keys}
+        else:
+            extracted[path] = node.pop(leaf)
+    check_table("", data, Config, problems)
+    for path, cls in plugin_sections.items():
+        if path in extracted:
+            check_table(path, extracted[path], cls, problems)
+    if problems.items:
+        raise ConfigError(problems.items)
+    config: Config = structure_section(data, Config, "")
+    for path, cls in plugin_sections.items():
+        config.sections[path] = structure_section(extracted.get(path, {}), cls, path)
+    config.source_file = raw.source_file
+    config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
+    config.sources = dict(raw.sources)
+    return config
+
+
+def plugins_settings(raw: RawConfig) -> PluginsConfig:
+    """Validate and return just the ``plugins`` table: it is needed before any plugin loads."""
+    problems = Problems(raw.sources)
+    section = raw.data.get("plugins", {})
+    check_table("plugins", section, PluginsConfig, problems)
+    plugin_problems = [p for p in raw.problems if p.startswith("plugins.")]
+    if problems.items or plugin_problems:
+        raise ConfigError(plugin_problems + problems.items)
+    # Two checked flat lists: built directly, so the CLI's early plugin load needs no cattrs.
+    return PluginsConfig(paths=[Path(p) for p in section.get("paths", [])], block=list(section.get("block", [])))
+
+
+def load_config(
+    explicit: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    data: Mapping[str, Any] | None = None,
+    plugin_sections: Mapping[str, type] | None = None,
+) -> Config:
+    """Discover, read, overlay and validate in one call (no plugin sections unless given)."""
+    return build_config(load_raw(explicit, env, data=data), plugin_sections)
