@@ -101,11 +101,15 @@ class Component:
 REGISTRIES: dict[str, str] = {
     "provider": "register_providers",
     "history store": "register_history_stores",
+    "tool history store": "register_tool_history_stores",
     "memory tier": "register_memory_tiers",
     "embedder": "register_embedders",
     "channel": "register_channels",
     "compaction policy": "register_compaction_policies",
 }
+
+OFF_NAMES: dict[str, str] = {"tool history store": "none"}
+"""Per registry kind, the configured name that selects no component (never a registrable name)."""
 
 
 class PluginHost:
@@ -374,6 +378,8 @@ class PluginHost:
             def register(name: str, factory: Any, *, description: str = "") -> None:
                 if not isinstance(name, str) or not name:
                     raise ComponentError(f"plugin {plugin!r} registered a {kind} with an invalid name {name!r}")
+                if name == OFF_NAMES.get(kind):
+                    raise ComponentError(f"plugin {plugin!r} registered a {kind} named {name!r}, which selects no {kind}; rename it")
                 if name in found:
                     raise ComponentError(self._duplicate(kind, name, found[name].plugin, plugin))
                 found[name] = Component(kind, name, factory, plugin, description)
