@@ -288,7 +288,7 @@ def test_unknown_top_level_key_suggests_the_close_one(tmp_path: Path) -> None:
     assert problem.startswith("runtim: unknown key")
     assert f"(in file {file})" in problem
     assert "did you mean 'runtime'?" in problem
-    assert "known keys here: runtime, context, concurrency, providers, history, artifacts, memory, plugins" in problem
+    assert "known keys here: runtime, context, concurrency, providers, history, toolHistory, artifacts, memory, plugins" in problem
 
 
 @pytest.mark.parametrize(

@@ -28,9 +28,9 @@ from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.pipeline.tool_lifecycle import ToolInvocation
+from monoagent.kernel.interfaces import ToolInvocation
 from monoagent_plugins.redaction import redact_text
-from monoagent_plugins.tool_history import SIDECAR
+from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
 
 
 def redact(text, kind):
@@ -159,7 +159,7 @@ def test_work_in_flight_is_listed_unconfirmed_and_closed_as_cancelled_in_tool_hi
     text = load(agent)[1].content
     assert "Work in flight, outcome unconfirmed (1):" in text and "lookup invocation" in text
     assert "reason: cancelled" in text
-    rows = agent.tool_history.query("SELECT status FROM calls")
+    rows = agent.tool_history_store().query("SELECT status FROM calls")
     assert [r["status"] for r in rows] == ["cancelled"]
     agent.close()
 
@@ -395,7 +395,7 @@ def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path
             await task
 
     asyncio.run(main())
-    assert agent.tool_history.stats().calls == 1 and (agent.config.history_dir / SIDECAR).exists()
+    assert agent.tool_history_store().stats().calls == 1 and (agent.config.history_dir / SIDECAR).exists()
     prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
     assert "tool_history" not in prompt.manifest.section_ids  # the only call is already in the account
     assert "found gamma" in prompt.system_text  # through the account in the history section
@@ -424,7 +424,7 @@ def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(
     with pytest.raises(ProviderError):
         asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="c", isolated=True)))
     assert load(agent) == ()
-    rows = agent.tool_history.query("SELECT status, isolated FROM calls")
+    rows = agent.tool_history_store().query("SELECT status, isolated FROM calls")
     assert [(r["status"], r["isolated"]) for r in rows] == [("success", 1)]
     agent.close()
 

@@ -44,9 +44,12 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
             self._log("clear_all")
             return SimpleNamespace(calls=3, records=5, bytes=4096)
 
+        def close(self):
+            pass
+
     @hookimpl
-    def configure(agent):
-        agent.tool_history = FakeToolHistory()
+    def register_tool_history_stores(register):
+        register("fake", lambda agent: FakeToolHistory())
     """
 )
 
@@ -114,13 +117,13 @@ def project(tmp_path, monkeypatch) -> Project:
     plugins.mkdir()
     (plugins / "fake_tool_history.py").write_text(FAKE_TOOL_HISTORY)
     (plugins / "plain_store.py").write_text(PLAIN_STORE)
-    (tmp_path / "monoagent.toml").write_text('[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    (tmp_path / "monoagent.toml").write_text('[toolHistory]\nstore = "fake"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
     (tmp_path / "home").mkdir()
     return Project(tmp_path)
 
 
 def without_tool_history(project: Project) -> None:
-    project.config('[plugins]\nblock = ["tool-history", "fake_tool_history"]\npaths = ["plugins"]\n')
+    project.config('[toolHistory]\nstore = "none"\n[plugins]\nblock = ["tool-history", "fake_tool_history"]\npaths = ["plugins"]\n')
 
 
 def test_list_reports_message_and_tool_history_separately(project):

@@ -106,6 +106,75 @@ def test_hook_register_history_stores(tmp_path):
     assert not (tmp_path / "home" / "history").exists()
 
 
+def test_hook_register_tool_history_stores(tmp_path):
+    import concurrent.futures
+
+    class ListStore:
+        name = "list"
+        confirm_timeout = reconcile_timeout = 1.0
+
+        def __init__(self):
+            self.writes: list[tuple[str, str]] = []
+            self.closed = False
+
+        @staticmethod
+        def done(value):
+            future = concurrent.futures.Future()
+            future.set_result(value)
+            return future
+
+        def submit_invocation(self, invocation):
+            self.writes.append(("invocation", invocation.call.name))
+            return self.done(invocation.invocation_id)
+
+        def submit_result(self, invocation, result, finished_at):
+            self.writes.append(("result", result.content))
+            return self.done(invocation.result_id)
+
+        def records(self, *, conversation_id=None, logical_conversation_id=None):
+            return []
+
+        def flush(self, timeout=None):
+            pass
+
+        def stats(self):
+            return None
+
+        def clear_logical(self, logical_conversation_id):
+            return None
+
+        def clear_all(self):
+            return None
+
+        def close(self):
+            self.closed = True
+
+    store = ListStore()
+
+    class Plugin:
+        @hookimpl
+        def register_tool_history_stores(self, register):
+            register("list", lambda agent: store)
+
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("clock", "The time."), lambda context: "noon")
+
+    script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={
+        "runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}},
+        "toolHistory": {"store": "list"},
+    })
+    events: list[Any] = []
+    agent.run_sync("What time is it?", conversation_id="t", on_event=events.append)
+    assert store.writes == [("invocation", "clock"), ("result", "noon")]
+    assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
+    assert agent.tool_history_store() is store
+    agent.close()
+    assert store.closed
+    assert not (tmp_path / "home" / "history" / "tool-history").exists()  # the bundled sqlite store was never opened
+
+
 def test_hook_register_memory_tiers(tmp_path):
     class Tier:
         name = "notes"

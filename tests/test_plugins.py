@@ -694,7 +694,7 @@ class BadPolicy:
     [
         (BadTools(), "register(spec, handler) in register_tools wrongly: expected a monoagent.ToolSpec, not str 'clock'"),
         (BadSections(), "config section 'runtime' needs an attrs class"),
-        (BadPolicy(), "compaction policy name 'none' is reserved"),
+        (BadPolicy(), "compaction policy name 'none' selects no compaction policy; rename it"),
         (OldStyleHandler(), "<lambda>(turn, arguments) cannot be called as handler(context): missing a required argument"),
     ],
     ids=["tool-without-spec", "section-not-attrs", "reserved-policy", "handler-arity"],

@@ -20,10 +20,10 @@ from monoagent.kernel.config import Config
 from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
-from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool
+from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool, ToolHistoryStore
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
 from monoagent.kernel.hooks import Hooks
-from monoagent.kernel.host import PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
+from monoagent.kernel.host import OFF_NAMES, PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
 from monoagent.kernel.turn import Turn
 
 DEFAULT_MODEL = "offline:echo"
@@ -96,8 +96,8 @@ class Agent:
         self._policies: dict[str, CompactionPolicy] = {}
         self._tiers: dict[str, MemoryTier] = {}
         self._store: HistoryStore | None = None
+        self._tool_history: ToolHistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
-        self.tool_history: Any = None  # a tool-history store (monoagent.pipeline.tool_lifecycle), set by a plugin's configure
         self.hooks.configure(agent=self)
 
     @classmethod
@@ -145,6 +145,24 @@ class Agent:
             component = self.host.component("history store", self.config.history.store)
             self._store = component.factory(agent=self)
         return self._store
+
+    def tool_history_store(self) -> ToolHistoryStore | None:
+        """The tool-history store ``toolHistory.store`` selects, created once; None when tool history is off.
+
+        Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
+        store whose plugin is blocked, failed or missing is a :class:`ComponentError` naming it;
+        a factory that raised is called again next time.
+        """
+        if self._tool_history is None:
+            settings = self.config.tool_history
+            if not settings.enabled or settings.store == OFF_NAMES["tool history store"]:
+                return None
+            try:
+                component = self.host.component("tool history store", settings.store)
+            except ComponentError as exc:
+                raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
+            self._tool_history = component.factory(agent=self)
+        return self._tool_history
 
     def memory_tiers(self) -> dict[str, MemoryTier]:
         """The tiers named in ``memory.tiers``, created once each, in configured order."""
@@ -234,9 +252,9 @@ class Agent:
         """Clear a logical session's message and tool history across all its daily buckets.
 
         ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
-        tool-history sidecar is read first, so an unreadable sidecar fails the reset before
-        either store is touched. Returns the message store's ``HistoryResetReport`` and the tool
-        history's clear report (None without a sidecar). Other conversations are untouched.
+        tool-history store is read first, so an unreadable one fails the reset before either
+        store is touched. Returns the message store's ``HistoryResetReport`` and the tool
+        history's clear report (None when tool history is off). Other conversations are untouched.
         The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
         """
         from monoagent.kernel.errors import HistoryStoreError
@@ -251,17 +269,20 @@ class Agent:
                 f"history store {getattr(store, 'name', '?')!r} has no reset_logical(), so {logical!r} cannot be reset "
                 f"across its daily buckets; nothing was cleared (see monoagent.kernel.interfaces.ManagedHistoryStore)"
             )
-        sidecar = self.tool_history
-        if sidecar is not None:
-            await await_me_maybe(sidecar.stats())
+        tool_history = self.tool_history_store()
+        if tool_history is not None:
+            await await_me_maybe(tool_history.stats())
         report = await reset_logical(logical)
-        tool = await await_me_maybe(sidecar.clear_logical(logical)) if sidecar is not None else None
+        tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
         return report, tool
 
     async def aclose(self) -> None:
-        """Release resources (calls the ``shutdown`` hook, closes the history store and memory tiers)."""
+        """Release resources: the ``shutdown`` hook, then the history and tool-history stores and the memory tiers."""
         for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
+        tool_history, self._tool_history = self._tool_history, None
+        if tool_history is not None:
+            await await_me_maybe(tool_history.close())
         if self._store is not None:
             await self._store.close()
             self._store = None

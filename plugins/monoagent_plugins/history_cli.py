@@ -1,8 +1,9 @@
 """The bundled plugin ``history-cli``: ``monoagent history list|show|reset|clear`` and ``restart --clear-sessions``.
 
 Message history is the configured history store (``history.store``); tool history is the
-tool-call sidecar at ``agent.tool_history`` when a plugin provides one. Every report keeps the two
-apart: message-history records (files) and bytes, then tool-history calls, records and bytes.
+configured tool-history store (``toolHistory.store``, ``agent.tool_history_store()``) unless it is
+``none``. Every report keeps the two apart: message-history records (files) and bytes, then
+tool-history calls, records and bytes.
 Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched.
 
 ``history reset CONVERSATION`` is a logical-session reset: the conversation and each of its daily
@@ -21,11 +22,10 @@ from typing import Any
 
 import click
 
-from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
 from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
 from monoagent.kernel.host import await_me_maybe, bundled_impl
 from monoagent.boundary.terminal import echo, echo_json
-from monoagent.pipeline.tool_lifecycle import ToolHistoryError
 
 NOT_CONFIGURED = "not configured"
 
@@ -60,11 +60,11 @@ def _require(store: Any, method: str, what: str) -> Any:
 
 
 async def _tool_history(agent: Any, method: str, *args: Any) -> dict[str, int] | None:
-    """Call ``agent.tool_history.<method>`` (sync or async); None when no sidecar is configured."""
-    sidecar = getattr(agent, "tool_history", None)
-    if sidecar is None:
+    """Call ``<method>`` of the Agent's tool-history store (sync or async); None when tool history is off."""
+    store = agent.tool_history_store()
+    if store is None:
         return None
-    value = await await_me_maybe(getattr(sidecar, method)(*args))
+    value = await await_me_maybe(getattr(store, method)(*args))
     return {"calls": int(value.calls), "records": int(value.records), "bytes": int(value.bytes)}
 
 
@@ -181,7 +181,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
 
 
 def _check_tool_history(agent: Any) -> None:
-    """Fail closed, before either store is cleared, when the tool-history sidecar cannot be read."""
+    """Fail closed, before either store is cleared, when the tool-history store cannot be read."""
     try:
         _run(_tool_history(agent, "stats"))
     except ToolHistoryError as exc:

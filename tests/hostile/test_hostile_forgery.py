@@ -61,9 +61,10 @@ from monoagent.kernel.model import (
 )
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.pipeline.tool_lifecycle import ToolInvocation
+from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens, neutralize_untrusted
-from monoagent_plugins import conversation, group_context, memory_recall, tool_history
+from monoagent_plugins import conversation, group_context, memory_recall
+from monoagent_plugins.lib.tool_history import projection as tool_history
 from monoagent_plugins.redaction import redact_text
 
 # Imported by name where used, so that against the unfixed code each test fails on its own.

@@ -1073,7 +1073,7 @@ def test_a_reused_tool_call_id_runs_nothing_unrecorded(tmp_path):
         agent = scripted_agent(tmp_path / case, steps, plugins=[loop_tools(calls)])
         result, events = turn(agent)
         assert not isinstance(result, Exception), result
-        rows = agent.tool_history.query("SELECT call_id, arguments FROM calls ORDER BY start_seq")
+        rows = agent.tool_history_store().query("SELECT call_id, arguments FROM calls ORDER BY start_seq")
         assert [json.loads(row["arguments"]) for row in rows] == calls, case  # every call that ran has its record
         assert [a.call.id for a in result.tool_activity] == [row["call_id"] for row in rows]
         assert len({row["call_id"] for row in rows}) == len(calls) == len(of(events, "tool_result"))
@@ -1097,7 +1097,7 @@ def test_calls_without_ids_get_ids_unique_in_the_run(tmp_path, serve, provider):
     result, events = turn(agent)
     assert not isinstance(result, Exception), result
     assert result.text == "done" and len(calls) == 2
-    assert len({row["call_id"] for row in agent.tool_history.query("SELECT call_id FROM calls")}) == 2
+    assert len({row["call_id"] for row in agent.tool_history_store().query("SELECT call_id FROM calls")}) == 2
 
 
 # =========================================================================== item 13: cuts of provider text before redaction

@@ -45,7 +45,10 @@ from monoagent.kernel.host import PluginHost
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore
 from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.tool_history import OWNER_LOCK, SIDECAR, OpenRetry, SqliteToolHistory, ToolHistoryConfig
+from monoagent_plugins.tool_history import ToolHistoryConfig
+from monoagent_plugins.lib.tool_history.sidecar import OWNER_LOCK, SIDECAR
+from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
+from monoagent_plugins.lib.tool_history.writer import OpenRetry
 
 
 def examples(default: int):
@@ -862,23 +865,23 @@ class Echo:
 
 
 class InjectedSidecar:
-    """Opens the tool-history sidecar itself, with short lock waits and an injected clock."""
+    """Registers the tool-history sidecar as ``injected``, with short lock waits and an injected clock."""
 
     def __init__(self, clock, lock_wait_ms=50) -> None:
         self.retry = OpenRetry(lock_wait_ms=lock_wait_ms, probe_wait_ms=lock_wait_ms, clock=clock)
 
     @hookimpl
-    def configure(self, agent):
-        agent.tool_history = SqliteToolHistory(
+    def register_tool_history_stores(self, register):
+        register("injected", lambda agent: SqliteToolHistory(
             agent.config.history_dir, agent.config.section("toolHistory"), agent.redact, retry=self.retry
-        )
+        ))
 
 
 def sidecar_agent(tmp_path, turns, clock, **settings):
     steps = []
     for index in range(turns):
         steps += [{"tool_calls": [{"name": "echo", "arguments": {"text": f"call {index}"}}]}, {"text": f"done {index}"}]
-    tool_history = {"confirmTimeoutMs": 60_000, **settings}
+    tool_history = {"store": "injected", "confirmTimeoutMs": 60_000, **settings}
     return scripted_agent(tmp_path, steps, config={"toolHistory": tool_history}, plugins=[Echo(), InjectedSidecar(clock)])
 
 
@@ -951,7 +954,7 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
     agent = sidecar_agent(tmp_path, 5, clock)
     sidecar = make_sidecar(agent.config.history_dir)
     if when == "after open":
-        agent.tool_history.flush()  # this process's writer has the sidecar open before the lock is taken
+        agent.tool_history_store().flush()  # this process's writer has the sidecar open before the lock is taken
     release = lock(sidecar)
     try:
         with warnings_logged() as logged:
@@ -970,8 +973,8 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
                 assert [w["code"] for w in warnings if w not in written] in ([], ["tool_history_projection_degraded"])
             for events in runs[1:]:  # the projection no longer waits on the lock either
                 assert "tool_history_projection_degraded" in [e.data["code"] for e in events if e.type == "runtime_warning"]
-            assert agent.tool_history.writer.open_failures == 1  # one attempt; later writes wait for the back-off
-            assert agent.tool_history.unavailable is not None
+            assert agent.tool_history_store().writer.open_failures == 1  # one attempt; later writes wait for the back-off
+            assert agent.tool_history_store().unavailable is not None
             assert len([line for line in logged if "is unavailable" in line]) == 1  # once, not per write
             release()
             release = None
@@ -985,10 +988,10 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
             assert not [e for e in events if e.type == "runtime_warning"]
             prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
             assert "call 4" in prompt.system_text  # the projection reads the recorded call again
-            assert agent.tool_history.unavailable is None
+            assert agent.tool_history_store().unavailable is None
             assert len([line for line in logged if "reachable again" in line]) == 1
             assert len([line for line in logged if "is unavailable" in line]) == 1
-        recorded = agent.tool_history.records(conversation_id="c")
+        recorded = agent.tool_history_store().records(conversation_id="c")
         assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 4"}')]
     finally:
         if release is not None:
@@ -1014,7 +1017,7 @@ def test_a_sidecar_deleted_or_replaced_under_the_open_writer_is_opened_again(tmp
         agent.run_sync("turn 1", conversation_id="c", on_event=events.append)
         assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
         assert not [e for e in events if e.type == "runtime_warning" and e.data["code"] == "tool_history_write_failed"]
-        recorded = agent.tool_history.records(conversation_id="c")
+        recorded = agent.tool_history_store().records(conversation_id="c")
         assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 1"}')]
     finally:
         agent.close()
@@ -1033,7 +1036,7 @@ def test_writes_that_fail_after_their_run_stopped_waiting_leave_no_unretrieved_f
 
     async def main():
         asyncio.get_running_loop().set_exception_handler(lambda loop, context: unhandled.append(context))
-        writer = agent.tool_history.writer
+        writer = agent.tool_history_store().writer
         writer.gate.clear()  # the writer holds every write: the run defers them and stops waiting
         events = []
         await agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append)
@@ -1061,7 +1064,7 @@ class HoldWriter:
     @hookimpl
     def register_tools(self, register):
         def hold(context):
-            context.turn.agent.tool_history.writer.gate.clear()
+            context.turn.agent.tool_history_store().writer.gate.clear()
             return "held"
 
         register(ToolSpec("hold", "Hold the tool-history writer."), hold)
@@ -1069,11 +1072,11 @@ class HoldWriter:
 
 def test_a_write_rejected_after_its_run_stopped_waiting_is_logged(tmp_path):
     steps = [{"text": "first"}, {"tool_calls": [{"name": "hold", "arguments": {}}]}, {"text": "second"}]
-    config = {"toolHistory": {"projectionMaxCalls": 0, "confirmTimeoutMs": 1, "reconcileTimeoutMs": 1}}
+    config = {"toolHistory": {"store": "injected", "projectionMaxCalls": 0, "confirmTimeoutMs": 1, "reconcileTimeoutMs": 1}}
     agent = scripted_agent(tmp_path, steps, config=config, plugins=[HoldWriter(), InjectedSidecar(Monotonic())])
     agent.run_sync("first", conversation_id="c")
-    writer = agent.tool_history.writer
-    agent.tool_history.flush()  # the sidecar exists
+    writer = agent.tool_history_store().writer
+    agent.tool_history_store().flush()  # the sidecar exists
     db = sqlite3.connect(agent.config.history_dir / SIDECAR)
     db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON calls BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
     db.commit()

@@ -30,7 +30,7 @@ from monoagent.testing.redaction_measure import leaks, measure_redactor
 from monoagent.testing import collect_events, scripted_agent
 from monoagent_plugins.lib.redaction_names import is_secret_name
 from monoagent_plugins.redaction import redact_structure, redact_text
-from monoagent_plugins.tool_history import SIDECAR
+from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 RECALL = json.loads((DATA / "redaction_recall.json").read_text(encoding="utf-8"))["entries"]
@@ -290,7 +290,7 @@ def test_no_reported_secret_reaches_the_tool_history_database_the_account_or_run
     agent = scripted_agent(tmp_path, steps, config={"providers": {"piNative": {"piMaxRetries": 0}}}, plugins=[SecretTool()])
     with pytest.raises(ProviderError):
         agent.run_sync("deploy it", conversation_id="c", on_event=collect_events(events))
-    agent.tool_history.flush()
+    agent.tool_history_store().flush()
     messages = asyncio.run(agent.history_store.load("c"))
     agent.close()
     database = b"".join(p.read_bytes() for p in (agent.config.history_dir / SIDECAR).parent.glob("*"))

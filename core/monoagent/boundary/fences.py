@@ -82,7 +82,7 @@ HOST_FENCES: tuple[str, ...] = (
     "<messages_since_your_last_turn>",  # group context (monoagent_plugins.group_context)
     "<current_speaker>",
     "[Recalled long-term memory",  # the recall delimiter (monoagent_plugins.conversation)
-    "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.tool_history)
+    "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.lib.tool_history.projection)
     "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity_account)
     "<untrusted_evidence>",
     "<continuity_envelope>",

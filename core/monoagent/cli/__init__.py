@@ -317,6 +317,7 @@ def config_validate() -> None:
     agent = _state().agent()
     agent.provider(agent.model)
     agent.history_store
+    agent.tool_history_store()
     if agent.config.runtime.compaction.enabled:
         agent.compaction_policy(agent.config.runtime.compaction.policy)
     for model in agent.config.runtime.fallbacks:

@@ -292,6 +292,22 @@ class HistoryConfig:
 
 
 @attrs.define
+class ToolHistoryStoreConfig:
+    """Tool-call history: which registered store records every managed tool call.
+
+    The store's own settings (``toolHistory.maxCalls``, ...) are declared by the store's plugin.
+    """
+
+    store: str = setting(
+        "sqlite", doc="Registered tool-history store to use; \"none\" records no tool calls.",
+        env="MONO_AGENT_TOOL_HISTORY_STORE",
+    )
+    enabled: bool = setting(
+        True, doc="Record managed tool calls; false is the same as store = \"none\".", env="MONO_AGENT_TOOL_HISTORY_ENABLED",
+    )
+
+
+@attrs.define
 class ArtifactsConfig:
     """Run artifacts: the JSONL event file of every run."""
 
@@ -332,6 +348,7 @@ class Config:
     concurrency: ConcurrencyConfig = attrs.field(factory=ConcurrencyConfig)
     providers: ProvidersConfig = attrs.field(factory=ProvidersConfig)
     history: HistoryConfig = attrs.field(factory=HistoryConfig)
+    tool_history: ToolHistoryStoreConfig = attrs.field(factory=ToolHistoryStoreConfig)
     artifacts: ArtifactsConfig = attrs.field(factory=ArtifactsConfig)
     memory: MemoryConfig = attrs.field(factory=MemoryConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)

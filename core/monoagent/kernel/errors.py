@@ -79,6 +79,19 @@ class HistoryStoreError(MonoagentError):
     """A history store refused an unsafe or unsupported record, or could not publish a turn."""
 
 
+class ToolHistoryError(MonoagentError):
+    """The tool-history store is unavailable, corrupt or refused an operation."""
+
+
+class ToolHistoryRejected(ToolHistoryError):
+    """The writer definitively rejected a record (the only cause of ``persistence: "failed"``)."""
+
+
+class ToolHistoryUnavailable(ToolHistoryRejected):
+    """The store cannot be opened right now (locked by another process, unreadable); it rejects
+    writes without waiting while it retries opening with back-off, and records again once it can."""
+
+
 class TurnFailed(MonoagentError):
     """A turn ended without a committed answer; nothing previously committed was touched."""
 

@@ -51,6 +51,7 @@ from monoagent.kernel.registrars import (
     ProviderRegistrar,
     Registrar,
     RegistrationError,
+    ToolHistoryStoreRegistrar,
     ToolRegistrar,
 )
 
@@ -330,6 +331,10 @@ class Hooks:
         self._registry(register)
 
     def register_history_stores(self, *, register: HistoryStoreRegistrar) -> None:
+        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
+        self._registry(register)
+
+    def register_tool_history_stores(self, *, register: ToolHistoryStoreRegistrar) -> None:
         """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
         self._registry(register)
 

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         HistoryStoreRegistrar,
         MemoryTierRegistrar,
         ProviderRegistrar,
+        ToolHistoryStoreRegistrar,
         ToolRegistrar,
     )
     from monoagent.kernel.turn import StepOutcome, Turn
@@ -152,6 +153,37 @@ def register_history_stores(register: HistoryStoreRegistrar) -> None:
         @hookimpl
         def register_history_stores(register):
             register("postgres", lambda agent: PostgresHistory(agent.config.section("postgres")))
+    """
+
+
+@hookspec
+def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
+    """Register tool-history stores (where every managed tool call is recorded) by name.
+
+    Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.ToolHistoryStore`.
+    The Agent creates it on first use (``agent.tool_history_store()``) and closes it when it
+    closes. ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
+
+    Args:
+        register: a :class:`~monoagent.kernel.registrars.ToolHistoryStoreRegistrar` bound to this
+            plugin; a bad registration (``none`` included) fails this plugin's load, naming it;
+            a name registered by two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per plugin, when the plugin is loaded.
+
+    Bundled default: the ``tool-history`` plugin registers ``sqlite`` (the SQLite sidecar beside
+    the message history: one writer per process, DELETE journal with ``synchronous=EXTRA``,
+    bounded and redacted records, retention with tombstones).
+
+    Example::
+
+        @hookimpl
+        def register_tool_history_stores(register):
+            register("postgres", lambda agent: PostgresToolHistory(agent.config.section("postgres"), agent.redact))
     """
 
 
@@ -346,7 +378,7 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
     Python, camelCase in the file). The section is validated like the kernel's own: unknown keys
     with a did-you-mean, wrong types and attrs validator failures name the key path, the value
     and its source. Read it back with ``agent.config.section(path)``. The path may also be one
-    of the kernel's tables (``"history"``): the class's fields are then the plugin's keys of that
+    of the kernel's tables (``"history"``, ``"toolHistory"``): the class's fields are then the plugin's keys of that
     table, at their documented paths (``history.maxMessages``), checked against the class while
     the table's other keys stay the kernel's.
 
@@ -364,8 +396,8 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
     Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
     ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,
-    ``memory.lite`` and ``memory.journal``, and ``tool-history`` declares ``toolHistory``. The
-    keys of a kernel table that only one plugin reads are that plugin's: ``files`` declares the
+    ``memory.lite`` and ``memory.journal``, and ``tool-history`` the ``sqlite`` store's keys of
+    the kernel's ``toolHistory`` table. The keys of a kernel table that only one plugin reads are that plugin's: ``files`` declares the
     store's limits in ``history``, ``skills`` the skill keys in ``context``, ``compaction`` its
     policies' ratios and summary model in ``runtime.compaction``.
 
@@ -398,10 +430,10 @@ def configure(agent: Agent) -> None:
     validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
     still receives the call, once, at registration, so late plugins need no special path.
 
-    Bundled default: the ``tool-history`` plugin opens the tool-call history sidecar and sets
-    ``agent.tool_history`` (unless another plugin already set it); ``guardrails`` and
-    ``identity`` create the agent home's SOUL.md and IDENTITY.md from seed text when their path
-    is not configured and the file is missing (never overwriting one).
+    Bundled default: ``guardrails`` and ``identity`` create the agent home's SOUL.md and
+    IDENTITY.md from seed text when their path is not configured and the file is missing (never
+    overwriting one). Components such as the tool-history store come from registries, not from
+    ``configure``.
 
     Example::
 
@@ -424,8 +456,9 @@ def shutdown(agent: Agent) -> Any:
     Called once from ``await agent.aclose()`` (and at the end of ``run_sync`` and every CLI
     command).
 
-    Bundled default: ``artifacts`` waits until every pending run-event line is written;
-    ``tool-history`` releases its writer.
+    Bundled default: ``artifacts`` waits until every pending run-event line is written. The
+    selected components (history and tool-history stores, memory tiers) are closed by the Agent
+    after this hook.
 
     Example::
 

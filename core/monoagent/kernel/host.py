@@ -111,6 +111,9 @@ class PluginRecord:
         """Every component, tool and config section the plugin registered, with its description."""
         return [entry for registrar in self.registrars for entry in registrar.registrations()]
 
+OFF_NAMES: dict[str, str] = {cls.kind: cls.off for cls in COMPONENT_REGISTRARS if cls.off is not None}
+"""Per registry kind, the configured name that selects no component (its registrar refuses it)."""
+
 
 class PluginHost:
     """Owns one :class:`pluggy.PluginManager`, its typed :class:`~monoagent.kernel.hooks.Hooks` and

@@ -7,15 +7,18 @@ PostgreSQL history store or a vector-database memory tier plugs in without touch
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRequest, ToolResult, ToolSpec
+from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRequest, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from monoagent.kernel.tool_context import ToolContext
     from monoagent.kernel.turn import Turn
 
@@ -198,6 +201,140 @@ async def load_history(store: HistoryStore, conversation_id: str, on_warning: Hi
     if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
         return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]
     return await store.load(conversation_id)
+
+
+# --------------------------------------------------------------------------- tool history
+
+ToolRecordPhase = Literal["invocation", "result"]
+
+
+def record_id(conversation_id: str, run_id: str, call_id: str, phase: ToolRecordPhase) -> str:
+    """The derived id of one tool-history record: SHA-256 over the four parts, NUL-separated, in hex.
+
+    Derived, never random, so a retried write is idempotent.
+    """
+    material = "\0".join((conversation_id, run_id, call_id, phase)).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(material).hexdigest()
+
+
+@attrs.frozen
+class ToolInvocation:
+    """One managed tool call as a tool-history store receives it.
+
+    ``conversation_id`` is the physical id (a daily bucket under rollover);
+    ``logical_conversation_id`` the id the channel submitted. ``isolated`` runs are persisted
+    but left out of projection and search.
+    """
+
+    conversation_id: str
+    logical_conversation_id: str
+    run_id: str
+    call: ToolCall
+    started_at: float
+    isolated: bool = False
+
+    @property
+    def invocation_id(self) -> str:
+        return record_id(self.conversation_id, self.run_id, self.call.id, "invocation")
+
+    @property
+    def result_id(self) -> str:
+        return record_id(self.conversation_id, self.run_id, self.call.id, "result")
+
+
+@attrs.frozen
+class ToolRecord:
+    """One retained call as a tool-history store reports it: both records' ids, order, status and payloads.
+
+    ``arguments`` / ``result`` are the retained (redacted, bounded) text, None when omitted;
+    ``*_bytes`` are the exact original sizes of admitted values (limit + 1 for an omitted one);
+    ``status`` is None while the call is in flight.
+    """
+
+    invocation_id: str
+    result_id: str
+    conversation_id: str
+    logical_conversation_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    start_seq: int
+    end_seq: int | None
+    status: str | None
+    arguments: str | None
+    arguments_bytes: int
+    arguments_retained_bytes: int
+    arguments_truncated: bool
+    arguments_omitted: bool
+    result: str | None
+    result_bytes: int | None
+    result_retained_bytes: int | None
+    result_truncated: bool
+    result_omitted: bool
+    isolated: bool = False
+
+
+@runtime_checkable
+class ToolHistoryStore(Protocol):
+    """Where managed tool calls are recorded: the component ``toolHistory.store`` selects.
+
+    A plugin registers one with :func:`~monoagent.kernel.hookspecs.register_tool_history_stores`;
+    the Agent creates the selected one on first use (``agent.tool_history_store()``) and closes it
+    when it closes. The harness writes every tool call's invocation and result through it
+    (:mod:`monoagent.pipeline.tool_lifecycle`); the ``history`` commands, the SessionHistory tool
+    and tests read and maintain it. The conformance suite
+    (:mod:`monoagent.testing.tool_history_contract`) checks every clause:
+
+    ``confirm_timeout`` / ``reconcile_timeout``
+        Seconds the harness waits in the foreground for a write's confirmation, and for
+        deferred writes before it finalises a run.
+    ``submit_invocation(invocation)`` / ``submit_result(invocation, result, finished_at)``
+        Must not block the event loop: queue the write and return a
+        ``concurrent.futures.Future`` that resolves once the record is durable, or fails with
+        :class:`~monoagent.kernel.errors.ToolHistoryRejected` when the store refuses it
+        (:class:`~monoagent.kernel.errors.ToolHistoryUnavailable` while it cannot be reached at
+        all). Idempotent by derived id (:func:`record_id`); a result for an unknown invocation
+        creates both. Sequence numbers increase in submission order; ``end_seq`` of a result
+        exceeds its ``start_seq``. Arguments (as compact JSON) over the argument limit and
+        results over the result limit are omitted wholesale before redaction (count saturated
+        at limit + 1); everything kept passed through the Agent's redaction chain.
+    ``records(*, conversation_id=None, logical_conversation_id=None)``
+        Retained calls as :class:`ToolRecord`, in ``start_seq`` order. Raises
+        :class:`~monoagent.kernel.errors.ToolHistoryError` (fail closed) when the stored data is
+        corrupt or unsafe.
+    ``flush()``
+        Blocks until every write submitted so far is settled.
+    ``stats()`` / ``clear_logical(id)`` / ``clear_all()``
+        Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
+        awaitable); ``clear_logical`` removes ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket and
+        nothing else.
+    ``close()``
+        Releases the store's resources (may return an awaitable); called once when the Agent
+        closes.
+    Retention
+        Completed calls beyond the count, age or payload bounds are removed oldest first, each
+        leaving a tombstone; calls in flight are never removed.
+    """
+
+    name: str
+    confirm_timeout: float
+    reconcile_timeout: float
+
+    def submit_invocation(self, invocation: ToolInvocation) -> concurrent.futures.Future[Any]: ...
+
+    def submit_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> concurrent.futures.Future[Any]: ...
+
+    def records(self, *, conversation_id: str | None = None, logical_conversation_id: str | None = None) -> list[ToolRecord]: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def stats(self) -> Any: ...
+
+    def clear_logical(self, logical_conversation_id: str) -> Any: ...
+
+    def clear_all(self) -> Any: ...
+
+    def close(self) -> Any: ...
 
 
 @runtime_checkable

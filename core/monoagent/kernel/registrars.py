@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         MemoryTier,
         ProviderRuntime,
         ToolHandler,
+        ToolHistoryStore,
     )
 
 COMPONENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -97,6 +98,10 @@ class ProviderFactory(Protocol):
 
 class HistoryStoreFactory(Protocol):
     def __call__(self, *, agent: Agent) -> HistoryStore: ...
+
+
+class ToolHistoryStoreFactory(Protocol):
+    def __call__(self, *, agent: Agent) -> ToolHistoryStore: ...
 
 
 class MemoryTierFactory(Protocol):
@@ -175,7 +180,8 @@ class ComponentRegistrar(Registrar):
 
     kind: ClassVar[str]
     factory_arguments: ClassVar[tuple[str, ...]]
-    reserved: ClassVar[frozenset[str]] = frozenset()
+    off: ClassVar[str | None] = None
+    """The configured name that selects no component of this kind, so no plugin may register it."""
 
     def __init__(self, plugin: str) -> None:
         super().__init__(plugin)
@@ -188,8 +194,8 @@ class ComponentRegistrar(Registrar):
         """Why ``name`` is not a valid name in this registry, or None."""
         if not COMPONENT_NAME.fullmatch(name):
             return f"{self.kind} name {name!r} is not valid: use {COMPONENT_NAME_RULE}"
-        if name in self.reserved:
-            return f"{self.kind} name {name!r} is reserved"
+        if name == self.off:
+            return f"{self.kind} name {name!r} selects no {self.kind}; rename it"
         return None
 
     def add(self, name: object, factory: object, description: object) -> None:
@@ -235,6 +241,22 @@ class HistoryStoreRegistrar(ComponentRegistrar):
         self.add(name, factory, description)
 
 
+class ToolHistoryStoreRegistrar(ComponentRegistrar):
+    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_tool_history_stores`.
+
+    ``none`` is ``toolHistory.store``'s value for no tool history.
+    """
+
+    hook = "register_tool_history_stores"
+    call_form = "register(name, factory, description='')"
+    kind = "tool history store"
+    factory_arguments = ("agent",)
+    off = "none"
+
+    def __call__(self, name: str, factory: ToolHistoryStoreFactory, description: str = "") -> None:
+        self.add(name, factory, description)
+
+
 class MemoryTierRegistrar(ComponentRegistrar):
     """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_memory_tiers`."""
 
@@ -274,15 +296,15 @@ class ChannelRegistrar(ComponentRegistrar):
 class CompactionPolicyRegistrar(ComponentRegistrar):
     """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_compaction_policies`.
 
-    ``none`` is reserved: :func:`~monoagent.kernel.hookspecs.choose_compaction` returns it to
-    send the history as it is.
+    ``none`` is what :func:`~monoagent.kernel.hookspecs.choose_compaction` returns to send the
+    history as it is.
     """
 
     hook = "register_compaction_policies"
     call_form = "register(name, factory, description='')"
     kind = "compaction policy"
     factory_arguments = ("agent",)
-    reserved = frozenset({"none"})
+    off = "none"
 
     def __call__(self, name: str, factory: CompactionPolicyFactory, description: str = "") -> None:
         self.add(name, factory, description)
@@ -292,6 +314,7 @@ class CompactionPolicyRegistrar(ComponentRegistrar):
 COMPONENT_REGISTRARS: tuple[type[ComponentRegistrar], ...] = (
     ProviderRegistrar,
     HistoryStoreRegistrar,
+    ToolHistoryStoreRegistrar,
     MemoryTierRegistrar,
     EmbedderRegistrar,
     ChannelRegistrar,

@@ -37,7 +37,8 @@ from monoagent.pipeline.continuity_account import (
     build_account,
     render_account,
 )
-from monoagent.pipeline.tool_lifecycle import RunLedger, ToolInvocation
+from monoagent.kernel.interfaces import ToolInvocation
+from monoagent.pipeline.tool_lifecycle import RunLedger
 from monoagent.text import utf8_len, utf8_prefix
 
 if TYPE_CHECKING:
@@ -133,8 +134,7 @@ class RunContinuity:
     def of(cls, turn: Turn) -> RunContinuity:
         record = turn.continuity
         if record is None:
-            store = getattr(turn.agent, "tool_history", None)
-            record = turn.continuity = cls(ContinuityCollector(), RunLedger(turn, store))
+            record = turn.continuity = cls(ContinuityCollector(), RunLedger(turn, turn.agent.tool_history_store()))
         return record
 
     async def tool_invocation(self, call: ToolCall) -> dict[str, Any]:

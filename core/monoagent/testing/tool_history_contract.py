@@ -1,70 +1,78 @@
-"""The tool-history conformance suite: what any :class:`~monoagent.pipeline.tool_lifecycle.ManagedToolHistoryStore` must prove.
+"""The tool-history conformance suite: what any :class:`~monoagent.kernel.interfaces.ToolHistoryStore` must prove.
 
-A store plugin (the bundled SQLite sidecar, a PostgreSQL store, ...) runs the suite unchanged
-against itself by subclassing :class:`ToolHistoryStoreContract` in its own tests::
+The suite reaches the store the way the kernel does: it builds an Agent with the store's plugin
+(bundled plugins load too; third-party entry points do not, so a distribution passes its own
+plugin), selects the store with ``toolHistory.store`` and takes ``agent.tool_history_store()``.
+A store plugin (the bundled ``sqlite`` sidecar, a PostgreSQL store, ...) runs it unchanged by
+subclassing :class:`ToolHistoryStoreContract` in its own tests::
 
+    import monoagent_postgres
     from monoagent.testing import ToolHistoryStoreContract
 
     class TestPostgresToolHistory(ToolHistoryStoreContract):
-        def make_store(self, tmp_path, *, clock, redact, **bounds):
-            return PostgresToolHistory(dsn=..., schema=f"t_{tmp_path.name}", clock=clock, redact=redact, **bounds)
+        store_name = "postgres"
+        plugins = (monoagent_postgres,)
 
-``make_store`` receives pytest's ``tmp_path``, a ``clock`` (a callable returning seconds, which
-the suite advances to test age retention), a ``redact(text, kind)`` function the store must
-apply to everything it keeps, and the bounds a test needs (``max_calls``, ``max_age_days``,
-``max_payload_bytes``, ``max_tombstones``, ``tombstone_days``; defaults are the documented
-ones); two calls with the same ``tmp_path`` return two handles on the same stored data.
-Override :meth:`ToolHistoryStoreContract.corrupt` to let the suite damage the stored data;
-without it the corruption test is skipped. The suite needs pytest only when it runs.
+        def store_config(self, tmp_path, **bounds):
+            return {"postgres": {"dsn": DSN, "schema": f"t_{tmp_path.name}", **bounds}}
+
+``store_config`` receives pytest's ``tmp_path`` and the retention bounds a test needs
+(``max_calls``, ``max_age_days``, ``max_payload_bytes``; the others keep their documented
+defaults) and returns the configuration that gives the store those bounds, merged over
+``{"toolHistory": {"store": store_name}, "plugins": {"block": ["redaction"]}}``: the suite's own
+redactor replaces the bundled one, so it can tell that the store applies the Agent's redaction
+chain. Two Agents built with the same ``tmp_path`` must reach the same stored data. Override
+:meth:`ToolHistoryStoreContract.corrupt` to let the suite damage the stored data; without it the
+corruption test is skipped. The suite needs pytest only when it runs.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from monoagent.agent import Agent
+from monoagent.kernel.errors import ToolHistoryError
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, record_id
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
 from monoagent.text import utf8_len
-from monoagent.pipeline.tool_lifecycle import ManagedToolHistoryStore, ToolHistoryError, ToolInvocation, record_id
 
-__all__ = ["ToolHistoryStoreContract", "ContractClock"]
+__all__ = ["ToolHistoryStoreContract"]
 
 ARGUMENT_LIMIT = 8 * 1024
 RESULT_LIMIT = 16 * 1024
 DAY = 86_400.0
 FAKE_SECRET = "sk-ant-api03-CONTRACTfakeFAKEfake0123456789"
-NOW = 1_800_000_000.0
+REDACTED = "[REDACTED:contract]"
 
 
-class ContractClock:
-    """A settable clock: ``clock()`` returns ``clock.now``."""
+class ContractRedactor:
+    """The suite's redaction chain: removes :data:`FAKE_SECRET` (stores must apply the Agent's chain)."""
 
-    def __init__(self, now: float = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def contract_redact(text: str, kind: str) -> str:
-    """The suite's redactor: removes :data:`FAKE_SECRET` (stores must apply the one they are given)."""
-    return text.replace(FAKE_SECRET, "[REDACTED:contract]")
+    @hookimpl
+    def redact(self, text: str, kind: str) -> str:
+        return text.replace(FAKE_SECRET, REDACTED)
 
 
 class ToolHistoryStoreContract:
-    """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
+    """Subclass with a ``Test`` name, set :attr:`store_name` and implement :meth:`store_config`."""
 
-    def make_store(self, tmp_path: Path, *, clock: Any, redact: Any, **bounds: Any) -> ManagedToolHistoryStore:
-        raise NotImplementedError("subclasses of ToolHistoryStoreContract implement make_store(tmp_path, clock=, redact=, **bounds)")
+    store_name: str = ""
+    """The name the store's plugin registers with ``register_tool_history_stores``."""
 
-    def close(self, store: ManagedToolHistoryStore) -> None:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+    plugins: Sequence[Any] = ()
+    """Plugin objects to register (the store's own, unless it is bundled)."""
 
-    def corrupt(self, store: ManagedToolHistoryStore) -> None:
+    def store_config(self, tmp_path: Path, **bounds: Any) -> Mapping[str, Any]:
+        """The configuration that gives the store ``bounds`` (snake_case names, see the module docstring)."""
+        raise NotImplementedError("subclasses of ToolHistoryStoreContract implement store_config(tmp_path, **bounds)")
+
+    def corrupt(self, store: Any) -> None:
         """Damage the stored data so that it cannot be read (optional)."""
         import pytest
 
@@ -72,18 +80,63 @@ class ToolHistoryStoreContract:
 
     # ------------------------------------------------------------------ helpers
 
-    def _store(self, tmp_path: Path, clock: ContractClock | None = None, **bounds: Any) -> ManagedToolHistoryStore:
-        return self.make_store(tmp_path, clock=clock or ContractClock(), redact=contract_redact, **bounds)
+    def agent(self, tmp_path: Path, **bounds: Any) -> Agent:
+        """An Agent whose selected tool-history store is the one under test (state under ``tmp_path``)."""
+        from monoagent.testing import _merge, fresh_agent
+
+        base = {"toolHistory": {"store": self.store_name}, "plugins": {"block": ["redaction"]}}
+        config = _merge(base, self.store_config(tmp_path, **bounds))
+        return fresh_agent(tmp_path, config=config, plugins=[*self.plugins, ContractRedactor()])
+
+    def _store(self, tmp_path: Path, **bounds: Any) -> Any:
+        agent = self.agent(tmp_path, **bounds)
+        store = agent.tool_history_store()
+        assert store is not None, f"toolHistory.store = {self.store_name!r} selected no store"
+        self._agents()[id(store)] = agent
+        return store
+
+    def _agents(self) -> dict[int, Agent]:
+        """The Agents behind the stores a test opened (pytest makes one instance per test)."""
+        return self.__dict__.setdefault("_open_agents", {})
+
+    def close(self, store: Any) -> None:
+        """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""
+        agent = self._agents().pop(id(store), None)
+        if agent is not None:
+            agent.close()
 
     @staticmethod
-    def put(store: ManagedToolHistoryStore, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
+    def settled(value: Any) -> Any:
+        """A maintenance method's result, awaited when the store returned an awaitable."""
+        import asyncio
+        import inspect
+
+        if not inspect.isawaitable(value):
+            return value
+
+        async def wait() -> Any:
+            return await value
+
+        return asyncio.run(wait())
+
+    @staticmethod
+    def put(store: Any, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
             content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
         invocation = ToolInvocation(conversation, logical or conversation, run, ToolCall(call_id, "probe", args or {}), 1.0)
         store.submit_invocation(invocation).result()
-        store.submit_result(invocation, ToolResult(call_id, "probe", content), NOW if finished is None else finished).result()
+        store.submit_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished).result()
         return invocation
 
     # ------------------------------------------------------------------ clauses
+
+    def test_contract_the_registry_hands_out_one_store(self, tmp_path: Path) -> None:
+        agent = self.agent(tmp_path)
+        try:
+            store = agent.tool_history_store()
+            assert isinstance(store, ToolHistoryStore), f"{type(store).__name__} lacks part of the ToolHistoryStore protocol"
+            assert agent.tool_history_store() is store  # created once per Agent
+        finally:
+            agent.close()
 
     def test_contract_invocation_then_result(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
@@ -93,7 +146,7 @@ class ToolHistoryStoreContract:
             (open_record,) = store.records(conversation_id="conv")
             assert open_record.status is None and open_record.end_seq is None
             assert open_record.invocation_id == record_id("conv", "run", "c1", "invocation")
-            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), NOW).result()
+            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), time.time()).result()
             (record,) = store.records(conversation_id="conv")
             assert record.status == "exit_nonzero" and record.result == "answer"
             assert record.result_id == record_id("conv", "run", "c1", "result")
@@ -106,7 +159,7 @@ class ToolHistoryStoreContract:
         try:
             first = self.put(store, "conv", "run", "a")
             store.submit_invocation(first).result()
-            store.submit_result(first, ToolResult("a", "probe", "again"), NOW).result()
+            store.submit_result(first, ToolResult("a", "probe", "again"), time.time()).result()
             self.put(store, "conv", "run", "b")
             records = store.records(conversation_id="conv")
             assert [r.call_id for r in records] == ["a", "b"] and records[0].result == "ok"
@@ -129,30 +182,30 @@ class ToolHistoryStoreContract:
             assert over.arguments is None and over.arguments_omitted and over.arguments_bytes == ARGUMENT_LIMIT + 1
             assert over.result is None and over.result_omitted and over.result_bytes == RESULT_LIMIT + 1
             assert FAKE_SECRET not in (secret.arguments or "") + (secret.result or "")
+            assert secret.result == f"token {REDACTED}"  # the Agent's redaction chain, not a redactor of the store's own
         finally:
             self.close(store)
 
     def test_contract_retention_by_count_age_and_bytes(self, tmp_path: Path) -> None:
-        clock = ContractClock()
-        store = self._store(tmp_path / "count", clock, max_calls=2)
+        store = self._store(tmp_path / "count", max_calls=2)
         try:
             for i in range(4):
-                self.put(store, "conv", "run", str(i), finished=clock.now)
+                self.put(store, "conv", "run", str(i))
             assert [r.call_id for r in store.records()] == ["2", "3"]
         finally:
             self.close(store)
-        store = self._store(tmp_path / "age", clock, max_age_days=10)
+        store = self._store(tmp_path / "age", max_age_days=10)
         try:
-            self.put(store, "conv", "run", "old", finished=clock.now - 11 * DAY)
-            self.put(store, "conv", "run", "new", finished=clock.now)
+            self.put(store, "conv", "run", "old", finished=time.time() - 11 * DAY)
+            self.put(store, "conv", "run", "new")
             assert [r.call_id for r in store.records()] == ["new"]
         finally:
             self.close(store)
-        store = self._store(tmp_path / "bytes", clock, max_payload_bytes=2500)
+        store = self._store(tmp_path / "bytes", max_payload_bytes=64 * 1024)
         try:
-            for i in range(4):
-                self.put(store, "conv", "run", str(i), content="p" * 1000, finished=clock.now)
-            assert [r.call_id for r in store.records()] == ["2", "3"]
+            for i in range(6):
+                self.put(store, "conv", "run", str(i), content="p" * 16_000)
+            assert [r.call_id for r in store.records()] == ["2", "3", "4", "5"]
         finally:
             self.close(store)
 
@@ -173,11 +226,11 @@ class ToolHistoryStoreContract:
             self.put(store, "chat:2026-07-01", "r", "2", logical="chat")
             self.put(store, "chat:notes", "r", "3", logical="chat:notes")
             self.put(store, "other", "r", "4")
-            assert store.stats().calls == 4
-            report = store.clear_logical("chat")
+            assert self.settled(store.stats()).calls == 4
+            report = self.settled(store.clear_logical("chat"))
             assert report.calls == 2
             assert sorted(r.conversation_id for r in store.records()) == ["chat:notes", "other"]
-            assert store.clear_all().calls == 2 and store.stats().calls == 0
+            assert self.settled(store.clear_all()).calls == 2 and self.settled(store.stats()).calls == 0
         finally:
             self.close(store)
 
@@ -207,7 +260,7 @@ class ToolHistoryStoreContract:
             for thread in threads:
                 thread.join()
             store.flush()
-            assert store.stats().calls == 40
+            assert self.settled(store.stats()).calls == 40
         finally:
             self.close(store)
 
