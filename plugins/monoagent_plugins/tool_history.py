@@ -26,6 +26,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolHistoryStoreRegistrar, ToolRegistrar
+from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY_SPEC
 from monoagent.kernel.model import Section
 
 
@@ -73,10 +74,15 @@ def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 
+def session_history(context: Any) -> Any:
+    """The SessionHistory tool; the store behind it is imported on its first call, not at start-up."""
+    from monoagent_plugins.lib.tool_history import session_history as tool
+
+    return tool.session_history(context)
+
+
 @bundled_impl
 def register_tools(register: ToolRegistrar) -> None:
-    from monoagent_plugins.lib.tool_history.session_history import SESSION_HISTORY_SPEC, session_history
-
     register(SESSION_HISTORY_SPEC, session_history)
 
 
