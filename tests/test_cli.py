@@ -378,3 +378,19 @@ def test_plugin_commands_do_not_outlive_a_main_call(project: Path, capsys: pytes
     assert run_main("history", "--help") == 2, "a blocked plugin's command is gone on the next call"
     assert "No such command 'history'" in capsys.readouterr().err
     assert "history" not in cli_module.cli.commands and "hello-local" not in cli_module.cli.commands
+
+
+def test_loading_the_plugins_registers_everything_without_importing_the_backends(tmp_path: Path) -> None:
+    """Registries run when plugins load, on every command line: registering a component or a
+    tool must not import what it is built from (the SQLite stores, HTTP clients, numpy)."""
+    code = (
+        "import sys, monoagent.cli as cli\n"
+        "host, _ = cli.load_plugins(None, [])\n"
+        "cli.build_cli(host)\n"
+        "assert host.tools() and host.components['tool history store'], 'nothing registered'\n"
+        "heavy = ('sqlite3', 'httpx', 'numpy', 'monoagent_plugins.lib.tool_history.store')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=clean_environ(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
