@@ -120,7 +120,6 @@ class CompactionPolicyFactory(Protocol):
     def __call__(self, *, agent: Agent) -> CompactionPolicy: ...
 
 
-
 # ---------------------------------------------------------------------------- registrars
 
 
@@ -145,34 +144,19 @@ class Registrar:
         raise RegistrationError(f"plugin {self.plugin!r} called {self.call_form} in {self.hook} wrongly: {problem}")
 
 
-def _accepts(factory: Callable[..., Any], arguments: tuple[str, ...]) -> str | None:
-    """Why ``factory`` cannot be called with ``arguments`` as keywords, or None if it can (or cannot tell)."""
+def _cannot_call(function: Callable[..., Any], shown: str, *args: Any, **kwargs: Any) -> str | None:
+    """Why ``function`` cannot be called as ``shown`` (with ``args`` and ``kwargs``), or None if it
+    can, or if its signature cannot be read (a builtin: its first use will tell)."""
     try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin without a signature: its first use will tell
-        return None
-    try:
-        signature.bind(**dict.fromkeys(arguments))
-    except TypeError as exc:
-        return f"the factory {_name(factory)}{signature} cannot be called as factory({', '.join(f'{a}=...' for a in arguments)}): {exc}"
-    return None
-
-
-def _takes_one_argument(handler: Callable[..., Any]) -> str | None:
-    """Why ``handler`` cannot be called as ``handler(context)``, or None if it can (or cannot tell)."""
-    try:
-        signature = inspect.signature(handler)
+        signature = inspect.signature(function)
     except (TypeError, ValueError):
         return None
     try:
-        signature.bind(None)
+        signature.bind(*args, **kwargs)
     except TypeError as exc:
-        return f"{_name(handler)}{signature} cannot be called as handler(context): {exc}"
+        name = getattr(function, "__qualname__", None) or type(function).__qualname__
+        return f"{name}{signature} cannot be called as {shown}: {exc}"
     return None
-
-
-def _name(value: object) -> str:
-    return getattr(value, "__qualname__", None) or type(value).__qualname__
 
 
 class ComponentRegistrar(Registrar):
@@ -209,9 +193,10 @@ class ComponentRegistrar(Registrar):
             self.refuse(f"the factory of {self.kind} {name!r} must be callable, not {type(factory).__name__} {factory!r}")
         if not isinstance(description, str):
             self.refuse(f"the description of {self.kind} {name!r} must be a string, not {type(description).__name__}")
-        problem = _accepts(factory, self.factory_arguments)
+        shown = f"factory({', '.join(f'{a}=...' for a in self.factory_arguments)})"
+        problem = _cannot_call(factory, shown, **dict.fromkeys(self.factory_arguments))
         if problem:
-            self.refuse(f"{self.kind} {name!r}: {problem}")
+            self.refuse(f"{self.kind} {name!r}: the factory {problem}")
         if any(c.name == name for c in self.components):
             self.refuse(f"{self.kind} {name!r} is registered twice")
         self.components.append(Component(self.kind, name, factory, self.plugin, description))
@@ -348,7 +333,7 @@ class ToolRegistrar(Registrar):
             self.refuse(f"tool name {name!r} is not valid: 1 to {TOOL_NAME_MAX} characters, no whitespace or control characters")
         if not callable(handler):
             self.refuse(f"the handler of tool {name!r} must be callable, not {type(handler).__name__} {handler!r}")
-        problem = _takes_one_argument(handler)
+        problem = _cannot_call(handler, "handler(context)", None)
         if problem:
             self.refuse(f"the handler of tool {name!r} {problem}")
         if any(t.spec.name == name for t in self.tools):
