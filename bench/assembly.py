@@ -98,7 +98,7 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     from monoagent.kernel.model import Message as Msg
     from monoagent.kernel.turn import Turn
 
-    host = agent.host
+    hooks = agent.hooks
     harness = agent.harness
     store = agent.history_store
     stages: dict[str, list[float]] = {}
@@ -122,7 +122,7 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t3 = t()
         add("offered tools (filter_tools)", t3 - t2)
         recalled: list[Any] = []
-        for value in host.call("recall_memory", turn=turn):
+        for value in hooks.recall_memory(turn=turn):
             recalled.extend((await value) if asyncio.iscoroutine(value) else (value or ()))
         turn.recalled = gate_recall(recalled)
         t4 = t()
@@ -131,10 +131,10 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t5 = t()
         add("compaction check (_compact)", t5 - t4)
         parts: list[Any] = []
-        for value in host.call("augment_user_message", turn=turn, recalled=turn.recalled):
+        for value in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             parts.extend(value if isinstance(value, (list, tuple)) else [value])
         parts.sort(key=lambda p: p.order)
-        user_message = host.call("render_user_message", turn=turn, parts=tuple(parts))
+        user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         assert isinstance(user_message, Msg)
         t6 = t()
         add("user message hooks", t6 - t5)
@@ -145,15 +145,15 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         for sid, hook, _order, _required in DOCUMENTED_SECTIONS:
             s0 = t()
             if hook == "render_history":
-                host.call(hook, turn=probe, messages=tuple(history))
+                hooks.render_history(turn=probe, messages=tuple(history))
             else:
-                host.call(hook, turn=probe)
+                getattr(hooks, hook)(turn=probe)
             add(f"  section {sid}", t() - s0)
         s0 = t()
-        host.call("extra_sections", turn=probe)
+        hooks.extra_sections(turn=probe)
         add("  extra_sections", t() - s0)
         t7 = t()
-        sections = collect_sections(host, turn, history)
+        sections = collect_sections(hooks, turn, history)
         t8 = t()
         add("collect_sections (all hooks)", t8 - t7)
         prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))

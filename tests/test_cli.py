@@ -1,7 +1,7 @@
 """The ``monoagent`` command line.
 
-Most commands run in-process through :class:`click.testing.CliRunner` on ``monoagent.cli.cli``,
-with the early plugin host that ``main()`` would have built (``_EARLY``) replaced by a fresh one.
+Most commands run in-process through :class:`click.testing.CliRunner` on the root command that
+``main()`` would build (``monoagent.cli.build_cli``) on a fresh plugin host.
 What only ``main()`` does (exit codes of configuration errors, ``--debug`` tracebacks, plugin
 loading before ``--help``) and the end-to-end turn run as a few real subprocesses
 (``python -m monoagent.cli``), each with its own working directory and agent home.
@@ -52,12 +52,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
     host = PluginHost()
     host.load_entry_points()
-    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    monkeypatch.setitem(ROOT, "cli", cli_module.build_cli(host))
     return tmp_path
 
 
+ROOT: dict[str, Any] = {}
+
+
 def invoke(*args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(cli_module.cli, list(args), input=input)
+    return CliRunner().invoke(ROOT["cli"], list(args), input=input)
 
 
 def runs_dir(root: Path) -> Path:
@@ -332,9 +335,62 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
 
 
 def test_early_load_forgets_the_config_error_of_an_earlier_call(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_module, "_EARLY", {})
     (project / "bad.toml").write_text("[plugins]\nblock = 3\n", encoding="utf-8")
-    cli_module._load_plugins_early(["--config", "bad.toml", "plugins"])
-    assert "config_error" in cli_module._EARLY
-    cli_module._load_plugins_early(["plugins"])
-    assert "config_error" not in cli_module._EARLY
+    _, error = cli_module.load_plugins("bad.toml", [])
+    assert error is not None
+    _, error = cli_module.load_plugins(None, [])
+    assert error is None
+
+
+HELLO_COMMAND = """
+import click
+from monoagent import hookimpl
+
+@hookimpl
+def register_commands(cli):
+    @cli.command(name="hello-local")
+    def hello():
+        click.echo("hello from a local plugin")
+"""
+
+
+def run_main(*args: str) -> int:
+    """``monoagent.cli.main`` in this process, as the console script runs it: its exit code."""
+    try:
+        cli_module.main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_plugin_commands_do_not_outlive_a_main_call(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = project / "extra"
+    extra.mkdir()
+    (extra / "hello_cmd.py").write_text(HELLO_COMMAND, encoding="utf-8")
+    assert run_main("--plugins-dir", str(extra), "hello-local") == 0
+    assert capsys.readouterr().out == "hello from a local plugin\n"
+    assert run_main("hello-local") == 2, "without --plugins-dir the plugin, and its command, are gone"
+    assert "No such command 'hello-local'" in capsys.readouterr().err
+
+    assert run_main("history", "--help") == 0
+    (project / "monoagent.toml").write_text('[plugins]\nblock = ["history-cli"]\n', encoding="utf-8")
+    capsys.readouterr()
+    assert run_main("history", "--help") == 2, "a blocked plugin's command is gone on the next call"
+    assert "No such command 'history'" in capsys.readouterr().err
+    assert "history" not in cli_module.cli.commands and "hello-local" not in cli_module.cli.commands
+
+
+def test_loading_the_plugins_registers_everything_without_importing_the_backends(tmp_path: Path) -> None:
+    """Registries run when plugins load, on every command line: registering a component or a
+    tool must not import what it is built from (the SQLite stores, HTTP clients, numpy)."""
+    code = (
+        "import sys, monoagent.cli as cli\n"
+        "host, _ = cli.load_plugins(None, [])\n"
+        "cli.build_cli(host)\n"
+        "assert host.tools() and host.components['tool history store'], 'nothing registered'\n"
+        "heavy = ('sqlite3', 'httpx', 'numpy', 'monoagent_plugins.lib.tool_history.store')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=clean_environ(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

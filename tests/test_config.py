@@ -760,10 +760,13 @@ def test_a_plugin_cannot_declare_a_kernel_key(tmp_path: Path) -> None:
         def register_config_sections(self, register):
             register(self.path, self.cls)
 
-    with pytest.raises(PluginError, match=r"cannot declare history\.store in the kernel's table 'history': the kernel owns that key"):
-        fresh_agent(tmp_path, plugins=[Plugin("history", Takes)])
-    with pytest.raises(PluginError, match=r"cannot claim config section 'history\.store': it is a kernel key"):
-        fresh_agent(tmp_path, plugins=[Plugin("history.store", Takes)])
+    strict = {"MONO_AGENT_STRICT_PLUGINS": "1"}  # otherwise the plugin is recorded as failed and the rest loads
+    with pytest.raises(PluginError, match=r"config section 'history' declares history\.store, a key the kernel's table 'history' owns"):
+        fresh_agent(tmp_path, plugins=[Plugin("history", Takes)], env=strict)
+    with pytest.raises(PluginError, match=r"config section 'history\.store' is a key of the kernel's own configuration"):
+        fresh_agent(tmp_path, plugins=[Plugin("history.store", Takes)], env=strict)
+    (record,) = [r for r in fresh_agent(tmp_path, plugins=[("takes", Plugin("history", Takes))]).host.records if r.name == "takes"]
+    assert record.status == "failed" and "history.store, a key the kernel's table 'history' owns" in record.reason
     with pytest.raises(PluginError, match=r"config section 'history' is claimed by two plugins: 'files' .* and 'mine'"):
         fresh_agent(tmp_path, plugins=[("mine", Plugin("history", OfflineConfig))])
 
@@ -773,3 +776,52 @@ def test_starter_file_writes_one_table_with_the_kernel_and_plugin_keys() -> None
     assert text.count("\n[history]\n") == 1 and text.count("\n[context]\n") == 1
     assert {"store", "dir", "maxMessages", "maxStageBytes"} <= key_names_by_table(text)["history"]
     assert {"home", "skillsRoot", "selectedSkills"} <= key_names_by_table(text)["context"]
+
+
+# --------------------------------------------------------------------------- plugin sections on every path
+
+
+def test_a_ready_made_config_gets_the_plugin_sections_environment_overlay(tmp_path: Path) -> None:
+    """``Agent(Config(...))`` reads plugin sections' env variables like ``Agent({...})`` does."""
+    from monoagent.agent import Agent
+
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "77"}
+    home = {"context": {"home": str(tmp_path / "home")}}
+    from_mapping = Agent(home, env=env, autoload=False)
+    from_config = Agent(load_config(data=home, env=env), env=env, autoload=False)
+    for agent in (from_mapping, from_config):
+        section = agent.config.section("providers.anthropic")
+        assert (section.api_key, section.max_output_tokens) == ("sk-ant-test", 77)
+        assert agent.config.sources["providers.anthropic.apiKey"] == "env ANTHROPIC_API_KEY"
+    with pytest.raises(ConfigError, match=r"providers\.anthropic\.maxOutputTokens = 'lots' \(from env MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS\)"):
+        Agent(Config(), env={"MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "lots"}, autoload=False)
+
+
+# --------------------------------------------------------------------------- setting(allowed=...)
+
+
+@attrs.define
+class ModeConfig:
+    mode: str = setting("fast", doc="How to run.", env="MONO_AGENT_TEST_MODE", allowed=("fast", "careful"))
+    levels: list[str] = setting(doc="Levels to log.", factory=list, allowed=["info", "debug"])
+
+
+def test_allowed_values_are_enforced_and_named() -> None:
+    sections = {"modes": ModeConfig}
+    assert load_config(data={"modes": {"mode": "careful"}}, env={}, plugin_sections=sections).section("modes").mode == "careful"
+    with pytest.raises(ConfigError) as info:
+        load_config(data={"modes": {"mode": "reckless", "levels": ["info", "trace"]}}, env={}, plugin_sections=sections)
+    assert info.value.problems == [
+        "modes.mode = \"reckless\" (from python): not an allowed value; allowed: one of 'fast', 'careful'",
+        "modes.levels = [\"info\", \"trace\"] (from python): not an allowed value; allowed: each one of 'info', 'debug'",
+    ]
+    with pytest.raises(ConfigError, match=r"modes\.mode = \"slow\" \(from env MONO_AGENT_TEST_MODE\): not an allowed value"):
+        load_config(data={}, env={"MONO_AGENT_TEST_MODE": "slow"}, plugin_sections=sections)
+    (key,) = [k for k in iter_keys(ModeConfig, "modes.") if k.path == "modes.mode"]
+    assert key.allowed == "one of 'fast', 'careful'"
+
+
+def test_a_description_of_what_is_allowed_needs_something_that_enforces_it() -> None:
+    with pytest.raises(TypeError, match=r"needs min, max or check to enforce it"):
+        setting("fast", doc="How to run.", allowed="fast or careful")
+    setting(0, doc="A count.", min=0, max=100, allowed="0 (none) or 1 to 100")  # described, and enforced by min/max

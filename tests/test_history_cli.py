@@ -18,7 +18,6 @@ import monoagent.cli as cli_module
 from monoagent.kernel.model import Message
 from monoagent.kernel.config_loading import load_raw, plugins_settings
 from monoagent.kernel.host import PluginHost, local_plugin_paths
-from monoagent_plugins import history_cli
 from monoagent_plugins.files_history import FilesHistoryStore
 
 FAKE_TOOL_HISTORY = textwrap.dedent(
@@ -119,7 +118,6 @@ def project(tmp_path, monkeypatch) -> Project:
     (plugins / "fake_tool_history.py").write_text(FAKE_TOOL_HISTORY)
     (plugins / "plain_store.py").write_text(PLAIN_STORE)
     (tmp_path / "monoagent.toml").write_text('[toolHistory]\nstore = "fake"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
-    monkeypatch.setattr(cli_module, "_EARLY", {})
     (tmp_path / "home").mkdir()
     return Project(tmp_path)
 
@@ -180,17 +178,13 @@ def test_reset_fails_closed_on_a_store_without_logical_reset(project):
 
 
 def _group() -> click.Group:
-    """The root command with the history commands, and the early plugin host ``main()`` would build."""
+    """The root command ``main()`` would build for the project's configuration, history commands included."""
     raw = load_raw(None)
     settings = plugins_settings(raw)
     host = PluginHost()
     host.load_entry_points(settings.block)
     host.load_local(local_plugin_paths(raw.source_file, settings.paths), settings.block)
-    cli_module._EARLY["host"] = host
-    group = click.Group("monoagent", commands=dict(cli_module.cli.commands), params=list(cli_module.cli.params),
-                        callback=cli_module.cli.callback)
-    history_cli.register_commands(cli=group)
-    return group
+    return cli_module.build_cli(host)
 
 
 def _untouchable(project: Project) -> list[Path]:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ComponentError, TurnFailed
+from monoagent.kernel.errors import ComponentError, HookError, TurnFailed
 from monoagent.kernel.interfaces import CompactionOutcome
 from monoagent.kernel.model import (
     MemoryHit,
@@ -282,8 +282,7 @@ def test_hook_register_commands(tmp_path, monkeypatch):
                 click.echo("hello from a plugin")
 
     agent = fresh_agent(tmp_path, plugins=[Plugin()])
-    group = click.Group("monoagent", commands=dict(cli_module.cli.commands))
-    agent.host.call_each("register_commands", cli=group)
+    group = cli_module.build_cli(agent.host)
     result = CliRunner().invoke(group, ["hello-test"])
     assert result.output == "hello from a plugin\n"
     assert "hello-test" not in cli_module.cli.commands
@@ -753,3 +752,132 @@ def test_max_turns_caps_the_tool_loop(tmp_path):
         run(agent)
     history = asyncio.run(agent.history_store.load("t"))  # no answer: the request and its continuity account
     assert len(history) == 2 and history[1].content.startswith("[Continuity account v1")
+
+
+# ---------------------------------------------------------------------------- the typed facade
+
+
+def _hookspecs() -> dict[str, Any]:
+    import inspect
+
+    from monoagent.kernel import hookspecs
+
+    return {
+        name: function for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
+        if hasattr(function, "monoagent_spec")
+    }
+
+
+def test_every_hookspec_has_exactly_one_facade_method_with_its_signature():
+    """``Hooks`` (``agent.hooks``) has one method per hook, taking the hook's arguments by keyword
+    with the hook's types, and returning what the hook's kind returns."""
+    import inspect
+
+    from monoagent.kernel.hooks import Hooks
+
+    specs = _hookspecs()
+    methods = {name for name, _ in inspect.getmembers(Hooks, inspect.isfunction) if not name.startswith("_")}
+    plumbing = {"observe", "watch", "culprit"}
+    assert methods - plumbing == set(specs), "one facade method per hookspec, and no other"
+    for name, spec in specs.items():
+        expected = inspect.signature(spec)
+        method = inspect.signature(getattr(Hooks, name))
+        params = list(method.parameters.values())[1:]  # self
+        assert [p.name for p in params] == list(expected.parameters), name
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), f"{name}: hooks are called by keyword"
+        assert [p.annotation for p in params] == [p.annotation for p in expected.parameters.values()], name
+        opts = spec.monoagent_spec
+        returned = method.return_annotation
+        if opts.get("firstresult"):
+            assert returned == expected.return_annotation, f"{name}: a firstresult hook returns its one answer"
+        elif name in ("after_commit", "on_run_event"):
+            assert returned == "list[IsolatedAnswer]", f"{name}: an observer hook returns each plugin's answer"
+        elif name == "filter_tools":
+            assert returned == "list[PluginAnswer]", f"{name}: each answer is attributed to its plugin"
+        elif name.startswith("register_") or opts.get("historic") or expected.return_annotation == "None":
+            assert returned == "None", name
+        else:
+            assert returned.startswith("list["), f"{name}: a collect-all hook returns the list of results"
+
+
+def test_the_kernel_calls_hooks_only_through_the_facade():
+    """No ``host.call("name")``, ``pm.hook.x`` or per-implementation loop outside kernel/hooks.py."""
+    import re
+    from pathlib import Path
+
+    import monoagent
+    import monoagent_plugins
+
+    roots = [Path(monoagent.__file__).parent, Path(monoagent_plugins.__file__).parent]
+    pattern = re.compile(r"\bpm\.hook\.\w|\.call_each\(|\.call_isolated\(|host\.call\(|\.function\(")
+    offenders = [
+        f"{path}:{number}: {line.strip()}"
+        for root in roots
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "hooks.py" or path.parent.name != "kernel"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
+
+
+def test_hook_recorder_sees_registries_observers_and_configure(tmp_path):
+    class Plugin:
+        @hookimpl
+        def register_providers(self, register):
+            register("fixed", lambda agent, model: FixedRuntime(model), "a fixed answer")
+
+        @hookimpl
+        def configure(self, agent):
+            pass
+
+    agent = fresh_agent(tmp_path)
+    with HookRecorder(agent) as recorder:
+        agent.register(Plugin())
+        run(agent)
+    (registry,) = recorder.of("register_providers")
+    assert registry.plugins == ("Plugin",) and registry.error is None
+    assert [c.name for c in registry.kwargs["register"].components] == ["fixed"]
+    events = recorder.of("on_run_event")
+    assert events and all(plugin == "artifacts" for call in events for plugin, _, _ in call.result)
+    assert recorder.of("after_commit")
+    (identity,) = recorder.of("section_identity")
+    assert identity.winner == "identity"
+
+
+def test_recorder_and_trace_name_the_implementation_whose_result_won(tmp_path, capsys):
+    class Silent:
+        @hookimpl
+        def section_identity(self, turn):
+            return None  # passes: the bundled identity answers
+
+    class Loud:
+        @hookimpl
+        def section_session(self, turn):
+            return Section("session", "Batch.", order=300)
+
+    agent = fresh_agent(tmp_path, plugins=[Silent(), Loud()], env={"MONO_AGENT_TRACE_HOOKS": "1"})
+    with HookRecorder(agent) as recorder:
+        assemble(agent)
+    assert recorder.of("section_identity")[0].plugins == ("Silent", "identity")
+    assert recorder.of("section_identity")[0].winner == "identity"
+    assert recorder.of("section_session")[0].winner == "Loud"
+    assert recorder.of("section_skill_index")[0].winner == "skills"
+    err = capsys.readouterr().err
+    assert "monoagent trace: section_identity(turn) -> [Silent, identity]" in err
+    assert "monoagent trace: section_identity answered by identity" in err
+    assert "monoagent trace: section_session answered by Loud" in err
+    assert "monoagent trace: register_providers(register) -> [anthropic]" in err
+
+
+def test_a_hook_error_names_the_plugin_while_observed(tmp_path):
+    class Grumpy:
+        @hookimpl
+        def section_identity(self, turn):
+            raise RuntimeError("no identity today")
+
+    agent = fresh_agent(tmp_path, plugins=[Grumpy()])
+    with HookRecorder(agent) as recorder, pytest.raises(HookError) as info:
+        assemble(agent)
+    assert (info.value.hook, info.value.plugin) == ("section_identity", "Grumpy")
+    assert recorder.of("section_identity")[0].error is info.value

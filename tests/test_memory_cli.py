@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -39,14 +40,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
     host = PluginHost()
     host.load_entry_points()
-    host.call_each("register_commands", cli=cli_module.cli)
-    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    monkeypatch.setitem(ROOT, "cli", cli_module.build_cli(host))
     (tmp_path / "monoagent.toml").write_text(CONFIG, encoding="utf-8")
     return tmp_path
 
 
+ROOT: dict[str, Any] = {}
+
+
 def invoke(*args: str, input: str | None = None) -> Result:
-    return CliRunner().invoke(cli_module.cli, list(args), input=input)
+    return CliRunner().invoke(ROOT["cli"], list(args), input=input)
 
 
 def ok(*args: str, input: str | None = None) -> Result:

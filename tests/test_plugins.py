@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from monoagent import ComponentError, HookError, PluginError, Section, TurnRequest, hookimpl
+from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, ToolSpec, TurnRequest, hookimpl
 from monoagent.testing import fresh_agent
 
 # ---------------------------------------------------------------------------- helpers
@@ -605,3 +605,339 @@ def test_a_failed_plugin_with_a_multi_line_error_is_reported_on_one_line(
     assert "'chatty'" in lines[0] and "RuntimeError: first line second line" in lines[0]
     [record] = [r for r in agent.host.records if r.name == "chatty"]
     assert record.status == "failed" and "\n" not in record.reason
+
+
+# ---------------------------------------------------------------------------- typed registrars
+
+
+def _provider_plugin(call):
+    class Registering:
+        @hookimpl
+        def register_providers(self, register):
+            call(register)
+
+    return Registering()
+
+
+def _runtime(agent, model):
+    return None
+
+
+def test_a_description_may_be_given_positionally_as_documented(tmp_path: Path) -> None:
+    agent = fresh_agent(tmp_path, plugins=[("mylab", _provider_plugin(lambda register: register("mylab", _runtime, "My lab's models")))])
+    assert agent.host.component("provider", "mylab").description == "My lab's models"
+    (record,) = [r for r in agent.host.records if r.name == "mylab"]
+    assert [(e.kind, e.name, e.description) for e in record.registrations] == [("provider", "mylab", "My lab's models")]
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda register: register("mylab"), "missing 1 required positional argument: 'factory'"),
+        (lambda register: register("mylab", _runtime, "desc", "extra"), "takes from 3 to 4 positional arguments"),
+        (lambda register: register(3, _runtime), "the provider name must be a string, not int 3"),
+        (lambda register: register("my lab", _runtime), "provider name 'my lab' is not valid"),
+        (lambda register: register("mylab:v2", _runtime), "provider name 'mylab:v2' is not valid"),
+        (lambda register: register("mylab", "make_runtime"), "the factory of provider 'mylab' must be callable"),
+        (lambda register: register("mylab", lambda: None), "cannot be called as factory(agent=..., model=...)"),
+        (lambda register: register("mylab", _runtime, description=3), "the description of provider 'mylab' must be a string"),
+        (lambda register: (register("mylab", _runtime), register("mylab", _runtime)), "provider 'mylab' is registered twice"),
+    ],
+    ids=["too-few", "too-many", "name-type", "name-space", "name-colon", "not-callable", "factory-arity", "description-type", "twice"],
+)
+def test_a_bad_registration_fails_the_plugin_at_load_time_naming_it(tmp_path: Path, capsys, call, expected) -> None:
+    agent = fresh_agent(tmp_path, plugins=[("mylab", _provider_plugin(call))])
+    (record,) = [r for r in agent.host.records if r.name == "mylab"]
+    assert record.status == "failed" and record.registrations == [] and record.hooks == []
+    assert expected in record.reason and "plugin 'mylab'" in record.reason
+    assert "register(prefix, factory, description='')" in record.reason
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "mylab" in line]
+    assert "failed to load" in line
+    assert not agent.host.pm.has_plugin("mylab"), "a refused plugin is not left half-registered"
+    assert agent.run_sync("the rest loads").text.startswith("[offline:echo]")
+    with pytest.raises(ComponentError, match=r"its plugin 'mylab' .* is failed to load|plugin 'mylab'"):
+        agent.host.component("provider", "mylab")
+
+
+def test_a_bad_registration_is_fatal_in_strict_mode(tmp_path: Path) -> None:
+    plugin = _provider_plugin(lambda register: register("mylab", lambda: None))
+    with pytest.raises(PluginError, match=r"'mylab'.*cannot be called as factory"):
+        fresh_agent(tmp_path, plugins=[("mylab", plugin)], env={"MONO_AGENT_STRICT_PLUGINS": "1"})
+
+
+class BadTools:
+    @hookimpl
+    def register_tools(self, register):
+        register("clock", lambda context: "noon")
+
+
+class BadSections:
+    @hookimpl
+    def register_config_sections(self, register):
+        register("runtime", object)
+
+
+class OldStyleHandler:
+    @hookimpl
+    def register_tools(self, register):
+        register(ToolSpec("clock", "The time."), lambda turn, arguments: "noon")
+
+
+class BadPolicy:
+    @hookimpl
+    def register_compaction_policies(self, register):
+        register("none", lambda agent: None)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "expected"),
+    [
+        (BadTools(), "register(spec, handler) in register_tools wrongly: expected a monoagent.ToolSpec, not str 'clock'"),
+        (BadSections(), "config section 'runtime' needs an attrs class"),
+        (BadPolicy(), "compaction policy name 'none' selects no compaction policy; rename it"),
+        (OldStyleHandler(), "<lambda>(turn, arguments) cannot be called as handler(context): missing a required argument"),
+    ],
+    ids=["tool-without-spec", "section-not-attrs", "reserved-policy", "handler-arity"],
+)
+def test_every_registry_checks_its_registrations_at_load_time(tmp_path: Path, plugin, expected) -> None:
+    agent = fresh_agent(tmp_path, plugins=[("bad", plugin)])
+    (record,) = [r for r in agent.host.records if r.name == "bad"]
+    assert record.status == "failed" and expected in record.reason
+
+
+def test_the_registrar_knows_every_kernel_key() -> None:
+    from monoagent.kernel.config_keys import iter_keys
+    from monoagent.kernel.registrars import kernel_keys
+
+    assert kernel_keys() == {key.path for key in iter_keys()}
+
+
+def test_a_config_section_the_kernel_owns_fails_only_its_plugin(tmp_path: Path) -> None:
+    import attrs
+
+    @attrs.define
+    class Runtime:
+        model: str = "x"
+
+    class Claims:
+        @hookimpl
+        def register_config_sections(self, register):
+            register("runtime", Runtime)
+
+    agent = fresh_agent(tmp_path, plugins=[("claims", Claims())])
+    (record,) = [r for r in agent.host.records if r.name == "claims"]
+    assert record.status == "failed" and "config section 'runtime' declares runtime.model, a key the kernel's table 'runtime' owns" in record.reason
+
+
+def test_plugins_lists_what_each_plugin_registers_with_its_description(project: Project) -> None:
+    project.file("monoagent.toml", "")
+    project.file(
+        "monoagent_local.py",
+        textwrap.dedent(
+            """
+            from monoagent import ToolSpec, hookimpl
+
+            @hookimpl
+            def register_providers(register):
+                register("mylab", lambda agent, model: None, "My lab's models")
+
+            @hookimpl
+            def register_tools(register):
+                register(ToolSpec("clock", "The current UTC time.\\nSecond line."), lambda context: "noon")
+            """
+        ),
+    )
+    row = project.listed()["monoagent_local"]
+    assert row["registers"] == [
+        {"kind": "provider", "name": "mylab", "description": "My lab's models"},
+        {"kind": "tool", "name": "clock", "description": "The current UTC time.\nSecond line."},
+    ]
+    listed = project.listed()
+    assert {"kind": "channel", "name": "console", "description": "interactive terminal chat (monoagent chat)"} in listed["console"]["registers"]
+    assert {"kind": "config section", "name": "providers.anthropic", "description": "the Anthropic Messages API."} in listed["anthropic"]["registers"]
+    text = project.cli("plugins").stdout
+    assert "provider mylab: My lab's models" in text
+    assert "tool clock: The current UTC time." in text and "Second line." not in text
+
+
+# ---------------------------------------------------------------------------- pluggy's own machinery
+
+
+class FutureHook:
+    @hookimpl(optionalhook=True)
+    def section_from_the_future(self, turn):
+        return None
+
+
+def test_an_optionalhook_for_a_hook_this_version_lacks_is_not_reported(tmp_path: Path, capsys) -> None:
+    agent = fresh_agent(tmp_path, plugins=[("future", FutureHook())], env={"MONO_AGENT_STRICT_PLUGINS": "1"})
+    assert "section_from_the_future" not in capsys.readouterr().err
+    assert {r.name: r.status for r in agent.host.records}["future"] == "active"
+
+
+def test_an_unknown_hook_is_reported_once_per_plugin(tmp_path: Path, capsys) -> None:
+    agent = fresh_agent(tmp_path, plugins=[("typo", MisspeltHook())])
+    agent.register(FutureHook(), "future")
+    agent.register(Section, "another")  # any later registration runs pluggy's check_pending again
+    assert capsys.readouterr().err.count("section_identiy") == 1
+
+
+def test_blocking_uses_pluggys_set_blocked(tmp_path: Path) -> None:
+    class Identity:
+        @hookimpl
+        def section_identity(self, turn):
+            return Section("identity", "never", order=200)
+
+    agent = fresh_agent(tmp_path, config={"plugins": {"block": ["identity", "late"]}})
+    assert agent.host.pm.is_blocked("identity") and agent.host.pm.get_plugin("identity") is None
+    agent.register(Identity(), "late")
+    assert {r.name: (r.status, r.reason) for r in agent.host.records}["late"] == ("blocked", "blocked by plugins.block")
+    assert not agent.host.pm.has_plugin("late")
+
+
+def _deprecating_host(env: dict[str, str] | None = None):
+    from monoagent import HookDeprecationWarning, hookspec
+    from monoagent.kernel.host import PluginHost
+
+    class Deprecated:
+        @hookspec(warn_on_impl=HookDeprecationWarning("old_section is deprecated since 0.2; implement extra_sections"))
+        def old_section(self, turn):
+            """A hook the kernel deprecated."""
+
+    host = PluginHost(env or {})
+    host.pm.add_hookspecs(Deprecated)
+    return host
+
+
+class ImplementsOldSection:
+    @hookimpl
+    def old_section(self, turn):
+        return None
+
+
+def test_a_deprecated_hook_warns_its_implementers_where_they_implement_it() -> None:
+    from monoagent import HookDeprecationWarning
+
+    host = _deprecating_host()
+    with pytest.warns(HookDeprecationWarning, match="old_section is deprecated since 0.2") as caught:
+        record = host.register_programmatic(ImplementsOldSection(), "old")
+    assert record.status == "active"
+    assert caught[0].filename == __file__ and caught[0].lineno == ImplementsOldSection.old_section.__code__.co_firstlineno
+
+
+def test_a_deprecation_made_an_error_fails_the_plugin(capsys) -> None:
+    import warnings
+
+    from monoagent import HookDeprecationWarning
+
+    host = _deprecating_host()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HookDeprecationWarning)
+        record = host.register_programmatic(ImplementsOldSection(), "old")
+    assert record.status == "failed" and "HookDeprecationWarning: old_section is deprecated" in record.reason
+    assert not host.pm.has_plugin("old")
+
+
+# ---------------------------------------------------------------------------- sections of plugins that are not active
+
+
+def warning_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("monoagent: warning: config section")]
+
+
+def test_the_section_of_a_blocked_bundled_plugin_is_a_warning_naming_it(tmp_path: Path, capsys) -> None:
+    config = {"plugins": {"block": ["anthropic"]}, "providers": {"anthropic": {"maxOutputTokens": 5}}}
+    agent = fresh_agent(tmp_path, config=config)
+    assert warning_lines(capsys.readouterr().err) == [
+        "monoagent: warning: config section 'providers.anthropic' (in python) belongs to plugin 'anthropic', "
+        "which is blocked (blocked by plugins.block); it is ignored"
+    ]
+    assert "providers.anthropic" not in agent.config.sections
+    assert agent.run_sync("still works").text
+
+    with pytest.raises(ConfigError, match=r"providers\.anthropic: section of plugin 'anthropic', which is blocked .*MONO_AGENT_STRICT_PLUGINS=1"):
+        fresh_agent(tmp_path, config=config, env={"MONO_AGENT_STRICT_PLUGINS": "1"})
+
+
+def test_a_section_nobody_declares_is_still_an_unknown_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.antropic: unknown key .*did you mean 'anthropic'"):
+        fresh_agent(tmp_path, config={"providers": {"antropic": {"apiKey": "x"}}})
+    with pytest.raises(ConfigError, match=r"slack: unknown key"):
+        fresh_agent(tmp_path, config={"slack": {"token": "x"}})
+
+
+def test_the_section_of_a_failed_or_missing_plugin_is_a_warning_naming_it(tmp_path: Path, capsys) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    (plugin_dir / "slack.py").write_text(BROKEN_PLUGIN)
+    fresh_agent(tmp_path, config={"slack": {"token": "x"}}, plugins_dirs=[plugin_dir])
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "config section 'slack' (in python) belongs to plugin 'slack', which is failed (ModuleNotFoundError" in line
+
+    fresh_agent(tmp_path, config={"plugins": {"block": ["telegram"]}, "providers": {"telegram": {"token": "x"}}})
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "'providers.telegram' (in python) belongs to plugin 'telegram', which is blocked by plugins.block and not installed" in line
+
+
+def test_a_distribution_declares_its_sections_so_they_are_known_while_blocked(project: Project) -> None:
+    project.distribution("lab-dist", {"lab": "ep_lab"}, ep_lab=textwrap.dedent(
+        """
+        import attrs
+        from monoagent import hookimpl
+
+        @attrs.define
+        class LabConfig:
+            endpoint: str = "http://127.0.0.1:1"
+
+        @hookimpl
+        def register_config_sections(register):
+            register("providers.mylab", LabConfig)
+        """
+    ))
+    info = next(project.site.glob("lab_dist-*.dist-info"))
+    with (info / "entry_points.txt").open("a") as handle:
+        handle.write('\n[monoagent.config_sections]\nproviders.mylab = ep_lab\n')
+    project.file("monoagent.toml", '[providers.mylab]\nendpoint = "http://lab"\n')
+    project.cli("config", "validate")
+    project.file("monoagent.toml", '[plugins]\nblock = ["lab"]\n\n[providers.mylab]\nendpoint = "http://lab"\n')
+    result = project.cli("prompt", "hi")
+    [line] = warning_lines(result.stderr)
+    assert "config section 'providers.mylab' (in file " in line
+    assert "belongs to plugin 'lab', which is blocked (blocked by plugins.block); it is ignored" in line
+
+
+def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> None:
+    from importlib.metadata import entry_points
+
+    from monoagent.kernel.host import PluginHost
+
+    from monoagent.kernel.config_keys import kernel_tables, table_keys
+
+    host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
+    host.load_entry_points()
+    tables = kernel_tables()
+    registered = {}
+    for path, cls in host.config_sections().items():
+        (owner,) = [r.name for r in host.records for e in r.registrations if e.kind == "config section" and e.name == path]
+        for key in sorted(table_keys(cls)) if path in tables else [None]:
+            registered[f"{path}.{key}" if key else path] = owner  # a kernel table's keys are declared one by one
+    modules = {ep.value: ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent"}
+    declared = {
+        ep.name: modules.get(ep.value, ep.value)
+        for ep in entry_points(group="monoagent.config_sections") if ep.dist and ep.dist.name == "monoagent"
+    }
+    assert declared == registered, "pyproject.toml's [project.entry-points.\"monoagent.config_sections\"] is stale"
+
+
+def test_keys_a_blocked_plugin_adds_to_a_kernel_table_are_a_warning_and_a_typo_still_an_error(tmp_path: Path, capsys) -> None:
+    config = {"plugins": {"block": ["files"]}, "history": {"store": "files", "maxStageBytes": 65536}}
+    fresh_agent(tmp_path, config=config)
+    [line] = warning_lines(capsys.readouterr().err)
+    assert "config section 'history.maxStageBytes' (in python) belongs to plugin 'files', which is blocked" in line
+    with pytest.raises(ConfigError, match=r"history\.maxMesages: unknown key"):
+        fresh_agent(tmp_path, config={"plugins": {"block": ["files"]}, "history": {"maxMesages": 8}})
+
+
+def test_a_key_inside_an_active_plugins_section_is_not_taken_for_a_blocked_plugin(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"providers\.offline\.session: unknown key"):
+        fresh_agent(tmp_path, config={"plugins": {"block": ["session"]}, "providers": {"offline": {"session": 1}}})

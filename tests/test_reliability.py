@@ -596,8 +596,7 @@ def test_cli_run_streams_across_a_discarded_attempt(tmp_path, delays, monkeypatc
     host = PluginHost()
     host.load_entry_points()
     host.load_local([plugin_dir], [])
-    monkeypatch.setattr(cli, "_EARLY", {"host": host})
-    result = CliRunner().invoke(cli.cli, ["run", "hi"])
+    result = CliRunner().invoke(cli.build_cli(host), ["run", "hi"])
     assert result.exit_code == 0, result.output
     assert result.stdout == "draft that breaks\nStreamed answer.\n"
     assert "attempt 1 on flaky:x failed (provider_unavailable)" in result.stderr

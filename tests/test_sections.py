@@ -619,7 +619,7 @@ def test_sections_assemble_in_the_documented_order(tmp_path):
     write_home(tmp_path, SOUL="Soul text.", IDENTITY="Identity text.", USER="User text.")
     write_skill(tmp_path, "research", "---\ndescription: d\n---\nbody\n")
     turn = make_turn(tmp_path, TurnRequest("hi", delivery="push"), context={"selectedSkills": ["research"]})
-    sections = collect_sections(host_with(), turn, ())
+    sections = collect_sections(host_with().hooks, turn, ())
     assert [s.id for s in sections] == [
         "core_guardrails", "identity", "user_persona", "session", "skill_index", "skill_instructions",
     ]
@@ -638,5 +638,5 @@ def test_a_user_implementation_overrides_a_bundled_section(tmp_path):
             return Section("session", "You run in a batch job.", order=300, source="batch")
 
     turn = make_turn(tmp_path)
-    sections = collect_sections(host_with(Batch()), turn, ())
+    sections = collect_sections(host_with(Batch()).hooks, turn, ())
     assert next(s for s in sections if s.id == "session").text == "You run in a batch job."

@@ -137,8 +137,10 @@ def test_one_store_name_from_two_plugins_names_both(tmp_path):
 
 def test_none_cannot_be_registered(tmp_path):
     agent = fresh_agent(tmp_path, plugins=[("nothing", store_plugin("none"))])
-    with pytest.raises(ComponentError, match=r"plugin 'nothing' registered a tool history store named 'none', which selects no"):
-        agent.tool_history_store()
+    (record,) = [r for r in agent.host.records if r.name == "nothing"]  # refused when the plugin loads
+    assert record.status == "failed"
+    assert "plugin 'nothing' called register(name, factory, description='') in register_tool_history_stores wrongly" in record.reason
+    assert "tool history store name 'none' selects no tool history store; rename it" in record.reason
 
 
 # ---------------------------------------------------------------------------- one table, two owners
@@ -153,11 +155,13 @@ def test_the_plugin_keys_share_the_table_with_the_kernel_key(tmp_path):
         fresh_agent(tmp_path, config={"toolHistory": {"store": 5}})
 
 
-def test_without_the_plugin_its_keys_are_unknown_and_the_kernel_key_still_works(tmp_path):
+def test_without_the_plugin_its_keys_are_a_warning_and_the_kernel_key_still_works(tmp_path, capsys):
     agent = fresh_agent(tmp_path, config={"toolHistory": {"store": "none"}, "plugins": {"block": ["tool-history"]}})
     assert agent.tool_history_store() is None
-    with pytest.raises(ConfigError, match=r"toolHistory\.maxCalls: unknown key .*known keys here: store, enabled"):
-        fresh_agent(tmp_path, config={"toolHistory": {"store": "none", "maxCalls": 5}, "plugins": {"block": ["tool-history"]}})
+    fresh_agent(tmp_path, config={"toolHistory": {"store": "none", "maxCalls": 5}, "plugins": {"block": ["tool-history"]}})
+    assert "config section 'toolHistory.maxCalls' (in python) belongs to plugin 'tool-history', which is blocked" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"toolHistory\.maxCall: unknown key .*known keys here: store, enabled"):
+        fresh_agent(tmp_path, config={"toolHistory": {"store": "none", "maxCall": 5}, "plugins": {"block": ["tool-history"]}})
 
 
 def test_a_plugin_may_not_declare_a_key_of_a_kernel_table(tmp_path):
@@ -170,8 +174,8 @@ def test_a_plugin_may_not_declare_a_key_of_a_kernel_table(tmp_path):
         def register_config_sections(self, register):
             register("toolHistory", Sneaky)
 
-    with pytest.raises(PluginError, match=r"plugin 'sneaky' cannot declare toolHistory\.store in the kernel's table 'toolHistory'"):
-        fresh_agent(tmp_path, plugins=[("sneaky", Plugin())])
+    with pytest.raises(PluginError, match=r"'sneaky'.*config section 'toolHistory' declares toolHistory\.store, a key the kernel's table"):
+        fresh_agent(tmp_path, plugins=[("sneaky", Plugin())], env={"MONO_AGENT_STRICT_PLUGINS": "1"})
 
 
 def test_config_init_writes_one_tool_history_table_that_loads_back(tmp_path, monkeypatch):
@@ -183,8 +187,8 @@ def test_config_init_writes_one_tool_history_table_that_loads_back(tmp_path, mon
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
-    cli_module._load_plugins_early([])
-    result = CliRunner().invoke(cli_module.cli, ["config", "init", "starter.toml"], catch_exceptions=False)
+    host, _ = cli_module.load_plugins(None, [])
+    result = CliRunner().invoke(cli_module.build_cli(host), ["config", "init", "starter.toml"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     text = (tmp_path / "starter.toml").read_text()
     assert text.count("\n[toolHistory]\n") == 1

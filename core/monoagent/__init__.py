@@ -40,6 +40,7 @@ _EXPORTS = {
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
+            "HookDeprecationWarning",
         )
     },
 }

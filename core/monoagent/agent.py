@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.config import Config
-from monoagent.kernel.config_loading import RawConfig, build_config, load_raw, plugins_settings
+from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool, ToolHistoryStore
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
-from monoagent.kernel.host import OFF_NAMES, PluginHost, await_me_maybe, local_plugin_paths
+from monoagent.kernel.hooks import Hooks
+from monoagent.kernel.host import OFF_NAMES, PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
 from monoagent.kernel.turn import Turn
 
 DEFAULT_MODEL = "offline:echo"
@@ -30,6 +31,8 @@ DEFAULT_MODEL = "offline:echo"
 
 class Agent:
     """An agent: config + plugins + components + harness. One plugin manager per Agent.
+
+    ``agent.hooks`` (:class:`~monoagent.kernel.hooks.Hooks`) is how the kernel calls every hook.
 
     Args:
         config: a :class:`~monoagent.kernel.config.Config`, a mapping shaped like ``monoagent.toml``,
@@ -75,17 +78,19 @@ class Agent:
             host.load_entry_points(block)
             host.load_local(local_paths + [Path(p) for p in plugins_dirs], block)
         self.host = host
+        self.hooks: Hooks = host.hooks
         for plugin in plugins:
             name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
             self.host.register_programmatic(obj, name, block)
         sections = self.host.config_sections()
         if raw is not None:
-            self.config = build_config(raw, sections)
+            self.config = build_config(raw, sections, inactive_owner=self.host.inactive_section_owner, strict=self.host.strict)
+            for warning in self.config.warnings:
+                self.host.notice(warning)
         else:
             assert isinstance(config, Config)
             self.config = config
-            for path, cls in sections.items():
-                self.config.sections.setdefault(path, cls())
+            add_plugin_sections(self.config, sections, env)
         self.harness = Harness(self)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
@@ -93,8 +98,7 @@ class Agent:
         self._store: HistoryStore | None = None
         self._tool_history: ToolHistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
-        self._count_tokens = self.host.hook("count_tokens")
-        self.host.pm.hook.configure.call_historic(kwargs={"agent": self})
+        self.hooks.configure(agent=self)
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Agent:
@@ -103,10 +107,16 @@ class Agent:
 
     # ------------------------------------------------------------------ plugins and components
 
-    def register(self, plugin: Any, name: str | None = None) -> None:
-        """Register one more plugin on a running Agent (it still receives ``configure``)."""
-        self.host.register_programmatic(plugin, name, self.config.plugins.block)
+    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
+        """Register one more plugin on a running Agent (it still receives ``configure``).
+
+        Its registrations are checked now: a refused one leaves the plugin failed (the returned
+        record says why), or raises :class:`~monoagent.kernel.errors.PluginError` in strict mode,
+        as at start-up.
+        """
+        record = self.host.register_programmatic(plugin, name, self.config.plugins.block)
         self._tools = None
+        return record
 
     @property
     def model(self) -> str:
@@ -188,14 +198,14 @@ class Agent:
         return self._tools
 
     def count_tokens(self, text: str, model: str) -> int:
-        value = self._count_tokens(text=text, model=model)
+        value = self.hooks.count_tokens(text=text, model=model)
         if value is None:
             raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
         return value
 
     def redact(self, text: str, kind: str) -> str:
         """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
-        value = self.host.call("redact", text=text, kind=kind)
+        value = self.hooks.redact(text=text, kind=kind)
         return text if value is None else value
 
     @staticmethod
@@ -268,7 +278,7 @@ class Agent:
 
     async def aclose(self) -> None:
         """Release resources: the ``shutdown`` hook, then the history and tool-history stores and the memory tiers."""
-        for value in self.host.call("shutdown", agent=self):
+        for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
         tool_history, self._tool_history = self._tool_history, None
         if tool_history is not None:

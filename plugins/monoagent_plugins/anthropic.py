@@ -23,6 +23,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
 
 API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"
@@ -76,10 +77,10 @@ def make_runtime(agent: Any, model: str) -> Any:
 
 
 @bundled_impl
-def register_providers(register: Any) -> None:
+def register_providers(register: ProviderRegistrar) -> None:
     register(PROVIDER, make_runtime, description="Anthropic Messages API (ANTHROPIC_API_KEY)")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.anthropic", AnthropicConfig)

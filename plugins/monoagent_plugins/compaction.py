@@ -26,6 +26,7 @@ import attrs
 from monoagent.kernel.config import check_model, setting
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import CompactionPolicyRegistrar, ConfigSectionRegistrar
 from monoagent.kernel.interfaces import CompactionOutcome
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ProviderRequest, Section
@@ -149,7 +150,7 @@ class SummaryPolicy:
 
 
 @bundled_impl
-def register_compaction_policies(register: Any) -> None:
+def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     register("summary", SummaryPolicy, description="summarise at 80% of the budget to ~10%; truncate on failure")
     register("truncate", TruncatePolicy, description="drop the oldest messages until the history fits")
 
@@ -163,5 +164,5 @@ def choose_compaction(turn: Any, history_tokens: int, budget: int) -> str:
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, CompactionPolicyConfig)

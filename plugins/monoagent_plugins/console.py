@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from monoagent.kernel.model import RunEvent, TurnRequest
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ChannelRegistrar
 from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, read_capped, terminal_text
 
 
@@ -124,5 +125,5 @@ class ConsoleChannel:
 
 
 @bundled_impl
-def register_channels(register: Any) -> None:
+def register_channels(register: ChannelRegistrar) -> None:
     register("console", ConsoleChannel, description="interactive terminal chat (monoagent chat)")

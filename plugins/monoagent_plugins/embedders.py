@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import EmbedderRegistrar
 
 NAME = "hashed-ngrams"
 DESCRIPTION = "lexical: hashed character 3- and 4-grams (spelling, not meaning); offline, no dependencies"
@@ -77,6 +78,6 @@ def make_hashed_ngrams(agent: Any, options: Mapping[str, Any] | None = None) -> 
 
 
 @bundled_impl
-def register_embedders(register: Any) -> None:
+def register_embedders(register: EmbedderRegistrar) -> None:
     register(NAME, make_hashed_ngrams, description=DESCRIPTION)
 

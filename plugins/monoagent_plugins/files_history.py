@@ -54,6 +54,7 @@ import attrs
 from monoagent.boundary.strict_json import nesting_over
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, HistoryStoreRegistrar
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
     CommitReceipt,
@@ -356,10 +357,10 @@ def store_from_config(agent: Any) -> FilesHistoryStore:
 
 
 @bundled_impl
-def register_history_stores(register: Any) -> None:
+def register_history_stores(register: HistoryStoreRegistrar) -> None:
     register("files", store_from_config, description="owner-only JSON records, staged and atomically published with fsync")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, FilesHistoryConfig)

@@ -44,6 +44,7 @@ from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import MemoryHit, ToolSpec
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar, ToolRegistrar
 
 from monoagent_plugins.lib.journal_entries import (
     TOOL_DEFAULT_ENTRIES,
@@ -525,17 +526,17 @@ async def memory_journal_tool(context: ToolContext) -> str:
 
 
 @bundled_impl
-def register_memory_tiers(register: Any) -> None:
+def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     register(NAME, make_journal, description="dated entries, keyword (FTS5) + semantic search fused by RRF; tool-only")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.journal", JournalConfig)
 
 
 @bundled_impl
-def register_tools(register: Any) -> None:
+def register_tools(register: ToolRegistrar) -> None:
     register(TOOL_SPEC, memory_journal_tool)
 
 

@@ -43,6 +43,7 @@ from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar
 from monoagent.text import utf8_len, utf8_prefix
 
 from monoagent_plugins.lib.memory_database import (
@@ -347,10 +348,10 @@ def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:
 
 
 @bundled_impl
-def register_memory_tiers(register: Any) -> None:
+def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     register(NAME, make_lite, description="SQLite FTS5 (bm25) memory with near-duplicate merging")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.lite", LiteConfig)

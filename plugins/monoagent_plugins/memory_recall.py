@@ -45,6 +45,7 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
 from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
 
@@ -292,7 +293,7 @@ async def memory_recall_tool(context: ToolContext) -> str:
 
 
 @bundled_impl
-def register_tools(register: Any) -> None:
+def register_tools(register: ToolRegistrar) -> None:
     register(TOOL_SPEC, memory_recall_tool)
 
 
@@ -454,6 +455,6 @@ def extra_sections(turn: Any) -> Section | None:
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.recall", RecallConfig)
     register("memory.recallTool", RecallToolConfig)

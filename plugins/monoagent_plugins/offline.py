@@ -29,6 +29,7 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.model import ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
 from monoagent.text import utf8_len
 
 CONTEXT_WINDOW = 200_000
@@ -166,10 +167,10 @@ def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
 
 
 @bundled_impl
-def register_providers(register: Any) -> None:
+def register_providers(register: ProviderRegistrar) -> None:
     register("offline", make_runtime, description="offline:echo and offline:scripted (no network)")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.offline", OfflineConfig)

@@ -14,6 +14,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
 
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
@@ -73,10 +74,10 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
 
 
 @bundled_impl
-def register_providers(register: Any) -> None:
+def register_providers(register: ProviderRegistrar) -> None:
     register(PROVIDER, make_runtime, description="OpenAI Chat Completions (OPENAI_API_KEY)")
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.openai", OpenAIConfig)

@@ -31,6 +31,7 @@ import attrs
 from monoagent.boundary.documents import MAX_NESTING
 from monoagent.kernel.config import Config, setting
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
 from monoagent.text import utf8_prefix
@@ -236,5 +237,5 @@ def section_skill_instructions(turn: Turn) -> Section:
 
 
 @bundled_impl
-def register_config_sections(register: Any) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, SkillsConfig)

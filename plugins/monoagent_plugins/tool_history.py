@@ -25,6 +25,8 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolHistoryStoreRegistrar, ToolRegistrar
+from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY_SPEC
 from monoagent.kernel.model import Section
 
 
@@ -63,19 +65,24 @@ def sqlite_store(agent: Any) -> Any:
 
 
 @bundled_impl
-def register_config_sections(register: Callable[..., None]) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("toolHistory", ToolHistoryConfig)
 
 
 @bundled_impl
-def register_tool_history_stores(register: Callable[..., None]) -> None:
+def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 
-@bundled_impl
-def register_tools(register: Callable[..., None]) -> None:
-    from monoagent_plugins.lib.tool_history.session_history import SESSION_HISTORY_SPEC, session_history
+def session_history(context: Any) -> Any:
+    """The SessionHistory tool; the store behind it is imported on its first call, not at start-up."""
+    from monoagent_plugins.lib.tool_history import session_history as tool
 
+    return tool.session_history(context)
+
+
+@bundled_impl
+def register_tools(register: ToolRegistrar) -> None:
     register(SESSION_HISTORY_SPEC, session_history)
 
 

@@ -689,13 +689,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
     host = PluginHost()
     host.load_entry_points()
-    host.call_each("register_commands", cli=cli_module.cli)
-    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    monkeypatch.setitem(ROOT, "cli", cli_module.build_cli(host))
     (tmp_path / "monoagent.toml").write_text('[memory]\ntiers = ["lite", "journal"]\npath = "mem"\n', encoding="utf-8")
     healthy_store(tmp_path / "mem")
     return tmp_path
 
 
+ROOT: dict[str, Any] = {}
 COMMANDS = [["stats"], ["stats", "--json"], ["list"], ["search", "billing api"], ["add", "a new fact"], ["forget", "1"]]
 
 
@@ -703,7 +703,7 @@ COMMANDS = [["stats"], ["stats", "--json"], ["list"], ["search", "billing api"],
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_every_memory_command_names_a_damaged_tier_in_one_line(project: Path, command: list[str], kind: str) -> None:
     DAMAGE[kind][0](project / "mem" / "lite.sqlite")
-    result = CliRunner().invoke(cli_module.cli, ["memory", *command])
+    result = CliRunner().invoke(ROOT["cli"], ["memory", *command])
     assert result.exit_code == 1, (result.output, result.exception)
     assert isinstance(result.exception, SystemExit)  # a ClickException, not a traceback
     [line] = result.stderr.splitlines()

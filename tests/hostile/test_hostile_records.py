@@ -170,10 +170,9 @@ def memory_cli(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
     host = PluginHost()
     host.load_entry_points()
-    host.call_each("register_commands", cli=cli_module.cli)
-    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    root = cli_module.build_cli(host)
     (tmp_path / "monoagent.toml").write_text('[memory]\ntiers = ["lite"]\n', encoding="utf-8")
-    return lambda *args: CliRunner().invoke(cli_module.cli, list(args))
+    return lambda *args: CliRunner().invoke(root, list(args))
 
 
 @pytest.mark.parametrize("raw", ["1_0", "\uff11\uff10", "+5", "\u0661"])

@@ -515,19 +515,16 @@ def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     host = PluginHost()
     host.load_entry_points()
     host.load_local([plugins])
-    monkeypatch.setattr(cli_module, "_EARLY", {"host": host})
+    monkeypatch.setitem(ROOT, "cli", cli_module.build_cli(host))
     return tmp_path
+
+
+ROOT: dict[str, Any] = {}
 
 
 def cli(*args: str, input: str | None = None) -> Any:
     """The root command as ``main()`` builds it (plugins' commands included), run in-process."""
-    import monoagent.cli as cli_module
-
-    root = cli_module.cli
-    group = type(root)(root.name, commands=dict(root.commands), params=list(root.params), callback=root.callback)
-    for _ in cli_module._EARLY["host"].call_each("register_commands", cli=group):
-        pass
-    return CliRunner().invoke(group, list(args), input=input)
+    return CliRunner().invoke(ROOT["cli"], list(args), input=input)
 
 
 def test_cli_arguments_of_plugin_commands_are_valid_text_too(cli_project: Path) -> None:

@@ -5,6 +5,11 @@ click parses the command line. That early load needs only the ``plugins`` settin
 configuration is validated when a command first needs the Agent, so ``--help`` and
 ``config validate`` still work while the configuration is broken.
 
+Each :func:`main` call builds its own root command (:func:`build_cli`) on its own plugin host, so
+the module keeps no state between calls: a command that a ``--plugins-dir`` plugin added, or one
+of a plugin blocked since, is gone on the next call (tox resets its plugin manager before
+loading again for the same reason).
+
 Everything printed goes through :mod:`monoagent.boundary.terminal` (controls stripped, redacted by the
 plugins' redaction chain), and the arguments are text: bytes that are not UTF-8 become U+FFFD,
 with a notice on stderr, before any command sees them.
@@ -12,11 +17,12 @@ with a notice on stderr, before any command sees them.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,45 +30,75 @@ from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.boundary.terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
 from monoagent.text import scrub_unicode
 
+if TYPE_CHECKING:
+    from monoagent.kernel.host import PluginHost
+
 DEFAULT_CONVERSATION = "cli:default"
 
 
-class CliState:
-    """What the root options selected; builds the Agent on first use."""
+def host_redactor(host: PluginHost | None) -> Callable[[str, str], str]:
+    """The redaction chain of ``host``'s plugins (the text unchanged without a host or an answer)."""
 
-    def __init__(self, config: str | None, plugins_dirs: Sequence[str], debug: bool) -> None:
+    def redact(text: str, kind: str) -> str:
+        value = host.hooks.redact(text=text, kind=kind) if host is not None else None
+        return text if value is None else value
+
+    return redact
+
+
+class CliState:
+    """What the root options selected; builds the Agent on first use, on the command line's plugin host."""
+
+    def __init__(
+        self,
+        config: str | None,
+        plugins_dirs: Sequence[str],
+        debug: bool,
+        host: PluginHost | None = None,
+        config_error: ConfigError | None = None,
+    ) -> None:
         self.config = config
         self.plugins_dirs = list(plugins_dirs)
         self.debug = debug
+        self.config_error = config_error
+        self._host = host
         self._agent: Any = None
 
     def agent(self) -> Any:
         if self._agent is None:
             from monoagent.agent import Agent
 
-            self._agent = Agent(None, config_path=self.config, plugins_dirs=self.plugins_dirs, host=_EARLY.get("host"))
+            self._agent = Agent(None, config_path=self.config, plugins_dirs=self.plugins_dirs, host=self._host)
         return self._agent
+
+    def host(self) -> PluginHost:
+        """The Agent's plugin host, else the one this command line loaded (loaded now if it has none)."""
+        if self._agent is not None:
+            return self._agent.host
+        if self._host is None:
+            self._host, self.config_error = load_plugins(self.config, self.plugins_dirs)
+        return self._host
 
     def close(self) -> None:
         if self._agent is not None:
             self._agent.close()
 
     def redact(self, text: str, kind: str) -> str:
-        """The Agent's redaction chain, or the early plugin host's before the Agent exists."""
+        """The Agent's redaction chain, or the plugin host's before the Agent exists."""
         if self._agent is not None:
             return self._agent.redact(text, kind)
-        return _host_redact(text, kind)
-
-
-def _host_redact(text: str, kind: str) -> str:
-    """The redaction chain of the plugins loaded for this command line (the Agent is built on them)."""
-    host = _EARLY.get("host")
-    value = host.call("redact", text=text, kind=kind) if host is not None else None
-    return text if value is None else value
+        return host_redactor(self._host)(text, kind)
 
 
 class MonoagentGroup(click.Group):
-    """The root command: its arguments, the subcommands' included, are made valid text first."""
+    """The root command: its arguments, the subcommands' included, are made valid text first.
+
+    ``host`` is the plugin host whose plugins added their commands (see :func:`build_cli`);
+    None on the module's template :data:`cli`, which holds the core commands only.
+    """
+
+    host: PluginHost | None = None
+    config_error: ConfigError | None = None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         scrubbed = [scrub_unicode(arg) for arg in args]
@@ -71,7 +107,7 @@ class MonoagentGroup(click.Group):
             notice(
                 f"command-line argument(s) {', '.join(str(i) for i, _ in replaced)} held "
                 f"{sum(n for _, n in replaced)} byte(s) that are not valid UTF-8; each became U+FFFD",
-                redact=_host_redact,
+                redact=host_redactor(self.host),
             )
             args = [text for text, _ in scrubbed]
         return super().parse_args(ctx, args)
@@ -80,7 +116,7 @@ class MonoagentGroup(click.Group):
 def _configure_logging(debug: bool) -> None:
     from monoagent.kernel.log import configure_cli
 
-    configure_cli(debug, redact=_host_redact)
+    configure_cli(debug, redact=_state().redact)
 
 
 @click.group(cls=MonoagentGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,9 +127,10 @@ def _configure_logging(debug: bool) -> None:
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, plugins_dirs: Sequence[str], debug: bool) -> None:
     """monoagent: build LLM agents from plugins."""
-    _configure_logging(debug)
-    state = CliState(config, plugins_dirs, debug)
+    root = ctx.find_root().command
+    state = CliState(config, plugins_dirs, debug, getattr(root, "host", None), getattr(root, "config_error", None))
     ctx.obj = state
+    _configure_logging(debug)
     ctx.call_on_close(state.close)
 
 
@@ -201,36 +238,41 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
-    """List plugins: name, version, source, status and the hooks each implements."""
-    host = _early_host()
-    if "config_error" in _EARLY:
+    """List plugins: name, version, source, status, the hooks each implements and what it registers."""
+    state = _state()
+    host = state.host()
+    if state.config_error is not None:
         echo(
             "monoagent: warning: the configuration could not be read, so plugins.block and plugins.paths were not "
-            f"applied to this listing: {_EARLY['config_error']}",
+            f"applied to this listing: {state.config_error}",
             err=True,
         )
-    rows = [
-        {
-            "name": r.name,
-            "version": r.version,
-            "source": r.source,
-            "location": r.location,
-            "status": r.status,
-            "reason": r.reason,
-            "hooks": r.hooks,
-        }
-        for r in host.records
-    ]
     if as_json:
+        rows = [
+            {
+                "name": r.name,
+                "version": r.version,
+                "source": r.source,
+                "location": r.location,
+                "status": r.status,
+                "reason": r.reason,
+                "hooks": r.hooks,
+                "registers": [{"kind": e.kind, "name": e.name, "description": e.description} for e in r.registrations],
+            }
+            for r in host.records
+        ]
         echo_json(rows, ensure_ascii=True)
         return
-    width = max((len(r["name"]) for r in rows), default=4)
-    for row in rows:
-        status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
-        echo(f"{row['name']:<{width}}  {row['version'] or '-':<8}  {row['source']:<12}  {status}")
-        echo(f"{'':<{width}}  from {row['location']}")
-        if row["hooks"]:
-            echo(f"{'':<{width}}  hooks: {', '.join(row['hooks'])}")
+    width = max((len(r.name) for r in host.records), default=4)
+    for r in host.records:
+        status = r.status + (f" ({r.reason})" if r.reason else "")
+        echo(f"{r.name:<{width}}  {r.version or '-':<8}  {r.source:<12}  {status}")
+        echo(f"{'':<{width}}  from {r.location}")
+        if r.hooks:
+            echo(f"{'':<{width}}  hooks: {', '.join(r.hooks)}")
+        for entry in r.registrations:
+            summary = entry.description.strip().split("\n")[0]
+            echo(f"{'':<{width}}  {entry.kind} {entry.name}" + (f": {summary}" if summary else ""))
 
 
 @cli.group()
@@ -248,8 +290,7 @@ def config_init(path: str, force: bool) -> None:
     target = Path(path)
     if target.exists() and not force:
         raise click.ClickException(f"{target} exists; use --force to overwrite it")
-    host = _early_host()
-    target.write_text(starter_toml(host.config_sections()), encoding="utf-8")
+    target.write_text(starter_toml(_state().host().config_sections()), encoding="utf-8")
     echo(f"wrote {target}")
 
 
@@ -286,19 +327,6 @@ def config_validate() -> None:
     echo(f"configuration is valid ({file if file else 'embedded defaults'})")
 
 
-def _early_host() -> Any:
-    state = _state()
-    if state._agent is not None:
-        return state._agent.host
-    host = _EARLY.get("host")
-    if host is None:
-        raise click.ClickException("plugins could not be loaded")
-    return host
-
-
-_EARLY: dict[str, Any] = {}
-
-
 def _prescan(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     """Find --config and --plugins-dir before click parses (plugins must add commands first)."""
     config: str | None = None
@@ -321,13 +349,19 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return config, dirs
 
 
-def _load_plugins_early(argv: Sequence[str]) -> None:
+def load_plugins(config: str | None, plugins_dirs: Sequence[str]) -> tuple[PluginHost, ConfigError | None]:
+    """A fresh plugin host for one command line, with the error of a configuration it could not read.
+
+    Plugins are loaded before click parses the arguments (they add commands), so this needs only
+    the ``plugins`` settings; a configuration that cannot be read loads the plugins without
+    them and the error is shown where it matters (``monoagent plugins``, or the first command
+    that builds the Agent).
+    """
     from monoagent.kernel.config_loading import load_raw, plugins_settings
     from monoagent.kernel.host import PluginHost, local_plugin_paths
 
-    config, dirs = _prescan(argv)
-    _EARLY.clear()  # main() may run more than once in a process: no stale host or config error
     host = PluginHost()
+    config_error: ConfigError | None = None
     try:
         raw = load_raw(config)
         settings = plugins_settings(raw)
@@ -335,34 +369,44 @@ def _load_plugins_early(argv: Sequence[str]) -> None:
         block = settings.block
     except ConfigError as exc:
         paths, block = [], []
-        _EARLY["config_error"] = exc
+        config_error = exc
     host.load_entry_points(block)
-    host.load_local(paths + [Path(d) for d in dirs], block)
-    _EARLY["host"] = host
-    for _plugin, _ in host.call_each("register_commands", cli=cli):
-        pass
+    host.load_local(paths + [Path(d) for d in plugins_dirs], block)
+    return host, config_error
+
+
+def build_cli(host: PluginHost | None = None, config_error: ConfigError | None = None) -> MonoagentGroup:
+    """A fresh root command: the core commands of :data:`cli`, then the commands ``host``'s plugins add."""
+    root = copy.copy(cli)
+    root.commands = dict(cli.commands)
+    root.host, root.config_error = host, config_error
+    if host is not None:
+        host.hooks.register_commands(cli=root)
+    return root
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: load the plugins, build the root command, run it."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    redact = host_redactor(None)
     try:
-        _load_plugins_early(argv)
-        cli.main(args=argv, prog_name="monoagent", standalone_mode=False)
+        host, config_error = load_plugins(*_prescan(argv))
+        redact = host_redactor(host)
+        build_cli(host, config_error).main(args=argv, prog_name="monoagent", standalone_mode=False)
     except click.exceptions.Abort:
         echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show(file=TerminalFile(sys.stderr, _host_redact))
+        exc.show(file=TerminalFile(sys.stderr, redact))
         sys.exit(exc.exit_code)
     except ConfigError as exc:
-        echo(f"monoagent: {exc}", err=True, redact=_host_redact)
+        echo(f"monoagent: {exc}", err=True, redact=redact)
         sys.exit(2)
     except MonoagentError as exc:
         if debug:
             raise
-        echo(f"monoagent: error: {exc}", err=True, redact=_host_redact)
+        echo(f"monoagent: error: {exc}", err=True, redact=redact)
         sys.exit(1)
     except KeyboardInterrupt:
         echo("interrupted", err=True)
@@ -372,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         import traceback
 
-        echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True, redact=_host_redact)
+        echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True, redact=redact)
         sys.exit(1)
 
 

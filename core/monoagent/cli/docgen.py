@@ -42,8 +42,8 @@ ENV_SWITCHES: tuple[tuple[str, str], ...] = (
     ("MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD", "`1` skips every third-party entry-point plugin. Bundled plugins still load."),
     ("MONO_AGENT_LOAD_PLUGINS", "`a,b` loads only those third-party entry points (empty: none); beats `MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD`."),
     ("MONO_AGENT_BLOCK_PLUGINS", "`a,b` blocks plugins by name before import, bundled ones included (same as `plugins.block`)."),
-    ("MONO_AGENT_STRICT_PLUGINS", "`1` makes a plugin that fails to load (or implements an unknown hook) fatal."),
-    ("MONO_AGENT_TRACE_HOOKS", "`1` prints every hook call and the plugins implementing it to stderr."),
+    ("MONO_AGENT_STRICT_PLUGINS", "`1` makes a plugin that fails to load (or implements an unknown hook, or registers something a registry refuses) fatal, and a config section of a blocked or failed plugin an error."),
+    ("MONO_AGENT_TRACE_HOOKS", "`1` prints every hook call, the plugins implementing it and, for a firstresult hook, the one whose result won, to stderr."),
 )
 
 
@@ -395,6 +395,18 @@ monoagent: invalid configuration:
 ```
 
 The command line exits with status 2 on an invalid configuration.
+
+A section left in the file for a plugin that is blocked, failed to load or is blocked and no
+longer installed (`[providers.anthropic]` with `plugins.block = ["anthropic"]`) is not an
+unknown key: it is one warning naming the plugin, and is ignored
+(`MONO_AGENT_STRICT_PLUGINS=1` makes it an error):
+
+```text
+monoagent: warning: config section 'providers.anthropic' (in file /home/me/project/monoagent.toml) belongs to plugin 'anthropic', which is blocked (blocked by plugins.block); it is ignored
+```
+
+A section no plugin owns stays an unknown key, with a did-you-mean. Plugins declare their
+sections for this in their distribution's metadata ([Writing plugins](writing-plugins.md)).
 """
 
 

@@ -5,6 +5,8 @@ bundled plugin (``monoagent_plugins``) registered exactly as a third party's wou
 
 * :mod:`~monoagent.kernel.hookspecs`: every hook, each docstring its reference documentation;
 * :mod:`~monoagent.kernel.host`: one pluggy manager per Agent, load order, records, registries;
+* :mod:`~monoagent.kernel.hooks`: the typed facade every hook call goes through (``agent.hooks``);
+* :mod:`~monoagent.kernel.registrars`: the typed ``register`` of each registry hook;
 * :mod:`~monoagent.kernel.config`: the kernel's documented keys and ``setting`` to declare keys;
   :mod:`~monoagent.kernel.config_keys` describes, validates and structures keys, and
   :mod:`~monoagent.kernel.config_loading` reads the file and the ``MONO_AGENT_*`` variables;

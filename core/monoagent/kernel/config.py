@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import typing
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +36,7 @@ def setting(
     env: str | None = None,
     min: float | None = None,
     max: float | None = None,
-    allowed: str | None = None,
+    allowed: str | Collection[Any] | None = None,
     check: typing.Callable[[Any], str | None] | None = None,
     factory: typing.Callable[[], Any] | None = None,
     example: Any = None,
@@ -43,9 +44,27 @@ def setting(
 ) -> Any:
     """An attrs field with the metadata the loader, the docs and ``config init`` read.
 
-    ``secret`` marks a credential: ``config show`` says whether it is set, never its value.
+    ``min`` and ``max`` bound a number; ``check(value)`` returns why a value is wrong, or None.
+    ``allowed`` is either the values the key may take (a tuple, list or set: enforced, and
+    shown as "one of ..."; for a list key, each item), or a sentence that describes what
+    ``min``/``max`` or ``check`` enforce, shown instead of the derived description. A sentence
+    that nothing enforces is refused (``TypeError``): what the docs call allowed is what
+    validation allows. ``secret`` marks a credential: ``config show`` says whether it is set,
+    never its value.
     """
-    metadata = {"doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "check": check, "example": example}
+    allowed_values: tuple[Any, ...] | None = None
+    if isinstance(allowed, str):
+        if min is None and max is None and check is None:
+            raise TypeError(
+                f"setting(allowed={allowed!r}) for {doc[:60]!r}: a description of what is allowed needs min, max or "
+                f"check to enforce it; to allow a fixed set of values, pass them as a tuple (allowed=('a', 'b'))"
+            )
+    elif allowed is not None:
+        allowed_values, allowed = tuple(allowed), None
+    metadata = {
+        "doc": doc, "env": env, "min": min, "max": max, "allowed": allowed, "allowed_values": allowed_values,
+        "check": check, "example": example,
+    }
     if secret:
         metadata["secret"] = True
     if factory is not None:
@@ -318,7 +337,11 @@ class PluginsConfig:
 
 @attrs.define
 class Config:
-    """The whole configuration. ``sections`` holds plugin-declared sections by key path."""
+    """The whole configuration. ``sections`` holds plugin-declared sections by key path.
+
+    ``warnings`` lists what validation let through but a user should hear about (the sections
+    of plugins that are blocked or failed to load); the Agent prints them.
+    """
 
     runtime: RuntimeConfig = attrs.field(factory=RuntimeConfig)
     context: ContextConfig = attrs.field(factory=ContextConfig)
@@ -334,6 +357,7 @@ class Config:
     base_dir: Path = attrs.field(factory=Path.cwd, metadata={"internal": True})
     sources: dict[str, str] = attrs.field(factory=dict, metadata={"internal": True}, repr=False)
     sections: dict[str, Any] = attrs.field(factory=dict, metadata={"internal": True})
+    warnings: list[str] = attrs.field(factory=list, metadata={"internal": True}, repr=False)
 
     def section(self, path: str) -> Any:
         """A plugin's config section (an instance of the class it registered)."""

@@ -12,6 +12,7 @@ structures the checked data (:func:`structure_section`) and unstructures it for 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import types
@@ -75,14 +76,20 @@ class KeyInfo:
         return describe_allowed(self.attribute, field_type(self.owner, self.attribute))
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, worked out once per class: loading, checks and docs all read them."""
+    return typing.get_type_hints(cls)
+
+
 def field_type(owner: type, attribute: attrs.Attribute) -> Any:
-    return typing.get_type_hints(owner)[attribute.name]
+    return type_hints(owner)[attribute.name]
 
 
 def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
     """Every leaf key below ``cls``, depth first, in declaration order."""
     keys: list[KeyInfo] = []
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     for field in public_fields(cls):
         path = f"{prefix}{camel(field.name)}"
         hint = hints[field.name]
@@ -96,7 +103,7 @@ def iter_keys(cls: type = Config, prefix: str = "") -> list[KeyInfo]:
 def kernel_tables(cls: type = Config, prefix: str = "") -> dict[str, type]:
     """Every table of the kernel's configuration below ``cls``, by dotted path, with its class."""
     tables: dict[str, type] = {}
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     for field in public_fields(cls):
         hint = hints[field.name]
         if attrs.has(hint):
@@ -128,7 +135,10 @@ def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
     if meta.get("allowed"):
         return meta["allowed"]
     base, optional = unwrap_optional(hint)
-    if typing.get_origin(base) is Literal:
+    if meta.get("allowed_values") is not None:
+        each = "each one of " if typing.get_origin(base) is list else "one of "
+        text = each + ", ".join(repr(v) for v in meta["allowed_values"])
+    elif typing.get_origin(base) is Literal:
         text = "one of " + ", ".join(repr(v) for v in typing.get_args(base))
     elif base is bool:
         text = "true or false"
@@ -161,6 +171,10 @@ class Problems:
     sources: Mapping[str, str]
     items: list[str] = attrs.Factory(list)
     plugin_paths: frozenset[str] = frozenset()
+    inactive_owner: typing.Callable[[str], str | None] | None = None
+    strict: bool = False
+    warnings: list[str] = attrs.Factory(list)
+    ignored: list[str] = attrs.Factory(list)
 
     def add(self, path: str, value: Any, message: str) -> None:
         where = self.sources.get(path)
@@ -182,6 +196,24 @@ class Problems:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         allowed = ", ".join(known) if known else "no keys"
         self.items.append(f"{full}: unknown key{origin}{hint} (known keys here: {allowed})")
+
+    def of_inactive_plugin(self, full: str) -> bool:
+        """Whether ``full`` is a section of a blocked or failed plugin: then a warning (strict: an
+        error) naming the plugin instead of an unknown key, and the section is ignored."""
+        owner = self.inactive_owner(full) if self.inactive_owner is not None else None
+        if owner is None:
+            return False
+        where = self.sources.get(full)
+        origin = f" (in {where})" if where else ""
+        if self.strict:
+            self.items.append(
+                f"{full}: section of {owner}{origin}; remove it or make the plugin load "
+                f"(an error because MONO_AGENT_STRICT_PLUGINS=1)"
+            )
+        else:
+            self.warnings.append(f"config section {full!r}{origin} belongs to {owner}; it is ignored")
+            self.ignored.append(full)
+        return True
 
 
 def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | None, problems: Problems) -> None:
@@ -231,6 +263,10 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
     if base in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
         problems.add(path, value, f"out of range; allowed: {allowed}")
         return
+    values = meta.get("allowed_values")
+    if values is not None and any(item not in values for item in (value if origin is list else [value])):
+        problems.add(path, value, f"not an allowed value; allowed: {allowed}")
+        return
     check = meta.get("check")
     if check is not None:
         message = check(value)
@@ -244,7 +280,7 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
     if not isinstance(raw, Mapping):
         problems.add(path, raw, f"must be a table of keys ({', '.join(camel(f.name) for f in public_fields(cls))})")
         return
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = {camel(f.name): f for f in public_fields(cls)}
     prefix = f"{path}." if path else ""
     plugin_keys = sorted(
@@ -255,7 +291,7 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
         full = f"{path}.{key}" if path else key
         field = fields.get(key)
         if field is None:
-            if full not in problems.plugin_paths:  # another section's key, checked against its own class
+            if full not in problems.plugin_paths and not problems.of_inactive_plugin(full):  # another section's key
                 problems.unknown(path, key, known)
             continue
         _check_value(full, value, hints[field.name], field, problems)

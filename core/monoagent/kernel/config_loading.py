@@ -13,7 +13,7 @@ import json
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +210,13 @@ def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
             sources[key.path] = f"env {key.env}"
 
 
-def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = None) -> Config:
+def build_config(
+    raw: RawConfig,
+    plugin_sections: Mapping[str, type] | None = None,
+    *,
+    inactive_owner: Callable[[str], str | None] | None = None,
+    strict: bool = False,
+) -> Config:
     """Validate ``raw`` against the kernel's classes and the plugins' sections; structure it.
 
     A plugin section at the path of a kernel table (``history``) holds the plugin's keys of that
@@ -218,7 +224,10 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
     against the kernel's, and an unknown key there suggests from both.
 
     Raises :class:`~monoagent.kernel.errors.ConfigError` listing every problem found, each naming the
-    key path, the value, its source and what is allowed.
+    key path, the value, its source and what is allowed. A key nobody declares is such a
+    problem, unless ``inactive_owner`` says it is the section of a plugin that is blocked or
+    failed to load (it returns that plugin, described, else None): that section is ignored with
+    a line in ``config.warnings``, or is a problem when ``strict``.
     """
     plugin_sections = dict(plugin_sections or {})
     for path, cls in plugin_sections.items():
@@ -226,7 +235,7 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
     tables = kernel_tables()
     plugin_paths = {path for path in plugin_sections if path not in tables}
     plugin_paths.update(f"{path}.{key}" for path, cls in plugin_sections.items() if path in tables for key in table_keys(cls))
-    problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_paths))
+    problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_paths), inactive_owner, strict)
     data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
     extracted: dict[str, Any] = {}
     for path in sorted(plugin_sections, key=lambda p: -p.count(".")):
@@ -248,13 +257,33 @@ def build_config(raw: RawConfig, plugin_sections: Mapping[str, type] | None = No
             check_table(path, extracted[path], cls, problems)
     if problems.items:
         raise ConfigError(problems.items)
+    for path in problems.ignored:
+        *parents, leaf = path.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
     config: Config = structure_section(data, Config, "")
     for path, cls in plugin_sections.items():
         config.sections[path] = structure_section(extracted.get(path, {}), cls, path)
     config.source_file = raw.source_file
     config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
     config.sources = dict(raw.sources)
+    config.warnings = problems.warnings
     return config
+
+
+def add_plugin_sections(config: Config, plugin_sections: Mapping[str, type], env: Mapping[str, str]) -> None:
+    """Give a ready-made Config the plugin sections it lacks, as :func:`build_config` builds them
+    without a file: their defaults overlaid by their environment variables (``Agent(Config(...))``)."""
+    missing = {path: cls for path, cls in plugin_sections.items() if path not in config.sections}
+    if not missing:
+        return
+    built = build_config(RawConfig({}, {}, None, env=env), missing)
+    config.sections.update(built.sections)
+    for key, source in built.sources.items():
+        config.sources.setdefault(key, source)
 
 
 def plugins_settings(raw: RawConfig) -> PluginsConfig:

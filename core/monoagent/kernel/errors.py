@@ -123,3 +123,14 @@ class RepeatedToolCall(TurnFailed):
     times in a row; settled as ``repeated_tool_call``."""
 
     settlement_code = "repeated_tool_call"
+
+
+class HookDeprecationWarning(DeprecationWarning):
+    """A plugin implements a hook (or a hook argument) that the kernel deprecated.
+
+    Issued by pluggy when the plugin is registered, pointing at the implementing function, for
+    every hookspec marked ``warn_on_impl=HookDeprecationWarning("...")`` (see
+    :mod:`monoagent.kernel.hookspecs`). Like every ``DeprecationWarning`` it is shown by pytest
+    and by ``python -W default``; ``-W error::monoagent.HookDeprecationWarning`` makes such a
+    plugin fail to load.
+    """

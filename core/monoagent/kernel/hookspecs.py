@@ -2,9 +2,11 @@
 
 Hooks come in four families, under the banners below:
 
-* **Registries**: called once when an Agent starts; each gets a ``register`` callback and
-  registers named components that configuration selects. The kernel owns conflicts: two plugins
-  registering one name is an error naming both.
+* **Registries**: called once per plugin, when it is loaded; each gets ``register``, a typed
+  registrar bound to that plugin (:mod:`monoagent.kernel.registrars`) whose call has the
+  documented signature, and registers named components that configuration selects. A bad
+  registration fails that plugin's load, naming it, like an import error. The kernel owns
+  conflicts: two plugins registering one name is an error naming both.
 * **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
   per documented section, so a project overrides exactly one section by implementing one hook.
@@ -30,6 +32,17 @@ Conventions for every hook:
   ``tryfirst`` to run before other plugins of the same hook.
 * Observer hooks (``after_commit``, ``on_run_event``) call each implementation on its own, so
   one failing observer is reported without silencing the others.
+* An implementation of a hook this version does not define is a warning with a did-you-mean
+  (an error in strict mode), unless it is marked ``@hookimpl(optionalhook=True)``: that is for
+  a plugin supporting several monoagent versions, one of which has the hook.
+* The kernel calls every hook through one typed method of :class:`~monoagent.kernel.hooks.Hooks`
+  (``agent.hooks``), never by name; ``MONO_AGENT_TRACE_HOOKS=1`` traces those calls.
+* Deprecating a hook: its spec gets ``@hookspec(warn_on_impl=HookDeprecationWarning("..."))``
+  (:class:`~monoagent.kernel.errors.HookDeprecationWarning`; for one argument,
+  ``warn_on_impl_args={"name": HookDeprecationWarning("...")}``), the message saying since when
+  and what to implement instead, and CHANGELOG.md says so under "Plugin API".
+  pluggy then warns, pointing at the implementing function, whenever a plugin implementing it
+  is registered; the kernel keeps calling the hook until a later release removes it.
 * Hooks are sync. Where a docstring says a hook "may return an awaitable", the kernel awaits it
   (see :func:`monoagent.kernel.host.await_me_maybe`); anything slow belongs on the objects the
   registries return, which are async.
@@ -40,7 +53,7 @@ The hook reference in ``docs/hooks.md`` is generated from these docstrings
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -62,6 +75,17 @@ if TYPE_CHECKING:
         TurnResult,
         UserMessagePart,
     )
+    from monoagent.kernel.registrars import (
+        ChannelRegistrar,
+        CompactionPolicyRegistrar,
+        ConfigSectionRegistrar,
+        EmbedderRegistrar,
+        HistoryStoreRegistrar,
+        MemoryTierRegistrar,
+        ProviderRegistrar,
+        ToolHistoryStoreRegistrar,
+        ToolRegistrar,
+    )
     from monoagent.kernel.turn import StepOutcome, Turn
 
 PROJECT = "monoagent"
@@ -74,7 +98,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def register_providers(register: Callable[..., None]) -> None:
+def register_providers(register: ProviderRegistrar) -> None:
     """Register provider runtimes by model prefix.
 
     Call ``register(prefix, factory, description="")`` once per prefix. ``runtime.model =
@@ -83,12 +107,15 @@ def register_providers(register: Callable[..., None]) -> None:
     module level, so that ``monoagent --help`` stays fast.
 
     Args:
-        register: the callback; a prefix registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.ProviderRegistrar` bound to this plugin. A
+            bad registration (wrong arguments, a prefix that is not letters, digits, ``.``,
+            ``_`` or ``-``, a factory that cannot be called as documented) fails this plugin's
+            load, naming it; a prefix registered by two plugins is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up, before the first turn.
+    Called once per plugin, when the plugin is loaded (before the first turn).
 
     Bundled default: ``offline`` (models ``echo`` and ``scripted``), ``anthropic``, ``openai``,
     ``ollama``, ``lmstudio`` and ``openai-compatible``, one plugin each.
@@ -102,19 +129,21 @@ def register_providers(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_history_stores(register: Callable[..., None]) -> None:
+def register_history_stores(register: HistoryStoreRegistrar) -> None:
     """Register conversation-history stores by name.
 
     Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
     ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.HistoryStoreRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``files`` plugin registers ``files`` (owner-only JSON records with
     SHA-256 file names, atomic replacement with fsync, the latest 64 messages).
@@ -128,7 +157,7 @@ def register_history_stores(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_tool_history_stores(register: Callable[..., None]) -> None:
+def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
     Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
@@ -137,12 +166,14 @@ def register_tool_history_stores(register: Callable[..., None]) -> None:
     closes. ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.ToolHistoryStoreRegistrar` bound to this
+            plugin; a bad registration (``none`` included) fails this plugin's load, naming it;
+            a name registered by two plugins is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``tool-history`` plugin registers ``sqlite`` (the SQLite sidecar beside
     the message history: one writer per process, DELETE journal with ``synchronous=EXTRA``,
@@ -157,7 +188,7 @@ def register_tool_history_stores(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_memory_tiers(register: Callable[..., None]) -> None:
+def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     """Register long-term memory tiers by name.
 
     Call ``register(name, factory, description="")``; each name listed in ``memory.tiers``
@@ -165,12 +196,14 @@ def register_memory_tiers(register: Callable[..., None]) -> None:
     :class:`~monoagent.kernel.interfaces.MemoryTier`.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.MemoryTierRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: ``memory-lite`` registers ``lite`` (SQLite FTS5, bm25, near-duplicate
     merging) and ``memory-journal`` registers ``journal`` (dated entries, keyword + semantic
@@ -185,19 +218,21 @@ def register_memory_tiers(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_embedders(register: Callable[..., None]) -> None:
+def register_embedders(register: EmbedderRegistrar) -> None:
     """Register text embedders by name.
 
     Call ``register(name, factory, description="")``; memory tiers select an embedder by name
     and get ``factory(agent=agent, options=dict)``, an :class:`~monoagent.kernel.interfaces.Embedder`.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.EmbedderRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``embedders`` plugin registers ``hashed-ngrams``, a dependency-free
     *lexical* embedder (hashed character 3- and 4-grams); the contrib distribution
@@ -212,19 +247,21 @@ def register_embedders(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_channels(register: Callable[..., None]) -> None:
+def register_channels(register: ChannelRegistrar) -> None:
     """Register channels (where turns come from) by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
     :class:`~monoagent.kernel.interfaces.Channel`.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.ChannelRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``console`` plugin registers ``console`` (the terminal chat behind
     ``monoagent chat``).
@@ -238,7 +275,7 @@ def register_channels(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_compaction_policies(register: Callable[..., None]) -> None:
+def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     """Register history compaction policies by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
@@ -246,12 +283,14 @@ def register_compaction_policies(register: Callable[..., None]) -> None:
     default; the :func:`choose_compaction` hook may pick another per turn.
 
     Args:
-        register: the callback; a name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.CompactionPolicyRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``compaction`` plugin registers ``summary`` (the documented policy:
     under 80% of the history budget send everything; at 80% summarise to about 10% of the
@@ -267,7 +306,7 @@ def register_compaction_policies(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def register_tools(register: Callable[..., None]) -> None:
+def register_tools(register: ToolRegistrar) -> None:
     """Register tools the model may call.
 
     Call ``register(spec, handler)`` with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
@@ -281,12 +320,15 @@ def register_tools(register: Callable[..., None]) -> None:
     refuses calls to any name that is not offered on the turn (see ``filter_tools``).
 
     Args:
-        register: the callback; a tool name registered by two plugins is an error naming both.
+        register: a :class:`~monoagent.kernel.registrars.ToolRegistrar` bound to this plugin; a bad
+            registration (not a ``ToolSpec``, a handler that cannot be called as
+            ``handler(context)``, a name with whitespace) fails this plugin's load, naming it;
+            a tool name registered by two plugins is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, at start-up.
+    Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
     ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
@@ -328,7 +370,7 @@ def register_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def register_config_sections(register: Callable[..., None]) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     """Declare a plugin's own configuration section.
 
     Call ``register(path, cls)`` with a dotted key path (``"myplugin"`` or
@@ -341,13 +383,16 @@ def register_config_sections(register: Callable[..., None]) -> None:
     the table's other keys stay the kernel's.
 
     Args:
-        register: the callback; a path claimed twice, a kernel key, or a field that is a key of
-            the kernel's table at that path is an error naming the plugin.
+        register: a :class:`~monoagent.kernel.registrars.ConfigSectionRegistrar` bound to this
+            plugin; a kernel key, a field that is a key of the kernel's table at that path, or a
+            class that is not an attrs class fails this plugin's load; a path claimed by two
+            plugins is an error naming both.
 
     Returns:
         Nothing. Results are collected (and ignored).
 
-    Called once per Agent, after plugins are loaded and before the configuration is validated.
+    Called once per plugin, when the plugin is loaded; the Agent validates the configuration
+    against the sections of the active plugins.
 
     Bundled default: each provider plugin declares ``providers.<name>`` (``offline``:
     ``scriptPath``), the memory plugins ``memory.recall``, ``memory.recallTool``,

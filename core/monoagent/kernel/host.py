@@ -19,7 +19,8 @@ Switches, in order of precedence:
   affected (block them by name instead).
 * ``MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD=1`` skips every third-party entry point.
 * ``MONO_AGENT_STRICT_PLUGINS=1`` makes a plugin that fails to load fatal.
-* ``MONO_AGENT_TRACE_HOOKS=1`` prints every hook call and its implementations to stderr.
+* ``MONO_AGENT_TRACE_HOOKS=1`` prints every hook call and its implementations to stderr, and
+  for a firstresult hook the plugin whose result won.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import inspect
 import os
 import sys
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -42,9 +43,23 @@ import pluggy
 from monoagent.kernel.log import logger
 
 from monoagent.kernel import hookspecs
-from monoagent.kernel.errors import ComponentError, HookError, MonoagentError, PluginError
+from monoagent.kernel.errors import ComponentError, PluginError
+from monoagent.kernel.hooks import Hooks
+from monoagent.kernel.interfaces import Tool
+from monoagent.kernel.registrars import (
+    COMPONENT_REGISTRARS,
+    REGISTRARS,
+    Component,
+    ComponentRegistrar,
+    ConfigSection,
+    ConfigSectionRegistrar,
+    Registrar,
+    Registration,
+    ToolRegistrar,
+)
 
 ENTRY_POINT_GROUP = "monoagent"
+SECTIONS_GROUP = "monoagent.config_sections"
 BUNDLED_DISTRIBUTION = "monoagent"
 LOCAL_PLUGIN_FILE = "monoagent_local.py"
 
@@ -60,7 +75,7 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
 
 def _stderr(line: str, redact: Callable[[str, str], str] | None = None) -> None:
     """One line to stderr through :func:`monoagent.boundary.terminal.terminal_text` (traces pass no redactor:
-    redacting inside the hook-call monitor would trace itself)."""
+    redacting inside the hook-call tracer would trace itself)."""
     from monoagent.boundary.terminal import terminal_text
 
     sys.stderr.write(terminal_text(line, redact) + "\n")
@@ -75,7 +90,11 @@ async def await_me_maybe(value: T | Awaitable[T]) -> T:
 
 @attrs.define
 class PluginRecord:
-    """What ``monoagent plugins`` shows for one plugin."""
+    """What ``monoagent plugins`` shows for one plugin.
+
+    ``registrars`` hold what the plugin registered in the registries when it loaded; the
+    host's registries are built from the records of the active plugins.
+    """
 
     name: str
     source: Source
@@ -85,35 +104,20 @@ class PluginRecord:
     reason: str | None = None
     hooks: list[str] = attrs.Factory(list)
     plugin: Any = attrs.field(default=None, repr=False)
+    registrars: list[Registrar] = attrs.field(factory=list, repr=False)
 
+    @property
+    def registrations(self) -> list[Registration]:
+        """Every component, tool and config section the plugin registered, with its description."""
+        return [entry for registrar in self.registrars for entry in registrar.registrations()]
 
-@attrs.frozen
-class Component:
-    """A named component a plugin registered in a registry."""
-
-    kind: str
-    name: str
-    factory: Any
-    plugin: str
-    description: str = ""
-
-
-REGISTRIES: dict[str, str] = {
-    "provider": "register_providers",
-    "history store": "register_history_stores",
-    "tool history store": "register_tool_history_stores",
-    "memory tier": "register_memory_tiers",
-    "embedder": "register_embedders",
-    "channel": "register_channels",
-    "compaction policy": "register_compaction_policies",
-}
-
-OFF_NAMES: dict[str, str] = {"tool history store": "none"}
-"""Per registry kind, the configured name that selects no component (never a registrable name)."""
+OFF_NAMES: dict[str, str] = {cls.kind: cls.off for cls in COMPONENT_REGISTRARS if cls.off is not None}
+"""Per registry kind, the configured name that selects no component (its registrar refuses it)."""
 
 
 class PluginHost:
-    """Owns one :class:`pluggy.PluginManager` and everything known about its plugins."""
+    """Owns one :class:`pluggy.PluginManager`, its typed :class:`~monoagent.kernel.hooks.Hooks` and
+    everything known about its plugins."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
@@ -121,30 +125,12 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.records: list[PluginRecord] = []
         self.strict = _flag(self.env, "MONO_AGENT_STRICT_PLUGINS")
-        self._components: dict[str, dict[str, Component]] | None = None
-        self._code_owners: dict[str, dict[types.CodeType, str]] = {}
         self.tracing = _flag(self.env, "MONO_AGENT_TRACE_HOOKS")
-        if self.tracing:
-            self.pm.add_hookcall_monitoring(self._trace_before, self._trace_after)
-
-    # ------------------------------------------------------------------ tracing
-
-    @staticmethod
-    def _trace_before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
-        names = ", ".join(impl.plugin_name for impl in impls) or "(no implementation)"
-        _stderr(f"monoagent trace: {hook_name}({', '.join(kwargs)}) -> [{names}]")
-
-    @staticmethod
-    def _trace_after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        exc = outcome.exception
-        if exc is not None:
-            _stderr(f"monoagent trace: {hook_name} raised {type(exc).__name__}: {exc}")
-
-    def _trace_registry(self, hook_name: str, impls: Sequence[pluggy.HookImpl]) -> None:
-        """Trace a registry hook, which the kernel calls per implementation, outside pluggy's monitor."""
-        if self.tracing:
-            names = ", ".join(impl.plugin_name for impl in impls) or "(no implementation)"
-            _stderr(f"monoagent trace: {hook_name}(register) -> [{names}]")
+        self.hooks = Hooks(self.pm, trace=_stderr if self.tracing else None)
+        self.blocked: set[str] = set()
+        self._components: dict[str, dict[str, Component]] | None = None
+        self._reported_unknown: set[tuple[str, str]] = set()
+        self._declared: dict[str, str] | None = None
 
     def _redact_notice(self, text: str, kind: str) -> str:
         """The redaction chain registered so far, for the host's own notices on stderr.
@@ -153,13 +139,28 @@ class PluginHost:
         load down: the notice is then printed with its controls stripped only, and logged.
         """
         try:
-            value = self.call("redact", text=text, kind=kind)
+            value = self.hooks.redact(text=text, kind=kind)
         except Exception as exc:
             logger.opt(exception=exc).warning("the redaction chain failed on a plugin-loading notice; printed unredacted")
             return text
         return text if value is None else value
 
+    def notice(self, line: str) -> None:
+        """One ``monoagent: warning: ...`` line on stderr, redacted by the plugins loaded so far."""
+        _stderr(f"monoagent: warning: {line}", self._redact_notice)
+
     # ------------------------------------------------------------------ loading
+
+    def block(self, names: Iterable[str]) -> None:
+        """Block plugins by name (pluggy's ``set_blocked``): they are never imported or registered.
+
+        Blocking is decided before a plugin loads; a plugin already registered under one of the
+        names stays (pluggy would unregister it behind its record's back).
+        """
+        for name in names:
+            if not self.pm.has_plugin(name):
+                self.blocked.add(name)
+                self.pm.set_blocked(name)
 
     def _record(self, record: PluginRecord) -> PluginRecord:
         self.records.append(record)
@@ -182,39 +183,77 @@ class PluginHost:
             raise PluginError(f"plugin {record.name!r} ({record.location}) failed to load: {record.reason}") from exc
 
     def _register(self, record: PluginRecord, plugin: Any) -> None:
-        if self.pm.has_plugin(record.name):
-            other = next(r for r in self.records if r.name == record.name and r.status == "active")
-            raise PluginError(
-                f"the name {record.name!r} is already taken by the {other.source} plugin from {other.location}; "
-                f"rename one, or block the other with plugins.block"
-            )
-        self.pm.register(plugin, name=record.name)
+        """Register ``plugin``, check its hooks and collect its registrations; undone if either fails."""
+        self._check_name_free(record.name)
+        try:
+            self.pm.register(plugin, name=record.name)
+            self._check_unknown_hooks()
+            registrars = self._registrations(record.name, plugin)
+        except BaseException:
+            if self.pm.is_registered(plugin):  # pluggy may leave a plugin half-registered
+                self.pm.unregister(plugin)
+            raise
+        self.hooks.watch(plugin)
         record.plugin = plugin
         record.status = "active"
+        record.registrars = registrars
         record.hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
         if record.version is None:
             record.version = getattr(plugin, "__version__", None)
-        self._warn_unknown_hooks(record, plugin)
         self._components = None
-        self._code_owners.clear()
 
-    def _warn_unknown_hooks(self, record: PluginRecord, plugin: Any) -> None:
-        known = set(self.pm.hook.__dict__)
-        spec_names = [name for name in known if getattr(self.pm.hook, name).spec is not None]
-        for caller in self.pm.get_hookcallers(plugin) or []:
-            if caller.spec is None:
-                close = difflib.get_close_matches(caller.name, spec_names, n=1)
+    def _check_name_free(self, name: str) -> None:
+        if self.pm.has_plugin(name):
+            other = next(r for r in self.records if r.name == name and r.status == "active")
+            raise PluginError(
+                f"the name {name!r} is already taken by the {other.source} plugin from {other.location}; "
+                f"rename one, or block the other with plugins.block"
+            )
+
+    def _registrations(self, name: str, plugin: Any) -> list[Registrar]:
+        """Call the plugin's registry hooks, each with a registrar bound to it, in listing order."""
+        implemented = {caller.name for caller in self.pm.get_hookcallers(plugin) or []}
+        registrars: list[Registrar] = []
+        for hook, registrar_class in REGISTRARS.items():
+            if hook in implemented:
+                registrar = registrar_class(name)
+                getattr(self.hooks, hook)(register=registrar)
+                registrars.append(registrar)
+        return registrars
+
+    def _check_unknown_hooks(self) -> None:
+        """pluggy's ``check_pending`` decides; an unknown hook is then a warning with a did-you-mean.
+
+        An implementation marked ``optionalhook=True`` passes ``check_pending`` and is never
+        reported: it is meant for a hook that may not exist in this version. Each unknown
+        implementation is reported once; strict mode makes it an error.
+        """
+        try:
+            self.pm.check_pending()
+            return
+        except pluggy.PluginValidationError:
+            pass
+        callers = [(name, caller) for name, caller in vars(self.pm.hook).items() if isinstance(caller, pluggy.HookCaller)]
+        spec_names = [name for name, caller in callers if caller.spec is not None]
+        for name, caller in callers:
+            if caller.spec is not None or name.startswith("_"):
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.optionalhook or (impl.plugin_name, name) in self._reported_unknown:
+                    continue
+                close = difflib.get_close_matches(name, spec_names, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                message = f"plugin {record.name!r} implements {caller.name!r}, which is not a monoagent hook{hint}"
+                message = f"plugin {impl.plugin_name!r} implements {name!r}, which is not a monoagent hook{hint}"
                 if self.strict:
                     raise PluginError(message)
-                _stderr(f"monoagent: warning: {message}", self._redact_notice)
+                self._reported_unknown.add((impl.plugin_name, name))
+                self.notice(message)
 
     def load_entry_points(self, block: Iterable[str] = ()) -> None:
         """Register bundled plugins, then third-party entry points sorted by name."""
         from importlib.metadata import entry_points
 
-        blocked = set(block)
+        self.block(block)
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
         bundled = sorted((ep for ep in eps if _dist_name(ep) == BUNDLED_DISTRIBUTION), key=lambda ep: ep.name)
         third = sorted((ep for ep in eps if _dist_name(ep) != BUNDLED_DISTRIBUTION), key=lambda ep: ep.name)
@@ -224,17 +263,16 @@ class PluginHost:
         if allowed:
             unknown = sorted(allowed - {ep.name for ep in third})
             if unknown:
-                _stderr(
-                    f"monoagent: warning: MONO_AGENT_LOAD_PLUGINS names {', '.join(unknown)}, which no installed "
-                    f"distribution provides (installed: {', '.join(ep.name for ep in third) or 'none'})",
-                    self._redact_notice,
+                self.notice(
+                    f"MONO_AGENT_LOAD_PLUGINS names {', '.join(unknown)}, which no installed "
+                    f"distribution provides (installed: {', '.join(ep.name for ep in third) or 'none'})"
                 )
         for ep in bundled + third:
             source: Source = "bundled" if ep in bundled else "entrypoint"
             info = _dist_info(ep)
             location = f"{info[0]} {info[1]}" if info else ep.value
             record = self._record(PluginRecord(ep.name, source, "blocked", location, info[1] if info else None))
-            if ep.name in blocked:
+            if self.pm.is_blocked(ep.name):
                 record.reason = "blocked by plugins.block"
                 continue
             if source == "entrypoint":
@@ -255,7 +293,7 @@ class PluginHost:
         A path that does not exist is recorded as a failed plugin, like a file that fails to
         import, so one mistyped path never drops the other local plugins.
         """
-        blocked = set(block)
+        self.block(block)
         for given in map(Path, paths):
             if not given.exists():
                 missing = self._record(PluginRecord(given.stem or str(given), "local", "blocked", str(given)))
@@ -264,7 +302,7 @@ class PluginHost:
             for path in _expand_plugin_paths([given]):
                 name = path.stem
                 record = self._record(PluginRecord(name, "local", "blocked", str(path)))
-                if name in blocked:
+                if self.pm.is_blocked(name):
                     record.reason = "blocked by plugins.block"
                     continue
                 try:
@@ -273,121 +311,37 @@ class PluginHost:
                     self._fail(record, exc)
 
     def register_programmatic(self, plugin: Any, name: str | None = None, block: Iterable[str] = ()) -> PluginRecord:
-        """Register a plugin object passed in Python (a module, class or instance)."""
+        """Register a plugin object passed in Python (a module, class or instance).
+
+        A plugin whose registrations are refused (or that implements a deprecated hook while
+        :class:`~monoagent.kernel.errors.HookDeprecationWarning` is made an error) is recorded as
+        failed, like a plugin file that fails to import (strict mode: :class:`PluginError`); a
+        name that is already taken is always a :class:`PluginError`.
+        """
+        self.block(block)
         name = name or _object_name(plugin)
         location = getattr(plugin, "__file__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
         record = self._record(PluginRecord(name, "programmatic", "blocked", location))
-        if name in set(block):
+        if self.pm.is_blocked(name):
             record.reason = "blocked by plugins.block"
             return record
-        self._register(record, plugin)
+        self._check_name_free(name)
+        try:
+            self._register(record, plugin)
+        except (PluginError, Warning) as exc:  # a refused registration, a deprecation made an error
+            self._fail(record, exc)
         return record
 
-    # ------------------------------------------------------------------ hook calls
-
-    def hook(self, name: str) -> pluggy.HookCaller:
-        return getattr(self.pm.hook, name)
-
-    def call(self, name: str, **kwargs: Any) -> Any:
-        """Call hook ``name``; an exception escaping an implementation becomes a :class:`HookError`."""
-        try:
-            return getattr(self.pm.hook, name)(**kwargs)
-        except MonoagentError:
-            raise
-        except Exception as exc:
-            raise HookError(name, self.culprit(name, exc), exc) from exc
-
-    def culprit(self, hook_name: str, exc: BaseException) -> str:
-        """The plugin whose implementation of ``hook_name`` raised ``exc`` (innermost frame wins)."""
-        owners = self._code_owners.get(hook_name)
-        if owners is None:
-            owners = {}
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                code = getattr(impl.function, "__code__", None)
-                if code is not None:
-                    owners[code] = impl.plugin_name
-            self._code_owners[hook_name] = owners
-        found = "unknown plugin"
-        tb = exc.__traceback__
-        while tb is not None:
-            owner = owners.get(tb.tb_frame.f_code)
-            if owner is not None:
-                found = owner
-            tb = tb.tb_next
-        return found
-
-    def call_each(self, name: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call every implementation of ``name`` separately, knowing which plugin answered.
-
-        Used for registries, where the kernel must know who registered what. Implementations
-        run in pluggy's order; each gets only the arguments it declares.
-        """
-        results: list[tuple[str, Any]] = []
-        impls = getattr(self.pm.hook, name).get_hookimpls()
-        if self.tracing:
-            _stderr(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]")
-        for impl in reversed(impls):
-            args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
-            try:
-                results.append((impl.plugin_name, impl.function(**args)))
-            except MonoagentError:
-                raise
-            except Exception as exc:
-                raise HookError(name, impl.plugin_name, exc) from exc
-        return results
-
-    def call_isolated(self, name: str, **kwargs: Any) -> list[tuple[str, Any, BaseException | None]]:
-        """Call each implementation of ``name`` on its own: one that raises does not stop the rest.
-
-        For observer-like hooks (``after_commit``, ``on_run_event``) whose failures must be
-        reported without undoing what already happened. Returns ``(plugin, result, error)``.
-        """
-        out: list[tuple[str, Any, BaseException | None]] = []
-        impls = getattr(self.pm.hook, name).get_hookimpls()[::-1]
-        if self.tracing:
-            _stderr(f"monoagent trace: {name}({', '.join(kwargs)}) -> [{', '.join(i.plugin_name for i in impls)}]")
-        for impl in impls:
-            args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
-            try:
-                out.append((impl.plugin_name, impl.function(**args), None))
-            except Exception as exc:
-                out.append((impl.plugin_name, None, exc))
-        return out
+    def unregister(self, plugin: Any) -> None:
+        """Remove a registered plugin, its record and what it registered."""
+        self.pm.unregister(plugin)
+        self.records = [r for r in self.records if r.plugin is not plugin]
+        self._components = None
 
     # ------------------------------------------------------------------ registries
 
-    def _run_registry(self, hook_name: str, bind: Callable[[str], Callable[..., None]]) -> None:
-        """Call each implementation of a registry hook with a ``register`` bound to its plugin.
-
-        Bundled (``trylast``) implementations come first, so a conflict names them first.
-        """
-        impls = self.hook(hook_name).get_hookimpls()
-        self._trace_registry(hook_name, impls)
-        for impl in impls:
-            try:
-                impl.function(**{"register": bind(impl.plugin_name)} if "register" in impl.argnames else {})
-            except MonoagentError:
-                raise
-            except Exception as exc:
-                raise HookError(hook_name, impl.plugin_name, exc) from exc
-
-    def _collect(self, hook_name: str, kind: str) -> dict[str, Component]:
-        found: dict[str, Component] = {}
-
-        def bind(plugin: str) -> Callable[..., None]:
-            def register(name: str, factory: Any, *, description: str = "") -> None:
-                if not isinstance(name, str) or not name:
-                    raise ComponentError(f"plugin {plugin!r} registered a {kind} with an invalid name {name!r}")
-                if name == OFF_NAMES.get(kind):
-                    raise ComponentError(f"plugin {plugin!r} registered a {kind} named {name!r}, which selects no {kind}; rename it")
-                if name in found:
-                    raise ComponentError(self._duplicate(kind, name, found[name].plugin, plugin))
-                found[name] = Component(kind, name, factory, plugin, description)
-
-            return register
-
-        self._run_registry(hook_name, bind)
-        return found
+    def _active(self) -> list[PluginRecord]:
+        return [r for r in self.records if r.status == "active"]
 
     def _duplicate(self, kind: str, name: str, first: str, second: str) -> str:
         return (
@@ -403,8 +357,19 @@ class PluginHost:
 
     @property
     def components(self) -> dict[str, dict[str, Component]]:
+        """Every component registry, kind -> name -> :class:`Component`; a name registered twice is
+        a :class:`ComponentError` naming both plugins."""
         if self._components is None:
-            self._components = {kind: self._collect(hook, kind) for kind, hook in REGISTRIES.items()}
+            registries: dict[str, dict[str, Component]] = {cls.kind: {} for cls in COMPONENT_REGISTRARS}
+            for record in self._active():
+                for registrar in record.registrars:
+                    if isinstance(registrar, ComponentRegistrar):
+                        found = registries[registrar.kind]
+                        for component in registrar.components:
+                            if component.name in found:
+                                raise ComponentError(self._duplicate(component.kind, component.name, found[component.name].plugin, component.plugin))
+                            found[component.name] = component
+            self._components = registries
         return self._components
 
     def component(self, kind: str, name: str) -> Component:
@@ -431,62 +396,88 @@ class PluginHost:
             message += f". Plugins not active, one of which may provide it: {listed}"
         raise ComponentError(message)
 
-    def tools(self) -> dict[str, Any]:
-        """Registered tools by name (a :class:`~monoagent.kernel.interfaces.Tool` each)."""
-        from monoagent.kernel.interfaces import Tool
-        from monoagent.kernel.model import ToolSpec
-
+    def tools(self) -> dict[str, Tool]:
+        """Registered tools by name; one name from two plugins is a :class:`ComponentError` naming both."""
         found: dict[str, Tool] = {}
-
-        def bind(plugin: str) -> Callable[..., None]:
-            def register(spec: ToolSpec, handler: Any) -> None:
-                if not isinstance(spec, ToolSpec):
-                    raise ComponentError(f"plugin {plugin!r} registered a tool with {spec!r}; expected a ToolSpec")
-                if spec.name in found:
-                    raise ComponentError(self._duplicate("tool", spec.name, found[spec.name].plugin, plugin))
-                found[spec.name] = Tool(spec, handler, plugin)
-
-            return register
-
-        self._run_registry("register_tools", bind)
+        for record in self._active():
+            for registrar in record.registrars:
+                if isinstance(registrar, ToolRegistrar):
+                    for tool in registrar.tools:
+                        if tool.spec.name in found:
+                            raise ComponentError(self._duplicate("tool", tool.spec.name, found[tool.spec.name].plugin, tool.plugin))
+                        found[tool.spec.name] = tool
         return found
 
     def config_sections(self) -> dict[str, type]:
-        """Plugin-declared configuration sections, path -> attrs class.
+        """Plugin-declared configuration sections, path -> attrs class; one path from two plugins is a
+        :class:`PluginError` naming both."""
+        sections: dict[str, ConfigSection] = {}
+        for record in self._active():
+            for registrar in record.registrars:
+                if isinstance(registrar, ConfigSectionRegistrar):
+                    for section in registrar.sections:
+                        if section.path in sections:
+                            raise PluginError(
+                                f"config section {section.path!r} is claimed by two plugins: "
+                                f"{self._describe(sections[section.path].plugin)} and {self._describe(section.plugin)}"
+                            )
+                        sections[section.path] = section
+        return {path: section.cls for path, section in sections.items()}
 
-        A section may be a table of its own (``providers.mylab``) or add keys to one of the
-        kernel's tables (``history``): a plugin declares the keys it alone reads, keeping their
-        documented paths. A kernel key is never a plugin's, and a path is one plugin's.
+    # ------------------------------------------------------------------ sections of inactive plugins
+
+    def inactive_section_owner(self, path: str) -> str | None:
+        """The plugin a configuration section belongs to, described, if that plugin is not active.
+
+        A distribution declares its plugins' sections in the entry-point group
+        ``monoagent.config_sections`` (section path = the plugin's module, as in group
+        ``monoagent``), which names the owner of a blocked plugin's section without importing
+        it; the bundled plugins declare theirs there. Without a declaration, a plugin that is
+        blocked, failed to load or is blocked but not installed owns the top-level section or
+        kernel subsection named like it (``slack`` or ``providers.slack`` for plugin ``slack``;
+        case, ``-`` and ``_`` ignored). None when the section is nobody's, or its plugin is
+        active (then the section is an unknown key).
         """
-        from monoagent.kernel.config_keys import iter_keys, kernel_tables, table_keys
+        for section, plugin in self._declared_sections().items():
+            if path == section or path.startswith(section + "."):
+                return self._inactive(plugin)
+        from monoagent.kernel.registrars import kernel_tables
 
-        sections: dict[str, tuple[type, str]] = {}
-        kernel_keys = {key.path for key in iter_keys()}
-        tables = kernel_tables()
+        parent, _, leaf = path.rpartition(".")
+        if parent and parent not in kernel_tables():
+            return None  # a key inside a plugin's own section is that section's business
+        spellings = {_loose(path), _loose(leaf)}
+        names = {r.name for r in self.records if r.status != "active"} | self.blocked
+        for name in sorted(names):
+            if _loose(name) in spellings:
+                return self._inactive(name)
+        return None
 
-        def bind(plugin: str) -> Callable[..., None]:
-            def register(path: str, cls: type) -> None:
-                if not attrs.has(cls):
-                    raise PluginError(f"plugin {plugin!r} registered config section {path!r} with {cls!r}, not an attrs class")
-                if path in kernel_keys:
-                    raise PluginError(f"plugin {plugin!r} cannot claim config section {path!r}: it is a kernel key")
-                taken = sorted(table_keys(cls) & table_keys(tables[path])) if path in tables else []
-                if taken:
-                    raise PluginError(
-                        f"plugin {plugin!r} cannot declare {path}.{taken[0]} in the kernel's table {path!r}: "
-                        f"the kernel owns that key"
-                    )
-                if path in sections:
-                    raise PluginError(
-                        f"config section {path!r} is claimed by two plugins: "
-                        f"{self._describe(sections[path][1])} and {self._describe(plugin)}"
-                    )
-                sections[path] = (cls, plugin)
+    def _inactive(self, name: str) -> str | None:
+        records = [r for r in self.records if r.name == name]
+        if any(r.status == "active" for r in records):
+            return None
+        if not records:
+            return f"plugin {name!r}, which is blocked by plugins.block and not installed" if name in self.blocked else None
+        record = records[-1]
+        return f"plugin {name!r}, which is {record.status} ({record.reason})"
 
-            return register
+    def _declared_sections(self) -> dict[str, str]:
+        """Section path -> plugin name, from the ``monoagent.config_sections`` entry points (read once)."""
+        if self._declared is None:
+            from importlib.metadata import entry_points
 
-        self._run_registry("register_config_sections", bind)
-        return {path: cls for path, (cls, _) in sections.items()}
+            plugins = {(_dist_name(ep), ep.value): ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            self._declared = {}
+            for ep in entry_points(group=SECTIONS_GROUP):
+                owner = plugins.get((_dist_name(ep), ep.value))
+                if owner is not None:
+                    self._declared[ep.name] = owner
+        return self._declared
+
+
+def _loose(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def local_plugin_paths(source_file: Path | None, paths: Iterable[Path], base_dir: Path | None = None) -> list[Path]:

@@ -32,14 +32,14 @@ from monoagent.kernel.model import (
 )
 
 if TYPE_CHECKING:
-    from monoagent.kernel.host import PluginHost
+    from monoagent.kernel.hooks import Hooks
     from monoagent.kernel.turn import Turn
 
 COMPILER_VERSION = "monoagent-assembly/1"
 BOUNDARY = "<<MONOAGENT_PROMPT_CACHE_BOUNDARY>>"
 SEPARATOR = "\n\n"
 
-#: The documented sections: (id, hook, order, required).
+#: The documented sections: (id, hook, order, required); ``render_history`` also gets the messages.
 DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
     ("core_guardrails", "section_core_guardrails", 100, True),
     ("identity", "section_identity", 200, True),
@@ -56,20 +56,31 @@ class AssemblyError(MonoagentError):
     """A required section has no producer, or sections conflict."""
 
 
-def _expect_section(value: object, hook: str, host: PluginHost) -> Section:
+def _expect_section(value: object, hook: str) -> Section:
     if not isinstance(value, Section):
         raise AssemblyError(f"hook {hook!r} returned {type(value).__name__}, expected monoagent.kernel.model.Section")
     return value
 
 
-def collect_sections(host: PluginHost, turn: Turn, history: Sequence[Message]) -> list[Section]:
+def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
+    if hook == "section_core_guardrails":
+        return hooks.section_core_guardrails(turn=turn)
+    if hook == "section_identity":
+        return hooks.section_identity(turn=turn)
+    if hook == "section_session":
+        return hooks.section_session(turn=turn)
+    if hook == "render_history":
+        return hooks.render_history(turn=turn, messages=tuple(history))
+    if hook == "section_skill_index":
+        return hooks.section_skill_index(turn=turn)
+    return hooks.section_skill_instructions(turn=turn)
+
+
+def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> list[Section]:
     """Call every section producer and return the non-empty sections in order."""
     sections: list[Section] = []
     for sid, hook, order, required in DOCUMENTED_SECTIONS:
-        if hook == "render_history":
-            value = host.call(hook, turn=turn, messages=tuple(history))
-        else:
-            value = host.call(hook, turn=turn)
+        value = _produce(hooks, hook, turn, history)
         if value is None:
             if required:
                 raise AssemblyError(
@@ -77,15 +88,15 @@ def collect_sections(host: PluginHost, turn: Turn, history: Sequence[Message]) -
                     f"if its bundled plugin is blocked, a replacement must implement {hook}"
                 )
             continue
-        section = _expect_section(value, hook, host)
+        section = _expect_section(value, hook)
         if section.id != sid or section.order != order:
             section = attrs.evolve(section, id=sid, order=order)
         if section.text:
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
-    for result in host.call("extra_sections", turn=turn):
-        for value in result if isinstance(result, (list, tuple)) else [result]:
-            section = _expect_section(value, "extra_sections", host)
+    for result in hooks.extra_sections(turn=turn):
+        for extra in result if isinstance(result, (list, tuple)) else [result]:
+            section = _expect_section(extra, "extra_sections")
             if section.id in seen or section.id in SECTION_ORDER:
                 raise AssemblyError(
                     f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "

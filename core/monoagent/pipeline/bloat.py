@@ -249,7 +249,7 @@ class _HookSink:
     turn: Turn
 
     def save(self, result: ToolResult, block: ContentBlock) -> str | None:
-        return self.turn.agent.host.call("save_tool_output", turn=self.turn, result=result, block=block)
+        return self.turn.agent.hooks.save_tool_output(turn=self.turn, result=result, block=block)
 
 
 def guard_tool_result(turn: Turn, result: ToolResult) -> ToolResult:

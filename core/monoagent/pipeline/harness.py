@@ -158,7 +158,7 @@ class Harness:
     # ------------------------------------------------------------------ events
 
     def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
-        host = self.agent.host
+        hooks = self.agent.hooks
         agent = self.agent
 
         def emit(type: str, data: dict[str, Any]) -> None:
@@ -166,7 +166,7 @@ class Harness:
             if run.observe is not None:
                 run.observe(type, data)
             event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
-            for plugin, _, error in host.call_isolated("on_run_event", event=event, agent=agent):
+            for plugin, _, error in hooks.on_run_event(event=event, agent=agent):
                 if error is not None:
                     logger.bind(plugin=plugin).opt(exception=error).warning(
                         "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error)
@@ -276,14 +276,14 @@ class Harness:
     async def prepare(self, turn: Turn) -> AssembledPrompt:
         """Everything before the provider: history, recall, compaction, sections, assembly."""
         agent = self.agent
-        host = agent.host
+        hooks = agent.hooks
         store = agent.history_store
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
-        for value in host.call("recall_memory", turn=turn):
+        for value in hooks.recall_memory(turn=turn):
             hits = await await_me_maybe(value)
             recalled.extend(hits or ())
         turn.recalled = gate_recall(recalled)
@@ -295,13 +295,16 @@ class Harness:
             )
         history = await self._compact(turn, turn.history)
         parts: list[UserMessagePart] = []
-        for value in host.call("augment_user_message", turn=turn, recalled=turn.recalled):
-            parts.extend(value if isinstance(value, (list, tuple)) else [value])
+        for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
+            if isinstance(part, UserMessagePart):
+                parts.append(part)
+            else:
+                parts.extend(part)
         parts.sort(key=lambda p: p.order)
-        user_message = host.call("render_user_message", turn=turn, parts=tuple(parts))
+        user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        sections = collect_sections(host, turn, history)
+        sections = collect_sections(hooks, turn, history)
         prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
@@ -314,7 +317,7 @@ class Harness:
         window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
         budget = max(window - cfg.response_reserve_tokens, 0)
         tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
-        choice = agent.host.call("choose_compaction", turn=turn, history_tokens=tokens, budget=budget) or "none"
+        choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
         if choice == "none":
             turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
             return history
@@ -334,7 +337,6 @@ class Harness:
 
     async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
-        host = agent.host
         prelude = ""
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
@@ -365,7 +367,7 @@ class Harness:
             attempt=provided.attempt,
         )
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
-        for plugin, value, error in host.call_isolated("after_commit", turn=turn, result=result):
+        for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
             try:
                 if error is not None:
                     raise error

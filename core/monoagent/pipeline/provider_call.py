@@ -369,7 +369,7 @@ class ProviderCall:
 
     async def _attempt(self, attempt: _Attempt, runtime: Any, prompt: AssembledPrompt, stateless: bool) -> StepOutcome:
         turn = self.turn
-        host = turn.agent.host
+        hooks = turn.agent.hooks
         self.current = attempt
         messages: list[Message] = list(prompt.messages)
         while True:
@@ -389,7 +389,7 @@ class ProviderCall:
                 step=step,
                 transport=self.transport,
             )
-            request = host.call("prepare_provider_request", turn=turn, request=request) or request
+            request = hooks.prepare_provider_request(turn=turn, request=request) or request
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:
@@ -397,7 +397,7 @@ class ProviderCall:
                 raise _AttemptFailed(exc, attempt) from exc
             self.steps = step
             self.usage = self.usage + outcome.usage
-            host.call("after_provider_call", turn=turn, request=request, outcome=outcome)
+            hooks.after_provider_call(turn=turn, request=request, outcome=outcome)
             if not outcome.tool_calls:
                 return outcome
             if self.max_turns and step >= self.max_turns:

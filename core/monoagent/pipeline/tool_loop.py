@@ -62,7 +62,7 @@ def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
     registered = tuple(tool.spec for tool in turn.agent.tools.values())
     known = {spec.name for spec in registered}
     keep = known
-    for plugin, kept in turn.agent.host.call_each("filter_tools", turn=turn, tools=registered):
+    for plugin, kept in turn.agent.hooks.filter_tools(turn=turn, tools=registered):
         if kept is not None:
             keep = keep & _kept_names(plugin, kept, known)
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
@@ -153,7 +153,7 @@ class ToolLoop:
             context.finish()
         turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
         result = guard_tool_result(turn, bind_result(result, call))
-        turn.agent.host.call("after_tool_call", turn=turn, call=call, result=result)
+        turn.agent.hooks.after_tool_call(turn=turn, call=call, result=result)
         persistence = await continuity.tool_result(call, result)
         dropped = {"progress_dropped": context.progress_dropped} if context.progress_dropped else {}
         turn.emit(
@@ -170,7 +170,7 @@ class ToolLoop:
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
             available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
             return context.result(f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED)
-        answer = agent.host.call("before_tool_call", turn=turn, call=call)
+        answer = agent.hooks.before_tool_call(turn=turn, call=call)
         if answer is not None:
             return answer
         try:

@@ -26,9 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from monoagent.agent import Agent
+from monoagent.kernel.hooks import HookCall
 from monoagent.kernel.interfaces import logical_conversation_id
 from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
 from monoagent.kernel.tool_context import ToolContext
@@ -76,48 +75,39 @@ def fresh_agent(
 @contextlib.contextmanager
 def registered(agent: Agent, plugin: Any, name: str | None = None) -> Iterator[Any]:
     """Register ``plugin`` on ``agent`` for the duration of the block."""
-    agent.register(plugin, name)
+    record = agent.register(plugin, name)
     try:
         yield plugin
     finally:
-        agent.host.pm.unregister(plugin)
-        agent.host.records = [r for r in agent.host.records if r.plugin is not plugin]
-        agent.host._components = None  # what it registered leaves with it
-        agent.host._code_owners.clear()
+        if agent.host.pm.is_registered(plugin):
+            agent.host.unregister(plugin)  # what it registered leaves with it
+        agent.host.records = [r for r in agent.host.records if r is not record]
         agent._tools = None
 
 
-@attrs.frozen
-class HookCall:
-    name: str
-    kwargs: dict[str, Any]
-    plugins: tuple[str, ...]
-    result: Any = None
-    error: BaseException | None = None
-
-
 class HookRecorder:
-    """Records every hook call made through the Agent's plugin manager while active.
+    """Records every hook call the Agent makes while active (through ``agent.hooks``).
 
-    Registries are called per implementation (so the kernel knows who registered what) and do
-    not pass through the manager; everything else does.
+    That is every call path: plain calls, the observer hooks (``after_commit``, ``on_run_event``:
+    ``result`` is the list of ``(plugin, result, error)``), ``configure`` and the registries of
+    plugins registered meanwhile (``agent.register``, :func:`registered`). Each
+    :class:`HookCall` names the implementations in call order and, for a firstresult hook, the
+    ``winner`` whose result was returned.
     """
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.calls: list[HookCall] = []
         self._undo: Any = None
-        self._pending: list[tuple[str, dict[str, Any], tuple[str, ...]]] = []
+
+    def started(self, name: str, kwargs: Mapping[str, Any], plugins: tuple[str, ...]) -> None:
+        pass
+
+    def finished(self, call: HookCall) -> None:
+        self.calls.append(call)
 
     def __enter__(self) -> HookRecorder:
-        def before(name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-            self._pending.append((name, dict(kwargs), tuple(i.plugin_name for i in impls)))
-
-        def after(outcome: Any, name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-            _, recorded, plugins = self._pending.pop()
-            self.calls.append(HookCall(name, recorded, plugins, outcome.get_result() if outcome.exception is None else None, outcome.exception))
-
-        self._undo = self.agent.host.pm.add_hookcall_monitoring(before, after)
+        self._undo = self.agent.hooks.observe(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -11,5 +11,6 @@ imports them (lazily, so CLI start-up does not load SQLite and the writer thread
   maintenance, reading), configured by the plugin's
   :class:`~monoagent_plugins.tool_history.ToolHistoryConfig`;
 * :mod:`.projection`: the cold projection (the dynamic ``tool_history`` section);
+* :mod:`.spec`: the SessionHistory tool's spec, light enough to register at start-up;
 * :mod:`.session_history`: the SessionHistory tool.
 """

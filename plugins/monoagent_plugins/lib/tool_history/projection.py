@@ -19,11 +19,11 @@ from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
 from monoagent.text import utf8_len
 from monoagent_plugins.lib.tool_history.sidecar import SidecarUnavailable
+from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY
 
 if TYPE_CHECKING:
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
-SESSION_HISTORY = "SessionHistory"
 FENCE_OPEN = "<tool_history_projection>"
 FENCE_CLOSE = "</tool_history_projection>"
 PROJECTION_ORDER = 410
