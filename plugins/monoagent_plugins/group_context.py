@@ -141,19 +141,19 @@ def checked(sender: object, preceding: Sequence[object]) -> None:
     if sender is not None:
         _checked_speaker(sender, "TurnRequest.sender")
     for index, message in enumerate(preceding):
-        problem = None
         if not isinstance(message, PrecedingMessage):
             problem = f"is a {type(message).__name__}"
         elif not isinstance(message.speaker, Speaker):
             problem = f"has a speaker of type {type(message.speaker).__name__}"
         elif not isinstance(message.text, str):
             problem = f"has text of type {type(message.text).__name__}"
-        if problem:
-            raise TurnFailed(
-                f"TurnRequest.preceding_messages[{index}] {problem}; allowed: "
-                "PrecedingMessage(speaker=Speaker(...), text=str, timestamp=epoch seconds or None)"
-            )
-        _checked_speaker(message.speaker, f"TurnRequest.preceding_messages[{index}].speaker")
+        else:
+            _checked_speaker(message.speaker, f"TurnRequest.preceding_messages[{index}].speaker")
+            continue
+        raise TurnFailed(
+            f"TurnRequest.preceding_messages[{index}] {problem}; allowed: "
+            "PrecedingMessage(speaker=Speaker(...), text=str, timestamp=epoch seconds or None)"
+        )
 
 
 @bundled_impl

@@ -310,7 +310,7 @@ class LiteTier:
             raise ValueError(f"limit must be at least 1 and offset at least 0 (got limit={limit}, offset={offset})")
         return await self._worker.run(self._list, limit, offset)
 
-    def _list(self, limit: int, offset: int) -> list[MemoryRecord]:
+    def _list(self, limit: int, offset: int) -> Sequence[MemoryRecord]:  # `list` is the method above
         with self._lock:
             rows = self._db.connection().execute(
                 f"SELECT id, {TEXT}, {number('created_at')}, {number('updated_at')}, CAST(merged AS INTEGER), metadata "

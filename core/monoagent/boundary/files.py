@@ -31,6 +31,7 @@ class UnsafeFileError(MonoagentError, OSError):
     """
 
     reason = "unsafe_file"
+    strerror: str  # always the message (an OSError's may be None)
 
     def __init__(self, message: str, path: str | os.PathLike[str]) -> None:
         MonoagentError.__init__(self, message)

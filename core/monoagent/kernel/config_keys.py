@@ -62,8 +62,8 @@ class KeyInfo:
 
     @property
     def default(self) -> Any:
-        default = self.attribute.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default: Any = self.attribute.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # attrs' stubs declare Factory a function; it is a class
             return default.factory()
         return default
 

@@ -85,7 +85,7 @@ async def await_me_maybe(value: T | Awaitable[T]) -> T:
     """Await ``value`` if it is awaitable, else return it: for hooks that may return awaitables."""
     if inspect.isawaitable(value):
         return await value
-    return value  # type: ignore[return-value]
+    return value
 
 
 @attrs.define

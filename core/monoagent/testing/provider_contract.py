@@ -378,8 +378,9 @@ class ProviderContract:
     def test_usage_is_reported(self, provider_server: WireServer, runtime: Any) -> None:
         usage = Usage(input_tokens=120, output_tokens=31, cache_read_tokens=900, cache_write_tokens=64)
         provider_server.enqueue(Reply(text_pieces=("ok",), usage=usage))
-        events = asyncio.run(collect(runtime, contract_request()))
-        got = events[-1].usage
+        finished = asyncio.run(collect(runtime, contract_request()))[-1]
+        assert isinstance(finished, StepFinished)
+        got = finished.usage
         assert (got.input_tokens, got.output_tokens) == (120, 31)
         assert got.cache_read_tokens == (900 if self.reports_cache_reads else 0)
         assert got.cache_write_tokens == (64 if self.reports_cache_writes else 0)

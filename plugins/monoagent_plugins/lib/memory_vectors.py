@@ -41,7 +41,7 @@ def _load_sqlite_vec(conn: sqlite3.Connection) -> str | None:
     import sqlite3
 
     try:
-        import sqlite_vec  # type: ignore[import-not-found]
+        import sqlite_vec
     except ImportError:
         return "the sqlite-vec package is not installed (pip install 'monoagent[memory]')"
     if not hasattr(conn, "enable_load_extension"):
