@@ -165,7 +165,7 @@ def test_work_in_flight_is_listed_unconfirmed_and_closed_as_cancelled_in_tool_hi
 
 
 def test_a_request_cancelled_while_queued_publishes_no_account(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
 
     async def main():
         gate = asyncio.Event()
@@ -335,7 +335,7 @@ def test_the_next_turn_waits_for_the_account_and_sees_it(tmp_path):
 
 
 def test_a_failed_publication_fails_later_turns_closed_until_it_succeeds(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     store = agent._store = GatedCommits(agent.history_store)
     store.fail = True
     store.gate.set()
@@ -355,7 +355,7 @@ def test_a_failed_publication_fails_later_turns_closed_until_it_succeeds(tmp_pat
 
 
 def test_a_success_that_claimed_its_commit_is_never_replaced_by_an_account(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     hold = asyncio.Event()
 
     class SlowCapture:
@@ -383,7 +383,7 @@ def test_a_success_that_claimed_its_commit_is_never_replaced_by_an_account(tmp_p
 
 
 def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
 
     async def main():
         gate = asyncio.Event()
@@ -419,7 +419,7 @@ def test_the_barrier_releases_when_nothing_is_pending():
 
 
 def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     script.steps = [[call("t1", "delta")], [ProviderError("down")]]
     with pytest.raises(ProviderError):
         asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="c", isolated=True)))
@@ -430,7 +430,7 @@ def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(
 
 
 def test_the_request_and_its_account_together_stay_within_48_kib(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     request = "ż" * 20_000  # 40,000 bytes of user request
     script.steps = [[TextDelta("p" * 10_000), call("t1", "a" * 7000)], [ProviderError("down " + "d" * 5000)]]
     with pytest.raises(ProviderError):

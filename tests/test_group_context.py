@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +22,7 @@ from monoagent_plugins import conversation, group_context
 
 ALICE = Speaker("Alice Chen", "alice", "U0ALICE42")
 BOB = Speaker("Bob", None, "U0BOB77")
-T0 = datetime(2026, 7, 29, 10, 14, 2, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 7, 29, 10, 14, 2, tzinfo=UTC).timestamp()
 
 DOCUMENTED = """\
 <messages_since_your_last_turn>

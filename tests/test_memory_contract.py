@@ -41,4 +41,4 @@ def test_recall_delimiter_matches_the_rendered_one():
     from monoagent.testing.memory_contract import RECALL_DELIMITER
     from monoagent_plugins.conversation import RECALL_DELIMITER as rendered
 
-    assert RECALL_DELIMITER == rendered
+    assert rendered == RECALL_DELIMITER

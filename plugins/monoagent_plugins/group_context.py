@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
@@ -73,7 +73,7 @@ def timestamp(value: float | None) -> str:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return UNKNOWN_TIME
     try:
-        moment = datetime.fromtimestamp(value, timezone.utc)
+        moment = datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
         return UNKNOWN_TIME
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

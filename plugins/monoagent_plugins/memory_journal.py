@@ -218,7 +218,7 @@ class JournalTier:
                 chunk = missing[start : start + 256]
                 vectors = self._embed([text for _, text in chunk])
                 with immediate(conn):
-                    for (entry_id, _), vector in zip(chunk, vectors):
+                    for (entry_id, _), vector in zip(chunk, vectors, strict=True):
                         index.put(entry_id, vector)
 
         if missing:
@@ -304,7 +304,7 @@ class JournalTier:
         with self._lock:
             conn, index = self._connection()
             with immediate(conn):
-                for (text, day), vector in zip(rows, vectors):
+                for (text, day), vector in zip(rows, vectors, strict=True):
                     cursor = conn.execute(
                         "INSERT INTO entries(day, text, created_at, metadata) VALUES (?, ?, ?, ?)",
                         (day, text, now, json.dumps({"date": day})),

@@ -176,7 +176,7 @@ async def search_tiers(turn: Any, tiers: Mapping[str, MemoryTier], query: str) -
     results = await asyncio.gather(*(cache.search(tier, query) for tier in tiers.values()), return_exceptions=True)
     hits: list[MemoryHit] = []
     failed: list[str] = []
-    for name, result in zip(tiers, results):
+    for name, result in zip(tiers, results, strict=True):
         if isinstance(result, asyncio.CancelledError):
             raise result
         if isinstance(result, BaseException):

@@ -329,7 +329,7 @@ def variants(char: str) -> list[str]:
     """Every single character whose reading is ``char``'s, among the confusables and NFKC forms."""
     target = fence_view(char)
     found = {char, char.upper(), char.lower()}
-    found |= {c for c, prototype in untrusted._prototypes().items() if fence_view(prototype) == target}  # noqa: SLF001
+    found |= {c for c, prototype in untrusted._prototypes().items() if fence_view(prototype) == target}
     found |= {chr(cp) for cp in range(0xFF01, 0xFF5F) if unicodedata.normalize("NFKC", chr(cp)) in (char, char.upper())}
     alternatives = untrusted._alternatives().get(target, frozenset())
     return sorted(c for c in found if fence_view(c) == target or fence_view(c) in alternatives)

@@ -384,7 +384,7 @@ def test_a_damaged_full_text_index_is_rebuilt_from_the_stored_entries(tmp_path: 
         conn.execute(f"UPDATE {fts}_docsize SET sz = ?", (garbage(5),))
     conn.close()
     probe = sqlite3.connect(mem / FILES[tier])
-    with pytest.raises(sqlite3.DatabaseError, match="malformed|vtable constructor failed"):
+    with pytest.raises(sqlite3.DatabaseError, match=r"malformed|vtable constructor failed"):
         probe.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH 'billing'").fetchall()
 
     agent = fresh_agent(tmp_path / "agent", config=memory_config(mem, (tier,)))
@@ -628,7 +628,7 @@ def test_a_damaged_vector_is_made_again_once_the_embedder_works(tmp_path: Path) 
     broken = JournalTier(path, _Fixed(broken=True))
     assert [e.text for e in run(broken.entries(days=["2026-07-29"]))] == [text]  # it opens, and reads by date
     assert [e.text for e in run(broken.entries(query="billing api", mode="keyword"))] == [text]
-    with pytest.raises(MemoryTierError, match="the embedder 'fixed' failed .TimeoutError"):
+    with pytest.raises(MemoryTierError, match=r"the embedder 'fixed' failed \(TimeoutError"):
         run(broken.entries(query="billing api", mode="semantic"))
     broken.close()
 

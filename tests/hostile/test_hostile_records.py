@@ -474,7 +474,7 @@ def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth
         path.write_text(tomli_w.dumps(document), encoding="utf-8")
     levels = depth  # the top-level table and depth - 1 tables or arrays inside it
     if levels > 64:
-        with pytest.raises(DocumentError, match="more than 64 (levels deep|parts)"):
+        with pytest.raises(DocumentError, match=r"more than 64 (levels deep|parts)"):
             load_document(path, max_bytes=1 << 20, what="test document")
     else:
         assert load_document(path, max_bytes=1 << 20, what="test document") == document
@@ -559,7 +559,7 @@ print(json.dumps(out))
 def test_an_offline_script_that_is_a_fifo_a_device_or_deep_is_a_one_line_error(tmp_path):
     found = run_child(SCRIPT_CHILD, str(tmp_path))
     assert set(found) == {"fifo.json", "zero.json", "deep.json", "deep.toml"}
-    for name, problems in found.items():
+    for problems in found.values():
         assert len(problems) == 1 and "\n" not in problems[0] and problems[0].startswith("offline:scripted: "), problems
     assert "not a regular file; refused" in found["fifo.json"][0] and "not a regular file; refused" in found["zero.json"][0]
     assert "more than 64 levels deep" in found["deep.json"][0] and "more than 64 levels deep" in found["deep.toml"][0]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from monoagent.kernel.errors import MonoagentError
 
-__all__ = ["UnsafeFileError", "NotRegularFile", "FileTooLarge", "read_regular_file", "read_open_file", "read_regular_text"]
+__all__ = ["FileTooLarge", "NotRegularFile", "UnsafeFileError", "read_open_file", "read_regular_file", "read_regular_text"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)

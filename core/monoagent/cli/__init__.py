@@ -318,7 +318,7 @@ def config_validate() -> None:
     """Validate the configuration and the components it selects."""
     agent = _state().agent()
     agent.provider(agent.model)
-    agent.history_store
+    agent.history_store  # noqa: B018  (the property builds the store, or raises)
     agent.tool_history_store()
     if agent.config.runtime.compaction.enabled:
         agent.compaction_policy(agent.config.runtime.compaction.policy)

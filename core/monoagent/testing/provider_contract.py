@@ -58,7 +58,7 @@ from monoagent.pipeline.assembly import compile_prompt
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import Message, ProviderEvent, ProviderRequest, Section, StepFinished, TextDelta, ToolCallRequested, ToolSpec, Usage
 
-__all__ = ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest", "DROP", "STALL", "contract_request", "collect"]
+__all__ = ["DROP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer", "collect", "contract_request"]
 
 DROP = object()
 """A frame marker: close the connection abruptly here (no end of the chunked body)."""
@@ -274,7 +274,7 @@ def _handler_class(server: WireServer) -> type:
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
 
-        def do_POST(self) -> None:  # noqa: N802 (the stdlib's naming)
+        def do_POST(self) -> None:
             try:
                 server._serve(self)
             except (BrokenPipeError, ConnectionResetError):

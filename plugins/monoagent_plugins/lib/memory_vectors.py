@@ -218,6 +218,6 @@ class VectorIndex:
             if allowed is not None and entry_id not in allowed:
                 continue
             vector = unpack(blob)
-            scored.append((sum(a * b for a, b in zip(query, vector)), entry_id))
+            scored.append((sum(a * b for a, b in zip(query, vector, strict=True)), entry_id))
         scored.sort(key=lambda item: (-item[0], item[1]))
         return [(entry_id, score) for score, entry_id in scored[:k]]
