@@ -13,8 +13,8 @@ import platform
 import shutil
 import statistics
 import sys
-import time
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any

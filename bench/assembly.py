@@ -92,11 +92,11 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
 
 async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
+    from monoagent.kernel.model import Message as Msg
+    from monoagent.kernel.turn import Turn
     from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
     from monoagent.pipeline.harness import gate_recall, new_run_id
     from monoagent.pipeline.tool_loop import offered_tools
-    from monoagent.kernel.model import Message as Msg
-    from monoagent.kernel.turn import Turn
 
     hooks = agent.hooks
     harness = agent.harness

@@ -8,8 +8,8 @@ import hashlib
 import pytest
 
 from monoagent import hookimpl
-from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
+from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.testing import fresh_agent
 
 DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]

@@ -10,6 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monoagent.kernel.errors import ProviderError, TurnFailed
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolInvocation
+from monoagent.kernel.model import (
+    StepFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    ToolResult,
+    ToolSpec,
+    TurnRequest,
+)
 from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
 from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,
@@ -23,14 +35,10 @@ from monoagent.pipeline.continuity_account import (
     build_account,
     render_account,
 )
-from monoagent.kernel.errors import ProviderError, TurnFailed
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.kernel.interfaces import ToolInvocation
-from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
+from monoagent_plugins.redaction import redact_text
 
 
 def redact(text, kind):

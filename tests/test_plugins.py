@@ -909,9 +909,8 @@ def test_a_distribution_declares_its_sections_so_they_are_known_while_blocked(pr
 def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> None:
     from importlib.metadata import entry_points
 
-    from monoagent.kernel.host import PluginHost
-
     from monoagent.kernel.config_keys import kernel_tables, table_keys
+    from monoagent.kernel.host import PluginHost
 
     host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
     host.load_entry_points()

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.pipeline import provider_call as reliability
 from monoagent.kernel.errors import ContextLimitError, ProviderError, TurnFailed
 from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
+from monoagent.pipeline import provider_call as reliability
 from monoagent.pipeline import stateless
 from monoagent.pipeline.provider_call import backoff_delay_ms
 from monoagent.pipeline.stateless import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
-from monoagent.kernel.errors import TurnFailed
-from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
-from monoagent.kernel.host import bundled_impl
-from monoagent.text import utf8_len, utf8_prefix
-from monoagent.kernel.turn import Turn
 from monoagent.boundary.fences import capped, indent_continuations, neutralize_untrusted
+from monoagent.kernel.errors import TurnFailed
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
+from monoagent.kernel.turn import Turn
+from monoagent.text import utf8_len, utf8_prefix
 
 OPEN = "<messages_since_your_last_turn>"
 CLOSE = "</messages_since_your_last_turn>"

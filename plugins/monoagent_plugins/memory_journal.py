@@ -40,12 +40,11 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_loading import parse_ascii_number
+from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import MemoryHit, ToolSpec
-from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar, ToolRegistrar
-
 from monoagent_plugins.lib.journal_entries import (
     TOOL_DEFAULT_ENTRIES,
     TOOL_NAME,
@@ -57,6 +56,8 @@ from monoagent_plugins.lib.journal_entries import (
 )
 from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
+)
+from monoagent_plugins.lib.memory_database import (
     MemoryTierError,
     TierDatabase,
     TierSchema,

@@ -40,14 +40,15 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_loading import parse_ascii_number
+from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
-from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar
 from monoagent.text import utf8_len, utf8_prefix
-
 from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
+)
+from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,

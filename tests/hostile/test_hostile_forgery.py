@@ -25,26 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.pipeline import bloat
-from monoagent.pipeline import stateless
 from monoagent.boundary import fences as untrusted
+from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens, neutralize_untrusted
 from monoagent.kernel import model
-from monoagent.pipeline.continuity import ContinuityCollector
-from monoagent.pipeline.continuity_account import (
-    ACCOUNT_HEADER,
-    EVIDENCE_WARNING,
-    PREFIX_MAX_BYTES,
-    UNTRUSTED_DETAIL_MAX_BYTES,
-    AccountToolPair,
-    BoundedText,
-    ContinuityAccount,
-    accounted_records,
-    bounded_value,
-    build_account,
-    render_account,
-)
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -59,10 +45,23 @@ from monoagent.kernel.model import (
     ToolStatus,
     TurnRequest,
 )
+from monoagent.pipeline import bloat, stateless
+from monoagent.pipeline.continuity import ContinuityCollector
+from monoagent.pipeline.continuity_account import (
+    ACCOUNT_HEADER,
+    EVIDENCE_WARNING,
+    PREFIX_MAX_BYTES,
+    UNTRUSTED_DETAIL_MAX_BYTES,
+    AccountToolPair,
+    BoundedText,
+    ContinuityAccount,
+    accounted_records,
+    bounded_value,
+    build_account,
+    render_account,
+)
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.kernel.interfaces import ToolInvocation
-from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens, neutralize_untrusted
 from monoagent_plugins import conversation, group_context, memory_recall
 from monoagent_plugins.lib.tool_history import projection as tool_history
 from monoagent_plugins.redaction import redact_text

@@ -31,11 +31,11 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import MemoryHit, TurnRequest
-from monoagent.kernel.host import PluginHost
-from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.host import PluginHost
+from monoagent.kernel.model import MemoryHit, TurnRequest
+from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
 from monoagent_plugins.lib.memory_database import MemoryTierError
 from monoagent_plugins.memory_journal import JournalTier

@@ -50,8 +50,8 @@ from monoagent.kernel.model import (
     TurnRequest,
     Usage,
 )
-from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request
 from monoagent.testing import fresh_agent, scripted_agent
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request
 
 MiB = 1024 * 1024
 PROVIDERS = ("anthropic", "openai")

@@ -36,19 +36,19 @@ from hypothesis import strategies as st
 
 from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
 from monoagent.kernel.config_loading import load_config
-from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.host import PluginHost
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolSpec, TurnRequest
-from monoagent.kernel.host import PluginHost
+from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore
 from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.tool_history import ToolHistoryConfig
 from monoagent_plugins.lib.tool_history.sidecar import OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 from monoagent_plugins.lib.tool_history.writer import OpenRetry
+from monoagent_plugins.tool_history import ToolHistoryConfig
 
 
 def examples(default: int):

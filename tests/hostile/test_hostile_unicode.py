@@ -51,8 +51,8 @@ from monoagent.kernel.model import (
     TurnRequest,
     Usage,
 )
-from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 from monoagent.testing import fresh_agent
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 
 SURROGATE = st.characters(categories=["Cs"])
 HOSTILE = st.text(st.one_of(st.characters(), SURROGATE, SURROGATE), max_size=20)

@@ -26,8 +26,8 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
-from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.boundary.terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
+from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.text import scrub_unicode
 
 if TYPE_CHECKING:

@@ -40,12 +40,12 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 import pluggy
-from monoagent.kernel.log import logger
 
 from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import ComponentError, PluginError
 from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.interfaces import Tool
+from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import (
     COMPONENT_REGISTRARS,
     REGISTRARS,

@@ -54,9 +54,19 @@ from typing import Any
 
 import attrs
 
-from monoagent.pipeline.assembly import compile_prompt
 from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import Message, ProviderEvent, ProviderRequest, Section, StepFinished, TextDelta, ToolCallRequested, ToolSpec, Usage
+from monoagent.kernel.model import (
+    Message,
+    ProviderEvent,
+    ProviderRequest,
+    Section,
+    StepFinished,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    Usage,
+)
+from monoagent.pipeline.assembly import compile_prompt
 
 __all__ = ["DROP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer", "collect", "contract_request"]
 
