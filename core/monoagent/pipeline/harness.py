@@ -27,13 +27,12 @@ commit stands and the run completes the same way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -52,9 +51,16 @@ from monoagent.kernel.model import (
 )
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
+from monoagent.pipeline.continuity import (
+    PublicationBarrier,
+    RunContinuity,
+    await_settlement,
+    begin_settlement,
+    settle_run,
+)
 from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
+from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle, in_settlement, settle_window_ms, settling
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 
@@ -107,20 +113,28 @@ class _Lane:
 
 @attrs.define
 class _Run:
-    """Book-keeping of one run's events."""
+    """Book-keeping of one run: its events, and what it holds (lane, slot) so a cancel can free them at once."""
 
     run_id: str
     conversation_id: str
     callback: EventCallback | None
     seq: int = 0
     observe: Callable[[str, dict[str, Any]], None] | None = None
+    worker: asyncio.Task[TurnResult] | None = None
+    turn: Turn | None = None
+    lane: _Lane | None = None
+    lane_locked: bool = False
+    slot: Literal["pending", "held"] | None = None
+    quarantined: bool = False
+    late_events: int = 0
 
 
 class Harness:
     """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS) -> None:
         self.agent = agent
+        self.settle_window_ms = settle_window_ms(terminal_recovery_settlement_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lanes: dict[str, _Lane] = {}
         self._slots: asyncio.Semaphore | None = None
@@ -128,6 +142,13 @@ class Harness:
         self._running = 0
         self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
+        self._live: dict[str, list[RunHandle]] = {}
+        self._settlements: set[asyncio.Task[None]] = set()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the harness last ran turns on (None before the first)."""
+        return self._loop
 
     # ------------------------------------------------------------------ primitives bound to the loop
 
@@ -139,21 +160,44 @@ class Harness:
             self._slots = asyncio.Semaphore(self.agent.config.concurrency.max_concurrent_runs)
             self._pending = 0
             self._running = 0
+            self._live = {}
+            self._settlements = set()
 
-    @contextlib.asynccontextmanager
-    async def _lane(self, conversation_id: str) -> AsyncIterator[None]:
-        """Hold the conversation's lane; the lane is dropped when no turn holds or awaits it."""
-        lane = self._lanes.get(conversation_id)
+    async def _enter_lane(self, run: _Run) -> None:
+        """Take the conversation's lane for ``run`` (queued behind the turn holding it)."""
+        lane = self._lanes.get(run.conversation_id)
         if lane is None:
-            lane = self._lanes[conversation_id] = _Lane()
+            lane = self._lanes[run.conversation_id] = _Lane()
         lane.users += 1
+        run.lane = lane
         try:
-            async with lane.lock:
-                yield
-        finally:
-            lane.users -= 1
-            if lane.users == 0 and self._lanes.get(conversation_id) is lane:
-                del self._lanes[conversation_id]
+            await lane.lock.acquire()
+        except BaseException:
+            self._leave_lane(run)
+            raise
+        run.lane_locked = True
+
+    def _leave_lane(self, run: _Run) -> None:
+        """Free ``run``'s lane (once: the run's end and a cancel both call it); drop it when no turn holds or awaits it."""
+        lane, run.lane = run.lane, None
+        if lane is None:
+            return
+        if run.lane_locked:
+            run.lane_locked = False
+            lane.lock.release()
+        lane.users -= 1
+        if lane.users == 0 and self._lanes.get(run.conversation_id) is lane:
+            del self._lanes[run.conversation_id]
+
+    def _release_slot(self, run: _Run) -> None:
+        """Give back ``run``'s place in admission or its execution slot (once, as for the lane)."""
+        slot, run.slot = run.slot, None
+        if slot == "held":
+            assert self._slots is not None
+            self._running -= 1
+            self._slots.release()
+        elif slot == "pending":
+            self._pending -= 1
 
     # ------------------------------------------------------------------ events
 
@@ -162,6 +206,9 @@ class Harness:
         agent = self.agent
 
         def emit(type: str, data: dict[str, Any]) -> None:
+            if run.quarantined and not in_settlement():
+                run.late_events += 1  # the late work of a cancelled run: never emitted, never in its account
+                return
             run.seq += 1
             if run.observe is not None:
                 run.observe(type, data)
@@ -206,13 +253,106 @@ class Harness:
 
     # ------------------------------------------------------------------ the turn
 
-    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
-        """Run one turn to its committed result, or raise (committing nothing)."""
-        self._bind_loop()
-        async with self._lane(request.conversation_id):
-            return await self._run_admitted_turn(request, on_event)
+    def submit(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> RunHandle:
+        """Start one turn and return its :class:`~monoagent.pipeline.run_handle.RunHandle` (await it for the result).
 
-    async def _run_admitted_turn(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+        The turn's models are resolved first (their provider factories run): an unknown prefix, a
+        malformed model string or a provider without its API key raises here, before admission,
+        with no run events and no continuity account.
+        """
+        self._bind_loop()
+        for model in dict.fromkeys((request.model or self.agent.model, *self.agent.config.runtime.fallbacks)):
+            self.agent.provider(model)
+        run = _Run(new_run_id(), request.conversation_id, on_event)
+        handle = RunHandle(self, run, request)
+        run.worker = asyncio.ensure_future(self._drive(request, run))
+        run.worker.add_done_callback(handle._worker_done)
+        live = self._live.setdefault(request.conversation_id, [])
+        live.append(handle)
+        run.worker.add_done_callback(lambda _: self._forget(handle))
+        return handle
+
+    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
+        """Run one turn to its committed result, or raise (committing nothing); cancelling the caller cancels the turn."""
+        return await self.submit(request, on_event=on_event)
+
+    def cancel(self, conversation_id: str, msg: str | None = None) -> int:
+        """Cancel every unfinished run of ``conversation_id`` (the request's id), queued ones included; how many."""
+        return sum(handle.cancel(msg) for handle in list(self._live.get(conversation_id, ())))
+
+    async def wait_settled(self) -> None:
+        """Wait until every cancelled run of this harness has settled (its account published, or failed to be)."""
+        loop = asyncio.get_running_loop()
+        while pending := [t for t in self._settlements if not t.done() and t.get_loop() is loop]:
+            await asyncio.wait(pending)
+
+    def _forget(self, handle: RunHandle) -> None:
+        live = self._live.get(handle.conversation_id)
+        if live is not None and handle in live:
+            live.remove(handle)
+            if not live:
+                del self._live[handle.conversation_id]
+
+    async def _drive(self, request: TurnRequest, run: _Run) -> TurnResult:
+        """The worker of one run: its lane, then the turn."""
+        await self._enter_lane(run)
+        try:
+            return await self._run_admitted_turn(request, run)
+        finally:
+            self._leave_lane(run)
+
+    def _cancel_run(self, handle: RunHandle, msg: str | None) -> bool:
+        """Cancel a run whose caller is still waiting (see :mod:`monoagent.pipeline.run_handle`)."""
+        run = handle._run
+        assert run.worker is not None
+        turn = run.turn
+        if turn is not None and turn.continuity is not None:
+            collector = turn.continuity.collector
+            if collector.claiming or collector.claimed:  # the answer's commit decides; the caller waits for it
+                run.worker.cancel(msg)
+                return True
+            if not collector.sealed:
+                run.quarantined = True
+                error = asyncio.CancelledError(msg) if msg is not None else asyncio.CancelledError()
+                publication = begin_settlement(
+                    turn, self._continuity, "cancelled", error, settle=lambda: self._provider_settled(run)
+                )
+                settlement = asyncio.ensure_future(self._settle_cancelled(handle, turn, publication, error))
+                self._settlements.add(settlement)
+                settlement.add_done_callback(self._settlements.discard)
+        self._release_slot(run)
+        self._leave_lane(run)
+        run.worker.cancel(msg)
+        handle._release(msg)
+        return True
+
+    async def _provider_settled(self, run: _Run) -> None:
+        """Wait for a cancelled run's worker to end, for at most the settle window."""
+        settling()
+        assert run.worker is not None and run.turn is not None
+        if run.worker.done() or run.worker.get_loop() is not asyncio.get_running_loop():
+            return  # ended, or a publication retried on a later loop: the old loop's worker is gone
+        done, _ = await asyncio.wait((run.worker,), timeout=self.settle_window_ms / 1000)
+        if not done:
+            logger.warning(
+                "run {} was cancelled, but its provider call or tool did not stop within {} ms; it is left to finish "
+                "in the background and whatever it still produces is discarded",
+                run.run_id, self.settle_window_ms,
+            )
+            run.turn.emit("runtime_warning", code="provider_unsettled", settle_window_ms=self.settle_window_ms)
+
+    async def _settle_cancelled(
+        self, handle: RunHandle, turn: Turn, publication: asyncio.Task[None] | None, error: asyncio.CancelledError
+    ) -> None:
+        """A cancelled run's account, then its terminal event; the caller was released before."""
+        settling()
+        try:
+            await await_settlement(turn, publication)
+            turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
+        finally:
+            handle._mark_settled()
+
+    async def _run_admitted_turn(self, request: TurnRequest, run: _Run) -> TurnResult:
         """Admit the turn (or reject it), run it to its commit, and settle it on cancellation or failure."""
         assert self._slots is not None
         await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
@@ -223,11 +363,10 @@ class Harness:
                 f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
                 f"try again later or raise the limit"
             )
-        slot_held = False
         started = time.time()
         session = self._session(request, started)
-        run = _Run(new_run_id(), session.conversation_id, on_event)
-        turn = Turn(
+        run.conversation_id = session.conversation_id
+        turn = run.turn = Turn(
             agent=self.agent,
             request=request,
             run_id=run.run_id,
@@ -237,6 +376,7 @@ class Harness:
             started_at=started,
         )
         run.observe = RunContinuity.of(turn).collector.observe
+        run.slot = "pending"
         self._pending += 1  # no await since the check: admission stays atomic; the finally below undoes it
         try:
             turn.emit(
@@ -251,26 +391,24 @@ class Harness:
                 turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
             prompt = await self.prepare(turn)
             await self._slots.acquire()
-            slot_held = True
+            run.slot = "held"
             self._pending -= 1
             self._running += 1
             result = await self._execute(turn, prompt)
         except asyncio.CancelledError as exc:
-            if RunContinuity.of(turn).collector.claimed:
-                raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
+            if run.quarantined or RunContinuity.of(turn).collector.claimed:
+                raise  # settled by the cancel that released the caller, or cancelled after its durable commit
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
+            if run.quarantined:
+                raise
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
         finally:
-            if slot_held:
-                self._running -= 1
-                self._slots.release()
-            else:
-                self._pending -= 1
+            self._release_slot(run)
         return result
 
     async def prepare(self, turn: Turn) -> AssembledPrompt:
@@ -395,6 +533,10 @@ class Harness:
         Returns the receipt and the cancellation to re-raise once the run has completed, if one
         arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
         """
+        collector = RunContinuity.of(turn).collector
+        if collector.sealed:  # cancelled, its account under way: a provider that ignored the cancel commits nothing
+            raise asyncio.CancelledError
+        collector.claiming = True
         commit = asyncio.ensure_future(self.agent.history_store.commit(turn.conversation_id, messages))
         cancelled: asyncio.CancelledError | None = None
         while not commit.done():

@@ -1,0 +1,160 @@
+"""Run handles: a submitted run the caller can await or cancel, and the settle window after a cancel.
+
+:meth:`Harness.submit <monoagent.pipeline.harness.Harness.submit>` starts a run in a task of its
+own (the *worker*) and returns its :class:`RunHandle`. The caller awaits the handle, never the
+worker, which is what lets a cancellation release the caller at once even when the provider
+runtime ignores it (swallows ``CancelledError``, or blocks):
+
+1. before admission (queued in the conversation's lane, or at the continuity barrier), a cancel
+   ends the request: no run events, no account;
+2. after admission and before the answer's commit begins, a cancel seals the run's accepted
+   partial prefix (:class:`~monoagent.pipeline.continuity.ContinuityCollector`), quarantines the
+   worker's later events, starts publishing the continuity account behind the conversation's
+   :class:`~monoagent.pipeline.continuity.PublicationBarrier`, frees the execution slot and the
+   conversation lane, cancels the worker and rejects the caller with ``CancelledError``, all
+   before it returns. The account's publication first waits for the worker to settle, for at
+   most the *settle window* (``terminal_recovery_settlement_ms``, 1,000 ms by default, a host
+   option of :class:`~monoagent.agent.Agent` and the harness, not a configuration key); a
+   worker still running then is left to finish in the background (``runtime_warning``
+   ``provider_unsettled``), quarantined: nothing it does is emitted, run as a tool, or
+   committed. The account is then published, and ``run_cancelled`` follows it;
+3. once the answer's commit has begun, the commit decides (see :mod:`monoagent.pipeline.harness`):
+   the caller receives ``CancelledError`` when the run has completed.
+
+Quarantine: once a run is quarantined, only the settlement's own events (the account, warnings
+about it, ``run_cancelled``) are emitted; they run in a context marked by :func:`settling`,
+so events from the worker, its tools' threads or any callback it scheduled are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from monoagent.kernel.log import logger
+
+if TYPE_CHECKING:
+    from monoagent.kernel.model import TurnRequest, TurnResult
+    from monoagent.pipeline.harness import Harness, _Run
+
+DEFAULT_SETTLE_WINDOW_MS = 1000
+"""How long a cancelled run's account waits for the provider call to settle (seed: ``terminalRecoverySettlementMs``)."""
+
+_settling: contextvars.ContextVar[bool] = contextvars.ContextVar("monoagent_settling", default=False)
+
+
+def settling() -> None:
+    """Mark the current task as a settlement: its events pass a quarantined run's emitter."""
+    _settling.set(True)
+
+
+def in_settlement() -> bool:
+    return _settling.get()
+
+
+def settle_window_ms(value: Any) -> int:
+    """``value`` checked as a settle window: a positive whole number of milliseconds."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"terminal_recovery_settlement_ms must be a positive whole number of milliseconds, not {value!r} "
+            f"(default {DEFAULT_SETTLE_WINDOW_MS})"
+        )
+    return value
+
+
+class RunHandle:
+    """One submitted run: ``await handle`` for its :class:`~monoagent.kernel.model.TurnResult`.
+
+    Like an ``asyncio.Task`` of the run, with a cancellation that does not wait for the provider:
+    :meth:`cancel` returns after the caller has been released (see the module docstring).
+    Awaiting the handle from a task that is itself cancelled cancels the run, as awaiting a task
+    does. ``run_id`` is the id every event of the run carries (also when the run was cancelled
+    before admission and emitted none); ``conversation_id`` is the request's.
+    """
+
+    def __init__(self, harness: Harness, run: _Run, request: TurnRequest) -> None:
+        self._harness = harness
+        self._run = run
+        self.request = request
+        self._outcome: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+        self._settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def conversation_id(self) -> str:
+        return self.request.conversation_id
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else "cancelled" if self.cancelled() else "done"
+        return f"<RunHandle {self.run_id} {self.conversation_id!r} {state}>"
+
+    def __await__(self) -> Generator[Any, None, TurnResult]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> TurnResult:
+        while not self._outcome.done():
+            try:
+                await asyncio.wait((self._outcome,))
+            except asyncio.CancelledError as exc:
+                if not self._outcome.done():
+                    self.cancel(exc.args[0] if exc.args else None)
+                if not self._outcome.done():
+                    continue  # the answer's commit is under way: its outcome decides, then the caller is cancelled
+                raise
+        return self._outcome.result()
+
+    def done(self) -> bool:
+        """True once the caller's outcome is known (a result, an error, or the cancellation)."""
+        return self._outcome.done()
+
+    def cancelled(self) -> bool:
+        return self._outcome.cancelled()
+
+    def result(self) -> TurnResult:
+        """The result of a finished run; raises its error, ``CancelledError``, or ``InvalidStateError`` if not done."""
+        return self._outcome.result()
+
+    def cancel(self, msg: str | None = None) -> bool:
+        """Cancel the run; False when its outcome was already known.
+
+        ``msg`` is the cancellation's reason, recorded in the continuity account when it is a
+        short identifier (``user_cancelled``), else ``cancelled``.
+        """
+        if self._outcome.done():
+            return False
+        return self._harness._cancel_run(self, msg)
+
+    async def settled(self) -> None:
+        """Wait until the run has settled: its worker ended, or its account was published (or failed to be)."""
+        await asyncio.shield(self._settled)
+
+    # ------------------------------------------------------------------ called by the harness
+
+    def _release(self, msg: str | None) -> None:
+        if not self._outcome.done():
+            self._outcome.cancel(msg)
+
+    def _mark_settled(self) -> None:
+        if not self._settled.done():
+            self._settled.set_result(None)
+
+    def _worker_done(self, worker: asyncio.Task[TurnResult]) -> None:
+        """The worker ended: its outcome goes to the caller, unless a cancel released the caller already."""
+        if worker.cancelled():
+            self._release(None)
+        else:
+            error = worker.exception()
+            if self._outcome.done():
+                if error is not None and not isinstance(error, asyncio.CancelledError):
+                    logger.debug("cancelled run {} ended late with {}: {}", self.run_id, type(error).__name__, error)
+            elif error is not None:
+                self._outcome.set_exception(error)
+            else:
+                self._outcome.set_result(worker.result())
+        if not self._run.quarantined:
+            self._mark_settled()
