@@ -73,7 +73,7 @@ class SilentServer:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d/" % self.listener.getsockname()[1]
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
 
     def _serve(self):
         connection, _ = self.listener.accept()
