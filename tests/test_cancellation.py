@@ -412,3 +412,172 @@ def test_a_configuration_error_is_raised_before_admission_with_no_events_and_no_
     assert fixture.observed == [] and load(agent) == ()
     assert agent.run_sync("quick", conversation_id="c").text == "quick answer"  # nothing was left half-admitted
     agent.close()
+
+
+# --------------------------------------------------------------------------- monoagent chat on a real terminal
+
+SLOW_PROVIDER = '''
+import asyncio
+
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import StepFinished, TextDelta
+
+
+class Slow:
+    name = "slow"
+
+    async def stream(self, request):
+        if "slow" in request.messages[-1].content:
+            yield TextDelta("thinking\\n")
+            await asyncio.Event().wait()
+        yield TextDelta("quick answer\\n")
+        yield StepFinished()
+
+
+@hookimpl
+def register_providers(register):
+    register("slow", lambda agent, model: Slow())
+'''
+
+
+class Terminal:
+    """``monoagent chat`` as the child of a real pseudo-terminal (its controlling terminal, so ``\\x03`` is SIGINT)."""
+
+    def __init__(self, tmp_path):
+        import os
+        import pty
+        import sys
+        import termios
+
+        (tmp_path / "plugins").mkdir()
+        (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
+        (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "slow:x"\n', encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+        env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), TERM="xterm")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.chdir(tmp_path)
+            os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "chat"], env)
+        self.found = termios.tcgetattr(self.fd)  # the terminal as the chat finds it (the child has not started yet)
+        self.output = b""
+        self.transcript = b""
+        self.status = None
+
+    def read(self, data):
+        self.output += data
+        self.transcript += data
+
+    def wait_for(self, marker, limit=30.0):  # a bound on failure, not synchronisation
+        import os
+        import select
+
+        deadline = time.monotonic() + limit
+        while marker not in self.output and time.monotonic() < deadline:
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.read(os.read(self.fd, 4096))
+                except OSError:
+                    break
+        assert marker in self.output, f"{marker!r} not seen; the terminal showed {self.transcript!r}"
+        self.output = self.output[self.output.index(marker) + len(marker):]  # what follows it is awaited next
+
+    def send(self, data):
+        import os
+
+        os.write(self.fd, data)
+
+    def exit_code(self, limit=30.0):
+        import os
+
+        deadline = time.monotonic() + limit
+        while self.status is None and time.monotonic() < deadline:
+            finished, status = os.waitpid(self.pid, os.WNOHANG)
+            if finished:
+                self.status = os.waitstatus_to_exitcode(status)
+                break
+            self.wait_for_anything(0.1)
+        assert self.status is not None, f"chat still running: {self.transcript!r}"
+        return self.status
+
+    def wait_for_anything(self, limit):
+        import os
+        import select
+
+        if select.select([self.fd], [], [], limit)[0]:
+            try:
+                self.read(os.read(self.fd, 4096))
+            except OSError:
+                pass
+
+    def flags(self):
+        import termios
+
+        return termios.tcgetattr(self.fd)  # Linux answers for the terminal's slave side
+
+    def close(self):
+        import os
+        import signal
+
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+needs_pty = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs a pseudo-terminal")
+
+
+@needs_pty
+def test_ctrl_c_in_chat_cancels_the_turn_keeps_the_chat_and_restores_the_terminal(tmp_path):
+    import termios
+
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.wait_for(b"you> ")
+        terminal.send(b"go slow\r")
+        terminal.wait_for(b"thinking")
+        terminal.send(b"\x03")  # cancels the turn ...
+        terminal.wait_for(b"(turn cancelled")
+        terminal.wait_for(b"you> ")  # ... and the chat asks again
+        terminal.send(b"and now quick\r")
+        terminal.wait_for(b"quick answer")
+        terminal.wait_for(b"you> ")
+        terminal.send(b"\x03")  # Ctrl-C at the prompt leaves
+        assert terminal.exit_code() == 130
+        found, now = terminal.found, terminal.flags()
+        assert now[3] & (termios.ECHO | termios.ICANON | termios.ISIG) == termios.ECHO | termios.ICANON | termios.ISIG
+        assert now == found  # every flag and control character as the chat found them
+    finally:
+        terminal.close()
+    account = [p for p in (tmp_path / "home").rglob("*") if p.is_file() and b"Continuity account v1" in p.read_bytes()]
+    assert account, "the cancelled turn's continuity account is in history"
+
+
+@needs_pty
+def test_a_second_ctrl_c_right_after_a_cancel_leaves_with_the_account_published_and_the_terminal_restored(tmp_path):
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.wait_for(b"you> ")
+        terminal.send(b"go slow\r")
+        terminal.wait_for(b"thinking")
+        terminal.send(b"\x03")
+        terminal.wait_for(b"(turn cancelled")  # handled: a second SIGINT sent earlier could merge with the first
+        terminal.send(b"\x03")  # while the prompt comes back and the account may still be written
+        assert terminal.exit_code() == 130
+        assert terminal.flags() == terminal.found
+    finally:
+        terminal.close()
+    assert any(b"Continuity account v1" in p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file())
+
+
+@needs_pty
+def test_ctrl_c_while_readline_waits_for_a_line_restores_echo_and_canonical_input(tmp_path):
+    """Leaving while readline holds the terminal (echo and canonical input off) left the shell without echo."""
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.wait_for(b"you> ")
+        terminal.send(b"\x03")
+        assert terminal.exit_code() == 130
+        assert terminal.flags() == terminal.found
+    finally:
+        terminal.close()
