@@ -341,6 +341,27 @@ def test_cancel_counts_the_active_and_the_queued_runs_and_the_queued_one_leaves_
     agent.close()
 
 
+def test_lanes_are_dropped_after_cancels_and_under_daily_rollover(tmp_path):
+    runtime = Stubborn()
+    session = {"rollover": "daily", "rolloverTimezone": "UTC"}
+    agent, _fixture = make_agent(tmp_path, runtime, window_ms=60_000,
+                                 config={"runtime": {"model": "stubborn:x", "session": session}})
+
+    async def main():
+        await agent.respond(TurnRequest("quick", conversation_id="a"))  # its physical id is a:<date>
+        active = agent.submit(TurnRequest("long job", conversation_id="b"))
+        await runtime.started.wait()
+        agent.submit(TurnRequest("quick follow-up", conversation_id="b"))
+        agent.cancel("b")
+        runtime.release.set()
+        await active.settled()
+        await agent.wait_settled()
+        return dict(agent.harness._lanes)
+
+    assert asyncio.run(main()) == {}
+    agent.close()
+
+
 def test_awaiting_a_handle_gives_the_result_and_its_run_id_is_the_events(tmp_path):
     runtime = Stubborn()
     agent, fixture = make_agent(tmp_path, runtime)

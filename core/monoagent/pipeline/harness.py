@@ -105,8 +105,9 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
 
 @attrs.define
 class _Lane:
-    """One conversation's lane: its lock and how many turns hold or await it."""
+    """One conversation's lane (``key``: the request's conversation id): its lock and how many turns hold or await it."""
 
+    key: str
     lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
     users: int = 0
 
@@ -167,7 +168,7 @@ class Harness:
         """Take the conversation's lane for ``run`` (queued behind the turn holding it)."""
         lane = self._lanes.get(run.conversation_id)
         if lane is None:
-            lane = self._lanes[run.conversation_id] = _Lane()
+            lane = self._lanes[run.conversation_id] = _Lane(run.conversation_id)
         lane.users += 1
         run.lane = lane
         try:
@@ -186,8 +187,8 @@ class Harness:
             run.lane_locked = False
             lane.lock.release()
         lane.users -= 1
-        if lane.users == 0 and self._lanes.get(run.conversation_id) is lane:
-            del self._lanes[run.conversation_id]
+        if lane.users == 0 and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
 
     def _release_slot(self, run: _Run) -> None:
         """Give back ``run``'s place in admission or its execution slot (once, as for the lane)."""
@@ -305,12 +306,13 @@ class Harness:
         """Cancel a run whose caller is still waiting (see :mod:`monoagent.pipeline.run_handle`)."""
         run = handle._run
         assert run.worker is not None
+        if run.worker.done():
+            return False  # its outcome is on its way to the caller
         turn = run.turn
         if turn is not None and turn.continuity is not None:
             collector = turn.continuity.collector
             if collector.claiming or collector.claimed:  # the answer's commit decides; the caller waits for it
-                run.worker.cancel(msg)
-                return True
+                return run.worker.cancel(msg)
             if not collector.sealed:
                 run.quarantined = True
                 error = asyncio.CancelledError(msg) if msg is not None else asyncio.CancelledError()

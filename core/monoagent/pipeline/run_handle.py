@@ -156,5 +156,7 @@ class RunHandle:
                 self._outcome.set_exception(error)
             else:
                 self._outcome.set_result(worker.result())
-        if not self._run.quarantined:
+        if self._run.quarantined:
+            logger.debug("cancelled run {} ended; {} of its late events were dropped", self.run_id, self._run.late_events)
+        else:
             self._mark_settled()
