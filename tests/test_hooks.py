@@ -357,6 +357,23 @@ def test_hook_shutdown(tmp_path):
     assert closed == ["offline:echo"]
 
 
+def test_hook_after_history_reset(tmp_path):
+    told = []
+
+    class Plugin:
+        @hookimpl
+        def after_history_reset(self, agent, logical_conversation_id):
+            async def forget():  # an awaitable result is awaited; the history is gone by now
+                told.append((logical_conversation_id, len(await agent.history_store.load("chat:7"))))
+
+            return forget()
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    run(agent, conversation="chat:7")
+    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # a bucket names its logical session
+    assert told == [("chat:7", 0)]
+
+
 # ---------------------------------------------------------------------------- section producers
 
 

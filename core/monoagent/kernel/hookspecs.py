@@ -468,6 +468,34 @@ def shutdown(agent: Agent) -> Any:
     """
 
 
+@hookspec
+def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Any:
+    """Forget what a plugin keeps per conversation once its message history is reset or cleared.
+
+    Args:
+        agent: the Agent whose history was reset.
+        logical_conversation_id: the logical session that was reset (its daily buckets with
+            it), or None when every conversation was cleared.
+
+    Returns:
+        Nothing (or an awaitable the kernel awaits). Results are collected. An exception is
+        raised to the caller after the history was reset: the reset stands.
+
+    Called after the history store removed the conversation: by ``agent.reset_conversation()``
+    (``monoagent history reset``, ``/reset`` in ``monoagent chat``) with its logical id, and by
+    ``monoagent history clear --all`` and ``monoagent restart --clear-sessions`` with None.
+
+    Bundled default: ``compaction`` removes the stored conversation summaries of that session
+    (all of them after a clear), so a reset conversation starts without its old summary.
+
+    Example::
+
+        @hookimpl
+        def after_history_reset(agent, logical_conversation_id):
+            my_cache.drop(logical_conversation_id)  # None: drop everything
+    """
+
+
 # ============================================================================ section producers
 
 
