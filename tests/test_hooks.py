@@ -532,9 +532,9 @@ def test_hook_count_tokens(tmp_path):
     run(agent, "one")
     events: list = []
     asyncio.run(agent.respond(TurnRequest("two", conversation_id="t"), on_event=events.append))
-    compaction = next(e for e in events if e.type == "context_compaction")
+    compaction = next(e for e in events if e.type == "context_compaction_applied")
     assert calls and set(calls) == {"offline:echo"}
-    assert compaction.data["applied"] is True and compaction.data["after"] == 0
+    assert compaction.data["applied"] is True and compaction.data["messages_after"] == 0
 
 
 def test_hook_choose_compaction(tmp_path):
