@@ -22,11 +22,10 @@ provider's) - ``runtime.compaction.responseReserveTokens`` (:mod:`monoagent.pipe
 
 from __future__ import annotations
 
-import asyncio
 import io
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -38,14 +37,9 @@ from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ProviderRequest, Section
 from monoagent.kernel.registrars import CompactionPolicyRegistrar, ConfigSectionRegistrar
 from monoagent.pipeline.assembly import compile_prompt
-from monoagent_plugins.lib.compaction_summaries import (
-    RECORD_VERSION,
-    DamagedSummary,
-    SummaryFiles,
-    SummaryRecord,
-    anchor,
-    message_digest,
-)
+
+if TYPE_CHECKING:
+    from monoagent_plugins.lib.compaction_summaries import SummaryFiles, SummaryRecord
 
 CONFIG_PATH = "runtime.compaction"
 """The policies' keys live in the kernel's ``runtime.compaction`` table, at their documented paths."""
@@ -145,7 +139,16 @@ class SummaryPolicy:
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent
-        self.files = SummaryFiles(agent.config.history_dir)
+        self._files: SummaryFiles | None = None
+
+    @property
+    def files(self) -> SummaryFiles:
+        """The summary files, their module imported on first use (not at plugin load: CLI start-up)."""
+        if self._files is None:
+            from monoagent_plugins.lib.compaction_summaries import SummaryFiles
+
+            self._files = SummaryFiles(self.agent.config.history_dir)
+        return self._files
 
     async def view(self, turn: Any, messages: Sequence[Message]) -> Sequence[Message] | None:
         """The stored summary, then the messages after those it replaced; None if none fits ``messages``.
@@ -153,6 +156,10 @@ class SummaryPolicy:
         A small file read per turn, in the loop's thread (no fsync; at most a few KiB). A summary
         whose messages the history no longer holds (a reset elsewhere, retention) is removed.
         """
+        import asyncio
+
+        from monoagent_plugins.lib.compaction_summaries import DamagedSummary, anchor
+
         conversation_id = turn.conversation_id
         try:
             record = self.files.load(conversation_id)
@@ -210,6 +217,8 @@ class SummaryPolicy:
         if summary is None:
             kept = truncate_to_fit(self.agent, messages, int(budget * cfg.trigger_ratio), turn.model)
             return CompactionOutcome(kept, applied=len(kept) < len(messages), method="truncate", detail="summary rejected or failed")
+        from monoagent_plugins.lib.compaction_summaries import RECORD_VERSION, SummaryRecord, message_digest
+
         record = SummaryRecord(
             RECORD_VERSION, turn.conversation_id, summary, message_digest(covered[-1]),
             message_digest(tail[0]) if tail else "", model, time.time(),
@@ -220,6 +229,8 @@ class SummaryPolicy:
 
     async def _store(self, turn: Any, record: SummaryRecord) -> None:
         """Save the summary for later turns; a failure costs only the reuse, so it is a warning."""
+        import asyncio
+
         try:
             await asyncio.to_thread(self.files.save, record)
         except (OSError, MonoagentError) as exc:
@@ -245,6 +256,10 @@ def choose_compaction(turn: Any, history_tokens: int, budget: int) -> str:
 @bundled_impl
 def after_history_reset(agent: Any, logical_conversation_id: str | None) -> Any:
     """Remove the stored summaries of the reset logical session (every one after a clear)."""
+    import asyncio
+
+    from monoagent_plugins.lib.compaction_summaries import SummaryFiles
+
     return asyncio.to_thread(SummaryFiles(agent.config.history_dir).remove_logical, logical_conversation_id)
 
 

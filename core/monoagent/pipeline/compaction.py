@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy, StoredCompaction
+from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy
 from monoagent.kernel.model import AssembledPrompt, Message
 
 if TYPE_CHECKING:
@@ -95,10 +95,24 @@ async def stored_view(turn: Turn, history: tuple[Message, ...]) -> tuple[Message
     if not cfg.enabled:
         return None
     policy = turn.agent.compaction_policy(cfg.policy)
-    if not isinstance(policy, StoredCompaction):
+    view = getattr(policy, "view", None)  # StoredCompaction; not isinstance(): a Protocol check costs more than the turn's estimate
+    if view is None:
         return None
-    view = await policy.view(turn, history)
-    return None if view is None else tuple(view)
+    stored = await view(turn, history)
+    return None if stored is None else tuple(stored)
+
+
+def _report(trigger: str | None, reused: bool, budget: int, tokens: int, history: int, view: int) -> dict[str, Any]:
+    """The fields every ``context_compaction_applied`` event carries, before a policy ran."""
+    return {
+        "trigger": trigger,
+        "reused": reused,
+        "budget": budget,
+        "tokens_before": tokens,
+        "tokens_after": tokens,
+        "messages_before": history,
+        "messages_after": view,
+    }
 
 
 async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble: Assemble) -> CompactionResult:
@@ -110,15 +124,7 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
     prompt = assemble(view)
     budget = history_budget(turn)
     tokens = request_tokens(turn, prompt)
-    report: dict[str, Any] = {
-        "trigger": None,
-        "reused": stored is not None,
-        "budget": budget,
-        "tokens_before": tokens,
-        "tokens_after": tokens,
-        "messages_before": len(history),
-        "messages_after": len(view),
-    }
+    report = _report(None, stored is not None, budget, tokens, len(history), len(view))
     choice = "none"
     if view:
         choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
@@ -150,16 +156,8 @@ async def compact_reactively(turn: Turn, refused: AssembledPrompt, assemble: Ass
     view = history if stored is None else stored
     budget = history_budget(turn)
     tokens = request_tokens(turn, refused)
-    report: dict[str, Any] = {
-        "trigger": "reactive",
-        "reused": stored is not None,
-        "budget": budget,
-        "tokens_before": tokens,
-        "tokens_after": tokens,
-        "messages_before": len(history),
-        "messages_after": len(view),
-        "policy": cfg.policy,
-    }
+    report = _report("reactive", stored is not None, budget, tokens, len(history), len(view))
+    report["policy"] = cfg.policy
     if not view:
         turn.emit("context_compaction_applied", applied=False, method="none", reason="no_history", **report)
         return None

@@ -23,10 +23,10 @@ replaces it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,14 +83,19 @@ def anchor(history: Sequence[Message], record: SummaryRecord) -> int | None:
     counts: should the same pair recur, the view repeats a summarised message rather than drop
     an unsummarised one.
     """
-    digests = [message_digest(m) for m in history]
-    for index, value in enumerate(digests):
-        if value != record.covers:
+    for index, message in enumerate(history):  # digests only as far as the anchor
+        if message_digest(message) != record.covers:
             continue
-        following = digests[index + 1] if index + 1 < len(digests) else ""
+        following = message_digest(history[index + 1]) if index + 1 < len(history) else ""
         if not record.follows or following == record.follows:
             return index + 1
     return None
+
+
+@functools.lru_cache(maxsize=1024)  # looked up on every turn; two digests and a regex cost more than the read
+def file_name(conversation_id: str) -> str:
+    """``<L16>.<P64>.json``: digests of the logical session and of the exact conversation id."""
+    return f"{_sha(logical_conversation_id(conversation_id))[:16]}.{_sha(conversation_id)}.json"
 
 
 class SummaryFiles:
@@ -98,28 +103,29 @@ class SummaryFiles:
 
     def __init__(self, history_dir: str | os.PathLike[str]) -> None:
         self.directory = Path(history_dir) / DIRECTORY
+        self._directory = str(self.directory)
 
     def path(self, conversation_id: str) -> Path:
-        return self.directory / f"{_sha(logical_conversation_id(conversation_id))[:16]}.{_sha(conversation_id)}.json"
+        return self.directory / file_name(conversation_id)
 
     def load(self, conversation_id: str) -> SummaryRecord | None:
         """The stored record, None when there is none; raises :class:`DamagedSummary` for a damaged one."""
-        path = self.path(conversation_id)
+        name = file_name(conversation_id)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
+            fd = os.open(os.path.join(self._directory, name), os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:  # a symlink (ELOOP), no permission
-            raise DamagedSummary(f"summary {path.name} cannot be opened: {exc.strerror or exc}") from None
+            raise DamagedSummary(f"summary {name} cannot be opened: {exc.strerror or exc}") from None
         try:
             if os.fstat(fd).st_uid != os.getuid():
-                raise DamagedSummary(f"summary {path.name} belongs to another user")
-            data = read_open_file(fd, MAX_RECORD_BYTES, what="summary", path=path.name)
+                raise DamagedSummary(f"summary {name} belongs to another user")
+            data = read_open_file(fd, MAX_RECORD_BYTES, what="summary", path=name)
         except OSError as exc:
             raise DamagedSummary(str(exc)) from None
         finally:
             os.close(fd)
-        return self._decode(data, conversation_id, path.name)
+        return self._decode(data, conversation_id, name)
 
     @staticmethod
     def _decode(data: bytes, conversation_id: str, name: str) -> SummaryRecord:
@@ -146,7 +152,7 @@ class SummaryFiles:
         """Atomically replace the conversation's record (stage, fsync, rename, fsync the directory)."""
         self._ensure_directory()
         target = self.path(record.conversationId)
-        stage = self.directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        stage = self.directory / f".{target.name}.{os.urandom(6).hex()}.tmp"
         data = json.dumps(attrs.asdict(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
         fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
         try:
