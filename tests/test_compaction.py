@@ -156,6 +156,21 @@ def test_a_damaged_summary_file_is_a_warning_and_is_summarised_again(tmp_path):
     assert provider.runtime.summaries == 2 and compaction_events(events)[0]["reused"] is True
 
 
+def test_a_summary_that_cannot_be_stored_is_used_once_with_a_warning(tmp_path):
+    provider = Provider()
+    agent = agent_with(tmp_path, provider)
+    seed(agent, "c", long_history())
+    summary_path(agent).parent.parent.mkdir(parents=True, exist_ok=True)
+    summary_path(agent).parent.write_text("a file where the summaries directory goes")
+    result, events = turn(agent)
+    assert result.text == "ok" and compaction_events(events)[0]["applied"] is True
+    codes = [e.data["code"] for e in events if e.type == "runtime_warning"]
+    assert codes == ["compaction_summary_unreadable", "compaction_summary_not_stored"]  # not a directory: read, then write
+    assert SUMMARY in provider.runtime.requests[-1].prompt.system_text
+    turn(agent)
+    assert provider.runtime.summaries == 2  # nothing stored: the next turn over the trigger summarises again
+
+
 def test_a_summary_record_of_another_conversation_is_not_used(tmp_path):
     provider = Provider()
     agent = agent_with(tmp_path, provider)

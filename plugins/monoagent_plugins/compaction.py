@@ -172,10 +172,14 @@ class SummaryPolicy:
             return None
         start = anchor(messages, record)
         if start is None:
-            await asyncio.to_thread(self.files.remove, conversation_id)
-            logger.bind(plugin="compaction").info(
-                "the stored summary of a conversation no longer matches its history (reset or pruned); removed"
-            )
+            try:
+                await asyncio.to_thread(self.files.remove, conversation_id)
+            except OSError as exc:  # it is not used either way; the next save replaces it
+                logger.bind(plugin="compaction").warning("a stale conversation summary could not be removed: {}", exc)
+            else:
+                logger.bind(plugin="compaction").info(
+                    "the stored summary of a conversation no longer matches its history (reset or pruned); removed"
+                )
             return None
         return (summary_message(record.summary), *messages[start:])
 
