@@ -25,8 +25,8 @@ the turn fails with it).
 
 Event ``context_compaction_applied``: once per run from the proactive step, once more when a
 reactive compaction is tried. Fields: ``applied`` (true: fired; false: not needed, nothing to
-compact or rejected; null: compaction disabled), ``trigger`` (``proactive``, ``reactive`` or
-null when nothing fired), ``reused`` (a stored summary shaped the view), ``budget``,
+compact or rejected; null: compaction disabled), ``trigger`` (``proactive`` or ``reactive`` when
+a policy ran, else null), ``reused`` (a stored summary shaped the view), ``budget``,
 ``tokens_before`` / ``tokens_after`` (request estimates), ``messages_before`` /
 ``messages_after`` (history messages), and when a policy ran ``policy``, ``method`` and
 ``reason`` (why an outcome was not used).
@@ -63,7 +63,6 @@ class CompactionResult:
     messages: tuple[Message, ...]
     applied: bool
     prompt: AssembledPrompt
-    trigger: str | None = None
 
 
 def history_budget(turn: Turn) -> int:
@@ -133,7 +132,7 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
         return CompactionResult(view, False, prompt)
     policy = agent.compaction_policy(choice)
     outcome = await policy.compact(turn, view, budget)
-    report.update(policy=choice, method=outcome.method)
+    report.update(trigger="proactive", policy=choice, method=outcome.method)
     if not outcome.applied:
         turn.emit("context_compaction_applied", applied=False, **report)
         return CompactionResult(view, False, prompt)
@@ -141,9 +140,9 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
     if outcome.persist is not None:
         await outcome.persist()
     prompt = assemble(messages)
-    report.update(trigger="proactive", tokens_after=request_tokens(turn, prompt), messages_after=len(messages))
+    report.update(tokens_after=request_tokens(turn, prompt), messages_after=len(messages))
     turn.emit("context_compaction_applied", applied=True, **report)
-    return CompactionResult(messages, True, prompt, "proactive")
+    return CompactionResult(messages, True, prompt)
 
 
 async def compact_reactively(turn: Turn, refused: AssembledPrompt, assemble: Assemble) -> AssembledPrompt | None:
