@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monoagent.boundary.fences import neutralize_untrusted, quote_inline
+from monoagent.boundary.fences import indent_continuations, neutralize_untrusted, quote_inline
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
@@ -39,13 +39,6 @@ PROJECTION_HEADER = (
 VALUE_INDENT = "      "
 
 
-def neutralise(text: str, indent: str = "    ") -> str:
-    """Defuse every host fence token, however spelt (:func:`monoagent.boundary.fences.neutralize_untrusted`),
-    and indent continuation lines by ``indent``."""
-    lines = neutralize_untrusted(text).splitlines() or [""]
-    return "\n".join([lines[0], *(indent + line for line in lines[1:])])
-
-
 def value_text(text: str | None, original: int | None, omitted: int | None, truncated: int | None) -> str:
     if omitted:
         return f"[omitted: more than {(original or 1) - 1} bytes]"
@@ -61,7 +54,8 @@ def projection_entry(row: Any) -> str:
         result = value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
     head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
     # A value's own lines sit deeper than the field labels, so none can pose as another field.
-    return f"{head}\n    arguments: {neutralise(args, VALUE_INDENT)}\n    result: {neutralise(result, VALUE_INDENT)}"
+    args, result = (indent_continuations(neutralize_untrusted(value), VALUE_INDENT) for value in (args, result))
+    return f"{head}\n    arguments: {args}\n    result: {result}"
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:
