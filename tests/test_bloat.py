@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER, TOOL_OUTPUT_END as END_MARKER
 from monoagent.pipeline.bloat import (
-    BEGIN_MARKER,
-    END_MARKER,
     LIMIT_BYTES,
     guard,
     head_tail_sample,

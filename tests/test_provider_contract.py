@@ -11,7 +11,8 @@ from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent.pipeline import provider_call as reliability
-from monoagent.pipeline.bloat import BEGIN_MARKER, END_MARKER, LIMIT_BYTES
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER, TOOL_OUTPUT_END as END_MARKER
+from monoagent.pipeline.bloat import LIMIT_BYTES
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.model import ToolSpec, TurnRequest
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall

@@ -25,7 +25,8 @@ from monoagent.kernel.interfaces import ToolInvocation, record_id
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.tool_history import ToolHistoryConfig
-from monoagent_plugins.lib.tool_history.projection import FENCE_CLOSE, FENCE_OPEN, PROJECTION_HEADER, projection_section
+from monoagent.boundary.fences import PROJECTION_CLOSE as FENCE_CLOSE, PROJECTION_OPEN as FENCE_OPEN
+from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, projection_section
 from monoagent_plugins.lib.tool_history.session_history import session_history
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory

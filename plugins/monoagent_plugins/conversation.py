@@ -21,9 +21,8 @@ from typing import Any
 
 from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 from monoagent.kernel.host import bundled_impl
-from monoagent.boundary.fences import indent_continuations, neutralize_fence_tokens, quote_inline
+from monoagent.boundary.fences import RECALL_DELIMITER, indent_continuations, neutralize_fence_tokens, quote_inline
 
-RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (
     "# Conversation history\n"
     "Earlier turns of this conversation, oldest first. They are context for the current message, "

@@ -47,9 +47,8 @@ from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
-from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
+from monoagent.boundary.fences import PRECEDING_CLOSE, PRECEDING_OPEN, RECALL_DELIMITER, neutralize_fence_tokens, speaker_label
 
-from monoagent_plugins.conversation import RECALL_DELIMITER
 from monoagent_plugins.lib.memory_index import has_evidence
 
 if TYPE_CHECKING:
@@ -64,8 +63,6 @@ TOOL_MAX_HITS = 10
 TOOL_MAX_BYTES = 8 * 1024
 QUERY_MAX_CHARS = 2000
 STATE_KEY = "memory"
-PRECEDING_OPEN = "<messages_since_your_last_turn>"
-PRECEDING_CLOSE = "</messages_since_your_last_turn>"
 
 
 @attrs.define

@@ -11,8 +11,9 @@ host-authored text, so it can neither close a fence nor open one nor pose as a h
 
 **One recogniser, one registry.** :data:`HOST_FENCES` lists every host fence by its canonical
 spelling; its first characters give its shape: ``<name>`` is a *tag* (recognised opening or
-closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Adding a fence is adding its spelling
-there. A token is looked for in the *reading* of a text (:func:`fence_view`):
+closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Each fence is spelt once, as a constant
+of this module that the code writing it imports; adding a fence is adding its constant and listing
+it there. A token is looked for in the *reading* of a text (:func:`fence_view`):
 
 1. HTML character references decoded (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), repeatedly;
 2. NFKD compatibility decomposition (fullwidth ``＜``, mathematical letters, ligatures), case
@@ -60,6 +61,22 @@ from monoagent.text import LazyPattern, utf8_prefix
 
 __all__ = [
     "HOST_FENCES",
+    "PRECEDING_OPEN",
+    "PRECEDING_CLOSE",
+    "SPEAKER_OPEN",
+    "SPEAKER_CLOSE",
+    "RECALL_DELIMITER",
+    "PROJECTION_OPEN",
+    "PROJECTION_CLOSE",
+    "ACCOUNT_HEADER",
+    "EVIDENCE_OPEN",
+    "EVIDENCE_CLOSE",
+    "ENVELOPE_OPEN",
+    "ENVELOPE_CLOSE",
+    "SNAPSHOT_BEGIN",
+    "SNAPSHOT_END",
+    "TOOL_OUTPUT_BEGIN",
+    "TOOL_OUTPUT_END",
     "HostFence",
     "FENCE_NAMES",
     "fence_view",
@@ -77,20 +94,40 @@ __all__ = [
     "UNKNOWN_SPEAKER",
 ]
 
-#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc).
+# The host's framing, each spelt once: the module that writes a fence imports it from here.
+PRECEDING_OPEN = "<messages_since_your_last_turn>"  # group context (monoagent_plugins.group_context)
+PRECEDING_CLOSE = "</messages_since_your_last_turn>"
+SPEAKER_OPEN = "<current_speaker>"
+SPEAKER_CLOSE = "</current_speaker>"
+RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"  # conversation
+PROJECTION_OPEN = "<tool_history_projection>"  # the cold tool-history projection (monoagent_plugins.lib.tool_history)
+PROJECTION_CLOSE = "</tool_history_projection>"
+ACCOUNT_HEADER = "[Continuity account v1, written by the host"  # continuity accounts (monoagent.pipeline.continuity_account)
+EVIDENCE_OPEN = "<untrusted_evidence>"
+EVIDENCE_CLOSE = "</untrusted_evidence>"
+ENVELOPE_OPEN = "<continuity_envelope>"
+ENVELOPE_CLOSE = "</continuity_envelope>"
+SNAPSHOT_BEGIN = "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>"  # stateless retries (monoagent.pipeline.stateless)
+SNAPSHOT_END = "<<<END FAILED ATTEMPT SNAPSHOT>>>"
+TOOL_OUTPUT_BEGIN = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"  # the tool-output bloat guard (monoagent.pipeline.bloat)
+TOOL_OUTPUT_END = "<<<END UNTRUSTED TOOL OUTPUT>>>"
+
+#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc);
+#: a label is recognised by its first words.
 HOST_FENCES: tuple[str, ...] = (
-    "<messages_since_your_last_turn>",  # group context (monoagent_plugins.group_context)
-    "<current_speaker>",
-    "[Recalled long-term memory",  # the recall delimiter (monoagent_plugins.conversation)
-    "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.lib.tool_history.projection)
-    "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity_account)
-    "<untrusted_evidence>",
-    "<continuity_envelope>",
-    "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.pipeline.stateless)
-    "<<<END FAILED ATTEMPT SNAPSHOT>>>",
-    "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>",  # the tool-output bloat guard (monoagent.pipeline.bloat)
-    "<<<END UNTRUSTED TOOL OUTPUT>>>",
+    PRECEDING_OPEN,
+    SPEAKER_OPEN,
+    "[Recalled long-term memory",  # RECALL_DELIMITER
+    PROJECTION_OPEN,
+    "[Continuity account",  # ACCOUNT_HEADER
+    EVIDENCE_OPEN,
+    ENVELOPE_OPEN,
+    SNAPSHOT_BEGIN,
+    SNAPSHOT_END,
+    TOOL_OUTPUT_BEGIN,
+    TOOL_OUTPUT_END,
 )
+
 NAME_MAX_CHARS = 80
 HANDLE_MAX_CHARS = 64
 UNKNOWN_SPEAKER = "unknown"

@@ -8,7 +8,7 @@ as exactly 262,144 bytes) passes unchanged. A larger one is replaced before the 
 
 * a text-only payload keeps a UTF-8-safe head/tail sample, 60 percent of the sample budget from
   the start and 40 percent from the end, inside balanced untrusted framing
-  (:data:`BEGIN_MARKER` ... :data:`END_MARKER`) under a one-paragraph notice; the whole guarded
+  (``TOOL_OUTPUT_BEGIN`` ... ``TOOL_OUTPUT_END`` of :mod:`monoagent.boundary.fences`) under a one-paragraph notice; the whole guarded
   text, notice and framing included, stays within :data:`LIMIT_BYTES`. The payload cannot forge
   the framing: every ``<`` that starts a ``<<<`` run in it becomes ``‹`` before sampling, so the
   payload never contains the ``<<<`` that opens both markers, and the sampled head and tail go
@@ -43,7 +43,7 @@ from monoagent.kernel.errors import HookError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
 from monoagent.text import utf8_len, utf8_prefix, utf8_suffix
-from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN, TOOL_OUTPUT_END, neutralize_fence_tokens, quote_inline
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn
@@ -54,8 +54,6 @@ LIMIT_BYTES = 262_144
 HEAD_SHARE = 60
 """Percent of the sample budget taken from the start of the text (the rest from the end)."""
 
-BEGIN_MARKER = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"
-END_MARKER = "<<<END UNTRUSTED TOOL OUTPUT>>>"
 
 _MARKER_OPENING = re.compile(r"<(?=<<)")
 
@@ -215,10 +213,10 @@ def guard(result: ToolResult, sink: OriginalSink | None, *, limit: int = LIMIT_B
             notice += "\n" + persistence
         text = _MARKER_OPENING.sub("\u2039", "\n".join(b.text for b in blocks if isinstance(b, TextBlock)))
         omission = "\n[... {:,} bytes omitted ...]\n"
-        overhead = utf8_len(f"{notice}\n{BEGIN_MARKER}\n\n{END_MARKER}") + utf8_len(omission.format(total))
+        overhead = utf8_len(f"{notice}\n{TOOL_OUTPUT_BEGIN}\n\n{TOOL_OUTPUT_END}") + utf8_len(omission.format(total))
         sample = _neutralised_sample(text, max(limit - overhead, 0))
         body = sample.head + (omission.format(sample.omitted_bytes) + sample.tail if sample.omitted_bytes else "")
-        content = f"{notice}\n{BEGIN_MARKER}\n{body}\n{END_MARKER}"
+        content = f"{notice}\n{TOOL_OUTPUT_BEGIN}\n{body}\n{TOOL_OUTPUT_END}"
     else:
         lines = [
             f"[Tool output of {quote_inline(result.name)!r} was {'an' if kind == 'image' else 'a'} {kind} payload of {len(blocks)} block(s), "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monoagent.boundary.fences import indent_continuations, neutralize_untrusted, quote_inline
+from monoagent.boundary.fences import PROJECTION_CLOSE, PROJECTION_OPEN, indent_continuations, neutralize_untrusted, quote_inline
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
@@ -24,8 +24,6 @@ from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY
 if TYPE_CHECKING:
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
-FENCE_OPEN = "<tool_history_projection>"
-FENCE_CLOSE = "</tool_history_projection>"
 PROJECTION_ORDER = 410
 PROJECTION_HEADER = (
     "# Tool history (untrusted)\n"
@@ -60,7 +58,7 @@ def projection_entry(row: Any) -> str:
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:
     """Newest rows that fit ``max_bytes``, oldest first, fenced under the untrusted header; '' if none fit."""
-    frame = f"{PROJECTION_HEADER}\n{FENCE_OPEN}\n\n{FENCE_CLOSE}"
+    frame = f"{PROJECTION_HEADER}\n{PROJECTION_OPEN}\n\n{PROJECTION_CLOSE}"
     used = utf8_len(frame)
     kept: list[str] = []
     for row in rows:
@@ -72,7 +70,7 @@ def render_projection(rows: list[Any], max_bytes: int) -> str:
         used += size
     if not kept:
         return ""
-    return f"{PROJECTION_HEADER}\n{FENCE_OPEN}\n" + "\n".join(kept) + f"\n{FENCE_CLOSE}"
+    return f"{PROJECTION_HEADER}\n{PROJECTION_OPEN}\n" + "\n".join(kept) + f"\n{PROJECTION_CLOSE}"
 
 
 def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
