@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.serial import wire_converter
 from monoagent.kernel.model import (
     Message,
     ProviderEvent,
@@ -113,18 +114,6 @@ class MessagesRequest:
     stream: bool
 
 
-_converter: Any = None
-
-
-def _wire_converter() -> Any:
-    global _converter
-    if _converter is None:
-        import cattrs
-
-        _converter = cattrs.Converter(omit_if_default=True)
-    return _converter
-
-
 def _blocks(message: Message) -> tuple[str, list[Block]]:
     if message.role == "tool":
         return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content, message.is_error)]
@@ -169,7 +158,7 @@ def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
         stream=True,
     )
-    return encode_body(_wire_converter().unstructure(body))
+    return encode_body(wire_converter().unstructure(body))
 
 
 CONTEXT_LIMIT_PHRASES = ("prompt is too long", "exceed context limit")

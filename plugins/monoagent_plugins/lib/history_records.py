@@ -9,6 +9,7 @@ the envelope; :func:`split_messages` recovers those serializations from a record
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -133,9 +134,6 @@ def _converter() -> Any:
     return converter
 
 
-_STRICT: Any = None
-
-
 def _exactly(kind: type) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         if type(value) is not kind:
@@ -157,6 +155,7 @@ def _finite_number(value: Any, _: Any) -> float:
     return number
 
 
+@functools.cache
 def record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
     (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
@@ -164,14 +163,11 @@ def record_converter() -> Any:
     field without a new record version (the continuity envelope did), and a downgrade must not
     turn such a record into a cold start that the next commit would make a loss.
     """
-    global _STRICT
-    if _STRICT is None:
-        strict = _converter().copy()
-        for kind in (str, int, bool):
-            strict.register_structure_hook(kind, _exactly(kind))
-        strict.register_structure_hook(float, _finite_number)
-        _STRICT = strict
-    return _STRICT
+    strict = _converter().copy()
+    for kind in (str, int, bool):
+        strict.register_structure_hook(kind, _exactly(kind))
+    strict.register_structure_hook(float, _finite_number)
+    return strict
 
 
 def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str, Any]]:

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.serial import wire_converter
 from monoagent.kernel.model import (
     Message,
     ProviderEvent,
@@ -123,18 +124,6 @@ class ChatRequest:
     stream_options: StreamOptions
 
 
-_converter: Any = None
-
-
-def _wire_converter() -> Any:
-    global _converter
-    if _converter is None:
-        import cattrs
-
-        _converter = cattrs.Converter(omit_if_default=True)
-    return _converter
-
-
 def wire_message(message: Message) -> WireMessage:
     if message.role == "tool":
         content = TOOL_ERROR_PREFIX + message.content if message.is_error else message.content
@@ -164,7 +153,7 @@ def request_body(request: ProviderRequest, max_tokens: int | None, max_tokens_fi
         stream=True,
         stream_options=StreamOptions(True),
     )
-    return encode_body(_wire_converter().unstructure(body))
+    return encode_body(wire_converter().unstructure(body))
 
 
 def is_context_limit(status: int, kind: str, code: str, message: str) -> bool:
