@@ -10,13 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER, TOOL_OUTPUT_END as END_MARKER
-from monoagent.pipeline.bloat import (
-    LIMIT_BYTES,
-    guard,
-    head_tail_sample,
-    neutralise_markers,
-)
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
+from monoagent.boundary.fences import TOOL_OUTPUT_END as END_MARKER
 from monoagent.kernel.model import (
     BinaryBlock,
     ImageBlock,
@@ -28,6 +23,12 @@ from monoagent.kernel.model import (
     ToolResult,
     ToolSpec,
     TurnRequest,
+)
+from monoagent.pipeline.bloat import (
+    LIMIT_BYTES,
+    guard,
+    head_tail_sample,
+    neutralise_markers,
 )
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len

@@ -29,8 +29,8 @@ class TestHashedNgramsContract(EmbedderContract):
 
 
 def test_contracts_are_exported_from_testing():
-    import monoagent.testing.memory_contract as contract
     import monoagent.testing as testing
+    import monoagent.testing.memory_contract as contract
 
     assert testing.MemoryTierContract is contract.MemoryTierContract
     assert testing.EmbedderContract is contract.EmbedderContract

@@ -60,38 +60,38 @@ import attrs
 from monoagent.text import LazyPattern, utf8_prefix
 
 __all__ = [
-    "HOST_FENCES",
-    "PRECEDING_OPEN",
-    "PRECEDING_CLOSE",
-    "SPEAKER_OPEN",
-    "SPEAKER_CLOSE",
-    "RECALL_DELIMITER",
-    "PROJECTION_OPEN",
-    "PROJECTION_CLOSE",
     "ACCOUNT_HEADER",
-    "EVIDENCE_OPEN",
-    "EVIDENCE_CLOSE",
-    "ENVELOPE_OPEN",
     "ENVELOPE_CLOSE",
+    "ENVELOPE_OPEN",
+    "EVIDENCE_CLOSE",
+    "EVIDENCE_OPEN",
+    "FENCE_NAMES",
+    "HANDLE_MAX_CHARS",
+    "HOST_FENCES",
+    "NAME_MAX_CHARS",
+    "PRECEDING_CLOSE",
+    "PRECEDING_OPEN",
+    "PROJECTION_CLOSE",
+    "PROJECTION_OPEN",
+    "RECALL_DELIMITER",
     "SNAPSHOT_BEGIN",
     "SNAPSHOT_END",
+    "SPEAKER_CLOSE",
+    "SPEAKER_OPEN",
     "TOOL_OUTPUT_BEGIN",
     "TOOL_OUTPUT_END",
+    "UNKNOWN_SPEAKER",
     "HostFence",
-    "FENCE_NAMES",
+    "capped",
     "fence_view",
     "has_fence_token",
+    "indent_continuations",
     "neutralize_fence_tokens",
     "neutralize_untrusted",
-    "quote_inline",
-    "quote_block",
     "one_line",
+    "quote_block",
+    "quote_inline",
     "speaker_label",
-    "indent_continuations",
-    "capped",
-    "NAME_MAX_CHARS",
-    "HANDLE_MAX_CHARS",
-    "UNKNOWN_SPEAKER",
 ]
 
 # The host's framing, each spelt once: the module that writes a fence imports it from here.
@@ -329,7 +329,7 @@ def _view_with_spans(text: str) -> tuple[str, list[int], list[int]]:
 
     def through(table: _ReadingTable) -> None:
         out: tuple[list[str], list[int], list[int]] = ([], [], [])
-        for char, start, end in zip(chars, starts, ends):
+        for char, start, end in zip(chars, starts, ends, strict=True):
             for read in table[ord(char)]:
                 out[0].append(read)
                 out[1].append(start)

@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.serial import wire_converter
 from monoagent.kernel.model import (
     Message,
     ProviderEvent,
@@ -31,8 +30,8 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
+from monoagent.kernel.serial import wire_converter
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
-
 from monoagent_plugins.anthropic import API_VERSION, PROVIDER, AnthropicConfig
 from monoagent_plugins.lib.provider_events import (
     READ_ON_EVENTS,

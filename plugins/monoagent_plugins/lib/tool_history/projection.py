@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monoagent.boundary.fences import PROJECTION_CLOSE, PROJECTION_OPEN, indent_continuations, neutralize_untrusted, quote_inline
+from monoagent.boundary.fences import (
+    PROJECTION_CLOSE,
+    PROJECTION_OPEN,
+    indent_continuations,
+    neutralize_untrusted,
+    quote_inline,
+)
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
