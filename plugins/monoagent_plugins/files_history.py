@@ -47,7 +47,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -83,6 +83,19 @@ from monoagent_plugins.lib.history_records import (
     short_id,
     stat_key,
 )
+
+_T = TypeVar("_T")
+
+
+async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` in a worker thread; the store's file I/O never blocks the event loop.
+
+    asyncio is imported here, not with the module: the plugin loads for ``monoagent --help``,
+    which otherwise never needs it (see bench/startup.py).
+    """
+    import asyncio
+
+    return await asyncio.to_thread(work, *args)
 
 
 class FilesHistoryStore(HistoryMaintenance):
@@ -160,9 +173,7 @@ class FilesHistoryStore(HistoryMaintenance):
                 info = None
             if info is not None and stat_key(info) == cached.key and not self._pending_reset(journal):
                 return cached.messages
-        import asyncio
-
-        return await asyncio.to_thread(self._load, conversation_id, on_warning)
+        return await _off_loop(self._load, conversation_id, on_warning)
 
     def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes]) -> bytes:
         """The record: the envelope serialized by json, the already-serialized messages spliced in.
@@ -267,9 +278,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return capped
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
-        import asyncio
-
-        return await asyncio.to_thread(self._commit, conversation_id, list(messages))
+        return await _off_loop(self._commit, conversation_id, list(messages))
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
@@ -290,9 +299,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
-        import asyncio
-
-        return await asyncio.to_thread(self._list)
+        return await _off_loop(self._list)
 
     def _stats(self) -> HistoryStats:
         self._ensure_dir()
@@ -301,9 +308,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return HistoryStats(len(records), sum(r[1] for r in records), None, stages, stage_bytes)
 
     async def stats(self) -> HistoryStats:
-        import asyncio
-
-        return await asyncio.to_thread(self._stats)
+        return await _off_loop(self._stats)
 
     async def close(self) -> None:
         self._cache.clear()
