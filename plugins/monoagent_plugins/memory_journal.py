@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
@@ -62,6 +61,7 @@ from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,
+    entry_rowid,
     immediate,
     number,
     read_metadata,
@@ -318,11 +318,8 @@ class JournalTier:
         return ids
 
     async def forget(self, memory_id: str) -> bool:
-        try:
-            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
-        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
-            return False
-        return await self._worker.run(self._forget, rowid)
+        rowid = entry_rowid(memory_id)
+        return rowid is not None and await self._worker.run(self._forget, rowid)
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:

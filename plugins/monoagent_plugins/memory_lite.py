@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
@@ -52,6 +51,7 @@ from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,
+    entry_rowid,
     immediate,
     number,
     read_metadata,
@@ -287,11 +287,8 @@ class LiteTier:
 
     async def forget(self, memory_id: str) -> bool:
         """Remove one entry by id; False when there is no such entry."""
-        try:
-            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
-        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
-            return False
-        return await self._worker.run(self._forget, rowid)
+        rowid = entry_rowid(memory_id)
+        return rowid is not None and await self._worker.run(self._forget, rowid)
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.log import logger
 
@@ -413,6 +414,17 @@ def read_metadata(raw: Any) -> dict[str, Any]:
     except (ValueError, RecursionError):
         value = None
     return value if isinstance(value, dict) else {"metadata": "unreadable"}
+
+
+def entry_rowid(memory_id: str) -> int | None:
+    """The SQLite rowid a tier's ``forget(memory_id)`` names, or None when it names none.
+
+    Only ASCII digits count: ``"\u0663"``, ``"+3"`` or ``"0_3"`` is not the id 3.
+    """
+    try:
+        return int(parse_ascii_number(str(memory_id).strip(), int, negative=False))
+    except ValueError:
+        return None
 
 
 def data_version(conn: sqlite3.Connection) -> int:
