@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,21 @@ EXEMPT = {"monoagent.kernel.hookspecs"}  # the hook catalogue: one docstring per
 def test_no_module_is_too_long_to_read_in_one_sitting():
     lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()}
     assert {name: n for name, n in lengths.items() if n > MAX_LINES and name not in EXEMPT} == {}
+
+
+AMERICAN = re.compile(r"(?<!s)iz(e|es|ed|ing|er|ers|ation|ations)(?![a-z])")  # "size" is no spelling choice
+
+
+def test_names_are_spelt_the_british_way():
+    """``neutralise``, ``serialise``, ``sanitise``: the spelling the docs use, for every name we define."""
+    defined = {
+        (name, target)
+        for name, path in modules().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for target in (
+            [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            else [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign)
+            else []
+        )
+    }
+    assert sorted((name, target) for name, target in defined if AMERICAN.search(target.lower())) == []

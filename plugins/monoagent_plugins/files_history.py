@@ -79,7 +79,7 @@ from monoagent_plugins.lib.history_records import (
     Unreadable,
     cap_message,
     compact_json,
-    serialize_message,
+    serialise_message,
     short_id,
     stat_key,
 )
@@ -176,9 +176,9 @@ class FilesHistoryStore(HistoryMaintenance):
         return await _off_loop(self._load, conversation_id, on_warning)
 
     def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes]) -> bytes:
-        """The record: the envelope serialized by json, the already-serialized messages spliced in.
+        """The record: the envelope serialised by json, the already-serialised messages spliced in.
 
-        Messages are serialized once, when they are committed or first read, and reused on every
+        Messages are serialised once, when they are committed or first read, and reused on every
         later commit, so a commit's cost does not grow with the retained window.
         """
         envelope = compact_json({"version": RECORD_VERSION, "conversationId": conversation_id,
@@ -189,7 +189,7 @@ class FilesHistoryStore(HistoryMaintenance):
     def _fragments(self, entry: CachedRecord) -> tuple[bytes, ...]:
         if entry.fragments is not None:
             return entry.fragments
-        return tuple(serialize_message(m) for m in entry.messages)
+        return tuple(serialise_message(m) for m in entry.messages)
 
     def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
         for message in new:
@@ -261,7 +261,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return CommitReceipt(conversation_id, len(messages), len(data))
 
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
-        """Each new message cut to the per-message cap with its serialization; one nested deeper
+        """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
         Only tool-call arguments nest (and the envelope and message list take two levels).
         """
@@ -327,7 +327,7 @@ class FilesHistoryConfig:
         min=1, max=10_000,
     )
     max_message_bytes: int = setting(
-        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
+        64 * 1024, doc="Cap of one serialised message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
         env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
     )
     max_bytes: int = setting(

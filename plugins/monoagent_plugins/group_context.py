@@ -27,7 +27,7 @@ entries are kept while there are at most 30 of them and their lines (joined by n
 preamble: ``[3 earlier messages omitted]``.
 
 Everything quoted is third-party text: bodies, display names and handles go through
-:func:`monoagent.boundary.fences.neutralize_untrusted` (fence tokens, entity-encoded line breaks), names
+:func:`monoagent.boundary.fences.neutralise_untrusted` (fence tokens, entity-encoded line breaks), names
 are normalised to one line (``Speaker.label``), and every continuation line of a body is
 indented by two spaces so that no line can pose as a new entry. The user's own text is
 neutralised by the ``conversation`` plugin, which renders the message.
@@ -51,7 +51,7 @@ from monoagent.boundary.fences import (
     SPEAKER_OPEN,
     capped,
     indent_continuations,
-    neutralize_untrusted,
+    neutralise_untrusted,
 )
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.host import bundled_impl
@@ -87,7 +87,7 @@ def timestamp(value: float | None) -> str:
 
 def entry(message: PrecedingMessage) -> str:
     """One entry line (continuations indented), at most :data:`MAX_MESSAGE_BYTES` bytes."""
-    body = neutralize_untrusted(utf8_prefix(message.text, _RAW_BODY_BYTES).text)
+    body = neutralise_untrusted(utf8_prefix(message.text, _RAW_BODY_BYTES).text)
     line = f"[{timestamp(message.timestamp)}] {message.speaker.label}: {indent_continuations(body)}"
     return capped(line, MAX_MESSAGE_BYTES, TRUNCATION_MARKER)
 

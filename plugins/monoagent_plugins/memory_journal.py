@@ -75,7 +75,7 @@ from monoagent_plugins.lib.memory_index import (
     split_options,
 )
 from monoagent_plugins.lib.memory_vectors import VectorBackend, VectorIndex
-from monoagent_plugins.memory_lite import TOKENIZER, bound_text
+from monoagent_plugins.memory_lite import TOKENISER, bound_text
 
 if TYPE_CHECKING:
     import sqlite3
@@ -97,7 +97,7 @@ SCHEMA = TierSchema(
         metadata TEXT NOT NULL DEFAULT '{{}}'
     );
     CREATE INDEX IF NOT EXISTS entries_day ON entries(day, id);
-    CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENISER}');
     CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
     """,
     main="entries",

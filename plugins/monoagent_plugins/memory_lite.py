@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 NAME = "lite"
 FILENAME = "lite.sqlite"
 SCHEMA_VERSION = "1"
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+TOKENISER = "porter unicode61 remove_diacritics 2"
 DUPLICATE_CANDIDATES = 5
 DUPLICATE_PROBE_TERMS = 4
 COMMON_TERM_FRACTION = 0.05
@@ -89,7 +89,7 @@ SCHEMA = TierSchema(
         merged INTEGER NOT NULL DEFAULT 0,
         metadata TEXT NOT NULL DEFAULT '{{}}'
     );
-    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENISER}');
     CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
     """,
     main="memories",

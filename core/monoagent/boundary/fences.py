@@ -6,7 +6,7 @@ tool-history projection fence, the continuity account's header, evidence and env
 failed-attempt snapshot markers and the tool-output bloat guard's markers. Their meaning rests on
 one promise: only the host writes them. Every piece of text that someone else controls (the
 user's message, other chat participants' messages and names, provider text, tool names,
-arguments and results) passes through :func:`neutralize_fence_tokens` before it is quoted in
+arguments and results) passes through :func:`neutralise_fence_tokens` before it is quoted in
 host-authored text, so it can neither close a fence nor open one nor pose as a host marker.
 
 **One recogniser, one registry.** :data:`HOST_FENCES` lists every host fence by its canonical
@@ -86,8 +86,8 @@ __all__ = [
     "fence_view",
     "has_fence_token",
     "indent_continuations",
-    "neutralize_fence_tokens",
-    "neutralize_untrusted",
+    "neutralise_fence_tokens",
+    "neutralise_untrusted",
     "one_line",
     "quote_block",
     "quote_inline",
@@ -533,7 +533,7 @@ def _strip_openers(text: str) -> str:
     return "".join(char for char in text if not _opens(char))
 
 
-def neutralize_fence_tokens(text: str) -> str:
+def neutralise_fence_tokens(text: str) -> str:
     """``text`` with every host fence token made inert; ``text`` itself when it holds none.
 
     A tag becomes its square-bracketed name (``</current_speaker >`` reads
@@ -550,8 +550,8 @@ def neutralize_fence_tokens(text: str) -> str:
     return _strip_openers(text)
 
 
-def neutralize_untrusted(text: str) -> str:
-    """:func:`neutralize_fence_tokens`, and entity-encoded line breaks (``&#10;``) made spaces.
+def neutralise_untrusted(text: str) -> str:
+    """:func:`neutralise_fence_tokens`, and entity-encoded line breaks (``&#10;``) made spaces.
 
     For text quoted inside a fence (bodies, names): a line break that only appears once the
     entities are decoded must not start a line of its own either.
@@ -562,7 +562,7 @@ def neutralize_untrusted(text: str) -> str:
         text = _LINE_BREAK_ENTITY.sub(" ", text)
     if len(fence_view(text).splitlines()) > len(text.splitlines()):
         text = _strip_openers(text)
-    return neutralize_fence_tokens(text)
+    return neutralise_fence_tokens(text)
 
 
 def quote_inline(text: str, limit: int = NAME_MAX_CHARS) -> str:
@@ -571,7 +571,7 @@ def quote_inline(text: str, limit: int = NAME_MAX_CHARS) -> str:
     One line (:func:`one_line`), fence tokens and entity-encoded line breaks neutralised, at
     most ``limit`` characters.
     """
-    return one_line(neutralize_untrusted(one_line(text, limit)), limit)
+    return one_line(neutralise_untrusted(one_line(text, limit)), limit)
 
 
 def quote_block(text: str, prefix: str = "    ") -> str:
@@ -579,7 +579,7 @@ def quote_block(text: str, prefix: str = "    ") -> str:
 
     No line of it can start at the host's own margin, so none can pose as a host line.
     """
-    lines = neutralize_untrusted(text).splitlines() or [""]
+    lines = neutralise_untrusted(text).splitlines() or [""]
     return "\n".join(prefix + line for line in lines)
 
 
@@ -610,8 +610,8 @@ def speaker_label(display_name: str | None, handle: str | None = None) -> str:
     leading ``@``) at :data:`HANDLE_MAX_CHARS`; a speaker with neither reads ``unknown``. The
     platform user id is never part of a label.
     """
-    name = neutralize_untrusted(one_line(display_name or "", NAME_MAX_CHARS))
-    tag = neutralize_untrusted(one_line((handle or "").strip().lstrip("@"), HANDLE_MAX_CHARS))
+    name = neutralise_untrusted(one_line(display_name or "", NAME_MAX_CHARS))
+    tag = neutralise_untrusted(one_line((handle or "").strip().lstrip("@"), HANDLE_MAX_CHARS))
     name = one_line(name, NAME_MAX_CHARS)
     tag = one_line(tag, HANDLE_MAX_CHARS)
     if name and tag:

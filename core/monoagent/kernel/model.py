@@ -193,7 +193,7 @@ class Message(ValidText):
     ``continuity`` is set by the host on the assistant message of a continuity account, and only
     there: it marks the message as host-authored and names the tool records the account retains.
     ``is_error`` and ``continuity`` are absent in records written before they existed, and
-    omitted from a serialized message when unset.
+    omitted from a serialised message when unset.
     """
 
     role: Role

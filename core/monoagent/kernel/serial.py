@@ -18,7 +18,7 @@ converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value
 
 
 def _message_hook() -> Any:
-    """Messages serialize as before unless they carry a continuity envelope or an error flag (records stay byte-identical)."""
+    """Messages serialise as before unless they carry a continuity envelope or an error flag (records stay byte-identical)."""
     from cattrs.gen import make_dict_unstructure_fn, override
 
     from monoagent.kernel.model import Message

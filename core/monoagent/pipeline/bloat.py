@@ -12,7 +12,7 @@ as exactly 262,144 bytes) passes unchanged. A larger one is replaced before the 
   text, notice and framing included, stays within :data:`LIMIT_BYTES`. The payload cannot forge
   the framing: every ``<`` that starts a ``<<<`` run in it becomes ``‹`` before sampling, so the
   payload never contains the ``<<<`` that opens both markers, and the sampled head and tail go
-  through the host's one fence recogniser (:func:`monoagent.boundary.fences.neutralize_fence_tokens`),
+  through the host's one fence recogniser (:func:`monoagent.boundary.fences.neutralise_fence_tokens`),
   so no spelling of this or any other host fence survives either; the tool's name in the notice
   is quoted the same way.
 * an image, binary or mixed (text and non-text) payload becomes a summary only: kinds, media
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN, TOOL_OUTPUT_END, neutralize_fence_tokens, quote_inline
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN, TOOL_OUTPUT_END, neutralise_fence_tokens, quote_inline
 from monoagent.kernel.errors import HookError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
@@ -74,7 +74,7 @@ class Sample:
 def neutralise_markers(text: str) -> str:
     """``text`` with every ``<`` that opens a ``<<<`` run replaced by ``‹`` (no ``<<<`` survives)
     and every host fence token, however spelt, made inert."""
-    return neutralize_fence_tokens(_MARKER_OPENING.sub("\u2039", text))
+    return neutralise_fence_tokens(_MARKER_OPENING.sub("\u2039", text))
 
 
 def head_tail_sample(text: str, budget: int) -> Sample:
@@ -101,7 +101,7 @@ def _neutralised_sample(text: str, budget: int) -> Sample:
     what that cut drops counts as omitted.
     """
     sample = head_tail_sample(text, budget)
-    head, tail = neutralize_fence_tokens(sample.head), neutralize_fence_tokens(sample.tail)
+    head, tail = neutralise_fence_tokens(sample.head), neutralise_fence_tokens(sample.tail)
     if head is sample.head and tail is sample.tail:
         return sample
     head = utf8_prefix(head, utf8_len(sample.head)).text

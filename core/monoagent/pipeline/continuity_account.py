@@ -52,7 +52,7 @@ from monoagent.boundary.fences import (
     ENVELOPE_OPEN,
     EVIDENCE_CLOSE,
     EVIDENCE_OPEN,
-    neutralize_untrusted,
+    neutralise_untrusted,
     quote_block,
     quote_inline,
 )
@@ -280,8 +280,8 @@ def render_account(account: ContinuityAccount) -> str:
     )
     if account.untrusted_code is not None or account.untrusted_detail is not None:
         evidence: dict[str, Any] = {
-            "untrustedCode": None if account.untrusted_code is None else neutralize_untrusted(account.untrusted_code),
-            "untrustedDetail": None if account.untrusted_detail is None else neutralize_untrusted(account.untrusted_detail),
+            "untrustedCode": None if account.untrusted_code is None else neutralise_untrusted(account.untrusted_code),
+            "untrustedDetail": None if account.untrusted_detail is None else neutralise_untrusted(account.untrusted_detail),
         }
         if account.untrusted_detail_omitted_bytes:
             evidence["untrustedDetailOmittedBytes"] = account.untrusted_detail_omitted_bytes

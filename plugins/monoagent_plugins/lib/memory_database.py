@@ -215,7 +215,7 @@ def _shape(conn: sqlite3.Connection, name: str, sql: str | None) -> TableShape:
     """A table's kind (``table`` or the virtual table module) and its columns (name, type, pk).
 
     A virtual table is known by its module and the arguments of its ``CREATE`` statement (its
-    columns, tokenizer and content table, whitespace aside): reading its columns would construct
+    columns, tokeniser and content table, whitespace aside): reading its columns would construct
     it, and a damaged index must reach the query that can rebuild it rather than fail the check.
     """
     if (sql or "").upper().startswith("CREATE VIRTUAL"):

@@ -17,7 +17,7 @@ from monoagent.boundary.fences import (
     PROJECTION_CLOSE,
     PROJECTION_OPEN,
     indent_continuations,
-    neutralize_untrusted,
+    neutralise_untrusted,
     quote_inline,
 )
 from monoagent.kernel.errors import ToolHistoryError
@@ -58,7 +58,7 @@ def projection_entry(row: Any) -> str:
         result = value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
     head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
     # A value's own lines sit deeper than the field labels, so none can pose as another field.
-    args, result = (indent_continuations(neutralize_untrusted(value), VALUE_INDENT) for value in (args, result))
+    args, result = (indent_continuations(neutralise_untrusted(value), VALUE_INDENT) for value in (args, result))
     return f"{head}\n    arguments: {args}\n    result: {result}"
 
 
