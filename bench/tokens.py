@@ -63,7 +63,7 @@ def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     counter = exact_counter()
     if counter is None:
-        print(verdict_line("tokens", False, "no cl100k_base tokenizer here (pip install tiktoken or bpe-openai)"))
+        print(verdict_line("tokens", False, "no cl100k_base tokeniser here (pip install tiktoken or bpe-openai)"))
         raise SystemExit(1)
     name, exact = counter
     figures = {}
@@ -79,7 +79,7 @@ def main() -> None:
     ok = all(0.9 <= r <= 1.5 for r in core) and all(f["estimate_ratio"] >= 0.6 for f in figures.values())
     detail = f"estimate = ceil(bytes / {BYTES_PER_TOKEN}); docs and code at {core[0]} and {core[1]} of {name}"
     if args.json:
-        emit_json({"figures": figures, "tokenizer": name, "machine": machine(), "pass": ok,
+        emit_json({"figures": figures, "tokeniser": name, "machine": machine(), "pass": ok,
                    "verdict": verdict_line("tokens", ok, detail)})
         return
     print(f"exact counts: {name}; estimate: ceil(utf8_bytes / {BYTES_PER_TOKEN})")

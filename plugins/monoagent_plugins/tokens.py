@@ -10,8 +10,8 @@ Markdown run at 4.1 to 5.4 UTF-8 bytes a token and Python code at 4.3, so the es
 there (the safe side when sizing a request against a budget); JSON (2.6), Chinese and Japanese
 (2.8 to 3.0) run lower, where it counts up to a third too few, inside the 20% headroom of the
 compaction trigger plus the reactive compaction after an overflow. Bytes vary less across scripts
-than characters do (Chinese is 1.0 character a token, English 4.1), hence bytes. A tokenizer plugin
-(a model's own tokenizer) replaces both by implementing ``count_tokens``.
+than characters do (Chinese is 1.0 character a token, English 4.1), hence bytes. A tokeniser plugin
+(a model's own tokeniser) replaces both by implementing ``count_tokens``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _encoding() -> Any:
 
 
 def estimate(text: str) -> int:
-    """``ceil(utf8_bytes / 4)``: the calibrated estimate without a tokenizer."""
+    """``ceil(utf8_bytes / 4)``: the calibrated estimate without a tokeniser."""
     return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
 
 

@@ -834,7 +834,7 @@ def count_tokens(text: str, model: str) -> int | None:
     Bundled default (``tokens``): tiktoken's ``cl100k_base`` when tiktoken is installed
     (``pip install 'monoagent[tokens]'``), else ``ceil(utf8_bytes / 4)``, calibrated against
     ``cl100k_base`` by ``bench/tokens.py`` (it errs high for English and code, low for JSON and
-    CJK text); a model's own tokenizer replaces both.
+    CJK text); a model's own tokeniser replaces both.
 
     Example::
 

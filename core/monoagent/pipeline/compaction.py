@@ -77,7 +77,7 @@ def history_budget(turn: Turn) -> int:
 def request_tokens(turn: Turn, prompt: AssembledPrompt) -> int:
     """The estimated tokens of ``prompt`` as sent: system text, messages and their tool calls.
 
-    One ``count_tokens`` call over everything, so a tokenizer sees whole texts and a
+    One ``count_tokens`` call over everything, so a tokeniser sees whole texts and a
     per-call cost is paid once per request, not per message.
     """
     parts = [prompt.stable_text, prompt.dynamic_text]
