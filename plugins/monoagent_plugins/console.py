@@ -16,7 +16,7 @@ default behaviour.
 
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
 written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
-:class:`~monoagent.boundary.terminal.TerminalStream`, the rest through ``terminal_text``.
+:class:`~monoagent.boundary.terminal.AnswerPrinter` (shared with ``monoagent run``), the rest through ``terminal_text``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from monoagent.boundary.terminal import (
-    TerminalStream,
+    AnswerPrinter,
     accept_undecodable,
-    echo,
     input_text,
     kept_terminal_state,
     read_capped,
@@ -36,7 +35,7 @@ from monoagent.boundary.terminal import (
 )
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import RunEvent, TurnRequest
+from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar
 
 if TYPE_CHECKING:
@@ -111,7 +110,7 @@ class ConsoleChannel:
         self.model = model
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
-        self._printed = TerminalStream(agent.redact)
+        self._printed = AnswerPrinter(self.stdout, agent.redact)
 
     def _read(self) -> str | None:
         if self.stdin is sys.stdin:
@@ -133,17 +132,6 @@ class ConsoleChannel:
 
     def _write(self, text: str) -> None:
         self.stdout.write(terminal_text(text, self.agent.redact))
-
-    def _print_delta(self, event: RunEvent) -> None:
-        if event.type == "text_delta":
-            self.stdout.write(self._printed.feed(event.data["text"]))
-            self.stdout.flush()
-        elif event.type == "provider_attempt_discarded":
-            self.stdout.write(self._printed.end() + "\n")
-            self.stdout.flush()
-            from monoagent.pipeline.provider_call import discard_notice  # imported on first use: CLI start-up
-
-            echo(discard_notice(event.data), err=True, redact=self.agent.redact)
 
     async def _read_line(self) -> str | None:
         """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
@@ -211,7 +199,7 @@ class ConsoleChannel:
             request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                                   delivery="console", console="terminal", model=self.model)
             self.stdout.write("agent> ")
-            interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._print_delta), False
+            interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
             try:
                 await interrupts.unless_leaving(interrupts.turn)
             except asyncio.CancelledError:
