@@ -313,6 +313,67 @@ def test_the_settle_window_is_a_positive_whole_number_of_milliseconds(tmp_path):
     assert fresh_agent(tmp_path).harness.settle_window_ms == 1000
 
 
+class ToolStubborn:
+    """A runtime that asks for the ``stubborn_tool`` once, then answers."""
+
+    name = "toolstub"
+    context_window = 100_000
+
+    async def stream(self, request):
+        if request.step == 1:
+            yield ToolCallRequested(ToolCall("t1", "stubborn_tool", {}))
+        else:
+            yield TextDelta("done")
+        yield StepFinished()
+
+
+def test_a_tool_that_ignores_the_cancel_is_closed_as_cancelled_and_its_late_result_dropped(tmp_path):
+    entered, release = asyncio.Event(), asyncio.Event()
+    late = []
+
+    class StubbornTool:
+        @hookimpl
+        def register_providers(self, register):
+            register("toolstub", lambda agent, model: ToolStubborn())
+
+        @hookimpl
+        def register_tools(self, register):
+            async def stubborn_tool(context):
+                entered.set()
+                while not release.is_set():
+                    try:
+                        await release.wait()
+                    except asyncio.CancelledError:
+                        pass
+                late.append("returned")
+                return "late result"
+
+            register(ToolSpec("stubborn_tool", "Never stops when told."), stubborn_tool)
+
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "toolstub:x"}}, plugins=[StubbornTool()],
+                        terminal_recovery_settlement_ms=50)
+
+    async def main():
+        handle = agent.submit(TurnRequest("use the tool", conversation_id="c"))
+        await entered.wait()
+        handle.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await handle
+        await handle.settled()  # published after the 50 ms window, the tool still running
+        release.set()
+        while not late:
+            await asyncio.sleep(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    account = load(agent)[1].content
+    assert "Work in flight, outcome unconfirmed (1):" in account and "late result" not in account
+    rows = agent.tool_history_store().query("SELECT status FROM calls")
+    assert [r["status"] for r in rows] == ["cancelled"]
+    agent.close()
+
+
 # --------------------------------------------------------------------------- handles, queued runs, threads
 
 

@@ -147,9 +147,6 @@ class RunContinuity:
         return fields
 
     async def tool_result(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
-        """Record a result; one that comes after the run settled is dropped (the settlement closes the call)."""
-        if self.collector.sealed:
-            return {}
         self.collector.tool_finished(call, result)
         return await self.ledger.result(call, result)
 

@@ -119,15 +119,15 @@ class RunHandle:
         """The result of a finished run; raises its error, ``CancelledError``, or ``InvalidStateError`` if not done."""
         return self._outcome.result()
 
-    def cancel(self, msg: str | None = None) -> bool:
+    def cancel(self, reason: str | None = None) -> bool:
         """Cancel the run; False when its outcome was already known.
 
-        ``msg`` is the cancellation's reason, recorded in the continuity account when it is a
-        short identifier (``user_cancelled``), else ``cancelled``.
+        ``reason`` is the ``CancelledError``'s message, recorded in the continuity account when it
+        is a short identifier (``user_cancelled``), else as ``cancelled``.
         """
         if self._outcome.done():
             return False
-        return self._harness._cancel_run(self, msg)
+        return self._harness._cancel_run(self, reason)
 
     async def settled(self) -> None:
         """Wait until the run has settled: its worker ended, or its account was published (or failed to be)."""
