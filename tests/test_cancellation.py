@@ -523,9 +523,9 @@ def register_providers(register):
 
 
 class Terminal:
-    """``monoagent chat`` as the child of a real pseudo-terminal (its controlling terminal, so ``\\x03`` is SIGINT)."""
+    """``monoagent chat`` (or ``args``) as the child of a real pseudo-terminal (its controlling terminal, so ``\\x03`` is SIGINT)."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, args=("chat",)):
         import os
         import pty
         import sys
@@ -539,7 +539,7 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.chdir(tmp_path)
-            os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "chat"], env)
+            os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", *args], env)
         self.found = termios.tcgetattr(self.fd)  # the terminal as the chat finds it (the child has not started yet)
         self.output = b""
         self.transcript = b""
@@ -663,3 +663,16 @@ def test_ctrl_c_while_readline_waits_for_a_line_restores_echo_and_canonical_inpu
         assert terminal.flags() == terminal.found
     finally:
         terminal.close()
+
+
+@needs_pty
+def test_ctrl_c_during_monoagent_run_leaves_with_the_account_published(tmp_path):
+    terminal = Terminal(tmp_path, ("run", "go slow"))
+    try:
+        terminal.wait_for(b"thinking")
+        terminal.send(b"\x03")
+        assert terminal.exit_code() == 130
+        assert terminal.flags() == terminal.found
+    finally:
+        terminal.close()
+    assert any(b"Continuity account v1" in p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file())
