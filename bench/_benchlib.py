@@ -13,8 +13,8 @@ import platform
 import shutil
 import statistics
 import sys
-import time
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,7 @@ def parser(description: str) -> argparse.ArgumentParser:
 def summary(samples: Sequence[float]) -> dict[str, float]:
     """median, p90, min, max, mean and count of ``samples`` (same unit as the samples)."""
     data = sorted(samples)
-    if len(data) >= 2:
-        p90 = statistics.quantiles(data, n=10, method="inclusive")[8]
-    else:
-        p90 = data[0]
+    p90 = statistics.quantiles(data, n=10, method="inclusive")[8] if len(data) >= 2 else data[0]
     return {
         "n": len(data),
         "median": statistics.median(data),
@@ -78,10 +75,10 @@ def filesystem_of(path: str | os.PathLike[str]) -> dict[str, str]:
         if len(parts) < 3:
             continue
         device, mountpoint, fstype = parts[0], parts[1].replace("\\040", " "), parts[2]
-        if target == mountpoint or target.startswith(mountpoint.rstrip("/") + "/") or mountpoint == "/":
-            if len(mountpoint) > best_len:
-                best_len = len(mountpoint)
-                best = {"device": device, "mountpoint": mountpoint, "fstype": fstype}
+        within = target == mountpoint or target.startswith(mountpoint.rstrip("/") + "/") or mountpoint == "/"
+        if within and len(mountpoint) > best_len:
+            best_len = len(mountpoint)
+            best = {"device": device, "mountpoint": mountpoint, "fstype": fstype}
     best["same_device_as_repo"] = str(os.stat(target).st_dev == os.stat(REPO).st_dev)
     return best
 

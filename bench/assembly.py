@@ -92,11 +92,11 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
 
 async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
+    from monoagent.kernel.model import Message as Msg
+    from monoagent.kernel.turn import Turn
     from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
     from monoagent.pipeline.harness import gate_recall, new_run_id
     from monoagent.pipeline.tool_loop import offered_tools
-    from monoagent.kernel.model import Message as Msg
-    from monoagent.kernel.turn import Turn
 
     hooks = agent.hooks
     harness = agent.harness
@@ -112,7 +112,7 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         session = harness._session(request, time.time())
         events: list[Any] = []
         turn = Turn(agent=agent, request=request, run_id=new_run_id(), model=request.model or agent.model,
-                    session=session, emitter=lambda type, data: events.append((type, data)))
+                    session=session, emitter=lambda type, data: events.append((type, data)))  # noqa: B023  (called in this iteration)
         t1 = t()
         add("session + Turn", t1 - t0)
         turn.history = tuple(await store.load(turn.conversation_id))

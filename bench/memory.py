@@ -124,7 +124,7 @@ async def fill(lite: LiteTier, journal: JournalTier, corpus: Corpus, n: int, chu
         texts = [corpus.turn(base + i) for i in range(min(chunk, n - base))]
         days = [f"2026-{1 + (base + i) % 12:02d}-{1 + (base + i) % 28:02d}" for i in range(len(texts))]
         await lite.add_many(texts)
-        await journal.add_many(list(zip(texts, days)))
+        await journal.add_many(list(zip(texts, days, strict=True)))
     return time.perf_counter() - start
 
 
@@ -137,12 +137,12 @@ async def measure(tmp: Path, n: int, queries: int, captures: int) -> dict[str, A
     questions = [corpus.question() for _ in range(queries)]
     matches = [fts_match(query_terms(q)) for q in questions]
     bare_sql = "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT 5"
-    for q, m in zip(questions[:10], matches[:10]):  # warm the page cache and the worker thread
+    for q, m in zip(questions[:10], matches[:10], strict=True):  # warm the page cache and the worker thread
         bare.execute(bare_sql, (m,)).fetchall()
         await lite.search(q, limit=10)
         await journal.entries(query=q, limit=5)
     bare_s, lite_s, journal_s, recalled = [], [], [], 0
-    for q, m in zip(questions, matches):  # bare and lite interleaved: same cache conditions
+    for q, m in zip(questions, matches, strict=True):  # bare and lite interleaved: same cache conditions
         start = time.perf_counter()
         bare.execute(bare_sql, (m,)).fetchall()
         bare_s.append(time.perf_counter() - start)

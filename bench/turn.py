@@ -178,7 +178,7 @@ def main() -> None:
     print()
     print(f"{'turns':<10} {'history':>7} {'record B':>9} {'median ms':>10} {'p90 ms':>8} {'floor ms':>9} "
           f"{'floor p90':>10} {'overhead':>9} {'x floor':>8}  target (<= floor + 1 ms)")
-    for c, r in rows.items():
+    for r in rows.values():
         t, f = r["turn_ms"], r["floor_ms"]
         print(f"{r['turns']:<10} {r['history_messages_at_start']:>7} {r['record_bytes']:>9} {t['median']:>10.2f} {t['p90']:>8.2f} "
               f"{f['median']:>9.2f} {f['p90']:>10.2f} {r['overhead_ms']:>9.2f} {r['ratio_to_floor']:>8.2f}  "

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from providers_wire import AnthropicWireServer
 
-from monoagent.pipeline.assembly import BOUNDARY, compile_prompt
+from monoagent import hookimpl
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
-from monoagent import hookimpl
-from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
+from monoagent.pipeline.assembly import BOUNDARY, compile_prompt
 from monoagent.testing import fresh_agent
+from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 
 MODEL = "anthropic:claude-x"
 

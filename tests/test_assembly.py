@@ -8,8 +8,8 @@ import hashlib
 import pytest
 
 from monoagent import hookimpl
-from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
+from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.testing import fresh_agent
 
 DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]
@@ -73,7 +73,7 @@ def test_fingerprints_are_sha256_of_the_parts(tmp_path):
     assert fp.stable == hashlib.sha256(prompt.stable_text.encode()).hexdigest()
     assert fp.dynamic == hashlib.sha256(prompt.dynamic_text.encode()).hexdigest()
     assert fp.full == hashlib.sha256(prompt.system_text.encode()).hexdigest()
-    for section, manifest in zip(prompt.sections, prompt.manifest.sections):
+    for section, manifest in zip(prompt.sections, prompt.manifest.sections, strict=True):
         assert manifest.bytes == len(section.text.encode()) and manifest.sha256 == hashlib.sha256(section.text.encode()).hexdigest()
 
 
@@ -131,13 +131,13 @@ def test_a_changed_surface_changes_only_the_session_section(tmp_path):
     agent = fresh_agent(tmp_path)
     plain = assemble(agent, delivery="push", channel="slack")
     surfaced = assemble(agent, delivery="push", channel="slack", surface=Surface("channel", "C0A1B2C3D", "team-example", 3800))
-    differing = [a.id for a, b in zip(plain.manifest.sections, surfaced.manifest.sections) if a.sha256 != b.sha256]
+    differing = [a.id for a, b in zip(plain.manifest.sections, surfaced.manifest.sections, strict=True) if a.sha256 != b.sha256]
     assert differing == ["session"]
 
 
 def test_required_section_without_producer_is_a_clear_error(tmp_path):
     agent = fresh_agent(tmp_path, config={"plugins": {"block": ["identity"]}})
-    with pytest.raises(AssemblyError, match="required section 'identity' .*section_identity"):
+    with pytest.raises(AssemblyError, match=r"required section 'identity' .*section_identity"):
         assemble(agent)
 
 
@@ -152,7 +152,7 @@ def test_duplicate_extra_section_ids_name_both_sources(tmp_path):
         def extra_sections(self, turn):
             return Section("facts", "b", order=660, source="two")
 
-    with pytest.raises(AssemblyError, match="two sections have the id 'facts'.*'(one|two)'.*'(one|two)'"):
+    with pytest.raises(AssemblyError, match=r"two sections have the id 'facts'.*'(one|two)'.*'(one|two)'"):
         assemble(fresh_agent(tmp_path, plugins=[One(), Two()]))
 
 
@@ -172,7 +172,7 @@ def test_wrong_type_from_a_section_hook_is_named(tmp_path):
         def section_identity(self, turn):
             return "plain string"
 
-    with pytest.raises(AssemblyError, match="section_identity.*returned str"):
+    with pytest.raises(AssemblyError, match=r"section_identity.*returned str"):
         assemble(fresh_agent(tmp_path, plugins=[Wrong()]))
 
 

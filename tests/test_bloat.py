@@ -10,14 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.pipeline.bloat import (
-    BEGIN_MARKER,
-    END_MARKER,
-    LIMIT_BYTES,
-    guard,
-    head_tail_sample,
-    neutralise_markers,
-)
 from monoagent.kernel.model import (
     BinaryBlock,
     ImageBlock,
@@ -29,6 +21,14 @@ from monoagent.kernel.model import (
     ToolResult,
     ToolSpec,
     TurnRequest,
+)
+from monoagent.pipeline.bloat import (
+    BEGIN_MARKER,
+    END_MARKER,
+    LIMIT_BYTES,
+    guard,
+    head_tail_sample,
+    neutralise_markers,
 )
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
-from monoagent.pipeline.assembly import BOUNDARY
 from monoagent.kernel.config_keys import iter_keys
 from monoagent.kernel.host import PluginHost
+from monoagent.pipeline.assembly import BOUNDARY
 
 ANNOUNCE = "monoagent: no runtime.model configured; using offline:echo"
 BUNDLED = sorted(ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent")

@@ -21,14 +21,22 @@ import platformdirs
 import pytest
 import tomli_w
 
-from monoagent.kernel.config import CONFIG_FILENAME, STATE_DIRNAME, Config, _check_timezone, check_model, check_models, setting
+from monoagent.cli.docgen import bundled_config_sections
+from monoagent.cli.starter import starter_toml
+from monoagent.kernel.config import (
+    CONFIG_FILENAME,
+    STATE_DIRNAME,
+    Config,
+    _check_timezone,
+    check_model,
+    check_models,
+    setting,
+)
 from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, table_keys, unwrap_optional, value_sources
 from monoagent.kernel.config_loading import discover_config_file, load_config
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost
-from monoagent.cli.starter import starter_toml
-from monoagent.cli.docgen import bundled_config_sections
 from monoagent_plugins.offline import OfflineConfig
 from monoagent_plugins.skills import _check_skills, skills_root
 

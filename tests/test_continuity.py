@@ -10,6 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monoagent.kernel.errors import ProviderError, TurnFailed
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolInvocation
+from monoagent.kernel.model import (
+    StepFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    ToolResult,
+    ToolSpec,
+    TurnRequest,
+)
 from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
 from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,
@@ -23,14 +35,10 @@ from monoagent.pipeline.continuity_account import (
     build_account,
     render_account,
 )
-from monoagent.kernel.errors import ProviderError, TurnFailed
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.kernel.interfaces import ToolInvocation
-from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
+from monoagent_plugins.redaction import redact_text
 
 
 def redact(text, kind):
@@ -165,7 +173,7 @@ def test_work_in_flight_is_listed_unconfirmed_and_closed_as_cancelled_in_tool_hi
 
 
 def test_a_request_cancelled_while_queued_publishes_no_account(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
 
     async def main():
         gate = asyncio.Event()
@@ -335,7 +343,7 @@ def test_the_next_turn_waits_for_the_account_and_sees_it(tmp_path):
 
 
 def test_a_failed_publication_fails_later_turns_closed_until_it_succeeds(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     store = agent._store = GatedCommits(agent.history_store)
     store.fail = True
     store.gate.set()
@@ -355,7 +363,7 @@ def test_a_failed_publication_fails_later_turns_closed_until_it_succeeds(tmp_pat
 
 
 def test_a_success_that_claimed_its_commit_is_never_replaced_by_an_account(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     hold = asyncio.Event()
 
     class SlowCapture:
@@ -383,7 +391,7 @@ def test_a_success_that_claimed_its_commit_is_never_replaced_by_an_account(tmp_p
 
 
 def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
 
     async def main():
         gate = asyncio.Event()
@@ -419,7 +427,7 @@ def test_the_barrier_releases_when_nothing_is_pending():
 
 
 def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     script.steps = [[call("t1", "delta")], [ProviderError("down")]]
     with pytest.raises(ProviderError):
         asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="c", isolated=True)))
@@ -430,7 +438,7 @@ def test_an_isolated_run_keeps_out_of_shared_history_but_its_tools_are_recorded(
 
 
 def test_the_request_and_its_account_together_stay_within_48_kib(tmp_path):
-    agent, script, fixture = make_agent(tmp_path)
+    agent, script, _fixture = make_agent(tmp_path)
     request = "ż" * 20_000  # 40,000 bytes of user request
     script.steps = [[TextDelta("p" * 10_000), call("t1", "a" * 7000)], [ProviderError("down " + "d" * 5000)]]
     with pytest.raises(ProviderError):

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.model import PrecedingMessage, Speaker, TurnRequest
 from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.kernel.model import PrecedingMessage, Speaker, TurnRequest
 from monoagent_plugins import conversation, group_context, session_block
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "fence_bypass_corpus.json").read_text("utf-8"))["payloads"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monoagent.boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
 from monoagent.kernel.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
 from monoagent.testing import scripted_agent
 from monoagent.text import utf8_len
-from monoagent.boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
 from monoagent_plugins import conversation, group_context
 
 ALICE = Speaker("Alice Chen", "alice", "U0ALICE42")
 BOB = Speaker("Bob", None, "U0BOB77")
-T0 = datetime(2026, 7, 29, 10, 14, 2, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 7, 29, 10, 14, 2, tzinfo=UTC).timestamp()
 
 DOCUMENTED = """\
 <messages_since_your_last_turn>

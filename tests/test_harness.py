@@ -187,7 +187,7 @@ def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
     from monoagent.kernel.errors import ComponentError
 
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
-    with pytest.raises(ComponentError, match="provider 'nope' .*available: anthropic, lmstudio, offline, ollama, openai"):
+    with pytest.raises(ComponentError, match=r"provider 'nope' .*available: anthropic, lmstudio, offline, ollama, openai"):
         agent.run_sync("hi")
 
 
@@ -197,10 +197,10 @@ def test_scripted_script_errors_are_clear(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"steps": [{"txt": "typo"}]}')
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(bad)}}})
-    with pytest.raises(ConfigError, match="bad.json has an invalid step"):
+    with pytest.raises(ConfigError, match=r"bad\.json has an invalid step"):
         agent.run_sync("hi")
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}})
-    with pytest.raises(ConfigError, match="providers.offline.scriptPath"):
+    with pytest.raises(ConfigError, match=r"providers\.offline\.scriptPath"):
         agent.run_sync("hi")
 
 

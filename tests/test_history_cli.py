@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import monoagent.cli as cli_module
-from monoagent.kernel.model import Message
 from monoagent.kernel.config_loading import load_raw, plugins_settings
 from monoagent.kernel.host import PluginHost, local_plugin_paths
+from monoagent.kernel.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore
 
 FAKE_TOOL_HISTORY = textwrap.dedent(

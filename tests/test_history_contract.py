@@ -26,8 +26,8 @@ class TestFilesStoreContract(HistoryStoreContract):
 
 
 def test_contract_is_exported_from_testing():
-    import monoagent.testing.history_contract as contract
     import monoagent.testing as testing
+    import monoagent.testing.history_contract as contract
 
     assert testing.HistoryStoreContract is contract.HistoryStoreContract
     assert "HistoryStoreContract" in testing.__all__

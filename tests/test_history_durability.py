@@ -285,13 +285,13 @@ def crash_states(initial: dict[str, bytes], ops: list[tuple]):
                 last_dsync[op[1]] = i
         optional = []
         for i, op in enumerate(prefix):
-            if op[0] in ("write", "truncate") and last_fsync.get(op[1], -1) < i:
-                optional.append(i)
-            elif op[0] in ("create", "rename", "unlink") and last_dsync.get(_dir_of(op), -1) < i:
+            if (op[0] in ("write", "truncate") and last_fsync.get(op[1], -1) < i) or (
+                op[0] in ("create", "rename", "unlink") and last_dsync.get(_dir_of(op), -1) < i
+            ):
                 optional.append(i)
         choices_per_op = [("drop", "keep", "half") if prefix[i][0] == "write" else ("drop", "keep") for i in optional]
         for choice in itertools.product(*choices_per_op):
-            chosen = dict(zip(optional, choice))
+            chosen = dict(zip(optional, choice, strict=True))
             names = dict(init_ino)
             data: dict[int, bytearray] = {init_ino[n]: bytearray(c) for n, c in initial.items()}
             for i, op in enumerate(prefix):
@@ -352,7 +352,7 @@ def check_publish(tmp_path: Path, fs_class: type[RecordingFs], turns_before: int
     for n, (k, files) in enumerate(crash_states(initial, recording.ops)):
         root = materialise(files, tmp_path / f"state-{n}")
         try:
-            seen = [m.content for m in asyncio.run(FilesHistoryStore(root).load("c", on_warning=lambda *a: problems.append(f"k={k}: unreadable record {a[0]}")))]
+            seen = [m.content for m in asyncio.run(FilesHistoryStore(root).load("c", on_warning=lambda *a: problems.append(f"k={k}: unreadable record {a[0]}")))]  # noqa: B023  (called in this iteration)
         except HistoryStoreError as exc:
             problems.append(f"k={k}: {exc}")
             continue

@@ -748,7 +748,7 @@ def test_max_turns_caps_the_tool_loop(tmp_path):
 
     agent = _tool_agent(tmp_path, Nothing(), steps)
     agent.config.runtime.max_turns = 2
-    with pytest.raises(TurnFailed, match="runtime.maxTurns = 2"):
+    with pytest.raises(TurnFailed, match=r"runtime\.maxTurns = 2"):
         run(agent)
     history = asyncio.run(agent.history_store.load("t"))  # no answer: the request and its continuity account
     assert len(history) == 2 and history[1].content.startswith("[Continuity account v1")

@@ -549,8 +549,8 @@ def test_fused_ranking_beats_keyword_and_semantic_alone(tmp_path: Path) -> None:
     assert fused > keyword and fused > semantic, (keyword, semantic, fused)
     # recall@k alone cannot tell a ranking from a set; nDCG@k also scores the order.
     assert fused_gain > keyword_gain and fused_gain > semantic_gain, (keyword_gain, semantic_gain, fused_gain)
-    assert any(f - kw for f, kw in zip(fused_found, keyword_found)), "fusion should find entries keyword search misses"
-    assert any(f - s for f, s in zip(fused_found, semantic_found)), "fusion should find entries semantic search misses"
+    assert any(f - kw for f, kw in zip(fused_found, keyword_found, strict=True)), "fusion should find entries keyword search misses"
+    assert any(f - s for f, s in zip(fused_found, semantic_found, strict=True)), "fusion should find entries semantic search misses"
     tier.close()
 
 
@@ -582,7 +582,7 @@ def test_vector_backends_agree(tmp_path: Path) -> None:
     for (a_all, a_some), (b_all, b_some) in [(results["numpy"], results["python"])]:
         assert [i for i, _ in a_all] == [i for i, _ in b_all]
         assert [i for i, _ in a_some] == [i for i, _ in b_some]
-        assert all(abs(x - y) < 1e-5 for (_, x), (_, y) in zip(a_all, b_all))
+        assert all(abs(x - y) < 1e-5 for (_, x), (_, y) in zip(a_all, b_all, strict=True))
 
 
 def test_sqlite_vec_backend_when_the_extension_loads(tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ class TestHashedNgramsContract(EmbedderContract):
 
 
 def test_contracts_are_exported_from_testing():
-    import monoagent.testing.memory_contract as contract
     import monoagent.testing as testing
+    import monoagent.testing.memory_contract as contract
 
     assert testing.MemoryTierContract is contract.MemoryTierContract
     assert testing.EmbedderContract is contract.EmbedderContract
@@ -41,4 +41,4 @@ def test_recall_delimiter_matches_the_rendered_one():
     from monoagent.testing.memory_contract import RECALL_DELIMITER
     from monoagent_plugins.conversation import RECALL_DELIMITER as rendered
 
-    assert RECALL_DELIMITER == rendered
+    assert rendered == RECALL_DELIMITER

@@ -13,11 +13,11 @@ import pytest
 from providers_wire import OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.pipeline.assembly import BOUNDARY
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import Message, ToolCall, ToolSpec, Usage
-from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
+from monoagent.pipeline.assembly import BOUNDARY
 from monoagent.testing import fresh_agent
+from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 from monoagent_plugins.lib.openai_wire import TOOL_ERROR_PREFIX
 from monoagent_plugins.lib.provider_http import parse_retry_after
 

@@ -428,7 +428,7 @@ def test_same_history_store_name_from_two_plugins_names_both(tmp_path: Path) -> 
         plugins=[("store-one", history_store_plugin("memdb")), ("store-two", history_store_plugin("memdb"))],
     )
     with pytest.raises(ComponentError) as info:
-        agent.history_store
+        agent.history_store  # noqa: B018  (the property raises)
     message = str(info.value)
     assert "history store 'memdb' is registered by two plugins" in message
     assert "'store-one' (programmatic" in message and "'store-two' (programmatic" in message
@@ -459,7 +459,7 @@ def test_provider_prefix_taken_from_a_bundled_plugin_names_both(project: Project
 def test_selected_component_of_a_blocked_plugin(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path, config={"plugins": {"block": ["files"]}})
     with pytest.raises(ComponentError) as info:
-        agent.history_store
+        agent.history_store  # noqa: B018  (the property raises)
     message = str(info.value)
     assert "history store 'files'" in message
     assert "plugin 'files'" in message
@@ -473,7 +473,7 @@ def test_selected_component_of_a_failed_plugin(tmp_path: Path, capsys: pytest.Ca
     agent = fresh_agent(tmp_path, config={"history": {"store": "pgstore"}}, plugins_dirs=[plugin_dir])
     assert "'pgstore'" in capsys.readouterr().err
     with pytest.raises(ComponentError) as info:
-        agent.history_store
+        agent.history_store  # noqa: B018  (the property raises)
     message = str(info.value)
     assert "history store 'pgstore'" in message
     assert "plugin 'pgstore'" in message
@@ -486,7 +486,7 @@ def test_selected_component_with_an_unrelated_failed_plugin_lists_it(tmp_path: P
     (plugin_dir / "pg_history.py").write_text(BROKEN_PLUGIN)
     agent = fresh_agent(tmp_path, config={"history": {"store": "postgres"}}, plugins_dirs=[plugin_dir])
     with pytest.raises(ComponentError) as info:
-        agent.history_store
+        agent.history_store  # noqa: B018  (the property raises)
     message = str(info.value)
     assert "history store 'postgres'" in message
     assert "available: files" in message
@@ -909,9 +909,8 @@ def test_a_distribution_declares_its_sections_so_they_are_known_while_blocked(pr
 def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> None:
     from importlib.metadata import entry_points
 
-    from monoagent.kernel.host import PluginHost
-
     from monoagent.kernel.config_keys import kernel_tables, table_keys
+    from monoagent.kernel.host import PluginHost
 
     host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
     host.load_entry_points()

@@ -4,18 +4,18 @@ and whole turns over HTTP: retries, fallback, the maxTurns cap, the bloat guard 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.pipeline import provider_call as reliability
-from monoagent.pipeline.bloat import BEGIN_MARKER, END_MARKER, LIMIT_BYTES
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.model import ToolSpec, TurnRequest
-from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
+from monoagent.pipeline import provider_call as reliability
+from monoagent.pipeline.bloat import BEGIN_MARKER, END_MARKER, LIMIT_BYTES
 from monoagent.testing import ProviderContract, fresh_agent
+from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent.text import utf8_len
 
 
@@ -49,8 +49,8 @@ class TestAnthropicContract(ProviderContract):
 class _OpenAIFamily(ProviderContract):
     reports_cache_writes = False
     prefix = ""
-    config: dict[str, Any] = {}
-    env: dict[str, str] = {}
+    config: ClassVar[dict[str, dict[str, str]]] = {}
+    env: ClassVar[dict[str, str]] = {}
 
     @pytest.fixture
     def provider_server(self):
@@ -71,23 +71,23 @@ class _OpenAIFamily(ProviderContract):
 
 class TestOpenAIContract(_OpenAIFamily):
     prefix = "openai"
-    config = {"openai": {"baseUrl": "{url}/v1"}}
-    env = {"OPENAI_API_KEY": "sk-test"}
+    config: ClassVar[dict[str, dict[str, str]]] = {"openai": {"baseUrl": "{url}/v1"}}
+    env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
 
 
 class TestOllamaContract(_OpenAIFamily):
     prefix = "ollama"
-    env = {"OLLAMA_HOST": "{url}"}
+    env: ClassVar[dict[str, str]] = {"OLLAMA_HOST": "{url}"}
 
 
 class TestLMStudioContract(_OpenAIFamily):
     prefix = "lmstudio"
-    config = {"lmstudio": {"baseUrl": "{url}/v1"}}
+    config: ClassVar[dict[str, dict[str, str]]] = {"lmstudio": {"baseUrl": "{url}/v1"}}
 
 
 class TestOpenAICompatibleContract(_OpenAIFamily):
     prefix = "openai-compatible"
-    env = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1"}
+    env: ClassVar[dict[str, str]] = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1"}
 
 
 # ============================================================================ whole turns over HTTP
@@ -132,7 +132,7 @@ class Dump:
 
 def _turn_agent(tmp_path, prefix, server, *, runtime=None, plugins=(), providers=None, extra_env=None):
     _, section, env = WIRE[prefix]
-    config = {"runtime": {"model": f"{prefix}:model-x", **(runtime or {})}, "providers": {**section(server.url), **(providers or {})}}
+    config: ClassVar[dict[str, dict[str, str]]] = {"runtime": {"model": f"{prefix}:model-x", **(runtime or {})}, "providers": {**section(server.url), **(providers or {})}}
     return fresh_agent(tmp_path, config=config, env={**env, **(extra_env or {})}, plugins=list(plugins))
 
 

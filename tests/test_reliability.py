@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.pipeline import provider_call as reliability
 from monoagent.kernel.errors import ContextLimitError, ProviderError, TurnFailed
 from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
+from monoagent.pipeline import provider_call as reliability
 from monoagent.pipeline import stateless
 from monoagent.pipeline.provider_call import backoff_delay_ms
 from monoagent.pipeline.stateless import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES
@@ -223,7 +223,7 @@ def test_fallback_after_retries_are_exhausted(tmp_path, delays):
 
 
 def test_fallback_on_context_limit_skips_retries(tmp_path, delays):
-    agent, requests = make_agent(
+    agent, _requests = make_agent(
         tmp_path,
         {"primary": [Fail(ContextLimitError("prompt is too long", provider="t", status=400))], "second": [Fail(retryable())],
          "third": [answer("wide window")]},
@@ -270,7 +270,7 @@ def test_retry_and_fallback_run_stateless_with_a_bounded_tail(tmp_path, delays):
     events: list = []
     result = run(agent, "current question", events=events)
     assert result.text == "backup answer" and result.model == "t:backup"
-    (_, first), (_, step2), (_, backup) = requests[1:]
+    (_, first), (_, _step2), (_, backup) = requests[1:]
     assert "conversation_history" in first.prompt.manifest.section_ids
     assert "earlier question" in first.prompt.dynamic_text
     assert "conversation_history" not in backup.prompt.manifest.section_ids
@@ -353,7 +353,7 @@ def test_max_turns_still_caps_steps_across_retries(tmp_path, delays):
         tools=[(ToolSpec("clock", "time"), clock)],
     )
     events: list = []
-    with pytest.raises(TurnFailed, match="runtime.maxTurns = 2"):
+    with pytest.raises(TurnFailed, match=r"runtime\.maxTurns = 2"):
         run(agent, events=events)
     assert len(requests) == 3 and "run_failed" in [e.type for e in events]
 

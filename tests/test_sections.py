@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
 from monoagent.kernel.config_loading import load_config
-from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
-from monoagent.kernel.host import PluginHost
 from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.host import PluginHost
+from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
 from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.testing import fresh_agent
 from monoagent_plugins import guardrails, identity, session_block, skills
 from monoagent_plugins.lib import bootstrap
-from monoagent.testing import fresh_agent
 
 BUNDLED = (guardrails, identity, session_block, skills)
 

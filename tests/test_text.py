@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monoagent.text import utf8_len, utf8_prefix
+from monoagent.text import LazyPattern, utf8_len, utf8_prefix
 
 
 @given(st.text(), st.integers(min_value=0, max_value=400))
@@ -28,3 +30,25 @@ def test_multibyte_boundaries(text, cap):
     result = utf8_prefix(text, cap)
     assert len(result.text.encode("utf-8")) <= cap
     assert text.startswith(result.text)
+
+
+def test_lazy_pattern_compiles_on_first_use_and_answers_as_the_compiled_pattern():
+    words = LazyPattern(r"(\w)(\w*)", re.ASCII)
+    assert words._compiled is None  # importing a module that defines one compiles nothing
+    compiled = re.compile(r"(\w)(\w*)", re.ASCII)
+    text = "ab cd éf gh"
+    for method, args in [
+        ("search", (text, 4, 5)),
+        ("match", (text, 3)),
+        ("fullmatch", (text, 0, 2)),
+        ("findall", (text, 1, 9)),
+        ("split", (text, 2)),
+        ("sub", (r"\2\1", text, 3)),
+        ("subn", (lambda m: m.group(0).upper(), text)),
+    ]:
+        got, want = getattr(words, method)(*args), getattr(compiled, method)(*args)
+        assert (got.span() if isinstance(got, re.Match) else got) == (want.span() if isinstance(want, re.Match) else want), method
+    assert [m.span() for m in words.finditer(text, 1, 9)] == [m.span() for m in compiled.finditer(text, 1, 9)]
+    assert words.compiled.pattern == compiled.pattern and words.compiled.flags == compiled.flags
+    line_ends = LazyPattern(rb"\r\n?|\n")
+    assert line_ends.compiled.search(bytearray(b"a\r\nb")).span() == (1, 3)

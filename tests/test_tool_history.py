@@ -19,17 +19,17 @@ import pytest
 
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
-from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent.kernel.interfaces import ToolInvocation, record_id
+from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent_plugins.redaction import redact_text
-from monoagent_plugins.tool_history import ToolHistoryConfig
+from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.lib.tool_history.projection import FENCE_CLOSE, FENCE_OPEN, PROJECTION_HEADER, projection_section
 from monoagent_plugins.lib.tool_history.session_history import session_history
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 from monoagent_plugins.lib.tool_history.writer import WriterLock, writer_alive
+from monoagent_plugins.redaction import redact_text
+from monoagent_plugins.tool_history import ToolHistoryConfig
 
 DAY = 86_400.0
 
@@ -145,7 +145,7 @@ def test_a_symlinked_sidecar_is_refused(tmp_path, make_store):
     store.path.symlink_to(target)
     with pytest.raises(Exception, match="symlink"):
         store.query("SELECT 1")
-    with pytest.raises(Exception, match="symlink|cannot be opened"):
+    with pytest.raises(Exception, match=r"symlink|cannot be opened"):
         put(store, "c", "r", "1")
 
 

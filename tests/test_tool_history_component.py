@@ -179,8 +179,9 @@ def test_a_plugin_may_not_declare_a_key_of_a_kernel_table(tmp_path):
 
 
 def test_config_init_writes_one_tool_history_table_that_loads_back(tmp_path, monkeypatch):
-    import monoagent.cli as cli_module
     import tomllib
+
+    import monoagent.cli as cli_module
 
     for name in list(os.environ):
         if name.startswith("MONO_AGENT_"):

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
+
 from monoagent import (
     Message,
     PluginError,

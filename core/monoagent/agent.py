@@ -19,12 +19,20 @@ from typing import Any
 from monoagent.kernel.config import Config
 from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
-from monoagent.pipeline.harness import EventCallback, Harness
-from monoagent.kernel.interfaces import CompactionPolicy, Embedder, HistoryStore, MemoryTier, ProviderRuntime, Tool, ToolHistoryStore
-from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
 from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.host import OFF_NAMES, PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
+from monoagent.kernel.interfaces import (
+    CompactionPolicy,
+    Embedder,
+    HistoryStore,
+    MemoryTier,
+    ProviderRuntime,
+    Tool,
+    ToolHistoryStore,
+)
+from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
 from monoagent.kernel.turn import Turn
+from monoagent.pipeline.harness import EventCallback, Harness
 
 DEFAULT_MODEL = "offline:echo"
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, AnyStr, Generic
 
 import attrs
 
@@ -90,21 +92,50 @@ def valid_unicode(text: str) -> str:
     return scrub_unicode(text)[0]
 
 
-class LazyPattern:
+class LazyPattern(Generic[AnyStr]):
     """A regular expression compiled on first use.
 
     Module-level patterns are compiled when a module is imported, and ``monoagent --help``
-    imports every bundled plugin; these wait until a pattern is first used.
+    imports every bundled plugin; these wait until a pattern is first used. The methods are the
+    compiled pattern's, with its types (a ``LazyPattern[str]`` matches text, a
+    ``LazyPattern[bytes]`` matches bytes).
     """
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._args = (pattern, flags)
-        self._compiled: re.Pattern[str] | None = None
+    def __init__(self, pattern: AnyStr, flags: int = 0) -> None:
+        self._args: tuple[AnyStr, int] = (pattern, flags)
+        self._compiled: re.Pattern[AnyStr] | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    @property
+    def compiled(self) -> re.Pattern[AnyStr]:
         if self._compiled is None:
             self._compiled = re.compile(*self._args)
-        return getattr(self._compiled, name)
+        return self._compiled
+
+    def search(self, string: AnyStr, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[AnyStr] | None:
+        return self.compiled.search(string, pos, endpos)
+
+    def match(self, string: AnyStr, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[AnyStr] | None:
+        return self.compiled.match(string, pos, endpos)
+
+    def fullmatch(self, string: AnyStr, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[AnyStr] | None:
+        return self.compiled.fullmatch(string, pos, endpos)
+
+    def finditer(self, string: AnyStr, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[AnyStr]]:
+        return self.compiled.finditer(string, pos, endpos)
+
+    def findall(self, string: AnyStr, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        return self.compiled.findall(string, pos, endpos)
+
+    def split(self, string: AnyStr, maxsplit: int = 0) -> list[AnyStr | Any]:
+        return self.compiled.split(string, maxsplit)
+
+    def sub(self, repl: AnyStr | Callable[[re.Match[AnyStr]], AnyStr], string: AnyStr, count: int = 0) -> AnyStr:
+        return self.compiled.sub(repl, string, count)
+
+    def subn(
+        self, repl: AnyStr | Callable[[re.Match[AnyStr]], AnyStr], string: AnyStr, count: int = 0
+    ) -> tuple[AnyStr, int]:
+        return self.compiled.subn(repl, string, count)
 
 
 _SURROGATES = LazyPattern("[\ud800-\udfff]+")

@@ -26,10 +26,10 @@ import attrs
 from monoagent.kernel.config import check_model, setting
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import CompactionPolicyRegistrar, ConfigSectionRegistrar
 from monoagent.kernel.interfaces import CompactionOutcome
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ProviderRequest, Section
+from monoagent.kernel.registrars import CompactionPolicyRegistrar, ConfigSectionRegistrar
 from monoagent.pipeline.assembly import compile_prompt
 
 CONFIG_PATH = "runtime.compaction"

@@ -15,10 +15,10 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from monoagent.kernel.model import RunEvent, TurnRequest
-from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ChannelRegistrar
 from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, read_capped, terminal_text
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import RunEvent, TurnRequest
+from monoagent.kernel.registrars import ChannelRegistrar
 
 
 class ConsoleChannel:

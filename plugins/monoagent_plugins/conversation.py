@@ -19,9 +19,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
-from monoagent.kernel.host import bundled_impl
 from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (

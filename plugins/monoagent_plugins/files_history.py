@@ -54,7 +54,6 @@ import attrs
 from monoagent.boundary.strict_json import nesting_over
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ConfigSectionRegistrar, HistoryStoreRegistrar
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
     CommitReceipt,
@@ -65,6 +64,7 @@ from monoagent.kernel.interfaces import (
 )
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
+from monoagent.kernel.registrars import ConfigSectionRegistrar, HistoryStoreRegistrar
 from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_maintenance import HistoryMaintenance
 from monoagent_plugins.lib.history_records import (

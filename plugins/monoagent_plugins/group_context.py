@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from monoagent.kernel.errors import TurnFailed
-from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
-from monoagent.kernel.host import bundled_impl
-from monoagent.text import utf8_len, utf8_prefix
-from monoagent.kernel.turn import Turn
 from monoagent.boundary.fences import capped, indent_continuations, neutralize_untrusted
+from monoagent.kernel.errors import TurnFailed
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
+from monoagent.kernel.turn import Turn
+from monoagent.text import utf8_len, utf8_prefix
 
 OPEN = "<messages_since_your_last_turn>"
 CLOSE = "</messages_since_your_last_turn>"
@@ -73,7 +73,7 @@ def timestamp(value: float | None) -> str:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return UNKNOWN_TIME
     try:
-        moment = datetime.fromtimestamp(value, timezone.utc)
+        moment = datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
         return UNKNOWN_TIME
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -141,19 +141,19 @@ def checked(sender: object, preceding: Sequence[object]) -> None:
     if sender is not None:
         _checked_speaker(sender, "TurnRequest.sender")
     for index, message in enumerate(preceding):
-        problem = None
         if not isinstance(message, PrecedingMessage):
             problem = f"is a {type(message).__name__}"
         elif not isinstance(message.speaker, Speaker):
             problem = f"has a speaker of type {type(message.speaker).__name__}"
         elif not isinstance(message.text, str):
             problem = f"has text of type {type(message.text).__name__}"
-        if problem:
-            raise TurnFailed(
-                f"TurnRequest.preceding_messages[{index}] {problem}; allowed: "
-                "PrecedingMessage(speaker=Speaker(...), text=str, timestamp=epoch seconds or None)"
-            )
-        _checked_speaker(message.speaker, f"TurnRequest.preceding_messages[{index}].speaker")
+        else:
+            _checked_speaker(message.speaker, f"TurnRequest.preceding_messages[{index}].speaker")
+            continue
+        raise TurnFailed(
+            f"TurnRequest.preceding_messages[{index}] {problem}; allowed: "
+            "PrecedingMessage(speaker=Speaker(...), text=str, timestamp=epoch seconds or None)"
+        )
 
 
 @bundled_impl

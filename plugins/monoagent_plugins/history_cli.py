@@ -22,10 +22,10 @@ from typing import Any
 
 import click
 
-from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
-from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
-from monoagent.kernel.host import await_me_maybe, bundled_impl
 from monoagent.boundary.terminal import echo, echo_json
+from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
+from monoagent.kernel.host import await_me_maybe, bundled_impl
+from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
 
 NOT_CONFIGURED = "not configured"
 

@@ -14,7 +14,6 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
-
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:

@@ -19,12 +19,11 @@ from typing import Any
 
 import click
 
+from monoagent.boundary.terminal import echo, echo_json, read_stdin
 from monoagent.cli.params import AsciiIntRange
 from monoagent.kernel.errors import ComponentError, ConfigError
-from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.host import bundled_impl
-from monoagent.boundary.terminal import echo, echo_json, read_stdin
-
+from monoagent.kernel.interfaces import MemoryTier
 from monoagent_plugins.lib.memory_database import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160

@@ -40,12 +40,11 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_loading import parse_ascii_number
+from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import MemoryHit, ToolSpec
-from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar, ToolRegistrar
-
 from monoagent_plugins.lib.journal_entries import (
     TOOL_DEFAULT_ENTRIES,
     TOOL_NAME,
@@ -57,6 +56,8 @@ from monoagent_plugins.lib.journal_entries import (
 )
 from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
+)
+from monoagent_plugins.lib.memory_database import (
     MemoryTierError,
     TierDatabase,
     TierSchema,
@@ -73,7 +74,7 @@ from monoagent_plugins.lib.memory_index import (
     query_terms,
     split_options,
 )
-from monoagent_plugins.lib.memory_vectors import VectorIndex
+from monoagent_plugins.lib.memory_vectors import VectorBackend, VectorIndex
 from monoagent_plugins.memory_lite import TOKENIZER, bound_text
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class JournalTier:
         embedder: Embedder,
         *,
         timezone: tzinfo | None = None,
-        vector_backend: str = "auto",
+        vector_backend: VectorBackend = "auto",
         rrf_k: int = 60,
         candidates: int = 50,
         min_similarity: float = 0.12,
@@ -184,7 +185,7 @@ class JournalTier:
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         try:
-            self.index = VectorIndex(conn, VECTOR_TABLE, self.embedder.dimensions, self.vector_backend)  # type: ignore[arg-type]
+            self.index = VectorIndex(conn, VECTOR_TABLE, self.embedder.dimensions, self.vector_backend)
         except (RuntimeError, ValueError) as exc:
             raise MemoryTierError(self.name, f"{exc}; set memory.journal.vectorBackend to one that is available") from None
         self._sync_vectors(conn, self.index)
@@ -218,7 +219,7 @@ class JournalTier:
                 chunk = missing[start : start + 256]
                 vectors = self._embed([text for _, text in chunk])
                 with immediate(conn):
-                    for (entry_id, _), vector in zip(chunk, vectors):
+                    for (entry_id, _), vector in zip(chunk, vectors, strict=True):
                         index.put(entry_id, vector)
 
         if missing:
@@ -282,6 +283,7 @@ class JournalTier:
                     (day, text, time.time(), json.dumps(metadata, default=str)),
                 )
                 entry_id = cursor.lastrowid
+                assert entry_id is not None, "an INSERT sets lastrowid"
                 conn.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (entry_id, text))
                 index.put(entry_id, vector)
         return str(entry_id)
@@ -303,14 +305,16 @@ class JournalTier:
         with self._lock:
             conn, index = self._connection()
             with immediate(conn):
-                for (text, day), vector in zip(rows, vectors):
+                for (text, day), vector in zip(rows, vectors, strict=True):
                     cursor = conn.execute(
                         "INSERT INTO entries(day, text, created_at, metadata) VALUES (?, ?, ?, ?)",
                         (day, text, now, json.dumps({"date": day})),
                     )
-                    conn.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
-                    index.put(cursor.lastrowid, vector)
-                    ids.append(str(cursor.lastrowid))
+                    entry_id = cursor.lastrowid
+                    assert entry_id is not None, "an INSERT sets lastrowid"
+                    conn.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (entry_id, text))
+                    index.put(entry_id, vector)
+                    ids.append(str(entry_id))
         return ids
 
     async def forget(self, memory_id: str) -> bool:
@@ -435,7 +439,7 @@ class JournalTier:
             raise ValueError(f"limit must be at least 1 and offset at least 0 (got limit={limit}, offset={offset})")
         return await self._worker.run(self._list, limit, offset)
 
-    def _list(self, limit: int, offset: int) -> list[MemoryRecord]:
+    def _list(self, limit: int, offset: int) -> Sequence[MemoryRecord]:  # `list` is the method above
         with self._lock:
             rows = self._db.connection().execute(
                 f"SELECT {ENTRY}, metadata FROM entries ORDER BY day DESC, id DESC LIMIT ? OFFSET ?", (limit, offset)

@@ -40,14 +40,15 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_loading import parse_ascii_number
+from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
-from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar
 from monoagent.text import utf8_len, utf8_prefix
-
 from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
+)
+from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,
@@ -310,7 +311,7 @@ class LiteTier:
             raise ValueError(f"limit must be at least 1 and offset at least 0 (got limit={limit}, offset={offset})")
         return await self._worker.run(self._list, limit, offset)
 
-    def _list(self, limit: int, offset: int) -> list[MemoryRecord]:
+    def _list(self, limit: int, offset: int) -> Sequence[MemoryRecord]:  # `list` is the method above
         with self._lock:
             rows = self._db.connection().execute(
                 f"SELECT id, {TEXT}, {number('created_at')}, {number('updated_at')}, CAST(merged AS INTEGER), metadata "

@@ -41,14 +41,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
 from monoagent.kernel.config import setting
+from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
-from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
-from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
-
 from monoagent_plugins.conversation import RECALL_DELIMITER
 from monoagent_plugins.lib.memory_index import has_evidence
 
@@ -176,7 +175,7 @@ async def search_tiers(turn: Any, tiers: Mapping[str, MemoryTier], query: str) -
     results = await asyncio.gather(*(cache.search(tier, query) for tier in tiers.values()), return_exceptions=True)
     hits: list[MemoryHit] = []
     failed: list[str] = []
-    for name, result in zip(tiers, results):
+    for name, result in zip(tiers, results, strict=True):
         if isinstance(result, asyncio.CancelledError):
             raise result
         if isinstance(result, BaseException):

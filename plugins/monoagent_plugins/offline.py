@@ -27,8 +27,16 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.model import ProviderEvent, ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import (
+    ProviderEvent,
+    ProviderRequest,
+    StepFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+)
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
 from monoagent.text import utf8_len
 

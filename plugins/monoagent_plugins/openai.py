@@ -15,7 +15,6 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
-
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ metadata is rendered.
 
 from __future__ import annotations
 
-from monoagent.kernel.errors import TurnFailed
-from monoagent.kernel.model import Section, Surface
-from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.turn import Turn
 from monoagent.boundary.fences import neutralize_untrusted, one_line
+from monoagent.kernel.errors import TurnFailed
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import Section, Surface
+from monoagent.kernel.turn import Turn
 
 HEADING = "# Session"
 SURFACE_KINDS = ("dm", "channel", "group")

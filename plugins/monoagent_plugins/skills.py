@@ -31,8 +31,8 @@ import attrs
 from monoagent.boundary.documents import MAX_NESTING
 from monoagent.kernel.config import Config, setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent.kernel.model import Section
+from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent.kernel.turn import Turn
 from monoagent.text import utf8_prefix
 from monoagent_plugins.lib.bootstrap import read_text_cached, unreadable_reason

@@ -25,26 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.pipeline import bloat
-from monoagent.pipeline import stateless
 from monoagent.boundary import fences as untrusted
+from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens, neutralize_untrusted
 from monoagent.kernel import model
-from monoagent.pipeline.continuity import ContinuityCollector
-from monoagent.pipeline.continuity_account import (
-    ACCOUNT_HEADER,
-    EVIDENCE_WARNING,
-    PREFIX_MAX_BYTES,
-    UNTRUSTED_DETAIL_MAX_BYTES,
-    AccountToolPair,
-    BoundedText,
-    ContinuityAccount,
-    accounted_records,
-    bounded_value,
-    build_account,
-    render_account,
-)
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -59,10 +45,23 @@ from monoagent.kernel.model import (
     ToolStatus,
     TurnRequest,
 )
+from monoagent.pipeline import bloat, stateless
+from monoagent.pipeline.continuity import ContinuityCollector
+from monoagent.pipeline.continuity_account import (
+    ACCOUNT_HEADER,
+    EVIDENCE_WARNING,
+    PREFIX_MAX_BYTES,
+    UNTRUSTED_DETAIL_MAX_BYTES,
+    AccountToolPair,
+    BoundedText,
+    ContinuityAccount,
+    accounted_records,
+    bounded_value,
+    build_account,
+    render_account,
+)
 from monoagent.testing import fresh_agent
 from monoagent.text import utf8_len
-from monoagent.kernel.interfaces import ToolInvocation
-from monoagent.boundary.fences import fence_view, has_fence_token, neutralize_fence_tokens, neutralize_untrusted
 from monoagent_plugins import conversation, group_context, memory_recall
 from monoagent_plugins.lib.tool_history import projection as tool_history
 from monoagent_plugins.redaction import redact_text
@@ -329,7 +328,7 @@ def variants(char: str) -> list[str]:
     """Every single character whose reading is ``char``'s, among the confusables and NFKC forms."""
     target = fence_view(char)
     found = {char, char.upper(), char.lower()}
-    found |= {c for c, prototype in untrusted._prototypes().items() if fence_view(prototype) == target}  # noqa: SLF001
+    found |= {c for c, prototype in untrusted._prototypes().items() if fence_view(prototype) == target}
     found |= {chr(cp) for cp in range(0xFF01, 0xFF5F) if unicodedata.normalize("NFKC", chr(cp)) in (char, char.upper())}
     alternatives = untrusted._alternatives().get(target, frozenset())
     return sorted(c for c in found if fence_view(c) == target or fence_view(c) in alternatives)

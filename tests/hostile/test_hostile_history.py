@@ -661,7 +661,7 @@ def test_the_cap_never_refuses_what_the_store_writes(tmp_path):
     root = tmp_path / "history"
     cid = "\x00" * 100_000 + "é" * 10_000  # JSON escaping makes the envelope ~1.2 MB, over the generic framing
     store = FilesHistoryStore(root, 8, max_message_bytes=64 * 1024)
-    for i in range(8):
+    for _ in range(8):
         asyncio.run(store.commit(cid, [Message("user", "\x01" * 70_000, timestamp=1.0)]))
     size = (root / record_name(cid)).stat().st_size
     assert size > 8 * 60_000

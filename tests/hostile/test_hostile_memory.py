@@ -31,11 +31,11 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import MemoryHit, TurnRequest
-from monoagent.kernel.host import PluginHost
-from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.host import PluginHost
+from monoagent.kernel.model import MemoryHit, TurnRequest
+from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
 from monoagent_plugins.lib.memory_database import MemoryTierError
 from monoagent_plugins.memory_journal import JournalTier
@@ -384,7 +384,7 @@ def test_a_damaged_full_text_index_is_rebuilt_from_the_stored_entries(tmp_path: 
         conn.execute(f"UPDATE {fts}_docsize SET sz = ?", (garbage(5),))
     conn.close()
     probe = sqlite3.connect(mem / FILES[tier])
-    with pytest.raises(sqlite3.DatabaseError, match="malformed|vtable constructor failed"):
+    with pytest.raises(sqlite3.DatabaseError, match=r"malformed|vtable constructor failed"):
         probe.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH 'billing'").fetchall()
 
     agent = fresh_agent(tmp_path / "agent", config=memory_config(mem, (tier,)))
@@ -628,7 +628,7 @@ def test_a_damaged_vector_is_made_again_once_the_embedder_works(tmp_path: Path) 
     broken = JournalTier(path, _Fixed(broken=True))
     assert [e.text for e in run(broken.entries(days=["2026-07-29"]))] == [text]  # it opens, and reads by date
     assert [e.text for e in run(broken.entries(query="billing api", mode="keyword"))] == [text]
-    with pytest.raises(MemoryTierError, match="the embedder 'fixed' failed .TimeoutError"):
+    with pytest.raises(MemoryTierError, match=r"the embedder 'fixed' failed \(TimeoutError"):
         run(broken.entries(query="billing api", mode="semantic"))
     broken.close()
 

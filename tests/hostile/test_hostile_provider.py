@@ -36,11 +36,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the vendor wire servers
-from providers_wire import AnthropicWireServer, OpenAIWireServer  # noqa: E402
+from providers_wire import AnthropicWireServer, OpenAIWireServer
 
-from monoagent import hookimpl  # noqa: E402
-from monoagent.kernel.errors import ProviderError, RepeatedToolCall, RunDeadlineExceeded  # noqa: E402
-from monoagent.kernel.model import (  # noqa: E402
+from monoagent import hookimpl
+from monoagent.kernel.errors import ProviderError, RepeatedToolCall, RunDeadlineExceeded
+from monoagent.kernel.model import (
     StepFinished,
     StreamProgress,
     TextDelta,
@@ -50,8 +50,8 @@ from monoagent.kernel.model import (  # noqa: E402
     TurnRequest,
     Usage,
 )
-from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request  # noqa: E402
-from monoagent.testing import fresh_agent, scripted_agent  # noqa: E402
+from monoagent.testing import fresh_agent, scripted_agent
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request
 
 MiB = 1024 * 1024
 PROVIDERS = ("anthropic", "openai")
@@ -215,7 +215,7 @@ class Peak:
         import httpx  # noqa: F401  (imported before measuring: import costs are not the stream's)
         import httpx_sse  # noqa: F401
 
-        import monoagent_plugins.lib.anthropic_wire  # noqa: F401
+        import monoagent_plugins.lib.anthropic_wire
         import monoagent_plugins.lib.openai_wire  # noqa: F401
 
         tracemalloc.start()
@@ -342,7 +342,7 @@ def test_a_giant_error_body_is_read_only_in_part(tmp_path, serve):
     server = serve(script)
     agent = agent_for(tmp_path, "anthropic", server.url)
     with Peak() as peak:
-        outcome, events = turn(agent)
+        outcome, _events = turn(agent)
     assert isinstance(outcome, ProviderError) and outcome.status == 500 and outcome.retryable
     assert "\n" not in str(outcome) and len(str(outcome)) < 1200
     assert peak.bytes < 24 * MiB, peak.bytes
@@ -698,7 +698,7 @@ def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, 
         return [(event.event, event.data) for event in found]
 
     points = sorted({min(c, len(body)) for c in cuts})
-    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
     assert read(pieces) == [(name or "message", "\n".join(lines)) for name, lines, _ in events]
 
 
@@ -869,7 +869,7 @@ def test_a_well_behaved_stream_is_unchanged(tmp_path):
             def register_tools(self, register):
                 register(ToolSpec("lookup", "look a word up", {"type": "object"}), lambda context: "a coffee house")
 
-        result, events = turn(agent_for(tmp_path, "anthropic", server.url, plugins=[Tools()]))
+        result, _events = turn(agent_for(tmp_path, "anthropic", server.url, plugins=[Tools()]))
     assert not isinstance(result, Exception), result
     assert result.text == "Found it."
     assert [a.call.arguments for a in result.tool_activity] == [{"word": "café"}]
@@ -1094,7 +1094,7 @@ def test_calls_without_ids_get_ids_unique_in_the_run(tmp_path, serve, provider):
     calls: list[Any] = []
     server = serve(script)
     agent = agent_for(tmp_path, provider, server.url, plugins=[loop_tools(calls)])
-    result, events = turn(agent)
+    result, _events = turn(agent)
     assert not isinstance(result, Exception), result
     assert result.text == "done" and len(calls) == 2
     assert len({row["call_id"] for row in agent.tool_history_store().query("SELECT call_id FROM calls")}) == 2

@@ -36,19 +36,19 @@ from hypothesis import strategies as st
 
 from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
 from monoagent.kernel.config_loading import load_config
-from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
 from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.host import PluginHost
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolSpec, TurnRequest
-from monoagent.kernel.host import PluginHost
+from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.files_history import FilesHistoryStore
 from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.tool_history import ToolHistoryConfig
 from monoagent_plugins.lib.tool_history.sidecar import OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 from monoagent_plugins.lib.tool_history.writer import OpenRetry
+from monoagent_plugins.tool_history import ToolHistoryConfig
 
 
 def examples(default: int):
@@ -474,7 +474,7 @@ def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth
         path.write_text(tomli_w.dumps(document), encoding="utf-8")
     levels = depth  # the top-level table and depth - 1 tables or arrays inside it
     if levels > 64:
-        with pytest.raises(DocumentError, match="more than 64 (levels deep|parts)"):
+        with pytest.raises(DocumentError, match=r"more than 64 (levels deep|parts)"):
             load_document(path, max_bytes=1 << 20, what="test document")
     else:
         assert load_document(path, max_bytes=1 << 20, what="test document") == document
@@ -559,7 +559,7 @@ print(json.dumps(out))
 def test_an_offline_script_that_is_a_fifo_a_device_or_deep_is_a_one_line_error(tmp_path):
     found = run_child(SCRIPT_CHILD, str(tmp_path))
     assert set(found) == {"fifo.json", "zero.json", "deep.json", "deep.toml"}
-    for name, problems in found.items():
+    for problems in found.values():
         assert len(problems) == 1 and "\n" not in problems[0] and problems[0].startswith("offline:scripted: "), problems
     assert "not a regular file; refused" in found["fifo.json"][0] and "not a regular file; refused" in found["zero.json"][0]
     assert "more than 64 levels deep" in found["deep.json"][0] and "more than 64 levels deep" in found["deep.toml"][0]

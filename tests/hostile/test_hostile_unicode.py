@@ -20,8 +20,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +31,11 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/providers_wire.py
 
-from providers_wire import AnthropicWireServer, OpenAIWireServer  # noqa: E402
+from providers_wire import AnthropicWireServer, OpenAIWireServer
 
-from monoagent import hookimpl  # noqa: E402
-from monoagent.kernel.errors import ProviderError  # noqa: E402
-from monoagent.kernel.model import (  # noqa: E402
+from monoagent import hookimpl
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.model import (
     Attachment,
     Message,
     PrecedingMessage,
@@ -53,8 +51,8 @@ from monoagent.kernel.model import (  # noqa: E402
     TurnRequest,
     Usage,
 )
-from monoagent.testing.provider_contract import Reply, ScriptedToolCall  # noqa: E402
-from monoagent.testing import fresh_agent  # noqa: E402
+from monoagent.testing import fresh_agent
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 
 SURROGATE = st.characters(categories=["Cs"])
 HOSTILE = st.text(st.one_of(st.characters(), SURROGATE, SURROGATE), max_size=20)
@@ -254,7 +252,7 @@ def test_a_request_built_from_python_is_valid_unicode_and_remembers_what_was_rep
         sender=Speaker("Al\udce9", handle="a\udc80"),
         preceding_messages=[PrecedingMessage(Speaker("Bo"), "hi \udcfe\udcfd")],
         attachments=[Attachment("f\udcff.txt", text="\udcff")],
-        metadata={"k\udc80": "v\udc81", "k\udc81": ["w\udc82"]},
+        metadata={"k\udc80": "v\udc81", "k\udc81": ["w\udc82"]},  # noqa: F601  (two keys: ruff reads both lone surrogates as U+FFFD)
     )
     assert request.text == "arg \ufffd" and request.conversation_id == "c\ufffd"
     assert request.sender.display_name == "Al\ufffd" and request.preceding_messages[0].text == "hi \ufffd\ufffd"
@@ -747,13 +745,13 @@ def test_process_exit_does_not_wait_after_an_unserialisable_event(tmp_path: Path
 # ============================================================================ 14. terminal output
 
 
-HOSTILE_STREAM_PLUGIN = '''
+HOSTILE_STREAM_PLUGIN = f'''
 """A provider ``stream:<anything>`` streaming pieces that cut escape sequences and a secret apart."""
 from monoagent import hookimpl
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.model import StepFinished, TextDelta
 
-KEY = "%s"
+KEY = "{KEY}"
 PIECES = [
     "Hello \\x1b]0;pwn", "ed\\x07 world \\x1b[3", "1mred\\x1b[0m \\x9b2J",
     " \\u202eevil\\u202c key: " + KEY[:10], KEY[10:30], KEY[30:] + " end\\n",
@@ -768,12 +766,12 @@ def register_providers(register):
             self.model = model
         async def stream(self, request):
             if self.model == "fail":
-                raise ProviderError("upstream said: \\x1b]0;title\\x07 bad key " + KEY + " for http://admin:%s@example.com/v1")
+                raise ProviderError("upstream said: \\x1b]0;title\\x07 bad key " + KEY + " for http://admin:{PASSWORD}@example.com/v1")
             for piece in PIECES:
                 yield TextDelta(piece)
             yield StepFinished()
     register("stream", lambda agent, model: Runtime(model), description="hostile stream")
-''' % (KEY, PASSWORD)
+'''
 
 STREAMED_TEXT = (
     "Hello  world red  evil key: [REDACTED:anthropic_key] end\nsecond link line\nthird\n"
@@ -971,7 +969,7 @@ def test_a_stream_cut_anywhere_prints_what_the_whole_text_prints(fragments: list
 
     text = "".join(fragments)
     points = sorted({c % (len(text) + 1) for c in cuts})
-    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
     stream = TerminalStream(redact)
     printed = "".join(stream.feed(piece) for piece in pieces) + stream.end()
     assert_terminal_safe(printed)

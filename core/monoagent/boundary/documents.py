@@ -23,9 +23,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from monoagent.kernel.errors import MonoagentError
 from monoagent.boundary.files import read_regular_file
 from monoagent.boundary.strict_json import nesting_over
+from monoagent.kernel.errors import MonoagentError
 
 __all__ = ["MAX_NESTING", "DocumentError", "check_nesting", "load_document"]
 

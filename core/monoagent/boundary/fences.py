@@ -59,22 +59,22 @@ import attrs
 from monoagent.text import LazyPattern, utf8_prefix
 
 __all__ = [
-    "HOST_FENCES",
-    "HostFence",
     "FENCE_NAMES",
+    "HANDLE_MAX_CHARS",
+    "HOST_FENCES",
+    "NAME_MAX_CHARS",
+    "UNKNOWN_SPEAKER",
+    "HostFence",
+    "capped",
     "fence_view",
     "has_fence_token",
+    "indent_continuations",
     "neutralize_fence_tokens",
     "neutralize_untrusted",
-    "quote_inline",
-    "quote_block",
     "one_line",
+    "quote_block",
+    "quote_inline",
     "speaker_label",
-    "indent_continuations",
-    "capped",
-    "NAME_MAX_CHARS",
-    "HANDLE_MAX_CHARS",
-    "UNKNOWN_SPEAKER",
 ]
 
 #: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc).
@@ -292,7 +292,7 @@ def _view_with_spans(text: str) -> tuple[str, list[int], list[int]]:
 
     def through(table: _ReadingTable) -> None:
         out: tuple[list[str], list[int], list[int]] = ([], [], [])
-        for char, start, end in zip(chars, starts, ends):
+        for char, start, end in zip(chars, starts, ends, strict=True):
             for read in table[ord(char)]:
                 out[0].append(read)
                 out[1].append(start)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from monoagent.kernel.errors import MonoagentError
 
-__all__ = ["UnsafeFileError", "NotRegularFile", "FileTooLarge", "read_regular_file", "read_open_file", "read_regular_text"]
+__all__ = ["FileTooLarge", "NotRegularFile", "UnsafeFileError", "read_open_file", "read_regular_file", "read_regular_text"]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -31,6 +31,7 @@ class UnsafeFileError(MonoagentError, OSError):
     """
 
     reason = "unsafe_file"
+    strerror: str  # always the message (an OSError's may be None)
 
     def __init__(self, message: str, path: str | os.PathLike[str]) -> None:
         MonoagentError.__init__(self, message)

@@ -22,12 +22,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
-from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.boundary.terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
+from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.text import scrub_unicode
 
 if TYPE_CHECKING:
@@ -135,7 +135,9 @@ def cli(ctx: click.Context, config: str | None, plugins_dirs: Sequence[str], deb
 
 
 def _state() -> CliState:
-    return click.get_current_context().find_object(CliState)  # type: ignore[return-value]
+    state = click.get_current_context().find_object(CliState)
+    assert state is not None, "the root command's callback sets it before any subcommand runs"
+    return state
 
 
 def _read_text(text: str) -> str:
@@ -316,7 +318,7 @@ def config_validate() -> None:
     """Validate the configuration and the components it selects."""
     agent = _state().agent()
     agent.provider(agent.model)
-    agent.history_store
+    agent.history_store  # noqa: B018  (the property builds the store, or raises)
     agent.tool_history_store()
     if agent.config.runtime.compaction.enabled:
         agent.compaction_policy(agent.config.runtime.compaction.policy)
@@ -398,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show(file=TerminalFile(sys.stderr, redact))
+        exc.show(file=cast(IO[str], TerminalFile(sys.stderr, redact)))  # an io.TextIOBase; show() only writes to it
         sys.exit(exc.exit_code)
     except ConfigError as exc:
         echo(f"monoagent: {exc}", err=True, redact=redact)

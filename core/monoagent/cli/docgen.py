@@ -194,7 +194,7 @@ def hook_families(module: Any = hookspecs) -> list[tuple[str, list[Callable[...,
         if not isinstance(node, ast.FunctionDef):
             continue
         function = getattr(module, node.name, None)
-        if getattr(function, f"{project}_spec", None) is None:
+        if function is None or getattr(function, f"{project}_spec", None) is None:
             continue
         first_line = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         above = [family for number, family in banners if number < first_line]
@@ -233,8 +233,9 @@ def render_hooks() -> str:
     for family, hooks in families:
         out.extend([f"**{family.capitalize()}**", "", "| Hook | Kind | Summary |", "| --- | --- | --- |"])
         for hook in hooks:
-            kind = "firstresult" if hook.monoagent_spec.get("firstresult") else "collect-all"
-            if hook.monoagent_spec.get("historic"):
+            options = getattr(hook, "monoagent_spec", None) or {}
+            kind = "firstresult" if options.get("firstresult") else "collect-all"
+            if options.get("historic"):
                 kind += ", historic"
             out.append(f"| [`{hook.__name__}`](#{hook.__name__}) | {kind} | {_summary(hook, names)} |")
         out.append("")

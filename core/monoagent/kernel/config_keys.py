@@ -62,8 +62,8 @@ class KeyInfo:
 
     @property
     def default(self) -> Any:
-        default = self.attribute.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default: Any = self.attribute.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # attrs' stubs declare Factory a function; it is a class
             return default.factory()
         return default
 
@@ -252,7 +252,7 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
             problems.add(path, value, "a path cannot contain a NUL character")
             return
     elif origin is list:
-        (item,) = typing.get_args(base)
+        (_item,) = typing.get_args(base)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             problems.add(path, value, f"wrong type; allowed: {allowed}")
             return

@@ -33,7 +33,6 @@ from monoagent.kernel.config_keys import (
 )
 from monoagent.kernel.errors import ConfigError
 
-
 # ============================================================================ env overlay
 
 

@@ -191,7 +191,7 @@ class Hooks:
                 stack[-1].winner = plugin
             return result
 
-        answer._monoagent_answers = function  # type: ignore[attr-defined]
+        answer._monoagent_answers = function  # type: ignore[attr-defined]  # a function takes attributes; culprit() reads it back
         return answer
 
     def _plugins(self, name: str) -> tuple[str, ...]:

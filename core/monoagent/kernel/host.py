@@ -40,12 +40,12 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 import pluggy
-from monoagent.kernel.log import logger
 
 from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import ComponentError, PluginError
 from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.interfaces import Tool
+from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import (
     COMPONENT_REGISTRARS,
     REGISTRARS,
@@ -85,7 +85,7 @@ async def await_me_maybe(value: T | Awaitable[T]) -> T:
     """Await ``value`` if it is awaitable, else return it: for hooks that may return awaitables."""
     if inspect.isawaitable(value):
         return await value
-    return value  # type: ignore[return-value]
+    return value
 
 
 @attrs.define

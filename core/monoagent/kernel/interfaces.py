@@ -199,7 +199,7 @@ class ManagedHistoryStore(HistoryStore, Protocol):
 async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
     """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
     if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
-        return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]
+        return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]  # the capability promises it
     return await store.load(conversation_id)
 
 

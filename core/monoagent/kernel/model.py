@@ -103,7 +103,7 @@ class ToolCall(ValidText):
     arguments: dict[str, Any] = attrs.field(factory=dict)
 
 
-class ToolStatus(str, Enum):
+class ToolStatus(str, Enum):  # noqa: UP042  (a StrEnum would change str() and format() of a public type)
     """How a tool call ended (the documented result vocabulary)."""
 
     SUCCESS = "success"

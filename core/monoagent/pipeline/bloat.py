@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
 from monoagent.kernel.errors import HookError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
 from monoagent.text import utf8_len, utf8_prefix, utf8_suffix
-from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn

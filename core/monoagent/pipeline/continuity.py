@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
 from monoagent.pipeline.continuity_account import (
     PREFIX_LOOKAHEAD_BYTES,
@@ -37,7 +38,6 @@ from monoagent.pipeline.continuity_account import (
     build_account,
     render_account,
 )
-from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.pipeline.tool_lifecycle import RunLedger
 from monoagent.text import utf8_len, utf8_prefix
 

@@ -206,7 +206,7 @@ def redacted_prefix(window: str, total_bytes: int, limit: int, redact: Callable[
         over = utf8_len(shown) - limit
         if over <= 0 and whole.startswith(shown):
             return shown, total_bytes - utf8_len(window[:end])
-        back = over if over > 0 else utf8_len(shown[len(os.path.commonprefix([shown, whole])) :])
+        back = over if over > 0 else utf8_len(shown[len(os.path.commonprefix([shown, whole])) :])  # noqa: RUF071  (of two strings, not paths)
         target = _raw_prefix_end(window, utf8_len(window[:end]) - max(back, 1))
         space = max(window.rfind(space, 0, target) for space in (" ", "\n", "\t"))
         end = space if space >= 0 and target - space <= _SNAP_CHARS else target

@@ -37,10 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
-from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
+from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.interfaces import CommitReceipt, load_history
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import (
@@ -52,11 +50,13 @@ from monoagent.kernel.model import (
     TurnResult,
     UserMessagePart,
 )
-from monoagent.kernel.host import await_me_maybe
+from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
+from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
-from monoagent.kernel.turn import SessionInfo, Turn
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent

@@ -92,7 +92,7 @@ def backoff_delay_ms(retry: int, *, cap_ms: int, retry_after: float | None = Non
     (``providers.piNative.maxRetryDelayMs``).
     """
     if retry_after is not None and retry_after >= 0:  # NaN fails this test; +inf is capped
-        return int(round(min(retry_after * 1000, cap_ms)))
+        return round(min(retry_after * 1000, cap_ms))
     ceiling = min(cap_ms, BASE_DELAY_MS * 2 ** max(retry - 1, 0))
     return int(ceiling * (jitter() if rand is None else rand))
 

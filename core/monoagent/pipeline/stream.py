@@ -114,7 +114,7 @@ async def read_step(
     *,
     model: str,
     limits: StreamLimits,
-    on_text: Callable[[str], None],
+    on_text: Callable[[str], object],
     replaced: dict[str, int] | None = None,
 ) -> tuple[list[ToolCall], StepFinished]:
     """Read one provider step's stream within ``limits``: its tool calls and its end.
@@ -134,7 +134,8 @@ async def read_step(
     settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
     stream = runtime.stream(request)
     armed = loop.time()  # when the idle timer was last moved: it moves at most once a millisecond
-    timer = asyncio.timeout_at(min(deadline, armed + limits.idle))
+    expires = min(deadline, armed + limits.idle)  # the timer's when(), which is never None here
+    timer = asyncio.timeout_at(expires)
     try:
         async with timer:
             async for event in stream:
@@ -188,11 +189,12 @@ async def read_step(
                 if progress:
                     if now - armed >= RESCHEDULE_EVERY:
                         armed = now
-                        timer.reschedule(min(deadline, now + limits.idle))
-                elif now >= timer.when():  # a runtime that never awaits cannot be stopped by the timer
+                        expires = min(deadline, now + limits.idle)
+                        timer.reschedule(expires)
+                elif now >= expires:  # a runtime that never awaits cannot be stopped by the timer
                     raise TimeoutError
     except TimeoutError:
-        if not timer.expired() and loop.time() < timer.when():
+        if not timer.expired() and loop.time() < expires:
             raise  # the runtime's own TimeoutError
         raise _timed_out(model, limits, deadline) from None
     finally:

@@ -174,18 +174,20 @@ class RunLedger:
         pending = self.deferred
         self.deferred = []
         late: set[asyncio.Future[Any]] = set()
+        timeout = 0.0
         if pending:
             assert self.store is not None
             import asyncio
 
-            _, late = await asyncio.wait({future for _, future in pending}, timeout=self.store.reconcile_timeout)
+            timeout = self.store.reconcile_timeout
+            _, late = await asyncio.wait({future for _, future in pending}, timeout=timeout)
         problems: list[str] = []
         for what, future in pending:
             if future in late:
                 self.abandoned.add(future)
-                problems.append(f"{what}: still not confirmed after {self.store.reconcile_timeout:g} s")
-            elif not future.cancelled() and future.exception() is not None:
-                self._failed(what, future.exception())
+                problems.append(f"{what}: still not confirmed after {timeout:g} s")
+            elif not future.cancelled() and (error := future.exception()) is not None:
+                self._failed(what, error)
         problems[:0] = self.failures
         if self.unavailable:
             count = len(self.unavailable)

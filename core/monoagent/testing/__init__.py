@@ -33,16 +33,29 @@ from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.testing.history_contract import HistoryStoreContract
+from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract
 from monoagent.testing.provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
+from monoagent.testing.tool_history_contract import ToolHistoryStoreContract
 
-__all__ = ["fresh_agent", "scripted_agent", "registered", "HookRecorder", "HookCall", "write_script", "collect_events"]
-__all__ += ["tool_context"]
-__all__ += ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest"]
-__all__ += ["HistoryStoreContract"]
-from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract  # noqa: E402  (the memory conformance suites)
-__all__ += ["MemoryTierContract", "EmbedderContract"]
-from monoagent.testing.tool_history_contract import ToolHistoryStoreContract  # noqa: E402  (the tool-history conformance suite)
-__all__ += ["ToolHistoryStoreContract"]
+__all__ = [
+    "EmbedderContract",
+    "HistoryStoreContract",
+    "HookCall",
+    "HookRecorder",
+    "MemoryTierContract",
+    "ProviderContract",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedToolCall",
+    "ToolHistoryStoreContract",
+    "WireServer",
+    "collect_events",
+    "fresh_agent",
+    "registered",
+    "scripted_agent",
+    "tool_context",
+    "write_script",
+]
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

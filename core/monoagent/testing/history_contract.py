@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import HistoryStore, logical_conversation_id
+from monoagent.kernel.interfaces import HistoryStore, ManagedHistoryStore, logical_conversation_id
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.text import utf8_len
 
@@ -88,7 +88,7 @@ class HistoryStoreContract:
 
     # ------------------------------------------------------------------ what a store provides
 
-    def make_store(self, tmp_path: Path, *, max_messages: int = 64, max_message_bytes: int = 64 * 1024) -> HistoryStore:
+    def make_store(self, tmp_path: Path, *, max_messages: int = 64, max_message_bytes: int = 64 * 1024) -> ManagedHistoryStore:
         raise NotImplementedError("subclasses of HistoryStoreContract implement make_store(tmp_path, **bounds)")
 
     def corrupt(self, store: HistoryStore, conversation_id: str) -> None:
@@ -189,7 +189,7 @@ class HistoryStoreContract:
         store = self.make_store(tmp_path)
         self.commit_turns(store, "c", range(2))
         try:
-            self.run(store.commit("c", [Message("user", "fine"), "not a message"]))  # type: ignore[list-item]
+            self.run(store.commit("c", [Message("user", "fine"), "not a message"]))  # type: ignore[list-item]  # the store must refuse it
         except (TypeError, ValueError, HistoryStoreError):
             pass
         else:
@@ -241,7 +241,7 @@ class HistoryStoreContract:
         for n, cid in enumerate(session + others):
             self.run(store.commit(cid, turn_messages(n)))
         assert {logical_conversation_id(c) for c in session} == {"tg:42"}
-        report = self.run(store.reset_logical("tg:42"))  # type: ignore[attr-defined]
+        report = self.run(store.reset_logical("tg:42"))
         assert sorted(report.conversation_ids) == sorted(session)
         assert report.records == 3 and report.messages == 6 and report.bytes > 0
         fresh = self.make_store(tmp_path)
@@ -249,7 +249,7 @@ class HistoryStoreContract:
             assert self.load(fresh, cid) == []
         for cid in others:
             assert len(self.load(fresh, cid)) == 2
-        again = self.run(fresh.reset_logical("tg:42"))  # type: ignore[attr-defined]
+        again = self.run(fresh.reset_logical("tg:42"))
         assert again.records == 0
         self.close(store, fresh)
 
@@ -271,7 +271,7 @@ class HistoryStoreContract:
 
             tasks = [asyncio.ensure_future(write(b)) for b in buckets]
             await asyncio.sleep(0)
-            reset = asyncio.ensure_future(other.reset_logical("s"))  # type: ignore[attr-defined]
+            reset = asyncio.ensure_future(other.reset_logical("s"))
             await asyncio.gather(*tasks)
             return await reset, acked
 
@@ -310,13 +310,13 @@ class HistoryStoreContract:
             self.commit_turns(store, cid, range(1))
             self.replace_record(store, cid, data)
             warnings: list[tuple[str, str]] = []
-            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]
+            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]  # noqa: B023  (called in this iteration)
             assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:40]
             assert "\n" not in warnings[0][1]
             self.commit_turns(store, cid, range(5, 6))
             assert _contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
             self.replace_record(store, cid, data)
-            report = self.run(self.make_store(tmp_path).reset_logical(cid))  # type: ignore[attr-defined]
+            report = self.run(self.make_store(tmp_path).reset_logical(cid))
             assert report.records == 1, data[:40]
             assert self.load(self.make_store(tmp_path), cid) == []
             self.close(store)
@@ -354,11 +354,11 @@ class HistoryStoreContract:
         store = self.make_store(tmp_path)
         for cid in ("a", "b", "c:2025-01-01"):
             self.commit_turns(store, cid, range(2))
-        stats = self.run(store.stats())  # type: ignore[attr-defined]
+        stats = self.run(store.stats())
         assert stats.records == 3 and stats.bytes > 0
-        cleared = self.run(store.clear_all())  # type: ignore[attr-defined]
+        cleared = self.run(store.clear_all())
         assert cleared.records == 3 and cleared.bytes == stats.bytes
         fresh = self.make_store(tmp_path)
-        assert self.run(fresh.stats()).records == 0  # type: ignore[attr-defined]
+        assert self.run(fresh.stats()).records == 0
         assert all(self.load(fresh, cid) == [] for cid in ("a", "b", "c:2025-01-01"))
         self.close(store, fresh)

@@ -39,7 +39,7 @@ from monoagent.kernel.interfaces import Embedder, MemoryTier
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
 from monoagent.text import utf8_len
 
-__all__ = ["MemoryTierContract", "EmbedderContract", "RECALL_DELIMITER"]
+__all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract"]
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 CONTRACT_TIER = "contract-tier"
@@ -63,7 +63,7 @@ def _cos(a: Sequence[float], b: Sequence[float]) -> float:
     nb = math.sqrt(sum(x * x for x in b))
     if na == 0 or nb == 0:
         return 0.0
-    return sum(x * y for x, y in zip(a, b)) / (na * nb)
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
 
 
 class MemoryTierContract:
@@ -366,14 +366,14 @@ class EmbedderContract:
         texts = [self.related[0], self.unrelated]
         first = [list(map(float, v)) for v in self.make_embedder().embed(texts)]
         second = [list(map(float, v)) for v in self.make_embedder().embed(texts)]
-        for a, b in zip(first, second):
-            assert all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-6) for x, y in zip(a, b))
+        for a, b in zip(first, second, strict=True):
+            assert all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-6) for x, y in zip(a, b, strict=True))
 
     def test_contract_batch_equals_single(self) -> None:
         embedder = self.make_embedder()
         batch = embedder.embed([self.related[0], self.unrelated])
         single = embedder.embed([self.unrelated])[0]
-        assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(batch[1], single))
+        assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(batch[1], single, strict=True))
 
     def test_contract_related_texts_are_closer(self) -> None:
         a, b, c = self.make_embedder().embed([*self.related, self.unrelated])

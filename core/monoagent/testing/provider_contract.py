@@ -54,11 +54,21 @@ from typing import Any
 
 import attrs
 
-from monoagent.pipeline.assembly import compile_prompt
 from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import Message, ProviderEvent, ProviderRequest, Section, StepFinished, TextDelta, ToolCallRequested, ToolSpec, Usage
+from monoagent.kernel.model import (
+    Message,
+    ProviderEvent,
+    ProviderRequest,
+    Section,
+    StepFinished,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    Usage,
+)
+from monoagent.pipeline.assembly import compile_prompt
 
-__all__ = ["ProviderContract", "WireServer", "Reply", "ScriptedToolCall", "RecordedRequest", "DROP", "STALL", "contract_request", "collect"]
+__all__ = ["DROP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer", "collect", "contract_request"]
 
 DROP = object()
 """A frame marker: close the connection abruptly here (no end of the chunked body)."""
@@ -274,7 +284,7 @@ def _handler_class(server: WireServer) -> type:
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
 
-        def do_POST(self) -> None:  # noqa: N802 (the stdlib's naming)
+        def do_POST(self) -> None:
             try:
                 server._serve(self)
             except (BrokenPipeError, ConnectionResetError):
@@ -378,8 +388,9 @@ class ProviderContract:
     def test_usage_is_reported(self, provider_server: WireServer, runtime: Any) -> None:
         usage = Usage(input_tokens=120, output_tokens=31, cache_read_tokens=900, cache_write_tokens=64)
         provider_server.enqueue(Reply(text_pieces=("ok",), usage=usage))
-        events = asyncio.run(collect(runtime, contract_request()))
-        got = events[-1].usage
+        finished = asyncio.run(collect(runtime, contract_request()))[-1]
+        assert isinstance(finished, StepFinished)
+        got = finished.usage
         assert (got.input_tokens, got.output_tokens) == (120, 31)
         assert got.cache_read_tokens == (900 if self.reports_cache_reads else 0)
         assert got.cache_write_tokens == (64 if self.reports_cache_writes else 0)

@@ -31,7 +31,6 @@ from monoagent.kernel.model import (
     Usage,
 )
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
-
 from monoagent_plugins.anthropic import API_VERSION, PROVIDER, AnthropicConfig
 from monoagent_plugins.lib.provider_events import (
     READ_ON_EVENTS,

@@ -41,7 +41,7 @@ def _load_sqlite_vec(conn: sqlite3.Connection) -> str | None:
     import sqlite3
 
     try:
-        import sqlite_vec  # type: ignore[import-not-found]
+        import sqlite_vec
     except ImportError:
         return "the sqlite-vec package is not installed (pip install 'monoagent[memory]')"
     if not hasattr(conn, "enable_load_extension"):
@@ -218,6 +218,6 @@ class VectorIndex:
             if allowed is not None and entry_id not in allowed:
                 continue
             vector = unpack(blob)
-            scored.append((sum(a * b for a, b in zip(query, vector)), entry_id))
+            scored.append((sum(a * b for a, b in zip(query, vector, strict=True)), entry_id))
         scored.sort(key=lambda item: (-item[0], item[1]))
         return [(entry_id, score) for score, entry_id in scored[:k]]

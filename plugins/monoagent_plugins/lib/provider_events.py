@@ -112,7 +112,7 @@ class SSEReader:
         position = 0
         end = len(buffer)
         while True:
-            match = _EOL.search(buffer, max(position, scan))
+            match = _EOL.compiled.search(buffer, max(position, scan))  # the compiled pattern reads a bytearray
             if match is None or (match.end() == end and buffer[-1] == 13):  # a CR whose LF may follow
                 break
             if match.start() - position > self.limit:
@@ -135,7 +135,7 @@ class SSEReader:
         self.buffer.clear()
         return found
 
-    def line(self, raw: bytearray, found: list[Any]) -> None:
+    def line(self, raw: bytes | bytearray, found: list[Any]) -> None:
         if not self.started:
             self.started = True
             if raw.startswith(b"\xef\xbb\xbf"):

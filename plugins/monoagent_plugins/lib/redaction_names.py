@@ -143,11 +143,13 @@ def quoted_value(text: str, start: int) -> tuple[int, int] | None:
         end = text.find("`", start + 1)
         return start + 1, len(text) if end < 0 else end
     if opener in ("\"", "'"):
-        return _QUOTED[opener].match(text, start).span("body")
+        quoted = _QUOTED[opener].match(text, start)
+        assert quoted is not None, "the pattern matches its opening quote alone"
+        return quoted.span("body")
     return None
 
 
-def token_value(text: str, start: int, stops: re.Pattern[str] | LazyPattern) -> tuple[int, int]:
+def token_value(text: str, start: int, stops: re.Pattern[str] | LazyPattern[str]) -> tuple[int, int]:
     """The quoted value at ``start``, else the run of characters up to the first of ``stops``."""
     quoted = quoted_value(text, start)
     if quoted is not None:

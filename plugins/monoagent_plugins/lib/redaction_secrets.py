@@ -79,7 +79,7 @@ _PRIVATE_KEY = _lazy(
 _PUTTY_PRIVATE_LINES = _lazy(r"(?m)^(Private-Lines:[ \t]*[0-9]+[ \t]*\r?\n)(?:[A-Za-z0-9+/]+={0,2}[ \t]*(?:\r?\n|\Z))+")
 
 # (kind, hints, pattern): the pattern runs only on text whose lower-cased form holds one of the hints.
-_TOKENS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
+_TOKENS: list[tuple[str, tuple[str, ...], LazyPattern[str]]] = [
     ("anthropic_key", ('sk-ant-',), _lazy(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
     ("openai_key", ('sk-',), _lazy(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}")),
     ("groq_key", ('gsk_',), _lazy(r"\bgsk_[A-Za-z0-9]{20,}")),
@@ -161,7 +161,7 @@ _URL_SLASHED_PASSWORD = _lazy(
     r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s/:@\"'<>`]+:(?P<password>[^\s/@\"'<>`]*/[^\s\"'<>`]*)@(?=[\w\[])"
 )
 _URL_AUTHORITY = _lazy(r"(?i)\b[a-z][a-z0-9+.\-]*://(?P<authority>[^\s/?#\"'<>`\\]+)")
-_COMMAND_SECRETS: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
+_COMMAND_SECRETS: list[tuple[str, tuple[str, ...], LazyPattern[str]]] = [
     ("cli_credentials", ('-u', '--user', '--proxy-user'), _lazy(r"(?i)(?:^|(?<=\s))(?:-u|--user|-U|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:\"'/%]+:(?!//)(?P<value>[^\s\"']+)")),
     ("cli_credentials", ('mysql', 'mariadb'), _lazy(r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n|;&]*?[ \t]-p(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
     ("cli_credentials", ('sshpass',), _lazy(r"\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)")),
@@ -327,8 +327,8 @@ def _key_values(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
         if open_quote:
             end = text.find("\n", value_start)
             end = len(text) if end < 0 else end
-            stop = text.find(open_quote, value_start, end)
-            end = stop if stop >= 0 else end
+            closing = text.find(open_quote, value_start, end)
+            end = closing if closing >= 0 else end
         elif (header and sep == ":") or at_line_start:
             end = line_end(text, value_start, escaped)
         else:
