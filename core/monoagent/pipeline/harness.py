@@ -123,7 +123,7 @@ class _Run:
     callback: EventCallback | None
     seq: int = 0
     observe: Callable[[str, dict[str, Any]], None] | None = None
-    worker: asyncio.Task[TurnResult] | None = None
+    worker: asyncio.Task[None] | None = None
     turn: Turn | None = None
     lane: _Lane | None = None
     lane_locked: bool = False
@@ -268,11 +268,8 @@ class Harness:
             self.agent.provider(model)
         run = _Run(new_run_id(), request.conversation_id, on_event)
         handle = RunHandle(self, run, request)
-        run.worker = asyncio.ensure_future(self._drive(request, run))
-        run.worker.add_done_callback(handle._worker_done)
-        live = self._live.setdefault(request.conversation_id, [])
-        live.append(handle)
-        run.worker.add_done_callback(lambda _: self._forget(handle))
+        run.worker = asyncio.ensure_future(self._drive(request, run, handle))
+        self._live.setdefault(request.conversation_id, []).append(handle)
         return handle
 
     async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
@@ -290,19 +287,25 @@ class Harness:
             await asyncio.wait(pending)
 
     def _forget(self, handle: RunHandle) -> None:
+        """Take an ended run off its conversation's list of live runs (what :meth:`cancel` reaches)."""
         live = self._live.get(handle.conversation_id)
         if live is not None and handle in live:
             live.remove(handle)
             if not live:
                 del self._live[handle.conversation_id]
 
-    async def _drive(self, request: TurnRequest, run: _Run) -> TurnResult:
-        """The worker of one run: its lane, then the turn."""
-        await self._enter_lane(run)
+    async def _drive(self, request: TurnRequest, run: _Run, handle: RunHandle) -> None:
+        """The worker of one run: its lane, then the turn; the outcome goes to the handle, never out of the task."""
         try:
-            return await self._run_admitted_turn(request, run)
-        finally:
-            self._leave_lane(run)
+            await self._enter_lane(run)
+            try:
+                result = await self._run_admitted_turn(request, run)
+            finally:
+                self._leave_lane(run)
+        except (Exception, asyncio.CancelledError) as exc:
+            handle._finish(None, exc)
+        else:
+            handle._finish(result, None)
 
     def _cancel_run(self, handle: RunHandle, msg: str | None) -> bool:
         """Cancel a run whose caller is still waiting (see :mod:`monoagent.pipeline.run_handle`)."""

@@ -78,8 +78,11 @@ class RunHandle:
         self._harness = harness
         self._run = run
         self.request = request
-        self._outcome: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        self._settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._outcome: asyncio.Future[TurnResult] = loop.create_future()
+        self._settled: asyncio.Future[None] | None = None  # made when someone waits for it
+        self._is_settled = False
+        self._decided = False  # the harness set (or is about to set) the outcome: the run's, not a waiter's cancel
 
     @property
     def run_id(self) -> str:
@@ -97,16 +100,28 @@ class RunHandle:
         return self._wait().__await__()
 
     async def _wait(self) -> TurnResult:
-        while not self._outcome.done():
-            try:
-                await asyncio.wait((self._outcome,))
-            except asyncio.CancelledError as exc:
-                if not self._outcome.done():
-                    self.cancel(exc.args[0] if exc.args else None)
-                if not self._outcome.done():
-                    continue  # the answer's commit is under way: its outcome decides, then the caller is cancelled
-                raise
-        return self._outcome.result()
+        """The outcome, awaited directly (the turn's path): a cancelled waiter cancels it, and so the run."""
+        try:
+            return await self._outcome
+        except asyncio.CancelledError as exc:
+            if self._decided:
+                raise  # the run's own outcome
+            committing = self._committing()
+            self._harness._cancel_run(self, exc.args[0] if exc.args else None)
+            if committing:  # the answer's commit decides; the caller is cancelled once the run has settled
+                worker = self._run.worker
+                assert worker is not None
+                while not worker.done():
+                    try:
+                        await asyncio.wait((worker,))
+                    except asyncio.CancelledError:
+                        continue
+            raise
+
+    def _committing(self) -> bool:
+        turn = self._run.turn
+        collector = turn.continuity.collector if turn is not None and turn.continuity is not None else None
+        return collector is not None and (collector.claiming or collector.claimed)
 
     def done(self) -> bool:
         """True once the caller's outcome is known (a result, an error, or the cancellation)."""
@@ -131,31 +146,42 @@ class RunHandle:
 
     async def settled(self) -> None:
         """Wait until the run has settled: its worker ended, or its account was published (or failed to be)."""
+        if self._is_settled:
+            return
+        if self._settled is None:
+            self._settled = asyncio.get_running_loop().create_future()
         await asyncio.shield(self._settled)
 
     # ------------------------------------------------------------------ called by the harness
 
     def _release(self, msg: str | None) -> None:
+        self._decided = True
         if not self._outcome.done():
             self._outcome.cancel(msg)
 
     def _mark_settled(self) -> None:
-        if not self._settled.done():
+        self._is_settled = True
+        if self._settled is not None and not self._settled.done():
             self._settled.set_result(None)
 
-    def _worker_done(self, worker: asyncio.Task[TurnResult]) -> None:
-        """The worker ended: its outcome goes to the caller, unless a cancel released the caller already."""
-        if worker.cancelled():
-            self._release(None)
+    def _finish(self, result: TurnResult | None, error: BaseException | None) -> None:
+        """The worker's last step: its outcome goes to the caller, unless a cancel released the caller already.
+
+        Called by the worker itself rather than from a done callback, so the caller wakes one
+        event-loop iteration sooner (this is on every turn's path).
+        """
+        self._decided = True
+        self._harness._forget(self)
+        if self._outcome.done():
+            if error is not None and not isinstance(error, asyncio.CancelledError):
+                logger.debug("cancelled run {} ended late with {}: {}", self.run_id, type(error).__name__, error)
+        elif isinstance(error, asyncio.CancelledError):
+            self._outcome.cancel()
+        elif error is not None:
+            self._outcome.set_exception(error)
         else:
-            error = worker.exception()
-            if self._outcome.done():
-                if error is not None and not isinstance(error, asyncio.CancelledError):
-                    logger.debug("cancelled run {} ended late with {}: {}", self.run_id, type(error).__name__, error)
-            elif error is not None:
-                self._outcome.set_exception(error)
-            else:
-                self._outcome.set_result(worker.result())
+            assert result is not None
+            self._outcome.set_result(result)
         if self._run.quarantined:
             logger.debug("cancelled run {} ended; {} of its late events were dropped", self.run_id, self._run.late_events)
         else:
