@@ -235,7 +235,7 @@ def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str,
     return record, text, raw
 
 
-def envelope_bytes(conversation_id: str, logical: str | None, updated_at: Any, version: Any = RECORD_VERSION,
+def envelope_bytes(conversation_id: Any, logical: Any, updated_at: Any, version: Any = RECORD_VERSION,
                    provider_session: Any = None) -> bytes:
     """The record up to and including the opening bracket of its message array, as this writer writes it.
 

@@ -1,0 +1,296 @@
+"""Durable warm sessions: transcripts under ``providers.piNative.piSessionsRoot`` that survive the process.
+
+:class:`DurableSessionBackend` is the :class:`~monoagent.pipeline.sessions.SessionBackend` that
+:func:`~monoagent.pipeline.sessions.session_backend` picks when ``piSessionsRoot`` is set and the
+history store advertises :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`. The
+history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
+model) is published atomically with the turn's messages, and a transcript is resumed only when
+it is exactly the one that state names. One turn, as the backend sees it:
+
+``open``
+    Take the conversation's cross-process lock (a fixed table of 16 shard lock files, flock),
+    read the record's state, and decide: a dirty fence left by a turn that died between its
+    open and its commit retires every transcript of the conversation (``cold``/``dirty_fence``);
+    a record committed by another process since this one last saw it drops the stale in-memory
+    copy and re-reads the transcript (a rebuild from history when that fails:
+    ``cold``/``revision_mismatch``); a record without state whose conversation had transcripts
+    was appended to without a session (``cold``/``history_changed``); a record from before
+    sessions were bound to a model takes one cold reseed (``resume_replay``/``legacy_unbound_model``).
+    Then the fence is written and fsynced (with its directory), before any provider call.
+``publish``
+    Append the turn to the transcript (a new file for a new epoch) and fsync it and its
+    directory, then commit history together with the next revision, then remove the fence and
+    release the lock. A transcript that would grow over
+    :data:`~monoagent.pipeline.transcript_files.MAX_TRANSCRIPT_BYTES` is retired instead (a
+    ``runtime_warning`` ``session_transcript_too_large``; the record is bound to a fresh, empty epoch).
+``retire``
+    Remove the conversation's transcripts (directory fsynced) and, at the end of a turn
+    (failed, cancelled, answered by a retry), the fence and the lock.
+
+A cold turn after any of these seeds canonical history as leading messages and creates the new
+epoch's transcript from them (create-on-miss); a resumed one sends the transcript: either way
+the provider sees each earlier turn once. Evicting an idle session drops only the in-memory
+copy; the next turn resumes from disk. Disk work runs in worker threads; the lock waits in a
+pool of its own, so turns waiting for a busy shard never starve the default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import Message
+from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession, clock, new_epoch
+from monoagent.pipeline.transcript_files import (
+    MAX_TRANSCRIPT_BYTES,
+    SHARDS,
+    Fence,
+    Transcript,
+    TranscriptRoot,
+    TranscriptStoreError,
+    TranscriptTooLarge,
+)
+
+if TYPE_CHECKING:
+    from monoagent.kernel.turn import Turn
+
+T = TypeVar("T")
+
+MID_TURN_REASONS = frozenset({"model_change", "history_changed", "compaction"})
+"""Retirements after which the same turn still publishes: the lock and the fence stay until it does."""
+
+
+async def _settled(work: Awaitable[T]) -> T:
+    """Await ``work`` (disk work in a thread) to its end even when cancelled meanwhile, then re-raise the cancellation."""
+    future = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    return future.result()
+
+
+def _short(conversation_id: str) -> str:
+    text = repr(conversation_id)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@attrs.define
+class _Hold:
+    """A conversation this backend has opened: the lock descriptor (closing it releases the lock)."""
+
+    lock: int
+
+
+class DurableSessionBackend(InMemorySessionBackend):
+    """Warm sessions backed by transcripts on disk (see the module docstring)."""
+
+    durable = True
+
+    def __init__(
+        self,
+        store: ProviderSessionStore,
+        root: str | os.PathLike[str],
+        idle_timeout_ms: int,
+        *,
+        max_transcript_bytes: int = MAX_TRANSCRIPT_BYTES,
+    ) -> None:
+        super().__init__(idle_timeout_ms)
+        self.store = store
+        self.files = TranscriptRoot(root, max_bytes=max_transcript_bytes)
+        self._held: dict[str, _Hold] = {}
+        self._sizes: dict[str, int] = {}
+        self._lockers: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ the lock
+
+    async def _acquire(self, conversation_id: str) -> int:
+        """The conversation's shard lock, waited for in the lock pool; a cancelled wait releases it when it comes."""
+        if self._lockers is None:
+            self._lockers = concurrent.futures.ThreadPoolExecutor(max_workers=SHARDS, thread_name_prefix="session-lock")
+        future = asyncio.get_running_loop().run_in_executor(self._lockers, self.files.lock, conversation_id)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_close_acquired)
+            raise
+
+    def _release(self, conversation_id: str) -> None:
+        hold = self._held.pop(conversation_id, None)
+        if hold is not None:
+            os.close(hold.lock)
+
+    # ------------------------------------------------------------------ open
+
+    async def open(self, turn: Turn) -> OpenedSession:
+        conversation_id = turn.conversation_id
+        self.evict_idle(clock())
+        notice = self._notices.pop(conversation_id, None)
+        if notice is not None:
+            turn.emit("session_status", status="evicted", reason=notice)
+        if conversation_id in self._held:  # the harness's lane ran the previous turn to its end: it never settled here
+            logger.warning("the session lock of conversation {} was still held by an earlier turn; released",
+                           _short(conversation_id))
+            self._release(conversation_id)
+        lock = await self._acquire(conversation_id)
+        try:
+            state = await self.store.load_provider_session(conversation_id)
+            cached = self._sessions.pop(conversation_id, None)
+            opened = await _settled(asyncio.to_thread(self._open_locked, turn, state, cached))
+        except BaseException:
+            os.close(lock)
+            raise
+        self._held[conversation_id] = _Hold(lock)
+        return opened
+
+    def _open_locked(self, turn: Turn, state: ProviderSessionState | None, cached: WarmSession | None) -> OpenedSession:
+        """Under the lock: judge the fence and the transcript against the record's state, then write the fence."""
+        conversation_id = turn.conversation_id
+        files = self.files
+        with files.conversation(conversation_id, create=False) as existing:
+            existed = existing is not None
+        with files.conversation(conversation_id, create=True) as conversation:
+            assert conversation is not None
+            fence = files.read_fence(conversation)
+            transcript: Transcript | str | None = None
+            if state is not None and state.model is not None and state.revision > 0:
+                if cached is not None and (cached.epoch, cached.revision, cached.model) == (state.epoch, state.revision, state.model) \
+                        and files.size(conversation, state.epoch) == self._sizes.get(conversation_id):
+                    transcript = Transcript(cached.transcript, cached.history_tail, self._sizes[conversation_id])
+                else:
+                    if cached is not None:
+                        logger.info("warm session of conversation {} is stale (revision {} in memory, {} committed); "
+                                    "reopening its transcript", _short(conversation_id), cached.revision, state.revision)
+                    transcript = files.read(conversation, state.epoch, state.model, state.revision)
+            boundary: tuple[str, str] | None = None
+            if fence is not None:
+                committed = isinstance(fence, Fence) and isinstance(transcript, Transcript) and state is not None \
+                    and (fence.epoch, fence.revision) != (state.epoch, state.revision)
+                if not committed:
+                    why = fence if isinstance(fence, str) else "a turn ended between its provider call and its commit"
+                    logger.warning("conversation {} has a dirty session fence ({}); its transcripts are retired and the "
+                                   "next turn reseeds from history", _short(conversation_id), why)
+                    transcript, boundary = None, ("cold", "dirty_fence")
+            elif state is None:
+                if files.transcripts(conversation):
+                    boundary = ("cold", "history_changed")
+                elif not existed and turn.history:
+                    boundary = ("resume_replay", "legacy_unbound_model")
+            elif state.model is None:
+                boundary = ("resume_replay", "legacy_unbound_model")
+            elif isinstance(transcript, str) or (transcript is None and state.revision > 0):
+                logger.warning("the transcript of conversation {} is not the one its history record names ({}); it is "
+                               "retired and the turn reseeds from history", _short(conversation_id),
+                               transcript or "it is missing")
+                transcript, boundary = None, ("cold", "revision_mismatch")
+            keep = state.epoch if isinstance(transcript, Transcript) and state is not None else None
+            files.retire(conversation, keep)
+            files.write_fence(conversation, Fence(state.epoch if state else None, state.revision if state else None))
+        if not isinstance(transcript, Transcript) or state is None or state.model is None:
+            self._sizes.pop(conversation_id, None)
+            return OpenedSession(None, boundary)
+        self._sizes[conversation_id] = transcript.size
+        session = WarmSession(conversation_id, state.model, state.epoch, state.revision, list(transcript.messages),
+                              transcript.history_tail, clock())
+        return OpenedSession(session, boundary)
+
+    # ------------------------------------------------------------------ publish
+
+    async def publish(
+        self,
+        turn: Turn,
+        session: WarmSession,
+        appended: list[Message],
+        commit: Callable[[Any], Awaitable[CommitReceipt]],
+    ) -> CommitReceipt:
+        conversation_id = turn.conversation_id
+        self._sessions.pop(conversation_id, None)
+        self._sizes.pop(conversation_id, None)
+        if conversation_id not in self._held:  # not opened here: nothing on disk may claim this turn
+            return await commit(None)
+        revision = session.revision + 1
+        try:
+            size = await _settled(asyncio.to_thread(self._append, conversation_id, session, revision, appended))
+        except TranscriptTooLarge as exc:
+            turn.emit("runtime_warning", code="session_transcript_too_large",
+                      message=f"{exc}; the session is retired and the next turn reseeds from history")
+            receipt = await commit(ProviderSessionState(new_epoch(), 0, session.model))
+            self._settle(conversation_id, retire=True)
+            return receipt
+        receipt = await commit(ProviderSessionState(session.epoch, revision, session.model))
+        self._settle(conversation_id, retire=False)
+        if self.idle_timeout > 0:
+            session.transcript.extend(appended)
+            session.revision = revision
+            session.last_used = clock()
+            self._sessions[conversation_id] = session
+            self._sizes[conversation_id] = size
+        return receipt
+
+    def _append(self, conversation_id: str, session: WarmSession, revision: int, appended: list[Message]) -> int:
+        with self.files.conversation(conversation_id, create=True) as conversation:
+            assert conversation is not None
+            return self.files.append(conversation, session.epoch, session.model, revision, appended, session.history_tail)
+
+    def _settle(self, conversation_id: str, *, retire: bool) -> None:
+        """After the commit: (retire the transcripts,) remove the fence, release the lock.
+
+        On the event loop, with no await, so a cancellation cannot come between a durable commit
+        and the run that reports it. The fence's removal is not fsynced: a fence that reappears
+        after a power cut is recognised as stale (the record has moved past it) and removed.
+        """
+        try:
+            with self.files.conversation(conversation_id, create=False) as conversation:
+                if conversation is not None:
+                    if retire:
+                        self.files.retire(conversation)
+                    self.files.clear_fence(conversation, sync=retire)
+        except (OSError, TranscriptStoreError) as exc:
+            logger.warning("the session fence of conversation {} could not be removed ({}); the next turn judges it",
+                           _short(conversation_id), exc)
+        finally:
+            self._release(conversation_id)
+
+    # ------------------------------------------------------------------ retire, close
+
+    async def retire(self, turn: Turn, reason: str) -> None:
+        """Remove the conversation's transcripts; at the end of a turn also its fence and lock.
+
+        Runs on the event loop without awaiting (a few unlinks and one directory fsync): it is
+        called from the harness's settle path, where a second cancellation must not stop it.
+        """
+        conversation_id = turn.conversation_id
+        self._sessions.pop(conversation_id, None)
+        self._sizes.pop(conversation_id, None)
+        if conversation_id not in self._held:
+            return
+        if reason in MID_TURN_REASONS:
+            with self.files.conversation(conversation_id, create=False) as conversation:
+                if conversation is not None:
+                    self.files.retire(conversation)
+            return
+        self._settle(conversation_id, retire=True)
+
+    async def close(self) -> None:
+        await super().close()
+        for conversation_id in list(self._held):
+            self._release(conversation_id)
+        if self._lockers is not None:
+            self._lockers.shutdown(wait=False, cancel_futures=True)
+            self._lockers = None
+
+
+def _close_acquired(future: asyncio.Future[int]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        os.close(future.result())

@@ -1,0 +1,394 @@
+"""Durable warm sessions under ``providers.piNative.piSessionsRoot`` (:mod:`monoagent.pipeline.durable_sessions`).
+
+The store's transaction (the provider session committed with the record), the backend through
+its public protocol (open, publish, retire) on a real ``files`` store and real files, crashes
+and two processes as real subprocesses, hostile ids and planted files, and clear-sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from monoagent import hookimpl
+from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionState
+from monoagent.kernel.model import Message, TurnRequest
+from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.pipeline.durable_sessions import DurableSessionBackend
+from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend
+from monoagent.pipeline.transcript_files import conversation_digest
+from monoagent.testing import fresh_agent
+from monoagent_plugins.files_history import FilesHistoryStore
+
+MODEL = "offline:echo"
+
+
+def agent_with_sessions(tmp_path: Path, **config):
+    base = {"runtime": {"model": MODEL}, "providers": {"piNative": {"piSessionsRoot": str(tmp_path / "sessions")}}}
+    for key, value in config.items():
+        base.setdefault(key, {}).update(value)
+    return fresh_agent(tmp_path, config=base)
+
+
+def make_turn(agent, conversation_id: str = "c1", *, model: str = MODEL, events: list | None = None) -> Turn:
+    events = [] if events is None else events
+    session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation_id,
+                          conversation_id=conversation_id)
+    return Turn(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="run", model=model,
+                session=session, emitter=lambda kind, data: events.append((kind, data)))
+
+
+def boundaries(events: list) -> list[tuple[str, str]]:
+    return [(d["kind"], d["reason"]) for kind, d in events if kind == "session_boundary"]
+
+
+class Driver:
+    """Runs turns through a backend the way the harness does: open, then publish (or retire)."""
+
+    def __init__(self, agent, backend) -> None:
+        self.agent, self.backend = agent, backend
+        self.store = agent.history_store
+
+    async def turn(self, text: str, conversation_id: str = "c1", *, model: str = MODEL, events: list | None = None):
+        turn = make_turn(self.agent, conversation_id, model=model, events=events)
+        turn.history = tuple(await self.store.load(conversation_id))
+        opened = await self.backend.open(turn)
+        if opened.boundary is not None:
+            turn.emit("session_boundary", kind=opened.boundary[0], reason=opened.boundary[1])
+        session = opened.session
+        seen = list(session.transcript) if session is not None else list(turn.history)
+        user, answer = Message("user", text), Message("assistant", f"answer to {text}")
+        appended = [user, answer]
+        if session is None:
+            session = WarmSession.start(conversation_id, model)
+            appended[:0] = turn.history
+        session.history_tail = history_tail([*turn.history, user, answer])
+
+        async def commit(state):
+            return await self.store.commit(conversation_id, [user, answer], provider_session=state)
+
+        await self.backend.publish(turn, session, appended, commit)
+        return opened, seen
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# --------------------------------------------------------------------------- the store's transaction
+
+
+def test_the_files_store_commits_the_provider_session_with_the_record(tmp_path):
+    store = FilesHistoryStore(tmp_path / "history")
+    assert CAPABILITY_PROVIDER_SESSIONS in store.capabilities
+    state = ProviderSessionState("ab" * 16, 3, "anthropic:claude")
+
+    async def go():
+        assert await store.load_provider_session("c") is None
+        await store.commit("c", [Message("user", "hi")], provider_session=state)
+        fresh = FilesHistoryStore(tmp_path / "history")
+        assert await fresh.load_provider_session("c") == state
+        assert [m.content for m in await fresh.load("c")] == ["hi"]
+        await fresh.commit("c", [Message("assistant", "host-only")])  # a commit without a session unbinds the record
+        assert await FilesHistoryStore(tmp_path / "history").load_provider_session("c") is None
+        assert [m.content for m in await FilesHistoryStore(tmp_path / "history").load("c")] == ["hi", "host-only"]
+
+    run(go())
+
+
+def test_a_record_without_a_provider_session_loads_as_before(tmp_path):
+    store = FilesHistoryStore(tmp_path / "history")
+    run(store.commit("c", [Message("user", "old")]))
+    path = next((tmp_path / "history").glob("*.json"))
+    assert "providerSession" not in path.read_text()
+    assert run(FilesHistoryStore(tmp_path / "history").load_provider_session("c")) is None
+
+
+@pytest.mark.parametrize("session", [
+    {"epoch": "not-hex", "revision": 1, "model": None},
+    {"epoch": "ab" * 16, "revision": -1, "model": None},
+    {"epoch": "ab" * 16, "revision": "1", "model": None},
+    {"epoch": "ab" * 16, "revision": 1, "model": 7},
+    "a string",
+])
+def test_a_malformed_provider_session_makes_the_record_unreadable(tmp_path, session):
+    store = FilesHistoryStore(tmp_path / "history")
+    run(store.commit("c", [Message("user", "hi")], provider_session=ProviderSessionState("ab" * 16, 1, None)))
+    path = next((tmp_path / "history").glob("*.json"))
+    record = json.loads(path.read_text())
+    record["providerSession"] = session
+    path.write_text(json.dumps(record))
+    warnings: list = []
+    fresh = FilesHistoryStore(tmp_path / "history")
+    assert run(fresh.load("c", on_warning=lambda code, message: warnings.append(code))) == ()
+    assert warnings == ["history_record_unreadable"]
+    assert run(fresh.load_provider_session("c")) is None
+
+
+def test_commit_refuses_a_provider_session_that_is_not_one(tmp_path):
+    store = FilesHistoryStore(tmp_path / "history")
+    with pytest.raises(TypeError, match="provider_session"):
+        run(store.commit("c", [Message("user", "hi")], provider_session=ProviderSessionState("../../etc", 1, None)))
+    assert run(store.load("c")) == ()
+
+
+# --------------------------------------------------------------------------- choosing the backend
+
+
+def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_path):
+    assert isinstance(session_backend(fresh_agent(tmp_path / "a", config={"runtime": {"model": MODEL}})), InMemorySessionBackend)
+    durable = session_backend(agent_with_sessions(tmp_path / "b"))
+    assert isinstance(durable, DurableSessionBackend) and durable.durable
+
+    class PlainStore:
+        name = "plain"
+
+    class Plugin:
+        @hookimpl
+        def register_history_stores(self, register):
+            register("plain", lambda agent: PlainStore())
+
+    agent = fresh_agent(tmp_path / "c", plugins=[Plugin()], config={
+        "runtime": {"model": MODEL}, "history": {"store": "plain"},
+        "providers": {"piNative": {"piSessionsRoot": str(tmp_path / "sessions")}},
+    })
+    from loguru import logger
+
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING")
+    logger.enable("monoagent")
+    try:
+        chosen = [session_backend(agent), session_backend(agent)]
+    finally:
+        logger.disable("monoagent")
+        logger.remove(sink)
+    assert all(type(b) is InMemorySessionBackend for b in chosen)
+    assert len([line for line in lines if "piSessionsRoot" in line and "plain" in line]) == 1, lines
+
+
+# --------------------------------------------------------------------------- the backend through its protocol
+
+
+def conversation_dir(tmp_path: Path, conversation_id: str = "c1") -> Path:
+    return tmp_path / "sessions" / conversation_digest(conversation_id)
+
+
+def shard_file(tmp_path: Path, conversation_id: str = "c1") -> Path:
+    return tmp_path / "sessions" / ".locks" / f"shard-{int(conversation_digest(conversation_id)[:8], 16) % 16:02d}.lock"
+
+
+def lock_is_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def waiters_on(path: Path) -> int:
+    """How many flock waiters block on ``path`` (Linux ``/proc/locks``: blocked requests are marked ``->``)."""
+    inode = f":{path.stat().st_ino} "
+    return sum(1 for line in Path("/proc/locks").read_text().splitlines() if "->" in line and inode in line)
+
+
+async def until(condition, deadline: float = 30.0) -> None:
+    """Poll an observable condition (not a timing guess) until it holds; fail after ``deadline`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while not condition():
+        assert loop.time() < end, "the condition never held"
+        await asyncio.sleep(0.01)
+
+
+def backend_of(agent, **kwargs) -> DurableSessionBackend:
+    root = agent.config.resolve(agent.config.providers.pi_native.pi_sessions_root)
+    return DurableSessionBackend(agent.history_store, root, agent.config.runtime.session.idle_timeout_ms, **kwargs)
+
+
+def contents(messages) -> list[str]:
+    return [m.content for m in messages]
+
+
+def test_a_new_process_resumes_the_transcript_and_sees_each_turn_once(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        first = Driver(agent, backend_of(agent))
+        opened, seen = await first.turn("one")
+        assert opened.session is None and opened.boundary is None and seen == []
+        _, seen = await first.turn("two")  # warm, in memory
+        assert contents(seen) == ["one", "answer to one"]
+        events: list = []
+        opened, seen = await Driver(agent, backend_of(agent)).turn("three", events=events)  # a fresh backend: disk only
+        assert opened.session is not None and boundaries(events) == []
+        assert contents(seen) == ["one", "answer to one", "two", "answer to two"]
+        state = await agent.history_store.load_provider_session("c1")
+        assert state.revision == 3 and state.model == MODEL and state.epoch == opened.session.epoch
+
+    run(go())
+    directory = conversation_dir(tmp_path)
+    assert stat.S_IMODE((tmp_path / "sessions").stat().st_mode) == 0o700
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    [transcript] = directory.iterdir()
+    assert transcript.suffix == ".jsonl" and stat.S_IMODE(transcript.stat().st_mode) == 0o600
+    lines = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert [line["kind"] for line in lines] == ["header", "turn", "turn", "turn"]
+
+
+def test_the_lock_is_held_from_open_to_publish(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+    backend = backend_of(agent)
+
+    async def go():
+        turn = make_turn(agent)
+        opened = await backend.open(turn)
+        assert not lock_is_free(shard_file(tmp_path)) and (conversation_dir(tmp_path) / "fence").exists()
+        session = WarmSession.start("c1", MODEL)
+
+        async def commit(state):
+            assert not lock_is_free(shard_file(tmp_path)) and (conversation_dir(tmp_path) / "fence").exists()
+            return await agent.history_store.commit("c1", [Message("user", "q")], provider_session=state)
+
+        await backend.publish(turn, session, [Message("user", "q")], commit)
+        assert opened.session is None
+        assert lock_is_free(shard_file(tmp_path)) and not (conversation_dir(tmp_path) / "fence").exists()
+
+    run(go())
+
+
+@pytest.mark.parametrize("reason", ["failed_turn", "cancelled_turn", "retry_answered"])
+def test_a_turn_that_ends_without_publishing_retires_its_transcripts_and_releases_the_lock(tmp_path, reason):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one")
+        backend = backend_of(agent)
+        turn = make_turn(agent)
+        assert (await backend.open(turn)).session is not None
+        await backend.retire(turn, reason)
+        assert lock_is_free(shard_file(tmp_path)) and list(conversation_dir(tmp_path).iterdir()) == []
+        await agent.history_store.commit("c1", [Message("assistant", "continuity account")])
+        events: list = []
+        opened, seen = await Driver(agent, backend_of(agent)).turn("two", events=events)
+        assert opened.session is None and boundaries(events) == []  # the harness reported the retirement already
+        assert contents(seen) == ["one", "answer to one", "continuity account"]
+
+    run(go())
+
+
+def test_a_retirement_within_the_turn_keeps_the_lock_and_fence_until_it_publishes(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one")
+        backend = backend_of(agent)
+        turn = make_turn(agent, model="offline:other")
+        assert (await backend.open(turn)).session is not None
+        await backend.retire(turn, "model_change")
+        assert not lock_is_free(shard_file(tmp_path)) and [p.name for p in conversation_dir(tmp_path).iterdir()] == ["fence"]
+        session = WarmSession.start("c1", "offline:other")
+
+        async def commit(state):
+            return await agent.history_store.commit("c1", [Message("user", "q")], provider_session=state)
+
+        await backend.publish(turn, session, [Message("user", "q")], commit)
+        assert lock_is_free(shard_file(tmp_path))
+        assert (await agent.history_store.load_provider_session("c1")).model == "offline:other"
+
+    run(go())
+
+
+def test_another_process_committing_makes_the_stale_copy_reopen_the_transcript(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        mine, theirs = Driver(agent, backend_of(agent)), Driver(agent, backend_of(agent))
+        await mine.turn("one")
+        await theirs.turn("two")  # resumes from disk, commits revision 2
+        events: list = []
+        opened, seen = await mine.turn("three", events=events)  # holds revision 1 in memory: stale
+        assert contents(seen) == ["one", "answer to one", "two", "answer to two"] and boundaries(events) == []
+        assert (await agent.history_store.load_provider_session("c1")).revision == 3
+
+    run(go())
+
+
+def test_a_host_only_append_retires_the_transcript(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        driver = Driver(agent, backend_of(agent))
+        await driver.turn("one")
+        await agent.history_store.commit("c1", [Message("assistant", "delivered by the host")])
+        events: list = []
+        opened, seen = await driver.turn("two", events=events)
+        assert opened.session is None and boundaries(events) == [("cold", "history_changed")]
+        assert contents(seen) == ["one", "answer to one", "delivered by the host"]
+
+    run(go())
+
+
+def test_a_legacy_record_takes_one_cold_reseed(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await agent.history_store.commit("c1", [Message("user", "old"), Message("assistant", "older")])
+        driver = Driver(agent, backend_of(agent))
+        events: list = []
+        opened, seen = await driver.turn("new", events=events)
+        assert opened.session is None and boundaries(events) == [("resume_replay", "legacy_unbound_model")]
+        assert contents(seen) == ["old", "older"]
+        events.clear()
+        opened, _ = await driver.turn("newer", events=events)
+        assert opened.session is not None and boundaries(events) == []
+
+    run(go())
+
+
+def test_a_transcript_over_the_cap_retires_to_cold(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        driver = Driver(agent, backend_of(agent, max_transcript_bytes=2048))
+        await driver.turn("one")
+        events: list = []
+        await driver.turn("x" * 4096, events=events)
+        assert [d["code"] for kind, d in events if kind == "runtime_warning"] == ["session_transcript_too_large"]
+        assert list(conversation_dir(tmp_path).iterdir()) == []
+        events.clear()
+        opened, seen = await driver.turn("three", events=events)
+        assert opened.session is None and contents(seen)[-1] == "answer to " + "x" * 4096
+        assert lock_is_free(shard_file(tmp_path))
+
+    run(go())
+
+
+def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        holder = backend_of(agent)
+        turn = make_turn(agent)
+        await holder.open(turn)
+        waiter = backend_of(agent)
+        waiting = asyncio.ensure_future(waiter.open(make_turn(agent)))
+        await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await holder.retire(turn, "failed_turn")
+        await waiter.close()  # the pool's thread finishes its wait and gives the lock back
+        third = backend_of(agent)
+        await asyncio.wait_for(third.open(make_turn(agent)), 30)
+        await third.retire(make_turn(agent), "failed_turn")
+
+    run(go())
