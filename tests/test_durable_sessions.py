@@ -315,7 +315,7 @@ def test_another_process_committing_makes_the_stale_copy_reopen_the_transcript(t
         await mine.turn("one")
         await theirs.turn("two")  # resumes from disk, commits revision 2
         events: list = []
-        opened, seen = await mine.turn("three", events=events)  # holds revision 1 in memory: stale
+        _, seen = await mine.turn("three", events=events)  # holds revision 1 in memory: stale
         assert contents(seen) == ["one", "answer to one", "two", "answer to two"] and boundaries(events) == []
         assert (await agent.history_store.load_provider_session("c1")).revision == 3
 
