@@ -392,3 +392,161 @@ def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
         await third.retire(make_turn(agent), "failed_turn")
 
     run(go())
+
+
+# --------------------------------------------------------------------------- hostile ids, planted and damaged files
+
+
+@pytest.mark.parametrize("conversation_id", ["../../escape", "/etc/passwd", "a/b/../c", ".", "..", "x" * 5000, "fence",
+                                             "con:2025-01-01", "line\nbreak", ".locks/shard-00.lock"])
+def test_hostile_conversation_ids_stay_inside_their_digest_directory(tmp_path, conversation_id):
+    agent = agent_with_sessions(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one", conversation_id)
+        _, seen = await Driver(agent, backend_of(agent)).turn("two", conversation_id)
+        assert contents(seen) == ["one", "answer to one"]
+
+    run(go())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({*before, "sessions"})
+    root = tmp_path / "sessions"
+    assert sorted(p.name for p in root.iterdir()) == sorted([".locks", conversation_digest(conversation_id)])
+    assert all(len(p.name) == 38 and p.name.endswith(".jsonl") for p in conversation_dir(tmp_path, conversation_id).iterdir())
+
+
+def _transcript(tmp_path: Path) -> Path:
+    [path] = [p for p in conversation_dir(tmp_path).iterdir() if p.suffix == ".jsonl"]
+    return path
+
+
+def _rewrite_line(path: Path, number: int, change) -> None:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    change(lines[number])
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _swap_for_symlink(tmp_path: Path, path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)
+
+
+def _copy_from_another_conversation(tmp_path: Path, path: Path) -> None:
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("elsewhere", "other"))
+    [other] = conversation_dir(tmp_path, "other").iterdir()
+    path.write_bytes(other.read_bytes().replace(other.stem.encode(), path.stem.encode()))
+
+
+DAMAGES = {
+    "truncated": lambda tmp_path, path: path.write_bytes(path.read_bytes()[:-7]),
+    "not json": lambda tmp_path, path: path.write_bytes(path.read_bytes() + b"{not json\n"),
+    "a turn missing": lambda tmp_path, path: path.write_text(path.read_text().splitlines()[0] + "\n"),
+    "a turn too many": lambda tmp_path, path: path.write_text(path.read_text() + path.read_text().splitlines()[-1].replace(
+        '"revision": 1', '"revision": 2').replace('"revision":1', '"revision":2') + "\n"),
+    "another model": lambda tmp_path, path: _rewrite_line(path, 0, lambda line: line.update(model="offline:other")),
+    "a message of the wrong types": lambda tmp_path, path: _rewrite_line(
+        path, 1, lambda line: line["messages"][0].update(content=5)),
+    "a symlink": _swap_for_symlink,
+    "another conversation's": _copy_from_another_conversation,
+    "over the cap": lambda tmp_path, path: path.write_bytes(path.read_bytes() + b" " * 4096 + b"\n"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_or_planted_transcript_is_retired_never_trusted(tmp_path, damage):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    path = _transcript(tmp_path)
+    DAMAGES[damage](tmp_path, path)
+    events: list = []
+    opened, seen = run(Driver(agent, backend_of(agent, max_transcript_bytes=4096)).turn("two", events=events))
+    assert opened.session is None and boundaries(events) == [("cold", "revision_mismatch")]
+    assert contents(seen) == ["one", "answer to one"]
+    assert not path.is_symlink() and _transcript(tmp_path) != path  # a new epoch, created from history
+    if damage == "a symlink":
+        assert (tmp_path / "outside.jsonl").exists()
+
+
+def test_a_transcript_of_another_epoch_is_removed(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    kept = _transcript(tmp_path)
+    planted = conversation_dir(tmp_path) / ("0" * 32 + ".jsonl")
+    planted.write_bytes(kept.read_bytes())
+    _, seen = run(Driver(agent, backend_of(agent)).turn("two"))
+    assert contents(seen) == ["one", "answer to one"]
+    assert not planted.exists() and _transcript(tmp_path) == kept
+
+
+def _fence(tmp_path: Path) -> Path:
+    return conversation_dir(tmp_path) / "fence"
+
+
+FENCES = {
+    "garbage": lambda tmp_path, state: _fence(tmp_path).write_bytes(b"\x00\xff garbage"),
+    "too large": lambda tmp_path, state: _fence(tmp_path).write_bytes(b" " * 10_000),
+    "the crashed turn's": lambda tmp_path, state: _fence(tmp_path).write_text(json.dumps(
+        {"kind": "fence", "version": 1, "epoch": state.epoch, "revision": state.revision, "pid": 1})),
+    "a symlink": lambda tmp_path, state: _fence(tmp_path).symlink_to(tmp_path / "outside"),
+    "a fifo": lambda tmp_path, state: os.mkfifo(_fence(tmp_path)),
+    "another version": lambda tmp_path, state: _fence(tmp_path).write_text(json.dumps(
+        {"kind": "fence", "version": 99, "epoch": None, "revision": None})),
+}
+
+
+@pytest.mark.parametrize("fence", sorted(FENCES))
+def test_a_dirty_damaged_or_planted_fence_retires_the_transcripts(tmp_path, fence):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    (tmp_path / "outside").write_text("not the store's")
+    FENCES[fence](tmp_path, run(agent.history_store.load_provider_session("c1")))
+    old = _transcript(tmp_path)
+    events: list = []
+    opened, seen = run(Driver(agent, backend_of(agent)).turn("two", events=events))
+    assert opened.session is None and boundaries(events) == [("cold", "dirty_fence")]
+    assert contents(seen) == ["one", "answer to one"] and _transcript(tmp_path) != old
+    assert (tmp_path / "outside").read_text() == "not the store's" and not _fence(tmp_path).exists()
+
+
+def test_a_fence_left_after_a_durable_commit_is_removed_and_the_transcript_kept(tmp_path):
+    """The commit landed, only the fence's removal was lost: the record has moved past the fence."""
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    _fence(tmp_path).write_text(json.dumps({"kind": "fence", "version": 1, "epoch": None, "revision": None, "pid": 1}))
+    events: list = []
+    opened, seen = run(Driver(agent, backend_of(agent)).turn("two", events=events))
+    assert opened.session is not None and boundaries(events) == []
+    assert contents(seen) == ["one", "answer to one"]
+
+
+def test_a_directory_planted_where_the_fence_goes_fails_closed(tmp_path):
+    from monoagent.pipeline.transcript_files import TranscriptStoreError
+
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    _fence(tmp_path).mkdir()
+    backend = backend_of(agent)
+    with pytest.raises(TranscriptStoreError, match="directory"):
+        run(backend.open(make_turn(agent)))
+    assert lock_is_free(shard_file(tmp_path))
+
+
+@pytest.mark.parametrize("plant", ["symlink", "loose mode"])
+def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
+    from monoagent.pipeline.transcript_files import TranscriptStoreError
+
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    directory = conversation_dir(tmp_path)
+    if plant == "symlink":
+        elsewhere = tmp_path / "elsewhere"
+        directory.rename(elsewhere)
+        directory.symlink_to(elsewhere)
+    else:
+        directory.chmod(0o755)
+    with pytest.raises(TranscriptStoreError, match="session directory"):
+        run(backend_of(agent).open(make_turn(agent)))
+    assert lock_is_free(shard_file(tmp_path))

@@ -230,7 +230,13 @@ class TranscriptRoot:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(FENCE + ".new", FENCE, src_dir_fd=directory, dst_dir_fd=directory)
+        try:
+            os.replace(FENCE + ".new", FENCE, src_dir_fd=directory, dst_dir_fd=directory)
+        except IsADirectoryError:
+            raise TranscriptStoreError(
+                f"the fence of session directory {os.path.join(self.root, conversation.digest)} is a directory; the session "
+                f"cannot be fenced safely: remove it"
+            ) from None
         os.fsync(directory)
 
     def read_fence(self, conversation: ConversationDir) -> Fence | str | None:
