@@ -12,6 +12,8 @@ import fcntl
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -550,3 +552,41 @@ def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
     with pytest.raises(TranscriptStoreError, match="session directory"):
         run(backend_of(agent).open(make_turn(agent)))
     assert lock_is_free(shard_file(tmp_path))
+
+
+# --------------------------------------------------------------------------- restart --clear-sessions
+
+
+def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_"))}
+    env.update({"MONO_AGENT_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+                "MONO_AGENT_PI_SESSIONS_ROOT": str(tmp_path / "sessions")}, **extra)
+    return env
+
+
+def monoagent(tmp_path: Path, *args: str, env: dict[str, str] | None = None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env or cli_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        for conversation_id in ("a", "b"):
+            await Driver(agent, backend_of(agent)).turn("one", conversation_id)
+
+    run(go())
+    sizes = sum(p.stat().st_size for c in ("a", "b") for p in conversation_dir(tmp_path, c).iterdir())
+    (tmp_path / "sessions" / "keep.txt").write_text("not a transcript")
+    done = monoagent(tmp_path, "restart", "--clear-sessions", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["provider_sessions"] == {"transcripts": 2, "bytes": sizes}
+    assert report["message_history"]["files"] == 2
+    assert sorted(p.name for p in (tmp_path / "sessions").iterdir()) == [".locks", "keep.txt"]
+    again = monoagent(tmp_path, "restart", "--clear-sessions", "--yes")
+    assert "provider sessions removed: 0 transcript(s), 0 bytes" in again.stdout
+    unset = monoagent(tmp_path, "restart", "--clear-sessions", "--yes", "--json",
+                      env={k: v for k, v in cli_env(tmp_path).items() if k != "MONO_AGENT_PI_SESSIONS_ROOT"})
+    assert json.loads(unset.stdout)["provider_sessions"] is None

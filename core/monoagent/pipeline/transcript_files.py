@@ -41,7 +41,7 @@ import attrs
 from monoagent.boundary.files import FileTooLarge, UnsafeFileError, read_open_file
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
-from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
 from monoagent.kernel.serial import converter
@@ -60,8 +60,12 @@ EPOCH = re.compile(r"[0-9a-f]{32}")
 O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-class TranscriptStoreError(MonoagentError):
-    """The transcript directory (or a conversation's) is unsafe: a symlink, another user's, loose modes."""
+class TranscriptStoreError(HistoryStoreError):
+    """The transcript directory (or a conversation's) is unsafe: a symlink, another user's, loose modes.
+
+    A :class:`~monoagent.kernel.errors.HistoryStoreError`: durable transcripts are part of the
+    conversation's persisted state, and the commands that clear it report both alike.
+    """
 
 
 def conversation_digest(conversation_id: str) -> str:
