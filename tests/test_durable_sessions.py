@@ -590,3 +590,75 @@ def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path
     unset = monoagent(tmp_path, "restart", "--clear-sessions", "--yes", "--json",
                       env={k: v for k, v in cli_env(tmp_path).items() if k != "MONO_AGENT_PI_SESSIONS_ROOT"})
     assert json.loads(unset.stdout)["provider_sessions"] is None
+
+
+# --------------------------------------------------------------------------- crashes and two processes (real subprocesses)
+
+OPEN_AND_WAIT = r"""
+import asyncio, sys
+from monoagent.kernel.model import TurnRequest
+from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.pipeline.sessions import session_backend
+from monoagent.testing import fresh_agent
+
+tmp, conversation_id = sys.argv[1], sys.argv[2]
+agent = fresh_agent(tmp, config={"runtime": {"model": "offline:echo"},
+                                 "providers": {"piNative": {"piSessionsRoot": tmp + "/sessions"}}})
+
+async def main():
+    session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation_id,
+                          conversation_id=conversation_id)
+    turn = Turn(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="r",
+                model="offline:echo", session=session, emitter=lambda kind, data: None)
+    turn.history = tuple(await agent.history_store.load(conversation_id))
+    await session_backend(agent).open(turn)  # the lock is taken and the fence is on disk
+    print("fenced", flush=True)
+    sys.stdin.readline()  # the provider call, as long as the test wants
+
+asyncio.run(main())
+"""
+
+
+def test_sigkill_between_fence_and_commit_reseeds_and_the_provider_sees_each_turn_once(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    old = _transcript(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", OPEN_AND_WAIT, str(tmp_path), "c1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "fenced\n"
+        assert not lock_is_free(shard_file(tmp_path))
+    finally:
+        child.kill()  # SIGKILL: no unwinding, the fence stays
+        child.wait(30)
+    assert _fence(tmp_path).exists() and lock_is_free(shard_file(tmp_path))
+    events: list = []
+    opened, seen = run(Driver(agent, backend_of(agent)).turn("two", events=events))
+    assert opened.session is None and boundaries(events) == [("cold", "dirty_fence")]
+    assert contents(seen) == ["one", "answer to one"] and not old.exists()
+    _, seen = run(Driver(agent, backend_of(agent)).turn("three"))
+    assert contents(seen) == ["one", "answer to one", "two", "answer to two"]
+
+
+def test_a_second_process_waits_for_the_first_and_never_resumes_a_stale_transcript(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    child = subprocess.Popen([sys.executable, "-c", OPEN_AND_WAIT, str(tmp_path), "c1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "fenced\n"
+
+        async def go():
+            waiting = asyncio.ensure_future(Driver(agent, backend_of(agent)).turn("two", events=events))
+            await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+            assert not waiting.done()
+            child.kill()  # the first process dies mid-turn; its lock goes with it
+            return await waiting
+
+        events: list = []
+        opened, seen = run(go())
+    finally:
+        child.kill()
+        child.wait(30)
+    assert opened.session is None and boundaries(events) == [("cold", "dirty_fence")]
+    assert contents(seen) == ["one", "answer to one"]
