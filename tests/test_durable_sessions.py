@@ -14,9 +14,11 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionState
@@ -26,6 +28,7 @@ from monoagent.pipeline.durable_sessions import DurableSessionBackend
 from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend
 from monoagent.pipeline.transcript_files import conversation_digest
 from monoagent.testing import fresh_agent
+from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.files_history import FilesHistoryStore
 
 MODEL = "offline:echo"
@@ -51,7 +54,7 @@ def boundaries(events: list) -> list[tuple[str, str]]:
 
 
 class Driver:
-    """Runs turns through a backend the way the harness does: open, then publish (or retire)."""
+    """Runs turns through a backend the way the harness does: load history, open, check the history tail, publish."""
 
     def __init__(self, agent, backend) -> None:
         self.agent, self.backend = agent, backend
@@ -64,6 +67,10 @@ class Driver:
         if opened.boundary is not None:
             turn.emit("session_boundary", kind=opened.boundary[0], reason=opened.boundary[1])
         session = opened.session
+        if session is not None and session.history_tail != history_tail(turn.history):  # as the harness checks
+            await self.backend.retire(turn, "history_changed")
+            turn.emit("session_boundary", kind="cold", reason="history_changed")
+            session = None
         seen = list(session.transcript) if session is not None else list(turn.history)
         user, answer = Message("user", text), Message("assistant", f"answer to {text}")
         appended = [user, answer]
@@ -320,6 +327,31 @@ def test_another_process_committing_makes_the_stale_copy_reopen_the_transcript(t
         _, seen = await mine.turn("three", events=events)  # holds revision 1 in memory: stale
         assert contents(seen) == ["one", "answer to one", "two", "answer to two"] and boundaries(events) == []
         assert (await agent.history_store.load_provider_session("c1")).revision == 3
+
+    run(go())
+
+
+def test_a_turn_that_waited_for_the_lock_reads_the_history_committed_meanwhile(tmp_path):
+    """The harness loads history before it opens the session; the backend reads it again under the lock."""
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one")
+        holder = backend_of(agent)
+        turn = make_turn(agent)
+        opened = await holder.open(turn)
+        waiting = asyncio.ensure_future(Driver(agent, backend_of(agent)).turn("three"))  # loads history now: stale
+        await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+        user, reply = Message("user", "two"), Message("assistant", "answer to two")
+        opened.session.history_tail = history_tail([*turn.history, user, reply])
+
+        async def commit(state):
+            return await agent.history_store.commit("c1", [user, reply], provider_session=state)
+
+        await holder.publish(turn, opened.session, [user, reply], commit)
+        reopened, seen = await waiting
+        assert reopened.session is not None
+        assert contents(seen) == ["one", "answer to one", "two", "answer to two"]
 
     run(go())
 
@@ -662,3 +694,140 @@ def test_a_second_process_waits_for_the_first_and_never_resumes_a_stale_transcri
         child.wait(30)
     assert opened.session is None and boundaries(events) == [("cold", "dirty_fence")]
     assert contents(seen) == ["one", "answer to one"]
+
+
+# --------------------------------------------------------------------------- one process per turn: `monoagent run`
+
+WIRE_MODEL = "anthropic:claude-x"
+
+
+class AnthropicServer(AnthropicWireServer):
+    """The local Anthropic-format server; ``arrived`` is released once per request received."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Semaphore(0)
+
+    def next_reply(self) -> Reply:
+        self.arrived.release()
+        return super().next_reply()
+
+    def bodies(self) -> list[dict]:
+        return [json.loads(r.body) for r in self.requests]
+
+
+def answer(text: str) -> Reply:
+    return Reply(text_pieces=(text,))
+
+
+def held_answer(server: AnthropicServer, text: str, release: threading.Event) -> Reply:
+    """An answer the server sends only once ``release`` is set (the provider call lasts as long as the test wants)."""
+
+    def frames():
+        assert release.wait(60)
+        yield from server.frames(answer(text))
+
+    return Reply(raw_frames=frames())
+
+
+def texts(message: dict) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(block.get("text", "") for block in content)
+
+
+def transcript_of(body: dict) -> list[tuple[str, str]]:
+    return [(m["role"], texts(m)) for m in body["messages"]]
+
+
+def system_of(body: dict) -> str:
+    system = body.get("system", "")
+    return system if isinstance(system, str) else "".join(block.get("text", "") for block in system)
+
+
+def count(body: dict, text: str) -> int:
+    return sum(texts(m).count(text) for m in body["messages"]) + system_of(body).count(text)
+
+
+def turn_process(tmp_path: Path, server: AnthropicServer, text: str) -> subprocess.Popen:
+    """``monoagent run --json -c wire TEXT`` in a process of its own, against ``server``, with piSessionsRoot set."""
+    env = cli_env(tmp_path, ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.url, MONO_AGENT_MODEL=WIRE_MODEL,
+                  MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD="1")
+    return subprocess.Popen([sys.executable, "-m", "monoagent.cli", "run", "--json", "-c", "wire", text], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out)
+
+
+def events_of(tmp_path: Path, result: dict) -> list[dict]:
+    path = tmp_path / "home" / "artifacts" / "runs" / f"{result['run_id']}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def boundary_events(tmp_path: Path, result: dict) -> list[tuple[str, str]]:
+    return [(e["data"]["kind"], e["data"].get("reason")) for e in events_of(tmp_path, result) if e["type"] == "session_boundary"]
+
+
+@pytest.fixture
+def wire():
+    with AnthropicServer() as server:
+        yield server
+
+
+def test_each_process_resumes_the_transcript_instead_of_the_history_section(tmp_path, wire):
+    wire.enqueue(answer("answer one"), answer("answer two"), answer("answer three"))
+    results = [finished(turn_process(tmp_path, wire, f"question {n}")) for n in ("one", "two", "three")]
+    assert [r["text"] for r in results] == ["answer one", "answer two", "answer three"]
+    first, second, third = wire.bodies()
+    assert [role for role, _ in transcript_of(first)] == ["user"]
+    assert transcript_of(second)[:2] == [("user", "question one"), ("assistant", "answer one")]
+    assert [role for role, _ in transcript_of(third)] == ["user", "assistant", "user", "assistant", "user"]
+    for body, earlier in ((second, ["question one", "answer one"]),
+                          (third, ["question one", "answer one", "question two", "answer two"])):
+        assert all(count(body, text) == 1 for text in earlier), "each earlier turn reaches the provider exactly once"
+        assert all(text not in system_of(body) for text in earlier), "no history section on a resumed turn"
+    assert all(boundary_events(tmp_path, r) == [] for r in results)
+
+
+def test_sigkill_of_monoagent_run_between_fence_and_commit_reseeds_each_turn_once(tmp_path, wire):
+    wire.enqueue(answer("answer one"), Reply(text_pieces=("never",), stall_after=0), answer("answer three"))
+    finished(turn_process(tmp_path, wire, "question one"))
+    victim = turn_process(tmp_path, wire, "question two")
+    try:
+        assert wire.arrived.acquire(timeout=120) and wire.arrived.acquire(timeout=120)  # turn 2 is at the provider
+        assert (conversation_dir(tmp_path, "wire") / "fence").exists()
+    finally:
+        victim.kill()
+        victim.wait(30)
+    third = finished(turn_process(tmp_path, wire, "question three"))
+    body = wire.bodies()[2]
+    assert boundary_events(tmp_path, third) == [("cold", "dirty_fence")]
+    assert count(body, "question one") == 1 and count(body, "answer one") == 1 and count(body, "question two") == 0
+    assert not (conversation_dir(tmp_path, "wire") / "fence").exists()
+
+
+def test_two_processes_on_one_conversation_never_resume_a_stale_transcript(tmp_path, wire):
+    release = threading.Event()
+    wire.enqueue(answer("answer one"), held_answer(wire, "answer two", release), answer("answer three"))
+    finished(turn_process(tmp_path, wire, "question one"))
+    first = turn_process(tmp_path, wire, "question two")
+    second = None
+    try:
+        assert wire.arrived.acquire(timeout=120) and wire.arrived.acquire(timeout=120)  # the first holds the lock
+        second = turn_process(tmp_path, wire, "question three")
+        run(until(lambda: waiters_on(shard_file(tmp_path, "wire")) == 1, deadline=120))
+        assert len(wire.requests) == 2, "the second process waits for the first before it reads the session"
+        release.set()
+        finished(first)
+        result = finished(second)
+    finally:
+        release.set()
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+    body = wire.bodies()[2]
+    assert all(count(body, text) == 1 for text in ("question one", "answer one", "question two", "answer two"))
+    assert boundary_events(tmp_path, result) == []

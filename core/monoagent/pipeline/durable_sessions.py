@@ -9,7 +9,8 @@ it is exactly the one that state names. One turn, as the backend sees it:
 
 ``open``
     Take the conversation's cross-process lock (a fixed table of 16 shard lock files, flock),
-    read the record's state, and decide: a dirty fence left by a turn that died between its
+    read history again (``turn.history``: another process may have committed while this turn
+    waited for the lock) and the record's state, and decide: a dirty fence left by a turn that died between its
     open and its commit retires every transcript of the conversation (``cold``/``dirty_fence``);
     a record committed by another process since this one last saw it drops the stale in-memory
     copy and re-reads the transcript (a rebuild from history when that fails:
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
+from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore, load_history
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
 from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession, clock, new_epoch
@@ -145,6 +146,7 @@ class DurableSessionBackend(InMemorySessionBackend):
             self._release(conversation_id)
         lock = await self._acquire(conversation_id)
         try:
+            await self._reload_history(turn)
             state = await self.store.load_provider_session(conversation_id)
             cached = self._sessions.pop(conversation_id, None)
             opened = await _settled(asyncio.to_thread(self._open_locked, turn, state, cached))
@@ -153,6 +155,20 @@ class DurableSessionBackend(InMemorySessionBackend):
             raise
         self._held[conversation_id] = _Hold(lock)
         return opened
+
+    async def _reload_history(self, turn: Turn) -> None:
+        """Read history again under the lock: another process may have committed while this turn waited for it.
+
+        The harness loads history before it opens the session; a turn that waited for the lock
+        would otherwise be built on the history from before the other process's turn. A warning
+        from the store is reported only when the history changed (the harness reported it for the same record).
+        """
+        warnings: list[tuple[str, str]] = []
+        history = tuple(await load_history(self.store, turn.conversation_id, lambda code, message: warnings.append((code, message))))
+        if history != turn.history:
+            turn.history = history
+            for code, message in warnings:
+                turn.emit("runtime_warning", code=code, message=message)
 
     def _open_locked(self, turn: Turn, state: ProviderSessionState | None, cached: WarmSession | None) -> OpenedSession:
         """Under the lock: judge the fence and the transcript against the record's state, then write the fence."""
