@@ -356,6 +356,33 @@ def test_a_turn_that_waited_for_the_lock_reads_the_history_committed_meanwhile(t
     run(go())
 
 
+def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_a_stale_transcript(tmp_path):
+    """Continuity accounts and host-only appends take no session lock: one landing mid-turn unbinds the turn."""
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one")
+        backend = backend_of(agent)
+        turn = make_turn(agent)
+        turn.history = tuple(await agent.history_store.load("c1"))
+        opened = await backend.open(turn)
+        await agent.history_store.commit("c1", [Message("assistant", "another process's account")])  # mid-call
+        user, reply = Message("user", "two"), Message("assistant", "answer to two")
+        opened.session.history_tail = history_tail([user, reply])
+
+        async def commit(state):
+            return await agent.history_store.commit("c1", [user, reply], provider_session=state)
+
+        await backend.publish(turn, opened.session, [user, reply], commit)
+        assert await agent.history_store.load_provider_session("c1") is None
+        assert lock_is_free(shard_file(tmp_path)) and list(conversation_dir(tmp_path).iterdir()) == []
+        reopened, seen = await Driver(agent, backend_of(agent)).turn("three")
+        assert reopened.session is None
+        assert contents(seen) == ["one", "answer to one", "another process's account", "two", "answer to two"]
+
+    run(go())
+
+
 def test_a_host_only_append_retires_the_transcript(tmp_path):
     agent = agent_with_sessions(tmp_path)
 

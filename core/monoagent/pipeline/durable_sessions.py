@@ -21,7 +21,9 @@ it is exactly the one that state names. One turn, as the backend sees it:
 ``publish``
     Append the turn to the transcript (a new file for a new epoch) and fsync it and its
     directory, then commit history together with the next revision, then remove the fence and
-    release the lock. A transcript that would grow over
+    release the lock. Commits without a session (continuity accounts, a retry's answer,
+    host-only appends) take no session lock: when one landed during the turn, the turn is
+    committed unbound and its transcript retired, so no transcript ever misses a turn. A transcript that would grow over
     :data:`~monoagent.pipeline.transcript_files.MAX_TRANSCRIPT_BYTES` is retired instead (a
     ``runtime_warning`` ``session_transcript_too_large``; the record is bound to a fresh, empty epoch).
 ``retire``
@@ -89,9 +91,11 @@ def _short(conversation_id: str) -> str:
 
 @attrs.define
 class _Hold:
-    """A conversation this backend has opened: the lock descriptor (closing it releases the lock)."""
+    """A conversation this backend has opened: the lock descriptor (closing it releases the lock) and the
+    history as ``open`` read it under the lock."""
 
     lock: int
+    history: tuple[Message, ...] = ()
 
 
 class DurableSessionBackend(InMemorySessionBackend):
@@ -153,7 +157,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         except BaseException:
             os.close(lock)
             raise
-        self._held[conversation_id] = _Hold(lock)
+        self._held[conversation_id] = _Hold(lock, turn.history)
         return opened
 
     async def _reload_history(self, turn: Turn) -> None:
@@ -244,6 +248,13 @@ class DurableSessionBackend(InMemorySessionBackend):
             receipt = await commit(ProviderSessionState(new_epoch(), 0, session.model))
             self._settle(conversation_id, retire=True)
             return receipt
+        if await self._history_moved(turn, self._held[conversation_id].history):
+            logger.warning("history of conversation {} was committed without its session lock during this turn (a "
+                           "continuity account or a host-only append of another process); the turn is committed "
+                           "unbound and the next turn reseeds", _short(conversation_id))
+            receipt = await commit(None)
+            self._settle(conversation_id, retire=True)
+            return receipt
         receipt = await commit(ProviderSessionState(session.epoch, revision, session.model))
         self._settle(conversation_id, retire=False)
         if self.idle_timeout > 0:
@@ -253,6 +264,16 @@ class DurableSessionBackend(InMemorySessionBackend):
             self._sessions[conversation_id] = session
             self._sizes[conversation_id] = size
         return receipt
+
+    async def _history_moved(self, turn: Turn, opened: tuple[Message, ...]) -> bool:
+        """Whether history changed since ``open`` read it under the lock.
+
+        Commits that carry no session (a continuity account, a retry's answer, a host-only
+        append) do not take the session lock, so one may land during the provider call; a
+        transcript built on the history before it must not be bound to the record after it.
+        """
+        current = await load_history(self.store, turn.conversation_id, lambda code, message: None)  # reported at open
+        return tuple(current) != opened
 
     def _append(self, conversation_id: str, session: WarmSession, revision: int, appended: list[Message]) -> int:
         with self.files.conversation(conversation_id, create=True) as conversation:
