@@ -84,6 +84,45 @@ async def _settled(work: Awaitable[T]) -> T:
     return future.result()
 
 
+@attrs.frozen
+class Resumed:
+    """The transcript an open resumes, and its epoch."""
+
+    epoch: str
+    transcript: Transcript
+
+
+def judge(
+    fence: Fence | str | None,
+    state: ProviderSessionState | None,
+    transcript: Transcript | str | None,
+    has_transcripts: bool,
+    known: bool,
+) -> tuple[Resumed | None, tuple[str, str] | None]:
+    """What an open resumes (None: the turn is cold) and the ``session_boundary`` to report.
+
+    ``fence`` is the fence found (a string: one that cannot be trusted), ``state`` the record's
+    session, ``transcript`` the state's transcript as read (a string: why it is not the one the
+    record names), ``has_transcripts`` whether the conversation has any transcript on disk, and
+    ``known`` whether the conversation had a session directory (or has no history yet).
+    """
+    readable = transcript if isinstance(transcript, Transcript) else None
+    if fence is not None:
+        committed = isinstance(fence, Fence) and readable is not None and state is not None \
+            and (fence.epoch, fence.revision) != (state.epoch, state.revision)
+        if not committed:  # the fenced turn may have written a transcript the record does not name
+            return None, ("cold", "dirty_fence")
+    if state is None:
+        if has_transcripts:
+            return None, ("cold", "history_changed")
+        return None, None if known else ("resume_replay", "legacy_unbound_model")
+    if state.model is None:
+        return None, ("resume_replay", "legacy_unbound_model")
+    if readable is None and (transcript is not None or state.revision > 0):
+        return None, ("cold", "revision_mismatch")
+    return (Resumed(state.epoch, readable) if readable is not None else None), None
+
+
 def _short(conversation_id: str) -> str:
     text = repr(conversation_id)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -153,11 +192,15 @@ class DurableSessionBackend(InMemorySessionBackend):
             await self._reload_history(turn)
             state = await self.store.load_provider_session(conversation_id)
             cached = self._sessions.pop(conversation_id, None)
-            opened = await _settled(asyncio.to_thread(self._open_locked, turn, state, cached))
+            opened, size = await _settled(asyncio.to_thread(self._open_locked, turn, state, cached))
         except BaseException:
             os.close(lock)
             raise
         self._held[conversation_id] = _Hold(lock, turn.history)
+        if size is None:
+            self._sizes.pop(conversation_id, None)
+        else:
+            self._sizes[conversation_id] = size
         return opened
 
     async def _reload_history(self, turn: Turn) -> None:
@@ -174,56 +217,43 @@ class DurableSessionBackend(InMemorySessionBackend):
             for code, message in warnings:
                 turn.emit("runtime_warning", code=code, message=message)
 
-    def _open_locked(self, turn: Turn, state: ProviderSessionState | None, cached: WarmSession | None) -> OpenedSession:
-        """Under the lock: judge the fence and the transcript against the record's state, then write the fence."""
-        conversation_id = turn.conversation_id
-        files = self.files
+    def _open_locked(
+        self, turn: Turn, state: ProviderSessionState | None, cached: WarmSession | None
+    ) -> tuple[OpenedSession, int | None]:
+        """Under the lock: judge the fence and the transcript against the record's state, then write the fence.
+
+        Returns what was opened and the resumed transcript's size (None when the turn is cold).
+        """
+        conversation_id, files = turn.conversation_id, self.files
         with files.conversation(conversation_id, create=False) as existing:
             existed = existing is not None
         with files.conversation(conversation_id, create=True) as conversation:
             assert conversation is not None
-            fence = files.read_fence(conversation)
             transcript: Transcript | str | None = None
             if state is not None and state.model is not None and state.revision > 0:
+                size = self._sizes.get(conversation_id)
                 if cached is not None and (cached.epoch, cached.revision, cached.model) == (state.epoch, state.revision, state.model) \
-                        and files.size(conversation, state.epoch) == self._sizes.get(conversation_id):
-                    transcript = Transcript(cached.transcript, cached.history_tail, self._sizes[conversation_id])
+                        and size is not None and files.size(conversation, state.epoch) == size:
+                    transcript = Transcript(cached.transcript, cached.history_tail, size)
                 else:
                     if cached is not None:
                         logger.info("warm session of conversation {} is stale (revision {} in memory, {} committed); "
                                     "reopening its transcript", _short(conversation_id), cached.revision, state.revision)
                     transcript = files.read(conversation, state.epoch, state.model, state.revision)
-            boundary: tuple[str, str] | None = None
-            if fence is not None:
-                committed = isinstance(fence, Fence) and isinstance(transcript, Transcript) and state is not None \
-                    and (fence.epoch, fence.revision) != (state.epoch, state.revision)
-                if not committed:
-                    why = fence if isinstance(fence, str) else "a turn ended between its provider call and its commit"
-                    logger.warning("conversation {} has a dirty session fence ({}); its transcripts are retired and the "
-                                   "next turn reseeds from history", _short(conversation_id), why)
-                    transcript, boundary = None, ("cold", "dirty_fence")
-            elif state is None:
-                if files.transcripts(conversation):
-                    boundary = ("cold", "history_changed")
-                elif not existed and turn.history:
-                    boundary = ("resume_replay", "legacy_unbound_model")
-            elif state.model is None:
-                boundary = ("resume_replay", "legacy_unbound_model")
-            elif isinstance(transcript, str) or (transcript is None and state.revision > 0):
-                logger.warning("the transcript of conversation {} is not the one its history record names ({}); it is "
-                               "retired and the turn reseeds from history", _short(conversation_id),
-                               transcript or "it is missing")
-                transcript, boundary = None, ("cold", "revision_mismatch")
-            keep = state.epoch if isinstance(transcript, Transcript) and state is not None else None
-            files.retire(conversation, keep)
+            fence = files.read_fence(conversation)
+            resumed, boundary = judge(fence, state, transcript, bool(files.transcripts(conversation)),
+                                      existed or not turn.history)
+            if boundary is not None and boundary[0] == "cold":
+                why = next((w for w in (fence, transcript) if isinstance(w, str)), "")
+                logger.warning("conversation {}: {}{}; its session transcripts are retired and the turn reseeds from history",
+                               _short(conversation_id), boundary[1].replace("_", " "), f" ({why})" if why else "")
+            files.retire(conversation, resumed.epoch if resumed is not None else None)
             files.write_fence(conversation, Fence(state.epoch if state else None, state.revision if state else None))
-        if not isinstance(transcript, Transcript) or state is None or state.model is None:
-            self._sizes.pop(conversation_id, None)
-            return OpenedSession(None, boundary)
-        self._sizes[conversation_id] = transcript.size
-        session = WarmSession(conversation_id, state.model, state.epoch, state.revision, list(transcript.messages),
-                              transcript.history_tail, clock())
-        return OpenedSession(session, boundary)
+        if resumed is None or state is None or state.model is None:
+            return OpenedSession(None, boundary), None
+        session = WarmSession(conversation_id, state.model, state.epoch, state.revision, list(resumed.transcript.messages),
+                              resumed.transcript.history_tail, clock())
+        return OpenedSession(session, boundary), resumed.transcript.size
 
     # ------------------------------------------------------------------ publish
 
