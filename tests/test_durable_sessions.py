@@ -383,6 +383,27 @@ def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_
     run(go())
 
 
+def test_idle_eviction_drops_the_copy_in_memory_and_the_next_turn_resumes_from_disk(tmp_path, monkeypatch):
+    from monoagent.pipeline import sessions
+
+    now = [1000.0]
+    monkeypatch.setattr(sessions, "clock", lambda: now[0])
+    agent = agent_with_sessions(tmp_path, runtime={"session": {"idleTimeoutMs": 60_000}})
+    driver = Driver(agent, backend_of(agent))
+
+    async def go():
+        await driver.turn("one")
+        assert len(driver.backend) == 1
+        now[0] += 61
+        events: list = []
+        opened, seen = await driver.turn("two", events=events)
+        assert [(d["status"], d["reason"]) for kind, d in events if kind == "session_status"] == [("evicted", "idle_timeout")]
+        assert opened.session is not None and boundaries(events) == []
+        assert contents(seen) == ["one", "answer to one"]
+
+    run(go())
+
+
 def test_a_host_only_append_retires_the_transcript(tmp_path):
     agent = agent_with_sessions(tmp_path)
 
@@ -458,7 +479,7 @@ def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
 # --------------------------------------------------------------------------- hostile ids, planted and damaged files
 
 
-@pytest.mark.parametrize("conversation_id", ["../../escape", "/etc/passwd", "a/b/../c", ".", "..", "x" * 5000, "fence",
+@pytest.mark.parametrize("conversation_id", ["../../escape", "/etc/passwd", "nul\x00byte", "ünïcødé 🎉 会话", "", "a/b/../c", ".", "..", "x" * 5000, "fence",
                                              "con:2025-01-01", "line\nbreak", ".locks/shard-00.lock"])
 def test_hostile_conversation_ids_stay_inside_their_digest_directory(tmp_path, conversation_id):
     agent = agent_with_sessions(tmp_path)

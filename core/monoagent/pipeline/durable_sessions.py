@@ -50,7 +50,8 @@ import attrs
 from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore, load_history
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
-from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession, clock, new_epoch
+from monoagent.pipeline import sessions
+from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession, new_epoch
 from monoagent.pipeline.transcript_files import (
     MAX_TRANSCRIPT_BYTES,
     SHARDS,
@@ -179,7 +180,7 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     async def open(self, turn: Turn) -> OpenedSession:
         conversation_id = turn.conversation_id
-        self.evict_idle(clock())
+        self.evict_idle(sessions.clock())
         notice = self._notices.pop(conversation_id, None)
         if notice is not None:
             turn.emit("session_status", status="evicted", reason=notice)
@@ -252,7 +253,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         if resumed is None or state is None or state.model is None:
             return OpenedSession(None, boundary), None
         session = WarmSession(conversation_id, state.model, state.epoch, state.revision, list(resumed.transcript.messages),
-                              resumed.transcript.history_tail, clock())
+                              resumed.transcript.history_tail, sessions.clock())
         return OpenedSession(session, boundary), resumed.transcript.size
 
     # ------------------------------------------------------------------ publish
@@ -290,7 +291,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         if self.idle_timeout > 0:
             session.transcript.extend(appended)
             session.revision = revision
-            session.last_used = clock()
+            session.last_used = sessions.clock()
             self._sessions[conversation_id] = session
             self._sizes[conversation_id] = size
         return receipt
