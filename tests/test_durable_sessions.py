@@ -25,7 +25,6 @@ from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSe
 from monoagent.kernel.model import Message, TurnRequest
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.durable_sessions import DurableSessionBackend
-from monoagent.pipeline.harness import Harness
 from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend
 from monoagent.pipeline.transcript_files import conversation_digest
 from monoagent.testing import fresh_agent
@@ -820,18 +819,12 @@ def boundary_events(tmp_path: Path, result: dict) -> list[tuple[str, str]]:
     return [(e["data"]["kind"], e["data"].get("reason")) for e in events_of(tmp_path, result) if e["type"] == "session_boundary"]
 
 
-needs_harness_sessions = pytest.mark.skipif(
-    not hasattr(Harness, "sessions"), reason="the harness does not open warm sessions yet (issue 10, part SESSIONS)"
-)
-
-
 @pytest.fixture
 def wire():
     with AnthropicServer() as server:
         yield server
 
 
-@needs_harness_sessions
 def test_each_process_resumes_the_transcript_instead_of_the_history_section(tmp_path, wire):
     wire.enqueue(answer("answer one"), answer("answer two"), answer("answer three"))
     results = [finished(turn_process(tmp_path, wire, f"question {n}")) for n in ("one", "two", "three")]
@@ -847,7 +840,6 @@ def test_each_process_resumes_the_transcript_instead_of_the_history_section(tmp_
     assert all(boundary_events(tmp_path, r) == [] for r in results)
 
 
-@needs_harness_sessions
 def test_sigkill_of_monoagent_run_between_fence_and_commit_reseeds_each_turn_once(tmp_path, wire):
     wire.enqueue(answer("answer one"), Reply(text_pieces=("never",), stall_after=0), answer("answer three"))
     finished(turn_process(tmp_path, wire, "question one"))
@@ -865,7 +857,6 @@ def test_sigkill_of_monoagent_run_between_fence_and_commit_reseeds_each_turn_onc
     assert not (conversation_dir(tmp_path, "wire") / "fence").exists()
 
 
-@needs_harness_sessions
 def test_two_processes_on_one_conversation_never_resume_a_stale_transcript(tmp_path, wire):
     release = threading.Event()
     wire.enqueue(answer("answer one"), held_answer(wire, "answer two", release), answer("answer three"))

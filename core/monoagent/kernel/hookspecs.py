@@ -640,7 +640,10 @@ def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
 
     Args:
         turn: the turn being assembled.
-        messages: the history to show, oldest first, after compaction.
+        messages: the history to show, oldest first, after compaction. Empty in
+            ``runtime.session.mode = "continuous"``: there history travels as native messages
+            (the warm session's transcript, or canonical history as leading messages on a cold
+            turn), never in the system prompt; ``turn.session.warm`` tells a warm turn.
 
     Returns:
         A :class:`~monoagent.kernel.model.Section` (id ``conversation_history``, order 400, dynamic);

@@ -51,10 +51,21 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
 from monoagent.pipeline.continuity_account import settlement_code
-from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
+from monoagent.pipeline.provider_call import Answer, ProviderCall, partial_event_data
+from monoagent.pipeline.sessions import (
+    SessionBackend,
+    WarmSession,
+    canonical_user_message,
+    history_tail,
+    leading_messages,
+    open_warm_session,
+    retire_session,
+    retire_settling,
+    session_backend,
+)
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 
@@ -128,6 +139,19 @@ class Harness:
         self._running = 0
         self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
+        self._sessions: SessionBackend | None = None
+
+    @property
+    def sessions(self) -> SessionBackend:
+        """This harness's warm-session backend (:func:`~monoagent.pipeline.sessions.session_backend`), made on first use."""
+        if self._sessions is None:
+            self._sessions = session_backend(self.agent)
+        return self._sessions
+
+    async def close(self) -> None:
+        """Dispose of this harness's warm sessions (the Agent calls it when it closes)."""
+        if self._sessions is not None:
+            await self._sessions.close()
 
     # ------------------------------------------------------------------ primitives bound to the loop
 
@@ -209,6 +233,8 @@ class Harness:
     async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
         """Run one turn to its committed result, or raise (committing nothing)."""
         self._bind_loop()
+        if request.proactive and not request.isolated and self.agent.config.runtime.session.isolate_proactive:
+            request = attrs.evolve(request, isolated=True)
         async with self._lane(request.conversation_id):
             return await self._run_admitted_turn(request, on_event)
 
@@ -249,7 +275,9 @@ class Harness:
             turn.report_invalid_unicode("request", request.invalid_unicode)
             if session.new_bucket and session.bucket:
                 turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
-            prompt = await self.prepare(turn)
+            if request.isolated and request.proactive:
+                turn.emit("session_boundary", kind="isolated", reason="proactive")
+            prompt = await self.prepare(turn, open_session=True)
             await self._slots.acquire()
             slot_held = True
             self._pending -= 1
@@ -258,10 +286,12 @@ class Harness:
         except asyncio.CancelledError as exc:
             if RunContinuity.of(turn).collector.claimed:
                 raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
+            await retire_settling(turn, "cancelled_turn")
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
+            await retire_settling(turn, "failed_turn")
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
@@ -273,14 +303,21 @@ class Harness:
                 self._pending -= 1
         return result
 
-    async def prepare(self, turn: Turn) -> AssembledPrompt:
-        """Everything before the provider: history, recall, compaction, sections, assembly."""
+    async def prepare(self, turn: Turn, *, open_session: bool = False) -> AssembledPrompt:
+        """Everything before the provider: history, warm session, recall, compaction, sections, assembly.
+
+        ``open_session`` (a run, not a preview) resumes the conversation's warm session in
+        continuous mode; without it a continuous-mode prompt has the cold shape.
+        """
         agent = self.agent
         hooks = agent.hooks
         store = agent.history_store
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
+        continuous = turn.session.mode == "continuous"
+        if open_session and continuous and not turn.request.isolated:
+            await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in hooks.recall_memory(turn=turn):
@@ -294,6 +331,8 @@ class Harness:
                 bytes=sum(utf8_len(h.text) for h in turn.recalled),
             )
         history = await self._compact(turn, turn.history)
+        if turn.session.warm and history is not turn.history:  # compaction rewrote what the transcript holds
+            await retire_session(turn, "compaction")
         parts: list[UserMessagePart] = []
         for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             if isinstance(part, UserMessagePart):
@@ -304,8 +343,17 @@ class Harness:
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        sections = collect_sections(hooks, turn, history)
-        prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        if not continuous:
+            sections = collect_sections(hooks, turn, history)
+            prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        else:  # history travels as messages: the warm transcript, else canonical history
+            lease = turn.session_lease
+            leading = list(lease.session.transcript) if lease is not None and lease.session is not None else leading_messages(history)
+            sections = collect_sections(hooks, turn, ())
+            prompt = compile_prompt(
+                sections, [*leading, user_message], turn.diagnostics,
+                profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
+            )
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
@@ -353,7 +401,7 @@ class Harness:
         answer = Message("assistant", text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._commit(turn, [user, answer])
+        receipt, cancelled = await self._publish(turn, prompt, provided, [user, answer])
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -366,6 +414,12 @@ class Harness:
             steps=step,
             attempt=provided.attempt,
         )
+        if turn.request.isolated:  # nothing was committed, so no after_commit (no memory capture)
+            turn.emit(
+                "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text),
+                committed=False, **provided.event_data(),
+            )
+            return result
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
         for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
             try:
@@ -389,13 +443,53 @@ class Harness:
             raise cancelled
         return result
 
-    async def _commit(self, turn: Turn, messages: list[Message]) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+    async def _publish(
+        self, turn: Turn, prompt: AssembledPrompt, provided: Answer, messages: list[Message]
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit the answered turn, and keep its warm session when the primary's first attempt answered.
+
+        An isolated run commits nothing. An answer from a retry or a fallback model retires the
+        session: that attempt ran stateless, so no transcript holds this turn.
+        """
+        if turn.request.isolated:
+            return CommitReceipt(turn.conversation_id, 0, 0), None
+        lease = turn.session_lease
+        if lease is None:
+            return await self._commit(turn, messages)
+        if provided.attempt > 1:
+            await retire_session(turn, "retry_answered")
+            return await self._commit(turn, messages)
+        session = lease.session
+        appended = [canonical_user_message(turn.request), *provided.tool_loop, Message("assistant", provided.outcome.text)]
+        if session is None:
+            session = WarmSession.start(turn.conversation_id, turn.model)
+            appended[:0] = prompt.messages[: prompt.leading]
+        session.history_tail = history_tail(messages)
+        cancelled: list[asyncio.CancelledError] = []
+
+        async def commit(state: object | None) -> CommitReceipt:
+            receipt, late = await self._commit(turn, messages, provider_session=state)
+            if late is not None:
+                cancelled.append(late)
+            return receipt
+
+        receipt = await lease.backend.publish(turn, session, appended, commit)
+        return receipt, cancelled[0] if cancelled else None
+
+    async def _commit(
+        self, turn: Turn, messages: list[Message], *, provider_session: object | None = None
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
         """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
 
         Returns the receipt and the cancellation to re-raise once the run has completed, if one
         arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        ``provider_session`` (a durable session backend's state) is passed to the store only when set.
         """
-        commit = asyncio.ensure_future(self.agent.history_store.commit(turn.conversation_id, messages))
+        store = self.agent.history_store
+        if provider_session is None:
+            commit = asyncio.ensure_future(store.commit(turn.conversation_id, messages))
+        else:
+            commit = asyncio.ensure_future(store.commit(turn.conversation_id, messages, provider_session=provider_session))  # type: ignore[call-arg]
         cancelled: asyncio.CancelledError | None = None
         while not commit.done():
             try:

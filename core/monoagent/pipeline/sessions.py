@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import attrs
 
+from monoagent.boundary.fences import neutralize_fence_tokens
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import Message
+from monoagent.kernel.model import Message, TurnRequest
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -96,6 +97,42 @@ class WarmSession:
     def start(cls, conversation_id: str, model: str) -> WarmSession:
         """A new, empty session for a cold turn: a fresh epoch at revision 0."""
         return cls(conversation_id, model, new_epoch(), 0, [], "", clock())
+
+
+def canonical_user_message(request: TurnRequest) -> Message:
+    """The current user message as a transcript keeps it: the user's own text with fence tokens
+    neutralised, named by the speaker; never recall, attachments or other per-turn parts."""
+    return Message("user", neutralize_fence_tokens(request.text), name=request.sender.label if request.sender else None)
+
+
+def leading_messages(history: Sequence[Message]) -> list[Message]:
+    """Canonical history as the leading messages of a cold continuous-mode turn.
+
+    User messages get their fence tokens neutralised as the conversation-history section does;
+    assistant messages and continuity accounts go as the host committed them; a host note (the
+    ``system`` message of a compaction summary) goes as a user message, since provider
+    messages carry no system role.
+    """
+    leading = []
+    for message in history:
+        if message.continuity is None and message.role == "user":
+            content = neutralize_fence_tokens(message.content)
+            message = message if content == message.content else attrs.evolve(message, content=content)
+        elif message.role == "system":
+            message = attrs.evolve(message, role="user")
+        leading.append(message)
+    return leading
+
+
+@attrs.define
+class SessionLease:
+    """A run's use of its harness's :class:`SessionBackend`, from :meth:`~SessionBackend.open` on.
+
+    ``session`` is the warm session the run resumes (None: the run is cold and starts one).
+    """
+
+    backend: SessionBackend
+    session: WarmSession | None = None
 
 
 @attrs.frozen
@@ -225,6 +262,52 @@ class InMemorySessionBackend:
     async def close(self) -> None:
         for conversation_id in list(self._sessions):
             self._drop(conversation_id, "disposed")
+
+
+async def open_warm_session(turn: Turn, backend: SessionBackend) -> None:
+    """Resume the conversation's warm session for ``turn`` (a continuous, non-isolated run).
+
+    Sets ``turn.session_lease`` and ``turn.session.warm``. A session bound to another model is
+    retired (``session_boundary`` ``resume_replay``/``model_change``), and so is one whose
+    ``history_tail`` no longer matches the loaded history (``cold``/``history_changed``).
+    """
+    opened = await backend.open(turn)
+    lease = turn.session_lease = SessionLease(backend, opened.session)
+    if opened.boundary is not None:
+        turn.emit("session_boundary", kind=opened.boundary[0], reason=opened.boundary[1])
+    session = opened.session
+    if session is not None and session.model != turn.model:
+        await retire_session(turn, "model_change", kind="resume_replay")
+    elif session is not None and session.history_tail != history_tail(turn.history):
+        await retire_session(turn, "history_changed")
+    turn.session.warm = lease.session is not None
+
+
+async def retire_session(turn: Turn, reason: str, *, kind: BoundaryKind = "cold") -> None:
+    """Retire the run's session (the next turn is cold); a ``session_boundary`` says so when one was warm.
+
+    Nothing happens for a run that opened no session (``per-message`` mode, an isolated run).
+    """
+    lease = turn.session_lease
+    if lease is None:
+        return
+    await lease.backend.retire(turn, reason)
+    if lease.session is not None:
+        turn.emit("session_boundary", kind=kind, reason=reason, epoch=lease.session.epoch)
+    lease.session = None
+    turn.session.warm = False
+
+
+async def retire_settling(turn: Turn, reason: str) -> None:
+    """:func:`retire_session` for a run settling as failed or cancelled: a backend that cannot retire
+    is reported (``runtime_warning`` ``session_retire_failed``), not raised over the run's own error."""
+    try:
+        await retire_session(turn, reason)
+    except Exception as exc:
+        turn.emit(
+            "runtime_warning", code="session_retire_failed", reason=reason,
+            error=turn.agent.redact(f"{type(exc).__name__}: {exc}", "error"),
+        )
 
 
 _WITHHELD: set[tuple[str, str]] = set()
