@@ -53,7 +53,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -88,10 +88,23 @@ from monoagent_plugins.lib.history_records import (
     cap_message,
     envelope_bytes,
     provider_session_json,
-    serialize_message,
+    serialise_message,
     short_id,
     stat_key,
 )
+
+_T = TypeVar("_T")
+
+
+async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` in a worker thread; the store's file I/O never blocks the event loop.
+
+    asyncio is imported here, not with the module: the plugin loads for ``monoagent --help``,
+    which otherwise never needs it (see bench/startup.py).
+    """
+    import asyncio
+
+    return await asyncio.to_thread(work, *args)
 
 
 class FilesHistoryStore(HistoryMaintenance):
@@ -169,15 +182,13 @@ class FilesHistoryStore(HistoryMaintenance):
                 info = None
             if info is not None and stat_key(info) == cached.key and not self._pending_reset(journal):
                 return cached.messages
-        import asyncio
-
-        return await asyncio.to_thread(self._load, conversation_id, on_warning)
+        return await _off_loop(self._load, conversation_id, on_warning)
 
     def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes],
                       provider_session: ProviderSessionState | None = None) -> bytes:
-        """The record: the envelope serialized by json, the already-serialized messages spliced in.
+        """The record: the envelope serialised by json, the already-serialised messages spliced in.
 
-        Messages are serialized once, when they are committed or first read, and reused on every
+        Messages are serialised once, when they are committed or first read, and reused on every
         later commit, so a commit's cost does not grow with the retained window.
         """
         envelope = envelope_bytes(conversation_id, logical, now, provider_session=provider_session_json(provider_session))
@@ -186,7 +197,7 @@ class FilesHistoryStore(HistoryMaintenance):
     def _fragments(self, entry: CachedRecord) -> tuple[bytes, ...]:
         if entry.fragments is not None:
             return entry.fragments
-        return tuple(serialize_message(m) for m in entry.messages)
+        return tuple(serialise_message(m) for m in entry.messages)
 
     def _commit(self, conversation_id: str, new: Sequence[Message], provider_session: ProviderSessionState | None = None) -> CommitReceipt:
         if provider_session is not None and (
@@ -265,7 +276,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return CommitReceipt(conversation_id, len(messages), len(data))
 
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
-        """Each new message cut to the per-message cap with its serialization; one nested deeper
+        """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
         Only tool-call arguments nest (and the envelope and message list take two levels).
         """
@@ -285,9 +296,7 @@ class FilesHistoryStore(HistoryMaintenance):
         self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None
     ) -> CommitReceipt:
         """Append one turn; the record's provider session becomes ``provider_session`` in the same publication."""
-        import asyncio
-
-        return await asyncio.to_thread(self._commit, conversation_id, list(messages), provider_session)
+        return await _off_loop(self._commit, conversation_id, list(messages), provider_session)
 
     def _load_provider_session(self, conversation_id: str) -> ProviderSessionState | None:
         self._ensure_dir()
@@ -299,9 +308,7 @@ class FilesHistoryStore(HistoryMaintenance):
 
     async def load_provider_session(self, conversation_id: str) -> ProviderSessionState | None:
         """The provider session the record is bound to; None without a record, for an unreadable or an unbound one."""
-        import asyncio
-
-        return await asyncio.to_thread(self._load_provider_session, conversation_id)
+        return await _off_loop(self._load_provider_session, conversation_id)
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
@@ -322,9 +329,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
-        import asyncio
-
-        return await asyncio.to_thread(self._list)
+        return await _off_loop(self._list)
 
     def _stats(self) -> HistoryStats:
         self._ensure_dir()
@@ -333,9 +338,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return HistoryStats(len(records), sum(r[1] for r in records), None, stages, stage_bytes)
 
     async def stats(self) -> HistoryStats:
-        import asyncio
-
-        return await asyncio.to_thread(self._stats)
+        return await _off_loop(self._stats)
 
     async def close(self) -> None:
         self._cache.clear()
@@ -354,7 +357,7 @@ class FilesHistoryConfig:
         min=1, max=10_000,
     )
     max_message_bytes: int = setting(
-        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
+        64 * 1024, doc="Cap of one serialised message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
         env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
     )
     max_bytes: int = setting(
