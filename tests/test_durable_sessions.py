@@ -454,6 +454,33 @@ def test_a_transcript_over_the_cap_retires_to_cold(tmp_path):
     run(go())
 
 
+def test_a_transcript_that_cannot_be_written_does_not_cost_the_answer(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+
+    async def go():
+        await Driver(agent, backend_of(agent)).turn("one")
+        backend = backend_of(agent)
+        turn = make_turn(agent)
+        turn.history = tuple(await agent.history_store.load("c1"))
+        opened = await backend.open(turn)
+        _swap_for_symlink(tmp_path, _transcript(tmp_path))  # O_NOFOLLOW refuses to append through it
+        user, reply = Message("user", "two"), Message("assistant", "answer to two")
+        opened.session.history_tail = history_tail([*turn.history, user, reply])
+        events: list = []
+        turn.emitter = lambda kind, data: events.append((kind, data))
+
+        async def commit(state):
+            return await agent.history_store.commit("c1", [user, reply], provider_session=state)
+
+        await backend.publish(turn, opened.session, [user, reply], commit)
+        assert [d["code"] for kind, d in events if kind == "runtime_warning"] == ["session_transcript_not_written"]
+        assert await agent.history_store.load_provider_session("c1") is None and lock_is_free(shard_file(tmp_path))
+        reopened, seen = await Driver(agent, backend_of(agent)).turn("three")
+        assert reopened.session is None and contents(seen) == ["one", "answer to one", "two", "answer to two"]
+
+    run(go())
+
+
 def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
     agent = agent_with_sessions(tmp_path)
 

@@ -21,11 +21,13 @@ it is exactly the one that state names. One turn, as the backend sees it:
 ``publish``
     Append the turn to the transcript (a new file for a new epoch) and fsync it and its
     directory, then commit history together with the next revision, then remove the fence and
-    release the lock. Commits without a session (continuity accounts, a retry's answer,
-    host-only appends) take no session lock: when one landed during the turn, the turn is
-    committed unbound and its transcript retired, so no transcript ever misses a turn. A transcript that would grow over
-    :data:`~monoagent.pipeline.transcript_files.MAX_TRANSCRIPT_BYTES` is retired instead (a
-    ``runtime_warning`` ``session_transcript_too_large``; the record is bound to a fresh, empty epoch).
+    release the lock. A transcript that cannot be written (a full disk, a file planted in its
+    place) or would grow over :data:`~monoagent.pipeline.transcript_files.MAX_TRANSCRIPT_BYTES`
+    does not cost the answer: the turn is committed without a session (``runtime_warning``
+    ``session_transcript_not_written`` / ``session_transcript_too_large``) and the next turn
+    reseeds. Commits without a session (continuity accounts, a retry's answer, host-only
+    appends) take no session lock: when one landed during the turn, the turn is committed
+    unbound and its transcript retired, so no transcript ever misses a turn.
 ``retire``
     Remove the conversation's transcripts (directory fsynced) and, at the end of a turn
     (failed, cancelled, answered by a retry), the fence and the lock.
@@ -51,7 +53,7 @@ from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, Pro
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
 from monoagent.pipeline import sessions
-from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession, new_epoch
+from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession
 from monoagent.pipeline.transcript_files import (
     MAX_TRANSCRIPT_BYTES,
     SHARDS,
@@ -273,19 +275,16 @@ class DurableSessionBackend(InMemorySessionBackend):
         revision = session.revision + 1
         try:
             size = await _settled(asyncio.to_thread(self._append, conversation_id, session, revision, appended))
-        except TranscriptTooLarge as exc:
-            turn.emit("runtime_warning", code="session_transcript_too_large",
-                      message=f"{exc}; the session is retired and the next turn reseeds from history")
-            receipt = await commit(ProviderSessionState(new_epoch(), 0, session.model))
-            self._settle(conversation_id, retire=True)
-            return receipt
+        except (OSError, TranscriptStoreError) as exc:  # the answer is committed all the same, without its session
+            code = "session_transcript_too_large" if isinstance(exc, TranscriptTooLarge) else "session_transcript_not_written"
+            turn.emit("runtime_warning", code=code, message=f"{exc}; the turn is committed without its session and the "
+                      f"next turn reseeds from history")
+            return await self._commit_unbound(conversation_id, commit)
         if await self._history_moved(turn, self._held[conversation_id].history):
             logger.warning("history of conversation {} was committed without its session lock during this turn (a "
                            "continuity account or a host-only append of another process); the turn is committed "
                            "unbound and the next turn reseeds", _short(conversation_id))
-            receipt = await commit(None)
-            self._settle(conversation_id, retire=True)
-            return receipt
+            return await self._commit_unbound(conversation_id, commit)
         receipt = await commit(ProviderSessionState(session.epoch, revision, session.model))
         self._settle(conversation_id, retire=False)
         if self.idle_timeout > 0:
@@ -294,6 +293,12 @@ class DurableSessionBackend(InMemorySessionBackend):
             session.last_used = sessions.clock()
             self._sessions[conversation_id] = session
             self._sizes[conversation_id] = size
+        return receipt
+
+    async def _commit_unbound(self, conversation_id: str, commit: Callable[[Any], Awaitable[CommitReceipt]]) -> CommitReceipt:
+        """Commit the turn without a session, then retire the conversation's transcripts: the next turn is cold."""
+        receipt = await commit(None)
+        self._settle(conversation_id, retire=True)
         return receipt
 
     async def _history_moved(self, turn: Turn, opened: tuple[Message, ...]) -> bool:
