@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -479,6 +480,49 @@ def test_a_transcript_that_cannot_be_written_does_not_cost_the_answer(tmp_path):
         assert reopened.session is None and contents(seen) == ["one", "answer to one", "two", "answer to two"]
 
     run(go())
+
+
+def _age(directory: Path, seconds: float) -> None:
+    for path in [*directory.iterdir(), directory]:
+        then = path.stat(follow_symlinks=False).st_mtime - seconds
+        os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_transcripts_of_conversations_idle_for_30_days_are_swept(tmp_path):
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one", "old"))
+    run(Driver(agent, backend_of(agent)).turn("one", "recent"))
+    _age(conversation_dir(tmp_path, "old"), 31 * 86400)
+    _age(conversation_dir(tmp_path, "recent"), 29 * 86400)
+    assert shard_file(tmp_path, "old") != shard_file(tmp_path, "another")  # the running turn's shard is skipped
+
+    async def go():
+        backend = backend_of(agent)
+        await Driver(agent, backend).turn("one", "another")  # the first open starts the sweep
+        await backend.close()
+
+    run(go())
+    assert not conversation_dir(tmp_path, "old").exists() and conversation_dir(tmp_path, "recent").exists()
+    events: list = []
+    opened, seen = run(Driver(agent, backend_of(agent)).turn("two", "old", events=events))
+    assert opened.session is None and boundaries(events) == [("cold", "revision_mismatch")]
+    assert contents(seen) == ["one", "answer to one"]
+
+
+def test_the_sweep_skips_a_conversation_whose_shard_is_in_use(tmp_path):
+    from monoagent.pipeline.transcript_files import IDLE_SWEEP_SECONDS, TranscriptRoot
+
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    _age(conversation_dir(tmp_path), 31 * 86400)
+    root = TranscriptRoot(tmp_path / "sessions")
+    held = root.lock("c1")
+    try:
+        assert root.sweep(time.time(), IDLE_SWEEP_SECONDS) == (0, 0) and conversation_dir(tmp_path).exists()
+    finally:
+        os.close(held)
+    removed, freed = root.sweep(time.time(), IDLE_SWEEP_SECONDS)
+    assert removed == 1 and freed > 0 and not conversation_dir(tmp_path).exists()
 
 
 def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):

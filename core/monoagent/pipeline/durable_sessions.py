@@ -35,7 +35,10 @@ it is exactly the one that state names. One turn, as the backend sees it:
 A cold turn after any of these seeds canonical history as leading messages and creates the new
 epoch's transcript from them (create-on-miss); a resumed one sends the transcript: either way
 the provider sees each earlier turn once. Evicting an idle session drops only the in-memory
-copy; the next turn resumes from disk. Disk work runs in worker threads; the lock waits in a
+copy; the next turn resumes from disk. Once per process the backend sweeps, in the background,
+the transcripts of conversations idle for 30 days (their next turn reseeds from history), so
+transcripts of pruned, reset or abandoned conversations (a daily-rollover bucket per day) do
+not accumulate. Disk work runs in worker threads; the lock waits in a
 pool of its own, so turns waiting for a busy shard never starve the default executor.
 """
 
@@ -44,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +59,7 @@ from monoagent.kernel.model import Message
 from monoagent.pipeline import sessions
 from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession
 from monoagent.pipeline.transcript_files import (
+    IDLE_SWEEP_SECONDS,
     MAX_TRANSCRIPT_BYTES,
     SHARDS,
     Fence,
@@ -152,21 +157,28 @@ class DurableSessionBackend(InMemorySessionBackend):
         idle_timeout_ms: int,
         *,
         max_transcript_bytes: int = MAX_TRANSCRIPT_BYTES,
+        sweep_after: float = IDLE_SWEEP_SECONDS,
     ) -> None:
         super().__init__(idle_timeout_ms)
         self.store = store
         self.files = TranscriptRoot(root, max_bytes=max_transcript_bytes)
         self._held: dict[str, _Hold] = {}
         self._sizes: dict[str, int] = {}
+        self.sweep_after = sweep_after
         self._lockers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._sweep: concurrent.futures.Future[None] | None = None
 
     # ------------------------------------------------------------------ the lock
 
-    async def _acquire(self, conversation_id: str) -> int:
-        """The conversation's shard lock, waited for in the lock pool; a cancelled wait releases it when it comes."""
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The backend's own threads: lock waits and the idle sweep, never the default executor's."""
         if self._lockers is None:
             self._lockers = concurrent.futures.ThreadPoolExecutor(max_workers=SHARDS, thread_name_prefix="session-lock")
-        future = asyncio.get_running_loop().run_in_executor(self._lockers, self.files.lock, conversation_id)
+        return self._lockers
+
+    async def _acquire(self, conversation_id: str) -> int:
+        """The conversation's shard lock, waited for in the lock pool; a cancelled wait releases it when it comes."""
+        future = asyncio.get_running_loop().run_in_executor(self._pool(), self.files.lock, conversation_id)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -190,6 +202,8 @@ class DurableSessionBackend(InMemorySessionBackend):
             logger.warning("the session lock of conversation {} was still held by an earlier turn; released",
                            _short(conversation_id))
             self._release(conversation_id)
+        if self._sweep is None:  # once per backend, in the background: it never waits for a lock
+            self._sweep = self._pool().submit(self._sweep_idle)
         lock = await self._acquire(conversation_id)
         try:
             await self._reload_history(turn)
@@ -205,6 +219,14 @@ class DurableSessionBackend(InMemorySessionBackend):
         else:
             self._sizes[conversation_id] = size
         return opened
+
+    def _sweep_idle(self) -> None:
+        """Remove transcripts of conversations idle for longer than ``sweep_after`` seconds (see ``TranscriptRoot.sweep``)."""
+        try:
+            self.files.sweep(time.time(), self.sweep_after)
+        except Exception as exc:  # a sweep that fails removes less; the turns are unaffected
+            logger.warning("the sweep of idle session transcripts under {} failed ({}: {}); nothing else is affected",
+                           self.files.root, type(exc).__name__, exc)
 
     async def _reload_history(self, turn: Turn) -> None:
         """Read history again under the lock: another process may have committed while this turn waited for it.
@@ -359,6 +381,8 @@ class DurableSessionBackend(InMemorySessionBackend):
         await super().close()
         for conversation_id in list(self._held):
             self._release(conversation_id)
+        if self._sweep is not None and not self._sweep.done():
+            await asyncio.wrap_future(self._sweep)  # short: it never waits for a lock
         if self._lockers is not None:
             self._lockers.shutdown(wait=False, cancel_futures=True)
             self._lockers = None

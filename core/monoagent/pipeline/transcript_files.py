@@ -50,6 +50,8 @@ SHARDS = 16
 FORMAT_VERSION = 1
 MAX_TRANSCRIPT_BYTES = 16 * 1024 * 1024
 """The largest transcript resumed or appended to (16 MiB); a larger one is retired and the turn goes cold."""
+IDLE_SWEEP_SECONDS = 30 * 86400
+"""Transcripts of conversations idle for longer (30 days) are removed by the sweep a backend starts once per process."""
 MAX_FENCE_BYTES = 4096
 MAX_DEPTH = 128
 FENCE = "fence"
@@ -135,21 +137,27 @@ class TranscriptRoot:
 
     def lock(self, conversation_id: str) -> int:
         """Take the conversation's shard lock (blocking); returns the descriptor whose closing releases it."""
+        fd = self._lock_file(conversation_digest(conversation_id))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _lock_file(self, digest: str) -> int:
+        """An open descriptor of the shard lock file of the conversation ``digest`` (not locked yet)."""
         self.ensure()
-        shard = int(conversation_digest(conversation_id)[:8], 16) % SHARDS
+        shard = int(digest[:8], 16) % SHARDS
         path = os.path.join(self.root, LOCKS, f"shard-{shard:02d}.lock")
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | O_CLOEXEC, 0o600)
         except OSError as exc:
             raise TranscriptStoreError(f"session lock file {path} cannot be opened safely: {exc.strerror}") from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
-                raise TranscriptStoreError(f"session lock file {path} is not a regular file of this user; move it away")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
             os.close(fd)
-            raise
+            raise TranscriptStoreError(f"session lock file {path} is not a regular file of this user; move it away")
         return fd
 
     @contextlib.contextmanager
@@ -379,22 +387,74 @@ class TranscriptRoot:
         self.ensure()
         transcripts = freed = 0
         for name in self._entries_of_root():
-            path = os.path.join(self.root, name)
+            removed = self._remove_directory(name)
+            transcripts, freed = transcripts + removed[0], freed + removed[1]
+        return transcripts, freed
+
+    def sweep(self, now: float, max_idle: float) -> tuple[int, int]:
+        """Remove the directories of conversations idle for more than ``max_idle`` seconds at ``now``.
+
+        Idle means nothing in the directory changed since (the directory, its fence and its
+        transcripts by mtime). A directory is removed only under its shard lock, taken without
+        waiting: a shard in use by a turn is skipped this time. Removing a transcript only ever
+        costs a cold reseed (its record names a transcript that is gone). Returns (transcripts, bytes).
+        """
+        if not os.path.lexists(self.root):
+            return 0, 0
+        self.ensure()
+        transcripts = freed = 0
+        for name in self._entries_of_root():
+            if self._newest_change(name) > now - max_idle:
+                continue
+            lock = self._lock_file(name)
+            try:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                if self._newest_change(name) <= now - max_idle:
+                    removed = self._remove_directory(name)
+                    transcripts, freed = transcripts + removed[0], freed + removed[1]
+            finally:
+                os.close(lock)
+        if transcripts:
+            logger.info("removed {} session transcript(s) idle for over {:.0f} days, {} bytes", transcripts,
+                        max_idle / 86400, freed)
+        return transcripts, freed
+
+    def _newest_change(self, name: str) -> float:
+        """The newest mtime of a conversation directory and its entries (``inf`` when it is not one of ours)."""
+        path = os.path.join(self.root, name)
+        try:
             info = os.lstat(path)
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != self._uid:
-                logger.warning("{} is not a session directory of this user; left untouched", path)
-                continue
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC)
-            try:
-                for entry in self._entries(fd):
-                    size = self._remove(fd, entry)
-                    if TRANSCRIPT_NAME.fullmatch(entry):
-                        transcripts += 1
-                        freed += size
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rmdir(path)
+                return float("inf")
+            newest = info.st_mtime
+            for entry in os.scandir(path):
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+        except FileNotFoundError:
+            return float("inf")
+        return newest
+
+    def _remove_directory(self, name: str) -> tuple[int, int]:
+        """Remove one conversation directory (of this user) and its entries; returns (transcripts, bytes)."""
+        path = os.path.join(self.root, name)
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != self._uid:
+            logger.warning("{} is not a session directory of this user; left untouched", path)
+            return 0, 0
+        transcripts = freed = 0
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | O_CLOEXEC)
+        try:
+            for entry in self._entries(fd):
+                size = self._remove(fd, entry)
+                if TRANSCRIPT_NAME.fullmatch(entry):
+                    transcripts += 1
+                    freed += size
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rmdir(path)
         return transcripts, freed
 
 
