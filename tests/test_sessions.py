@@ -16,7 +16,7 @@ from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CompactionOutcome
-from monoagent.kernel.model import Section, ToolSpec, TurnRequest, UserMessagePart
+from monoagent.kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
 from monoagent.pipeline import provider_call, sessions
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
@@ -460,13 +460,14 @@ def test_a_cancelled_turn_retires_the_session(tmp_path, anthropic):
 
 
 class KeepLastTwo:
-    """A compaction policy chosen on every turn with more than two messages: keeps the last two."""
+    """A compaction policy chosen on every turn with more than two messages: a summary note, then the last two."""
 
     @hookimpl
     def register_compaction_policies(self, register):
         class Policy:
             async def compact(self, turn, history, budget):
-                return CompactionOutcome(tuple(history[-2:]), applied=True, method="keep-last-two")
+                note = Message("system", "Summary of earlier conversation:\nthe user said first")
+                return CompactionOutcome((note, *history[-2:]), applied=True, method="keep-last-two")
 
         register("keep-last-two", lambda agent: Policy())
 
@@ -483,4 +484,7 @@ def test_compaction_on_a_warm_turn_retires_the_session_and_sends_the_compacted_v
     events: list = []
     say(agent, "third", events)
     assert boundaries(events) == [("cold", "compaction")]
-    assert [texts(m)[0] for m in anthropic.requests[-1].json["messages"]] == ["second", "two", "third"]
+    messages = anthropic.requests[-1].json["messages"]  # the summary goes as a user message, merged with the next
+    assert [texts(m) for m in messages] == [
+        ["Summary of earlier conversation:\nthe user said first", "second"], ["two"], ["third"],
+    ]

@@ -173,6 +173,11 @@ class SessionBackend(Protocol):
         reading); returns ``(conversation_id, reason)`` of each, after logging it.
     ``close()``
         Drop everything (reason ``disposed``); the harness calls it when the Agent closes.
+
+    Every run that called ``open`` ends with ``publish`` or ``retire`` (a run that retired its
+    session while preparing, on a model change say, may still publish a new one), except a run
+    cancelled after its commit was durable. Calls for one conversation never overlap: the
+    harness runs one turn per conversation at a time.
     """
 
     durable: bool
