@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralise_fence_tokens
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, TurnRequest
 
@@ -102,7 +102,7 @@ class WarmSession:
 def canonical_user_message(request: TurnRequest) -> Message:
     """The current user message as a transcript keeps it: the user's own text with fence tokens
     neutralised, named by the speaker; never recall, attachments or other per-turn parts."""
-    return Message("user", neutralize_fence_tokens(request.text), name=request.sender.label if request.sender else None)
+    return Message("user", neutralise_fence_tokens(request.text), name=request.sender.label if request.sender else None)
 
 
 def leading_messages(history: Sequence[Message]) -> list[Message]:
@@ -116,7 +116,7 @@ def leading_messages(history: Sequence[Message]) -> list[Message]:
     leading = []
     for message in history:
         if message.continuity is None and message.role == "user":
-            content = neutralize_fence_tokens(message.content)
+            content = neutralise_fence_tokens(message.content)
             message = message if content == message.content else attrs.evolve(message, content=content)
         elif message.role == "system":
             message = attrs.evolve(message, role="user")
