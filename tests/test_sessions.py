@@ -488,3 +488,46 @@ def test_compaction_on_a_warm_turn_retires_the_session_and_sends_the_compacted_v
     assert [texts(m) for m in messages] == [
         ["Summary of earlier conversation:\nthe user said first", "second"], ["two"], ["third"],
     ]
+
+
+def test_a_session_in_use_is_not_evicted_by_another_conversations_sweep(tmp_path, anthropic, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(sessions, "clock", lambda: now[0])
+    released = asyncio.Event()
+
+    class Slow:
+        @hookimpl
+        def register_tools(self, register):
+            async def wait(context):
+                await released.wait()
+                return "waited"
+
+            register(ToolSpec("wait", "Wait for the host."), wait)
+
+    agent = anthropic_agent(tmp_path, anthropic, session={"idleTimeoutMs": 1_000}, plugins=[Slow()])
+    answer(anthropic, "one")
+    say(agent, "first", conversation="long")
+    anthropic.enqueue(
+        Reply(tool_calls=(ScriptedToolCall("toolu_W", "wait", ("{}",)),)),  # the long turn's first step
+        Reply(text_pieces=("other",)),  # the other conversation's turn, while the long one waits
+        Reply(text_pieces=("two",)),  # the long turn's answer
+    )
+
+    async def overlapping():
+        waiting = asyncio.Event()
+        long_turn = asyncio.create_task(agent.respond(
+            TurnRequest("second", conversation_id="long"),
+            on_event=lambda e: e.type == "tool_call" and waiting.set(),
+        ))
+        await waiting.wait()
+        now[0] += 5.0  # the long conversation's session was last used 5 s ago, its turn still runs
+        await agent.respond(TurnRequest("hello", conversation_id="other"))
+        released.set()
+        await long_turn
+
+    asyncio.run(overlapping())
+    events: list = []
+    answer(anthropic, "three")
+    say(agent, "third", events, conversation="long")
+    assert [e for e in events if e.type in ("session_status", "session_boundary")] == []
+    assert texts(anthropic.requests[-1].json["messages"][0]) == ["first"]  # still the warm transcript
