@@ -427,9 +427,9 @@ class ProviderCall:
                 self.activity.append(activity)
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
-                answer = tool_message(call, result)
-                messages.append(answer)
-                attempt.tool_loop.append(answer)
+                result_message = tool_message(call, result)
+                messages.append(result_message)
+                attempt.tool_loop.append(result_message)
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
         """``calls`` with ids unique in the run: a reused one (in this step or an earlier one) gets
