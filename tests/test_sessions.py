@@ -531,3 +531,24 @@ def test_a_session_in_use_is_not_evicted_by_another_conversations_sweep(tmp_path
     say(agent, "third", events, conversation="long")
     assert [e for e in events if e.type in ("session_status", "session_boundary")] == []
     assert texts(anthropic.requests[-1].json["messages"][0]) == ["first"]  # still the warm transcript
+
+
+def test_an_openai_warm_request_carries_the_native_tool_calls_and_results(tmp_path, openai):
+    agent = fresh_agent(
+        tmp_path,
+        config={"runtime": {"model": "openai:gpt-x"}, "providers": {"openai": {"baseUrl": f"{openai.url}/v1"}}},
+        env={"OPENAI_API_KEY": "sk-test"},
+        plugins=[Dictionary()],
+    )
+    openai.enqueue(
+        Reply(tool_calls=(ScriptedToolCall("call_1", "lookup", ('{"word": "café"}',)),)),
+        Reply(text_pieces=("It means a coffee house.",)),
+        Reply(text_pieces=("You are welcome.",)),
+    )
+    say(agent, "What does café mean?")
+    say(agent, "Thanks!")
+    messages = openai.requests[-1].json["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert messages[2]["tool_calls"][0]["id"] == "call_1" and messages[2]["tool_calls"][0]["function"]["name"] == "lookup"
+    assert (messages[3]["tool_call_id"], messages[3]["content"]) == ("call_1", "a coffee house")
+    assert messages[4]["content"] == "It means a coffee house."
