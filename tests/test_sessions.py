@@ -552,3 +552,38 @@ def test_an_openai_warm_request_carries_the_native_tool_calls_and_results(tmp_pa
     assert messages[2]["tool_calls"][0]["id"] == "call_1" and messages[2]["tool_calls"][0]["function"]["name"] == "lookup"
     assert (messages[3]["tool_call_id"], messages[3]["content"]) == ("call_1", "a coffee house")
     assert messages[4]["content"] == "It means a coffee house."
+
+
+def test_a_context_overflow_on_a_warm_turn_retires_it_and_retries_cold_from_the_compacted_history(tmp_path, anthropic):
+    class Facts:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("facts", f"Turn facts: {turn.request.text}", order=650, stability="dynamic", source="facts")
+
+    compaction = {"contextWindowOverride": 4096, "responseReserveTokens": 0}
+    agent = anthropic_agent(tmp_path, anthropic, runtime={"model": MODEL, "compaction": compaction}, plugins=[Facts()])
+    seeded = []
+    for n in range(5):
+        seeded += [Message("user", f"question {n} " + "q" * 400), Message("assistant", f"answer {n} " + "a" * 400)]
+    asyncio.run(agent.history_store.commit("c", seeded))
+    answer(anthropic, "one")
+    say(agent, "first")
+    anthropic.enqueue(
+        Reply(status=400, context_limit=True),  # the warm transcript no longer fits
+        Reply(text_pieces=("The user asked five questions.",)),  # the summariser
+        Reply(text_pieces=("two",)),
+    )
+    events: list = []
+    assert say(agent, "second", events).text == "two"
+    assert boundaries(events) == [("cold", "compaction")]
+    refused, _summary, retried = (request.json for request in anthropic.requests[1:4])
+    assert texts(refused["messages"][0])[0].startswith("question 0 ")  # the transcript
+    assert texts(retried["messages"][0])[0].startswith("Summary of earlier conversation:")  # cold, compacted
+    assert texts(retried["messages"][-1]) == ["Turn facts: second\n\nsecond"]  # the dynamic block once, not twice
+    answer(anthropic, "three")
+    events = []
+    say(agent, "third", events)
+    assert boundaries(events) == []  # the retried answer started a new warm session
+    warm = anthropic.requests[-1].json["messages"]
+    assert strip_marks(warm[: len(retried["messages"]) - 1]) == strip_marks(retried["messages"][:-1])
+    assert [texts(m)[-1] for m in warm[-3:]] == ["second", "two", "Turn facts: third\n\nthird"]

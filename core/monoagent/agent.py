@@ -261,7 +261,8 @@ class Agent:
         ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
         tool-history store is read first, so an unreadable one fails the reset before either
         store is touched. Returns the message store's ``HistoryResetReport`` and the tool
-        history's clear report (None when tool history is off). Other conversations are untouched.
+        history's clear report (None when tool history is off); the ``after_history_reset`` hook
+        then tells plugins (stored summaries go with it). Other conversations are untouched.
         The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
         """
         from monoagent.kernel.errors import HistoryStoreError
@@ -281,7 +282,13 @@ class Agent:
             await await_me_maybe(tool_history.stats())
         report = await reset_logical(logical)
         tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
+        await self.after_history_reset(logical)
         return report, tool
+
+    async def after_history_reset(self, logical_conversation_id: str | None) -> None:
+        """Tell every plugin that a logical session's history (None: all history) was reset or cleared."""
+        for value in self.hooks.after_history_reset(agent=self, logical_conversation_id=logical_conversation_id):
+            await await_me_maybe(value)
 
     async def aclose(self) -> None:
         """Release resources: the ``shutdown`` hook, the warm sessions, then the history and tool-history stores and the memory tiers."""

@@ -4,8 +4,9 @@ channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per con
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
 resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
-compaction -> sections -> assembly and manifest -> execution slot
-(``concurrency.maxConcurrentRuns``) -> provider steps (:mod:`monoagent.pipeline.provider_call`) with
+user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
+-> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
+(:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
 (history publish, events, ``after_commit``).
 
@@ -51,7 +52,8 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
+from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
 from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.pipeline.provider_call import Answer, ProviderCall, partial_event_data
@@ -74,7 +76,6 @@ if TYPE_CHECKING:
 
 RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
-DEFAULT_CONTEXT_WINDOW = 200_000
 
 EventCallback = Callable[[RunEvent], Any]
 
@@ -315,8 +316,7 @@ class Harness:
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
-        continuous = turn.session.mode == "continuous"
-        if open_session and continuous and not turn.request.isolated:
+        if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
@@ -330,9 +330,6 @@ class Harness:
                 hits=[{"source": h.source, "bytes": utf8_len(h.text)} for h in turn.recalled],
                 bytes=sum(utf8_len(h.text) for h in turn.recalled),
             )
-        history = await self._compact(turn, turn.history)
-        if turn.session.warm and history is not turn.history:  # compaction rewrote what the transcript holds
-            await retire_session(turn, "compaction")
         parts: list[UserMessagePart] = []
         for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             if isinstance(part, UserMessagePart):
@@ -343,45 +340,48 @@ class Harness:
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        if not continuous:
-            sections = collect_sections(hooks, turn, history)
-            prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
-        else:  # history travels as messages: the warm transcript, else canonical history
-            lease = turn.session_lease
-            leading = list(lease.session.transcript) if lease is not None and lease.session is not None else leading_messages(history)
-            sections = collect_sections(hooks, turn, ())
-            prompt = compile_prompt(
-                sections, [*leading, user_message], turn.diagnostics,
-                profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
-            )
+        compacted = await self._compact(turn, turn.history, user_message)
+        prompt = compacted.prompt
+        if compacted.applied and turn.session.warm:  # the transcript holds what compaction just replaced
+            await retire_session(turn, "compaction")
+            prompt = self._assemble(turn, compacted.messages, user_message)
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    async def _compact(self, turn: Turn, history: tuple[Message, ...]) -> tuple[Message, ...]:
-        if not history:
-            return history
-        agent = self.agent
-        cfg = agent.config.runtime.compaction
-        window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
-        budget = max(window - cfg.response_reserve_tokens, 0)
-        tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
-        choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
-        if choice == "none":
-            turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
-            return history
-        policy = agent.compaction_policy(choice)
-        outcome = await policy.compact(turn, history, budget)
-        turn.emit(
-            "context_compaction",
-            applied=outcome.applied,
-            policy=choice,
-            method=outcome.method,
-            history_tokens=tokens,
-            budget=budget,
-            before=len(history),
-            after=len(outcome.messages),
+    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
+        """The request built from ``history``: sections, then the current user message last.
+
+        In continuous mode the history travels as leading messages instead of the history
+        section, and on a warm turn the session's transcript stands in for it.
+        """
+        hooks = self.agent.hooks
+        if turn.session.mode != "continuous":
+            sections = collect_sections(hooks, turn, history)
+            return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        lease = turn.session_lease
+        leading = list(lease.session.transcript) if lease is not None and lease.session is not None else leading_messages(history)
+        return compile_prompt(
+            collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
+            profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
         )
-        return tuple(outcome.messages)
+
+    async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
+        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+
+    async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
+        """The reactive compaction step: a smaller request after a context overflow, or None.
+
+        A warm turn's session is retired first: its transcript is what overflowed, so the smaller
+        request is built cold from the compacted history.
+        """
+        if turn.session.warm:
+            await retire_session(turn, "compaction")
+        user_message = current_user_message(refused)
+        smaller = await compact_reactively(turn, refused, lambda view: self._assemble(turn, view, user_message))
+        if smaller is not None:
+            turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
+        return smaller
 
     async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
@@ -389,7 +389,8 @@ class Harness:
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        provided = await ProviderCall(turn, prompt, ToolLoop(turn)).run()  # retries, fallbacks, the tool loop
+        call = ProviderCall(turn, prompt, ToolLoop(turn), compact=lambda refused: self._compact_after_overflow(turn, refused))
+        provided = await call.run()  # retries, fallbacks, the tool loop, one reactive compaction
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
         if not outcome.text.strip():
             raise EmptyResponse(
@@ -401,7 +402,7 @@ class Harness:
         answer = Message("assistant", text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._publish(turn, prompt, provided, [user, answer])
+        receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -410,7 +411,7 @@ class Harness:
             model=provided.model,
             usage=usage,
             tool_activity=tuple(activity),
-            manifest=prompt.manifest,
+            manifest=call.prompt.manifest,
             steps=step,
             attempt=provided.attempt,
         )
