@@ -479,11 +479,13 @@ class KeepLastTwo:
 def test_compaction_on_a_warm_turn_retires_the_session_and_sends_the_compacted_view(tmp_path, anthropic):
     agent = anthropic_agent(tmp_path, anthropic, plugins=[KeepLastTwo()])
     answer(anthropic, "one", "two", "three")
-    say(agent, "first")
+    say(agent, "first " + "long " * 400)  # what the compaction drops
     say(agent, "second")
     events: list = []
     say(agent, "third", events)
     assert boundaries(events) == [("cold", "compaction")]
+    (report,) = [e.data for e in events if e.type == "context_compaction_applied"]
+    assert report["applied"] is True and report["tokens_after"] < report["tokens_before"]  # measured cold, not warm
     messages = anthropic.requests[-1].json["messages"]  # the summary goes as a user message, merged with the next
     assert [texts(m) for m in messages] == [
         ["Summary of earlier conversation:\nthe user said first", "second"], ["two"], ["third"],

@@ -348,26 +348,40 @@ class Harness:
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
+    def _assemble(
+        self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
+    ) -> AssembledPrompt:
         """The request built from ``history``: sections, then the current user message last.
 
         In continuous mode the history travels as leading messages instead of the history
-        section, and on a warm turn the session's transcript stands in for it.
+        section, and on a warm turn (unless ``resume`` is false: ``history`` is a compacted
+        view the transcript does not hold) the session's transcript stands in for it.
         """
         hooks = self.agent.hooks
         if turn.session.mode != "continuous":
             sections = collect_sections(hooks, turn, history)
             return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
         lease = turn.session_lease
-        leading = list(lease.session.transcript) if lease is not None and lease.session is not None else leading_messages(history)
+        session = lease.session if resume and lease is not None else None
+        leading = list(session.transcript) if session is not None else leading_messages(history)
         return compile_prompt(
             collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
             profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
         )
 
     async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
-        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
-        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history.
+
+        The step assembles the view it was given first, then, when a policy applied, the
+        compacted one: only the first is what a warm transcript stands for.
+        """
+        views: list[tuple[Message, ...]] = []
+
+        def assemble(view: tuple[Message, ...]) -> AssembledPrompt:
+            views.append(view)
+            return self._assemble(turn, view, user_message, resume=view is views[0])
+
+        return await compact_proactively(turn, history, assemble)
 
     async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
         """The reactive compaction step: a smaller request after a context overflow, or None.
