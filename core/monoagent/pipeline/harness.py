@@ -3,12 +3,13 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+resolution (daily bucket) -> history load -> warm session (continuous mode,
+:mod:`monoagent.pipeline.sessions`) -> offered tools (``filter_tools``) -> memory recall ->
 user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
 -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
 (:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
-(history publish, events, ``after_commit``).
+(history publish and the warm session's transcript, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
