@@ -16,7 +16,7 @@ from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CompactionOutcome
-from monoagent.kernel.model import Section, ToolSpec, TurnRequest, UserMessagePart
+from monoagent.kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
 from monoagent.pipeline import provider_call, sessions
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
@@ -460,13 +460,14 @@ def test_a_cancelled_turn_retires_the_session(tmp_path, anthropic):
 
 
 class KeepLastTwo:
-    """A compaction policy chosen on every turn with more than two messages: keeps the last two."""
+    """A compaction policy chosen on every turn with more than two messages: a summary note, then the last two."""
 
     @hookimpl
     def register_compaction_policies(self, register):
         class Policy:
             async def compact(self, turn, history, budget):
-                return CompactionOutcome(tuple(history[-2:]), applied=True, method="keep-last-two")
+                note = Message("system", "Summary of earlier conversation:\nthe user said first")
+                return CompactionOutcome((note, *history[-2:]), applied=True, method="keep-last-two")
 
         register("keep-last-two", lambda agent: Policy())
 
@@ -478,9 +479,113 @@ class KeepLastTwo:
 def test_compaction_on_a_warm_turn_retires_the_session_and_sends_the_compacted_view(tmp_path, anthropic):
     agent = anthropic_agent(tmp_path, anthropic, plugins=[KeepLastTwo()])
     answer(anthropic, "one", "two", "three")
-    say(agent, "first")
+    say(agent, "first " + "long " * 400)  # what the compaction drops
     say(agent, "second")
     events: list = []
     say(agent, "third", events)
     assert boundaries(events) == [("cold", "compaction")]
-    assert [texts(m)[0] for m in anthropic.requests[-1].json["messages"]] == ["second", "two", "third"]
+    (report,) = [e.data for e in events if e.type == "context_compaction_applied"]
+    assert report["applied"] is True and report["tokens_after"] < report["tokens_before"]  # measured cold, not warm
+    messages = anthropic.requests[-1].json["messages"]  # the summary goes as a user message, merged with the next
+    assert [texts(m) for m in messages] == [
+        ["Summary of earlier conversation:\nthe user said first", "second"], ["two"], ["third"],
+    ]
+
+
+def test_a_session_in_use_is_not_evicted_by_another_conversations_sweep(tmp_path, anthropic, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(sessions, "clock", lambda: now[0])
+    released = asyncio.Event()
+
+    class Slow:
+        @hookimpl
+        def register_tools(self, register):
+            async def wait(context):
+                await released.wait()
+                return "waited"
+
+            register(ToolSpec("wait", "Wait for the host."), wait)
+
+    agent = anthropic_agent(tmp_path, anthropic, session={"idleTimeoutMs": 1_000}, plugins=[Slow()])
+    answer(anthropic, "one")
+    say(agent, "first", conversation="long")
+    anthropic.enqueue(
+        Reply(tool_calls=(ScriptedToolCall("toolu_W", "wait", ("{}",)),)),  # the long turn's first step
+        Reply(text_pieces=("other",)),  # the other conversation's turn, while the long one waits
+        Reply(text_pieces=("two",)),  # the long turn's answer
+    )
+
+    async def overlapping():
+        waiting = asyncio.Event()
+        long_turn = asyncio.create_task(agent.respond(
+            TurnRequest("second", conversation_id="long"),
+            on_event=lambda e: e.type == "tool_call" and waiting.set(),
+        ))
+        await waiting.wait()
+        now[0] += 5.0  # the long conversation's session was last used 5 s ago, its turn still runs
+        await agent.respond(TurnRequest("hello", conversation_id="other"))
+        released.set()
+        await long_turn
+
+    asyncio.run(overlapping())
+    events: list = []
+    answer(anthropic, "three")
+    say(agent, "third", events, conversation="long")
+    assert [e for e in events if e.type in ("session_status", "session_boundary")] == []
+    assert texts(anthropic.requests[-1].json["messages"][0]) == ["first"]  # still the warm transcript
+
+
+def test_an_openai_warm_request_carries_the_native_tool_calls_and_results(tmp_path, openai):
+    agent = fresh_agent(
+        tmp_path,
+        config={"runtime": {"model": "openai:gpt-x"}, "providers": {"openai": {"baseUrl": f"{openai.url}/v1"}}},
+        env={"OPENAI_API_KEY": "sk-test"},
+        plugins=[Dictionary()],
+    )
+    openai.enqueue(
+        Reply(tool_calls=(ScriptedToolCall("call_1", "lookup", ('{"word": "café"}',)),)),
+        Reply(text_pieces=("It means a coffee house.",)),
+        Reply(text_pieces=("You are welcome.",)),
+    )
+    say(agent, "What does café mean?")
+    say(agent, "Thanks!")
+    messages = openai.requests[-1].json["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert messages[2]["tool_calls"][0]["id"] == "call_1" and messages[2]["tool_calls"][0]["function"]["name"] == "lookup"
+    assert (messages[3]["tool_call_id"], messages[3]["content"]) == ("call_1", "a coffee house")
+    assert messages[4]["content"] == "It means a coffee house."
+
+
+def test_a_context_overflow_on_a_warm_turn_retires_it_and_retries_cold_from_the_compacted_history(tmp_path, anthropic):
+    class Facts:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("facts", f"Turn facts: {turn.request.text}", order=650, stability="dynamic", source="facts")
+
+    compaction = {"contextWindowOverride": 4096, "responseReserveTokens": 0}
+    agent = anthropic_agent(tmp_path, anthropic, runtime={"model": MODEL, "compaction": compaction}, plugins=[Facts()])
+    seeded = []
+    for n in range(5):
+        seeded += [Message("user", f"question {n} " + "q" * 400), Message("assistant", f"answer {n} " + "a" * 400)]
+    asyncio.run(agent.history_store.commit("c", seeded))
+    answer(anthropic, "one")
+    say(agent, "first")
+    anthropic.enqueue(
+        Reply(status=400, context_limit=True),  # the warm transcript no longer fits
+        Reply(text_pieces=("The user asked five questions.",)),  # the summariser
+        Reply(text_pieces=("two",)),
+    )
+    events: list = []
+    assert say(agent, "second", events).text == "two"
+    assert boundaries(events) == [("cold", "compaction")]
+    refused, _summary, retried = (request.json for request in anthropic.requests[1:4])
+    assert texts(refused["messages"][0])[0].startswith("question 0 ")  # the transcript
+    assert texts(retried["messages"][0])[0].startswith("Summary of earlier conversation:")  # cold, compacted
+    assert texts(retried["messages"][-1]) == ["Turn facts: second\n\nsecond"]  # the dynamic block once, not twice
+    answer(anthropic, "three")
+    events = []
+    say(agent, "third", events)
+    assert boundaries(events) == []  # the retried answer started a new warm session
+    warm = anthropic.requests[-1].json["messages"]
+    assert strip_marks(warm[: len(retried["messages"]) - 1]) == strip_marks(retried["messages"][:-1])
+    assert [texts(m)[-1] for m in warm[-3:]] == ["second", "two", "Turn facts: third\n\nthird"]

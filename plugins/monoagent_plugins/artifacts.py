@@ -90,16 +90,16 @@ class ArtifactWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._flushed_at_exit = False
+        self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
 
     def submit(self, root: Path, event: RunEvent) -> None:
-        thread = self._thread
-        if thread is None or not thread.is_alive():
+        if not self._serving:
             self._start()
         self._queue.put((root, event))
 
     def _start(self) -> None:
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            if self._serving:
                 return
             if not self._flushed_at_exit:
                 atexit.register(self.flush)
@@ -110,6 +110,7 @@ class ArtifactWriter:
                     "started a new one"
                 )
             self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
+            self._serving = True
             self._thread.start()
 
     def forget_parent(self) -> None:
@@ -118,6 +119,7 @@ class ArtifactWriter:
         self._queue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread = None
+        self._serving = False
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -141,6 +143,12 @@ class ArtifactWriter:
         return True
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._serving = False  # whatever ended the loop, the next event starts a new writer
+
+    def _serve(self) -> None:
         pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()

@@ -183,3 +183,15 @@ def compile_prompt(
         history_messages=history_messages,
     )
     return AssembledPrompt(stable_text, dynamic_text, BOUNDARY, tuple(messages), tuple(sections), manifest, leading)
+
+
+def current_user_message(prompt: AssembledPrompt) -> Message:
+    """The current user message of ``prompt`` as rendered, without the dynamic sections that the
+    ``continuous`` profile put in front of it: what to compile a rebuilt request around."""
+    user = prompt.messages[-1] if prompt.messages else Message("user", "")
+    if prompt.manifest.profile != CONTINUOUS_PROFILE:
+        return user
+    block = SEPARATOR.join(s.text for s in prompt.sections if s.stability == "dynamic")
+    if block and user.content.startswith(block + SEPARATOR):
+        return attrs.evolve(user, content=user.content[len(block) + len(SEPARATOR) :])
+    return user

@@ -3,12 +3,13 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+resolution (daily bucket) -> history load -> warm session (continuous mode,
+:mod:`monoagent.pipeline.sessions`) -> offered tools (``filter_tools``) -> memory recall ->
 user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
 -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
 (:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
-(history publish, events, ``after_commit``).
+(history publish and the warm session's transcript, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
@@ -32,9 +33,9 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -52,7 +53,7 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
 from monoagent.pipeline.continuity_account import settlement_code
@@ -78,6 +79,7 @@ RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
 
 EventCallback = Callable[[RunEvent], Any]
+T = TypeVar("T")
 
 
 _run_ids = random.Random(os.urandom(16))
@@ -316,8 +318,7 @@ class Harness:
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
-        continuous = turn.session.mode == "continuous"
-        if open_session and continuous and not turn.request.isolated:
+        if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
@@ -343,38 +344,56 @@ class Harness:
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
         compacted = await self._compact(turn, turn.history, user_message)
         prompt = compacted.prompt
-        if compacted.applied and turn.session.warm:  # compaction rewrote what the transcript holds: go cold
+        if compacted.applied and turn.session.warm:  # the transcript holds what compaction just replaced
             await retire_session(turn, "compaction")
             prompt = self._assemble(turn, compacted.messages, user_message)
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
+    def _assemble(
+        self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
+    ) -> AssembledPrompt:
         """The request built from ``history``: sections, then the current user message last.
 
-        In continuous mode history travels as messages: the warm transcript, else ``history`` as
-        leading messages; per-message mode renders it in the history section.
+        In continuous mode the history travels as leading messages instead of the history
+        section, and on a warm turn (unless ``resume`` is false: ``history`` is a compacted
+        view the transcript does not hold) the session's transcript stands in for it.
         """
         hooks = self.agent.hooks
         if turn.session.mode != "continuous":
             sections = collect_sections(hooks, turn, history)
             return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
         lease = turn.session_lease
-        leading = list(lease.session.transcript) if lease is not None and lease.session is not None else leading_messages(history)
+        session = lease.session if resume and lease is not None else None
+        leading = list(session.transcript) if session is not None else leading_messages(history)
         return compile_prompt(
             collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
             profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
         )
 
     async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
-        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
-        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history.
+
+        The step assembles the view it was given first, then, when a policy applied, the
+        compacted one: only the first is what a warm transcript stands for.
+        """
+        views: list[tuple[Message, ...]] = []
+
+        def assemble(view: tuple[Message, ...]) -> AssembledPrompt:
+            views.append(view)
+            return self._assemble(turn, view, user_message, resume=view is views[0])
+
+        return await compact_proactively(turn, history, assemble)
 
     async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
-        """The reactive compaction step: a smaller request after a context overflow, or None."""
-        user_message = refused.messages[-1]
-        if turn.session.warm:  # the transcript overflowed: compaction rebuilds the request cold
+        """The reactive compaction step: a smaller request after a context overflow, or None.
+
+        A warm turn's session is retired first: its transcript is what overflowed, so the smaller
+        request is built cold from the compacted history.
+        """
+        if turn.session.warm:
             await retire_session(turn, "compaction")
+        user_message = current_user_message(refused)
         smaller = await compact_reactively(turn, refused, lambda view: self._assemble(turn, view, user_message))
         if smaller is not None:
             turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
@@ -386,15 +405,7 @@ class Harness:
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        sent = [prompt]
-
-        async def compact(refused: AssembledPrompt) -> AssembledPrompt | None:
-            smaller = await self._compact_after_overflow(turn, refused)
-            if smaller is not None:
-                sent.append(smaller)  # the request the answer was given to, and a new session's leading messages
-            return smaller
-
-        call = ProviderCall(turn, prompt, ToolLoop(turn), compact=compact)
+        call = ProviderCall(turn, prompt, ToolLoop(turn), compact=lambda refused: self._compact_after_overflow(turn, refused))
         provided = await call.run()  # retries, fallbacks, the tool loop, one reactive compaction
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
         if not outcome.text.strip():
@@ -407,7 +418,7 @@ class Harness:
         answer = Message("assistant", text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._publish(turn, sent[-1], provided, [user, answer])
+        receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -493,15 +504,10 @@ class Harness:
         """
         store = self.agent.history_store
         if provider_session is None:
-            commit = asyncio.ensure_future(store.commit(turn.conversation_id, messages))
+            pending = store.commit(turn.conversation_id, messages)
         else:
-            commit = asyncio.ensure_future(store.commit(turn.conversation_id, messages, provider_session=provider_session))  # type: ignore[call-arg]
-        cancelled: asyncio.CancelledError | None = None
-        while not commit.done():
-            try:
-                await asyncio.wait((commit,))
-            except asyncio.CancelledError as exc:
-                cancelled = exc
+            pending = store.commit(turn.conversation_id, messages, provider_session=provider_session)  # type: ignore[call-arg]
+        commit, cancelled = await _outcome(pending, None)
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:
             return commit.result(), cancelled
@@ -525,12 +531,7 @@ class Harness:
         messages the answer is in history, and an account beside it would contradict it. The run
         then completes with a ``commit_not_confirmed`` warning. Cancellations wait, as for the commit.
         """
-        load = asyncio.ensure_future(self.agent.history_store.load(turn.conversation_id))
-        while not load.done():
-            try:
-                await asyncio.wait((load,))
-            except asyncio.CancelledError as exc:
-                cancelled = exc
+        load, cancelled = await _outcome(self.agent.history_store.load(turn.conversation_id), cancelled)
         if load.cancelled() or load.exception() is not None or list(load.result())[-len(messages) :] != messages:
             return None, cancelled
         turn.emit(
@@ -541,3 +542,32 @@ class Harness:
             "but may not survive a crash",
         )
         return CommitReceipt(turn.conversation_id, len(load.result()), 0), cancelled
+
+
+async def _outcome(
+    awaitable: Awaitable[T], cancelled: asyncio.CancelledError | None
+) -> tuple[asyncio.Task[T], asyncio.CancelledError | None]:
+    """Run ``awaitable`` in a task of its own to its outcome; a cancellation meanwhile waits for it.
+
+    Returns the finished task and the last cancellation that arrived (else ``cancelled``), for
+    the caller to re-raise once it has settled. The task wakes this one from its own last step,
+    an event-loop iteration sooner than ``asyncio.wait`` (the commit is on every turn's path).
+    """
+    loop = asyncio.get_running_loop()
+    waiter = [loop.create_future()]
+
+    async def run() -> T:
+        try:
+            return await awaitable
+        finally:
+            if not waiter[0].done():
+                waiter[0].set_result(None)
+
+    task = loop.create_task(run())
+    while not task.done():
+        try:
+            await waiter[0]
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+            waiter[0] = loop.create_future()
+    return task, cancelled

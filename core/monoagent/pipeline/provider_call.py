@@ -439,9 +439,9 @@ class ProviderCall:
                 self.activity.append(activity)
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
-                answer = tool_message(call, result)
-                messages.append(answer)
-                attempt.tool_loop.append(answer)
+                result_message = tool_message(call, result)
+                messages.append(result_message)
+                attempt.tool_loop.append(result_message)
 
     async def _compacted(self, error: ProviderError, attempt: _Attempt, prompt: AssembledPrompt) -> AssembledPrompt | None:
         """The run's one reactive compaction, after a context overflow on the primary's first attempt."""

@@ -173,6 +173,11 @@ class SessionBackend(Protocol):
         reading); returns ``(conversation_id, reason)`` of each, after logging it.
     ``close()``
         Drop everything (reason ``disposed``); the harness calls it when the Agent closes.
+
+    Every run that called ``open`` ends with ``publish`` or ``retire`` (a run that retired its
+    session while preparing, on a model change say, may still publish a new one), except a run
+    cancelled after its commit was durable. Calls for one conversation never overlap: the
+    harness runs one turn per conversation at a time.
     """
 
     durable: bool
@@ -198,10 +203,12 @@ class InMemorySessionBackend:
     """Warm sessions in this process only: a table per harness, lost on restart.
 
     ``idle_timeout_ms`` is ``runtime.session.idleTimeoutMs``. Eviction is checked when a run
-    opens a session (every idle session of the harness is swept then, so an abandoned
-    conversation does not hold its transcript for ever); the evicted conversation's next run
-    carries the ``session_status`` event. An idle timeout of 0 keeps no session after a turn:
-    every turn is cold, and nothing is reported as evicted.
+    opens a session: every idle session of the harness is swept then, so an abandoned
+    conversation does not hold its transcript for ever, and the evicted conversation's next run
+    carries the ``session_status`` event. A run takes its session out of the table while it
+    runs (no sweep evicts a session in use) and ``publish`` puts it back, so the table is in
+    order of last use and a sweep stops at the first session still fresh. An idle timeout of 0
+    keeps no session after a turn: every turn is cold, and nothing is reported as evicted.
     """
 
     durable = False
@@ -232,7 +239,7 @@ class InMemorySessionBackend:
         reason = self._notices.pop(turn.conversation_id, None)
         if reason is not None:
             turn.emit("session_status", status="evicted", reason=reason)
-        return OpenedSession(self._sessions.get(turn.conversation_id))
+        return OpenedSession(self._sessions.pop(turn.conversation_id, None))
 
     async def publish(
         self,
@@ -241,7 +248,6 @@ class InMemorySessionBackend:
         appended: list[Message],
         commit: Callable[[object | None], Awaitable[CommitReceipt]],
     ) -> CommitReceipt:
-        self._sessions.pop(turn.conversation_id, None)
         receipt = await commit(None)
         if self.idle_timeout > 0:
             session.transcript.extend(appended)
@@ -254,7 +260,11 @@ class InMemorySessionBackend:
         self._sessions.pop(turn.conversation_id, None)
 
     def evict_idle(self, now: float) -> list[tuple[str, str]]:
-        idle = [cid for cid, s in self._sessions.items() if now - s.last_used >= self.idle_timeout]
+        idle = []
+        for conversation_id, session in self._sessions.items():
+            if now - session.last_used < self.idle_timeout:
+                break
+            idle.append(conversation_id)
         for conversation_id in idle:
             self._drop(conversation_id, "idle_timeout")
         return [(cid, "idle_timeout") for cid in idle]
