@@ -453,7 +453,7 @@ def test_hook_extra_sections(tmp_path):
                 Section("policy", "Policy text.", order=150, stability="stable", source="policy"),
             ]
 
-    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]))
+    prompt = assemble(fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()]))  # dynamic text in the system prompt
     ids = prompt.manifest.section_ids
     assert ids.index("policy") == 1 and ids[-1] == "facts"
     assert "Policy text." in prompt.stable_text and "Today is a test." in prompt.dynamic_text
@@ -466,7 +466,7 @@ def test_hook_render_history(tmp_path):
             text = "\n".join(f"{m.role}> {m.content}" for m in messages)
             return Section("conversation_history", text, order=400, stability="dynamic")
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()])  # continuous mode passes no messages
     run(agent, "first")
     prompt = assemble(agent, "second")
     assert prompt.dynamic_text.startswith("user> first\nassistant> [offline:echo]")

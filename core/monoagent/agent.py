@@ -291,9 +291,10 @@ class Agent:
             await await_me_maybe(value)
 
     async def aclose(self) -> None:
-        """Release resources: the ``shutdown`` hook, then the history and tool-history stores and the memory tiers."""
+        """Release resources: the ``shutdown`` hook, the warm sessions, then the history and tool-history stores and the memory tiers."""
         for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
+        await self.harness.close()
         tool_history, self._tool_history = self._tool_history, None
         if tool_history is not None:
             await await_me_maybe(tool_history.close())

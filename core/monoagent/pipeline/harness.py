@@ -3,12 +3,13 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+resolution (daily bucket) -> history load -> warm session (continuous mode,
+:mod:`monoagent.pipeline.sessions`) -> offered tools (``filter_tools``) -> memory recall ->
 user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
 -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
 (:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
-(history publish, events, ``after_commit``).
+(history publish and the warm session's transcript, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
@@ -52,11 +53,22 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
 from monoagent.pipeline.continuity_account import settlement_code
-from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
+from monoagent.pipeline.provider_call import Answer, ProviderCall, partial_event_data
+from monoagent.pipeline.sessions import (
+    SessionBackend,
+    WarmSession,
+    canonical_user_message,
+    history_tail,
+    leading_messages,
+    open_warm_session,
+    retire_session,
+    retire_settling,
+    session_backend,
+)
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 
@@ -130,6 +142,19 @@ class Harness:
         self._running = 0
         self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
+        self._sessions: SessionBackend | None = None
+
+    @property
+    def sessions(self) -> SessionBackend:
+        """This harness's warm-session backend (:func:`~monoagent.pipeline.sessions.session_backend`), made on first use."""
+        if self._sessions is None:
+            self._sessions = session_backend(self.agent)
+        return self._sessions
+
+    async def close(self) -> None:
+        """Dispose of this harness's warm sessions (the Agent calls it when it closes)."""
+        if self._sessions is not None:
+            await self._sessions.close()
 
     # ------------------------------------------------------------------ primitives bound to the loop
 
@@ -211,6 +236,8 @@ class Harness:
     async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
         """Run one turn to its committed result, or raise (committing nothing)."""
         self._bind_loop()
+        if request.proactive and not request.isolated and self.agent.config.runtime.session.isolate_proactive:
+            request = attrs.evolve(request, isolated=True)
         async with self._lane(request.conversation_id):
             return await self._run_admitted_turn(request, on_event)
 
@@ -251,7 +278,9 @@ class Harness:
             turn.report_invalid_unicode("request", request.invalid_unicode)
             if session.new_bucket and session.bucket:
                 turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
-            prompt = await self.prepare(turn)
+            if request.isolated and request.proactive:
+                turn.emit("session_boundary", kind="isolated", reason="proactive")
+            prompt = await self.prepare(turn, open_session=True)
             await self._slots.acquire()
             slot_held = True
             self._pending -= 1
@@ -260,10 +289,12 @@ class Harness:
         except asyncio.CancelledError as exc:
             if RunContinuity.of(turn).collector.claimed:
                 raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
+            await retire_settling(turn, "cancelled_turn")
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
+            await retire_settling(turn, "failed_turn")
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
@@ -275,14 +306,20 @@ class Harness:
                 self._pending -= 1
         return result
 
-    async def prepare(self, turn: Turn) -> AssembledPrompt:
-        """Everything before the provider: history, recall, compaction, sections, assembly."""
+    async def prepare(self, turn: Turn, *, open_session: bool = False) -> AssembledPrompt:
+        """Everything before the provider: history, warm session, recall, compaction, sections, assembly.
+
+        ``open_session`` (a run, not a preview) resumes the conversation's warm session in
+        continuous mode; without it a continuous-mode prompt has the cold shape.
+        """
         agent = self.agent
         hooks = agent.hooks
         store = agent.history_store
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
+        if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
+            await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in hooks.recall_memory(turn=turn):
@@ -305,22 +342,58 @@ class Harness:
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        prompt = (await self._compact(turn, turn.history, user_message)).prompt
+        compacted = await self._compact(turn, turn.history, user_message)
+        prompt = compacted.prompt
+        if compacted.applied and turn.session.warm:  # the transcript holds what compaction just replaced
+            await retire_session(turn, "compaction")
+            prompt = self._assemble(turn, compacted.messages, user_message)
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
-        """The request built from ``history``: sections, then the current user message last."""
-        sections = collect_sections(self.agent.hooks, turn, history)
-        return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+    def _assemble(
+        self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
+    ) -> AssembledPrompt:
+        """The request built from ``history``: sections, then the current user message last.
+
+        In continuous mode the history travels as leading messages instead of the history
+        section, and on a warm turn (unless ``resume`` is false: ``history`` is a compacted
+        view the transcript does not hold) the session's transcript stands in for it.
+        """
+        hooks = self.agent.hooks
+        if turn.session.mode != "continuous":
+            sections = collect_sections(hooks, turn, history)
+            return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        lease = turn.session_lease
+        session = lease.session if resume and lease is not None else None
+        leading = list(session.transcript) if session is not None else leading_messages(history)
+        return compile_prompt(
+            collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
+            profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
+        )
 
     async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
-        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
-        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history.
+
+        The step assembles the view it was given first, then, when a policy applied, the
+        compacted one: only the first is what a warm transcript stands for.
+        """
+        views: list[tuple[Message, ...]] = []
+
+        def assemble(view: tuple[Message, ...]) -> AssembledPrompt:
+            views.append(view)
+            return self._assemble(turn, view, user_message, resume=view is views[0])
+
+        return await compact_proactively(turn, history, assemble)
 
     async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
-        """The reactive compaction step: a smaller request after a context overflow, or None."""
-        user_message = refused.messages[-1]
+        """The reactive compaction step: a smaller request after a context overflow, or None.
+
+        A warm turn's session is retired first: its transcript is what overflowed, so the smaller
+        request is built cold from the compacted history.
+        """
+        if turn.session.warm:
+            await retire_session(turn, "compaction")
+        user_message = current_user_message(refused)
         smaller = await compact_reactively(turn, refused, lambda view: self._assemble(turn, view, user_message))
         if smaller is not None:
             turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
@@ -345,7 +418,7 @@ class Harness:
         answer = Message("assistant", text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._commit(turn, [user, answer])
+        receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -358,6 +431,12 @@ class Harness:
             steps=step,
             attempt=provided.attempt,
         )
+        if turn.request.isolated:  # nothing was committed, so no after_commit (no memory capture)
+            turn.emit(
+                "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text),
+                committed=False, **provided.event_data(),
+            )
+            return result
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
         for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
             try:
@@ -381,13 +460,54 @@ class Harness:
             raise cancelled
         return result
 
-    async def _commit(self, turn: Turn, messages: list[Message]) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+    async def _publish(
+        self, turn: Turn, prompt: AssembledPrompt, provided: Answer, messages: list[Message]
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit the answered turn, and keep its warm session when the primary's first attempt answered.
+
+        An isolated run commits nothing. An answer from a retry or a fallback model retires the
+        session: that attempt ran stateless, so no transcript holds this turn.
+        """
+        if turn.request.isolated:
+            return CommitReceipt(turn.conversation_id, 0, 0), None
+        lease = turn.session_lease
+        if lease is None:
+            return await self._commit(turn, messages)
+        if provided.attempt > 1:
+            await retire_session(turn, "retry_answered")
+            return await self._commit(turn, messages)
+        session = lease.session
+        appended = [canonical_user_message(turn.request), *provided.tool_loop, Message("assistant", provided.outcome.text)]
+        if session is None:
+            session = WarmSession.start(turn.conversation_id, turn.model)
+            appended[:0] = prompt.messages[: prompt.leading]
+        session.history_tail = history_tail(messages)
+        cancelled: list[asyncio.CancelledError] = []
+
+        async def commit(state: object | None) -> CommitReceipt:
+            receipt, late = await self._commit(turn, messages, provider_session=state)
+            if late is not None:
+                cancelled.append(late)
+            return receipt
+
+        receipt = await lease.backend.publish(turn, session, appended, commit)
+        return receipt, cancelled[0] if cancelled else None
+
+    async def _commit(
+        self, turn: Turn, messages: list[Message], *, provider_session: object | None = None
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
         """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
 
         Returns the receipt and the cancellation to re-raise once the run has completed, if one
         arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        ``provider_session`` (a durable session backend's state) is passed to the store only when set.
         """
-        commit, cancelled = await _outcome(self.agent.history_store.commit(turn.conversation_id, messages), None)
+        store = self.agent.history_store
+        if provider_session is None:
+            pending = store.commit(turn.conversation_id, messages)
+        else:
+            pending = store.commit(turn.conversation_id, messages, provider_session=provider_session)  # type: ignore[call-arg]
+        commit, cancelled = await _outcome(pending, None)
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:
             return commit.result(), cancelled
