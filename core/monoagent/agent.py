@@ -244,7 +244,7 @@ class Agent:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
         from monoagent.pipeline.harness import new_run_id
 
-        session = self.harness._session(request, time.time(), record=False)
+        session = self.harness._session(request, time.time())
         events: list[Any] = []
         turn = Turn(
             agent=self,
@@ -264,11 +264,15 @@ class Agent:
         store is touched. Returns the message store's ``HistoryResetReport`` and the tool
         history's clear report (None when tool history is off). Other conversations are untouched.
         The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
+        With ``runtime.session.rollover`` other than ``daily`` there are no buckets: exactly
+        ``conversation_id`` is cleared (:meth:`_reset_exact`), never an id it merely looks like.
         """
         from monoagent.kernel.errors import HistoryStoreError
         from monoagent.kernel.interfaces import logical_conversation_id
         from monoagent.text import valid_unicode
 
+        if self.config.runtime.session.rollover != "daily":
+            return await self._reset_exact(valid_unicode(conversation_id))
         logical = logical_conversation_id(valid_unicode(conversation_id))
         store = self.history_store
         reset_logical = getattr(store, "reset_logical", None)
@@ -282,6 +286,26 @@ class Agent:
             await await_me_maybe(tool_history.stats())
         report = await reset_logical(logical)
         tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
+        return report, tool
+
+    async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
+        """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report."""
+        from monoagent.kernel.errors import HistoryStoreError
+        from monoagent.kernel.interfaces import HistoryResetReport
+
+        tool_history = self.tool_history_store()
+        clear = getattr(tool_history, "clear_conversation", None)
+        if tool_history is not None:
+            if clear is None:
+                raise HistoryStoreError(
+                    f"tool-history store {getattr(tool_history, 'name', '?')!r} has no clear_conversation(), so "
+                    f"{conversation_id!r} cannot be reset on its own; nothing was cleared "
+                    f"(see monoagent.kernel.interfaces.ToolHistoryStore)"
+                )
+            await await_me_maybe(tool_history.stats())
+        messages = await self.history_store.reset(conversation_id)
+        report = HistoryResetReport(conversation_id, (conversation_id,) if messages else (), messages, 1 if messages else 0)
+        tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
         return report, tool
 
     async def aclose(self) -> None:

@@ -492,6 +492,8 @@ class TurnResult:
     ``model`` is the model that answered (a fallback when the primary failed) and ``attempt``
     the provider attempt that answered (1 is the primary's first attempt; see
     :mod:`monoagent.pipeline.provider_call`). ``usage`` sums every attempt, failed ones included.
+    ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
+    ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
     """
 
     run_id: str
@@ -504,3 +506,4 @@ class TurnResult:
     manifest: PromptManifest | None = None
     steps: int = 0
     attempt: int = 1
+    notice: str = ""

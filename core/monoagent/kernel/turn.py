@@ -25,7 +25,8 @@ class SessionInfo:
 
     ``logical_conversation_id`` is the id the channel submitted; ``conversation_id`` is the
     physical id history is keyed by (the same, or ``<id>:<YYYY-MM-DD>`` under daily rollover).
-    ``new_bucket`` is true on the first turn of a daily bucket.
+    ``new_bucket`` is true on the first turn of a new daily bucket of a conversation that has
+    history elsewhere (set once history is loaded; never on a brand-new conversation).
     """
 
     delivery: Delivery
