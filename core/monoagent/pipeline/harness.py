@@ -240,6 +240,7 @@ class Harness:
                 channel=request.channel,
                 delivery=request.delivery,
                 logical_conversation_id=session.logical_conversation_id,
+                isolated=request.isolated,
             )
             turn.report_invalid_unicode("request", request.invalid_unicode)
             prompt = await self.prepare(turn)
