@@ -331,8 +331,9 @@ def register_tools(register: ToolRegistrar) -> None:
     Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
-    ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
-    plugins withdraw theirs with ``filter_tools`` on turns where they are not configured.
+    ``memory-journal`` registers MemoryJournal, ``tool-history`` SessionHistory and
+    ``artifacts`` RunHistory; the memory plugins withdraw theirs with ``filter_tools`` on turns
+    where they are not configured.
 
     Example::
 
