@@ -131,17 +131,17 @@ class RunFiles:
         self.directory = Path(artifacts_dir) / "runs"
         self._uid = os.getuid()
 
-    def _names(self) -> list[str] | None:
-        """Run file names, newest first; None when no run was ever recorded."""
+    def _exists(self) -> bool:
+        """Whether the runs directory exists (False: no run was ever recorded); raises when it is not the writer's."""
         try:
             info = os.lstat(self.directory)
         except FileNotFoundError:
-            return None
+            return False
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
             raise RunHistoryUnavailable(f"{self.directory} is a symlink or not a directory")
         if info.st_uid != self._uid or stat.S_IMODE(info.st_mode) & 0o077:
             raise RunHistoryUnavailable(f"{self.directory} is not owner-only (0700) and this user's")
-        return sorted(os.listdir(self.directory), reverse=True)
+        return True
 
     def _open(self, name: str, scan: Scan) -> int | None:
         """A descriptor of the writer's own file ``name``, or None (skipped and counted)."""
@@ -256,11 +256,10 @@ class RunFiles:
     def scan(self, logical: str, *, query: str = "", status: str | None = None, limit: int = SEARCH_MAX) -> Scan:
         """Settled runs of ``logical`` matching ``query`` and ``status``, newest first, at most ``limit``."""
         scan = Scan()
-        names = self._names()
-        if names is None:
+        if not self._exists():
             return scan
         needle = query.casefold()
-        for index, name in enumerate(names):
+        for index, name in enumerate(sorted(os.listdir(self.directory), reverse=True)):
             if index == MAX_FILES or scan.read_bytes >= MAX_SCAN_BYTES:
                 scan.limited = True
                 break
@@ -276,7 +275,7 @@ class RunFiles:
 
     def get(self, logical: str, run_id: str) -> Scan:
         scan = Scan()
-        if self._names() is not None and _RUN_FILE.fullmatch(f"{run_id}.jsonl"):
+        if _RUN_FILE.fullmatch(f"{run_id}.jsonl") and self._exists():
             run = self.read_run(f"{run_id}.jsonl", logical, scan)
             if run is not None:
                 scan.runs.append(run)
