@@ -67,6 +67,8 @@ TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 RUN_TEXT = "run_text"
 RUN_TEXT_MAX_BYTES = 8 * 1024
 """UTF-8 bytes of a run's streamed text kept in its ``run_text`` line (the rest is counted)."""
+MAX_OPEN_TEXTS = 10_000
+"""Runs whose streamed text is kept while they have not settled (beyond it the oldest is dropped, logged)."""
 FLUSH_TIMEOUT = 30.0
 """The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
 SINK_DIRNAME = "tool-output"
@@ -151,12 +153,36 @@ class ArtifactWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._flushed_at_exit = False
+        self._texts: dict[tuple[Path, str], RunText] = {}
 
     def submit(self, root: Path, event: RunEvent) -> None:
+        """Queue ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
+
+        The text is kept on the caller's side (waking the writer for every streamed piece costs
+        more than keeping it) and queued as the ``run_text`` line right before the terminal event.
+        """
+        key = (root, event.run_id)
+        if event.type == TEXT_DELTA:
+            text = self._texts.get(key)
+            if text is None:
+                if len(self._texts) >= MAX_OPEN_TEXTS:
+                    self._drop_oldest_text()
+                text = self._texts[key] = RunText()
+            text.add(str(event.data.get("text") or ""), event.data.get("attempt"))
+            return
         thread = self._thread
         if thread is None or not thread.is_alive():
             self._start()
+        if event.type in TERMINAL:
+            self._queue.put((root, self._texts.pop(key, RunText()).line_for(event)))
         self._queue.put((root, event))
+
+    def _drop_oldest_text(self) -> None:
+        oldest = next(iter(self._texts))
+        del self._texts[oldest]
+        run_id = oldest[1]
+        logger.warning("run-artifact writer: {} runs streamed text without settling; the text of run {} is dropped "
+                       "(its run_text line will be empty)", MAX_OPEN_TEXTS, run_id)
 
     def _start(self) -> None:
         with self._lock:
@@ -179,6 +205,7 @@ class ArtifactWriter:
         self._queue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread = None
+        self._texts = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -203,7 +230,6 @@ class ArtifactWriter:
 
     def _run(self) -> None:
         pending: dict[tuple[Path, str], list[str]] = {}
-        texts: dict[tuple[Path, str], RunText] = {}
         while True:
             item = self._queue.get()
             try:
@@ -214,30 +240,15 @@ class ArtifactWriter:
                     finally:
                         item.set()
                 else:
-                    self._add(pending, texts, *item)
+                    self._add(pending, *item)
             except Exception as exc:  # one bad item never stops the writer
                 what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
                 logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}", what, failure_text(exc))
 
-    def _add(self, pending: dict[tuple[Path, str], list[str]], texts: dict[tuple[Path, str], RunText],
-             root: Path, event: RunEvent) -> None:
-        key = (root, event.run_id)
-        if event.type == TEXT_DELTA:
-            text = texts.get(key)
-            if text is None:
-                text = texts[key] = RunText()
-            text.add(str(event.data.get("text") or ""), event.data.get("attempt"))
-            return
-        if event.type in TERMINAL:
-            self._serialise(pending, key, texts.pop(key, RunText()).line_for(event))
-        self._serialise(pending, key, event)
-        if event.type in TERMINAL:
-            self._write(key, pending.pop(key, []))
-
-    @staticmethod
-    def _serialise(pending: dict[tuple[Path, str], list[str]], key: tuple[Path, str], event: RunEvent) -> None:
+    def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
         from monoagent.kernel.serial import unstructure
 
+        key = (root, event.run_id)
         try:
             line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
         except Exception as exc:
@@ -245,6 +256,8 @@ class ArtifactWriter:
                            event.type, event.run_id, failure_text(exc))
         else:
             pending.setdefault(key, []).append(line)
+        if event.type in TERMINAL:
+            self._write(key, pending.pop(key, []))
 
     @staticmethod
     def _write(key: tuple[Path, str], lines: list[str]) -> None:
