@@ -289,7 +289,13 @@ class Agent:
         return report, tool
 
     async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
-        """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report."""
+        """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
+
+        ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
+        removes all the same), so a store with ``stats()`` is asked for its totals before and
+        after to report the record and its bytes; concurrent commits elsewhere can blur those two
+        figures, never the reset itself.
+        """
         from monoagent.kernel.errors import HistoryStoreError
         from monoagent.kernel.interfaces import HistoryResetReport
 
@@ -303,8 +309,14 @@ class Agent:
                     f"(see monoagent.kernel.interfaces.ToolHistoryStore)"
                 )
             await await_me_maybe(tool_history.stats())
-        messages = await self.history_store.reset(conversation_id)
-        report = HistoryResetReport(conversation_id, (conversation_id,) if messages else (), messages, 1 if messages else 0)
+        store = self.history_store
+        stats = getattr(store, "stats", None)
+        before = await stats() if stats is not None else None
+        messages = await store.reset(conversation_id)
+        after = await stats() if stats is not None else None
+        records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
+        freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
+        report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
         tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
         return report, tool
 
