@@ -258,3 +258,48 @@ def test_a_runs_directory_that_is_not_the_writers_fails_closed(tmp_path):
     runs.rename(moved)
     runs.symlink_to(moved)
     assert call(agent, {"action": "search"}).status is ToolStatus.ERROR
+
+
+# ---------------------------------------------------------------------------- the writer's run_text line
+
+
+def test_the_run_text_line_holds_the_answering_attempts_text(tmp_path):
+    from monoagent.kernel.model import RunEvent
+    from monoagent_plugins.artifacts import ArtifactWriter
+
+    own = ArtifactWriter()
+
+    def emit(type, seq, **data):
+        own.submit(tmp_path, RunEvent(type, "r1", "c", seq, 1.0, data))
+
+    emit("run_started", 1)
+    emit("text_delta", 2, text="notice ", step=0)
+    emit("text_delta", 3, text="discarded", attempt=1)
+    emit("text_delta", 4, text="kept ", attempt=2)
+    emit("text_delta", 5, text="answer", attempt=2)
+    emit("run_completed", 6)
+    assert own.flush()
+    lines = [json.loads(line) for line in (tmp_path / "runs" / "r1.jsonl").read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["run_started", "run_text", "run_completed"]
+    assert lines[1]["data"] == {"text": "kept answer", "bytes": 11, "truncated": False} and lines[1]["seq"] == 6
+
+
+def test_texts_of_runs_that_never_settle_are_bounded(tmp_path, monkeypatch):
+    from loguru import logger
+
+    from monoagent.kernel.model import RunEvent
+    from monoagent_plugins import artifacts
+
+    monkeypatch.setattr(artifacts, "MAX_OPEN_TEXTS", 2)
+    logged: list[str] = []
+    logger.enable("monoagent_plugins")
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING", format="{message}")
+    try:
+        own = artifacts.ArtifactWriter()
+        for run in ("a", "b", "c"):
+            own.submit(tmp_path, RunEvent("text_delta", run, "conv", 1, 1.0, {"text": run, "attempt": 1}))
+    finally:
+        logger.remove(sink)
+        logger.disable("monoagent_plugins")
+    assert sorted(key[1] for key in own._texts) == ["b", "c"]
+    assert any("text of run a is dropped" in line for line in logged)
