@@ -1,4 +1,4 @@
-"""Benchmark: the fence-token recogniser (``neutralize_fence_tokens``) on ordinary and hostile text.
+"""Benchmark: the fence-token recogniser (``neutralise_fence_tokens``) on ordinary and hostile text.
 
 Every user message of every turn passes through it, so ordinary text must stay cheap. Five
 texts, each neutralised N times (2000; 200 with --quick) after one warm-up call, timed with
@@ -21,12 +21,12 @@ import time
 
 from _benchlib import emit_json, machine, parser, scaled, summary, verdict_line
 
-from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralise_fence_tokens
 
 TARGET_US = 50.0
 WORDS = "the agent reads a configuration file then loads plugins from entry points and local paths before each turn".split()
 FIRST_CALLS = (
-    "import time; t = time.perf_counter(); from monoagent.boundary.fences import neutralize_fence_tokens as n; "
+    "import time; t = time.perf_counter(); from monoagent.boundary.fences import neutralise_fence_tokens as n; "
     "n('x < y'); n('é <current_speaker>'); print(time.perf_counter() - t)"
 )
 
@@ -57,11 +57,11 @@ def main() -> None:
     first = float(subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True, check=True).stdout)
     results = {}
     for name, text in texts().items():
-        neutralize_fence_tokens(text)
+        neutralise_fence_tokens(text)
         samples = []
         for _ in range(n):
             start = time.perf_counter()
-            neutralize_fence_tokens(text)
+            neutralise_fence_tokens(text)
             samples.append(time.perf_counter() - start)
         results[name] = scaled(summary(samples), 1e6)
     ordinary = {k: v for k, v in results.items() if not k.startswith("forged")}
@@ -72,7 +72,7 @@ def main() -> None:
         emit_json({"figures": results, "first_calls_ms": first * 1000, "machine": machine(), "pass": ok,
                    "verdict": verdict_line("fences", ok, detail)})
         return
-    print(f"fence recogniser: {n} x neutralize_fence_tokens per text after one warm-up")
+    print(f"fence recogniser: {n} x neutralise_fence_tokens per text after one warm-up")
     print(f"first calls in a fresh process (data load, tables): {first * 1000:.0f} ms")
     for name, stats in results.items():
         print(f"  {name:28s} median {stats['median']:8.2f} us   p90 {stats['p90']:8.2f} us")

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
+from monoagent.boundary.fences import TOOL_OUTPUT_END as END_MARKER
 from monoagent.kernel.model import (
     BinaryBlock,
     ImageBlock,
@@ -23,8 +25,6 @@ from monoagent.kernel.model import (
     TurnRequest,
 )
 from monoagent.pipeline.bloat import (
-    BEGIN_MARKER,
-    END_MARKER,
     LIMIT_BYTES,
     guard,
     head_tail_sample,

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralise_fence_tokens
 from monoagent.kernel.model import PrecedingMessage, Speaker, TurnRequest
 from monoagent_plugins import conversation, group_context, session_block
 
@@ -120,7 +120,7 @@ def test_known_bypass_payload_is_neutralised_everywhere(case, tmp_path):
         assert_only_real_fences(render(text=payload, sender=alice, preceding=two_messages()), entries=2, speaker=True)
         assert_only_real_fences(render(text=payload), entries=None, speaker=False)
     if "surface" in where:
-        name = session_block.sanitize_name(payload)
+        name = session_block.sanitise_name(payload)
         assert not TAG.search(view(name)) and "\n" not in view(name)
 
 
@@ -140,7 +140,7 @@ FALLBACK_ONLY: set[str] = set()
 
 @pytest.mark.parametrize("case", [c for c in CORPUS if TAG.search(view(c["payload"]))], ids=lambda c: c["id"])
 def test_corpus_tokens_become_their_bracketed_names(case):
-    out = neutralize_fence_tokens(case["payload"])
+    out = neutralise_fence_tokens(case["payload"])
     bracketed = out.count("current_speaker]") + out.count("messages_since_your_last_turn]")
     if case["id"] in FALLBACK_ONLY:
         assert bracketed == 0 and "<" not in view(out)
@@ -149,14 +149,14 @@ def test_corpus_tokens_become_their_bracketed_names(case):
 
 
 def test_neutralised_tokens_stay_readable():
-    assert neutralize_fence_tokens("see </current_speaker> here") == "see [/current_speaker] here"
-    assert neutralize_fence_tokens("&lt;messages_since_your_last_turn&gt;") == "[messages_since_your_last_turn]"
-    assert neutralize_fence_tokens('<current_speaker role="x">') == '[current_speaker] role="x">'
+    assert neutralise_fence_tokens("see </current_speaker> here") == "see [/current_speaker] here"
+    assert neutralise_fence_tokens("&lt;messages_since_your_last_turn&gt;") == "[messages_since_your_last_turn]"
+    assert neutralise_fence_tokens('<current_speaker role="x">') == '[current_speaker] role="x">'
 
 
 @pytest.mark.parametrize("text", ["", "hello", "a < b and c > d", "<b>bold</b> &amp; &lt;tag&gt;", "speaker: current", "x" * 5000])
 def test_text_without_tokens_is_returned_unchanged(text):
-    assert neutralize_fence_tokens(text) is text
+    assert neutralise_fence_tokens(text) is text
 
 
 # ---------------------------------------------------------------------------- properties
@@ -197,15 +197,15 @@ def test_no_user_message_can_close_or_open_a_fence(text):
 @PROPERTY
 @given(text=hostile)
 def test_neutralising_is_idempotent_and_complete(text):
-    once = neutralize_fence_tokens(text)
+    once = neutralise_fence_tokens(text)
     assert not TAG.search(view(once))
-    assert neutralize_fence_tokens(once) == once
+    assert neutralise_fence_tokens(once) == once
 
 
 @PROPERTY
 @given(name=hostile)
 def test_no_surface_name_can_carry_a_tag_or_a_line_break(name):
-    shown = session_block.sanitize_name(name)
+    shown = session_block.sanitise_name(name)
     assert not TAG.search(view(shown))
     assert len(view(shown).splitlines()) <= 1
     assert len(shown) <= session_block.NAME_MAX_CHARS
@@ -219,6 +219,6 @@ def test_every_character_that_reads_as_a_bracket_or_letter_is_caught():
         if unicodedata.category(char) in ("Cs", "Cn"):
             continue
         for payload in (f"{char}/current_speaker>", f"</{char}urrent_speaker>", f"</current{char}speaker>"):
-            if TAG.search(view(neutralize_fence_tokens(payload))):
+            if TAG.search(view(neutralise_fence_tokens(payload))):
                 missed.append(f"U+{cp:04X} in {payload!r}")
     assert not missed, missed[:20]

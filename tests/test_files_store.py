@@ -26,7 +26,7 @@ from monoagent_plugins.lib.history_records import (
     HistoryStageQuotaError,
     cap_message,
     record_name,
-    serialize_message,
+    serialise_message,
     truncation_marker,
 )
 
@@ -420,7 +420,7 @@ def test_a_message_over_the_cap_is_cut_with_a_marker(store, tmp_path):
     big = "€" * 30_000
     asyncio.run(store.commit("c", [Message("user", big), Message("assistant", "ok")]))
     stored = asyncio.run(FilesHistoryStore(tmp_path / "history").load("c"))
-    assert len(serialize_message(stored[0])) <= 64 * 1024
+    assert len(serialise_message(stored[0])) <= 64 * 1024
     assert stored[0].content.endswith(truncation_marker(90_000, 64 * 1024))
     assert big.startswith(stored[0].content[: -len(truncation_marker(90_000, 64 * 1024))])
     assert stored[1].content == "ok"
@@ -442,17 +442,17 @@ def test_property_utf8_safe_truncation_at_every_cap(text, cap):
     message = Message("user", text, timestamp=1.0)
     capped, data = cap_message(message, cap)
     assert len(data) <= cap
-    assert data == serialize_message(capped)
+    assert data == serialise_message(capped)
     data.decode("utf-8")
     if capped is message:
-        assert len(serialize_message(message)) <= cap
+        assert len(serialise_message(message)) <= cap
         return
     marker = truncation_marker(utf8_len(text), cap)
     assert capped.content.endswith(marker)
     head = capped.content[: -len(marker)]
     assert text.startswith(head), "a prefix of whole code points"
     one_more = Message("user", text[: len(head) + 1] + marker, timestamp=1.0)
-    assert len(serialize_message(one_more)) > cap, "the longest prefix that fits"
+    assert len(serialise_message(one_more)) > cap, "the longest prefix that fits"
 
 
 @settings(max_examples=100, deadline=None)

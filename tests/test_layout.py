@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,3 +86,96 @@ def test_the_cycle_check_finds_a_cycle_through_from_imports(tmp_path):
     graph = {name: module_level_imports(name, tmp_path / f"{name}.py") & {"a", "b", "c"} for name in "abc"}
     assert graph == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
     assert import_cycles(graph) == [["a", "b", "a"]]
+
+
+def names_outside_docstrings(path: Path) -> set[str]:
+    """Every imported module and string constant of a module's code; docstrings and comments aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.add(node.value)
+    return found
+
+
+def test_the_kernel_never_names_a_bundled_plugin():
+    offenders = {
+        name: sorted(n for n in names_outside_docstrings(path) if "monoagent_plugins" in n)
+        for name, path in modules().items()
+        if name.split(".")[0] == "monoagent"
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+FRESH_IMPORTS = """\
+import importlib, sys, traceback
+failed = {}
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("monoagent", "monoagent_plugins")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception:
+        failed[name] = traceback.format_exc(limit=-3)
+for name, error in failed.items():
+    print(f"--- {name}\\n{error}")
+"""
+
+
+def fresh_import_failures(names: list[str], *, path: Path | None = None) -> str:
+    """What importing each module first, with none of its packages loaded yet, prints when it fails."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(path or ""), os.environ.get("PYTHONPATH", "")]))}
+    run = subprocess.run([sys.executable, "-c", FRESH_IMPORTS, *names], capture_output=True, text=True, env=env, check=True)
+    return run.stdout
+
+
+def test_every_module_imports_first_without_a_partially_initialised_module():
+    assert fresh_import_failures(sorted(name for name in modules() if not name.endswith(".__main__"))) == ""
+
+
+def test_the_fresh_import_check_finds_a_runtime_cycle(tmp_path):
+    package = tmp_path / "monoagent_plugins_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "a.py").write_text("from monoagent_plugins_probe.b import B\nA = 1\n", encoding="utf-8")
+    (package / "b.py").write_text("from monoagent_plugins_probe.a import A\nB = 2\n", encoding="utf-8")
+    out = fresh_import_failures(["monoagent_plugins_probe.a"], path=tmp_path)
+    assert "--- monoagent_plugins_probe.a" in out
+    assert "partially initialized module" in out
+
+
+MAX_LINES = 700
+EXEMPT = {"monoagent.kernel.hookspecs"}  # the hook catalogue: one docstring per hook is its reference
+
+
+def test_no_module_is_too_long_to_read_in_one_sitting():
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()}
+    assert {name: n for name, n in lengths.items() if n > MAX_LINES and name not in EXEMPT} == {}
+
+
+AMERICAN = re.compile(r"(?<!s)iz(e|es|ed|ing|er|ers|ation|ations)(?![a-z])")  # "size" is no spelling choice
+
+
+def test_names_are_spelt_the_british_way():
+    """``neutralise``, ``serialise``, ``sanitise``: the spelling the docs use, for every name we define."""
+    defined = {
+        (name, target)
+        for name, path in modules().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for target in (
+            [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            else [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign)
+            else []
+        )
+    }
+    assert sorted((name, target) for name, target in defined if AMERICAN.search(target.lower())) == []

@@ -38,7 +38,8 @@ def test_contracts_are_exported_from_testing():
 
 
 def test_recall_delimiter_matches_the_rendered_one():
+    from monoagent.kernel.model import MemoryHit
     from monoagent.testing.memory_contract import RECALL_DELIMITER
-    from monoagent_plugins.conversation import RECALL_DELIMITER as rendered
+    from monoagent_plugins.conversation import recall_block
 
-    assert rendered == RECALL_DELIMITER
+    assert recall_block([MemoryHit("lite", "Alice likes tea", 1.0)]).splitlines()[0] == RECALL_DELIMITER

@@ -566,6 +566,7 @@ def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees
         "logger.remove(); logger.add(sys.stdout, format='{name}: {message}')\n"
         "logger.enable('monoagent')\n"
         "from monoagent.kernel.log import logger as lazy\n"
+        "import monoagent_plugins\n"
         "scope = {'__name__': 'monoagent.example', 'lazy': lazy}\n"
         "exec('def emit():\\n    lazy.warning(\"kept\")\\n', scope)\n"
         "scope['emit']()\n"
@@ -575,6 +576,43 @@ def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out == "monoagent.example: kept\n"
+
+
+LIBRARY_RECORDS = """\
+import sys
+from loguru import logger
+logger.remove(); logger.add(sys.stdout, format='{name}: {message}')
+from monoagent.kernel.log import configure_cli, log_as_library, logger as lazy
+def emit(module, text):
+    scope = {'__name__': module, 'lazy': lazy}
+    exec(f'def emit():\\n    lazy.warning({text!r})\\n', scope)
+    scope['emit']()
+"""
+
+
+@pytest.mark.parametrize("first", ["register", "log"])
+def test_a_plugin_package_that_logs_as_a_library_is_quiet_until_enabled_and_shown_by_the_cli(first: str) -> None:
+    import subprocess
+    import sys
+
+    register = "log_as_library('acme_plugin')\n"
+    before = register if first == "register" else "emit('monoagent.example', 'loads the logger')\n"
+    after = "" if first == "register" else register
+    script = (
+        LIBRARY_RECORDS
+        + before
+        + after
+        + "emit('acme_plugin.tools', 'quiet')\n"
+        + "emit('other_package', 'not ours')\n"
+        + "logger.enable('acme_plugin')\n"
+        + "emit('acme_plugin.tools', 'enabled')\n"
+        + "configure_cli(debug=False)\n"
+        + "logger.disable('acme_plugin')\n"
+        + "emit('acme_plugin.tools', 'on the cli')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert run.stdout == "other_package: not ours\nacme_plugin.tools: enabled\n"
+    assert run.stderr == "monoagent: WARNING: on the cli\n"
 
 
 def test_registered_takes_the_components_of_the_plugin_away_again(tmp_path: Path) -> None:

@@ -10,10 +10,12 @@ import pytest
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
+from monoagent.boundary.fences import TOOL_OUTPUT_END as END_MARKER
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.model import ToolSpec, TurnRequest
 from monoagent.pipeline import provider_call as reliability
-from monoagent.pipeline.bloat import BEGIN_MARKER, END_MARKER, LIMIT_BYTES
+from monoagent.pipeline.bloat import LIMIT_BYTES
 from monoagent.testing import ProviderContract, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent.text import utf8_len

@@ -439,13 +439,13 @@ def test_no_route_user_id_or_metadata_is_ever_rendered(tmp_path, delivery):
         assert leak not in text
 
 
-def test_sanitize_name_contract():
-    assert session_block.sanitize_name("a\u2028b\u2029c\x85d") == "a b c d"
-    assert session_block.sanitize_name('say "hi"') == "say 'hi'"
-    assert session_block.sanitize_name("é😀 ok") == "é😀 ok"
-    assert session_block.sanitize_name("\ud800x") == "x"
-    assert len(session_block.sanitize_name("y" * 81)) == 80
-    assert session_block.sanitize_name("y" * 80) == "y" * 80
+def test_sanitise_name_contract():
+    assert session_block.sanitise_name("a\u2028b\u2029c\x85d") == "a b c d"
+    assert session_block.sanitise_name('say "hi"') == "say 'hi'"
+    assert session_block.sanitise_name("é😀 ok") == "é😀 ok"
+    assert session_block.sanitise_name("\ud800x") == "x"
+    assert len(session_block.sanitise_name("y" * 81)) == 80
+    assert session_block.sanitise_name("y" * 80) == "y" * 80
 
 
 # ============================================================================ skills

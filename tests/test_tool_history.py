@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from monoagent.boundary.fences import PROJECTION_CLOSE as FENCE_CLOSE
+from monoagent.boundary.fences import PROJECTION_OPEN as FENCE_OPEN
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.interfaces import ToolInvocation, record_id
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
-from monoagent_plugins.lib.tool_history.projection import FENCE_CLOSE, FENCE_OPEN, PROJECTION_HEADER, projection_section
+from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, projection_section
 from monoagent_plugins.lib.tool_history.session_history import session_history
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory

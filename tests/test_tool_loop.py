@@ -142,7 +142,7 @@ def test_the_tool_messages_sent_back_carry_is_error(tmp_path):
     assert sent[-1] == [("ok", False), ("raised", True), ("unknown", True)]
 
 
-def test_a_tool_message_serializes_as_before_unless_it_is_an_error():
+def test_a_tool_message_serialises_as_before_unless_it_is_an_error():
     ok = Message("tool", "sunny", name="search", timestamp=1.0, tool_call_id="call-1")
     assert serial.dumps(ok) == '{"role":"tool","content":"sunny","name":"search","timestamp":1.0,"tool_calls":[],"tool_call_id":"call-1"}'
     failed = attrs.evolve(ok, is_error=True)

@@ -245,14 +245,13 @@ class Agent:
         from monoagent.pipeline.harness import new_run_id
 
         session = self.harness._session(request, time.time())
-        events: list[Any] = []
         turn = Turn(
             agent=self,
             request=request,
             run_id=new_run_id(),
             model=request.model or self.model,
             session=session,
-            emitter=lambda type, data: events.append((type, data)),
+            emitter=lambda type, data: None,
         )
         return await self.harness.prepare(turn)
 

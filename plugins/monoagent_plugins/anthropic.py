@@ -21,9 +21,9 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent_plugins.lib import provider_settings
 
 API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"
@@ -40,20 +40,13 @@ class AnthropicConfig:
     api_key: str | None = setting(
         None, doc="API key; prefer the environment variable over writing it into a file.", env="ANTHROPIC_API_KEY", secret=True,
     )
-    max_output_tokens: int = setting(
-        4096, doc="max_tokens of each request (the answer's length cap).",
-        env="MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    max_output_tokens: int = provider_settings.max_output_tokens(
+        "ANTHROPIC", 4096, "max_tokens of each request (the answer's length cap)."
     )
-    timeout_seconds: float = setting(
-        600.0, doc="Read timeout: the longest wait for the next piece of the stream (seconds).",
-        env="MONO_AGENT_ANTHROPIC_TIMEOUT_SECONDS", min=0.1, max=3600,
-    )
-    connect_timeout_seconds: float = setting(
-        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_ANTHROPIC_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
-    )
-    context_window: int = setting(
-        200_000, doc="The model's context window in tokens (drives the compaction budget).",
-        env="MONO_AGENT_ANTHROPIC_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    timeout_seconds: float = provider_settings.read_timeout("ANTHROPIC")
+    connect_timeout_seconds: float = provider_settings.connect_timeout("ANTHROPIC")
+    context_window: int = provider_settings.context_window(
+        "ANTHROPIC", 200_000, "The model's context window"
     )
 
 
@@ -66,10 +59,8 @@ def make_runtime(agent: Any, model: str) -> Any:
 
     config: AnthropicConfig = agent.config.section("providers.anthropic")
     if not config.api_key:
-        raise ProviderError(
-            f"anthropic: no API key for anthropic:{model}; set ANTHROPIC_API_KEY in the environment "
-            f"(or providers.anthropic.apiKey in the config file)",
-            provider=PROVIDER,
+        raise provider_settings.missing_setting(
+            PROVIDER, model, "API key", "set ANTHROPIC_API_KEY in the environment (or providers.anthropic.apiKey in the config file)"
         )
     return AnthropicRuntime(
         model, config, config.api_key, max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes

@@ -7,7 +7,7 @@ from the standard ``readline`` module where the platform has it. ``/exit`` or en
 
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
 written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
-:class:`~monoagent.boundary.terminal.TerminalStream`, the rest through ``terminal_text``.
+:class:`~monoagent.boundary.terminal.AnswerPrinter` (shared with ``monoagent run``), the rest through ``terminal_text``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from monoagent.boundary.terminal import TerminalStream, accept_undecodable, echo, input_text, read_capped, terminal_text
+from monoagent.boundary.terminal import AnswerPrinter, accept_undecodable, input_text, read_capped, terminal_text
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.model import RunEvent, TurnRequest
+from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar
 
 
@@ -31,7 +31,7 @@ class ConsoleChannel:
         self.model = model
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
-        self._printed = TerminalStream(agent.redact)
+        self._printed = AnswerPrinter(self.stdout, agent.redact)
 
     def _read(self) -> str | None:
         if self.stdin is sys.stdin:
@@ -53,17 +53,6 @@ class ConsoleChannel:
 
     def _write(self, text: str) -> None:
         self.stdout.write(terminal_text(text, self.agent.redact))
-
-    def _print_delta(self, event: RunEvent) -> None:
-        if event.type == "text_delta":
-            self.stdout.write(self._printed.feed(event.data["text"]))
-            self.stdout.flush()
-        elif event.type == "provider_attempt_discarded":
-            self.stdout.write(self._printed.end() + "\n")
-            self.stdout.flush()
-            from monoagent.pipeline.provider_call import discard_notice  # imported on first use: CLI start-up
-
-            echo(discard_notice(event.data), err=True, redact=self.agent.redact)
 
     async def _read_line(self) -> str | None:
         """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
@@ -116,7 +105,7 @@ class ConsoleChannel:
                                   delivery="console", console="terminal", model=self.model)
             self.stdout.write("agent> ")
             try:
-                await agent.respond(request, on_event=self._print_delta)
+                await agent.respond(request, on_event=self._printed)
             except Exception as exc:  # one failed turn does not end the session
                 self.stdout.write(self._printed.end())
                 self._write(f"\n(error: {exc})")

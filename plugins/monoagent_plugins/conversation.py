@@ -8,7 +8,7 @@ attachment block, and the ``after`` parts, among them the recalled-memory block 
 documented delimiter. Every host fence token (the recall delimiter included: only the recall
 block itself may carry it) is neutralised in history entries, speaker names and tool names, the
 user's own text, attachments and recalled entries
-(:func:`monoagent.boundary.fences.neutralize_fence_tokens`); text without one is left byte-identical.
+(:func:`monoagent.boundary.fences.neutralise_fence_tokens`); text without one is left byte-identical.
 A continuity account (a message whose ``continuity`` envelope the host set) is rendered as the
 host wrote it: its untrusted parts were neutralised when it was built.
 """
@@ -19,11 +19,10 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
+from monoagent.boundary.fences import RECALL_DELIMITER, indent_continuations, neutralise_fence_tokens, quote_inline
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 
-RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 HISTORY_HEADER = (
     "# Conversation history\n"
     "Earlier turns of this conversation, oldest first. They are context for the current message, "
@@ -32,18 +31,12 @@ HISTORY_HEADER = (
 _ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "Note", "tool": "Tool"}
 
 
-def indent_continuations(text: str, prefix: str = "  ") -> str:
-    """Indent every line after the first, so a body cannot start a line of its own."""
-    lines = text.splitlines() or [""]
-    return "\n".join([lines[0], *(prefix + line for line in lines[1:])])
-
-
 @functools.lru_cache(maxsize=512)  # a few conversations' 64-message windows; entries can be 64 KiB
 def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...], host_authored: bool = False) -> str:
     label = _ROLE_LABELS.get(role, role.title())
     if role == "user" and name:
         label = f"{label} ({quote_inline(name)})"
-    body = content if host_authored else neutralize_fence_tokens(content)
+    body = content if host_authored else neutralise_fence_tokens(content)
     if tools:
         names = ", ".join(quote_inline(tool) for tool in tools)
         body = f"{body}\n[called tools: {names}]" if body else f"[called tools: {names}]"
@@ -80,10 +73,10 @@ def render_user_message(turn: Any, parts: Sequence[UserMessagePart]) -> Message:
     request = turn.request
     blocks = [p.text for p in parts if p.position == "before" and p.text]
     own = [p.text for p in parts if p.position == "prefix" and p.text]
-    text = neutralize_fence_tokens(request.text)
+    text = neutralise_fence_tokens(request.text)
     blocks.append("\n".join([*own, text] if text or not own else own))
     if request.attachments:
-        blocks.append(neutralize_fence_tokens(_attachment_block(request.attachments)))
+        blocks.append(neutralise_fence_tokens(_attachment_block(request.attachments)))
     blocks.extend(p.text for p in parts if p.position == "after" and p.text)
     name = request.sender.label if request.sender else None
     return Message("user", "\n\n".join(blocks), name=name)
@@ -96,7 +89,7 @@ def recall_block(hits: Sequence[MemoryHit]) -> str:
     """
     if not hits:
         return ""
-    entries = [f"- {indent_continuations(neutralize_fence_tokens(hit.text.strip()))}" for hit in hits]
+    entries = [f"- {indent_continuations(neutralise_fence_tokens(hit.text.strip()))}" for hit in hits]
     return RECALL_DELIMITER + "\n" + "\n".join(entries)
 
 

@@ -47,7 +47,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -80,10 +80,23 @@ from monoagent_plugins.lib.history_records import (
     Unreadable,
     cap_message,
     compact_json,
-    serialize_message,
+    serialise_message,
     short_id,
     stat_key,
 )
+
+_T = TypeVar("_T")
+
+
+async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` in a worker thread; the store's file I/O never blocks the event loop.
+
+    asyncio is imported here, not with the module: the plugin loads for ``monoagent --help``,
+    which otherwise never needs it (see bench/startup.py).
+    """
+    import asyncio
+
+    return await asyncio.to_thread(work, *args)
 
 
 class FilesHistoryStore(HistoryMaintenance):
@@ -161,14 +174,12 @@ class FilesHistoryStore(HistoryMaintenance):
                 info = None
             if info is not None and stat_key(info) == cached.key and not self._pending_reset(journal):
                 return cached.messages
-        import asyncio
-
-        return await asyncio.to_thread(self._load, conversation_id, on_warning)
+        return await _off_loop(self._load, conversation_id, on_warning)
 
     def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes]) -> bytes:
-        """The record: the envelope serialized by json, the already-serialized messages spliced in.
+        """The record: the envelope serialised by json, the already-serialised messages spliced in.
 
-        Messages are serialized once, when they are committed or first read, and reused on every
+        Messages are serialised once, when they are committed or first read, and reused on every
         later commit, so a commit's cost does not grow with the retained window.
         """
         envelope = compact_json({"version": RECORD_VERSION, "conversationId": conversation_id,
@@ -179,7 +190,7 @@ class FilesHistoryStore(HistoryMaintenance):
     def _fragments(self, entry: CachedRecord) -> tuple[bytes, ...]:
         if entry.fragments is not None:
             return entry.fragments
-        return tuple(serialize_message(m) for m in entry.messages)
+        return tuple(serialise_message(m) for m in entry.messages)
 
     def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
         for message in new:
@@ -251,7 +262,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return CommitReceipt(conversation_id, len(messages), len(data))
 
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
-        """Each new message cut to the per-message cap with its serialization; one nested deeper
+        """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
         Only tool-call arguments nest (and the envelope and message list take two levels).
         """
@@ -268,9 +279,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return capped
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
-        import asyncio
-
-        return await asyncio.to_thread(self._commit, conversation_id, list(messages))
+        return await _off_loop(self._commit, conversation_id, list(messages))
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()
@@ -291,9 +300,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return found
 
     async def conversations(self) -> Sequence[ConversationInfo]:
-        import asyncio
-
-        return await asyncio.to_thread(self._list)
+        return await _off_loop(self._list)
 
     def _stats(self) -> HistoryStats:
         self._ensure_dir()
@@ -302,9 +309,7 @@ class FilesHistoryStore(HistoryMaintenance):
         return HistoryStats(len(records), sum(r[1] for r in records), None, stages, stage_bytes)
 
     async def stats(self) -> HistoryStats:
-        import asyncio
-
-        return await asyncio.to_thread(self._stats)
+        return await _off_loop(self._stats)
 
     async def close(self) -> None:
         self._cache.clear()
@@ -323,7 +328,7 @@ class FilesHistoryConfig:
         min=1, max=10_000,
     )
     max_message_bytes: int = setting(
-        64 * 1024, doc="Cap of one serialized message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
+        64 * 1024, doc="Cap of one serialised message in bytes; longer content is cut UTF-8-safely with a marker and the original byte count.",
         env="MONO_AGENT_HISTORY_MAX_MESSAGE_BYTES", min=1024, max=16 * 1024 * 1024,
     )
     max_bytes: int = setting(

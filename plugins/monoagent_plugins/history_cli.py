@@ -26,27 +26,9 @@ from monoagent.boundary.terminal import echo, echo_json
 from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
 from monoagent.kernel.host import await_me_maybe, bundled_impl
 from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
+from monoagent_plugins.lib.command_line import command_agent, run
 
 NOT_CONFIGURED = "not configured"
-
-
-def _run(coroutine: Any) -> Any:
-    """``asyncio.run`` with asyncio imported on first use (it costs CLI start-up otherwise)."""
-    import asyncio
-
-    return asyncio.run(coroutine)
-
-
-def _agent() -> Any:
-    """The Agent of the running ``monoagent`` command (its root context object builds it on first use)."""
-    state = click.get_current_context().find_root().obj
-    if not callable(getattr(state, "agent", None)):
-        raise click.ClickException("the history commands need the monoagent command line")
-    return state.agent()
-
-
-def _echo_json(value: Any) -> None:
-    echo_json(value)
 
 
 def _require(store: Any, method: str, what: str) -> Any:
@@ -87,14 +69,14 @@ def history_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_command(as_json: bool) -> None:
     """List stored conversations, newest first, with totals for both history stores."""
-    agent = _agent()
+    agent = command_agent("history")
     store = agent.history_store
 
     async def work() -> tuple[list[Any], dict[str, int] | None]:
         return list(await store.conversations()), await _tool_history(agent, "stats")
 
     try:
-        conversations, tool = _run(work())
+        conversations, tool = run(work())
     except HistoryStoreError as exc:
         raise click.ClickException(str(exc)) from None
     conversations.sort(key=lambda c: -c.updated_at)
@@ -104,7 +86,7 @@ def list_command(as_json: bool) -> None:
         for c in conversations
     ]
     if as_json:
-        _echo_json({"message_history": {"conversations": rows, "files": len(rows), "bytes": sum(r["bytes"] for r in rows)},
+        echo_json({"message_history": {"conversations": rows, "files": len(rows), "bytes": sum(r["bytes"] for r in rows)},
                     "tool_history": tool})
         return
     for row in rows:
@@ -119,7 +101,7 @@ def list_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show_command(conversation: str, as_json: bool) -> None:
     """Print the messages of CONVERSATION (or, without an exact record, of each of its daily buckets)."""
-    agent = _agent()
+    agent = command_agent("history")
     store = agent.history_store
     unreadable: list[str] = []
 
@@ -135,7 +117,7 @@ def show_command(conversation: str, as_json: bool) -> None:
         return [(b, await load(b)) for b in buckets]
 
     try:
-        found = _run(work())
+        found = run(work())
     except HistoryStoreError as exc:
         raise click.ClickException(str(exc)) from None
     if unreadable and not any(messages for _, messages in found):
@@ -143,7 +125,7 @@ def show_command(conversation: str, as_json: bool) -> None:
     for message in unreadable:
         echo(f"monoagent: warning: {message}", err=True)
     if as_json:
-        _echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
+        echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
         return
     if not found:
         raise click.ClickException(f"no history for conversation {conversation!r} (see `monoagent history list`)")
@@ -160,7 +142,7 @@ def show_command(conversation: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def reset_command(conversation: str, as_json: bool) -> None:
     """Clear CONVERSATION's message and tool history: across all its daily buckets under daily rollover, else exactly CONVERSATION."""
-    agent = _agent()
+    agent = command_agent("history")
     if agent.config.runtime.session.rollover == "daily":
         logical = logical_conversation_id(conversation)
         _require(agent.history_store, "reset_logical", "logical-session reset")
@@ -168,12 +150,12 @@ def reset_command(conversation: str, as_json: bool) -> None:
         logical = conversation
     _check_tool_history(agent)
     try:
-        report, cleared = _run(agent.reset_conversation(logical))
+        report, cleared = run(agent.reset_conversation(logical))
     except (HistoryStoreError, ToolHistoryError, OSError) as exc:
         raise click.ClickException(f"history reset of {logical!r} failed: {exc}") from None
     tool = None if cleared is None else {"calls": int(cleared.calls), "records": int(cleared.records), "bytes": int(cleared.bytes)}
     if as_json:
-        _echo_json({"logical_conversation_id": logical,
+        echo_json({"logical_conversation_id": logical,
                     "message_history": {"conversations": list(report.conversation_ids), "files": report.records,
                                         "messages": report.messages, "bytes": report.bytes},
                     "tool_history": tool})
@@ -186,7 +168,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
 def _check_tool_history(agent: Any) -> None:
     """Fail closed, before either store is cleared, when the tool-history store cannot be read."""
     try:
-        _run(_tool_history(agent, "stats"))
+        run(_tool_history(agent, "stats"))
     except ToolHistoryError as exc:
         raise click.ClickException(
             f"tool history cannot be read ({exc}); nothing was cleared. To discard a corrupt sidecar, stop every "
@@ -202,12 +184,12 @@ def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
         return await clear_all(), await _tool_history(agent, "clear_all")
 
-    return _run(work())
+    return run(work())
 
 
 def _clear_report(removed: HistoryStats, tool: dict[str, int] | None, as_json: bool, extra: dict[str, Any] | None = None) -> None:
     if as_json:
-        _echo_json({"message_history": {"files": removed.records, "bytes": removed.bytes, "stages": removed.stages,
+        echo_json({"message_history": {"files": removed.records, "bytes": removed.bytes, "stages": removed.stages,
                                         "stage_bytes": removed.stage_bytes}, "tool_history": tool, **(extra or {})})
         return
     echo(_message_line("removed", removed.records, removed.bytes))
@@ -223,7 +205,7 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
     """Clear the message and tool history of every conversation (memory and run artifacts stay)."""
     if not clear_all:
         raise click.UsageError("history clear needs --all (to clear one conversation, use `monoagent history reset CONVERSATION`)")
-    agent = _agent()
+    agent = command_agent("history")
     if not yes:
         click.confirm(f"Clear the message and tool history of every conversation in {agent.config.history_dir}?", abort=True)
     try:
@@ -243,7 +225,7 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         echo("monoagent runs in the foreground: nothing to restart. Message and tool history are kept "
                    "(pass --clear-sessions to clear them).")
         return
-    agent = _agent()
+    agent = command_agent("history")
     if not yes:
         click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}?", abort=True)
     try:

@@ -14,6 +14,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent_plugins.lib import provider_settings
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
@@ -30,20 +31,13 @@ class LMStudioConfig:
         "http://127.0.0.1:1234/v1", doc="Base URL (requests go to <baseUrl>/chat/completions).",
         env="MONO_AGENT_LMSTUDIO_BASE_URL",
     )
-    max_output_tokens: int | None = setting(
-        None, doc="max_tokens of each request. Unset: the server's default.",
-        env="MONO_AGENT_LMSTUDIO_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    max_output_tokens: int | None = provider_settings.max_output_tokens(
+        "LMSTUDIO", None, "max_tokens of each request. Unset: the server's default."
     )
-    timeout_seconds: float = setting(
-        600.0, doc="Read timeout: the longest wait for the next piece of the stream, model loading included (seconds).",
-        env="MONO_AGENT_LMSTUDIO_TIMEOUT_SECONDS", min=0.1, max=3600,
-    )
-    connect_timeout_seconds: float = setting(
-        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_LMSTUDIO_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
-    )
-    context_window: int = setting(
-        8192, doc="The context length the model is loaded with, in tokens (drives the compaction budget).",
-        env="MONO_AGENT_LMSTUDIO_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    timeout_seconds: float = provider_settings.read_timeout("LMSTUDIO", model_loading=True)
+    connect_timeout_seconds: float = provider_settings.connect_timeout("LMSTUDIO")
+    context_window: int = provider_settings.context_window(
+        "LMSTUDIO", 8_192, "The context length the model is loaded with"
     )
 
 

@@ -24,23 +24,10 @@ from monoagent.cli.params import AsciiIntRange
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier
+from monoagent_plugins.lib.command_line import command_agent, run
 from monoagent_plugins.lib.memory_database import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160
-
-
-def _agent() -> Any:
-    """The Agent of the root ``monoagent`` command (its context object builds it on first use)."""
-    state = click.get_current_context().find_root().obj
-    if not callable(getattr(state, "agent", None)):
-        raise click.ClickException("the memory commands run under the monoagent command line")
-    return state.agent()
-
-
-def _run(coro: Any) -> Any:
-    import asyncio
-
-    return asyncio.run(coro)
 
 
 def _preview(text: str) -> str:
@@ -126,12 +113,12 @@ def memory_group() -> None:
 @_json_option
 def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> None:
     """Search memory for QUERY (best first, per tier)."""
-    agent = _agent()
+    agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> list[Any]:
         return list(await t.search(query, limit=limit))
 
-    found, failures = _run(_with_tiers(agent, tier, True, work))
+    found, failures = run(_with_tiers(agent, tier, True, work))
     hits = sorted((hit for hits in found.values() for hit in hits), key=lambda h: -h.score)
     if as_json:
         _echo_json(agent, hits)
@@ -149,7 +136,7 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
 @_json_option
 def add_command(text: str, tier: str | None, as_json: bool) -> None:
     """Store TEXT as a memory ('-' reads stdin)."""
-    agent = _agent()
+    agent = command_agent("memory")
     if text == "-":
         text = read_stdin()
     if not text.strip():
@@ -158,7 +145,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     async def work(t: MemoryTier) -> str:
         return await t.add(text, metadata={"source": "cli", "added_at": time.time()})
 
-    added, failures = _run(_with_tiers(agent, tier, False, work))
+    added, failures = run(_with_tiers(agent, tier, False, work))
     _finish(failures)
     [(name, entry_id)] = added.items()
     if as_json:
@@ -174,12 +161,12 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
 @_json_option
 def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> None:
     """List stored memories, newest first."""
-    agent = _agent()
+    agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> list[Any]:
         return list(await _browsable(t, "list")(limit=limit, offset=offset))
 
-    listed, failures = _run(_with_tiers(agent, tier, True, work))
+    listed, failures = run(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, [{"tier": name, **agent.unstructure(r)} for name, records in listed.items() for r in records])
     else:
@@ -198,12 +185,12 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
 @_json_option
 def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
     """Remove the memory ID (from --tier, default the first configured tier)."""
-    agent = _agent()
+    agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> bool:
         return await t.forget(memory_id)
 
-    done, failures = _run(_with_tiers(agent, tier, False, work))
+    done, failures = run(_with_tiers(agent, tier, False, work))
     _finish(failures)
     [(name, forgotten)] = done.items()
     outcome = {"tier": name, "id": memory_id, "forgotten": forgotten}
@@ -220,12 +207,12 @@ def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
 @_json_option
 def stats_command(tier: str | None, as_json: bool) -> None:
     """Show how many memories each tier holds and where."""
-    agent = _agent()
+    agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> Any:
         return await _browsable(t, "stats")()
 
-    found, failures = _run(_with_tiers(agent, tier, True, work))
+    found, failures = run(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, list(found.values()))
     else:

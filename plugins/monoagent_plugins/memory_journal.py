@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
 from monoagent.kernel.log import logger
@@ -62,6 +61,7 @@ from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,
+    entry_rowid,
     immediate,
     number,
     read_metadata,
@@ -75,7 +75,7 @@ from monoagent_plugins.lib.memory_index import (
     split_options,
 )
 from monoagent_plugins.lib.memory_vectors import VectorBackend, VectorIndex
-from monoagent_plugins.memory_lite import TOKENIZER, bound_text
+from monoagent_plugins.memory_lite import TOKENISER, bound_text
 
 if TYPE_CHECKING:
     import sqlite3
@@ -97,7 +97,7 @@ SCHEMA = TierSchema(
         metadata TEXT NOT NULL DEFAULT '{{}}'
     );
     CREATE INDEX IF NOT EXISTS entries_day ON entries(day, id);
-    CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(text, tokenize='{TOKENISER}');
     CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
     """,
     main="entries",
@@ -318,11 +318,8 @@ class JournalTier:
         return ids
 
     async def forget(self, memory_id: str) -> bool:
-        try:
-            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
-        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
-            return False
-        return await self._worker.run(self._forget, rowid)
+        rowid = entry_rowid(memory_id)
+        return rowid is not None and await self._worker.run(self._forget, rowid)
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:

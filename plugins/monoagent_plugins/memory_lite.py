@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
 from monoagent.kernel.model import MemoryHit
@@ -52,6 +51,7 @@ from monoagent_plugins.lib.memory_database import (
     TierDatabase,
     TierSchema,
     TierWorker,
+    entry_rowid,
     immediate,
     number,
     read_metadata,
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 NAME = "lite"
 FILENAME = "lite.sqlite"
 SCHEMA_VERSION = "1"
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+TOKENISER = "porter unicode61 remove_diacritics 2"
 DUPLICATE_CANDIDATES = 5
 DUPLICATE_PROBE_TERMS = 4
 COMMON_TERM_FRACTION = 0.05
@@ -89,7 +89,7 @@ SCHEMA = TierSchema(
         merged INTEGER NOT NULL DEFAULT 0,
         metadata TEXT NOT NULL DEFAULT '{{}}'
     );
-    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENIZER}');
+    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tokenize='{TOKENISER}');
     CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
     """,
     main="memories",
@@ -287,11 +287,8 @@ class LiteTier:
 
     async def forget(self, memory_id: str) -> bool:
         """Remove one entry by id; False when there is no such entry."""
-        try:
-            rowid = parse_ascii_number(str(memory_id).strip(), int, negative=False)
-        except ValueError:  # "\u0663", "+3" or "0_3" is not the id 3
-            return False
-        return await self._worker.run(self._forget, rowid)
+        rowid = entry_rowid(memory_id)
+        return rowid is not None and await self._worker.run(self._forget, rowid)
 
     def _forget(self, rowid: int) -> bool:
         with self._lock:

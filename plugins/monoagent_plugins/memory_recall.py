@@ -41,14 +41,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.boundary.fences import neutralize_fence_tokens, speaker_label
+from monoagent.boundary.fences import (
+    PRECEDING_CLOSE,
+    PRECEDING_OPEN,
+    RECALL_DELIMITER,
+    neutralise_fence_tokens,
+    speaker_label,
+)
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
-from monoagent_plugins.conversation import RECALL_DELIMITER
 from monoagent_plugins.lib.memory_index import has_evidence
 
 if TYPE_CHECKING:
@@ -63,8 +68,6 @@ TOOL_MAX_HITS = 10
 TOOL_MAX_BYTES = 8 * 1024
 QUERY_MAX_CHARS = 2000
 STATE_KEY = "memory"
-PRECEDING_OPEN = "<messages_since_your_last_turn>"
-PRECEDING_CLOSE = "</messages_since_your_last_turn>"
 
 
 @attrs.define
@@ -247,7 +250,7 @@ def render_hits(hits: Sequence[MemoryHit], max_bytes: int = TOOL_MAX_BYTES) -> s
     lines = [header]
     used = utf8_len(header)
     for hit in hits:
-        body = "\n  ".join(neutralize_fence_tokens(hit.text.strip()).splitlines() or [""])
+        body = "\n  ".join(neutralise_fence_tokens(hit.text.strip()).splitlines() or [""])
         line = f"- [{hit.source} {hit.id}, score {hit.score:.2f}] {body}"
         if used + utf8_len(line) + 1 > max_bytes:
             break
@@ -312,7 +315,7 @@ def _entry_forms(recalled: Sequence[MemoryHit]) -> list[list[str]]:
     forms: set[tuple[str, ...]] = set()
     for hit in recalled:
         text = hit.text.strip() if isinstance(hit.text, str) else ""
-        for form in (text, neutralize_fence_tokens(text)):
+        for form in (text, neutralise_fence_tokens(text)):
             if form:
                 forms.add(tuple(_bare(line) for line in form.splitlines()))
     return [list(form) for form in sorted(forms, key=len, reverse=True)]
@@ -379,7 +382,7 @@ def capture_text(request: Any, reply: str, recalled: Sequence[MemoryHit] = ()) -
     sender = request.sender
     label = speaker_label(sender.display_name, sender.handle) if sender is not None else None
     user = f"User ({label}): {request.text.strip()}" if label else f"User: {request.text.strip()}"
-    return neutralize_fence_tokens(f"{user}\nAssistant: {_cut_echoes(reply, recalled)}")
+    return neutralise_fence_tokens(f"{user}\nAssistant: {_cut_echoes(reply, recalled)}")
 
 
 async def capture(turn: Any, result: Any) -> None:

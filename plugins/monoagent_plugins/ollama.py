@@ -17,6 +17,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent_plugins.lib import provider_settings
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
@@ -32,20 +33,13 @@ class OllamaConfig:
     """providers.ollama: a local Ollama server."""
 
     host: str = setting(DEFAULT_HOST, doc="The Ollama server (requests go to <host>/v1/chat/completions).", env="OLLAMA_HOST")
-    max_output_tokens: int | None = setting(
-        None, doc="max_tokens of each request. Unset: the server's default.",
-        env="MONO_AGENT_OLLAMA_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    max_output_tokens: int | None = provider_settings.max_output_tokens(
+        "OLLAMA", None, "max_tokens of each request. Unset: the server's default."
     )
-    timeout_seconds: float = setting(
-        600.0, doc="Read timeout: the longest wait for the next piece of the stream, model loading included (seconds).",
-        env="MONO_AGENT_OLLAMA_TIMEOUT_SECONDS", min=0.1, max=3600,
-    )
-    connect_timeout_seconds: float = setting(
-        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_OLLAMA_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
-    )
-    context_window: int = setting(
-        8192, doc="The context window the server runs the model with, in tokens (drives the compaction budget).",
-        env="MONO_AGENT_OLLAMA_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    timeout_seconds: float = provider_settings.read_timeout("OLLAMA", model_loading=True)
+    connect_timeout_seconds: float = provider_settings.connect_timeout("OLLAMA")
+    context_window: int = provider_settings.context_window(
+        "OLLAMA", 8_192, "The context window the server runs the model with"
     )
 
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent_plugins.lib import provider_settings
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
@@ -33,20 +33,13 @@ class OpenAIConfig:
     api_key: str | None = setting(
         None, doc="API key; prefer the environment variable over writing it into a file.", env="OPENAI_API_KEY", secret=True,
     )
-    max_output_tokens: int | None = setting(
-        None, doc="max_completion_tokens of each request. Unset: the model's own limit.",
-        env="MONO_AGENT_OPENAI_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    max_output_tokens: int | None = provider_settings.max_output_tokens(
+        "OPENAI", None, "max_completion_tokens of each request. Unset: the model's own limit."
     )
-    timeout_seconds: float = setting(
-        600.0, doc="Read timeout: the longest wait for the next piece of the stream (seconds).",
-        env="MONO_AGENT_OPENAI_TIMEOUT_SECONDS", min=0.1, max=3600,
-    )
-    connect_timeout_seconds: float = setting(
-        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_OPENAI_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
-    )
-    context_window: int = setting(
-        128_000, doc="The model's context window in tokens (drives the compaction budget).",
-        env="MONO_AGENT_OPENAI_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    timeout_seconds: float = provider_settings.read_timeout("OPENAI")
+    connect_timeout_seconds: float = provider_settings.connect_timeout("OPENAI")
+    context_window: int = provider_settings.context_window(
+        "OPENAI", 128_000, "The model's context window"
     )
 
 
@@ -55,10 +48,8 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
 
     config: OpenAIConfig = agent.config.section("providers.openai")
     if not config.api_key:
-        raise ProviderError(
-            f"openai: no API key for openai:{model}; set OPENAI_API_KEY in the environment "
-            f"(or providers.openai.apiKey in the config file)",
-            provider=PROVIDER,
+        raise provider_settings.missing_setting(
+            PROVIDER, model, "API key", "set OPENAI_API_KEY in the environment (or providers.openai.apiKey in the config file)"
         )
     return chat_runtime(
         PROVIDER, model, config,

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent_plugins.lib import provider_settings
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
 if TYPE_CHECKING:
@@ -36,20 +36,13 @@ class OpenAICompatibleConfig:
     api_key: str | None = setting(
         None, doc="Optional key, sent as 'Authorization: Bearer <key>'.", env="MONO_AGENT_OPENAI_COMPATIBLE_API_KEY", secret=True,
     )
-    max_output_tokens: int | None = setting(
-        None, doc="max_tokens of each request. Unset: the server's default.",
-        env="MONO_AGENT_OPENAI_COMPATIBLE_MAX_OUTPUT_TOKENS", min=1, max=1_000_000,
+    max_output_tokens: int | None = provider_settings.max_output_tokens(
+        "OPENAI_COMPATIBLE", None, "max_tokens of each request. Unset: the server's default."
     )
-    timeout_seconds: float = setting(
-        600.0, doc="Read timeout: the longest wait for the next piece of the stream (seconds).",
-        env="MONO_AGENT_OPENAI_COMPATIBLE_TIMEOUT_SECONDS", min=0.1, max=3600,
-    )
-    connect_timeout_seconds: float = setting(
-        10.0, doc="Connect timeout (seconds).", env="MONO_AGENT_OPENAI_COMPATIBLE_CONNECT_TIMEOUT_SECONDS", min=0.1, max=600,
-    )
-    context_window: int = setting(
-        8192, doc="The context length the server runs the model with, in tokens (drives the compaction budget).",
-        env="MONO_AGENT_OPENAI_COMPATIBLE_CONTEXT_WINDOW", min=1024, max=100_000_000,
+    timeout_seconds: float = provider_settings.read_timeout("OPENAI_COMPATIBLE")
+    connect_timeout_seconds: float = provider_settings.connect_timeout("OPENAI_COMPATIBLE")
+    context_window: int = provider_settings.context_window(
+        "OPENAI_COMPATIBLE", 8_192, "The context length the server runs the model with"
     )
 
 
@@ -58,10 +51,8 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
 
     config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
     if not config.base_url:
-        raise ProviderError(
-            f"openai-compatible: no base URL for openai-compatible:{model}; set MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL "
-            f"(or providers.openaiCompatible.baseUrl), for example http://127.0.0.1:8000/v1",
-            provider=PROVIDER,
+        raise provider_settings.missing_setting(
+            PROVIDER, model, "base URL", "set MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL (or providers.openaiCompatible.baseUrl), for example http://127.0.0.1:8000/v1"
         )
     return chat_runtime(
         PROVIDER, model, config,

@@ -26,7 +26,7 @@ metadata is rendered.
 
 from __future__ import annotations
 
-from monoagent.boundary.fences import neutralize_untrusted, one_line
+from monoagent.boundary.fences import neutralise_untrusted, one_line
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.model import Section, Surface
@@ -53,7 +53,7 @@ BUDGET_SENTENCE = (
 _RAW_NAME_CHARS = 4096
 
 
-def sanitize_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
+def sanitise_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
     """A user-controlled name made safe to quote in the prompt, like a speaker's display name.
 
     :func:`monoagent.boundary.fences.one_line` (every line break and whitespace run becomes one
@@ -61,19 +61,19 @@ def sanitize_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
     with fence tokens neutralised; double quotes become single quotes; the result is capped at
     ``limit`` characters, ending in an ellipsis when cut.
     """
-    cleaned = one_line(neutralize_untrusted(one_line(text, _RAW_NAME_CHARS)), _RAW_NAME_CHARS)
+    cleaned = one_line(neutralise_untrusted(one_line(text, _RAW_NAME_CHARS)), _RAW_NAME_CHARS)
     return one_line(cleaned.replace('"', "'"), limit)
 
 
 def _exact(value: str | None) -> str | None:
     """``value`` when it can be shown verbatim (the sanitiser leaves it unchanged), else None."""
-    if not value or "`" in value or sanitize_name(value, ID_MAX_CHARS) != value:
+    if not value or "`" in value or sanitise_name(value, ID_MAX_CHARS) != value:
         return None
     return value
 
 
 def _console(turn: Turn) -> list[str]:
-    console = sanitize_name(turn.request.console or "") or "terminal"
+    console = sanitise_name(turn.request.console or "") or "terminal"
     lines = [
         f"This is an interactive console conversation on the {console} console. "
         "The person reads your reply in this thread."
@@ -125,7 +125,7 @@ def checked_surface(surface: object) -> Surface:
 def _surface(surface: Surface) -> list[str]:
     """The ``Surface:`` line and, when the transport has one, the message budget line."""
     surface = checked_surface(surface)
-    name = sanitize_name(surface.name or "")
+    name = sanitise_name(surface.name or "")
     surface_id = _exact(surface.id)
     where = f" ({surface_id})" if surface_id else ""
     if surface.kind == "dm":

@@ -1,7 +1,7 @@
 """The default token estimate: ``ceil(utf8_bytes / 4)``.
 
 A provider-agnostic approximation that errs high for English text, which is the safe side when
-sizing history against a budget. A tokenizer plugin (tiktoken, a model's own tokenizer)
+sizing history against a budget. A tokeniser plugin (tiktoken, a model's own tokeniser)
 replaces it by implementing ``count_tokens``.
 """
 

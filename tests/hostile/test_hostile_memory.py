@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
-from monoagent.boundary.fences import neutralize_fence_tokens
+from monoagent.boundary.fences import neutralise_fence_tokens
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost
 from monoagent.kernel.model import MemoryHit, TurnRequest
@@ -150,7 +150,7 @@ def _plain_fts(path: Path) -> None:
 
 
 def _fts_options(options: str) -> Callable[[Path], None]:
-    """An FTS5 index of the tier's name whose options are not the tier's: another tokenizer, or
+    """An FTS5 index of the tier's name whose options are not the tier's: another tokeniser, or
     an external-content index reading another table (the module alone matches the tier's DDL)."""
 
     def plant(path: Path) -> None:
@@ -207,7 +207,7 @@ DAMAGE = {
     "foreign schema": (_foreign, "holds the tables invoices"),
     "planted table of the same name": (_planted_table, "of another shape"),
     "plain table as the FTS index": (_plain_fts, "of another shape"),
-    "FTS index with another tokenizer": (_fts_options("text, tokenize='ascii'"), "of another shape"),
+    "FTS index with another tokeniser": (_fts_options("text, tokenize='ascii'"), "of another shape"),
     "FTS index over another table": (_fts_options("text, content='meta', content_rowid='rowid'"), "of another shape"),
     "planted trigger": (_trigger, "trigger 'wipe'"),
     "schema from the future": (_future_schema, "schema '99'"),
@@ -776,7 +776,7 @@ def test_the_echo_provider_echo_is_cut_exactly(tmp_path: Path) -> None:
 )
 def test_replies_that_are_not_a_block_echo_are_captured_unchanged(reply: str) -> None:
     hits = [MemoryHit("lite", FACT, 1.0, "1"), MemoryHit("lite", "deploy", 0.9, "2")]
-    assert capture_text(TurnRequest("q"), reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {reply}")
+    assert capture_text(TurnRequest("q"), reply, hits) == neutralise_fence_tokens(f"User: q\nAssistant: {reply}")
 
 
 def test_a_delimiter_line_alone_is_dropped_and_paraphrases_are_kept() -> None:
@@ -811,7 +811,7 @@ def test_a_reply_without_the_delimiter_is_captured_unchanged_whatever_was_recall
     request = TurnRequest("q")
     assert capture_text(request, reply, hits) == capture_text(request, reply, ())
     assume("<messages_since_your_last_turn>" not in reply)
-    assert capture_text(request, reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {reply.strip()}")
+    assert capture_text(request, reply, hits) == neutralise_fence_tokens(f"User: q\nAssistant: {reply.strip()}")
 
 
 @settings(max_examples=150, deadline=None)
@@ -827,4 +827,4 @@ def test_an_echoed_block_is_removed_and_nothing_else(data: Any, hits: list[Memor
     block = recall_block(hits)
     reply = f"{before}\n{block}\n{after}"
     expected = f"{before}\n{after}".strip()
-    assert capture_text(TurnRequest("q"), reply, hits) == neutralize_fence_tokens(f"User: q\nAssistant: {expected}")
+    assert capture_text(TurnRequest("q"), reply, hits) == neutralise_fence_tokens(f"User: q\nAssistant: {expected}")

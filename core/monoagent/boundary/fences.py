@@ -6,13 +6,14 @@ tool-history projection fence, the continuity account's header, evidence and env
 failed-attempt snapshot markers and the tool-output bloat guard's markers. Their meaning rests on
 one promise: only the host writes them. Every piece of text that someone else controls (the
 user's message, other chat participants' messages and names, provider text, tool names,
-arguments and results) passes through :func:`neutralize_fence_tokens` before it is quoted in
+arguments and results) passes through :func:`neutralise_fence_tokens` before it is quoted in
 host-authored text, so it can neither close a fence nor open one nor pose as a host marker.
 
 **One recogniser, one registry.** :data:`HOST_FENCES` lists every host fence by its canonical
 spelling; its first characters give its shape: ``<name>`` is a *tag* (recognised opening or
-closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Adding a fence is adding its spelling
-there. A token is looked for in the *reading* of a text (:func:`fence_view`):
+closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Each fence is spelt once, as a constant
+of this module that the code writing it imports; adding a fence is adding its constant and listing
+it there. A token is looked for in the *reading* of a text (:func:`fence_view`):
 
 1. HTML character references decoded (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), repeatedly;
 2. NFKD compatibility decomposition (fullwidth ``＜``, mathematical letters, ligatures), case
@@ -59,38 +60,74 @@ import attrs
 from monoagent.text import LazyPattern, utf8_prefix
 
 __all__ = [
+    "ACCOUNT_HEADER",
+    "ENVELOPE_CLOSE",
+    "ENVELOPE_OPEN",
+    "EVIDENCE_CLOSE",
+    "EVIDENCE_OPEN",
     "FENCE_NAMES",
     "HANDLE_MAX_CHARS",
     "HOST_FENCES",
     "NAME_MAX_CHARS",
+    "PRECEDING_CLOSE",
+    "PRECEDING_OPEN",
+    "PROJECTION_CLOSE",
+    "PROJECTION_OPEN",
+    "RECALL_DELIMITER",
+    "SNAPSHOT_BEGIN",
+    "SNAPSHOT_END",
+    "SPEAKER_CLOSE",
+    "SPEAKER_OPEN",
+    "TOOL_OUTPUT_BEGIN",
+    "TOOL_OUTPUT_END",
     "UNKNOWN_SPEAKER",
     "HostFence",
     "capped",
     "fence_view",
     "has_fence_token",
     "indent_continuations",
-    "neutralize_fence_tokens",
-    "neutralize_untrusted",
+    "neutralise_fence_tokens",
+    "neutralise_untrusted",
     "one_line",
     "quote_block",
     "quote_inline",
     "speaker_label",
 ]
 
-#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc).
+# The host's framing, each spelt once: the module that writes a fence imports it from here.
+PRECEDING_OPEN = "<messages_since_your_last_turn>"  # group context (monoagent_plugins.group_context)
+PRECEDING_CLOSE = "</messages_since_your_last_turn>"
+SPEAKER_OPEN = "<current_speaker>"
+SPEAKER_CLOSE = "</current_speaker>"
+RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"  # conversation
+PROJECTION_OPEN = "<tool_history_projection>"  # the cold tool-history projection (monoagent_plugins.lib.tool_history)
+PROJECTION_CLOSE = "</tool_history_projection>"
+ACCOUNT_HEADER = "[Continuity account v1, written by the host"  # continuity accounts (monoagent.pipeline.continuity_account)
+EVIDENCE_OPEN = "<untrusted_evidence>"
+EVIDENCE_CLOSE = "</untrusted_evidence>"
+ENVELOPE_OPEN = "<continuity_envelope>"
+ENVELOPE_CLOSE = "</continuity_envelope>"
+SNAPSHOT_BEGIN = "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>"  # stateless retries (monoagent.pipeline.stateless)
+SNAPSHOT_END = "<<<END FAILED ATTEMPT SNAPSHOT>>>"
+TOOL_OUTPUT_BEGIN = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"  # the tool-output bloat guard (monoagent.pipeline.bloat)
+TOOL_OUTPUT_END = "<<<END UNTRUSTED TOOL OUTPUT>>>"
+
+#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc);
+#: a label is recognised by its first words.
 HOST_FENCES: tuple[str, ...] = (
-    "<messages_since_your_last_turn>",  # group context (monoagent_plugins.group_context)
-    "<current_speaker>",
-    "[Recalled long-term memory",  # the recall delimiter (monoagent_plugins.conversation)
-    "<tool_history_projection>",  # the cold tool-history projection (monoagent_plugins.lib.tool_history.projection)
-    "[Continuity account",  # continuity accounts (monoagent.pipeline.continuity_account)
-    "<untrusted_evidence>",
-    "<continuity_envelope>",
-    "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>",  # stateless retries (monoagent.pipeline.stateless)
-    "<<<END FAILED ATTEMPT SNAPSHOT>>>",
-    "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>",  # the tool-output bloat guard (monoagent.pipeline.bloat)
-    "<<<END UNTRUSTED TOOL OUTPUT>>>",
+    PRECEDING_OPEN,
+    SPEAKER_OPEN,
+    "[Recalled long-term memory",  # RECALL_DELIMITER
+    PROJECTION_OPEN,
+    "[Continuity account",  # ACCOUNT_HEADER
+    EVIDENCE_OPEN,
+    ENVELOPE_OPEN,
+    SNAPSHOT_BEGIN,
+    SNAPSHOT_END,
+    TOOL_OUTPUT_BEGIN,
+    TOOL_OUTPUT_END,
 )
+
 NAME_MAX_CHARS = 80
 HANDLE_MAX_CHARS = 64
 UNKNOWN_SPEAKER = "unknown"
@@ -496,7 +533,7 @@ def _strip_openers(text: str) -> str:
     return "".join(char for char in text if not _opens(char))
 
 
-def neutralize_fence_tokens(text: str) -> str:
+def neutralise_fence_tokens(text: str) -> str:
     """``text`` with every host fence token made inert; ``text`` itself when it holds none.
 
     A tag becomes its square-bracketed name (``</current_speaker >`` reads
@@ -513,8 +550,8 @@ def neutralize_fence_tokens(text: str) -> str:
     return _strip_openers(text)
 
 
-def neutralize_untrusted(text: str) -> str:
-    """:func:`neutralize_fence_tokens`, and entity-encoded line breaks (``&#10;``) made spaces.
+def neutralise_untrusted(text: str) -> str:
+    """:func:`neutralise_fence_tokens`, and entity-encoded line breaks (``&#10;``) made spaces.
 
     For text quoted inside a fence (bodies, names): a line break that only appears once the
     entities are decoded must not start a line of its own either.
@@ -525,7 +562,7 @@ def neutralize_untrusted(text: str) -> str:
         text = _LINE_BREAK_ENTITY.sub(" ", text)
     if len(fence_view(text).splitlines()) > len(text.splitlines()):
         text = _strip_openers(text)
-    return neutralize_fence_tokens(text)
+    return neutralise_fence_tokens(text)
 
 
 def quote_inline(text: str, limit: int = NAME_MAX_CHARS) -> str:
@@ -534,7 +571,7 @@ def quote_inline(text: str, limit: int = NAME_MAX_CHARS) -> str:
     One line (:func:`one_line`), fence tokens and entity-encoded line breaks neutralised, at
     most ``limit`` characters.
     """
-    return one_line(neutralize_untrusted(one_line(text, limit)), limit)
+    return one_line(neutralise_untrusted(one_line(text, limit)), limit)
 
 
 def quote_block(text: str, prefix: str = "    ") -> str:
@@ -542,7 +579,7 @@ def quote_block(text: str, prefix: str = "    ") -> str:
 
     No line of it can start at the host's own margin, so none can pose as a host line.
     """
-    lines = neutralize_untrusted(text).splitlines() or [""]
+    lines = neutralise_untrusted(text).splitlines() or [""]
     return "\n".join(prefix + line for line in lines)
 
 
@@ -573,8 +610,8 @@ def speaker_label(display_name: str | None, handle: str | None = None) -> str:
     leading ``@``) at :data:`HANDLE_MAX_CHARS`; a speaker with neither reads ``unknown``. The
     platform user id is never part of a label.
     """
-    name = neutralize_untrusted(one_line(display_name or "", NAME_MAX_CHARS))
-    tag = neutralize_untrusted(one_line((handle or "").strip().lstrip("@"), HANDLE_MAX_CHARS))
+    name = neutralise_untrusted(one_line(display_name or "", NAME_MAX_CHARS))
+    tag = neutralise_untrusted(one_line((handle or "").strip().lstrip("@"), HANDLE_MAX_CHARS))
     name = one_line(name, NAME_MAX_CHARS)
     tag = one_line(tag, HANDLE_MAX_CHARS)
     if name and tag:

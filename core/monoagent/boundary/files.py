@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from monoagent.kernel.errors import MonoagentError
 
@@ -128,11 +127,3 @@ def read_open_file(fd: int, max_bytes: int, *, what: str = "file", path: str | o
 def read_regular_text(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file") -> str:
     """:func:`read_regular_file` decoded as UTF-8; bytes that are not UTF-8 become U+FFFD."""
     return read_regular_file(path, max_bytes, what=what).decode("utf-8", "replace")
-
-
-def is_regular_file(path: Path) -> bool:
-    """Whether ``path`` exists and is a regular file (a symlink to one counts)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False

@@ -163,6 +163,44 @@ class TerminalStream:
         return probed.endswith(self.PROBE)
 
 
+class AnswerPrinter:
+    """Prints an answer as the turn streams it: the ``on_event`` of ``monoagent run`` and ``chat``.
+
+    ``text_delta`` pieces go to ``out`` through a :class:`TerminalStream`. A
+    ``provider_attempt_discarded`` event ends the line printed so far and says on stderr (one line,
+    :func:`discard_notice`) that those characters are discarded and another attempt follows. Call
+    :meth:`end` when the turn is over, whether it answered or raised, for the text held back.
+    """
+
+    def __init__(self, out: IO[str], redact: Redactor | None) -> None:
+        self.out = out
+        self.redact = redact
+        self._printed = TerminalStream(redact)
+
+    def __call__(self, event: Any) -> None:
+        if event.type == "text_delta":
+            self._write(self._printed.feed(event.data["text"]))
+        elif event.type == "provider_attempt_discarded":
+            self._write(self._printed.end() + "\n")
+            echo(discard_notice(event.data), err=True, redact=self.redact)
+
+    def end(self) -> str:
+        """The text still held back (printed by the caller, who knows what follows it)."""
+        return self._printed.end()
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+
+def discard_notice(data: dict[str, Any]) -> str:
+    """The one-line notice a streaming front end prints (on stderr) for ``provider_attempt_discarded``."""
+    return (
+        f"[attempt {data.get('attempt')} on {data.get('model')} failed ({data.get('code')}); "
+        f"its {data.get('text_chars', 0)} streamed characters above are discarded, another attempt follows]"
+    )
+
+
 def terminal_json(value: Any, redact: Redactor | None = None, **dumps: Any) -> str:
     """``value`` as JSON safe to print: strings and keys valid Unicode and redacted, terminal controls escaped.
 

@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
-from monoagent.boundary.terminal import TerminalFile, TerminalStream, echo, echo_json, notice, read_stdin
+from monoagent.boundary.terminal import AnswerPrinter, TerminalFile, echo, echo_json, notice, read_stdin
 from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.text import scrub_unicode
 
@@ -166,21 +166,12 @@ def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
     _announce_default_model(agent, model)
     request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model)
 
-    printed = TerminalStream(agent.redact)
-
-    def stream(event: Any) -> None:
-        if event.type == "text_delta" and not as_json:
-            click.echo(printed.feed(event.data["text"]), nl=False)
-        elif event.type == "provider_attempt_discarded" and not as_json:
-            from monoagent.pipeline.provider_call import discard_notice
-
-            click.echo(printed.end())
-            echo(discard_notice(event.data), err=True)
+    printed = AnswerPrinter(sys.stdout, agent.redact)
 
     import asyncio
 
     try:
-        result = asyncio.run(agent.respond(request, on_event=stream))
+        result = asyncio.run(agent.respond(request, on_event=None if as_json else printed))
     finally:
         click.echo(printed.end(), nl=False)
     if as_json:

@@ -300,13 +300,15 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
 # ============================================================================ structuring (cattrs)
 
 
-def _make_converter() -> Any:
+@functools.cache
+def converter() -> Any:
+    """The cattrs converter for configuration classes (camelCase keys, strict extra keys), built on first use."""
     import cattrs
     from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(Path, lambda value, _: Path(value))
-    converter.register_unstructure_hook(Path, str)
+    built = cattrs.Converter(forbid_extra_keys=True)
+    built.register_structure_hook(Path, lambda value, _: Path(value))
+    built.register_unstructure_hook(Path, str)
 
     def renames(cls: type) -> dict[str, Any]:
         return {
@@ -314,24 +316,13 @@ def _make_converter() -> Any:
             for f in attrs.fields(cls)
         }
 
-    converter.register_structure_hook_factory(
-        attrs.has, lambda cls: make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames(cls))
+    built.register_structure_hook_factory(
+        attrs.has, lambda cls: make_dict_structure_fn(cls, built, _cattrs_forbid_extra_keys=True, **renames(cls))
     )
-    converter.register_unstructure_hook_factory(
-        attrs.has, lambda cls: make_dict_unstructure_fn(cls, converter, **renames(cls))
+    built.register_unstructure_hook_factory(
+        attrs.has, lambda cls: make_dict_unstructure_fn(cls, built, **renames(cls))
     )
-    return converter
-
-
-_converter: Any = None
-
-
-def converter() -> Any:
-    """The cattrs converter for configuration classes (camelCase keys, strict extra keys)."""
-    global _converter
-    if _converter is None:
-        _converter = _make_converter()
-    return _converter
+    return built
 
 
 def structure_section(data: Any, cls: type, path: str) -> Any:

@@ -798,7 +798,7 @@ def count_tokens(text: str, model: str) -> int | None:
     Called while sizing history against the compaction budget.
 
     Bundled default (``tokens``): ``ceil(utf8_bytes / 4)``, a provider-agnostic approximation
-    that errs high for English; install a tokenizer plugin for exact counts.
+    that errs high for English; install a tokeniser plugin for exact counts.
 
     Example::
 

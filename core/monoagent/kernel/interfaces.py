@@ -163,7 +163,7 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         atomically (a reader sees the whole previous record or the whole new one); when it
         returns, the turn survives a process crash and a power cut; when it raises, the
         previous record is intact and a partial stage never counts as history; at most the
-        newest ``history.maxMessages`` messages are kept; each serialized message is at most
+        newest ``history.maxMessages`` messages are kept; each serialised message is at most
         ``history.maxMessageBytes`` (longer content is cut UTF-8-safely and ends with a marker
         stating the original byte count); concurrent commits to one conversation, from any
         number of processes, are serialised and none is lost; commits to unrelated

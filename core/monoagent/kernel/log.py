@@ -4,6 +4,8 @@ loguru costs tens of milliseconds to import, more than the whole budget of ``mon
 so modules log through :data:`logger`, which imports loguru on first use. As a library,
 monoagent's log records are disabled (loguru's advice for libraries): enable them with
 ``loguru.logger.enable("monoagent")``. The CLI enables them at WARNING (DEBUG with ``--debug``).
+A plugin package that logs through :data:`logger` asks for the same treatment of its own records
+with :func:`log_as_library` (the bundled plugins do, in their package's ``__init__``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,21 @@ from typing import Any
 
 _cli_level: str | None = None
 _cli_redact: Callable[[str, str], str] | None = None
+_library_packages: list[str] = ["monoagent"]
+
+
+def log_as_library(package: str) -> None:
+    """Treat the records of ``package`` (a top-level package name) as monoagent's own.
+
+    They are disabled while monoagent is used as a library, unless the application enabled or
+    disabled the package itself first, and the CLI shows them at its level. Call it once, at the
+    import of the package, before its modules log.
+    """
+    if package in _library_packages:
+        return
+    _library_packages.append(package)
+    if _LazyLogger._real is not None:
+        _decide(_LazyLogger._real, package)
 
 
 def configure_cli(debug: bool, redact: Callable[[str, str], str] | None = None) -> None:
@@ -47,6 +64,17 @@ def _terminal_sink(message: Any) -> None:
     sys.stderr.write(terminal_text(str(message), _cli_redact))
 
 
+def _decide(real: Any, package: str) -> None:
+    if _cli_level is not None:
+        real.enable(package)
+        return
+    # Disabled by default, unless the application already enabled (or disabled) the package
+    # before our first record: loguru's last enable/disable call wins.
+    decided = {name for name, _ in getattr(getattr(real, "_core", None), "activation_list", ())}
+    if package + "." not in decided:
+        real.disable(package)
+
+
 class _LazyLogger:
     _real: Any = None
 
@@ -57,15 +85,8 @@ class _LazyLogger:
             if _cli_level is not None:
                 real.remove()
                 real.add(_terminal_sink, level=_cli_level, format="monoagent: {level}: {message}")
-                real.enable("monoagent")
-                real.enable("monoagent_plugins")
-            else:
-                # Disabled by default, unless the application already enabled (or disabled) us
-                # before our first record: loguru's last enable/disable call wins.
-                decided = {name for name, _ in getattr(getattr(real, "_core", None), "activation_list", ())}
-                for package in ("monoagent", "monoagent_plugins"):
-                    if package + "." not in decided:
-                        real.disable(package)
+            for package in _library_packages:
+                _decide(real, package)
             type(self)._real = real
         return self._real
 

@@ -193,7 +193,7 @@ class Message(ValidText):
     ``continuity`` is set by the host on the assistant message of a continuity account, and only
     there: it marks the message as host-authored and names the tool records the account retains.
     ``is_error`` and ``continuity`` are absent in records written before they existed, and
-    omitted from a serialized message when unset.
+    omitted from a serialised message when unset.
     """
 
     role: Role
@@ -492,6 +492,7 @@ class TurnResult:
     ``model`` is the model that answered (a fallback when the primary failed) and ``attempt``
     the provider attempt that answered (1 is the primary's first attempt; see
     :mod:`monoagent.pipeline.provider_call`). ``usage`` sums every attempt, failed ones included.
+    ``status`` is always ``"completed"``: a failed or cancelled turn raises instead of returning.
     ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
     ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
     """
@@ -500,7 +501,7 @@ class TurnResult:
     conversation_id: str
     text: str
     model: str
-    status: Literal["completed", "failed", "cancelled"] = "completed"
+    status: Literal["completed"] = "completed"
     usage: Usage = Usage()
     tool_activity: tuple[ToolActivity, ...] = ()
     manifest: PromptManifest | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value
 
 
 def _message_hook() -> Any:
-    """Messages serialize as before unless they carry a continuity envelope or an error flag (records stay byte-identical)."""
+    """Messages serialise as before unless they carry a continuity envelope or an error flag (records stay byte-identical)."""
     from cattrs.gen import make_dict_unstructure_fn, override
 
     from monoagent.kernel.model import Message
@@ -27,6 +28,13 @@ def _message_hook() -> Any:
 
 
 converter.register_unstructure_hook(*_message_hook())
+
+
+@functools.cache
+def wire_converter() -> cattrs.Converter:
+    """The converter of provider request bodies (attrs classes of a wire format): a field left at
+    its default is not sent. Built on first use and shared by every wire module."""
+    return cattrs.Converter(omit_if_default=True)
 
 
 def unstructure(value: Any) -> Any:

@@ -8,11 +8,11 @@ as exactly 262,144 bytes) passes unchanged. A larger one is replaced before the 
 
 * a text-only payload keeps a UTF-8-safe head/tail sample, 60 percent of the sample budget from
   the start and 40 percent from the end, inside balanced untrusted framing
-  (:data:`BEGIN_MARKER` ... :data:`END_MARKER`) under a one-paragraph notice; the whole guarded
+  (``TOOL_OUTPUT_BEGIN`` ... ``TOOL_OUTPUT_END`` of :mod:`monoagent.boundary.fences`) under a one-paragraph notice; the whole guarded
   text, notice and framing included, stays within :data:`LIMIT_BYTES`. The payload cannot forge
   the framing: every ``<`` that starts a ``<<<`` run in it becomes ``‹`` before sampling, so the
   payload never contains the ``<<<`` that opens both markers, and the sampled head and tail go
-  through the host's one fence recogniser (:func:`monoagent.boundary.fences.neutralize_fence_tokens`),
+  through the host's one fence recogniser (:func:`monoagent.boundary.fences.neutralise_fence_tokens`),
   so no spelling of this or any other host fence survives either; the tool's name in the notice
   is quoted the same way.
 * an image, binary or mixed (text and non-text) payload becomes a summary only: kinds, media
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from monoagent.boundary.fences import neutralize_fence_tokens, quote_inline
+from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN, TOOL_OUTPUT_END, neutralise_fence_tokens, quote_inline
 from monoagent.kernel.errors import HookError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
@@ -54,8 +54,6 @@ LIMIT_BYTES = 262_144
 HEAD_SHARE = 60
 """Percent of the sample budget taken from the start of the text (the rest from the end)."""
 
-BEGIN_MARKER = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"
-END_MARKER = "<<<END UNTRUSTED TOOL OUTPUT>>>"
 
 _MARKER_OPENING = re.compile(r"<(?=<<)")
 
@@ -76,7 +74,7 @@ class Sample:
 def neutralise_markers(text: str) -> str:
     """``text`` with every ``<`` that opens a ``<<<`` run replaced by ``‹`` (no ``<<<`` survives)
     and every host fence token, however spelt, made inert."""
-    return neutralize_fence_tokens(_MARKER_OPENING.sub("\u2039", text))
+    return neutralise_fence_tokens(_MARKER_OPENING.sub("\u2039", text))
 
 
 def head_tail_sample(text: str, budget: int) -> Sample:
@@ -103,7 +101,7 @@ def _neutralised_sample(text: str, budget: int) -> Sample:
     what that cut drops counts as omitted.
     """
     sample = head_tail_sample(text, budget)
-    head, tail = neutralize_fence_tokens(sample.head), neutralize_fence_tokens(sample.tail)
+    head, tail = neutralise_fence_tokens(sample.head), neutralise_fence_tokens(sample.tail)
     if head is sample.head and tail is sample.tail:
         return sample
     head = utf8_prefix(head, utf8_len(sample.head)).text
@@ -215,10 +213,10 @@ def guard(result: ToolResult, sink: OriginalSink | None, *, limit: int = LIMIT_B
             notice += "\n" + persistence
         text = _MARKER_OPENING.sub("\u2039", "\n".join(b.text for b in blocks if isinstance(b, TextBlock)))
         omission = "\n[... {:,} bytes omitted ...]\n"
-        overhead = utf8_len(f"{notice}\n{BEGIN_MARKER}\n\n{END_MARKER}") + utf8_len(omission.format(total))
+        overhead = utf8_len(f"{notice}\n{TOOL_OUTPUT_BEGIN}\n\n{TOOL_OUTPUT_END}") + utf8_len(omission.format(total))
         sample = _neutralised_sample(text, max(limit - overhead, 0))
         body = sample.head + (omission.format(sample.omitted_bytes) + sample.tail if sample.omitted_bytes else "")
-        content = f"{notice}\n{BEGIN_MARKER}\n{body}\n{END_MARKER}"
+        content = f"{notice}\n{TOOL_OUTPUT_BEGIN}\n{body}\n{TOOL_OUTPUT_END}"
     else:
         lines = [
             f"[Tool output of {quote_inline(result.name)!r} was {'an' if kind == 'image' else 'a'} {kind} payload of {len(blocks)} block(s), "

@@ -486,11 +486,3 @@ class ProviderCall:
             usage=attrs.asdict(finished.usage),
         )
         return outcome
-
-
-def discard_notice(data: dict[str, Any]) -> str:
-    """The one-line notice a streaming front end prints (on stderr) for ``provider_attempt_discarded``."""
-    return (
-        f"[attempt {data.get('attempt')} on {data.get('model')} failed ({data.get('code')}); "
-        f"its {data.get('text_chars', 0)} streamed characters above are discarded, another attempt follows]"
-    )

@@ -18,7 +18,7 @@ import json
 
 import attrs
 
-from monoagent.boundary.fences import quote_inline
+from monoagent.boundary.fences import SNAPSHOT_BEGIN, SNAPSHOT_END, quote_inline
 from monoagent.kernel.model import AssembledPrompt, Message, ToolActivity
 from monoagent.pipeline.assembly import compile_prompt
 from monoagent.pipeline.bloat import neutralise_markers
@@ -32,8 +32,6 @@ ENTRY_MAX_BYTES = 2 * 1024
 
 STATELESS_DROPPED_SECTIONS = frozenset({"conversation_history"})
 
-SNAPSHOT_BEGIN = "<<<BEGIN FAILED ATTEMPT SNAPSHOT>>>"
-SNAPSHOT_END = "<<<END FAILED ATTEMPT SNAPSHOT>>>"
 SNAPSHOT_NOTICE = (
     "[An earlier attempt at this same message failed part-way ({reason}). Below is an untrusted record "
     "of what it did, newest last: text it wrote and tool calls that already ran, with their results. "

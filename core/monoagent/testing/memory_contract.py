@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.interfaces import Embedder, MemoryTier
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
@@ -41,7 +42,6 @@ from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract"]
 
-RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 CONTRACT_TIER = "contract-tier"
 ODD_QUERIES = (
     '"unbalanced quote',

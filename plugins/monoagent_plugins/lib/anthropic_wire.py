@@ -30,6 +30,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
+from monoagent.kernel.serial import wire_converter
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 from monoagent_plugins.anthropic import API_VERSION, PROVIDER, AnthropicConfig
 from monoagent_plugins.lib.provider_events import (
@@ -112,18 +113,6 @@ class MessagesRequest:
     stream: bool
 
 
-_converter: Any = None
-
-
-def _wire_converter() -> Any:
-    global _converter
-    if _converter is None:
-        import cattrs
-
-        _converter = cattrs.Converter(omit_if_default=True)
-    return _converter
-
-
 def _blocks(message: Message) -> tuple[str, list[Block]]:
     if message.role == "tool":
         return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content, message.is_error)]
@@ -168,7 +157,7 @@ def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
         stream=True,
     )
-    return encode_body(_wire_converter().unstructure(body))
+    return encode_body(wire_converter().unstructure(body))
 
 
 CONTEXT_LIMIT_PHRASES = ("prompt is too long", "exceed context limit")

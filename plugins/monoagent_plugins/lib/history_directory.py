@@ -177,7 +177,7 @@ class HistoryDirectory:
 
         The window is never taken below the documented 64 messages of 64 KiB, so lowering
         ``history.maxMessages`` or ``history.maxMessageBytes`` never makes a written record
-        unreadable. The envelope allowance is :data:`FRAMING_BYTES`, or twice the serialized
+        unreadable. The envelope allowance is :data:`FRAMING_BYTES`, or twice the serialised
         conversation id (it is stored with its logical id) when that is larger.
         """
         window = max(self.max_messages, DOCUMENTED_MAX_MESSAGES) * (max(self.max_message_bytes, DOCUMENTED_MESSAGE_BYTES) + 1)

@@ -3,12 +3,13 @@
 A record is one owner-only JSON file per exact conversation id (the layout and the rules are in
 :mod:`monoagent_plugins.files_history`), named by :func:`record_name`, read by :func:`decode_record`
 (strictly: no coercion between JSON types, finite numbers, the right conversation) and written
-from messages serialized once (:func:`serialize_message`, :func:`cap_message`) and spliced into
-the envelope; :func:`split_messages` recovers those serializations from a record this writer wrote.
+from messages serialised once (:func:`serialise_message`, :func:`cap_message`) and spliced into
+the envelope; :func:`split_messages` recovers those serialisations from a record this writer wrote.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -133,9 +134,6 @@ def _converter() -> Any:
     return converter
 
 
-_STRICT: Any = None
-
-
 def _exactly(kind: type) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         if type(value) is not kind:
@@ -157,6 +155,7 @@ def _finite_number(value: Any, _: Any) -> float:
     return number
 
 
+@functools.cache
 def record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
     (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
@@ -164,14 +163,11 @@ def record_converter() -> Any:
     field without a new record version (the continuity envelope did), and a downgrade must not
     turn such a record into a cold start that the next commit would make a loss.
     """
-    global _STRICT
-    if _STRICT is None:
-        strict = _converter().copy()
-        for kind in (str, int, bool):
-            strict.register_structure_hook(kind, _exactly(kind))
-        strict.register_structure_hook(float, _finite_number)
-        _STRICT = strict
-    return _STRICT
+    strict = _converter().copy()
+    for kind in (str, int, bool):
+        strict.register_structure_hook(kind, _exactly(kind))
+    strict.register_structure_hook(float, _finite_number)
+    return strict
 
 
 def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str, Any]]:
@@ -213,7 +209,7 @@ def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str,
     return record, text, raw
 
 
-def serialize_message(message: Message) -> bytes:
+def serialise_message(message: Message) -> bytes:
     return compact_json(_converter().unstructure(message))
 
 
@@ -222,36 +218,36 @@ def truncation_marker(original_bytes: int, cap: int) -> str:
 
 
 def cap_message(message: Message, cap: int) -> tuple[Message, bytes]:
-    """``message`` and its serialization, cut so that the serialization is at most ``cap`` bytes.
+    """``message`` and its serialisation, cut so that the serialisation is at most ``cap`` bytes.
 
     Within the cap the message is unchanged. Over it, the content keeps its longest prefix of
     whole code points that fits together with :func:`truncation_marker` (which states the
-    original byte count of the content), found by bisection on the serialized size, so JSON
+    original byte count of the content), found by bisection on the serialised size, so JSON
     escaping is accounted for exactly. Lone surrogates become ``?`` first, so the result is valid
     UTF-8. Should the other fields alone not fit, they are cut to 256 bytes each and tool calls
     are dropped.
     """
-    data = serialize_message(message)
+    data = serialise_message(message)
     if len(data) <= cap:
         return message, data
     content = message.content.encode("utf-8", "replace").decode("utf-8")
     marker = truncation_marker(len(content.encode("utf-8")), cap)
     base = attrs.evolve(message, content=marker)
-    if len(serialize_message(base)) > cap:
+    if len(serialise_message(base)) > cap:
         base = attrs.evolve(
             base,
             name=utf8_prefix(message.name, 256).text if message.name else message.name,
             tool_call_id=utf8_prefix(message.tool_call_id, 256).text if message.tool_call_id else message.tool_call_id,
             tool_calls=(),
         )
-    budget = cap - len(serialize_message(base))
+    budget = cap - len(serialise_message(base))
     if budget < 0:
         raise HistoryWriteError(f"a message cannot be reduced to the {cap}-byte history cap (history.maxMessageBytes)")
     low, high = 0, min(len(content), budget)
-    best = serialize_message(base)
+    best = serialise_message(base)
     while low < high:
         middle = (low + high + 1) // 2
-        candidate = serialize_message(attrs.evolve(base, content=content[:middle] + marker))
+        candidate = serialise_message(attrs.evolve(base, content=content[:middle] + marker))
         if len(candidate) <= cap:
             low, best = middle, candidate
         else:
@@ -266,11 +262,11 @@ _DECODER = json.JSONDecoder()
 
 
 def split_messages(text: str, raw: dict[str, Any]) -> tuple[bytes, ...] | None:
-    """The exact serialized bytes of each message of a record this writer wrote, else None.
+    """The exact serialised bytes of each message of a record this writer wrote, else None.
 
     A record in this store's own layout is the envelope followed by the message array; the
     decoder's end positions cut that array into its elements, so a commit after a cache miss
-    (another process wrote last, or a cold start) reuses the bytes instead of re-serializing.
+    (another process wrote last, or a cold start) reuses the bytes instead of re-serialising.
     """
     envelope = json.dumps(
         {"version": raw.get("version"), "conversationId": raw.get("conversationId"),
@@ -291,7 +287,7 @@ def split_messages(text: str, raw: dict[str, Any]) -> tuple[bytes, ...] | None:
                 if text[end] != ",":
                     return None
                 pos = end + 1
-    except (ValueError, IndexError):  # whitespace or anything else this writer never writes: re-serialize
+    except (ValueError, IndexError):  # whitespace or anything else this writer never writes: re-serialise
         return None
     return tuple(fragments) if text[pos:] == "]}" else None
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from monoagent.kernel.config_loading import parse_ascii_number
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.log import logger
 
@@ -214,7 +215,7 @@ def _shape(conn: sqlite3.Connection, name: str, sql: str | None) -> TableShape:
     """A table's kind (``table`` or the virtual table module) and its columns (name, type, pk).
 
     A virtual table is known by its module and the arguments of its ``CREATE`` statement (its
-    columns, tokenizer and content table, whitespace aside): reading its columns would construct
+    columns, tokeniser and content table, whitespace aside): reading its columns would construct
     it, and a damaged index must reach the query that can rebuild it rather than fail the check.
     """
     if (sql or "").upper().startswith("CREATE VIRTUAL"):
@@ -413,6 +414,17 @@ def read_metadata(raw: Any) -> dict[str, Any]:
     except (ValueError, RecursionError):
         value = None
     return value if isinstance(value, dict) else {"metadata": "unreadable"}
+
+
+def entry_rowid(memory_id: str) -> int | None:
+    """The SQLite rowid a tier's ``forget(memory_id)`` names, or None when it names none.
+
+    Only ASCII digits count: ``"\u0663"``, ``"+3"`` or ``"0_3"`` is not the id 3.
+    """
+    try:
+        return int(parse_ascii_number(str(memory_id).strip(), int, negative=False))
+    except ValueError:
+        return None
 
 
 def data_version(conn: sqlite3.Connection) -> int:

@@ -7,7 +7,6 @@ scan over an in-memory matrix, else with a pure-Python scan (``VectorBackend``).
 from __future__ import annotations
 
 import array
-import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,11 +28,6 @@ def unpack(blob: bytes) -> array.array:
     values = array.array("f")
     values.frombytes(blob)
     return values
-
-
-def normalise(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in vector))
-    return [v / norm for v in vector] if norm > 0 else [0.0] * len(vector)
 
 
 def _load_sqlite_vec(conn: sqlite3.Connection) -> str | None:

@@ -47,6 +47,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
+from monoagent.kernel.serial import wire_converter
 from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 from monoagent_plugins.lib.provider_events import (
     READ_ON_EVENTS,
@@ -122,18 +123,6 @@ class ChatRequest:
     stream_options: StreamOptions
 
 
-_converter: Any = None
-
-
-def _wire_converter() -> Any:
-    global _converter
-    if _converter is None:
-        import cattrs
-
-        _converter = cattrs.Converter(omit_if_default=True)
-    return _converter
-
-
 def wire_message(message: Message) -> WireMessage:
     if message.role == "tool":
         content = TOOL_ERROR_PREFIX + message.content if message.is_error else message.content
@@ -163,7 +152,7 @@ def request_body(request: ProviderRequest, max_tokens: int | None, max_tokens_fi
         stream=True,
         stream_options=StreamOptions(True),
     )
-    return encode_body(_wire_converter().unstructure(body))
+    return encode_body(wire_converter().unstructure(body))
 
 
 def is_context_limit(status: int, kind: str, code: str, message: str) -> bool:

@@ -218,7 +218,7 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def loads(endpoint: Endpoint, text: str, what: str) -> Any:
+def loads(text: str, what: str) -> Any:
     """JSON from a provider, or ``Malformed`` for anything that is not JSON or nests too deeply.
 
     A ``\\ud800`` escape without its pair decodes to a lone surrogate, which no UTF-8 text can
@@ -238,7 +238,7 @@ def loads(endpoint: Endpoint, text: str, what: str) -> Any:
 
 def event_json(endpoint: Endpoint, data: str) -> dict[str, Any]:
     """One event's ``data`` as a JSON object, or :class:`Malformed`."""
-    value = loads(endpoint, data, "the event")
+    value = loads(data, "the event")
     if not isinstance(value, dict):
         raise Malformed(f"the event is {_kind(value)}, expected an object")
     return value
@@ -252,7 +252,7 @@ def tool_arguments(endpoint: Endpoint, name: str, call_id: str, text: str) -> di
     if not text.strip():
         return {}
     try:
-        arguments = loads(endpoint, text, "the arguments")
+        arguments = loads(text, "the arguments")
     except Malformed as exc:
         raise ProviderError(f"{label} has unreadable arguments ({exc}): {excerpt(text, 200)!r}", provider=endpoint.provider,
                             code="malformed_event") from None

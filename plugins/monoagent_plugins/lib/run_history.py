@@ -22,7 +22,7 @@ other permission bits, at most :data:`MAX_FILE_BYTES`. Anything else is skipped 
 nested at most :data:`MAX_DEPTH` deep, an event of this file's run and conversation; any other
 line is skipped and counted (``damaged_lines_skipped``). What the files hold is still untrusted
 data (model output, error text): every string is neutralised
-(:func:`monoagent.boundary.fences.neutralize_untrusted`, :func:`~monoagent.boundary.fences.quote_inline`)
+(:func:`monoagent.boundary.fences.neutralise_untrusted`, :func:`~monoagent.boundary.fences.quote_inline`)
 and the text redacted (the ``redact`` hook) before it reaches the model, under the note
 SessionHistory uses (:func:`~monoagent_plugins.lib.tool_history.session_history.untrusted_json`).
 
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.boundary.fences import neutralize_untrusted, quote_inline
+from monoagent.boundary.fences import neutralise_untrusted, quote_inline
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.interfaces import logical_conversation_id
@@ -317,7 +317,7 @@ def _counts(scan: Scan) -> dict[str, Any]:
 
 def render(scan: Scan, redact: Any, *, whole: bool) -> str:
     """The tool's answer: the runs (neutralised, redacted) and the counts, within :data:`RESULT_MAX_BYTES`."""
-    full = [neutralize_untrusted(redact(run.text, "event")) for run in scan.runs]
+    full = [neutralise_untrusted(redact(run.text, "event")) for run in scan.runs]
     texts = full if whole else [text[:SNIPPET_CHARS] for text in full]
     while True:
         runs = [_shown(run, text, len(text) < len(whole_text), whole=whole) for run, text, whole_text in zip(scan.runs, texts, full, strict=True)]

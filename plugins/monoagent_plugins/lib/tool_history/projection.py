@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monoagent.boundary.fences import neutralize_untrusted, quote_inline
+from monoagent.boundary.fences import (
+    PROJECTION_CLOSE,
+    PROJECTION_OPEN,
+    indent_continuations,
+    neutralise_untrusted,
+    quote_inline,
+)
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
@@ -24,8 +30,6 @@ from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY
 if TYPE_CHECKING:
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
-FENCE_OPEN = "<tool_history_projection>"
-FENCE_CLOSE = "</tool_history_projection>"
 PROJECTION_ORDER = 410
 PROJECTION_HEADER = (
     "# Tool history (untrusted)\n"
@@ -37,13 +41,6 @@ PROJECTION_HEADER = (
 
 
 VALUE_INDENT = "      "
-
-
-def neutralise(text: str, indent: str = "    ") -> str:
-    """Defuse every host fence token, however spelt (:func:`monoagent.boundary.fences.neutralize_untrusted`),
-    and indent continuation lines by ``indent``."""
-    lines = neutralize_untrusted(text).splitlines() or [""]
-    return "\n".join([lines[0], *(indent + line for line in lines[1:])])
 
 
 def value_text(text: str | None, original: int | None, omitted: int | None, truncated: int | None) -> str:
@@ -61,12 +58,13 @@ def projection_entry(row: Any) -> str:
         result = value_text(row["result"], row["result_bytes"], row["result_omitted"], row["result_truncated"])
     head = f"[#{row['end_seq']}] {quote_inline(str(row['tool']))} ({quote_inline(str(row['status']))})"
     # A value's own lines sit deeper than the field labels, so none can pose as another field.
-    return f"{head}\n    arguments: {neutralise(args, VALUE_INDENT)}\n    result: {neutralise(result, VALUE_INDENT)}"
+    args, result = (indent_continuations(neutralise_untrusted(value), VALUE_INDENT) for value in (args, result))
+    return f"{head}\n    arguments: {args}\n    result: {result}"
 
 
 def render_projection(rows: list[Any], max_bytes: int) -> str:
     """Newest rows that fit ``max_bytes``, oldest first, fenced under the untrusted header; '' if none fit."""
-    frame = f"{PROJECTION_HEADER}\n{FENCE_OPEN}\n\n{FENCE_CLOSE}"
+    frame = f"{PROJECTION_HEADER}\n{PROJECTION_OPEN}\n\n{PROJECTION_CLOSE}"
     used = utf8_len(frame)
     kept: list[str] = []
     for row in rows:
@@ -78,7 +76,7 @@ def render_projection(rows: list[Any], max_bytes: int) -> str:
         used += size
     if not kept:
         return ""
-    return f"{PROJECTION_HEADER}\n{FENCE_OPEN}\n" + "\n".join(kept) + f"\n{FENCE_CLOSE}"
+    return f"{PROJECTION_HEADER}\n{PROJECTION_OPEN}\n" + "\n".join(kept) + f"\n{PROJECTION_CLOSE}"
 
 
 def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
