@@ -127,17 +127,18 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         turn.recalled = gate_recall(recalled)
         t4 = t()
         add("recall_memory", t4 - t3)
-        history = await harness._compact(turn, turn.history)
-        t5 = t()
-        add("compaction check (_compact)", t5 - t4)
         parts: list[Any] = []
         for value in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             parts.extend(value if isinstance(value, (list, tuple)) else [value])
         parts.sort(key=lambda p: p.order)
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         assert isinstance(user_message, Msg)
+        t5 = t()
+        add("user message hooks", t5 - t4)
+        compaction = await harness._compact(turn, turn.history, user_message)
+        history = compaction.messages
         t6 = t()
-        add("user message hooks", t6 - t5)
+        add("sections, assembly, compaction check (_compact)", t6 - t5)
         # each section hook on its own (on a throw-away turn sharing nothing with the real one)
         probe = Turn(agent=agent, request=request, run_id=turn.run_id, model=turn.model, session=session,
                      emitter=lambda type, data: None)
@@ -155,10 +156,11 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t7 = t()
         sections = collect_sections(hooks, turn, history)
         t8 = t()
-        add("collect_sections (all hooks)", t8 - t7)
-        prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        add("  collect_sections (all hooks)", t8 - t7)
+        compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
         t9 = t()
-        add("compile_prompt", t9 - t8)
+        add("  compile_prompt", t9 - t8)
+        prompt = compaction.prompt
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         t10 = t()
         add("manifest unstructure + emit", t10 - t9)

@@ -276,3 +276,18 @@ def test_clear_all_fails_closed_before_either_store_when_the_sidecar_is_corrupt(
         assert result.exit_code != 0
         assert "nothing was cleared" in result.output and "delete the file" in result.output
         assert project.stored() == ["a", "b"]
+
+
+@pytest.mark.parametrize("command", [["history", "clear", "--all", "--yes"], ["restart", "--clear-sessions", "--yes"],
+                                     ["history", "reset", "a"]])
+def test_clearing_and_resetting_history_removes_stored_summaries(project, command):
+    from monoagent_plugins.lib.compaction_summaries import SummaryFiles, SummaryRecord
+
+    project.commit("a", "a:2026-01-02", "b")
+    summaries = SummaryFiles(project.history)
+    for cid in ("a", "a:2026-01-02", "b"):
+        summaries.save(SummaryRecord(1, cid, f"summary of {cid}", "x", "", "offline:echo", 0.0))
+    result = project.invoke(*command)
+    assert result.exit_code == 0, result.output
+    left = {cid for cid in ("a", "a:2026-01-02", "b") if summaries.path(cid).exists()}
+    assert left == ({"b"} if command[1] == "reset" else set())

@@ -357,6 +357,23 @@ def test_hook_shutdown(tmp_path):
     assert closed == ["offline:echo"]
 
 
+def test_hook_after_history_reset(tmp_path):
+    told = []
+
+    class Plugin:
+        @hookimpl
+        def after_history_reset(self, agent, logical_conversation_id):
+            async def forget():  # an awaitable result is awaited; the history is gone by now
+                told.append((logical_conversation_id, len(await agent.history_store.load("chat:7"))))
+
+            return forget()
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    run(agent, conversation="chat:7")
+    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # a bucket names its logical session
+    assert told == [("chat:7", 0)]
+
+
 # ---------------------------------------------------------------------------- section producers
 
 
@@ -515,9 +532,9 @@ def test_hook_count_tokens(tmp_path):
     run(agent, "one")
     events: list = []
     asyncio.run(agent.respond(TurnRequest("two", conversation_id="t"), on_event=events.append))
-    compaction = next(e for e in events if e.type == "context_compaction")
+    compaction = next(e for e in events if e.type == "context_compaction_applied")
     assert calls and set(calls) == {"offline:echo"}
-    assert compaction.data["applied"] is True and compaction.data["after"] == 0
+    assert compaction.data["applied"] is True and compaction.data["messages_after"] == 0
 
 
 def test_hook_choose_compaction(tmp_path):

@@ -176,3 +176,18 @@ def test_a_reset_with_daily_rollover_still_clears_every_bucket(tmp_path):
     assert sorted(report.conversation_ids) == ["tg:7", "tg:7:2020-01-01"]
     assert load(agent, "tg:70") == OLD_TURN
     agent.close()
+
+
+def test_an_exact_reset_tells_plugins_which_id_was_reset(tmp_path):
+    seen = []
+
+    class Forgets:
+        @hookimpl
+        def after_history_reset(self, agent, logical_conversation_id):
+            seen.append(logical_conversation_id)
+
+    agent = fresh_agent(tmp_path, plugins=[Forgets()])
+    asyncio.run(agent.history_store.commit("tg:7", OLD_TURN))
+    asyncio.run(agent.reset_conversation("tg:7"))
+    assert seen == ["tg:7"] and load(agent, "tg:7") == []
+    agent.close()

@@ -261,7 +261,8 @@ class Agent:
         ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
         tool-history store is read first, so an unreadable one fails the reset before either
         store is touched. Returns the message store's ``HistoryResetReport`` and the tool
-        history's clear report (None when tool history is off). Other conversations are untouched.
+        history's clear report (None when tool history is off); the ``after_history_reset`` hook
+        then tells plugins (stored summaries go with it). Other conversations are untouched.
         The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
         With ``runtime.session.rollover`` other than ``daily`` there are no buckets: exactly
         ``conversation_id`` is cleared (:meth:`_reset_exact`), never an id it merely looks like.
@@ -285,7 +286,13 @@ class Agent:
             await await_me_maybe(tool_history.stats())
         report = await reset_logical(logical)
         tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
+        await self.after_history_reset(logical)
         return report, tool
+
+    async def after_history_reset(self, logical_conversation_id: str | None) -> None:
+        """Tell every plugin that a logical session's history (None: all history) was reset or cleared."""
+        for value in self.hooks.after_history_reset(agent=self, logical_conversation_id=logical_conversation_id):
+            await await_me_maybe(value)
 
     async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
         """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
@@ -317,6 +324,7 @@ class Agent:
         freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
         report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
         tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
+        await self.after_history_reset(conversation_id)
         return report, tool
 
     async def aclose(self) -> None:

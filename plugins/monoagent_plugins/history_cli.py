@@ -182,7 +182,9 @@ def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
     _check_tool_history(agent)
 
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
-        return await clear_all(), await _tool_history(agent, "clear_all")
+        cleared = await clear_all(), await _tool_history(agent, "clear_all")
+        await agent.after_history_reset(None)
+        return cleared
 
     return run(work())
 

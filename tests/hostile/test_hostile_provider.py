@@ -842,7 +842,7 @@ def test_a_summary_call_is_bounded_too_and_compaction_falls_back_to_truncation(t
     result, events = turn(agent)
     assert not isinstance(result, Exception), result
     assert result.text == "answered"
-    compaction = of(events, "context_compaction")[0]
+    compaction = of(events, "context_compaction_applied")[0]
     assert compaction["method"] == "truncate" and compaction["applied"] is True
 
 

@@ -389,6 +389,10 @@ class Hooks:
         """The implementations' results; the caller awaits each one that is awaitable."""
         return self._call("shutdown", {"agent": agent})
 
+    def after_history_reset(self, *, agent: Agent, logical_conversation_id: str | None) -> list[Any]:
+        """The implementations' results; the caller awaits each one that is awaitable."""
+        return self._call("after_history_reset", {"agent": agent, "logical_conversation_id": logical_conversation_id})
+
     # ============================================================== section producers
 
     def section_core_guardrails(self, *, turn: Turn) -> Section | None:

@@ -292,10 +292,15 @@ def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
 
     Called once per plugin, when the plugin is loaded.
 
+    A policy may also store its work with the conversation and reuse it on later turns: see
+    :class:`~monoagent.kernel.interfaces.StoredCompaction` (``view``) and
+    :attr:`CompactionOutcome.persist <monoagent.kernel.interfaces.CompactionOutcome.persist>`.
+
     Bundled default: the ``compaction`` plugin registers ``summary`` (the documented policy:
     under 80% of the history budget send everything; at 80% summarise to about 10% of the
-    budget as one "Summary of earlier conversation:" message; on failure truncate to fit) and
-    ``truncate`` (drop the oldest messages until the history fits).
+    budget as one "Summary of earlier conversation:" message, stored with the conversation and
+    reused until the next compaction; on failure truncate to fit) and ``truncate`` (drop the
+    oldest messages until the history fits). Neither cut separates a tool result from its call.
 
     Example::
 
@@ -466,6 +471,34 @@ def shutdown(agent: Agent) -> Any:
         @hookimpl
         def shutdown(agent):
             return my_pool.close()
+    """
+
+
+@hookspec
+def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Any:
+    """Forget what a plugin keeps per conversation once its message history is reset or cleared.
+
+    Args:
+        agent: the Agent whose history was reset.
+        logical_conversation_id: the logical session that was reset (its daily buckets with
+            it), or None when every conversation was cleared.
+
+    Returns:
+        Nothing (or an awaitable the kernel awaits). Results are collected. An exception is
+        raised to the caller after the history was reset: the reset stands.
+
+    Called after the history store removed the conversation: by ``agent.reset_conversation()``
+    (``monoagent history reset``, ``/reset`` in ``monoagent chat``) with its logical id, and by
+    ``monoagent history clear --all`` and ``monoagent restart --clear-sessions`` with None.
+
+    Bundled default: ``compaction`` removes the stored conversation summaries of that session
+    (all of them after a clear), so a reset conversation starts without its old summary.
+
+    Example::
+
+        @hookimpl
+        def after_history_reset(agent, logical_conversation_id):
+            my_cache.drop(logical_conversation_id)  # None: drop everything
     """
 
 
@@ -795,10 +828,14 @@ def count_tokens(text: str, model: str) -> int | None:
     Returns:
         The token estimate. First non-None result wins.
 
-    Called while sizing history against the compaction budget.
+    Called once per turn on the whole request (system prompt, tool-history projection, messages)
+    to size it against the compaction budget, again when a compaction changed it, and by the
+    ``summary`` and ``truncate`` policies per message.
 
-    Bundled default (``tokens``): ``ceil(utf8_bytes / 4)``, a provider-agnostic approximation
-    that errs high for English; install a tokeniser plugin for exact counts.
+    Bundled default (``tokens``): tiktoken's ``cl100k_base`` when tiktoken is installed
+    (``pip install 'monoagent[tokens]'``), else ``ceil(utf8_bytes / 4)``, calibrated against
+    ``cl100k_base`` by ``bench/tokens.py`` (it errs high for English and code, low for JSON and
+    CJK text); a model's own tokeniser replaces both.
 
     Example::
 
@@ -814,16 +851,21 @@ def choose_compaction(turn: Turn, history_tokens: int, budget: int) -> str | Non
 
     Args:
         turn: the turn.
-        history_tokens: the estimated tokens of the retained history.
+        history_tokens: the estimated tokens of the whole request built from the history (as the
+            last stored summary left it): the system prompt with the tool-history projection, the
+            history, the current user message.
         budget: the history budget (context window minus the response reserve).
 
     Returns:
         A policy name from the compaction registry, or ``"none"`` to send history as it is.
         First non-None result wins.
 
-    Called once per turn, after the history is loaded and before it is rendered.
+    Called once per turn with a non-empty history, after the request is assembled and before it
+    is sent (a reactive compaction after a context overflow uses ``runtime.compaction.policy``
+    without asking).
 
-    Bundled default (``compaction``): ``"none"`` when compaction is disabled, else
+    Bundled default (``compaction``): ``"none"`` when compaction is disabled or the request is
+    under ``runtime.compaction.triggerRatio`` (80%) of the budget, else
     ``runtime.compaction.policy`` (default ``summary``).
 
     Example::

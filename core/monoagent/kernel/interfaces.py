@@ -457,12 +457,19 @@ class Channel(Protocol):
 
 @attrs.frozen
 class CompactionOutcome:
-    """What a compaction policy did to the history it was given."""
+    """What a compaction policy did to the history it was given.
+
+    ``persist``, when set, stores what this outcome produced (a summary) so that later turns
+    reuse it through :meth:`StoredCompaction.view`. The harness awaits it only once it accepts
+    the outcome: at once for a proactive compaction, after the preview proved the rebuilt request
+    smaller for a reactive one. An outcome that is not accepted is never persisted.
+    """
 
     messages: tuple[Message, ...]
     applied: bool
     method: str = "none"
     detail: str = ""
+    persist: Callable[[], Awaitable[None]] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @runtime_checkable
@@ -472,6 +479,20 @@ class CompactionPolicy(Protocol):
     name: str
 
     async def compact(self, turn: Turn, messages: Sequence[Message], budget: int) -> CompactionOutcome: ...
+
+
+@runtime_checkable
+class StoredCompaction(Protocol):
+    """A compaction policy that stores its work with the conversation and reuses it (optional).
+
+    ``view(turn, messages)`` is the history as the last stored compaction left it (one summary
+    message, then the messages after the ones it replaced), or None when nothing is stored or what
+    is stored no longer matches ``messages``. The harness asks the configured policy
+    (``runtime.compaction.policy``) for it on every turn, before it measures the request, so a
+    summary costs one model call when it is made and none on the turns that reuse it.
+    """
+
+    async def view(self, turn: Turn, messages: Sequence[Message]) -> Sequence[Message] | None: ...
 
 
 ToolHandler = Callable[["ToolContext"], "str | ToolResult | Awaitable[str | ToolResult]"]

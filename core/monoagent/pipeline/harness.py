@@ -4,8 +4,9 @@ channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per con
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
 resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
-compaction -> sections -> assembly and manifest -> execution slot
-(``concurrency.maxConcurrentRuns``) -> provider steps (:mod:`monoagent.pipeline.provider_call`) with
+user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
+-> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
+(:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
 (history publish, events, ``after_commit``).
 
@@ -52,6 +53,7 @@ from monoagent.kernel.model import (
 )
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
 from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
@@ -63,7 +65,6 @@ if TYPE_CHECKING:
 
 RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
-DEFAULT_CONTEXT_WINDOW = 200_000
 
 EventCallback = Callable[[RunEvent], Any]
 
@@ -288,7 +289,6 @@ class Harness:
                 hits=[{"source": h.source, "bytes": utf8_len(h.text)} for h in turn.recalled],
                 bytes=sum(utf8_len(h.text) for h in turn.recalled),
             )
-        history = await self._compact(turn, turn.history)
         parts: list[UserMessagePart] = []
         for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
             if isinstance(part, UserMessagePart):
@@ -299,8 +299,7 @@ class Harness:
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        sections = collect_sections(hooks, turn, history)
-        prompt = compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        prompt = (await self._compact(turn, turn.history, user_message)).prompt
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
@@ -319,31 +318,22 @@ class Harness:
             session.new_bucket = True
             turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
 
-    async def _compact(self, turn: Turn, history: tuple[Message, ...]) -> tuple[Message, ...]:
-        if not history:
-            return history
-        agent = self.agent
-        cfg = agent.config.runtime.compaction
-        window = cfg.context_window_override or getattr(agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
-        budget = max(window - cfg.response_reserve_tokens, 0)
-        tokens = agent.count_tokens("\n".join(m.content for m in history), turn.model)
-        choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
-        if choice == "none":
-            turn.emit("context_compaction", applied=None if not cfg.enabled else False, history_tokens=tokens, budget=budget)
-            return history
-        policy = agent.compaction_policy(choice)
-        outcome = await policy.compact(turn, history, budget)
-        turn.emit(
-            "context_compaction",
-            applied=outcome.applied,
-            policy=choice,
-            method=outcome.method,
-            history_tokens=tokens,
-            budget=budget,
-            before=len(history),
-            after=len(outcome.messages),
-        )
-        return tuple(outcome.messages)
+    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
+        """The request built from ``history``: sections, then the current user message last."""
+        sections = collect_sections(self.agent.hooks, turn, history)
+        return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+
+    async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
+        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+
+    async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
+        """The reactive compaction step: a smaller request after a context overflow, or None."""
+        user_message = refused.messages[-1]
+        smaller = await compact_reactively(turn, refused, lambda view: self._assemble(turn, view, user_message))
+        if smaller is not None:
+            turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
+        return smaller
 
     async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
@@ -351,7 +341,8 @@ class Harness:
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        provided = await ProviderCall(turn, prompt, ToolLoop(turn)).run()  # retries, fallbacks, the tool loop
+        call = ProviderCall(turn, prompt, ToolLoop(turn), compact=lambda refused: self._compact_after_overflow(turn, refused))
+        provided = await call.run()  # retries, fallbacks, the tool loop, one reactive compaction
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
         if not outcome.text.strip():
             raise EmptyResponse(
@@ -372,7 +363,7 @@ class Harness:
             model=provided.model,
             usage=usage,
             tool_activity=tuple(activity),
-            manifest=prompt.manifest,
+            manifest=call.prompt.manifest,
             steps=step,
             attempt=provided.attempt,
             notice=prelude,

@@ -8,8 +8,11 @@ this order:
 * a retryable :class:`~monoagent.kernel.errors.ProviderError` (429, 5xx, overloaded, a dropped connection,
   a read timeout) retries the same model up to ``providers.piNative.piMaxRetries`` times, waiting
   :func:`backoff_delay_ms` between tries, then moves to the next model of the chain;
-* a :class:`~monoagent.kernel.errors.ContextLimitError` moves to the next model at once (retrying the
-  same window would not help);
+* a :class:`~monoagent.kernel.errors.ContextLimitError` on the primary's first attempt first gets
+  the run's one reactive compaction (the harness's ``compact`` step): when it returns a smaller
+  request, the same step is sent again with it (this attempt's tool-loop messages kept);
+  otherwise, and on any later attempt, a ContextLimitError moves to the next model at once
+  (retrying the same window would not help);
 * any other error, and a ContextLimitError or exhausted retries with no model left, fails the turn
   with that error.
 
@@ -73,6 +76,9 @@ BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
 
 ERROR_DETAIL_CHARS = 500
+
+Compact = Callable[[AssembledPrompt], Awaitable["AssembledPrompt | None"]]
+"""The reactive compaction step: given the refused request, a smaller one, or None to let the error stand."""
 
 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 """How the backoff waits (seconds); tests replace it."""
@@ -242,10 +248,11 @@ class ProviderCall:
     a :class:`PartialAttempt` on the turn).
     """
 
-    def __init__(self, turn: Turn, prompt: AssembledPrompt, tools: ToolLoop) -> None:
+    def __init__(self, turn: Turn, prompt: AssembledPrompt, tools: ToolLoop, *, compact: Compact | None = None) -> None:
         self.turn = turn
         self.prompt = prompt
         self.tools = tools
+        self.compact = compact
         config = turn.config
         self.max_turns = config.runtime.max_turns
         self.run_timeout_ms = config.runtime.run_timeout_ms
@@ -393,6 +400,11 @@ class ProviderCall:
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:
+                smaller = await self._compacted(exc, attempt, prompt)
+                if smaller is not None:
+                    messages = [*smaller.messages, *messages[len(prompt.messages) :]]
+                    prompt = self.prompt = smaller
+                    continue
                 attempt.failed_step_text = attempt.step_text
                 raise _AttemptFailed(exc, attempt) from exc
             self.steps = step
@@ -418,6 +430,13 @@ class ProviderCall:
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
                 messages.append(tool_message(call, result))
+
+    async def _compacted(self, error: ProviderError, attempt: _Attempt, prompt: AssembledPrompt) -> AssembledPrompt | None:
+        """The run's one reactive compaction, after a context overflow on the primary's first attempt."""
+        if not isinstance(error, ContextLimitError) or attempt.number != 1 or self.compact is None:
+            return None
+        compact, self.compact = self.compact, None
+        return await compact(prompt)
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
         """``calls`` with ids unique in the run: a reused one (in this step or an earlier one) gets
