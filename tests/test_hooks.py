@@ -368,9 +368,9 @@ def test_hook_after_history_reset(tmp_path):
 
             return forget()
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"rollover": "daily"}}})
     run(agent, conversation="chat:7")
-    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # a bucket names its logical session
+    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # under daily rollover a bucket names its logical session
     assert told == [("chat:7", 0)]
 
 
