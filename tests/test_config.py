@@ -637,6 +637,25 @@ def test_without_a_file_home_is_the_user_data_dir_and_paths_resolve_against_cwd(
     assert config.resolve("a") == isolated / "a"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG layout of platformdirs on Linux")
+def test_memoised_path_properties_follow_their_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state paths are memoised (they are read on every run event), on the settings they come from:
+    a setting changed after a first read, or a new XDG_DATA_HOME, gives the new path."""
+    config = Config(base_dir=tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-1"))
+    assert config.artifacts_dir == tmp_path / "data-1" / "monoagent" / "artifacts"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-2"))
+    assert config.history_dir == tmp_path / "data-2" / "monoagent" / "history"
+    config.context.home = Path("h")
+    assert (config.home, config.artifacts_dir, config.history_dir) == (tmp_path / "h", tmp_path / "h" / "artifacts", tmp_path / "h" / "history")
+    config.artifacts.dir = Path("var/art")
+    assert (config.artifacts_dir, config.history_dir) == (tmp_path / "var" / "art", tmp_path / "var" / "history")
+    config.base_dir = tmp_path / "elsewhere"
+    assert config.home == tmp_path / "elsewhere" / "h"
+    config.source_file, config.context.home = tmp_path / "elsewhere" / "monoagent.toml", None
+    assert config.home == tmp_path / "elsewhere" / STATE_DIRNAME
+
+
 # ============================================================================ config init
 
 

@@ -222,3 +222,19 @@ def test_every_character_that_reads_as_a_bracket_or_letter_is_caught():
             if TAG.search(view(neutralise_fence_tokens(payload))):
                 missed.append(f"U+{cp:04X} in {payload!r}")
     assert not missed, missed[:20]
+
+
+@PROPERTY
+@given(text=st.lists(st.one_of(st.sampled_from([f for f in FRAGMENTS if f.isascii()]), st.text(st.characters(max_codepoint=127), max_size=4)), max_size=14).map("".join))
+def test_ascii_text_is_read_as_the_general_reading_reads_it(text):
+    """ASCII text without ``&`` takes a byte-table reading (it is most of what a turn renders): the same reading."""
+    from monoagent.boundary.fences import _general_view, fence_view
+
+    assert fence_view(text) == _general_view(text)
+
+
+def test_the_ascii_reading_covers_every_pair_of_ascii_characters():
+    from monoagent.boundary.fences import _general_view, fence_view
+
+    ascii_chars = [chr(code) for code in range(128)]
+    assert all(fence_view(a + b) == _general_view(a + b) for a in ascii_chars for b in ascii_chars)

@@ -153,6 +153,7 @@ class ArtifactWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._flushed_at_exit = False
+        self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
         self._texts: dict[tuple[Path, str], RunText] = {}
 
     def submit(self, root: Path, event: RunEvent) -> None:
@@ -170,8 +171,7 @@ class ArtifactWriter:
                 text = self._texts[key] = RunText()
             text.add(str(event.data.get("text") or ""), event.data.get("attempt"))
             return
-        thread = self._thread
-        if thread is None or not thread.is_alive():
+        if not self._serving:
             self._start()
         if event.type in TERMINAL:
             self._queue.put((root, self._texts.pop(key, RunText()).line_for(event)))
@@ -186,7 +186,7 @@ class ArtifactWriter:
 
     def _start(self) -> None:
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            if self._serving:
                 return
             if not self._flushed_at_exit:
                 atexit.register(self.flush)
@@ -197,6 +197,7 @@ class ArtifactWriter:
                     "started a new one"
                 )
             self._thread = threading.Thread(target=self._run, name="monoagent-artifacts", daemon=True)
+            self._serving = True
             self._thread.start()
 
     def forget_parent(self) -> None:
@@ -205,6 +206,7 @@ class ArtifactWriter:
         self._queue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread = None
+        self._serving = False
         self._texts = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
@@ -229,6 +231,12 @@ class ArtifactWriter:
         return True
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._serving = False  # whatever ended the loop, the next event starts a new writer
+
+    def _serve(self) -> None:
         pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()

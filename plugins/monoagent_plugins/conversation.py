@@ -16,6 +16,7 @@ host wrote it: its untrusted parts were neutralised when it was built.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,11 +44,29 @@ def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, .
     return f"{label}: {indent_continuations(body)}"
 
 
+_ENTRIES: dict[int, tuple[Message, str]] = {}
+"""Rendered entries by message identity, oldest first (kept with their message, so an id is not reused)."""
+_ENTRIES_MAX = 512
+_entries_lock = threading.Lock()
+
+
 def _entry(message: Message) -> str:
-    """One transcript entry; cached, since the same retained messages render on every turn."""
-    return _render_entry(
+    """One transcript entry; cached, since the same retained messages render on every turn.
+
+    The history store hands back the very same message objects turn after turn, so an entry is
+    first looked up by identity (one dict read), then by value (:func:`_render_entry`).
+    """
+    hit = _ENTRIES.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    text = _render_entry(
         message.role, message.name, message.content, tuple(c.name for c in message.tool_calls), message.continuity is not None
     )
+    with _entries_lock:
+        _ENTRIES[id(message)] = (message, text)
+        if len(_ENTRIES) > _ENTRIES_MAX:
+            del _ENTRIES[next(iter(_ENTRIES))]
+    return text
 
 
 @bundled_impl

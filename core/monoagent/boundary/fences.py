@@ -311,8 +311,47 @@ def fence_view(text: str) -> str:
     """The reading of ``text`` that fence tokens are looked for in (steps 1 to 3 of the module doc).
 
     References and folding are repeated until nothing changes, so escaping at any depth and
-    escapes hidden behind compatibility characters (``＆lt;``) are undone too.
+    escapes hidden behind compatibility characters (``＆lt;``) are undone too. ASCII text without
+    ``&`` (most of what a turn renders) is read through a byte table instead (:func:`_ascii_reading`).
     """
+    if text.isascii() and "&" not in text:
+        reading = _ascii_reading()
+        if reading is not None:
+            table, drop, expand = reading
+            view = text.encode("ascii").translate(table, drop).decode("ascii")
+            for char, read in expand:
+                if char in view:
+                    view = view.replace(char, read)
+            return view
+    return _general_view(text)
+
+
+@functools.cache
+def _ascii_reading() -> tuple[bytes, bytes, tuple[tuple[str, str], ...]] | None:
+    """The reading of each ASCII character as a ``bytes.translate`` table, the characters it drops,
+    and the few read as several characters (``m`` reads ``rn``) as replacements made after it.
+
+    Exactly :func:`_general_view` for ASCII text without ``&`` (nothing to unescape, one folding
+    pass, then the skeleton), character by character; None, for the general path, should a
+    replacement's reading hold a character that is replaced too.
+    """
+    table, drop, expand = bytearray(range(256)), bytearray(), []
+    for code in range(128):
+        read = "".join(_SKELETON[ord(char)] for char in _FOLD[code])
+        if not read:
+            drop.append(code)
+        elif len(read) == 1 and read.isascii():
+            table[code] = ord(read)
+        else:
+            expand.append((chr(code), read))
+    outputs = "".join(chr(code) for code in table[:128]) + "".join(read for _, read in expand)
+    if any(char in outputs.replace(char, "", 1) for char, _ in expand):
+        return None
+    return bytes(table), bytes(drop), tuple(expand)
+
+
+def _general_view(text: str) -> str:
+    """:func:`fence_view` for any text: references decoded and folded until settled, then the skeleton."""
     view = text
     for _ in range(len(text) + 4):
         folded = (_REFERENCE.sub(_unescape, view) if "&" in view else view).translate(_FOLD)
@@ -498,7 +537,7 @@ def has_fence_token(text: str) -> bool:
         return False
     if _find(fence_view(text)) is not None:
         return True
-    return _TAGS.search(text) is not None and _find(fence_view(_decode_tags(text))) is not None
+    return not text.isascii() and _TAGS.search(text) is not None and _find(fence_view(_decode_tags(text))) is not None
 
 
 def _inert(match: re.Match[str]) -> str:

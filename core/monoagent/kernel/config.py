@@ -372,19 +372,21 @@ class Config:
 
     @property
     def home(self) -> Path:
-        return _home(self.base_dir, self.source_file, self.context.home)
+        return _home(self.base_dir, self.source_file, self.context.home) or _platform_home()
 
     @property
     def artifacts_dir(self) -> Path:
-        return _resolve(self.base_dir, self.artifacts.dir) if self.artifacts.dir else self.home / "artifacts"
+        return _resolve(self.base_dir, self.artifacts.dir) if self.artifacts.dir else _child(self.home, "artifacts")
 
     @property
     def history_dir(self) -> Path:
-        return _resolve(self.base_dir, self.history.dir) if self.history.dir else self.artifacts_dir.parent / "history"
+        return _resolve(self.base_dir, self.history.dir) if self.history.dir else _sibling(self.artifacts_dir, "history")
 
 
-# The path properties are read on every turn; they are pure functions of a few settings, so they
-# are memoised (pathlib joins are slow enough to show in a turn's profile).
+# The path properties are read many times a turn (every run event asks for the artifacts
+# directory); they are pure functions of a few settings, so they are memoised: pathlib's parsing
+# and joining cost microseconds a call. Only the platform's data directory is worked out again
+# each time, since it follows the environment (XDG_DATA_HOME).
 
 
 @functools.lru_cache(maxsize=256)
@@ -393,11 +395,27 @@ def _resolve(base_dir: Path, path: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
-def _home(base_dir: Path, source_file: Path | None, home: Path | None) -> Path:
+@functools.lru_cache(maxsize=256)
+def _home(base_dir: Path, source_file: Path | None, home: Path | None) -> Path | None:
+    """The configured agent home, or None when it is the platform's data directory."""
     if home is not None:
         return _resolve(base_dir, Path(home))
     if source_file is not None:
         return base_dir / STATE_DIRNAME
+    return None
+
+
+def _platform_home() -> Path:
     import platformdirs
 
     return platformdirs.user_data_path("monoagent")
+
+
+@functools.lru_cache(maxsize=256)
+def _child(parent: Path, name: str) -> Path:
+    return parent / name
+
+
+@functools.lru_cache(maxsize=256)
+def _sibling(path: Path, name: str) -> Path:
+    return path.parent / name

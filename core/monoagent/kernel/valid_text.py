@@ -14,6 +14,8 @@ holding a surrogate is rebuilt (:func:`_valid_data`).
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -137,18 +139,55 @@ def _assemble(container: Any, pairs: list[tuple[Any, Any]]) -> Any:
     return out
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """The init fields of ``cls`` and one call that reads all of them (a tuple, whatever their number)."""
+    names = tuple(field.name for field in attrs.fields(cls) if field.init)
+    read = operator.attrgetter(*names) if len(names) > 1 else lambda instance: tuple(getattr(instance, n) for n in names)
+    _FIELDS[cls] = names, read
+    return names, read
+
+
+def _all_valid(values: tuple[Any, ...]) -> bool:
+    """Whether :func:`_replace_invalid_unicode` would find nothing in these field values.
+
+    The usual case (ASCII strings, numbers, valid nested model values, JSON data without a
+    surrogate), checked in one pass with no bookkeeping; any doubt leaves the full pass to decide.
+    """
+    for value in values:
+        kind = value.__class__
+        if kind is str:
+            if value.isascii():
+                continue
+            return False
+        if kind in _PLAIN:
+            continue
+        if isinstance(value, ValidText):
+            if value.invalid_unicode:
+                return False
+        elif kind is tuple and value and isinstance(value[0], ValidText):
+            if any(getattr(item, "invalid_unicode", ()) for item in value):
+                return False
+        elif not _is_valid(value):
+            return False
+    return True
 
 
 def _replace_invalid_unicode(instance: ValidText) -> None:
-    """Make every string of ``instance`` valid Unicode, recording what was replaced where."""
+    """Make every string of ``instance`` valid Unicode, recording what was replaced where.
+
+    Runs for every model instance built (tens a turn), so valid instances, nearly all of them,
+    take the quick check of :func:`_all_valid` and nothing else.
+    """
     cls = type(instance)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(field.name for field in attrs.fields(cls) if field.init)
+    names, read = _FIELDS.get(cls) or _fields(cls)
+    values = read(instance)
+    if _all_valid(values):
+        return
     found: list[tuple[str, int]] = []
-    for name in names:
-        value = getattr(instance, name)
+    for name, value in zip(names, values, strict=True):
         kind = value.__class__
         if (kind is str and value.isascii()) or kind in _PLAIN:
             continue

@@ -32,9 +32,9 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -67,6 +67,7 @@ RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
 
 EventCallback = Callable[[RunEvent], Any]
+T = TypeVar("T")
 
 
 _run_ids = random.Random(os.urandom(16))
@@ -397,13 +398,7 @@ class Harness:
         Returns the receipt and the cancellation to re-raise once the run has completed, if one
         arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
         """
-        commit = asyncio.ensure_future(self.agent.history_store.commit(turn.conversation_id, messages))
-        cancelled: asyncio.CancelledError | None = None
-        while not commit.done():
-            try:
-                await asyncio.wait((commit,))
-            except asyncio.CancelledError as exc:
-                cancelled = exc
+        commit, cancelled = await _outcome(self.agent.history_store.commit(turn.conversation_id, messages), None)
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:
             return commit.result(), cancelled
@@ -427,12 +422,7 @@ class Harness:
         messages the answer is in history, and an account beside it would contradict it. The run
         then completes with a ``commit_not_confirmed`` warning. Cancellations wait, as for the commit.
         """
-        load = asyncio.ensure_future(self.agent.history_store.load(turn.conversation_id))
-        while not load.done():
-            try:
-                await asyncio.wait((load,))
-            except asyncio.CancelledError as exc:
-                cancelled = exc
+        load, cancelled = await _outcome(self.agent.history_store.load(turn.conversation_id), cancelled)
         if load.cancelled() or load.exception() is not None or list(load.result())[-len(messages) :] != messages:
             return None, cancelled
         turn.emit(
@@ -443,3 +433,32 @@ class Harness:
             "but may not survive a crash",
         )
         return CommitReceipt(turn.conversation_id, len(load.result()), 0), cancelled
+
+
+async def _outcome(
+    awaitable: Awaitable[T], cancelled: asyncio.CancelledError | None
+) -> tuple[asyncio.Task[T], asyncio.CancelledError | None]:
+    """Run ``awaitable`` in a task of its own to its outcome; a cancellation meanwhile waits for it.
+
+    Returns the finished task and the last cancellation that arrived (else ``cancelled``), for
+    the caller to re-raise once it has settled. The task wakes this one from its own last step,
+    an event-loop iteration sooner than ``asyncio.wait`` (the commit is on every turn's path).
+    """
+    loop = asyncio.get_running_loop()
+    waiter = [loop.create_future()]
+
+    async def run() -> T:
+        try:
+            return await awaitable
+        finally:
+            if not waiter[0].done():
+                waiter[0].set_result(None)
+
+    task = loop.create_task(run())
+    while not task.done():
+        try:
+            await waiter[0]
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+            waiter[0] = loop.create_future()
+    return task, cancelled
