@@ -56,6 +56,7 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
+    CAPABILITY_LOGICAL_LOOKUP,
     CommitReceipt,
     ConversationInfo,
     HistoryStats,
@@ -107,7 +108,7 @@ class FilesHistoryStore(HistoryMaintenance):
     """
 
     name = "files"
-    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, "logical_reset"})
+    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset"})
 
     def __init__(
         self,
