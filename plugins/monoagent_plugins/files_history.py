@@ -62,6 +62,7 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
+    CAPABILITY_LOGICAL_LOOKUP,
     CAPABILITY_PROVIDER_SESSIONS,
     CommitReceipt,
     ConversationInfo,
@@ -116,7 +117,7 @@ class FilesHistoryStore(HistoryMaintenance):
     """
 
     name = "files"
-    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, "logical_reset", CAPABILITY_PROVIDER_SESSIONS})
+    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset", CAPABILITY_PROVIDER_SESSIONS})
 
     def __init__(
         self,

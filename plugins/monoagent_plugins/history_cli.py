@@ -143,10 +143,13 @@ def show_command(conversation: str, as_json: bool) -> None:
 @click.argument("conversation")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def reset_command(conversation: str, as_json: bool) -> None:
-    """Clear CONVERSATION's message and tool history across all its daily buckets."""
+    """Clear CONVERSATION's message and tool history: across all its daily buckets under daily rollover, else exactly CONVERSATION."""
     agent = command_agent("history")
-    logical = logical_conversation_id(conversation)
-    _require(agent.history_store, "reset_logical", "logical-session reset")
+    if agent.config.runtime.session.rollover == "daily":
+        logical = logical_conversation_id(conversation)
+        _require(agent.history_store, "reset_logical", "logical-session reset")
+    else:
+        logical = conversation
     _check_tool_history(agent)
     try:
         report, cleared = run(agent.reset_conversation(logical))

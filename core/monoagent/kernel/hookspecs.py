@@ -336,8 +336,9 @@ def register_tools(register: ToolRegistrar) -> None:
     Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
-    ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
-    plugins withdraw theirs with ``filter_tools`` on turns where they are not configured.
+    ``memory-journal`` registers MemoryJournal, ``tool-history`` SessionHistory and
+    ``artifacts`` RunHistory; the memory plugins withdraw theirs with ``filter_tools`` on turns
+    where they are not configured.
 
     Example::
 
@@ -480,7 +481,8 @@ def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> An
     Args:
         agent: the Agent whose history was reset.
         logical_conversation_id: the logical session that was reset (its daily buckets with
-            it), or None when every conversation was cleared.
+            it; with ``runtime.session.rollover`` off, exactly the id that was reset), or None
+            when every conversation was cleared.
 
     Returns:
         Nothing (or an awaitable the kernel awaits). Results are collected. An exception is

@@ -107,6 +107,9 @@ HistoryWarningCallback = Callable[[str, str], None]
 CAPABILITY_LOAD_WARNINGS = "load_warnings"
 """The store's ``load`` accepts ``on_warning=`` (see :class:`ManagedHistoryStore`)."""
 
+CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
+"""The store has ``has_logical_records(logical_conversation_id, *, besides)`` (see :class:`ManagedHistoryStore`)."""
+
 
 @attrs.frozen
 class HistoryResetReport:
@@ -141,8 +144,9 @@ class ManagedHistoryStore(HistoryStore, Protocol):
     ``capabilities``
         A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
         ``load`` accepts ``on_warning``, ``"logical_reset"`` that ``reset_logical`` is
-        implemented. The harness passes extras only to stores advertising them, so stores
-        written against :class:`HistoryStore` keep working.
+        implemented, ``"logical_lookup"`` (:data:`CAPABILITY_LOGICAL_LOOKUP`) that
+        ``has_logical_records`` is. The harness passes extras only to stores advertising them,
+        so stores written against :class:`HistoryStore` keep working.
 
     ``load(conversation_id, *, on_warning=None)``
         As :meth:`HistoryStore.load`. A stored record that cannot be read, whatever its bytes
@@ -176,6 +180,12 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         the reset to be completed by the next operation on that session; readers never see a
         half-reset session. Records that cannot be read (or are of a newer version) are removed
         like the others; what a record holds never stops a reset part-way.
+
+    ``has_logical_records(logical_conversation_id, *, besides) -> bool``
+        Whether any record of the logical session (a daily bucket or the undated id) exists
+        other than the exact id ``besides``; cheap (the daily-rollover check runs it on the
+        first turn of every bucket). Without the capability the harness answers the same
+        question from ``conversations()`` (:func:`logical_session_has_records`).
 
     ``stats() -> HistoryStats``
         Retained records (conversations), their bytes and, when cheap, messages; live
@@ -244,6 +254,21 @@ async def load_history(store: HistoryStore, conversation_id: str, on_warning: Hi
     if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
         return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]  # the capability promises it
     return await store.load(conversation_id)
+
+
+async def logical_session_has_records(store: HistoryStore, logical: str, *, besides: str) -> bool:
+    """Whether ``store`` holds a record of the logical session ``logical`` other than ``besides``.
+
+    Asks the store directly when it advertises ``logical_lookup``, else lists ``conversations()``.
+    The daily-rollover check uses it: the first turn of a bucket is a rollover only when the
+    logical session has a record elsewhere (a brand-new conversation has none).
+    """
+    if CAPABILITY_LOGICAL_LOOKUP in getattr(store, "capabilities", ()):
+        return bool(await store.has_logical_records(logical, besides=besides))  # type: ignore[attr-defined]  # the capability promises it
+    return any(
+        info.conversation_id != besides and logical_conversation_id(info.conversation_id) == logical
+        for info in await store.conversations()
+    )
 
 
 # --------------------------------------------------------------------------- tool history
@@ -351,6 +376,10 @@ class ToolHistoryStore(Protocol):
         Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
         awaitable); ``clear_logical`` removes ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket and
         nothing else.
+    ``clear_conversation(id)``
+        Removes the records of exactly ``id`` (may return an awaitable). Optional in the
+        protocol's type, required for ``Agent.reset_conversation`` with daily rollover off: a
+        store without it fails that reset closed before anything is cleared.
     ``close()``
         Releases the store's resources (may return an awaitable); called once when the Agent
         closes.

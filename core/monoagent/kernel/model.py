@@ -500,6 +500,8 @@ class TurnResult:
     the provider attempt that answered (1 is the primary's first attempt; see
     :mod:`monoagent.pipeline.provider_call`). ``usage`` sums every attempt, failed ones included.
     ``status`` is always ``"completed"``: a failed or cancelled turn raises instead of returning.
+    ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
+    ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
     """
 
     run_id: str
@@ -512,3 +514,4 @@ class TurnResult:
     manifest: PromptManifest | None = None
     steps: int = 0
     attempt: int = 1
+    notice: str = ""

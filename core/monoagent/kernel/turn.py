@@ -26,10 +26,11 @@ class SessionInfo:
 
     ``logical_conversation_id`` is the id the channel submitted; ``conversation_id`` is the
     physical id history is keyed by (the same, or ``<id>:<YYYY-MM-DD>`` under daily rollover).
-    ``new_bucket`` is true on the first turn of a daily bucket. ``warm`` is true on a confirmed
-    warm turn of ``runtime.session.mode = "continuous"``: the request carries the conversation's
-    native transcript, so the conversation-history section and the cold tool-history projection
-    stay empty (the harness sets it before the sections are produced).
+    ``new_bucket`` is true on the first turn of a new daily bucket of a conversation that has
+    history elsewhere (set once history is loaded; never on a brand-new conversation). ``warm`` is
+    true on a confirmed warm turn of ``runtime.session.mode = "continuous"``: the request carries
+    the conversation's native transcript, so the conversation-history section and the cold
+    tool-history projection stay empty (the harness sets it before the sections are produced).
     """
 
     delivery: Delivery

@@ -41,7 +41,7 @@ import attrs
 
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.host import await_me_maybe
-from monoagent.kernel.interfaces import CommitReceipt, load_history
+from monoagent.kernel.interfaces import CommitReceipt, load_history, logical_session_has_records
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -140,7 +140,6 @@ class Harness:
         self._slots: asyncio.Semaphore | None = None
         self._pending = 0
         self._running = 0
-        self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
         self._sessions: SessionBackend | None = None
 
@@ -205,11 +204,11 @@ class Harness:
 
     # ------------------------------------------------------------------ session
 
-    def _session(self, request: TurnRequest, started: float, *, record: bool = True) -> SessionInfo:
-        """The turn's session; ``record=False`` (a preview) leaves the daily bucket unmarked as seen."""
+    def _session(self, request: TurnRequest, started: float) -> SessionInfo:
+        """The turn's session: its daily bucket, if any (whether the bucket is new is known once history is loaded)."""
         cfg = self.agent.config.runtime.session
         logical = request.conversation_id
-        physical, bucket, new_bucket = logical, None, False
+        physical, bucket = logical, None
         if cfg.rollover == "daily" and request.delivery != "console":
             tz = None
             if cfg.rollover_timezone:
@@ -218,16 +217,12 @@ class Harness:
                 tz = ZoneInfo(cfg.rollover_timezone)
             bucket = datetime.fromtimestamp(started, tz).astimezone(tz).strftime("%Y-%m-%d")
             physical = f"{logical}:{bucket}"
-            new_bucket = self._buckets.get(logical) != bucket
-            if record:
-                self._buckets[logical] = bucket
         return SessionInfo(
             delivery=request.delivery,
             mode=cfg.mode,
             logical_conversation_id=logical,
             conversation_id=physical,
             bucket=bucket,
-            new_bucket=new_bucket,
             memory_configured=bool(self.agent.config.memory.tiers),
         )
 
@@ -274,10 +269,9 @@ class Harness:
                 channel=request.channel,
                 delivery=request.delivery,
                 logical_conversation_id=session.logical_conversation_id,
+                isolated=request.isolated,
             )
             turn.report_invalid_unicode("request", request.invalid_unicode)
-            if session.new_bucket and session.bucket:
-                turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
             if request.isolated and request.proactive:
                 turn.emit("session_boundary", kind="isolated", reason="proactive")
             prompt = await self.prepare(turn, open_session=True)
@@ -318,6 +312,7 @@ class Harness:
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
+        await self._resolve_bucket(turn)
         if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
@@ -349,6 +344,21 @@ class Harness:
             prompt = self._assemble(turn, compacted.messages, user_message)
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
+
+    async def _resolve_bucket(self, turn: Turn) -> None:
+        """Mark the first turn of a new daily bucket (``session_boundary`` ``rollover``).
+
+        Derived from the history store, so a restart changes nothing: a bucket with history is not
+        new, and an empty one is new only when the logical session has a record elsewhere (an
+        earlier bucket, the undated id); a brand-new conversation has none and gets no boundary.
+        """
+        session = turn.session
+        if session.bucket is None or turn.history:
+            return
+        store = self.agent.history_store
+        if await logical_session_has_records(store, session.logical_conversation_id, besides=session.conversation_id):
+            session.new_bucket = True
+            turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
 
     def _assemble(
         self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
@@ -413,9 +423,9 @@ class Harness:
                 f"{provided.model} answered with no text and no tool call; nothing was committed "
                 f"(the turn settles as empty_response)"
             )
-        text = prelude + outcome.text
+        text = prelude + outcome.text  # the notice reaches the caller, never history
         user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
-        answer = Message("assistant", text)
+        answer = Message("assistant", outcome.text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
         receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
@@ -430,6 +440,7 @@ class Harness:
             manifest=call.prompt.manifest,
             steps=step,
             attempt=provided.attempt,
+            notice=prelude,
         )
         if turn.request.isolated:  # nothing was committed, so no after_commit (no memory capture)
             turn.emit(

@@ -34,6 +34,7 @@ from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
+    CAPABILITY_LOGICAL_LOOKUP,
     CAPABILITY_PROVIDER_SESSIONS,
     HistoryStore,
     ManagedHistoryStore,
@@ -260,6 +261,22 @@ class HistoryStoreContract:
         again = self.run(fresh.reset_logical("tg:42"))
         assert again.records == 0
         self.close(store, fresh)
+
+    def test_contract_logical_lookup_sees_other_buckets_only(self, tmp_path: Path) -> None:
+        store: Any = self.make_store(tmp_path)  # has_logical_records is promised by the capability, not the protocol
+        if CAPABILITY_LOGICAL_LOOKUP not in getattr(store, "capabilities", ()):
+            self.close(store)
+            return
+        today, earlier = "tg:42:2025-03-02", "tg:42:2025-03-01"
+        assert not self.run(store.has_logical_records("tg:42", besides=today))
+        self.run(store.commit("tg:420:2025-03-01", turn_messages(0)))
+        self.run(store.commit(today, turn_messages(1)))
+        assert not self.run(store.has_logical_records("tg:42", besides=today)), "the exact id itself does not count"
+        self.run(store.commit(earlier, turn_messages(2)))
+        assert self.run(store.has_logical_records("tg:42", besides=today))
+        self.run(store.reset_logical("tg:42"))
+        assert not self.run(store.has_logical_records("tg:42", besides=today))
+        self.close(store)
 
     def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
         """Every commit lands wholly before the reset (and is gone) or after it (and survives)."""
