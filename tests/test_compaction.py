@@ -221,6 +221,32 @@ def test_a_summary_the_history_no_longer_matches_is_dropped(tmp_path):
     assert PREFIX not in provider.runtime.requests[-1].prompt.system_text
 
 
+def test_compaction_on_a_warm_turn_retires_the_session_and_the_next_transcript_starts_from_the_summary(tmp_path):
+    """Continuous mode: the warm transcript cannot hold a compacted history, so the turn goes cold with it."""
+    compact_now = [False]
+
+    class Trigger:
+        @hookimpl
+        def choose_compaction(self, turn, history_tokens, budget):
+            return "summary" if compact_now[0] else "none"
+
+    provider = Provider()
+    agent = agent_with(tmp_path, provider, Trigger(), config=WINDOW)
+    seed(agent, "c", long_history())
+    turn(agent, "first")  # cold: the session starts from canonical history
+    compact_now[0] = True
+    _, events = turn(agent, "second")
+    compact_now[0] = False
+    _, later = turn(agent, "third")
+    assert [(e.data["kind"], e.data["reason"]) for e in events if e.type == "session_boundary"] == [("cold", "compaction")]
+    assert not [e for e in later if e.type == "session_boundary"] and provider.runtime.summaries == 1
+    second, third = provider.runtime.requests[1:]
+    for request in (second, third):
+        assert request.messages[0].content.startswith(PREFIX) and SUMMARY in request.messages[0].content
+        assert PREFIX not in request.prompt.system_text
+    assert [m.content for m in third.messages[: len(second.messages)]][-1].startswith("second")
+
+
 # --------------------------------------------------------------------------- what is counted, what is kept
 
 

@@ -249,7 +249,9 @@ class PiNativeConfig:
         min=0, max=3_600_000,
     )
     pi_sessions_root: Path | None = setting(
-        None, doc="Durable provider-session store; unset = in-memory.", env="MONO_AGENT_PI_SESSIONS_ROOT",
+        None, doc="Directory of durable session transcripts: with a history store that has the provider_sessions "
+        "capability (files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
+        env="MONO_AGENT_PI_SESSIONS_ROOT",
     )
     stream_idle_timeout_ms: int = setting(
         300_000, doc="Longest wait for progress in one provider stream (ms): text, tool-call arguments or the end; "

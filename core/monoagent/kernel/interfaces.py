@@ -206,6 +206,49 @@ class ManagedHistoryStore(HistoryStore, Protocol):
     async def clear_all(self) -> HistoryStats: ...
 
 
+CAPABILITY_PROVIDER_SESSIONS = "provider_sessions"
+"""The store keeps a conversation's provider session with its record (see :class:`ProviderSessionStore`)."""
+
+
+@attrs.frozen
+class ProviderSessionState:
+    """The provider session a conversation's history record is bound to.
+
+    ``epoch`` is a random id (``secrets.token_hex(16)``) naming one durable transcript;
+    ``revision`` counts the turns committed into that transcript (0 = bound, nothing written
+    yet); ``model`` is the primary ``provider:model`` the session belongs to, None for a record
+    bound before sessions were bound to a model.
+    """
+
+    epoch: str
+    revision: int
+    model: str | None = None
+
+
+@runtime_checkable
+class ProviderSessionStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that keeps the provider session with each record (the transaction).
+
+    A store advertising :data:`CAPABILITY_PROVIDER_SESSIONS` implements these; only then does
+    ``providers.piNative.piSessionsRoot`` make sessions durable
+    (:mod:`monoagent.pipeline.durable_sessions`), otherwise they stay process-local.
+
+    ``load_provider_session(conversation_id)``
+        The :class:`ProviderSessionState` the current record is bound to, or None (no record, an
+        unreadable one, or one committed without a provider session).
+    ``commit(conversation_id, messages, *, provider_session=None)``
+        As :meth:`HistoryStore.commit`, and in the same atomic publication the record's provider
+        session becomes ``provider_session``: a commit without one (a continuity account, a
+        host-only append) unbinds the record, so the next durable turn reseeds from history.
+    """
+
+    async def load_provider_session(self, conversation_id: str) -> ProviderSessionState | None: ...
+
+    async def commit(
+        self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None
+    ) -> CommitReceipt: ...
+
+
 async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
     """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
     if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):

@@ -26,7 +26,7 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import attrs
 
@@ -320,6 +320,35 @@ async def retire_settling(turn: Turn, reason: str) -> None:
         )
 
 
+_WITHHELD: set[tuple[str, str]] = set()
+"""(sessions root, store name) pairs already told that the store cannot make sessions durable."""
+
+
 def session_backend(agent: Agent) -> SessionBackend:
-    """The session backend of a new harness of ``agent``: in memory (process-local sessions)."""
-    return InMemorySessionBackend(agent.config.runtime.session.idle_timeout_ms)
+    """The session backend of a new harness of ``agent``.
+
+    Durable (:class:`~monoagent.pipeline.durable_sessions.DurableSessionBackend`) when
+    ``providers.piNative.piSessionsRoot`` is set and the history store advertises
+    :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`; otherwise in memory
+    (process-local sessions). A root set for a store without the capability is withheld, and a
+    log line says so once.
+    """
+    from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionStore
+
+    idle_timeout_ms = agent.config.runtime.session.idle_timeout_ms
+    root = agent.config.providers.pi_native.pi_sessions_root
+    if root is None:
+        return InMemorySessionBackend(idle_timeout_ms)
+    store = agent.history_store
+    if CAPABILITY_PROVIDER_SESSIONS in getattr(store, "capabilities", ()):
+        from monoagent.pipeline.durable_sessions import DurableSessionBackend
+
+        return DurableSessionBackend(cast("ProviderSessionStore", store), agent.config.resolve(root), idle_timeout_ms)
+    name = str(getattr(store, "name", type(store).__name__))
+    if (str(root), name) not in _WITHHELD:
+        _WITHHELD.add((str(root), name))
+        logger.warning(
+            "providers.piNative.piSessionsRoot is set, but the history store {!r} does not advertise the {!r} "
+            "capability: warm sessions stay in this process and are lost on restart", name, CAPABILITY_PROVIDER_SESSIONS,
+        )
+    return InMemorySessionBackend(idle_timeout_ms)
