@@ -211,7 +211,7 @@ class Dictionary:
 
 def test_full_turn_streams_text_and_marks_only_the_stable_block(tmp_path, server):
     server.enqueue(Reply(text_pieces=("Hello", " from ", "Claude."), usage=Usage(30, 4, 1000, 0)))
-    agent = agent_for(tmp_path, server)
+    agent = agent_for(tmp_path, server, runtime={"session": {"mode": "per-message"}})  # history in the system prompt
     deltas: list[str] = []
     result = agent.run_sync("hi", on_event=lambda e: e.type == "text_delta" and deltas.append(e.data["text"]))
     assert result.text == "Hello from Claude."

@@ -12,6 +12,8 @@ from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnReq
 from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.testing import fresh_agent
 
+PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
+"""History in the system prompt (continuous mode sends it as messages: tests/test_sessions.py)."""
 DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]
 
 
@@ -33,7 +35,7 @@ def skilled(tmp_path):
 
 
 def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_path, skilled):
-    agent = fresh_agent(tmp_path, config=skilled)
+    agent = fresh_agent(tmp_path, config={**skilled, **PER_MESSAGE})
     run(agent, "first")
     prompt = assemble(agent, "second")
     assert list(prompt.manifest.section_ids) == DOCUMENTED
@@ -51,7 +53,7 @@ def test_empty_optional_sections_are_skipped(tmp_path):
 
 
 def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
-    agent = fresh_agent(tmp_path, config=skilled)
+    agent = fresh_agent(tmp_path, config={**skilled, **PER_MESSAGE})
     run(agent, "first")
     prompt = assemble(agent, "second")
     parts = {s.id: s.part for s in prompt.manifest.sections}
@@ -85,7 +87,7 @@ def test_identical_turns_have_identical_fingerprints(tmp_path):
 
 
 def test_dynamic_only_changes_leave_the_stable_fingerprint_alone(tmp_path):
-    agent = fresh_agent(tmp_path)
+    agent = fresh_agent(tmp_path, config=PER_MESSAGE)
     before = assemble(agent)
     run(agent, "a turn that grows the history")
     after = assemble(agent)

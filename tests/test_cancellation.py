@@ -272,8 +272,9 @@ def test_the_next_turn_waits_for_the_provider_to_settle_and_sees_the_account(tmp
         return await second
 
     assert asyncio.run(main()).text == "quick answer"
-    system = runtime.prompts[1].prompt.system_text
-    assert "Continuity account v1" in system and "partial" in system and "LATE" not in system
+    request = runtime.prompts[1]  # continuous mode: the history leads the messages, per-message: the system prompt
+    seen = request.prompt.system_text + "".join(m.content for m in request.messages)
+    assert "Continuity account v1" in seen and "partial" in seen and "LATE" not in seen
     contents = [m.content for m in load(agent)]
     assert contents[0] == "long job" and contents[1].startswith(ACCOUNT_HEADER)
     assert contents[2:] == ["quick: where were we?", "quick answer"]

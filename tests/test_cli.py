@@ -78,7 +78,21 @@ def test_run_streams_the_answer_and_model_option_skips_the_announcement(project:
     assert result.stderr == ""
 
 
-def test_prompt_shows_the_boundary_only_with_a_dynamic_part(project: Path) -> None:
+def test_run_proactive_is_isolated_with_isolate_proactive_and_commits_nothing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert invoke("run", "hello").exit_code == 0
+    history = snapshot(project / "home" / "history")
+    monkeypatch.setenv("MONO_AGENT_SESSION_ISOLATE_PROACTIVE", "true")
+    result = invoke("run", "--proactive", "--json", "heartbeat")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["text"].endswith("you said: heartbeat")
+    assert snapshot(project / "home" / "history") == history  # nothing committed
+    monkeypatch.delenv("MONO_AGENT_SESSION_ISOLATE_PROACTIVE")
+    assert invoke("run", "--proactive", "heartbeat").exit_code == 0
+    assert snapshot(project / "home" / "history") != history  # without the key it is an ordinary turn
+
+
+def test_prompt_shows_the_boundary_only_with_a_dynamic_part(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONO_AGENT_SESSION_MODE", "per-message")  # history in the system prompt, after the boundary
     before = invoke("prompt", "first")
     assert before.exit_code == 0, before.output
     assert BOUNDARY not in before.stdout
@@ -108,7 +122,8 @@ def test_prompt_json_calls_no_provider_and_commits_nothing(project: Path) -> Non
     assert set(data) == {"stable", "dynamic", "boundary", "messages", "manifest"}
     assert data["boundary"] == BOUNDARY
     assert data["stable"].startswith("# Core guardrails")
-    assert "User: hello" in data["dynamic"]
+    assert data["dynamic"] == ""  # continuous mode: history goes as leading messages, not system text
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user"] and data["messages"][0]["content"] == "hello"
     last = data["messages"][-1]
     assert (last["role"], last["content"]) == ("user", "what now?")
     assert data["manifest"]["history_messages"] == 2

@@ -59,6 +59,14 @@ class Provider:
 
 WINDOW = {"runtime": {"model": "counting:m", "compaction": {"contextWindowOverride": 8192, "responseReserveTokens": 0}}}
 """Budget 8192 tokens: the trigger at 6553, the summary target 819, the kept tail at most 409."""
+PER_MESSAGE = {"runtime": {**WINDOW["runtime"], "session": {"mode": "per-message"}}}
+"""WINDOW with the history rendered into the system prompt on every turn (continuous mode sends it
+as messages and, once warm, the transcript: the summary is then not read again)."""
+
+
+def sent_text(request: Any) -> str:
+    """All a request carries: the system prompt and every message (where continuous mode puts history)."""
+    return "\n".join([request.prompt.system_text, *(m.content for m in request.messages)])
 
 
 def agent_with(tmp_path, *plugins: Any, config: dict[str, Any] | None = None) -> Any:
@@ -108,9 +116,9 @@ def test_one_summariser_call_across_ten_turns_over_the_trigger(tmp_path):
     assert all(r["reused"] for r in reports[1:])
     assert len(asyncio.run(agent.history_store.load("c"))) == 50  # the canonical history keeps every message
     for request in provider.runtime.requests:
-        system = request.prompt.system_text
-        assert system.count(PREFIX) == 1 and SUMMARY in system
-        assert "question 0 " not in system  # what the summary replaced is not sent again
+        sent = sent_text(request)
+        assert sent.count(PREFIX) == 1 and SUMMARY in sent
+        assert "question 0 " not in sent  # what the summary replaced is not sent again
     assert "question 9" in provider.runtime.requests[-1].messages[-1].content
 
 
@@ -137,12 +145,12 @@ def test_the_summary_is_reused_after_a_restart(tmp_path):
     _, events = turn(again, "after the restart")
     assert second.runtime.summaries == 0
     assert compaction_events(events)[0]["reused"] is True
-    assert SUMMARY in second.runtime.requests[0].prompt.system_text
+    assert SUMMARY in sent_text(second.runtime.requests[0])
 
 
 def test_a_damaged_summary_file_is_a_warning_and_is_summarised_again(tmp_path):
     provider = Provider()
-    agent = agent_with(tmp_path, provider)
+    agent = agent_with(tmp_path, provider, config=PER_MESSAGE)
     seed(agent, "c", long_history())
     turn(agent)
     path = summary_path(agent)
@@ -158,7 +166,7 @@ def test_a_damaged_summary_file_is_a_warning_and_is_summarised_again(tmp_path):
 
 def test_a_summary_that_cannot_be_stored_is_used_once_with_a_warning(tmp_path):
     provider = Provider()
-    agent = agent_with(tmp_path, provider)
+    agent = agent_with(tmp_path, provider, config=PER_MESSAGE)
     seed(agent, "c", long_history())
     summary_path(agent).parent.parent.mkdir(parents=True, exist_ok=True)
     summary_path(agent).parent.write_text("a file where the summaries directory goes")
@@ -213,6 +221,32 @@ def test_a_summary_the_history_no_longer_matches_is_dropped(tmp_path):
     assert PREFIX not in provider.runtime.requests[-1].prompt.system_text
 
 
+def test_compaction_on_a_warm_turn_retires_the_session_and_the_next_transcript_starts_from_the_summary(tmp_path):
+    """Continuous mode: the warm transcript cannot hold a compacted history, so the turn goes cold with it."""
+    compact_now = [False]
+
+    class Trigger:
+        @hookimpl
+        def choose_compaction(self, turn, history_tokens, budget):
+            return "summary" if compact_now[0] else "none"
+
+    provider = Provider()
+    agent = agent_with(tmp_path, provider, Trigger(), config=WINDOW)
+    seed(agent, "c", long_history())
+    turn(agent, "first")  # cold: the session starts from canonical history
+    compact_now[0] = True
+    _, events = turn(agent, "second")
+    compact_now[0] = False
+    _, later = turn(agent, "third")
+    assert [(e.data["kind"], e.data["reason"]) for e in events if e.type == "session_boundary"] == [("cold", "compaction")]
+    assert not [e for e in later if e.type == "session_boundary"] and provider.runtime.summaries == 1
+    second, third = provider.runtime.requests[1:]
+    for request in (second, third):
+        assert request.messages[0].content.startswith(PREFIX) and SUMMARY in request.messages[0].content
+        assert PREFIX not in request.prompt.system_text
+    assert [m.content for m in third.messages[: len(second.messages)]][-1].startswith("second")
+
+
 # --------------------------------------------------------------------------- what is counted, what is kept
 
 
@@ -255,7 +289,7 @@ def test_tool_call_and_result_pairs_are_never_split(tmp_path):
         Message("assistant", "done"),
     ]
     provider = Provider()
-    agent = agent_with(tmp_path, provider, Recorder())
+    agent = agent_with(tmp_path, provider, Recorder(), config=PER_MESSAGE)  # render_history gets the view
     seed(agent, "c", history)
     turn(agent)
     sent = rendered[-1]
@@ -277,7 +311,8 @@ def test_truncation_keeps_pairs_whole_too(tmp_path):
         Message("assistant", "done"),
     ]
     config = {"runtime": {"model": "counting:m", "compaction": {"policy": "truncate", "contextWindowOverride": 8192,
-                                                                 "responseReserveTokens": 0}}}
+                                                                 "responseReserveTokens": 0},
+                          "session": {"mode": "per-message"}}}  # render_history gets the view
     rendered = []
 
     class Recorder:

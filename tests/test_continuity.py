@@ -338,7 +338,8 @@ def test_the_next_turn_waits_for_the_account_and_sees_it(tmp_path):
 
     result = asyncio.run(main())
     assert result.text == "Resumed."
-    history_text = script.prompts[1].system_text
+    prompt = script.prompts[1]  # cold (the cancelled turn retired its session): history as leading messages
+    history_text = "\n".join(m.content for m in prompt.messages[: prompt.leading])
     assert "Continuity account v1" in history_text and "Working on it" in history_text
     assert [m.content for m in load(agent)][2:] == ["and now?", "Resumed."]
     assert fixture.captured == ["Resumed."]
@@ -410,7 +411,7 @@ def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path
     assert agent.tool_history_store().stats().calls == 1 and (agent.config.history_dir / SIDECAR).exists()
     prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
     assert "tool_history" not in prompt.manifest.section_ids  # the only call is already in the account
-    assert "found gamma" in prompt.system_text  # through the account in the history section
+    assert "found gamma" in prompt.messages[prompt.leading - 1].content  # through the account, sent as a leading message
     agent.close()
 
 

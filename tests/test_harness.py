@@ -11,7 +11,7 @@ import pytest
 
 from monoagent import hookimpl
 from monoagent.kernel.errors import AdmissionRejected, ProviderError
-from monoagent.kernel.model import StepFinished, TextDelta, TurnRequest
+from monoagent.kernel.model import Message, StepFinished, TextDelta, TurnRequest
 from monoagent.testing import fresh_agent, write_script
 
 
@@ -162,6 +162,7 @@ def test_run_events_land_in_an_owner_only_jsonl_file(tmp_path):
 
 def test_daily_rollover_buckets_history_but_not_the_console(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", [Message("user", "old"), Message("assistant", "old answer")]))
     events = []
     result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="slack:C1", delivery="push"), on_event=events.append))
     bucket = next(e for e in events if e.type == "session_boundary")
@@ -237,6 +238,7 @@ def test_lanes_are_dropped_when_their_conversation_is_idle(tmp_path):
 
 def test_assembling_a_preview_leaves_the_rollover_notice_to_the_real_turn(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", [Message("user", "old"), Message("assistant", "old answer")]))
     request = TurnRequest("hi", conversation_id="slack:C1", delivery="push")
     asyncio.run(agent.assemble(request))
     result = asyncio.run(agent.respond(request))

@@ -40,6 +40,10 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
             self._log("clear_logical", logical)
             return SimpleNamespace(calls=2, records=3, bytes=1024)
 
+        def clear_conversation(self, conversation_id):
+            self._log("clear_conversation", conversation_id)
+            return SimpleNamespace(calls=1, records=2, bytes=512)
+
         async def clear_all(self):
             self._log("clear_all")
             return SimpleNamespace(calls=3, records=5, bytes=4096)
@@ -159,6 +163,8 @@ def test_show_prints_messages_or_each_daily_bucket(project):
 
 
 def test_reset_clears_every_bucket_of_the_logical_session_in_both_stores(project):
+    project.config('[runtime.session]\nrollover = "daily"\n[toolHistory]\nstore = "fake"\n'
+                   '[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
     project.commit("tg:1", "tg:1:2025-01-01", "tg:1:2025-01-02", "tg:10", "tg:1x:2025-01-01")
     result = project.invoke("history", "reset", "tg:1:2025-01-02")
     assert result.exit_code == 0, result.output
@@ -169,8 +175,17 @@ def test_reset_clears_every_bucket_of_the_logical_session_in_both_stores(project
     assert project.tool_calls() == [["clear_logical", "tg:1"]]
 
 
+def test_reset_with_rollover_off_clears_only_the_exact_id(project):
+    project.commit("tg:1", "tg:1:2025-01-01", "tg:1:2025-01-02")
+    result = project.invoke("history", "reset", "tg:1:2025-01-02")
+    assert result.exit_code == 0, result.output
+    assert "reset 'tg:1:2025-01-02'" in result.output and "(2 messages)" in result.output
+    assert project.stored() == ["tg:1", "tg:1:2025-01-01"]
+    assert project.tool_calls() == [["clear_conversation", "tg:1:2025-01-02"]]
+
+
 def test_reset_fails_closed_on_a_store_without_logical_reset(project):
-    project.config('[history]\nstore = "plain"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    project.config('[runtime.session]\nrollover = "daily"\n[history]\nstore = "plain"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
     result = CliRunner().invoke(_group(), ["history", "reset", "x"])
     assert result.exit_code != 0
     assert "does not implement reset_logical()" in result.output and "nothing was cleared" in result.output

@@ -368,9 +368,9 @@ def test_hook_after_history_reset(tmp_path):
 
             return forget()
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"rollover": "daily"}}})
     run(agent, conversation="chat:7")
-    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # a bucket names its logical session
+    asyncio.run(agent.reset_conversation("chat:7:2026-01-02"))  # under daily rollover a bucket names its logical session
     assert told == [("chat:7", 0)]
 
 
@@ -453,7 +453,7 @@ def test_hook_extra_sections(tmp_path):
                 Section("policy", "Policy text.", order=150, stability="stable", source="policy"),
             ]
 
-    prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]))
+    prompt = assemble(fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()]))  # dynamic text in the system prompt
     ids = prompt.manifest.section_ids
     assert ids.index("policy") == 1 and ids[-1] == "facts"
     assert "Policy text." in prompt.stable_text and "Today is a test." in prompt.dynamic_text
@@ -466,7 +466,7 @@ def test_hook_render_history(tmp_path):
             text = "\n".join(f"{m.role}> {m.content}" for m in messages)
             return Section("conversation_history", text, order=400, stability="dynamic")
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()])  # continuous mode passes no messages
     run(agent, "first")
     prompt = assemble(agent, "second")
     assert prompt.dynamic_text.startswith("user> first\nassistant> [offline:echo]")
@@ -649,7 +649,7 @@ def test_hook_after_tool_call(tmp_path):
     steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}, {"name": "nope"}]}, {"text": "done"}]
     result = run(_tool_agent(tmp_path, Plugin(), steps))
     assert seen == [("shell", "success"), ("nope", "rejected")]
-    assert "not available in this turn (available: SessionHistory, shell)" in result.tool_activity[1].result.content
+    assert "not available in this turn (available: RunHistory, SessionHistory, shell)" in result.tool_activity[1].result.content
 
 
 def test_hook_filter_tools(tmp_path):
@@ -677,9 +677,9 @@ def test_hook_filter_tools(tmp_path):
     agent.register(KeepsEverything())
     webhook = run(agent, channel="webhook")
     assert webhook.tool_activity[0].result.status is ToolStatus.REJECTED
-    assert sent[0] == ["SessionHistory"]
+    assert sent[0] == ["RunHistory", "SessionHistory"]
     api = run(agent, conversation="other")
-    assert api.tool_activity[0].result.content == "ran ls" and sent[2] == ["SessionHistory", "shell"]
+    assert api.tool_activity[0].result.content == "ran ls" and sent[2] == ["RunHistory", "SessionHistory", "shell"]
     assert len(offered) == 2  # each implementation sees every registered tool, those the memory plugins withdraw included
     assert all({"shell", "MemoryRecall", "MemoryJournal"} <= set(names) for names in offered)
 

@@ -263,7 +263,7 @@ def test_retry_and_fallback_run_stateless_with_a_bounded_tail(tmp_path, delays):
             ],
             "backup": [answer("backup answer")],
         },
-        config={"runtime": {"fallbacks": ["t:backup"]}},
+        config={"runtime": {"fallbacks": ["t:backup"], "session": {"mode": "per-message"}}},  # history in the system prompt
         tools=tools,
     )
     assert run(agent, "earlier question").text == "first answer"

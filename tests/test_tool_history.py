@@ -431,7 +431,7 @@ def test_projection_is_capped_at_64_kib(tmp_path):
 
 
 def test_projection_reaches_the_prompt_after_history_and_is_absent_without_records(tmp_path):
-    agent = tool_agent(tmp_path, echo_steps("visible") + [{"text": "second"}])
+    agent = tool_agent(tmp_path, echo_steps("visible") + [{"text": "second"}], config={"runtime": {"session": {"mode": "per-message"}}})  # both in the system prompt
     blocked = fresh_agent(tmp_path / "blocked", config={"plugins": {"block": ["tool-history"]}})
     empty = asyncio.run(agent.assemble(TurnRequest("hello", conversation_id="c")))
     baseline = asyncio.run(blocked.assemble(TurnRequest("hello", conversation_id="c")))

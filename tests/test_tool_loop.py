@@ -184,7 +184,8 @@ def test_filter_tools_lists_are_intersected_whatever_the_order(tmp_path):
     for order, plugins in enumerate([(withdraw("probe"), withdraw("SessionHistory")), (withdraw("SessionHistory"), withdraw("probe"))]):
         sent: list[list[str]] = []
         (tmp_path / str(order)).mkdir()
-        agent = tool_agent(tmp_path / str(order), lambda context: "ok", [{"name": "probe"}], plugins[0])
+        agent = tool_agent(tmp_path / str(order), lambda context: "ok", [{"name": "probe"}], plugins[0],
+                           config={"plugins": {"block": ["artifacts"]}})  # no RunHistory either
         agent.register(plugins[1])
         result, _ = run(agent)
         assert sent[0] == []  # neither tool, nor the memory tools this agent has no tier for

@@ -318,7 +318,7 @@ class Agent:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
         from monoagent.pipeline.harness import new_run_id
 
-        session = self.harness._session(request, time.time(), record=False)
+        session = self.harness._session(request, time.time())
         turn = Turn(
             agent=self,
             request=request,
@@ -338,11 +338,15 @@ class Agent:
         history's clear report (None when tool history is off); the ``after_history_reset`` hook
         then tells plugins (stored summaries go with it). Other conversations are untouched.
         The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
+        With ``runtime.session.rollover`` other than ``daily`` there are no buckets: exactly
+        ``conversation_id`` is cleared (:meth:`_reset_exact`), never an id it merely looks like.
         """
         from monoagent.kernel.errors import HistoryStoreError
         from monoagent.kernel.interfaces import logical_conversation_id
         from monoagent.text import valid_unicode
 
+        if self.config.runtime.session.rollover != "daily":
+            return await self._reset_exact(valid_unicode(conversation_id))
         logical = logical_conversation_id(valid_unicode(conversation_id))
         store = self.history_store
         reset_logical = getattr(store, "reset_logical", None)
@@ -364,11 +368,45 @@ class Agent:
         for value in self.hooks.after_history_reset(agent=self, logical_conversation_id=logical_conversation_id):
             await await_me_maybe(value)
 
+    async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
+        """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
+
+        ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
+        removes all the same), so a store with ``stats()`` is asked for its totals before and
+        after to report the record and its bytes; concurrent commits elsewhere can blur those two
+        figures, never the reset itself.
+        """
+        from monoagent.kernel.errors import HistoryStoreError
+        from monoagent.kernel.interfaces import HistoryResetReport
+
+        tool_history = self.tool_history_store()
+        clear = getattr(tool_history, "clear_conversation", None)
+        if tool_history is not None:
+            if clear is None:
+                raise HistoryStoreError(
+                    f"tool-history store {getattr(tool_history, 'name', '?')!r} has no clear_conversation(), so "
+                    f"{conversation_id!r} cannot be reset on its own; nothing was cleared "
+                    f"(see monoagent.kernel.interfaces.ToolHistoryStore)"
+                )
+            await await_me_maybe(tool_history.stats())
+        store = self.history_store
+        stats = getattr(store, "stats", None)
+        before = await stats() if stats is not None else None
+        messages = await store.reset(conversation_id)
+        after = await stats() if stats is not None else None
+        records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
+        freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
+        report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
+        tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
+        await self.after_history_reset(conversation_id)
+        return report, tool
+
     async def aclose(self) -> None:
-        """Release resources: pending continuity accounts, the ``shutdown`` hook, then the stores and the memory tiers."""
+        """Release resources: pending continuity accounts, the ``shutdown`` hook, the warm sessions, then the stores and the memory tiers."""
         await self.harness.wait_settled()
         for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
+        await self.harness.close()
         tool_history, self._tool_history = self._tool_history, None
         if tool_history is not None:
             await await_me_maybe(tool_history.close())

@@ -38,6 +38,12 @@ conversation is *unreadable*: the
 conversation starts cold with a ``history_record_unreadable`` warning and the next commit replaces
 it. A record of a newer version is refused instead (:class:`NewerRecordError`), so that this
 version never overwrites what a newer one wrote; a reset removes it.
+
+A record may carry ``providerSession`` (epoch, revision, model): the durable provider session it
+is bound to (:data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`). It is written in
+the same publication as the messages (``commit(..., provider_session=...)``) and dropped by a
+commit without one, so a host-only append or a continuity account unbinds the record and the next
+durable turn reseeds from history. A malformed one makes the record unreadable, like any field.
 """
 
 
@@ -56,10 +62,13 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
+    CAPABILITY_LOGICAL_LOOKUP,
+    CAPABILITY_PROVIDER_SESSIONS,
     CommitReceipt,
     ConversationInfo,
     HistoryStats,
     HistoryWarningCallback,
+    ProviderSessionState,
     logical_conversation_id,
 )
 from monoagent.kernel.log import logger
@@ -68,8 +77,8 @@ from monoagent.kernel.registrars import ConfigSectionRegistrar, HistoryStoreRegi
 from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_maintenance import HistoryMaintenance
 from monoagent_plugins.lib.history_records import (
+    EPOCH_SHAPE,
     MAX_DEPTH,
-    RECORD_VERSION,
     UNREADABLE,
     CachedRecord,
     HistoryRecord,
@@ -78,7 +87,8 @@ from monoagent_plugins.lib.history_records import (
     NewerRecordError,
     Unreadable,
     cap_message,
-    compact_json,
+    envelope_bytes,
+    provider_session_json,
     serialise_message,
     short_id,
     stat_key,
@@ -107,7 +117,7 @@ class FilesHistoryStore(HistoryMaintenance):
     """
 
     name = "files"
-    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, "logical_reset"})
+    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset", CAPABILITY_PROVIDER_SESSIONS})
 
     def __init__(
         self,
@@ -175,23 +185,29 @@ class FilesHistoryStore(HistoryMaintenance):
                 return cached.messages
         return await _off_loop(self._load, conversation_id, on_warning)
 
-    def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes]) -> bytes:
+    def _record_bytes(self, conversation_id: str, logical: str, now: float, fragments: Sequence[bytes],
+                      provider_session: ProviderSessionState | None = None) -> bytes:
         """The record: the envelope serialised by json, the already-serialised messages spliced in.
 
         Messages are serialised once, when they are committed or first read, and reused on every
         later commit, so a commit's cost does not grow with the retained window.
         """
-        envelope = compact_json({"version": RECORD_VERSION, "conversationId": conversation_id,
-                           "logicalConversationId": logical, "updatedAt": now, "messages": []})
-        assert envelope.endswith(b"[]}")
-        return envelope[:-2] + b",".join(fragments) + b"]}"
+        envelope = envelope_bytes(conversation_id, logical, now, provider_session=provider_session_json(provider_session))
+        return envelope + b",".join(fragments) + b"]}"
 
     def _fragments(self, entry: CachedRecord) -> tuple[bytes, ...]:
         if entry.fragments is not None:
             return entry.fragments
         return tuple(serialise_message(m) for m in entry.messages)
 
-    def _commit(self, conversation_id: str, new: Sequence[Message]) -> CommitReceipt:
+    def _commit(self, conversation_id: str, new: Sequence[Message], provider_session: ProviderSessionState | None = None) -> CommitReceipt:
+        if provider_session is not None and (
+            not isinstance(provider_session, ProviderSessionState) or not EPOCH_SHAPE.fullmatch(provider_session.epoch)
+            or type(provider_session.revision) is not int or not 0 <= provider_session.revision < 2**53
+            or not isinstance(provider_session.model, str | None)
+        ):
+            raise TypeError(f"provider_session must be a ProviderSessionState with an epoch of 32 hex digits and a revision "
+                            f"from 0 to 2**53, not {provider_session!r}")
         for message in new:
             if not isinstance(message, Message):
                 raise TypeError(f"commit takes monoagent.kernel.model.Message values, not {type(message).__name__}")
@@ -216,7 +232,7 @@ class FilesHistoryStore(HistoryMaintenance):
             messages = (base_messages + tuple(m for m, _ in capped))[-keep:]
             fragments = (base_fragments + tuple(f for _, f in capped))[-keep:]
             now = self.clock()
-            data = self._record_bytes(conversation_id, logical, now, fragments)
+            data = self._record_bytes(conversation_id, logical, now, fragments, provider_session)
             if len(data) > self.record_cap() and len(data) > (cap := self.record_cap(conversation_id)):
                 # messages kept from a record written under larger limits: drop the oldest until it reads back
                 excess, drop = len(data) - cap, 0
@@ -224,7 +240,7 @@ class FilesHistoryStore(HistoryMaintenance):
                     excess -= len(fragments[drop]) + 1
                     drop += 1
                 messages, fragments = messages[drop:], fragments[drop:]
-                data = self._record_bytes(conversation_id, logical, now, fragments)
+                data = self._record_bytes(conversation_id, logical, now, fragments, provider_session)
             try:
                 fd, stage = self._stage(os.path.basename(path), data, now)
             except HistoryWriteError:
@@ -256,7 +272,7 @@ class FilesHistoryStore(HistoryMaintenance):
             finally:
                 with contextlib.suppress(OSError):
                     self.fs.close(fd)
-            self._cache[conversation_id] = CachedRecord(key, messages, fragments, len(data))
+            self._cache[conversation_id] = CachedRecord(key, messages, fragments, len(data), provider_session)
         self._after_publication(path, len(data) - old_size, not isinstance(current, CachedRecord), now)
         return CommitReceipt(conversation_id, len(messages), len(data))
 
@@ -277,8 +293,23 @@ class FilesHistoryStore(HistoryMaintenance):
             )
         return capped
 
-    async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
-        return await _off_loop(self._commit, conversation_id, list(messages))
+    async def commit(
+        self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None
+    ) -> CommitReceipt:
+        """Append one turn; the record's provider session becomes ``provider_session`` in the same publication."""
+        return await _off_loop(self._commit, conversation_id, list(messages), provider_session)
+
+    def _load_provider_session(self, conversation_id: str) -> ProviderSessionState | None:
+        self._ensure_dir()
+        _, _, journal = self._paths(conversation_id)
+        if self._pending_reset(journal):
+            return None
+        entry = self._read(conversation_id)
+        return entry.provider_session if isinstance(entry, CachedRecord) else None
+
+    async def load_provider_session(self, conversation_id: str) -> ProviderSessionState | None:
+        """The provider session the record is bound to; None without a record, for an unreadable or an unbound one."""
+        return await _off_loop(self._load_provider_session, conversation_id)
 
     def _list(self) -> list[ConversationInfo]:
         self._ensure_dir()

@@ -5,6 +5,8 @@ configured tool-history store (``toolHistory.store``, ``agent.tool_history_store
 ``none``. Every report keeps the two apart: message-history records (files) and bytes, then
 tool-history calls, records and bytes.
 Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched.
+``restart --clear-sessions`` also purges the durable provider sessions under
+``providers.piNative.piSessionsRoot`` and reports their transcripts and bytes.
 
 ``history reset CONVERSATION`` is a logical-session reset: the conversation and each of its daily
 buckets (``CONVERSATION:<YYYY-MM-DD>``) in both stores. A store that cannot reset a logical session
@@ -141,10 +143,13 @@ def show_command(conversation: str, as_json: bool) -> None:
 @click.argument("conversation")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def reset_command(conversation: str, as_json: bool) -> None:
-    """Clear CONVERSATION's message and tool history across all its daily buckets."""
+    """Clear CONVERSATION's message and tool history: across all its daily buckets under daily rollover, else exactly CONVERSATION."""
     agent = command_agent("history")
-    logical = logical_conversation_id(conversation)
-    _require(agent.history_store, "reset_logical", "logical-session reset")
+    if agent.config.runtime.session.rollover == "daily":
+        logical = logical_conversation_id(conversation)
+        _require(agent.history_store, "reset_logical", "logical-session reset")
+    else:
+        logical = conversation
     _check_tool_history(agent)
     try:
         report, cleared = run(agent.reset_conversation(logical))
@@ -215,7 +220,8 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
 
 
 @click.command("restart")
-@click.option("--clear-sessions", is_flag=True, help="Also clear message history, tool history and provider sessions.")
+@click.option("--clear-sessions", is_flag=True,
+              help="Also clear message history, tool history and the durable provider sessions (piSessionsRoot).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
@@ -226,14 +232,34 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         return
     agent = command_agent("history")
     if not yes:
-        click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}?", abort=True)
+        click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}"
+                      f"{' and the provider sessions' if _sessions_root(agent) else ''}?", abort=True)
     try:
         removed, tool = _clear_everything(agent)
-    except (HistoryStoreError, OSError) as exc:
+        sessions = _purge_sessions(agent)
+    except (HistoryStoreError, OSError) as exc:  # TranscriptStoreError is a HistoryStoreError
         raise click.ClickException(str(exc)) from None
-    _clear_report(removed, tool, as_json, {"acp_session_authorizations": NOT_CONFIGURED})
+    _clear_report(removed, tool, as_json, {"provider_sessions": sessions, "acp_session_authorizations": NOT_CONFIGURED})
     if not as_json:
+        echo(f"provider sessions removed: {NOT_CONFIGURED}" if sessions is None else
+             f"provider sessions removed: {sessions['transcripts']} transcript(s), {sessions['bytes']} bytes")
         echo(f"ACP session authorizations: {NOT_CONFIGURED}")
+
+
+def _sessions_root(agent: Any) -> Any:
+    root = agent.config.providers.pi_native.pi_sessions_root
+    return None if root is None else agent.config.resolve(root)
+
+
+def _purge_sessions(agent: Any) -> dict[str, int] | None:
+    """Remove every durable transcript under ``providers.piNative.piSessionsRoot``; None when it is unset."""
+    from monoagent.pipeline.transcript_files import TranscriptRoot
+
+    root = _sessions_root(agent)
+    if root is None:
+        return None
+    transcripts, freed = TranscriptRoot(root).purge()
+    return {"transcripts": transcripts, "bytes": freed}
 
 
 @bundled_impl

@@ -391,7 +391,7 @@ async def capture(turn: Any, result: Any) -> None:
 
     if not turn.request.text.strip():
         return
-    text = capture_text(turn.request, result.text, turn.recalled)
+    text = capture_text(turn.request, result.text.removeprefix(result.notice), turn.recalled)
     sender = turn.request.sender
     metadata = {
         "date": turn.now.date().isoformat(),

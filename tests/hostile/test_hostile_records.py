@@ -882,7 +882,8 @@ def sidecar_agent(tmp_path, turns, clock, **settings):
     for index in range(turns):
         steps += [{"tool_calls": [{"name": "echo", "arguments": {"text": f"call {index}"}}]}, {"text": f"done {index}"}]
     tool_history = {"store": "injected", "confirmTimeoutMs": 60_000, **settings}
-    return scripted_agent(tmp_path, steps, config={"toolHistory": tool_history}, plugins=[Echo(), InjectedSidecar(clock)])
+    config = {"toolHistory": tool_history, "runtime": {"session": {"mode": "per-message"}}}  # every turn reads the projection
+    return scripted_agent(tmp_path, steps, config=config, plugins=[Echo(), InjectedSidecar(clock)])
 
 
 def make_sidecar(history_dir) -> Path:

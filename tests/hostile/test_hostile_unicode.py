@@ -603,7 +603,8 @@ def test_a_writer_thread_that_died_is_replaced_and_flush_does_not_wait_for_it(tm
     assert writer.flush(timeout=60) is False  # the writer is gone: flush says so (at once, not after the timeout)
     writer.submit(tmp_path, RunEvent("run_completed", "run2", "c", 1, 0.0, {"ok": True}))
     assert writer._thread is not dead and writer.flush()
-    assert json.loads((tmp_path / "runs" / "run2.jsonl").read_text(encoding="utf-8"))["data"] == {"ok": True}
+    *_, last = (tmp_path / "runs" / "run2.jsonl").read_text(encoding="utf-8").splitlines()  # after its run_text line
+    assert json.loads(last)["data"] == {"ok": True}
 
 
 class Mute(Exception):
@@ -641,7 +642,7 @@ def test_the_writer_survives_a_failure_whose_message_cannot_be_formatted(tmp_pat
         logger.remove(sink)
         logger.disable("monoagent_plugins")
     lines = (tmp_path / "runs" / "runA.jsonl").read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line)["type"] for line in lines] == ["run_started", "run_completed"]
+    assert [json.loads(line)["type"] for line in lines] == ["run_started", "run_text", "run_completed"]
     assert any("probe" in line and "runB" in line and "Mute" in line for line in logged)
 
 

@@ -158,13 +158,20 @@ def _announce_default_model(agent: Any, model: str | None) -> None:
 @click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for this turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of streaming text.")
-def run(text: str, conversation: str, model: str | None, as_json: bool) -> None:
+@click.option(
+    "--proactive", is_flag=True,
+    help="The host starts this turn, not a user (cron, heartbeat); with runtime.session.isolateProactive it runs isolated.",
+)
+def run(text: str, conversation: str, model: str | None, as_json: bool, proactive: bool) -> None:
     """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin)."""
     from monoagent.kernel.model import TurnRequest
 
     agent = _state().agent()
     _announce_default_model(agent, model)
-    request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model)
+    request = TurnRequest(
+        _read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model,
+        proactive=proactive,
+    )
 
     printed = AnswerPrinter(sys.stdout, agent.redact)
 

@@ -145,7 +145,7 @@ class SessionConfig:
         env="MONO_AGENT_SESSION_MODE",
     )
     idle_timeout_ms: int = setting(
-        1_800_000, doc="How long a warm session lingers before idle eviction (ms).",
+        1_800_000, doc="How long a warm session lingers before idle eviction (ms); 0 keeps none, so every turn starts cold.",
         env="MONO_AGENT_SESSION_IDLE_TIMEOUT_MS", min=0, max=7 * 24 * 3_600_000,
     )
     rollover: Literal["none", "daily"] = setting(
@@ -161,7 +161,7 @@ class SessionConfig:
         env="MONO_AGENT_SESSION_ROLLOVER_NOTICE",
     )
     isolate_proactive: bool = setting(
-        False, doc="Proactive turns skip the conversation's warm provider session.",
+        False, doc="Proactive turns (TurnRequest.proactive, run --proactive) run isolated: outside the warm session, committing nothing to history.",
         env="MONO_AGENT_SESSION_ISOLATE_PROACTIVE",
     )
 
@@ -249,7 +249,9 @@ class PiNativeConfig:
         min=0, max=3_600_000,
     )
     pi_sessions_root: Path | None = setting(
-        None, doc="Durable provider-session store; unset = in-memory.", env="MONO_AGENT_PI_SESSIONS_ROOT",
+        None, doc="Directory of durable session transcripts: with a history store that has the provider_sessions "
+        "capability (files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
+        env="MONO_AGENT_PI_SESSIONS_ROOT",
     )
     stream_idle_timeout_ms: int = setting(
         300_000, doc="Longest wait for progress in one provider stream (ms): text, tool-call arguments or the end; "

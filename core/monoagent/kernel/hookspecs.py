@@ -336,8 +336,9 @@ def register_tools(register: ToolRegistrar) -> None:
     Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
-    ``memory-journal`` registers MemoryJournal and ``tool-history`` SessionHistory; the memory
-    plugins withdraw theirs with ``filter_tools`` on turns where they are not configured.
+    ``memory-journal`` registers MemoryJournal, ``tool-history`` SessionHistory and
+    ``artifacts`` RunHistory; the memory plugins withdraw theirs with ``filter_tools`` on turns
+    where they are not configured.
 
     Example::
 
@@ -480,7 +481,8 @@ def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> An
     Args:
         agent: the Agent whose history was reset.
         logical_conversation_id: the logical session that was reset (its daily buckets with
-            it), or None when every conversation was cleared.
+            it; with ``runtime.session.rollover`` off, exactly the id that was reset), or None
+            when every conversation was cleared.
 
     Returns:
         Nothing (or an awaitable the kernel awaits). Results are collected. An exception is
@@ -648,15 +650,18 @@ def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
         A :class:`~monoagent.kernel.model.Section`, a list of them, or None. Results are collected.
         Each section's ``order`` places it among the documented ones (100 guardrails, 200
         identity, 300 session, 400 history, 500 skill index, 600 skill instructions); its
-        ``stability`` decides whether it may sit before the cache boundary. Two sections with
-        one id are an error naming both sources.
+        ``stability`` decides whether it may sit before the cache boundary. In
+        ``runtime.session.mode = "continuous"`` the system prompt holds only the stable
+        sections, and the dynamic ones travel at the head of the current user message. Two
+        sections with one id are an error naming both sources.
 
     Called on every turn, after the documented producers.
 
     Bundled default: ``identity`` adds the optional USER.md as ``user_persona`` (order 250,
     stable); ``memory`` adds the memory contract as ``memory`` (order 350, stable) when memory is
     configured; ``tool-history`` adds the cold tool-history projection as ``tool_history``
-    (order 410, dynamic) when there are records to show.
+    (order 410, dynamic) when there are records to show and the turn is not warm
+    (``turn.session.warm``).
 
     Example::
 
@@ -673,7 +678,10 @@ def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
 
     Args:
         turn: the turn being assembled.
-        messages: the history to show, oldest first, after compaction.
+        messages: the history to show, oldest first, after compaction. Empty in
+            ``runtime.session.mode = "continuous"``: there history travels as native messages
+            (the warm session's transcript, or canonical history as leading messages on a cold
+            turn), never in the system prompt; ``turn.session.warm`` tells a warm turn.
 
     Returns:
         A :class:`~monoagent.kernel.model.Section` (id ``conversation_history``, order 400, dynamic);

@@ -107,6 +107,9 @@ HistoryWarningCallback = Callable[[str, str], None]
 CAPABILITY_LOAD_WARNINGS = "load_warnings"
 """The store's ``load`` accepts ``on_warning=`` (see :class:`ManagedHistoryStore`)."""
 
+CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
+"""The store has ``has_logical_records(logical_conversation_id, *, besides)`` (see :class:`ManagedHistoryStore`)."""
+
 
 @attrs.frozen
 class HistoryResetReport:
@@ -141,8 +144,9 @@ class ManagedHistoryStore(HistoryStore, Protocol):
     ``capabilities``
         A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
         ``load`` accepts ``on_warning``, ``"logical_reset"`` that ``reset_logical`` is
-        implemented. The harness passes extras only to stores advertising them, so stores
-        written against :class:`HistoryStore` keep working.
+        implemented, ``"logical_lookup"`` (:data:`CAPABILITY_LOGICAL_LOOKUP`) that
+        ``has_logical_records`` is. The harness passes extras only to stores advertising them,
+        so stores written against :class:`HistoryStore` keep working.
 
     ``load(conversation_id, *, on_warning=None)``
         As :meth:`HistoryStore.load`. A stored record that cannot be read, whatever its bytes
@@ -177,6 +181,12 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         half-reset session. Records that cannot be read (or are of a newer version) are removed
         like the others; what a record holds never stops a reset part-way.
 
+    ``has_logical_records(logical_conversation_id, *, besides) -> bool``
+        Whether any record of the logical session (a daily bucket or the undated id) exists
+        other than the exact id ``besides``; cheap (the daily-rollover check runs it on the
+        first turn of every bucket). Without the capability the harness answers the same
+        question from ``conversations()`` (:func:`logical_session_has_records`).
+
     ``stats() -> HistoryStats``
         Retained records (conversations), their bytes and, when cheap, messages; live
         unpublished stages separately.
@@ -196,11 +206,69 @@ class ManagedHistoryStore(HistoryStore, Protocol):
     async def clear_all(self) -> HistoryStats: ...
 
 
+CAPABILITY_PROVIDER_SESSIONS = "provider_sessions"
+"""The store keeps a conversation's provider session with its record (see :class:`ProviderSessionStore`)."""
+
+
+@attrs.frozen
+class ProviderSessionState:
+    """The provider session a conversation's history record is bound to.
+
+    ``epoch`` is a random id (``secrets.token_hex(16)``) naming one durable transcript;
+    ``revision`` counts the turns committed into that transcript (0 = bound, nothing written
+    yet); ``model`` is the primary ``provider:model`` the session belongs to, None for a record
+    bound before sessions were bound to a model.
+    """
+
+    epoch: str
+    revision: int
+    model: str | None = None
+
+
+@runtime_checkable
+class ProviderSessionStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that keeps the provider session with each record (the transaction).
+
+    A store advertising :data:`CAPABILITY_PROVIDER_SESSIONS` implements these; only then does
+    ``providers.piNative.piSessionsRoot`` make sessions durable
+    (:mod:`monoagent.pipeline.durable_sessions`), otherwise they stay process-local.
+
+    ``load_provider_session(conversation_id)``
+        The :class:`ProviderSessionState` the current record is bound to, or None (no record, an
+        unreadable one, or one committed without a provider session).
+    ``commit(conversation_id, messages, *, provider_session=None)``
+        As :meth:`HistoryStore.commit`, and in the same atomic publication the record's provider
+        session becomes ``provider_session``: a commit without one (a continuity account, a
+        host-only append) unbinds the record, so the next durable turn reseeds from history.
+    """
+
+    async def load_provider_session(self, conversation_id: str) -> ProviderSessionState | None: ...
+
+    async def commit(
+        self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None
+    ) -> CommitReceipt: ...
+
+
 async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
     """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
     if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
         return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]  # the capability promises it
     return await store.load(conversation_id)
+
+
+async def logical_session_has_records(store: HistoryStore, logical: str, *, besides: str) -> bool:
+    """Whether ``store`` holds a record of the logical session ``logical`` other than ``besides``.
+
+    Asks the store directly when it advertises ``logical_lookup``, else lists ``conversations()``.
+    The daily-rollover check uses it: the first turn of a bucket is a rollover only when the
+    logical session has a record elsewhere (a brand-new conversation has none).
+    """
+    if CAPABILITY_LOGICAL_LOOKUP in getattr(store, "capabilities", ()):
+        return bool(await store.has_logical_records(logical, besides=besides))  # type: ignore[attr-defined]  # the capability promises it
+    return any(
+        info.conversation_id != besides and logical_conversation_id(info.conversation_id) == logical
+        for info in await store.conversations()
+    )
 
 
 # --------------------------------------------------------------------------- tool history
@@ -308,6 +376,10 @@ class ToolHistoryStore(Protocol):
         Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
         awaitable); ``clear_logical`` removes ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket and
         nothing else.
+    ``clear_conversation(id)``
+        Removes the records of exactly ``id`` (may return an awaitable). Optional in the
+        protocol's type, required for ``Agent.reset_conversation`` with daily rollover off: a
+        store without it fails that reset closed before anything is cleared.
     ``close()``
         Releases the store's resources (may return an awaitable); called once when the Agent
         closes.

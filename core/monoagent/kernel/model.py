@@ -230,9 +230,12 @@ class TurnRequest(ValidText):
     before they existed.
 
     ``isolated`` marks a run that must stay out of the conversation's shared history (a proactive
-    or continuation run): a cancellation or failure publishes no continuity account for it, and
-    its tool calls are recorded but never projected into later turns. ``metadata`` is the
-    channel's own data; the kernel and the bundled plugins read no key of it.
+    or continuation run): it reads history but commits nothing to it (no ``after_commit``, so no
+    memory capture), a cancellation or failure publishes no continuity account for it, and its
+    tool calls are recorded but never projected into later turns. ``proactive`` marks a turn
+    the host started rather than a user message (cron, heartbeat, follow-up); with
+    ``runtime.session.isolateProactive`` it runs isolated, outside the conversation's warm
+    session. ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
     """
 
     text: str
@@ -247,6 +250,7 @@ class TurnRequest(ValidText):
     model: str | None = None
     metadata: dict[str, Any] = attrs.field(factory=dict)
     isolated: bool = False
+    proactive: bool = False
 
 
 # --------------------------------------------------------------------------- prompt assembly
@@ -355,7 +359,9 @@ class AssembledPrompt:
     ``stable_text`` and ``dynamic_text`` are the system text on either side of the cache
     boundary; ``messages`` are the provider-facing messages, the current user message last.
     Providers that support prompt caching send the two parts as separate system blocks and never
-    send :data:`boundary` as text.
+    send :data:`boundary` as text. ``leading`` is how many of ``messages`` precede the current
+    user message (a warm session's transcript, or canonical history on a cold continuous-mode
+    turn); a provider that marks cache breakpoints marks the newest of them.
     """
 
     stable_text: str
@@ -364,6 +370,7 @@ class AssembledPrompt:
     messages: tuple[Message, ...]
     sections: tuple[Section, ...]
     manifest: PromptManifest
+    leading: int = 0
 
     @property
     def system_text(self) -> str:
@@ -493,6 +500,8 @@ class TurnResult:
     the provider attempt that answered (1 is the primary's first attempt; see
     :mod:`monoagent.pipeline.provider_call`). ``usage`` sums every attempt, failed ones included.
     ``status`` is always ``"completed"``: a failed or cancelled turn raises instead of returning.
+    ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
+    ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
     """
 
     run_id: str
@@ -505,3 +514,4 @@ class TurnResult:
     manifest: PromptManifest | None = None
     steps: int = 0
     attempt: int = 1
+    notice: str = ""

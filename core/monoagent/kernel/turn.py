@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from monoagent.kernel.config import Config
     from monoagent.pipeline.continuity import RunContinuity
     from monoagent.pipeline.provider_call import PartialAttempt
+    from monoagent.pipeline.sessions import SessionLease
 
 
 @attrs.define
@@ -25,7 +26,11 @@ class SessionInfo:
 
     ``logical_conversation_id`` is the id the channel submitted; ``conversation_id`` is the
     physical id history is keyed by (the same, or ``<id>:<YYYY-MM-DD>`` under daily rollover).
-    ``new_bucket`` is true on the first turn of a daily bucket.
+    ``new_bucket`` is true on the first turn of a new daily bucket of a conversation that has
+    history elsewhere (set once history is loaded; never on a brand-new conversation). ``warm`` is
+    true on a confirmed warm turn of ``runtime.session.mode = "continuous"``: the request carries
+    the conversation's native transcript, so the conversation-history section and the cold
+    tool-history projection stay empty (the harness sets it before the sections are produced).
     """
 
     delivery: Delivery
@@ -35,6 +40,7 @@ class SessionInfo:
     bucket: str | None = None
     new_bucket: bool = False
     memory_configured: bool = False
+    warm: bool = False
 
 
 @attrs.define(eq=False)
@@ -55,7 +61,8 @@ class Turn:
     ``monoagent.`` are reserved for the kernel. The kernel's own per-run state is typed attributes,
     set by the turn pipeline and read-only for plugins: ``continuity`` (the run's continuity
     record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
-    attempt of a cancelled or failed run had produced).
+    attempt of a cancelled or failed run had produced), ``session_lease`` (the run's use of the
+    warm-session backend, None when the run does not use one).
     """
 
     agent: Agent
@@ -72,6 +79,7 @@ class Turn:
     state: dict[str, Any] = attrs.Factory(dict)
     continuity: RunContinuity | None = attrs.field(default=None, repr=False)
     partial: PartialAttempt | None = attrs.field(default=None, repr=False)
+    session_lease: SessionLease | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:

@@ -11,6 +11,11 @@ on. Keeping the documented order means a stable section that follows a dynamic o
 sections after the conversation history) is rendered in the dynamic part; the manifest records
 each section's declared stability and the part it landed in. Providers that support prompt
 caching mark only the stable part for caching and never send the boundary as text.
+
+A turn of ``runtime.session.mode = "continuous"`` is compiled with the ``continuous`` profile:
+the system text is every stable section, in order, and nothing else; the dynamic sections travel
+as a leading block of the current user message, so that nothing that changes per turn comes
+before the conversation's transcript (or its canonical history, sent as leading messages).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
 )
 SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS}
 USER_MESSAGE_ORDER = 700
+CONTINUOUS_PROFILE = "continuous"
 
 
 class AssemblyError(MonoagentError):
@@ -125,17 +131,21 @@ def compile_prompt(
     *,
     profile: str = "full",
     history_messages: int = 0,
+    leading: int = 0,
 ) -> AssembledPrompt:
     """Join ``sections`` into stable and dynamic text and build the manifest.
 
-    ``messages`` are the provider-facing messages; the last one is the current user message.
+    ``messages`` are the provider-facing messages; the last one is the current user message, and
+    ``leading`` of them precede it. With ``profile="continuous"`` the dynamic text is put in front
+    of the current user message (see the module docstring) and the prompt's ``dynamic_text`` is empty.
     """
     stable: list[str] = []
     dynamic: list[str] = []
     manifest_sections: list[ManifestSection] = []
     in_dynamic = False
+    by_stability = profile == CONTINUOUS_PROFILE
     for section in sections:
-        in_dynamic = in_dynamic or section.stability == "dynamic"
+        in_dynamic = section.stability == "dynamic" if by_stability else in_dynamic or section.stability == "dynamic"
         data = section.text.encode("utf-8", "surrogatepass")
         (dynamic if in_dynamic else stable).append(section.text)
         manifest_sections.append(
@@ -158,6 +168,10 @@ def compile_prompt(
         full.update(f"\n{BOUNDARY}\n".encode())
         full.update(dynamic_bytes)
     user = messages[-1] if messages else Message("user", "")
+    if by_stability and dynamic_text and messages:
+        user = attrs.evolve(user, content=f"{dynamic_text}{SEPARATOR}{user.content}")
+        messages = [*messages[:-1], user]
+        dynamic_text = ""
     manifest = PromptManifest(
         compiler_version=COMPILER_VERSION,
         profile=profile,
@@ -168,4 +182,16 @@ def compile_prompt(
         message_count=len(messages),
         history_messages=history_messages,
     )
-    return AssembledPrompt(stable_text, dynamic_text, BOUNDARY, tuple(messages), tuple(sections), manifest)
+    return AssembledPrompt(stable_text, dynamic_text, BOUNDARY, tuple(messages), tuple(sections), manifest, leading)
+
+
+def current_user_message(prompt: AssembledPrompt) -> Message:
+    """The current user message of ``prompt`` as rendered, without the dynamic sections that the
+    ``continuous`` profile put in front of it: what to compile a rebuilt request around."""
+    user = prompt.messages[-1] if prompt.messages else Message("user", "")
+    if prompt.manifest.profile != CONTINUOUS_PROFILE:
+        return user
+    block = SEPARATOR.join(s.text for s in prompt.sections if s.stability == "dynamic")
+    if block and user.content.startswith(block + SEPARATOR):
+        return attrs.evolve(user, content=user.content[len(block) + len(SEPARATOR) :])
+    return user

@@ -3,12 +3,13 @@
 channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per conversation;
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
-resolution (daily bucket) -> history load -> offered tools (``filter_tools``) -> memory recall ->
+resolution (daily bucket) -> history load -> warm session (continuous mode,
+:mod:`monoagent.pipeline.sessions`) -> offered tools (``filter_tools``) -> memory recall ->
 user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
 -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
 (:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
 the tool loop (:mod:`monoagent.pipeline.tool_loop`, capped by ``runtime.maxTurns``) -> commit
-(history publish, events, ``after_commit``).
+(history publish and the warm session's transcript, events, ``after_commit``).
 
 A turn that fails or is cancelled after admission commits no answer and leaves committed history
 untouched; it publishes a bounded continuity account instead (:mod:`monoagent.pipeline.continuity`).
@@ -28,18 +29,16 @@ commit stands and the run completes the same way.
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.host import await_me_maybe
-from monoagent.kernel.interfaces import CommitReceipt, load_history
+from monoagent.kernel.interfaces import CommitReceipt, load_history, logical_session_has_records
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -51,18 +50,30 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import (
     PublicationBarrier,
     RunContinuity,
-    await_settlement,
-    begin_settlement,
     settle_run,
 )
 from monoagent.pipeline.continuity_account import settlement_code
-from monoagent.pipeline.provider_call import ProviderCall, partial_event_data
-from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle, in_settlement, settle_window_ms, settling
+from monoagent.pipeline.provider_call import Answer, ProviderCall, partial_event_data
+from monoagent.pipeline.run_control import ConversationLane, RunControl, RunRecord
+from monoagent.pipeline.run_control import EventCallback as EventCallback  # re-exported, as before the split
+from monoagent.pipeline.run_control import new_run_id as new_run_id  # re-exported, as before the split
+from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle, in_settlement, settle_window_ms
+from monoagent.pipeline.sessions import (
+    SessionBackend,
+    WarmSession,
+    canonical_user_message,
+    history_tail,
+    leading_messages,
+    open_warm_session,
+    retire_session,
+    retire_settling,
+    session_backend,
+)
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
 from monoagent.text import utf8_len
 
@@ -72,22 +83,7 @@ if TYPE_CHECKING:
 RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
 
-EventCallback = Callable[[RunEvent], Any]
 T = TypeVar("T")
-
-
-_run_ids = random.Random(os.urandom(16))
-if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids
-    os.register_at_fork(after_in_child=lambda: _run_ids.seed(os.urandom(16)))
-
-
-def new_run_id() -> str:
-    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
-
-    The random part comes from a generator seeded per process (again in a forked child) from ``os.urandom``: run ids
-    must not collide, they need not be secret.
-    """
-    return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
 
 
 def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
@@ -105,53 +101,38 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
     return tuple(kept)
 
 
-@attrs.define
-class _Lane:
-    """One conversation's lane (``key``: the request's conversation id): its lock and how many turns hold or await it."""
-
-    key: str
-    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    users: int = 0
-
-
-@attrs.define
-class _Run:
-    """Book-keeping of one run: its events, and what it holds (lane, slot) so a cancel can free them at once."""
-
-    run_id: str
-    conversation_id: str
-    callback: EventCallback | None
-    seq: int = 0
-    observe: Callable[[str, dict[str, Any]], None] | None = None
-    worker: asyncio.Task[None] | None = None
-    turn: Turn | None = None
-    lane: _Lane | None = None
-    lane_locked: bool = False
-    slot: Literal["pending", "held"] | None = None
-    quarantined: bool = False
-    late_events: int = 0
-
-
-class Harness:
+class Harness(RunControl):
     """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
 
     def __init__(self, agent: Agent, *, terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS) -> None:
         self.agent = agent
         self.settle_window_ms = settle_window_ms(terminal_recovery_settlement_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, ConversationLane] = {}
         self._slots: asyncio.Semaphore | None = None
         self._pending = 0
         self._running = 0
-        self._buckets: dict[str, str] = {}
         self._continuity = PublicationBarrier()
         self._live: dict[str, list[RunHandle]] = {}
         self._settlements: set[asyncio.Task[None]] = set()
+        self._sessions: SessionBackend | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the harness last ran turns on (None before the first)."""
         return self._loop
+
+    @property
+    def sessions(self) -> SessionBackend:
+        """This harness's warm-session backend (:func:`~monoagent.pipeline.sessions.session_backend`), made on first use."""
+        if self._sessions is None:
+            self._sessions = session_backend(self.agent)
+        return self._sessions
+
+    async def close(self) -> None:
+        """Dispose of this harness's warm sessions (the Agent calls it when it closes)."""
+        if self._sessions is not None:
+            await self._sessions.close()
 
     # ------------------------------------------------------------------ primitives bound to the loop
 
@@ -166,45 +147,7 @@ class Harness:
             self._live = {}
             self._settlements = set()
 
-    async def _enter_lane(self, run: _Run) -> None:
-        """Take the conversation's lane for ``run`` (queued behind the turn holding it)."""
-        lane = self._lanes.get(run.conversation_id)
-        if lane is None:
-            lane = self._lanes[run.conversation_id] = _Lane(run.conversation_id)
-        lane.users += 1
-        run.lane = lane
-        try:
-            await lane.lock.acquire()
-        except BaseException:
-            self._leave_lane(run)
-            raise
-        run.lane_locked = True
-
-    def _leave_lane(self, run: _Run) -> None:
-        """Free ``run``'s lane (once: the run's end and a cancel both call it); drop it when no turn holds or awaits it."""
-        lane, run.lane = run.lane, None
-        if lane is None:
-            return
-        if run.lane_locked:
-            run.lane_locked = False
-            lane.lock.release()
-        lane.users -= 1
-        if lane.users == 0 and self._lanes.get(lane.key) is lane:
-            del self._lanes[lane.key]
-
-    def _release_slot(self, run: _Run) -> None:
-        """Give back ``run``'s place in admission or its execution slot (once, as for the lane)."""
-        slot, run.slot = run.slot, None
-        if slot == "held":
-            assert self._slots is not None
-            self._running -= 1
-            self._slots.release()
-        elif slot == "pending":
-            self._pending -= 1
-
-    # ------------------------------------------------------------------ events
-
-    def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
+    def _emitter(self, run: RunRecord) -> Callable[[str, dict[str, Any]], None]:
         hooks = self.agent.hooks
         agent = self.agent
 
@@ -228,11 +171,11 @@ class Harness:
 
     # ------------------------------------------------------------------ session
 
-    def _session(self, request: TurnRequest, started: float, *, record: bool = True) -> SessionInfo:
-        """The turn's session; ``record=False`` (a preview) leaves the daily bucket unmarked as seen."""
+    def _session(self, request: TurnRequest, started: float) -> SessionInfo:
+        """The turn's session: its daily bucket, if any (whether the bucket is new is known once history is loaded)."""
         cfg = self.agent.config.runtime.session
         logical = request.conversation_id
-        physical, bucket, new_bucket = logical, None, False
+        physical, bucket = logical, None
         if cfg.rollover == "daily" and request.delivery != "console":
             tz = None
             if cfg.rollover_timezone:
@@ -241,125 +184,18 @@ class Harness:
                 tz = ZoneInfo(cfg.rollover_timezone)
             bucket = datetime.fromtimestamp(started, tz).astimezone(tz).strftime("%Y-%m-%d")
             physical = f"{logical}:{bucket}"
-            new_bucket = self._buckets.get(logical) != bucket
-            if record:
-                self._buckets[logical] = bucket
         return SessionInfo(
             delivery=request.delivery,
             mode=cfg.mode,
             logical_conversation_id=logical,
             conversation_id=physical,
             bucket=bucket,
-            new_bucket=new_bucket,
             memory_configured=bool(self.agent.config.memory.tiers),
         )
 
     # ------------------------------------------------------------------ the turn
 
-    def submit(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> RunHandle:
-        """Start one turn and return its :class:`~monoagent.pipeline.run_handle.RunHandle` (await it for the result).
-
-        The turn's models are resolved first (their provider factories run): an unknown prefix, a
-        malformed model string or a provider without its API key raises here, before admission,
-        with no run events and no continuity account.
-        """
-        self._bind_loop()
-        for model in dict.fromkeys((request.model or self.agent.model, *self.agent.config.runtime.fallbacks)):
-            self.agent.provider(model)
-        run = _Run(new_run_id(), request.conversation_id, on_event)
-        handle = RunHandle(self, run, request)
-        run.worker = asyncio.ensure_future(self._drive(request, run, handle))
-        self._live.setdefault(request.conversation_id, []).append(handle)
-        return handle
-
-    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
-        """Run one turn to its committed result, or raise (committing nothing); cancelling the caller cancels the turn."""
-        return await self.submit(request, on_event=on_event)
-
-    def cancel(self, conversation_id: str, msg: str | None = None) -> int:
-        """Cancel every unfinished run of ``conversation_id`` (the request's id), queued ones included; how many."""
-        return sum(handle.cancel(msg) for handle in list(self._live.get(conversation_id, ())))
-
-    async def wait_settled(self) -> None:
-        """Wait until every cancelled run of this harness has settled (its account published, or failed to be)."""
-        loop = asyncio.get_running_loop()
-        while pending := [t for t in self._settlements if not t.done() and t.get_loop() is loop]:
-            await asyncio.wait(pending)
-
-    def _forget(self, handle: RunHandle) -> None:
-        """Take an ended run off its conversation's list of live runs (what :meth:`cancel` reaches)."""
-        live = self._live.get(handle.conversation_id)
-        if live is not None and handle in live:
-            live.remove(handle)
-            if not live:
-                del self._live[handle.conversation_id]
-
-    async def _drive(self, request: TurnRequest, run: _Run, handle: RunHandle) -> None:
-        """The worker of one run: its lane, then the turn; the outcome goes to the handle, never out of the task."""
-        try:
-            await self._enter_lane(run)
-            try:
-                result = await self._run_admitted_turn(request, run)
-            finally:
-                self._leave_lane(run)
-        except (Exception, asyncio.CancelledError) as exc:
-            handle._finish(None, exc)
-        else:
-            handle._finish(result, None)
-
-    def _cancel_run(self, handle: RunHandle, msg: str | None) -> bool:
-        """Cancel a run whose caller is still waiting (see :mod:`monoagent.pipeline.run_handle`)."""
-        run = handle._run
-        assert run.worker is not None
-        if run.worker.done():
-            return False  # its outcome is on its way to the caller
-        turn = run.turn
-        if turn is not None and turn.continuity is not None:
-            collector = turn.continuity.collector
-            if collector.claiming or collector.claimed:  # the answer's commit decides; the caller waits for it
-                return run.worker.cancel(msg)
-            if not collector.sealed:
-                run.quarantined = True
-                error = asyncio.CancelledError(msg) if msg is not None else asyncio.CancelledError()
-                publication = begin_settlement(
-                    turn, self._continuity, "cancelled", error, settle=lambda: self._provider_settled(run)
-                )
-                settlement = asyncio.ensure_future(self._settle_cancelled(handle, turn, publication, error))
-                self._settlements.add(settlement)
-                settlement.add_done_callback(self._settlements.discard)
-        self._release_slot(run)
-        self._leave_lane(run)
-        run.worker.cancel(msg)
-        handle._release(msg)
-        return True
-
-    async def _provider_settled(self, run: _Run) -> None:
-        """Wait for a cancelled run's worker to end, for at most the settle window."""
-        settling()
-        assert run.worker is not None and run.turn is not None
-        if run.worker.done() or run.worker.get_loop() is not asyncio.get_running_loop():
-            return  # ended, or a publication retried on a later loop: the old loop's worker is gone
-        done, _ = await asyncio.wait((run.worker,), timeout=self.settle_window_ms / 1000)
-        if not done:
-            logger.warning(
-                "run {} was cancelled, but its provider call or tool did not stop within {} ms; it is left to finish "
-                "in the background and whatever it still produces is discarded",
-                run.run_id, self.settle_window_ms,
-            )
-            run.turn.emit("runtime_warning", code="provider_unsettled", settle_window_ms=self.settle_window_ms)
-
-    async def _settle_cancelled(
-        self, handle: RunHandle, turn: Turn, publication: asyncio.Task[None] | None, error: asyncio.CancelledError
-    ) -> None:
-        """A cancelled run's account, then its terminal event; the caller was released before."""
-        settling()
-        try:
-            await await_settlement(turn, publication)
-            turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
-        finally:
-            handle._mark_settled()
-
-    async def _run_admitted_turn(self, request: TurnRequest, run: _Run) -> TurnResult:
+    async def _run_admitted_turn(self, request: TurnRequest, run: RunRecord) -> TurnResult:
         """Admit the turn (or reject it), run it to its commit, and settle it on cancellation or failure."""
         assert self._slots is not None
         await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
@@ -392,11 +228,12 @@ class Harness:
                 channel=request.channel,
                 delivery=request.delivery,
                 logical_conversation_id=session.logical_conversation_id,
+                isolated=request.isolated,
             )
             turn.report_invalid_unicode("request", request.invalid_unicode)
-            if session.new_bucket and session.bucket:
-                turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
-            prompt = await self.prepare(turn)
+            if request.isolated and request.proactive:
+                turn.emit("session_boundary", kind="isolated", reason="proactive")
+            prompt = await self.prepare(turn, open_session=True)
             await self._slots.acquire()
             run.slot = "held"
             self._pending -= 1
@@ -405,12 +242,14 @@ class Harness:
         except asyncio.CancelledError as exc:
             if run.quarantined or RunContinuity.of(turn).collector.claimed:
                 raise  # settled by the cancel that released the caller, or cancelled after its durable commit
+            await retire_settling(turn, "cancelled_turn")
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
             if run.quarantined:
                 raise
+            await retire_settling(turn, "failed_turn")
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
@@ -418,14 +257,21 @@ class Harness:
             self._release_slot(run)
         return result
 
-    async def prepare(self, turn: Turn) -> AssembledPrompt:
-        """Everything before the provider: history, recall, compaction, sections, assembly."""
+    async def prepare(self, turn: Turn, *, open_session: bool = False) -> AssembledPrompt:
+        """Everything before the provider: history, warm session, recall, compaction, sections, assembly.
+
+        ``open_session`` (a run, not a preview) resumes the conversation's warm session in
+        continuous mode; without it a continuous-mode prompt has the cold shape.
+        """
         agent = self.agent
         hooks = agent.hooks
         store = agent.history_store
         turn.history = tuple(await load_history(
             store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
+        await self._resolve_bucket(turn)
+        if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
+            await open_warm_session(turn, self.sessions)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in hooks.recall_memory(turn=turn):
@@ -448,22 +294,73 @@ class Harness:
         user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
-        prompt = (await self._compact(turn, turn.history, user_message)).prompt
+        compacted = await self._compact(turn, turn.history, user_message)
+        prompt = compacted.prompt
+        if compacted.applied and turn.session.warm:  # the transcript holds what compaction just replaced
+            await retire_session(turn, "compaction")
+            prompt = self._assemble(turn, compacted.messages, user_message)
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    def _assemble(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> AssembledPrompt:
-        """The request built from ``history``: sections, then the current user message last."""
-        sections = collect_sections(self.agent.hooks, turn, history)
-        return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+    async def _resolve_bucket(self, turn: Turn) -> None:
+        """Mark the first turn of a new daily bucket (``session_boundary`` ``rollover``).
+
+        Derived from the history store, so a restart changes nothing: a bucket with history is not
+        new, and an empty one is new only when the logical session has a record elsewhere (an
+        earlier bucket, the undated id); a brand-new conversation has none and gets no boundary.
+        """
+        session = turn.session
+        if session.bucket is None or turn.history:
+            return
+        store = self.agent.history_store
+        if await logical_session_has_records(store, session.logical_conversation_id, besides=session.conversation_id):
+            session.new_bucket = True
+            turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
+
+    def _assemble(
+        self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
+    ) -> AssembledPrompt:
+        """The request built from ``history``: sections, then the current user message last.
+
+        In continuous mode the history travels as leading messages instead of the history
+        section, and on a warm turn (unless ``resume`` is false: ``history`` is a compacted
+        view the transcript does not hold) the session's transcript stands in for it.
+        """
+        hooks = self.agent.hooks
+        if turn.session.mode != "continuous":
+            sections = collect_sections(hooks, turn, history)
+            return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+        lease = turn.session_lease
+        session = lease.session if resume and lease is not None else None
+        leading = list(session.transcript) if session is not None else leading_messages(history)
+        return compile_prompt(
+            collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
+            profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
+        )
 
     async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
-        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history."""
-        return await compact_proactively(turn, history, lambda view: self._assemble(turn, view, user_message))
+        """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history.
+
+        The step assembles the view it was given first, then, when a policy applied, the
+        compacted one: only the first is what a warm transcript stands for.
+        """
+        views: list[tuple[Message, ...]] = []
+
+        def assemble(view: tuple[Message, ...]) -> AssembledPrompt:
+            views.append(view)
+            return self._assemble(turn, view, user_message, resume=view is views[0])
+
+        return await compact_proactively(turn, history, assemble)
 
     async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
-        """The reactive compaction step: a smaller request after a context overflow, or None."""
-        user_message = refused.messages[-1]
+        """The reactive compaction step: a smaller request after a context overflow, or None.
+
+        A warm turn's session is retired first: its transcript is what overflowed, so the smaller
+        request is built cold from the compacted history.
+        """
+        if turn.session.warm:
+            await retire_session(turn, "compaction")
+        user_message = current_user_message(refused)
         smaller = await compact_reactively(turn, refused, lambda view: self._assemble(turn, view, user_message))
         if smaller is not None:
             turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
@@ -483,12 +380,12 @@ class Harness:
                 f"{provided.model} answered with no text and no tool call; nothing was committed "
                 f"(the turn settles as empty_response)"
             )
-        text = prelude + outcome.text
+        text = prelude + outcome.text  # the notice reaches the caller, never history
         user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
-        answer = Message("assistant", text)
+        answer = Message("assistant", outcome.text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._commit(turn, [user, answer])
+        receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -500,7 +397,14 @@ class Harness:
             manifest=call.prompt.manifest,
             steps=step,
             attempt=provided.attempt,
+            notice=prelude,
         )
+        if turn.request.isolated:  # nothing was committed, so no after_commit (no memory capture)
+            turn.emit(
+                "run_completed", model=provided.model, steps=step, usage=attrs.asdict(usage), chars=len(text),
+                committed=False, **provided.event_data(),
+            )
+            return result
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
         for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
             try:
@@ -524,17 +428,58 @@ class Harness:
             raise cancelled
         return result
 
-    async def _commit(self, turn: Turn, messages: list[Message]) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
-        """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
+    async def _publish(
+        self, turn: Turn, prompt: AssembledPrompt, provided: Answer, messages: list[Message]
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit the answered turn, and keep its warm session when the primary's first attempt answered.
 
-        Returns the receipt and the cancellation to re-raise once the run has completed, if one
-        arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        An isolated run commits nothing. An answer from a retry or a fallback model retires the
+        session: that attempt ran stateless, so no transcript holds this turn.
         """
         collector = RunContinuity.of(turn).collector
         if collector.sealed:  # cancelled, its account under way: a provider that ignored the cancel commits nothing
             raise asyncio.CancelledError
         collector.claiming = True
-        commit, cancelled = await _outcome(self.agent.history_store.commit(turn.conversation_id, messages), None)
+        if turn.request.isolated:
+            return CommitReceipt(turn.conversation_id, 0, 0), None
+        lease = turn.session_lease
+        if lease is None:
+            return await self._commit(turn, messages)
+        if provided.attempt > 1:
+            await retire_session(turn, "retry_answered")
+            return await self._commit(turn, messages)
+        session = lease.session
+        appended = [canonical_user_message(turn.request), *provided.tool_loop, Message("assistant", provided.outcome.text)]
+        if session is None:
+            session = WarmSession.start(turn.conversation_id, turn.model)
+            appended[:0] = prompt.messages[: prompt.leading]
+        session.history_tail = history_tail(messages)
+        cancelled: list[asyncio.CancelledError] = []
+
+        async def commit(state: object | None) -> CommitReceipt:
+            receipt, late = await self._commit(turn, messages, provider_session=state)
+            if late is not None:
+                cancelled.append(late)
+            return receipt
+
+        receipt = await lease.backend.publish(turn, session, appended, commit)
+        return receipt, cancelled[0] if cancelled else None
+
+    async def _commit(
+        self, turn: Turn, messages: list[Message], *, provider_session: object | None = None
+    ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
+        """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
+
+        Returns the receipt and the cancellation to re-raise once the run has completed, if one
+        arrived. Raises that cancellation if the commit failed after it, else :class:`CommitFailed`.
+        ``provider_session`` (a durable session backend's state) is passed to the store only when set.
+        """
+        store = self.agent.history_store
+        if provider_session is None:
+            pending = store.commit(turn.conversation_id, messages)
+        else:
+            pending = store.commit(turn.conversation_id, messages, provider_session=provider_session)  # type: ignore[call-arg]
+        commit, cancelled = await _outcome(pending, None)
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:
             return commit.result(), cancelled

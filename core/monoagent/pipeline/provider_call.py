@@ -149,7 +149,11 @@ def partial_event_data(turn: Turn) -> dict[str, int]:
 
 @attrs.frozen
 class Answer:
-    """The attempt that answered, with what the whole run accumulated."""
+    """The attempt that answered, with what the whole run accumulated.
+
+    ``tool_loop`` holds the answering attempt's own tool-loop messages (each assistant step that
+    called tools, then its tool results), in order: what a warm session's transcript keeps.
+    """
 
     outcome: StepOutcome
     model: str
@@ -159,6 +163,7 @@ class Answer:
     tool_activity: tuple[ToolActivity, ...]
     primary_model: str
     transport: str
+    tool_loop: tuple[Message, ...] = ()
 
     @property
     def fallback(self) -> bool:
@@ -230,6 +235,7 @@ class _Attempt:
     live: io.StringIO | None = None
     tool_calls: int = 0
     failed_step_text: str = ""
+    tool_loop: list[Message] = attrs.Factory(list)
 
     @property
     def step_text(self) -> str:
@@ -317,8 +323,9 @@ class ProviderCall:
                 prompt = self.prompt
                 if number > 1:
                     prompt = stateless_prompt(self.prompt, snapshot_block(self.transcript, self.reason))
+                attempt = _Attempt(number, model)
                 try:
-                    outcome = await self._attempt(_Attempt(number, model), runtime, prompt, number > 1)
+                    outcome = await self._attempt(attempt, runtime, prompt, number > 1)
                 except _AttemptFailed as failed:
                     error = failed.error
                     self._record_failure(failed.attempt, error)
@@ -349,7 +356,8 @@ class ProviderCall:
                     continue
                 self.current = None
                 return Answer(
-                    outcome, model, number, self.steps, self.usage, tuple(self.activity), self.turn.model, self.transport
+                    outcome, model, number, self.steps, self.usage, tuple(self.activity), self.turn.model, self.transport,
+                    tuple(attempt.tool_loop),
                 )
         raise TurnFailed("no provider model to try (runtime.model and runtime.fallbacks are empty)")
 
@@ -421,7 +429,9 @@ class ProviderCall:
                 )
             if outcome.text:
                 self.transcript.append(snapshot_entry_text(outcome.text, cut_off=False))
-            messages.append(Message("assistant", outcome.text, tool_calls=outcome.tool_calls))
+            step_message = Message("assistant", outcome.text, tool_calls=outcome.tool_calls)
+            messages.append(step_message)
+            attempt.tool_loop.append(step_message)
             for call in outcome.tool_calls:
                 result = await self.tools.run(call)
                 self._check_deadline()
@@ -429,7 +439,9 @@ class ProviderCall:
                 self.activity.append(activity)
                 attempt.tool_calls += 1
                 self.transcript.extend(snapshot_entry_tool(activity))
-                messages.append(tool_message(call, result))
+                result_message = tool_message(call, result)
+                messages.append(result_message)
+                attempt.tool_loop.append(result_message)
 
     async def _compacted(self, error: ProviderError, attempt: _Attempt, prompt: AssembledPrompt) -> AssembledPrompt | None:
         """The run's one reactive compaction, after a context overflow on the primary's first attempt."""

@@ -1,6 +1,6 @@
 """Run handles: a submitted run the caller can await or cancel, and the settle window after a cancel.
 
-:meth:`Harness.submit <monoagent.pipeline.harness.Harness.submit>` starts a run in a task of its
+:meth:`Harness.submit <monoagent.pipeline.run_control.RunControl.submit>` starts a run in a task of its
 own (the *worker*) and returns its :class:`RunHandle`. The caller awaits the handle, never the
 worker, which is what lets a cancellation release the caller at once even when the provider
 runtime ignores it (swallows ``CancelledError``, or blocks):
@@ -37,7 +37,7 @@ from monoagent.kernel.log import logger
 
 if TYPE_CHECKING:
     from monoagent.kernel.model import TurnRequest, TurnResult
-    from monoagent.pipeline.harness import Harness, _Run
+    from monoagent.pipeline.run_control import RunControl, RunRecord
 
 DEFAULT_SETTLE_WINDOW_MS = 1000
 """How long a cancelled run's account waits for the provider call to settle (seed: ``terminalRecoverySettlementMs``)."""
@@ -74,7 +74,7 @@ class RunHandle:
     before admission and emitted none); ``conversation_id`` is the request's.
     """
 
-    def __init__(self, harness: Harness, run: _Run, request: TurnRequest) -> None:
+    def __init__(self, harness: RunControl, run: RunRecord, request: TurnRequest) -> None:
         self._harness = harness
         self._run = run
         self.request = request

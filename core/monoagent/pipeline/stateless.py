@@ -20,7 +20,7 @@ import attrs
 
 from monoagent.boundary.fences import SNAPSHOT_BEGIN, SNAPSHOT_END, quote_inline
 from monoagent.kernel.model import AssembledPrompt, Message, ToolActivity
-from monoagent.pipeline.assembly import compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, compile_prompt
 from monoagent.pipeline.bloat import neutralise_markers
 from monoagent.text import utf8_prefix, utf8_suffix
 
@@ -77,8 +77,15 @@ def snapshot_block(entries: list[str], reason: str, max_bytes: int = TAIL_MAX_BY
 
 
 def stateless_prompt(prompt: AssembledPrompt, snapshot: str) -> AssembledPrompt:
-    """``prompt`` without the earlier conversation, its user message carrying ``snapshot``."""
+    """``prompt`` without the earlier conversation, its user message carrying ``snapshot``.
+
+    The leading messages (a warm transcript, or history sent as messages) are dropped with the
+    history section. A ``continuous`` prompt's user message already carries its dynamic
+    sections, so only the stable ones stay in the system text.
+    """
     sections = [s for s in prompt.sections if s.id not in STATELESS_DROPPED_SECTIONS]
+    if prompt.manifest.profile == CONTINUOUS_PROFILE:
+        sections = [s for s in sections if s.stability == "stable"]
     user = prompt.messages[-1] if prompt.messages else Message("user", "")
     if snapshot:
         user = attrs.evolve(user, content=f"{user.content}\n\n{snapshot}")

@@ -16,7 +16,9 @@ to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
 the corruption tests are skipped. Every clause checked here is written down in
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
-and logical), corruption handling and concurrency.
+and logical), corruption handling and concurrency. A store advertising
+``provider_sessions`` also proves the clauses of
+:class:`~monoagent.kernel.interfaces.ProviderSessionStore` (the rest skip them).
 
 The suite needs pytest only when it runs (it is imported lazily), and runs its coroutines with
 ``asyncio.run`` so no asyncio plugin is required.
@@ -31,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import HistoryStore, ManagedHistoryStore, logical_conversation_id
+from monoagent.kernel.interfaces import (
+    CAPABILITY_LOGICAL_LOOKUP,
+    CAPABILITY_PROVIDER_SESSIONS,
+    HistoryStore,
+    ManagedHistoryStore,
+    ProviderSessionState,
+    logical_conversation_id,
+)
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.text import utf8_len
 
@@ -253,6 +262,22 @@ class HistoryStoreContract:
         assert again.records == 0
         self.close(store, fresh)
 
+    def test_contract_logical_lookup_sees_other_buckets_only(self, tmp_path: Path) -> None:
+        store: Any = self.make_store(tmp_path)  # has_logical_records is promised by the capability, not the protocol
+        if CAPABILITY_LOGICAL_LOOKUP not in getattr(store, "capabilities", ()):
+            self.close(store)
+            return
+        today, earlier = "tg:42:2025-03-02", "tg:42:2025-03-01"
+        assert not self.run(store.has_logical_records("tg:42", besides=today))
+        self.run(store.commit("tg:420:2025-03-01", turn_messages(0)))
+        self.run(store.commit(today, turn_messages(1)))
+        assert not self.run(store.has_logical_records("tg:42", besides=today)), "the exact id itself does not count"
+        self.run(store.commit(earlier, turn_messages(2)))
+        assert self.run(store.has_logical_records("tg:42", besides=today))
+        self.run(store.reset_logical("tg:42"))
+        assert not self.run(store.has_logical_records("tg:42", besides=today))
+        self.close(store)
+
     def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
         """Every commit lands wholly before the reset (and is gone) or after it (and survives)."""
         store = self.make_store(tmp_path, max_messages=1000)
@@ -362,3 +387,61 @@ class HistoryStoreContract:
         assert self.run(fresh.stats()).records == 0
         assert all(self.load(fresh, cid) == [] for cid in ("a", "b", "c:2025-01-01"))
         self.close(store, fresh)
+
+    # ------------------------------------------------------------------ provider sessions (the capability)
+
+    def provider_session_store(self, tmp_path: Path) -> Any:
+        """A store advertising ``provider_sessions``; the clauses below are skipped for a store without it."""
+        store = self.make_store(tmp_path)
+        if CAPABILITY_PROVIDER_SESSIONS not in getattr(store, "capabilities", ()):
+            import pytest
+
+            self.close(store)
+            pytest.skip("this store does not advertise the provider_sessions capability")
+        return store
+
+    def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
+        store = self.provider_session_store(tmp_path)
+        first = ProviderSessionState("0123456789abcdef" * 2, 1, "anthropic:claude-sonnet-4-6")
+        second = ProviderSessionState(first.epoch, 2, first.model)
+
+        async def go() -> None:
+            assert await store.load_provider_session("c") is None
+            await store.commit("c", turn_messages(1), provider_session=first)
+            await store.commit("c", turn_messages(2), provider_session=second)
+            fresh: Any = self.make_store(tmp_path)
+            assert await fresh.load_provider_session("c") == second
+            assert _contents(await fresh.load("c")) == _contents(turn_messages(1) + turn_messages(2))
+            assert await fresh.load_provider_session("other") is None
+            await fresh.close()
+
+        self.run(go())
+        self.close(store)
+
+    def test_contract_a_commit_without_provider_session_unbinds_the_record(self, tmp_path: Path) -> None:
+        store = self.provider_session_store(tmp_path)
+        bound = ProviderSessionState("fedcba9876543210" * 2, 3, None)
+
+        async def go() -> None:
+            await store.commit("c", turn_messages(1), provider_session=bound)
+            await store.commit("c", turn_messages(2))  # a host-only append or a continuity account
+            fresh: Any = self.make_store(tmp_path)
+            assert await fresh.load_provider_session("c") is None
+            assert len(await fresh.load("c")) == 4
+            await fresh.close()
+
+        self.run(go())
+        self.close(store)
+
+    def test_contract_a_reset_drops_the_provider_session(self, tmp_path: Path) -> None:
+        store = self.provider_session_store(tmp_path)
+
+        async def go() -> None:
+            await store.commit("c", turn_messages(1), provider_session=ProviderSessionState("ab" * 16, 1, "m:x"))
+            await store.reset("c")
+            fresh: Any = self.make_store(tmp_path)
+            assert await fresh.load_provider_session("c") is None
+            await fresh.close()
+
+        self.run(go())
+        self.close(store)

@@ -234,6 +234,18 @@ class ToolHistoryStoreContract:
         finally:
             self.close(store)
 
+    def test_contract_exact_clear_covers_one_id(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path)
+        try:
+            self.put(store, "chat", "r", "1")
+            self.put(store, "chat:2026-07-01", "r", "2", logical="chat")
+            self.put(store, "chat:2026-07-01:2026-07-02", "r", "3", logical="chat:2026-07-01")
+            report = self.settled(store.clear_conversation("chat:2026-07-01"))
+            assert report.calls == 1
+            assert sorted(r.conversation_id for r in store.records()) == ["chat", "chat:2026-07-01:2026-07-02"]
+        finally:
+            self.close(store)
+
     def test_contract_two_handles_see_the_same_data(self, tmp_path: Path) -> None:
         first = self._store(tmp_path)
         second = self._store(tmp_path)

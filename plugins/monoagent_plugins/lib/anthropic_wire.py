@@ -13,7 +13,7 @@ them as they arrive.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import attrs
@@ -54,6 +54,9 @@ class CacheControl:
     type: str
 
 
+EPHEMERAL = CacheControl("ephemeral")
+
+
 @attrs.frozen
 class SystemBlock:
     type: str
@@ -65,6 +68,7 @@ class SystemBlock:
 class TextBlock:
     type: str
     text: str
+    cache_control: CacheControl | None = None
 
 
 @attrs.frozen
@@ -73,6 +77,7 @@ class ToolUseBlock:
     id: str
     name: str
     input: dict[str, Any]
+    cache_control: CacheControl | None = None
 
 
 @attrs.frozen
@@ -83,6 +88,7 @@ class ToolResultBlock:
     tool_use_id: str
     content: str
     is_error: bool = False
+    cache_control: CacheControl | None = None
 
 
 Block = TextBlock | ToolUseBlock | ToolResultBlock
@@ -123,17 +129,20 @@ def _blocks(message: Message) -> tuple[str, list[Block]]:
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
 
-def wire_messages(messages: tuple[Message, ...]) -> list[WireMessage]:
+def wire_messages(messages: tuple[Message, ...], breakpoints: Collection[int] = ()) -> list[WireMessage]:
     """Provider-neutral messages as Messages API turns; consecutive same-role turns are merged.
 
     Merging puts the tool results of one assistant step into one user message, as the API
-    requires, and keeps a user message that follows them in the same turn.
+    requires, and keeps a user message that follows them in the same turn. The last content
+    block of each message whose index is in ``breakpoints`` carries ``cache_control``.
     """
     wire: list[WireMessage] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role == "system":
             continue
         role, blocks = _blocks(message)
+        if index in breakpoints and blocks:
+            blocks[-1] = attrs.evolve(blocks[-1], cache_control=EPHEMERAL)
         if wire and wire[-1].role == role:
             wire[-1].content.extend(blocks)
         else:
@@ -141,19 +150,34 @@ def wire_messages(messages: tuple[Message, ...]) -> list[WireMessage]:
     return wire
 
 
+def cache_breakpoints(request: ProviderRequest) -> set[int]:
+    """The messages that end a cacheable prefix: the newest leading message (the end of the warm
+    transcript, or of history sent as messages) and, in a tool-loop step, the last message.
+
+    With the stable system block that makes at most three breakpoints, within the API's four.
+    """
+    marks = set()
+    if request.prompt.leading > 0:
+        marks.add(request.prompt.leading - 1)
+    if len(request.messages) > len(request.prompt.messages):
+        marks.add(len(request.messages) - 1)
+    return marks
+
+
 def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
-    """The JSON body for ``request``: two system blocks, cache control on the stable one only."""
+    """The JSON body for ``request``: two system blocks, cache control on the stable one and on
+    the messages of :func:`cache_breakpoints`."""
     prompt = request.prompt
     system = []
     if prompt.stable_text:
-        system.append(SystemBlock("text", prompt.stable_text, CacheControl("ephemeral")))
+        system.append(SystemBlock("text", prompt.stable_text, EPHEMERAL))
     if prompt.dynamic_text:
         system.append(SystemBlock("text", prompt.dynamic_text))
     body = MessagesRequest(
         model=request.model,
         max_tokens=request.max_output_tokens or max_tokens,
         system=system or None,
-        messages=wire_messages(request.messages),
+        messages=wire_messages(request.messages, cache_breakpoints(request)),
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
         stream=True,
     )

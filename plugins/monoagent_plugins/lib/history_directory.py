@@ -217,7 +217,8 @@ class HistoryDirectory:
         fragments = split_messages(text, raw)
         if fragments is not None and len(fragments) != len(messages):
             fragments = None
-        entry = CachedRecord(key, messages, fragments, len(data))
+        session = record.providerSession.state() if record.providerSession is not None else None
+        entry = CachedRecord(key, messages, fragments, len(data), session)
         self._cache[conversation_id] = entry
         return entry
 

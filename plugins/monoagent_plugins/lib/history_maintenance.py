@@ -252,6 +252,18 @@ class HistoryMaintenance(HistoryDirectory):
 
         return await asyncio.to_thread(self._reset_logical, logical_conversation_id)
 
+    def _has_logical_records(self, logical: str, besides: str) -> bool:
+        self._ensure_dir()
+        logical16 = self._paths(logical)[1]
+        own = os.path.basename(self._paths(besides)[0])
+        return any(name != own for name, _ in self._root_files(logical16 + ".")["record"])
+
+    async def has_logical_records(self, logical_conversation_id: str, *, besides: str) -> bool:
+        """Whether a record of the logical session other than ``besides`` exists, from file names alone."""
+        import asyncio
+
+        return await asyncio.to_thread(self._has_logical_records, logical_conversation_id, besides)
+
     def _clear_all(self) -> HistoryStats:
         self._ensure_dir()
         records = freed = 0

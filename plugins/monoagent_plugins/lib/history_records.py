@@ -23,7 +23,7 @@ import attrs
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import logical_conversation_id
+from monoagent.kernel.interfaces import ProviderSessionState, logical_conversation_id
 from monoagent.kernel.model import Message
 from monoagent.text import utf8_prefix
 
@@ -47,6 +47,8 @@ DOCUMENTED_MESSAGE_BYTES = 64 * 1024
 FRAMING_BYTES = MiB
 """The envelope allowance of :meth:`~monoagent_plugins.files_history.FilesHistoryStore.record_cap` when the conversation id is not known."""
 LATEST_UPDATE = 253402300800.0
+EPOCH_SHAPE = re.compile(r"[0-9a-f]{32}")
+"""A provider-session epoch: ``secrets.token_hex(16)``."""
 """``updatedAt`` must be before 10000-01-01 (UTC) so that every listing can print it."""
 
 
@@ -71,14 +73,31 @@ class UnreadableRecord(ValueError):
 
 
 @attrs.define
+class ProviderSessionRecord:
+    """The on-disk shape of a record's provider session (:class:`~monoagent.kernel.interfaces.ProviderSessionState`)."""
+
+    epoch: str
+    revision: int
+    model: str | None = None
+
+    def state(self) -> ProviderSessionState:
+        return ProviderSessionState(self.epoch, self.revision, self.model)
+
+
+@attrs.define
 class HistoryRecord:
-    """The on-disk shape (cattrs structures it; the message list is spliced for speed, see ``_record_bytes``)."""
+    """The on-disk shape (cattrs structures it; the message list is spliced for speed, see ``_record_bytes``).
+
+    ``providerSession`` is absent from records committed without one (and from every record
+    written before it existed); a store without it reads such a record and ignores the key.
+    """
 
     version: int
     conversationId: str
     updatedAt: float
     messages: list[Message]
     logicalConversationId: str | None = None
+    providerSession: ProviderSessionRecord | None = None
 
 
 @attrs.define
@@ -206,7 +225,31 @@ def decode_record(data: bytes, name: str) -> tuple[HistoryRecord, str, dict[str,
         raise UnreadableRecord("its logicalConversationId is not the logical session of its conversationId")
     if not 0 <= record.updatedAt < LATEST_UPDATE:
         raise UnreadableRecord(f"its updatedAt {record.updatedAt!r} is not a time")
+    session = record.providerSession
+    if session is not None and (not EPOCH_SHAPE.fullmatch(session.epoch) or not 0 <= session.revision < 2**53):
+        raise UnreadableRecord("its providerSession is not an epoch of 32 hex digits with a revision from 0 to 2**53")
     return record, text, raw
+
+
+def envelope_bytes(conversation_id: Any, logical: Any, updated_at: Any, version: Any = RECORD_VERSION,
+                   provider_session: Any = None) -> bytes:
+    """The record up to and including the opening bracket of its message array, as this writer writes it.
+
+    ``provider_session`` is the unstructured ``providerSession`` (omitted when None).
+    """
+    envelope: dict[str, Any] = {"version": version, "conversationId": conversation_id, "logicalConversationId": logical,
+                                "updatedAt": updated_at}
+    if provider_session is not None:
+        envelope["providerSession"] = provider_session
+    envelope["messages"] = []
+    return compact_json(envelope)[:-2]
+
+
+def provider_session_json(state: ProviderSessionState | None) -> dict[str, Any] | None:
+    """``state`` as the record's ``providerSession`` object (None stays None)."""
+    if state is None:
+        return None
+    return {"epoch": state.epoch, "revision": state.revision, "model": state.model}
 
 
 def serialise_message(message: Message) -> bytes:
@@ -268,11 +311,11 @@ def split_messages(text: str, raw: dict[str, Any]) -> tuple[bytes, ...] | None:
     decoder's end positions cut that array into its elements, so a commit after a cache miss
     (another process wrote last, or a cold start) reuses the bytes instead of re-serialising.
     """
-    envelope = json.dumps(
-        {"version": raw.get("version"), "conversationId": raw.get("conversationId"),
-         "logicalConversationId": raw.get("logicalConversationId"), "updatedAt": raw.get("updatedAt"), "messages": []},
-        ensure_ascii=False, separators=(",", ":"),
-    )[:-2]
+    try:
+        envelope = envelope_bytes(raw.get("conversationId"), raw.get("logicalConversationId"), raw.get("updatedAt"),
+                                  raw.get("version"), raw.get("providerSession")).decode("utf-8", "surrogatepass")
+    except (TypeError, ValueError):
+        return None
     if not text.startswith(envelope):
         return None
     pos, fragments = len(envelope), []
@@ -300,6 +343,7 @@ class CachedRecord:
     messages: tuple[Message, ...]
     fragments: tuple[bytes, ...] | None
     size: int
+    provider_session: ProviderSessionState | None = None
 
 
 @attrs.frozen

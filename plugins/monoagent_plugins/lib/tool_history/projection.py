@@ -3,7 +3,8 @@
 Right after the conversation history (order 410): at most 32 recent completed calls of this
 conversation, at most 64 KiB, path-opaque, fenced and framed as untrusted. The current run,
 isolated runs and calls already retained in a continuity account are left out; SessionHistory
-result bodies are omitted. No records, no section (the system prompt stays byte-identical). A
+result bodies are omitted. A warm turn (``turn.session.warm``) gets no projection: its
+transcript already carries the calls natively. No records, no section (the system prompt stays byte-identical). A
 zero-byte sidecar counts as absent; a corrupt one degrades to a
 ``tool_history_projection_degraded`` runtime warning, and so does one this process's writer
 cannot open (the read is skipped rather than wait on the lock).
@@ -81,7 +82,7 @@ def render_projection(rows: list[Any], max_bytes: int) -> str:
 
 def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
-    if cfg.projection_max_calls == 0:
+    if cfg.projection_max_calls == 0 or turn.session.warm:  # a warm transcript already holds those calls
         return None
     excluded = accounted_records(turn.history)
     try:

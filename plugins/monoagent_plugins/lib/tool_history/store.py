@@ -330,6 +330,10 @@ class SqliteToolHistory:
         prefix = logical_conversation_id + ":"
         return self._clear(where, (logical_conversation_id, logical_conversation_id, n + 11, n + 1, prefix, n + 2))
 
+    def clear_conversation(self, conversation_id: str) -> ClearReport:
+        """Remove the records of exactly one conversation id (a reset with daily rollover off)."""
+        return self._clear("conversation_id = ?", (conversation_id,))
+
     def clear_all(self) -> ClearReport:
         """Remove every record and tombstone of the sidecar."""
         return self._clear("1", ())
