@@ -103,6 +103,18 @@ def test_blank_text_before_a_tool_call_is_not_sent_as_a_text_block(tmp_path, ser
     assert assistant == {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"word": "x"}}]}
 
 
+def test_history_that_starts_with_an_answer_opens_with_a_user_turn(tmp_path, server):
+    # History sent as leading messages can start with an assistant message (its question was
+    # compacted away or fell out of the retained window); the Messages API requires user first.
+    server.enqueue(Reply(text_pieces=("ok",)))
+    runtime = agent_for(tmp_path, server).provider(MODEL)
+    messages = [Message("assistant", "Paris."), Message("user", "And Spain?")]
+    asyncio.run(collect(runtime, contract_request(messages, [], model="claude-x")))
+    sent = server.last_request.json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["content"] == [{"type": "text", "text": "[Earlier conversation omitted.]"}]
+
+
 def test_stable_only_prompt_sends_one_cached_block(tmp_path, server):
     server.enqueue(Reply(text_pieces=("ok",)))
     runtime = agent_for(tmp_path, server, providers={"anthropic": {"baseUrl": server.url, "maxOutputTokens": 99}}).provider(MODEL)

@@ -590,3 +590,24 @@ def test_a_context_overflow_on_a_warm_turn_retires_it_and_retries_cold_from_the_
     warm = anthropic.requests[-1].json["messages"]
     assert strip_marks(warm[: len(retried["messages"]) - 1]) == strip_marks(retried["messages"][:-1])
     assert [texts(m)[-1] for m in warm[-3:]] == ["second", "two", "Turn facts: third\n\nthird"]
+
+
+def test_group_chat_speakers_stay_named_in_the_transcript_and_in_history_sent_as_messages(tmp_path, anthropic):
+    # The wires send no message names: the speaker's label travels in the text, the same on a warm
+    # turn (the transcript) and on a cold one (history as leading messages), so the prefix matches.
+    from monoagent.kernel.model import Speaker
+
+    alice = Speaker("Alice Chen", handle="alice")
+    bob = Speaker("Bob", handle="bob")
+    answer(anthropic, "hello Alice", "hello Bob", "hello again")
+    agent = anthropic_agent(tmp_path, anthropic)
+    say(agent, "hi, I am Alice", sender=alice, delivery="push")
+    say(agent, "and I am Bob", sender=bob, delivery="push")
+    warm = anthropic.requests[-1].json["messages"]
+    cold_agent = anthropic_agent(tmp_path, anthropic)  # a new process: no warm session, history as messages
+    say(cold_agent, "who spoke first?", sender=bob, delivery="push")
+    cold = anthropic.requests[-1].json["messages"]
+
+    assert texts(warm[0]) == ["[Alice Chen (@alice)] hi, I am Alice"]
+    assert strip_marks(cold[:2]) == strip_marks(warm[:2])
+    assert texts(cold[2]) == ["[Bob (@bob)] and I am Bob"]

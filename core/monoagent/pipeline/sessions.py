@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import attrs
 
-from monoagent.boundary.fences import neutralise_fence_tokens
+from monoagent.boundary.fences import neutralise_fence_tokens, quote_inline
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, TurnRequest
 
@@ -99,16 +99,30 @@ class WarmSession:
         return cls(conversation_id, model, new_epoch(), 0, [], "", clock())
 
 
+def speaker_text(content: str, name: str | None) -> str:
+    """A user message's text as provider messages carry it: ``[<speaker>] <text>`` when it has a
+    speaker (a group chat), fence tokens neutralised.
+
+    The wires send no message names, so the label goes into the text, as the conversation-history
+    section shows it (``User (<speaker>): ...``); the label is quoted like every name others control.
+    """
+    text = neutralise_fence_tokens(content)
+    return f"[{quote_inline(name)}] {text}" if name else text
+
+
 def canonical_user_message(request: TurnRequest) -> Message:
     """The current user message as a transcript keeps it: the user's own text with fence tokens
-    neutralised, named by the speaker; never recall, attachments or other per-turn parts."""
-    return Message("user", neutralise_fence_tokens(request.text), name=request.sender.label if request.sender else None)
+    neutralised and the speaker's label (:func:`speaker_text`); never recall, attachments or other
+    per-turn parts."""
+    name = request.sender.label if request.sender else None
+    return Message("user", speaker_text(request.text, name), name=name)
 
 
 def leading_messages(history: Sequence[Message]) -> list[Message]:
     """Canonical history as the leading messages of a cold continuous-mode turn.
 
-    User messages get their fence tokens neutralised as the conversation-history section does;
+    User messages get their fence tokens neutralised and their speaker's label as the
+    conversation-history section does (:func:`speaker_text`);
     assistant messages and continuity accounts go as the host committed them; a host note (the
     ``system`` message of a compaction summary) goes as a user message, since provider
     messages carry no system role.
@@ -116,7 +130,7 @@ def leading_messages(history: Sequence[Message]) -> list[Message]:
     leading = []
     for message in history:
         if message.continuity is None and message.role == "user":
-            content = neutralise_fence_tokens(message.content)
+            content = speaker_text(message.content, message.name)
             message = message if content == message.content else attrs.evolve(message, content=content)
         elif message.role == "system":
             message = attrs.evolve(message, role="user")

@@ -129,11 +129,18 @@ def _blocks(message: Message) -> tuple[str, list[Block]]:
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
 
+EARLIER_OMITTED = "[Earlier conversation omitted.]"
+"""The host note that opens a request whose history starts with an answer (its question was
+compacted or fell out of the retained window): the Messages API refuses an assistant turn first."""
+
+
 def wire_messages(messages: tuple[Message, ...], breakpoints: Collection[int] = ()) -> list[WireMessage]:
     """Provider-neutral messages as Messages API turns; consecutive same-role turns are merged.
 
     Merging puts the tool results of one assistant step into one user message, as the API
-    requires, and keeps a user message that follows them in the same turn. The last content
+    requires, and keeps a user message that follows them in the same turn. A conversation that
+    starts with an assistant turn (history as leading messages whose first question was
+    compacted away or dropped by retention) opens with :data:`EARLIER_OMITTED`. The last content
     block of each message whose index is in ``breakpoints`` carries ``cache_control``.
     """
     wire: list[WireMessage] = []
@@ -147,6 +154,8 @@ def wire_messages(messages: tuple[Message, ...], breakpoints: Collection[int] = 
             wire[-1].content.extend(blocks)
         else:
             wire.append(WireMessage(role, blocks))
+    if wire and wire[0].role == "assistant":  # the API requires the user role first
+        wire.insert(0, WireMessage("user", [TextBlock("text", EARLIER_OMITTED)]))
     return wire
 
 
