@@ -131,6 +131,7 @@ def test_a_cancelled_turn_publishes_its_account_with_partial_text_tools_and_reas
         task.cancel("user_cancelled")
         with pytest.raises(asyncio.CancelledError):
             await task
+        await agent.wait_settled()  # the caller is released at once; the account follows
         return events
 
     events = asyncio.run(main())
@@ -162,6 +163,7 @@ def test_work_in_flight_is_listed_unconfirmed_and_closed_as_cancelled_in_tool_hi
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await agent.wait_settled()
 
     asyncio.run(main())
     text = load(agent)[1].content
@@ -321,17 +323,18 @@ def test_the_next_turn_waits_for_the_account_and_sees_it(tmp_path):
         first = asyncio.create_task(agent.respond(TurnRequest("long job", conversation_id="c"), on_event=first_events.append))
         await script.reached.get()
         first.cancel()
-        await store.waiting.wait()
-        first.cancel()  # a second cancel stops waiting for the publication; the barrier still holds
         with pytest.raises(asyncio.CancelledError):
-            await first
-        assert first_events[-1].type == "run_cancelled"
+            await first  # released at once, while its account waits to be written
+        await store.waiting.wait()
+        assert "run_cancelled" not in [e.type for e in first_events]  # the terminal event follows the account
         second = asyncio.create_task(agent.respond(TurnRequest("and now?", conversation_id="c")))
         for _ in range(20):
             await asyncio.sleep(0)
         assert len(script.prompts) == 1 and not second.done()  # held at the barrier
         store.gate.set()
-        return await second
+        result = await second
+        assert [e.type for e in first_events][-2:] == ["continuity_account", "run_cancelled"]
+        return result
 
     result = asyncio.run(main())
     assert result.text == "Resumed."
@@ -402,6 +405,7 @@ def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await agent.wait_settled()
 
     asyncio.run(main())
     assert agent.tool_history_store().stats().calls == 1 and (agent.config.history_dir / SIDECAR).exists()

@@ -119,6 +119,7 @@ def test_cancellation_commits_nothing_and_is_reported(tmp_path):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await agent.wait_settled()  # the caller is released at once; the account follows
 
     asyncio.run(main())
     assert events[-1].type == "run_cancelled"

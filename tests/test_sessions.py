@@ -453,6 +453,7 @@ def test_a_cancelled_turn_retires_the_session(tmp_path, anthropic):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await agent.wait_settled()  # the caller is released at once; the settlement retires the session
 
     asyncio.run(cancel_mid_answer())
     assert boundaries(events) == [("cold", "cancelled_turn")]

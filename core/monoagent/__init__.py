@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Agent": "agent",
+    "RunHandle": "pipeline.run_handle",
     "hookimpl": "kernel.hookspecs",
     "hookspec": "kernel.hookspecs",
     "Config": "kernel.config",

@@ -10,6 +10,7 @@ Python and the CLI drive the same object::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -33,6 +34,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
 from monoagent.kernel.turn import Turn
 from monoagent.pipeline.harness import EventCallback, Harness
+from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
 
 DEFAULT_MODEL = "offline:echo"
 
@@ -55,6 +57,10 @@ class Agent:
         host: a :class:`~monoagent.kernel.host.PluginHost` whose entry-point and local plugins are
             already loaded for this configuration (the CLI loads them early so plugins can add
             commands); programmatic ``plugins`` are still registered on it.
+        terminal_recovery_settlement_ms: the settle window, a positive whole number of
+            milliseconds (default 1,000): how long a cancelled run's continuity account waits for
+            its provider call to stop before it is published anyway (the caller is released at
+            once regardless). A host option, not a configuration key; tests may lengthen it.
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class Agent:
         env: Mapping[str, str] | None = None,
         autoload: bool = True,
         host: PluginHost | None = None,
+        terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS,
     ) -> None:
         env = dict(os.environ if env is None else env)
         if not autoload:
@@ -99,7 +106,7 @@ class Agent:
             assert isinstance(config, Config)
             self.config = config
             add_plugin_sections(self.config, sections, env)
-        self.harness = Harness(self)
+        self.harness = Harness(self, terminal_recovery_settlement_ms=terminal_recovery_settlement_ms)
         self._providers: dict[str, ProviderRuntime] = {}
         self._policies: dict[str, CompactionPolicy] = {}
         self._tiers: dict[str, MemoryTier] = {}
@@ -225,8 +232,64 @@ class Agent:
     # ------------------------------------------------------------------ turns
 
     async def respond(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
-        """Run one turn; ``on_event`` receives every RunEvent (``text_delta`` for streaming)."""
+        """Run one turn; ``on_event`` receives every RunEvent (``text_delta`` for streaming).
+
+        Cancelling the awaiting task cancels the turn and releases the caller at once (see :meth:`submit`).
+        """
         return await self.harness.run(request, on_event=on_event)
+
+    def submit(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> RunHandle:
+        """Start one turn and return its :class:`~monoagent.pipeline.run_handle.RunHandle` (call inside the loop).
+
+        ``await handle`` gives the :class:`TurnResult` (or raises the turn's error);
+        ``handle.cancel()`` releases whoever awaits it at once with ``CancelledError``, even when
+        the provider ignores cancellation; ``handle.run_id`` is the id its events carry. A
+        configuration error found before any provider request (an unknown model prefix, a
+        provider without its API key) is raised here, before admission: no events, no account.
+        """
+        return self.harness.submit(request, on_event=on_event)
+
+    def cancel(self, conversation_id: str, reason: str | None = None) -> int:
+        """Cancel every unfinished run of ``conversation_id``, queued ones included; returns how many.
+
+        Each caller is released at once; each admitted run publishes its continuity account
+        (``reason`` is recorded in it when it is a short identifier such as ``user_cancelled``)
+        within the settle window. Safe to call from another thread than the one running the
+        turns (a sync caller of :meth:`run_sync`, a signal-watching thread): it then waits until
+        the runs are cancelled on their loop.
+        """
+        loop = self.harness.loop
+        if loop is None or loop.is_closed():
+            return 0
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return self.harness.cancel(conversation_id, reason)
+
+        cancelled: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def on_loop() -> None:
+            try:
+                cancelled.set_result(self.harness.cancel(conversation_id, reason))
+            except BaseException as exc:  # handed to the calling thread
+                cancelled.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:  # the loop closed meanwhile: nothing runs there
+            return 0
+        while True:
+            try:
+                return cancelled.result(timeout=0.05)
+            except TimeoutError:
+                if loop.is_closed():
+                    return 0
+
+    async def wait_settled(self) -> None:
+        """Wait until every cancelled run has published its continuity account (``aclose`` does this too)."""
+        await self.harness.wait_settled()
 
     def run_sync(
         self,
@@ -236,9 +299,20 @@ class Agent:
         on_event: EventCallback | None = None,
         **request_fields: Any,
     ) -> TurnResult:
-        """Run one turn from synchronous code (for scripts); do not call inside a running loop."""
+        """Run one turn from synchronous code (for scripts); do not call inside a running loop.
+
+        Interrupted (Ctrl-C, or :meth:`cancel` from another thread), the turn is cancelled and
+        its continuity account published before this returns or raises.
+        """
         request = TurnRequest(text, conversation_id=conversation_id, **request_fields)
-        return asyncio.run(self.respond(request, on_event=on_event))
+
+        async def turn() -> TurnResult:
+            try:
+                return await self.respond(request, on_event=on_event)
+            finally:
+                await self.harness.wait_settled()
+
+        return asyncio.run(turn())
 
     async def assemble(self, request: TurnRequest) -> AssembledPrompt:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
@@ -328,7 +402,8 @@ class Agent:
         return report, tool
 
     async def aclose(self) -> None:
-        """Release resources: the ``shutdown`` hook, the warm sessions, then the history and tool-history stores and the memory tiers."""
+        """Release resources: pending continuity accounts, the ``shutdown`` hook, the warm sessions, then the stores and the memory tiers."""
+        await self.harness.wait_settled()
         for value in self.hooks.shutdown(agent=self):
             await await_me_maybe(value)
         await self.harness.close()

@@ -5,6 +5,15 @@ Each line typed is one console turn in the same conversation (``delivery = "cons
 from the standard ``readline`` module where the platform has it. ``/exit`` or end of input
 (Ctrl-D) leaves; ``/reset`` clears the conversation's message and tool history.
 
+Ctrl-C while a turn runs cancels that turn (its continuity account is published, as for any
+cancelled turn), says so, and asks for the next line; Ctrl-C at the prompt, or a second one
+within the same turn, leaves the chat (``KeyboardInterrupt``, exit status 130 from the CLI), as
+does SIGTERM. Whichever way the chat ends, the terminal's settings are put back as the chat
+found them (:func:`~monoagent.boundary.terminal.kept_terminal_state`) and cancelled turns'
+accounts are published first. Signals are watched only where the event loop can
+(``loop.add_signal_handler``: the main thread, not Windows); elsewhere Ctrl-C keeps Python's
+default behaviour.
+
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
 written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
 :class:`~monoagent.boundary.terminal.AnswerPrinter` (shared with ``monoagent run``), the rest through ``terminal_text``.
@@ -13,12 +22,82 @@ written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by l
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from monoagent.boundary.terminal import AnswerPrinter, accept_undecodable, input_text, read_capped, terminal_text
+from monoagent.boundary.terminal import (
+    AnswerPrinter,
+    accept_undecodable,
+    input_text,
+    kept_terminal_state,
+    read_capped,
+    terminal_text,
+)
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar
+
+if TYPE_CHECKING:
+    import asyncio
+    import signal
+
+T = TypeVar("T")
+CANCEL_REASON = "user_cancelled"
+
+
+class Interrupts:
+    """Ctrl-C and SIGTERM while a chat runs: the first Ctrl-C within a turn cancels it, any other leaves.
+
+    asyncio and signal are imported where used: this module loads at CLI start-up.
+    """
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.turn: Any = None
+        self.cancelled_turn = False
+        self.leave = asyncio.Event()
+        self._watched: list[signal.Signals] = []
+
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._signalled, sig)
+            except (NotImplementedError, RuntimeError, ValueError) as exc:  # not the main thread, or Windows
+                logger.debug("chat: {} keeps its default behaviour ({})", sig.name, exc)
+            else:
+                self._watched.append(sig)
+
+    def unwatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        while self._watched:
+            loop.remove_signal_handler(self._watched.pop())
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        import signal
+
+        if sig == signal.SIGINT and self.turn is not None and not self.turn.done() and not self.cancelled_turn:
+            self.cancelled_turn = True
+            self.turn.cancel(CANCEL_REASON)
+        else:
+            self.leave.set()
+
+    async def unless_leaving(self, awaitable: Awaitable[T]) -> T:
+        """``awaitable``'s outcome, or ``KeyboardInterrupt`` as soon as the chat is to be left."""
+        import asyncio
+
+        work = asyncio.ensure_future(awaitable)
+        leaving = asyncio.ensure_future(self.leave.wait())
+        try:
+            await asyncio.wait((work, leaving), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+        if not work.done():
+            work.cancel()
+            raise KeyboardInterrupt
+        return work.result()
 
 
 class ConsoleChannel:
@@ -85,9 +164,25 @@ class ConsoleChannel:
         return await future
 
     async def serve(self, agent: Any = None) -> None:
+        """Chat until ``/exit`` or end of input; raises ``KeyboardInterrupt`` when left by Ctrl-C or SIGTERM."""
+        import asyncio
+
         agent = agent or self.agent
+        loop = asyncio.get_running_loop()
+        interrupts = Interrupts()
+        with kept_terminal_state(self.stdin):
+            interrupts.watch(loop)
+            try:
+                await self._chat(agent, interrupts)
+            finally:
+                interrupts.unwatch(loop)
+                await agent.wait_settled()  # a cancelled turn's account is published before the chat ends
+
+    async def _chat(self, agent: Any, interrupts: Interrupts) -> None:
+        import asyncio
+
         while True:
-            line = await self._read_line()
+            line = await interrupts.unless_leaving(self._read_line())
             if line is None or line.strip() in {"/exit", "/quit"}:
                 return
             if not line.strip():
@@ -104,11 +199,19 @@ class ConsoleChannel:
             request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                                   delivery="console", console="terminal", model=self.model)
             self.stdout.write("agent> ")
+            interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
             try:
-                await agent.respond(request, on_event=self._printed)
+                await interrupts.unless_leaving(interrupts.turn)
+            except asyncio.CancelledError:
+                if not interrupts.cancelled_turn:
+                    raise
+                self.stdout.write(self._printed.end())
+                self._write("\n(turn cancelled; Ctrl-C at the prompt leaves the chat)")
             except Exception as exc:  # one failed turn does not end the session
                 self.stdout.write(self._printed.end())
                 self._write(f"\n(error: {exc})")
+            finally:
+                interrupts.turn = None
             self.stdout.write(self._printed.end() + "\n")
             self.stdout.flush()
 

@@ -18,6 +18,11 @@ output:
    ``"terminal"``: secrets go, filesystem paths stay, since the reader is the machine's own user);
 3. what is left is valid Unicode.
 
+**State.** A command that reads lines with line editing (``chat``) keeps the terminal's settings
+and restores them on every way out (:func:`kept_terminal_state`): readline switches echo and
+canonical input off while it waits for a line, so leaving in the middle of one (Ctrl-C, an
+error, SIGTERM) used to leave the shell without echo.
+
 A streamed answer arrives in pieces that may cut an escape sequence or a secret in two;
 :class:`TerminalStream` holds text back until a line ends (see its docstring for the exact
 promise). JSON output goes through :func:`terminal_json`: strings redacted, and the characters
@@ -26,10 +31,12 @@ step 1 removes written as ``\\uXXXX`` escapes, so the document stays JSON and pr
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from monoagent.text import LazyPattern, scrub_unicode, valid_unicode
@@ -330,3 +337,34 @@ def read_stdin(what: str = "standard input") -> str:
     """All of standard input as valid Unicode (``-`` arguments), at most :data:`INPUT_MAX_CHARS` characters."""
     accept_undecodable(sys.stdin)
     return input_text(read_capped(sys.stdin.read, what), what)
+
+
+@contextlib.contextmanager
+def kept_terminal_state(stream: IO[str]) -> Iterator[None]:
+    """Put ``stream``'s terminal settings back as they were on every way out of the block.
+
+    The settings (echo, canonical input, signal keys, control characters: all of ``termios``)
+    are read on entry and written back on exit, whatever ends the block: a return, an exception,
+    ``KeyboardInterrupt``, ``SystemExit``. Nothing happens when ``stream`` is not a terminal or the
+    platform has no ``termios``; a terminal that went away meanwhile (a hang-up) is logged.
+    """
+    saved: list[Any] | None = None
+    fd = -1
+    try:
+        import termios
+
+        fd = stream.fileno()
+        if os.isatty(fd):
+            saved = termios.tcgetattr(fd)
+    except (ImportError, AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        saved = None  # not a terminal (a pipe, a StringIO), or no termios on this platform
+    try:
+        yield
+    finally:
+        if saved is not None:
+            try:
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            except (termios.error, OSError) as exc:
+                from monoagent.kernel.log import logger
+
+                logger.debug("the terminal's settings could not be restored (it went away?): {}", exc)

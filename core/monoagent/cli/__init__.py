@@ -177,8 +177,14 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
 
     import asyncio
 
+    async def turn() -> Any:
+        try:
+            return await agent.respond(request, on_event=None if as_json else printed)
+        finally:
+            await agent.wait_settled()  # interrupted (Ctrl-C), the turn's account is published before the loop ends
+
     try:
-        result = asyncio.run(agent.respond(request, on_event=None if as_json else printed))
+        result = asyncio.run(turn())
     finally:
         click.echo(printed.end(), nl=False)
     if as_json:

@@ -22,7 +22,7 @@ it and fails closed with :class:`ContinuityPublicationError` while it still cann
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -68,7 +68,9 @@ class ContinuityCollector:
     (a delta of a new provider ``attempt`` restarts it: a retried attempt's text replaces the
     discarded one's);
     completed tool pairs and in-flight calls come from the run's :class:`RunLedger`. Once
-    :meth:`seal` is called (the run settled), later events are quarantined.
+    :meth:`seal` is called (the run settled), later events are quarantined. ``claiming`` is set
+    when a success begins its commit (a cancellation then waits for the commit's outcome),
+    ``claimed`` once that commit is durable.
     """
 
     pieces: list[str] = attrs.Factory(list)
@@ -78,6 +80,7 @@ class ContinuityCollector:
     pairs: list[_Pair] = attrs.Factory(list)
     in_flight: dict[str, ToolInvocation] = attrs.Factory(dict)
     sealed: bool = False
+    claiming: bool = False
     claimed: bool = False
     attempt: Any = None
 
@@ -208,35 +211,40 @@ class PublicationBarrier:
             ) from exc
 
 
-async def settle_run(
+def begin_settlement(
     turn: Turn,
     barrier: PublicationBarrier,
     outcome: Literal["cancelled", "failed"],
     error: BaseException | None,
-) -> None:
-    """Seal the run and publish its account behind the conversation's barrier.
+    *,
+    settle: Callable[[], Awaitable[None]] | None = None,
+) -> asyncio.Task[None] | None:
+    """Seal the run now and start publishing its account behind the conversation's barrier.
 
-    Does nothing when a success already claimed its commit. Open tool calls are closed in tool
-    history (``cancelled`` for a cancellation, ``interrupted`` for a failure) and deferred
-    writes reconciled before the account is built. Waits for the publication, shielded; a further
-    cancellation only stops the waiting (the barrier still holds the next turn until it ends), so
-    the caller's terminal event and its original exception follow either way.
+    Returns the publication's task, or None when a success already claimed its commit or the run
+    was settled before. Synchronous up to the task's start, so a caller that frees the
+    conversation's lane right after knows the next turn waits for this account. The task first
+    awaits ``settle`` (the harness waits there, bounded, for a cancelled run's provider call to
+    settle); then open tool calls are closed in tool history (``cancelled`` for a cancellation,
+    ``interrupted`` for a failure) and deferred writes reconciled before the account is built.
+    An isolated run publishes no account and holds no barrier: its task only closes and reconciles.
     """
     record = turn.continuity
     if record is None or record.collector.claimed or record.collector.sealed:
-        return
-    if turn.request.isolated:  # isolated proactive/continuation runs stay out of shared history
-        record.collector.seal()
-        record.ledger.close_open(ToolStatus.CANCELLED if outcome == "cancelled" else ToolStatus.INTERRUPTED, f"The run was {outcome}.")
-        await record.reconcile(turn)
-        return
+        return None
     record.collector.seal()
     status = ToolStatus.CANCELLED if outcome == "cancelled" else ToolStatus.INTERRUPTED
-    record.ledger.close_open(status, f"The run was {outcome} before this tool call returned a result.")
     agent = turn.agent
     user_bytes = utf8_len(account_request_text(turn.request.text))
 
     async def publish() -> None:
+        if settle is not None:
+            await settle()
+        if turn.request.isolated:  # isolated proactive/continuation runs stay out of shared history
+            record.ledger.close_open(status, f"The run was {outcome}.")
+            await record.reconcile(turn)
+            return
+        record.ledger.close_open(status, f"The run was {outcome} before this tool call returned a result.")
         await record.reconcile(turn)
         account = build_account(
             record.collector, run_id=turn.run_id, outcome=outcome, redact=agent.redact, error=error, user_bytes=user_bytes
@@ -252,7 +260,19 @@ async def settle_run(
             messages=receipt.message_count,
         )
 
-    task = barrier.start(turn.session.logical_conversation_id, publish)
+    if turn.request.isolated:
+        return asyncio.ensure_future(publish())
+    return barrier.start(turn.session.logical_conversation_id, publish)
+
+
+async def await_settlement(turn: Turn, task: asyncio.Task[None] | None) -> None:
+    """Wait for a publication :func:`begin_settlement` started, shielded; a failure becomes a warning.
+
+    A further cancellation only stops the waiting (the barrier still holds the next turn until
+    the publication ends), so the caller's terminal event and its original exception follow either way.
+    """
+    if task is None:
+        return
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -261,5 +281,19 @@ async def settle_run(
         turn.emit(
             "runtime_warning",
             code="continuity_publication_failed",
-            error=agent.redact(f"{type(exc).__name__}: {exc}", "error"),
+            error=turn.agent.redact(f"{type(exc).__name__}: {exc}", "error"),
         )
+
+
+async def settle_run(
+    turn: Turn,
+    barrier: PublicationBarrier,
+    outcome: Literal["cancelled", "failed"],
+    error: BaseException | None,
+) -> None:
+    """Seal the run and publish its account behind the conversation's barrier, and wait for it.
+
+    Does nothing when a success already claimed its commit. See :func:`begin_settlement` and
+    :func:`await_settlement`.
+    """
+    await await_settlement(turn, begin_settlement(turn, barrier, outcome, error))

@@ -29,11 +29,8 @@ commit stands and the run completes the same way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,9 +52,17 @@ from monoagent.kernel.model import (
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
-from monoagent.pipeline.continuity import PublicationBarrier, RunContinuity, settle_run
+from monoagent.pipeline.continuity import (
+    PublicationBarrier,
+    RunContinuity,
+    settle_run,
+)
 from monoagent.pipeline.continuity_account import settlement_code
 from monoagent.pipeline.provider_call import Answer, ProviderCall, partial_event_data
+from monoagent.pipeline.run_control import ConversationLane, RunControl, RunRecord
+from monoagent.pipeline.run_control import EventCallback as EventCallback  # re-exported, as before the split
+from monoagent.pipeline.run_control import new_run_id as new_run_id  # re-exported, as before the split
+from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle, in_settlement, settle_window_ms
 from monoagent.pipeline.sessions import (
     SessionBackend,
     WarmSession,
@@ -78,22 +83,7 @@ if TYPE_CHECKING:
 RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
 
-EventCallback = Callable[[RunEvent], Any]
 T = TypeVar("T")
-
-
-_run_ids = random.Random(os.urandom(16))
-if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids
-    os.register_at_fork(after_in_child=lambda: _run_ids.seed(os.urandom(16)))
-
-
-def new_run_id() -> str:
-    """A time-ordered, unique run id: 12 hex digits of milliseconds, then 10 random ones.
-
-    The random part comes from a generator seeded per process (again in a forked child) from ``os.urandom``: run ids
-    must not collide, they need not be secret.
-    """
-    return f"{int(time.time() * 1000):012x}{_run_ids.getrandbits(40):010x}"
 
 
 def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
@@ -111,37 +101,26 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
     return tuple(kept)
 
 
-@attrs.define
-class _Lane:
-    """One conversation's lane: its lock and how many turns hold or await it."""
-
-    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
-    users: int = 0
-
-
-@attrs.define
-class _Run:
-    """Book-keeping of one run's events."""
-
-    run_id: str
-    conversation_id: str
-    callback: EventCallback | None
-    seq: int = 0
-    observe: Callable[[str, dict[str, Any]], None] | None = None
-
-
-class Harness:
+class Harness(RunControl):
     """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS) -> None:
         self.agent = agent
+        self.settle_window_ms = settle_window_ms(terminal_recovery_settlement_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, ConversationLane] = {}
         self._slots: asyncio.Semaphore | None = None
         self._pending = 0
         self._running = 0
         self._continuity = PublicationBarrier()
+        self._live: dict[str, list[RunHandle]] = {}
+        self._settlements: set[asyncio.Task[None]] = set()
         self._sessions: SessionBackend | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the harness last ran turns on (None before the first)."""
+        return self._loop
 
     @property
     def sessions(self) -> SessionBackend:
@@ -165,29 +144,17 @@ class Harness:
             self._slots = asyncio.Semaphore(self.agent.config.concurrency.max_concurrent_runs)
             self._pending = 0
             self._running = 0
+            self._live = {}
+            self._settlements = set()
 
-    @contextlib.asynccontextmanager
-    async def _lane(self, conversation_id: str) -> AsyncIterator[None]:
-        """Hold the conversation's lane; the lane is dropped when no turn holds or awaits it."""
-        lane = self._lanes.get(conversation_id)
-        if lane is None:
-            lane = self._lanes[conversation_id] = _Lane()
-        lane.users += 1
-        try:
-            async with lane.lock:
-                yield
-        finally:
-            lane.users -= 1
-            if lane.users == 0 and self._lanes.get(conversation_id) is lane:
-                del self._lanes[conversation_id]
-
-    # ------------------------------------------------------------------ events
-
-    def _emitter(self, run: _Run) -> Callable[[str, dict[str, Any]], None]:
+    def _emitter(self, run: RunRecord) -> Callable[[str, dict[str, Any]], None]:
         hooks = self.agent.hooks
         agent = self.agent
 
         def emit(type: str, data: dict[str, Any]) -> None:
+            if run.quarantined and not in_settlement():
+                run.late_events += 1  # the late work of a cancelled run: never emitted, never in its account
+                return
             run.seq += 1
             if run.observe is not None:
                 run.observe(type, data)
@@ -228,15 +195,7 @@ class Harness:
 
     # ------------------------------------------------------------------ the turn
 
-    async def run(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
-        """Run one turn to its committed result, or raise (committing nothing)."""
-        self._bind_loop()
-        if request.proactive and not request.isolated and self.agent.config.runtime.session.isolate_proactive:
-            request = attrs.evolve(request, isolated=True)
-        async with self._lane(request.conversation_id):
-            return await self._run_admitted_turn(request, on_event)
-
-    async def _run_admitted_turn(self, request: TurnRequest, on_event: EventCallback | None) -> TurnResult:
+    async def _run_admitted_turn(self, request: TurnRequest, run: RunRecord) -> TurnResult:
         """Admit the turn (or reject it), run it to its commit, and settle it on cancellation or failure."""
         assert self._slots is not None
         await self._continuity.wait(request.conversation_id)  # an earlier turn's account is published first
@@ -247,11 +206,10 @@ class Harness:
                 f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
                 f"try again later or raise the limit"
             )
-        slot_held = False
         started = time.time()
         session = self._session(request, started)
-        run = _Run(new_run_id(), session.conversation_id, on_event)
-        turn = Turn(
+        run.conversation_id = session.conversation_id
+        turn = run.turn = Turn(
             agent=self.agent,
             request=request,
             run_id=run.run_id,
@@ -261,6 +219,7 @@ class Harness:
             started_at=started,
         )
         run.observe = RunContinuity.of(turn).collector.observe
+        run.slot = "pending"
         self._pending += 1  # no await since the check: admission stays atomic; the finally below undoes it
         try:
             turn.emit(
@@ -276,28 +235,26 @@ class Harness:
                 turn.emit("session_boundary", kind="isolated", reason="proactive")
             prompt = await self.prepare(turn, open_session=True)
             await self._slots.acquire()
-            slot_held = True
+            run.slot = "held"
             self._pending -= 1
             self._running += 1
             result = await self._execute(turn, prompt)
         except asyncio.CancelledError as exc:
-            if RunContinuity.of(turn).collector.claimed:
-                raise  # cancelled after its durable commit: the run completed, run_completed was its terminal event
+            if run.quarantined or RunContinuity.of(turn).collector.claimed:
+                raise  # settled by the cancel that released the caller, or cancelled after its durable commit
             await retire_settling(turn, "cancelled_turn")
             await settle_run(turn, self._continuity, "cancelled", exc)  # the account, before the terminal event
             turn.emit("run_cancelled", reason="cancelled", **partial_event_data(turn))
             raise
         except BaseException as exc:
+            if run.quarantined:
+                raise
             await retire_settling(turn, "failed_turn")
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
         finally:
-            if slot_held:
-                self._running -= 1
-                self._slots.release()
-            else:
-                self._pending -= 1
+            self._release_slot(run)
         return result
 
     async def prepare(self, turn: Turn, *, open_session: bool = False) -> AssembledPrompt:
@@ -479,6 +436,10 @@ class Harness:
         An isolated run commits nothing. An answer from a retry or a fallback model retires the
         session: that attempt ran stateless, so no transcript holds this turn.
         """
+        collector = RunContinuity.of(turn).collector
+        if collector.sealed:  # cancelled, its account under way: a provider that ignored the cancel commits nothing
+            raise asyncio.CancelledError
+        collector.claiming = True
         if turn.request.isolated:
             return CommitReceipt(turn.conversation_id, 0, 0), None
         lease = turn.session_lease

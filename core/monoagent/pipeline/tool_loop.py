@@ -142,9 +142,11 @@ class ToolLoop:
 
     async def run(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to its result (see the module docstring); raises only to end the run."""
-        self._check_repeats(call)
         turn = self.turn
         continuity = RunContinuity.of(turn)
+        if continuity.collector.sealed:  # the run was cancelled and its runtime ignored it: no new tool runs
+            raise asyncio.CancelledError
+        self._check_repeats(call)
         turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
         context = ToolContext(turn, call)
         try:
