@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from providers_wire import AnthropicWireServer
 
@@ -178,6 +179,21 @@ def test_thinking_is_off_unless_its_budget_is_set(tmp_path, server):
     off, on = bodies(server)
     assert "thinking" not in off
     assert on["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+class CapsTheAnswer:
+    """Lowers one request's answer cap below the thinking budget, as a compaction summary does."""
+
+    @hookimpl
+    def prepare_provider_request(self, turn, request):
+        return attrs.evolve(request, max_output_tokens=1024)
+
+
+def test_a_request_that_caps_its_answer_below_the_budget_runs_without_thinking(tmp_path, server):
+    server.enqueue(Reply(text_pieces=("a",)))
+    say(agent_for(tmp_path, server, anthropic={"thinkingBudgetTokens": 2048}, plugins=[CapsTheAnswer()]), "q")
+    [body] = bodies(server)
+    assert body["max_tokens"] == 1024 and "thinking" not in body
 
 
 @pytest.mark.parametrize(

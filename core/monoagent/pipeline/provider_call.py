@@ -45,8 +45,8 @@ Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
 ``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
 (``attempt``: the next one, ``model``, ``delay_ms``, ``code``, ``status``, ``retryable``, ``error``),
 ``provider_response`` (``reasoning_blocks`` and ``reasoning_bytes`` when the step streamed signed
-reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``: ``retries_exhausted`` or ``context_limit``,
-``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
+reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``:
+``retries_exhausted`` or ``context_limit``, ``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
 ``tool_calls``: streamed text a caller should drop), ``prompt_cache_diagnostics`` (with
 ``providers.piNative.promptCacheDiagnostics``, see :func:`cache_fingerprint`).
 

@@ -211,20 +211,24 @@ def cache_breakpoints(request: ProviderRequest) -> set[int]:
 
 def request_body(request: ProviderRequest, max_tokens: int, thinking_budget: int | None = None) -> bytes:
     """The JSON body for ``request``: two system blocks, cache control on the stable one and on
-    the messages of :func:`cache_breakpoints`; ``thinking`` only when ``thinking_budget`` is set."""
+    the messages of :func:`cache_breakpoints`; ``thinking`` only when ``thinking_budget`` is set and
+    below the request's ``max_tokens`` (a request that caps its own answer lower, such as a
+    compaction summary, runs without thinking rather than being refused by the API)."""
     prompt = request.prompt
     system = []
     if prompt.stable_text:
         system.append(SystemBlock("text", prompt.stable_text, EPHEMERAL))
     if prompt.dynamic_text:
         system.append(SystemBlock("text", prompt.dynamic_text))
+    max_tokens = request.max_output_tokens or max_tokens
+    thinking = thinking_budget is not None and thinking_budget < max_tokens
     body = MessagesRequest(
         model=request.model,
-        max_tokens=request.max_output_tokens or max_tokens,
+        max_tokens=max_tokens,
         system=system or None,
         messages=wire_messages(request.messages, cache_breakpoints(request)),
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
-        thinking=ThinkingConfig("enabled", thinking_budget) if thinking_budget is not None else None,
+        thinking=ThinkingConfig("enabled", thinking_budget) if thinking and thinking_budget is not None else None,
         stream=True,
     )
     return encode_body(wire_converter().unstructure(body))
