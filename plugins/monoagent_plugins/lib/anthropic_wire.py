@@ -221,14 +221,14 @@ def request_body(request: ProviderRequest, max_tokens: int, thinking_budget: int
     if prompt.dynamic_text:
         system.append(SystemBlock("text", prompt.dynamic_text))
     max_tokens = request.max_output_tokens or max_tokens
-    thinking = thinking_budget is not None and thinking_budget < max_tokens
+    thinking = ThinkingConfig("enabled", thinking_budget) if thinking_budget is not None and thinking_budget < max_tokens else None
     body = MessagesRequest(
         model=request.model,
         max_tokens=max_tokens,
         system=system or None,
         messages=wire_messages(request.messages, cache_breakpoints(request)),
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
-        thinking=ThinkingConfig("enabled", thinking_budget) if thinking and thinking_budget is not None else None,
+        thinking=thinking,
         stream=True,
     )
     return encode_body(wire_converter().unstructure(body))
