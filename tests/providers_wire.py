@@ -1,8 +1,8 @@
 """Scripted local servers speaking the Anthropic and OpenAI streaming wire formats, byte for byte.
 
 The frames follow the vendors' documented streams: Anthropic's ``event:``/``data:`` pairs
-(message_start, content_block_start, ping, content_block_delta with text_delta or
-input_json_delta, content_block_stop, message_delta with stop_reason and usage, message_stop,
+(message_start, content_block_start, ping, content_block_delta with thinking_delta, signature_delta,
+text_delta or input_json_delta, content_block_stop, message_delta with stop_reason and usage, message_stop,
 and ``event: error``), and OpenAI's ``data: {chat.completion.chunk}`` lines ending with
 ``data: [DONE]``, usage in a last chunk with empty ``choices``.
 """
@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from monoagent.kernel.model import ReasoningBlock
 from monoagent.testing.provider_contract import Reply, WireServer
 
 
@@ -50,20 +51,27 @@ class AnthropicWireServer(WireServer):
             },
         )
         index = 0
+        for block in reply.reasoning:
+            yield from self.reasoning(index, block)
+            index += 1
         if reply.text_pieces or reply.stream_error:
-            yield self.event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+            text_index = index
+            yield self.event(
+                "content_block_start", {"type": "content_block_start", "index": text_index, "content_block": {"type": "text", "text": ""}}
+            )
             yield self.event("ping", {"type": "ping"})
             yield from self.cut(reply, 0)
             for sent, piece in enumerate(reply.text_pieces, start=1):
                 yield self.event(
-                    "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": text_index, "delta": {"type": "text_delta", "text": piece}},
                 )
                 yield from self.cut(reply, sent)
             if reply.stream_error:
                 yield self.event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
                 return
-            yield self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            index = 1
+            yield self.event("content_block_stop", {"type": "content_block_stop", "index": text_index})
+            index += 1
         for call in reply.tool_calls:
             yield self.event(
                 "content_block_start",
@@ -86,6 +94,23 @@ class AnthropicWireServer(WireServer):
             {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage.output_tokens}},
         )
         yield self.event("message_stop", {"type": "message_stop"})
+
+    def reasoning(self, index: int, block: ReasoningBlock) -> Iterator[bytes]:
+        """A thinking block (empty start, its text in two thinking_delta pieces, one signature_delta)
+        or a redacted_thinking block (its data whole in the start event)."""
+        if block.kind == "redacted":
+            start = {"type": "redacted_thinking", "data": block.data}
+            yield self.event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        else:
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            yield self.event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            half = len(block.text) // 2
+            for piece in (block.text[:half], block.text[half:]):
+                delta = {"type": "thinking_delta", "thinking": piece}
+                yield self.event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            delta = {"type": "signature_delta", "signature": block.signature}
+            yield self.event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        yield self.event("content_block_stop", {"type": "content_block_stop", "index": index})
 
     def error_body(self, reply: Reply) -> bytes:
         if reply.context_limit:

@@ -114,6 +114,8 @@ def env_case(key: KeyInfo) -> EnvCase:
         return EnvCase(others[0], others[0], default)
     if base is bool:
         return EnvCase("true" if not default else "false", not default, default)
+    if key.path == "providers.anthropic.thinkingBudgetTokens":  # must also stay below maxOutputTokens (4096)
+        return EnvCase("2048", 2048, 1024)
     if base is int:
         lo, hi = int(meta["min"]), int(meta["max"])
         candidates = [v for v in (hi, lo, lo + 1, hi - 1) if v != default]

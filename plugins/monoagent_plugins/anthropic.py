@@ -6,7 +6,10 @@ The system prompt travels as two system blocks: the stable text marked
 and then the dynamic text, unmarked; an empty dynamic text sends no second block, and the cache
 boundary marker is never sent. Tools travel in ``tools`` (name, description, input_schema);
 assistant tool calls become ``tool_use`` blocks and tool results ``tool_result`` blocks, with
-consecutive tool results grouped into one user message. Usage maps ``input_tokens`` (uncached
+consecutive tool results grouped into one user message. With ``thinkingBudgetTokens`` set the
+request turns on extended thinking; the ``thinking`` and ``redacted_thinking`` blocks the model
+streams are kept on its assistant message (a warm session's transcript) and sent back verbatim,
+before its text and tool calls. Usage maps ``input_tokens`` (uncached
 input), ``output_tokens``, ``cache_read_input_tokens`` and ``cache_creation_input_tokens``.
 
 Credentials and endpoint: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` (or the
@@ -48,6 +51,20 @@ class AnthropicConfig:
     context_window: int = provider_settings.context_window(
         "ANTHROPIC", 200_000, "The model's context window"
     )
+    thinking_budget_tokens: int | None = setting(
+        None,
+        doc="Extended thinking: the tokens the model may spend reasoning before it answers (unset = thinking off). "
+        "At least 1024 and below maxOutputTokens, which it counts against.",
+        env="MONO_AGENT_ANTHROPIC_THINKING_BUDGET_TOKENS", min=1024, max=1_000_000,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        budget = self.thinking_budget_tokens
+        if budget is not None and budget >= self.max_output_tokens:
+            raise ValueError(
+                f"thinkingBudgetTokens = {budget} must be below maxOutputTokens = {self.max_output_tokens} "
+                f"(the thinking budget is part of the answer's token cap): lower it or raise maxOutputTokens"
+            )
 
 
 # --------------------------------------------------------------------------- the request body

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import attrs
 
 from monoagent.kernel.valid_text import ValidText
+from monoagent.text import utf8_len
 
 Role = Literal["user", "assistant", "system", "tool"]
 Stability = Literal["stable", "dynamic"]
@@ -183,6 +184,32 @@ class ContinuityEnvelope(ValidText):
 
 
 @attrs.frozen
+class ReasoningBlock(ValidText):
+    """One signed reasoning block of an assistant message, kept so it can be sent back verbatim.
+
+    Providers with extended thinking (Anthropic) require the blocks of a tool-use turn back
+    unchanged in the next request, and sending them keeps the prompt-cache prefix intact.
+    ``kind`` ``thinking`` carries the model's reasoning ``text`` and the ``signature`` that
+    authenticates it; ``redacted`` carries only the provider's opaque ``data``. ``provider``
+    names the wire that produced the block (``anthropic``); a wire sends back only its own
+    blocks, and a wire without reasoning ignores them. Reasoning belongs to the model, not the
+    user: it lives in a warm session's transcript only, never in canonical history, the
+    history section, events (sizes only) or artifacts.
+    """
+
+    kind: Literal["thinking", "redacted"]
+    text: str = ""
+    signature: str = ""
+    data: str = ""
+    provider: str = ""
+
+    @property
+    def size(self) -> int:
+        """UTF-8 bytes of the block's text, signature and data: what the stream limits count."""
+        return utf8_len(self.text) + utf8_len(self.signature) + utf8_len(self.data)
+
+
+@attrs.frozen
 class Message(ValidText):
     """One conversation message as stored in history and sent to providers.
 
@@ -192,8 +219,10 @@ class Message(ValidText):
     not a success (its status was not ``success``), which the provider formats carry to the model.
     ``continuity`` is set by the host on the assistant message of a continuity account, and only
     there: it marks the message as host-authored and names the tool records the account retains.
-    ``is_error`` and ``continuity`` are absent in records written before they existed, and
-    omitted from a serialised message when unset.
+    ``reasoning`` holds an assistant message's signed reasoning blocks in stream order (they
+    precede its text on the wire); only a warm session's transcript keeps them, canonical history
+    never does. ``is_error``, ``continuity`` and ``reasoning`` are absent in records written
+    before they existed, and omitted from a serialised message when unset.
     """
 
     role: Role
@@ -204,6 +233,7 @@ class Message(ValidText):
     tool_call_id: str | None = None
     continuity: ContinuityEnvelope | None = None
     is_error: bool = False
+    reasoning: tuple[ReasoningBlock, ...] = attrs.field(default=(), converter=_tuple)
 
 
 @attrs.frozen
@@ -456,13 +486,17 @@ class StreamProgress:
     ``"other"``). The harness counts it towards ``providers.piNative.maxStreamBytes`` and as
     progress for ``streamIdleTimeoutMs``, so a runtime that assembles long tool-call arguments
     or reads reasoning yields one per piece; a runtime that never does is bounded all the same.
+    Reasoning progress counts until the :class:`ReasoningBlock` it belongs to arrives, which then
+    counts its own size instead (so a block is counted once).
     """
 
     bytes: int
     kind: str = "tool_arguments"
 
 
-ProviderEvent = TextDelta | ToolCallRequested | StepFinished | StreamProgress
+ProviderEvent = TextDelta | ToolCallRequested | StepFinished | StreamProgress | ReasoningBlock
+"""What a runtime's ``stream`` yields. A :class:`ReasoningBlock` is yielded once the block is
+complete (its pieces may have been reported as ``StreamProgress(kind="reasoning")`` before)."""
 
 
 # --------------------------------------------------------------------------- events and results

@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent.kernel.model import Delivery, Diagnostic, MemoryHit, Message, ToolCall, ToolSpec, TurnRequest, Usage
+from monoagent.kernel.model import (
+    Delivery,
+    Diagnostic,
+    MemoryHit,
+    Message,
+    ReasoningBlock,
+    ToolCall,
+    ToolSpec,
+    TurnRequest,
+    Usage,
+)
 from monoagent.kernel.valid_text import Replacements
 
 if TYPE_CHECKING:
@@ -131,10 +141,11 @@ class Turn:
 
 @attrs.frozen
 class StepOutcome:
-    """What one provider step produced."""
+    """What one provider step produced; ``reasoning`` holds its signed reasoning blocks in stream order."""
 
     model: str
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
     stop_reason: str = "end_turn"
+    reasoning: tuple[ReasoningBlock, ...] = ()

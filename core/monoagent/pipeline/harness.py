@@ -449,7 +449,8 @@ class Harness(RunControl):
             await retire_session(turn, "retry_answered")
             return await self._commit(turn, messages)
         session = lease.session
-        appended = [canonical_user_message(turn.request), *provided.tool_loop, Message("assistant", provided.outcome.text)]
+        final = Message("assistant", provided.outcome.text, reasoning=provided.outcome.reasoning)  # transcript only
+        appended = [canonical_user_message(turn.request), *provided.tool_loop, final]
         if session is None:
             session = WarmSession.start(turn.conversation_id, turn.model)
             appended[:0] = prompt.messages[: prompt.leading]

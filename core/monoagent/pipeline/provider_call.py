@@ -19,6 +19,10 @@ this order:
 Only the primary's first attempt sends the prompt as assembled; every retry and every backup runs
 **stateless**, carrying a bounded snapshot of what the run did before (:mod:`monoagent.pipeline.stateless`).
 
+Signed reasoning blocks (:class:`~monoagent.kernel.model.ReasoningBlock`) stay on the step's
+assistant message inside the attempt's tool loop, so the next step sends them back; a stateless
+retry or fallback starts without them (its snapshot is text only).
+
 ``runtime.maxTurns`` counts the provider steps that returned, over all attempts, so retries never
 widen the cap. The turn's usage sums every step that returned, in every attempt; its tool activity
 lists every tool call that ran, in every attempt (their side effects happened). The final text is
@@ -40,8 +44,9 @@ the tool loop keeps that count).
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
 ``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
 (``attempt``: the next one, ``model``, ``delay_ms``, ``code``, ``status``, ``retryable``, ``error``),
-``provider_fallback`` (``from``, ``to``, ``reason``: ``retries_exhausted`` or ``context_limit``,
-``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
+``provider_response`` (``reasoning_blocks`` and ``reasoning_bytes`` when the step streamed signed
+reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``:
+``retries_exhausted`` or ``context_limit``, ``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
 ``tool_calls``: streamed text a caller should drop), ``prompt_cache_diagnostics`` (with
 ``providers.piNative.promptCacheDiagnostics``, see :func:`cache_fingerprint`).
 
@@ -62,7 +67,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError, RunDeadlineExceeded, TurnFailed
-from monoagent.kernel.model import AssembledPrompt, Message, ProviderRequest, ToolActivity, ToolCall, Usage
+from monoagent.kernel.model import (
+    AssembledPrompt,
+    Message,
+    ProviderRequest,
+    ReasoningBlock,
+    ToolActivity,
+    ToolCall,
+    Usage,
+)
 from monoagent.kernel.turn import StepOutcome
 from monoagent.pipeline.stateless import snapshot_block, snapshot_entry_text, snapshot_entry_tool, stateless_prompt
 from monoagent.pipeline.stream import StreamLimits, read_step
@@ -429,7 +442,7 @@ class ProviderCall:
                 )
             if outcome.text:
                 self.transcript.append(snapshot_entry_text(outcome.text, cut_off=False))
-            step_message = Message("assistant", outcome.text, tool_calls=outcome.tool_calls)
+            step_message = Message("assistant", outcome.text, tool_calls=outcome.tool_calls, reasoning=outcome.reasoning)
             messages.append(step_message)
             attempt.tool_loop.append(step_message)
             for call in outcome.tool_calls:
@@ -496,9 +509,10 @@ class ProviderCall:
             turn.emit("text_delta", text=text, step=request.step, attempt=attempt.number)
 
         replaced: dict[str, int] = {}
+        reasoning: list[ReasoningBlock] = []
         try:
             calls, finished = await read_step(
-                runtime, request, model=model, limits=self.limits, on_text=on_text, replaced=replaced
+                runtime, request, model=model, limits=self.limits, on_text=on_text, replaced=replaced, reasoning=reasoning
             )
         finally:
             turn.report_invalid_unicode("provider", tuple(replaced.items()), model=model, step=request.step)
@@ -506,7 +520,8 @@ class ProviderCall:
         text = buffer.getvalue()
         attempt.texts.append(text)
         attempt.live = None
-        outcome = StepOutcome(model, text, tuple(calls), finished.usage, finished.stop_reason)
+        outcome = StepOutcome(model, text, tuple(calls), finished.usage, finished.stop_reason, tuple(reasoning))
+        sizes = {"reasoning_blocks": len(reasoning), "reasoning_bytes": sum(b.size for b in reasoning)} if reasoning else {}
         turn.emit(
             "provider_response",
             model=model,
@@ -515,5 +530,6 @@ class ProviderCall:
             stop_reason=finished.stop_reason,
             tool_calls=len(calls),
             usage=attrs.asdict(finished.usage),
+            **sizes,
         )
         return outcome

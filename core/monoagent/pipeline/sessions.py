@@ -2,11 +2,13 @@
 
 In ``runtime.session.mode = "continuous"`` (the default) each conversation has at most one
 :class:`WarmSession`: the provider-neutral native transcript (user messages, assistant messages
-with their tool calls, tool results) the primary model has already seen, bound to that model,
-with a random ``epoch`` and a ``revision`` that counts the turns committed into it. A *warm* turn
-sends that transcript followed by the current user message, so the request repeats the previous
+with their tool calls and signed reasoning blocks, tool results) the primary model has already
+seen, bound to that model, with a random ``epoch`` and a ``revision`` that counts the turns
+committed into it. A *warm* turn sends that transcript followed by the current user message, so the request repeats the previous
 request byte for byte up to the new message and the provider's prompt cache serves it; a *cold*
 turn (no usable session) sends canonical history as leading messages instead and starts one.
+Reasoning blocks live only here: canonical history keeps each answer's text alone, so a cold
+turn sends none (the API accepts earlier turns without them).
 
 Where sessions live is a :class:`SessionBackend`. The harness holds one per channel (one per
 :class:`~monoagent.pipeline.harness.Harness`), chosen by :func:`session_backend`:

@@ -27,6 +27,7 @@ import attrs
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.model import (
     ProviderRequest,
+    ReasoningBlock,
     StepFinished,
     StreamProgress,
     TextDelta,
@@ -81,7 +82,8 @@ def _malformed(model: str, what: str) -> ProviderError:
     return _stream_error(
         model,
         f"the runtime yielded {what}; a runtime yields TextDelta(str), ToolCallRequested(ToolCall with str id and "
-        f"name and a JSON object of arguments), StreamProgress(int) and StepFinished(str, Usage of ints)",
+        f"name and a JSON object of arguments), StreamProgress(int), ReasoningBlock(str fields) and "
+        f"StepFinished(str, Usage of ints)",
         "malformed_event",
     )
 
@@ -116,6 +118,7 @@ async def read_step(
     limits: StreamLimits,
     on_text: Callable[[str], object],
     replaced: dict[str, int] | None = None,
+    reasoning: list[ReasoningBlock] | None = None,
 ) -> tuple[list[ToolCall], StepFinished]:
     """Read one provider step's stream within ``limits``: its tool calls and its end.
 
@@ -126,12 +129,14 @@ async def read_step(
     is read. The harness reads every step through it, and so does anything else that calls a
     provider (the ``summary`` compaction policy). When ``replaced`` is given, it counts, per
     event field (``text_delta.text``), the surrogates the model classes replaced with U+FFFD.
+    When ``reasoning`` is given, the step's reasoning blocks are appended to it in stream order;
+    their bytes count towards the cap either way.
     """
     calls: list[ToolCall] = []
     finished = StepFinished()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limits.timeout
-    settled = provisional = 0  # output bytes; tool-argument progress stays provisional until its call arrives
+    settled = provisional = thinking = 0  # output bytes; progress stays provisional until its call or block arrives
     stream = runtime.stream(request)
     armed = loop.time()  # when the idle timer was last moved: it moves at most once a millisecond
     expires = min(deadline, armed + limits.idle)  # the timer's when(), which is never None here
@@ -167,9 +172,19 @@ async def read_step(
                         raise _malformed(model, f"a StreamProgress whose bytes are not a count ({type(size).__name__})")
                     if event.kind == "tool_arguments":
                         provisional += size
+                    elif event.kind == "reasoning":
+                        thinking += size
                     else:
                         settled += size
                     progress = size > 0
+                elif isinstance(event, ReasoningBlock):
+                    if not all(type(v) is str for v in (event.text, event.signature, event.data, event.provider)):
+                        raise _malformed(model, "a ReasoningBlock whose text, signature, data or provider is not a str")
+                    thinking = 0
+                    settled += event.size
+                    progress = True
+                    if reasoning is not None:
+                        reasoning.append(event)
                 elif isinstance(event, StepFinished):
                     if type(event.stop_reason) is not str or not _counts_ok(event.usage):
                         raise _malformed(model, "a StepFinished whose stop_reason is not a str or whose usage is not counts")
@@ -179,7 +194,7 @@ async def read_step(
                     break
                 else:
                     raise _malformed(model, f"an object of type {type(event).__name__}, which is not a ProviderEvent")
-                if settled + provisional > limits.max_bytes:
+                if settled + provisional + thinking > limits.max_bytes:
                     raise _stream_error(
                         model,
                         f"the stream passed providers.piNative.maxStreamBytes = {limits.max_bytes} bytes of output "
@@ -221,4 +236,4 @@ def _timed_out(model: str, limits: StreamLimits, deadline: float) -> ProviderErr
     )
 
 
-_EVENT_NAMES = {TextDelta: "text_delta", ToolCallRequested: "tool_call", StepFinished: "step_finished"}
+_EVENT_NAMES = {TextDelta: "text_delta", ToolCallRequested: "tool_call", StepFinished: "step_finished", ReasoningBlock: "reasoning"}

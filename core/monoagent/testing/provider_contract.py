@@ -59,6 +59,7 @@ from monoagent.kernel.model import (
     Message,
     ProviderEvent,
     ProviderRequest,
+    ReasoningBlock,
     Section,
     StepFinished,
     TextDelta,
@@ -94,7 +95,8 @@ class ScriptedToolCall:
 class Reply:
     """What the scripted server answers to one request.
 
-    A successful answer streams ``text_pieces``, then ``tool_calls``, then ``usage``. ``status``
+    A successful answer streams ``reasoning`` (on wires that carry it), then ``text_pieces``, then
+    ``tool_calls``, then ``usage``. ``status``
     of 400 or more answers with that status, ``headers`` and :meth:`WireServer.error_body` instead
     (``context_limit`` makes it the provider's context-length error). ``stream_error`` sends the
     provider's mid-stream error event (``"overloaded"``) after the text; ``drop_after`` closes the
@@ -117,6 +119,7 @@ class Reply:
     stall_after: int | None = None
     model: str = "model-x"
     raw_frames: Iterable[bytes] | None = None
+    reasoning: tuple[ReasoningBlock, ...] = ()
 
 
 @attrs.frozen

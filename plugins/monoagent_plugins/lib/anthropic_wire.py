@@ -9,12 +9,18 @@ call whose arguments are not a JSON object is a one-line ``ProviderError`` with 
 ``malformed_event``, never a traceback. Tool-call argument pieces, thinking and unknown deltas
 are reported as :class:`~monoagent.kernel.model.StreamProgress`, so the harness's stream limits see
 them as they arrive.
+
+Extended thinking: a ``thinking`` block (``thinking_delta`` and ``signature_delta`` pieces) or a
+``redacted_thinking`` block (its opaque ``data`` in the start event) becomes a
+:class:`~monoagent.kernel.model.ReasoningBlock` at its ``content_block_stop``. An assistant message
+that carries Anthropic reasoning blocks sends them first, verbatim, then its text and tool calls:
+the API requires them back on a tool-use turn with thinking on, and they keep the cache prefix.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -23,6 +29,7 @@ from monoagent.kernel.model import (
     Message,
     ProviderEvent,
     ProviderRequest,
+    ReasoningBlock,
     StepFinished,
     StreamProgress,
     TextDelta,
@@ -91,7 +98,28 @@ class ToolResultBlock:
     cache_control: CacheControl | None = None
 
 
-Block = TextBlock | ToolUseBlock | ToolResultBlock
+@attrs.frozen
+class ThinkingBlock:
+    """A signed thinking block sent back as it came (every field always sent)."""
+
+    type: str
+    thinking: str
+    signature: str
+
+
+@attrs.frozen
+class RedactedThinkingBlock:
+    type: str
+    data: str
+
+
+@attrs.frozen
+class ThinkingConfig:
+    type: str
+    budget_tokens: int
+
+
+Block = ThinkingBlock | RedactedThinkingBlock | TextBlock | ToolUseBlock | ToolResultBlock
 
 
 @attrs.frozen
@@ -116,6 +144,7 @@ class MessagesRequest:
     system: list[SystemBlock] | None = None
     messages: list[WireMessage]
     tools: list[WireTool] | None = None
+    thinking: ThinkingConfig | None = None
     stream: bool
 
 
@@ -124,7 +153,13 @@ def _blocks(message: Message) -> tuple[str, list[Block]]:
         return "user", [ToolResultBlock("tool_result", message.tool_call_id or "", message.content, message.is_error)]
     # The API refuses a blank text block ("text content blocks must contain non-whitespace text"),
     # yet Claude itself may stream one before a tool_use: the tool calls alone carry that turn.
-    blocks: list[Block] = [TextBlock("text", message.content)] if message.content.strip() or not message.tool_calls else []
+    blocks: list[Block] = [
+        ThinkingBlock("thinking", r.text, r.signature) if r.kind == "thinking" else RedactedThinkingBlock("redacted_thinking", r.data)
+        for r in message.reasoning
+        if r.provider == PROVIDER
+    ]
+    if message.content.strip() or not message.tool_calls:
+        blocks.append(TextBlock("text", message.content))
     blocks.extend(ToolUseBlock("tool_use", call.id, call.name, dict(call.arguments)) for call in message.tool_calls)
     return ("assistant" if message.role == "assistant" else "user"), blocks
 
@@ -148,8 +183,9 @@ def wire_messages(messages: tuple[Message, ...], breakpoints: Collection[int] = 
         if message.role == "system":
             continue
         role, blocks = _blocks(message)
-        if index in breakpoints and blocks:
-            blocks[-1] = attrs.evolve(blocks[-1], cache_control=EPHEMERAL)
+        last = blocks[-1] if blocks else None
+        if index in breakpoints and isinstance(last, (TextBlock, ToolUseBlock, ToolResultBlock)):  # never a thinking block
+            blocks[-1] = attrs.evolve(last, cache_control=EPHEMERAL)
         if wire and wire[-1].role == role:
             wire[-1].content.extend(blocks)
         else:
@@ -173,21 +209,26 @@ def cache_breakpoints(request: ProviderRequest) -> set[int]:
     return marks
 
 
-def request_body(request: ProviderRequest, max_tokens: int) -> bytes:
+def request_body(request: ProviderRequest, max_tokens: int, thinking_budget: int | None = None) -> bytes:
     """The JSON body for ``request``: two system blocks, cache control on the stable one and on
-    the messages of :func:`cache_breakpoints`."""
+    the messages of :func:`cache_breakpoints`; ``thinking`` only when ``thinking_budget`` is set and
+    below the request's ``max_tokens`` (a request that caps its own answer lower, such as a
+    compaction summary, runs without thinking rather than being refused by the API)."""
     prompt = request.prompt
     system = []
     if prompt.stable_text:
         system.append(SystemBlock("text", prompt.stable_text, EPHEMERAL))
     if prompt.dynamic_text:
         system.append(SystemBlock("text", prompt.dynamic_text))
+    max_tokens = request.max_output_tokens or max_tokens
+    thinking = ThinkingConfig("enabled", thinking_budget) if thinking_budget is not None and thinking_budget < max_tokens else None
     body = MessagesRequest(
         model=request.model,
-        max_tokens=request.max_output_tokens or max_tokens,
+        max_tokens=max_tokens,
         system=system or None,
         messages=wire_messages(request.messages, cache_breakpoints(request)),
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
+        thinking=thinking,
         stream=True,
     )
     return encode_body(wire_converter().unstructure(body))
@@ -218,6 +259,7 @@ class AnthropicRuntime:
         self.model = model
         self.context_window = config.context_window
         self.max_tokens = config.max_output_tokens
+        self.thinking_budget = config.thinking_budget_tokens
         self.endpoint = Endpoint(
             provider=PROVIDER,
             url=f"{normalise_base_url(config.base_url)}/v1/messages",
@@ -232,7 +274,7 @@ class AnthropicRuntime:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         endpoint = self.endpoint
-        body = request_body(request, self.max_tokens)
+        body = request_body(request, self.max_tokens, self.thinking_budget)
         message = MessageStream(endpoint)
         async with sse_events(endpoint, body, is_context_limit) as events:
             async for sse in events:
@@ -267,6 +309,7 @@ class MessageStream:
         self.usage: dict[str, int] = {}
         self.stop_reason = "end_turn"
         self.tools: dict[int, tuple[str, str, list[str]]] = {}
+        self.reasoning: dict[int, _OpenReasoning] = {}
         self.calls = 0
         self.finished: StepFinished | None = None
         self.read_on = 0
@@ -286,17 +329,26 @@ class MessageStream:
                     raise Malformed(f"input_json_delta for index {index}, which is no open tool_use block")
                 self.tools[index][2].append(piece)
                 return StreamProgress(utf8_size(piece))
-            if delta_kind == "thinking_delta":
-                return StreamProgress(utf8_size(want(delta, "thinking", str, "delta.")), "reasoning")
+            if delta_kind in ("thinking_delta", "signature_delta"):
+                field = "thinking" if delta_kind == "thinking_delta" else "signature"
+                piece = want(delta, field, str, "delta.")
+                block = self.reasoning.get(index)
+                if block is None or block.kind != "thinking":
+                    raise Malformed(f"{delta_kind} for index {index}, which is no open thinking block")
+                (block.text if field == "thinking" else block.signature).append(piece)
+                return StreamProgress(utf8_size(piece), "reasoning")
             return StreamProgress(size, "other")
         if kind == "content_block_start":
             index = want(data, "index", int)
             block = want(data, "content_block", dict)
-            if want(block, "type", str, "content_block.") != "tool_use":
+            block_kind = want(block, "type", str, "content_block.")
+            if block_kind in ("thinking", "redacted_thinking"):
+                return self._start_reasoning(index, block_kind, block)
+            if block_kind != "tool_use":
                 return None
             call_id = want(block, "id", str, "content_block.")
             name = want(block, "name", str, "content_block.")
-            if index in self.tools:
+            if index in self.tools or index in self.reasoning:
                 raise Malformed(f"content_block_start for index {index}, which is already open")
             self.calls += 1
             if self.calls > MAX_TOOL_CALLS_PER_STEP:
@@ -304,7 +356,11 @@ class MessageStream:
             self.tools[index] = (call_id, name, [])
             return StreamProgress(utf8_size(call_id) + utf8_size(name))
         if kind == "content_block_stop":
-            pending = self.tools.pop(want(data, "index", int), None)
+            index = want(data, "index", int)
+            reasoning = self.reasoning.pop(index, None)
+            if reasoning is not None:
+                return reasoning.block()
+            pending = self.tools.pop(index, None)
             return ToolCallRequested(self._tool_call(*pending)) if pending is not None else None
         if kind == "message_start":
             message = want(data, "message", dict)
@@ -328,6 +384,18 @@ class MessageStream:
             raise self._stream_error(data.get("error"))
         return None
 
+    def _start_reasoning(self, index: int, kind: str, block: dict[str, Any]) -> StreamProgress:
+        if index in self.tools or index in self.reasoning:
+            raise Malformed(f"content_block_start for index {index}, which is already open")
+        if kind == "redacted_thinking":
+            opened = _OpenReasoning("redacted", data=want(block, "data", str, "content_block."))
+        else:
+            opened = _OpenReasoning("thinking")
+            opened.text.append(want(block, "thinking", str, "content_block.", optional=True) or "")
+            opened.signature.append(want(block, "signature", str, "content_block.", optional=True) or "")
+        self.reasoning[index] = opened
+        return StreamProgress(opened.size, "reasoning")
+
     def _count(self, usage: dict[str, Any] | None) -> None:
         for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
             if usage is not None and key in usage:
@@ -346,3 +414,20 @@ class MessageStream:
             provider=PROVIDER,
             status=529 if kind == "overloaded_error" else None,
         )
+
+
+@attrs.define
+class _OpenReasoning:
+    """A reasoning block being streamed: its thinking and signature pieces, or its redacted data."""
+
+    kind: Literal["thinking", "redacted"]
+    text: list[str] = attrs.Factory(list)
+    signature: list[str] = attrs.Factory(list)
+    data: str = ""
+
+    @property
+    def size(self) -> int:
+        return sum(utf8_size(piece) for piece in (*self.text, *self.signature, self.data))
+
+    def block(self) -> ReasoningBlock:
+        return ReasoningBlock(self.kind, "".join(self.text), "".join(self.signature), self.data, PROVIDER)
