@@ -163,7 +163,7 @@ def test_hook_register_tool_history_stores(tmp_path):
     script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={
         "runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}},
-        "toolHistory": {"store": "list"},
+        "toolHistory": {"store": "list", "confirmTimeoutMs": 60_000},  # "persisted" is not a race on a loaded machine
     })
     events: list[Any] = []
     agent.run_sync("What time is it?", conversation_id="t", on_event=events.append)

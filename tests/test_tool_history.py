@@ -66,7 +66,14 @@ def rows(path: Path, sql: str = "SELECT * FROM calls ORDER BY start_seq", params
         db.close()
 
 
+CONFIRM_MS = 60_000
+
+
 def tool_agent(tmp_path, steps, *, config=None, plugins=()):
+    config = dict(config or {})
+    # A write's confirmation is waited for up to confirmTimeoutMs (250 ms by default) before it is
+    # reported "deferred": on a loaded machine that is a race, so tests that expect "persisted" wait longer.
+    config["toolHistory"] = {"confirmTimeoutMs": CONFIRM_MS, **config.get("toolHistory", {})}
     return scripted_agent(tmp_path, steps, config=config, plugins=[Tools(), *plugins])
 
 
@@ -587,7 +594,7 @@ WRITER_CHILD = textwrap.dedent(
     tool = "echo" if mode == "echo" else "blocking"
     step = {"tool_calls": [{"name": tool, "arguments": {"text": f"{mode} {i}"}} for i in range(calls)]}
     agent = scripted_agent(home, [step, {"text": "ok"}] * runs * 10, plugins=[Tools()],
-                           config={"history": {"dir": history}, "toolHistory": {"confirmTimeoutMs": 10000}})
+                           config={"history": {"dir": history}, "toolHistory": {"confirmTimeoutMs": 60_000}})
     agent.tool_history_store().flush()  # this process's writer runs
     print("ready", flush=True)
     while sys.stdin.readline().strip() == "go":

@@ -22,6 +22,9 @@ from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
+# Waits for a write's confirmation long enough that "persisted" is not a race with the 250 ms
+# default on a loaded machine (past it, a write is reported "deferred").
+PATIENT = {"toolHistory": {"confirmTimeoutMs": 60_000}}
 CLOCK_STEPS = [{"tool_calls": [{"name": "clock", "arguments": {}}]}, {"text": "noon"}]
 
 
@@ -49,7 +52,7 @@ def tool_events(agent, text="what time is it?"):
 
 
 def test_the_default_store_is_the_bundled_sqlite_sidecar(tmp_path):
-    agent = scripted_agent(tmp_path, CLOCK_STEPS, plugins=[Clock()])
+    agent = scripted_agent(tmp_path, CLOCK_STEPS, plugins=[Clock()], config=PATIENT)
     store = agent.tool_history_store()
     assert isinstance(store, SqliteToolHistory) and agent.tool_history_store() is store
     assert [e.data["persistence"] for e in tool_events(agent)] == ["persisted", "persisted"]
@@ -82,7 +85,7 @@ def test_the_store_is_selected_from_the_environment(tmp_path):
 
 def test_a_store_of_another_plugin_replaces_the_bundled_one(tmp_path):
     agent = scripted_agent(tmp_path, CLOCK_STEPS, plugins=[Clock(), ("mirror", store_plugin("mirror"))],
-                           config={"toolHistory": {"store": "mirror", "maxCalls": 7}})
+                           config={"toolHistory": {"store": "mirror", "maxCalls": 7, **PATIENT["toolHistory"]}})
     store = agent.tool_history_store()
     assert isinstance(store, SqliteToolHistory) and store.settings.max_calls == 7
     assert [e.data["persistence"] for e in tool_events(agent)] == ["persisted", "persisted"]
