@@ -59,6 +59,28 @@ class FileTooLarge(UnsafeFileError):
         self.limit = limit
 
 
+def private_directory_problem(path: str | os.PathLike[str], what: str, info: os.stat_result | None = None) -> str | None:
+    """Why ``path`` is not a private directory of this user, or None when it is.
+
+    Private: a real directory (by ``lstat``: a symlink is refused, not followed), owned by the
+    effective user, with no group or other permission bits. Stores that keep conversations,
+    transcripts or run files refuse anything else, since whoever else can write there can plant
+    or swap what they read. The reason names ``what`` and says how to fix it. ``info`` is the
+    directory's status when the caller has it already (``fstat`` of a descriptor it opened).
+    """
+    path = os.fspath(path)
+    if info is None:
+        info = os.lstat(path)
+    uid = os.geteuid()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{what} {path} is a symlink or not a directory; refusing it (it must be a real directory)"
+    if info.st_uid != uid:
+        return f"{what} {path} belongs to uid {info.st_uid}, not to this user ({uid}); refusing it"
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        return f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; it must be owner-only (0700): chmod 700 {path}"
+    return None
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"

@@ -38,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from monoagent.boundary.files import FileTooLarge, UnsafeFileError, read_open_file
+from monoagent.boundary.files import FileTooLarge, UnsafeFileError, private_directory_problem, read_open_file
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import HistoryStoreError
@@ -114,16 +114,6 @@ class TranscriptRoot:
 
     # ------------------------------------------------------------------ directories and locks
 
-    def _check(self, info: os.stat_result, what: str, path: str) -> None:
-        if not stat.S_ISDIR(info.st_mode):
-            raise TranscriptStoreError(f"{what} {path} is a symlink or not a directory; refusing it (it must be a real directory)")
-        if info.st_uid != self._uid:
-            raise TranscriptStoreError(f"{what} {path} belongs to uid {info.st_uid}, not to this user ({self._uid}); refusing it")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            raise TranscriptStoreError(
-                f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; it must be owner-only (0700): chmod 700 {path}"
-            )
-
     def ensure(self) -> None:
         """Create (0700) and check the root and its lock directory, once."""
         if self._ready:
@@ -132,7 +122,8 @@ class TranscriptRoot:
         for path, what in ((self.root, "session transcript directory"), (os.path.join(self.root, LOCKS), "session lock directory")):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o700)
-            self._check(os.lstat(path), what, path)
+            if (problem := private_directory_problem(path, what)) is not None:
+                raise TranscriptStoreError(problem)
         self._ready = True
 
     def lock(self, conversation_id: str) -> int:
@@ -188,7 +179,8 @@ class TranscriptRoot:
             yield None
             return
         try:
-            self._check(os.fstat(fd), "session directory", os.path.join(self.root, name))
+            if (problem := private_directory_problem(os.path.join(self.root, name), "session directory", os.fstat(fd))) is not None:
+                raise TranscriptStoreError(problem)
             yield ConversationDir(fd, name)
         finally:
             os.close(fd)

@@ -19,7 +19,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 
-from monoagent.boundary.files import FileTooLarge, read_open_file
+from monoagent.boundary.files import FileTooLarge, private_directory_problem, read_open_file
 from monoagent.kernel.log import logger
 from monoagent_plugins.lib.history_records import (
     DOCUMENTED_MAX_MESSAGES,
@@ -120,15 +120,8 @@ class HistoryDirectory:
             os.mkdir(path, 0o700)
         except FileExistsError:
             pass
-        info = os.lstat(path)
-        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-            raise HistoryRecordError(f"{what} {path} is a symlink or not a directory; refusing it (it must be a real directory)")
-        if info.st_uid != self._uid:
-            raise HistoryRecordError(f"{what} {path} belongs to uid {info.st_uid}, not to this user ({self._uid}); refusing it")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            raise HistoryRecordError(
-                f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; it must be owner-only (0700): chmod 700 {path}"
-            )
+        if (problem := private_directory_problem(path, what)) is not None:
+            raise HistoryRecordError(problem)
 
     def _ensure_dir(self) -> None:
         if self._ready:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.boundary.fences import neutralise_untrusted, quote_inline
+from monoagent.boundary.files import private_directory_problem
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.interfaces import logical_conversation_id
@@ -134,13 +135,11 @@ class RunFiles:
     def _exists(self) -> bool:
         """Whether the runs directory exists (False: no run was ever recorded); raises when it is not the writer's."""
         try:
-            info = os.lstat(self.directory)
+            problem = private_directory_problem(self.directory, "the runs directory")
         except FileNotFoundError:
             return False
-        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-            raise RunHistoryUnavailable(f"{self.directory} is a symlink or not a directory")
-        if info.st_uid != self._uid or stat.S_IMODE(info.st_mode) & 0o077:
-            raise RunHistoryUnavailable(f"{self.directory} is not owner-only (0700) and this user's")
+        if problem is not None:
+            raise RunHistoryUnavailable(problem)
         return True
 
     def _open(self, name: str, scan: Scan) -> int | None:
