@@ -179,6 +179,22 @@ def test_a_summary_that_cannot_be_stored_is_used_once_with_a_warning(tmp_path):
     assert provider.runtime.summaries == 2  # nothing stored: the next turn over the trigger summarises again
 
 
+def test_a_summaries_directory_others_can_write_is_refused_not_used(tmp_path):
+    # Whoever can write there could plant a summary: the directory is refused as the history
+    # directory is, and left as it was (not silently re-permissioned).
+    provider = Provider()
+    agent = agent_with(tmp_path, provider, config=PER_MESSAGE)
+    seed(agent, "c", long_history())
+    directory = summary_path(agent).parent
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o777)
+    result, events = turn(agent)
+    assert result.text == "ok" and compaction_events(events)[0]["applied"] is True
+    (warning,) = [e.data for e in events if e.type == "runtime_warning" and e.data["code"] == "compaction_summary_not_stored"]
+    assert "owner-only" in warning["message"]
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o777 and not list(directory.iterdir())
+
+
 def test_a_summary_record_of_another_conversation_is_not_used(tmp_path):
     provider = Provider()
     agent = agent_with(tmp_path, provider)

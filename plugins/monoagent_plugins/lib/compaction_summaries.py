@@ -27,13 +27,12 @@ import functools
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
-from monoagent.boundary.files import read_open_file
+from monoagent.boundary.files import private_directory_problem, read_open_file
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.interfaces import logical_conversation_id
@@ -142,11 +141,8 @@ class SummaryFiles:
 
     def _ensure_directory(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(self.directory)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            raise DamagedSummary(f"{self.directory} is not a directory of this user; summaries are not stored there")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(self.directory, 0o700)
+        if (problem := private_directory_problem(self.directory, "summary directory")) is not None:
+            raise DamagedSummary(f"{problem}; summaries are not stored there")
 
     def save(self, record: SummaryRecord) -> None:
         """Atomically replace the conversation's record (stage, fsync, rename, fsync the directory)."""
