@@ -139,8 +139,12 @@ class OpenAIApiChannel:
             try:
                 result = await handle
             except asyncio.CancelledError:
-                handle.cancel(SHUTDOWN_REASON)
-                raise
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    handle.cancel(SHUTDOWN_REASON)
+                    raise
+                return _error(503, "the server is shutting down: this turn was cancelled after the grace period; retry it",
+                              "server_error")
             finally:
                 self._live.discard(handle)
         except AdmissionRejected as exc:
@@ -154,10 +158,13 @@ class OpenAIApiChannel:
                       "total_tokens": usage.input_tokens + usage.output_tokens},
         }, headers={"X-Conversation-Id": turn.conversation_id.removeprefix("openai-api:")})
 
+    def cancel_in_flight(self) -> int:
+        """Cancel every run still in flight (the shutdown grace period is over); returns how many."""
+        return sum(handle.cancel(SHUTDOWN_REASON) for handle in list(self._live))
+
     async def shutdown(self) -> None:
-        """Cancel the runs still in flight and wait for their continuity accounts, then close the harness."""
-        for handle in list(self._live):
-            handle.cancel(SHUTDOWN_REASON)
+        """Wait for the cancelled runs' continuity accounts, then close the harness."""
+        self.cancel_in_flight()
         await self.harness.wait_settled()
         await self.harness.close()
 

@@ -2,8 +2,9 @@
 
 An HTTP channel is a channel (registered through ``register_channels``) that also has
 ``enabled`` (its config section says so), ``has_credentials``, ``routes()`` (Starlette routes,
-mounted on the one server) and ``shutdown()`` (cancel what is still running once the grace
-period is over and wait until each cancelled run has published its continuity account).
+mounted on the one server), ``cancel_in_flight()`` (called once the shutdown grace period is
+over: cancel the runs still going, whose requests are then answered 503) and ``shutdown()``
+(wait until each cancelled run has published its continuity account, release the harness).
 :func:`serve_channels` mounts every enabled one next to ``/healthz`` and ``/readyz`` and serves
 them with uvicorn on the running asyncio loop.
 
@@ -24,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.log import logger
 
+ANSWER_MARGIN_S = 5.0
+
 
 @runtime_checkable
 class HttpChannel(Protocol):
@@ -34,6 +37,8 @@ class HttpChannel(Protocol):
     has_credentials: bool
 
     def routes(self) -> Sequence[Any]: ...
+
+    def cancel_in_flight(self) -> int: ...
 
     async def shutdown(self) -> None: ...
 
@@ -132,8 +137,9 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 
     On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
-    flight get ``grace_s`` to finish, then each channel cancels what is left and waits for the
-    cancelled runs' continuity accounts. The signal is consumed (the process exits 0), unlike
+    flight get ``grace_s`` to finish, then each channel cancels what is left (those requests are
+    answered 503) and waits for the cancelled runs' continuity accounts. uvicorn's own deadline
+    is :data:`ANSWER_MARGIN_S` later, so a cancelled request still gets its answer written. The signal is consumed (the process exits 0), unlike
     uvicorn's own handling, which re-raises it after shutdown.
     """
     import asyncio
@@ -168,7 +174,9 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             if self.should_exit and sig == signal.SIGINT:
                 self.force_exit = True
             self.should_exit = True
-            stopping.set()
+            if not stopping.is_set():
+                stopping.set()
+                asyncio.get_running_loop().call_later(grace_s, cancel_in_flight)
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
@@ -177,9 +185,15 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
                     bound_host, bound_port = sock.getsockname()[:2]
                     on_listening(bound_host, bound_port)
 
+    def cancel_in_flight() -> None:
+        for channel in channels:
+            cancelled = channel.cancel_in_flight()
+            if cancelled:
+                logger.warning("serve: grace period over, {} run(s) of {} cancelled", cancelled, channel.name)
+
     app = build_app(channels, ready=lambda: not stopping.is_set())
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=grace_s, lifespan="off")
+                            timeout_graceful_shutdown=grace_s + ANSWER_MARGIN_S, lifespan="off")
     server = ChannelServer(config)
     try:
         await server.serve()
