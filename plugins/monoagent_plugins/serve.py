@@ -41,8 +41,9 @@ def enabled_channels(agent: Any) -> list[Any]:
     from monoagent_plugins.lib.http_serving import HttpChannel
 
     channels = []
-    for name, component in sorted(agent.host.components["channel"].items()):
-        channel = component.factory(agent=agent)
+    registry = agent.host.components["channel"]
+    for name in sorted(registry):
+        channel = registry[name].factory(agent=agent)
         if isinstance(channel, HttpChannel) and channel.enabled:
             channels.append(channel)
     return channels
@@ -54,7 +55,6 @@ def enabled_channels(agent: Any) -> list[Any]:
 def serve_command(host: str | None, port: int | None) -> None:
     """Serve every enabled channel over HTTP until SIGTERM or Ctrl-C."""
     try:
-        from monoagent_plugins.lib.http_serving import serve_channels
         import uvicorn  # noqa: F401  (the serve extra)
     except ImportError as exc:
         raise click.ClickException(f"monoagent serve needs the serve extra: pip install 'monoagent[serve]' ({exc})") from None
@@ -71,6 +71,8 @@ def serve_command(host: str | None, port: int | None) -> None:
         click.echo(f"monoagent serve: listening on http://{bound_host}:{bound_port} ({names})", err=False)
 
     async def serve() -> None:
+        from monoagent_plugins.lib.http_serving import serve_channels
+
         try:
             await serve_channels(channels, bind_host, bind_port, settings.shutdown_grace_ms / 1000, on_listening)
         finally:

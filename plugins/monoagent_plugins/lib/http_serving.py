@@ -19,13 +19,14 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.log import logger
 
-ANSWER_MARGIN_S = 5.0
+ANSWER_MARGIN_S = 5
 
 
 @runtime_checkable
@@ -193,7 +194,7 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
     app = build_app(channels, ready=lambda: not stopping.is_set())
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=grace_s + ANSWER_MARGIN_S, lifespan="off")
+                            timeout_graceful_shutdown=math.ceil(grace_s + ANSWER_MARGIN_S), lifespan="off")
     server = ChannelServer(config)
     try:
         await server.serve()
