@@ -28,7 +28,6 @@ from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
-from monoagent.pipeline.harness import Harness
 from monoagent_plugins.lib.http_serving import RequestRefused, bearer_ok, read_json
 
 CHANNEL = "openai-api"
@@ -92,6 +91,8 @@ class OpenAIApiChannel:
         self.settings: OpenAIApiConfig = agent.config.section("openaiApi")
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
+        from monoagent.pipeline.harness import Harness  # the turn path, not CLI start-up
+
         self.harness = Harness(agent)
         self._live: set[Any] = set()
         if self.enabled and not self.has_credentials:

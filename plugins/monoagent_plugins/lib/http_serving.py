@@ -17,7 +17,6 @@ are imported only by the functions that serve (the ``serve`` extra).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -56,6 +55,8 @@ class RequestRefused(Exception):
 
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback addresses: a bind only this machine reaches."""
+    import ipaddress
+
     if host == "localhost":
         return True
     try:
