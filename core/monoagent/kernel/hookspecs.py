@@ -264,7 +264,10 @@ def register_channels(register: ChannelRegistrar) -> None:
     Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``console`` plugin registers ``console`` (the terminal chat behind
-    ``monoagent chat``).
+    ``monoagent chat``); the ``openai-api`` plugin registers ``openai-api``, an HTTP channel that
+    ``monoagent serve`` mounts when ``openaiApi.enabled`` is set. A channel is served over HTTP
+    when it also has ``enabled``, ``has_credentials``, ``routes()``, ``cancel_in_flight()`` and
+    ``shutdown()`` (:class:`monoagent_plugins.lib.http_serving.HttpChannel`, docs/serving.md).
 
     Example::
 

@@ -1,0 +1,248 @@
+"""``monoagent serve`` and the ``openai-api`` channel, over real HTTP against a real subprocess on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from monoagent_plugins.lib.http_serving import bearer_ok, is_loopback
+
+TOKEN = "test-token-1"
+
+SLOW_PROVIDER = '''
+import asyncio
+from pathlib import Path
+
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import StepFinished, TextDelta
+
+
+class Slow:
+    name = "slow"
+
+    async def stream(self, request):
+        if "slow" in request.messages[-1].content:
+            Path("turn-started").write_text("1")
+            yield TextDelta("thinking\\n")
+            await asyncio.Event().wait()
+        yield TextDelta("quick answer\\n")
+        yield StepFinished()
+
+
+@hookimpl
+def register_providers(register):
+    register("slow", lambda agent, model: Slow())
+'''
+
+
+def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_"))}
+    env.update({"MONO_AGENT_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+                "MONO_AGENT_OPENAI_API_ENABLED": "1", "MONO_AGENT_OPENAI_API_TOKENS": f"other-token,{TOKEN}",
+                "MONO_AGENT_SERVE_PORT": "0"}, **extra)
+    return env
+
+
+class Server:
+    """``monoagent serve`` as a child process; ``url`` once it printed where it listens."""
+
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.cwd = tmp_path
+        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve"], cwd=tmp_path,
+                                        env=env or serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()  # blocks until the server listens, or the process ends
+        found = re.search(r"listening on (http://\S+)", line)
+        if found is None:
+            self.process.kill()
+            raise AssertionError(f"serve did not start: {line!r} {self.process.stderr.read()}")
+        self.url = found.group(1)
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            self.client.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.client.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    running = Server(tmp_path)
+    yield running
+    running.stop()
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def completion(text: str, **extra) -> dict:
+    return {"model": "offline:echo", "messages": [{"role": "system", "content": "ignored"},
+                                                  {"role": "user", "content": text}], **extra}
+
+
+def test_health_and_readiness_need_no_token(server):
+    assert server.client.get("/healthz").json() == {"status": "ok"}
+    ready = server.client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["channels"] == ["openai-api"]
+
+
+def test_a_completion_round_trip_keeps_the_conversation(server):
+    first = server.client.post("/v1/chat/completions", json=completion("hello"), headers={**auth(), "X-Conversation-Id": "c1"})
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["object"] == "chat.completion" and body["model"] == "offline:echo"
+    assert body["choices"][0]["message"]["role"] == "assistant"
+    assert "you said: hello" in body["choices"][0]["message"]["content"]
+    assert "history: 0 messages" in body["choices"][0]["message"]["content"]  # the client's system message is not history
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+    second = server.client.post("/v1/chat/completions", json=completion("again", user="c1"), headers=auth())
+    assert "history: 2 messages" in second.json()["choices"][0]["message"]["content"]  # `user` names the same conversation
+    other = server.client.post("/v1/chat/completions", json=completion("elsewhere"), headers=auth("other-token"))
+    assert "history: 0 messages" in other.json()["choices"][0]["message"]["content"]  # no id: a new conversation
+
+
+def test_models_lists_the_composed_agent(server):
+    models = server.client.get("/v1/models", headers=auth()).json()
+    assert [m["id"] for m in models["data"]] == ["offline:echo"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"},
+                                     {"Authorization": "Bearer"}])
+def test_a_request_without_a_valid_bearer_token_is_401(server, headers):
+    for answer in (server.client.post("/v1/chat/completions", json=completion("hi"), headers=headers),
+                   server.client.get("/v1/models", headers=headers)):
+        assert answer.status_code == 401
+        assert answer.json()["error"]["type"] == "authentication_error"
+
+
+def test_an_oversized_body_is_413_and_reaches_no_history(server):
+    big = completion("x" * 1_100_000)
+    answer = server.client.post("/v1/chat/completions", json=big, headers={**auth(), "X-Conversation-Id": "big"})
+    assert answer.status_code == 413 and "serve.maxBodyBytes" in answer.json()["error"]["message"]
+    after = server.client.post("/v1/chat/completions", json=completion("small"), headers={**auth(), "X-Conversation-Id": "big"})
+    assert "history: 0 messages" in after.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("body, named", [
+    (b'{"messages": [', "not valid JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+    (b"[]", "JSON object"),
+    (b'{"messages": []}', "'messages'"),
+    (b'{"messages": [{"role": "assistant", "content": "hi"}]}', "role 'user'"),
+    (b'{"messages": [{"role": "user", "content": ""}]}', "non-empty text"),
+])
+def test_a_malformed_request_is_400_naming_the_problem(server, body, named):
+    answer = server.client.post("/v1/chat/completions", content=body, headers={**auth(), "Content-Type": "application/json"})
+    assert answer.status_code == 400
+    assert named in answer.json()["error"]["message"]
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_sigterm_when_idle_exits_0(server):
+    assert server.client.get("/healthz").status_code == 200
+    assert server.terminate() == 0
+
+
+def slow_server(tmp_path: Path, **env: str) -> Server:
+    """A server whose model answers a message containing "slow" only when cancelled (it writes ``turn-started`` first)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "slow:x"\n', encoding="utf-8")
+    return Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path, **env))
+
+
+def ask_in_background(server: Server, text: str, conversation: str) -> tuple[threading.Thread, list[object]]:
+    answers: list[object] = []
+
+    def ask() -> None:
+        try:
+            answers.append(server.client.post("/v1/chat/completions", json=completion(text),
+                                              headers={**auth(), "X-Conversation-Id": conversation}))
+        except httpx.HTTPError as exc:
+            answers.append(exc)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
+    while not (server.cwd / "turn-started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (server.cwd / "turn-started").exists()
+    return client, answers
+
+
+def history(tmp_path: Path, conversation: str) -> str:
+    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "history", "show", conversation],
+                           cwd=tmp_path, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
+    return shown.stdout + shown.stderr
+
+
+def test_sigterm_mid_turn_cancels_it_after_the_grace_period_and_exits_0(tmp_path):
+    server = slow_server(tmp_path, MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="200")
+    try:
+        client, answers = ask_in_background(server, "slow please", "long")
+        assert server.terminate() == 0
+        client.join(timeout=30)
+        answer = answers[0]
+        assert isinstance(answer, httpx.Response) and answer.status_code == 503, answer
+        assert "shutting down" in answer.json()["error"]["message"]
+        assert "Status: cancelled (reason: server_shutdown)" in history(tmp_path, "openai-api:long")  # the account was published
+    finally:
+        server.stop()
+
+
+def test_admission_overload_is_429_with_retry_after_and_runs_nothing(tmp_path):
+    server = slow_server(tmp_path, MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS="1", MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS="0",
+                         MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
+    try:
+        client, _ = ask_in_background(server, "slow please", "busy")
+        refused = server.client.post("/v1/chat/completions", json=completion("quick"), headers={**auth(), "X-Conversation-Id": "other"})
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert refused.json()["error"]["type"] == "rate_limit_error"
+        assert "maxPendingRuns" in refused.json()["error"]["message"]
+        assert server.terminate() == 0
+        client.join(timeout=30)
+        assert "no history" in history(tmp_path, "openai-api:other")
+    finally:
+        server.stop()
+
+
+def test_a_non_loopback_bind_without_tokens_is_a_startup_error_saying_how_to_set_them(tmp_path):
+    env = serve_env(tmp_path)
+    del env["MONO_AGENT_OPENAI_API_TOKENS"]
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--host", "0.0.0.0"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr and "openaiApi.tokens" in done.stderr
+
+
+def test_serve_without_an_enabled_channel_says_how_to_enable_one(tmp_path):
+    env = serve_env(tmp_path)
+    del env["MONO_AGENT_OPENAI_API_ENABLED"]
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "openaiApi.enabled" in done.stderr
+
+
+def test_bearer_tokens_are_matched_exactly():
+    assert bearer_ok("Bearer abc", ["x", "abc"]) and bearer_ok("bearer abc", ["abc"])
+    assert not bearer_ok("Bearer abcd", ["abc"]) and not bearer_ok("Bearer ab", ["abc"])
+    assert not bearer_ok(None, ["abc"]) and not bearer_ok("Bearer abc", [])
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
