@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from monoagent import hookimpl
 from monoagent.kernel.errors import ComponentError, HookError, TurnFailed
-from monoagent.kernel.interfaces import CompactionOutcome
+from monoagent.kernel.interfaces import CompactionOutcome, Notification, Notifier
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -231,6 +231,31 @@ def test_hook_register_channels(tmp_path):
     channels = agent.host.components["channel"]
     assert set(channels) >= {"console", "irc"}
     assert channels["irc"].factory(agent=agent) == "irc-channel"
+
+
+def test_hook_register_notifiers(tmp_path):
+    delivered = []
+
+    class Collect:
+        name = "collect"
+
+        def __init__(self, options):
+            self.prefix = options["prefix"]
+
+        async def notify(self, notification):
+            delivered.append(self.prefix + notification.text)
+
+    class Plugin:
+        @hookimpl
+        def register_notifiers(self, register):
+            register("collect", lambda agent, options: Collect(options), description="in memory")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    notifiers = agent.host.components["notifier"]
+    notifier = notifiers["collect"].factory(agent=agent, options={"prefix": "> "})
+    assert isinstance(notifier, Notifier)
+    asyncio.run(notifier.notify(Notification("done", "cron", "daily", "ops", "cron:daily", "r1", 0.0)))
+    assert delivered == ["> done"]
 
 
 def test_hook_register_compaction_policies(tmp_path):

@@ -28,11 +28,10 @@ from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
-from monoagent_plugins.lib.http_serving import RequestRefused, bearer_ok, read_json
+from monoagent_plugins.lib.channel_runs import ChannelRuns, ShutdownCancelled
+from monoagent_plugins.lib.http_serving import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
 
 CHANNEL = "openai-api"
-RETRY_AFTER_S = 1
-SHUTDOWN_REASON = "server_shutdown"
 
 
 @attrs.define
@@ -91,12 +90,12 @@ class OpenAIApiChannel:
         self.settings: OpenAIApiConfig = agent.config.section("openaiApi")
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
-        from monoagent.pipeline.harness import Harness  # the turn path, not CLI start-up
-
-        self.harness = Harness(agent)
-        self._live: set[Any] = set()
+        self.runs = ChannelRuns(agent)
         if self.enabled and not self.has_credentials:
             logger.warning("openai-api: no openaiApi.tokens set; requests are accepted without a token (loopback only)")
+
+    async def start(self) -> None:
+        """Nothing to start: the channel answers requests on the routes it mounts."""
 
     async def serve(self, agent: Any = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
@@ -120,7 +119,6 @@ class OpenAIApiChannel:
             {"id": self.agent.model, "object": "model", "created": 0, "owned_by": "monoagent"}]})
 
     async def chat_completions(self, request: Any) -> Any:
-        import asyncio
 
         from starlette.responses import JSONResponse
 
@@ -135,21 +133,11 @@ class OpenAIApiChannel:
             return _error(refused.status, refused.message, refused.kind)
         turn = TurnRequest(text, conversation_id=conversation_id(request.headers, body), channel=CHANNEL, delivery="request")
         try:
-            handle = self.harness.submit(turn)
-            self._live.add(handle)
-            try:
-                result = await handle
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    handle.cancel(SHUTDOWN_REASON)
-                    raise
-                return _error(503, "the server is shutting down: this turn was cancelled after the grace period; retry it",
-                              "server_error")
-            finally:
-                self._live.discard(handle)
+            result = await self.runs.run(turn)
         except AdmissionRejected as exc:
             return _error(429, f"{exc}; retry later", "rate_limit_error", {"Retry-After": str(RETRY_AFTER_S)})
+        except ShutdownCancelled as exc:
+            return _error(503, f"{exc}; retry it", "server_error")
         usage = result.usage
         return JSONResponse({
             "id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
@@ -161,13 +149,11 @@ class OpenAIApiChannel:
 
     def cancel_in_flight(self) -> int:
         """Cancel every run still in flight (the shutdown grace period is over); returns how many."""
-        return sum(handle.cancel(SHUTDOWN_REASON) for handle in list(self._live))
+        return self.runs.cancel_in_flight()
 
     async def shutdown(self) -> None:
         """Wait for the cancelled runs' continuity accounts, then close the harness."""
-        self.cancel_in_flight()
-        await self.harness.wait_settled()
-        await self.harness.close()
+        await self.runs.shutdown()
 
 
 @bundled_impl

@@ -10,7 +10,10 @@ The block classifies the turn by ``request.delivery``:
   delivery token) stays host-side, and the block forbids copying, requesting, inferring or
   passing one, or redirecting the reply through a surface id.
 * ``request`` (and anything unknown): cron, webhook or API; the reply is returned to the caller
-  and the conversation cannot receive a proactive follow-up.
+  and the conversation cannot receive a proactive follow-up. A turn with ``request.notify`` (a
+  cron job or webhook hook that notifies) adds that the successful final reply is delivered
+  verbatim to the configured destinations, and how to stay silent: reply exactly
+  :data:`~monoagent.kernel.model.SILENT_RESULT`.
 
 Chat turns add a ``Surface:`` line (kind, sanitised name, channel id) and the transport's
 message budget. The name is user-controlled (a channel name, a chat title, a DM counterpart's
@@ -29,7 +32,7 @@ from __future__ import annotations
 from monoagent.boundary.fences import neutralise_untrusted, one_line
 from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.model import Section, Surface
+from monoagent.kernel.model import SILENT_RESULT, Section, Surface
 from monoagent.kernel.turn import Turn
 
 HEADING = "# Session"
@@ -95,13 +98,22 @@ def _push() -> list[str]:
     ]
 
 
-def _request() -> list[str]:
-    return [
+NOTIFY_SENTENCE = (
+    "Your successful final reply is delivered verbatim to this job's notify destinations. When there is "
+    f"nothing worth delivering, reply with exactly {SILENT_RESULT} and nothing else: then nothing is delivered."
+)
+
+
+def _request(notify: bool) -> list[str]:
+    lines = [
         "This is a request-driven turn (a scheduled job, webhook or API call): your final reply is returned "
         "to the caller. This conversation cannot itself receive a proactive follow-up, so put everything "
         "the caller needs in this reply.",
         ROUTE_RULE,
     ]
+    if notify:
+        lines.append(NOTIFY_SENTENCE)
+    return lines
 
 
 def checked_surface(surface: object) -> Surface:
@@ -153,7 +165,7 @@ def section_session(turn: Turn) -> Section:
     elif delivery == "push":
         paragraphs = [_push()]
     else:
-        paragraphs = [_request()]
+        paragraphs = [_request(turn.request.notify is True)]
     surface = turn.request.surface
     if surface is not None and delivery != "console":
         paragraphs.append(_surface(surface))

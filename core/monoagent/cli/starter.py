@@ -13,7 +13,7 @@ from typing import Any
 import tomli_w
 
 from monoagent.kernel.config import Config
-from monoagent.kernel.config_keys import KeyInfo, iter_keys
+from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, nested_table
 
 HEADER = """\
 # monoagent configuration. Every key is optional; the values below are the defaults.
@@ -31,7 +31,9 @@ def _key_lines(key: KeyInfo) -> list[str]:
     notes = f"allowed: {key.allowed}" + (f"; env: {key.env}" if key.env else "")
     lines = [f"# {key.doc}", f"# {notes}"]
     default = key.default
-    if default is None:
+    if nested_table(field_type(key.owner, key.attribute)) is not None:
+        lines.append(f"# {name}: tables of their own, see docs/configuration.md")
+    elif default is None:
         example = key.example
         lines.append(f"# {_value_line(name, example)}" if example is not None else f"# {name} = (unset)")
     else:

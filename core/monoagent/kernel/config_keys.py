@@ -118,6 +118,33 @@ def table_keys(cls: type) -> set[str]:
     return {camel(field.name) for field in public_fields(cls)}
 
 
+def nested_table(hint: Any) -> tuple[str, type] | None:
+    """``("list", C)`` for ``list[C]`` and ``("dict", C)`` for ``dict[str, C]`` with ``C`` an attrs class, else None.
+
+    Such a key holds tables: ``cron.jobs`` is a list of job tables (``[[cron.jobs]]``),
+    ``webhook.hooks`` a table of named hook tables (``[webhook.hooks.deploy]``). Each table is
+    checked against ``C``, its problems named by the item's path (``cron.jobs[1].schedule``,
+    ``webhook.hooks.deploy.secret``).
+    """
+    base, _ = unwrap_optional(hint)
+    args = typing.get_args(base)
+    if typing.get_origin(base) is list and len(args) == 1 and attrs.has(args[0]):
+        return "list", args[0]
+    if typing.get_origin(base) is dict and len(args) == 2 and args[0] is str and attrs.has(args[1]):
+        return "dict", args[1]
+    return None
+
+
+def nested_keys(key: KeyInfo) -> list[KeyInfo]:
+    """The keys of the tables a list- or dict-of-tables key holds (``cron.jobs[].schedule``,
+    ``webhook.hooks.<name>.secret``), for the reference docs; none for any other key."""
+    nested = nested_table(field_type(key.owner, key.attribute))
+    if nested is None:
+        return []
+    shape, cls = nested
+    return iter_keys(cls, key.path + ("[]." if shape == "list" else ".<name>."))
+
+
 def unwrap_optional(hint: Any) -> tuple[Any, bool]:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -155,6 +182,13 @@ def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
         text = "a path"
     elif base is str:
         text = "a string"
+    elif nested_table(base) is not None:
+        shape, cls = nested_table(base)  # type: ignore[misc]
+        keys = ", ".join(camel(f.name) for f in public_fields(cls))
+        text = (f"a list of tables (keys: {keys})" if shape == "list"
+                else f"a table of named tables (keys of each: {keys})")
+    elif typing.get_origin(base) is dict:
+        text = "a table"
     elif typing.get_origin(base) is list:
         (item,) = typing.get_args(base)
         text = "a list of " + ("paths" if item is Path else "strings")
@@ -164,6 +198,10 @@ def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
 
 
 # ============================================================================ validation of raw data
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NAME_ALLOWED = "1-64 letters, digits, '_', '-' or '.', starting with a letter or digit"
+"""The names of a table of named tables (``webhook.hooks.<name>``): they appear in URLs, file names and logs."""
 
 
 @attrs.define
@@ -250,6 +288,32 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
             return
         if base is Path and "\x00" in value:
             problems.add(path, value, "a path cannot contain a NUL character")
+            return
+    elif nested_table(base) is not None:
+        shape, cls = nested_table(base)  # type: ignore[misc]
+        if shape == "list":
+            if not isinstance(value, list):
+                problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+                return
+            for index, item in enumerate(value):
+                check_table(f"{path}[{index}]", item, cls, problems)
+        else:
+            if not isinstance(value, Mapping):
+                problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
+                return
+            for name, item in value.items():
+                if not NAME_PATTERN.fullmatch(name):
+                    problems.add(f"{path}.{name}", item, f"not an allowed name; allowed: {NAME_ALLOWED}")
+                    continue
+                check_table(f"{path}.{name}", item, cls, problems)
+        check = meta.get("check")
+        message = check(value) if check is not None else None
+        if message:
+            problems.add(path, value, message)
+        return
+    elif origin is dict:
+        if not isinstance(value, Mapping):
+            problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")
             return
     elif origin is list:
         (_item,) = typing.get_args(base)
@@ -350,6 +414,21 @@ def value_sources(config: Config) -> list[tuple[str, Any, str]]:
     conv = converter()
     rows: list[tuple[str, Any, str]] = []
 
+    def masked(obj: Any) -> Any:
+        """``obj`` unstructured, every secret key at any depth (a hook's ``secret``) replaced."""
+        if attrs.has(type(obj)):
+            out = {}
+            for field in public_fields(type(obj)):
+                value = getattr(obj, field.name)
+                out[camel(field.name)] = ("<set, not shown>" if field.metadata.get("secret") and value not in (None, [], "")
+                                          else masked(value))
+            return out
+        if isinstance(obj, dict):
+            return {key: masked(value) for key, value in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [masked(value) for value in obj]
+        return conv.unstructure(obj)
+
     def walk(obj: Any, prefix: str) -> None:
         for key, value in conv.unstructure(obj).items():
             path = f"{prefix}{key}"
@@ -359,6 +438,8 @@ def value_sources(config: Config) -> list[tuple[str, Any, str]]:
                 field = attrs.fields_dict(type(obj)).get(snake(key))
                 if field is not None and field.metadata.get("secret") and value is not None:
                     value = "<set, not shown>"
+                elif field is not None:
+                    value = masked(getattr(obj, snake(key)))
                 rows.append((path, value, config.sources.get(path, "default")))
 
     walk(config, "")

@@ -134,3 +134,7 @@ class HookDeprecationWarning(DeprecationWarning):
     and by ``python -W default``; ``-W error::monoagent.HookDeprecationWarning`` makes such a
     plugin fail to load.
     """
+
+
+class NotifyFailed(MonoagentError):
+    """A notifier gave up delivering a notification; the message names the destination and why."""

@@ -48,6 +48,7 @@ from monoagent.kernel.registrars import (
     EmbedderRegistrar,
     HistoryStoreRegistrar,
     MemoryTierRegistrar,
+    NotifierRegistrar,
     ProviderRegistrar,
     Registrar,
     RegistrationError,
@@ -347,6 +348,10 @@ class Hooks:
         self._registry(register)
 
     def register_channels(self, *, register: ChannelRegistrar) -> None:
+        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
+        self._registry(register)
+
+    def register_notifiers(self, *, register: NotifierRegistrar) -> None:
         """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
         self._registry(register)
 

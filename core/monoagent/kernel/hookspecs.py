@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         EmbedderRegistrar,
         HistoryStoreRegistrar,
         MemoryTierRegistrar,
+        NotifierRegistrar,
         ProviderRegistrar,
         ToolHistoryStoreRegistrar,
         ToolRegistrar,
@@ -274,6 +275,39 @@ def register_channels(register: ChannelRegistrar) -> None:
         @hookimpl
         def register_channels(register):
             register("irc", lambda agent: IrcChannel(agent))
+    """
+
+
+@hookspec
+def register_notifiers(register: NotifierRegistrar) -> None:
+    """Register notify destinations' kinds (where a request-driven turn's final answer is delivered) by name.
+
+    Call ``register(name, factory, description="")``; ``factory(agent=agent, options=options)``
+    returns a :class:`~monoagent.kernel.interfaces.Notifier`. ``options`` is the destination's
+    table from ``notify.destinations.<destination>`` (its ``type`` names this notifier) without
+    ``type``; the factory validates it and raises :class:`~monoagent.kernel.errors.ConfigError`
+    naming the key and what is allowed. A cron job or webhook hook with ``notify`` naming a
+    destination delivers its successful final answer there, unless the answer is exactly the
+    silent-result sentinel (docs/serving.md).
+
+    Args:
+        register: a :class:`~monoagent.kernel.registrars.NotifierRegistrar` bound to this plugin; a bad
+            registration fails this plugin's load, naming it; a name registered by two plugins
+            is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per plugin, when the plugin is loaded.
+
+    Bundled default: the ``notify`` plugin registers ``webhook`` (POST the answer as JSON, signed
+    with HMAC-SHA256, retried with backoff) and ``file`` (append one JSON line per answer).
+
+    Example::
+
+        @hookimpl
+        def register_notifiers(register):
+            register("ntfy", lambda agent, options: NtfyNotifier(options["topic"]))
     """
 
 

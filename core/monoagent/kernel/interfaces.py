@@ -499,6 +499,38 @@ class Channel(Protocol):
 
 
 @attrs.frozen
+class Notification:
+    """A final answer a request-driven channel delivers to a notify destination.
+
+    ``channel`` is the channel that ran the turn (``cron``, ``webhook``), ``source`` the job or
+    hook name inside it, ``destination`` the configured destination's name. ``text`` is the
+    turn's final answer, verbatim. ``created_at`` is a Unix time in seconds.
+    """
+
+    text: str
+    channel: str
+    source: str
+    destination: str
+    conversation_id: str
+    run_id: str
+    created_at: float
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    """Delivers a :class:`Notification` to one configured destination (a URL, a file, a chat).
+
+    ``notify`` retries on its own terms and returns once the notification is delivered; it
+    raises :class:`~monoagent.kernel.errors.NotifyFailed` (naming the destination and why)
+    when it gives up. It must not raise for anything the notification's text contains.
+    """
+
+    name: str
+
+    async def notify(self, notification: Notification) -> None: ...
+
+
+@attrs.frozen
 class CompactionOutcome:
     """What a compaction policy did to the history it was given.
 

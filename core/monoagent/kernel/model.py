@@ -24,6 +24,10 @@ Stability = Literal["stable", "dynamic"]
 Delivery = Literal["console", "push", "request"]
 SurfaceKind = Literal["dm", "channel", "group"]
 
+SILENT_RESULT = "NO_REPLY"
+"""The silent-result sentinel: a notifying turn (``TurnRequest.notify``) whose final answer is exactly
+this text (surrounding whitespace aside) delivers nothing to its notify destinations."""
+
 
 def _tuple(value: Any) -> tuple:
     return tuple(value) if value is not None else ()
@@ -265,7 +269,9 @@ class TurnRequest(ValidText):
     tool calls are recorded but never projected into later turns. ``proactive`` marks a turn
     the host started rather than a user message (cron, heartbeat, follow-up); with
     ``runtime.session.isolateProactive`` it runs isolated, outside the conversation's warm
-    session. ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
+    session. ``notify`` marks a request-driven turn whose successful final answer the channel
+    delivers verbatim to notify destinations (a cron job or webhook hook with ``notify``); the
+    session block then says so and how to stay silent (:data:`SILENT_RESULT`). ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
     """
 
     text: str
@@ -281,6 +287,7 @@ class TurnRequest(ValidText):
     metadata: dict[str, Any] = attrs.field(factory=dict)
     isolated: bool = False
     proactive: bool = False
+    notify: bool = False
 
 
 # --------------------------------------------------------------------------- prompt assembly

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Embedder,
         HistoryStore,
         MemoryTier,
+        Notifier,
         ProviderRuntime,
         ToolHandler,
         ToolHistoryStore,
@@ -114,6 +115,10 @@ class EmbedderFactory(Protocol):
 
 class ChannelFactory(Protocol):
     def __call__(self, *, agent: Agent) -> Channel: ...
+
+
+class NotifierFactory(Protocol):
+    def __call__(self, *, agent: Agent, options: dict[str, Any]) -> Notifier: ...
 
 
 class CompactionPolicyFactory(Protocol):
@@ -278,6 +283,18 @@ class ChannelRegistrar(ComponentRegistrar):
         self.add(name, factory, description)
 
 
+class NotifierRegistrar(ComponentRegistrar):
+    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_notifiers`."""
+
+    hook = "register_notifiers"
+    call_form = "register(name, factory, description='')"
+    kind = "notifier"
+    factory_arguments = ("agent", "options")
+
+    def __call__(self, name: str, factory: NotifierFactory, description: str = "") -> None:
+        self.add(name, factory, description)
+
+
 class CompactionPolicyRegistrar(ComponentRegistrar):
     """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_compaction_policies`.
 
@@ -303,6 +320,7 @@ COMPONENT_REGISTRARS: tuple[type[ComponentRegistrar], ...] = (
     MemoryTierRegistrar,
     EmbedderRegistrar,
     ChannelRegistrar,
+    NotifierRegistrar,
     CompactionPolicyRegistrar,
 )
 

@@ -2,7 +2,9 @@
 
 An HTTP channel is a channel (registered through ``register_channels``) that also has
 ``enabled`` (its config section says so), ``has_credentials``, ``routes()`` (Starlette routes,
-mounted on the one server), ``cancel_in_flight()`` (called once the shutdown grace period is
+mounted on the one server; a channel without HTTP routes, such as cron, returns none), ``start()``
+(awaited once the server listens, on the serving loop: cron starts its scheduler there),
+``cancel_in_flight()`` (called once the shutdown grace period is
 over: cancel the runs still going, whose requests are then answered 503) and ``shutdown()``
 (wait until each cancelled run has published its continuity account, release the harness).
 :func:`serve_channels` mounts every enabled one next to ``/healthz`` and ``/readyz`` and serves
@@ -26,6 +28,8 @@ from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.log import logger
 
 ANSWER_MARGIN_S = 5
+RETRY_AFTER_S = 1
+"""``Retry-After`` (seconds) of a 429 answered to an admission overload."""
 
 
 @runtime_checkable
@@ -37,6 +41,8 @@ class HttpChannel(Protocol):
     has_credentials: bool
 
     def routes(self) -> Sequence[Any]: ...
+
+    async def start(self) -> None: ...
 
     def cancel_in_flight(self) -> int: ...
 
@@ -182,6 +188,8 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            for channel in channels:
+                await channel.start()
             for server in self.servers:
                 for sock in server.sockets:
                     bound_host, bound_port = sock.getsockname()[:2]
