@@ -2,83 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
 
 import httpx
 import pytest
+from serving import TOKEN, Server, ask_in_background, auth, completion, history, serve_env, slow_server
 
 from monoagent_plugins.lib.http_serving import bearer_ok, is_loopback
-
-TOKEN = "test-token-1"
-
-SLOW_PROVIDER = '''
-import asyncio
-from pathlib import Path
-
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta
-
-
-class Slow:
-    name = "slow"
-
-    async def stream(self, request):
-        if "slow" in request.messages[-1].content:
-            Path("turn-started").write_text("1")
-            yield TextDelta("thinking\\n")
-            await asyncio.Event().wait()
-        yield TextDelta("quick answer\\n")
-        yield StepFinished()
-
-
-@hookimpl
-def register_providers(register):
-    register("slow", lambda agent, model: Slow())
-'''
-
-
-def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_"))}
-    env.update({"MONO_AGENT_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-                "MONO_AGENT_OPENAI_API_ENABLED": "1", "MONO_AGENT_OPENAI_API_TOKENS": f"other-token,{TOKEN}",
-                "MONO_AGENT_SERVE_PORT": "0"}, **extra)
-    return env
-
-
-class Server:
-    """``monoagent serve`` as a child process; ``url`` once it printed where it listens."""
-
-    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.cwd = tmp_path
-        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve"], cwd=tmp_path,
-                                        env=env or serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()  # blocks until the server listens, or the process ends
-        found = re.search(r"listening on (http://\S+)", line)
-        if found is None:
-            self.process.kill()
-            raise AssertionError(f"serve did not start: {line!r} {self.process.stderr.read()}")
-        self.url = found.group(1)
-        self.client = httpx.Client(base_url=self.url, timeout=30)
-
-    def terminate(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        finally:
-            self.client.close()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.client.close()
 
 
 @pytest.fixture
@@ -86,15 +17,6 @@ def server(tmp_path):
     running = Server(tmp_path)
     yield running
     running.stop()
-
-
-def auth(token: str = TOKEN) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def completion(text: str, **extra) -> dict:
-    return {"model": "offline:echo", "messages": [{"role": "system", "content": "ignored"},
-                                                  {"role": "user", "content": text}], **extra}
 
 
 def test_health_and_readiness_need_no_token(server):
@@ -158,39 +80,6 @@ def test_a_malformed_request_is_400_naming_the_problem(server, body, named):
 def test_sigterm_when_idle_exits_0(server):
     assert server.client.get("/healthz").status_code == 200
     assert server.terminate() == 0
-
-
-def slow_server(tmp_path: Path, **env: str) -> Server:
-    """A server whose model answers a message containing "slow" only when cancelled (it writes ``turn-started`` first)."""
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
-    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "slow:x"\n', encoding="utf-8")
-    return Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path, **env))
-
-
-def ask_in_background(server: Server, text: str, conversation: str) -> tuple[threading.Thread, list[object]]:
-    answers: list[object] = []
-
-    def ask() -> None:
-        try:
-            answers.append(server.client.post("/v1/chat/completions", json=completion(text),
-                                              headers={**auth(), "X-Conversation-Id": conversation}))
-        except httpx.HTTPError as exc:
-            answers.append(exc)
-
-    client = threading.Thread(target=ask)
-    client.start()
-    deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
-    while not (server.cwd / "turn-started").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert (server.cwd / "turn-started").exists()
-    return client, answers
-
-
-def history(tmp_path: Path, conversation: str) -> str:
-    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "history", "show", conversation],
-                           cwd=tmp_path, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
-    return shown.stdout + shown.stderr
 
 
 def test_sigterm_mid_turn_cancels_it_after_the_grace_period_and_exits_0(tmp_path):
