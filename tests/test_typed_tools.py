@@ -10,7 +10,7 @@ from typing import Any, Literal, Optional
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from monoagent import ToolContext, ToolDefinitionError, ToolResult, ToolSpec, ToolStatus, TypedTool, hookimpl, tool
@@ -271,7 +271,7 @@ def test_other_definition_errors() -> None:
         """
         return ""
 
-    def bad_default(count: int = None) -> str:  # type: ignore[assignment]
+    def bad_default(count: int = None) -> str:  # type: ignore[assignment]  # noqa: RUF013
         """Probe."""
         return ""
 
@@ -328,6 +328,7 @@ def test_a_bad_argument_reaches_the_model_as_an_error_naming_it_and_the_function
     wire = json.loads(request_body(requests[1], max_tokens=64))
     assert {"name": "weather", "description": "The forecast.", "input_schema": weather.spec.input_schema} in wire["tools"]
     (answer,) = wire["messages"][-1]["content"]
+    answer.pop("cache_control", None)
     assert answer == {
         "type": "tool_result",
         "tool_use_id": "c1",
@@ -457,3 +458,168 @@ def test_wrong_register_calls_fail_the_plugin_naming_it(tmp_path: Path, call: An
     (record,) = [r for r in agent.host.records if r.name == "wrong"]
     assert record.status == "failed" and problem in (record.reason or ""), record.reason
     assert "register(func) or register(spec, handler) in register_tools wrongly" in (record.reason or "")
+
+
+# ------------------------------------------------------------------------------------- argument checks
+
+
+@attrs.frozen
+class Window:
+    """A time window.
+
+    Attributes:
+        start: the first hour.
+        end: the last hour.
+    """
+
+    start: int = attrs.field(validator=attrs.validators.ge(0))
+    end: int = 24
+
+
+@tool
+def survey(
+    city: str,
+    unit: Unit = Unit.CELSIUS,
+    level: Level | None = None,
+    mode: Literal["fast", "slow"] = "fast",
+    ratio: float = 1.0,
+    days: int = 1,
+    live: bool = False,
+    tags: list[str] | None = None,
+    points: tuple[float, ...] = (),
+    scores: dict[str, int] | None = None,
+    place: Place | None = None,
+    window: Window | None = None,
+) -> str:
+    """Survey a city."""
+    return "surveyed"
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return fresh_agent(tmp_path_factory.mktemp("typed"))
+
+
+def answer(agent: Any, typed: TypedTool, arguments: Any) -> ToolResult | str:
+    return asyncio.run(typed.handle(tool_context(agent, typed.spec.name, arguments)))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problems"),
+    [
+        ({}, ["city: missing; this argument is required (a string)"]),
+        ({"city": None}, ["city: expected a string, got null (null)"]),
+        ({"city": "x", "unit": "kelvin", "mode": "FAST"}, [
+            'unit: expected one of "celsius", "fahrenheit", got "kelvin" (string)',
+            'mode: expected one of "fast", "slow", got "FAST" (string)']),
+        ({"city": "x", "level": True}, ["level: expected one of 1, 2, got true (boolean)"]),
+        ({"city": "x", "days": 1.5, "ratio": "1", "live": 1}, [
+            "ratio: expected a number, got \"1\" (string)", "days: expected an integer, got 1.5 (number)",
+            "live: expected a boolean, got 1 (integer)"]),
+        ({"city": "x", "ratio": float("inf")}, ["ratio: expected a number, got Infinity (number)"]),
+        ({"city": "x", "tags": "a", "points": [1, "2"]}, ["tags: expected an array, got \"a\" (string)", 'points[1]: expected a number, got "2" (string)']),
+        ({"city": "x", "scores": {"a": 1, "b": None}}, ['scores["b"]: expected an integer, got null (null)']),
+        ({"city": "x", "place": {"lon": 2, "alt": 3}}, [
+            "place.alt: unknown field; allowed: lat, lon, names", "place.lat: missing; this field is required (a number)"]),
+        ({"city": "x", "window": {"start": -1}}, ["window: 'start' must be >= 0: -1"]),
+        ({"city": "x", "a b": 1}, ['"a b": unknown argument; allowed: city, unit, level, mode, ratio, days, live, tags, points, scores, place, window']),
+    ],
+)
+def test_every_bad_argument_is_named_with_why(agent: Any, arguments: dict[str, Any], problems: list[str]) -> None:
+    result = answer(agent, survey, arguments)
+    assert isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
+    listed = result.content.split("\n")[1:-1]
+    assert [line.removeprefix("- ") for line in listed] == problems
+
+
+def test_a_flood_of_bad_elements_is_listed_up_to_a_bound(agent: Any) -> None:
+    result = answer(agent, survey, {"city": "x", "tags": list(range(1000))})
+    assert isinstance(result, ToolResult)
+    lines = result.content.split("\n")
+    assert lines[1] == "- tags[0]: expected a string, got 0 (integer)" and lines[-2] == "- (and 980 more)" and len(lines) == 23
+
+
+def faithful(value: Any, sent: Any, annotation: Any) -> bool:
+    """Whether ``value`` is exactly of ``annotation`` and is what the model ``sent``, with no coercion but
+    the documented ones (an integer for a float, enum members, attrs instances and tuples built from JSON)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in (str, int, float, bool):
+        numeric = annotation in (int, float) and type(sent) in (int, float)
+        return type(value) is annotation and (type(sent) is annotation or numeric) and value == sent
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return isinstance(value, annotation) and type(value.value) is type(sent) and value.value == sent
+    if origin is Literal:
+        return type(value) is type(sent) and value == sent and value in args
+    if origin in (typing.Union, types.UnionType):
+        return (value is None and sent is None) or faithful(value, sent, next(a for a in args if a is not type(None)))
+    if origin in (list, tuple):
+        return type(value) is origin and type(sent) is list and len(value) == len(sent) and all(map(faithful, value, sent, [args[0]] * len(sent)))
+    if origin is dict:
+        return type(value) is dict and value.keys() == sent.keys() and all(faithful(value[k], sent[k], args[1]) for k in sent)
+    if attrs.has(annotation):
+        hints = typing.get_type_hints(annotation)
+        return type(value) is annotation and type(sent) is dict and all(
+            faithful(getattr(value, f.name), sent[f.name], hints[f.name]) for f in attrs.fields(annotation) if f.name in sent
+        )
+    raise AssertionError(f"unexpected annotation {annotation!r}")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6) | st.sampled_from(["celsius", "fast", "slow", 1, 2]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["lat", "lon", "names", "start", "end", "x"]) | st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+finite = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+valid_values = {
+    "city": st.text(max_size=5),
+    "unit": st.sampled_from(["celsius", "fahrenheit"]),
+    "level": st.sampled_from([1, 2, None]),
+    "mode": st.sampled_from(["fast", "slow"]),
+    "ratio": finite,
+    "days": st.integers() | st.floats(allow_nan=False, allow_infinity=False).map(float.__floor__).map(float),
+    "live": st.booleans(),
+    "tags": st.none() | st.lists(st.text(max_size=3), max_size=3),
+    "points": st.lists(finite, max_size=3),
+    "scores": st.none() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    "place": st.none() | st.fixed_dictionaries({"lat": finite}, optional={"lon": finite, "names": st.lists(st.text(max_size=3), max_size=2)}),
+    "window": st.none() | st.fixed_dictionaries({"start": st.integers()}, optional={"end": st.integers()}),
+}
+
+
+@st.composite
+def arguments_objects(draw: Any) -> dict[str, Any]:
+    """Mostly valid argument objects, some with a few arguments replaced, dropped or added as random JSON."""
+    arguments = draw(st.fixed_dictionaries({"city": valid_values["city"]}, optional={k: v for k, v in valid_values.items() if k != "city"}))
+    for name in draw(st.lists(st.sampled_from([*valid_values, "extra"]), max_size=3, unique=True)):
+        if draw(st.booleans()):
+            arguments[name] = draw(json_values)
+        else:
+            arguments.pop(name, None)
+    return arguments
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arguments_objects())
+def test_random_json_never_raises_and_never_reaches_the_function_mistyped(agent: Any, arguments: Any) -> None:
+    import typing
+
+    received: list[dict[str, Any]] = []
+
+    def record(**kwargs: Any) -> str:
+        received.append(kwargs)
+        return "ran"
+
+    checked = TypedTool(record, survey.spec, survey.arguments, None)
+    result = answer(agent, checked, arguments)
+    hints = typing.get_type_hints(survey.func)
+    event("ran" if received else "refused")
+    if received:
+        assert result == "ran"
+        assert received[0].keys() == arguments.keys()
+        assert all(faithful(value, arguments[name], hints[name]) for name, value in received[0].items()), received
+    else:
+        assert isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
+        assert result.content.startswith("Invalid arguments for tool 'survey'; it did not run:")

@@ -351,9 +351,10 @@ class ToolRegistrar(Registrar):
         from monoagent.kernel.typed_tool import TypedTool  # imported where used: it loads cattrs and docstring_parser
 
         if isinstance(spec, TypedTool):
+            typed = spec
             if handler is not None:
-                self.refuse(f"a decorated tool ({spec.spec.name!r}) is registered alone, as register(func), not with a handler")
-            spec, handler = spec.spec, spec.handle
+                self.refuse(f"a decorated tool ({typed.spec.name!r}) is registered alone, as register(func), not with a handler")
+            spec, handler = typed.spec, typed.handle
         elif isinstance(handler, TypedTool):
             handler = handler.handle
         if not isinstance(spec, ToolSpec):

@@ -48,7 +48,16 @@ from monoagent.kernel.errors import ToolDefinitionError
 from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.model import ToolResult, ToolSpec, ToolStatus
 from monoagent.kernel.tool_context import ToolContext
-from monoagent.kernel.tool_shapes import NO_DEFAULT, SUPPORTED, Member, Record, argument_texts, json_default, shape_of, summary
+from monoagent.kernel.tool_shapes import (
+    NO_DEFAULT,
+    SUPPORTED,
+    Member,
+    Record,
+    argument_texts,
+    json_default,
+    shape_of,
+    summary,
+)
 
 PROBLEMS_SHOWN = 20
 """Problems one invalid call lists by line; the rest are counted."""
@@ -59,22 +68,24 @@ _converter = cattrs.Converter()
 class TypedTool:
     """A function made a tool by :func:`tool`: its :attr:`spec` and the handler that checks and calls it.
 
-    Calling the object calls the function unchanged, so it stays testable as a plain function.
-    ``register(typed_tool)`` in ``register_tools`` registers ``(spec, handle)``.
+    Calling the object calls the function (``func``) unchanged, so it stays testable as a plain
+    function. ``register(typed_tool)`` in ``register_tools`` registers ``(spec, handle)``.
+    ``arguments`` is the shape the model's arguments are checked against, ``context_parameter``
+    the name of the parameter that receives the ``ToolContext`` (None when none does).
     """
 
-    def __init__(self, function: Callable[..., Any], spec: ToolSpec, arguments: Record, context_parameter: str | None) -> None:
-        self.function = function
+    def __init__(self, func: Callable[..., Any], spec: ToolSpec, arguments: Record, context_parameter: str | None) -> None:
+        self.func = func
         self.spec = spec
         self.arguments = arguments
         self.context_parameter = context_parameter
-        functools.update_wrapper(self, function)
+        functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
+        return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<monoagent tool {self.spec.name!r} of {getattr(self.function, '__qualname__', self.function)!r}>"
+        return f"<monoagent tool {self.spec.name!r} of {getattr(self.func, '__qualname__', self.func)!r}>"
 
     async def handle(self, context: ToolContext) -> ToolResult | str:
         """Answer one call: refuse invalid arguments with one ``error`` result, else call the function."""
@@ -85,7 +96,7 @@ class TypedTool:
             return context.result(self._refusal(problems), ToolStatus.ERROR)
         if self.context_parameter is not None:
             keywords[self.context_parameter] = context
-        value = await await_me_maybe(self.function(**keywords))
+        value = await await_me_maybe(self.func(**keywords))
         return result_of(self.spec.name, value)
 
     def _structure(self, arguments: dict[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -97,8 +108,10 @@ class TypedTool:
                 continue
             try:
                 keywords[member.name] = _converter.structure(arguments[member.name], member.annotation)
-            except cattrs.BaseValidationError as exc:
-                problems.extend(cattrs.transform_error(exc, path=member.name))
+            except cattrs.BaseValidationError as exc:  # an attrs class's own validators refused a value
+                for line in cattrs.transform_error(exc, path=member.name, format_exception=lambda error, _: str(error)):
+                    message, _, path = line.rpartition(" @ ")
+                    problems.append(f"{path}: {message}")
             except (TypeError, ValueError) as exc:
                 problems.append(f"{member.name}: {exc}")
         return keywords
