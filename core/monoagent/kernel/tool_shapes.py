@@ -21,7 +21,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol, Union
 
 import attrs
@@ -280,11 +280,29 @@ def _refuse(where: str, annotation: Any, why: str = "") -> ToolDefinitionError:
     return ToolDefinitionError(f"{where}: {type_name(annotation)} is not supported{why}; use {SUPPORTED}")
 
 
-def json_default(value: Any, shape: Shape, where: str, unstructure: Callable[[Any], Any]) -> Any:
+def _json_leaf(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return {field.name: getattr(value, field.name) for field in attrs.fields(type(value))}
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def to_json(value: Any) -> str:
+    """``value`` as JSON text: attrs instances as objects of their fields, enum members as their values.
+
+    Dispatched on the values' runtime types, so an attrs class whose annotations cannot be resolved
+    (defined in a function, or under ``TYPE_CHECKING`` imports) still serialises. Raises
+    ``TypeError`` or ``ValueError`` for anything JSON has no form for (a set, NaN).
+    """
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_json_leaf)
+
+
+def json_default(value: Any, shape: Shape, where: str) -> Any:
     """The JSON form of a Python default, checked against its own annotation (a default the model
     could not send back is a definition error)."""
     try:
-        data = json.loads(json.dumps(unstructure(value)))
+        data = json.loads(to_json(value))
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"{where}: the default {value!r} cannot be shown as JSON ({exc})") from None
     problems: list[str] = []
@@ -303,11 +321,11 @@ def _choice(values: Iterable[Any], where: str, annotation: Any) -> Choice:
     return Choice(values)
 
 
-def shape_of(annotation: Any, where: str, unstructure: Callable[[Any], Any], building: tuple[type, ...] = ()) -> Shape:
+def shape_of(annotation: Any, where: str, building: tuple[type, ...] = ()) -> Shape:
     """The shape of ``annotation`` (a resolved type hint) found at ``where`` (for error messages).
 
-    ``unstructure`` turns attrs field defaults into JSON; ``building`` holds the attrs classes
-    being built, so a class that contains itself is refused rather than recursing forever.
+    ``building`` holds the attrs classes being built, so a class that contains itself is refused
+    rather than recursing forever.
     """
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
     scalars = {str: "string", bool: "boolean", int: "integer", float: "number"}
@@ -321,23 +339,23 @@ def shape_of(annotation: Any, where: str, unstructure: Callable[[Any], Any], bui
         others = [a for a in arguments if a is not type(None)]
         if len(others) != 1 or len(others) == len(arguments):
             raise _refuse(where, annotation, " (a union is only supported as X | None)")
-        return Nullable(shape_of(others[0], where, unstructure, building))
+        return Nullable(shape_of(others[0], where, building))
     if origin is list and len(arguments) == 1:
-        return ArrayOf(shape_of(arguments[0], f"{where}[]", unstructure, building))
+        return ArrayOf(shape_of(arguments[0], f"{where}[]", building))
     if origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis:
-        return ArrayOf(shape_of(arguments[0], f"{where}[]", unstructure, building))
+        return ArrayOf(shape_of(arguments[0], f"{where}[]", building))
     if origin is dict and len(arguments) == 2:
         if arguments[0] is not str:
             raise _refuse(where, annotation, " (JSON object keys are strings: use dict[str, X])")
-        return MapOf(shape_of(arguments[1], f"{where}[]", unstructure, building))
+        return MapOf(shape_of(arguments[1], f"{where}[]", building))
     if isinstance(annotation, type) and attrs.has(annotation):
         if annotation in building:
             raise _refuse(where, annotation, " (an attrs class that contains itself has no finite schema)")
-        return record_of(annotation, where, unstructure, (*building, annotation))
+        return record_of(annotation, where, (*building, annotation))
     raise _refuse(where, annotation)
 
 
-def record_of(cls: type, where: str, unstructure: Callable[[Any], Any], building: tuple[type, ...]) -> Record:
+def record_of(cls: type, where: str, building: tuple[type, ...]) -> Record:
     """The shape of an attrs class: its ``init`` fields, described by its docstring's attribute or parameter text."""
     try:
         hints = typing.get_type_hints(cls)
@@ -351,13 +369,13 @@ def record_of(cls: type, where: str, unstructure: Callable[[Any], Any], building
         at = f"{where} (attrs class {cls.__qualname__}, field {field.name!r})"
         if field.name not in hints:
             raise ToolDefinitionError(f"{at}: the field has no type annotation; annotate it with {SUPPORTED}")
-        shape = shape_of(hints[field.name], at, unstructure, building)
+        shape = shape_of(hints[field.name], at, building)
         default = field.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             members.append(Member(field.name, hints[field.name], shape, False, texts.get(field.name, "")))
             continue
         required = default is attrs.NOTHING
-        shown_default = NO_DEFAULT if required else json_default(default, shape, at, unstructure)
+        shown_default = NO_DEFAULT if required else json_default(default, shape, at)
         members.append(Member(field.name, hints[field.name], shape, required, texts.get(field.name, ""), shown_default))
     return Record(tuple(members))
 

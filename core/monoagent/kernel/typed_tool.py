@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from typing import Any, overload
@@ -57,6 +56,7 @@ from monoagent.kernel.tool_shapes import (
     json_default,
     shape_of,
     summary,
+    to_json,
 )
 
 PROBLEMS_SHOWN = 20
@@ -131,7 +131,7 @@ def result_of(name: str, value: Any) -> ToolResult | str:
     if value is None:
         return ""
     try:
-        return json.dumps(_converter.unstructure(value), ensure_ascii=False)
+        return to_json(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"tool {name!r} returned {type(value).__name__}, which is not JSON ({exc}); return a str, a ToolResult, "
@@ -170,9 +170,9 @@ def _build(function: Callable[..., Any], name: str | None, description: str | No
                 raise ToolDefinitionError(f"{at}: only one argument may take the ToolContext ({context_parameter!r} already does)")
             context_parameter = parameter.name
             continue
-        shape = shape_of(annotation, at, _converter.unstructure)
+        shape = shape_of(annotation, at)
         required = parameter.default is parameter.empty
-        default = NO_DEFAULT if required else json_default(parameter.default, shape, at, _converter.unstructure)
+        default = NO_DEFAULT if required else json_default(parameter.default, shape, at)
         members.append(Member(parameter.name, annotation, shape, required, texts.get(parameter.name, ""), default))
     documented = set(texts) - {m.name for m in members} - {context_parameter}
     if documented:
