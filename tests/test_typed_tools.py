@@ -288,6 +288,26 @@ def test_other_definition_errors() -> None:
         assert expected in str(caught.value), function.__name__
 
 
+def test_a_plugin_file_defining_an_unsupported_tool_fails_to_load_naming_it(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "weather_tools.py").write_text(
+        "from monoagent import hookimpl, tool\n\n\n"
+        "@tool\n"
+        "def weather(cities: set[str]) -> str:\n"
+        "    'The forecast.'\n"
+        "    return ''\n\n\n"
+        "@hookimpl\n"
+        "def register_tools(register):\n"
+        "    register(weather)\n",
+        encoding="utf-8",
+    )
+    agent = fresh_agent(tmp_path, plugins_dirs=[plugins])
+    (record,) = [r for r in agent.host.records if "weather_tools" in r.name]
+    assert record.status == "failed" and "weather" not in agent.tools
+    assert "ToolDefinitionError: tool function 'weather', argument 'cities': set[str] is not supported" in (record.reason or "")
+
+
 # ---------------------------------------------------------------------------- registration, end to end
 
 
@@ -517,6 +537,7 @@ def answer(agent: Any, typed: TypedTool, arguments: Any) -> ToolResult | str:
             "ratio: expected a number, got \"1\" (string)", "days: expected an integer, got 1.5 (number)",
             "live: expected a boolean, got 1 (integer)"]),
         ({"city": "x", "ratio": float("inf")}, ["ratio: expected a number, got Infinity (number)"]),
+        ({"city": "x", "days": "sk-ant-abcdefghijklmnopqrstuvwx"}, ['days: expected an integer, got "[REDACTED:anthropic_key]" (string)']),
         ({"city": "x", "tags": "a", "points": [1, "2"]}, ["tags: expected an array, got \"a\" (string)", 'points[1]: expected a number, got "2" (string)']),
         ({"city": "x", "scores": {"a": 1, "b": None}}, ['scores["b"]: expected an integer, got null (null)']),
         ({"city": "x", "place": {"lon": 2, "alt": 3}}, [
