@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol, Union
 
 import attrs
-import docstring_parser
 
 from monoagent.kernel.errors import ToolDefinitionError
 
@@ -384,6 +383,8 @@ def argument_texts(docstring: str | None) -> dict[str, str]:
     """Per-argument (or per-attribute) text of a Google, NumPy or Sphinx (reST) docstring, by name."""
     if not docstring:
         return {}
+    import docstring_parser  # imported where used: the registrar loads this module on every command line
+
     parsed = docstring_parser.parse(docstring)
     return {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
 
@@ -392,5 +393,7 @@ def summary(docstring: str | None) -> str:
     """The prose of a docstring without its argument, return and raises sections."""
     if not docstring:
         return ""
+    import docstring_parser  # imported where used: the registrar loads this module on every command line
+
     parsed = docstring_parser.parse(docstring)
     return "\n\n".join(part.strip() for part in (parsed.short_description, parsed.long_description) if part and part.strip())
