@@ -3,12 +3,12 @@
 A registry hook (``register_providers``, ``register_tools``, ``register_config_sections``, ...)
 receives one registrar bound to the plugin whose implementation is called, when that plugin is
 loaded. The registrar's ``__call__`` has exactly the documented signature (``register(prefix,
-factory, description="")`` for providers, ``register(func)`` or ``register(spec, handler)`` for tools, ``register(path,
-cls)`` for configuration sections) and checks every registration on the spot: the argument types,
-a name valid for its registry, a callable factory that accepts the keyword arguments the kernel
-will call it with. A bad registration is therefore found while the plugin loads, naming it, and
-the plugin is recorded as failed like one that fails to import (strict mode: fatal), instead of
-a ``TypeError`` from deep inside the kernel on the first turn.
+factory, description="")`` for providers, ``register(func)`` or ``register(spec, handler)`` for
+tools, ``register(path, cls)`` for configuration sections) and checks every registration on the
+spot: the argument types, a name valid for its registry, a callable factory that accepts the
+keyword arguments the kernel will call it with. A bad registration is therefore found while the
+plugin loads, naming it, and the plugin is recorded as failed like one that fails to import
+(strict mode: fatal), instead of a ``TypeError`` from deep inside the kernel on the first turn.
 
 What a registrar collected stays with the plugin's record (:class:`~monoagent.kernel.host.PluginRecord`):
 the host builds each registry from the records of the active plugins, so a plugin that is

@@ -238,7 +238,6 @@ class Record:
 
     members: tuple[Member, ...]
     noun: str = "field"
-    description: str = ""
 
     @property
     def expected(self) -> str:
