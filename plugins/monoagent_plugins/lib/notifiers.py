@@ -216,7 +216,8 @@ class WebhookNotifier:
         import tenacity
 
         body = notification_json(notification)
-        backoff = tenacity.wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_INITIAL_S)
+        backoff = (tenacity.wait_exponential(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S)
+                   + tenacity.wait_random(0, BACKOFF_INITIAL_S))
 
         def wait(state: tenacity.RetryCallState) -> float:
             refused = state.outcome.exception() if state.outcome is not None else None
