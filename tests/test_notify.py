@@ -53,7 +53,7 @@ class Receiver:
     """An HTTP server on 127.0.0.1 answering each POST with the next scripted reply; the last one repeats.
 
     A reply is ``(status, headers)``, ``"reset"`` (close the connection without answering) or
-    ``"hang"`` (answer once :attr:`release` is set).
+    ``"hang"`` (answer once :attr:`release` is set), ``"endless"`` (200, then a body that never comes).
     """
 
     def __init__(self, *replies) -> None:
@@ -74,6 +74,13 @@ class Receiver:
                 if reply == "hang":
                     receiver.release.wait(30)
                     reply = (200, {})
+                if reply == "endless":  # 200 with a body that never ends
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(10**9))
+                    self.end_headers()
+                    self.wfile.flush()
+                    receiver.release.wait(30)
+                    return
                 status, headers = reply
                 self.send_response(status)
                 for name, value in headers.items():
@@ -257,6 +264,16 @@ def test_the_webhook_notifier_retries_a_failing_receiver_signing_each_attempt(re
         assert 1.0 <= waits[1] <= 1.5
     else:
         assert waits[1] == 7  # the receiver's Retry-After
+
+
+def test_the_receivers_answer_body_is_not_read(receivers):
+    receiver = receivers("endless")
+
+    async def no_wait(seconds: float) -> None:
+        raise AssertionError(f"retried after {seconds} s: the 200 was not taken as delivered")
+
+    notifier = WebhookNotifier(receiver.url, SECRET, timeout_s=2, sleep=no_wait)
+    assert asyncio.run(notifier.notify(notification())) == 1
 
 
 def test_retry_after_is_capped(receivers):
