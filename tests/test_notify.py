@@ -276,6 +276,19 @@ def test_the_receivers_answer_body_is_not_read(receivers):
     assert asyncio.run(notifier.notify(notification())) == 1
 
 
+def test_the_receiver_snippet_in_the_docs_verifies_a_delivery(receivers):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text(encoding="utf-8")
+    snippet = next(block for block in page.split("```python")[1:] if "def verify(secret: str" in block).split("```")[0]
+    namespace: dict = {}
+    exec(snippet, namespace)
+    receiver = receivers((200, {}))
+    asyncio.run(WebhookNotifier(receiver.url, SECRET).notify(notification()))
+    (headers, body), = receiver.requests
+    assert namespace["verify"](SECRET, headers[SIGNATURE_HEADER], body)
+    assert not namespace["verify"]("another secret", headers[SIGNATURE_HEADER], body)
+    assert not namespace["verify"](SECRET, headers[SIGNATURE_HEADER], body + b" ")
+
+
 def test_retry_after_is_capped(receivers):
     receiver = receivers((429, {"Retry-After": "86400"}), (200, {}))
     waits: list[float] = []
