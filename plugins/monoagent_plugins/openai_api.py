@@ -131,23 +131,26 @@ def trailing_user_text(body: Any) -> str:
 def conversation_id(headers: Any, body: dict[str, Any]) -> str:
     """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to.
 
-    A named id is stripped of surrounding blanks and must then be 1 to
-    :data:`MAX_CONVERSATION_ID_CHARS` printable characters; anything else is a 400 naming where it came from.
+    Each one given is stripped of surrounding blanks and must then be 1 to
+    :data:`MAX_CONVERSATION_ID_CHARS` printable characters; anything else is a 400 naming it.
     """
-    header, user = headers.get("x-conversation-id"), body.get("user")
-    if header is not None:
-        given, where = header, "the X-Conversation-Id header"
-    elif user is not None:
-        if not isinstance(user, str):
-            raise CompletionRefused(400, "'user' must be a string (it names the conversation)", param="user")
-        given, where = user, "'user'"
-    else:
-        return f"{CHANNEL}:{uuid.uuid4()}"
+    header = headers.get("x-conversation-id")
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise CompletionRefused(400, "'user' must be a string (it names the conversation)", param="user")
+    named = [given for given in (_named(header, "the X-Conversation-Id header", None), _named(user, "'user'", "user"))
+             if given is not None]
+    return f"{CHANNEL}:{named[0] if named else uuid.uuid4()}"
+
+
+def _named(given: str | None, where: str, param: str | None) -> str | None:
+    if given is None:
+        return None
     given = given.strip()
     if not given or len(given) > MAX_CONVERSATION_ID_CHARS or not given.isprintable():
         raise CompletionRefused(400, f"{where} must be 1 to {MAX_CONVERSATION_ID_CHARS} printable characters "
-                                f"(no control characters); it names the conversation", param=None if header is not None else "user")
-    return f"{CHANNEL}:{given}"
+                                f"(no control characters): it names the conversation", param=param)
+    return given
 
 
 def completion_request(body: Any, headers: Any, model: str) -> CompletionRequest:
