@@ -292,17 +292,18 @@ class OpenAIApiChannel:
         except MonoagentError as exc:
             return self._failed(exc)
         logger.debug("openai-api: run {} submitted for {}", handle.run_id, turn.conversation_id)
-        outcome = asyncio.ensure_future(self.runs.finish(handle))
-        if stream is not None:
+        outcome: asyncio.Future[Any] | None = None
+        if stream is not None:  # answer 429 and friends as JSON until the run is admitted, then stream
+            outcome = asyncio.ensure_future(self.runs.finish(handle))
             admitted = asyncio.ensure_future(stream.admitted.wait())
             await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
             admitted.cancel()
-            if not outcome.done() or outcome.exception() is None:  # the run started: from here on, errors are in-stream
+            if not outcome.done() or outcome.exception() is None:
                 stream.follow(outcome)
                 return StreamingResponse(self._chunks(handle, stream, outcome, asked), media_type="text/event-stream",
                                          headers={**echoed, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            result = await outcome
+            result = await (outcome if outcome is not None else self.runs.finish(handle))
         except (MonoagentError, ShutdownCancelled) as exc:
             return self._failed(exc)
         return JSONResponse({
