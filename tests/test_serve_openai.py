@@ -47,7 +47,7 @@ class Gated:
             yield TextDelta("found nothing")
             yield StepFinished()
             return
-        if "fail" in said:
+        if "break-model" in said:
             raise ProviderError("the model is unavailable", provider="gated")
         if "retry" in said:
             if not self.failed_once:
@@ -255,8 +255,8 @@ def test_streamed_text_on_a_tool_round_and_on_a_provider_retry_is_what_docs_serv
 
 def test_a_failed_turn_is_a_500_in_openai_shape_before_the_stream_and_an_error_event_after(gated):
     with pytest.raises(openai.InternalServerError, match="the model is unavailable"):
-        client_of(gated, max_retries=0).chat.completions.create(model="gated:x", messages=[{"role": "user", "content": "fail"}])
-    answer = streamed(gated.client.post("/v1/chat/completions", json=completion("fail now", stream=True), headers=auth()))
+        client_of(gated, max_retries=0).chat.completions.create(model="gated:x", messages=[{"role": "user", "content": "break-model"}])
+    answer = streamed(gated.client.post("/v1/chat/completions", json=completion("break-model now", stream=True), headers=auth()))
     assert answer[0]["choices"][0]["delta"]["role"] == "assistant" and "[DONE]" not in answer
     assert answer[-1]["error"]["type"] == "server_error" and "the model is unavailable" in answer[-1]["error"]["message"]
 
