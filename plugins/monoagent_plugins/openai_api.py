@@ -317,9 +317,15 @@ class OpenAIApiChannel:
         """The JSON error answering a run that did not complete (the response has not started)."""
         if isinstance(exc, AdmissionRejected):
             return _error(429, f"{exc}; retry later", "rate_limit_error", {"Retry-After": str(RETRY_AFTER_S)})
+        status, message, kind = self._failure(exc)
+        return _error(status, message, kind)
+
+    def _failure(self, exc: BaseException) -> tuple[int, str, str]:
+        """:func:`run_failure` with the message redacted, and a log line saying how the turn was answered."""
         status, message, kind = run_failure(exc)
-        logger.warning("openai-api: turn answered {}: {}", status, message)
-        return _error(status, self.agent.redact(message, "error"), kind)
+        message = self.agent.redact(message, "error")
+        logger.warning("openai-api: turn answered {} ({}): {}", status, kind, message)
+        return status, message, kind
 
     async def _chunks(self, handle: Any, stream: RunStream, outcome: asyncio.Future[Any],
                       asked: CompletionRequest) -> AsyncIterator[str]:
@@ -344,9 +350,8 @@ class OpenAIApiChannel:
             try:
                 result = outcome.result()
             except (MonoagentError, ShutdownCancelled) as exc:
-                status, message, kind = run_failure(exc)
-                logger.warning("openai-api: streamed turn ended with an error ({}): {}", status, message)
-                yield sse(error_body(self.agent.redact(message, "error"), kind))
+                _, message, kind = self._failure(exc)
+                yield sse(error_body(message, kind))
                 return
             chunk["model"] = result.model
             yield choice({}, "stop")
