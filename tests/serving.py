@@ -78,6 +78,12 @@ class Server:
         self.client.close()
 
 
+def serve_once(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``monoagent <args>`` run to its end (a refused start-up, ``serve --check``): its exit code and output."""
+    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env or serve_env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+
+
 def auth(token: str = TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

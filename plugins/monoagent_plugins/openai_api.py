@@ -9,8 +9,8 @@ conversation's canonical history. Errors use OpenAI's error shape.
 
 The channel has one harness of its own (one limiter: ``concurrency.*`` bound this channel alone);
 an admission overload is answered 429 with ``Retry-After``. Requests need ``Authorization: Bearer
-<token>`` with one of ``openaiApi.tokens``; without tokens the channel serves loopback only,
-unauthenticated, and says so at start-up.
+<token>`` with one of ``openaiApi.tokens``; without tokens ``monoagent serve`` refuses to start
+unless ``serve.allowUnauthenticated`` (loopback only), when any request is accepted.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import AdmissionRejected
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib.channel_runs import ChannelRuns, ShutdownCancelled
@@ -84,6 +83,7 @@ class OpenAIApiChannel:
     """The ``openai-api`` channel: its routes, its own harness, and the runs it has in flight."""
 
     name = CHANNEL
+    credential_hint = "openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent
@@ -91,8 +91,6 @@ class OpenAIApiChannel:
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
         self.runs = ChannelRuns(agent)
-        if self.enabled and not self.has_credentials:
-            logger.warning("openai-api: no openaiApi.tokens set; requests are accepted without a token (loopback only)")
 
     async def start(self) -> None:
         """Nothing to start: the channel answers requests on the routes it mounts."""

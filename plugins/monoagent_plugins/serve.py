@@ -18,8 +18,12 @@ import click
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent_plugins.lib.command_line import command_agent, run
+
+HTTP_CHANNEL_MEMBERS = ("name", "enabled", "has_credentials", "credential_hint", "routes", "start", "cancel_in_flight", "shutdown")
+"""The members of :class:`~monoagent_plugins.lib.http_serving.HttpChannel`, named when a channel misses one."""
 
 
 @attrs.define
@@ -34,18 +38,31 @@ class ServeConfig:
                                   env="MONO_AGENT_SERVE_MAX_BODY_BYTES", min=1024, max=67_108_864)
     shutdown_grace_ms: int = setting(10_000, doc="On SIGTERM/SIGINT, how long turns in flight may run on before they are cancelled.",
                                      env="MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS", min=0, max=600_000)
+    allow_unauthenticated: bool = setting(False, doc="Serve channels that have no credentials, on a loopback address only "
+                                          "(a non-loopback bind always needs every channel's credentials).",
+                                          env="MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED")
 
 
 def enabled_channels(agent: Any) -> list[Any]:
-    """The enabled HTTP channels of ``agent``, made by their registered factories, in name order."""
+    """The enabled HTTP channels of ``agent``, made by their registered factories, in name order.
+
+    A channel without ``routes`` (the console) is not served. One that has ``routes`` but misses
+    another member of :class:`~monoagent_plugins.lib.http_serving.HttpChannel` is a
+    :class:`ConfigError` naming what it lacks, rather than a channel silently left unserved.
+    """
     from monoagent_plugins.lib.http_serving import HttpChannel
 
     channels = []
     registry = agent.host.components["channel"]
     for name in sorted(registry):
         channel = registry[name].factory(agent=agent)
-        if isinstance(channel, HttpChannel) and channel.enabled:
-            channels.append(channel)
+        if isinstance(channel, HttpChannel):
+            if channel.enabled:
+                channels.append(channel)
+        elif hasattr(channel, "routes") and getattr(channel, "enabled", False):
+            missing = [member for member in HTTP_CHANNEL_MEMBERS if not hasattr(channel, member)]
+            raise ConfigError(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
+                              f"HTTP channel: it lacks {', '.join(missing)}")
     return channels
 
 
@@ -65,6 +82,15 @@ def serve_command(host: str | None, port: int | None) -> None:
         raise click.ClickException("no channel is enabled: set openaiApi.enabled = true (or MONO_AGENT_OPENAI_API_ENABLED=1)")
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
+    from monoagent_plugins.lib.http_serving import check_bind
+
+    try:
+        unauthenticated = check_bind(bind_host, channels, settings.allow_unauthenticated)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if unauthenticated:
+        logger.warning("serve: {} served WITHOUT credentials (serve.allowUnauthenticated, loopback only): any local "
+                       "process can run turns", ", ".join(unauthenticated))
 
     def on_listening(bound_host: str, bound_port: int) -> None:
         names = ", ".join(c.name for c in channels)

@@ -1,7 +1,9 @@
 """The HTTP side of ``monoagent serve``: what every HTTP channel shares.
 
 An HTTP channel is a channel (registered through ``register_channels``) that also has
-``enabled`` (its config section says so), ``has_credentials``, ``routes()`` (Starlette routes,
+``enabled`` (its config section says so), ``has_credentials`` and ``credential_hint`` (whether its
+credential is set, and where it is set: :func:`bind_problems` refuses a channel without one),
+``routes()`` (Starlette routes,
 mounted on the one server; a channel without HTTP routes, such as cron, returns none), ``start()``
 (awaited once the server listens, on the serving loop: cron starts its scheduler there),
 ``cancel_in_flight()`` (called once the shutdown grace period is
@@ -39,6 +41,8 @@ class HttpChannel(Protocol):
     name: str
     enabled: bool
     has_credentials: bool
+    credential_hint: str
+    """Where this channel's credential is set, for the start-up error (``"openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"``)."""
 
     def routes(self) -> Sequence[Any]: ...
 
@@ -107,17 +111,41 @@ async def read_json(request: Any, max_bytes: int) -> Any:
         raise RequestRefused(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
-def check_bind(host: str, channels: Sequence[HttpChannel]) -> None:
-    """Refuse to start a channel without credentials on an address other machines can reach."""
-    if is_loopback(host):
-        return
+def bind_problems(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+    """Why ``channels`` may not be served on ``host``: one line per channel without credentials.
+
+    Every HTTP channel needs a credential by default, on any address. ``serve.allowUnauthenticated``
+    lifts that on a loopback bind only (a bind only this machine reaches); on any other address a
+    channel without credentials is always refused. Each line names the channel, how to set its
+    credential (its ``credential_hint``) and, on loopback, the opt-out.
+    """
+    loopback = is_loopback(host)
+    if allow_unauthenticated and loopback:
+        return []
+    problems = []
     for channel in channels:
-        if not channel.has_credentials:
-            raise ConfigError(
-                f"channel {channel.name!r} has no credentials and serve.host = {host!r} is not a loopback address: "
-                f"set its tokens (for openai-api: openaiApi.tokens in the config file or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2), "
-                f"or bind to 127.0.0.1"
-            )
+        if channel.has_credentials:
+            continue
+        if loopback:
+            remedy = (f"set {channel.credential_hint}, or serve it without credentials on this loopback address with "
+                      f"serve.allowUnauthenticated = true (MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED=1)")
+        else:
+            remedy = (f"serve.host = {host!r} is not a loopback address, where a channel is never served without "
+                      f"credentials: set {channel.credential_hint}")
+        problems.append(f"channel {channel.name!r} has no credentials: {remedy}")
+    return problems
+
+
+def check_bind(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+    """Refuse (:class:`ConfigError`) to serve a channel without credentials, unless allowed (see :func:`bind_problems`).
+
+    Returns the names of the channels served without credentials (the opt-out is in use), for the
+    server to say so at start-up.
+    """
+    problems = bind_problems(host, channels, allow_unauthenticated)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return [channel.name for channel in channels if not channel.has_credentials]
 
 
 def build_app(channels: Sequence[HttpChannel], ready: Callable[[], bool]) -> Any:
@@ -144,6 +172,8 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
                          on_listening: Callable[[str, int], None]) -> None:
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 
+    The caller has checked the bind first (:func:`check_bind`).
+
     On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
     flight get ``grace_s`` to finish, then each channel cancels what is left (those requests are
     answered 503) and waits for the cancelled runs' continuity accounts. uvicorn's own deadline
@@ -156,7 +186,6 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
     import uvicorn
 
-    check_bind(host, channels)
     stopping = asyncio.Event()
 
     class ChannelServer(uvicorn.Server):
