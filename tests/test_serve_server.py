@@ -5,7 +5,9 @@ Each test runs the real command as a subprocess on 127.0.0.1 (port 0) and talks 
 
 from __future__ import annotations
 
-from serving import Server, serve_env, serve_once
+import json
+
+from serving import Server, ask_in_background, auth, completion, history, serve_env, serve_once, slow_server
 
 
 def without_tokens(tmp_path, **extra: str) -> dict[str, str]:
@@ -51,3 +53,29 @@ def test_a_channel_with_credentials_is_served_without_a_warning(tmp_path):
         assert "WITHOUT credentials" not in server.process.stderr.read()
     finally:
         server.stop()
+
+
+def run_events(tmp_path) -> list[list[dict]]:
+    """Every run file the artifacts plugin wrote under MONO_AGENT_HOME, each as its list of events."""
+    return [[json.loads(line) for line in path.read_text().splitlines()]
+            for path in sorted((tmp_path / "home" / "artifacts" / "runs").glob("*.jsonl"))]
+
+
+def test_an_admission_overload_is_an_admission_rejected_event_and_nothing_else(tmp_path):
+    server = slow_server(tmp_path, MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS="1", MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS="0",
+                         MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
+    try:
+        client, _ = ask_in_background(server, "slow please", "busy")
+        refused = server.client.post("/v1/chat/completions", json=completion("quick"), headers={**auth(), "X-Conversation-Id": "other"})
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert server.terminate() == 0
+        client.join(timeout=30)
+    finally:
+        server.stop()
+    refused_runs = [events for events in run_events(tmp_path) if events[0]["conversation_id"] == "openai-api:other"]
+    assert len(refused_runs) == 1
+    (only,) = refused_runs[0]  # no run_started, no terminal event: the run never started
+    assert only["type"] == "admission_rejected"
+    assert only["data"] == {"channel": "openai-api", "conversation_id": "openai-api:other", "pending": 0, "running": 1,
+                            "max_pending_runs": 0, "max_concurrent_runs": 1}
+    assert "no history" in history(tmp_path, "openai-api:other")
