@@ -50,11 +50,11 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 class Server:
-    """``monoagent serve`` as a child process; ``url`` once it printed where it listens."""
+    """``monoagent <args> serve <serve_args>`` as a child process; ``url`` once it printed where it listens."""
 
-    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()) -> None:
         self.cwd = tmp_path
-        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve"], cwd=tmp_path,
+        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve", *serve_args], cwd=tmp_path,
                                         env=env or serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()  # blocks until the server listens, or the process ends
         found = re.search(r"listening on (http://\S+)", line)

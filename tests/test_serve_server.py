@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from serving import Server, ask_in_background, auth, completion, history, serve_env, serve_once, slow_server
+from serving import TOKEN, Server, ask_in_background, auth, completion, history, serve_env, serve_once, slow_server
 
 
 def without_tokens(tmp_path, **extra: str) -> dict[str, str]:
@@ -79,3 +79,46 @@ def test_an_admission_overload_is_an_admission_rejected_event_and_nothing_else(t
     assert only["data"] == {"channel": "openai-api", "conversation_id": "openai-api:other", "pending": 0, "running": 1,
                             "max_pending_runs": 0, "max_concurrent_runs": 1}
     assert "no history" in history(tmp_path, "openai-api:other")
+
+
+def test_log_json_makes_every_line_json_and_logs_each_request_without_credentials_or_query(tmp_path):
+    server = Server(tmp_path, serve_args=("--log-json",))
+    try:
+        answered = server.client.post("/v1/chat/completions?api_key=query-secret", json=completion("body-marker"),
+                                      headers={**auth(), "X-Conversation-Id": "c1"})
+        assert answered.status_code == 200
+        refused = server.client.get("/v1/models", headers=auth("wrong-token"))
+        assert refused.status_code == 401
+        traced = server.client.get("/healthz", headers={"X-Request-Id": "proxy-trace.1"})
+        hostile = server.client.get("/readyz", headers={"X-Request-Id": "bad id\u00e9".encode("latin-1")})
+        assert traced.headers["X-Request-Id"] == "proxy-trace.1"
+        assert len(hostile.headers["X-Request-Id"]) == 32  # not the client's: a new one
+        assert server.terminate() == 0
+        stderr = server.process.stderr.read()
+    finally:
+        server.stop()
+    entries = [json.loads(line) for line in stderr.splitlines() if line.strip()]  # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
+    access = {(e["method"], e["path"]): e for e in entries if "request_id" in e}
+    assert len(access) == 4
+    chat = access["POST", "/v1/chat/completions"]
+    assert chat["status"] == 200 and chat["channel"] == "openai-api" and chat["client"] == "127.0.0.1"
+    assert chat["request_id"] == answered.headers["X-Request-Id"] and chat["level"] == "INFO"
+    assert isinstance(chat["duration_ms"], float) and chat["duration_ms"] > 0
+    assert access["GET", "/v1/models"]["status"] == 401
+    assert access["GET", "/healthz"]["request_id"] == "proxy-trace.1" and access["GET", "/healthz"]["channel"] == "server"
+    for secret in (TOKEN, "wrong-token", "query-secret", "api_key", "body-marker", "Bearer"):
+        assert secret not in stderr
+
+
+def test_without_log_json_the_access_log_is_text_on_stderr(tmp_path):
+    server = Server(tmp_path)
+    try:
+        server.client.get("/v1/models?x=1", headers=auth())
+        assert server.terminate() == 0
+        stderr = server.process.stderr.read()
+    finally:
+        server.stop()
+    (line,) = [line for line in stderr.splitlines() if "GET /v1/models" in line]
+    assert line.startswith("monoagent: INFO: GET /v1/models 200 ") and "(openai-api, 127.0.0.1, request " in line
+    assert "x=1" not in stderr and TOKEN not in stderr

@@ -10,11 +10,13 @@ where it listens, the request body cap and the shutdown grace period.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import attrs
 import click
 
+from monoagent.boundary.terminal import echo
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.host import bundled_impl
@@ -46,48 +48,123 @@ class ServeConfig:
 def enabled_channels(agent: Any) -> list[Any]:
     """The enabled HTTP channels of ``agent``, made by their registered factories, in name order.
 
+    Raises the :class:`ConfigError` of :func:`build_channels` when a channel cannot be made.
+    """
+    channels, problems = build_channels(agent)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return channels
+
+
+def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
+    """Every enabled HTTP channel of ``agent`` that could be made, and one problem line for each that could not.
+
     A channel without ``routes`` (the console) is not served. One that has ``routes`` but misses
-    another member of :class:`~monoagent_plugins.lib.http_serving.HttpChannel` is a
-    :class:`ConfigError` naming what it lacks, rather than a channel silently left unserved.
+    another member of :class:`~monoagent_plugins.lib.http_serving.HttpChannel` is a problem
+    naming what it lacks, rather than a channel silently left unserved; so is a factory's or a
+    ``check()``'s :class:`ConfigError`.
     """
     from monoagent_plugins.lib.http_serving import HttpChannel
 
-    channels = []
+    channels, problems = [], []
     registry = agent.host.components["channel"]
     for name in sorted(registry):
-        channel = registry[name].factory(agent=agent)
+        try:
+            channel = registry[name].factory(agent=agent)
+        except ConfigError as exc:
+            problems.append(f"channel {name!r}: {exc}")
+            continue
         if isinstance(channel, HttpChannel):
             if channel.enabled:
                 channels.append(channel)
         elif hasattr(channel, "routes") and getattr(channel, "enabled", False):
             missing = [member for member in HTTP_CHANNEL_MEMBERS if not hasattr(channel, member)]
-            raise ConfigError(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
-                              f"HTTP channel: it lacks {', '.join(missing)}")
-    return channels
+            problems.append(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
+                            f"HTTP channel: it lacks {', '.join(missing)}")
+    return channels, problems
+
+
+def check_lines(channel: Any) -> list[str]:
+    """What ``channel`` says it would do (its optional ``check()``); raises its :class:`ConfigError`."""
+    check = getattr(channel, "check", None)
+    return [str(line) for line in check()] if callable(check) else []
+
+
+def route_lines(channel: Any) -> list[str]:
+    """``METHOD /path`` for each route of ``channel`` (HEAD, implied by GET, left out)."""
+    lines = []
+    for route in channel.routes():
+        methods = sorted(set(getattr(route, "methods", None) or ()) - {"HEAD"}) or ["*"]
+        lines.append(f"{'|'.join(methods)} {getattr(route, 'path', route)}")
+    return lines
+
+
+NO_CHANNEL = "no channel is enabled: set openaiApi.enabled = true (or MONO_AGENT_OPENAI_API_ENABLED=1)"
+
+
+def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]]:
+    """``monoagent serve --check``: the lines saying what would listen where, and the problems found.
+
+    Nothing is bound and no turn runs: every enabled channel is made and asked for its routes and
+    its own ``check()``, and the bind is checked against the channels' credentials.
+    """
+    from monoagent_plugins.lib.http_serving import bind_problems
+
+    settings: ServeConfig = agent.config.section("serve")
+    channels, problems = build_channels(agent)
+    if not channels and not problems:
+        problems.append(NO_CHANNEL)
+    problems.extend(bind_problems(host, channels, settings.allow_unauthenticated))
+    lines = [f"would listen on http://{host}:{port}", "  server: GET /healthz, GET /readyz"]
+    for channel in channels:
+        credentials = "" if channel.has_credentials else " (WITHOUT credentials: serve.allowUnauthenticated)"
+        lines.append(f"  {channel.name}{credentials}")
+        lines.extend(f"    {line}" for line in route_lines(channel))
+        try:
+            lines.extend(f"    {line}" for line in check_lines(channel))
+        except ConfigError as exc:
+            problems.append(f"channel {channel.name!r}: {exc}")
+    return lines, problems
 
 
 @click.command("serve")
 @click.option("--host", default=None, help="Address to bind (serve.host; default 127.0.0.1).")
 @click.option("--port", default=None, type=click.IntRange(0, 65535), help="TCP port (serve.port; 0 = any free port).")
-def serve_command(host: str | None, port: int | None) -> None:
+@click.option("--check", "check_only", is_flag=True,
+              help="Validate the channel configuration and print what would listen where; bind nothing, run no turn.")
+@click.option("--log-json", is_flag=True, help="Log every line as one JSON object (access log included), for a log collector.")
+def serve_command(host: str | None, port: int | None, check_only: bool, log_json: bool) -> None:
     """Serve every enabled channel over HTTP until SIGTERM or Ctrl-C."""
+    from monoagent.kernel.log import configure_server_log
+
+    configure_server_log(json=log_json)
+
+    def refuse(message: str) -> NoReturn:
+        if log_json:
+            logger.error("serve: {}", message)
+            sys.exit(1)
+        raise click.ClickException(message)
+
     try:
         import uvicorn  # noqa: F401  (the serve extra)
     except ImportError as exc:
-        raise click.ClickException(f"monoagent serve needs the serve extra: pip install 'monoagent[serve]' ({exc})") from None
+        refuse(f"monoagent serve needs the serve extra: pip install 'monoagent[serve]' ({exc})")
+    if check_only:
+        check_command(host, port)
+        return
     agent = command_agent("serve")
     settings: ServeConfig = agent.config.section("serve")
-    channels = enabled_channels(agent)
-    if not channels:
-        raise click.ClickException("no channel is enabled: set openaiApi.enabled = true (or MONO_AGENT_OPENAI_API_ENABLED=1)")
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
     from monoagent_plugins.lib.http_serving import check_bind
 
     try:
+        channels = enabled_channels(agent)
+        if not channels:
+            refuse(NO_CHANNEL)
         unauthenticated = check_bind(bind_host, channels, settings.allow_unauthenticated)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        refuse(str(exc))
     if unauthenticated:
         logger.warning("serve: {} served WITHOUT credentials (serve.allowUnauthenticated, loopback only): any local "
                        "process can run turns", ", ".join(unauthenticated))
@@ -107,7 +184,25 @@ def serve_command(host: str | None, port: int | None) -> None:
     try:
         run(serve())
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        refuse(str(exc))
+
+
+def check_command(host: str | None, port: int | None) -> None:
+    """``serve --check``: print the report and exit 0, or the problems (stderr) and exit 1."""
+    try:
+        agent = command_agent("serve")
+        settings: ServeConfig = agent.config.section("serve")
+        lines, problems = check_report(agent, settings.host if host is None else host, settings.port if port is None else port)
+    except ConfigError as exc:
+        lines, problems = [], [str(exc)]
+    if problems:
+        echo(f"monoagent serve --check: {len(problems)} problem(s)", err=True)
+        for problem in problems:
+            echo(f"  - {problem}", err=True)
+        sys.exit(1)
+    echo("monoagent serve --check: the configuration is valid")
+    for line in lines:
+        echo(line)
 
 
 @bundled_impl

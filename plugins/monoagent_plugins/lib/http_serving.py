@@ -148,24 +148,40 @@ def check_bind(host: str, channels: Sequence[HttpChannel], allow_unauthenticated
     return [channel.name for channel in channels if not channel.has_credentials]
 
 
-def build_app(channels: Sequence[HttpChannel], ready: Callable[[], bool]) -> Any:
-    """The Starlette application: ``/healthz`` (the process answers), ``/readyz`` (accepting turns), and each channel's routes."""
+SERVER_ROUTES = "server"
+"""The ``channel`` of the server's own routes (``/healthz``, ``/readyz``) in the access log."""
+
+
+def build_app(channels: Sequence[HttpChannel], phase: Callable[[], str]) -> Any:
+    """The application: ``/healthz``, ``/readyz``, each channel's routes, all behind the access log.
+
+    ``/healthz`` answers 200 while the process answers at all. ``/readyz`` answers 200 only once
+    ``phase()`` is ``"ready"`` (every channel's ``start()`` has completed, no signal yet), else 503
+    with the phase (``"starting"``, ``"stopping"``), so a load balancer sends turns only to a
+    server that takes them.
+    """
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
+
+    from monoagent_plugins.lib.access_log import AccessLog
 
     async def healthz(request: Any) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Any) -> Any:
-        if ready():
+        now = phase()
+        if now == "ready":
             return JSONResponse({"status": "ready", "channels": [c.name for c in channels]})
-        return JSONResponse({"status": "stopping"}, status_code=503)
+        return JSONResponse({"status": now}, status_code=503)
 
     routes: list[Any] = [Route("/healthz", healthz), Route("/readyz", readyz)]
+    owners = {id(route): SERVER_ROUTES for route in routes}
     for channel in channels:
-        routes.extend(channel.routes())
-    return Starlette(routes=routes)
+        for route in channel.routes():
+            routes.append(route)
+            owners[id(route)] = channel.name
+    return AccessLog(Starlette(routes=routes), channel_of=lambda scope: owners.get(id(scope.get("route")), "-"))
 
 
 async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, grace_s: float,
@@ -174,7 +190,9 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
     The caller has checked the bind first (:func:`check_bind`).
 
-    On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
+    ``/readyz`` is 503 until every channel's ``start()`` has completed (``"starting"``); the
+    ``serve: bound http://...`` record (INFO) comes before the starts, the ``on_listening`` call
+    after them. On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
     flight get ``grace_s`` to finish, then each channel cancels what is left (those requests are
     answered 503) and waits for the cancelled runs' continuity accounts. uvicorn's own deadline
     is :data:`ANSWER_MARGIN_S` later, so a cancelled request still gets its answer written. The signal is consumed (the process exits 0), unlike
@@ -186,7 +204,10 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
     import uvicorn
 
+    from monoagent_plugins.lib.access_log import forward_uvicorn_records
+
     stopping = asyncio.Event()
+    phase = ["starting"]
 
     class ChannelServer(uvicorn.Server):
         @contextlib.contextmanager
@@ -213,16 +234,20 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             self.should_exit = True
             if not stopping.is_set():
                 stopping.set()
+                phase[0] = "stopping"
                 asyncio.get_running_loop().call_later(grace_s, cancel_in_flight)
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            bound = [sock.getsockname()[:2] for server in self.servers for sock in server.sockets]
+            for bound_host, bound_port in bound:
+                logger.info("serve: bound http://{}:{}, starting {}", bound_host, bound_port, ", ".join(c.name for c in channels))
             for channel in channels:
                 await channel.start()
-            for server in self.servers:
-                for sock in server.sockets:
-                    bound_host, bound_port = sock.getsockname()[:2]
-                    on_listening(bound_host, bound_port)
+            if not stopping.is_set():
+                phase[0] = "ready"
+            for bound_host, bound_port in bound:
+                on_listening(bound_host, bound_port)
 
     def cancel_in_flight() -> None:
         for channel in channels:
@@ -230,7 +255,8 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             if cancelled:
                 logger.warning("serve: grace period over, {} run(s) of {} cancelled", cancelled, channel.name)
 
-    app = build_app(channels, ready=lambda: not stopping.is_set())
+    forward_uvicorn_records()
+    app = build_app(channels, phase=lambda: phase[0])
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=math.ceil(grace_s + ANSWER_MARGIN_S), lifespan="off")
     server = ChannelServer(config)
