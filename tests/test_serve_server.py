@@ -6,7 +6,13 @@ Each test runs the real command as a subprocess on 127.0.0.1 (port 0) and talks 
 from __future__ import annotations
 
 import json
+import re
+import signal
+import socket
+import subprocess
+import sys
 
+import httpx
 from serving import TOKEN, Server, ask_in_background, auth, completion, history, serve_env, serve_once, slow_server
 
 
@@ -122,3 +128,144 @@ def test_without_log_json_the_access_log_is_text_on_stderr(tmp_path):
     (line,) = [line for line in stderr.splitlines() if "GET /v1/models" in line]
     assert line.startswith("monoagent: INFO: GET /v1/models 200 ") and "(openai-api, 127.0.0.1, request " in line
     assert "x=1" not in stderr and TOKEN not in stderr
+
+
+GATE_CHANNEL = '''
+import asyncio
+import os
+
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.hookspecs import hookimpl
+
+
+class Gate:
+    """A channel whose start() completes only once POST /gate/open arrives."""
+
+    name = "gate"
+    enabled = True
+    has_credentials = True
+    credential_hint = "nothing: the gate takes no credential"
+
+    def __init__(self, agent):
+        self.opened = asyncio.Event()
+
+    def routes(self):
+        return [Route("/gate/open", self.open, methods=["POST"])]
+
+    async def open(self, request):
+        self.opened.set()
+        return PlainTextResponse("opened")
+
+    async def start(self):
+        await asyncio.wait_for(self.opened.wait(), 30)  # a bound on failure: the server then ends
+
+    def check(self):
+        if os.environ.get("GATE_CHECK") == "refuse":
+            raise ConfigError("gate.schedule = 'never' is not a schedule (allowed: 'now')")
+        return ["opens on POST /gate/open", "next opening: when asked"]
+
+    def cancel_in_flight(self):
+        return 0
+
+    async def shutdown(self):
+        pass
+
+
+class Incomplete:
+    name = "incomplete"
+    enabled = os.environ.get("INCOMPLETE") == "1"
+    has_credentials = True
+
+    def __init__(self, agent):
+        pass
+
+    def routes(self):
+        return []
+
+
+@hookimpl
+def register_channels(register):
+    register("gate", Gate, description="a test channel that starts when told")
+    register("incomplete", Incomplete, description="a channel missing HttpChannel members")
+'''
+
+
+def gate_plugins(tmp_path) -> tuple[str, str]:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "gate_channel.py").write_text(GATE_CHANNEL, encoding="utf-8")
+    return "--plugins-dir", "plugins"
+
+
+def test_readyz_is_503_until_every_channel_has_started_while_healthz_answers(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *gate_plugins(tmp_path), "serve"], cwd=tmp_path,
+                               env=serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        bound = None
+        for line in process.stderr:  # ends when the process does: a failed start cannot hang the test
+            bound = re.search(r"serve: bound (http://\S+),", line)
+            if bound:
+                break
+        assert bound, process.stderr.read()
+        with httpx.Client(base_url=bound.group(1), timeout=30) as client:
+            starting = client.get("/readyz")
+            assert starting.status_code == 503 and starting.json() == {"status": "starting"}
+            assert client.get("/healthz").status_code == 200
+            assert client.post("/gate/open").text == "opened"
+            assert "listening on" in process.stdout.readline()  # printed once every channel's start() completed
+            ready = client.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["channels"] == ["gate", "openai-api"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_check_prints_what_would_listen_where_without_binding(tmp_path):
+    with socket.socket() as taken:  # the port is in use: --check binds nothing, so it does not mind
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        done = serve_once(tmp_path, *gate_plugins(tmp_path), "serve", "--check", "--port", str(port))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "monoagent serve --check: the configuration is valid",
+        f"would listen on http://127.0.0.1:{port}",
+        "  server: GET /healthz, GET /readyz",
+        "  gate",
+        "    POST /gate/open",
+        "    opens on POST /gate/open",
+        "    next opening: when asked",
+        "  openai-api",
+        "    POST /v1/chat/completions",
+        "    GET /v1/models",
+    ]
+    assert not (tmp_path / "home" / "artifacts").exists()  # no turn ran
+
+
+def test_check_lists_every_problem_and_exits_1(tmp_path):
+    env = without_tokens(tmp_path, GATE_CHECK="refuse", INCOMPLETE="1")
+    done = serve_once(tmp_path, *gate_plugins(tmp_path), "serve", "--check", "--host", "0.0.0.0", env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 3, done.stderr
+    assert "monoagent serve --check: 3 problem(s)" in done.stderr
+    assert "channel 'incomplete'" in done.stderr and "it lacks credential_hint, start, cancel_in_flight, shutdown" in done.stderr
+    assert "channel 'openai-api' has no credentials" in done.stderr and "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr
+    assert "channel 'gate': gate.schedule = 'never' is not a schedule (allowed: 'now')" in done.stderr
+
+
+def test_check_reports_an_invalid_configuration_and_exits_1(tmp_path):
+    done = serve_once(tmp_path, "serve", "--check", env=serve_env(tmp_path, MONO_AGENT_SERVE_MAX_BODY_BYTES="12"))
+    assert done.returncode == 1
+    assert "serve.maxBodyBytes" in done.stderr and "1 problem(s)" in done.stderr
+
+
+def test_check_without_an_enabled_channel_says_how_to_enable_one(tmp_path):
+    env = serve_env(tmp_path)
+    del env["MONO_AGENT_OPENAI_API_ENABLED"]
+    done = serve_once(tmp_path, "serve", "--check", env=env)
+    assert done.returncode == 1 and "openaiApi.enabled" in done.stderr

@@ -52,7 +52,7 @@ def enabled_channels(agent: Any) -> list[Any]:
     """
     channels, problems = build_channels(agent)
     if problems:
-        raise ConfigError("; ".join(problems))
+        raise ConfigError(problems)
     return channels
 
 
@@ -72,7 +72,7 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
         try:
             channel = registry[name].factory(agent=agent)
         except ConfigError as exc:
-            problems.append(f"channel {name!r}: {exc}")
+            problems.extend(f"channel {name!r}: {problem}" for problem in exc.problems)
             continue
         if isinstance(channel, HttpChannel):
             if channel.enabled:
@@ -123,7 +123,7 @@ def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]
         try:
             lines.extend(f"    {line}" for line in check_lines(channel))
         except ConfigError as exc:
-            problems.append(f"channel {channel.name!r}: {exc}")
+            problems.extend(f"channel {channel.name!r}: {problem}" for problem in exc.problems)
     return lines, problems
 
 
@@ -194,7 +194,7 @@ def check_command(host: str | None, port: int | None) -> None:
         settings: ServeConfig = agent.config.section("serve")
         lines, problems = check_report(agent, settings.host if host is None else host, settings.port if port is None else port)
     except ConfigError as exc:
-        lines, problems = [], [str(exc)]
+        lines, problems = [], exc.problems
     if problems:
         echo(f"monoagent serve --check: {len(problems)} problem(s)", err=True)
         for problem in problems:

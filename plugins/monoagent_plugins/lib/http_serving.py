@@ -144,7 +144,7 @@ def check_bind(host: str, channels: Sequence[HttpChannel], allow_unauthenticated
     """
     problems = bind_problems(host, channels, allow_unauthenticated)
     if problems:
-        raise ConfigError("; ".join(problems))
+        raise ConfigError(problems)
     return [channel.name for channel in channels if not channel.has_credentials]
 
 
