@@ -269,3 +269,32 @@ def test_check_without_an_enabled_channel_says_how_to_enable_one(tmp_path):
     del env["MONO_AGENT_OPENAI_API_ENABLED"]
     done = serve_once(tmp_path, "serve", "--check", env=env)
     assert done.returncode == 1 and "openaiApi.enabled" in done.stderr
+
+
+def access_clients(stderr: str) -> list[str]:
+    return [json.loads(line)["client"] for line in stderr.splitlines() if '"request_id"' in line]
+
+
+def test_x_forwarded_for_names_the_client_only_when_a_trusted_proxy_sent_it(tmp_path):
+    forwarded = {"X-Forwarded-For": "203.0.113.7"}
+    trusting = Server(tmp_path, serve_args=("--log-json",))  # default: a proxy on this machine is trusted
+    try:
+        trusting.client.get("/healthz", headers=forwarded)
+        assert trusting.terminate() == 0
+        assert access_clients(trusting.process.stderr.read()) == ["203.0.113.7"]
+    finally:
+        trusting.stop()
+    (tmp_path / "monoagent.toml").write_text('[serve]\nforwardedAllowIps = ["10.0.0.0/8"]\n', encoding="utf-8")
+    other = Server(tmp_path, serve_args=("--log-json",))
+    try:
+        other.client.get("/healthz", headers=forwarded)
+        assert other.terminate() == 0
+        assert access_clients(other.process.stderr.read()) == ["127.0.0.1"]  # the header of an untrusted peer is ignored
+    finally:
+        other.stop()
+
+
+def test_forwarded_allow_ips_must_be_addresses_or_networks(tmp_path):
+    done = serve_once(tmp_path, "serve", "--check", env=serve_env(tmp_path, MONO_AGENT_SERVE_FORWARDED_ALLOW_IPS="10.0.0.1,*"))
+    assert done.returncode == 1
+    assert "serve.forwardedAllowIps" in done.stderr and "'*' is not an IP address or network" in done.stderr

@@ -24,6 +24,18 @@ from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent_plugins.lib.command_line import command_agent, run
 
+
+def _check_networks(value: list[str]) -> str | None:
+    import ipaddress
+
+    for item in value:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            return f"{item!r} is not an IP address or network (allowed: addresses such as 10.0.0.5 or networks such as 10.0.0.0/24)"
+    return None
+
+
 HTTP_CHANNEL_MEMBERS = ("name", "enabled", "has_credentials", "credential_hint", "routes", "start", "cancel_in_flight", "shutdown")
 """The members of :class:`~monoagent_plugins.lib.http_serving.HttpChannel`, named when a channel misses one."""
 
@@ -40,6 +52,10 @@ class ServeConfig:
                                   env="MONO_AGENT_SERVE_MAX_BODY_BYTES", min=1024, max=67_108_864)
     shutdown_grace_ms: int = setting(10_000, doc="On SIGTERM/SIGINT, how long turns in flight may run on before they are cancelled.",
                                      env="MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS", min=0, max=600_000)
+    forwarded_allow_ips: list[str] = setting(
+        doc="Peers trusted to set X-Forwarded-For / X-Forwarded-Proto (a reverse proxy): addresses or networks "
+            "(env: comma-separated); empty: the headers are ignored.",
+        env="MONO_AGENT_SERVE_FORWARDED_ALLOW_IPS", factory=lambda: ["127.0.0.1", "::1"], check=_check_networks)
     allow_unauthenticated: bool = setting(False, doc="Serve channels that have no credentials, on a loopback address only "
                                           "(a non-loopback bind always needs every channel's credentials).",
                                           env="MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED")
@@ -66,7 +82,8 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
     """
     from monoagent_plugins.lib.http_serving import HttpChannel
 
-    channels, problems = [], []
+    channels: list[Any] = []
+    problems: list[str] = []
     registry = agent.host.components["channel"]
     for name in sorted(registry):
         try:
@@ -177,7 +194,8 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
         from monoagent_plugins.lib.http_serving import serve_channels
 
         try:
-            await serve_channels(channels, bind_host, bind_port, settings.shutdown_grace_ms / 1000, on_listening)
+            await serve_channels(channels, bind_host, bind_port, settings.shutdown_grace_ms / 1000, on_listening,
+                                 forwarded_allow_ips=settings.forwarded_allow_ips)
         finally:
             await agent.aclose()
 

@@ -185,10 +185,12 @@ def build_app(channels: Sequence[HttpChannel], phase: Callable[[], str]) -> Any:
 
 
 async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, grace_s: float,
-                         on_listening: Callable[[str, int], None]) -> None:
+                         on_listening: Callable[[str, int], None], *, forwarded_allow_ips: Sequence[str] = ()) -> None:
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 
-    The caller has checked the bind first (:func:`check_bind`).
+    The caller has checked the bind first (:func:`check_bind`). ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are believed only from a peer in ``forwarded_allow_ips`` (a reverse
+    proxy), never from uvicorn's ``FORWARDED_ALLOW_IPS`` environment variable.
 
     ``/readyz`` is 503 until every channel's ``start()`` has completed (``"starting"``); the
     ``serve: bound http://...`` record (INFO) comes before the starts, the ``on_listening`` call
@@ -258,6 +260,7 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
     forward_uvicorn_records()
     app = build_app(channels, phase=lambda: phase[0])
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                            proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=list(forwarded_allow_ips),
                             timeout_graceful_shutdown=math.ceil(grace_s + ANSWER_MARGIN_S), lifespan="off")
     server = ChannelServer(config)
     try:
