@@ -37,7 +37,7 @@ def test_the_opt_out_serves_a_channel_without_credentials_on_loopback_and_warns(
         answer = server.client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert answer.status_code == 200, answer.text
         assert server.terminate() == 0
-        stderr = server.process.stderr.read()
+        stderr = server.log()
         assert "openai-api served WITHOUT credentials" in stderr
     finally:
         server.stop()
@@ -56,7 +56,7 @@ def test_a_channel_with_credentials_is_served_without_a_warning(tmp_path):
     server = Server(tmp_path)
     try:
         assert server.terminate() == 0
-        assert "WITHOUT credentials" not in server.process.stderr.read()
+        assert "WITHOUT credentials" not in server.log()
     finally:
         server.stop()
 
@@ -100,7 +100,7 @@ def test_log_json_makes_every_line_json_and_logs_each_request_without_credential
         assert traced.headers["X-Request-Id"] == "proxy-trace.1"
         assert len(hostile.headers["X-Request-Id"]) == 32  # not the client's: a new one
         assert server.terminate() == 0
-        stderr = server.process.stderr.read()
+        stderr = server.log()
     finally:
         server.stop()
     entries = [json.loads(line) for line in stderr.splitlines() if line.strip()]  # every line is one JSON object
@@ -122,7 +122,7 @@ def test_without_log_json_the_access_log_is_text_on_stderr(tmp_path):
     try:
         server.client.get("/v1/models?x=1", headers=auth())
         assert server.terminate() == 0
-        stderr = server.process.stderr.read()
+        stderr = server.log()
     finally:
         server.stop()
     (line,) = [line for line in stderr.splitlines() if "GET /v1/models" in line]
@@ -281,7 +281,7 @@ def test_x_forwarded_for_names_the_client_only_when_a_trusted_proxy_sent_it(tmp_
     try:
         trusting.client.get("/healthz", headers=forwarded)
         assert trusting.terminate() == 0
-        assert access_clients(trusting.process.stderr.read()) == ["203.0.113.7"]
+        assert access_clients(trusting.log()) == ["203.0.113.7"]
     finally:
         trusting.stop()
     (tmp_path / "monoagent.toml").write_text('[serve]\nforwardedAllowIps = ["10.0.0.0/8"]\n', encoding="utf-8")
@@ -289,7 +289,7 @@ def test_x_forwarded_for_names_the_client_only_when_a_trusted_proxy_sent_it(tmp_
     try:
         other.client.get("/healthz", headers=forwarded)
         assert other.terminate() == 0
-        assert access_clients(other.process.stderr.read()) == ["127.0.0.1"]  # the header of an untrusted peer is ignored
+        assert access_clients(other.log()) == ["127.0.0.1"]  # the header of an untrusted peer is ignored
     finally:
         other.stop()
 

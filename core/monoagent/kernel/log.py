@@ -17,6 +17,11 @@ from typing import Any
 _cli_level: str | None = None
 _cli_redact: Callable[[str, str], str] | None = None
 _cli_json = False
+_redacted: dict[str, str] = {}
+REDACTED_CACHE_SIZE = 1024
+REDACTED_CACHE_CHARS = 256
+"""JSON log fields repeat (a method, a path, a channel): the redacted form of a short string is
+kept, up to this many strings, so that each record does not run the redaction chain per field."""
 _library_packages: list[str] = ["monoagent"]
 
 
@@ -44,6 +49,7 @@ def configure_cli(debug: bool, redact: Callable[[str, str], str] | None = None) 
     _cli_level = "DEBUG" if debug else "WARNING"
     _cli_redact = redact
     _cli_json = False
+    _redacted.clear()
     _LazyLogger._real = None
 
 
@@ -60,6 +66,7 @@ def configure_server_log(*, json: bool) -> None:
     if _cli_level != "DEBUG":
         _cli_level = "INFO"
     _cli_json = json
+    _redacted.clear()
     _LazyLogger._real = None
 
 
@@ -94,8 +101,14 @@ def _json_sink(message: Any) -> None:
     def clean(value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        value = valid_unicode(value)
-        return value if _cli_redact is None else _cli_redact(value, KIND)
+        known = _redacted.get(value)
+        if known is None:
+            known = valid_unicode(value) if _cli_redact is None else _cli_redact(valid_unicode(value), KIND)
+            if len(value) <= REDACTED_CACHE_CHARS:
+                if len(_redacted) >= REDACTED_CACHE_SIZE:
+                    _redacted.clear()
+                _redacted[value] = known
+        return known
 
     record = message.record
     entry: dict[str, Any] = {"time": record["time"].isoformat(), "level": record["level"].name, "logger": record["name"],
