@@ -298,3 +298,10 @@ def test_forwarded_allow_ips_must_be_addresses_or_networks(tmp_path):
     done = serve_once(tmp_path, "serve", "--check", env=serve_env(tmp_path, MONO_AGENT_SERVE_FORWARDED_ALLOW_IPS="10.0.0.1,*"))
     assert done.returncode == 1
     assert "serve.forwardedAllowIps" in done.stderr and "'*' is not an IP address or network" in done.stderr
+
+
+def test_with_log_json_a_refused_start_is_one_json_error_record(tmp_path):
+    done = serve_once(tmp_path, "serve", "--log-json", env=without_tokens(tmp_path))
+    assert done.returncode == 1
+    (record,) = [json.loads(line) for line in done.stderr.splitlines()]
+    assert record["level"] == "ERROR" and "'openai-api' has no credentials" in record["message"]
