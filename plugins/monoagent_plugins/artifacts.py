@@ -13,8 +13,9 @@ answer or the partial text of a settled run.
 Files are written by one background thread per process, in event order. A run's lines are
 kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``; for a run
 refused at admission its only event, ``admission_rejected``) and then written in one go:
-creating a file costs hundreds of microseconds on some file systems, and a file created while the history store fsyncs its commit makes that fsync wait, so the file is
-created after the turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+creating a file costs hundreds of microseconds on some file systems, and a file created while
+the history store fsyncs its commit makes that fsync wait, so the file is created after the
+turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
 mid-run loses that run's events. Artifacts are not fsynced and are best-effort: a write failure is logged, never
 fatal.
