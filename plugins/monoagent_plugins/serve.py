@@ -36,10 +36,6 @@ def _check_networks(value: list[str]) -> str | None:
     return None
 
 
-HTTP_CHANNEL_MEMBERS = ("name", "enabled", "has_credentials", "credential_hint", "routes", "start", "cancel_in_flight", "shutdown")
-"""The members of :class:`~monoagent_plugins.lib.http_serving.HttpChannel`, named when a channel misses one."""
-
-
 @attrs.define
 class ServeConfig:
     """serve: where ``monoagent serve`` listens and how it bounds requests and shutdown."""
@@ -95,10 +91,18 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
             if channel.enabled:
                 channels.append(channel)
         elif hasattr(channel, "routes") and getattr(channel, "enabled", False):
-            missing = [member for member in HTTP_CHANNEL_MEMBERS if not hasattr(channel, member)]
+            missing = [member for member in protocol_members(HttpChannel) if not hasattr(channel, member)]
             problems.append(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
                             f"HTTP channel: it lacks {', '.join(missing)}")
     return channels, problems
+
+
+def protocol_members(protocol: type) -> list[str]:
+    """The attributes and methods a :class:`typing.Protocol` declares, in declaration order."""
+    import inspect
+
+    methods = (name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_"))
+    return [*protocol.__annotations__, *methods]
 
 
 def check_lines(channel: Any) -> list[str]:
