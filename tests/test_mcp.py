@@ -130,9 +130,19 @@ def test_a_server_that_exits_at_start_up_is_one_warning_and_the_turn_completes(t
     assert result.text == "done"
     assert spy.results[0].is_error and "not available" in spy.results[0].content
     codes = [w["code"] for w in warnings(events)]
-    assert codes == ["mcp_server_unavailable", "tool_source_unavailable"]
+    assert codes == ["tool_source_unavailable"]  # one warning, not one per layer
     message = warnings(events)[0]["message"]
     assert "\n" not in message and message.startswith("MCP server 'bad' failed to start")
+
+
+def test_a_server_that_never_answers_at_start_up_is_bounded_and_stopped(tmp_path: Path) -> None:
+    silent = ("import os, sys, pathlib; pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); "
+              "sys.stdin.buffer.read()")  # speaks no MCP; ends only when its stdin closes
+    servers = {"mute": {"command": sys.executable, "args": ["-c", silent, str(tmp_path / "server.pid")], "startupTimeoutMs": 500}}
+    result, events, _, _ = turn(tmp_path, servers, [])
+    assert result.text == "done"
+    assert [w["message"] for w in warnings(events)] == ["MCP server 'mute' did not start within 500 ms (mcp.servers.mute.startupTimeoutMs)"]
+    assert not alive(server_pid(tmp_path))
 
 
 def test_a_call_that_hangs_is_answered_with_a_timeout(tmp_path: Path) -> None:
@@ -146,7 +156,7 @@ def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server(tmp_
     calls = [{"name": "t__crash"}, {"name": "t__echo", "arguments": {"text": "back"}}]
     result, events, spy, _ = turn(tmp_path, {"t": stdio_server(tmp_path, restartIntervalMs=0)}, calls)
     crashed, restarted = spy.results
-    assert crashed.is_error and "MCP server 't' crashed" in crashed.content
+    assert crashed.is_error and "MCP server 't' crashed during 'crash'" in crashed.content
     assert restarted.content == "echo: back" and result.text == "done"
     assert "mcp_server_crashed" in [w["code"] for w in warnings(events)]
 
@@ -154,7 +164,8 @@ def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_the_server(tmp_
 def test_after_a_crash_a_restart_waits_for_the_restart_interval(tmp_path: Path) -> None:
     calls = [{"name": "t__crash"}, {"name": "t__echo", "arguments": {"text": "back"}}]
     _, _, spy, _ = turn(tmp_path, {"t": stdio_server(tmp_path, restartIntervalMs=3_600_000)}, calls)
-    assert spy.results[1].is_error and "is unavailable" in spy.results[1].content
+    assert spy.results[1].is_error and spy.results[1].content.startswith("MCP server 't' crashed during 'crash'")
+    assert spy.results[1].content.endswith("; 'echo' was not called")
 
 
 def test_closing_the_agent_leaves_no_server_process(tmp_path: Path) -> None:
@@ -203,7 +214,7 @@ def test_an_unreachable_http_server_is_a_failed_source(tmp_path: Path) -> None:
     servers = {"gone": {"url": "http://127.0.0.1:9/mcp", "startupTimeoutMs": 5000}}
     result, events, _, _ = turn(tmp_path, servers, [])
     assert result.text == "done"
-    assert [w["source"] for w in warnings(events)] == ["mcp:gone", "mcp:gone"]
+    assert [(w["code"], w["source"]) for w in warnings(events)] == [("tool_source_unavailable", "mcp:gone")]
 
 
 # ---------------------------------------------------------------------------- configuration

@@ -89,30 +89,39 @@ class McpServer:
         """The server's tools, connecting first if needed; a :class:`ToolSourceFailure` when it never listed any.
 
         A server that listed its tools once and is down now keeps offering them: a call then
-        answers with the failure (and restarts the server when the interval allows).
+        answers with the failure (and restarts the server when the interval allows). A failure
+        returned as a ``ToolSourceFailure`` is reported by the caller (the harness, ``monoagent
+        tools``), so it is not reported here as well.
         """
-        await self.ensure(turn)
-        if self.failure is not None and not self.tools:
-            return ToolSourceFailure(self.source, self.failure)
-        return self.tools
+        failure = await self.ensure(turn, report=bool(self.tools))
+        return ToolSourceFailure(self.source, failure) if failure is not None and not self.tools else self.tools
 
-    async def ensure(self, turn: Turn | None) -> str | None:
-        """Connect unless connected; None when connected, else why not (the failure is reported once per attempt)."""
+    async def ensure(self, turn: Turn | None, *, report: bool = True) -> str | None:
+        """Connect unless connected; None when connected, else why not (a failed attempt is reported when ``report``).
+
+        A start is attempted at most once per ``restartIntervalMs``; within the interval the last
+        failure is the answer. A new event loop starts afresh: its predecessor's connection ended with it.
+        """
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a new event loop: the old connection ended with its loop
+        if self._loop is not loop:
             self._loop, self._lock, self._task, self._client = loop, asyncio.Lock(), None, None
+            self._started_at = self.failure = None
         async with self._lock:
             if self.connected:
                 return None
-            interval = self.settings.restart_interval_ms / 1000
-            if self._started_at is not None and self.failure is not None and self._clock() - self._started_at < interval:
-                return self.failure
+            interval_ms = self.settings.restart_interval_ms
+            if self._started_at is not None and self._clock() - self._started_at < interval_ms / 1000:
+                return self.failure or (
+                    f"MCP server {self.name!r} stopped; it is started again at most once per {interval_ms} ms "
+                    f"(mcp.servers.{self.name}.restartIntervalMs)"
+                )
             self._started_at = self._clock()
             try:
                 await self._start()
             except McpServerUnavailable as exc:
                 self.failure = str(exc)
-                self._report(turn, "mcp_server_unavailable", self.failure)
+                if report:
+                    self._report(turn, "mcp_server_unavailable", self.failure)
                 return self.failure
             self.failure = None
             return None
@@ -124,8 +133,11 @@ class McpServer:
         task = asyncio.create_task(self._hold(ready, stop), name=f"mcp server {self.name}")
         try:
             client, listing = await asyncio.wait_for(asyncio.shield(ready), timeout_ms / 1000)
+        except asyncio.CancelledError:  # the turn was cancelled while the server started: stop it, leave no process
+            await self._end(task, stop, connecting=True)
+            raise
         except TimeoutError:
-            await self._end(task, stop)
+            await self._end(task, stop, connecting=True)
             raise McpServerUnavailable(
                 f"MCP server {self.name!r} did not start within {timeout_ms} ms (mcp.servers.{self.name}.startupTimeoutMs)"
             ) from None
@@ -220,7 +232,7 @@ class McpServer:
         """Call tool ``remote`` with the model's arguments; every failure is a result, never a hang."""
         failure = await self.ensure(context.turn)
         if failure is not None:
-            return context.result(f"MCP server {self.name!r} is unavailable: {failure}", ToolStatus.ERROR)
+            return context.result(f"{failure}; {remote!r} was not called", ToolStatus.ERROR)
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -244,11 +256,13 @@ class McpServer:
         return tool_result(context, answer)
 
     async def _crashed(self, context: ToolContext, remote: str, exc: BaseException) -> ToolResult:
-        self.failure = f"its connection was lost during {remote!r} ({_reason(exc)})"
-        message = f"MCP server {self.name!r} crashed: {self.failure}; it is started again on the next call"
-        self._report(context.turn, "mcp_server_crashed", message)
+        self.failure = (
+            f"MCP server {self.name!r} crashed during {remote!r} ({_reason(exc)}); it is started again on a later call, "
+            f"at most once per {self.settings.restart_interval_ms} ms (mcp.servers.{self.name}.restartIntervalMs)"
+        )
+        self._report(context.turn, "mcp_server_crashed", self.failure)
         await self._drop()
-        return context.result(message, ToolStatus.ERROR)
+        return context.result(self.failure, ToolStatus.ERROR)
 
     # ------------------------------------------------------------------ closing
 
@@ -263,12 +277,17 @@ class McpServer:
         if task is not None and stop is not None:
             await self._end(task, stop)
 
-    async def _end(self, task: asyncio.Task[None], stop: asyncio.Event) -> None:
-        """Let the connection task leave its transport (which stops a stdio server); cancel it if that takes too long."""
+    async def _end(self, task: asyncio.Task[None], stop: asyncio.Event, *, connecting: bool = False) -> None:
+        """Let the connection task leave its transport (which stops a stdio server); cancel it if that takes too long.
+
+        A task still ``connecting`` never reaches its wait for ``stop``: it is cancelled at once,
+        and the transport's clean-up (which stops a stdio server) runs under the cancellation.
+        """
         stop.set()
-        done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
+        done, _ = await asyncio.wait({task}, timeout=0 if connecting else CLOSE_TIMEOUT_S)
         if not done:
-            logger.bind(plugin="mcp").warning("MCP server {} did not close within {} s; cancelling", self.name, CLOSE_TIMEOUT_S)
+            if not connecting:
+                logger.bind(plugin="mcp").warning("MCP server {} did not close within {} s; cancelling", self.name, CLOSE_TIMEOUT_S)
             task.cancel()
             await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
 
