@@ -186,6 +186,15 @@ def test_closing_the_agent_leaves_no_server_process(tmp_path: Path) -> None:
     assert not alive(server_pid(tmp_path))
 
 
+def test_without_the_sdk_each_server_is_a_failed_source_naming_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # how Python spells "not installed" to an import
+    monkeypatch.delitem(sys.modules, "monoagent_plugins.lib.mcp_servers", raising=False)
+    result, events, _, _ = turn(tmp_path, {"t": stdio_server(tmp_path)}, [])
+    assert result.text == "done"
+    (warning,) = warnings(events)
+    assert warning["source"] == "mcp:t" and "pip install 'monoagent[mcp]'" in warning["message"]
+
+
 # ---------------------------------------------------------------------------- streamable HTTP
 
 

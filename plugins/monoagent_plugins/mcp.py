@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 import attrs
 
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Tool, ToolSourceFailure
 from monoagent.kernel.registrars import ConfigSectionRegistrar
@@ -93,28 +92,39 @@ class McpConfig:
 
 
 class McpServers:
-    """The MCP servers of one Agent; kept by the plugin per Agent, closed by ``shutdown``."""
+    """The MCP servers of one Agent; kept by the plugin per Agent, closed by ``shutdown``.
+
+    Without the SDK installed every enabled server is a failed tool source naming the extra, so
+    turns go on (with a ``runtime_warning``) and ``monoagent tools`` lists the servers as failed.
+    """
 
     def __init__(self, config: McpConfig) -> None:
         self.config = config
         self.servers: dict[str, McpServer] | None = None
+        self.missing_sdk: str | None = None
 
     def _servers(self) -> dict[str, McpServer]:
-        if self.servers is None:
+        if self.servers is None and self.missing_sdk is None:
             try:
                 from monoagent_plugins.lib.mcp_servers import McpServer
-            except ImportError as exc:  # the SDK is missing: a clear error naming the extra
-                raise ConfigError(f"mcp.servers is configured, but the MCP SDK is not installed ({exc}); pip install 'monoagent[mcp]'") from None
+            except ImportError as exc:
+                self.missing_sdk = f"the MCP SDK is not installed ({exc}); pip install 'monoagent[mcp]'"
+                return {}
             self.servers = {name: McpServer(name, s) for name, s in self.config.servers.items() if s.enabled}
-        return self.servers
+        return self.servers or {}
 
     async def offered(self, turn: Turn | None) -> list[Tool | ToolSourceFailure]:
         import asyncio
 
         answers = await asyncio.gather(*(server.offered(turn) for server in self._servers().values()))
+        if self.missing_sdk is not None:
+            return [ToolSourceFailure(f"mcp:{name}", self.missing_sdk) for name, s in self.config.servers.items() if s.enabled]
         offered: list[Tool | ToolSourceFailure] = []
         for answer in answers:
-            offered.extend(answer) if isinstance(answer, tuple) else offered.append(answer)
+            if isinstance(answer, ToolSourceFailure):
+                offered.append(answer)
+            else:
+                offered.extend(answer)
         return offered
 
     async def aclose(self) -> None:

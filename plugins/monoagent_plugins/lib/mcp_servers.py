@@ -13,6 +13,9 @@ closing by :data:`CLOSE_TIMEOUT_S`. A server that fails to start, times out or c
 line in the log, a ``runtime_warning`` event when there is a turn, and an ``error`` (or
 ``timeout``) result to the model; after a crash the next call starts it again, at most once per
 ``restartIntervalMs``.
+
+This module imports the SDK (the ``mcp`` extra); the ``mcp`` plugin imports it only when a server
+is configured, and reports an ``ImportError`` as a failed tool source naming the extra.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from monoagent.kernel.interfaces import Tool, ToolSourceFailure
 from monoagent.kernel.log import logger
@@ -150,8 +159,6 @@ class McpServer:
 
     async def _hold(self, ready: asyncio.Future[tuple[Any, Any]], stop: asyncio.Event) -> None:
         """Connect, list, hand the client to :meth:`_start` through ``ready``, and keep the connection until ``stop``."""
-        from mcp import Client
-
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(Client(await self._transport(stack), mode="auto"))
@@ -172,17 +179,11 @@ class McpServer:
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         settings = self.settings
         if settings.command is not None:
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
-
             params = StdioServerParameters(
                 command=settings.command, args=list(settings.args), env=dict(settings.env) or None,
                 cwd=str(settings.cwd) if settings.cwd is not None else None,
             )
             return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=dict(settings.headers), timeout=httpx2.Timeout(30.0, read=300.0))
         )
@@ -233,9 +234,6 @@ class McpServer:
         failure = await self.ensure(context.turn)
         if failure is not None:
             return context.result(f"{failure}; {remote!r} was not called", ToolStatus.ERROR)
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
         timeout_ms = self.settings.timeout_ms
         client = self._client
         try:
