@@ -232,7 +232,9 @@ def test_an_unreachable_http_server_is_a_failed_source(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("server", "message"), [
     ({"command": "x", "url": "http://127.0.0.1/mcp"}, "must set exactly one of command"),
     ({"args": ["x"]}, "it sets neither"),
-    ({"url": "file:///etc/passwd"}, "is not an http:// or https:// URL"),
+    ({"url": "file:///etc/passwd"}, "is not an http:// or https:// URL (scheme 'file')"),
+    ({"url": "http://h/mcp", "env": {"A": "b"}}, "mcp.servers.s.env does not apply to a url server"),
+    ({"command": "x", "headers": {"A": "b"}}, "mcp.servers.s.headers does not apply to a command server"),
     ({"url": "http://h/mcp", "headers": {"X-A": "v\r\nInjected: 1"}}, "headers.X-A is not a valid HTTP header"),
     ({"command": "x", "timeoutMs": 0}, "timeoutMs"),
 ])

@@ -35,6 +35,35 @@ SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 
 
+def _table(server: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = server.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _server_problem(name: str, server: Mapping[str, Any]) -> str | None:
+    """What is wrong with the table of server ``name`` beyond its keys' types (checked by the loader), or None."""
+    where = f"mcp.servers.{name}"
+    transports = [key for key in ("command", "url") if server.get(key) is not None]
+    if len(transports) != 1:
+        found = " and ".join(transports) or "neither"
+        return f"{where} must set exactly one of command (a stdio server) or url (streamable HTTP); it sets {found}"
+    stray = [key for key in (("headers",) if transports == ["command"] else ("args", "env", "cwd")) if server.get(key)]
+    if stray:
+        return f"{where}.{stray[0]} does not apply to a {transports[0]} server; remove it"
+    url = server.get("url")
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return f"{where}.url is not an http:// or https:// URL (scheme {parts.scheme[:20]!r})"
+    for header, value in _table(server, "headers").items():
+        if not HEADER_NAME.fullmatch(str(header)) or not isinstance(value, str) or any(c in value for c in "\r\n\x00"):
+            return f"{where}.headers.{str(header)[:60]} is not a valid HTTP header (a token name, a value without line breaks)"
+    for key, value in _table(server, "env").items():
+        if not key or "=" in str(key) or "\x00" in str(key) or not isinstance(value, str) or "\x00" in value:
+            return f"{where}.env.{str(key)[:60]} is not a valid environment variable (a name without '=', a string value without NUL)"
+    return None
+
+
 def _check_servers(servers: Any) -> str | None:
     if not isinstance(servers, Mapping):
         return None  # the table check has reported it
@@ -42,23 +71,9 @@ def _check_servers(servers: Any) -> str | None:
         if not SERVER_NAME.fullmatch(str(name)) or len(str(name)) > 32:
             return (f"server name {name!r} is not allowed: 1-32 letters and digits, single '-' or '_' between them "
                     f"(it prefixes the tool names, <name>__<tool>)")
-        if not isinstance(server, Mapping):
-            continue
-        transports = [key for key in ("command", "url") if server.get(key) is not None]
-        if len(transports) != 1:
-            found = " and ".join(transports) or "neither"
-            return f"mcp.servers.{name} must set exactly one of command (a stdio server) or url (streamable HTTP); it sets {found}"
-        url = server.get("url")
-        if isinstance(url, str):
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                return f"mcp.servers.{name}.url {url[:100]!r} is not an http:// or https:// URL"
-        for header, value in (server.get("headers") or {}).items() if isinstance(server.get("headers"), Mapping) else ():
-            if not HEADER_NAME.fullmatch(str(header)) or not isinstance(value, str) or any(c in value for c in "\r\n\x00"):
-                return f"mcp.servers.{name}.headers.{str(header)[:60]} is not a valid HTTP header (a token name, a value without line breaks)"
-        for key, value in (server.get("env") or {}).items() if isinstance(server.get("env"), Mapping) else ():
-            if not key or "=" in str(key) or "\x00" in str(key) or not isinstance(value, str) or "\x00" in value:
-                return f"mcp.servers.{name}.env.{str(key)[:60]} is not a valid environment variable (a name without '=', a string value without NUL)"
+        problem = _server_problem(str(name), server) if isinstance(server, Mapping) else None
+        if problem:
+            return problem
     return None
 
 
