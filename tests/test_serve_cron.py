@@ -1,0 +1,390 @@
+"""The ``cron`` channel: schedules in time zones (DST days too), overlap, missed ticks, isolation, config errors.
+
+The scheduler runs in-process on a :class:`ManualClock` the test moves (no sleeps: the test waits
+until the scheduler is asleep, reads when it wants to wake, and moves the clock there); the turns
+run through the real harness, history store and state file. One test runs ``monoagent serve`` as a
+subprocess and proves the production path with a tick missed while the server was down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
+from monoagent.testing import fresh_agent
+from monoagent_plugins.cron import CronChannel
+from monoagent_plugins.lib.cron_schedule import CronSchedule, ScheduleError
+
+BOUND_S = 30  # a bound on failure, never synchronisation
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+
+
+class ManualClock:
+    """The scheduler's clock, moved by the test; ``sleep_until`` returns once the clock reached the time."""
+
+    def __init__(self, now: datetime) -> None:
+        self.current = now
+        self.sleeping_until: datetime | None = None
+        self._asleep = asyncio.Event()
+        self._moved = asyncio.Event()
+
+    def now(self) -> datetime:
+        return self.current
+
+    async def sleep_until(self, moment: datetime) -> None:
+        self.sleeping_until = moment
+        self._asleep.set()
+        while self.current < moment:
+            self._moved.clear()
+            await self._moved.wait()
+
+    async def next_wake(self) -> datetime:
+        """When the scheduler, now asleep, wants to wake."""
+        await asyncio.wait_for(self._asleep.wait(), BOUND_S)
+        assert self.sleeping_until is not None
+        return self.sleeping_until
+
+    def move_to(self, moment: datetime) -> None:
+        self.current = moment
+        if self.sleeping_until is not None and moment >= self.sleeping_until:
+            self._asleep.clear()
+        self._moved.set()
+
+
+class Recorder:
+    """Every RunEvent of the agent, with a bounded wait for one that matches."""
+
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+        self._changed: asyncio.Event | None = None
+
+    @hookimpl
+    def on_run_event(self, event: RunEvent, agent: Any) -> None:
+        self.events.append(event)
+        if self._changed is not None:
+            self._changed.set()
+
+    def of(self, type: str, conversation: str | None = None) -> list[RunEvent]:
+        return [e for e in self.events if e.type == type and conversation in (None, e.conversation_id)]
+
+    async def wait(self, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + BOUND_S
+        self._changed = changed = asyncio.Event()
+        while not ready():
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), max(0.0, deadline - time.monotonic()))
+
+
+class Gate:
+    """A provider that answers at once, except a prompt with "slow", which waits until :attr:`release` is set."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def stream(self, request: Any) -> Any:
+        self.calls += 1
+        if "slow" in request.messages[-1].content:
+            await self.release.wait()
+        yield TextDelta(f"answer {self.calls}")
+        yield StepFinished()
+
+    @hookimpl
+    def register_providers(self, register: Any) -> None:
+        register("gate", lambda agent, model: self)
+
+
+def job(name: str = "digest", schedule: str = "30 2 * * *", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "schedule": schedule, "prompt": f"run {name}", **extra}
+
+
+def cron_agent(tmp_path: Path, jobs: list[dict[str, Any]], *plugins: Any, **config: Any) -> Any:
+    return fresh_agent(tmp_path, config={"cron": {"jobs": jobs}, **config}, plugins=list(plugins))
+
+
+@contextlib.asynccontextmanager
+async def serving(agent: Any, clock: ManualClock) -> AsyncIterator[CronChannel]:
+    channel = CronChannel(agent, clock=clock)
+    assert channel.enabled
+    await channel.start()
+    try:
+        yield channel
+    finally:
+        await channel.shutdown()
+        await agent.aclose()
+
+
+async def tick(clock: ManualClock, recorder: Recorder, conversation: str) -> datetime:
+    """Move the clock to the scheduler's next wake and wait for that tick's turn to complete; returns the wake time."""
+    due = await clock.next_wake()
+    done = len(recorder.of("run_completed", conversation))
+    clock.move_to(due)
+    await recorder.wait(lambda: len(recorder.of("run_completed", conversation)) > done)
+    return due
+
+
+async def history(agent: Any, conversation: str) -> list[str]:
+    return [m.content for m in await agent.history_store.load(conversation)]
+
+
+# --------------------------------------------------------------------------- schedules and time zones
+
+
+def test_next_fire_times_are_read_in_the_job_zone() -> None:
+    berlin = CronSchedule("0 9 * * MON-FRI", "Europe/Berlin")
+    assert berlin.next_after(utc(2026, 1, 2, 7, 59)) == utc(2026, 1, 2, 8, 0)  # 09:00 CET, a Friday
+    assert berlin.next_after(utc(2026, 1, 2, 8, 0)) == utc(2026, 1, 5, 8, 0)  # strictly after; then Monday
+    assert berlin.next_after(utc(2026, 7, 1, 0, 0)) == utc(2026, 7, 1, 7, 0)  # 09:00 CEST
+    assert berlin.latest_at_or_before(utc(2026, 1, 5, 8, 0)) == utc(2026, 1, 5, 8, 0)
+    assert berlin.latest_at_or_before(utc(2026, 1, 5, 7, 59)) == utc(2026, 1, 2, 8, 0)
+    assert CronSchedule("*/15 * * * *").missed(utc(2026, 1, 1), utc(2026, 1, 1, 1, 0)) == (4, utc(2026, 1, 1, 1, 0))
+    assert CronSchedule("*/15 * * * *").missed(utc(2026, 1, 1), utc(2026, 1, 1, 0, 14)) == (0, None)
+
+
+@pytest.mark.parametrize("expression, timezone, named", [
+    ("30 2 * *", "UTC", "five fields"), ("61 * * * *", "UTC", "Bad minute"), ("@daily", "UTC", "five fields"),
+    ("30 2 * * *", "Mars/Olympus", "unknown time zone"), ("30 2 * * *", "../../etc/passwd", "IANA"),
+])
+def test_a_bad_expression_or_zone_says_what_is_allowed(expression: str, timezone: str, named: str) -> None:
+    with pytest.raises(ScheduleError, match=named):
+        CronSchedule(expression, timezone)
+
+
+@pytest.mark.parametrize("zone, spring, fall, repeated", [
+    ("Europe/Berlin", datetime(2026, 3, 29), datetime(2026, 10, 25), True),  # 03:00 CEST -> 02:00 CET: 02:30 twice
+    ("America/New_York", datetime(2026, 3, 8), datetime(2026, 11, 1), False),  # 02:00 EDT -> 01:00 EST: 02:30 once
+])
+def test_a_daily_0230_job_fires_once_a_day_at_the_right_instant_across_both_dst_changes(
+        tmp_path: Path, zone: str, spring: datetime, fall: datetime, repeated: bool) -> None:
+    from zoneinfo import ZoneInfo
+
+    local = ZoneInfo(zone)
+
+    async def days_from(start: datetime, recorder: Recorder, clock: ManualClock) -> list[datetime]:
+        clock.move_to(start)
+        return [await tick(clock, recorder, "cron:digest") for _ in range(3)]
+
+    async def scenario() -> tuple[list[datetime], list[datetime]]:
+        recorder, gate = Recorder(), Gate()
+        clock = ManualClock((spring - timedelta(days=1)).replace(tzinfo=local).astimezone(UTC))
+        agent = cron_agent(tmp_path, [job(timezone=zone)], recorder, gate, runtime={"model": "gate:x"})
+        async with serving(agent, clock):
+            springs = [await tick(clock, recorder, "cron:digest") for _ in range(3)]
+            clock.move_to((fall - timedelta(days=1)).replace(tzinfo=local).astimezone(UTC))
+            falls = [await tick(clock, recorder, "cron:digest") for _ in range(3)]
+        assert gate.calls == 6  # one turn per tick, never two
+        return springs, falls
+
+    springs, falls = asyncio.run(scenario())
+    as_local = [(t.astimezone(local).replace(tzinfo=None), t.astimezone(local).utcoffset()) for t in springs + falls]
+    day = timedelta(days=1)
+    before, after = as_local[0][1], as_local[2][1]
+    assert after is not None and before is not None and after - before == timedelta(hours=1)
+    assert [t for t, _ in as_local[:3]] == [(spring - day).replace(hour=2, minute=30), spring.replace(hour=3),
+                                            (spring + day).replace(hour=2, minute=30)]  # 02:30 does not exist: 03:00
+    assert [t for t, _ in as_local[3:]] == [(fall - day).replace(hour=2, minute=30), fall.replace(hour=2, minute=30),
+                                            (fall + day).replace(hour=2, minute=30)]
+    assert as_local[4][1] == (after if repeated else before)  # 02:30 twice on the fall-back day: the first (summer time) one
+
+
+def test_an_hourly_job_fires_once_per_real_hour_through_the_repeated_fall_back_hour(tmp_path: Path) -> None:
+    async def scenario() -> list[datetime]:
+        recorder = Recorder()
+        clock = ManualClock(utc(2026, 10, 24, 22, 30))  # 00:30 CEST on the fall-back day
+        agent = cron_agent(tmp_path, [job("hourly", "0 * * * *", timezone="Europe/Berlin")], recorder)
+        async with serving(agent, clock):
+            return [await tick(clock, recorder, "cron:hourly") for _ in range(5)]
+
+    fired = asyncio.run(scenario())
+    assert fired == [utc(2026, 10, 24, hour) for hour in (23,)] + [utc(2026, 10, 25, hour) for hour in range(4)]
+    from zoneinfo import ZoneInfo
+
+    walls = [t.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M%z") for t in fired]
+    assert walls == ["01:00+0200", "02:00+0200", "02:00+0100", "03:00+0100", "04:00+0100"]
+
+
+# --------------------------------------------------------------------------- overlap and admission
+
+
+def test_a_tick_whose_previous_run_still_runs_is_skipped_with_an_event(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Recorder, Gate]:
+        recorder, gate = Recorder(), Gate()
+        clock = ManualClock(utc(2026, 1, 1))
+        agent = cron_agent(tmp_path, [job("slowjob", "*/5 * * * *", prompt="slow work")], recorder, gate,
+                           runtime={"model": "gate:x"})
+        async with serving(agent, clock):
+            first = await clock.next_wake()
+            clock.move_to(first)
+            await recorder.wait(lambda: gate.calls == 1)  # the first tick's turn is running, blocked
+            second = await clock.next_wake()
+            assert second == first + timedelta(minutes=5)
+            clock.move_to(second)
+            await recorder.wait(lambda: bool(recorder.of("cron_tick_skipped")))
+            assert gate.calls == 1 and not recorder.of("run_completed")
+            gate.release.set()
+            await recorder.wait(lambda: len(recorder.of("run_completed")) == 1)
+            await tick(clock, recorder, "cron:slowjob")  # the next tick runs again
+        return recorder, gate
+
+    recorder, gate = asyncio.run(scenario())
+    (skipped,) = recorder.of("cron_tick_skipped")
+    assert skipped.conversation_id == "cron:slowjob"
+    assert skipped.data == {"channel": "cron", "job": "slowjob", "scheduled": "2026-01-01T00:10:00+00:00", "reason": "overlap"}
+    assert gate.calls == 2
+
+
+def test_an_admission_overload_skips_the_tick_with_an_event_and_no_retry(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Recorder, Gate]:
+        recorder, gate = Recorder(), Gate()
+        clock = ManualClock(utc(2026, 1, 1))
+        agent = cron_agent(tmp_path, [job("a", "0 * * * *", prompt="slow a"), job("b", "0 * * * *", prompt="b")],
+                           recorder, gate, runtime={"model": "gate:x"},
+                           concurrency={"maxConcurrentRuns": 1, "maxPendingRuns": 0})
+        async with serving(agent, clock):
+            clock.move_to(await clock.next_wake())
+            await recorder.wait(lambda: bool(recorder.of("cron_tick_skipped")))
+            gate.release.set()
+            await recorder.wait(lambda: len(recorder.of("run_completed")) == 1)
+        return recorder, gate
+
+    recorder, gate = asyncio.run(scenario())
+    (skipped,) = recorder.of("cron_tick_skipped")
+    assert skipped.data["job"] == "b" and skipped.data["reason"] == "admission" and "maxPendingRuns" in skipped.data["detail"]
+    assert gate.calls == 1 and [e.conversation_id for e in recorder.of("run_completed")] == ["cron:a"]
+
+
+# --------------------------------------------------------------------------- missed ticks and the state file
+
+
+def test_ticks_missed_while_down_run_once_at_start_up_never_a_burst(tmp_path: Path) -> None:
+    recorder = Recorder()
+
+    async def first_run() -> datetime:
+        clock = ManualClock(utc(2026, 1, 1, 0, 0))
+        agent = cron_agent(tmp_path, [job("every", "*/10 * * * *"), job("fresh", "0 0 1 1 *")], recorder)
+        async with serving(agent, clock):
+            return await tick(clock, recorder, "cron:every")
+
+    async def restart() -> list[str]:
+        clock = ManualClock(utc(2026, 1, 1, 0, 55))  # ticks at 00:20, 00:30, 00:40, 00:50 went by while down
+        agent = cron_agent(tmp_path, [job("every", "*/10 * * * *"), job("fresh", "0 0 1 1 *")], recorder)
+        async with serving(agent, clock):
+            await recorder.wait(lambda: len(recorder.of("run_completed", "cron:every")) == 2)
+            assert await clock.next_wake() == utc(2026, 1, 1, 1, 0)  # then back on schedule
+            return await history(agent, "cron:every")
+
+    assert asyncio.run(first_run()) == utc(2026, 1, 1, 0, 10)
+    state = json.loads((tmp_path / "home" / "cron" / "state.json").read_text())
+    assert state == {"version": 1, "jobs": {"every": {"lastScheduled": "2026-01-01T00:10:00+00:00"}}}
+    assert oct(os.stat(tmp_path / "home" / "cron").st_mode & 0o777) == "0o700"
+    messages = asyncio.run(restart())
+    (missed,) = recorder.of("cron_tick_missed")
+    assert missed.data == {"channel": "cron", "job": "every", "scheduled": "2026-01-01T00:50:00+00:00", "missed": 4,
+                           "at_startup": True}
+    assert len(messages) == 4  # two ticks ran in all: the first, and one for the four missed
+    assert not recorder.of("run_completed", "cron:fresh")  # never ran before: no start-up run
+    state = json.loads((tmp_path / "home" / "cron" / "state.json").read_text())
+    assert state["jobs"]["every"]["lastScheduled"] == "2026-01-01T00:50:00+00:00"
+
+
+def test_a_clock_jump_forward_fires_the_latest_due_tick_once(tmp_path: Path) -> None:
+    async def scenario() -> Recorder:
+        recorder = Recorder()
+        clock = ManualClock(utc(2026, 1, 1))
+        async with serving(cron_agent(tmp_path, [job("every", "* * * * *")], recorder), clock):
+            await clock.next_wake()
+            clock.move_to(utc(2026, 1, 1, 3, 0, 30))  # the machine slept three hours
+            await recorder.wait(lambda: len(recorder.of("run_completed")) == 1)
+            assert await clock.next_wake() == utc(2026, 1, 1, 3, 1)
+        return recorder
+
+    recorder = asyncio.run(scenario())
+    (missed,) = recorder.of("cron_tick_missed")
+    assert missed.data["missed"] == 180 and missed.data["at_startup"] is False
+    assert missed.data["scheduled"] == "2026-01-01T03:00:00+00:00"
+    assert len(recorder.of("run_started")) == 1
+
+
+@pytest.fixture
+def caplog_loguru() -> Any:
+    from monoagent.kernel.log import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(message.record["message"]), level="WARNING")
+    logger.enable("monoagent_plugins")
+    try:
+        yield lines
+    finally:
+        logger.disable("monoagent_plugins")
+        logger.remove(sink)
+
+
+@pytest.mark.parametrize("plant", ["garbage", "wrong shape", "future", "symlink", "huge"])
+def test_a_damaged_or_planted_state_file_is_named_in_a_warning_and_treated_as_empty(tmp_path: Path, plant: str,
+                                                                                    caplog_loguru: list[str]) -> None:
+    directory = tmp_path / "home" / "cron"
+    directory.mkdir(parents=True, mode=0o700)
+    state = directory / "state.json"
+    if plant == "garbage":
+        state.write_bytes(b"\xff{not json")
+    elif plant == "wrong shape":
+        state.write_text(json.dumps({"version": 1, "jobs": {"every": {"lastScheduled": 5}}}))
+    elif plant == "future":
+        state.write_text(json.dumps({"version": 1, "jobs": {"every": {"lastScheduled": "2099-01-01T00:00:00+00:00"}}}))
+    elif plant == "symlink":
+        target = tmp_path / "elsewhere.json"
+        target.write_text(json.dumps({"version": 1, "jobs": {"every": {"lastScheduled": "2025-01-01T00:00:00+00:00"}}}))
+        state.symlink_to(target)
+    else:
+        state.write_text(" " * 2_000_000)
+
+    async def scenario() -> Recorder:
+        recorder = Recorder()
+        clock = ManualClock(utc(2026, 1, 1, 0, 0, 30))
+        async with serving(cron_agent(tmp_path, [job("every", "* * * * *")], recorder), clock):
+            assert await clock.next_wake() == utc(2026, 1, 1, 0, 1)
+            await tick(clock, recorder, "cron:every")
+        return recorder
+
+    recorder = asyncio.run(scenario())
+    assert not recorder.of("cron_tick_missed") and len(recorder.of("run_completed")) == 1  # no start-up run
+    assert any("state" in line and ("state.json" in line or "ignored" in line) for line in caplog_loguru), caplog_loguru
+    written = json.loads(state.read_text()) if not state.is_symlink() else None
+    if plant != "symlink":
+        assert written == {"version": 1, "jobs": {"every": {"lastScheduled": "2026-01-01T00:01:00+00:00"}}}
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def test_ticks_share_their_conversation_and_an_isolated_job_adds_nothing_to_it(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[str], list[str], list[RunEvent]]:
+        recorder = Recorder()
+        clock = ManualClock(utc(2026, 1, 1))
+        jobs = [job("shared", "0 * * * *"), job("alone", "0 * * * *", isolate=True, conversationId="ops")]
+        agent = cron_agent(tmp_path, jobs, recorder)
+        async with serving(agent, clock):
+            for runs in (2, 4):
+                clock.move_to(await clock.next_wake())
+                await recorder.wait(lambda: len(recorder.of("run_completed")) == runs)  # noqa: B023 (awaited in the loop)
+            return await history(agent, "cron:shared"), await history(agent, "ops"), recorder.of("run_started", "ops")
+
+    shared, ops, isolated_runs = asyncio.run(scenario())
+    assert len(shared) == 4 and "history: 2 messages" in shared[3]  # the second tick saw the first
+    assert ops == [] and len(isolated_runs) == 2  # isolated ticks ran, and added nothing to their conversation
