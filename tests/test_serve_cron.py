@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -19,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
+from serving import Server, serve_env
+from serving import history as history_shown
 
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
@@ -139,7 +144,7 @@ async def tick(clock: ManualClock, recorder: Recorder, conversation: str) -> dat
     return due
 
 
-async def history(agent: Any, conversation: str) -> list[str]:
+async def stored(agent: Any, conversation: str) -> list[str]:
     return [m.content for m in await agent.history_store.load(conversation)]
 
 
@@ -287,7 +292,7 @@ def test_ticks_missed_while_down_run_once_at_start_up_never_a_burst(tmp_path: Pa
         async with serving(agent, clock):
             await recorder.wait(lambda: len(recorder.of("run_completed", "cron:every")) == 2)
             assert await clock.next_wake() == utc(2026, 1, 1, 1, 0)  # then back on schedule
-            return await history(agent, "cron:every")
+            return await stored(agent, "cron:every")
 
     assert asyncio.run(first_run()) == utc(2026, 1, 1, 0, 10)
     state = json.loads((tmp_path / "home" / "cron" / "state.json").read_text())
@@ -383,8 +388,79 @@ def test_ticks_share_their_conversation_and_an_isolated_job_adds_nothing_to_it(t
             for runs in (2, 4):
                 clock.move_to(await clock.next_wake())
                 await recorder.wait(lambda: len(recorder.of("run_completed")) == runs)  # noqa: B023 (awaited in the loop)
-            return await history(agent, "cron:shared"), await history(agent, "ops"), recorder.of("run_started", "ops")
+            return await stored(agent, "cron:shared"), await stored(agent, "ops"), recorder.of("run_started", "ops")
 
     shared, ops, isolated_runs = asyncio.run(scenario())
     assert len(shared) == 4 and "history: 2 messages" in shared[3]  # the second tick saw the first
     assert ops == [] and len(isolated_runs) == 2  # isolated ticks ran, and added nothing to their conversation
+
+
+# --------------------------------------------------------------------------- through `monoagent serve`
+
+
+def cron_project(tmp_path: Path, jobs: list[dict[str, Any]]) -> dict[str, str]:
+    """A project whose config has ``jobs``, and the environment of a server with only the cron channel."""
+    (tmp_path / "monoagent.toml").write_text(tomli_w.dumps({"cron": {"jobs": jobs}}), encoding="utf-8")
+    env = serve_env(tmp_path)
+    del env["MONO_AGENT_OPENAI_API_ENABLED"]
+    return env
+
+
+def run_files(tmp_path: Path) -> list[dict[str, Any]]:
+    runs = tmp_path / "home" / "artifacts" / "runs"
+    return [json.loads(line) for file in sorted(runs.glob("*.jsonl")) for line in file.read_text().splitlines()] if runs.is_dir() else []
+
+
+def test_a_tick_missed_while_the_server_was_down_runs_once_right_after_start(tmp_path: Path) -> None:
+    env = cron_project(tmp_path, [job("newyear", "0 0 1 1 *", prompt="happy new year")])
+    state = tmp_path / "home" / "cron"
+    state.mkdir(parents=True, mode=0o700)
+    (state / "state.json").write_text(json.dumps({"version": 1, "jobs": {"newyear": {"lastScheduled": "2019-01-01T00:00:00+00:00"}}}))
+    server = Server(tmp_path, env=env)
+    try:
+        assert server.client.get("/readyz").json()["channels"] == ["cron"]
+        deadline = time.monotonic() + BOUND_S
+        while not any(e["type"] == "run_completed" for e in run_files(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.05)  # a bounded wait for the run file the start-up tick writes
+        assert server.terminate() == 0
+    finally:
+        server.stop()
+    events = run_files(tmp_path)
+    (missed,) = [e for e in events if e["type"] == "cron_tick_missed"]
+    latest = CronSchedule("0 0 1 1 *").latest_at_or_before(datetime.now(UTC))
+    assert latest is not None
+    assert missed["data"]["job"] == "newyear" and missed["data"]["missed"] == latest.year - 2019
+    assert missed["data"]["scheduled"] == latest.isoformat() and missed["conversation_id"] == "cron:newyear"
+    (started,) = [e for e in events if e["type"] == "run_started"]
+    assert started["data"]["channel"] == "cron" and started["data"]["delivery"] == "request"
+    shown = history_shown(tmp_path, "cron:newyear")
+    assert "you said: happy new year" in shown and "history: 0 messages" in shown
+    recorded = json.loads((state / "state.json").read_text())
+    assert recorded["jobs"]["newyear"]["lastScheduled"] == latest.isoformat()
+
+
+def test_serve_refuses_a_bad_job_naming_each_key_and_what_is_allowed(tmp_path: Path) -> None:
+    env = cron_project(tmp_path, [job("a", "61 * * * *"), job("a", "* * *"), {"schedule": "0 9 * * *"},
+                                  job("b", model="nosuch:model")])
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    for named in ("cron.jobs[0].schedule = '61 * * * *': not a valid cron expression (Bad minute)",
+                  "cron.jobs[1].name = 'a': cron.jobs[1] and cron.jobs[0] have the same name",
+                  "cron.jobs[1].schedule = '* * *': a cron expression has five fields",
+                  "cron.jobs[2].name: must be set", "cron.jobs[2].prompt: must be set", "cron.jobs[3].model = 'nosuch:model'"):
+        assert named in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"timezone": "Europe/Atlantis"}, "cron.jobs[0].timezone"),
+    ({"name": "no spaces allowed"}, "cron.jobs[0].name"),
+    ({"conversationId": " "}, "cron.jobs[0].conversationId"),
+    ({"isolate": "yes"}, "cron.jobs[0].isolate"),
+    ({"scheduel": "* * * * *"}, "did you mean 'schedule'"),
+])
+def test_a_bad_job_key_is_a_config_error_naming_it(tmp_path: Path, bad: dict[str, Any], named: str) -> None:
+    env = cron_project(tmp_path, [{**job(), **bad}])
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "validate"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and named in done.stderr + done.stdout, done.stderr
