@@ -94,8 +94,12 @@ def conversation_of(job: CronJob) -> str:
     return job.conversation_id or f"{CHANNEL}:{job.name}"
 
 
-def checked_schedules(jobs: Sequence[CronJob], agent: Any) -> dict[str, CronSchedule]:
-    """Each enabled job's schedule; a :class:`ConfigError` naming ``cron.jobs[i].<key>`` for every problem of any job."""
+def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[str, CronSchedule]:
+    """Each enabled job's schedule; a :class:`ConfigError` naming ``cron.jobs[i].<key>`` for every problem of any job.
+
+    ``notify`` is the channel's ``NotifyDispatch`` (None without the notify plugin), which checks
+    each job's destinations.
+    """
     from monoagent_plugins.lib.cron_schedule import CronSchedule, ScheduleError, WallClock
 
     problems: list[str] = []
@@ -127,23 +131,26 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any) -> dict[str, CronSche
                 agent.provider(job.model)
             except MonoagentError as exc:
                 problems.append(f"{where}.model = {job.model!r}: {exc}")
-        if job.notify:
-            problems.extend(_notify_problems(agent, job.notify, f"{where}.notify"))
+        if job.notify and notify is None:
+            problems.append(f"{where}.notify: needs the notify plugin (monoagent_plugins.lib.notify_dispatch), which is not there")
+        elif job.notify:
+            try:
+                notify.check(job.notify, f"{where}.notify")
+            except ConfigError as exc:
+                problems.extend(exc.problems)
     if problems:
         raise ConfigError(problems)
     return schedules
 
 
-def _notify_problems(agent: Any, destinations: Sequence[str], where: str) -> list[str]:
+def _notify_dispatch(agent: Any) -> Any:
+    """The channel's ``NotifyDispatch``, or None when the notify plugin's library is not installed."""
     try:
         from monoagent_plugins.lib.notify_dispatch import NotifyDispatch  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        return [f"{where}: notify needs the notify plugin (monoagent_plugins.lib.notify_dispatch), which is not installed"]
-    try:
-        NotifyDispatch(agent).check(destinations, where)
-    except ConfigError as exc:
-        return exc.problems
-    return []
+    except ImportError as exc:
+        logger.warning("cron: notify is not available ({}); jobs with notify are refused", exc)
+        return None
+    return NotifyDispatch(agent)
 
 
 class CronChannel:
@@ -164,7 +171,9 @@ class CronChannel:
         self.settings: CronConfig = agent.config.section("cron")
         self.jobs = {job.name: job for job in self.settings.jobs if job.enabled}
         self.enabled = self.settings.enabled and bool(self.jobs)
-        self.schedules = checked_schedules(self.settings.jobs, agent) if self.enabled else {}
+        wants_notify = self.enabled and any(job.notify for job in self.settings.jobs)
+        self.notify = _notify_dispatch(agent) if wants_notify else None
+        self.schedules = checked_schedules(self.settings.jobs, agent, self.notify) if self.enabled else {}
         self.clock = clock
         self.runs = ChannelRuns(agent)
         self.scheduler: CronScheduler | None = None
@@ -218,7 +227,7 @@ class CronChannel:
                            proactive=True, isolated=job.isolate, notify=bool(job.notify), model=job.model)
 
     async def run_tick(self, name: str, scheduled: datetime) -> None:
-        """Run one tick's turn and deliver its answer to the job's notify destinations; never raises."""
+        """Run one tick's turn, then start delivering its answer to the job's notify destinations; never raises."""
         from monoagent_plugins.lib.channel_runs import ShutdownCancelled
 
         job = self.jobs[name]
@@ -234,10 +243,8 @@ class CronChannel:
         except Exception as exc:  # the turn failed; its run_failed event has the detail
             logger.warning("cron: job {} tick at {} failed: {}", name, scheduled.isoformat(), failure_text(exc))
             return
-        if job.notify:
-            from monoagent_plugins.lib.notify_dispatch import NotifyDispatch  # type: ignore[import-untyped,unused-ignore]
-
-            await NotifyDispatch(self.agent).deliver(job.notify, result, channel=CHANNEL, source=name)
+        if job.notify and self.notify is not None:
+            self.notify.start(job.notify, result, channel=CHANNEL, source=name)  # a receiver's retries never hold the job
 
     def report(self, type: str, job: str, data: dict[str, Any]) -> None:
         """A channel-level event (no run of its own: a fresh run id) to every ``on_run_event`` observer."""
@@ -257,7 +264,8 @@ class CronChannel:
         return self.runs.cancel_in_flight()
 
     async def shutdown(self) -> None:
-        """Stop the scheduler, cancel what runs, wait for the ticks and their continuity accounts, close the harness."""
+        """Stop the scheduler, cancel what runs, wait for the ticks and their continuity accounts, close the harness;
+        then give deliveries still under way ``serve.shutdownGraceMs`` before they are cancelled (each reported)."""
         import asyncio
 
         self.cancel_in_flight()
@@ -266,6 +274,8 @@ class CronChannel:
         if self.scheduler is not None:
             await self.scheduler.stop()
         await self.runs.shutdown()
+        if self.notify is not None:
+            await self.notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
 
 
 def _scheduler_ended(task: Any) -> None:
