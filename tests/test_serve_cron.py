@@ -464,3 +464,19 @@ def test_a_bad_job_key_is_a_config_error_naming_it(tmp_path: Path, bad: dict[str
     done = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "validate"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and named in done.stderr + done.stdout, done.stderr
+
+
+def test_check_describes_each_job_and_its_next_tick_in_its_zone(tmp_path: Path) -> None:
+    async def scenario() -> list[str]:
+        jobs = [job("digest", "30 2 * * *", timezone="Europe/Berlin", isolate=True), job("off", enabled=False)]
+        agent = cron_agent(tmp_path, jobs)
+        try:
+            return CronChannel(agent, clock=ManualClock(utc(2026, 3, 28, 12))).check()
+        finally:
+            await agent.aclose()
+
+    assert asyncio.run(scenario()) == [
+        "cron job digest: '30 2 * * *' in Europe/Berlin, next at 2026-03-29T03:00:00+02:00 (2026-03-29T01:00Z), "
+        "conversation cron:digest, isolated",
+        "cron job off: disabled",
+    ]

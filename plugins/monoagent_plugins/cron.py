@@ -66,11 +66,11 @@ class CronJob:
     """One job of ``cron.jobs``: when it fires, the turn it runs, and where its answer goes."""
 
     name: str = setting("", doc="The job's name (required, unique): in logs, events and the default conversation id.",
-                        check=_name_problem)
+                        check=_name_problem, allowed=NAME_ALLOWED)
     schedule: str = setting("", doc="When it fires: a five-field cron expression (minute hour day-of-month month "
                                     "day-of-week), such as '30 2 * * *' (required).", example="30 2 * * *")
-    timezone: str = setting("UTC", doc="The IANA time zone the schedule is read in (such as 'Europe/Berlin').",
-                            check=_zone_problem)
+    timezone: str = setting("UTC", doc="The IANA time zone the schedule is read in.", check=_zone_problem,
+                            allowed="an IANA time zone name known to this machine, such as 'UTC' or 'Europe/Berlin'")
     prompt: str = setting("", doc="The text of the turn each tick runs (required).")
     conversation_id: str | None = setting(None, doc="The conversation the ticks share (unset: cron:<name>).",
                                           check=_conversation_problem)
