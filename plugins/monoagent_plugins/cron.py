@@ -146,7 +146,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
 def _notify_dispatch(agent: Any) -> Any:
     """The channel's ``NotifyDispatch``, or None when the notify plugin's library is not installed."""
     try:
-        from monoagent_plugins.lib.notify_dispatch import NotifyDispatch  # type: ignore[import-untyped,unused-ignore]
+        from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
     except ImportError as exc:
         logger.warning("cron: notify is not available ({}); jobs with notify are refused", exc)
         return None
