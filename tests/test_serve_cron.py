@@ -95,19 +95,23 @@ class Recorder:
 
 
 class Gate:
-    """A provider that answers at once, except a prompt with "slow", which waits until :attr:`release` is set."""
+    """A provider that answers at once, except a prompt with "slow", which waits until :attr:`release` is set;
+    to a prompt with "quiet" it answers the silent sentinel ``NO_REPLY``."""
 
     name = "gate"
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.calls = 0
+        self.systems: list[str] = []
 
     async def stream(self, request: Any) -> Any:
         self.calls += 1
-        if "slow" in request.messages[-1].content:
+        self.systems.append(request.prompt.stable_text + request.prompt.dynamic_text)
+        prompt = request.messages[-1].content
+        if "slow" in prompt:
             await self.release.wait()
-        yield TextDelta(f"answer {self.calls}")
+        yield TextDelta("NO_REPLY" if "quiet" in prompt else f"answer {self.calls}")
         yield StepFinished()
 
     @hookimpl
@@ -393,6 +397,44 @@ def test_ticks_share_their_conversation_and_an_isolated_job_adds_nothing_to_it(t
     shared, ops, isolated_runs = asyncio.run(scenario())
     assert len(shared) == 4 and "history: 2 messages" in shared[3]  # the second tick saw the first
     assert ops == [] and len(isolated_runs) == 2  # isolated ticks ran, and added nothing to their conversation
+
+
+# --------------------------------------------------------------------------- notify
+
+
+def test_a_job_with_notify_delivers_each_answer_unless_it_is_no_reply(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.jsonl"
+
+    async def scenario() -> tuple[Recorder, Gate]:
+        recorder, gate = Recorder(), Gate()
+        clock = ManualClock(utc(2026, 1, 1))
+        jobs = [job("report", "0 * * * *", notify=["log"]), job("watch", "30 * * * *", prompt="quiet check", notify=["log"])]
+        agent = cron_agent(tmp_path, jobs, recorder, gate, runtime={"model": "gate:x"},
+                           notify={"destinations": {"log": {"type": "file", "path": str(notes)}}})
+        async with serving(agent, clock):
+            for outcome in ("notify_skipped", "notify_delivered"):  # 00:30 watch (silent), then 01:00 report
+                clock.move_to(await clock.next_wake())
+                await recorder.wait(lambda: bool(recorder.of(outcome)))  # noqa: B023 (awaited in the loop)
+        return recorder, gate
+
+    recorder, gate = asyncio.run(scenario())
+    assert all("NO_REPLY" in system for system in gate.systems)  # the session block says how to stay silent
+    (delivered,) = [json.loads(line) for line in notes.read_text().splitlines()]
+    (report_run,) = recorder.of("run_completed", "cron:report")
+    assert delivered["channel"] == "cron" and delivered["source"] == "report" and delivered["text"] == "answer 2"
+    assert delivered["conversation_id"] == "cron:report" and delivered["run_id"] == report_run.run_id
+    (skipped,) = recorder.of("notify_skipped")
+    assert skipped.data["reason"] == "silent" and skipped.conversation_id == "cron:watch"
+    assert [e.data["source"] for e in recorder.of("notify_delivered")] == ["report"]
+
+
+def test_a_notify_destination_that_is_not_configured_stops_start_up_naming_the_job(tmp_path: Path) -> None:
+    from monoagent.kernel.errors import ConfigError
+
+    agent = cron_agent(tmp_path, [job(notify=["nowhere"])])
+    with pytest.raises(ConfigError, match=r"cron\.jobs\[0\]\.notify") as caught:
+        CronChannel(agent)
+    assert "nowhere" in str(caught.value)
 
 
 # --------------------------------------------------------------------------- through `monoagent serve`
