@@ -522,3 +522,20 @@ def test_check_describes_each_job_and_its_next_tick_in_its_zone(tmp_path: Path) 
         "conversation cron:digest, isolated",
         "cron job off: disabled",
     ]
+
+
+def test_the_wall_clock_wakes_no_earlier_than_asked_and_at_once_for_a_time_gone_by() -> None:
+    from monoagent_plugins.lib.cron_schedule import WallClock
+
+    class Napping(WallClock):
+        nap_s = 0.01
+
+    async def scenario() -> tuple[datetime, datetime]:
+        clock = Napping()
+        await clock.sleep_until(clock.now() - timedelta(hours=1))  # a time gone by: returns at once
+        target = clock.now() + timedelta(seconds=0.05)
+        await clock.sleep_until(target)  # in naps of 10 ms, each followed by a fresh reading of the wall clock
+        return target, clock.now()
+
+    target, woke = asyncio.run(scenario())
+    assert woke >= target and woke.tzinfo is not None
