@@ -50,6 +50,10 @@ def _zone_problem(name: str) -> str | None:
     return zone_problem(name)
 
 
+def _prompt_problem(value: str) -> str | None:
+    return None if value.strip() else "must not be blank; allowed: the text of the turn each tick runs"
+
+
 def _conversation_problem(value: str | None) -> str | None:
     if value is not None and not value.strip():
         return "must not be blank; allowed: a conversation id (unset: cron:<name>)"
@@ -65,13 +69,13 @@ def _notify_problem(names: list[str]) -> str | None:
 class CronJob:
     """One job of ``cron.jobs``: when it fires, the turn it runs, and where its answer goes."""
 
-    name: str = setting("", doc="The job's name (required, unique): in logs, events and the default conversation id.",
+    name: str = setting(doc="The job's name (unique): in logs, events and the default conversation id.",
                         check=_name_problem, allowed=NAME_ALLOWED)
-    schedule: str = setting("", doc="When it fires: a five-field cron expression (minute hour day-of-month month "
-                                    "day-of-week), such as '30 2 * * *' (required).", example="30 2 * * *")
+    schedule: str = setting(doc="When it fires: a five-field cron expression (minute hour day-of-month month day-of-week).",
+                            example="30 2 * * *")
+    prompt: str = setting(doc="The text of the turn each tick runs.", check=_prompt_problem)
     timezone: str = setting("UTC", doc="The IANA time zone the schedule is read in.", check=_zone_problem,
                             allowed="an IANA time zone name known to this machine, such as 'UTC' or 'Europe/Berlin'")
-    prompt: str = setting("", doc="The text of the turn each tick runs (required).")
     conversation_id: str | None = setting(None, doc="The conversation the ticks share (unset: cron:<name>).",
                                           check=_conversation_problem)
     isolate: bool = setting(False, doc="Run each tick isolated: it reads the conversation's history but adds nothing to it.")
@@ -108,15 +112,11 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
     now = WallClock().now()
     for index, job in enumerate(jobs):
         where = f"cron.jobs[{index}]"
-        if not job.name:
-            problems.append(f"{where}.name: must be set; allowed: {NAME_ALLOWED}")
-        elif job.name in first_of:
+        if job.name in first_of:
             problems.append(f"{where}.name = {job.name!r}: {where} and cron.jobs[{first_of[job.name]}] have the same name; "
                             f"job names must be unique")
         else:
             first_of[job.name] = index
-        if not job.prompt.strip():
-            problems.append(f"{where}.prompt: must be set; allowed: the text of the turn each tick runs")
         try:
             schedule = CronSchedule(job.schedule, job.timezone)
         except ScheduleError as exc:
@@ -124,7 +124,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
         else:
             if schedule.next_after(now) is None:
                 problems.append(f"{where}.schedule = {job.schedule!r}: never fires within 50 years")
-            elif job.enabled and job.name:
+            elif job.enabled:
                 schedules[job.name] = schedule
         if job.model is not None:
             try:
