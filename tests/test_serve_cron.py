@@ -344,7 +344,7 @@ def caplog_loguru() -> Any:
         logger.remove(sink)
 
 
-@pytest.mark.parametrize("plant", ["garbage", "wrong shape", "future", "symlink", "huge"])
+@pytest.mark.parametrize("plant", ["garbage", "wrong shape", "future", "symlink", "huge", "open directory"])
 def test_a_damaged_or_planted_state_file_is_named_in_a_warning_and_treated_as_empty(tmp_path: Path, plant: str,
                                                                                     caplog_loguru: list[str]) -> None:
     directory = tmp_path / "home" / "cron"
@@ -360,8 +360,11 @@ def test_a_damaged_or_planted_state_file_is_named_in_a_warning_and_treated_as_em
         target = tmp_path / "elsewhere.json"
         target.write_text(json.dumps({"version": 1, "jobs": {"every": {"lastScheduled": "2025-01-01T00:00:00+00:00"}}}))
         state.symlink_to(target)
-    else:
+    elif plant == "huge":
         state.write_text(" " * 2_000_000)
+    else:  # anyone may write the directory: whatever is in it may be planted
+        state.write_text(json.dumps({"version": 1, "jobs": {"every": {"lastScheduled": "2025-01-01T00:00:00+00:00"}}}))
+        directory.chmod(0o757)
 
     async def scenario() -> Recorder:
         recorder = Recorder()
@@ -373,9 +376,12 @@ def test_a_damaged_or_planted_state_file_is_named_in_a_warning_and_treated_as_em
 
     recorder = asyncio.run(scenario())
     assert not recorder.of("cron_tick_missed") and len(recorder.of("run_completed")) == 1  # no start-up run
-    assert any("state" in line and ("state.json" in line or "ignored" in line) for line in caplog_loguru), caplog_loguru
-    written = json.loads(state.read_text()) if not state.is_symlink() else None
-    if plant != "symlink":
+    assert any("cron state" in line for line in caplog_loguru), caplog_loguru
+    written = json.loads(state.read_text())
+    if plant == "open directory":
+        assert written["jobs"]["every"]["lastScheduled"] == "2025-01-01T00:00:00+00:00"  # nothing is written there
+        assert any("cron state directory" in line and "0757" in line for line in caplog_loguru)
+    elif plant != "symlink":
         assert written == {"version": 1, "jobs": {"every": {"lastScheduled": "2026-01-01T00:01:00+00:00"}}}
 
 
