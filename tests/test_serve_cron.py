@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from serving import Server, serve_env
+from serving import SLOW_PROVIDER, Server, serve_env
 from serving import history as history_shown
 
 from monoagent.kernel.hookspecs import hookimpl
@@ -485,6 +486,28 @@ def test_a_tick_missed_while_the_server_was_down_runs_once_right_after_start(tmp
     assert "you said: happy new year" in shown and "history: 0 messages" in shown
     recorded = json.loads((state / "state.json").read_text())
     assert recorded["jobs"]["newyear"]["lastScheduled"] == latest.isoformat()
+
+
+def test_sigterm_during_a_tick_cancels_it_after_the_grace_period_and_publishes_its_account(tmp_path: Path) -> None:
+    env = cron_project(tmp_path, [job("newyear", "0 0 1 1 *", prompt="slow review")])
+    env["MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS"] = "100"
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
+    config = tomllib.loads((tmp_path / "monoagent.toml").read_text())
+    (tmp_path / "monoagent.toml").write_text(tomli_w.dumps({**config, "runtime": {"model": "slow:x"}}), encoding="utf-8")
+    state = tmp_path / "home" / "cron"
+    state.mkdir(parents=True, mode=0o700)
+    (state / "state.json").write_text(json.dumps({"version": 1, "jobs": {"newyear": {"lastScheduled": "2019-01-01T00:00:00+00:00"}}}))
+    server = Server(tmp_path, "--plugins-dir", "plugins", env=env)
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not (tmp_path / "turn-started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # a bounded wait for the file the provider writes when the start-up tick's turn begins
+        assert (tmp_path / "turn-started").exists()
+        assert server.terminate() == 0
+    finally:
+        server.stop()
+    assert "Status: cancelled (reason: server_shutdown)" in history_shown(tmp_path, "cron:newyear")
 
 
 def test_serve_refuses_a_bad_job_naming_each_key_and_what_is_allowed(tmp_path: Path) -> None:
