@@ -30,7 +30,7 @@ from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
 from monoagent.testing import fresh_agent
 from monoagent_plugins.cron import CronChannel
-from monoagent_plugins.lib.cron_schedule import CronSchedule, ScheduleError
+from monoagent_plugins.lib.cron_schedule import MAX_COUNTED_TICKS, CronSchedule, ScheduleError
 
 BOUND_S = 30  # a bound on failure, never synchronisation
 
@@ -165,6 +165,8 @@ def test_next_fire_times_are_read_in_the_job_zone() -> None:
     assert berlin.latest_at_or_before(utc(2026, 1, 5, 7, 59)) == utc(2026, 1, 2, 8, 0)
     assert CronSchedule("*/15 * * * *").missed(utc(2026, 1, 1), utc(2026, 1, 1, 1, 0)) == (4, utc(2026, 1, 1, 1, 0))
     assert CronSchedule("*/15 * * * *").missed(utc(2026, 1, 1), utc(2026, 1, 1, 0, 14)) == (0, None)
+    month_down = CronSchedule("* * * * *").missed(utc(2026, 1, 1), utc(2026, 2, 1, 0, 0, 30))
+    assert month_down == (MAX_COUNTED_TICKS, utc(2026, 2, 1))  # counting stops; the latest tick is still exact
 
 
 @pytest.mark.parametrize("expression, timezone, named", [
