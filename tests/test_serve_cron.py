@@ -2,8 +2,9 @@
 
 The scheduler runs in-process on a :class:`ManualClock` the test moves (no sleeps: the test waits
 until the scheduler is asleep, reads when it wants to wake, and moves the clock there); the turns
-run through the real harness, history store and state file. One test runs ``monoagent serve`` as a
-subprocess and proves the production path with a tick missed while the server was down.
+run through the real harness, history store and state file. The last tests run ``monoagent serve``
+as a subprocess on the wall clock: a tick missed while the server was down runs right after start,
+SIGTERM during a tick publishes its account, and bad jobs are start-up errors naming their keys.
 """
 
 from __future__ import annotations
