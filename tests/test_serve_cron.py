@@ -517,12 +517,25 @@ def test_serve_refuses_a_bad_job_naming_each_key_and_what_is_allowed(tmp_path: P
     env = cron_project(tmp_path, [job("a", "61 * * * *"), job("a", "* * *"), job("b", model="nosuch:model")])
     done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr  # serve reports a channel it cannot build as a ClickException
     for named in ("cron.jobs[0].schedule = '61 * * * *': not a valid cron expression (Bad minute)",
                   "cron.jobs[1].name = 'a': cron.jobs[1] and cron.jobs[0] have the same name",
                   "cron.jobs[1].schedule = '* * *': a cron expression has five fields",
                   "cron.jobs[2].model = 'nosuch:model'"):
         assert named in done.stderr, done.stderr
+
+
+def test_serve_check_lists_each_job_with_its_next_tick_or_the_problems(tmp_path: Path) -> None:
+    env = cron_project(tmp_path, [job("digest", timezone="Europe/Berlin")])
+    checked = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert "cron job digest: '30 2 * * *' in Europe/Berlin, next at " in checked.stdout
+    assert not (tmp_path / "home" / "cron").exists()  # checking fires nothing and writes no state
+    env = cron_project(tmp_path, [job("digest", "30 2 * *")])
+    refused = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "cron.jobs[0].schedule = '30 2 * *'" in refused.stdout + refused.stderr
 
 
 @pytest.mark.parametrize("bad, named", [
