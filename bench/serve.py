@@ -1,0 +1,444 @@
+"""Benchmark: ``monoagent serve`` answering chat completions, next to a bare endpoint on the same stack.
+
+Three servers, each a subprocess on 127.0.0.1 (port 0) with its state in the temporary directory:
+
+* ``monoagent serve`` with the ``openai-api`` channel (bearer token, offline:echo, the ``files``
+  history store with its durable commit, run artifacts on: the defaults);
+* the *bare* endpoint: ``serve_channels`` (the same Starlette application builder, the same
+  uvicorn configuration, loop and signal handling as ``monoagent serve``) mounting one channel
+  whose ``POST /v1/chat/completions`` reads the body and returns the exact bytes of a response
+  recorded from ``monoagent serve`` at start;
+* a *null* server: a raw asyncio protocol answering every request with those bytes and a fixed
+  HTTP head, no HTTP framework: what the load generator reaches when the server costs ~nothing.
+
+One load generator (this process: C threads, each with its own keep-alive ``http.client``
+connection per server, sending its next request when the last is answered) drives them in the same run.
+Scenarios, in this order in each of R rounds: null, bare, ``monoagent serve`` with each client
+on its own conversation, ``monoagent serve`` with every client on one conversation. Each is N
+requests of ~200 characters (non-streamed), after a warm-up (the conversations' 64-message window
+full). Reported per scenario: requests/s (median over rounds), p50/p90/p99/max latency (pooled),
+errors (any answer other than 200, or a transport error), the server process's CPU per request
+(``/proc``) and the generator's. The history commit floor (write + fsync + rename + fsync(dir) of
+a record of the size the server wrote, ``_benchlib.durable_write``) is measured after each round
+on the same disk.
+
+Target: on distinct conversations at least 50 % of the bare endpoint's requests/s (the
+difference is the turn and its durable commit) and p99 under 50 ms, with no error. One
+conversation is reported next to it: its turns run one at a time (one active turn per
+conversation), so its p99 is about C turns long and its requests/s is bounded by one turn.
+
+    .venv/bin/python bench/serve.py [--quick] [--json] [--clients C] [--requests N] [--rounds R] [--profile DIR]
+
+``--profile DIR`` runs ``monoagent serve`` under cProfile (``DIR/serve.prof``, top functions
+printed); the figures of such a run are not the verdict's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _benchlib import (
+    clean_env,
+    durable_write,
+    emit_json,
+    filesystem_of,
+    machine,
+    p99,
+    parser,
+    scaled,
+    state_dir,
+    summary,
+    verdict_line,
+)
+
+PATH = "/v1/chat/completions"
+TOKEN = "bench-token"
+USER_CHARS = 200
+TARGET_RATIO = 0.5
+TARGET_P99_MS = 50.0
+FLOOR_REPETITIONS = 30
+SCENARIOS = ("null", "bare", "distinct", "one")
+LABELS = {
+    "null": "null server (generator ceiling)",
+    "bare": "bare Starlette endpoint",
+    "distinct": "monoagent serve, C conversations",
+    "one": "monoagent serve, 1 conversation",
+}
+BARE_SERVER = "--bare-server"
+NULL_SERVER = "--null-server"
+
+
+# --------------------------------------------------------------------------- the servers
+
+
+def bare_server(recorded: Path) -> None:
+    """The bare endpoint: ``serve_channels`` with one channel answering the recorded bytes."""
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from monoagent_plugins.lib.http_serving import serve_channels
+
+    answer = recorded.read_bytes()
+
+    class RecordedAnswer:
+        name = "bare"
+        enabled = True
+        has_credentials = True
+
+        async def completion(self, request: Any) -> Any:
+            await request.body()
+            return Response(answer, media_type="application/json", headers={"X-Conversation-Id": "bench"})
+
+        def routes(self) -> list[Any]:
+            return [Route(PATH, self.completion, methods=["POST"])]
+
+        async def start(self) -> None:
+            """Nothing to start."""
+
+        def cancel_in_flight(self) -> int:
+            return 0
+
+        async def shutdown(self) -> None:
+            """Nothing to release."""
+
+    def on_listening(host: str, port: int) -> None:
+        print(f"bare: listening on http://{host}:{port}", flush=True)
+
+    asyncio.run(serve_channels([RecordedAnswer()], "127.0.0.1", 0, 0.0, on_listening))
+
+
+class CannedAnswer(asyncio.Protocol):
+    """Answers each HTTP/1.1 request on the connection (head, then Content-Length bytes) with ``answer``."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.buffer = b""
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (head_end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", self.buffer[:head_end])
+            end = head_end + 4 + (int(length.group(1)) if length else 0)
+            if len(self.buffer) < end:
+                return
+            self.buffer = self.buffer[end:]
+            self.transport.write(self.answer)
+
+
+def null_server(recorded: Path) -> None:
+    """The null server: the recorded bytes behind a fixed head, until SIGTERM."""
+    body = recorded.read_bytes()
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: CannedAnswer(answer), "127.0.0.1", 0)
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        host, port = server.sockets[0].getsockname()[:2]
+        print(f"null: listening on http://{host}:{port}", flush=True)
+        async with server:
+            await stop.wait()
+
+    asyncio.run(serve())
+
+
+class Child:
+    """A server subprocess; ``url`` once it printed ``listening on http://...`` on its first line."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        found = re.search(r"listening on (http://\S+)", line)
+        if found is None:
+            self.process.kill()
+            raise SystemExit(f"{argv[1:]} did not start: {line!r} {self.process.communicate()[1][-2000:]}")
+        self.url = found.group(1)
+
+    def cpu_s(self) -> float | None:
+        """User + system CPU seconds of the process so far, from /proc (None where there is none)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit code (killed after 60 s)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+# --------------------------------------------------------------------------- the load generator
+
+
+def request_body() -> bytes:
+    words = "please summarise the latest build log and tell me which tests failed and why".split()
+    text = " ".join(words[i % len(words)] for i in range(USER_CHARS))[:USER_CHARS]
+    return json.dumps({"model": "offline:echo", "messages": [{"role": "user", "content": text}]}).encode()
+
+
+class LoadGenerator:
+    """C sender threads, each with its own keep-alive ``http.client`` connection to each server.
+
+    Threads with the standard library's client, not httpx's AsyncClient: on this machine httpx
+    spends about 2.5 ms of CPU a request with 16 requests in flight (its ceiling was ~370 req/s,
+    below the servers measured), ``http.client`` about 0.1 ms.
+    """
+
+    def __init__(self, clients: int) -> None:
+        self.clients = clients
+        self.connections: dict[tuple[str, int], http.client.HTTPConnection] = {}
+
+    def connection(self, url: str, i: int) -> http.client.HTTPConnection:
+        if (url, i) not in self.connections:
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            self.connections[url, i] = http.client.HTTPConnection(host, int(port), timeout=60)
+        return self.connections[url, i]
+
+    def drive(self, server: Child, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+        """``requests`` POSTs from the C senders, each sending its next when the last is answered."""
+        body = request_body()
+        latencies: list[float] = []
+        errors: Counter[str] = Counter()
+        remaining = iter(range(requests))
+        go = threading.Event()
+
+        def sender(i: int) -> None:
+            connection = self.connection(server.url, i)
+            headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", "X-Conversation-Id": conversation(i)}
+            go.wait()
+            for _ in remaining:
+                start = time.perf_counter()
+                try:
+                    connection.request("POST", PATH, body=body, headers=headers)
+                    answer = connection.getresponse()
+                    answer.read()
+                except (OSError, http.client.HTTPException) as exc:
+                    errors[type(exc).__name__] += 1
+                    connection.close()
+                    continue
+                latencies.append(time.perf_counter() - start)
+                if answer.status != 200:
+                    errors[f"HTTP {answer.status}"] += 1
+
+        threads = [threading.Thread(target=sender, args=(i,)) for i in range(self.clients)]
+        for thread in threads:
+            thread.start()
+        server_cpu, own_cpu, start = server.cpu_s(), time.process_time(), time.perf_counter()
+        go.set()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - start
+        server_after = server.cpu_s()
+        return {
+            "requests": requests,
+            "wall_s": wall,
+            "rps": requests / wall,
+            "latencies": latencies,
+            "errors": dict(errors),
+            "generator_cpu_s": time.process_time() - own_cpu,
+            "server_cpu_s": None if server_cpu is None or server_after is None else server_after - server_cpu,
+        }
+
+    def close(self) -> None:
+        for connection in self.connections.values():
+            connection.close()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def serve_argv(profile: Path | None) -> list[str]:
+    if profile is None:
+        return [sys.executable, "-m", "monoagent.cli", "serve"]
+    return [sys.executable, "-m", "cProfile", "-o", str(profile / "serve.prof"), "-m", "monoagent.cli", "serve"]
+
+
+def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, profile: Path | None) -> dict[str, Any]:
+    from monoagent_plugins.lib.history_records import record_name
+
+    home = tmp / "home"
+    env = {**clean_env(home), "XDG_CONFIG_HOME": str(tmp / "xdg"), "MONO_AGENT_OPENAI_API_ENABLED": "1",
+           "MONO_AGENT_OPENAI_API_TOKENS": TOKEN, "MONO_AGENT_SERVE_PORT": "0"}
+    floor_dir = tmp / "floor"
+    floor_dir.mkdir()
+    servers: dict[str, Child] = {}
+    conversations: dict[str, Callable[[int], str]] = {
+        "null": str, "bare": str, "distinct": lambda i: f"bench-{i}", "one": lambda i: "bench-one"}
+    samples: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
+    floor_s: list[float] = []
+    record_bytes = 0
+    load = LoadGenerator(clients)
+    try:
+        servers["distinct"] = servers["one"] = Child(serve_argv(profile), env, tmp)
+        first = load.connection(servers["distinct"].url, -1)
+        first.request("POST", PATH, body=request_body(),
+                      headers={"Authorization": f"Bearer {TOKEN}", "X-Conversation-Id": "bench-record"})
+        answer = first.getresponse()
+        recorded = answer.read()
+        if answer.status != 200:
+            raise SystemExit(f"monoagent serve answered {answer.status}: {recorded[:500]!r}")
+        (tmp / "recorded.json").write_bytes(recorded)
+        for kind, flag in (("bare", BARE_SERVER), ("null", NULL_SERVER)):
+            servers[kind] = Child([sys.executable, __file__, flag, str(tmp / "recorded.json")], env, tmp)
+        for scenario in SCENARIOS:
+            load.drive(servers[scenario], warmup * clients, conversations[scenario])
+        record = home / "history" / record_name("openai-api:bench-0")
+        for _ in range(rounds):
+            for scenario in SCENARIOS:
+                samples[scenario].append(load.drive(servers[scenario], requests, conversations[scenario]))
+            record_bytes = record.stat().st_size
+            data = os.urandom(record_bytes // 2 + 1).hex().encode()[:record_bytes]
+            floor_s.extend(durable_write(floor_dir, data) for _ in range(FLOOR_REPETITIONS))
+    finally:
+        load.close()
+        exits = {kind: server.stop() for kind, server in servers.items()}
+    return {"samples": samples, "floor_s": floor_s, "record_bytes": record_bytes, "response_bytes": len(recorded),
+            "exit_codes": exits}
+
+
+def scenario_row(runs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
+    latencies = [x for run in runs for x in run["latencies"]]
+    stats = scaled(summary(latencies), 1000)
+    stats["p99"] = p99(latencies) * 1000
+    total = sum(run["requests"] for run in runs)
+    errors: Counter[str] = Counter()
+    for run in runs:
+        errors.update(run["errors"])
+    server_cpu = [run["server_cpu_s"] for run in runs]
+    generator_cpu = sum(run["generator_cpu_s"] for run in runs)
+    wall = sum(run["wall_s"] for run in runs)
+    rps = sorted(run["rps"] for run in runs)
+    return {
+        "requests": total,
+        "rps": rps[len(rps) // 2],
+        "rps_per_round": [run["rps"] for run in runs],
+        "latency_ms": stats,
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "server_cpu_ms_per_request": None if None in server_cpu else 1000 * sum(server_cpu) / total,
+        "generator_cpu_ms_per_request": 1000 * generator_cpu / total,
+        "generator_core_share": generator_cpu / wall,
+    }
+
+
+def profile_top(profile: Path, limit: int = 25) -> str:
+    import io
+    import pstats
+
+    out = io.StringIO()
+    pstats.Stats(str(profile / "serve.prof"), stream=out).sort_stats("tottime").print_stats(limit)
+    return out.getvalue()
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--clients", type=int, default=16, help="concurrent clients and pooled connections (default 16)")
+    p.add_argument("--requests", type=int, default=None, help="requests per scenario and round (default 2000, quick 400)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of every scenario, interleaved (default 3, quick 1)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up requests per client and scenario (default 33, quick 3)")
+    p.add_argument("--profile", metavar="DIR", default=None, help="run monoagent serve under cProfile, DIR/serve.prof")
+    args = p.parse_args()
+    requests = args.requests or (400 if args.quick else 2000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    warmup = args.warmup if args.warmup is not None else (3 if args.quick else 33)
+    profile = Path(args.profile).resolve() if args.profile else None
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+    with state_dir(args.tmp_root, args.keep) as tmp:
+        fs = filesystem_of(tmp)
+        started = time.perf_counter()
+        out = measure(tmp, args.clients, requests, rounds, warmup, profile)
+        wall = time.perf_counter() - started
+
+    rows = {s: scenario_row(out["samples"][s], args.clients) for s in SCENARIOS}
+    floor = scaled(summary(out["floor_s"]), 1000)
+    bare, distinct, one, null = rows["bare"], rows["distinct"], rows["one"], rows["null"]
+    ratio = distinct["rps"] / bare["rps"]
+    errors = sum(r["errors"] for r in rows.values())
+    clean_exit = all(code == 0 for code in out["exit_codes"].values())
+    ok = ratio >= TARGET_RATIO and distinct["latency_ms"]["p99"] < TARGET_P99_MS and errors == 0 and clean_exit
+    detail = (
+        f"{args.clients} conversations {distinct['rps']:.0f} req/s = {ratio:.2f}x the bare endpoint's {bare['rps']:.0f} "
+        f"(target >= {TARGET_RATIO}x), p99 {distinct['latency_ms']['p99']:.1f} ms (target < {TARGET_P99_MS:.0f} ms); "
+        f"1 conversation {one['rps']:.0f} req/s, p99 {one['latency_ms']['p99']:.1f} ms; {errors} errors"
+        f"{'' if clean_exit else '; a server did not exit 0: ' + str(out['exit_codes'])}"
+        f"{'; PROFILED run' if profile else ''}"
+    )
+    from importlib.util import find_spec
+
+    import uvicorn
+
+    stack = {"uvicorn": uvicorn.__version__, "http": "httptools" if find_spec("httptools") else "h11",
+             "loop": "asyncio.run (default policy)", "processes": "one per server, one worker"}
+    if args.json:
+        emit_json({
+            "benchmark": "serve", "quick": args.quick, "clients": args.clients, "requests": requests, "rounds": rounds,
+            "warmup_per_client": warmup, "wall_s": wall, "machine": machine(), "filesystem": fs, "stack": stack,
+            "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"],
+            "scenarios": rows, "commit_floor_ms": floor, "ratio_to_bare": ratio, "exit_codes": out["exit_codes"],
+            "profiled": profile is not None,
+            "target": f"distinct conversations >= {TARGET_RATIO} x bare req/s and p99 < {TARGET_P99_MS:.0f} ms; 0 errors",
+            "pass": ok, "verdict": verdict_line("serve", ok, detail),
+        })
+        return
+    print(f"serve benchmark: {args.clients} clients (threads, keep-alive http.client), {requests} non-streamed chat completions per scenario "
+          f"and round, {rounds} round(s), warm-up {warmup} per client, {wall:.1f} s in all")
+    print(f"stack: uvicorn {stack['uvicorn']} ({stack['http']}), {stack['loop']}, {stack['processes']}; response "
+          f"{out['response_bytes']} B; state dir on {fs['device']} ({fs['fstype']}, mounted at {fs['mountpoint']})")
+    print()
+    print(f"{'scenario':<33} {'req/s':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'errors':>6} "
+          f"{'srv CPU ms/req':>14} {'x bare':>7}")
+    for scenario in SCENARIOS:
+        r, lat = rows[scenario], rows[scenario]["latency_ms"]
+        cpu = r["server_cpu_ms_per_request"]
+        print(f"{LABELS[scenario].replace('C ', f'{args.clients} '):<33} {r['rps']:>7.0f} {lat['median']:>7.2f} {lat['p90']:>7.2f} "
+              f"{lat['p99']:>7.2f} {lat['max']:>7.2f} {r['errors']:>6} {'n/a' if cpu is None else f'{cpu:.3f}':>14} "
+              f"{r['rps'] / bare['rps']:>7.2f}")
+    print()
+    print(f"history commit floor (write+fsync+rename+fsync(dir) of the {out['record_bytes']} B record, "
+          f"{len(out['floor_s'])} after the rounds): median {floor['median']:.2f} ms, p90 {floor['p90']:.2f} ms "
+          f"-> one conversation, one turn at a time, at most {1000 / floor['median']:.0f} turns/s")
+    print(f"load generator: {null['generator_cpu_ms_per_request']:.3f} ms CPU a request, ceiling {null['rps']:.0f} req/s "
+          f"against the null server; against the bare endpoint it used {bare['generator_core_share']:.0%} of a core "
+          f"({bare['rps'] / null['rps']:.0%} of its ceiling)")
+    if errors:
+        print("errors: " + "; ".join(f"{s}: {rows[s]['error_kinds']}" for s in SCENARIOS if rows[s]["errors"]))
+    if profile is not None:
+        print()
+        print(profile_top(profile))
+    print()
+    print(verdict_line("serve", ok, detail))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == BARE_SERVER:
+        bare_server(Path(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == NULL_SERVER:
+        null_server(Path(sys.argv[2]))
+    else:
+        main()
