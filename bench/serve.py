@@ -70,12 +70,13 @@ USER_CHARS = 200
 TARGET_RATIO = 0.5
 TARGET_P99_MS = 50.0
 FLOOR_REPETITIONS = 30
-SCENARIOS = ("null", "bare", "distinct", "one")
+SCENARIOS = ("null", "bare", "distinct", "one", "inprocess")
 LABELS = {
     "null": "null server (generator ceiling)",
     "bare": "bare Starlette endpoint",
     "distinct": "monoagent serve, C conversations",
     "one": "monoagent serve, 1 conversation",
+    "inprocess": "same turns in-process, no HTTP",
 }
 BARE_SERVER = "--bare-server"
 NULL_SERVER = "--null-server"
@@ -269,6 +270,64 @@ class LoadGenerator:
             connection.close()
 
 
+class InProcessTurns:
+    """The same turns without HTTP: ``ChannelRuns.run`` of the openai-api channel's request, C at once.
+
+    What the channel does once it has parsed the body, on an Agent from ``fresh_agent`` (the
+    bundled plugins, offline:echo, the files store, run artifacts on), in this process on one
+    loop kept across rounds. Its CPU per turn against the served one is what HTTP adds.
+    """
+
+    def __init__(self, tmp: Path, clients: int, env: dict[str, str]) -> None:
+        self.clients = clients
+        self.runner = asyncio.Runner()
+        self.runner.run(self._open(tmp, env))
+
+    async def _open(self, tmp: Path, env: dict[str, str]) -> None:
+        from monoagent.testing import fresh_agent
+        from monoagent_plugins.lib.channel_runs import ChannelRuns
+
+        self.agent = fresh_agent(tmp, env=env)
+        self.runs = ChannelRuns(self.agent)
+
+    def drive(self, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+        return self.runner.run(self._drive(requests, conversation))
+
+    async def _drive(self, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+        from monoagent.kernel.model import TurnRequest
+
+        text = json.loads(request_body())["messages"][-1]["content"]
+        latencies: list[float] = []
+        errors: Counter[str] = Counter()
+        remaining = iter(range(requests))
+
+        async def sender(i: int) -> None:
+            for _ in remaining:
+                turn = TurnRequest(text, conversation_id=f"openai-api:{conversation(i)}", channel="openai-api", delivery="request")
+                start = time.perf_counter()
+                try:
+                    await self.runs.run(turn)
+                except Exception as exc:  # counted and named in the report
+                    errors[type(exc).__name__] += 1
+                    continue
+                latencies.append(time.perf_counter() - start)
+
+        cpu, start = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(sender(i) for i in range(self.clients)))
+        wall = time.perf_counter() - start
+        used = time.process_time() - cpu
+        return {"requests": requests, "wall_s": wall, "rps": requests / wall, "latencies": latencies, "errors": dict(errors),
+                "generator_cpu_s": 0.0, "server_cpu_s": used}
+
+    def close(self) -> None:
+        async def close() -> None:
+            await self.runs.shutdown()
+            await self.agent.aclose()
+
+        self.runner.run(close())
+        self.runner.close()
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -278,21 +337,23 @@ def serve_argv(profile: Path | None) -> list[str]:
     return [sys.executable, "-m", "cProfile", "-o", str(profile / "serve.prof"), "-m", "monoagent.cli", "serve"]
 
 
-def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, profile: Path | None) -> dict[str, Any]:
+def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, profile: Path | None,
+            extra_env: dict[str, str]) -> dict[str, Any]:
     from monoagent_plugins.lib.history_records import record_name
 
     home = tmp / "home"
     env = {**clean_env(home), "XDG_CONFIG_HOME": str(tmp / "xdg"), "MONO_AGENT_OPENAI_API_ENABLED": "1",
-           "MONO_AGENT_OPENAI_API_TOKENS": TOKEN, "MONO_AGENT_SERVE_PORT": "0"}
+           "MONO_AGENT_OPENAI_API_TOKENS": TOKEN, "MONO_AGENT_SERVE_PORT": "0", **extra_env}
     floor_dir = tmp / "floor"
     floor_dir.mkdir()
     servers: dict[str, Child] = {}
     conversations: dict[str, Callable[[int], str]] = {
-        "null": str, "bare": str, "distinct": lambda i: f"bench-{i}", "one": lambda i: "bench-one"}
+        "null": str, "bare": str, "distinct": lambda i: f"bench-{i}", "one": lambda i: "bench-one", "inprocess": lambda i: f"bench-{i}"}
     samples: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
     floor_s: list[float] = []
     record_bytes = 0
     load = LoadGenerator(clients)
+    in_process: InProcessTurns | None = None
     try:
         servers["distinct"] = servers["one"] = Child(serve_argv(profile), env, tmp)
         first = load.connection(servers["distinct"].url, -1)
@@ -305,17 +366,27 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
         (tmp / "recorded.json").write_bytes(recorded)
         for kind, flag in (("bare", BARE_SERVER), ("null", NULL_SERVER)):
             servers[kind] = Child([sys.executable, __file__, flag, str(tmp / "recorded.json")], env, tmp)
+        in_process = InProcessTurns(tmp / "inprocess", clients, extra_env)
+
+        def drive(scenario: str, n: int) -> dict[str, Any]:
+            if scenario == "inprocess":
+                assert in_process is not None
+                return in_process.drive(n, conversations[scenario])
+            return load.drive(servers[scenario], n, conversations[scenario])
+
         for scenario in SCENARIOS:
-            load.drive(servers[scenario], warmup * clients, conversations[scenario])
+            drive(scenario, warmup * clients)
         record = home / "history" / record_name("openai-api:bench-0")
         for _ in range(rounds):
             for scenario in SCENARIOS:
-                samples[scenario].append(load.drive(servers[scenario], requests, conversations[scenario]))
+                samples[scenario].append(drive(scenario, requests))
             record_bytes = record.stat().st_size
             data = os.urandom(record_bytes // 2 + 1).hex().encode()[:record_bytes]
             floor_s.extend(durable_write(floor_dir, data) for _ in range(FLOOR_REPETITIONS))
     finally:
         load.close()
+        if in_process is not None:
+            in_process.close()
         exits = {kind: server.stop() for kind, server in servers.items()}
     return {"samples": samples, "floor_s": floor_s, "record_bytes": record_bytes, "response_bytes": len(recorded),
             "exit_codes": exits}
@@ -362,17 +433,22 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=None, help="rounds of every scenario, interleaved (default 3, quick 1)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up requests per client and scenario (default 33, quick 3)")
     p.add_argument("--profile", metavar="DIR", default=None, help="run monoagent serve under cProfile, DIR/serve.prof")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for monoagent serve, e.g. MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS=16")
     args = p.parse_args()
     requests = args.requests or (400 if args.quick else 2000)
     rounds = args.rounds or (1 if args.quick else 3)
     warmup = args.warmup if args.warmup is not None else (3 if args.quick else 33)
     profile = Path(args.profile).resolve() if args.profile else None
+    if any("=" not in item for item in args.env):
+        p.error("--env takes NAME=VALUE")
+    extra_env = dict(item.split("=", 1) for item in args.env)
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
     with state_dir(args.tmp_root, args.keep) as tmp:
         fs = filesystem_of(tmp)
         started = time.perf_counter()
-        out = measure(tmp, args.clients, requests, rounds, warmup, profile)
+        out = measure(tmp, args.clients, requests, rounds, warmup, profile, extra_env)
         wall = time.perf_counter() - started
 
     rows = {s: scenario_row(out["samples"][s], args.clients) for s in SCENARIOS}
@@ -387,7 +463,7 @@ def main() -> None:
         f"(target >= {TARGET_RATIO}x), p99 {distinct['latency_ms']['p99']:.1f} ms (target < {TARGET_P99_MS:.0f} ms); "
         f"1 conversation {one['rps']:.0f} req/s, p99 {one['latency_ms']['p99']:.1f} ms; {errors} errors"
         f"{'' if clean_exit else '; a server did not exit 0: ' + str(out['exit_codes'])}"
-        f"{'; PROFILED run' if profile else ''}"
+        f"{'; PROFILED run' if profile else ''}{'; with ' + ' '.join(args.env) if args.env else ''}"
     )
     from importlib.util import find_spec
 
@@ -401,7 +477,7 @@ def main() -> None:
             "warmup_per_client": warmup, "wall_s": wall, "machine": machine(), "filesystem": fs, "stack": stack,
             "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"],
             "scenarios": rows, "commit_floor_ms": floor, "ratio_to_bare": ratio, "exit_codes": out["exit_codes"],
-            "profiled": profile is not None,
+            "profiled": profile is not None, "server_env": extra_env,
             "target": f"distinct conversations >= {TARGET_RATIO} x bare req/s and p99 < {TARGET_P99_MS:.0f} ms; 0 errors",
             "pass": ok, "verdict": verdict_line("serve", ok, detail),
         })
@@ -410,6 +486,8 @@ def main() -> None:
           f"and round, {rounds} round(s), warm-up {warmup} per client, {wall:.1f} s in all")
     print(f"stack: uvicorn {stack['uvicorn']} ({stack['http']}), {stack['loop']}, {stack['processes']}; response "
           f"{out['response_bytes']} B; state dir on {fs['device']} ({fs['fstype']}, mounted at {fs['mountpoint']})")
+    if args.env:
+        print(f"not the defaults: {' '.join(args.env)}")
     print()
     print(f"{'scenario':<33} {'req/s':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'errors':>6} "
           f"{'srv CPU ms/req':>14} {'x bare':>7}")
