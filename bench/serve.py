@@ -270,6 +270,24 @@ class LoadGenerator:
             connection.close()
 
 
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, by thread name without its number (Linux /proc)."""
+    names = {thread.native_id: thread.name.rstrip("0123456789_-") for thread in threading.enumerate()}
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = names.get(int(tid), "other")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 class InProcessTurns:
     """The same turns without HTTP: ``ChannelRuns.run`` of the openai-api channel's request, C at once.
 
@@ -312,12 +330,13 @@ class InProcessTurns:
                     continue
                 latencies.append(time.perf_counter() - start)
 
-        cpu, start = time.process_time(), time.perf_counter()
+        threads, cpu, start = thread_cpu_s(), time.process_time(), time.perf_counter()
         await asyncio.gather(*(sender(i) for i in range(self.clients)))
         wall = time.perf_counter() - start
         used = time.process_time() - cpu
+        by_thread = {name: spent - threads.get(name, 0.0) for name, spent in thread_cpu_s().items()}
         return {"requests": requests, "wall_s": wall, "rps": requests / wall, "latencies": latencies, "errors": dict(errors),
-                "generator_cpu_s": 0.0, "server_cpu_s": used}
+                "generator_cpu_s": 0.0, "server_cpu_s": used, "thread_cpu_s": by_thread}
 
     def close(self) -> None:
         async def close() -> None:
@@ -404,6 +423,9 @@ def scenario_row(runs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
     generator_cpu = sum(run["generator_cpu_s"] for run in runs)
     wall = sum(run["wall_s"] for run in runs)
     rps = sorted(run["rps"] for run in runs)
+    by_thread: Counter[str] = Counter()
+    for run in runs:
+        by_thread.update(run.get("thread_cpu_s", {}))
     return {
         "requests": total,
         "rps": rps[len(rps) // 2],
@@ -414,6 +436,7 @@ def scenario_row(runs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
         "server_cpu_ms_per_request": None if None in server_cpu else 1000 * sum(server_cpu) / total,
         "generator_cpu_ms_per_request": 1000 * generator_cpu / total,
         "generator_core_share": generator_cpu / wall,
+        "cpu_ms_per_request_by_thread": {name: 1000 * spent / total for name, spent in by_thread.most_common() if spent > 0},
     }
 
 
@@ -504,6 +527,10 @@ def main() -> None:
     print(f"load generator: {null['generator_cpu_ms_per_request']:.3f} ms CPU a request, ceiling {null['rps']:.0f} req/s "
           f"against the null server; against the bare endpoint it used {bare['generator_core_share']:.0%} of a core "
           f"({bare['rps'] / null['rps']:.0%} of its ceiling)")
+    threads = rows["inprocess"]["cpu_ms_per_request_by_thread"]
+    if threads:
+        print("in-process CPU a turn by thread: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in threads.items())
+              + " (MainThread: the loop; asyncio: worker threads, the history store's load and commit)")
     if errors:
         print("errors: " + "; ".join(f"{s}: {rows[s]['error_kinds']}" for s in SCENARIOS if rows[s]["errors"]))
     if profile is not None:
