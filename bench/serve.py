@@ -12,22 +12,28 @@ Three servers, each a subprocess on 127.0.0.1 (port 0) with its state in the tem
   HTTP head, no HTTP framework: what the load generator reaches when the server costs ~nothing.
 
 One load generator (this process: C threads, each with its own keep-alive ``http.client``
-connection per server, sending its next request when the last is answered) drives them in the same run.
-Scenarios, in this order in each of R rounds: null, bare, ``monoagent serve`` with each client
-on its own conversation, ``monoagent serve`` with every client on one conversation. Each is N
-requests of ~200 characters (non-streamed), after a warm-up (the conversations' 64-message window
-full). Reported per scenario: requests/s (median over rounds), p50/p90/p99/max latency (pooled),
-errors (any answer other than 200, or a transport error), the server process's CPU per request
-(``/proc``) and the generator's. The history commit floor (write + fsync + rename + fsync(dir) of
-a record of the size the server wrote, ``_benchlib.durable_write``) is measured after each round
-on the same disk.
+connection per server, sending its next request when the last is answered) drives them in the
+same run. Scenarios, in this order in each of R rounds: null, bare, ``monoagent serve`` with each
+client on its own conversation, ``monoagent serve`` with every client on one conversation, and
+the same turns in-process (``ChannelRuns.run`` on an Agent in this process, no HTTP: what HTTP
+adds). Each is N requests of ~200 characters (non-streamed). Served and in-process conversations
+are new in each round and warmed up with W turns (32: the durable 64-message window full), then
+measured over their next N / C turns: a warm session's history grows two messages a turn, and
+a turn's cost with it, so every round and scenario measures the same stretch of a conversation.
+
+Reported per scenario: requests/s (median over rounds), p50/p90/p99/max latency (pooled), errors
+(any answer other than 200, or a transport error), the server's CPU per request (``/proc``:
+the server process; for in-process turns this process, split by thread) and the generator's.
+The history commit floor (write + fsync + rename + fsync(dir) of a record of the size the server
+wrote, ``_benchlib.durable_write``) is measured after each round on the same disk.
 
 Target: on distinct conversations at least 50 % of the bare endpoint's requests/s (the
 difference is the turn and its durable commit) and p99 under 50 ms, with no error. One
 conversation is reported next to it: its turns run one at a time (one active turn per
 conversation), so its p99 is about C turns long and its requests/s is bounded by one turn.
 
-    .venv/bin/python bench/serve.py [--quick] [--json] [--clients C] [--requests N] [--rounds R] [--profile DIR]
+    .venv/bin/python bench/serve.py [--quick] [--json] [--clients C] [--requests N] [--rounds R] [--warmup W]
+                                    [--profile DIR] [--env NAME=VALUE]
 
 ``--profile DIR`` runs ``monoagent serve`` under cProfile (``DIR/serve.prof``, top functions
 printed); the figures of such a run are not the verdict's.
@@ -79,6 +85,8 @@ LABELS = {
     "inprocess": "same turns in-process, no HTTP",
 }
 BARE_SERVER = "--bare-server"
+Conversation = Callable[[int, int], str]
+"""The conversation id of request ``n`` sent by client ``i``."""
 NULL_SERVER = "--null-server"
 
 
@@ -220,7 +228,7 @@ class LoadGenerator:
             self.connections[url, i] = http.client.HTTPConnection(host, int(port), timeout=60)
         return self.connections[url, i]
 
-    def drive(self, server: Child, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+    def drive(self, server: Child, requests: int, conversation: Conversation) -> dict[str, Any]:
         """``requests`` POSTs from the C senders, each sending its next when the last is answered."""
         body = request_body()
         latencies: list[float] = []
@@ -230,12 +238,12 @@ class LoadGenerator:
 
         def sender(i: int) -> None:
             connection = self.connection(server.url, i)
-            headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", "X-Conversation-Id": conversation(i)}
+            headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
             go.wait()
-            for _ in remaining:
+            for n in remaining:
                 start = time.perf_counter()
                 try:
-                    connection.request("POST", PATH, body=body, headers=headers)
+                    connection.request("POST", PATH, body=body, headers={**headers, "X-Conversation-Id": conversation(i, n)})
                     answer = connection.getresponse()
                     answer.read()
                 except (OSError, http.client.HTTPException) as exc:
@@ -308,10 +316,10 @@ class InProcessTurns:
         self.agent = fresh_agent(tmp, env=env)
         self.runs = ChannelRuns(self.agent)
 
-    def drive(self, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+    def drive(self, requests: int, conversation: Conversation) -> dict[str, Any]:
         return self.runner.run(self._drive(requests, conversation))
 
-    async def _drive(self, requests: int, conversation: Callable[[int], str]) -> dict[str, Any]:
+    async def _drive(self, requests: int, conversation: Conversation) -> dict[str, Any]:
         from monoagent.kernel.model import TurnRequest
 
         text = json.loads(request_body())["messages"][-1]["content"]
@@ -320,8 +328,8 @@ class InProcessTurns:
         remaining = iter(range(requests))
 
         async def sender(i: int) -> None:
-            for _ in remaining:
-                turn = TurnRequest(text, conversation_id=f"openai-api:{conversation(i)}", channel="openai-api", delivery="request")
+            for n in remaining:
+                turn = TurnRequest(text, conversation_id=f"openai-api:{conversation(i, n)}", channel="openai-api", delivery="request")
                 start = time.perf_counter()
                 try:
                     await self.runs.run(turn)
@@ -356,6 +364,30 @@ def serve_argv(profile: Path | None) -> list[str]:
     return [sys.executable, "-m", "cProfile", "-o", str(profile / "serve.prof"), "-m", "monoagent.cli", "serve"]
 
 
+def round_plan(r: int, clients: int, turns: int) -> tuple[dict[str, Conversation], dict[str, Conversation]]:
+    """Round ``r``'s conversations: those warmed up (``warmup`` turns each) and those measured.
+
+    Every served and in-process conversation is new in the round, warmed up, then measured over
+    the same ``turns`` turns (about requests / clients): on distinct conversations client i stays
+    on its own, on one conversation all clients share one until it had ``turns`` turns, then the
+    next. A warm session's history grows by two messages a turn, and a turn's cost with it, so
+    each round and scenario measures the same stretch of a conversation's life.
+    """
+    warm: dict[str, Conversation] = {
+        "distinct": lambda i, n: f"r{r}-c{n % clients}",
+        "one": lambda i, n: f"r{r}-one{n % clients}",
+        "inprocess": lambda i, n: f"r{r}-c{n % clients}",
+    }
+    measured: dict[str, Conversation] = {
+        "null": lambda i, n: "bench",
+        "bare": lambda i, n: "bench",
+        "distinct": lambda i, n: f"r{r}-c{i}",
+        "one": lambda i, n: f"r{r}-one{n // turns}",
+        "inprocess": lambda i, n: f"r{r}-c{i}",
+    }
+    return warm, measured
+
+
 def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, profile: Path | None,
             extra_env: dict[str, str]) -> dict[str, Any]:
     from monoagent_plugins.lib.history_records import record_name
@@ -366,11 +398,10 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
     floor_dir = tmp / "floor"
     floor_dir.mkdir()
     servers: dict[str, Child] = {}
-    conversations: dict[str, Callable[[int], str]] = {
-        "null": str, "bare": str, "distinct": lambda i: f"bench-{i}", "one": lambda i: "bench-one", "inprocess": lambda i: f"bench-{i}"}
     samples: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
     floor_s: list[float] = []
     record_bytes = 0
+    turns = -(-requests // clients)
     load = LoadGenerator(clients)
     in_process: InProcessTurns | None = None
     try:
@@ -386,20 +417,23 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
         for kind, flag in (("bare", BARE_SERVER), ("null", NULL_SERVER)):
             servers[kind] = Child([sys.executable, __file__, flag, str(tmp / "recorded.json")], env, tmp)
         in_process = InProcessTurns(tmp / "inprocess", clients, extra_env)
+        slots = in_process.agent.config.concurrency.max_concurrent_runs  # the same env as the server's
 
-        def drive(scenario: str, n: int) -> dict[str, Any]:
+        def drive(scenario: str, n: int, conversation: Conversation) -> dict[str, Any]:
             if scenario == "inprocess":
                 assert in_process is not None
-                return in_process.drive(n, conversations[scenario])
-            return load.drive(servers[scenario], n, conversations[scenario])
+                return in_process.drive(n, conversation)
+            return load.drive(servers[scenario], n, conversation)
 
-        for scenario in SCENARIOS:
-            drive(scenario, warmup * clients)
-        record = home / "history" / record_name("openai-api:bench-0")
-        for _ in range(rounds):
+        for scenario in ("null", "bare"):
+            drive(scenario, max(warmup, 1) * clients, round_plan(0, clients, turns)[1][scenario])
+        for r in range(rounds):
+            warm, measured = round_plan(r, clients, turns)
+            for scenario, conversation in warm.items():
+                drive(scenario, warmup * clients, conversation)
             for scenario in SCENARIOS:
-                samples[scenario].append(drive(scenario, requests))
-            record_bytes = record.stat().st_size
+                samples[scenario].append(drive(scenario, requests, measured[scenario]))
+            record_bytes = (home / "history" / record_name(f"openai-api:r{r}-c0")).stat().st_size
             data = os.urandom(record_bytes // 2 + 1).hex().encode()[:record_bytes]
             floor_s.extend(durable_write(floor_dir, data) for _ in range(FLOOR_REPETITIONS))
     finally:
@@ -408,7 +442,7 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
             in_process.close()
         exits = {kind: server.stop() for kind, server in servers.items()}
     return {"samples": samples, "floor_s": floor_s, "record_bytes": record_bytes, "response_bytes": len(recorded),
-            "exit_codes": exits}
+            "exit_codes": exits, "turns": turns, "slots": slots}
 
 
 def scenario_row(runs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
@@ -452,16 +486,16 @@ def profile_top(profile: Path, limit: int = 25) -> str:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--clients", type=int, default=16, help="concurrent clients and pooled connections (default 16)")
-    p.add_argument("--requests", type=int, default=None, help="requests per scenario and round (default 2000, quick 400)")
+    p.add_argument("--requests", type=int, default=None, help="requests per scenario and round (default 1600, quick 320)")
     p.add_argument("--rounds", type=int, default=None, help="rounds of every scenario, interleaved (default 3, quick 1)")
-    p.add_argument("--warmup", type=int, default=None, help="warm-up requests per client and scenario (default 33, quick 3)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up turns of each conversation before it is measured (default 32, quick 4)")
     p.add_argument("--profile", metavar="DIR", default=None, help="run monoagent serve under cProfile, DIR/serve.prof")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable for monoagent serve, e.g. MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS=16")
     args = p.parse_args()
-    requests = args.requests or (400 if args.quick else 2000)
+    requests = args.requests or (320 if args.quick else 1600)
     rounds = args.rounds or (1 if args.quick else 3)
-    warmup = args.warmup if args.warmup is not None else (3 if args.quick else 33)
+    warmup = args.warmup if args.warmup is not None else (4 if args.quick else 32)
     profile = Path(args.profile).resolve() if args.profile else None
     if any("=" not in item for item in args.env):
         p.error("--env takes NAME=VALUE")
@@ -497,8 +531,8 @@ def main() -> None:
     if args.json:
         emit_json({
             "benchmark": "serve", "quick": args.quick, "clients": args.clients, "requests": requests, "rounds": rounds,
-            "warmup_per_client": warmup, "wall_s": wall, "machine": machine(), "filesystem": fs, "stack": stack,
-            "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"],
+            "warmup_turns": warmup, "measured_turns_per_conversation": out["turns"], "wall_s": wall, "machine": machine(), "filesystem": fs, "stack": stack,
+            "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"], "execution_slots": out["slots"],
             "scenarios": rows, "commit_floor_ms": floor, "ratio_to_bare": ratio, "exit_codes": out["exit_codes"],
             "profiled": profile is not None, "server_env": extra_env,
             "target": f"distinct conversations >= {TARGET_RATIO} x bare req/s and p99 < {TARGET_P99_MS:.0f} ms; 0 errors",
@@ -506,7 +540,8 @@ def main() -> None:
         })
         return
     print(f"serve benchmark: {args.clients} clients (threads, keep-alive http.client), {requests} non-streamed chat completions per scenario "
-          f"and round, {rounds} round(s), warm-up {warmup} per client, {wall:.1f} s in all")
+          f"and round, {rounds} round(s), {wall:.1f} s in all; each conversation measured over its turns {warmup + 1}.."
+          f"{warmup + out['turns']} (history {2 * warmup}..{2 * (warmup + out['turns'] - 1)} messages)")
     print(f"stack: uvicorn {stack['uvicorn']} ({stack['http']}), {stack['loop']}, {stack['processes']}; response "
           f"{out['response_bytes']} B; state dir on {fs['device']} ({fs['fstype']}, mounted at {fs['mountpoint']})")
     if args.env:
@@ -523,7 +558,8 @@ def main() -> None:
     print()
     print(f"history commit floor (write+fsync+rename+fsync(dir) of the {out['record_bytes']} B record, "
           f"{len(out['floor_s'])} after the rounds): median {floor['median']:.2f} ms, p90 {floor['p90']:.2f} ms "
-          f"-> one conversation, one turn at a time, at most {1000 / floor['median']:.0f} turns/s")
+          f"-> one conversation (a turn at a time) at most {1000 / floor['median']:.0f} turns/s, the channel's "
+          f"{out['slots']} execution slots (concurrency.maxConcurrentRuns) at most {out['slots'] * 1000 / floor['median']:.0f}")
     print(f"load generator: {null['generator_cpu_ms_per_request']:.3f} ms CPU a request, ceiling {null['rps']:.0f} req/s "
           f"against the null server; against the bare endpoint it used {bare['generator_core_share']:.0%} of a core "
           f"({bare['rps'] / null['rps']:.0%} of its ceiling)")
