@@ -503,9 +503,9 @@ def main() -> None:
         profile.mkdir(parents=True, exist_ok=True)
     with state_dir(args.tmp_root, args.keep) as tmp:
         fs = filesystem_of(tmp)
-        started = time.perf_counter()
+        load_before, started = os.getloadavg()[0], time.perf_counter()
         out = measure(tmp, args.clients, requests, rounds, warmup, profile, extra_env)
-        wall = time.perf_counter() - started
+        wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
 
     rows = {s: scenario_row(out["samples"][s], args.clients) for s in SCENARIOS}
     floor = scaled(summary(out["floor_s"]), 1000)
@@ -530,7 +530,7 @@ def main() -> None:
     if args.json:
         emit_json({
             "benchmark": "serve", "quick": args.quick, "clients": args.clients, "requests": requests, "rounds": rounds,
-            "warmup_turns": warmup, "measured_turns_per_conversation": out["turns"], "wall_s": wall, "machine": machine(), "filesystem": fs, "stack": stack,
+            "warmup_turns": warmup, "measured_turns_per_conversation": out["turns"], "wall_s": wall, "load_average_1min": [load_before, load_after], "machine": machine(), "filesystem": fs, "stack": stack,
             "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"], "execution_slots": out["slots"],
             "scenarios": rows, "commit_floor_ms": floor, "ratio_to_bare": ratio, "exit_codes": out["exit_codes"],
             "profiled": profile is not None, "server_env": extra_env,
@@ -543,6 +543,8 @@ def main() -> None:
           f"{warmup + out['turns']} (history {2 * warmup}..{2 * (warmup + out['turns'] - 1)} messages)")
     print(f"stack: uvicorn {stack['uvicorn']} ({stack['http']}), {stack['loop']}, {stack['processes']}; response "
           f"{out['response_bytes']} B; state dir on {fs['device']} ({fs['fstype']}, mounted at {fs['mountpoint']})")
+    print(f"machine: {os.cpu_count()} CPUs, 1-minute load average {load_before:.1f} before and {load_after:.1f} after the run "
+          f"(above the CPU count, other work competed for the CPUs)")
     if args.env:
         print(f"not the defaults: {' '.join(args.env)}")
     print()
