@@ -170,16 +170,23 @@ def null_server(recorded: Path) -> None:
 
 
 class Child:
-    """A server subprocess; ``url`` once it printed ``listening on http://...`` on its first line."""
+    """A server subprocess; ``url`` once it printed ``listening on http://...`` on its first line.
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    Its standard error goes to a file (``<name>.stderr`` in ``cwd``), never to a pipe nobody
+    reads while the load runs, which would stall the server once the pipe is full.
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.stderr = cwd / f"{name}.stderr"
+        with self.stderr.open("w") as stderr:
+            self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         found = re.search(r"listening on (http://\S+)", line)
         if found is None:
             self.process.kill()
-            raise SystemExit(f"{argv[1:]} did not start: {line!r} {self.process.communicate()[1][-2000:]}")
+            self.process.wait()
+            raise SystemExit(f"{argv[1:]} did not start: {line!r} {self.stderr.read_text()[-2000:]}")
         self.url = found.group(1)
 
     def cpu_s(self) -> float | None:
@@ -259,12 +266,14 @@ class LoadGenerator:
         for thread in threads:
             thread.start()
         connected.wait()
+        server_threads = thread_cpu_s(server.process.pid)
         server_cpu, own_cpu, start = server.cpu_s(), time.process_time(), time.perf_counter()
         go.set()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - start
         server_after = server.cpu_s()
+        by_thread = cpu_spent(server_threads, thread_cpu_s(server.process.pid))
         return {
             "requests": requests,
             "wall_s": wall,
@@ -273,25 +282,38 @@ class LoadGenerator:
             "errors": dict(errors),
             "generator_cpu_s": time.process_time() - own_cpu,
             "server_cpu_s": None if server_cpu is None or server_after is None else server_after - server_cpu,
+            "thread_cpu_s": by_thread,
         }
 
 
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds of each live thread of this process, by thread name without its number (Linux /proc)."""
-    names = {thread.native_id: thread.name.rstrip("0123456789_-") for thread in threading.enumerate()}
+def thread_cpu_s(pid: int, names: dict[int, str] | None = None) -> dict[str, float]:
+    """CPU seconds of each live thread of process ``pid`` (Linux /proc), summed by thread name.
+
+    ``names`` maps a thread id to its name; another thread is ``MainThread`` when its id is the
+    process's, else ``other threads``. Empty where there is no /proc.
+    """
     out: dict[str, float] = {}
     try:
-        tids = os.listdir("/proc/self/task")
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
         try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the thread ended meanwhile
             continue
-        name = names.get(int(tid), "other")
+        name = (names or {}).get(int(tid)) or ("MainThread" if int(tid) == pid else "other threads")
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
+
+
+def own_thread_cpu_s() -> dict[str, float]:
+    """:func:`thread_cpu_s` of this process, by thread name without its number (``asyncio_3`` is ``asyncio``)."""
+    return thread_cpu_s(os.getpid(), {t.native_id: t.name.rstrip("0123456789_-") for t in threading.enumerate() if t.native_id})
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: spent - before.get(name, 0.0) for name, spent in after.items()}
 
 
 class InProcessTurns:
@@ -336,11 +358,11 @@ class InProcessTurns:
                     continue
                 latencies.append(time.perf_counter() - start)
 
-        threads, cpu, start = thread_cpu_s(), time.process_time(), time.perf_counter()
+        threads, cpu, start = own_thread_cpu_s(), time.process_time(), time.perf_counter()
         await asyncio.gather(*(sender(i) for i in range(self.clients)))
         wall = time.perf_counter() - start
         used = time.process_time() - cpu
-        by_thread = {name: spent - threads.get(name, 0.0) for name, spent in thread_cpu_s().items()}
+        by_thread = cpu_spent(threads, own_thread_cpu_s())
         return {"requests": requests, "wall_s": wall, "rps": requests / wall, "latencies": latencies, "errors": dict(errors),
                 "generator_cpu_s": 0.0, "server_cpu_s": used, "thread_cpu_s": by_thread}
 
@@ -403,7 +425,7 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
     load = LoadGenerator(clients)
     in_process: InProcessTurns | None = None
     try:
-        servers["distinct"] = servers["one"] = Child(serve_argv(profile), env, tmp)
+        servers["distinct"] = servers["one"] = Child("serve", serve_argv(profile), env, tmp)
         host, port = servers["distinct"].url.removeprefix("http://").rsplit(":", 1)
         first = http.client.HTTPConnection(host, int(port), timeout=60)
         first.request("POST", PATH, body=request_body(),
@@ -415,7 +437,7 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
             raise SystemExit(f"monoagent serve answered {answer.status}: {recorded[:500]!r}")
         (tmp / "recorded.json").write_bytes(recorded)
         for kind, flag in (("bare", BARE_SERVER), ("null", NULL_SERVER)):
-            servers[kind] = Child([sys.executable, __file__, flag, str(tmp / "recorded.json")], env, tmp)
+            servers[kind] = Child(kind, [sys.executable, __file__, flag, str(tmp / "recorded.json")], env, tmp)
         in_process = InProcessTurns(tmp / "inprocess", clients, extra_env)
         slots = in_process.agent.config.concurrency.max_concurrent_runs  # the same env as the server's
 
@@ -564,10 +586,13 @@ def main() -> None:
     print(f"load generator: {null['generator_cpu_ms_per_request']:.3f} ms CPU a request, ceiling {null['rps']:.0f} req/s "
           f"against the null server; against the bare endpoint it used {bare['generator_core_share']:.0%} of a core "
           f"({bare['rps'] / null['rps']:.0%} of its ceiling)")
-    threads = rows["inprocess"]["cpu_ms_per_request_by_thread"]
-    if threads:
-        print("in-process CPU a turn by thread: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in threads.items())
-              + " (MainThread: the loop; asyncio: worker threads, the history store's load and commit)")
+    for scenario in ("distinct", "inprocess"):
+        threads = rows[scenario]["cpu_ms_per_request_by_thread"]
+        if threads:
+            print(f"CPU a request by thread, {LABELS[scenario].replace('C ', f'{args.clients} ')}: "
+                  + ", ".join(f"{name} {ms:.2f} ms" for name, ms in threads.items()))
+    print("  (MainThread: the event loop; asyncio: worker threads, the history store's load and commit; "
+          "monoagent-artifacts: the run-file writer)")
     if errors:
         print("errors: " + "; ".join(f"{s}: {rows[s]['error_kinds']}" for s in SCENARIOS if rows[s]["errors"]))
     if profile is not None:
