@@ -85,9 +85,9 @@ LABELS = {
     "inprocess": "same turns in-process, no HTTP",
 }
 BARE_SERVER = "--bare-server"
+NULL_SERVER = "--null-server"
 Conversation = Callable[[int, int], str]
 """The conversation id of request ``n`` sent by client ``i``."""
-NULL_SERVER = "--null-server"
 
 
 # --------------------------------------------------------------------------- the servers
