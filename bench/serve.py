@@ -80,7 +80,7 @@ SCENARIOS = ("null", "bare", "distinct", "one", "inprocess")
 LABELS = {
     "null": "null server (generator ceiling)",
     "bare": "bare Starlette endpoint",
-    "distinct": "monoagent serve, C conversations",
+    "distinct": "monoagent serve, {clients} conversations",
     "one": "monoagent serve, 1 conversation",
     "inprocess": "same turns in-process, no HTTP",
 }
@@ -466,7 +466,7 @@ def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, pr
             "exit_codes": exits, "turns": turns, "slots": slots}
 
 
-def scenario_row(runs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
+def scenario_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = [x for run in runs for x in run["latencies"]]
     stats = scaled(summary(latencies), 1000)
     stats["p99"] = p99(latencies) * 1000
@@ -529,7 +529,7 @@ def main() -> None:
         out = measure(tmp, args.clients, requests, rounds, warmup, profile, extra_env)
         wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
 
-    rows = {s: scenario_row(out["samples"][s], args.clients) for s in SCENARIOS}
+    rows = {s: scenario_row(out["samples"][s]) for s in SCENARIOS}
     floor = scaled(summary(out["floor_s"]), 1000)
     bare, distinct, one, null = rows["bare"], rows["distinct"], rows["one"], rows["null"]
     ratio = distinct["rps"] / bare["rps"]
@@ -552,7 +552,8 @@ def main() -> None:
     if args.json:
         emit_json({
             "benchmark": "serve", "quick": args.quick, "clients": args.clients, "requests": requests, "rounds": rounds,
-            "warmup_turns": warmup, "measured_turns_per_conversation": out["turns"], "wall_s": wall, "load_average_1min": [load_before, load_after], "machine": machine(), "filesystem": fs, "stack": stack,
+            "warmup_turns": warmup, "measured_turns_per_conversation": out["turns"], "wall_s": wall,
+            "load_average_1min": [load_before, load_after], "machine": machine(), "filesystem": fs, "stack": stack,
             "response_bytes": out["response_bytes"], "record_bytes": out["record_bytes"], "execution_slots": out["slots"],
             "scenarios": rows, "commit_floor_ms": floor, "ratio_to_bare": ratio, "exit_codes": out["exit_codes"],
             "profiled": profile is not None, "server_env": extra_env,
@@ -565,8 +566,9 @@ def main() -> None:
           f"{warmup + out['turns']} (history {2 * warmup}..{2 * (warmup + out['turns'] - 1)} messages)")
     print(f"stack: uvicorn {stack['uvicorn']} ({stack['http']}), {stack['loop']}, {stack['processes']}; response "
           f"{out['response_bytes']} B; state dir on {fs['device']} ({fs['fstype']}, mounted at {fs['mountpoint']})")
-    print(f"machine: {os.cpu_count()} CPUs, 1-minute load average {load_before:.1f} before and {load_after:.1f} after the run "
-          f"(above the CPU count, other work competed for the CPUs)")
+    busy = max(load_before, load_after) > (os.cpu_count() or 1)
+    print(f"machine: {os.cpu_count()} CPUs, 1-minute load average {load_before:.1f} before and {load_after:.1f} after the run"
+          f"{' (above the CPU count: other work competed for the CPUs, the figures are pessimistic)' if busy else ''}")
     if args.env:
         print(f"not the defaults: {' '.join(args.env)}")
     print()
@@ -575,7 +577,7 @@ def main() -> None:
     for scenario in SCENARIOS:
         r, lat = rows[scenario], rows[scenario]["latency_ms"]
         cpu = r["server_cpu_ms_per_request"]
-        print(f"{LABELS[scenario].replace('C ', f'{args.clients} '):<33} {r['rps']:>7.0f} {lat['median']:>7.2f} {lat['p90']:>7.2f} "
+        print(f"{LABELS[scenario].format(clients=args.clients):<33} {r['rps']:>7.0f} {lat['median']:>7.2f} {lat['p90']:>7.2f} "
               f"{lat['p99']:>7.2f} {lat['max']:>7.2f} {r['errors']:>6} {'n/a' if cpu is None else f'{cpu:.3f}':>14} "
               f"{r['rps'] / bare['rps']:>7.2f}")
     print()
@@ -589,7 +591,7 @@ def main() -> None:
     for scenario in ("distinct", "inprocess"):
         threads = rows[scenario]["cpu_ms_per_request_by_thread"]
         if threads:
-            print(f"CPU a request by thread, {LABELS[scenario].replace('C ', f'{args.clients} ')}: "
+            print(f"CPU a request by thread, {LABELS[scenario].format(clients=args.clients)}: "
                   + ", ".join(f"{name} {ms:.2f} ms" for name, ms in threads.items()))
     print("  (MainThread: the event loop; asyncio: worker threads, the history store's load and commit; "
           "monoagent-artifacts: the run-file writer)")
