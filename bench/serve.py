@@ -94,18 +94,26 @@ Conversation = Callable[[int, int], str]
 
 
 def bare_server(recorded: Path) -> None:
-    """The bare endpoint: ``serve_channels`` with one channel answering the recorded bytes."""
+    """The bare endpoint: ``serve_channels`` with one channel answering the recorded bytes.
+
+    The server's log set up as ``monoagent serve`` sets it (INFO on stderr: one access line a
+    request), without the command line's redaction chain.
+    """
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from monoagent.kernel.log import configure_cli, configure_server_log
     from monoagent_plugins.lib.http_serving import serve_channels
 
+    configure_cli(debug=False)
+    configure_server_log(json=False)
     answer = recorded.read_bytes()
 
     class RecordedAnswer:
         name = "bare"
         enabled = True
         has_credentials = True
+        credential_hint = "none: the bench's bare endpoint takes any request"
 
         async def completion(self, request: Any) -> Any:
             await request.body()

@@ -11,12 +11,14 @@ event; it is what the RunHistory tool (:mod:`monoagent_plugins.lib.run_history`)
 answer or the partial text of a settled run.
 
 Files are written by one background thread per process, in event order. A run's lines are
-kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``) and then
-written in one go: creating a file costs hundreds of microseconds on some file systems, and a
-file created while the history store fsyncs its commit makes that fsync wait, so the file is
-created after the turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``; for a run
+refused at admission its only event, ``admission_rejected``) and then written in one go:
+creating a file costs hundreds of microseconds on some file systems, and a file created while
+the history store fsyncs its commit makes that fsync wait, so the file is created after the
+turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
-mid-run loses that run's events. Artifacts are not fsynced and are best-effort: a write failure is logged, never
+mid-run loses that run's events. An event of a run that settled lately (a notify outcome, emitted
+after the run) is appended to the run's file at once. Artifacts are not fsynced and are best-effort: a write failure is logged, never
 fatal.
 
 Nothing stops the writer: an event that cannot be serialised (a value whose ``str()`` raises, a
@@ -64,6 +66,8 @@ NAME = "artifacts"
 
 TEXT_DELTA = "text_delta"
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+REFUSED = "admission_rejected"
+"""The one event of a run the harness refused at admission: it never started, its file is written at once."""
 RUN_TEXT = "run_text"
 RUN_TEXT_MAX_BYTES = 8 * 1024
 """UTF-8 bytes of a run's streamed text kept in its ``run_text`` line (the rest is counted)."""
@@ -71,6 +75,9 @@ MAX_OPEN_TEXTS = 10_000
 """Runs whose streamed text is kept while they have not settled (beyond it the oldest is dropped, logged)."""
 FLUSH_TIMEOUT = 30.0
 """The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
+MAX_SETTLED_RUNS = 4096
+"""Settled runs the writer remembers, so an event emitted after a run settled (``notify_delivered``)
+is appended to its file at once instead of waiting for the next flush."""
 SINK_DIRNAME = "tool-output"
 
 RUN_HISTORY = "RunHistory"
@@ -155,6 +162,7 @@ class ArtifactWriter:
         self._flushed_at_exit = False
         self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
         self._texts: dict[tuple[Path, str], RunText] = {}
+        self._settled: dict[tuple[Path, str], None] = {}  # the writer thread's own, oldest first
 
     def submit(self, root: Path, event: RunEvent) -> None:
         """Queue ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
@@ -208,6 +216,7 @@ class ArtifactWriter:
         self._thread = None
         self._serving = False
         self._texts = {}
+        self._settled = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -264,7 +273,12 @@ class ArtifactWriter:
                            event.type, event.run_id, failure_text(exc))
         else:
             pending.setdefault(key, []).append(line)
-        if event.type in TERMINAL:
+        if event.type in TERMINAL or event.type == REFUSED:
+            self._write(key, pending.pop(key, []))
+            self._settled[key] = None
+            if len(self._settled) > MAX_SETTLED_RUNS:
+                del self._settled[next(iter(self._settled))]
+        elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
             self._write(key, pending.pop(key, []))
 
     @staticmethod
