@@ -125,6 +125,9 @@ def bare_server(recorded: Path) -> None:
         async def start(self) -> None:
             """Nothing to start."""
 
+        def stop_accepting(self) -> None:
+            """Nothing runs turns."""
+
         def cancel_in_flight(self) -> int:
             return 0
 
