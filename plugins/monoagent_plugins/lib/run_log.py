@@ -61,6 +61,12 @@ def _int(value: Any) -> int:
     return value if type(value) is int and value >= 0 else 0
 
 
+def _field(data: dict[str, Any], key: str, kind: type[Any]) -> Any:
+    """``data[key]`` when it is a ``kind``, else an empty ``kind`` (a file's values are untrusted)."""
+    value = data.get(key)
+    return value if isinstance(value, kind) else kind()
+
+
 def summarise(run_id: str, conversation: str, events: list[dict[str, Any]]) -> RunSummary:
     """A run's summary from its events: the terminal event's status and usage, else the steps' usage."""
     started = next((e for e in events if e["type"] == "run_started"), events[0] if events else None)
@@ -139,12 +145,14 @@ def short(value: Any, limit: int = VALUE_CHARS) -> str:
 
 
 def _pairs(data: dict[str, Any], *keys: str) -> str:
-    return ", ".join(f"{key} {short(data[key], 40)}" for key in keys if data.get(key) not in (None, "", [], {}))
+    """``key value, ...`` for the keys ``data`` has; a message or an error gets a longer cut than a name."""
+    return ", ".join(f"{key} {short(data[key], VALUE_CHARS if key in ('error', 'message') else 40)}"
+                     for key in keys if data.get(key) not in (None, "", [], {}))
 
 
 def _manifest(data: dict[str, Any]) -> list[str]:
-    manifest = data.get("manifest") if isinstance(data.get("manifest"), dict) else {}
-    sections = [s for s in manifest.get("sections", []) if isinstance(s, dict)] if isinstance(manifest.get("sections"), list) else []
+    manifest = _field(data, "manifest", dict)
+    sections = [s for s in _field(manifest, "sections", list) if isinstance(s, dict)]
     lines = [f"prompt: {len(sections)} section(s), history {short(manifest.get('history_messages', 0), 12)} message(s), "
              f"user message {short(manifest.get('user_message_bytes', 0), 12)} bytes"]
     lines += [f"    section {short(s.get('id', '?'), 40)} ({short(s.get('part', ''), 12)}): {short(s.get('bytes', 0), 12)} bytes"
@@ -153,13 +161,12 @@ def _manifest(data: dict[str, Any]) -> list[str]:
 
 
 def _usage(data: dict[str, Any]) -> str:
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = _field(data, "usage", dict)
     return f"{_int(usage.get('input_tokens'))} in / {_int(usage.get('output_tokens'))} out tokens"
 
 
 def _answer(data: dict[str, Any]) -> list[str]:
-    text = data.get("text") if isinstance(data.get("text"), str) else ""
-    lines = text.splitlines() or [""]
+    lines = _field(data, "text", str).splitlines() or [""]
     shown = [f"    | {one_line(line, VALUE_CHARS)}" for line in lines[:ANSWER_LINES]]
     more = f", {len(lines) - ANSWER_LINES} more line(s)" if len(lines) > ANSWER_LINES else ""
     cut = ", kept text cut" if data.get("truncated") is True else ""
@@ -177,7 +184,7 @@ def _describe(event: dict[str, Any], arguments: dict[str, str]) -> list[str]:
     described: dict[str, Callable[[], list[str]]] = {
         "run_started": lambda: [f"run started: {_pairs(data, 'model', 'channel', 'delivery')}"],
         "prompt_manifest": lambda: _manifest(data),
-        "memory_recalled": lambda: [f"memory recalled: {len(data['hits']) if isinstance(data.get('hits'), list) else 0} hit(s), {_int(data.get('bytes'))} bytes"],
+        "memory_recalled": lambda: [f"memory recalled: {len(_field(data, 'hits', list))} hit(s), {_int(data.get('bytes'))} bytes"],
         "context_compaction_applied": lambda: [
             f"compaction {'applied' if data.get('applied') is True else 'not needed'}: "
             f"{_int(data.get('tokens_before'))} -> {_int(data.get('tokens_after'))} tokens of {_int(data.get('budget'))}"
