@@ -150,3 +150,34 @@ def test_no_runs_yet(project: Path) -> None:
     result = invoke("logs")
     assert result.exit_code == 0 and "no runs recorded in" in result.stdout
     assert json.loads(invoke("logs", "--json").stdout) == []
+
+
+# ---------------------------------------------------------------------------- history show --tools
+
+
+def test_history_show_tools_interleaves_each_runs_calls_before_its_answer(project: Path) -> None:
+    for text in ("first question", "second question"):
+        assert invoke("run", text, "-c", "tg:1").exit_code == 0
+    data = json.loads(invoke("history", "show", "tg:1", "--tools", "--json").stdout)
+    items = data[0]["items"]
+    kinds = [next(iter(item)) for item in items]
+    assert kinds == ["message", "tool_call", "message", "message", "tool_call", "message"]
+    first, second = items[1]["tool_call"], items[4]["tool_call"]
+    assert items[0]["message"]["content"] == "first question" and items[3]["message"]["content"] == "second question"
+    assert first["run_id"] != second["run_id"] and first["tool"] == "RunHistory" and first["status"] == "success"
+    assert "[REDACTED" in first["arguments"] and first["result"].startswith("Untrusted run records")
+    assert [m["role"] for m in data[0]["messages"]] == ["user", "assistant", "user", "assistant"], "messages stay as they were"
+    text = invoke("history", "show", "tg:1", "--tools").stdout
+    assert "=== tg:1 (4 messages, 2 tool calls) ===" in text
+    assert text.index("first question") < text.index("--- tool call RunHistory [call_1_1]") < text.index("--- assistant ---")
+    assert 'arguments (' in text and "result (" in text and "sk-abcdef" not in text
+    plain = invoke("history", "show", "tg:1").stdout
+    assert "tool call" not in plain and "=== tg:1 (4 messages) ===" in plain
+
+
+def test_history_show_tools_without_tool_history_shows_the_messages(project: Path) -> None:
+    assert invoke("run", "first question", "-c", "tg:1").exit_code == 0
+    with (project / "monoagent.toml").open("a") as handle:
+        handle.write('[toolHistory]\nstore = "none"\n')
+    result = invoke("history", "show", "tg:1", "--tools")
+    assert result.exit_code == 0 and "(2 messages, 0 tool calls)" in result.stdout and "tool call" not in result.stdout.split("===")[-1]
