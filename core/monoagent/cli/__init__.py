@@ -318,8 +318,8 @@ def config_show(as_json: bool) -> None:
     file = agent.config.source_file
     echo(f"# config file: {file if file else '(none: embedded defaults)'}")
     for key, value, source in rows:
-        shown = f"(default) {paths[key]}" if value is None and key in paths else json.dumps(value, default=str)
-        echo(f"{key} = {shown}  # {source}")
+        text = f"(default) {paths[key]}" if value is None and key in paths else json.dumps(value, default=str)
+        echo(f"{key} = {text}  # {source}")
 
 
 @config.command("validate")
