@@ -139,7 +139,7 @@ class RunFiles:
         self.directory = Path(artifacts_dir) / "runs"
         self._uid = os.getuid()
 
-    def _exists(self) -> bool:
+    def exists(self) -> bool:
         """Whether the runs directory exists (False: no run was ever recorded); raises when it is not the writer's."""
         try:
             problem = private_directory_problem(self.directory, "the runs directory")
@@ -244,7 +244,7 @@ class RunFiles:
 
     def names(self) -> list[str]:
         """Every entry of the runs directory, newest run first ([] when no run was ever recorded)."""
-        return sorted(os.listdir(self.directory), reverse=True) if self._exists() else []
+        return sorted(os.listdir(self.directory), reverse=True) if self.exists() else []
 
     @staticmethod
     def _settled(run_id: str, conversation: str, events: list[dict[str, Any]], scan: Scan) -> SettledRun | None:
@@ -295,7 +295,7 @@ class RunFiles:
 
     def get(self, logical: str, run_id: str) -> Scan:
         scan = Scan()
-        if _RUN_FILE.fullmatch(f"{run_id}.jsonl") and self._exists():
+        if _RUN_FILE.fullmatch(f"{run_id}.jsonl") and self.exists():
             run = self.read_run(f"{run_id}.jsonl", logical, scan)
             if run is not None:
                 scan.runs.append(run)

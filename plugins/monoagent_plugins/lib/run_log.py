@@ -126,7 +126,7 @@ def read_runs(artifacts_dir: Path, *, limit: int, conversation: str | None = Non
 def read_run(artifacts_dir: Path, run_id: str) -> tuple[RunLog, RunSummary | None, list[dict[str, Any]]]:
     """One run's summary and events (None when there is no readable file for ``run_id``)."""
     files, scan, log = RunFiles(artifacts_dir), Scan(), RunLog()
-    found = files.read_events(f"{run_id}.jsonl", scan) if files.names() else None
+    found = files.read_events(f"{run_id}.jsonl", scan) if files.exists() else None
     log.skipped, log.damaged_lines = list(dict.fromkeys(scan.skipped_names)), scan.damaged_lines
     if found is None:
         return log, None, []
