@@ -181,3 +181,17 @@ def test_history_show_tools_without_tool_history_shows_the_messages(project: Pat
         handle.write('[toolHistory]\nstore = "none"\n')
     result = invoke("history", "show", "tg:1", "--tools")
     assert result.exit_code == 0 and "(2 messages, 0 tool calls)" in result.stdout and "tool call" not in result.stdout.split("===")[-1]
+
+
+def test_a_channel_event_file_is_listed_as_such_not_as_an_unsettled_run(project: Path) -> None:
+    run_turns(project)
+    run_id = "0" * 12 + "a" * 10
+    line = {"type": "cron_tick_skipped", "run_id": run_id, "conversation_id": "cron:nightly", "seq": 1, "at": 1.0,
+            "data": {"job": "nightly", "reason": "overlap", "channel": "cron"}}
+    path = runs(project) / f"{run_id}.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    path.chmod(0o600)
+    listed = json.loads(invoke("logs", "--json", "--status", "channel_event").stdout)
+    assert [(r["run_id"], r["conversation_id"]) for r in listed] == [(run_id, "cron:nightly")]
+    assert len(json.loads(invoke("logs", "--json", "--status", "unsettled").stdout)) == 0
+    assert "cron_tick_skipped:" in invoke("logs", run_id).stdout

@@ -21,8 +21,9 @@ from monoagent_plugins.lib.command_line import command_agent
 
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 1000
-STATUSES = ("completed", "failed", "cancelled", "refused", "unsettled")
-"""What ``--status`` accepts: the three settlements, ``refused`` at admission, ``unsettled`` (no terminal event)."""
+STATUSES = ("completed", "failed", "cancelled", "refused", "unsettled", "channel_event")
+"""What ``--status`` accepts: the three settlements, ``refused`` at admission, ``unsettled`` (started, no
+terminal event), ``channel_event`` (a channel's own event outside any run, such as a skipped cron tick)."""
 
 
 def _warn_skipped(log: Any, directory: Any) -> None:
@@ -104,7 +105,7 @@ def _show(agent: Any, run_id: str, as_json: bool) -> None:
                 event["data"] = {**event["data"], "arguments": arguments[str(event["data"]["id"])]}
         echo_json({"run": _summary_row(summary), "events": shown})
         return
-    took = "unsettled" if summary.duration_s is None else f"{summary.duration_s:.3f} s"
+    took = "not settled" if summary.duration_s is None else f"{summary.duration_s:.3f} s"
     echo(f"run {summary.run_id}  {summary.status}  {summary.conversation_id!r}  {summary.model or '-'}  "
          f"started {_when(summary.started_at)}  {took}  {summary.input_tokens}/{summary.output_tokens} tokens")
     for line in timeline(events, arguments):
@@ -116,7 +117,8 @@ def _show(agent: Any, run_id: str, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, LIMIT_MAX), default=LIMIT_DEFAULT, show_default=True, help="Runs to list.")
 @click.option("-c", "--conversation", default=None, help="Only runs of this conversation (or of every daily bucket of it).")
 @click.option("--status", type=click.Choice(STATUSES), default=None,
-              help="Only runs that ended so (unsettled: no terminal event was written).")
+              help="Only runs that ended so (unsettled: no terminal event was written; channel_event: a channel's "
+                   "own event, such as a skipped cron tick).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def logs_command(run_id: str | None, limit: int, conversation: str | None, status: str | None, as_json: bool) -> None:
     """List recent runs, newest first, or show RUN_ID's events as a timeline (from the run event files)."""

@@ -71,7 +71,10 @@ def summarise(run_id: str, conversation: str, events: list[dict[str, Any]]) -> R
     """A run's summary from its events: the terminal event's status and usage, else the steps' usage."""
     started = next((e for e in events if e["type"] == "run_started"), events[0] if events else None)
     terminal = next((e for e in events if e["type"] in TERMINAL or e["type"] == REFUSED), None)
-    status = "unsettled" if terminal is None else _SETTLED.get(terminal["type"], "refused")
+    if terminal is not None:
+        status = _SETTLED.get(terminal["type"], "refused")
+    else:  # a channel's own events (a skipped cron tick) have a file of their own and no run_started
+        status = "unsettled" if any(e["type"] == "run_started" for e in events) else "channel_event"
     usage = terminal["data"].get("usage") if terminal is not None else None
     if not isinstance(usage, dict):
         steps = [e["data"].get("usage") for e in events if e["type"] == "provider_response"]
