@@ -36,7 +36,7 @@ def test_a_two_step_tool_turn_driven_by_the_tool_result(tmp_path: Path) -> None:
             assert "weather" in [spec.name for spec in request.tools]
             return FunctionReply(text="Let me look.", tool_calls=[{"name": "weather", "arguments": {"city": "Oslo"}}])
         result = request.messages[-1]
-        assert (result.role, result.tool_call_id) == ("tool", "call_1_1")
+        assert result.role == "tool" and result.tool_call_id == request.messages[-2].tool_calls[0].id
         return f"The tool said: {result.content}."
 
     provider = FunctionProvider(model)
@@ -45,11 +45,13 @@ def test_a_two_step_tool_turn_driven_by_the_tool_result(tmp_path: Path) -> None:
     result = agent.run_sync("Weather in Oslo?", conversation_id="t", on_event=events.append)
     assert result.text.endswith("The tool said: sunny in Oslo.")
     assert result.model == "function:model" and result.steps == 2
-    assert [(a.call.name, a.call.arguments, a.result.status.value) for a in result.tool_activity] == [("weather", {"city": "Oslo"}, "success")]
+    assert [(a.call.id, a.call.name, a.call.arguments, a.result.status.value) for a in result.tool_activity] == [("call_1_1", "weather", {"city": "Oslo"}, "success")]
     assert [r.step for r in provider.requests] == [1, 2]
     assert [e.type for e in events].count("tool_call") == 1
     history = asyncio.run(agent.history_store.load("t"))
     assert [m.role for m in history] == ["user", "assistant"] and history[-1].content.endswith("sunny in Oslo.")
+    second = agent.run_sync("And in Oslo again?", conversation_id="t")
+    assert second.tool_activity[0].call.id == "call_3_1", "a made-up call id is unique across turns"
     agent.close()
 
 

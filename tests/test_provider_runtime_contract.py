@@ -132,6 +132,24 @@ class LeakyPump:
             yield await queue.get()
 
 
+class YieldsOnClose:
+    """Right in all but one thing: it yields from its finally, so closing it early fails."""
+
+    name = "yields-on-close:x"
+
+    async def stream(self, request):
+        try:
+            yield TextDelta("first")
+            yield TextDelta("second")
+        finally:
+            yield StepFinished("end_turn", Usage(1, 1))
+
+
+class TestYieldsOnCloseRuntimeContract(ProviderRuntimeContract):
+    def runtime_for(self, script):
+        return YieldsOnClose() if script is None else None
+
+
 class TestLeakyRuntimeContract(ProviderRuntimeContract):
     prompt_seconds = 0.5
 
@@ -143,7 +161,9 @@ class TestLeakyRuntimeContract(ProviderRuntimeContract):
 def test_a_broken_runtime_fails_the_contract_saying_why(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_broken_runtime=textwrap.dedent(BROKEN_RUNTIMES))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(failed=6, passed=1, skipped=5)  # Broken closes early right; LeakyPump plays only the stall
+    # Broken closes early right; LeakyPump plays only the stall; YieldsOnClose plays only its own answer, and
+    # keeps the stream rules when read to the end
+    result.assert_outcomes(failed=7, passed=2, skipped=9)
     out = result.stdout.str()
     assert "a stream ends with exactly one StepFinished; this one has 2" in out
     assert "a failing step raised RuntimeError: the model is overloaded; a runtime raises ProviderError" in out
@@ -151,3 +171,4 @@ def test_a_broken_runtime_fails_the_contract_saying_why(pytester: pytest.Pyteste
     assert "cancelling the consumer must raise CancelledError out of the stream" in out
     assert "tasks the runtime started must end with its stream" in out
     assert "Left contains one more item: 'LeakyPump.stream.<locals>.pump'" in out
+    assert "aclose raised RuntimeError: async generator ignored GeneratorExit" in out

@@ -81,8 +81,8 @@ class FunctionReply:
     """What a :class:`FunctionProvider`'s function answers for one step.
 
     ``tool_calls`` are :class:`~monoagent.kernel.model.ToolCall` values or mappings
-    ``{"name": ..., "arguments": {...}, "id": ...}`` (``id`` optional: ``call_<step>_<n>`` is
-    made up). ``stop_reason`` defaults to ``tool_use`` when there are tool calls, else
+    ``{"name": ..., "arguments": {...}, "id": ...}`` (``id`` optional: ``call_<r>_<n>`` is made
+    up, ``r`` counting this provider's requests, so ids stay unique across turns). ``stop_reason`` defaults to ``tool_use`` when there are tool calls, else
     ``end_turn``; ``usage`` defaults to an estimate of four UTF-8 bytes a token.
     """
 
@@ -133,7 +133,7 @@ class FunctionProvider:
         for piece in _pieces(reply.text) if reply.text else []:
             await asyncio.sleep(0)  # a cancellation point between deltas, as on a real stream
             yield TextDelta(piece)
-        calls = [self._call_of(call, request.step, n) for n, call in enumerate(reply.tool_calls, 1)]
+        calls = [self._call_of(call, len(self.requests), n) for n, call in enumerate(reply.tool_calls, 1)]
         for call in calls:
             yield ToolCallRequested(call)
         stop = reply.stop_reason or ("tool_use" if calls else "end_turn")
@@ -180,7 +180,7 @@ class FunctionProvider:
                     usage = item
                 else:
                     try:
-                        call = self._call_of(_tool_call(item), request.step, calls + 1)
+                        call = self._call_of(_tool_call(item), len(self.requests), calls + 1)
                     except TypeError as exc:
                         raise ProviderError(f"{self.name} step {request.step}: {exc}", provider="function") from None
                     calls += 1
@@ -194,10 +194,11 @@ class FunctionProvider:
         yield StepFinished("tool_use" if calls else "end_turn", usage or self._usage(request, "".join(texts)))
 
     @staticmethod
-    def _call_of(call: ToolCall | Mapping[str, Any], step: int, n: int) -> ToolCall:
+    def _call_of(call: ToolCall | Mapping[str, Any], request: int, n: int) -> ToolCall:
+        """``call`` as a ToolCall; a call without an id gets ``call_<request>_<n>``, unique for this provider."""
         if isinstance(call, ToolCall):
             return call
-        return ToolCall(str(call.get("id") or f"call_{step}_{n}"), call["name"], dict(call.get("arguments", {})))
+        return ToolCall(str(call.get("id") or f"call_{request}_{n}"), call["name"], dict(call.get("arguments", {})))
 
     @staticmethod
     def _usage(request: ProviderRequest, text: str) -> Usage:
