@@ -1,18 +1,29 @@
-"""The ProviderRuntime contract: FunctionProvider and the offline runtimes pass it; broken runtimes fail it, saying why."""
+"""The ProviderRuntime contract: FunctionProvider, the offline and the HTTP runtimes pass it; broken runtimes fail it, saying why."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.model import ProviderRequest
-from monoagent.testing import FunctionProvider, FunctionReply, ProviderRuntimeContract, StepScript, write_script
+from monoagent.testing import (
+    FunctionProvider,
+    FunctionReply,
+    ProviderRuntimeContract,
+    StepScript,
+    WireServer,
+    fresh_agent,
+    write_script,
+)
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 from monoagent_plugins.offline import EchoRuntime, ScriptedRuntime
 
 pytest_plugins = ["pytester"]
@@ -82,6 +93,49 @@ class TestOfflineEchoRuntimeContract(ProviderRuntimeContract):
         return EchoRuntime() if script is None else None  # echo plays no script, only its own answer
 
 
+class _HttpRuntimeContract(ProviderRuntimeContract):
+    """The HTTP providers pass the runtime contract too: each script becomes the server's next reply."""
+
+    server_type: type[WireServer] = WireServer
+    model = ""
+    config: ClassVar[dict[str, Any]] = {}
+    env: ClassVar[dict[str, str]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _server(self, tmp_path: Path) -> Iterator[None]:
+        with self.server_type() as server:
+            self.server = server
+            config = json.loads(json.dumps({"runtime": {"model": self.model}, **self.config}).replace("{url}", server.url))
+            self.agent = fresh_agent(tmp_path, config=config, env=self.env)
+            yield
+            self.agent.close()
+
+    def runtime_for(self, script: StepScript | None) -> Any:
+        if script is None:
+            reply = Reply(text_pieces=("an answer ", "of its own"))
+        elif script.error is not None:
+            reply = Reply(status=503 if script.retryable else 400, error_message=script.error)
+        else:
+            calls = tuple(ScriptedToolCall(c.id, c.name, (json.dumps(c.arguments),)) for c in script.tool_calls)
+            reply = Reply(text_pieces=script.text_pieces, tool_calls=calls, stall_after=script.stall_after)
+        self.server.enqueue(reply)
+        return self.agent.provider(self.model)
+
+
+class TestAnthropicRuntimeContract(_HttpRuntimeContract):
+    server_type = AnthropicWireServer
+    model = "anthropic:model-x"
+    config: ClassVar[dict[str, Any]] = {"providers": {"anthropic": {"baseUrl": "{url}"}}}
+    env: ClassVar[dict[str, str]] = {"ANTHROPIC_API_KEY": "test-key"}
+
+
+class TestOpenAIRuntimeContract(_HttpRuntimeContract):
+    server_type = OpenAIWireServer
+    model = "openai:model-x"
+    config: ClassVar[dict[str, Any]] = {"providers": {"openai": {"baseUrl": "{url}/v1"}}}
+    env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
+
+
 BROKEN_RUNTIMES = '''
 import asyncio
 from monoagent.kernel.errors import ProviderError
@@ -111,6 +165,8 @@ class Broken:
 
 
 class TestBrokenRuntimeContract(ProviderRuntimeContract):
+    prompt_seconds = 0.5
+
     def runtime_for(self, script):
         return Broken(script)
 
