@@ -129,7 +129,6 @@ class FunctionProvider:
                 yield event
             return
         reply = self._reply(await self._call(request), request.step)
-        text_out = reply.text
         for piece in _pieces(reply.text) if reply.text else []:
             await asyncio.sleep(0)  # a cancellation point between deltas, as on a real stream
             yield TextDelta(piece)
@@ -137,7 +136,7 @@ class FunctionProvider:
         for call in calls:
             yield ToolCallRequested(call)
         stop = reply.stop_reason or ("tool_use" if calls else "end_turn")
-        yield StepFinished(stop, reply.usage or self._usage(request, text_out))
+        yield StepFinished(stop, reply.usage or self._usage(request, reply.text))
 
     async def _call(self, request: ProviderRequest) -> Any:
         try:

@@ -156,7 +156,7 @@ class HistoryStoreContract:
             import pytest
 
             self.close(store)
-            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store has not both")
+            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
         return store
 
     def load(self, store: HistoryStore, conversation_id: str, **kwargs: Any) -> list[Message]:
