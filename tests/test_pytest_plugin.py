@@ -41,7 +41,7 @@ class AddTool:
 def test_monoagent_agent_is_fresh_and_isolated(monoagent_agent: Agent, tmp_path: Any) -> None:
     assert monoagent_agent.model == "offline:echo"
     assert monoagent_agent.config.context.home.is_relative_to(tmp_path)
-    assert not [r for r in monoagent_agent.host.records if r.source == "entry point" and not r.name.startswith("monoagent")]
+    assert {record.source for record in monoagent_agent.host.records} == {"bundled"}, "no third-party, local or programmatic plugin"
     assert "you said: hello" in monoagent_agent.run_sync("hello", conversation_id="t").text
 
 
