@@ -10,12 +10,15 @@ UTF-8 bytes, and the terminal event's ``seq`` and time. No observer ever sees a 
 event; it is what the RunHistory tool (:mod:`monoagent_plugins.lib.run_history`) reads as the
 answer or the partial text of a settled run.
 
-Files are written by one background thread per process, in event order. A run's lines are
-kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``; for a run
-refused at admission its only event, ``admission_rejected``) and then written in one go:
-creating a file costs hundreds of microseconds on some file systems, and a file created while
-the history store fsyncs its commit makes that fsync wait, so the file is created after the
-turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+Files are written by one background thread per process, in event order. A run's events are
+kept on the emitting side until its terminal event (``run_completed``, ``run_failed``,
+``run_cancelled``; for a run refused at admission its only event, ``admission_rejected``) and
+then handed to the writer in one queue item, serialised there and written in one go: waking the
+writer thread costs the event loop a GIL hand-over per item, so a run costs one wake-up, not one
+per event; creating a file costs hundreds of microseconds on some file systems, and a file
+created while the history store fsyncs its commit makes that fsync wait, so the file is created
+after the turn's commit rather than during it. The run directory is created when opening a run
+file finds it missing, not checked on every run. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
 mid-run loses that run's events. An event of a run that settled lately (a notify outcome, emitted
 after the run) is appended to the run's file at once. Artifacts are not fsynced and are best-effort: a write failure is logged, never
@@ -144,11 +147,17 @@ def run_file(artifacts_dir: Path, run_id: str) -> Path:
 
 
 def _open_run_file(root: Path, run_id: str) -> IO[str]:
-    root.parent.mkdir(parents=True, exist_ok=True)
-    root.mkdir(mode=0o700, exist_ok=True)
-    directory = root / "runs"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(directory / f"{run_id}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    """The run's file for appending (0600, never through a symlink); its directories (0700) are
+    created only when the open finds them missing, which spares every later run three ``mkdir``."""
+    path = os.path.join(root, "runs", f"{run_id}.jsonl")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
+        (root / "runs").mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, flags, 0o600)
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
