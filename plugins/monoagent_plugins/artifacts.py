@@ -171,13 +171,16 @@ class ArtifactWriter:
         self._flushed_at_exit = False
         self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
         self._texts: dict[tuple[Path, str], RunText] = {}
-        self._settled: dict[tuple[Path, str], None] = {}  # the writer thread's own, oldest first
+        self._held_lock = threading.Lock()  # emitters may run in several threads, flush in another
+        self._held: dict[tuple[Path, str], list[RunEvent]] = {}
+        self._settled: dict[tuple[Path, str], None] = {}  # oldest first
 
     def submit(self, root: Path, event: RunEvent) -> None:
-        """Queue ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
+        """Hold ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
 
-        The text is kept on the caller's side (waking the writer for every streamed piece costs
-        more than keeping it) and queued as the ``run_text`` line right before the terminal event.
+        Events and text are kept on the caller's side (waking the writer costs the caller a GIL
+        hand-over) and queued as one item at the run's terminal event, the ``run_text`` line right
+        before it. An event of a run that settled already is queued at once.
         """
         key = (root, event.run_id)
         if event.type == TEXT_DELTA:
@@ -190,9 +193,21 @@ class ArtifactWriter:
             return
         if not self._serving:
             self._start()
-        if event.type in TERMINAL:
-            self._queue.put((root, self._texts.pop(key, RunText()).line_for(event)))
-        self._queue.put((root, event))
+        with self._held_lock:
+            if event.type in TERMINAL or event.type == REFUSED:
+                events = self._held.pop(key, [])
+                if event.type in TERMINAL:
+                    events.append(self._texts.pop(key, RunText()).line_for(event))
+                events.append(event)
+                self._settled[key] = None
+                if len(self._settled) > MAX_SETTLED_RUNS:
+                    del self._settled[next(iter(self._settled))]
+            elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
+                events = [event]
+            else:
+                self._held.setdefault(key, []).append(event)
+                return
+            self._queue.put((root, event.run_id, events))
 
     def _drop_oldest_text(self) -> None:
         oldest = next(iter(self._texts))
@@ -225,10 +240,13 @@ class ArtifactWriter:
         self._thread = None
         self._serving = False
         self._texts = {}
+        self._held_lock = threading.Lock()
+        self._held = {}
         self._settled = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
-        """Wait until every event submitted so far is written (and open files flushed).
+        """Wait until every event submitted so far is written (and open files flushed), the held
+        events of runs that have not settled among them (their later events are appended).
 
         Returns False, with a log line, when the writer could not confirm it within ``timeout``
         seconds or is gone; returns at once when no writer was ever started.
@@ -237,7 +255,11 @@ class ArtifactWriter:
         if thread is None:
             return True
         done = threading.Event()
-        self._queue.put(done)
+        with self._held_lock:
+            for (root, run_id), events in self._held.items():
+                self._queue.put((root, run_id, events))
+            self._held.clear()
+            self._queue.put(done)
         deadline = time.monotonic() + timeout
         while not done.wait(min(0.05, max(deadline - time.monotonic(), 0.0))):
             if not thread.is_alive() or time.monotonic() >= deadline:
@@ -255,45 +277,29 @@ class ArtifactWriter:
             self._serving = False  # whatever ended the loop, the next event starts a new writer
 
     def _serve(self) -> None:
-        pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()
             try:
                 if isinstance(item, threading.Event):
-                    try:
-                        for key in list(pending):
-                            self._write(key, pending.pop(key))
-                    finally:
-                        item.set()
+                    item.set()
                 else:
-                    self._add(pending, *item)
+                    self._write(*item)
             except Exception as exc:  # one bad item never stops the writer
-                what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
-                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}", what, failure_text(exc))
-
-    def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
-        from monoagent.kernel.serial import unstructure
-
-        key = (root, event.run_id)
-        try:
-            line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
-        except Exception as exc:
-            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
-                           event.type, event.run_id, failure_text(exc))
-        else:
-            pending.setdefault(key, []).append(line)
-        if event.type in TERMINAL or event.type == REFUSED:
-            self._write(key, pending.pop(key, []))
-            self._settled[key] = None
-            if len(self._settled) > MAX_SETTLED_RUNS:
-                del self._settled[next(iter(self._settled))]
-        elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
-            self._write(key, pending.pop(key, []))
+                what = f"{len(item[2])} events of run {item[1]}" if isinstance(item, tuple) else type(item).__name__
+                logger.opt(exception=exc).warning("run-artifact writer: {} were lost: {}", what, failure_text(exc))
 
     @staticmethod
-    def _write(key: tuple[Path, str], lines: list[str]) -> None:
-        """Append ``lines`` to the run's file in one write (creating it on the run's first write)."""
-        root, run_id = key
+    def _write(root: Path, run_id: str, events: list[RunEvent]) -> None:
+        """Append ``events`` to the run's file in one write (creating it on the run's first write)."""
+        from monoagent.kernel.serial import unstructure
+
+        lines: list[str] = []
+        for event in events:
+            try:
+                lines.append(valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)))
+            except Exception as exc:
+                logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
+                               event.type, event.run_id, failure_text(exc))
         if not lines:
             return
         try:
