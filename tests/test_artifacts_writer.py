@@ -60,3 +60,41 @@ def test_a_removed_run_directory_is_created_again_owner_only(tmp_path):
             path.unlink()
         (root / "runs").rmdir()
         root.rmdir()
+
+
+def test_an_event_line_is_what_cattrs_makes_of_it_whatever_the_data_holds():
+    import enum
+
+    from monoagent.kernel.model import Message, ToolCall
+    from monoagent.kernel.serial import unstructure
+    from monoagent_plugins.artifacts import event_record
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    class Name(str):
+        pass
+
+    deep: dict = {}
+    for _ in range(5000):
+        deep = {"d": deep}
+    datas = [
+        {},
+        {"text": "héllo", "n": 1, "x": 1.5, "ok": True, "none": None, "list": [1, [2, {"k": "v"}]], "tuple": (1, ("a",))},
+        {1: "int key", None: "none key"},
+        {"call": ToolCall("c1", "lookup", {"q": "x"}), "messages": (Message("user", "hi"),)},
+        {"colour": Colour.RED, "raw": b"\x00\xff", "name": Name("n"), "nested": [Colour.RED, {"b": b"x"}]},
+        {Name("k"): 1},
+        deep,
+    ]
+    for data in datas:
+        event = RunEvent("tool_call", "r1", "c", 3, 1.25, data)
+        try:
+            expected = json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:
+            expected = "RecursionError"
+        try:
+            got = json.dumps(event_record(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:
+            got = "RecursionError"
+        assert got == expected

@@ -142,6 +142,47 @@ class RunText:
         return RunEvent(RUN_TEXT, terminal.run_id, terminal.conversation_id, terminal.seq, terminal.at, data)
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON scalars, dicts, lists and tuples only (exact types), which
+    cattrs would hand to json unchanged (a tuple becomes a list, which json writes the same)."""
+    cls = value.__class__
+    if cls in _JSON_SCALARS:
+        return True
+    if cls is dict:
+        for key, item in value.items():
+            if key.__class__ not in _JSON_SCALARS or (item.__class__ not in _JSON_SCALARS and not _plain_json(item)):
+                return False
+        return True
+    if cls is list or cls is tuple:
+        for item in value:  # noqa: SIM110 (all() of a generator costs more than the walk)
+            if item.__class__ not in _JSON_SCALARS and not _plain_json(item):
+                return False
+        return True
+    return False
+
+
+def event_record(event: RunEvent) -> dict[str, Any]:
+    """The JSON-ready form of ``event``, exactly as :func:`monoagent.kernel.serial.unstructure` makes it.
+
+    Event data is nearly always plain JSON, and cattrs' dispatch for every value of it was most
+    of the writer's time: plain data is passed through as it is, anything else (attrs values,
+    enums, bytes, data too deep to check) goes through cattrs.
+    """
+    from monoagent.kernel.serial import unstructure
+
+    try:
+        plain = _plain_json(event.data)
+    except RecursionError:
+        plain = False
+    if not plain:
+        return unstructure(event)
+    return {"type": event.type, "run_id": event.run_id, "conversation_id": event.conversation_id, "seq": event.seq,
+            "at": event.at, "data": event.data}
+
+
 def run_file(artifacts_dir: Path, run_id: str) -> Path:
     return artifacts_dir / "runs" / f"{run_id}.jsonl"
 
@@ -291,12 +332,10 @@ class ArtifactWriter:
     @staticmethod
     def _write(root: Path, run_id: str, events: list[RunEvent]) -> None:
         """Append ``events`` to the run's file in one write (creating it on the run's first write)."""
-        from monoagent.kernel.serial import unstructure
-
         lines: list[str] = []
         for event in events:
             try:
-                lines.append(valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)))
+                lines.append(valid_unicode(json.dumps(event_record(event), ensure_ascii=False, separators=(",", ":"), default=str)))
             except Exception as exc:
                 logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
                                event.type, event.run_id, failure_text(exc))
