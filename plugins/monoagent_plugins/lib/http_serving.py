@@ -116,6 +116,8 @@ def parse_json(body: bytes) -> Any:
         raise RequestRefused(400, f"request body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise RequestRefused(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise RequestRefused(400, "request body is not valid JSON: arrays and objects are nested too deeply") from None
 
 
 def check_bind(host: str, channels: Sequence[HttpChannel]) -> None:
