@@ -4,6 +4,7 @@ durable idempotency keys and the body quoted as untrusted data."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -307,3 +308,25 @@ def test_receipts_expire_after_the_ttl_and_a_dead_process_releases_its_keys(tmp_
     assert reopened.admit("deploy", "k-done", "sha", "req-4", int(now[0])).outcome == "admitted"
     reopened.close()
     assert (tmp_path / "webhook").stat().st_mode & 0o777 == 0o700
+
+
+def signing_examples() -> tuple[str, str]:
+    """The shell and the Python example of docs/serving.md's "Signing a request"."""
+    page = (Path(__file__).parent.parent / "docs" / "serving.md").read_text(encoding="utf-8")
+    section = page[page.index("### Signing a request"):page.index("### What is checked")]
+    shell = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    python = section.split("```python\n", 1)[1].split("```", 1)[0]
+    return shell, python
+
+
+def test_the_documented_signing_examples_work(server, tmp_path, capsys):
+    shell, python = signing_examples()
+    for example in (shell, python):
+        assert "http://127.0.0.1:8080/hooks/deploy" in example and "change-me" in example
+    if shutil.which("curl") and shutil.which("openssl"):
+        script = shell.replace("http://127.0.0.1:8080", server.url).replace("change-me", SECRET)
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+        assert '"conversation_id": "webhook:deploy"' in done.stdout, done.stdout + done.stderr
+    exec(python.replace("http://127.0.0.1:8080", server.url).replace("change-me", SECRET), {})
+    assert '"version": "1.2.3"' in capsys.readouterr().out
+    assert turns(tmp_path) == 1  # the same Idempotency-Key: the second example got the first answer
