@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from monoagent.kernel import hookspecs
 from monoagent.kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
 
@@ -277,6 +279,8 @@ def _value(value: Any) -> str:
     """A default or an example as it is written in ``monoagent.toml``."""
     if value is None:
         return "unset"
+    if value is attrs.NOTHING:  # a key a table must set (a notify destination's type)
+        return "required"
     if isinstance(value, Path):
         value = str(value)
     return "`" + json.dumps(value, ensure_ascii=False) + "`"

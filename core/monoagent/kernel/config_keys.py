@@ -359,6 +359,9 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
                 problems.unknown(path, key, known)
             continue
         _check_value(full, value, hints[field.name], field, problems)
+    for key, field in fields.items():
+        if key not in raw and field.default is attrs.NOTHING:  # a key the table must set (a notify destination's type)
+            problems.items.append(f"{prefix}{key}: missing; this table must set it ({field.metadata.get('doc', '')})")
 
 
 # ============================================================================ structuring (cattrs)

@@ -520,14 +520,15 @@ class Notification:
 class Notifier(Protocol):
     """Delivers a :class:`Notification` to one configured destination (a URL, a file, a chat).
 
-    ``notify`` retries on its own terms and returns once the notification is delivered; it
-    raises :class:`~monoagent.kernel.errors.NotifyFailed` (naming the destination and why)
-    when it gives up. It must not raise for anything the notification's text contains.
+    ``notify`` retries on its own terms and returns once the notification is delivered, with
+    the number of attempts it took (None counts as one); it raises
+    :class:`~monoagent.kernel.errors.NotifyFailed` (naming the destination, the attempts and the
+    last error) when it gives up. It must not raise for anything the notification's text contains.
     """
 
     name: str
 
-    async def notify(self, notification: Notification) -> None: ...
+    async def notify(self, notification: Notification) -> int | None: ...
 
 
 @attrs.frozen
