@@ -43,7 +43,7 @@ from monoagent.kernel.model import StepFinished, TextDelta
 
 
 class Moody:
-    """Hangs on its first HANG-NOW turn (until cancelled) and fails its first FAIL-NOW turn; answers otherwise."""
+    """Hangs on its first HANG-NOW turn (until cancelled), fails its first FAIL-NOW turn, says NO_REPLY to SILENT-NOW."""
 
     name = "moody"
 
@@ -56,7 +56,7 @@ class Moody:
         if "FAIL-NOW" in text and not Path("failed").exists():
             Path("failed").write_text("1")
             raise ProviderError("the moody model failed once")
-        yield TextDelta("done\\n")
+        yield TextDelta("NO_REPLY" if "SILENT-NOW" in text else "done\\n")
         yield StepFinished()
 
 
@@ -330,3 +330,37 @@ def test_the_documented_signing_examples_work(server, tmp_path, capsys):
     exec(python.replace("http://127.0.0.1:8080", server.url).replace("change-me", SECRET), {})
     assert '"version": "1.2.3"' in capsys.readouterr().out
     assert turns(tmp_path) == 1  # the same Idempotency-Key: the second example got the first answer
+
+
+NOTIFY_CONFIG = CONFIG.replace('prompt = "Summarise', 'notify = ["log"]\nprompt = "Summarise') + """
+[notify.destinations.log]
+type = "file"
+path = "notified.jsonl"
+"""
+
+
+def test_a_notifying_hook_delivers_each_answer_once_and_nothing_when_silent(tmp_path):
+    server = start(tmp_path, NOTIFY_CONFIG, moody=True)
+    try:
+        spoken = post(server, {"event": "deployed"}, key="n-1")
+        assert spoken.status_code == 200
+        assert post(server, {"event": "deployed"}, key="n-1").headers["Idempotent-Replayed"] == "true"
+        silent = post(server, {"event": "SILENT-NOW"})
+        assert silent.status_code == 200 and silent.json()["text"] == "NO_REPLY"  # the HTTP caller still gets it
+        assert server.terminate() == 0  # shutdown drains the deliveries under way
+    finally:
+        server.stop()
+    lines = [json.loads(line) for line in (tmp_path / "notified.jsonl").read_text().splitlines()]
+    assert [(n["run_id"], n["text"], n["channel"], n["source"]) for n in lines] == [
+        (spoken.json()["run_id"], "done\n", "webhook", "deploy")]
+    runs = tmp_path / "home" / "artifacts" / "runs"
+    events = [json.loads(line)["type"] for line in (runs / f"{silent.json()['run_id']}.jsonl").read_text().splitlines()]
+    assert "notify_skipped" in events
+
+
+def test_a_notify_list_naming_an_unknown_destination_is_a_startup_error(tmp_path):
+    (tmp_path / "monoagent.toml").write_text(CONFIG.replace('prompt = "Summarise', 'notify = ["opz"]\nprompt = "Summarise'),
+                                             encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "webhook.hooks.deploy.notify" in done.stderr and "'opz'" in done.stderr

@@ -17,7 +17,10 @@ body it is a 422, while its first request runs a 409. A request that ran no comp
 (429, 503, a failed turn) leaves no record, so the same request can be retried.
 
 The body reaches the model only as data: the hook's ``prompt`` (trusted: it is configuration),
-then the body as indented JSON with fence tokens neutralised (:func:`payload_text`).
+then the body as indented JSON with fence tokens neutralised (:func:`payload_text`). A hook with
+``notify`` destinations marks its turns as notifying and hands each successful answer to
+:class:`~monoagent_plugins.lib.notify_dispatch.NotifyDispatch` in the background, after the
+answer is recorded; a repeated idempotency key notifies nothing again.
 """
 
 from __future__ import annotations
@@ -141,15 +144,22 @@ class WebhookChannel:
         self.clock = time.time
         self._runs: Any = None
         self._receipts: Any = None
+        self._notify: Any = None
 
     def check(self) -> None:
-        """Refuse to serve without hooks or with a hook that has no secret; a :class:`ConfigError` saying how to fix it."""
+        """Refuse to serve without hooks, with a hook that has no secret, or naming a notify destination that
+        cannot be built; a :class:`ConfigError` saying how to fix it."""
+        from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
+
         if not self.hooks:
             raise ConfigError("webhook.enabled is set but no hook is configured and enabled: add a [webhook.hooks.<name>] "
                               "table with a secret")
         if self.unsigned:
             raise ConfigError([f"webhook.hooks.{name}.secret is not set: a webhook hook needs a secret to verify its "
                                f"requests; set it in the config file or as {secret_env(name)}" for name in self.unsigned])
+        self._notify = NotifyDispatch(self.agent)
+        for name, hook in sorted(self.hooks.items()):
+            self._notify.check(hook.notify, f"webhook.hooks.{name}.notify")
 
     async def start(self) -> None:
         """Check the hooks, open the receipts (purging the expired) and the channel's harness."""
@@ -264,6 +274,8 @@ class WebhookChannel:
             if key is not None:
                 await asyncio.to_thread(self._receipts.complete, name, key, StoredAnswer(200, body, result.run_id))
             completed = True
+            if hook.notify:
+                self._notify.start(hook.notify, result, channel=CHANNEL, source=name)
         finally:
             if not completed:
                 await asyncio.shield(asyncio.to_thread(self._receipts.forget, name, key, request_id))
@@ -288,9 +300,12 @@ class WebhookChannel:
         return self._runs.cancel_in_flight() if self._runs is not None else 0
 
     async def shutdown(self) -> None:
-        """Wait for the cancelled runs' continuity accounts, close the harness and the receipts."""
+        """Wait for the cancelled runs' continuity accounts and the notify deliveries under way (a grace
+        period, then they are cancelled), close the harness and the receipts."""
         if self._runs is not None:
             await self._runs.shutdown()
+        if self._notify is not None:
+            await self._notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
         if self._receipts is not None:
             await asyncio.to_thread(self._receipts.close)
 
