@@ -30,7 +30,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -40,6 +40,9 @@ from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import RunEvent, TurnRequest
 from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
+
+if TYPE_CHECKING:
+    from monoagent_plugins.lib.webhook_receipts import Admission
 
 CHANNEL = "webhook"
 SECRET_ENV_PREFIX = "MONO_AGENT_WEBHOOK_SECRET_"
@@ -115,14 +118,14 @@ def nesting_depth(value: Any) -> int:
     return deepest
 
 
-def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Any:
     from starlette.responses import Response
 
-    return Response(json.dumps(body, ensure_ascii=False), status_code=status, headers=headers, media_type="application/json")
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
-    return _answer(status, {"error": {"message": message, "type": kind}}, headers)
+    return _answer(status, json.dumps({"error": {"message": message, "type": kind}}, ensure_ascii=False), headers)
 
 
 class WebhookChannel:
@@ -231,12 +234,12 @@ class WebhookChannel:
                                       f"(space to ~)")
         return str(values[0])
 
-    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Any) -> Any:
+    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Any:
         from monoagent_plugins.lib.http_serving import RETRY_AFTER_S
 
         if admission.outcome == "replayed":
-            return _error(401, "replayed: this signed request was accepted before; sign a new request (or send an "
-                               f"{IDEMPOTENCY_HEADER} to get the first answer again)", "authentication_error")
+            return _error(401, "replayed: this signed request was accepted before; to send it again, sign it again "
+                               "with the current time", "authentication_error")
         if admission.outcome == "conflict":
             return _error(422, f"{IDEMPOTENCY_HEADER} {key!r} was first used with a different body for this hook; "
                                "use a new key for a new request", "idempotency_conflict")
@@ -244,12 +247,10 @@ class WebhookChannel:
             return _error(409, f"the first request with {IDEMPOTENCY_HEADER} {key!r} is in progress, retry later",
                           "idempotency_in_progress", {"Retry-After": str(RETRY_AFTER_S)})
         answer = admission.answer
+        assert answer is not None, admission
         self._emit("webhook_replayed", answer.run_id, self._conversation(name, hook),
                    {"hook": name, "idempotency_key": key, "status": answer.status})
-        from starlette.responses import Response
-
-        return Response(answer.body, status_code=answer.status, headers={REPLAYED_HEADER: "true"},
-                        media_type="application/json")
+        return _answer(answer.status, answer.body, {REPLAYED_HEADER: "true"})
 
     async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Any:
         from monoagent_plugins.lib.channel_runs import ShutdownCancelled
@@ -279,9 +280,7 @@ class WebhookChannel:
         finally:
             if not completed:
                 await asyncio.shield(asyncio.to_thread(self._receipts.forget, name, key, request_id))
-        from starlette.responses import Response
-
-        return Response(body, status_code=200, media_type="application/json")
+        return _answer(200, body)
 
     @staticmethod
     def _conversation(name: str, hook: WebhookHook) -> str:
