@@ -106,16 +106,27 @@ def payload_text(name: str, prompt: str, payload: dict[str, Any], max_bytes: int
     return "\n\n".join(parts)
 
 
-def nesting_depth(value: Any) -> int:
-    """How deeply ``value``'s arrays and objects nest (0 for a scalar), walked without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            depth += 1
-            deepest = max(deepest, depth)
-            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+def nesting_depth(value: Any, limit: int = MAX_PAYLOAD_DEPTH) -> int:
+    """How deeply ``value``'s arrays and objects nest (0 for a scalar), walked level by level without
+    recursion; the walk stops once past ``limit``."""
+    deepest, level = 0, [value] if isinstance(value, dict | list) else []
+    while level and deepest <= limit:
+        deepest += 1
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]
     return deepest
+
+
+def parse_payload(raw: bytes) -> dict[str, Any]:
+    """The verified body as a JSON object; ``RequestRefused`` 400 naming what is wrong with it."""
+    from monoagent_plugins.lib.http_serving import RequestRefused, parse_json
+
+    payload = parse_json(raw)
+    if not isinstance(payload, dict):
+        raise RequestRefused(400, "request body must be a JSON object")
+    if nesting_depth(payload) > MAX_PAYLOAD_DEPTH:
+        raise RequestRefused(400, f"request body nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep")
+    return payload
 
 
 def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Any:
@@ -189,7 +200,7 @@ class WebhookChannel:
 
     async def receive(self, request: Any) -> Any:
         """One webhook request: the checks in the order the module docstring gives, then the turn."""
-        from monoagent_plugins.lib.http_serving import RequestRefused, parse_json, read_body
+        from monoagent_plugins.lib.http_serving import RequestRefused, read_body
         from monoagent_plugins.lib.signatures import SIGNATURE_HEADER, SignatureRefused, verify
         from monoagent_plugins.lib.webhook_receipts import body_digest, signed_request_id
 
@@ -207,12 +218,8 @@ class WebhookChannel:
         except SignatureRefused as refused:
             return _error(401, str(refused), "authentication_error")
         try:
-            payload = parse_json(raw)
             key = self._idempotency_key(request.headers)
-            if not isinstance(payload, dict):
-                raise RequestRefused(400, "request body must be a JSON object")
-            if nesting_depth(payload) > MAX_PAYLOAD_DEPTH:
-                raise RequestRefused(400, f"request body nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep")
+            payload = await asyncio.to_thread(parse_payload, raw)  # a large body takes a while: not on the serving loop
         except RequestRefused as refused:
             return _error(refused.status, refused.message, refused.kind)
         body_sha = body_digest(raw)
@@ -258,7 +265,7 @@ class WebhookChannel:
         from monoagent_plugins.lib.webhook_receipts import StoredAnswer
 
         conversation = self._conversation(name, hook)
-        text = payload_text(name, hook.prompt, payload, self.agent.config.section("serve").max_body_bytes)
+        text = await asyncio.to_thread(payload_text, name, hook.prompt, payload, self.agent.config.section("serve").max_body_bytes)
         turn = TurnRequest(text, conversation_id=conversation, channel=CHANNEL, delivery="request", notify=bool(hook.notify))
         completed = False
         try:
