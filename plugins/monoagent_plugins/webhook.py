@@ -160,9 +160,20 @@ class WebhookChannel:
         self._receipts: Any = None
         self._notify: Any = None
 
-    def check(self) -> None:
-        """Refuse to serve without hooks, with a hook that has no secret, or naming a notify destination that
-        cannot be built; a :class:`ConfigError` saying how to fix it."""
+    @property
+    def credential_hint(self) -> str:
+        """Where the missing secrets are set, for the server's start-up error about a channel without credentials."""
+        if not self.hooks:
+            return "a [webhook.hooks.<name>] table with a secret"
+        return "; ".join(f"webhook.hooks.{name}.secret or {secret_env(name)}" for name in self.unsigned)
+
+    def check(self) -> list[str]:
+        """What the channel would serve, one line per hook (for ``monoagent serve --check``).
+
+        Raises :class:`ConfigError`, saying how to fix it, when no hook is enabled, a hook has no
+        secret (there is no unauthenticated webhook, on any address), or a hook names a notify
+        destination that cannot be built.
+        """
         from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
 
         if not self.hooks:
@@ -172,8 +183,12 @@ class WebhookChannel:
             raise ConfigError([f"webhook.hooks.{name}.secret is not set: a webhook hook needs a secret to verify its "
                                f"requests; set it in the config file or as {secret_env(name)}" for name in self.unsigned])
         self._notify = NotifyDispatch(self.agent)
+        lines = []
         for name, hook in sorted(self.hooks.items()):
             self._notify.check(hook.notify, f"webhook.hooks.{name}.notify")
+            notify = f", notify {', '.join(hook.notify)}" if hook.notify else ""
+            lines.append(f"hook {name}: POST /hooks/{name} -> conversation {self._conversation(name, hook)}{notify}")
+        return lines
 
     async def start(self) -> None:
         """Check the hooks, open the receipts (purging the expired) and the channel's harness."""
