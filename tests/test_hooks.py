@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from monoagent import hookimpl
 from monoagent.kernel.errors import ComponentError, HookError, TurnFailed
-from monoagent.kernel.interfaces import CompactionOutcome, Notification, Notifier
+from monoagent.kernel.interfaces import CompactionOutcome, Notifier
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -235,6 +235,7 @@ def test_hook_register_channels(tmp_path):
 
 def test_hook_register_notifiers(tmp_path):
     delivered = []
+    built_with = []
 
     class Collect:
         name = "collect"
@@ -243,19 +244,30 @@ def test_hook_register_notifiers(tmp_path):
             self.prefix = options["prefix"]
 
         async def notify(self, notification):
-            delivered.append(self.prefix + notification.text)
+            delivered.append((self.prefix + notification.text, notification.destination, notification.run_id))
 
     class Plugin:
         @hookimpl
         def register_notifiers(self, register):
-            register("collect", lambda agent, options: Collect(options), description="in memory")
+            def factory(agent, options):
+                built_with.append(options)
+                return Collect(options)
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
-    notifiers = agent.host.components["notifier"]
-    notifier = notifiers["collect"].factory(agent=agent, options={"prefix": "> "})
-    assert isinstance(notifier, Notifier)
-    asyncio.run(notifier.notify(Notification("done", "cron", "daily", "ops", "cron:daily", "r1", 0.0)))
-    assert delivered == ["> done"]
+            register("collect", factory, description="in memory")
+
+    destinations = {"mine": {"type": "collect", "maxAttempts": 2, "options": {"prefix": "> "}}}
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"notify": {"destinations": destinations}})
+    assert agent.host.components["notifier"]["collect"].description == "in memory"
+    assert {"webhook", "file"} <= set(agent.host.components["notifier"])
+    from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
+
+    dispatch = NotifyDispatch(agent)
+    dispatch.check(["mine"], "cron.jobs[0].notify")
+    result = agent.run_sync("hello", conversation_id="cron:daily")
+    asyncio.run(dispatch.deliver(["mine"], result, channel="cron", source="daily"))
+    assert delivered == [("> " + result.text, "mine", result.run_id)]
+    assert built_with == [{"prefix": "> ", "maxAttempts": 2}]  # the keys set, camelCase, without type, options merged in
+    assert isinstance(Collect({"prefix": ""}), Notifier)
 
 
 def test_hook_register_compaction_policies(tmp_path):

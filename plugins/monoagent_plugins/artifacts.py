@@ -16,7 +16,8 @@ written in one go: creating a file costs hundreds of microseconds on some file s
 file created while the history store fsyncs its commit makes that fsync wait, so the file is
 created after the turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
-mid-run loses that run's events. Artifacts are not fsynced and are best-effort: a write failure is logged, never
+mid-run loses that run's events. An event of a run that settled lately (a notify outcome, emitted
+after the run) is appended to the run's file at once. Artifacts are not fsynced and are best-effort: a write failure is logged, never
 fatal.
 
 Nothing stops the writer: an event that cannot be serialised (a value whose ``str()`` raises, a
@@ -71,6 +72,9 @@ MAX_OPEN_TEXTS = 10_000
 """Runs whose streamed text is kept while they have not settled (beyond it the oldest is dropped, logged)."""
 FLUSH_TIMEOUT = 30.0
 """The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
+MAX_SETTLED_RUNS = 4096
+"""Settled runs the writer remembers, so an event emitted after a run settled (``notify_delivered``)
+is appended to its file at once instead of waiting for the next flush."""
 SINK_DIRNAME = "tool-output"
 
 RUN_HISTORY = "RunHistory"
@@ -155,6 +159,7 @@ class ArtifactWriter:
         self._flushed_at_exit = False
         self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
         self._texts: dict[tuple[Path, str], RunText] = {}
+        self._settled: dict[tuple[Path, str], None] = {}  # the writer thread's own, oldest first
 
     def submit(self, root: Path, event: RunEvent) -> None:
         """Queue ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
@@ -208,6 +213,7 @@ class ArtifactWriter:
         self._thread = None
         self._serving = False
         self._texts = {}
+        self._settled = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every event submitted so far is written (and open files flushed).
@@ -265,6 +271,11 @@ class ArtifactWriter:
         else:
             pending.setdefault(key, []).append(line)
         if event.type in TERMINAL:
+            self._write(key, pending.pop(key, []))
+            self._settled[key] = None
+            if len(self._settled) > MAX_SETTLED_RUNS:
+                del self._settled[next(iter(self._settled))]
+        elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
             self._write(key, pending.pop(key, []))
 
     @staticmethod

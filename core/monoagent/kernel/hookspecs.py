@@ -284,10 +284,16 @@ def register_notifiers(register: NotifierRegistrar) -> None:
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent, options=options)``
     returns a :class:`~monoagent.kernel.interfaces.Notifier`. ``options`` is the destination's
-    table from ``notify.destinations.<destination>`` (its ``type`` names this notifier) without
-    ``type``; the factory validates it and raises :class:`~monoagent.kernel.errors.ConfigError`
-    naming the key and what is allowed. A cron job or webhook hook with ``notify`` naming a
-    destination delivers its successful final answer there, unless the answer is exactly the
+    table from ``notify.destinations.<destination>``: the keys the user set, camelCase, without
+    ``type``, with the free table ``options`` merged in (a third-party kind reads its own keys
+    from there; the secret comes from ``MONO_AGENT_NOTIFY_SECRET_<NAME>`` when that is set). The
+    factory validates them and raises :class:`~monoagent.kernel.errors.ConfigError` naming the
+    key and what is allowed; it is called at start-up (and by ``monoagent serve --check``) for
+    every destination a channel names. ``notify(notification)`` returns the number of attempts
+    it took and raises :class:`~monoagent.kernel.errors.NotifyFailed` when it gives up. A cron
+    job or webhook hook with ``notify`` naming a destination delivers its successful final
+    answer there (in the background, through
+    ``monoagent_plugins.lib.notify_dispatch.NotifyDispatch``), unless the answer is exactly the
     silent-result sentinel (docs/serving.md).
 
     Args:
@@ -307,6 +313,7 @@ def register_notifiers(register: NotifierRegistrar) -> None:
 
         @hookimpl
         def register_notifiers(register):
+            # [notify.destinations.phone] type = "ntfy", options = {topic = "alerts"}
             register("ntfy", lambda agent, options: NtfyNotifier(options["topic"]))
     """
 

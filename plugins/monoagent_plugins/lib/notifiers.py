@@ -16,7 +16,9 @@ regular file; a new file is created 0600.
 backoff and jitter (tenacity), honouring ``Retry-After`` up to :data:`RETRY_AFTER_CAP_S`; any
 other answer that is not 2xx (a 4xx, a redirect) is final. Every attempt is signed afresh (a
 new timestamp) and carries ``Idempotency-Key: <run id>``, so a receiver can drop a duplicate
-delivery. The wait between attempts and the clock are injectable for tests.
+delivery. The receiver's answer body is never read (only its status and ``Retry-After``), so a
+hostile receiver cannot make the notifier hold a large answer. Redirects are not followed. The
+wait between attempts and the clock are injectable for tests.
 """
 
 from __future__ import annotations
@@ -216,7 +218,8 @@ class WebhookNotifier:
         import tenacity
 
         body = notification_json(notification)
-        backoff = tenacity.wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_INITIAL_S)
+        backoff = (tenacity.wait_exponential(multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S)
+                   + tenacity.wait_random(0, BACKOFF_INITIAL_S))
 
         def wait(state: tenacity.RetryCallState) -> float:
             refused = state.outcome.exception() if state.outcome is not None else None
@@ -250,6 +253,6 @@ class WebhookNotifier:
             IDEMPOTENCY_HEADER: notification.run_id,
             "User-Agent": "monoagent-notify",
         }
-        response = await client.post(self.url, content=body, headers=headers)
-        if not 200 <= response.status_code < 300:
-            raise DeliveryRefused(response.status_code, retry_after_seconds(response.headers.get("retry-after"), self.clock()))
+        async with client.stream("POST", self.url, content=body, headers=headers) as response:  # the body is never read
+            if not 200 <= response.status_code < 300:
+                raise DeliveryRefused(response.status_code, retry_after_seconds(response.headers.get("retry-after"), self.clock()))
