@@ -31,6 +31,8 @@ prompt = "Summarise the deployment for the team."
 [webhook.hooks.off]
 secret = "x"
 enabled = false
+[webhook.hooks.ci]
+secret = "ci-secret"
 """
 
 MOODY_PROVIDER = '''
@@ -198,7 +200,9 @@ def test_the_same_key_with_another_body_is_422(server, tmp_path):
     conflict = post(server, {"event": "b"}, key="k-1")
     assert conflict.status_code == 422 and "different body" in conflict.json()["error"]["message"]
     assert post(server, {"event": "a"}, key="k-1", hook="deploy").headers["Idempotent-Replayed"] == "true"
-    assert turns(tmp_path) == 1
+    other_hook = post(server, {"event": "b"}, key="k-1", hook="ci", secret="ci-secret")  # keys are per hook
+    assert other_hook.status_code == 200 and "Idempotent-Replayed" not in other_hook.headers
+    assert turns(tmp_path) == 1 and turns(tmp_path, "webhook:ci") == 1
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "naïve", "tab\there"])
