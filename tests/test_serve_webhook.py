@@ -368,3 +368,25 @@ def test_a_notify_list_naming_an_unknown_destination_is_a_startup_error(tmp_path
     done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "webhook.hooks.deploy.notify" in done.stderr and "'opz'" in done.stderr
+
+
+def test_concurrent_requests_with_one_key_run_one_turn(server, tmp_path):
+    body = body_of({"event": "deployed", "id": 42})
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def send(at: int) -> None:
+        answer = post(server, body, key="race", at=at)
+        with lock:
+            answers.append(answer)
+
+    now = int(time.time())
+    clients = [threading.Thread(target=send, args=(now - i,)) for i in range(8)]  # 8 distinct signatures, one key
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join(timeout=60)
+    first = [a for a in answers if a.status_code == 200 and "Idempotent-Replayed" not in a.headers]
+    assert len(answers) == 8 and len(first) == 1
+    assert all(a.status_code == 409 or a.content == first[0].content for a in answers)
+    assert turns(tmp_path) == 1
