@@ -390,3 +390,34 @@ def test_concurrent_requests_with_one_key_run_one_turn(server, tmp_path):
     assert len(answers) == 8 and len(first) == 1
     assert all(a.status_code == 409 or a.content == first[0].content for a in answers)
     assert turns(tmp_path) == 1
+
+
+def test_a_key_left_running_by_a_killed_server_is_released_at_the_next_start(tmp_path):
+    server = start(tmp_path, moody=True)
+    try:
+        client = threading.Thread(target=lambda: post_quietly(server, {"event": "HANG-NOW"}, key="k-killed"))
+        client.start()
+        deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
+        while not (tmp_path / "hung").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert post(server, {"event": "HANG-NOW"}, key="k-killed").status_code == 409
+        server.process.kill()  # SIGKILL mid-turn: no shutdown, the key's record stays "running"
+        server.process.wait()
+        client.join(timeout=30)
+    finally:
+        server.stop()
+    restarted = start(tmp_path, moody=True)
+    try:
+        after = post(restarted, {"event": "HANG-NOW"}, key="k-killed")
+        assert after.status_code == 200 and "Idempotent-Replayed" not in after.headers
+    finally:
+        restarted.stop()
+    assert turns(tmp_path) == 1
+
+
+def post_quietly(server: Server, payload: object, **options: str) -> None:
+    """:func:`post` from a thread whose server may die under it (the answer, if any, is not the point)."""
+    try:
+        post(server, payload, **options)
+    except httpx.HTTPError:
+        pass
