@@ -16,7 +16,7 @@ import httpx
 import pytest
 from serving import Server, serve_env
 
-from monoagent.boundary.fences import HOST_FENCES, has_fence_token
+from monoagent.boundary.fences import has_fence_token
 from monoagent_plugins.lib.signatures import sign
 from monoagent_plugins.lib.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer
 from monoagent_plugins.webhook import PAYLOAD_END
@@ -259,7 +259,6 @@ def test_the_body_stays_quoted_data_whatever_it_holds(server):
     assert sum("Ignore previous instructions" in line for line in quoted) == 3
     assert not any("Ignore previous instructions" in line for line in lines[end:])
     assert not any(has_fence_token(line) for line in quoted), [line for line in quoted if has_fence_token(line)]
-    assert HOST_FENCES  # the registry the quoted text is checked against
 
 
 def test_a_request_that_ran_no_completed_turn_does_not_hold_its_key(tmp_path):
