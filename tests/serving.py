@@ -83,8 +83,8 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def completion(text: str, **extra) -> dict:
-    return {"model": "offline:echo", "messages": [{"role": "system", "content": "ignored"},
-                                                  {"role": "user", "content": text}], **extra}
+    """A chat completion body without ``model`` (which, when sent, must be the served agent's model id)."""
+    return {"messages": [{"role": "system", "content": "ignored"}, {"role": "user", "content": text}], **extra}
 
 
 def slow_server(tmp_path: Path, **env: str) -> Server:
