@@ -50,19 +50,37 @@ def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 class Server:
-    """``monoagent serve`` as a child process; ``url`` once it printed where it listens."""
+    """``monoagent <args> serve <serve_args>`` as a child process; ``url`` once it printed where it listens.
 
-    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    Its standard error (the log: an access line per request) is read as it comes, so a test that
+    sends many requests never blocks the server on a full pipe; :meth:`log` returns it once the
+    process has ended.
+    """
+
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()) -> None:
         self.cwd = tmp_path
-        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve"], cwd=tmp_path,
+        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve", *serve_args], cwd=tmp_path,
                                         env=env or serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._log: list[str] = []
+        self._drain = threading.Thread(target=self._log.extend, args=(self.process.stderr,), daemon=True)
+        self._drain.start()
         line = self.process.stdout.readline()  # blocks until the server listens, or the process ends
         found = re.search(r"listening on (http://\S+)", line)
         if found is None:
             self.process.kill()
-            raise AssertionError(f"serve did not start: {line!r} {self.process.stderr.read()}")
+            self.process.wait()
+            raise AssertionError(f"serve did not start: {line!r} {self.log()}")
         self.url = found.group(1)
         self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def lines_so_far(self) -> list[str]:
+        """The lines the server has written to standard error so far (the reader thread appends them as they come)."""
+        return list(self._log)
+
+    def log(self) -> str:
+        """Everything the server wrote to standard error; call it once the process has ended."""
+        self._drain.join(timeout=30)
+        return "".join(self._log)
 
     def terminate(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -76,6 +94,12 @@ class Server:
             self.process.kill()
             self.process.wait()
         self.client.close()
+
+
+def serve_once(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``monoagent <args>`` run to its end (a refused start-up, ``serve --check``): its exit code and output."""
+    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env or serve_env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
 
 
 def auth(token: str = TOKEN) -> dict[str, str]:

@@ -38,6 +38,7 @@ from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost
 from monoagent_plugins.offline import OfflineConfig
+from monoagent_plugins.serve import _check_networks
 from monoagent_plugins.skills import _check_skills, skills_root
 
 OFFLINE = {"providers.offline": OfflineConfig}
@@ -108,6 +109,8 @@ def env_case(key: KeyInfo) -> EnvCase:
         return EnvCase("offline:echo,offline:scripted", ["offline:echo", "offline:scripted"], ["other:model"])
     if check is _check_skills:
         return EnvCase("a,b", ["a", "b"], ["c"])
+    if check is _check_networks:
+        return EnvCase("10.0.0.5,10.1.0.0/16", ["10.0.0.5", "10.1.0.0/16"], ["192.168.0.0/24"])
     assert check is None, f"{key.path}: add a valid value for its check to env_case()"
     if typing.get_origin(base) is Literal:
         others = [v for v in typing.get_args(base) if v != default]

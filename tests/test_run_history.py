@@ -132,6 +132,15 @@ def test_runs_in_flight_or_never_settled_are_not_listed(tmp_path):
     assert call(agent, {"action": "get", "run_id": run_id(1)}).status is ToolStatus.ERROR
 
 
+def test_runs_refused_at_admission_are_neither_listed_nor_counted_as_unsettled(tmp_path):
+    agent, _ = turns(tmp_path, "tg:1")
+    plant(agent, run_id(1), [event("admission_rejected", run_id(1), channel="openai-api", conversation_id="tg:1",
+                                   pending=0, running=1, max_pending_runs=0, max_concurrent_runs=1)])
+    found = body(call(agent, {"action": "search"}))
+    assert len(found["runs"]) == 1 and found["unsettled_runs"] == 0
+    assert call(agent, {"action": "get", "run_id": run_id(1)}).status is ToolStatus.ERROR
+
+
 def test_isolated_runs_are_not_listed(tmp_path):
     agent = fresh_agent(tmp_path)
     asyncio.run(agent.respond(TurnRequest("proactive", conversation_id="tg:1", isolated=True)))

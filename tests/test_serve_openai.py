@@ -297,16 +297,13 @@ def test_two_conversations_run_at_once_each_with_its_own_history(gated):
 def test_two_requests_on_one_conversation_are_serialised(tmp_path):
     """The second request is submitted while the first is in flight (the server's debug log says so), and sees its answer."""
     server = gated_server(tmp_path, "--debug")
-    log: list[str] = []
-    drain = threading.Thread(target=lambda: log.extend(server.process.stderr), daemon=True)
-    drain.start()
     try:
         first = in_background(lambda: server.client.post("/v1/chat/completions", json=completion("gate:one first"),
                                                          headers={**auth(), "X-Conversation-Id": "same"}))
         wait_for(lambda: (tmp_path / "started-one").exists(), "the first turn in flight")
         second = in_background(lambda: server.client.post("/v1/chat/completions", json=completion("second"),
                                                           headers={**auth(), "X-Conversation-Id": "same"}))
-        wait_for(lambda: sum("submitted for openai-api:same" in line for line in list(log)) == 2, "the second submission")
+        wait_for(lambda: sum("submitted for openai-api:same" in line for line in server.lines_so_far()) == 2, "the second submission")
         assert not second[1]  # still waiting behind the first
         (tmp_path / "release-one").write_text("1")
         for thread, _ in (first, second):

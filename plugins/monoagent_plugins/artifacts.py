@@ -11,10 +11,11 @@ event; it is what the RunHistory tool (:mod:`monoagent_plugins.lib.run_history`)
 answer or the partial text of a settled run.
 
 Files are written by one background thread per process, in event order. A run's lines are
-kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``) and then
-written in one go: creating a file costs hundreds of microseconds on some file systems, and a
-file created while the history store fsyncs its commit makes that fsync wait, so the file is
-created after the turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``; for a run
+refused at admission its only event, ``admission_rejected``) and then written in one go:
+creating a file costs hundreds of microseconds on some file systems, and a file created while
+the history store fsyncs its commit makes that fsync wait, so the file is created after the
+turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
 mid-run loses that run's events. An event of a run that settled lately (a notify outcome, emitted
 after the run) is appended to the run's file at once. Artifacts are not fsynced and are best-effort: a write failure is logged, never
@@ -65,6 +66,8 @@ NAME = "artifacts"
 
 TEXT_DELTA = "text_delta"
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+REFUSED = "admission_rejected"
+"""The one event of a run the harness refused at admission: it never started, its file is written at once."""
 RUN_TEXT = "run_text"
 RUN_TEXT_MAX_BYTES = 8 * 1024
 """UTF-8 bytes of a run's streamed text kept in its ``run_text`` line (the rest is counted)."""
@@ -270,7 +273,7 @@ class ArtifactWriter:
                            event.type, event.run_id, failure_text(exc))
         else:
             pending.setdefault(key, []).append(line)
-        if event.type in TERMINAL:
+        if event.type in TERMINAL or event.type == REFUSED:
             self._write(key, pending.pop(key, []))
             self._settled[key] = None
             if len(self._settled) > MAX_SETTLED_RUNS:

@@ -11,8 +11,8 @@ with our message.
 
 The channel has one harness of its own (one limiter: ``concurrency.*`` bound this channel alone);
 an admission overload is answered 429 with ``Retry-After``. Requests need ``Authorization: Bearer
-<token>`` with one of ``openaiApi.tokens``; without tokens the channel serves loopback only,
-unauthenticated, and says so at start-up.
+<token>`` with one of ``openaiApi.tokens``; without tokens ``monoagent serve`` refuses to start
+unless ``serve.allowUnauthenticated`` (loopback only), when any request is accepted.
 
 Streaming forwards each ``text_delta`` of the run as it is emitted. The committed answer is the
 answering attempt's last step, so the streamed text equals it unless the model wrote text before a
@@ -240,6 +240,7 @@ class OpenAIApiChannel:
     """The ``openai-api`` channel: its routes, its own harness, and the runs it has in flight."""
 
     name = CHANNEL
+    credential_hint = "openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent
@@ -247,8 +248,6 @@ class OpenAIApiChannel:
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
         self.runs = ChannelRuns(agent)
-        if self.enabled and not self.has_credentials:
-            logger.warning("openai-api: no openaiApi.tokens set; requests are accepted without a token (loopback only)")
 
     async def start(self) -> None:
         """Nothing to start: the channel answers requests on the routes it mounts."""

@@ -1140,7 +1140,9 @@ def on_run_event(event: RunEvent, agent: Agent) -> None:
         Nothing. Results are collected (and ignored). An observer that raises is reported once
         on the log and does not stop the run.
 
-    Called synchronously as each event is emitted, in ``seq`` order; keep it quick.
+    Called synchronously as each event is emitted, in ``seq`` order; keep it quick. A run the
+    harness refused at admission (``concurrency.maxPendingRuns``) has one event,
+    ``admission_rejected``, and no ``run_started``: it never started.
 
     Bundled default (``artifacts``): appends each event except ``text_delta`` to the run's
     JSONL file ``<artifacts.dir>/runs/<runId>.jsonl`` (the prompt manifest included).

@@ -202,6 +202,10 @@ class Harness(RunControl):
         limit = self.agent.config.concurrency.max_pending_runs
         width = self.agent.config.concurrency.max_concurrent_runs
         if self._pending + self._running >= width + limit:  # admitted runs each hold a slot or will wait for one
+            self._emitter(run)("admission_rejected", {
+                "channel": request.channel, "conversation_id": request.conversation_id, "pending": self._pending,
+                "running": self._running, "max_pending_runs": limit, "max_concurrent_runs": width,
+            })
             raise AdmissionRejected(
                 f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
                 f"try again later or raise the limit"

@@ -1,7 +1,9 @@
 """The HTTP side of ``monoagent serve``: what every HTTP channel shares.
 
 An HTTP channel is a channel (registered through ``register_channels``) that also has
-``enabled`` (its config section says so), ``has_credentials``, ``routes()`` (Starlette routes,
+``enabled`` (its config section says so), ``has_credentials`` and ``credential_hint`` (whether its
+credential is set, and where it is set: :func:`bind_problems` refuses a channel without one),
+``routes()`` (Starlette routes,
 mounted on the one server; a channel without HTTP routes, such as cron, returns none), ``start()``
 (awaited once the server listens, on the serving loop: cron starts its scheduler there),
 ``cancel_in_flight()`` (called once the shutdown grace period is
@@ -39,6 +41,8 @@ class HttpChannel(Protocol):
     name: str
     enabled: bool
     has_credentials: bool
+    credential_hint: str
+    """Where this channel's credential is set, for the start-up error (``"openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"``)."""
 
     def routes(self) -> Sequence[Any]: ...
 
@@ -120,44 +124,90 @@ def parse_json(body: bytes) -> Any:
         raise RequestRefused(400, "request body is not valid JSON: arrays and objects are nested too deeply") from None
 
 
-def check_bind(host: str, channels: Sequence[HttpChannel]) -> None:
-    """Refuse to start a channel without credentials on an address other machines can reach."""
-    if is_loopback(host):
-        return
+def bind_problems(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+    """Why ``channels`` may not be served on ``host``: one line per channel without credentials.
+
+    Every HTTP channel needs a credential by default, on any address. ``serve.allowUnauthenticated``
+    lifts that on a loopback bind only (a bind only this machine reaches); on any other address a
+    channel without credentials is always refused. Each line names the channel, how to set its
+    credential (its ``credential_hint``) and, on loopback, the opt-out.
+    """
+    loopback = is_loopback(host)
+    if allow_unauthenticated and loopback:
+        return []
+    problems = []
     for channel in channels:
-        if not channel.has_credentials:
-            raise ConfigError(
-                f"channel {channel.name!r} has no credentials and serve.host = {host!r} is not a loopback address: "
-                f"set its tokens (for openai-api: openaiApi.tokens in the config file or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2), "
-                f"or bind to 127.0.0.1"
-            )
+        if channel.has_credentials:
+            continue
+        if loopback:
+            remedy = (f"set {channel.credential_hint}, or serve it without credentials on this loopback address with "
+                      f"serve.allowUnauthenticated = true (MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED=1)")
+        else:
+            remedy = (f"serve.host = {host!r} is not a loopback address, where a channel is never served without "
+                      f"credentials: set {channel.credential_hint}")
+        problems.append(f"channel {channel.name!r} has no credentials: {remedy}")
+    return problems
 
 
-def build_app(channels: Sequence[HttpChannel], ready: Callable[[], bool]) -> Any:
-    """The Starlette application: ``/healthz`` (the process answers), ``/readyz`` (accepting turns), and each channel's routes."""
+def check_bind(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+    """Refuse (:class:`ConfigError`) to serve a channel without credentials, unless allowed (see :func:`bind_problems`).
+
+    Returns the names of the channels served without credentials (the opt-out is in use), for the
+    server to say so at start-up.
+    """
+    problems = bind_problems(host, channels, allow_unauthenticated)
+    if problems:
+        raise ConfigError(problems)
+    return [channel.name for channel in channels if not channel.has_credentials]
+
+
+SERVER_ROUTES = "server"
+"""The ``channel`` of the server's own routes (``/healthz``, ``/readyz``) in the access log."""
+
+
+def build_app(channels: Sequence[HttpChannel], phase: Callable[[], str]) -> Any:
+    """The application: ``/healthz``, ``/readyz``, each channel's routes, all behind the access log.
+
+    ``/healthz`` answers 200 while the process answers at all. ``/readyz`` answers 200 only once
+    ``phase()`` is ``"ready"`` (every channel's ``start()`` has completed, no signal yet), else 503
+    with the phase (``"starting"``, ``"stopping"``), so a load balancer sends turns only to a
+    server that takes them.
+    """
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
+
+    from monoagent_plugins.lib.access_log import AccessLog
 
     async def healthz(request: Any) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Any) -> Any:
-        if ready():
+        now = phase()
+        if now == "ready":
             return JSONResponse({"status": "ready", "channels": [c.name for c in channels]})
-        return JSONResponse({"status": "stopping"}, status_code=503)
+        return JSONResponse({"status": now}, status_code=503)
 
     routes: list[Any] = [Route("/healthz", healthz), Route("/readyz", readyz)]
+    owners = {id(route): SERVER_ROUTES for route in routes}
     for channel in channels:
-        routes.extend(channel.routes())
-    return Starlette(routes=routes)
+        for route in channel.routes():
+            routes.append(route)
+            owners[id(route)] = channel.name
+    return AccessLog(Starlette(routes=routes), channel_of=lambda scope: owners.get(id(scope.get("route")), "-"))
 
 
 async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, grace_s: float,
-                         on_listening: Callable[[str, int], None]) -> None:
+                         on_listening: Callable[[str, int], None], *, forwarded_allow_ips: Sequence[str] = ()) -> None:
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 
-    On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
+    The caller has checked the bind first (:func:`check_bind`). ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are believed only from a peer in ``forwarded_allow_ips`` (a reverse
+    proxy), never from uvicorn's ``FORWARDED_ALLOW_IPS`` environment variable.
+
+    ``/readyz`` is 503 until every channel's ``start()`` has completed (``"starting"``); the
+    ``serve: bound http://...`` record (INFO) comes before the starts, the ``on_listening`` call
+    after them. On the signal the server stops accepting connections and ``/readyz`` turns 503; requests in
     flight get ``grace_s`` to finish, then each channel cancels what is left (those requests are
     answered 503) and waits for the cancelled runs' continuity accounts. uvicorn's own deadline
     is :data:`ANSWER_MARGIN_S` later, so a cancelled request still gets its answer written. The signal is consumed (the process exits 0), unlike
@@ -169,8 +219,10 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
 
     import uvicorn
 
-    check_bind(host, channels)
+    from monoagent_plugins.lib.access_log import forward_uvicorn_records
+
     stopping = asyncio.Event()
+    phase = ["starting"]
 
     class ChannelServer(uvicorn.Server):
         @contextlib.contextmanager
@@ -197,16 +249,20 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             self.should_exit = True
             if not stopping.is_set():
                 stopping.set()
+                phase[0] = "stopping"
                 asyncio.get_running_loop().call_later(grace_s, cancel_in_flight)
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            bound = [sock.getsockname()[:2] for server in self.servers for sock in server.sockets]
+            for bound_host, bound_port in bound:
+                logger.info("serve: bound http://{}:{}, starting {}", bound_host, bound_port, ", ".join(c.name for c in channels))
             for channel in channels:
                 await channel.start()
-            for server in self.servers:
-                for sock in server.sockets:
-                    bound_host, bound_port = sock.getsockname()[:2]
-                    on_listening(bound_host, bound_port)
+            if not stopping.is_set():
+                phase[0] = "ready"
+            for bound_host, bound_port in bound:
+                on_listening(bound_host, bound_port)
 
     def cancel_in_flight() -> None:
         for channel in channels:
@@ -214,8 +270,10 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             if cancelled:
                 logger.warning("serve: grace period over, {} run(s) of {} cancelled", cancelled, channel.name)
 
-    app = build_app(channels, ready=lambda: not stopping.is_set())
+    forward_uvicorn_records()
+    app = build_app(channels, phase=lambda: phase[0])
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                            proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=list(forwarded_allow_ips),
                             timeout_graceful_shutdown=math.ceil(grace_s + ANSWER_MARGIN_S), lifespan="off")
     server = ChannelServer(config)
     try:

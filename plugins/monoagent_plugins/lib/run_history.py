@@ -12,7 +12,8 @@ as missing.
 Settled means the file holds a terminal event (``run_completed``, ``run_failed``,
 ``run_cancelled``); a run still in flight has no file yet, and a file without a terminal event
 (written at shutdown, or by a process that died) is counted as ``unsettled_runs``, not shown.
-Isolated runs (``TurnRequest.isolated``) stay out, as they do of SessionHistory.
+Isolated runs (``TurnRequest.isolated``) stay out, as they do of SessionHistory, and so do runs
+refused at admission (their file holds ``admission_rejected`` alone: they never started).
 
 **Trust.** Only files that are provably the writer's own are read: the ``runs`` directory a real
 directory of this user, mode 0700 (else the tool fails closed); a file named ``<22 hex>.jsonl``,
@@ -52,7 +53,7 @@ from monoagent.kernel.interfaces import logical_conversation_id
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolResult, ToolStatus
 from monoagent.text import utf8_len, utf8_prefix
-from monoagent_plugins.artifacts import RUN_HISTORY, RUN_TEXT, TERMINAL
+from monoagent_plugins.artifacts import REFUSED, RUN_HISTORY, RUN_TEXT, TERMINAL
 from monoagent_plugins.lib.tool_history.session_history import untrusted_json
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class RunFiles:
     def _settled(run_id: str, conversation: str, events: list[dict[str, Any]], scan: Scan) -> SettledRun | None:
         started = next((e for e in events if e["type"] == "run_started"), events[0] if events else None)
         terminal = next((e for e in events if e["type"] in TERMINAL), None)
-        if started is None or started["data"].get("isolated") is True:
+        if started is None or started["data"].get("isolated") is True or any(e["type"] == REFUSED for e in events):
             return None
         if terminal is None:
             scan.unsettled += 1
