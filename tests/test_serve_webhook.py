@@ -235,9 +235,10 @@ def test_an_oversized_body_is_413_before_its_signature_is_checked(server, tmp_pa
     assert "no history" in history(tmp_path)
 
 
-def test_a_hook_without_a_secret_is_a_startup_error_naming_the_env_var(tmp_path):
+@pytest.mark.parametrize("opt_out", [{}, {"MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED": "1"}])
+def test_a_hook_without_a_secret_is_a_startup_error_naming_the_env_var(tmp_path, opt_out):
     (tmp_path / "monoagent.toml").write_text(CONFIG + "[webhook.hooks.build-ci]\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path, **opt_out),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "listening" not in done.stdout
     assert "webhook.hooks.build-ci.secret" in done.stderr and "MONO_AGENT_WEBHOOK_SECRET_BUILD_CI" in done.stderr
@@ -420,3 +421,20 @@ def post_quietly(server: Server, payload: object, **options: str) -> None:
         post(server, payload, **options)
     except httpx.HTTPError:
         pass
+
+
+def test_serve_check_lists_the_hooks_or_what_is_missing(tmp_path):
+    (tmp_path / "monoagent.toml").write_text(NOTIFY_CONFIG, encoding="utf-8")
+    valid = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path,
+                           env=webhook_env(tmp_path, MONO_AGENT_WEBHOOK_SECRET_CI="ci-secret"), capture_output=True, text=True,
+                           timeout=60)
+    assert valid.returncode == 0, valid.stderr
+    assert "hook deploy: POST /hooks/deploy -> conversation webhook:deploy, notify log" in valid.stdout
+    assert "hook ci: POST /hooks/ci -> conversation webhook:ci" in valid.stdout
+
+    (tmp_path / "monoagent.toml").write_text(CONFIG + "[webhook.hooks.build-ci]\n", encoding="utf-8")
+    env = webhook_env(tmp_path, MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED="1")  # no opt-out for a webhook hook
+    missing = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert "webhook.hooks.build-ci.secret" in missing.stderr and "MONO_AGENT_WEBHOOK_SECRET_BUILD_CI" in missing.stderr
