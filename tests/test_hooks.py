@@ -293,19 +293,37 @@ def test_hook_register_compaction_policies(tmp_path):
 
 
 def test_hook_register_tools(tmp_path):
+    from monoagent import tool
+
+    @tool
+    def weather(city: str) -> str:
+        """The forecast.
+
+        Args:
+            city: the city's name.
+        """
+        return f"sunny in {city}"
+
     class Plugin:
         @hookimpl
         def register_tools(self, register):
             register(ToolSpec("clock", "The time.", {"type": "object", "properties": {}}), lambda context: "noon")
+            register(weather)
 
-    script = write_script(tmp_path / "s.json", [{"tool_calls": [{"name": "clock"}]}, {"text": "It is noon."}])
+    calls = [{"name": "clock"}, {"name": "weather", "arguments": {"city": "Oslo"}}, {"name": "weather", "arguments": {"city": 1}}]
+    script = write_script(tmp_path / "s.json", [{"tool_calls": calls}, {"text": "It is noon."}])
     agent = fresh_agent(
         tmp_path, plugins=[Plugin()],
         config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}},
     )
     result = run(agent)
     assert result.text == "It is noon."
-    assert [(a.call.name, a.result.content, a.result.status) for a in result.tool_activity] == [("clock", "noon", ToolStatus.SUCCESS)]
+    assert [(a.call.name, a.result.content.split("\n")[-2:][0], a.result.status) for a in result.tool_activity] == [
+        ("clock", "noon", ToolStatus.SUCCESS),
+        ("weather", "sunny in Oslo", ToolStatus.SUCCESS),
+        ("weather", "- city: expected a string, got 1 (integer)", ToolStatus.ERROR),
+    ]
+    assert agent.tools["weather"].spec.input_schema["properties"] == {"city": {"type": "string", "description": "the city's name."}}
 
 
 def test_hook_register_commands(tmp_path, monkeypatch):

@@ -730,7 +730,8 @@ class BadPolicy:
 @pytest.mark.parametrize(
     ("plugin", "expected"),
     [
-        (BadTools(), "register(spec, handler) in register_tools wrongly: expected a monoagent.ToolSpec, not str 'clock'"),
+        (BadTools(), "register(func) or register(spec, handler) in register_tools wrongly: expected a function decorated with "
+                    "@monoagent.tool or a monoagent.ToolSpec, not str 'clock'"),
         (BadSections(), "config section 'runtime' needs an attrs class"),
         (BadPolicy(), "compaction policy name 'none' selects no compaction policy; rename it"),
         (OldStyleHandler(), "<lambda>(turn, arguments) cannot be called as handler(context): missing a required argument"),

@@ -2,7 +2,8 @@
 
 The public API, importable from here: :class:`Agent`, :data:`hookimpl` (mark hook
 implementations), the data model (:class:`TurnRequest`, :class:`Section`, :class:`Message`,
-:class:`ToolSpec`, ...), :class:`ToolContext` (what a tool handler receives) and the errors.
+:class:`ToolSpec`, ...), :class:`ToolContext` (what a tool handler receives), :func:`tool` (a typed
+function as a tool) and the errors.
 Names are loaded on first use, so ``import monoagent`` stays cheap for the command line.
 """
 
@@ -23,6 +24,8 @@ _EXPORTS = {
     "Turn": "kernel.turn",
     "StepOutcome": "kernel.turn",
     "ToolContext": "kernel.tool_context",
+    "tool": "kernel.typed_tool",
+    "TypedTool": "kernel.typed_tool",
     "Tool": "kernel.interfaces",
     "CompactionOutcome": "kernel.interfaces",
     "CommitReceipt": "kernel.interfaces",
@@ -41,7 +44,7 @@ _EXPORTS = {
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
-            "HookDeprecationWarning",
+            "HookDeprecationWarning", "ToolDefinitionError",
         )
     },
 }

@@ -19,6 +19,13 @@ class PluginError(MonoagentError):
     """A plugin could not be loaded (raised only in strict mode) or misbehaved at registration."""
 
 
+class ToolDefinitionError(PluginError):
+    """A function decorated with ``@monoagent.tool`` cannot be a tool: an argument without a type
+    annotation, or of a type the model cannot send (the message names the function, the argument and
+    what is allowed). Raised when the decorator runs, so a plugin module that defines such a tool
+    fails to load, naming the plugin."""
+
+
 class HookError(MonoagentError):
     """An exception escaped a hook implementation; names the hook and the plugin."""
 

@@ -358,8 +358,14 @@ def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
 def register_tools(register: ToolRegistrar) -> None:
     """Register tools the model may call.
 
-    Call ``register(spec, handler)`` with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
-    ``handler(context) -> str | ToolResult`` (it may return an awaitable). The handler receives
+    Call ``register(func)`` with a function decorated with :func:`monoagent.tool`: its name,
+    description and JSON Schema come from its signature and docstring, and the model's arguments
+    are checked against the signature before it runs (invalid ones go back to the model as an
+    ``error`` result naming each bad argument, and the function is not called); a parameter
+    annotated ``ToolContext`` receives the call's context. Or call ``register(spec, handler)``
+    with a :class:`~monoagent.kernel.model.ToolSpec` and a handler
+    ``handler(context) -> str | ToolResult`` (it may return an awaitable), which checks its
+    arguments itself. The handler receives
     one :class:`~monoagent.kernel.tool_context.ToolContext`: ``context.turn``, ``context.call``
     (the :class:`~monoagent.kernel.model.ToolCall`: provider call id, name, parsed arguments),
     ``context.arguments``, ``context.progress(text)`` (a ``tool_progress`` event) and
@@ -370,9 +376,11 @@ def register_tools(register: ToolRegistrar) -> None:
 
     Args:
         register: a :class:`~monoagent.kernel.registrars.ToolRegistrar` bound to this plugin; a bad
-            registration (not a ``ToolSpec``, a handler that cannot be called as
-            ``handler(context)``, a name with whitespace) fails this plugin's load, naming it;
-            a tool name registered by two plugins is an error naming both.
+            registration (neither a decorated function nor a ``ToolSpec``, a handler that cannot
+            be called as ``handler(context)``, a name with whitespace) fails this plugin's load,
+            naming it; a tool name registered by two plugins is an error naming both. (A
+            decorated function with an unsupported annotation fails earlier, when its module is
+            imported, with :class:`~monoagent.kernel.errors.ToolDefinitionError`.)
 
     Returns:
         Nothing. Results are collected (and ignored).
@@ -386,8 +394,19 @@ def register_tools(register: ToolRegistrar) -> None:
 
     Example::
 
+        @tool
+        def weather(city: str, days: int = 1) -> str:
+            '''The forecast for a city.
+
+            Args:
+                city: the city's name.
+                days: how many days ahead.
+            '''
+            return forecast(city, days)
+
         @hookimpl
         def register_tools(register):
+            register(weather)
             register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow())
     """
 

@@ -3,12 +3,12 @@
 A registry hook (``register_providers``, ``register_tools``, ``register_config_sections``, ...)
 receives one registrar bound to the plugin whose implementation is called, when that plugin is
 loaded. The registrar's ``__call__`` has exactly the documented signature (``register(prefix,
-factory, description="")`` for providers, ``register(spec, handler)`` for tools, ``register(path,
-cls)`` for configuration sections) and checks every registration on the spot: the argument types,
-a name valid for its registry, a callable factory that accepts the keyword arguments the kernel
-will call it with. A bad registration is therefore found while the plugin loads, naming it, and
-the plugin is recorded as failed like one that fails to import (strict mode: fatal), instead of
-a ``TypeError`` from deep inside the kernel on the first turn.
+factory, description="")`` for providers, ``register(func)`` or ``register(spec, handler)`` for
+tools, ``register(path, cls)`` for configuration sections) and checks every registration on the
+spot: the argument types, a name valid for its registry, a callable factory that accepts the
+keyword arguments the kernel will call it with. A bad registration is therefore found while the
+plugin loads, naming it, and the plugin is recorded as failed like one that fails to import
+(strict mode: fatal), instead of a ``TypeError`` from deep inside the kernel on the first turn.
 
 What a registrar collected stays with the plugin's record (:class:`~monoagent.kernel.host.PluginRecord`):
 the host builds each registry from the records of the active plugins, so a plugin that is
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ToolHandler,
         ToolHistoryStore,
     )
+    from monoagent.kernel.typed_tool import TypedTool
 
 COMPONENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COMPONENT_NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64 characters"
@@ -326,15 +327,18 @@ COMPONENT_REGISTRARS: tuple[type[ComponentRegistrar], ...] = (
 
 
 class ToolRegistrar(Registrar):
-    """``register(spec, handler)`` in :func:`~monoagent.kernel.hookspecs.register_tools`.
+    """``register(func)`` or ``register(spec, handler)`` in :func:`~monoagent.kernel.hookspecs.register_tools`.
 
-    A tool name is any text of at most 128 characters without whitespace or control characters
-    (each provider's wire format may be stricter and says so when it is sent); the handler is
-    called as ``handler(context)`` with a :class:`~monoagent.kernel.tool_context.ToolContext`.
+    ``func`` is a function decorated with :func:`monoagent.tool` (its spec and checked handler come
+    from its signature and docstring). In the second form a tool name is any text of at most 128
+    characters without whitespace or control characters (each provider's wire format may be
+    stricter and says so when it is sent); the handler is called as ``handler(context)`` with a
+    :class:`~monoagent.kernel.tool_context.ToolContext`. A decorated function passed as the
+    handler of ``register(spec, handler)`` is registered under that spec.
     """
 
     hook = "register_tools"
-    call_form = "register(spec, handler)"
+    call_form = "register(func) or register(spec, handler)"
 
     def __init__(self, plugin: str) -> None:
         super().__init__(plugin)
@@ -343,12 +347,24 @@ class ToolRegistrar(Registrar):
     def registrations(self) -> list[Registration]:
         return [Registration("tool", t.spec.name, t.spec.description) for t in self.tools]
 
-    def __call__(self, spec: ToolSpec, handler: ToolHandler) -> None:
+    def __call__(self, spec: ToolSpec | TypedTool, handler: ToolHandler | TypedTool | None = None) -> None:
+        from monoagent.kernel.typed_tool import TypedTool  # imported where used: it loads cattrs and docstring_parser
+
+        if isinstance(spec, TypedTool):
+            typed = spec
+            if handler is not None:
+                self.refuse(f"a decorated tool ({typed.spec.name!r}) is registered alone, as register(func), not with a handler")
+            spec, handler = typed.spec, typed.handle
+        elif isinstance(handler, TypedTool):
+            handler = handler.handle
         if not isinstance(spec, ToolSpec):
-            self.refuse(f"expected a monoagent.ToolSpec, not {type(spec).__name__} {spec!r}")
+            hint = "; decorate the function with @monoagent.tool to register it as register(func)" if callable(spec) else ""
+            self.refuse(f"expected a function decorated with @monoagent.tool or a monoagent.ToolSpec, not {type(spec).__name__} {spec!r}{hint}")
         name = spec.name
         if not name or len(name) > TOOL_NAME_MAX or any(ch.isspace() or not ch.isprintable() for ch in name):
             self.refuse(f"tool name {name!r} is not valid: 1 to {TOOL_NAME_MAX} characters, no whitespace or control characters")
+        if handler is None:
+            self.refuse(f"tool {name!r} has no handler: call register(spec, handler)")
         if not callable(handler):
             self.refuse(f"the handler of tool {name!r} must be callable, not {type(handler).__name__} {handler!r}")
         problem = _cannot_call(handler, "handler(context)", None)
