@@ -266,7 +266,9 @@ def register_channels(register: ChannelRegistrar) -> None:
 
     Bundled default: the ``console`` plugin registers ``console`` (the terminal chat behind
     ``monoagent chat``); the ``openai-api`` plugin registers ``openai-api``, an HTTP channel that
-    ``monoagent serve`` mounts when ``openaiApi.enabled`` is set. A channel is served over HTTP
+    ``monoagent serve`` mounts when ``openaiApi.enabled`` is set; the ``cron`` plugin registers
+    ``cron``, which ``monoagent serve`` runs when a job of ``cron.jobs`` is enabled (no routes: its
+    ``start()`` starts the scheduler). A channel is served over HTTP
     when it also has ``enabled``, ``has_credentials``, ``routes()``, ``cancel_in_flight()`` and
     ``shutdown()`` (:class:`monoagent_plugins.lib.http_serving.HttpChannel`, docs/serving.md).
 
