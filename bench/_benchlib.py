@@ -53,6 +53,14 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
     }
 
 
+def p99(samples: Sequence[float]) -> float:
+    """The 99th percentile of ``samples`` (inclusive method; the one sample when there is one)."""
+    data = sorted(samples)
+    if len(data) < 2:
+        return data[0]
+    return statistics.quantiles(data, n=100, method="inclusive")[98]
+
+
 def scaled(stats: dict[str, float], factor: float) -> dict[str, float]:
     return {k: (v if k == "n" else v * factor) for k, v in stats.items()}
 

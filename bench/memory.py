@@ -30,12 +30,11 @@ import asyncio
 import itertools
 import random
 import sqlite3
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
+from _benchlib import emit_json, filesystem_of, machine, p99, parser, scaled, state_dir, summary, verdict_line
 
 from monoagent_plugins.embedders import HashedNgramEmbedder
 from monoagent_plugins.lib.memory_index import fts_match, query_terms
@@ -103,13 +102,6 @@ class Corpus:
     def question(self) -> str:
         rng = self.rng
         return f"What happened with the {' '.join(self.words(rng.randint(2, 4)))} {rng.choice(QUALIFIERS).strip()}?"
-
-
-def p99(samples: list[float]) -> float:
-    data = sorted(samples)
-    if len(data) < 2:
-        return data[0]
-    return statistics.quantiles(data, n=100, method="inclusive")[98]
 
 
 def stats_ms(samples: list[float]) -> dict[str, float]:

@@ -32,6 +32,7 @@ from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
 from monoagent.testing import fresh_agent
 from monoagent_plugins.cron import CronChannel
 from monoagent_plugins.lib.cron_schedule import MAX_COUNTED_TICKS, CronSchedule, ScheduleError
+from monoagent_plugins.lib.cron_state import CronState
 
 BOUND_S = 30  # a bound on failure, never synchronisation
 
@@ -260,6 +261,28 @@ def test_a_tick_whose_previous_run_still_runs_is_skipped_with_an_event(tmp_path:
     assert skipped.conversation_id == "cron:slowjob"
     assert skipped.data == {"channel": "cron", "job": "slowjob", "scheduled": "2026-01-01T00:10:00+00:00", "reason": "overlap"}
     assert gate.calls == 2
+
+
+def test_a_tick_due_after_the_server_stops_accepting_is_neither_run_nor_recorded(tmp_path: Path) -> None:
+    """SIGTERM's first step (stop_accepting) stops the scheduler: a tick in the grace period stays missed, not done."""
+
+    async def scenario() -> tuple[Recorder, Gate, Any]:
+        recorder, gate = Recorder(), Gate()
+        clock = ManualClock(utc(2026, 1, 1))
+        agent = cron_agent(tmp_path, [job("often", "*/5 * * * *")], recorder, gate, runtime={"model": "gate:x"})
+        async with serving(agent, clock) as channel:
+            await tick(clock, recorder, "cron:often")
+            due = await clock.next_wake()
+            channel.stop_accepting()
+            clock.move_to(due)
+            await asyncio.wait_for(asyncio.wait([channel._task]), BOUND_S)  # the scheduler has ended, not fired
+            state = CronState(agent.config.home / "cron")
+            state.load()
+            return recorder, gate, state.last("often")
+
+    recorder, gate, last = asyncio.run(scenario())
+    assert gate.calls == 1 and len(recorder.of("run_completed")) == 1
+    assert last == utc(2026, 1, 1, 0, 5)  # the tick that ran, not the one due after stop_accepting
 
 
 def test_an_admission_overload_skips_the_tick_with_an_event_and_no_retry(tmp_path: Path) -> None:

@@ -167,6 +167,9 @@ class Gate:
             raise ConfigError("gate.schedule = 'never' is not a schedule (allowed: 'now')")
         return ["opens on POST /gate/open", "next opening: when asked"]
 
+    def stop_accepting(self):
+        pass
+
     def cancel_in_flight(self):
         return 0
 
@@ -253,7 +256,7 @@ def test_check_lists_every_problem_and_exits_1(tmp_path):
     problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
     assert len(problems) == 3, done.stderr
     assert "monoagent serve --check: 3 problem(s)" in done.stderr
-    assert "channel 'incomplete'" in done.stderr and "it lacks credential_hint, start, cancel_in_flight, shutdown" in done.stderr
+    assert "channel 'incomplete'" in done.stderr and "it lacks credential_hint, start, stop_accepting, cancel_in_flight, shutdown" in done.stderr
     assert "channel 'openai-api' has no credentials" in done.stderr and "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr
     assert "channel 'gate': gate.schedule = 'never' is not a schedule (allowed: 'now')" in done.stderr
 

@@ -257,6 +257,18 @@ class CronChannel:
                 logger.bind(plugin=plugin).warning("run-event observer in plugin {} failed on {}: {}", plugin, type,
                                                    failure_text(error))
 
+    def stop_accepting(self) -> None:
+        """Fire no further tick (the server is stopping); ticks already running go on until the grace period ends.
+
+        The scheduler stops before it records another tick as handled, so a tick that falls in the
+        grace period is not marked done without running: it counts as missed at the next start-up.
+        """
+        if self.scheduler is not None:
+            self.scheduler.stopped = True
+        if self._task is not None:
+            self._task.cancel()
+        self.runs.stop_accepting()
+
     def cancel_in_flight(self) -> int:
         """Stop firing ticks and cancel the turns still running (the grace period is over); returns how many."""
         if self._task is not None:

@@ -288,7 +288,7 @@ class OpenAIApiChannel:
         stream = RunStream() if asked.stream else None
         try:
             handle = self.runs.submit(turn, on_event=stream.on_event if stream else None)
-        except MonoagentError as exc:
+        except (MonoagentError, ShutdownCancelled) as exc:
             return self._failed(exc)
         logger.debug("openai-api: run {} submitted for {}", handle.run_id, turn.conversation_id)
         outcome: asyncio.Future[Any] | None = None
@@ -362,6 +362,10 @@ class OpenAIApiChannel:
                 logger.info("openai-api: the client of run {} went away; cancelling it", handle.run_id)
                 handle.cancel(CLIENT_GONE)
                 outcome.cancel()
+
+    def stop_accepting(self) -> None:
+        """Start no new turn (the server is stopping): a request that arrives now is answered 503."""
+        self.runs.stop_accepting()
 
     def cancel_in_flight(self) -> int:
         """Cancel every run still in flight (the shutdown grace period is over); returns how many."""

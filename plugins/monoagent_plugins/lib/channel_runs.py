@@ -34,6 +34,7 @@ class ChannelRuns:
         self.agent = agent
         self.harness = Harness(agent)
         self._live: set[RunHandle] = set()
+        self.accepting = True
         self.stopping = False
 
     @property
@@ -41,7 +42,10 @@ class ChannelRuns:
         return len(self._live)
 
     def submit(self, request: TurnRequest, *, on_event: Any = None) -> RunHandle:
-        """Start ``request`` on this channel's harness and track it until :meth:`finish`; raises ``AdmissionRejected``."""
+        """Start ``request`` on this channel's harness and track it until :meth:`finish`; raises ``AdmissionRejected``,
+        or :class:`ShutdownCancelled` once :meth:`stop_accepting` was called."""
+        if not self.accepting:
+            raise ShutdownCancelled("the server is shutting down: no new turn is accepted")
         handle = self.harness.submit(request, on_event=on_event)
         self._live.add(handle)
         return handle
@@ -67,8 +71,13 @@ class ChannelRuns:
         """:meth:`submit` then :meth:`finish`."""
         return await self.finish(self.submit(request, on_event=on_event))
 
+    def stop_accepting(self) -> None:
+        """Refuse every later :meth:`submit` (the server received SIGTERM/SIGINT); runs in flight go on."""
+        self.accepting = False
+
     def cancel_in_flight(self) -> int:
         """Cancel every run still in flight (the shutdown grace period is over); returns how many."""
+        self.accepting = False
         self.stopping = True
         return sum(handle.cancel(SHUTDOWN_REASON) for handle in list(self._live))
 

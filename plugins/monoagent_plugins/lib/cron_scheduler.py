@@ -44,6 +44,8 @@ class CronScheduler:
         self.run_tick = run_tick
         self.report = report
         self.running: dict[str, asyncio.Task[None]] = {}
+        self.stopped = False
+        """Set when the server stops accepting turns: no tick is recorded or handed over after it."""
 
     async def run(self) -> None:
         """Catch up on missed ticks, then fire every tick as it comes, until cancelled or no job fires again."""
@@ -73,7 +75,7 @@ class CronScheduler:
     async def _fire(self, name: str, scheduled: datetime, ticks: int, *, at_startup: bool) -> None:
         """Hand over ``name``'s tick at ``scheduled``, the latest of ``ticks`` due ones; or skip it on overlap."""
         last = self.state.last(name)
-        if last is not None and scheduled <= last:
+        if self.stopped or (last is not None and scheduled <= last):
             return
         if ticks > 1 or at_startup:
             self.report("cron_tick_missed", name, {"scheduled": scheduled.isoformat(), "missed": ticks,

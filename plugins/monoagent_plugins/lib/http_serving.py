@@ -6,7 +6,8 @@ credential is set, and where it is set: :func:`bind_problems` refuses a channel 
 ``routes()`` (Starlette routes,
 mounted on the one server; a channel without HTTP routes, such as cron, returns none), ``start()``
 (awaited once the server listens, on the serving loop: cron starts its scheduler there),
-``cancel_in_flight()`` (called once the shutdown grace period is
+``stop_accepting()`` (called at once on SIGTERM/SIGINT: start no new turn, let those in flight
+run on; cron stops firing ticks there), ``cancel_in_flight()`` (called once the shutdown grace period is
 over: cancel the runs still going, whose requests are then answered 503) and ``shutdown()``
 (wait until each cancelled run has published its continuity account, release the harness).
 :func:`serve_channels` mounts every enabled one next to ``/healthz`` and ``/readyz`` and serves
@@ -47,6 +48,8 @@ class HttpChannel(Protocol):
     def routes(self) -> Sequence[Any]: ...
 
     async def start(self) -> None: ...
+
+    def stop_accepting(self) -> None: ...
 
     def cancel_in_flight(self) -> int: ...
 
@@ -250,6 +253,8 @@ async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, 
             if not stopping.is_set():
                 stopping.set()
                 phase[0] = "stopping"
+                for channel in channels:
+                    channel.stop_accepting()
                 asyncio.get_running_loop().call_later(grace_s, cancel_in_flight)
 
         async def startup(self, sockets: Any = None) -> None:
