@@ -316,6 +316,11 @@ class WebhookChannel:
                 logger.bind(plugin=plugin).warning("run-event observer in plugin {} failed on {}: {}", plugin, kind,
                                                    failure_text(error))
 
+    def stop_accepting(self) -> None:
+        """Start no new turn (the server is stopping): a request that arrives now is answered 503 and leaves no record."""
+        if self._runs is not None:
+            self._runs.stop_accepting()
+
     def cancel_in_flight(self) -> int:
         """Cancel every run still in flight (the shutdown grace period is over); returns how many."""
         return self._runs.cancel_in_flight() if self._runs is not None else 0
