@@ -196,8 +196,9 @@ def test_config_init_writes_one_tool_history_table_that_loads_back(tmp_path, mon
     assert result.exit_code == 0, result.output
     text = (tmp_path / "starter.toml").read_text()
     assert text.count("\n[toolHistory]\n") == 1
-    table = tomllib.loads(text)["toolHistory"]
-    assert table["store"] == "sqlite" and table["maxCalls"] == 100_000
+    assert tomllib.loads(text)["toolHistory"] == {}, "config init writes every default commented out"
+    table = text.split("\n[toolHistory]\n", 1)[1].split("\n[", 1)[0]
+    assert '# store = "sqlite"' in table and "# maxCalls = 100000" in table
     agent = fresh_agent(tmp_path, config=tomllib.loads(text) | {"context": {"home": str(tmp_path / "home")}})
     assert isinstance(agent.tool_history_store(), SqliteToolHistory)
     agent.close()

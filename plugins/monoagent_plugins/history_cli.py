@@ -8,6 +8,9 @@ Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched
 ``restart --clear-sessions`` also purges the durable provider sessions under
 ``providers.piNative.piSessionsRoot`` and reports their transcripts and bytes.
 
+``history show --tools`` interleaves the conversation's tool calls and their results, from the
+tool history, with its messages (:func:`interleave`).
+
 ``history reset CONVERSATION`` is a logical-session reset: the conversation and each of its daily
 buckets (``CONVERSATION:<YYYY-MM-DD>``) in both stores. A store that cannot reset a logical session
 fails closed before either store is cleared.
@@ -98,10 +101,61 @@ def list_command(as_json: bool) -> None:
     echo(_tool_line("total", tool))
 
 
+def interleave(messages: list[Any], records: list[Any]) -> list[tuple[str, Any]]:
+    """``("message", m)`` and ``("tool_call", r)`` items in conversation order.
+
+    Message history keeps a turn's user message and its answer, not the steps between, so a
+    run's calls go right before the first assistant message stamped at or after the run's last
+    call finished (that run's answer or continuity account); calls of a run with no such message
+    (a run that committed nothing, or whose messages were compacted away) come last. Calls keep
+    their recorded order; a store that keeps no times puts every call last.
+    """
+    runs: dict[str, list[Any]] = {}
+    for record in records:
+        runs.setdefault(record.run_id, []).append(record)
+    before: dict[int, list[Any]] = {}
+    last: list[Any] = []
+    for calls in runs.values():
+        times = [t for r in calls for t in (r.finished_at, r.started_at) if isinstance(t, (int, float))]
+        anchor = max(times) if times else None
+        index = None if anchor is None else next(
+            (i for i, m in enumerate(messages) if m.role == "assistant" and m.timestamp >= anchor), None)
+        (last if index is None else before.setdefault(index, [])).extend(calls)
+    items: list[tuple[str, Any]] = []
+    for i, message in enumerate(messages):
+        items.extend(("tool_call", r) for r in sorted(before.get(i, []), key=lambda r: r.start_seq))
+        items.append(("message", message))
+    items.extend(("tool_call", r) for r in sorted(last, key=lambda r: r.start_seq))
+    return items
+
+
+def _conversation_calls(agent: Any, conversation_id: str) -> list[Any]:
+    """The tool history's calls of one stored conversation ([] when tool history is off)."""
+    store = agent.tool_history_store()
+    return [] if store is None else list(store.records(conversation_id=conversation_id))
+
+
+def _call_json(record: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(record)
+
+
+def _echo_call(record: Any) -> None:
+    status = record.status or "in flight"
+    echo(f"--- tool call {record.tool} [{record.call_id}] run {record.run_id}: {status} ---")
+    kept = "not kept" if record.arguments is None else record.arguments
+    echo(f"arguments ({record.arguments_bytes} bytes{', cut' if record.arguments_truncated else ''}): {kept}")
+    if record.status is not None:
+        result = "not kept" if record.result is None else record.result
+        echo(f"result ({record.result_bytes} bytes{', cut' if record.result_truncated else ''}): {result}")
+
+
 @history_group.command("show")
 @click.argument("conversation")
+@click.option("--tools", is_flag=True, help="Interleave the tool calls and their results (from the tool history).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def show_command(conversation: str, as_json: bool) -> None:
+def show_command(conversation: str, tools: bool, as_json: bool) -> None:
     """Print the messages of CONVERSATION (or, without an exact record, of each of its daily buckets)."""
     agent = command_agent("history")
     store = agent.history_store
@@ -126,17 +180,30 @@ def show_command(conversation: str, as_json: bool) -> None:
         raise click.ClickException(unreadable[0])
     for message in unreadable:
         echo(f"monoagent: warning: {message}", err=True)
+    try:
+        calls = {cid: _conversation_calls(agent, cid) if tools else [] for cid, _ in found}
+    except ToolHistoryError as exc:
+        raise click.ClickException(f"tool history cannot be read: {exc} (run without --tools for the messages)") from None
     if as_json:
-        echo_json([{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found])
+        shown = [{"conversation_id": cid, "messages": agent.unstructure(messages)} for cid, messages in found]
+        for entry, (cid, messages) in zip(shown, found, strict=True):
+            if tools:
+                entry["items"] = [{"message": agent.unstructure(item)} if kind == "message" else {"tool_call": _call_json(item)}
+                                  for kind, item in interleave(messages, calls[cid])]
+        echo_json(shown)
         return
     if not found:
         raise click.ClickException(f"no history for conversation {conversation!r} (see `monoagent history list`)")
     for cid, messages in found:
-        echo(f"=== {cid} ({len(messages)} messages) ===")
-        for message in messages:
-            who = message.role + (f" ({message.name})" if message.name else "")
+        counted = f", {len(calls[cid])} tool calls" if tools else ""
+        echo(f"=== {cid} ({len(messages)} messages{counted}) ===")
+        for kind, item in interleave(messages, calls[cid]):
+            if kind == "tool_call":
+                _echo_call(item)
+                continue
+            who = item.role + (f" ({item.name})" if item.name else "")
             echo(f"--- {who} ---")
-            echo(message.content)
+            echo(item.content)
 
 
 @history_group.command("reset")

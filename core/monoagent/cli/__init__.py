@@ -303,18 +303,23 @@ def config_init(path: str, force: bool) -> None:
 @config.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(as_json: bool) -> None:
-    """Print the effective configuration with the source of every value."""
+    """Print the effective configuration with the source of every value (an unset path: where it points)."""
     from monoagent.kernel.config_keys import value_sources
 
     agent = _state().agent()
     rows = value_sources(agent.config)
+    paths = agent.config.default_paths()
     if as_json:
-        echo_json({key: {"value": value, "source": source} for key, value, source in rows}, ensure_ascii=True)
+        shown = {key: {"value": value, "source": source} for key, value, source in rows}
+        for key, path in paths.items():
+            shown[key]["resolved"] = str(path)
+        echo_json(shown, ensure_ascii=True)
         return
     file = agent.config.source_file
     echo(f"# config file: {file if file else '(none: embedded defaults)'}")
     for key, value, source in rows:
-        echo(f"{key} = {json.dumps(value, default=str)}  # {source}")
+        text = f"(default) {paths[key]}" if value is None and key in paths else json.dumps(value, default=str)
+        echo(f"{key} = {text}  # {source}")
 
 
 @config.command("validate")

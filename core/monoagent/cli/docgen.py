@@ -342,8 +342,9 @@ def switch_precedence() -> str:
 
 CONFIG_INTRO = """\
 Every key is optional: with no file at all monoagent runs on the defaults below (and the
-`offline:echo` model). `monoagent config init` writes a commented starter file with every key,
-`monoagent config show` prints the effective value of every key and where it came from, and
+`offline:echo` model). `monoagent config init` writes a starter file with every key commented out
+at its default (a new file pins nothing), `monoagent config show` prints the effective value of
+every key and where it came from (an unset path as `(default) <where it points>`), and
 `monoagent config validate` checks the file and the components it selects.
 
 ## Where the configuration comes from

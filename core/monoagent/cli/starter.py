@@ -1,8 +1,11 @@
 """``monoagent config init``: a commented starter file with the documented defaults.
 
 Values are written with tomli-w; the comments (what a key does, what is allowed, its env var)
-come from the same field metadata that validation and the docs use. Keys without a default are
-written commented out, with an example value where one is documented.
+come from the same field metadata that validation and the docs use. Every key is written
+commented out, with its default (or, for a key without one, an example value where one is
+documented): a new file pins nothing, so a default that a later release improves still reaches
+the user, and uncommenting a line is how a value is chosen. The table headers stay, so an
+uncommented key lands in its table.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from monoagent.kernel.config import Config
 from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, nested_table
 
 HEADER = """\
-# monoagent configuration. Every key is optional; the values below are the defaults.
+# monoagent configuration. Every key is optional and commented out with its default:
+# uncomment a line to choose a value; what stays commented follows the defaults of each release.
 # Precedence: MONO_AGENT_* environment variables > this file > defaults.
 # Relative paths are relative to this file's directory. Reference: docs/configuration.md
 """
@@ -37,7 +41,8 @@ def _key_lines(key: KeyInfo) -> list[str]:
         example = key.example
         lines.append(f"# {_value_line(name, example)}" if example is not None else f"# {name} = (unset)")
     else:
-        lines.append(_value_line(name, [str(v) for v in default] if isinstance(default, list) else default))
+        value = _value_line(name, [str(v) for v in default] if isinstance(default, list) else default)
+        lines.extend(f"# {line}" for line in value.splitlines())
     return lines
 
 

@@ -384,6 +384,27 @@ class Config:
     def history_dir(self) -> Path:
         return _resolve(self.base_dir, self.history.dir) if self.history.dir else _sibling(self.artifacts_dir, "history")
 
+    @property
+    def memory_dir(self) -> Path:
+        """``memory.path`` resolved, else ``<home>/memory``: where every memory tier keeps its file."""
+        return _resolve(self.base_dir, self.memory.path) if self.memory.path else _child(self.home, "memory")
+
+    def default_paths(self) -> dict[str, Path]:
+        """Where each kernel path key that is unset points, by key path (``config show`` and ``info`` print them).
+
+        A key that is set is still listed, resolved: these are the paths the agent uses.
+        """
+        home = self.home
+        return {
+            "context.home": home,
+            "context.soulPath": self.resolve(self.context.soul_path) if self.context.soul_path else home / "SOUL.md",
+            "context.identityPath": self.resolve(self.context.identity_path) if self.context.identity_path else home / "IDENTITY.md",
+            "context.userPath": self.resolve(self.context.user_path) if self.context.user_path else home / "USER.md",
+            "history.dir": self.history_dir,
+            "artifacts.dir": self.artifacts_dir,
+            "memory.path": self.memory_dir,
+        }
+
 
 # The path properties are read many times a turn (every run event asks for the artifacts
 # directory); they are pure functions of a few settings, so they are memoised: pathlib's parsing

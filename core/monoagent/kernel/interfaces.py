@@ -316,7 +316,9 @@ class ToolRecord:
 
     ``arguments`` / ``result`` are the retained (redacted, bounded) text, None when omitted;
     ``*_bytes`` are the exact original sizes of admitted values (limit + 1 for an omitted one);
-    ``status`` is None while the call is in flight.
+    ``status`` is None while the call is in flight. ``started_at`` / ``finished_at`` are the
+    call's wall-clock times (None when a store does not keep them, and ``finished_at`` while in
+    flight); ``history show --tools`` places calls among the messages by them.
     """
 
     invocation_id: str
@@ -340,6 +342,8 @@ class ToolRecord:
     result_truncated: bool
     result_omitted: bool
     isolated: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
 @runtime_checkable

@@ -83,7 +83,7 @@ def has_evidence(query: str, text: str) -> bool:
 
 def memory_dir(config: Any) -> Path:
     """``memory.path`` resolved against the config file's directory, else ``<home>/memory``."""
-    return config.resolve(config.memory.path) if config.memory.path else config.home / "memory"
+    return Path(config.memory_dir)
 
 
 def word_set(text: str) -> frozenset[str]:

@@ -111,6 +111,12 @@ class Scan:
     skipped_files: int = 0
     limited: bool = False
     read_bytes: int = 0
+    skipped_names: list[str] = attrs.Factory(list)
+    """Names of the files skipped, and of files with damaged lines, for a warning that names them."""
+
+    def skip(self, name: str) -> None:
+        self.skipped_files += 1
+        self.skipped_names.append(name)
 
 
 def _valid_event(event: Any, run_id: str) -> bool:
@@ -133,7 +139,7 @@ class RunFiles:
         self.directory = Path(artifacts_dir) / "runs"
         self._uid = os.getuid()
 
-    def _exists(self) -> bool:
+    def exists(self) -> bool:
         """Whether the runs directory exists (False: no run was ever recorded); raises when it is not the writer's."""
         try:
             problem = private_directory_problem(self.directory, "the runs directory")
@@ -148,7 +154,7 @@ class RunFiles:
         try:
             fd = os.open(self.directory / name, _OPEN_FLAGS)
         except OSError:  # a symlink (ELOOP), gone meanwhile, unreadable: not the writer's file
-            scan.skipped_files += 1
+            scan.skip(name)
             return None
         info = os.fstat(fd)
         if (
@@ -159,7 +165,7 @@ class RunFiles:
             or info.st_size > MAX_FILE_BYTES
         ):
             os.close(fd)
-            scan.skipped_files += 1
+            scan.skip(name)
             return None
         return fd
 
@@ -191,6 +197,16 @@ class RunFiles:
 
     def read_run(self, name: str, logical: str, scan: Scan) -> SettledRun | None:
         """The settled run in file ``name`` when it is in scope; counts what it skips."""
+        found = self.read_events(name, scan, logical)
+        return None if found is None else self._settled(*found, scan)
+
+    def read_events(self, name: str, scan: Scan, logical: str | None = None) -> tuple[str, str, list[dict[str, Any]]] | None:
+        """(run id, conversation id, the valid events in file order) of the run file ``name``.
+
+        None for a name that is not a run file's, a file that is not the writer's (skipped and
+        counted), and, with ``logical``, a run of another logical conversation. Damaged lines
+        are left out and counted; the file's name is then in ``scan.skipped_names`` too.
+        """
         match = _RUN_FILE.fullmatch(name)
         if match is None:
             return None
@@ -201,20 +217,20 @@ class RunFiles:
             head = self._read(fd, HEAD_BYTES, scan)
             first, newline, _ = head.partition(b"\n")
             if not newline and len(head) == HEAD_BYTES:
-                scan.skipped_files += 1  # a first line this long is no event of the writer's
+                scan.skip(name)  # a first line this long is no event of the writer's
                 return None
             run_id = match.group("run")
             opening = self._parse(first, run_id, Scan())
             if opening is None:
-                scan.skipped_files += 1
+                scan.skip(name)
                 return None
             conversation = opening["conversation_id"]
-            if logical_conversation_id(conversation) != logical:
+            if logical is not None and logical_conversation_id(conversation) != logical:
                 return None
             data = head + self._read(fd, MAX_FILE_BYTES - len(head), scan)
         finally:
             os.close(fd)
-        events = []
+        events, damaged = [], scan.damaged_lines
         for raw in data.split(b"\n"):
             if raw.strip():
                 event = self._parse(raw, run_id, scan)
@@ -222,7 +238,13 @@ class RunFiles:
                     scan.damaged_lines += 1
                 elif event is not None:
                     events.append(event)
-        return self._settled(run_id, conversation, events, scan)
+        if scan.damaged_lines > damaged:
+            scan.skipped_names.append(name)
+        return run_id, conversation, events
+
+    def names(self) -> list[str]:
+        """Every entry of the runs directory, newest run first ([] when no run was ever recorded)."""
+        return sorted(os.listdir(self.directory), reverse=True) if self.exists() else []
 
     @staticmethod
     def _settled(run_id: str, conversation: str, events: list[dict[str, Any]], scan: Scan) -> SettledRun | None:
@@ -256,10 +278,8 @@ class RunFiles:
     def scan(self, logical: str, *, query: str = "", status: str | None = None, limit: int = SEARCH_MAX) -> Scan:
         """Settled runs of ``logical`` matching ``query`` and ``status``, newest first, at most ``limit``."""
         scan = Scan()
-        if not self._exists():
-            return scan
         needle = query.casefold()
-        for index, name in enumerate(sorted(os.listdir(self.directory), reverse=True)):
+        for index, name in enumerate(self.names()):
             if index == MAX_FILES or scan.read_bytes >= MAX_SCAN_BYTES:
                 scan.limited = True
                 break
@@ -275,7 +295,7 @@ class RunFiles:
 
     def get(self, logical: str, run_id: str) -> Scan:
         scan = Scan()
-        if _RUN_FILE.fullmatch(f"{run_id}.jsonl") and self._exists():
+        if _RUN_FILE.fullmatch(f"{run_id}.jsonl") and self.exists():
             run = self.read_run(f"{run_id}.jsonl", logical, scan)
             if run is not None:
                 scan.runs.append(run)

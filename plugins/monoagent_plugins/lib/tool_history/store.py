@@ -394,6 +394,7 @@ class SqliteToolHistory:
                 arguments_truncated=bool(r["arguments_truncated"]), arguments_omitted=bool(r["arguments_omitted"]),
                 result=r["result"], result_bytes=r["result_bytes"], result_retained_bytes=r["result_retained_bytes"],
                 result_truncated=bool(r["result_truncated"]), result_omitted=bool(r["result_omitted"]), isolated=bool(r["isolated"]),
+                started_at=r["started_at"], finished_at=r["finished_at"],
             )
             for r in rows
         ]
