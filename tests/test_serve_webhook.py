@@ -394,8 +394,9 @@ def test_concurrent_requests_with_one_key_run_one_turn(server, tmp_path):
 
 def test_a_key_left_running_by_a_killed_server_is_released_at_the_next_start(tmp_path):
     server = start(tmp_path, moody=True)
+    body, now = body_of({"event": "HANG-NOW"}), int(time.time())
     try:
-        client = threading.Thread(target=lambda: post_quietly(server, {"event": "HANG-NOW"}, key="k-killed"))
+        client = threading.Thread(target=lambda: post_quietly(server, body, key="k-killed", signature=sign(SECRET, body, now)))
         client.start()
         deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
         while not (tmp_path / "hung").exists() and time.monotonic() < deadline:
@@ -408,14 +409,14 @@ def test_a_key_left_running_by_a_killed_server_is_released_at_the_next_start(tmp
         server.stop()
     restarted = start(tmp_path, moody=True)
     try:
-        after = post(restarted, {"event": "HANG-NOW"}, key="k-killed")
-        assert after.status_code == 200 and "Idempotent-Replayed" not in after.headers
+        after = post(restarted, body, key="k-killed", signature=sign(SECRET, body, now))  # the very same signed request
+        assert after.status_code == 200 and "Idempotent-Replayed" not in after.headers, after.text
     finally:
         restarted.stop()
     assert turns(tmp_path) == 1
 
 
-def post_quietly(server: Server, payload: object, **options: str) -> None:
+def post_quietly(server: Server, payload: object | bytes, **options: str) -> None:
     """:func:`post` from a thread whose server may die under it (the answer, if any, is not the point)."""
     try:
         post(server, payload, **options)

@@ -9,7 +9,8 @@ directory. Two tables:
   (status and JSON body) of a completed turn. Done rows older than ``webhook.idempotencyTtlHours``
   are purged at start-up and, while serving, at most every :data:`PURGE_INTERVAL_S` seconds.
   A ``running`` row names the process that runs it; at start-up the rows of processes that are
-  gone are removed (their turn never answered), so a crash mid-turn does not hold the key.
+  gone are removed with their requests' signatures (their turn never answered), so a crash
+  mid-turn holds neither the key nor the signed request: its retry runs.
 - ``signatures``: the identity of every accepted signed request (:func:`signed_request_id`), so
   the same signed request is refused as a replay while its timestamp is within the signature
   tolerance. They are kept :data:`SIGNATURE_KEEP_S` past their signed time, beyond which the
@@ -53,6 +54,7 @@ CREATE TABLE IF NOT EXISTS receipts (
     body_sha256 TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('running', 'done')),
     owner INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
     created_at REAL NOT NULL,
     status INTEGER,
     answer TEXT,
@@ -177,8 +179,9 @@ class ReceiptStore:
             self._db.execute("INSERT INTO signatures (id, signed_at) VALUES (?, ?)", (request_id, signed_at))
             if key is not None:
                 self._db.execute(
-                    "INSERT INTO receipts (hook, key, body_sha256, state, owner, created_at) VALUES (?, ?, ?, 'running', ?, ?)",
-                    (hook, key, body_sha256, os.getpid(), now),
+                    "INSERT INTO receipts (hook, key, body_sha256, state, owner, request_id, created_at) "
+                    "VALUES (?, ?, ?, 'running', ?, ?, ?)",
+                    (hook, key, body_sha256, os.getpid(), request_id, now),
                 )
             return Admission("admitted")
 
@@ -214,6 +217,8 @@ class ReceiptStore:
         owners = [row[0] for row in self._db.execute("SELECT DISTINCT owner FROM receipts WHERE state = 'running'")]
         for owner in owners:
             if not _alive(owner):
+                self._db.execute("DELETE FROM signatures WHERE id IN "
+                                 "(SELECT request_id FROM receipts WHERE state = 'running' AND owner = ?)", (owner,))
                 released = self._db.execute("DELETE FROM receipts WHERE state = 'running' AND owner = ?", (owner,)).rowcount
                 logger.warning("webhook: {} idempotency key(s) left running by process {}, which is gone, released: "
                                "a retry of them runs the turn", released, owner)
