@@ -10,12 +10,15 @@ UTF-8 bytes, and the terminal event's ``seq`` and time. No observer ever sees a 
 event; it is what the RunHistory tool (:mod:`monoagent_plugins.lib.run_history`) reads as the
 answer or the partial text of a settled run.
 
-Files are written by one background thread per process, in event order. A run's lines are
-kept until its terminal event (``run_completed``, ``run_failed``, ``run_cancelled``; for a run
-refused at admission its only event, ``admission_rejected``) and then written in one go:
-creating a file costs hundreds of microseconds on some file systems, and a file created while
-the history store fsyncs its commit makes that fsync wait, so the file is created after the
-turn's commit rather than during it. ``agent.aclose()`` (the ``shutdown``
+Files are written by one background thread per process, in event order. A run's events are
+kept on the emitting side until its terminal event (``run_completed``, ``run_failed``,
+``run_cancelled``; for a run refused at admission its only event, ``admission_rejected``) and
+then handed to the writer in one queue item, serialised there and written in one go: waking the
+writer thread costs the event loop a GIL hand-over per item, so a run costs one wake-up, not one
+per event; creating a file costs hundreds of microseconds on some file systems, and a file
+created while the history store fsyncs its commit makes that fsync wait, so the file is created
+after the turn's commit rather than during it. The run directory is created when opening a run
+file finds it missing, not checked on every run. ``agent.aclose()`` (the ``shutdown``
 hook) and interpreter exit write every pending line, complete runs or not; a process killed
 mid-run loses that run's events. An event of a run that settled lately (a notify outcome, emitted
 after the run) is appended to the run's file at once. Artifacts are not fsynced and are best-effort: a write failure is logged, never
@@ -139,16 +142,63 @@ class RunText:
         return RunEvent(RUN_TEXT, terminal.run_id, terminal.conversation_id, terminal.seq, terminal.at, data)
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON scalars, dicts, lists and tuples only (exact types), which
+    cattrs would hand to json unchanged (a tuple becomes a list, which json writes the same)."""
+    cls = value.__class__
+    if cls in _JSON_SCALARS:
+        return True
+    if cls is dict:
+        for key, item in value.items():
+            if key.__class__ not in _JSON_SCALARS or (item.__class__ not in _JSON_SCALARS and not _plain_json(item)):
+                return False
+        return True
+    if cls is list or cls is tuple:
+        for item in value:  # noqa: SIM110 (all() of a generator costs more than the walk)
+            if item.__class__ not in _JSON_SCALARS and not _plain_json(item):
+                return False
+        return True
+    return False
+
+
+def event_record(event: RunEvent) -> dict[str, Any]:
+    """The JSON-ready form of ``event``, exactly as :func:`monoagent.kernel.serial.unstructure` makes it.
+
+    Event data is nearly always plain JSON, and cattrs' dispatch for every value of it was most
+    of the writer's time: plain data is passed through as it is, anything else (attrs values,
+    enums, bytes, data too deep to check) goes through cattrs.
+    """
+    from monoagent.kernel.serial import unstructure
+
+    try:
+        plain = _plain_json(event.data)
+    except RecursionError:
+        plain = False
+    if not plain:
+        return unstructure(event)
+    return {"type": event.type, "run_id": event.run_id, "conversation_id": event.conversation_id, "seq": event.seq,
+            "at": event.at, "data": event.data}
+
+
 def run_file(artifacts_dir: Path, run_id: str) -> Path:
     return artifacts_dir / "runs" / f"{run_id}.jsonl"
 
 
 def _open_run_file(root: Path, run_id: str) -> IO[str]:
-    root.parent.mkdir(parents=True, exist_ok=True)
-    root.mkdir(mode=0o700, exist_ok=True)
-    directory = root / "runs"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(directory / f"{run_id}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    """The run's file for appending (0600, never through a symlink); its directories (0700) are
+    created only when the open finds them missing, which spares every later run three ``mkdir``."""
+    path = os.path.join(root, "runs", f"{run_id}.jsonl")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
+        (root / "runs").mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, flags, 0o600)
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -162,13 +212,16 @@ class ArtifactWriter:
         self._flushed_at_exit = False
         self._serving = False  # the thread is in its loop; cheaper to read on every event than is_alive()
         self._texts: dict[tuple[Path, str], RunText] = {}
-        self._settled: dict[tuple[Path, str], None] = {}  # the writer thread's own, oldest first
+        self._held_lock = threading.Lock()  # emitters may run in several threads, flush in another
+        self._held: dict[tuple[Path, str], list[RunEvent]] = {}
+        self._settled: dict[tuple[Path, str], None] = {}  # oldest first
 
     def submit(self, root: Path, event: RunEvent) -> None:
-        """Queue ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
+        """Hold ``event`` for its run file; a ``text_delta`` is folded into the run's text instead.
 
-        The text is kept on the caller's side (waking the writer for every streamed piece costs
-        more than keeping it) and queued as the ``run_text`` line right before the terminal event.
+        Events and text are kept on the caller's side (waking the writer costs the caller a GIL
+        hand-over) and queued as one item at the run's terminal event, the ``run_text`` line right
+        before it. An event of a run that settled already is queued at once.
         """
         key = (root, event.run_id)
         if event.type == TEXT_DELTA:
@@ -181,9 +234,21 @@ class ArtifactWriter:
             return
         if not self._serving:
             self._start()
-        if event.type in TERMINAL:
-            self._queue.put((root, self._texts.pop(key, RunText()).line_for(event)))
-        self._queue.put((root, event))
+        with self._held_lock:
+            if event.type in TERMINAL or event.type == REFUSED:
+                events = self._held.pop(key, [])
+                if event.type in TERMINAL:
+                    events.append(self._texts.pop(key, RunText()).line_for(event))
+                events.append(event)
+                self._settled[key] = None
+                if len(self._settled) > MAX_SETTLED_RUNS:
+                    del self._settled[next(iter(self._settled))]
+            elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
+                events = [event]
+            else:
+                self._held.setdefault(key, []).append(event)
+                return
+            self._queue.put((root, event.run_id, events))
 
     def _drop_oldest_text(self) -> None:
         oldest = next(iter(self._texts))
@@ -216,10 +281,13 @@ class ArtifactWriter:
         self._thread = None
         self._serving = False
         self._texts = {}
+        self._held_lock = threading.Lock()
+        self._held = {}
         self._settled = {}
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
-        """Wait until every event submitted so far is written (and open files flushed).
+        """Wait until every event submitted so far is written (and open files flushed), the held
+        events of runs that have not settled among them (their later events are appended).
 
         Returns False, with a log line, when the writer could not confirm it within ``timeout``
         seconds or is gone; returns at once when no writer was ever started.
@@ -228,7 +296,11 @@ class ArtifactWriter:
         if thread is None:
             return True
         done = threading.Event()
-        self._queue.put(done)
+        with self._held_lock:
+            for (root, run_id), events in self._held.items():
+                self._queue.put((root, run_id, events))
+            self._held.clear()
+            self._queue.put(done)
         deadline = time.monotonic() + timeout
         while not done.wait(min(0.05, max(deadline - time.monotonic(), 0.0))):
             if not thread.is_alive() or time.monotonic() >= deadline:
@@ -246,45 +318,27 @@ class ArtifactWriter:
             self._serving = False  # whatever ended the loop, the next event starts a new writer
 
     def _serve(self) -> None:
-        pending: dict[tuple[Path, str], list[str]] = {}
         while True:
             item = self._queue.get()
             try:
                 if isinstance(item, threading.Event):
-                    try:
-                        for key in list(pending):
-                            self._write(key, pending.pop(key))
-                    finally:
-                        item.set()
+                    item.set()
                 else:
-                    self._add(pending, *item)
+                    self._write(*item)
             except Exception as exc:  # one bad item never stops the writer
-                what = f"event {item[1].type} of run {item[1].run_id}" if isinstance(item, tuple) else type(item).__name__
-                logger.opt(exception=exc).warning("run-artifact writer: {} was lost: {}", what, failure_text(exc))
-
-    def _add(self, pending: dict[tuple[Path, str], list[str]], root: Path, event: RunEvent) -> None:
-        from monoagent.kernel.serial import unstructure
-
-        key = (root, event.run_id)
-        try:
-            line = valid_unicode(json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str))
-        except Exception as exc:
-            logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
-                           event.type, event.run_id, failure_text(exc))
-        else:
-            pending.setdefault(key, []).append(line)
-        if event.type in TERMINAL or event.type == REFUSED:
-            self._write(key, pending.pop(key, []))
-            self._settled[key] = None
-            if len(self._settled) > MAX_SETTLED_RUNS:
-                del self._settled[next(iter(self._settled))]
-        elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
-            self._write(key, pending.pop(key, []))
+                what = f"{len(item[2])} events of run {item[1]}" if isinstance(item, tuple) else type(item).__name__
+                logger.opt(exception=exc).warning("run-artifact writer: {} were lost: {}", what, failure_text(exc))
 
     @staticmethod
-    def _write(key: tuple[Path, str], lines: list[str]) -> None:
-        """Append ``lines`` to the run's file in one write (creating it on the run's first write)."""
-        root, run_id = key
+    def _write(root: Path, run_id: str, events: list[RunEvent]) -> None:
+        """Append ``events`` to the run's file in one write (creating it on the run's first write)."""
+        lines: list[str] = []
+        for event in events:
+            try:
+                lines.append(valid_unicode(json.dumps(event_record(event), ensure_ascii=False, separators=(",", ":"), default=str)))
+            except Exception as exc:
+                logger.warning("run event {} of {} could not be serialised and is left out of its run file: {}",
+                               event.type, event.run_id, failure_text(exc))
         if not lines:
             return
         try:

@@ -110,6 +110,9 @@ CAPABILITY_LOAD_WARNINGS = "load_warnings"
 CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
 """The store has ``has_logical_records(logical_conversation_id, *, besides)`` (see :class:`ManagedHistoryStore`)."""
 
+CAPABILITY_LOGICAL_RESET = "logical_reset"
+"""The store has ``reset_logical(logical_conversation_id)`` (see :class:`ManagedHistoryStore`)."""
+
 
 @attrs.frozen
 class HistoryResetReport:
@@ -143,7 +146,7 @@ class ManagedHistoryStore(HistoryStore, Protocol):
 
     ``capabilities``
         A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
-        ``load`` accepts ``on_warning``, ``"logical_reset"`` that ``reset_logical`` is
+        ``load`` accepts ``on_warning``, ``"logical_reset"`` (:data:`CAPABILITY_LOGICAL_RESET`) that ``reset_logical`` is
         implemented, ``"logical_lookup"`` (:data:`CAPABILITY_LOGICAL_LOOKUP`) that
         ``has_logical_records`` is. The harness passes extras only to stores advertising them,
         so stores written against :class:`HistoryStore` keep working.

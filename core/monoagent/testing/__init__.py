@@ -14,7 +14,15 @@ Typical use with pytest::
 environment (unless you pass one), third-party entry-point autoload off, and keeps all state
 (agent home, history, artifacts) under the directory you give it. The offline providers are
 ``offline:echo`` (the default model) and ``offline:scripted``; :func:`write_script` makes a
-script for the latter. :func:`tool_context` builds what a tool handler receives, to call it directly.
+script for the latter. :class:`FunctionProvider` computes each answer from the request with a
+function of yours (``fresh_agent(tmp_path, provider=FunctionProvider(fn))``).
+:func:`tool_context` builds what a tool handler receives, to call it directly.
+
+Under pytest the package is also a plugin (the ``pytest11`` entry point
+:mod:`monoagent.pytest_plugin`): fixtures ``monoagent_agent``, ``scripted_agent``,
+``hook_recorder`` and ``function_provider``, and assertion rewriting for the contract suites.
+The contracts (history, tool history, memory, provider wire, provider runtime) are listed with
+how to run them in ``docs/testing.md``.
 """
 
 from __future__ import annotations
@@ -28,25 +36,32 @@ from typing import Any
 
 from monoagent.agent import Agent
 from monoagent.kernel.hooks import HookCall
-from monoagent.kernel.interfaces import logical_conversation_id
+from monoagent.kernel.interfaces import ProviderRuntime, logical_conversation_id
 from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.testing.function_provider import FunctionProvider, FunctionReply, InProcessProviders
 from monoagent.testing.history_contract import HistoryStoreContract
 from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract
 from monoagent.testing.provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
+from monoagent.testing.provider_runtime_contract import ProviderRuntimeContract, StepScript
 from monoagent.testing.tool_history_contract import ToolHistoryStoreContract
 
 __all__ = [
     "EmbedderContract",
+    "FunctionProvider",
+    "FunctionReply",
     "HistoryStoreContract",
     "HookCall",
     "HookRecorder",
+    "InProcessProviders",
     "MemoryTierContract",
     "ProviderContract",
+    "ProviderRuntimeContract",
     "RecordedRequest",
     "Reply",
     "ScriptedToolCall",
+    "StepScript",
     "ToolHistoryStoreContract",
     "WireServer",
     "collect_events",
@@ -74,14 +89,24 @@ def fresh_agent(
     plugins: Sequence[Any] = (),
     env: Mapping[str, str] | None = None,
     autoload: bool = False,
+    provider: ProviderRuntime | Sequence[ProviderRuntime] | None = None,
     **kwargs: Any,
 ) -> Agent:
     """An isolated Agent whose home, history and artifacts live under ``tmp_path``.
 
     ``config`` is merged over ``{"context": {"home": tmp_path / "home"}}``; ``env`` defaults to
     an empty environment so the developer's ``MONO_AGENT_*`` variables cannot leak in.
+    ``provider`` puts in-process runtimes (a :class:`FunctionProvider`, or any runtime whose
+    ``name`` is its ``prefix:model`` id) on the agent through :class:`InProcessProviders`; the
+    first becomes ``runtime.model`` unless ``config`` sets one.
     """
-    data = _merge({"context": {"home": str(Path(tmp_path) / "home")}}, json.loads(json.dumps(dict(config or {}), default=str)))
+    base: dict[str, Any] = {"context": {"home": str(Path(tmp_path) / "home")}}
+    if provider is not None:
+        in_process = InProcessProviders(list(provider) if isinstance(provider, Sequence) else [provider])
+        plugins = [*plugins, ("in-process-providers", in_process)]
+        if in_process.runtimes:
+            base["runtime"] = {"model": next(iter(in_process.runtimes))}
+    data = _merge(base, json.loads(json.dumps(dict(config or {}), default=str)))
     return Agent(data, plugins=plugins, env=dict(env or {}), autoload=autoload, **kwargs)
 
 

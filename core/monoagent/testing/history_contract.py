@@ -16,9 +16,16 @@ to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
 the corruption tests are skipped. Every clause checked here is written down in
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
-and logical), corruption handling and concurrency. A store advertising
-``provider_sessions`` also proves the clauses of
-:class:`~monoagent.kernel.interfaces.ProviderSessionStore` (the rest skip them).
+and logical), corruption handling and concurrency.
+
+A store is held only to what it declares in its ``capabilities`` (a frozenset of the
+``CAPABILITY_*`` names of :mod:`monoagent.kernel.interfaces`). Every store proves the
+:class:`~monoagent.kernel.interfaces.HistoryStore` clauses (order, exact ids, bounds, atomic
+commits, reset, concurrent writers); ``logical_reset``, ``logical_lookup``, ``load_warnings``
+(the corruption tests) and ``provider_sessions`` (the clauses of
+:class:`~monoagent.kernel.interfaces.ProviderSessionStore`) each add their tests, and a store
+with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability the store does not
+declare is skipped, and its reason names the capability it needs.
 
 The suite needs pytest only when it runs (it is imported lazily), and runs its coroutines with
 ``asyncio.run`` so no asyncio plugin is required.
@@ -34,7 +41,9 @@ from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
+    CAPABILITY_LOAD_WARNINGS,
     CAPABILITY_LOGICAL_LOOKUP,
+    CAPABILITY_LOGICAL_RESET,
     CAPABILITY_PROVIDER_SESSIONS,
     HistoryStore,
     ManagedHistoryStore,
@@ -124,6 +133,31 @@ class HistoryStoreContract:
                 await store.commit(conversation_id, turn_messages(i))
 
         self.run(go())
+
+    def declaring(self, tmp_path: Path, *capabilities: str, **bounds: Any) -> Any:
+        """A store from :meth:`make_store`, or a skip when it does not declare every one of ``capabilities``."""
+        store = self.make_store(tmp_path, **bounds)
+        declared = frozenset(getattr(store, "capabilities", ()))
+        missing = [name for name in capabilities if name not in declared]
+        if missing:
+            import pytest
+
+            self.close(store)
+            pytest.skip(
+                f"needs the store capabilit{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
+                f"this store declares {', '.join(map(repr, sorted(declared))) or 'none'}"
+            )
+        return store
+
+    def with_totals(self, tmp_path: Path) -> Any:
+        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
+        store = self.make_store(tmp_path)
+        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
+            import pytest
+
+            self.close(store)
+            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
+        return store
 
     def load(self, store: HistoryStore, conversation_id: str, **kwargs: Any) -> list[Message]:
         return list(self.run(store.load(conversation_id, **kwargs)))
@@ -244,7 +278,7 @@ class HistoryStoreContract:
         self.close(store)
 
     def test_contract_logical_reset_clears_every_daily_bucket(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
+        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
         session = ["tg:42", "tg:42:2025-03-01", "tg:42:2025-03-02"]
         others = ["tg:420:2025-03-01", "tg:4", "other"]
         for n, cid in enumerate(session + others):
@@ -263,10 +297,7 @@ class HistoryStoreContract:
         self.close(store, fresh)
 
     def test_contract_logical_lookup_sees_other_buckets_only(self, tmp_path: Path) -> None:
-        store: Any = self.make_store(tmp_path)  # has_logical_records is promised by the capability, not the protocol
-        if CAPABILITY_LOGICAL_LOOKUP not in getattr(store, "capabilities", ()):
-            self.close(store)
-            return
+        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_LOOKUP, CAPABILITY_LOGICAL_RESET)
         today, earlier = "tg:42:2025-03-02", "tg:42:2025-03-01"
         assert not self.run(store.has_logical_records("tg:42", besides=today))
         self.run(store.commit("tg:420:2025-03-01", turn_messages(0)))
@@ -280,7 +311,7 @@ class HistoryStoreContract:
 
     def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
         """Every commit lands wholly before the reset (and is gone) or after it (and survives)."""
-        store = self.make_store(tmp_path, max_messages=1000)
+        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET, max_messages=1000)
         other = self.make_store(tmp_path, max_messages=1000)
         buckets = [f"s:2025-01-0{d}" for d in range(1, 4)]
 
@@ -317,7 +348,7 @@ class HistoryStoreContract:
     # ------------------------------------------------------------------ corruption
 
     def test_contract_unreadable_record_starts_cold_and_is_replaced(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
+        store = self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS)
         self.commit_turns(store, "c", range(2))
         self.corrupt(store, "c")
         warnings: list[tuple[str, str]] = []
@@ -329,6 +360,7 @@ class HistoryStoreContract:
         self.close(store, fresh)
 
     def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
+        self.close(self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_RESET))
         for n, data in enumerate(UNREADABLE_RECORDS):
             cid = f"damaged-{n}"
             store = self.make_store(tmp_path)
@@ -376,7 +408,7 @@ class HistoryStoreContract:
     # ------------------------------------------------------------------ totals
 
     def test_contract_stats_and_clear_all(self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path)
+        store = self.with_totals(tmp_path)
         for cid in ("a", "b", "c:2025-01-01"):
             self.commit_turns(store, cid, range(2))
         stats = self.run(store.stats())
@@ -392,13 +424,7 @@ class HistoryStoreContract:
 
     def provider_session_store(self, tmp_path: Path) -> Any:
         """A store advertising ``provider_sessions``; the clauses below are skipped for a store without it."""
-        store = self.make_store(tmp_path)
-        if CAPABILITY_PROVIDER_SESSIONS not in getattr(store, "capabilities", ()):
-            import pytest
-
-            self.close(store)
-            pytest.skip("this store does not advertise the provider_sessions capability")
-        return store
+        return self.declaring(tmp_path, CAPABILITY_PROVIDER_SESSIONS)
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)

@@ -1,0 +1,277 @@
+"""The provider-runtime contract: what any :class:`~monoagent.kernel.interfaces.ProviderRuntime` must do.
+
+:class:`~monoagent.testing.ProviderContract` proves an HTTP provider against a scripted server
+speaking its wire format. This suite needs no server: it checks the protocol the harness relies
+on, so an in-process runtime (a local model, a test double, a provider whose SDK hides the wire)
+proves itself too. A test module subclasses :class:`ProviderRuntimeContract` and says how to make
+its runtime play a :class:`StepScript`::
+
+    from monoagent.testing import ProviderRuntimeContract
+
+    class TestMyRuntimeContract(ProviderRuntimeContract):
+        def runtime_for(self, script):
+            if script is None:                  # any answer of the runtime's own
+                return MyRuntime()
+            if script.stall_after is not None:  # a script it cannot play: those tests skip
+                return None
+            return MyRuntime(replay=script)
+
+What it proves: every event is a :data:`~monoagent.kernel.model.ProviderEvent`; a stream ends
+with exactly one :class:`~monoagent.kernel.model.StepFinished` and nothing after it; text deltas
+join to the text, in order, before the step ends; a tool call has a non-empty unique id, a name
+and a JSON object of arguments, and a step with tool calls stops with ``tool_use``; usage is
+non-negative token counts; a failure is a one-line
+:class:`~monoagent.kernel.errors.ProviderError` whose ``retryable`` says whether to try again;
+cancelling the consuming task while the runtime waits raises ``CancelledError`` out of the stream
+within :data:`PROMPT_SECONDS` (not swallowed, not turned into an error) and leaves no task of the
+runtime running; closing the stream early (``aclose``) ends it the same way.
+
+Like the other contracts it runs its coroutines with ``asyncio.run`` and needs pytest only to
+skip a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.interfaces import ProviderRuntime
+from monoagent.kernel.model import (
+    ProviderEvent,
+    ReasoningBlock,
+    StepFinished,
+    StreamProgress,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+)
+from monoagent.testing.provider_contract import LOOKUP, contract_request
+
+__all__ = ["PROMPT_SECONDS", "ProviderRuntimeContract", "StepScript", "stream_problems"]
+
+PROMPT_SECONDS = 5.0
+"""How long a cancelled or closed stream may take to end (a bound for a slow machine, not a wait)."""
+
+_EVENT_TYPES = (TextDelta, ToolCallRequested, StepFinished, StreamProgress, ReasoningBlock)
+
+
+@attrs.frozen
+class StepScript:
+    """One provider step the contract asks a runtime to play.
+
+    The step streams ``text_pieces`` (the contract compares their join, so a runtime may cut the
+    text differently), then ``tool_calls``, then ends. ``error`` makes the step fail with a
+    :class:`~monoagent.kernel.errors.ProviderError` of that message and ``retryable`` instead.
+    ``stall_after`` makes the runtime stop after that many text pieces and wait, without end,
+    until it is cancelled.
+    """
+
+    text_pieces: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    error: str | None = None
+    retryable: bool = False
+    stall_after: int | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_pieces)
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"a {'retryable' if self.retryable else 'fatal'} error"
+        if self.stall_after is not None:
+            return f"a stream that stalls after {self.stall_after} text piece(s) until cancelled"
+        return f"{len(self.text_pieces)} text piece(s) and {len(self.tool_calls)} tool call(s)"
+
+
+def _json_object(value: Any) -> bool:
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        return False
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def stream_problems(events: Sequence[Any]) -> list[str]:
+    """What in one step's ``events`` breaks the stream rules of the protocol; empty when none does."""
+    problems: list[str] = []
+    finals = [n for n, event in enumerate(events) if isinstance(event, StepFinished)]
+    if len(finals) != 1:
+        problems.append(f"a stream ends with exactly one StepFinished; this one has {len(finals)}")
+    elif finals[0] != len(events) - 1:
+        problems.append(f"nothing follows StepFinished; {len(events) - 1 - finals[0]} event(s) did")
+    ids: list[str] = []
+    for n, event in enumerate(events):
+        if not isinstance(event, _EVENT_TYPES):
+            problems.append(f"event {n} is a {type(event).__name__}, not a ProviderEvent")
+        elif isinstance(event, TextDelta) and not isinstance(event.text, str):
+            problems.append(f"event {n}: TextDelta.text is a {type(event.text).__name__}, not a str")
+        elif isinstance(event, ToolCallRequested):
+            call = event.call
+            if not isinstance(call, ToolCall):
+                problems.append(f"event {n}: ToolCallRequested.call is a {type(call).__name__}, not a ToolCall")
+                continue
+            if not isinstance(call.id, str) or not call.id:
+                problems.append(f"event {n}: tool call id {call.id!r} is not a non-empty str")
+            if not isinstance(call.name, str) or not call.name:
+                problems.append(f"event {n}: tool call name {call.name!r} is not a non-empty str")
+            if not _json_object(call.arguments):
+                problems.append(f"event {n}: tool call arguments {call.arguments!r:.80} are not a JSON object")
+            ids.append(call.id)
+        elif isinstance(event, StepFinished):
+            usage = event.usage
+            counts = attrs.astuple(usage) if isinstance(usage, Usage) else ()
+            if not counts or not all(isinstance(c, int) and c >= 0 for c in counts):
+                problems.append(f"event {n}: StepFinished.usage {usage!r} is not a Usage of non-negative ints")
+            if not isinstance(event.stop_reason, str) or not event.stop_reason:
+                problems.append(f"event {n}: StepFinished.stop_reason {event.stop_reason!r} is not a non-empty str")
+            elif ids and event.stop_reason != "tool_use":
+                problems.append(f"a step with tool calls stops with 'tool_use', not {event.stop_reason!r}")
+    if len(set(ids)) != len(ids):
+        problems.append(f"tool call ids repeat within one step: {ids}")
+    return problems
+
+
+async def _collect(runtime: ProviderRuntime, script: StepScript | None) -> list[ProviderEvent]:
+    tools = [LOOKUP] if script is not None and script.tool_calls else []
+    return [event async for event in runtime.stream(contract_request(tools=tools))]
+
+
+async def _runtime_tasks(before: set[asyncio.Task[Any]], allowed: float) -> list[str]:
+    """The tasks started since ``before`` still running once ``allowed`` seconds let them end."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + allowed
+    while True:
+        running = [t for t in asyncio.all_tasks() if t not in before and t is not asyncio.current_task() and not t.done()]
+        if not running or loop.time() > deadline:
+            return [getattr(t.get_coro(), "__qualname__", repr(t.get_coro())) for t in running]
+        await asyncio.sleep(0.01)  # a bounded wait for the runtime's own tasks to see their cancellation
+
+
+class ProviderRuntimeContract:
+    """Subclass as ``Test<Name>RuntimeContract`` and implement :meth:`runtime_for`; pytest collects the rest.
+
+    ``prompt_seconds`` bounds how long a cancelled or closed stream, and the tasks of its
+    runtime, may take to end.
+    """
+
+    prompt_seconds = PROMPT_SECONDS
+
+    def runtime_for(self, script: StepScript | None) -> ProviderRuntime | None:
+        """A runtime that plays ``script`` (None: any answer of its own), or None if it cannot (the test skips)."""
+        raise NotImplementedError("subclasses of ProviderRuntimeContract implement runtime_for(script)")
+
+    def playing(self, script: StepScript | None) -> ProviderRuntime:
+        runtime = self.runtime_for(script)
+        if runtime is None:
+            import pytest
+
+            pytest.skip(f"this runtime cannot play {script.describe() if script else 'an answer'} (runtime_for returned None)")
+        return runtime
+
+    # ------------------------------------------------------------------ streaming
+
+    def test_runtime_contract_any_answer_keeps_the_stream_rules(self) -> None:
+        runtime = self.playing(None)
+        assert isinstance(runtime.name, str) and runtime.name, "a runtime has a name (its provider:model)"
+        events = asyncio.run(_collect(runtime, None))
+        assert stream_problems(events) == []
+
+    def test_runtime_contract_text_streams_in_order(self) -> None:
+        script = StepScript(text_pieces=("Hel", "lo, ", "wörld", " — ", "done."))
+        events = asyncio.run(_collect(self.playing(script), script))
+        assert stream_problems(events) == []
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == script.text
+        assert [type(e).__name__ for e in events if isinstance(e, ToolCallRequested)] == []
+        assert isinstance(events[-1], StepFinished) and events[-1].stop_reason == "end_turn"
+
+    def test_runtime_contract_tool_calls_keep_their_shape(self) -> None:
+        calls = (ToolCall("call_a", "lookup", {"word": "café", "limit": 3}), ToolCall("call_b", "lookup", {"word": "b", "n": [1, {"x": None}]}))
+        script = StepScript(text_pieces=("Let me ", "check."), tool_calls=calls)
+        events = asyncio.run(_collect(self.playing(script), script))
+        assert stream_problems(events) == []
+        got = [(e.call.id, e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallRequested)]
+        assert got == [(c.id, c.name, c.arguments) for c in calls]
+        kinds = [type(e).__name__ for e in events if isinstance(e, (TextDelta, ToolCallRequested))]
+        assert kinds == sorted(kinds, key=lambda kind: kind == "ToolCallRequested"), "text streams before the tool calls"
+
+    # ------------------------------------------------------------------ errors
+
+    def test_runtime_contract_errors_carry_retryable(self) -> None:
+        for retryable in (True, False):
+            script = StepScript(text_pieces=("partial",), error="the model is overloaded", retryable=retryable)
+            runtime = self.playing(script)
+            try:
+                asyncio.run(_collect(runtime, script))
+            except ProviderError as exc:
+                assert exc.retryable is retryable, f"a {script.describe()} came out with retryable={exc.retryable!r}"
+                assert "\n" not in str(exc), "a provider error is one line"
+            except Exception as exc:
+                raise AssertionError(f"a failing step raised {type(exc).__name__}: {exc}; a runtime raises ProviderError") from exc
+            else:
+                raise AssertionError(f"the runtime answered where the script asked for {script.describe()}")
+
+    # ------------------------------------------------------------------ cancellation
+
+    def test_runtime_contract_cancellation_propagates(self) -> None:
+        script = StepScript(text_pieces=("first", "never sent"), stall_after=1)
+        runtime = self.playing(script)
+
+        async def scenario() -> tuple[list[str], str, list[str]]:
+            before = asyncio.all_tasks()
+            seen: list[str] = []
+            first = asyncio.Event()
+
+            async def consume() -> None:
+                async for event in runtime.stream(contract_request()):
+                    if isinstance(event, TextDelta):
+                        seen.append(event.text)
+                        first.set()
+
+            task = asyncio.create_task(consume())
+            await asyncio.wait_for(first.wait(), self.prompt_seconds)
+            task.cancel()
+            outcome = "ended normally"
+            try:
+                await asyncio.wait_for(asyncio.shield(task), self.prompt_seconds)
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+            except TimeoutError:
+                outcome = f"still running {self.prompt_seconds} s after the cancel"
+            except Exception as exc:
+                outcome = f"raised {type(exc).__name__}: {exc}"
+            return seen, outcome, await _runtime_tasks(before, self.prompt_seconds)
+
+        seen, outcome, left = asyncio.run(scenario())
+        assert seen == ["first"]
+        assert outcome == "cancelled", "cancelling the consumer must raise CancelledError out of the stream"
+        assert left == [], "tasks the runtime started must end with its stream"
+
+    def test_runtime_contract_closing_the_stream_early_ends_it(self) -> None:
+        runtime = self.playing(None)
+
+        async def scenario() -> tuple[str, list[str]]:
+            before = asyncio.all_tasks()
+            outcome = "closed"
+            stream = runtime.stream(contract_request())
+            try:
+                async for _event in stream:
+                    break  # the consumer has what it needs and closes the stream, as the harness does
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    await close()
+            except Exception as exc:
+                outcome = f"aclose raised {type(exc).__name__}: {exc}"
+            return outcome, await _runtime_tasks(before, self.prompt_seconds)
+
+        outcome, left = asyncio.run(asyncio.wait_for(scenario(), self.prompt_seconds * 2))
+        assert outcome == "closed"
+        assert left == [], "tasks the runtime started must end when its stream is closed"

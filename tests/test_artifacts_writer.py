@@ -1,0 +1,100 @@
+"""The run-artifact writer holds a run's events until it settles and writes them in one go.
+
+These pin what the batching must keep: a flush writes the events of runs still in flight (their
+later events are appended), an event after a run settled reaches the file without a flush, and a
+run directory removed under a running process is created again.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from pathlib import Path
+
+from monoagent.kernel.model import RunEvent
+from monoagent_plugins.artifacts import ArtifactWriter, run_file
+
+
+def lines_of(root: Path, run_id: str) -> list[dict]:
+    return [json.loads(line) for line in run_file(root, run_id).read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_flush_writes_a_run_in_flight_and_its_later_events_are_appended(tmp_path):
+    own = ArtifactWriter()
+    own.submit(tmp_path, RunEvent("run_started", "r1", "c", 1, 1.0, {"model": "m"}))
+    own.submit(tmp_path, RunEvent("text_delta", "r1", "c", 2, 1.0, {"text": "hello"}))
+    assert own.flush()
+    assert [line["type"] for line in lines_of(tmp_path, "r1")] == ["run_started"]
+    own.submit(tmp_path, RunEvent("run_committed", "r1", "c", 3, 1.0, {}))
+    own.submit(tmp_path, RunEvent("run_completed", "r1", "c", 4, 1.0, {}))
+    assert own.flush()
+    lines = lines_of(tmp_path, "r1")
+    assert [line["type"] for line in lines] == ["run_started", "run_committed", "run_text", "run_completed"]
+    assert lines[2]["data"]["text"] == "hello"
+
+
+def test_an_event_after_the_run_settled_is_written_without_a_flush(tmp_path):
+    own = ArtifactWriter()
+    own.submit(tmp_path, RunEvent("run_started", "r1", "c", 1, 1.0, {}))
+    own.submit(tmp_path, RunEvent("run_completed", "r1", "c", 2, 1.0, {}))
+    own.submit(tmp_path, RunEvent("notify_delivered", "r1", "c", 3, 1.0, {"destination": "ops"}))
+    expected = ["run_started", "run_text", "run_completed", "notify_delivered"]
+    path, deadline = run_file(tmp_path, "r1"), time.monotonic() + 10
+    while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") == len(expected)):
+        time.sleep(0.01)
+    assert [line["type"] for line in lines_of(tmp_path, "r1")] == expected
+
+
+def test_a_removed_run_directory_is_created_again_owner_only(tmp_path):
+    own = ArtifactWriter()
+    root = tmp_path / "artifacts"
+    for run_id in ("r1", "r2"):
+        own.submit(root, RunEvent("run_started", run_id, "c", 1, 1.0, {}))
+        own.submit(root, RunEvent("run_completed", run_id, "c", 2, 1.0, {}))
+        assert own.flush()
+        assert [line["type"] for line in lines_of(root, run_id)] == ["run_started", "run_text", "run_completed"]
+        assert stat.S_IMODE((root / "runs").stat().st_mode) == 0o700
+        assert stat.S_IMODE(run_file(root, run_id).stat().st_mode) == 0o600
+        for path in (root / "runs").iterdir():
+            path.unlink()
+        (root / "runs").rmdir()
+        root.rmdir()
+
+
+def test_an_event_line_is_what_cattrs_makes_of_it_whatever_the_data_holds():
+    import enum
+
+    from monoagent.kernel.model import Message, ToolCall
+    from monoagent.kernel.serial import unstructure
+    from monoagent_plugins.artifacts import event_record
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    class Name(str):
+        pass
+
+    deep: dict = {}
+    for _ in range(5000):
+        deep = {"d": deep}
+    datas = [
+        {},
+        {"text": "héllo", "n": 1, "x": 1.5, "ok": True, "none": None, "list": [1, [2, {"k": "v"}]], "tuple": (1, ("a",))},
+        {1: "int key", None: "none key"},
+        {"call": ToolCall("c1", "lookup", {"q": "x"}), "messages": (Message("user", "hi"),)},
+        {"colour": Colour.RED, "raw": b"\x00\xff", "name": Name("n"), "nested": [Colour.RED, {"b": b"x"}]},
+        {Name("k"): 1},
+        deep,
+    ]
+    for data in datas:
+        event = RunEvent("tool_call", "r1", "c", 3, 1.25, data)
+        try:
+            expected = json.dumps(unstructure(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:
+            expected = "RecursionError"
+        try:
+            got = json.dumps(event_record(event), ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:
+            got = "RecursionError"
+        assert got == expected

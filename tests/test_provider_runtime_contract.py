@@ -1,0 +1,230 @@
+"""The ProviderRuntime contract: FunctionProvider, the offline and the HTTP runtimes pass it; broken runtimes fail it, saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from providers_wire import AnthropicWireServer, OpenAIWireServer
+
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.model import ProviderRequest
+from monoagent.testing import (
+    FunctionProvider,
+    FunctionReply,
+    ProviderRuntimeContract,
+    StepScript,
+    WireServer,
+    fresh_agent,
+    write_script,
+)
+from monoagent.testing.provider_contract import Reply, ScriptedToolCall
+from monoagent_plugins.offline import EchoRuntime, ScriptedRuntime
+
+pytest_plugins = ["pytester"]
+
+
+def function_for(script: StepScript | None) -> FunctionProvider:
+    """A FunctionProvider playing ``script``: an async generator, so it can stall mid-stream."""
+
+    async def play(request: ProviderRequest) -> AsyncIterator[Any]:
+        if script is None:
+            yield "an answer of its own"
+            return
+        for n, piece in enumerate(script.text_pieces):
+            if script.stall_after is not None and n == script.stall_after:
+                await asyncio.Event().wait()  # until cancelled
+            yield piece
+        if script.error is not None:
+            raise ProviderError(script.error, retryable=script.retryable, provider="function")
+        for call in script.tool_calls:
+            yield call
+
+    return FunctionProvider(play, name="contract")
+
+
+class TestFunctionProviderRuntimeContract(ProviderRuntimeContract):
+    def runtime_for(self, script: StepScript | None) -> FunctionProvider:
+        return function_for(script)
+
+
+class TestFunctionReplyRuntimeContract(ProviderRuntimeContract):
+    """The plain (non-streaming) form of FunctionProvider: it cannot stall, so that test skips."""
+
+    def runtime_for(self, script: StepScript | None) -> FunctionProvider | None:
+        if script is None:
+            return FunctionProvider(lambda request: "a plain answer", name="plain")
+        if script.stall_after is not None:
+            return None
+
+        def answer(request: ProviderRequest) -> FunctionReply:
+            if script.error is not None:
+                raise ProviderError(script.error, retryable=script.retryable, provider="function")
+            return FunctionReply(script.text, script.tool_calls)
+
+        return FunctionProvider(answer, name="plain")
+
+
+class TestOfflineScriptedRuntimeContract(ProviderRuntimeContract):
+    @pytest.fixture(autouse=True)
+    def _scripts(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+
+    def runtime_for(self, script: StepScript | None) -> ScriptedRuntime | None:
+        if script is not None and script.stall_after is not None:
+            return None  # offline:scripted replays whole steps; it has no stall
+        if script is None:
+            step: dict[str, Any] = {"text": "a scripted answer in several words"}
+        elif script.error is not None:
+            step = {"error": script.error, "retryable": script.retryable}
+        else:
+            calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in script.tool_calls]
+            step = {"text": script.text, "tool_calls": calls}
+        return ScriptedRuntime(write_script(self.tmp_path / "script.json", [step]))
+
+
+class TestOfflineEchoRuntimeContract(ProviderRuntimeContract):
+    def runtime_for(self, script: StepScript | None) -> EchoRuntime | None:
+        return EchoRuntime() if script is None else None  # echo plays no script, only its own answer
+
+
+class _HttpRuntimeContract(ProviderRuntimeContract):
+    """The HTTP providers pass the runtime contract too: each script becomes the server's next reply."""
+
+    server_type: type[WireServer] = WireServer
+    model = ""
+    config: ClassVar[dict[str, Any]] = {}
+    env: ClassVar[dict[str, str]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _server(self, tmp_path: Path) -> Iterator[None]:
+        with self.server_type() as server:
+            self.server = server
+            config = json.loads(json.dumps({"runtime": {"model": self.model}, **self.config}).replace("{url}", server.url))
+            self.agent = fresh_agent(tmp_path, config=config, env=self.env)
+            yield
+            self.agent.close()
+
+    def runtime_for(self, script: StepScript | None) -> Any:
+        if script is None:
+            reply = Reply(text_pieces=("an answer ", "of its own"))
+        elif script.error is not None:
+            reply = Reply(status=503 if script.retryable else 400, error_message=script.error)
+        else:
+            calls = tuple(ScriptedToolCall(c.id, c.name, (json.dumps(c.arguments),)) for c in script.tool_calls)
+            reply = Reply(text_pieces=script.text_pieces, tool_calls=calls, stall_after=script.stall_after)
+        self.server.enqueue(reply)
+        return self.agent.provider(self.model)
+
+
+class TestAnthropicRuntimeContract(_HttpRuntimeContract):
+    server_type = AnthropicWireServer
+    model = "anthropic:model-x"
+    config: ClassVar[dict[str, Any]] = {"providers": {"anthropic": {"baseUrl": "{url}"}}}
+    env: ClassVar[dict[str, str]] = {"ANTHROPIC_API_KEY": "test-key"}
+
+
+class TestOpenAIRuntimeContract(_HttpRuntimeContract):
+    server_type = OpenAIWireServer
+    model = "openai:model-x"
+    config: ClassVar[dict[str, Any]] = {"providers": {"openai": {"baseUrl": "{url}/v1"}}}
+    env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
+
+
+BROKEN_RUNTIMES = '''
+import asyncio
+from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.model import StepFinished, TextDelta, Usage
+from monoagent.testing import ProviderRuntimeContract
+
+
+class Broken:
+    name = "broken:x"
+
+    def __init__(self, script):
+        self.script = script
+
+    async def stream(self, request):
+        script = self.script
+        if script is not None and script.error is not None:
+            raise RuntimeError(script.error)  # not a ProviderError: no retryable
+        yield TextDelta("first")
+        if script is not None and script.stall_after is not None:
+            asyncio.get_running_loop().create_task(asyncio.Event().wait())  # a pump it never stops
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                pass  # swallows the cancellation
+        yield StepFinished("end_turn", Usage(1, 1))
+        yield StepFinished("end_turn", Usage(1, 1))  # one step, two ends
+
+
+class TestBrokenRuntimeContract(ProviderRuntimeContract):
+    prompt_seconds = 0.5
+
+    def runtime_for(self, script):
+        return Broken(script)
+
+
+class LeakyPump:
+    """Right in all but one thing: the task feeding its stream outlives the stream."""
+
+    name = "leaky:x"
+
+    async def stream(self, request):
+        queue = asyncio.Queue()
+
+        async def pump():
+            await queue.put(TextDelta("first"))
+            await asyncio.Event().wait()  # the connection it would read, never closed
+
+        asyncio.get_running_loop().create_task(pump())
+        while True:
+            yield await queue.get()
+
+
+class YieldsOnClose:
+    """Right in all but one thing: it yields from its finally, so closing it early fails."""
+
+    name = "yields-on-close:x"
+
+    async def stream(self, request):
+        try:
+            yield TextDelta("first")
+            yield TextDelta("second")
+        finally:
+            yield StepFinished("end_turn", Usage(1, 1))
+
+
+class TestYieldsOnCloseRuntimeContract(ProviderRuntimeContract):
+    def runtime_for(self, script):
+        return YieldsOnClose() if script is None else None
+
+
+class TestLeakyRuntimeContract(ProviderRuntimeContract):
+    prompt_seconds = 0.5
+
+    def runtime_for(self, script):
+        return LeakyPump() if script is not None and script.stall_after is not None else None
+'''
+
+
+def test_a_broken_runtime_fails_the_contract_saying_why(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken_runtime=textwrap.dedent(BROKEN_RUNTIMES))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    # Broken closes early right; LeakyPump plays only the stall; YieldsOnClose plays only its own answer, and
+    # keeps the stream rules when read to the end
+    result.assert_outcomes(failed=7, passed=2, skipped=9)
+    out = result.stdout.str()
+    assert "a stream ends with exactly one StepFinished; this one has 2" in out
+    assert "a failing step raised RuntimeError: the model is overloaded; a runtime raises ProviderError" in out
+    assert "assert 'ended normally' == 'cancelled'" in out  # the swallowed cancellation, with the values compared
+    assert "cancelling the consumer must raise CancelledError out of the stream" in out
+    assert "tasks the runtime started must end with its stream" in out
+    assert "Left contains one more item: 'LeakyPump.stream.<locals>.pump'" in out
+    assert "aclose raised RuntimeError: async generator ignored GeneratorExit" in out
