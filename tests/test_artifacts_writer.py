@@ -34,6 +34,32 @@ def test_a_flush_writes_a_run_in_flight_and_its_later_events_are_appended(tmp_pa
     assert lines[2]["data"]["text"] == "hello"
 
 
+def wait_for_lines(root: Path, run_id: str, count: int) -> list[dict]:
+    """The run file's lines once it has ``count`` of them (a bounded wait: the deadline only ends a failing test)."""
+    path, deadline = run_file(root, run_id), time.monotonic() + 10
+    while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= count):
+        time.sleep(0.01)
+    return lines_of(root, run_id)
+
+
+def test_a_run_that_calls_a_tool_shows_how_it_got_there_before_it_ends(tmp_path):
+    """A tool may run long or take the process down: the events up to the call are handed over without a flush."""
+    own = ArtifactWriter()
+    own.submit(tmp_path, RunEvent("run_started", "r1", "c", 1, 1.0, {}))
+    own.submit(tmp_path, RunEvent("provider_request", "r1", "c", 2, 1.0, {}))
+    own.submit(tmp_path, RunEvent("tool_call", "r1", "c", 3, 1.0, {"name": "shell"}))
+    assert [line["type"] for line in wait_for_lines(tmp_path, "r1", 3)] == ["run_started", "provider_request", "tool_call"]
+
+
+def test_a_long_run_hands_its_events_over_in_bounded_batches(tmp_path):
+    from monoagent_plugins.artifacts import HELD_EVENTS_MAX
+
+    own = ArtifactWriter()
+    for seq in range(HELD_EVENTS_MAX):
+        own.submit(tmp_path, RunEvent("runtime_warning", "r1", "c", seq, 1.0, {"code": "x"}))
+    assert len(wait_for_lines(tmp_path, "r1", HELD_EVENTS_MAX)) == HELD_EVENTS_MAX
+
+
 def test_an_event_after_the_run_settled_is_written_without_a_flush(tmp_path):
     own = ArtifactWriter()
     own.submit(tmp_path, RunEvent("run_started", "r1", "c", 1, 1.0, {}))

@@ -79,6 +79,12 @@ MAX_OPEN_TEXTS = 10_000
 FLUSH_TIMEOUT = 30.0
 """The longest :meth:`ArtifactWriter.flush` waits for a writer that is busy (a slow disk)."""
 MAX_SETTLED_RUNS = 4096
+HELD_EVENTS_MAX = 64
+"""A run's held events are queued once this many wait, so a long run holds bounded memory."""
+HAND_OVER_BEFORE = frozenset({"tool_call"})
+"""Held events are queued when one of these arrives: a tool may run long or take the process down, and
+the run's file should already show how the run got there (RunHistory counts a file without an end
+as an unsettled run)."""
 """Settled runs the writer remembers, so an event emitted after a run settled (``notify_delivered``)
 is appended to its file at once instead of waiting for the next flush."""
 SINK_DIRNAME = "tool-output"
@@ -221,7 +227,9 @@ class ArtifactWriter:
 
         Events and text are kept on the caller's side (waking the writer costs the caller a GIL
         hand-over) and queued as one item at the run's terminal event, the ``run_text`` line right
-        before it. An event of a run that settled already is queued at once.
+        before it; earlier when :data:`HELD_EVENTS_MAX` events wait or a tool is called
+        (:data:`HAND_OVER_BEFORE`), so a long run holds bounded memory and a process that dies in a
+        tool leaves a run file that shows it. An event of a run that settled already is queued at once.
         """
         key = (root, event.run_id)
         if event.type == TEXT_DELTA:
@@ -246,8 +254,11 @@ class ArtifactWriter:
             elif key in self._settled:  # an event after the run settled (a notify outcome): its file exists, append now
                 events = [event]
             else:
-                self._held.setdefault(key, []).append(event)
-                return
+                held = self._held.setdefault(key, [])
+                held.append(event)
+                if len(held) < HELD_EVENTS_MAX and event.type not in HAND_OVER_BEFORE:
+                    return
+                events = self._held.pop(key)
             self._queue.put((root, event.run_id, events))
 
     def _drop_oldest_text(self) -> None:
