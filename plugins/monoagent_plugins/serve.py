@@ -120,7 +120,8 @@ def route_lines(channel: Any) -> list[str]:
     return lines
 
 
-NO_CHANNEL = "no channel is enabled: set openaiApi.enabled = true (or MONO_AGENT_OPENAI_API_ENABLED=1)"
+NO_CHANNEL = ("no channel is enabled: set openaiApi.enabled = true (MONO_AGENT_OPENAI_API_ENABLED=1), "
+              "webhook.enabled = true with a hook in webhook.hooks, or a job in cron.jobs")
 
 
 def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]]:

@@ -271,9 +271,11 @@ def register_channels(register: ChannelRegistrar) -> None:
     ``monoagent chat``); the ``openai-api`` plugin registers ``openai-api``, an HTTP channel that
     ``monoagent serve`` mounts when ``openaiApi.enabled`` is set; the ``cron`` plugin registers
     ``cron``, which ``monoagent serve`` runs when a job of ``cron.jobs`` is enabled (no routes: its
-    ``start()`` starts the scheduler). A channel is served over HTTP
-    when it also has ``enabled``, ``has_credentials``, ``routes()``, ``cancel_in_flight()`` and
-    ``shutdown()`` (:class:`monoagent_plugins.lib.http_serving.HttpChannel`, docs/serving.md).
+    ``start()`` starts the scheduler); the ``webhook`` plugin registers ``webhook`` (``POST
+    /hooks/<name>``, signed) when ``webhook.enabled`` is set. A channel is served by ``monoagent
+    serve`` when it also has ``enabled``, ``has_credentials``, ``credential_hint``, ``routes()``,
+    ``start()``, ``stop_accepting()``, ``cancel_in_flight()`` and ``shutdown()``
+    (:class:`monoagent_plugins.lib.http_serving.HttpChannel`, docs/serving.md).
 
     Example::
 

@@ -93,10 +93,16 @@ def bearer_ok(authorization: str | None, tokens: Sequence[str]) -> bool:
 
 
 async def read_json(request: Any, max_bytes: int) -> Any:
-    """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed.
+    """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed."""
+    return parse_json(await read_body(request, max_bytes))
+
+
+async def read_body(request: Any, max_bytes: int) -> bytes:
+    """The raw request body; :class:`RequestRefused` 413 past ``max_bytes``.
 
     The body is read as it streams in and abandoned once over the cap, so an oversized body is
-    never held in memory whole, whatever its ``Content-Length`` claims.
+    never held in memory whole, whatever its ``Content-Length`` claims. A channel that checks a
+    signature over the raw bytes (webhook) reads them here, verifies, then :func:`parse_json`.
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
@@ -106,12 +112,19 @@ async def read_json(request: Any, max_bytes: int) -> Any:
         body += chunk
         if len(body) > max_bytes:
             raise RequestRefused(413, f"request body is over the limit of {max_bytes} bytes (serve.maxBodyBytes)")
+    return bytes(body)
+
+
+def parse_json(body: bytes) -> Any:
+    """``body`` parsed as UTF-8 JSON; :class:`RequestRefused` 400 naming what is malformed."""
     try:
         return json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise RequestRefused(400, f"request body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise RequestRefused(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise RequestRefused(400, "request body is not valid JSON: arrays and objects are nested too deeply") from None
 
 
 def bind_problems(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
