@@ -21,6 +21,7 @@ __all__ = ["FileTooLarge", "NotRegularFile", "UnsafeFileError", "read_open_file"
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 1 << 20
 
 
@@ -149,3 +150,41 @@ def read_open_file(fd: int, max_bytes: int, *, what: str = "file", path: str | o
 def read_regular_text(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file") -> str:
     """:func:`read_regular_file` decoded as UTF-8; bytes that are not UTF-8 become U+FFFD."""
     return read_regular_file(path, max_bytes, what=what).decode("utf-8", "replace")
+
+
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
+    """Flush ``directory``'s entries (a file created, renamed or removed in it) to disk."""
+    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_file_durably(target: str | os.PathLike[str], data: bytes, *, stage_prefix: str) -> None:
+    """Replace ``target`` with ``data`` atomically and durably: a reader sees the old bytes or the new.
+
+    The bytes go to a new private (0600) stage file next to ``target`` (named ``stage_prefix`` plus
+    random hex, ``O_EXCL | O_NOFOLLOW`` so nothing planted there is written through), are fsynced,
+    renamed over ``target``, and the directory is fsynced. A failure before the rename removes the
+    stage and leaves ``target`` as it was.
+    """
+    directory = os.path.dirname(os.fspath(target)) or "."
+    stage = os.path.join(directory, f"{stage_prefix}{os.urandom(6).hex()}.tmp")
+    fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(stage)
+        except OSError:
+            pass
+        raise
+    os.close(fd)
+    os.replace(stage, target)
+    fsync_directory(directory)
+

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent.boundary.files import private_directory_problem, read_open_file
+from monoagent.boundary.files import fsync_directory, private_directory_problem, read_open_file, replace_file_durably
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.interfaces import logical_conversation_id
@@ -148,29 +148,11 @@ class SummaryFiles:
         """Atomically replace the conversation's record (stage, fsync, rename, fsync the directory)."""
         self._ensure_directory()
         target = self.path(record.conversationId)
-        stage = self.directory / f".{target.name}.{os.urandom(6).hex()}.tmp"
         data = json.dumps(attrs.asdict(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-        fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(stage)
-            raise
-        os.close(fd)
-        os.replace(stage, target)
-        self._fsync_directory()
+        replace_file_durably(target, data, stage_prefix=f".{target.name}.")
 
     def _fsync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY | _O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self.directory)
 
     def remove(self, conversation_id: str) -> bool:
         """Remove one exact conversation's record; whether there was one."""

@@ -14,7 +14,6 @@ named in a warning too, and then the state is neither read nor written.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent.boundary.files import private_directory_problem, read_open_file
+from monoagent.boundary.files import private_directory_problem, read_open_file, replace_file_durably
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.log import logger
 
@@ -127,22 +126,4 @@ class CronState:
         return {name: when.astimezone(UTC) for name, when in last.items()}
 
     def _write(self, data: bytes) -> None:
-        stage = self.directory / f".state.{os.urandom(6).hex()}.tmp"
-        fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(stage)
-            raise
-        os.close(fd)
-        os.replace(stage, self.path)
-        directory = os.open(self.directory, os.O_RDONLY | _O_CLOEXEC)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        replace_file_durably(self.path, data, stage_prefix=".state.")
