@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ComponentError, HookError, TurnFailed
-from monoagent.kernel.interfaces import CompactionOutcome, Notifier
+from monoagent.kernel.errors import ComponentError, HookError, PluginError, TurnFailed
+from monoagent.kernel.interfaces import CompactionOutcome, Notifier, Tool, ToolSourceFailure
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -29,6 +29,7 @@ from monoagent.kernel.model import (
     TurnRequest,
     UserMessagePart,
 )
+from monoagent.pipeline.tool_loop import provided_tools
 from monoagent.testing import HookRecorder, fresh_agent, write_script
 
 
@@ -705,6 +706,40 @@ def test_hook_after_tool_call(tmp_path):
     result = run(_tool_agent(tmp_path, Plugin(), steps))
     assert seen == [("shell", "success"), ("nope", "rejected")]
     assert "not available in this turn (available: RunHistory, SessionHistory, shell)" in result.tool_activity[1].result.content
+
+
+def test_hook_provide_tools(tmp_path):
+    seen: list[Any] = []
+
+    class Catalogue:
+        @hookimpl
+        def provide_tools(self, agent, turn):
+            seen.append(turn)
+
+            async def offered():  # may return an awaitable
+                return [Tool(ToolSpec("lab__status", "The lab's status."), lambda context: "all green", source="lab"),
+                        ToolSourceFailure("lab-2", "did not answer")]
+
+            return offered()
+
+    class Dodgy:
+        @hookimpl
+        def provide_tools(self, agent, turn):
+            return [Tool(ToolSpec("shell", "A second shell."), lambda context: "no")]
+
+    steps = [{"tool_calls": [{"name": "lab__status"}]}, {"text": "done"}]
+    agent = _tool_agent(tmp_path, Catalogue(), steps)
+    events: list[Any] = []
+    result = asyncio.run(agent.respond(TurnRequest("hello", conversation_id="t"), on_event=events.append))
+    assert result.tool_activity[0].result.content == "all green" and result.text == "done"
+    assert seen[0] is not None and seen[0].provided_tools["lab__status"].plugin != ""
+    warning = [e.data for e in events if e.type == "runtime_warning"]
+    assert warning == [{"code": "tool_source_unavailable", "source": "lab-2", "message": "did not answer"}]
+    listed, failures = asyncio.run(provided_tools(agent, None))  # what `monoagent tools` lists
+    assert list(listed) == ["lab__status"] and listed["lab__status"].source == "lab" and failures[0].source == "lab-2"
+    agent.register(Dodgy(), name="dodgy")
+    with pytest.raises(PluginError, match=r"tool 'shell' is offered by plugins .* and 'dodgy'"):
+        asyncio.run(provided_tools(agent, None))
 
 
 def test_hook_filter_tools(tmp_path):

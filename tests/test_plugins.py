@@ -672,7 +672,7 @@ def test_a_description_may_be_given_positionally_as_documented(tmp_path: Path) -
     ("call", "expected"),
     [
         (lambda register: register("mylab"), "missing 1 required positional argument: 'factory'"),
-        (lambda register: register("mylab", _runtime, "desc", "extra"), "takes from 3 to 4 positional arguments"),
+        (lambda register: register("mylab", _runtime, "desc", (), "extra"), "takes from 3 to 5 positional arguments"),
         (lambda register: register(3, _runtime), "the provider name must be a string, not int 3"),
         (lambda register: register("my lab", _runtime), "provider name 'my lab' is not valid"),
         (lambda register: register("mylab:v2", _runtime), "provider name 'mylab:v2' is not valid"),
@@ -680,15 +680,16 @@ def test_a_description_may_be_given_positionally_as_documented(tmp_path: Path) -
         (lambda register: register("mylab", lambda: None), "cannot be called as factory(agent=..., model=...)"),
         (lambda register: register("mylab", _runtime, description=3), "the description of provider 'mylab' must be a string"),
         (lambda register: (register("mylab", _runtime), register("mylab", _runtime)), "provider 'mylab' is registered twice"),
+        (lambda register: register("mylab", _runtime, models="echo"), "the models of provider 'mylab' must be a list of model names"),
     ],
-    ids=["too-few", "too-many", "name-type", "name-space", "name-colon", "not-callable", "factory-arity", "description-type", "twice"],
+    ids=["too-few", "too-many", "name-type", "name-space", "name-colon", "not-callable", "factory-arity", "description-type", "twice", "models-type"],
 )
 def test_a_bad_registration_fails_the_plugin_at_load_time_naming_it(tmp_path: Path, capsys, call, expected) -> None:
     agent = fresh_agent(tmp_path, plugins=[("mylab", _provider_plugin(call))])
     (record,) = [r for r in agent.host.records if r.name == "mylab"]
     assert record.status == "failed" and record.registrations == [] and record.hooks == []
     assert expected in record.reason and "plugin 'mylab'" in record.reason
-    assert "register(prefix, factory, description='')" in record.reason
+    assert "register(prefix, factory, description='', models=())" in record.reason
     [line] = [line for line in capsys.readouterr().err.splitlines() if "mylab" in line]
     assert "failed to load" in line
     assert not agent.host.pm.has_plugin("mylab"), "a refused plugin is not left half-registered"

@@ -27,6 +27,7 @@ _EXPORTS = {
     "tool": "kernel.typed_tool",
     "TypedTool": "kernel.typed_tool",
     "Tool": "kernel.interfaces",
+    "ToolSourceFailure": "kernel.interfaces",
     "CompactionOutcome": "kernel.interfaces",
     "CommitReceipt": "kernel.interfaces",
     "ConversationInfo": "kernel.interfaces",

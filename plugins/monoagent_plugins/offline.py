@@ -176,7 +176,7 @@ def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
 
 @bundled_impl
 def register_providers(register: ProviderRegistrar) -> None:
-    register("offline", make_runtime, description="offline:echo and offline:scripted (no network)")
+    register("offline", make_runtime, description="offline:echo and offline:scripted (no network)", models=("echo", "scripted"))
 
 
 @bundled_impl

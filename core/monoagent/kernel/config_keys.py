@@ -417,13 +417,17 @@ def value_sources(config: Config) -> list[tuple[str, Any, str]]:
     conv = converter()
     rows: list[tuple[str, Any, str]] = []
 
+    def hidden(value: Any) -> Any:
+        """A secret's value as ``config show`` prints it: a table of secrets (headers, env) keeps its keys."""
+        return {key: "<set, not shown>" for key in value} if isinstance(value, dict) else "<set, not shown>"
+
     def masked(obj: Any) -> Any:
         """``obj`` unstructured, every secret key at any depth (a hook's ``secret``) replaced."""
         if attrs.has(type(obj)):
             out = {}
             for field in public_fields(type(obj)):
                 value = getattr(obj, field.name)
-                out[camel(field.name)] = ("<set, not shown>" if field.metadata.get("secret") and value not in (None, [], "")
+                out[camel(field.name)] = (hidden(value) if field.metadata.get("secret") and value not in (None, [], "")
                                           else masked(value))
             return out
         if isinstance(obj, dict):
@@ -440,7 +444,7 @@ def value_sources(config: Config) -> list[tuple[str, Any, str]]:
             else:
                 field = attrs.fields_dict(type(obj)).get(snake(key))
                 if field is not None and field.metadata.get("secret") and value is not None:
-                    value = "<set, not shown>"
+                    value = hidden(value)
                 elif field is not None:
                     value = masked(getattr(obj, snake(key)))
                 rows.append((path, value, config.sources.get(path, "default")))

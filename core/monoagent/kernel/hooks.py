@@ -426,6 +426,10 @@ class Hooks:
 
     # ============================================================== turn steps
 
+    def provide_tools(self, *, agent: Agent, turn: Turn | None) -> list[PluginAnswer]:
+        """Each implementation's answer (maybe an awaitable) with its plugin, to attribute the tools and blame a wrong value."""
+        return self._each("provide_tools", {"agent": agent, "turn": turn})
+
     def filter_tools(self, *, turn: Turn, tools: Sequence[ToolSpec]) -> list[PluginAnswer]:
         """Each implementation's answer with its plugin, so a wrong value can be blamed on it."""
         return self._each("filter_tools", {"turn": turn, "tools": tools})

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     import click
 
     from monoagent.agent import Agent
+    from monoagent.kernel.interfaces import Tool, ToolSourceFailure
     from monoagent.kernel.model import (
         ContentBlock,
         MemoryHit,
@@ -102,7 +103,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def register_providers(register: ProviderRegistrar) -> None:
     """Register provider runtimes by model prefix.
 
-    Call ``register(prefix, factory, description="")`` once per prefix. ``runtime.model =
+    Call ``register(prefix, factory, description="", models=())`` once per prefix; ``models``
+    names the models the provider knows, when it has a fixed list (``monoagent models`` shows
+    them with the description). ``runtime.model =
     "<prefix>:<model>"`` selects ``factory(agent=agent, model="<model>")``, which returns a
     :class:`~monoagent.kernel.interfaces.ProviderRuntime`. Import heavy SDKs inside the factory, not at
     module level, so that ``monoagent --help`` stays fast.
@@ -801,12 +804,54 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
 
 
 @hookspec
+def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSourceFailure] | Any:
+    """Offer tools that are known only at run time (an MCP server's), beside the registered ones.
+    May return an awaitable.
+
+    ``register_tools`` runs once, when the plugin loads, before anything is connected; a plugin
+    whose tools come from elsewhere (a server it starts, a catalogue it fetches) offers them here
+    instead, on every turn and for ``monoagent tools``. The returned tools are offered like
+    registered ones: ``filter_tools`` sees them, the model calls them by name, their handlers get
+    a :class:`~monoagent.kernel.tool_context.ToolContext` and their results go through the bloat
+    guard. A plugin that caches its answer keeps this step cheap: it runs before every turn.
+
+    Args:
+        agent: the Agent.
+        turn: the turn being prepared, or None when the tools are listed without a turn
+            (``monoagent tools``).
+
+    Returns:
+        :class:`~monoagent.kernel.interfaces.Tool` records (``spec``, ``handler``, optionally
+        ``source`` such as ``mcp:<server>``; the kernel sets ``plugin``) and, for a source that
+        could not list its tools, a :class:`~monoagent.kernel.interfaces.ToolSourceFailure`
+        (reported as a ``runtime_warning`` event with code ``tool_source_unavailable``; the turn
+        goes on without those tools); or None; or an awaitable of either. Results are
+        collected. Anything else in the list, or a tool name that is registered or provided
+        twice, is a :class:`~monoagent.kernel.errors.PluginError` naming the plugins.
+
+    Called once per turn when the harness prepares it, after the history is loaded and before
+    ``filter_tools``, in the turn's event loop; and by ``monoagent tools`` with ``turn=None``.
+    Every await in an implementation must be bounded: the turn waits for it.
+
+    Bundled default (``mcp``): the tools of each configured ``mcp.servers.<name>``, named
+    ``<name>__<tool>``, connecting to the servers on first need.
+
+    Example::
+
+        @hookimpl
+        def provide_tools(agent, turn):
+            return [Tool(ToolSpec("lab__status", "The lab's status."), lab_status, source="lab")]
+    """
+
+
+@hookspec
 def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | None:
     """Narrow the tools offered on this turn: return the ones to keep.
 
     Args:
         turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
-        tools: every registered tool's :class:`~monoagent.kernel.model.ToolSpec`, in registration order.
+        tools: every registered tool's :class:`~monoagent.kernel.model.ToolSpec`, in registration order,
+            then the tools ``provide_tools`` offered on this turn.
 
     Returns:
         The specs to keep (a subset of ``tools``), or None to keep them all. Results are

@@ -584,8 +584,27 @@ ToolHandler = Callable[["ToolContext"], "str | ToolResult | Awaitable[str | Tool
 
 @attrs.frozen
 class Tool:
-    """A registered tool: its model-visible spec and the handler that runs it (``handler(context)``)."""
+    """A tool: its model-visible spec and the handler that runs it (``handler(context)``).
+
+    ``plugin`` is the plugin that registered or provided it (set by the kernel); ``source`` says
+    where a provided tool comes from when that is more than the plugin (``mcp:<server>``), for
+    ``monoagent tools`` and the events.
+    """
 
     spec: ToolSpec
     handler: ToolHandler
     plugin: str = ""
+    source: str = ""
+
+
+@attrs.frozen
+class ToolSourceFailure:
+    """A source of provided tools that could not say which tools it has (an MCP server that did not start).
+
+    A ``provide_tools`` implementation returns it in place of that source's tools: the harness
+    reports it as a ``runtime_warning`` (code ``tool_source_unavailable``) and the turn goes on
+    without those tools; ``monoagent tools`` lists the source as failed with ``reason``.
+    """
+
+    source: str
+    reason: str

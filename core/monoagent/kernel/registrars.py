@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
 
 import attrs
@@ -78,6 +78,8 @@ class Component:
     factory: Any
     plugin: str
     description: str = ""
+    models: tuple[str, ...] = ()
+    """The model names a provider says it knows (``monoagent models`` lists them); empty when it offers no list."""
 
 
 @attrs.frozen
@@ -188,7 +190,7 @@ class ComponentRegistrar(Registrar):
             return f"{self.kind} name {name!r} selects no {self.kind}; rename it"
         return None
 
-    def add(self, name: object, factory: object, description: object) -> None:
+    def add(self, name: object, factory: object, description: object, models: tuple[str, ...] = ()) -> None:
         """Check one registration and record it (the ``__call__`` of each subclass delegates here)."""
         if not isinstance(name, str):
             self.refuse(f"the {self.kind} name must be a string, not {type(name).__name__} {name!r}")
@@ -205,19 +207,25 @@ class ComponentRegistrar(Registrar):
             self.refuse(f"{self.kind} {name!r}: the factory {problem}")
         if any(c.name == name for c in self.components):
             self.refuse(f"{self.kind} {name!r} is registered twice")
-        self.components.append(Component(self.kind, name, factory, self.plugin, description))
+        self.components.append(Component(self.kind, name, factory, self.plugin, description, models))
 
 
 class ProviderRegistrar(ComponentRegistrar):
-    """``register(prefix, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_providers`."""
+    """``register(prefix, factory, description="", models=())`` in :func:`~monoagent.kernel.hookspecs.register_providers`.
+
+    ``models`` names the models the provider knows (``offline`` knows ``echo`` and ``scripted``),
+    for ``monoagent models``; a provider whose models are whatever its server has leaves it empty.
+    """
 
     hook = "register_providers"
-    call_form = "register(prefix, factory, description='')"
+    call_form = "register(prefix, factory, description='', models=())"
     kind = "provider"
     factory_arguments = ("agent", "model")
 
-    def __call__(self, prefix: str, factory: ProviderFactory, description: str = "") -> None:
-        self.add(prefix, factory, description)
+    def __call__(self, prefix: str, factory: ProviderFactory, description: str = "", models: Sequence[str] = ()) -> None:
+        if isinstance(models, str) or not all(isinstance(m, str) and m and not any(c.isspace() for c in m) for m in models):
+            self.refuse(f"the models of provider {prefix!r} must be a list of model names without whitespace, not {models!r}")
+        self.add(prefix, factory, description, tuple(models))
 
 
 class HistoryStoreRegistrar(ComponentRegistrar):

@@ -25,6 +25,7 @@ from monoagent.kernel.valid_text import Replacements
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
+    from monoagent.kernel.interfaces import Tool
     from monoagent.pipeline.continuity import RunContinuity
     from monoagent.pipeline.provider_call import PartialAttempt
     from monoagent.pipeline.sessions import SessionLease
@@ -59,7 +60,8 @@ class Turn:
 
     Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
     ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
-    ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn), ``now`` (an
+    ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn),
+    ``provided_tools`` (the tools ``provide_tools`` offered on this turn, by name), ``now`` (an
     aware datetime in the configured time zone), ``diagnostics`` and ``state``. Report problems
     with :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
     :class:`~monoagent.kernel.model.RunEvent`).
@@ -85,6 +87,7 @@ class Turn:
     history: tuple[Message, ...] = ()
     recalled: tuple[MemoryHit, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
+    provided_tools: dict[str, Tool] = attrs.Factory(dict)
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
     continuity: RunContinuity | None = attrs.field(default=None, repr=False)

@@ -74,7 +74,7 @@ from monoagent.pipeline.sessions import (
     retire_settling,
     session_backend,
 )
-from monoagent.pipeline.tool_loop import ToolLoop, offered_tools
+from monoagent.pipeline.tool_loop import ToolLoop, offered_tools, provided_tools
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
@@ -276,6 +276,10 @@ class Harness(RunControl):
         await self._resolve_bucket(turn)
         if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)
+        turn.provided_tools, unavailable = await provided_tools(agent, turn)  # the provide_tools step
+        for failure in unavailable:
+            logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
+            turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
         turn.tools = offered_tools(turn)  # the filter_tools step
         recalled: list[MemoryHit] = []
         for value in hooks.recall_memory(turn=turn):

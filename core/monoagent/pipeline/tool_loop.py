@@ -1,7 +1,8 @@
 """The tool loop: which tools a turn offers, and how each tool call the model requests runs.
 
 **Offered tools** (:func:`offered_tools`, called by the harness when it prepares the turn, after
-the history is loaded and before recall): every registered tool, narrowed by the
+the history is loaded and before recall): every registered tool and every tool the
+``provide_tools`` step offers for this turn (:func:`provided_tools`), narrowed by the
 ``filter_tools`` step. Every implementation sees the full registered list and may return the
 ones it keeps; a tool is offered when every implementation that answered kept it (the lists are
 intersected, so the outcome does not depend on load order and no plugin can re-admit a tool
@@ -39,6 +40,7 @@ import attrs
 
 from monoagent.kernel.errors import PluginError, RepeatedToolCall
 from monoagent.kernel.host import await_me_maybe
+from monoagent.kernel.interfaces import Tool, ToolSourceFailure
 from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.pipeline.bloat import guard_tool_result
@@ -47,19 +49,49 @@ from monoagent.pipeline.stream import canonical_arguments
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
+    from monoagent.agent import Agent
     from monoagent.kernel.turn import Turn
 
 MAX_REPEATED_CYCLE = 16
 """The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
 
 
+async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Tool], list[ToolSourceFailure]]:
+    """What ``provide_tools`` offers (on ``turn``, or for a listing when None): the tools by name, and the failed sources.
+
+    Each tool is stamped with the plugin that provided it. Raises
+    :class:`~monoagent.kernel.errors.PluginError` naming the plugin for a value that is not a
+    ``Tool`` or ``ToolSourceFailure``, and naming both plugins for a name registered or provided twice.
+    """
+    tools: dict[str, Tool] = {}
+    failures: list[ToolSourceFailure] = []
+    registered = agent.tools
+    answers = [(plugin, await await_me_maybe(answer)) for plugin, answer in agent.hooks.provide_tools(agent=agent, turn=turn)]
+    for plugin, offered in answers:
+        for item in offered or ():
+            if isinstance(item, ToolSourceFailure):
+                failures.append(item)
+                continue
+            if not isinstance(item, Tool):
+                raise PluginError(
+                    f"plugin {plugin!r} returned a value of type {type(item).__name__} from provide_tools where a "
+                    f"monoagent.Tool or monoagent.ToolSourceFailure belongs"
+                )
+            name = item.spec.name
+            other = registered.get(name) or tools.get(name)
+            if other is not None:
+                raise PluginError(f"tool {name!r} is offered by plugins {other.plugin!r} and {plugin!r}; a tool name must be unique")
+            tools[name] = attrs.evolve(item, plugin=plugin)
+    return tools, failures
+
+
 def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
-    """The tools offered on ``turn``: every registered tool, narrowed by ``filter_tools``.
+    """The tools offered on ``turn``: every registered and provided tool, narrowed by ``filter_tools``.
 
     Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
     returns something other than registered tool specs.
     """
-    registered = tuple(tool.spec for tool in turn.agent.tools.values())
+    registered = tuple(tool.spec for tool in (*turn.agent.tools.values(), *turn.provided_tools.values()))
     known = {spec.name for spec in registered}
     keep = known
     for plugin, kept in turn.agent.hooks.filter_tools(turn=turn, tools=registered):
@@ -168,7 +200,7 @@ class ToolLoop:
         """The call's result: refused, answered by ``before_tool_call``, or the handler's."""
         turn, call = context.turn, context.call
         agent = turn.agent
-        tool = agent.tools.get(call.name)
+        tool = agent.tools.get(call.name) or turn.provided_tools.get(call.name)
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
             available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
             return context.result(f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED)
