@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
@@ -43,13 +44,7 @@ def clean_environ(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty working directory, a clean environment and a fresh early plugin host."""
-    for name in list(os.environ):
-        if name.startswith("MONO_AGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    isolate_cli(tmp_path, monkeypatch)
     host = PluginHost()
     host.load_entry_points()
     monkeypatch.setitem(ROOT, "cli", cli_module.build_cli(host))

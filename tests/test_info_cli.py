@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
@@ -17,12 +17,7 @@ from monoagent.kernel.host import PluginHost
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("MONO_AGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    isolate_cli(tmp_path, monkeypatch, home=False)
     (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "offline:echo"\n[memory]\npath = "mem"\n')
     return tmp_path
 

@@ -4,11 +4,11 @@ real SQLite tool history; the command lists and shows them, and skips hostile fi
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
@@ -28,13 +28,7 @@ FAILING = '[[steps]]\nerror = "the provider is down"\n'
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("MONO_AGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    isolate_cli(tmp_path, monkeypatch)
     (tmp_path / "script.toml").write_text(SCRIPT)
     (tmp_path / "failing.toml").write_text(FAILING)
     (tmp_path / "monoagent.toml").write_text(

@@ -30,6 +30,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_isolation import isolate_cli
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -161,13 +162,7 @@ def test_an_integer_variable_is_either_ascii_digits_or_a_one_line_error(raw):
 def memory_cli(tmp_path, monkeypatch):
     import monoagent.cli as cli_module
 
-    for name in list(os.environ):
-        if name.startswith("MONO_AGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+    isolate_cli(tmp_path, monkeypatch)
     host = PluginHost()
     host.load_entry_points()
     root = cli_module.build_cli(host)

@@ -1,0 +1,24 @@
+"""A clean environment for in-process CLI tests (CliRunner against ``monoagent.cli``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def isolate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, home: bool = True) -> None:
+    """No ``MONO_AGENT_*`` variable from the caller's shell, ``MONO_AGENT_HOME`` (unless ``home`` is
+    false) and ``XDG_CONFIG_HOME`` under ``tmp_path``, ``tmp_path`` as the working directory, and the
+    CLI's logging set-up left alone (it would reconfigure loguru for the whole test process)."""
+    import monoagent.cli as cli_module
+
+    for name in list(os.environ):
+        if name.startswith("MONO_AGENT_"):
+            monkeypatch.delenv(name)
+    if home:
+        monkeypatch.setenv("MONO_AGENT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
