@@ -67,13 +67,15 @@ def run_events(tmp_path) -> list[list[dict]]:
             for path in sorted((tmp_path / "home" / "artifacts" / "runs").glob("*.jsonl"))]
 
 
-def test_an_admission_overload_is_an_admission_rejected_event_and_nothing_else(tmp_path):
+def test_an_admission_overload_is_429_with_retry_after_and_an_admission_rejected_event_and_nothing_else(tmp_path):
     server = slow_server(tmp_path, MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS="1", MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS="0",
                          MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
     try:
         client, _ = ask_in_background(server, "slow please", "busy")
         refused = server.client.post("/v1/chat/completions", json=completion("quick"), headers={**auth(), "X-Conversation-Id": "other"})
         assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert refused.json()["error"]["type"] == "rate_limit_error"
+        assert "maxPendingRuns" in refused.json()["error"]["message"]
         assert server.terminate() == 0
         client.join(timeout=30)
     finally:
