@@ -137,6 +137,37 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
+
+async def cancel_after_first_text(runtime: Any, seconds: float) -> tuple[list[str], str]:
+    """Consume ``runtime``'s stream in a task, cancel it once the first text arrived; the texts seen and the outcome.
+
+    The outcome is ``"cancelled"`` when the cancellation came out of the stream as ``CancelledError``
+    within ``seconds``, else a sentence saying what happened instead (it ended normally, it raised,
+    it was still running). Shared by the wire contract and the runtime contract.
+    """
+    seen: list[str] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in runtime.stream(contract_request()):
+            if isinstance(event, TextDelta):
+                seen.append(event.text)
+                first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), seconds)
+    task.cancel()
+    outcome = "ended normally"
+    try:
+        await asyncio.wait_for(asyncio.shield(task), seconds)
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+    except TimeoutError:
+        outcome = f"still running {seconds} s after the cancel"
+    except Exception as exc:
+        outcome = f"raised {type(exc).__name__}: {exc}"
+    return seen, outcome
+
 class WireServer:
     """A scripted HTTP server on 127.0.0.1 speaking one provider's streaming wire format.
 
@@ -489,29 +520,9 @@ class ProviderContract:
     def test_cancellation_closes_the_connection(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
 
-        async def scenario() -> list[str]:
-            seen: list[str] = []
-            first = asyncio.Event()
-
-            async def consume() -> None:
-                async for event in runtime.stream(contract_request()):
-                    if isinstance(event, TextDelta):
-                        seen.append(event.text)
-                        first.set()
-
-            task = asyncio.create_task(consume())
-            await first.wait()
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            else:
-                raise AssertionError("the stream swallowed the cancellation")
-            return seen
-
-        seen = asyncio.run(scenario())
+        seen, outcome = asyncio.run(cancel_after_first_text(runtime, 10))
         assert seen == ["first"]
+        assert outcome == "cancelled", "the stream swallowed the cancellation"
         assert provider_server.disconnected.wait(10), "the server never saw the client disconnect"
 
     # ------------------------------------------------------------------ the request

@@ -51,7 +51,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.testing.provider_contract import LOOKUP, contract_request
+from monoagent.testing.provider_contract import LOOKUP, cancel_after_first_text, contract_request
 
 __all__ = ["PROMPT_SECONDS", "ProviderRuntimeContract", "StepScript", "stream_problems"]
 
@@ -227,27 +227,7 @@ class ProviderRuntimeContract:
 
         async def scenario() -> tuple[list[str], str, list[str]]:
             before = asyncio.all_tasks()
-            seen: list[str] = []
-            first = asyncio.Event()
-
-            async def consume() -> None:
-                async for event in runtime.stream(contract_request()):
-                    if isinstance(event, TextDelta):
-                        seen.append(event.text)
-                        first.set()
-
-            task = asyncio.create_task(consume())
-            await asyncio.wait_for(first.wait(), self.prompt_seconds)
-            task.cancel()
-            outcome = "ended normally"
-            try:
-                await asyncio.wait_for(asyncio.shield(task), self.prompt_seconds)
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-            except TimeoutError:
-                outcome = f"still running {self.prompt_seconds} s after the cancel"
-            except Exception as exc:
-                outcome = f"raised {type(exc).__name__}: {exc}"
+            seen, outcome = await cancel_after_first_text(runtime, self.prompt_seconds)
             return seen, outcome, await _runtime_tasks(before, self.prompt_seconds)
 
         seen, outcome, left = asyncio.run(scenario())
