@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_isolation import isolate_cli
 from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import monoagent.cli as cli_module
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the CLI test isolation helper
+from cli_isolation import isolate_cli
+
 from monoagent.boundary.fences import neutralise_fence_tokens
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost

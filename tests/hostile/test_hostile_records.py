@@ -30,10 +30,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from cli_isolation import isolate_cli
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the CLI test isolation helper
+from cli_isolation import isolate_cli
 
 from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
 from monoagent.kernel.config_loading import load_config
