@@ -217,9 +217,9 @@ def tool(
             (:data:`~monoagent.kernel.tool_shapes.SUPPORTED`) or with ``ToolContext``.
         name: the tool's name for the model (default: the function's name).
         description: the tool's description (default: the docstring's prose).
-        categories: the action categories a permission profile decides on (``file_write``,
-            ``shell``, ``network``, ``subagent``, ``external``); none counts as ``external``
-            under a restricted profile.
+        categories: the action categories a permission profile decides on (``read``,
+            ``file_write``, ``shell``, ``network``, ``subagent``, ``external``); none counts as
+            ``external`` under a restricted profile.
         domain: the tool domain that may be hidden until requested (``memory``, ``task``, ...);
             None for the always-visible core.
 
