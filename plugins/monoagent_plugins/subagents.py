@@ -18,6 +18,7 @@ import attrs
 
 from monoagent.kernel.config import check_model, setting
 from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.model import Section, ToolSpec
@@ -134,12 +135,12 @@ def section_task_orchestration(turn: Turn) -> Section | None:
     return Section("task_orchestration", text, order=620, stability="dynamic", source="subagents")
 
 
-@bundled_impl
+@hookimpl  # not trylast: it must answer before the bundled ``identity`` plugin, whatever their load order
 def section_identity(turn: Turn) -> Section | None:
     """A subagent's ``system`` text as its identity; None for every other turn (the ``identity`` plugin answers).
 
-    Bundled plugins load in name order and pluggy calls the later one first, so this answers
-    before ``identity`` does; a project's own ``section_identity`` still wins over both.
+    A plugin registered after this one (third-party, project-local, programmatic) is still called
+    first, so a project's own ``section_identity`` wins over both.
     """
     delegation = DELEGATIONS.get(turn.agent)
     if delegation is None or delegation.spec is None or delegation.spec.system is None:
