@@ -8,10 +8,13 @@ history store on disk, the real tool loop and assembly.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
+from cli_isolation import isolate_cli
 
+import monoagent.cli as cli_module
 from monoagent import Agent, SubagentSpec, TurnRequest, Usage, hookimpl, tool
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
@@ -36,9 +39,12 @@ def delegating(**call: Any) -> Any:
     return parent
 
 
-def answering(text: str = "42", usage: Usage = Usage(100, 5)) -> Any:
+CHILD_USAGE = Usage(100, 5)
+
+
+def answering(text: str = "42") -> Any:
     def child(request):
-        return FunctionReply(text, usage=usage)
+        return FunctionReply(text, usage=CHILD_USAGE)
 
     return child
 
@@ -71,7 +77,7 @@ class Events:
 
 def test_parent_delegates_child_answers_and_the_parent_uses_it(tmp_path):
     events = Events()
-    agent, parent, child = agent_with(tmp_path, delegating(), answering("42"), plugins=[events])
+    agent, _, child = agent_with(tmp_path, delegating(), answering("42"), plugins=[events])
     result = agent.run_sync("What is six times seven? Ask the researcher.", conversation_id="demo")
 
     assert result.text == "Parent read (ok): 42"
@@ -317,7 +323,7 @@ def test_cancelling_the_parent_cancels_the_child_provider_call(tmp_path, cancel)
 
 
 def test_an_unknown_agent_is_an_error_result_and_the_parent_goes_on(tmp_path):
-    agent, parent, child = agent_with(tmp_path, delegating(agent="nobody"), answering())
+    agent, _, child = agent_with(tmp_path, delegating(agent="nobody"), answering())
     result = agent.run_sync("go", conversation_id="e")
     assert result.text.startswith("Parent read (error): The task was not run: 'agent' must name a configured agent")
     assert "available agents: researcher" in result.text
@@ -412,3 +418,49 @@ def test_task_orchestration_lists_the_agents_only_when_task_is_offered(tmp_path)
 
     blocked, _, _ = agent_with(tmp_path / "b", delegating(), answering(), config={**per_message, "plugins": {"block": ["subagents"]}})
     assert "task_orchestration" not in prompt(blocked).manifest.section_ids
+
+
+# ---------------------------------------------------------------------------- the command line
+
+SCRIPT = """
+[[steps]]
+tool_calls = [{ name = "task", arguments = { agent = "helper", task = "Say what you see." } }]
+[[steps]]
+text = "Done."
+"""
+
+
+def run_main(*args: str) -> int:
+    try:
+        cli_module.main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_monoagent_run_delegates_to_an_agent_named_in_the_config_file(tmp_path, monkeypatch, capsys):
+    isolate_cli(tmp_path, monkeypatch)
+    (tmp_path / "script.toml").write_text(SCRIPT, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text(
+        '[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath = "script.toml"\n'
+        '[agents.named.helper]\ndescription = "Echoes what it is given."\nmodel = "offline:echo"\n',
+        encoding="utf-8",
+    )
+    assert run_main("run", "--json", "hi") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["text"] == "Done."
+    (activity,) = result["tool_activity"]
+    assert activity["result"]["status"] == "success"
+    # offline:echo reports what the child was sent: the minimal profile, no history, only the task
+    assert activity["result"]["content"] == (
+        "[offline:echo] sections: core_guardrails, identity, session; history: 0 messages; you said: Say what you see."
+    )
+    assert "task_orchestration" in [s["id"] for s in result["manifest"]["sections"]]
+
+
+def test_config_validate_names_a_bad_agent_table(tmp_path, monkeypatch, capsys):
+    isolate_cli(tmp_path, monkeypatch)
+    (tmp_path / "monoagent.toml").write_text('[agents.named.helper]\nprofile = "everything"\n', encoding="utf-8")
+    assert run_main("config", "validate") != 0
+    err = capsys.readouterr().err
+    assert 'agents.named.helper.profile = "everything"' in err and "'full', 'minimal', 'none'" in err
