@@ -268,6 +268,35 @@ def test_max_concurrent_bounds_the_task_calls_running_at_once(tmp_path, limit):
     assert peak[0] == limit
 
 
+def test_the_bound_on_task_calls_holds_on_one_event_loop_after_another(tmp_path):
+    """run_sync runs each turn on a new loop: the bound must not stay tied to the first loop it waited on."""
+    gates: list[asyncio.Event] = []
+
+    async def child(request):
+        await gates[-1].wait()
+        yield "42"
+
+    agent, _, _ = agent_with(tmp_path, delegating(), child, config={"agents": {"maxConcurrent": 1}})
+
+    async def contended() -> list[str]:
+        gates.append(asyncio.Event())
+        waiting = asyncio.Event()
+
+        def on_event(event):
+            if event.type == "subagent_waiting":
+                waiting.set()
+
+        runs = [agent.submit(TurnRequest("go", conversation_id=f"l{i}"), on_event=on_event) for i in range(2)]
+        await asyncio.wait_for(waiting.wait(), 30)
+        gates[-1].set()
+        return [result.text for result in await asyncio.gather(*runs)]
+
+    assert asyncio.run(contended()) == ["Parent read (ok): 42"] * 2
+    assert asyncio.run(contended()) == ["Parent read (ok): 42"] * 2
+    asyncio.run(agent.aclose())
+    assert asyncio.run(contended()) == ["Parent read (ok): 42"] * 2  # closing keeps the roster
+
+
 # ---------------------------------------------------------------------------- cancellation
 
 

@@ -151,9 +151,15 @@ def section_identity(turn: Turn) -> Section | None:
 
 @bundled_impl
 async def shutdown(agent: Agent) -> Any:
-    """Let the agent's subagents settle their cancelled runs, then forget them."""
-    delegation = DELEGATIONS.pop(agent, None)
-    for child in delegation.children.values() if delegation is not None else ():
+    """Let the agent's subagents settle their cancelled runs and close their harnesses.
+
+    The roster stays: an Agent used again after ``aclose`` derives its subagents afresh.
+    """
+    delegation = DELEGATIONS.get(agent)
+    children = list(delegation.children.values()) if delegation is not None else []
+    if delegation is not None:
+        delegation.children.clear()
+    for child in children:
         await child.harness.wait_settled()
         await child.harness.close()
         DELEGATIONS.pop(child, None)

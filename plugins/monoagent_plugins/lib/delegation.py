@@ -55,7 +55,7 @@ class Delegation:
     """The spec this Agent runs as (None for the Agent a user built)."""
     children: dict[str, Agent] = attrs.Factory(dict)
     running: int = 0
-    _slots: asyncio.Semaphore | None = None
+    _slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @property
     def may_delegate(self) -> bool:
@@ -63,9 +63,12 @@ class Delegation:
         return bool(self.roster) and self.depth < self.max_depth
 
     def slots(self) -> asyncio.Semaphore:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_concurrent)
-        return self._slots
+        """The bound on concurrent ``task`` calls, one per event loop (``run_sync`` runs each turn on a new one)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.max_concurrent))
+            self.running = 0
+        return self._slots[1]
 
     def child(self, agent: Agent, name: str) -> Agent:
         """The derived Agent subagent ``name`` runs as, made from ``agent`` (whose delegation this is) on first use."""
