@@ -371,6 +371,19 @@ def test_a_failing_child_provider_is_an_error_result_not_a_failed_parent(tmp_pat
     assert events.of("subagent_finished")[0].data["status"] == "failed"
 
 
+def test_a_child_that_fails_after_spending_adds_what_it_spent(tmp_path):
+    def child(request):
+        return FunctionReply("", usage=CHILD_USAGE)  # an empty answer: the child's run fails (EmptyResponse)
+
+    events = Events()
+    agent, _, _ = agent_with(tmp_path, delegating(), child, plugins=[events])
+    result = agent.run_sync("go", conversation_id="e")
+    assert result.text.startswith("Parent read (error): Subagent 'researcher' failed: EmptyResponse")
+    assert result.usage == Usage(10 + 10 + 100, 1 + 1 + 5)
+    (finished,) = events.of("subagent_finished")
+    assert finished.data["status"] == "failed" and finished.data["usage"]["input_tokens"] == 100
+
+
 def test_a_child_model_without_a_provider_is_an_error_result(tmp_path):
     named = {"researcher": {"description": "d", "model": "nosuchprovider:x"}}
     agent, _, _ = agent_with(tmp_path, delegating(), answering(), agents=named)

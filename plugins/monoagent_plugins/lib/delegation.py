@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.errors import ConfigError, MonoagentError
-from monoagent.kernel.model import ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent.kernel.model import RunEvent, ToolResult, ToolSpec, ToolStatus, TurnRequest, Usage
 from monoagent.kernel.subagents import SubagentSpec
 from monoagent.text import utf8_len
 
@@ -207,10 +207,11 @@ async def run_task(context: ToolContext) -> ToolResult:
 async def _run_child(context: ToolContext, name: str, child: Agent, request: TurnRequest, depth: int) -> ToolResult:
     turn, call = context.turn, context.call
     link: dict[str, Any] = {"agent": name, "call_id": call.id, "conversation_id": request.conversation_id, "depth": depth}
+    spent = _Spending()
     try:
-        handle = child.submit(request)
+        handle = child.submit(request, on_event=spent.observe)
     except MonoagentError as exc:  # an unknown model prefix, a provider without its key: before any run
-        return _failed(context, link, exc)
+        return _failed(context, link, exc, Usage())
     link["run_id"] = handle.run_id
     turn.emit("subagent_started", **link)
     try:
@@ -219,14 +220,28 @@ async def _run_child(context: ToolContext, name: str, child: Agent, request: Tur
         turn.emit("subagent_finished", **link, status="cancelled")
         raise
     except Exception as exc:
-        return _failed(context, link, exc)
+        return _failed(context, link, exc, spent.usage)
     turn.add_usage(result.usage)
     turn.emit("subagent_finished", **link, status="completed", usage=attrs.asdict(result.usage), steps=result.steps)
     return context.result(result.text)
 
 
-def _failed(context: ToolContext, link: dict[str, Any], error: BaseException) -> ToolResult:
-    agent = context.turn.agent
-    detail = agent.redact(f"{type(error).__name__}: {error}", "error")
-    context.turn.emit("subagent_finished", **link, status="failed", error=detail)
+@attrs.define
+class _Spending:
+    """What a child's provider steps reported spending, for a child that fails before its result says so."""
+
+    usage: Usage = Usage()
+
+    def observe(self, event: RunEvent) -> None:
+        reported = event.data.get("usage") if event.type == "provider_response" else None
+        if isinstance(reported, dict):
+            self.usage = self.usage + Usage(**{key: int(reported.get(key, 0)) for key in attrs.fields_dict(Usage)})
+
+
+def _failed(context: ToolContext, link: dict[str, Any], error: BaseException, spent: Usage) -> ToolResult:
+    """The error result for a child that failed; what its provider steps spent still counts for the parent."""
+    turn = context.turn
+    turn.add_usage(spent)
+    detail = turn.agent.redact(f"{type(error).__name__}: {error}", "error")
+    turn.emit("subagent_finished", **link, status="failed", error=detail, usage=attrs.asdict(spent))
     return context.result(f"Subagent {link['agent']!r} failed: {detail}", ToolStatus.ERROR)
