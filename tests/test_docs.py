@@ -346,6 +346,10 @@ def test_api_reference_renders_rest_roles_as_links(site: Path) -> None:
     # monoagent.testing's "Typical use with pytest::" literal block is a code block, not prose
     testing = pages["api/testing/index.html"]
     assert "pytest::" not in testing and re.search(r"<pre>.*fresh_agent\(tmp_path", testing, flags=re.DOTALL)
+    # the pytest plugin's ``monoagent_agent`` + indented text is a definition, not run-on prose
+    assert "<dt><code>monoagent_agent</code></dt>" in testing
+    # a role naming a hook links its entry in the hook reference
+    assert 'href="../../hooks/#register_providers"' in pages["api/registrars/index.html"]
 
 
 def test_every_type_a_hook_names_has_an_api_entry() -> None:

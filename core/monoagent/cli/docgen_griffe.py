@@ -10,9 +10,13 @@ them as mkdocstrings loads them:
   target that is not a dotted ``monoagent.`` path is looked up from the docstring's module, as
   Python would resolve the name there. The reference is *optional*: a role naming an object the
   reference does not document (a pipeline internal) renders as plain code instead of failing the
-  strict build, because documenting a name is the page's choice, not the docstring's;
+  strict build, because documenting a name is the page's choice, not the docstring's. A name
+  exported by the package (``monoagent.tool``) links where it is defined; a hook
+  (``monoagent.kernel.hookspecs.<name>``) links to its entry in the hook reference;
 * a paragraph ending in ``::`` followed by an indented block becomes the paragraph (one colon)
-  and a fenced Python block, which is what it means in reST.
+  and a fenced Python block, which is what it means in reST;
+* a definition list item, a ````term```` line with its indented definition under it, becomes a
+  Markdown definition (``def_list``) instead of running into one paragraph with its neighbours.
 
 mkdocs.yml names it (``extensions: [monoagent.cli.docgen_griffe]``); it needs the ``docs`` extra
 (griffe) and is imported by nothing else.
@@ -27,14 +31,18 @@ from typing import Any
 
 import griffe
 
+from monoagent import _EXPORTS
+
+HOOKSPECS = "monoagent.kernel.hookspecs."
 ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(?P<tilde>~?)(?P<target>[^`<>]+)`")
 _LITERAL_INTRO = re.compile(r"(?P<text>.*?)\s*::\s*$")
 
 
 def _resolve(target: str, obj: griffe.Object) -> str:
     """The dotted path ``target`` names, seen from ``obj``'s docstring (unchanged when unknown)."""
-    if target.startswith("monoagent"):
-        return target
+    if target.startswith("monoagent."):
+        exported = _EXPORTS.get(target.removeprefix("monoagent."))  # monoagent.tool, monoagent.Agent, ...
+        return f"monoagent.{exported}.{target.removeprefix('monoagent.')}" if exported else target
     head = target.split(".", 1)[0]
     for scope in (obj if isinstance(obj, griffe.Class) else None, obj.parent, obj.module):
         if isinstance(scope, griffe.Object) and head in scope.members:
@@ -50,7 +58,10 @@ def roles_to_autorefs(text: str, obj: griffe.Object) -> str:
     def autoref(match: re.Match[str]) -> str:
         target = match["target"].strip()
         shown = target.rsplit(".", 1)[-1] if match["tilde"] else target
-        identifier = html.escape(_resolve(target, obj), quote=True)
+        path = _resolve(target, obj)
+        if path.startswith(HOOKSPECS) and path[len(HOOKSPECS) :].isidentifier():
+            path = path[len(HOOKSPECS) :]  # the hook's heading in hooks.md, which autorefs knows by its id
+        identifier = html.escape(path, quote=True)
         return f'<autoref identifier="{identifier}" optional><code>{html.escape(shown)}</code></autoref>'
 
     return ROLE.sub(autoref, text)
@@ -83,6 +94,33 @@ def literal_blocks_to_fences(text: str) -> str:
     return "\n".join(out)
 
 
+_TERM = re.compile(r"``[^`]+``")
+
+
+def _indented(line: str) -> bool:
+    return line.startswith((" ", "\t"))
+
+
+def definition_lists(text: str) -> str:
+    """reST ````term```` + indented definition -> Markdown's ``term`` / ``:   definition``."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        if not _TERM.fullmatch(line.strip()) or _indented(line) or i >= len(lines) or not _indented(lines[i]):
+            continue
+        end = i
+        while end < len(lines) and (_indented(lines[end]) or (not lines[end].strip() and end + 1 < len(lines) and _indented(lines[end + 1]))):
+            end += 1
+        definition = textwrap.dedent("\n".join(lines[i:end])).splitlines()
+        out.extend([f":   {definition[0]}", *(f"    {d}" if d.strip() else "" for d in definition[1:]), ""])
+        i = end
+    return "\n".join(out)
+
+
 class SphinxRoles(griffe.Extension):
     """Translates each loaded docstring's reST markup (see the module docstring) before it is parsed."""
 
@@ -90,4 +128,4 @@ class SphinxRoles(griffe.Extension):
         docstring = obj.docstring
         if docstring is None or obj.is_alias:
             return
-        docstring.value = roles_to_autorefs(literal_blocks_to_fences(docstring.value), obj)
+        docstring.value = roles_to_autorefs(definition_lists(literal_blocks_to_fences(docstring.value)), obj)
