@@ -6,7 +6,9 @@ comparison, so a hook or a key changed without regenerating the docs fails CI).
 
 The hook reference comes from :mod:`monoagent.kernel.hookspecs`: its module docstring, then every hook
 under the banner comment it sits under, with its signature, its pluggy options and its
-docstring. The configuration reference comes from the attrs metadata of the kernel's config
+docstring, and a ``**Types:**`` line linking each monoagent type the hook receives, returns or (a
+registry hook) registers to its entry in the API reference (:mod:`monoagent.cli.docgen_api` finds
+both; a type without an entry is an error). The configuration reference comes from the attrs metadata of the kernel's config
 classes (:func:`monoagent.kernel.config_keys.iter_keys`) and from the sections the bundled plugins declare.
 Output is deterministic: no dates, no absolute paths, nothing from the machine's environment.
 """
@@ -20,13 +22,13 @@ import json
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from monoagent.cli.docgen_api import HookTypes, UndocumentedType, api_index, hook_types, undocumented
+from monoagent.cli.docgen_api import HookTypes, UndocumentedType, api_index, exported_paths, hook_types, undocumented
 from monoagent.kernel import hookspecs
 from monoagent.kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
 
@@ -56,14 +58,18 @@ ENV_SWITCHES: tuple[tuple[str, str], ...] = (
 
 
 def _inline(text: str, links: Iterable[str] = ()) -> str:
-    """reST inline markup to Markdown: roles become code (hooks become links), ``x`` becomes `x`."""
-    linked = set(links)
+    """reST inline markup to Markdown: roles become code, ``x`` becomes `x`.
+
+    A role whose target is in ``links`` becomes a link: ``links`` maps targets to hrefs, or is a
+    plain collection of hook names, each linked to its heading.
+    """
+    hrefs = dict(links) if isinstance(links, Mapping) else {name: f"#{name}" for name in links}
 
     def role(match: re.Match[str]) -> str:
         target = match["target"]
         shown = target.rsplit(".", 1)[-1] if match["tilde"] else target
-        if target in linked:
-            return f"[`{shown}`](#{target})"
+        if target in hrefs:
+            return f"[`{shown}`]({hrefs[target]})"
         return f"`{shown}`"
 
     return _DOUBLE_BACKTICKS.sub(r"`\1`", _ROLE.sub(role, text))
@@ -104,8 +110,8 @@ def rst_to_markdown(doc: str, links: Iterable[str] = ()) -> str:
     """Render a cleaned docstring as Markdown.
 
     Handles what the kernel's docstrings use: ``Args:``/``Returns:`` sections, literal blocks
-    introduced by ``::`` (fenced as Python), reST roles and double backticks. Names in ``links``
-    (the hooks) become links to their headings.
+    introduced by ``::`` (fenced as Python), reST roles and double backticks. Roles whose target
+    is in ``links`` become links (see :func:`_inline`).
     """
     lines = doc.splitlines()
     out: list[str] = []
@@ -255,12 +261,15 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
     problems = undocumented([hook for _, hooks in families for hook in hooks], index)
     if problems:
         raise UndocumentedType("\n".join(problems))
+    links = {path: f"{page}#{path}" for path, page in index.items()}
+    links.update({f"monoagent.{name}": links[path] for name, path in exported_paths().items() if path in links})
+    links.update({name: f"#{name}" for name in names})
     out = [
         "# Hook reference",
         "",
         GENERATED_NOTE.format(source="`core/monoagent/kernel/hookspecs.py`"),
         "",
-        rst_to_markdown(inspect.cleandoc(hookspecs.__doc__ or ""), names),
+        rst_to_markdown(inspect.cleandoc(hookspecs.__doc__ or ""), links),
         "## Contents",
         "",
     ]
@@ -271,7 +280,7 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
             kind = "firstresult" if options.get("firstresult") else "collect-all"
             if options.get("historic"):
                 kind += ", historic"
-            out.append(f"| [`{hook.__name__}`](#{hook.__name__}) | {kind} | {_summary(hook, names)} |")
+            out.append(f"| [`{hook.__name__}`](#{hook.__name__}) | {kind} | {_summary(hook, links)} |")
         out.append("")
     for family, hooks in families:
         out.extend([f"## {family.capitalize()}", ""])
@@ -287,7 +296,7 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
                     f"**Kind:** {_kind(hook)}",
                     "",
                     *_types_line(hook_types(hook), index),
-                    rst_to_markdown(inspect.cleandoc(hook.__doc__ or ""), names),
+                    rst_to_markdown(inspect.cleandoc(hook.__doc__ or ""), links),
                 ]
             )
     return _tidy("\n".join(out))

@@ -195,6 +195,13 @@ def hook_types(hook: Callable[..., Any]) -> HookTypes:
     )
 
 
+def exported_paths() -> dict[str, str]:
+    """The names ``monoagent`` exports (``monoagent.tool``) -> the dotted path where each is defined."""
+    from monoagent import _EXPORTS
+
+    return {name: f"monoagent.{module}.{name}" for name, module in _EXPORTS.items()}
+
+
 def undocumented(hooks: list[Callable[..., Any]], index: dict[str, str]) -> list[str]:
     """One line per monoagent type a hook names that ``index`` has no entry for."""
     return [

@@ -31,7 +31,7 @@ from typing import Any
 
 import griffe
 
-from monoagent import _EXPORTS
+from monoagent.cli.docgen_api import exported_paths
 
 HOOKSPECS = "monoagent.kernel.hookspecs."
 ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(?P<tilde>~?)(?P<target>[^`<>]+)`")
@@ -41,8 +41,7 @@ _LITERAL_INTRO = re.compile(r"(?P<text>.*?)\s*::\s*$")
 def _resolve(target: str, obj: griffe.Object) -> str:
     """The dotted path ``target`` names, seen from ``obj``'s docstring (unchanged when unknown)."""
     if target.startswith("monoagent."):
-        exported = _EXPORTS.get(target.removeprefix("monoagent."))  # monoagent.tool, monoagent.Agent, ...
-        return f"monoagent.{exported}.{target.removeprefix('monoagent.')}" if exported else target
+        return exported_paths().get(target.removeprefix("monoagent."), target)  # monoagent.tool, monoagent.Agent, ...
     head = target.split(".", 1)[0]
     for scope in (obj if isinstance(obj, griffe.Class) else None, obj.parent, obj.module):
         if isinstance(scope, griffe.Object) and head in scope.members:
