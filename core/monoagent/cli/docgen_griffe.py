@@ -18,7 +18,7 @@ them as mkdocstrings loads them:
 * a definition list item, a ````term```` line with its indented definition under it, becomes a
   Markdown definition (``def_list``) instead of running into one paragraph with its neighbours.
 
-mkdocs.yml names it (``extensions: [monoagent.cli.docgen_griffe]``); it needs the ``docs`` extra
+mkdocs.yml names it (``extensions: [monoagent.cli.docgen_griffe:RestMarkup]``); it needs the ``docs`` extra
 (griffe) and is imported by nothing else.
 """
 
@@ -120,7 +120,7 @@ def definition_lists(text: str) -> str:
     return "\n".join(out)
 
 
-class SphinxRoles(griffe.Extension):
+class RestMarkup(griffe.Extension):
     """Translates each loaded docstring's reST markup (see the module docstring) before it is parsed."""
 
     def on_object(self, *, obj: griffe.Object, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
