@@ -50,7 +50,11 @@ def _check(spec: SubagentSpec, attribute: attrs.Attribute[Any], value: Any) -> N
 class SubagentSpec:
     """One named subagent: when to use it, and the configuration its turns run with.
 
-    Args:
+    Built as ``SubagentSpec(description, model=None, profile="minimal", skills=(), tools=(),
+    permissions=None, system=None, identity=None)``; a bad value is a ``ValueError`` (``TypeError``
+    for a list that is not of names) naming the field and what is allowed.
+
+    Attributes:
         description: for the model: when to delegate to this agent and what to give it (shown in
             the ``task`` tool and the ``task_orchestration`` section).
         model: the ``provider:model`` its turns call; None for the delegating agent's model.
