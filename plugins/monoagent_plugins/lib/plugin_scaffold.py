@@ -213,13 +213,17 @@ def write_plugin(parent: Path, names: PluginNames, description: str = "") -> tup
         raise PluginScaffoldError(
             f"{str(target)!r} exists already; nothing was written (remove it, or choose another --dir)"
         ) from None
+    except OSError as exc:
+        raise PluginScaffoldError(f"cannot create {str(target)!r}: {exc.strerror or exc}") from exc
     try:
         for relative, content in files.items():
             path = target / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("x", encoding="utf-8") as out:
                 out.write(content)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(target)  # the folder is ours: made above, by this call
+        if isinstance(exc, OSError):
+            raise PluginScaffoldError(f"cannot write the plugin in {str(target)!r}: {exc}; nothing was kept") from exc
         raise
     return target, list(files)
