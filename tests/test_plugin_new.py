@@ -7,6 +7,7 @@ runs the generated tests there, then breaks the generated plugin and sees them f
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -69,8 +70,8 @@ def test_new_writes_the_distribution_in_the_current_folder(cwd: Path) -> None:
     assert "def weather_notes_repeat(text: str, times: int, context: ToolContext)" in package
     assert "class WeatherNotesConfig" in package and 'CONFIG_SECTION = "weatherNotes"' in package
     tests = (target / "tests/test_weather_notes.py").read_text()
-    for fixture in ("scripted_agent", "function_provider", "hook_recorder"):
-        assert f"{fixture}" in tests
+    for fixture in ("monoagent_agent", "scripted_agent", "function_provider", "hook_recorder"):
+        assert re.search(rf"def test_\w+\([^)]*\b{fixture}\b", tests), f"no generated test takes {fixture}"
 
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(target)], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -195,7 +196,7 @@ def test_the_generated_tests_pass_installed_and_fail_when_the_plugin_breaks(gene
     target, python = generated
     passed = run(python, tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target / "tests"))
     assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-2000:]
-    assert "11 passed" in passed.stdout
+    assert "12 passed" in passed.stdout
 
     module = target / "src" / "monoagent_weather_notes" / "__init__.py"
     source = module.read_text()
