@@ -12,6 +12,7 @@ existing folder is refused (exit 1), never overwritten.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -57,4 +58,4 @@ def register_commands(cli: click.Group) -> None:
         echo(f"wrote the plugin {names.name!r} ({names.distribution}, package {names.package}) in {target}:")
         for relative in files:
             echo(f"  {relative}")
-        echo(f"next: cd {target} && python -m pip install -e '.[test]' && python -m pytest")
+        echo(f"next: cd {shlex.quote(str(target))} && python -m pip install -e '.[test]' && python -m pytest")
