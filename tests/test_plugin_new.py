@@ -238,6 +238,11 @@ def test_installed_the_plugin_is_listed_and_works_in_monoagent(generated: tuple[
         t for t in json.loads(tools.stdout)["tools"] if t["name"] == "weather_notes_repeat"
     ).items()
 
+    again = run(python, tmp_path, "-m", "monoagent.cli", "plugin", "new", "weather-notes")
+    assert again.returncode == 2
+    assert "'weather-notes' is the name of a plugin already installed, from the distribution monoagent-weather-notes" in again.stderr
+    assert not (tmp_path / "monoagent-weather-notes").exists()
+
     (tmp_path / "monoagent.toml").write_text('[weatherNotes]\nmaxRepeat = 11\n')
     refused = run(python, tmp_path, "-m", "monoagent.cli", "prompt", "hi")
     assert refused.returncode == 2
