@@ -96,6 +96,7 @@ def test_dir_chooses_the_parent_folder(cwd: Path) -> None:
         ("../evil", "is a path, not a name"),
         ("a/b", "is a path, not a name"),
         ("..", "is a path, not a name"),
+        (".", "is a path, not a name"),
         ("/tmp/x", "is a path, not a name"),
         ("a\\b", "is a path, not a name"),
         ("", "the plugin name is empty"),

@@ -71,13 +71,9 @@ class PluginNames:
     config_class: str
 
 
-def _words(name: str) -> list[str]:
-    return name.split("-")
-
-
-def derive_names(name: str) -> PluginNames:
+def _derive_names(name: str) -> PluginNames:
     """The names for ``name``, which must already match :data:`NAME_PATTERN`."""
-    words = _words(name)
+    words = name.split("-")
     snake = "_".join(words)
     return PluginNames(
         name=name,
@@ -96,7 +92,7 @@ def _shape_problem(name: str) -> str | None:
         return None
     if not name:
         return "the plugin name is empty"
-    if "/" in name or "\\" in name or ".." in name or name in (".", "~"):
+    if "/" in name or "\\" in name or ".." in name or name == ".":
         return f"{name!r} is a path, not a name (the folder is made inside --dir, named after the distribution)"
     hint = ""
     suggestion = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
@@ -105,7 +101,7 @@ def _shape_problem(name: str) -> str | None:
     return f"{name!r} is not a valid plugin name{hint}"
 
 
-def _bundled_entry_points() -> dict[str, str]:
+def _installed_plugin_names() -> dict[str, str]:
     """Every installed ``monoagent`` entry point's name, with the distribution providing it."""
     found: dict[str, str] = {}
     for entry_point in metadata.entry_points(group="monoagent"):
@@ -128,13 +124,13 @@ def plugin_names(name: str) -> PluginNames:
         if name.startswith(prefix) and len(name) > len(prefix):
             own = name[len(prefix):]
             raise PluginNameError(
-                f"give the plugin's own name, {own!r}: its distribution is named {DISTRIBUTION_PREFIX}{own} already"
+                f"give the plugin's own name, {own!r}: the distribution is then named {DISTRIBUTION_PREFIX}{own}"
             )
     problem = _shape_problem(name)
     if problem is not None:
         raise PluginNameError(f"{problem}; a plugin name is {NAME_RULE}")
-    names = derive_names(name)
-    owner = _bundled_entry_points().get(name)
+    names = _derive_names(name)
+    owner = _installed_plugin_names().get(name)
     if owner == "monoagent":
         raise PluginNameError(
             f"{name!r} is the name of a bundled plugin; a plugin that replaces it takes a name of its own "
@@ -221,9 +217,10 @@ def write_plugin(parent: Path, names: PluginNames, description: str = "") -> tup
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("x", encoding="utf-8") as out:
                 out.write(content)
-    except BaseException as exc:
+    except OSError as exc:
         shutil.rmtree(target)  # the folder is ours: made above, by this call
-        if isinstance(exc, OSError):
-            raise PluginScaffoldError(f"cannot write the plugin in {str(target)!r}: {exc}; nothing was kept") from exc
+        raise PluginScaffoldError(f"cannot write the plugin in {str(target)!r}: {exc}; nothing was kept") from exc
+    except BaseException:
+        shutil.rmtree(target)
         raise
     return target, list(files)
