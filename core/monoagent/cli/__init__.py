@@ -252,7 +252,11 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
-    """List plugins: name, version, source, status, the hooks each implements and what it registers."""
+    """List plugins: name, version, source, status, the hooks each implements and what it registers.
+
+    A local plugin file that failed to load (plugins.localFailures = "fatal") is listed as failed,
+    then the command ends with its error and exit 3, so the listing is what diagnoses it.
+    """
     state = _state()
     host = state.host()
     if state.config_error is not None:
@@ -276,7 +280,12 @@ def plugins(as_json: bool) -> None:
             for r in host.records
         ]
         echo_json(rows, ensure_ascii=True)
-        return
+    else:
+        _list_plugins(host)
+    host.check_local()  # a local plugin file that failed: listed above, then the command ends with it (exit 3)
+
+
+def _list_plugins(host: PluginHost) -> None:
     width = max((len(r.name) for r in host.records), default=4)
     for r in host.records:
         status = r.status + (f" ({r.reason})" if r.reason else "")
@@ -287,7 +296,6 @@ def plugins(as_json: bool) -> None:
         for entry in r.registrations:
             summary = entry.description.strip().split("\n")[0]
             echo(f"{'':<{width}}  {entry.kind} {entry.name}" + (f": {summary}" if summary else ""))
-    host.check_local()
 
 
 @cli.group()
@@ -304,7 +312,7 @@ def config_init(path: str, force: bool) -> None:
 
     target = Path(path)
     if target.exists() and not force:
-        raise click.UsageError(f"{target} exists; use --force to overwrite it")
+        raise click.ClickException(f"{target} exists; use --force to overwrite it")
     target.write_text(starter_toml(_state().host().config_sections()), encoding="utf-8")
     echo(f"wrote {target}")
 

@@ -112,8 +112,6 @@ class HookResultError(PluginError):
 class InputTooLarge(MonoagentError):
     """Standard input (``-``) or a ``chat`` line is longer than the command line reads."""
 
-    exit_code = ExitCode.USAGE
-
 
 class ComponentError(MonoagentError):
     """A selected component (provider, store, tier, ...) is unknown, blocked, failed or duplicated:
