@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.errors import PluginError
 from monoagent.kernel.model import (
     AssembledPrompt,
     Fingerprints,
@@ -58,14 +58,12 @@ USER_MESSAGE_ORDER = 700
 CONTINUOUS_PROFILE = "continuous"
 
 
-class AssemblyError(MonoagentError):
-    """A required section has no producer, or sections conflict."""
+class AssemblyError(PluginError):
+    """A required section has no producer, or the plugins' sections conflict (exit 3).
 
-
-def _expect_section(value: object, hook: str) -> Section:
-    if not isinstance(value, Section):
-        raise AssemblyError(f"hook {hook!r} returned {type(value).__name__}, expected monoagent.kernel.model.Section")
-    return value
+    A section hook that answers with something other than a Section is refused by the hook
+    facade already (:class:`~monoagent.kernel.errors.HookResultError`, naming the plugin).
+    """
 
 
 def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
@@ -86,23 +84,21 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
     """Call every section producer and return the non-empty sections in order."""
     sections: list[Section] = []
     for sid, hook, order, required in DOCUMENTED_SECTIONS:
-        value = _produce(hooks, hook, turn, history)
-        if value is None:
+        section = _produce(hooks, hook, turn, history)
+        if section is None:
             if required:
                 raise AssemblyError(
                     f"no active plugin produced the required section {sid!r} (hook {hook!r}); "
                     f"if its bundled plugin is blocked, a replacement must implement {hook}"
                 )
             continue
-        section = _expect_section(value, hook)
         if section.id != sid or section.order != order:
             section = attrs.evolve(section, id=sid, order=order)
         if section.text:
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
     for result in hooks.extra_sections(turn=turn):
-        for extra in result if isinstance(result, (list, tuple)) else [result]:
-            section = _expect_section(extra, "extra_sections")
+        for section in result if isinstance(result, (list, tuple)) else [result]:
             if section.id in seen or section.id in SECTION_ORDER:
                 raise AssemblyError(
                     f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "
