@@ -98,20 +98,20 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
     for result in hooks.extra_sections(turn=turn):
-        for section in result if isinstance(result, (list, tuple)) else [result]:
-            if section.id in seen or section.id in SECTION_ORDER:
+        for extra in (result,) if isinstance(result, Section) else result:
+            if extra.id in seen or extra.id in SECTION_ORDER:
                 raise AssemblyError(
-                    f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "
-                    f"and from {section.source or 'an extra_sections hook'!r}"
+                    f"two sections have the id {extra.id!r}: from {seen.get(extra.id, 'a documented section')!r} "
+                    f"and from {extra.source or 'an extra_sections hook'!r}"
                 )
-            if section.order >= USER_MESSAGE_ORDER:
+            if extra.order >= USER_MESSAGE_ORDER:
                 raise AssemblyError(
-                    f"section {section.id!r} has order {section.order}; system sections must order below "
+                    f"section {extra.id!r} has order {extra.order}; system sections must order below "
                     f"{USER_MESSAGE_ORDER} (the current user message is always last)"
                 )
-            seen[section.id] = section.source
-            if section.text:
-                sections.append(section)
+            seen[extra.id] = extra.source
+            if extra.text:
+                sections.append(extra)
     sections.sort(key=lambda s: s.order)
     return sections
 
