@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from monoagent import ExitCode, HookError, HookResultError, LocalPluginError, UsageError
+from monoagent import ComponentFactoryError, ExitCode, HookError, HookResultError, LocalPluginError, UsageError
 from monoagent.testing import fresh_agent
 
 PREFIX = "monoagent: error: "
@@ -36,6 +36,17 @@ from monoagent import hookimpl
 @hookimpl
 def extra_sections(turn):
     return "a plain string"
+"""
+
+FACTORY_RAISES = """
+from monoagent import hookimpl
+
+def build(agent, model):
+    raise OSError("the socket file is gone")
+
+@hookimpl
+def register_providers(register):
+    register("flaky", build)
 """
 
 FAILING_PROVIDER_SCRIPT = '{"steps": [{"error": "the upstream model is overloaded"}]}'
@@ -120,6 +131,9 @@ CASES = [
     Case("a hook returning the wrong type", ("--plugins-dir", "plugins", "prompt", "hi"), ExitCode.PLUGIN,
          ("plugin 'wrong' returned a value of type str from hook 'extra_sections'", "monoagent.Section"),
          files={"plugins/wrong.py": WRONG_TYPE_HOOK}),
+    Case("a provider factory that raises", ("--plugins-dir", "plugins", "run", "-m", "flaky:x", "hi"), ExitCode.PLUGIN,
+         ("the provider 'flaky' of plugin 'flakyplugin' (registered through register_providers) failed to build",
+          "OSError: the socket file is gone"), files={"plugins/flakyplugin.py": FACTORY_RAISES}),
     Case("a local plugin with a syntax error", ("run", "hi"), ExitCode.PLUGIN,
          ("local plugin 'monoagent_local'", "monoagent_local.py", "SyntaxError", "line 2", "plugins.localFailures"),
          files={"monoagent.toml": "", "monoagent_local.py": "x = 1\ndef broken(:\n"}),
@@ -312,6 +326,17 @@ def test_an_exception_from_a_checked_hook_names_the_plugin(tmp_path: Path) -> No
         agent.count_tokens("hi", "offline:echo")
     assert (info.value.hook, info.value.plugin, type(info.value.error)) == ("count_tokens", "raising", KeyError)
     assert isinstance(info.value, HookError) and info.value.exit_code == ExitCode.PLUGIN
+    agent.close()
+
+
+def test_a_component_factory_that_raises_names_the_component_and_the_plugin(tmp_path: Path) -> None:
+    plugins = write(tmp_path, "plugins/flakyplugin.py", FACTORY_RAISES).parent
+    agent = fresh_agent(tmp_path, plugins_dirs=[plugins])
+    with pytest.raises(ComponentFactoryError) as info:
+        agent.provider("flaky:x")
+    error = info.value
+    assert (error.kind, error.name, error.plugin, error.hook) == ("provider", "flaky", "flakyplugin", "register_providers")
+    assert isinstance(error.error, OSError) and error.exit_code == ExitCode.PLUGIN
     agent.close()
 
 

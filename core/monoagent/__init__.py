@@ -46,7 +46,7 @@ _EXPORTS = {
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
             "HookDeprecationWarning", "ToolDefinitionError", "ExitCode", "UsageError", "HookResultError",
-            "LocalPluginError",
+            "LocalPluginError", "ComponentFactoryError",
         )
     },
 }

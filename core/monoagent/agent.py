@@ -162,7 +162,7 @@ class Agent:
             if not sep or not name or prefix not in self.host.components["provider"]:
                 raise ConfigError(self._unknown_model(model, prefix if sep and name else None))
             component = self.host.component("provider", prefix)
-            runtime = component.factory(agent=self, model=name)
+            runtime = component.build(agent=self, model=name)
             self._providers[model] = runtime
         return runtime
 
@@ -179,7 +179,7 @@ class Agent:
     def history_store(self) -> HistoryStore:
         if self._store is None:
             component = self.host.component("history store", self.config.history.store)
-            self._store = component.factory(agent=self)
+            self._store = component.build(agent=self)
         return self._store
 
     def tool_history_store(self) -> ToolHistoryStore | None:
@@ -197,7 +197,7 @@ class Agent:
                 component = self.host.component("tool history store", settings.store)
             except ComponentError as exc:
                 raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
-            self._tool_history = component.factory(agent=self)
+            self._tool_history = component.build(agent=self)
         return self._tool_history
 
     def memory_tiers(self) -> dict[str, MemoryTier]:
@@ -214,17 +214,17 @@ class Agent:
             raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
         tier = self._tiers.get(name)
         if tier is None:
-            tier = self._tiers[name] = self.host.component("memory tier", name).factory(agent=self, options={})
+            tier = self._tiers[name] = self.host.component("memory tier", name).build(agent=self, options={})
         return tier
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
         """A registered embedder, by name (memory tiers ask for theirs)."""
-        return self.host.component("embedder", name).factory(agent=self, options=dict(options or {}))
+        return self.host.component("embedder", name).build(agent=self, options=dict(options or {}))
 
     def compaction_policy(self, name: str) -> CompactionPolicy:
         policy = self._policies.get(name)
         if policy is None:
-            policy = self._policies[name] = self.host.component("compaction policy", name).factory(agent=self)
+            policy = self._policies[name] = self.host.component("compaction policy", name).build(agent=self)
         return policy
 
     @property

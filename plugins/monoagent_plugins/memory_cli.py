@@ -65,7 +65,7 @@ async def _with_tiers(
             if name in configured:
                 selected = agent.memory_tier(name)
             else:
-                selected = made = agent.host.component("memory tier", name).factory(agent=agent, options={})
+                selected = made = agent.host.component("memory tier", name).build(agent=agent, options={})
             results[name] = await work(selected)
         except (click.ClickException, ComponentError, ConfigError):
             raise  # the command or the configuration is wrong, not the tier

@@ -83,7 +83,7 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
     registry = agent.host.components["channel"]
     for name in sorted(registry):
         try:
-            channel = registry[name].factory(agent=agent)
+            channel = registry[name].build(agent=agent)
         except ConfigError as exc:
             problems.extend(f"channel {name!r}: {problem}" for problem in exc.problems)
             continue

@@ -208,7 +208,7 @@ def chat(conversation: str, model: str | None) -> None:
     _announce_default_model(agent, model)
     if model is not None:
         agent.provider(model)  # a bad -m ends the command now (exit 2), as for run, not at the first line
-    channel = agent.host.component("channel", "console").factory(agent=agent)
+    channel = agent.host.component("channel", "console").build(agent=agent)
     channel.conversation_id = conversation
     channel.model = model
     import asyncio

@@ -95,6 +95,24 @@ class HookError(PluginError):
         )
 
 
+class ComponentFactoryError(HookError):
+    """The factory a plugin registered for a component (a provider, a store, a memory tier, a
+    channel, ...) raised while building it; names the component, the plugin and the registry hook
+    it was registered through (``hook``)."""
+
+    def __init__(self, kind: str, name: str, hook: str, plugin: str, error: BaseException):
+        self.kind = kind
+        self.name = name
+        self.hook = hook
+        self.plugin = plugin
+        self.error = error
+        PluginError.__init__(
+            self,
+            f"the {kind} {name!r} of plugin {plugin!r} (registered through {hook}) failed to build: "
+            f"{type(error).__name__}: {error}",
+        )
+
+
 class HookResultError(PluginError):
     """A hook implementation returned a value of the wrong type; names the hook, the plugin and
     what the hook's documentation says belongs there (``expected``)."""
