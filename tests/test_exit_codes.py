@@ -190,6 +190,18 @@ def test_an_unexpected_exception_shows_its_traceback_then_the_prefixed_line(tmp_
     assert done.stderr.splitlines()[-1].startswith(PREFIX + "ZeroDivisionError: a bug in the plugin")
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``monoagent config show | head -1``: click's own main() ended such a command with 1 and no traceback."""
+    read, write_end = os.pipe()
+    os.close(read)  # every write to standard output now fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "show"], cwd=tmp_path, env=clean_env(tmp_path),
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (ExitCode.FAILED, "")
+
+
 def test_debug_shows_the_traceback_and_keeps_the_code(tmp_path: Path) -> None:
     write(tmp_path, "plugins/raising.py", RAISING_HOOK)
     done = monoagent(tmp_path, "--debug", "--plugins-dir", "plugins", "run", "hi")

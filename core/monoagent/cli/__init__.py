@@ -443,6 +443,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except MonoagentError as exc:
         _report_error(str(exc), exc, debug, redact)
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # the reader left (`| head`): nothing to report, and nothing more to flush
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(ExitCode.FAILED)
     except Exception as exc:  # a bug, or a plugin's own exception: the traceback, cleaned like all output
         _report_error(f"{type(exc).__name__}: {exc} (an unexpected error, a bug in monoagent or in a plugin; the traceback is above)", exc, True, redact)
         sys.exit(ExitCode.FAILED)
