@@ -294,7 +294,26 @@ WRONG_ANSWERS: list[tuple[str, object, Callable[..., object]]] = [
     ("count_tokens", "many", lambda agent: agent.count_tokens("hi", "offline:echo")),
     ("count_tokens", True, lambda agent: agent.count_tokens("hi", "offline:echo")),
     ("redact", b"bytes", lambda agent: agent.redact("hi", "error")),
+    ("recall_memory", ["a hit as text"], lambda agent: agent.run_sync("hi")),
+    ("recall_memory", "a hit as text", lambda agent: agent.run_sync("hi")),
 ]
+
+
+def test_an_awaited_recall_answer_is_checked_and_blamed_once_awaited(tmp_path: Path) -> None:
+    async def recall() -> list[str]:
+        return ["not a MemoryHit"]
+
+    from monoagent import hookimpl
+
+    class Recalling:
+        @hookimpl
+        def recall_memory(self, turn):
+            return recall()
+
+    agent = fresh_agent(tmp_path, plugins=[("recalling", Recalling())])
+    with pytest.raises(HookResultError, match="plugin 'recalling' returned a value of type str from hook 'recall_memory'"):
+        agent.run_sync("hi")
+    agent.close()
 
 
 @pytest.mark.parametrize("hook, value, call", WRONG_ANSWERS, ids=[f"{h}-{type(v).__name__}" for h, v, _ in WRONG_ANSWERS])

@@ -39,6 +39,7 @@ checks that the two agree.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -47,7 +48,7 @@ import attrs
 import pluggy
 
 from monoagent.kernel.errors import HookError, HookResultError, MonoagentError
-from monoagent.kernel.model import Message, ProviderRequest, Section, ToolResult, UserMessagePart
+from monoagent.kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
 from monoagent.kernel.registrars import (
     ChannelRegistrar,
     CompactionPolicyRegistrar,
@@ -89,7 +90,8 @@ IsolatedAnswer: TypeAlias = "tuple[str, Any, BaseException | None]"
 PluginAnswer: TypeAlias = "tuple[str, Any]"
 
 #: The hooks whose answers the kernel checks: hook -> (the type(s) an answer must have, what the error
-#: says belongs there). A collect-all hook may also answer with a list or tuple of them.
+#: says belongs there). A collect-all hook may also answer with a list or tuple of them; one in
+#: :data:`AWAITED_RESULTS` answers only with a list or tuple, or an awaitable checked once awaited.
 RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     **{
         hook: (Section, "a monoagent.Section or None")
@@ -100,6 +102,7 @@ RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     },
     "extra_sections": (Section, "a monoagent.Section, a list of them or None"),
     "augment_user_message": (UserMessagePart, "a monoagent.UserMessagePart, a list of them or None"),
+    "recall_memory": (MemoryHit, "a list of monoagent.MemoryHit (or an awaitable of one) or None"),
     "render_user_message": (Message, "a monoagent.Message or None"),
     "count_tokens": (int, "an int (the token count) or None"),
     "choose_compaction": (str, "a compaction policy name (str) or None"),
@@ -108,6 +111,14 @@ RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     "save_tool_output": (str, "a reference to the saved output (str) or None"),
     "redact": (str, "the redacted text (str) or None"),
 }
+AWAITED_RESULTS = frozenset({"recall_memory"})
+
+
+async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any]) -> Any:
+    """``awaitable``'s value, checked like a direct answer and blamed on ``plugin``."""
+    value = await awaitable
+    Hooks._check(hook, value, False, plugin)
+    return value
 
 
 @attrs.frozen
@@ -278,9 +289,10 @@ class Hooks:
         firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
         if self._observers or any(impl.wrapper or impl.hookwrapper for impl in impls):
             result = self._call(name, kwargs)
-            for answer in [result] if firstresult else result:
-                self._check(name, answer, firstresult, "the implementations and wrappers of " + ", ".join(self._plugins(name)))
-            return result
+            blamed = "the implementations and wrappers of " + ", ".join(self._plugins(name))
+            if firstresult:
+                return self._checked_answer(name, result, True, blamed)
+            return [self._checked_answer(name, answer, False, blamed) for answer in result]
         answers: list[Any] = []
         for impl in reversed(impls):
             try:
@@ -290,17 +302,28 @@ class Hooks:
             except Exception as exc:
                 raise HookError(name, impl.plugin_name, exc) from exc
             if answer is not None:
-                self._check(name, answer, firstresult, impl.plugin_name)
+                answer = self._checked_answer(name, answer, firstresult, impl.plugin_name)
                 if firstresult:
                     return answer
                 answers.append(answer)
         return None if firstresult else answers
+
+    @classmethod
+    def _checked_answer(cls, name: str, answer: Any, firstresult: bool, plugin: str) -> Any:
+        """``answer`` once checked; an awaitable answer of a hook in :data:`AWAITED_RESULTS` is
+        wrapped so that its value is checked when the caller awaits it."""
+        if name in AWAITED_RESULTS and inspect.isawaitable(answer):
+            return _checked_once_awaited(name, plugin, answer)
+        cls._check(name, answer, firstresult, plugin)
+        return answer
 
     @staticmethod
     def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
         if answer is None:
             return
         expected, what = RESULT_TYPES[name]
+        if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
+            raise HookResultError(name, plugin, answer, what)
         items = answer if not firstresult and isinstance(answer, (list, tuple)) else (answer,)
         for item in items:
             if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
@@ -498,7 +521,7 @@ class Hooks:
         return self._each("filter_tools", {"turn": turn, "tools": tools})
 
     def recall_memory(self, *, turn: Turn) -> list[Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]]]:
-        return self._call("recall_memory", {"turn": turn})
+        return self._checked("recall_memory", {"turn": turn})
 
     def augment_user_message(
         self, *, turn: Turn, recalled: Sequence[MemoryHit]
