@@ -83,6 +83,12 @@ class CliState:
             self._host, self.config_error = load_plugins(self.config, self.plugins_dirs)
         return self._host
 
+    def check_local_plugins(self) -> None:
+        """End the command line (exit 3) if a local plugin file of this command line failed to load
+        (without a plugin host yet, the Agent's own load raises it)."""
+        if self._host is not None:
+            self._host.check_local()
+
     def close(self) -> None:
         if self._agent is not None:
             self._agent.close()
@@ -136,8 +142,8 @@ def cli(ctx: click.Context, config: str | None, plugins_dirs: Sequence[str], deb
     ctx.obj = state
     _configure_logging(debug)
     ctx.call_on_close(state.close)
-    if state._host is not None and ctx.invoked_subcommand != "plugins":  # `plugins` lists the failure, then ends with it
-        state._host.check_local()
+    if ctx.invoked_subcommand != "plugins":  # `plugins` lists the failure, then ends with it
+        state.check_local_plugins()
 
 
 def _state() -> CliState:
