@@ -97,7 +97,10 @@ RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
         hook: (Section, "a monoagent.Section or None")
         for hook in (
             "section_core_guardrails", "section_identity", "section_session", "section_skill_index",
-            "section_skill_instructions", "render_history",
+            "section_skill_instructions", "render_history", "section_tool_recovery_policy",
+            "section_current_permissions", "section_task_orchestration", "section_artifact_references",
+            "section_hidden_tool_domains", "section_agents_md", "section_recovery_continuation",
+            "section_retry_instruction", "section_dynamic_context", "section_extra_system",
         )
     },
     "extra_sections": (Section, "a monoagent.Section, a list of them or None"),
@@ -500,6 +503,36 @@ class Hooks:
 
     def section_skill_instructions(self, *, turn: Turn) -> Section | None:
         return self._checked("section_skill_instructions", {"turn": turn})
+
+    def section_tool_recovery_policy(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_tool_recovery_policy", {"turn": turn})
+
+    def section_current_permissions(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_current_permissions", {"turn": turn})
+
+    def section_task_orchestration(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_task_orchestration", {"turn": turn})
+
+    def section_artifact_references(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_artifact_references", {"turn": turn})
+
+    def section_hidden_tool_domains(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_hidden_tool_domains", {"turn": turn})
+
+    def section_agents_md(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_agents_md", {"turn": turn})
+
+    def section_recovery_continuation(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_recovery_continuation", {"turn": turn})
+
+    def section_retry_instruction(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_retry_instruction", {"turn": turn})
+
+    def section_dynamic_context(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_dynamic_context", {"turn": turn})
+
+    def section_extra_system(self, *, turn: Turn) -> Section | None:
+        return self._checked("section_extra_system", {"turn": turn})
 
     def extra_sections(self, *, turn: Turn) -> list[Section | Sequence[Section]]:
         return self._checked("extra_sections", {"turn": turn})
