@@ -46,7 +46,8 @@ _EXPORTS = {
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
-            "HookDeprecationWarning", "ToolDefinitionError",
+            "HookDeprecationWarning", "ToolDefinitionError", "ExitCode", "UsageError", "HookResultError",
+            "LocalPluginError", "ComponentFactoryError",
         )
     },
 }
