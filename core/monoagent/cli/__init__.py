@@ -153,17 +153,47 @@ def _announce_default_model(agent: Any, model: str | None) -> None:
         )
 
 
+def tool_lines_stream(wanted: bool | None) -> IO[str] | None:
+    """Where ``run`` and ``chat`` write their tool lines: standard error, unless ``wanted`` is
+    False, or it is None (neither ``--tool-lines`` nor ``--quiet``) and standard error is not a
+    terminal (a log file or a pipe keeps only what the command reports)."""
+    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+        return None
+    return sys.stderr
+
+
+def _tool_lines(stream: IO[str] | None, redact: Callable[[str, str], str]) -> Any:
+    if stream is None:
+        return None
+    from monoagent.boundary.tool_lines import ToolLines
+
+    return ToolLines(stream, redact)
+
+
+TOOL_LINES_HELP = (
+    "Show each tool call as one line on stderr (name, arguments, outcome) while the answer streams; "
+    "default: when stderr is a terminal. -q/--quiet hides them."
+)
+
+
 @cli.command()
 @click.argument("text")
 @click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for this turn.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of streaming text.")
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print the result as JSON instead of streaming text (with provider_steps: each step's text and tool calls).",
+)
 @click.option(
     "--proactive", is_flag=True,
     help="The host starts this turn, not a user (cron, heartbeat); with runtime.session.isolateProactive it runs isolated.",
 )
-def run(text: str, conversation: str, model: str | None, as_json: bool, proactive: bool) -> None:
-    """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin)."""
+@click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
+def run(text: str, conversation: str, model: str | None, as_json: bool, proactive: bool, tool_lines: bool | None) -> None:
+    """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin).
+
+    The answer goes to stdout; tool lines, notices and errors go to stderr.
+    """
     from monoagent.kernel.model import TurnRequest
 
     agent = _state().agent()
@@ -173,13 +203,19 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
         proactive=proactive,
     )
 
-    printed = AnswerPrinter(sys.stdout, agent.redact)
+    printed = AnswerPrinter(sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact))
+    if as_json:
+        from monoagent.cli.run_steps import StepRecorder
+
+        observe: Callable[[Any], None] = StepRecorder()
+    else:
+        observe = printed
 
     import asyncio
 
     async def turn() -> Any:
         try:
-            return await agent.respond(request, on_event=None if as_json else printed)
+            return await agent.respond(request, on_event=observe)
         finally:
             await agent.wait_settled()  # interrupted (Ctrl-C), the turn's account is published before the loop ends
 
@@ -188,7 +224,10 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
     finally:
         click.echo(printed.end(), nl=False)
     if as_json:
-        echo_json(agent.unstructure(result))
+        assert isinstance(observe, StepRecorder)
+        data = agent.unstructure(result)
+        data["provider_steps"] = agent.unstructure(observe.steps(result))
+        echo_json(data)
     else:
         click.echo()
 
