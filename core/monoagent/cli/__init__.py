@@ -235,13 +235,15 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
 @cli.command()
 @click.option("-c", "--conversation", default="cli:chat", show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for these turns.")
-def chat(conversation: str, model: str | None) -> None:
-    """Chat in the terminal: one turn per line (/reset clears history, /exit or Ctrl-D leaves)."""
+@click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
+def chat(conversation: str, model: str | None, tool_lines: bool | None) -> None:
+    """Chat in the terminal: one turn per line (/help lists the commands, /exit or Ctrl-D leaves)."""
     agent = _state().agent()
     _announce_default_model(agent, model)
     channel = agent.host.component("channel", "console").factory(agent=agent)
     channel.conversation_id = conversation
     channel.model = model
+    channel.tool_lines = tool_lines_stream(tool_lines)
     import asyncio
 
     asyncio.run(channel.serve(agent))
