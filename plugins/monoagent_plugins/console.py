@@ -129,6 +129,9 @@ class ConsoleChannel:
         self.stdout = stdout or sys.stdout
         self.tool_lines = tool_lines
         """Where tool calls are shown as compact lines (:mod:`monoagent.boundary.tool_lines`); None shows none."""
+        self.markdown: bool | None = None
+        """Answers as Markdown: True, False (plain), None when stdout is a capable terminal (:mod:`monoagent.boundary.markdown`)."""
+        self._prefix = "agent> "
         self._printed = AnswerPrinter(self.stdout, agent.redact)
         self._used_ids: set[str] = set()
         self._first_conversation_id = conversation_id
@@ -192,10 +195,19 @@ class ConsoleChannel:
 
         agent = agent or self.agent
         self._first_conversation_id = self.conversation_id
+        tool_lines: Any = None
         if self.tool_lines is not None:
             from monoagent.boundary.tool_lines import ToolLines
 
-            self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=ToolLines(self.tool_lines, agent.redact))
+            tool_lines = ToolLines(self.tool_lines, agent.redact)
+        console = None
+        if self.markdown is not False:
+            from monoagent.boundary.markdown import markdown_console
+
+            console = markdown_console(self.stdout, self.markdown)
+        if tool_lines is not None or console is not None:
+            self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=tool_lines, markdown=console)
+            self._prefix = "agent>\n" if console is not None else self._prefix  # a rendered answer starts at the line's start
         if self.stdin is sys.stdin and sys.stdin.isatty():
             model = self.model or agent.model
             self._note(f"monoagent chat: model {model}, conversation {self.conversation_id}; /help for commands, Ctrl-D to leave")
@@ -274,7 +286,8 @@ class ConsoleChannel:
 
         request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                               delivery="console", console="terminal", model=self.model)
-        self.stdout.write("agent> ")
+        self.stdout.write(self._prefix)
+        self.stdout.flush()
         interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
         try:
             await interrupts.unless_leaving(interrupts.turn)

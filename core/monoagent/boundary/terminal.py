@@ -42,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 from monoagent.text import LazyPattern, scrub_unicode, valid_unicode
 
 if TYPE_CHECKING:
+    from monoagent.boundary.markdown import MarkdownStep
     from monoagent.boundary.tool_lines import ToolLines
 
 Redactor = Callable[[str, str], str]
@@ -181,6 +182,10 @@ class AnswerPrinter:
     text that did not end a line, a line end is written first, so a turn of two steps (text, a
     tool call, more text) never prints the two texts glued together.
 
+    With ``markdown`` (a ``rich`` console from :func:`monoagent.boundary.markdown.markdown_console`),
+    each step's text is rendered as Markdown (:class:`~monoagent.boundary.markdown.MarkdownStep`)
+    after it passed the same :class:`TerminalStream`.
+
     With ``tool_lines`` (a :class:`~monoagent.boundary.tool_lines.ToolLines`, on standard error
     for the CLI), each ``tool_call`` and ``tool_result`` becomes one compact line; the answer
     text printed so far is released and its line ended first, so the two streams interleave
@@ -192,13 +197,20 @@ class AnswerPrinter:
     held back.
     """
 
-    def __init__(self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None) -> None:
+    def __init__(
+        self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None, markdown: Any = None
+    ) -> None:
         self.out = out
         self.redact = redact
         self.tool_lines = tool_lines
         self._printed = TerminalStream(redact)
         self._step: tuple[Any, Any] | None = None
         self._line_open = False
+        self._markdown: MarkdownStep | None = None
+        if markdown is not None:
+            from monoagent.boundary.markdown import MarkdownStep
+
+            self._markdown = MarkdownStep(markdown)
 
     def __call__(self, event: Any) -> None:
         kind = event.type
@@ -210,7 +222,7 @@ class AnswerPrinter:
                 self._step = step
             if self.tool_lines is not None:
                 self.tool_lines.close()
-            self._write(self._printed.feed(event.data["text"]))
+            self._answer(self._printed.feed(event.data["text"]))
         elif kind in ("tool_call", "tool_result") and self.tool_lines is not None:
             self._end_line()
             if kind == "tool_call":
@@ -226,16 +238,33 @@ class AnswerPrinter:
     def end(self) -> str:
         """The text still held back (printed by the caller, who knows what follows it).
 
-        An open tool line is ended first; the next turn starts afresh.
+        An open tool line is ended first; with Markdown, the step's rendering is written here
+        and nothing is returned. The next turn starts afresh.
         """
         if self.tool_lines is not None:
             self.tool_lines.close()
         self._step, self._line_open = None, False
-        return self._printed.end()
+        held = self._printed.end()
+        if self._markdown is None:
+            return held
+        self._markdown.feed(held)
+        self._markdown.end()
+        return ""
+
+    def _answer(self, text: str) -> None:
+        if self._markdown is not None:
+            self._markdown.feed(text)
+        else:
+            self._write(text)
 
     def _end_line(self) -> None:
-        """Release the held text and end its line, if any text is on it."""
-        self._write(self._printed.end())
+        """Release the held text (with Markdown: render the step) and end its line, if any text is on it."""
+        held = self._printed.end()
+        if self._markdown is not None:
+            self._markdown.feed(held)
+            self._line_open = self._markdown.end() or self._line_open
+        else:
+            self._write(held)
         if self._line_open:
             self._write("\n")
 

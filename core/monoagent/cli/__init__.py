@@ -170,6 +170,11 @@ def _tool_lines(stream: IO[str] | None, redact: Callable[[str, str], str]) -> An
     return ToolLines(stream, redact)
 
 
+MARKDOWN_HELP = (
+    "Render answers as Markdown (needs the rich extra) or print them as plain text; default: Markdown when stdout "
+    "is a terminal, rich is installed, NO_COLOR is unset and TERM is not dumb."
+)
+
 TOOL_LINES_HELP = (
     "Show each tool call as one line on stderr (name, arguments, outcome) while the answer streams; "
     "default: when stderr is a terminal. -q/--quiet hides them."
@@ -189,7 +194,11 @@ TOOL_LINES_HELP = (
     help="The host starts this turn, not a user (cron, heartbeat); with runtime.session.isolateProactive it runs isolated.",
 )
 @click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
-def run(text: str, conversation: str, model: str | None, as_json: bool, proactive: bool, tool_lines: bool | None) -> None:
+@click.option("--markdown/--plain", "markdown", default=None, help=MARKDOWN_HELP)
+def run(
+    text: str, conversation: str, model: str | None, as_json: bool, proactive: bool, tool_lines: bool | None,
+    markdown: bool | None,
+) -> None:
     """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin).
 
     The answer goes to stdout; tool lines, notices and errors go to stderr.
@@ -203,7 +212,16 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
         proactive=proactive,
     )
 
-    printed = AnswerPrinter(sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact))
+    if as_json:
+        markdown = False
+    elif markdown is not False:
+        from monoagent.boundary.markdown import markdown_console
+
+        markdown = markdown_console(sys.stdout, markdown)
+    printed = AnswerPrinter(
+        sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact),
+        markdown=markdown or None,
+    )
     if as_json:
         from monoagent.cli.run_steps import StepRecorder
 
@@ -236,7 +254,8 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
 @click.option("-c", "--conversation", default="cli:chat", show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for these turns.")
 @click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
-def chat(conversation: str, model: str | None, tool_lines: bool | None) -> None:
+@click.option("--markdown/--plain", "markdown", default=None, help=MARKDOWN_HELP)
+def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown: bool | None) -> None:
     """Chat in the terminal: one turn per line (/help lists the commands, /exit or Ctrl-D leaves)."""
     agent = _state().agent()
     _announce_default_model(agent, model)
@@ -244,6 +263,7 @@ def chat(conversation: str, model: str | None, tool_lines: bool | None) -> None:
     channel.conversation_id = conversation
     channel.model = model
     channel.tool_lines = tool_lines_stream(tool_lines)
+    channel.markdown = markdown
     import asyncio
 
     asyncio.run(channel.serve(agent))
