@@ -23,7 +23,7 @@ SCRIPT = f"""
 text = "Let me look."
 tool_calls = [
   {{ name = "RunHistory", arguments = {{ action = "search", query = "token {SECRET} and a tail of words long enough to be elided" }} }},
-  {{ name = "no\\u001b]0;owned\\u0007such", arguments = {{ x = 1, nested = {{ deep = [1, 2] }}, items = [1, 2, 3] }} }},
+  {{ name = "no\\u001b]0;owned\\u0007such\\n", arguments = {{ x = 1, nested = {{ deep = [1, 2] }}, items = [1, 2, 3], "k\\ny" = 2 }} }},
 ]
 
 [[steps]]
@@ -65,7 +65,7 @@ def test_tool_lines_show_each_call_with_its_outcome_on_stderr_bounded_redacted_a
     assert first.endswith(" bytes)") and " ok (" in first and " ms, " in first
     summary = first[first.index("(") + 1 : first.index(") ok")]
     assert len(summary) <= 80
-    assert second.startswith("-> nosuch(items=[3 items], nested={…}, x=1) rejected: Tool 'no")
+    assert second.startswith("-> nosuch(items=[3 items], k y=2, nested={…}, x=1) rejected: Tool 'no")
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr and "owned" not in second.split(")")[0]
 
 

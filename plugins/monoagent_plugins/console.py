@@ -205,9 +205,8 @@ class ConsoleChannel:
             from monoagent.boundary.markdown import markdown_console
 
             console = markdown_console(self.stdout, self.markdown)
-        if tool_lines is not None or console is not None:
-            self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=tool_lines, markdown=console)
-            self._prefix = "agent>\n" if console is not None else self._prefix  # a rendered answer starts at the line's start
+        self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=tool_lines, markdown=console)
+        self._prefix = "agent>\n" if console is not None else "agent> "  # a rendered answer starts at the line's start
         if self.stdin is sys.stdin and sys.stdin.isatty():
             model = self.model or agent.model
             self._note(f"monoagent chat: model {model}, conversation {self.conversation_id}; /help for commands, Ctrl-D to leave")

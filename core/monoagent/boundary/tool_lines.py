@@ -32,6 +32,11 @@ NAME_CHARS = 64
 REASON_CHARS = 80
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line ends included) as one space: a key or a name may hold any."""
+    return " ".join(text.split())
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -59,13 +64,13 @@ def argument_summary(arguments: str) -> str:
     if isinstance(parsed, dict):
         text = ", ".join(f"{key}={_value(value)}" for key, value in parsed.items())
     else:
-        text = " ".join(arguments.split())
-    return _cut(text, SUMMARY_CHARS)
+        text = arguments
+    return _cut(_one_line(text), SUMMARY_CHARS)
 
 
 def call_line(data: dict[str, Any]) -> str:
     """The opening of a call's line (no line end): ``-> name(summary)``."""
-    name = _cut(str(data.get("name", "?")), NAME_CHARS)
+    name = _cut(_one_line(str(data.get("name", "?"))), NAME_CHARS)
     return f"-> {name}({argument_summary(str(data.get('arguments', '')))})"
 
 
@@ -74,7 +79,7 @@ def outcome_text(data: dict[str, Any], duration_ms: float | None) -> str:
     status = str(data.get("status", "?"))
     head = "ok" if status == "success" else status
     if status != "success" and data.get("error"):
-        head += f": {_cut(' '.join(str(data['error']).split()), REASON_CHARS)}"
+        head += f": {_cut(_one_line(str(data['error'])), REASON_CHARS)}"
     facts = [f"{duration_ms:.0f} ms"] if duration_ms is not None else []
     facts.append(f"{data.get('bytes', 0)} bytes")
     return f"{head} ({', '.join(facts)})"

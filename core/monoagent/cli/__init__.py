@@ -212,21 +212,21 @@ def run(
         proactive=proactive,
     )
 
-    if as_json:
-        markdown = False
-    elif markdown is not False:
-        from monoagent.boundary.markdown import markdown_console
-
-        markdown = markdown_console(sys.stdout, markdown)
-    printed = AnswerPrinter(
-        sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact),
-        markdown=markdown or None,
-    )
-    if as_json:
+    if as_json:  # a script reads the steps from the JSON: no tool lines, no Markdown
         from monoagent.cli.run_steps import StepRecorder
 
-        observe: Callable[[Any], None] = StepRecorder()
+        recorder = StepRecorder()
+        printed = AnswerPrinter(sys.stdout, agent.redact)
+        observe: Callable[[Any], None] = recorder
     else:
+        console = None
+        if markdown is not False:
+            from monoagent.boundary.markdown import markdown_console
+
+            console = markdown_console(sys.stdout, markdown)
+        printed = AnswerPrinter(
+            sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact), markdown=console
+        )
         observe = printed
 
     import asyncio
@@ -242,9 +242,8 @@ def run(
     finally:
         click.echo(printed.end(), nl=False)
     if as_json:
-        assert isinstance(observe, StepRecorder)
         data = agent.unstructure(result)
-        data["provider_steps"] = agent.unstructure(observe.steps(result))
+        data["provider_steps"] = agent.unstructure(recorder.steps(result))
         echo_json(data)
     else:
         click.echo()
