@@ -138,7 +138,7 @@ def test_tool_call_events_carry_a_redacted_bounded_arguments_preview_and_failed_
         def register_tools(self, register: Any) -> None:
             register(explode)
 
-    huge = SECRET + " " + "x" * 5000
+    huge = SECRET + " " + "x" * 20000
 
     def model(request: ProviderRequest) -> Any:
         if request.step == 1:

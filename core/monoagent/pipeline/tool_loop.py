@@ -62,20 +62,34 @@ ARGUMENTS_PREVIEW_CHARS = 1000
 ERROR_PREVIEW_CHARS = 200
 """The most characters of a failed result's text the ``tool_result`` event carries as its ``error``."""
 
-_REDACT_WINDOW = 64 * 1024
+REDACT_WINDOW = 8 * 1024
+"""The most characters of a value the previews pass to the redaction chain (the tool history's own
+argument bound, so redaction never sees an oversized value whole)."""
+
+_UNSEEN_TAIL = 1024
+
+
+def redacted_head(turn: Turn, text: str, kind: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` redacted, ending in ``…`` when cut.
+
+    Redacted before it is cut, so a secret at the cut is recognised whole. Text longer than
+    :data:`REDACT_WINDOW` is redacted in its first window only, and the redacted window's last
+    characters (which may hold the start of a secret the window cut in two) are never shown.
+    """
+    window = text[:REDACT_WINDOW]
+    shown = turn.agent.redact(window, kind)
+    if len(text) > REDACT_WINDOW:
+        shown = shown[: max(len(shown) - _UNSEEN_TAIL, 0)][:limit] + "…"
+    elif len(shown) > limit:
+        shown = shown[:limit] + "…"
+    return shown
 
 
 def arguments_preview(turn: Turn, canonical: str) -> dict[str, Any]:
     """The ``tool_call`` event's ``arguments`` (the canonical JSON, redacted, at most
-    :data:`ARGUMENTS_PREVIEW_CHARS` characters, ending in ``…`` when cut) and ``arguments_bytes``
-    (the whole JSON's UTF-8 size).
-
-    Redacted before it is cut, so a secret at the cut is recognised whole; only the first 64 KiB
-    are redacted, since no more than the preview's first characters are kept.
-    """
-    shown = turn.agent.redact(canonical[:_REDACT_WINDOW], "tool_arguments")
-    if len(shown) > ARGUMENTS_PREVIEW_CHARS or len(canonical) > _REDACT_WINDOW:
-        shown = shown[:ARGUMENTS_PREVIEW_CHARS] + "…"
+    :data:`ARGUMENTS_PREVIEW_CHARS` characters, ending in ``…`` when cut: :func:`redacted_head`)
+    and ``arguments_bytes`` (the whole JSON's UTF-8 size)."""
+    shown = redacted_head(turn, canonical, "tool_arguments", ARGUMENTS_PREVIEW_CHARS)
     return {"arguments": shown, "arguments_bytes": utf8_len(canonical)}
 
 
@@ -84,9 +98,8 @@ def error_preview(turn: Turn, result: ToolResult) -> dict[str, Any]:
     :data:`ERROR_PREVIEW_CHARS` characters; nothing for a success."""
     if not result.is_error:
         return {}
-    first = result.content.strip().split("\n", 1)[0][:_REDACT_WINDOW]
-    text = turn.agent.redact(first, "tool_result")
-    return {"error": text if len(text) <= ERROR_PREVIEW_CHARS else text[:ERROR_PREVIEW_CHARS] + "…"}
+    first = result.content[: 2 * REDACT_WINDOW].strip().split("\n", 1)[0]
+    return {"error": redacted_head(turn, first, "tool_result", ERROR_PREVIEW_CHARS)}
 
 
 async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Tool], list[ToolSourceFailure]]:
