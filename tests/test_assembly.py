@@ -194,3 +194,49 @@ def test_manifest_diagnostics_report_missing_and_truncated_files(tmp_path):
     prompt = assemble(agent)
     codes = {d.code for d in prompt.manifest.diagnostics}
     assert {"bootstrap_missing", "bootstrap_truncated"} <= codes
+
+
+# ---------------------------------------------------------------------------- prompt profiles
+
+
+class Extra:
+    @hookimpl
+    def extra_sections(self, turn):
+        return Section("facts", "Extra facts.", order=650, stability="dynamic", source="facts")
+
+
+def test_the_minimal_profile_keeps_guardrails_identity_and_session_only(tmp_path, skilled):
+    config = {**skilled, "context": {**skilled["context"], "profile": "minimal"}, "runtime": {"session": {"mode": "per-message"}}}
+    agent = fresh_agent(tmp_path, config=config, plugins=[Extra()])
+    run(agent, "earlier question")
+    prompt = assemble(agent)
+    assert prompt.manifest.section_ids == ("core_guardrails", "identity", "session")
+    assert prompt.manifest.profile == "minimal"
+    assert "earlier question" not in prompt.system_text and "Extra facts." not in prompt.system_text
+    assert prompt.messages[-1].content == "hello"
+
+
+def test_the_none_profile_sends_no_system_prompt_but_the_user_message(tmp_path):
+    agent = fresh_agent(tmp_path, config={"context": {"profile": "none"}}, plugins=[Extra()])
+    prompt = assemble(agent)
+    assert (prompt.stable_text, prompt.dynamic_text, prompt.manifest.section_ids) == ("", "", ())
+    assert prompt.manifest.profile == "none" and prompt.messages[-1].content == "hello"
+    result = run(agent, "still answered")  # offline:echo answers a turn without a system prompt
+    assert "still answered" in result.text
+
+
+def test_a_request_profile_overrides_context_profile(tmp_path):
+    agent = fresh_agent(tmp_path, config={"context": {"profile": "none"}}, plugins=[Extra()])
+    full = assemble(agent, profile="full")
+    assert full.manifest.profile == "full" and "facts" in full.manifest.section_ids
+    assert assemble(agent, profile="minimal").manifest.section_ids == ("core_guardrails", "identity", "session")
+
+
+def test_a_profile_that_does_not_exist_is_refused_naming_the_allowed_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"'tiny' is not a prompt profile; use one of full, minimal, none"):
+        TurnRequest("hi", profile="tiny")  # type: ignore[arg-type]
+    from monoagent.kernel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"context\.profile") as caught:
+        fresh_agent(tmp_path, config={"context": {"profile": "tiny"}})
+    assert "minimal" in str(caught.value)

@@ -500,6 +500,80 @@ def test_hook_section_skill_instructions(tmp_path):
     assert "Search first." not in prompt.system_text
 
 
+def _check_seed_003_section(tmp_path: Any, sid: str) -> None:
+    """A seed-003 section hook: a project's implementation wins, is placed by the documented order and
+    stability whatever it declares, is left out by empty text, and is never produced under ``minimal``."""
+    from monoagent.pipeline.assembly import SEED_003_SECTIONS
+
+    (_, hook, order, stability), = [entry for entry in SEED_003_SECTIONS if entry[0] == sid]
+    calls: list[str] = []
+
+    class Plugin:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        @hookimpl(specname=hook)
+        def produce(self, turn):
+            calls.append(turn.profile)
+            return Section("wrong_id", self.text, order=1, stability="dynamic" if stability == "stable" else "stable", source="project")
+
+    config = {"runtime": {"session": {"mode": "per-message"}}}  # the dynamic part stays in the system text
+    prompt = assemble(fresh_agent(tmp_path, config=config, plugins=[Plugin(f"Project {sid} text.")]))
+    placed = {s.id: s for s in prompt.manifest.sections}[sid]
+    assert (placed.order, placed.stability, placed.source) == (order, stability, "project")
+    assert placed.part == ("stable" if stability == "stable" else "dynamic")
+    assert f"Project {sid} text." in (prompt.stable_text if stability == "stable" else prompt.dynamic_text)
+    ids = prompt.manifest.section_ids
+    assert ids.index("core_guardrails") < ids.index(sid)
+
+    blocked = assemble(fresh_agent(tmp_path, config=config, plugins=[Plugin("")]))
+    assert sid not in blocked.manifest.section_ids
+
+    calls.clear()
+    minimal = assemble(fresh_agent(tmp_path, config=config, plugins=[Plugin("text")]), profile="minimal")
+    assert calls == [] and sid not in minimal.manifest.section_ids and minimal.manifest.profile == "minimal"
+
+
+def test_hook_section_tool_recovery_policy(tmp_path):
+    _check_seed_003_section(tmp_path, "tool_recovery_policy")
+
+
+def test_hook_section_current_permissions(tmp_path):
+    _check_seed_003_section(tmp_path, "current_permissions")
+
+
+def test_hook_section_task_orchestration(tmp_path):
+    _check_seed_003_section(tmp_path, "task_orchestration")
+
+
+def test_hook_section_artifact_references(tmp_path):
+    _check_seed_003_section(tmp_path, "artifact_references")
+
+
+def test_hook_section_hidden_tool_domains(tmp_path):
+    _check_seed_003_section(tmp_path, "hidden_tool_domains")
+
+
+def test_hook_section_agents_md(tmp_path):
+    _check_seed_003_section(tmp_path, "agents_md")
+
+
+def test_hook_section_recovery_continuation(tmp_path):
+    _check_seed_003_section(tmp_path, "recovery_continuation")
+
+
+def test_hook_section_retry_instruction(tmp_path):
+    _check_seed_003_section(tmp_path, "retry_instruction")
+
+
+def test_hook_section_dynamic_context(tmp_path):
+    _check_seed_003_section(tmp_path, "dynamic_context")
+
+
+def test_hook_section_extra_system(tmp_path):
+    _check_seed_003_section(tmp_path, "extra_system")
+
+
 def test_hook_extra_sections(tmp_path):
     class Plugin:
         @hookimpl

@@ -275,7 +275,7 @@ def test_retry_and_fallback_run_stateless_with_a_bounded_tail(tmp_path, delays):
     assert "earlier question" in first.prompt.dynamic_text
     assert "conversation_history" not in backup.prompt.manifest.section_ids
     assert "earlier question" not in backup.prompt.system_text
-    assert backup.prompt.manifest.profile == "stateless"
+    assert (backup.prompt.manifest.profile, backup.prompt.manifest.layout) == ("full", "stateless")
     assert len(backup.messages) == 1
     user = backup.messages[0].content
     assert user.startswith("current question\n\n")

@@ -129,7 +129,7 @@ def test_a_warm_anthropic_turn_sends_the_transcript_then_the_current_message_and
     third = anthropic.requests[-1].json
 
     assert boundaries(events) == []
-    assert [e.data["manifest"]["profile"] for e in events if e.type == "prompt_manifest"] == ["continuous"]
+    assert [(e.data["manifest"]["profile"], e.data["manifest"]["layout"]) for e in events if e.type == "prompt_manifest"] == [("full", "continuous")]
     assert len(second["system"]) == 1 and second["system"] == first["system"]  # the stable block only, unchanged
     assert "# Conversation history" not in json.dumps(second)
     assert [(m["role"], texts(m)) for m in second["messages"]] == [
@@ -238,7 +238,7 @@ def test_per_message_mode_sends_history_in_the_system_prompt_as_before(tmp_path,
     assert [m["role"] for m in body["messages"]] == ["user"] and texts(body["messages"][0]) == ["second question"]
     assert len(body["system"]) == 2 and "User: first question\nAssistant: first answer" in body["system"][1]["text"]
     assert marks(body) == [("system", 0, -1)]
-    assert [e.data["manifest"]["profile"] for e in events if e.type == "prompt_manifest"] == ["full"]
+    assert [(e.data["manifest"]["profile"], e.data["manifest"]["layout"]) for e in events if e.type == "prompt_manifest"] == [("full", "split")]
     assert boundaries(events) == []
 
 

@@ -644,3 +644,17 @@ def test_random_json_never_raises_and_never_reaches_the_function_mistyped(agent:
     else:
         assert isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
         assert result.content.startswith("Invalid arguments for tool 'survey'; it did not run:")
+
+
+def test_a_tool_declares_its_action_categories_and_domain():
+    @tool(categories=["file_write", "network"], domain="files")
+    def save(path: str) -> str:
+        """Save a file."""
+        return path
+
+    assert (save.spec.categories, save.spec.domain) == (("file_write", "network"), "files")
+    assert (ToolSpec("plain", "A tool.").categories, ToolSpec("plain", "A tool.").domain) == ((), None)
+    with pytest.raises(ToolDefinitionError, match=r"list of category names, such as \['shell'\], not 'shell'"):
+        tool(categories="shell")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="categories is a list of names, not 'shell'"):
+        ToolSpec("plain", "A tool.", categories="shell")  # type: ignore[arg-type]

@@ -134,6 +134,12 @@ class ContextConfig:
         60000, doc="Cap on all bootstrap files together, in characters.",
         env="MONO_AGENT_BOOTSTRAP_TOTAL_MAX_CHARS", min=64, max=3_000_000,
     )
+    profile: Literal["full", "minimal", "none"] = setting(
+        "full",
+        doc="Prompt profile: full renders every configured section; minimal only core guardrails, identity and the "
+        "session block (subagents, cron jobs, narrow turns); none sends no system prompt. A request's profile overrides it.",
+        env="MONO_AGENT_CONTEXT_PROFILE",
+    )
 
 
 @attrs.define

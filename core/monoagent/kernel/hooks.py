@@ -415,6 +415,36 @@ class Hooks:
     def section_skill_instructions(self, *, turn: Turn) -> Section | None:
         return self._call("section_skill_instructions", {"turn": turn})
 
+    def section_tool_recovery_policy(self, *, turn: Turn) -> Section | None:
+        return self._call("section_tool_recovery_policy", {"turn": turn})
+
+    def section_current_permissions(self, *, turn: Turn) -> Section | None:
+        return self._call("section_current_permissions", {"turn": turn})
+
+    def section_task_orchestration(self, *, turn: Turn) -> Section | None:
+        return self._call("section_task_orchestration", {"turn": turn})
+
+    def section_artifact_references(self, *, turn: Turn) -> Section | None:
+        return self._call("section_artifact_references", {"turn": turn})
+
+    def section_hidden_tool_domains(self, *, turn: Turn) -> Section | None:
+        return self._call("section_hidden_tool_domains", {"turn": turn})
+
+    def section_agents_md(self, *, turn: Turn) -> Section | None:
+        return self._call("section_agents_md", {"turn": turn})
+
+    def section_recovery_continuation(self, *, turn: Turn) -> Section | None:
+        return self._call("section_recovery_continuation", {"turn": turn})
+
+    def section_retry_instruction(self, *, turn: Turn) -> Section | None:
+        return self._call("section_retry_instruction", {"turn": turn})
+
+    def section_dynamic_context(self, *, turn: Turn) -> Section | None:
+        return self._call("section_dynamic_context", {"turn": turn})
+
+    def section_extra_system(self, *, turn: Turn) -> Section | None:
+        return self._call("section_extra_system", {"turn": turn})
+
     def extra_sections(self, *, turn: Turn) -> list[Section | Sequence[Section]]:
         return self._call("extra_sections", {"turn": turn})
 

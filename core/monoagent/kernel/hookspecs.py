@@ -709,6 +709,276 @@ def section_skill_instructions(turn: Turn) -> Section | None:
     """
 
 
+@hookspec(firstresult=True)
+def section_tool_recovery_policy(turn: Turn) -> Section | None:
+    """Produce the ``tool_recovery_policy`` section (second seed document), stable.
+
+    Tool Recovery Policy: how to recover from a failed tool call (read the error, correct the arguments, try another way, say what failed). Rendered when the turn has tools.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``tool_recovery_policy``, order 360; assembly sets
+        the id, the order and the stability 'stable'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_tool_recovery_policy(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_current_permissions(turn: Turn) -> Section | None:
+    """Produce the ``current_permissions`` section (second seed document), dynamic.
+
+    Current Permissions: the permission profile in force and the action categories that need approval or are refused. Guidance only: enforcement happens in the tool loop. Rendered only under a restricted profile (never for ``full_access``).
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``current_permissions``, order 610; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_current_permissions(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_task_orchestration(turn: Turn) -> Section | None:
+    """Produce the ``task_orchestration`` section (second seed document), dynamic.
+
+    Task Orchestration: when to delegate a self-contained job to a subagent with the ``task`` tool. Rendered only when the ``task`` tool is available to the turn.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``task_orchestration``, order 620; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_task_orchestration(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_artifact_references(turn: Turn) -> Section | None:
+    """Produce the ``artifact_references`` section (second seed document), dynamic.
+
+    Artifact References: the policy for the artifact metadata blocks next to retained history messages (metadata only; read one with ``artifact_read`` when needed, never all). Rendered only when the prompt holds artifact references.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``artifact_references``, order 630; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_artifact_references(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_hidden_tool_domains(turn: Turn) -> Section | None:
+    """Produce the ``hidden_tool_domains`` section (second seed document), dynamic.
+
+    Hidden Tool Domains: the compact ``request_tools`` catalogue of the tool domains not visible yet, each with its exact tool names. Rendered only when a domain is hidden and tool calling is enabled.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``hidden_tool_domains``, order 640; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_hidden_tool_domains(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_agents_md(turn: Turn) -> Section | None:
+    """Produce the ``agents_md`` section (second seed document), dynamic.
+
+    AGENTS.md: the effective AGENTS.md of the turn (the nearest one up from the working directory for CLI and console turns; a configured folder per channel for channel turns), bounded by the bootstrap budgets. Nothing when there is none.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``agents_md``, order 650; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_agents_md(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_recovery_continuation(turn: Turn) -> Section | None:
+    """Produce the ``recovery_continuation`` section (second seed document), dynamic.
+
+    Recovery Continuation: the continuation hint for the provider round that follows a stop on the output-token limit.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``recovery_continuation``, order 660; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_recovery_continuation(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_retry_instruction(turn: Turn) -> Section | None:
+    """Produce the ``retry_instruction`` section (second seed document), dynamic.
+
+    Retry Instruction: after a recoverable tool failure, the instruction for the next provider round of the same turn; once the tool-loop budget is spent, the final-answer instruction instead.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``retry_instruction``, order 670; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_retry_instruction(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_dynamic_context(turn: Turn) -> Section | None:
+    """Produce the ``dynamic_context`` section (second seed document), dynamic.
+
+    Dynamic Context: context the caller passed on the request or a plugin contributes for this turn.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``dynamic_context``, order 680; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_dynamic_context(turn):
+            return None  # block this section for the project
+    """
+
+@hookspec(firstresult=True)
+def section_extra_system(turn: Turn) -> Section | None:
+    """Produce the ``extra_system`` section (second seed document), dynamic.
+
+    Extra System: runtime facts (the local date and time with its zone, the operating system), so questions such as "what day is it" are answerable. Never in the stable part.
+
+    Args:
+        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
+            ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section` (id ``extra_system``, order 690; assembly sets
+        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        First non-None result wins.
+
+    Called on every turn of the ``full`` prompt profile, after the documented seed-000
+    producers; never under ``minimal`` or ``none``.
+
+    Bundled default: none yet.
+
+    Example::
+
+        @hookimpl
+        def section_extra_system(turn):
+            return None  # block this section for the project
+    """
+
 @hookspec
 def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
     """Contribute additional system sections (user persona, permissions, AGENTS.md, facts).

@@ -33,6 +33,13 @@ def _tuple(value: Any) -> tuple:
     return tuple(value) if value is not None else ()
 
 
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    """A tuple of names from a list or tuple; a bare string is refused (it would become its letters)."""
+    if isinstance(value, str) or not all(isinstance(item, str) for item in _tuple(value)):
+        raise TypeError(f"{what} is a list of names, not {value!r}")
+    return _tuple(value)
+
+
 # --------------------------------------------------------------------------- people and places
 
 
@@ -242,11 +249,38 @@ class Message(ValidText):
 
 @attrs.frozen
 class ToolSpec(ValidText):
-    """A tool's model-visible definition: it travels in the provider's tool interface."""
+    """A tool's model-visible definition: it travels in the provider's tool interface.
+
+    ``categories`` are the action categories a permission profile decides on (``file_write``,
+    ``shell``, ``network``, ``subagent``, ``external``, and ``read`` for a tool that only reads what
+    the agent already holds, such as a skill body or an artifact; see :data:`TOOL_CATEGORIES`); a
+    tool that declares none counts as ``external`` under a restricted profile. ``domain`` groups tools that
+    may be hidden until requested (``memory``, ``task``, ``artifact``, one per MCP server); None
+    is the always-visible core. Neither travels to the provider: only name, description and
+    schema do.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    categories: tuple[str, ...] = attrs.field(default=(), converter=lambda value: _names(value, "categories"))
+    domain: str | None = None
+
+
+#: The documented tool action categories (a custom permission profile may name others).
+TOOL_CATEGORIES: tuple[str, ...] = ("read", "file_write", "shell", "network", "subagent", "external")
+
+#: The prompt profiles (``context.profile``, ``TurnRequest.profile``): ``full`` renders every
+#: configured section, ``minimal`` only core guardrails, identity and the session block, ``none``
+#: no system prompt at all.
+PromptProfile = Literal["full", "minimal", "none"]
+PROMPT_PROFILES: tuple[str, ...] = ("full", "minimal", "none")
+
+
+def _prompt_profile(value: str | None) -> str | None:
+    if value is not None and value not in PROMPT_PROFILES:
+        raise ValueError(f"profile {value!r} is not a prompt profile; use one of {', '.join(PROMPT_PROFILES)} (or None for context.profile)")
+    return value
 
 
 # --------------------------------------------------------------------------- requests
@@ -271,7 +305,8 @@ class TurnRequest(ValidText):
     ``runtime.session.isolateProactive`` it runs isolated, outside the conversation's warm
     session. ``notify`` marks a request-driven turn whose successful final answer the channel
     delivers verbatim to notify destinations (a cron job or webhook hook with ``notify``); the
-    session block then says so and how to stay silent (:data:`SILENT_RESULT`). ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
+    session block then says so and how to stay silent (:data:`SILENT_RESULT`). ``profile`` overrides
+    ``context.profile`` for this turn (:data:`PROMPT_PROFILES`). ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
     """
 
     text: str
@@ -288,6 +323,7 @@ class TurnRequest(ValidText):
     isolated: bool = False
     proactive: bool = False
     notify: bool = False
+    profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
 
 
 # --------------------------------------------------------------------------- prompt assembly
@@ -373,6 +409,12 @@ class PromptManifest:
     rendered into (``stable`` before the cache boundary, ``dynamic`` after it);
     ``fingerprints`` are SHA-256 of the stable text, the dynamic text and the full text (stable,
     boundary line, dynamic).
+
+    ``profile`` is the prompt profile the sections were chosen by (``full``, ``minimal``,
+    ``none``; a prompt of its own renderer names that renderer, as compaction's ``summary``);
+    ``layout`` is how the text was laid out: ``split`` (stable, boundary, dynamic system text),
+    ``continuous`` (the dynamic sections at the head of the current user message) or
+    ``stateless`` (the one-off rebuild of a fallback or retry without the session).
     """
 
     compiler_version: str
@@ -383,6 +425,7 @@ class PromptManifest:
     user_message_bytes: int
     message_count: int
     history_messages: int = 0
+    layout: str = "split"
 
     @property
     def section_ids(self) -> tuple[str, ...]:

@@ -103,6 +103,11 @@ class Turn:
         return self.session.conversation_id
 
     @property
+    def profile(self) -> str:
+        """The prompt profile of this turn: the request's ``profile``, else ``context.profile``."""
+        return self.request.profile or self.config.context.profile
+
+    @property
     def timezone(self) -> tzinfo | None:
         name = self.config.runtime.session.rollover_timezone
         if name:

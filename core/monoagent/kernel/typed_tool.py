@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import cattrs
@@ -152,7 +152,13 @@ def _signature_of(function: Callable[..., Any], where: str) -> tuple[inspect.Sig
     return signature, hints
 
 
-def _build(function: Callable[..., Any], name: str | None, description: str | None) -> TypedTool:
+def _build(
+    function: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    categories: tuple[str, ...] = (),
+    domain: str | None = None,
+) -> TypedTool:
     where = f"tool function {getattr(function, '__qualname__', function)!r}"
     signature, hints = _signature_of(function, where)
     texts = argument_texts(function.__doc__)
@@ -181,7 +187,7 @@ def _build(function: Callable[..., Any], name: str | None, description: str | No
     if not text:
         raise ToolDefinitionError(f"{where}: a tool needs a description for the model; write a docstring or pass @tool(description=...)")
     arguments = Record(tuple(members), noun="argument")
-    spec = ToolSpec(name or function.__name__, text, arguments.schema())
+    spec = ToolSpec(name or function.__name__, text, arguments.schema(), categories=categories, domain=domain)
     return TypedTool(function, spec, arguments, context_parameter)
 
 
@@ -190,19 +196,32 @@ def tool(function: Callable[..., Any], /) -> TypedTool: ...
 
 
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], TypedTool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None, categories: Sequence[str] = (), domain: str | None = None
+) -> Callable[[Callable[..., Any]], TypedTool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    categories: Sequence[str] = (),
+    domain: str | None = None,
 ) -> TypedTool | Callable[[Callable[..., Any]], TypedTool]:
-    """Make a typed function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
+    """Make a typed function a tool: ``@tool`` or ``@tool(name=..., description=..., categories=[...])``.
 
     Args:
         function: the sync or async function; every argument is annotated with a supported type
             (:data:`~monoagent.kernel.tool_shapes.SUPPORTED`) or with ``ToolContext``.
         name: the tool's name for the model (default: the function's name).
         description: the tool's description (default: the docstring's prose).
+        categories: the action categories a permission profile decides on (``read``,
+            ``file_write``, ``shell``, ``network``, ``subagent``, ``external``); none counts as
+            ``external`` under a restricted profile.
+        domain: the tool domain that may be hidden until requested (``memory``, ``task``, ...);
+            None for the always-visible core.
 
     Returns:
         A :class:`TypedTool`; pass it to ``register`` in ``register_tools``.
@@ -211,6 +230,9 @@ def tool(
         ToolDefinitionError: an argument without an annotation or of an unsupported type, a
             docstring describing an argument the function does not take, or no description.
     """
+    if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
+        raise ToolDefinitionError(f"@tool(categories=...) takes a list of category names, such as ['shell'], not {categories!r}")
+    kinds = tuple(categories)
     if function is None:
-        return lambda decorated: _build(decorated, name, description)
-    return _build(function, name, description)
+        return lambda decorated: _build(decorated, name, description, kinds, domain)
+    return _build(function, name, description, kinds, domain)

@@ -5,6 +5,18 @@ conversation history (400), skill index (500), selected skill instructions (600)
 current user message always last, as the final provider message rather than system text.
 Extra sections from :func:`~monoagent.kernel.hookspecs.extra_sections` are placed by their ``order``.
 
+The second seed document's sections (:data:`SEED_003_SECTIONS`) each have a hook of their own and a
+documented stability that assembly enforces: ``tool_recovery_policy`` (360) is stable and sits
+with the stable sections before the conversation history; the dynamic ones follow the skill
+instructions in the seed's relative order: ``current_permissions`` (610), ``task_orchestration``
+(620), ``artifact_references`` (630), ``hidden_tool_domains`` (640), ``agents_md`` (650),
+``recovery_continuation`` (660), ``retry_instruction`` (670), ``dynamic_context`` (680) and
+``extra_system`` (690). Each is optional: a hook that answers None (or empty text) leaves it out.
+
+The turn's prompt profile (:attr:`~monoagent.kernel.turn.Turn.profile`) chooses which sections
+are produced at all: ``full`` every one, ``minimal`` only core guardrails, identity and the
+session block (no extra sections either), ``none`` no system section; the manifest records it.
+
 The system text is split in two around :data:`BOUNDARY`: the *stable* part is the longest run
 of stable sections from the start, the *dynamic* part everything from the first dynamic section
 on. Keeping the documented order means a stable section that follows a dynamic one (the skill
@@ -12,7 +24,7 @@ sections after the conversation history) is rendered in the dynamic part; the ma
 each section's declared stability and the part it landed in. Providers that support prompt
 caching mark only the stable part for caching and never send the boundary as text.
 
-A turn of ``runtime.session.mode = "continuous"`` is compiled with the ``continuous`` profile:
+A turn of ``runtime.session.mode = "continuous"`` is compiled with the ``continuous`` layout:
 the system text is every stable section, in order, and nothing else; the dynamic sections travel
 as a leading block of the current user message, so that nothing that changes per turn comes
 before the conversation's transcript (or its canonical history, sent as leading messages).
@@ -21,7 +33,7 @@ before the conversation's transcript (or its canonical history, sent as leading 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -34,6 +46,7 @@ from monoagent.kernel.model import (
     Message,
     PromptManifest,
     Section,
+    Stability,
 )
 
 if TYPE_CHECKING:
@@ -53,9 +66,26 @@ DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
     ("skill_index", "section_skill_index", 500, False),
     ("skill_instructions", "section_skill_instructions", 600, False),
 )
-SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS}
+#: The sections of the second seed document: (id, hook, order, stability), each optional.
+SEED_003_SECTIONS: tuple[tuple[str, str, int, Stability], ...] = (
+    ("tool_recovery_policy", "section_tool_recovery_policy", 360, "stable"),
+    ("current_permissions", "section_current_permissions", 610, "dynamic"),
+    ("task_orchestration", "section_task_orchestration", 620, "dynamic"),
+    ("artifact_references", "section_artifact_references", 630, "dynamic"),
+    ("hidden_tool_domains", "section_hidden_tool_domains", 640, "dynamic"),
+    ("agents_md", "section_agents_md", 650, "dynamic"),
+    ("recovery_continuation", "section_recovery_continuation", 660, "dynamic"),
+    ("retry_instruction", "section_retry_instruction", 670, "dynamic"),
+    ("dynamic_context", "section_dynamic_context", 680, "dynamic"),
+    ("extra_system", "section_extra_system", 690, "dynamic"),
+)
+SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS} | {
+    sid: order for sid, _, order, _ in SEED_003_SECTIONS
+}
+#: The sections the ``minimal`` profile keeps.
+MINIMAL_SECTIONS = frozenset({"core_guardrails", "identity", "session"})
 USER_MESSAGE_ORDER = 700
-CONTINUOUS_PROFILE = "continuous"
+CONTINUOUS_LAYOUT = "continuous"
 
 
 class AssemblyError(MonoagentError):
@@ -69,23 +99,21 @@ def _expect_section(value: object, hook: str) -> Section:
 
 
 def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
-    if hook == "section_core_guardrails":
-        return hooks.section_core_guardrails(turn=turn)
-    if hook == "section_identity":
-        return hooks.section_identity(turn=turn)
-    if hook == "section_session":
-        return hooks.section_session(turn=turn)
     if hook == "render_history":
         return hooks.render_history(turn=turn, messages=tuple(history))
-    if hook == "section_skill_index":
-        return hooks.section_skill_index(turn=turn)
-    return hooks.section_skill_instructions(turn=turn)
+    producer: Callable[..., Section | None] = getattr(hooks, hook)  # a section hook: one ``turn`` argument
+    return producer(turn=turn)
 
 
 def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> list[Section]:
-    """Call every section producer and return the non-empty sections in order."""
+    """Call the section producers the turn's profile selects and return the non-empty sections in order."""
+    profile = turn.profile
+    if profile == "none":
+        return []
     sections: list[Section] = []
     for sid, hook, order, required in DOCUMENTED_SECTIONS:
+        if profile == "minimal" and sid not in MINIMAL_SECTIONS:
+            continue
         value = _produce(hooks, hook, turn, history)
         if value is None:
             if required:
@@ -97,6 +125,17 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
         section = _expect_section(value, hook)
         if section.id != sid or section.order != order:
             section = attrs.evolve(section, id=sid, order=order)
+        if section.text:
+            sections.append(section)
+    if profile == "minimal":
+        return sections
+    for sid, hook, order, stability in SEED_003_SECTIONS:
+        value = _produce(hooks, hook, turn, history)
+        if value is None:
+            continue
+        section = _expect_section(value, hook)
+        if (section.id, section.order, section.stability) != (sid, order, stability):
+            section = attrs.evolve(section, id=sid, order=order, stability=stability)
         if section.text:
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
@@ -130,20 +169,22 @@ def compile_prompt(
     diagnostics: Sequence = (),
     *,
     profile: str = "full",
+    layout: str = "split",
     history_messages: int = 0,
     leading: int = 0,
 ) -> AssembledPrompt:
     """Join ``sections`` into stable and dynamic text and build the manifest.
 
     ``messages`` are the provider-facing messages; the last one is the current user message, and
-    ``leading`` of them precede it. With ``profile="continuous"`` the dynamic text is put in front
-    of the current user message (see the module docstring) and the prompt's ``dynamic_text`` is empty.
+    ``leading`` of them precede it. With ``layout="continuous"`` the dynamic text is put in front
+    of the current user message (see the module docstring) and the prompt's ``dynamic_text`` is
+    empty. ``profile`` is recorded in the manifest (the sections were already chosen by it).
     """
     stable: list[str] = []
     dynamic: list[str] = []
     manifest_sections: list[ManifestSection] = []
     in_dynamic = False
-    by_stability = profile == CONTINUOUS_PROFILE
+    by_stability = layout == CONTINUOUS_LAYOUT
     for section in sections:
         in_dynamic = section.stability == "dynamic" if by_stability else in_dynamic or section.stability == "dynamic"
         data = section.text.encode("utf-8", "surrogatepass")
@@ -181,6 +222,7 @@ def compile_prompt(
         user_message_bytes=len(user.content.encode("utf-8", "surrogatepass")),
         message_count=len(messages),
         history_messages=history_messages,
+        layout=layout,
     )
     return AssembledPrompt(stable_text, dynamic_text, BOUNDARY, tuple(messages), tuple(sections), manifest, leading)
 
@@ -189,7 +231,7 @@ def current_user_message(prompt: AssembledPrompt) -> Message:
     """The current user message of ``prompt`` as rendered, without the dynamic sections that the
     ``continuous`` profile put in front of it: what to compile a rebuilt request around."""
     user = prompt.messages[-1] if prompt.messages else Message("user", "")
-    if prompt.manifest.profile != CONTINUOUS_PROFILE:
+    if prompt.manifest.layout != CONTINUOUS_LAYOUT:
         return user
     block = SEPARATOR.join(s.text for s in prompt.sections if s.stability == "dynamic")
     if block and user.content.startswith(block + SEPARATOR):

@@ -50,7 +50,7 @@ from monoagent.kernel.model import (
     UserMessagePart,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, collect_sections, compile_prompt, current_user_message
+from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import (
     PublicationBarrier,
@@ -337,13 +337,13 @@ class Harness(RunControl):
         hooks = self.agent.hooks
         if turn.session.mode != "continuous":
             sections = collect_sections(hooks, turn, history)
-            return compile_prompt(sections, [user_message], turn.diagnostics, history_messages=len(history))
+            return compile_prompt(sections, [user_message], turn.diagnostics, profile=turn.profile, history_messages=len(history))
         lease = turn.session_lease
         session = lease.session if resume and lease is not None else None
         leading = list(session.transcript) if session is not None else leading_messages(history)
         return compile_prompt(
             collect_sections(hooks, turn, ()), [*leading, user_message], turn.diagnostics,
-            profile=CONTINUOUS_PROFILE, history_messages=len(leading), leading=len(leading),
+            profile=turn.profile, layout=CONTINUOUS_LAYOUT, history_messages=len(leading), leading=len(leading),
         )
 
     async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:

@@ -20,7 +20,7 @@ import attrs
 
 from monoagent.boundary.fences import SNAPSHOT_BEGIN, SNAPSHOT_END, quote_inline
 from monoagent.kernel.model import AssembledPrompt, Message, ToolActivity
-from monoagent.pipeline.assembly import CONTINUOUS_PROFILE, compile_prompt
+from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, compile_prompt
 from monoagent.pipeline.bloat import neutralise_markers
 from monoagent.text import utf8_prefix, utf8_suffix
 
@@ -84,9 +84,9 @@ def stateless_prompt(prompt: AssembledPrompt, snapshot: str) -> AssembledPrompt:
     sections, so only the stable ones stay in the system text.
     """
     sections = [s for s in prompt.sections if s.id not in STATELESS_DROPPED_SECTIONS]
-    if prompt.manifest.profile == CONTINUOUS_PROFILE:
+    if prompt.manifest.layout == CONTINUOUS_LAYOUT:
         sections = [s for s in sections if s.stability == "stable"]
     user = prompt.messages[-1] if prompt.messages else Message("user", "")
     if snapshot:
         user = attrs.evolve(user, content=f"{user.content}\n\n{snapshot}")
-    return compile_prompt(sections, [user], prompt.manifest.diagnostics, profile="stateless", history_messages=0)
+    return compile_prompt(sections, [user], prompt.manifest.diagnostics, profile=prompt.manifest.profile, layout="stateless", history_messages=0)
