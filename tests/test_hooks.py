@@ -1066,9 +1066,8 @@ def test_a_hook_error_names_the_plugin_while_observed(tmp_path):
 
 def test_a_plugin_registered_late_reads_its_config_section(tmp_path):
     """``agent.register`` after start-up builds the new plugin's section as start-up would (it raised KeyError)."""
-    from monoagent.kernel.errors import ConfigError
-
     from monoagent.kernel.config import setting
+    from monoagent.kernel.errors import ConfigError
 
     @attrs.define
     class LateConfig:
