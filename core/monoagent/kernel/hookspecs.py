@@ -673,7 +673,10 @@ def section_skill_index(turn: Turn) -> Section | None:
     Called on every turn.
 
     Bundled default (``skills``): one line per entry of ``context.selectedSkills`` with the
-    name and the description from SKILL.md's front matter. There is no auto-selection.
+    name and the description from SKILL.md's front matter. There is no auto-selection. With
+    ``context.skillsMode = "on_demand"``: a note that the skills are loaded on demand with the
+    ``read_skill`` tool, then one line per skill with its exact slug (the directory name) and
+    description.
 
     Example::
 
@@ -699,7 +702,8 @@ def section_skill_instructions(turn: Turn) -> Section | None:
     Bundled default (``skills``): the body of ``<skillsRoot>/<name>/SKILL.md`` for each
     selected skill, each capped at ``context.skillMaxBytes`` (default 48000) without splitting a
     UTF-8 character, with a ``skill_truncated`` diagnostic; a missing skill is a
-    ``skill_missing`` diagnostic.
+    ``skill_missing`` diagnostic. None under ``context.skillsMode = "on_demand"`` (the
+    ``read_skill`` tool returns one body, capped the same way).
 
     Example::
 
