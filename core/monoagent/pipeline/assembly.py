@@ -13,6 +13,11 @@ instructions in the seed's relative order: ``current_permissions`` (610), ``task
 ``recovery_continuation`` (660), ``retry_instruction`` (670), ``dynamic_context`` (680) and
 ``extra_system`` (690). Each is optional: a hook that answers None (or empty text) leaves it out.
 
+Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the dynamic seed-003
+sections (:data:`ROUND_SECTIONS`) again for :attr:`~monoagent.kernel.turn.Turn.provider_round` and
+recompiles around the same messages, every other section unchanged: the stable text and its
+fingerprint stay byte-identical from round to round.
+
 The turn's prompt profile (:attr:`~monoagent.kernel.turn.Turn.profile`) chooses which sections
 are produced at all: ``full`` every one, ``minimal`` only core guardrails, identity and the
 session block (no extra sections either), ``none`` no system section; the manifest records it.
