@@ -191,3 +191,36 @@ def test_maxcontinuations_is_validated(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"runtime.maxContinuations = 9 .*out of range"):
         fresh_agent(tmp_path, config={"runtime": {"maxContinuations": 9}})
+
+
+def test_monoagent_run_ends_a_spent_tool_budget_with_an_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the CLI: a rejected call, then the final round of maxTurns = 2, answered; the run's event file
+    shows the retry and final-answer instructions arriving as a prompt refresh and the final request without tools."""
+    import json
+
+    from click.testing import CliRunner
+
+    import monoagent.cli as cli_module
+    from cli_isolation import isolate_cli
+    from monoagent.kernel.host import PluginHost
+    from monoagent.testing import write_script
+
+    isolate_cli(tmp_path, monkeypatch)
+    script = write_script(tmp_path / "script.json", [
+        {"text": "", "tool_calls": [{"name": "no_such_tool", "arguments": {}}]},
+        {"text": "Final: I could not look it up."},
+    ])
+    (tmp_path / "monoagent.toml").write_text(
+        f'[runtime]\nmodel = "offline:scripted"\nmaxTurns = 2\n[providers.offline]\nscriptPath = "{script}"\n', encoding="utf-8"
+    )
+    host = PluginHost()
+    host.load_entry_points()
+    result = CliRunner().invoke(cli_module.build_cli(host), ["run", "look it up"])
+    assert result.exit_code == 0, result.output
+    assert "Final: I could not look it up." in result.stdout
+    (events_file,) = (tmp_path / "home" / "artifacts" / "runs").rglob("*.jsonl")
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    requests = [e["data"] for e in events if e["type"] == "provider_request"]
+    assert [r["tools"] > 0 for r in requests] == [True, False]
+    (refreshed,) = [e["data"] for e in events if e["type"] == "prompt_refreshed"]
+    assert (refreshed["step"], refreshed["changed"]) == (2, ["retry_instruction"])

@@ -24,10 +24,14 @@ assistant message inside the attempt's tool loop, so the next step sends them ba
 retry or fallback starts without them (its snapshot is text only).
 
 ``runtime.maxTurns`` counts the provider steps that returned, over all attempts, so retries never
-widen the cap. When the run reaches its last allowed step after tool rounds (step = maxTurns, and
-maxTurns > 1), that *final round* is sent without tools and with the final-answer instruction
-(the ``retry_instruction`` section), so the run ends with an answer made of what it has; a model
-that calls tools all the same fails the run as before (those calls never run).
+widen the cap. The turn's usage sums every step that returned, in every attempt; its tool activity
+lists every tool call that ran, in every attempt (their side effects happened). The final text is
+only the answering attempt's.
+
+**The final round.** When the run reaches its last allowed step after tool rounds (step =
+maxTurns, and maxTurns > 1), that round is sent without tools and with the final-answer
+instruction (the ``retry_instruction`` section), so the run ends with an answer made of what it
+has; a model that calls tools all the same fails the run as before (those calls never run).
 
 **Rounds.** Before every provider round after a run's first, :meth:`ProviderCall._next_round`
 sets :attr:`Turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` (the step, the
@@ -40,9 +44,7 @@ byte-identical. A run that answers in one step never does this work.
 without tool calls is continued: its text goes back as an assistant message and the next round
 carries the ``recovery_continuation`` hint, up to ``runtime.maxContinuations`` times per attempt
 and within ``runtime.maxTurns``; the answer is the cut-off replies and the final one joined. A
-tool round in between ends the continuation (the answer is what follows it). The turn's usage sums every step that returned, in every attempt; its tool activity
-lists every tool call that ran, in every attempt (their side effects happened). The final text is
-only the answering attempt's.
+tool round in between ends the continuation (the answer is what follows it).
 
 Every step is read by :func:`monoagent.pipeline.stream.read_step`, within the stream limits of
 ``providers.piNative``; every tool call it requests is run by the run's
