@@ -198,10 +198,10 @@ def test_monoagent_run_ends_a_spent_tool_budget_with_an_answer(tmp_path: Path, m
     shows the retry and final-answer instructions arriving as a prompt refresh and the final request without tools."""
     import json
 
+    from cli_isolation import isolate_cli
     from click.testing import CliRunner
 
     import monoagent.cli as cli_module
-    from cli_isolation import isolate_cli
     from monoagent.kernel.host import PluginHost
     from monoagent.testing import write_script
 
