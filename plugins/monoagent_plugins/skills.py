@@ -54,7 +54,7 @@ INDEX_HEADING = "# Skills"
 INSTRUCTIONS_HEADING = "# Selected skill instructions"
 ON_DEMAND_NOTE = (
     "Skills mode: on demand. The instructions of these skills are not in this prompt. Before you follow a "
-    "skill, call read_skill with its exact slug (the name before the colon) and follow what it returns."
+    "skill, call read_skill with its exact slug (the first word of its line) and follow what it returns."
 )
 READ_SKILL = "read_skill"
 MAX_LISTED_SLUGS = 50
@@ -282,7 +282,7 @@ READ_SKILL_SPEC = ToolSpec(
     "Read the full instructions of one of the skills listed in the Skills section, before following it.",
     {
         "type": "object",
-        "properties": {"slug": {"type": "string", "description": "The skill's exact slug, as listed (the name before the colon)."}},
+        "properties": {"slug": {"type": "string", "description": "The skill's exact slug: the first word of its line in the Skills section."}},
         "required": ["slug"],
         "additionalProperties": False,
     },
