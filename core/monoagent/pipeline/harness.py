@@ -389,7 +389,11 @@ class Harness(RunControl):
                 f"(the turn settles as empty_response)"
             )
         text = prelude + outcome.text  # the notice reaches the caller, never history
-        user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
+        request = turn.request
+        user = Message(
+            "user", request.text, name=request.sender.label if request.sender else None,
+            attachments=tuple(item.ref() for item in request.attachments),
+        )
         answer = Message("assistant", outcome.text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
