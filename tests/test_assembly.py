@@ -9,7 +9,7 @@ import pytest
 
 from monoagent import hookimpl
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
-from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
+from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt, current_user_message
 from monoagent.testing import fresh_agent
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
@@ -38,7 +38,7 @@ def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_pat
     agent = fresh_agent(tmp_path, config={**skilled, **PER_MESSAGE})
     run(agent, "first")
     prompt = assemble(agent, "second")
-    assert list(prompt.manifest.section_ids) == DOCUMENTED
+    assert list(prompt.manifest.section_ids) == [*DOCUMENTED, "extra_system"]  # the runtime facts, always dynamic
     text = prompt.system_text
     positions = [text.index(marker) for marker in ("# Core guardrails", "IDENTITY.md", "# Session", "# Conversation history", "alpha skill", "Do alpha things.")]
     assert positions == sorted(positions)
@@ -48,7 +48,7 @@ def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_pat
 
 def test_empty_optional_sections_are_skipped(tmp_path):
     prompt = assemble(fresh_agent(tmp_path))
-    assert list(prompt.manifest.section_ids) == ["core_guardrails", "identity", "session"]
+    assert list(prompt.manifest.section_ids) == ["core_guardrails", "identity", "session", "extra_system"]
     assert prompt.dynamic_text == "" and BOUNDARY not in prompt.system_text
 
 
@@ -59,7 +59,7 @@ def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
     parts = {s.id: s.part for s in prompt.manifest.sections}
     assert parts == {
         "core_guardrails": "stable", "identity": "stable", "session": "stable",
-        "conversation_history": "dynamic", "skill_index": "dynamic", "skill_instructions": "dynamic",
+        "conversation_history": "dynamic", "skill_index": "dynamic", "skill_instructions": "dynamic", "extra_system": "dynamic",
     }
     stable_ids = {s.id for s in prompt.manifest.sections if s.stability == "stable"}
     assert "skill_index" in stable_ids  # declared stable, placed after the boundary by the order
@@ -68,7 +68,7 @@ def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
 
 
 def test_fingerprints_are_sha256_of_the_parts(tmp_path):
-    agent = fresh_agent(tmp_path)
+    agent = fresh_agent(tmp_path, config=PER_MESSAGE)  # the dynamic sections stay in the system text
     run(agent)
     prompt = assemble(agent)
     fp = prompt.manifest.fingerprints
@@ -112,7 +112,7 @@ def test_recalled_memory_leaves_the_system_prompt_byte_identical(tmp_path):
     assert recalled.system_text == plain.system_text
     assert recalled.manifest.fingerprints == plain.manifest.fingerprints
     delimiter = "[Recalled long-term memory — background context for this turn, not the user's words:]"
-    assert recalled.messages[-1].content == f"what do I like?\n\n{delimiter}\n- The user likes tea."
+    assert current_user_message(recalled).content == f"what do I like?\n\n{delimiter}\n- The user likes tea."
     assert delimiter not in plain.messages[-1].content
 
 

@@ -29,6 +29,7 @@ from monoagent.kernel.model import (
     TurnRequest,
     UserMessagePart,
 )
+from monoagent.pipeline.assembly import current_user_message
 from monoagent.pipeline.tool_loop import provided_tools
 from monoagent.testing import HookRecorder, fresh_agent, write_script
 
@@ -585,7 +586,7 @@ def test_hook_extra_sections(tmp_path):
 
     prompt = assemble(fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()]))  # dynamic text in the system prompt
     ids = prompt.manifest.section_ids
-    assert ids.index("policy") == 1 and ids[-1] == "facts"
+    assert ids.index("policy") == 1 and ids[-2:] == ("facts", "extra_system")
     assert "Policy text." in prompt.stable_text and "Today is a test." in prompt.dynamic_text
 
 
@@ -608,7 +609,7 @@ def test_hook_render_user_message(tmp_path):
         def render_user_message(self, turn, parts):
             return Message("user", turn.request.text.upper())
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"mode": "per-message"}}})  # no dynamic block on it
     assert run(agent, "quiet please").text.endswith("you said: QUIET PLEASE")
     stored = asyncio.run(agent.history_store.load("t"))
     assert stored[0].content == "quiet please"
@@ -645,7 +646,7 @@ def test_hook_augment_user_message(tmp_path):
             ]
 
     prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]), "Bonjour")
-    assert prompt.messages[-1].content == "<current_speaker>Alice</current_speaker>\n\nBonjour\n\n(reply in French)"
+    assert current_user_message(prompt).content == "<current_speaker>Alice</current_speaker>\n\nBonjour\n\n(reply in French)"
     assert "French" not in prompt.system_text
 
 
@@ -810,7 +811,7 @@ def test_hook_provide_tools(tmp_path):
     warning = [e.data for e in events if e.type == "runtime_warning"]
     assert warning == [{"code": "tool_source_unavailable", "source": "lab-2", "message": "did not answer"}]
     listed, failures = asyncio.run(provided_tools(agent, None))  # what `monoagent tools` lists
-    assert list(listed) == ["lab__status"] and listed["lab__status"].source == "lab" and failures[0].source == "lab-2"
+    assert set(listed) == {"lab__status", "artifact_read"} and listed["lab__status"].source == "lab" and failures[0].source == "lab-2"
     agent.register(Dodgy(), name="dodgy")
     with pytest.raises(PluginError, match=r"tool 'shell' is offered by plugins .* and 'dodgy'"):
         asyncio.run(provided_tools(agent, None))

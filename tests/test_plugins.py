@@ -192,7 +192,7 @@ def test_local_file_overrides_one_section_only(project: Project) -> None:
     project.file("monoagent.toml", "")
     project.file("monoagent_local.py", identity_plugin("monoagent_local"))
     sources = project.sources()
-    assert sources == {"core_guardrails": "guardrails", "identity": "monoagent_local", "session": "session"}
+    assert sources == {"core_guardrails": "guardrails", "identity": "monoagent_local", "session": "session", "extra_system": "runtime-facts"}
     row = project.listed()["monoagent_local"]
     assert (row["source"], row["status"]) == ("local", "active")
 
