@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_isolation import isolate_cli
 from click.testing import CliRunner
 
 from monoagent.kernel.model import REQUEST_CONTEXT_MAX_CHARS, Attachment, ToolStatus, TurnRequest
@@ -20,9 +20,6 @@ from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import BOUNDARY
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
 from monoagent_plugins.lib.section_text import BOUNDARY_MARKER
-
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_isolation import isolate_cli  # noqa: E402
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 
@@ -373,3 +370,16 @@ def test_artifact_read_is_a_read_tool_of_the_artifact_domain():
     from monoagent_plugins.artifact_refs import SPEC
 
     assert (SPEC.categories, SPEC.domain) == (("read",), "artifact")
+
+
+def test_a_flood_of_attachments_keeps_a_bounded_set_of_refs_and_commits(tmp_path):
+    from monoagent.kernel.model import MAX_ARTIFACT_REFS
+
+    flood = [Attachment(f"{n:04d}" + "n" * 5000, "text/plain\n" + "t" * 500, f"file {n}") for n in range(500)]
+    agent = fresh_agent(tmp_path, provider=FunctionProvider(lambda request: "ok", name="plain"))
+    asyncio.run(agent.respond(TurnRequest("many files", conversation_id="c", attachments=flood)))
+    user = asyncio.run(agent.history_store.load("c"))[0]
+    assert len(user.attachments) == MAX_ARTIFACT_REFS and all(len(r.name) <= 256 for r in user.attachments)
+    block = prepare(agent, TurnRequest("next", conversation_id="c")).messages[0].content
+    assert block.count("\n- art_") == 16 and f"and {MAX_ARTIFACT_REFS - 16} more not listed" in block
+    assert "text/plain\n" not in block  # the sender's media type is one quoted line

@@ -24,8 +24,16 @@ from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER, indent_continuations, neutralise_fence_tokens, quote_inline
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.model import (
+    ArtifactRef,
+    Attachment,
+    MemoryHit,
+    Message,
+    ProviderRequest,
+    Section,
+    UserMessagePart,
+)
 from monoagent.pipeline.sessions import artifact_refs_block
-from monoagent.kernel.model import ArtifactRef, Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
 
 HISTORY_HEADER = (
     "# Conversation history\n"

@@ -114,10 +114,20 @@ class Attachment(ValidText):
         return "art_" + digest.hexdigest()[:24]
 
     def ref(self) -> ArtifactRef:
-        """The metadata a history message keeps of this attachment (never its content)."""
+        """The metadata a history message keeps of this attachment (never its content); the name
+        and media type are the sender's, so they are cut to 256 and 128 characters."""
         size = self.size if self.size is not None else (utf8_len(self.text) if self.text is not None else None)
         size = size if size is None or size >= 0 else None
-        return ArtifactRef(self.artifact_id, self.name, self.media_type, size)
+        return ArtifactRef(self.artifact_id, self.name[:256], self.media_type[:128], size)
+
+
+MAX_ARTIFACT_REFS = 32
+"""The most attachments a history message keeps references to (a request may carry any number)."""
+
+
+def artifact_refs(attachments: tuple[Attachment, ...]) -> tuple[ArtifactRef, ...]:
+    """The references a history message keeps of ``attachments``: the first :data:`MAX_ARTIFACT_REFS`."""
+    return tuple(item.ref() for item in attachments[:MAX_ARTIFACT_REFS])
 
 
 @attrs.frozen

@@ -48,6 +48,7 @@ from monoagent.kernel.model import (
     TurnRequest,
     TurnResult,
     UserMessagePart,
+    artifact_refs,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
@@ -392,7 +393,7 @@ class Harness(RunControl):
         request = turn.request
         user = Message(
             "user", request.text, name=request.sender.label if request.sender else None,
-            attachments=tuple(item.ref() for item in request.attachments),
+            attachments=artifact_refs(request.attachments),
         )
         answer = Message("assistant", outcome.text)
         continuity = RunContinuity.of(turn)

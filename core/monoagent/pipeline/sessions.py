@@ -34,7 +34,7 @@ import attrs
 
 from monoagent.boundary.fences import neutralise_fence_tokens, quote_inline
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import ArtifactRef, Message, TurnRequest
+from monoagent.kernel.model import ArtifactRef, Message, TurnRequest, artifact_refs
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -143,7 +143,7 @@ def canonical_user_message(request: TurnRequest) -> Message:
     neutralised, the speaker's label (:func:`speaker_text`) and its attachments' metadata block;
     never recall, attachment content or other per-turn parts."""
     name = request.sender.label if request.sender else None
-    refs = tuple(item.ref() for item in request.attachments)
+    refs = artifact_refs(request.attachments)
     return Message("user", speaker_text(request.text, name, refs), name=name, attachments=refs)
 
 
