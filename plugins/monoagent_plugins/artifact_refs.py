@@ -12,8 +12,8 @@ pile of every artifact of the conversation. This plugin adds the rest:
 * the ``artifact_read`` tool (categories ``read``, domain ``artifact``) returns one artifact's
   stored text by id, for an artifact of the turn's own conversation only: an id from another
   conversation or a made-up one is an error result naming the problem, never someone else's
-  data. It is offered on the turns of a conversation whose retained history has artifacts (and to
-  ``monoagent tools``);
+  data. It is offered only on the turns of a conversation whose retained history has artifacts
+  (so ``monoagent tools``, which lists without a turn, does not show it);
 * the ``artifact_references`` section (dynamic) tells the model that references are metadata only,
   how to read one and not to read all; it is rendered only when the turn's retained history
   carries at least one reference.
@@ -124,7 +124,7 @@ TOOL = Tool(SPEC, read_artifact)
 
 @bundled_impl
 def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
-    return [TOOL] if turn is None or has_refs(turn) else None
+    return [TOOL] if turn is not None and has_refs(turn) else None
 
 
 def _store(turn: Turn) -> int:

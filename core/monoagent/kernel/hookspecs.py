@@ -1130,7 +1130,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
     Every await in an implementation must be bounded: the turn waits for it.
 
     Bundled default (``mcp``): the tools of each configured ``mcp.servers.<name>``, named
-    ``<name>__<tool>``, connecting to the servers on first need.
+    ``<name>__<tool>``, connecting to the servers on first need. ``artifact-refs`` offers
+    ``artifact_read`` on the turns of a conversation whose retained history carries artifact
+    references (never with ``turn=None``).
 
     Example::
 
