@@ -233,7 +233,8 @@ def test_full_turn_streams_text_and_marks_only_the_stable_block(tmp_path, server
     body = server.last_request.json
     assert body["model"] == "claude-x"
     blocks = body["system"]
-    assert [("cache_control" in block) for block in blocks] == [True]  # a first turn: nothing dynamic yet
+    assert [("cache_control" in block) for block in blocks] == [True, False]  # a first turn: only the runtime facts are dynamic
+    assert "# Runtime facts" in blocks[1]["text"] and "# Runtime facts" not in blocks[0]["text"]
     assert BOUNDARY.encode() not in server.last_request.body
     assert body["messages"][-1]["role"] == "user"
     assert "hi" in body["messages"][-1]["content"][0]["text"]

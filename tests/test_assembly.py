@@ -10,7 +10,7 @@ import pytest
 from monoagent import hookimpl
 from monoagent.kernel.errors import HookResultError
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
-from monoagent.pipeline.assembly import BOUNDARY, SEED_003_SECTIONS, AssemblyError, compile_prompt
+from monoagent.pipeline.assembly import BOUNDARY, SEED_003_SECTIONS, AssemblyError, compile_prompt, current_user_message
 from monoagent.testing import fresh_agent
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
@@ -75,7 +75,7 @@ def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
 
 
 def test_fingerprints_are_sha256_of_the_parts(tmp_path):
-    agent = fresh_agent(tmp_path)
+    agent = fresh_agent(tmp_path, config=PER_MESSAGE)  # the dynamic sections stay in the system text
     run(agent)
     prompt = assemble(agent)
     fp = prompt.manifest.fingerprints
@@ -119,7 +119,7 @@ def test_recalled_memory_leaves_the_system_prompt_byte_identical(tmp_path):
     assert recalled.system_text == plain.system_text
     assert recalled.manifest.fingerprints == plain.manifest.fingerprints
     delimiter = "[Recalled long-term memory — background context for this turn, not the user's words:]"
-    assert recalled.messages[-1].content == f"what do I like?\n\n{delimiter}\n- The user likes tea."
+    assert current_user_message(recalled).content == f"what do I like?\n\n{delimiter}\n- The user likes tea."
     assert delimiter not in plain.messages[-1].content
 
 

@@ -90,7 +90,7 @@ def test_prompt_shows_the_boundary_only_with_a_dynamic_part(project: Path, monke
     monkeypatch.setenv("MONO_AGENT_SESSION_MODE", "per-message")  # history in the system prompt, after the boundary
     before = invoke("prompt", "first")
     assert before.exit_code == 0, before.output
-    assert BOUNDARY not in before.stdout
+    assert f"\n{BOUNDARY}\n# Runtime facts" in before.stdout  # the only dynamic part of a first turn
     for heading in ("=== system prompt ===", "=== messages ===", "=== manifest ==="):
         assert heading in before.stdout
     assert "--- user ---\nfirst\n" in before.stdout
@@ -105,7 +105,7 @@ def test_prompt_shows_the_boundary_only_with_a_dynamic_part(project: Path, monke
     assert "# Conversation history" not in stable
     manifest = json.loads(after.stdout.split("=== manifest ===\n", 1)[1])
     assert manifest["history_messages"] == 2
-    assert [s["id"] for s in manifest["sections"] if s["part"] == "dynamic"] == ["conversation_history"]
+    assert [s["id"] for s in manifest["sections"] if s["part"] == "dynamic"] == ["conversation_history", "extra_system"]
 
 
 def test_prompt_json_calls_no_provider_and_commits_nothing(project: Path) -> None:
@@ -120,7 +120,8 @@ def test_prompt_json_calls_no_provider_and_commits_nothing(project: Path) -> Non
     assert data["dynamic"] == ""  # continuous mode: history goes as leading messages, not system text
     assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user"] and data["messages"][0]["content"] == "hello"
     last = data["messages"][-1]
-    assert (last["role"], last["content"]) == ("user", "what now?")
+    assert last["role"] == "user" and last["content"].endswith("\n\nwhat now?")
+    assert last["content"].startswith("# Runtime facts")  # continuous mode: the dynamic sections lead the current message
     assert data["manifest"]["history_messages"] == 2
     assert snapshot(project / "home" / "history") == history
     assert snapshot(runs_dir(project)) == runs

@@ -252,6 +252,8 @@ class Recorder:
 
     def __init__(self, tmp_path: Path, **config):
         tmp_path.mkdir(parents=True, exist_ok=True)
+        plugins = config.pop("plugins", {})  # byte-exact comparisons across agents: no clock in the dynamic block
+        config["plugins"] = {**plugins, "block": [*plugins.get("block", []), "runtime-facts"]}
         self.agent = scripted_agent(tmp_path, [{"text": "done"}] * 8, config=config)
         self.events = []
 

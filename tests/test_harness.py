@@ -12,6 +12,7 @@ import pytest
 from monoagent import hookimpl
 from monoagent.kernel.errors import AdmissionRejected, ProviderError
 from monoagent.kernel.model import Message, StepFinished, TextDelta, TurnRequest
+from monoagent.pipeline.assembly import current_user_message
 from monoagent.testing import fresh_agent, write_script
 
 
@@ -31,7 +32,7 @@ class GatedRuntime:
         self.active += 1
         self.peak = max(self.peak, self.active)
         gate = asyncio.Event()
-        text = request.prompt.messages[-1].content
+        text = current_user_message(request.prompt).content  # the user's text, without the dynamic block
         self.release[text] = gate
         await self.started.put(text)
         try:

@@ -29,6 +29,7 @@ from monoagent.kernel.model import (
     TurnRequest,
     UserMessagePart,
 )
+from monoagent.pipeline.assembly import current_user_message
 from monoagent.pipeline.tool_loop import provided_tools
 from monoagent.testing import HookRecorder, fresh_agent, write_script
 
@@ -579,6 +580,13 @@ def test_hook_section_task_orchestration(tmp_path):
 
 def test_hook_section_artifact_references(tmp_path):
     _check_seed_003_section(tmp_path, "artifact_references")
+    from monoagent.kernel.model import Attachment
+
+    agent = fresh_agent(tmp_path / "bundled")  # artifact-refs: only when the retained history carries references
+    run(agent, "plain")
+    assert "artifact_references" not in assemble(agent).manifest.section_ids
+    run(agent, "with a file", attachments=[Attachment("a.txt", "text/plain", "text")])
+    assert "artifact_references" in assemble(agent).manifest.section_ids
 
 
 def test_hook_section_hidden_tool_domains(tmp_path):
@@ -587,6 +595,13 @@ def test_hook_section_hidden_tool_domains(tmp_path):
 
 def test_hook_section_agents_md(tmp_path):
     _check_seed_003_section(tmp_path, "agents_md")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "AGENTS.md").write_text("Folder rules.", encoding="utf-8")
+    config = {"context": {"agentsMd": {"channels": {"webhook": str(folder)}}}}
+    agent = fresh_agent(tmp_path / "bundled", config=config)  # agents-md: the channel's folder, when configured
+    assert "agents_md" in assemble(agent, channel="webhook").manifest.section_ids
+    assert "agents_md" not in assemble(agent, channel="cron").manifest.section_ids
 
 
 def test_hook_section_recovery_continuation(tmp_path):
@@ -613,10 +628,16 @@ def test_hook_section_retry_instruction(tmp_path):
 
 def test_hook_section_dynamic_context(tmp_path):
     _check_seed_003_section(tmp_path, "dynamic_context")
+    agent = fresh_agent(tmp_path / "bundled")  # dynamic-context: exactly when the request has context
+    assert "dynamic_context" in assemble(agent, context="Today's focus: billing.").manifest.section_ids
+    assert "dynamic_context" not in assemble(agent).manifest.section_ids
 
 
 def test_hook_section_extra_system(tmp_path):
     _check_seed_003_section(tmp_path, "extra_system")
+    prompt = assemble(fresh_agent(tmp_path / "bundled"))  # runtime-facts: on every full-profile turn
+    assert {s.id: s.source for s in prompt.manifest.sections}["extra_system"] == "runtime-facts"
+    assert "extra_system" not in assemble(fresh_agent(tmp_path / "bundled"), profile="minimal").manifest.section_ids
 
 
 def test_hook_extra_sections(tmp_path):
@@ -630,7 +651,7 @@ def test_hook_extra_sections(tmp_path):
 
     prompt = assemble(fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}}, plugins=[Plugin()]))  # dynamic text in the system prompt
     ids = prompt.manifest.section_ids
-    assert ids.index("policy") == 1 and ids[-1] == "facts"
+    assert ids.index("policy") == 1 and ids[-2:] == ("facts", "extra_system")
     assert "Policy text." in prompt.stable_text and "Today is a test." in prompt.dynamic_text
 
 
@@ -653,7 +674,7 @@ def test_hook_render_user_message(tmp_path):
         def render_user_message(self, turn, parts):
             return Message("user", turn.request.text.upper())
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"mode": "per-message"}}})  # no dynamic block on it
     assert run(agent, "quiet please").text.endswith("you said: QUIET PLEASE")
     stored = asyncio.run(agent.history_store.load("t"))
     assert stored[0].content == "quiet please"
@@ -690,7 +711,7 @@ def test_hook_augment_user_message(tmp_path):
             ]
 
     prompt = assemble(fresh_agent(tmp_path, plugins=[Plugin()]), "Bonjour")
-    assert prompt.messages[-1].content == "<current_speaker>Alice</current_speaker>\n\nBonjour\n\n(reply in French)"
+    assert current_user_message(prompt).content == "<current_speaker>Alice</current_speaker>\n\nBonjour\n\n(reply in French)"
     assert "French" not in prompt.system_text
 
 

@@ -385,3 +385,19 @@ def test_a_conversation_id_header_is_checked_and_text_parts_are_joined(server):
         "messages": [{"role": "user", "content": [{"type": "text", "text": "two "}, {"type": "text", "text": "parts"}]}]})
     assert parts.json()["choices"][0]["message"]["content"].endswith("you said: two parts")
     assert parts.headers["X-Conversation-Id"] == "with space"
+
+
+def test_system_messages_are_the_turns_context_and_never_stored(server):
+    ask = {"messages": [{"role": "system", "content": "Answer in haiku."},
+                        {"role": "developer", "content": [{"type": "text", "text": "Tenant: acme."}]},
+                        {"role": "user", "content": "hello"}]}
+    headers = {**auth(), "X-Conversation-Id": "ctx"}
+    first = server.client.post("/v1/chat/completions", headers=headers, json=ask).json()["choices"][0]["message"]["content"]
+    assert "dynamic_context" in first.partition("; history")[0]  # the sections the offline echo was sent
+    plain = server.client.post("/v1/chat/completions", headers=headers, json={"messages": [{"role": "user", "content": "again"}]}).json()
+    answer = plain["choices"][0]["message"]["content"]
+    assert "dynamic_context" not in answer.partition("; history")[0] and "haiku" not in answer and "acme" not in answer
+    image = {"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+                          {"role": "user", "content": "hi"}]}
+    refused = server.client.post("/v1/chat/completions", headers=headers, json=image)
+    assert refused.status_code == 400 and "messages[0].content[0] is of type 'image_url'" in refused.json()["error"]["message"]

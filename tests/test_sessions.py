@@ -75,6 +75,7 @@ def anthropic_agent(tmp_path, server, *, session=None, plugins=(), **config):
     base: dict[str, Any] = {
         "runtime": {"model": MODEL, "session": session or {}},
         "providers": {"anthropic": {"baseUrl": server.url}},
+        "plugins": {"block": ["runtime-facts"]},  # byte-exact wire messages: no clock in the dynamic block
         **config,
     }
     return fresh_agent(tmp_path, config=base, env={"ANTHROPIC_API_KEY": "test-key"}, plugins=list(plugins))
@@ -145,7 +146,8 @@ def test_a_warm_anthropic_turn_sends_the_transcript_then_the_current_message_and
 def test_a_warm_openai_turn_keeps_a_stable_system_message_and_a_common_prefix(tmp_path, openai):
     agent = fresh_agent(
         tmp_path,
-        config={"runtime": {"model": "openai:gpt-x"}, "providers": {"openai": {"baseUrl": f"{openai.url}/v1"}}},
+        config={"runtime": {"model": "openai:gpt-x"}, "providers": {"openai": {"baseUrl": f"{openai.url}/v1"}},
+                "plugins": {"block": ["runtime-facts"]}},  # no dynamic block rides the current message
         env={"OPENAI_API_KEY": "sk-test"},
     )
     answer(openai, "first answer", "second answer", "third answer")

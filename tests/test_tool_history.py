@@ -439,10 +439,11 @@ def test_projection_is_capped_at_64_kib(tmp_path):
 
 def test_projection_reaches_the_prompt_after_history_and_is_absent_without_records(tmp_path):
     agent = tool_agent(tmp_path, echo_steps("visible") + [{"text": "second"}], config={"runtime": {"session": {"mode": "per-message"}}})  # both in the system prompt
-    blocked = fresh_agent(tmp_path / "blocked", config={"plugins": {"block": ["tool-history"]}})
+    blocked = fresh_agent(tmp_path / "blocked", config={"plugins": {"block": ["tool-history", "runtime-facts"]}})
     empty = asyncio.run(agent.assemble(TurnRequest("hello", conversation_id="c")))
     baseline = asyncio.run(blocked.assemble(TurnRequest("hello", conversation_id="c")))
-    assert empty.system_text == baseline.system_text.replace(str(blocked.config.home), str(agent.config.home))
+    assert empty.stable_text == baseline.stable_text.replace(str(blocked.config.home), str(agent.config.home))
+    assert [s for s in empty.manifest.section_ids if s != "extra_system"] == list(baseline.manifest.section_ids)
     agent.run_sync("go", conversation_id="c")
     prompt = asyncio.run(agent.assemble(TurnRequest("again", conversation_id="c")))
     ids = prompt.manifest.section_ids

@@ -9,6 +9,8 @@ documented delimiter. Every host fence token (the recall delimiter included: onl
 block itself may carry it) is neutralised in history entries, speaker names and tool names, the
 user's own text, attachments and recalled entries
 (:func:`monoagent.boundary.fences.neutralise_fence_tokens`); text without one is left byte-identical.
+A user message that had attachments is followed, inside its entry, by their metadata block
+(:func:`monoagent.pipeline.sessions.artifact_refs_block`: id, name, media type, size, never content).
 A continuity account (a message whose ``continuity`` envelope the host set) is rendered as the
 host wrote it: its untrusted parts were neutralised when it was built.
 """
@@ -22,7 +24,16 @@ from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER, indent_continuations, neutralise_fence_tokens, quote_inline
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.model import Attachment, MemoryHit, Message, ProviderRequest, Section, UserMessagePart
+from monoagent.kernel.model import (
+    ArtifactRef,
+    Attachment,
+    MemoryHit,
+    Message,
+    ProviderRequest,
+    Section,
+    UserMessagePart,
+)
+from monoagent.pipeline.sessions import artifact_refs_block
 
 HISTORY_HEADER = (
     "# Conversation history\n"
@@ -33,7 +44,9 @@ _ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "Note", "too
 
 
 @functools.lru_cache(maxsize=512)  # a few conversations' 64-message windows; entries can be 64 KiB
-def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, ...], host_authored: bool = False) -> str:
+def _render_entry(
+    role: str, name: str | None, content: str, tools: tuple[str, ...], host_authored: bool = False, refs: tuple[ArtifactRef, ...] = ()
+) -> str:
     label = _ROLE_LABELS.get(role, role.title())
     if role == "user" and name:
         label = f"{label} ({quote_inline(name)})"
@@ -41,6 +54,8 @@ def _render_entry(role: str, name: str | None, content: str, tools: tuple[str, .
     if tools:
         names = ", ".join(quote_inline(tool) for tool in tools)
         body = f"{body}\n[called tools: {names}]" if body else f"[called tools: {names}]"
+    if refs:
+        body = f"{body}\n{artifact_refs_block(refs)}"
     return f"{label}: {indent_continuations(body)}"
 
 
@@ -60,7 +75,8 @@ def _entry(message: Message) -> str:
     if hit is not None and hit[0] is message:
         return hit[1]
     text = _render_entry(
-        message.role, message.name, message.content, tuple(c.name for c in message.tool_calls), message.continuity is not None
+        message.role, message.name, message.content, tuple(c.name for c in message.tool_calls), message.continuity is not None,
+        message.attachments,
     )
     with _entries_lock:
         _ENTRIES[id(message)] = (message, text)

@@ -66,14 +66,18 @@ def _chunks(text: str, pieces: int = 4) -> list[str]:
 
 
 class EchoRuntime:
-    """Says what it received. Streams the reply word by word."""
+    """Says what it received: the sections, the history size and the current user message (its own
+    text and the parts riding it, without the dynamic sections that lead it in continuous mode,
+    which the section list names already). Streams the reply word by word."""
 
     name = "offline:echo"
     context_window = CONTEXT_WINDOW
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         manifest = request.prompt.manifest
-        user = request.prompt.messages[-1].content if request.prompt.messages else ""
+        from monoagent.pipeline.assembly import current_user_message
+
+        user = current_user_message(request.prompt).content
         reply = (
             f"[offline:echo] sections: {', '.join(manifest.section_ids) or 'none'}; "
             f"history: {manifest.history_messages} messages; you said: {user}"

@@ -5,7 +5,9 @@ proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape,
 ``"stream": true`` as server-sent ``chat.completion.chunk`` events; ``GET /v1/models`` lists the
 composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
 body's ``user`` field, else a new one per request. Only the request's trailing user message is the
-turn: earlier client-sent messages are ignored in favour of the conversation's canonical history.
+turn: earlier client-sent messages are ignored in favour of the conversation's canonical history,
+except ``system`` and ``developer`` messages, whose text becomes the turn's context
+(``TurnRequest.context``, the dynamic ``dynamic_context`` section; never stored in history).
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
 
@@ -100,6 +102,47 @@ class CompletionRequest:
     conversation_id: str
     stream: bool = False
     include_usage: bool = False
+    context: str | None = None
+
+
+CONTEXT_ROLES = ("system", "developer")
+
+
+def _text_content(content: Any, index: int) -> str | None:
+    """A message's text: a string, or the joined ``{'type': 'text'}`` parts; None for anything else.
+
+    :class:`CompletionRefused` 400 names a part that is not text.
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part_index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind != "text" or not isinstance(part.get("text"), str):
+            named = f"of type {kind!r}" if isinstance(kind, str) else "not a {'type': 'text', 'text': ...} object"
+            raise CompletionRefused(400, f"messages[{index}].content[{part_index}] is {named}: this channel takes "
+                                    f"text only (a string, or parts {{'type': 'text', 'text': ...}})", param="messages")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def client_context(messages: list[Any]) -> str | None:
+    """The text of the request's ``system`` and ``developer`` messages, joined by blank lines, or None.
+
+    A client's system prompt is the caller's context for this turn (``TurnRequest.context``); the
+    composed agent's own prompt stays in charge. A context message whose content is not text is a 400.
+    """
+    texts = []
+    for index, message in enumerate(messages[:-1]):
+        if isinstance(message, dict) and message.get("role") in CONTEXT_ROLES:
+            text = _text_content(message.get("content"), index)
+            if text is None:
+                raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
+            if text.strip():
+                texts.append(text.strip())
+    return "\n\n".join(texts) or None
 
 
 def trailing_user_text(body: Any) -> str:
@@ -112,17 +155,7 @@ def trailing_user_text(body: Any) -> str:
     last = messages[-1]
     if not isinstance(last, dict) or last.get("role") != "user":
         raise RequestRefused(400, "the last entry of 'messages' must have role 'user' (it is the turn)")
-    content = last.get("content")
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text" or not isinstance(part.get("text"), str):
-                named = f"of type {kind!r}" if isinstance(kind, str) else "not a {'type': 'text', 'text': ...} object"
-                raise CompletionRefused(400, f"messages[{len(messages) - 1}].content[{index}] is {named}: this channel takes "
-                                        f"text only (a string, or parts {{'type': 'text', 'text': ...}})", param="messages")
-            texts.append(part["text"])
-        content = "".join(texts)
+    content = _text_content(last.get("content"), len(messages) - 1)
     if not isinstance(content, str) or not content.strip():
         raise RequestRefused(400, "the last message's 'content' must be non-empty text")
     return content
@@ -156,7 +189,8 @@ def _named(given: str | None, where: str, param: str | None) -> str | None:
 def completion_request(body: Any, headers: Any, model: str) -> CompletionRequest:
     """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
 
-    Honoured: ``messages`` (the trailing user message is the turn), ``model`` (absent, or the
+    Honoured: ``messages`` (the trailing user message is the turn; ``system`` and ``developer``
+    messages are its context, :func:`client_context`), ``model`` (absent, or the
     agent's own model id: another one is 404 ``model_not_found``), ``stream``,
     ``stream_options.include_usage``, ``user`` and ``n`` (1 only). Refused: client-side tools
     (:data:`TOOL_FIELDS`) and non-text content parts. Every other field (``temperature``,
@@ -192,7 +226,7 @@ def completion_request(body: Any, headers: Any, model: str) -> CompletionRequest
             raise CompletionRefused(400, "'stream_options' must be an object whose 'include_usage' is true or false",
                                     param="stream_options")
         include_usage = usage
-    return CompletionRequest(text, conversation_id(headers, body), stream, include_usage)
+    return CompletionRequest(text, conversation_id(headers, body), stream, include_usage, client_context(body["messages"]))
 
 
 def run_failure(exc: BaseException) -> tuple[int, str, str]:
@@ -283,7 +317,9 @@ class OpenAIApiChannel:
             asked = completion_request(body, request.headers, self.agent.model)
         except RequestRefused as refused:
             return _refusal(refused)
-        turn = TurnRequest(asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request")
+        turn = TurnRequest(
+            asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context
+        )
         echoed = {"X-Conversation-Id": turn.conversation_id.removeprefix(f"{CHANNEL}:")}
         stream = RunStream() if asked.stream else None
         try:

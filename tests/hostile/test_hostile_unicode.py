@@ -465,7 +465,8 @@ def test_cli_argument_that_is_not_utf8_against_the_anthropic_plugin(tmp_path: Pa
     """``monoagent run $'arg \\xff'``: a notice, a valid request, and the conversation keeps working."""
     with AnthropicWireServer() as server:
         server.enqueue(Reply(text_pieces=("first",)), Reply(text_pieces=("second",)))
-        env = clean_env(tmp_path, MONO_AGENT_MODEL="anthropic:claude-x", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.url)
+        env = clean_env(tmp_path, MONO_AGENT_MODEL="anthropic:claude-x", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.url,
+                        MONO_AGENT_BLOCK_PLUGINS="runtime-facts")  # the user message exactly, no dynamic block before it
         done = monoagent("run", b"arg \xff", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode() == "first\n"

@@ -156,6 +156,21 @@ def _read_text(text: str) -> str:
     return read_stdin() if text == "-" else text
 
 
+CONTEXT_FILE_MAX_BYTES = 1024 * 1024
+
+
+def _context_from_file(context: str | None, path: str) -> str:
+    """The text of ``--context-file`` (a regular UTF-8 file of at most 1 MiB); with ``--context`` too, a usage error."""
+    from monoagent.boundary.files import read_regular_text
+
+    if context is not None:
+        raise click.UsageError("give the turn's context with --context or --context-file, not both")
+    try:
+        return read_regular_text(path, CONTEXT_FILE_MAX_BYTES, what="context file")
+    except OSError as exc:
+        raise click.BadParameter(f"{exc.strerror or exc} ({path})", param_hint="--context-file") from None
+
+
 def _announce_default_model(agent: Any, model: str | None) -> None:
     if model is None and agent.model_is_default:
         echo(
@@ -207,9 +222,14 @@ TOOL_LINES_HELP = (
 )
 @click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
 @click.option("--markdown/--plain", "markdown", default=None, help=MARKDOWN_HELP)
+@click.option("--context", "context", default=None, help="Context for this turn only (the dynamic_context section; never stored in history).")
+@click.option(
+    "--context-file", "context_file", default=None, type=click.Path(dir_okay=False),
+    help="Read --context from a UTF-8 file (at most 1 MiB).",
+)
 def run(
     text: str, conversation: str, model: str | None, as_json: bool, proactive: bool, tool_lines: bool | None,
-    markdown: bool | None,
+    markdown: bool | None, context: str | None, context_file: str | None,
 ) -> None:
     """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin).
 
@@ -217,11 +237,13 @@ def run(
     """
     from monoagent.kernel.model import TurnRequest
 
+    if context_file is not None:
+        context = _context_from_file(context, context_file)
     agent = _state().agent()
     _announce_default_model(agent, model)
     request = TurnRequest(
         _read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal", model=model,
-        proactive=proactive,
+        proactive=proactive, context=context,
     )
 
     if as_json:  # a script reads the steps from the JSON: no tool lines, no Markdown

@@ -827,13 +827,22 @@ def section_artifact_references(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default: ``artifact-refs`` renders the policy when a message of the turn's retained
+    history (``turn.history``) carries attachments, whose metadata blocks (id, name, media type,
+    size: :func:`monoagent.pipeline.sessions.artifact_refs_block`) sit next to their messages:
+    references are metadata only, read one with ``artifact_read`` (or request the ``artifact``
+    tool domain first, when ``request_tools`` is offered instead), never all, and answer from the
+    history when the file is not needed. The same plugin offers the ``artifact_read`` tool
+    (categories ``read``, domain ``artifact``) on those turns and stores each attachment's text
+    under ``<history.dir>/artifacts`` after the turn commits.
 
     Example::
 
         @hookimpl
         def section_artifact_references(turn):
-            return None  # block this section for the project
+            if any(m.attachments for m in turn.history):
+                return Section("artifact_references", "Files are listed by id; ask before reading one.",
+                               order=630, stability="dynamic")
     """
 
 @hookspec(firstresult=True)
@@ -881,13 +890,22 @@ def section_agents_md(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default: ``agents-md`` renders the effective AGENTS.md as project instructions whose
+    heading names the file's path (the manifest's ``source``): the folder configured for the
+    request's channel in ``context.agentsMd.channels.<channel>``, else on a console turn
+    (``delivery = "console"``) the nearest AGENTS.md from the working directory up to the first
+    directory holding ``monoagent.toml`` or ``.git``, never above the home directory; else none.
+    Read like the bootstrap files (a regular file of at most ``context.bootstrapMaxChars`` x 4
+    bytes, invalid UTF-8 replaced), cut to ``context.bootstrapMaxChars`` and to what the bootstrap
+    files left of ``context.bootstrapTotalMaxChars`` (diagnostics ``agents_md_truncated``,
+    ``agents_md_unreadable``, ``agents_md_missing`` for a configured folder without one).
 
     Example::
 
         @hookimpl
         def section_agents_md(turn):
-            return None  # block this section for the project
+            text = (Path(turn.config.home) / "TEAM.md").read_text()
+            return Section("agents_md", text, order=650, stability="dynamic", source="TEAM.md")
     """
 
 @hookspec(firstresult=True)
@@ -986,13 +1004,17 @@ def section_dynamic_context(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default: ``dynamic-context`` renders the request's ``TurnRequest.context`` (``monoagent
+    run --context``/``--context-file``) under a heading saying it applies to this turn only, cut to
+    :data:`~monoagent.kernel.model.REQUEST_CONTEXT_MAX_CHARS` characters (diagnostic
+    ``dynamic_context_truncated``); none when the request has no context. Never written to history.
 
     Example::
 
         @hookimpl
         def section_dynamic_context(turn):
-            return None  # block this section for the project
+            return Section("dynamic_context", f"Open tickets: {count_tickets()}", order=680,
+                           stability="dynamic")
     """
 
 @hookspec(firstresult=True)
@@ -1013,13 +1035,17 @@ def section_extra_system(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default: ``runtime-facts`` renders the turn's local date, weekday and time with its
+    time zone (the IANA name of ``runtime.session.rolloverTimezone`` when set, else the system
+    zone's name) and UTC offset, and the operating system (``platform``): read from
+    ``turn.now``, so every round of a turn shows the same facts. Block the plugin to leave them out.
 
     Example::
 
         @hookimpl
         def section_extra_system(turn):
-            return None  # block this section for the project
+            return Section("extra_system", f"Today is {turn.now:%A %Y-%m-%d}.", order=690,
+                           stability="dynamic")
     """
 
 @hookspec
@@ -1147,7 +1173,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
     Every await in an implementation must be bounded: the turn waits for it.
 
     Bundled default (``mcp``): the tools of each configured ``mcp.servers.<name>``, named
-    ``<name>__<tool>``, connecting to the servers on first need.
+    ``<name>__<tool>``, connecting to the servers on first need. ``artifact-refs`` offers
+    ``artifact_read`` on the turns of a conversation whose retained history carries artifact
+    references (never with ``turn=None``).
 
     Example::
 

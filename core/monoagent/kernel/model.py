@@ -102,6 +102,48 @@ class Attachment(ValidText):
     text: str | None = None
     size: int | None = None
 
+    @property
+    def artifact_id(self) -> str:
+        """The attachment's artifact id: ``art_`` and 24 hex digits of the SHA-256 of its name, media
+        type and text, so the same file sent twice is one artifact and an id reveals nothing of it."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for part in (self.name, self.media_type, self.text or ""):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+        return "art_" + digest.hexdigest()[:24]
+
+    def ref(self) -> ArtifactRef:
+        """The metadata a history message keeps of this attachment (never its content); the name
+        and media type are the sender's, so they are cut to 256 and 128 characters."""
+        size = self.size if self.size is not None else (utf8_len(self.text) if self.text is not None else None)
+        size = size if size is None or size >= 0 else None
+        return ArtifactRef(self.artifact_id, self.name[:256], self.media_type[:128], size)
+
+
+MAX_ARTIFACT_REFS = 32
+"""The most attachments a history message keeps references to (a request may carry any number)."""
+
+
+def artifact_refs(attachments: tuple[Attachment, ...]) -> tuple[ArtifactRef, ...]:
+    """The references a history message keeps of ``attachments``: the first :data:`MAX_ARTIFACT_REFS`."""
+    return tuple(item.ref() for item in attachments[:MAX_ARTIFACT_REFS])
+
+
+@attrs.frozen
+class ArtifactRef(ValidText):
+    """What a retained history message keeps of an attachment: metadata only, never its bytes.
+
+    ``id`` is :attr:`Attachment.artifact_id`; the ``artifact_read`` tool of the bundled
+    ``artifact-refs`` plugin reads the stored text of an artifact by it, for the artifacts of the
+    turn's own conversation only.
+    """
+
+    id: str
+    name: str
+    media_type: str = "application/octet-stream"
+    size: int | None = None
+
 
 # --------------------------------------------------------------------------- messages and tools
 
@@ -232,8 +274,10 @@ class Message(ValidText):
     there: it marks the message as host-authored and names the tool records the account retains.
     ``reasoning`` holds an assistant message's signed reasoning blocks in stream order (they
     precede its text on the wire); only a warm session's transcript keeps them, canonical history
-    never does. ``is_error``, ``continuity`` and ``reasoning`` are absent in records written
-    before they existed, and omitted from a serialised message when unset.
+    never does. ``attachments`` are the :class:`ArtifactRef` of a user message's attachments
+    (metadata only), rendered next to the message in later turns. ``is_error``, ``continuity``,
+    ``reasoning`` and ``attachments`` are absent in records written before they existed, and
+    omitted from a serialised message when unset.
     """
 
     role: Role
@@ -245,6 +289,7 @@ class Message(ValidText):
     continuity: ContinuityEnvelope | None = None
     is_error: bool = False
     reasoning: tuple[ReasoningBlock, ...] = attrs.field(default=(), converter=_tuple)
+    attachments: tuple[ArtifactRef, ...] = attrs.field(default=(), converter=_tuple)
 
 
 @attrs.frozen
@@ -283,6 +328,17 @@ def _prompt_profile(value: str | None) -> str | None:
     return value
 
 
+REQUEST_CONTEXT_MAX_CHARS = 16_000
+"""The cap on :attr:`TurnRequest.context`, in characters: the ``dynamic_context`` section keeps
+that many and records a ``dynamic_context_truncated`` diagnostic for the rest."""
+
+
+def _request_context(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"context is the caller's text for this turn (a str or None), not {type(value).__name__}")
+    return value
+
+
 # --------------------------------------------------------------------------- requests
 
 
@@ -306,7 +362,10 @@ class TurnRequest(ValidText):
     session. ``notify`` marks a request-driven turn whose successful final answer the channel
     delivers verbatim to notify destinations (a cron job or webhook hook with ``notify``); the
     session block then says so and how to stay silent (:data:`SILENT_RESULT`). ``profile`` overrides
-    ``context.profile`` for this turn (:data:`PROMPT_PROFILES`). ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
+    ``context.profile`` for this turn (:data:`PROMPT_PROFILES`). ``context`` is text the caller
+    gives the model for this turn only (the ``dynamic_context`` section, after the cache boundary,
+    capped at :data:`REQUEST_CONTEXT_MAX_CHARS` characters with a ``dynamic_context_truncated``
+    diagnostic); it is never written to history. ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
     """
 
     text: str
@@ -324,6 +383,7 @@ class TurnRequest(ValidText):
     proactive: bool = False
     notify: bool = False
     profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
+    context: str | None = attrs.field(default=None, converter=_request_context)
 
 
 # --------------------------------------------------------------------------- prompt assembly

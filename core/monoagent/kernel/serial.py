@@ -18,13 +18,13 @@ converter.register_structure_hook(bytes, lambda value, _: base64.b64decode(value
 
 
 def _message_hook() -> Any:
-    """Messages serialise as before unless they carry a continuity envelope, an error flag or reasoning (records stay byte-identical)."""
+    """Messages serialise as before unless they carry a continuity envelope, an error flag, reasoning or attachments (records stay byte-identical)."""
     from cattrs.gen import make_dict_unstructure_fn, override
 
     from monoagent.kernel.model import Message
 
     omit = override(omit_if_default=True)
-    return Message, make_dict_unstructure_fn(Message, converter, continuity=omit, is_error=omit, reasoning=omit)
+    return Message, make_dict_unstructure_fn(Message, converter, continuity=omit, is_error=omit, reasoning=omit, attachments=omit)
 
 
 converter.register_unstructure_hook(*_message_hook())

@@ -48,6 +48,7 @@ from monoagent.kernel.model import (
     TurnRequest,
     TurnResult,
     UserMessagePart,
+    artifact_refs,
 )
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
@@ -390,7 +391,11 @@ class Harness(RunControl):
                 f"(the turn settles as empty_response)"
             )
         text = prelude + outcome.text  # the notice reaches the caller, never history
-        user = Message("user", turn.request.text, name=turn.request.sender.label if turn.request.sender else None)
+        request = turn.request
+        user = Message(
+            "user", request.text, name=request.sender.label if request.sender else None,
+            attachments=artifact_refs(request.attachments),
+        )
         answer = Message("assistant", outcome.text)
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does

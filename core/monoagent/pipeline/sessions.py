@@ -34,7 +34,7 @@ import attrs
 
 from monoagent.boundary.fences import neutralise_fence_tokens, quote_inline
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import Message, TurnRequest
+from monoagent.kernel.model import ArtifactRef, Message, TurnRequest, artifact_refs
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -101,30 +101,57 @@ class WarmSession:
         return cls(conversation_id, model, new_epoch(), 0, [], "", clock())
 
 
-def speaker_text(content: str, name: str | None) -> str:
+ARTIFACT_REFS_HEADER = "[Artifacts attached to this message: metadata only, not their content]"
+ARTIFACT_REFS_SHOWN = 16
+"""Refs listed per message; the rest are counted (a message's attachments are the sender's to multiply)."""
+
+
+def artifact_refs_block(refs: Sequence[ArtifactRef]) -> str:
+    """The compact metadata block of a message's attachments (id, name, media type, size), or ''.
+
+    It sits next to the message it belongs to: in the conversation-history section, on the
+    leading messages of a cold continuous-mode turn and in a warm session's transcript alike, so
+    each of them shows the same bytes. Names and media types are the sender's, so they are quoted.
+    """
+    if not refs:
+        return ""
+    lines = [ARTIFACT_REFS_HEADER]
+    for ref in refs[:ARTIFACT_REFS_SHOWN]:
+        size = f", {ref.size} bytes" if ref.size is not None else ""
+        lines.append(f"- {quote_inline(ref.id, 40)}: {quote_inline(ref.name)} ({quote_inline(ref.media_type)}{size})")
+    if len(refs) > ARTIFACT_REFS_SHOWN:
+        lines.append(f"- and {len(refs) - ARTIFACT_REFS_SHOWN} more not listed")
+    return "\n".join(lines)
+
+
+def speaker_text(content: str, name: str | None, refs: Sequence[ArtifactRef] = ()) -> str:
     """A user message's text as provider messages carry it: ``[<speaker>] <text>`` when it has a
-    speaker (a group chat), fence tokens neutralised.
+    speaker (a group chat), fence tokens neutralised, and its attachments' metadata block
+    (:func:`artifact_refs_block`) after it.
 
     The wires send no message names, so the label goes into the text, as the conversation-history
     section shows it (``User (<speaker>): ...``); the label is quoted like every name others control.
     """
     text = neutralise_fence_tokens(content)
-    return f"[{quote_inline(name)}] {text}" if name else text
+    text = f"[{quote_inline(name)}] {text}" if name else text
+    block = artifact_refs_block(refs)
+    return f"{text}\n\n{block}" if block else text
 
 
 def canonical_user_message(request: TurnRequest) -> Message:
     """The current user message as a transcript keeps it: the user's own text with fence tokens
-    neutralised and the speaker's label (:func:`speaker_text`); never recall, attachments or other
-    per-turn parts."""
+    neutralised, the speaker's label (:func:`speaker_text`) and its attachments' metadata block;
+    never recall, attachment content or other per-turn parts."""
     name = request.sender.label if request.sender else None
-    return Message("user", speaker_text(request.text, name), name=name)
+    refs = artifact_refs(request.attachments)
+    return Message("user", speaker_text(request.text, name, refs), name=name, attachments=refs)
 
 
 def leading_messages(history: Sequence[Message]) -> list[Message]:
     """Canonical history as the leading messages of a cold continuous-mode turn.
 
-    User messages get their fence tokens neutralised and their speaker's label as the
-    conversation-history section does (:func:`speaker_text`);
+    User messages get their fence tokens neutralised, their speaker's label and their
+    attachments' metadata block as the conversation-history section does (:func:`speaker_text`);
     assistant messages and continuity accounts go as the host committed them; a host note (the
     ``system`` message of a compaction summary) goes as a user message, since provider
     messages carry no system role.
@@ -132,7 +159,7 @@ def leading_messages(history: Sequence[Message]) -> list[Message]:
     leading = []
     for message in history:
         if message.continuity is None and message.role == "user":
-            content = speaker_text(message.content, message.name)
+            content = speaker_text(message.content, message.name, message.attachments)
             message = message if content == message.content else attrs.evolve(message, content=content)
         elif message.role == "system":
             message = attrs.evolve(message, role="user")

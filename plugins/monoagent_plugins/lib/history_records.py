@@ -268,7 +268,7 @@ def cap_message(message: Message, cap: int) -> tuple[Message, bytes]:
     original byte count of the content), found by bisection on the serialised size, so JSON
     escaping is accounted for exactly. Lone surrogates become ``?`` first, so the result is valid
     UTF-8. Should the other fields alone not fit, they are cut to 256 bytes each and tool calls
-    are dropped.
+    and artifact references are dropped.
     """
     data = serialise_message(message)
     if len(data) <= cap:
@@ -282,6 +282,7 @@ def cap_message(message: Message, cap: int) -> tuple[Message, bytes]:
             name=utf8_prefix(message.name, 256).text if message.name else message.name,
             tool_call_id=utf8_prefix(message.tool_call_id, 256).text if message.tool_call_id else message.tool_call_id,
             tool_calls=(),
+            attachments=(),
         )
     budget = cap - len(serialise_message(base))
     if budget < 0:
