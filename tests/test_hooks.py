@@ -567,6 +567,15 @@ def test_hook_section_current_permissions(tmp_path):
 
 def test_hook_section_task_orchestration(tmp_path):
     _check_seed_003_section(tmp_path, "task_orchestration")
+    # the bundled default (subagents): present exactly when the task tool is offered, listing the agents
+    from monoagent import SubagentSpec
+
+    config = {"runtime": {"session": {"mode": "per-message"}}}
+    offered = assemble(fresh_agent(tmp_path, config=config, subagents={"critic": SubagentSpec("Criticises a draft.")}))
+    assert "task_orchestration" in offered.manifest.section_ids and "- critic: Criticises a draft." in offered.dynamic_text
+    none = assemble(fresh_agent(tmp_path, config=config))
+    assert "task_orchestration" not in none.manifest.section_ids
+    assert none.manifest.fingerprints.stable == offered.manifest.fingerprints.stable
 
 
 def test_hook_section_artifact_references(tmp_path):
@@ -975,7 +984,8 @@ def test_hook_recorder_sees_turn_steps(tmp_path):
              "section_identity", "section_session", "render_history", "section_skill_index",
              "section_skill_instructions", "extra_sections", "prepare_provider_request", "after_provider_call"]
     assert [n for n in names if n in order] == order
-    assert recorder.of("section_identity")[0].plugins == ("identity",)
+    # subagents answers first (None: this Agent is no subagent with a system text), then identity
+    assert recorder.of("section_identity")[0].plugins == ("subagents", "identity")
 
 
 def test_max_turns_caps_the_tool_loop(tmp_path):
@@ -1097,12 +1107,12 @@ def test_recorder_and_trace_name_the_implementation_whose_result_won(tmp_path, c
     agent = fresh_agent(tmp_path, plugins=[Silent(), Loud()], env={"MONO_AGENT_TRACE_HOOKS": "1"})
     with HookRecorder(agent) as recorder:
         assemble(agent)
-    assert recorder.of("section_identity")[0].plugins == ("Silent", "identity")
+    assert recorder.of("section_identity")[0].plugins == ("Silent", "subagents", "identity")
     assert recorder.of("section_identity")[0].winner == "identity"
     assert recorder.of("section_session")[0].winner == "Loud"
     assert recorder.of("section_skill_index")[0].winner == "skills"
     err = capsys.readouterr().err
-    assert "monoagent trace: section_identity(turn) -> [Silent, identity]" in err
+    assert "monoagent trace: section_identity(turn) -> [Silent, subagents, identity]" in err
     assert "monoagent trace: section_identity answered by identity" in err
     assert "monoagent trace: section_session answered by Loud" in err
     assert "monoagent trace: register_providers(register) -> [anthropic]" in err

@@ -503,7 +503,7 @@ def test_trace_hooks_prints_calls_and_implementations(project: Project) -> None:
     result = project.cli("prompt", "hi", MONO_AGENT_TRACE_HOOKS="1")
     traces = stderr_lines(result, "monoagent trace:")
     [identity] = [line for line in traces if line.startswith("monoagent trace: section_identity(turn) -> [")]
-    assert sorted(identity.split("[", 1)[1].rstrip("]").split(", ")) == ["identity", "monoagent_local"]
+    assert sorted(identity.split("[", 1)[1].rstrip("]").split(", ")) == ["identity", "monoagent_local", "subagents"]
     assert "monoagent trace: section_core_guardrails(turn) -> [guardrails]" in traces
     assert any(line.startswith("monoagent trace: register_providers(") for line in traces)
     assert not stderr_lines(project.cli("prompt", "hi"), "monoagent trace:")

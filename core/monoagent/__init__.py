@@ -31,6 +31,7 @@ _EXPORTS = {
     "CompactionOutcome": "kernel.interfaces",
     "CommitReceipt": "kernel.interfaces",
     "ConversationInfo": "kernel.interfaces",
+    "SubagentSpec": "kernel.subagents",
     **{
         name: "kernel.model"
         for name in (

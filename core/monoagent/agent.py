@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,7 @@ from monoagent.kernel.interfaces import (
     ToolHistoryStore,
 )
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
+from monoagent.kernel.subagents import SubagentSpec, checked_subagents
 from monoagent.kernel.turn import Turn
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
@@ -61,11 +63,14 @@ class Agent:
             milliseconds (default 1,000): how long a cancelled run's continuity account waits for
             its provider call to stop before it is published anyway (the caller is released at
             once regardless). A host option, not a configuration key; tests may lengthen it.
+        subagents: named :class:`~monoagent.kernel.subagents.SubagentSpec` records the ``task``
+            tool may delegate to, beside those of ``[agents.named.<name>]`` in config (a name in
+            both is an error); see docs/subagents.md. Read back as :attr:`subagents`.
 
     Raises:
         LocalPluginError: a project-local plugin file (``monoagent_local.py``, ``plugins.paths``,
             ``plugins_dirs``) failed to load and ``plugins.localFailures`` is ``"fatal"`` (the default).
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid (a bad ``subagents`` mapping included).
     """
 
     def __init__(
@@ -79,7 +84,9 @@ class Agent:
         autoload: bool = True,
         host: PluginHost | None = None,
         terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS,
+        subagents: Mapping[str, SubagentSpec] | None = None,
     ) -> None:
+        self.subagents: Mapping[str, SubagentSpec] = checked_subagents(subagents)
         env = dict(os.environ if env is None else env)
         if not autoload:
             env["MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -122,6 +129,23 @@ class Agent:
         self._tool_history: ToolHistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
         self.hooks.configure(agent=self)
+
+    def derive(self, config: Config) -> Agent:
+        """An Agent that runs turns on ``config`` with this Agent's plugins, providers and stores.
+
+        The composition a subagent runs as: the same plugin host (no second plugin load, and no
+        second ``configure``), the same provider runtimes, history store, tool-history store,
+        memory tiers and compaction policies, but its own configuration (an overlay of this one)
+        and its own harness (its own lanes and limits, so a child turn never waits for the
+        execution slot its parent holds). History stays apart by conversation id: a child's turns
+        use conversation ids of their own. Closing the derived Agent is the parent's job.
+        """
+        self.history_store  # noqa: B018 - created now, so that both Agents share the one store
+        self.tool_history_store()
+        child = copy.copy(self)
+        child.config = config
+        child.harness = Harness(child, terminal_recovery_settlement_ms=self.harness.settle_window_ms)
+        return child
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Agent:

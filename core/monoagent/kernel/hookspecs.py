@@ -791,13 +791,22 @@ def section_task_orchestration(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default (``subagents``): when ``task`` is among ``turn.tools`` (the agent has a
+    subagent in ``[agents.named.<name>]`` or ``Agent(subagents=...)``, its depth is below
+    ``agents.maxDepth``, and no ``filter_tools`` withdrew it), a ``# Task orchestration`` block:
+    delegate self-contained jobs; the subagent sees nothing of this conversation, so the task text
+    must carry the goal, inputs, constraints and the answer wanted (or pass material in
+    ``context``); its final answer comes back as the tool result; then ``Available agents:`` with
+    one ``- <name>: <description>`` line per subagent, sorted by name. None otherwise. See
+    docs/subagents.md.
 
     Example::
 
         @hookimpl
         def section_task_orchestration(turn):
-            return None  # block this section for the project
+            if any(spec.name == "task" for spec in turn.tools):
+                return Section("task_orchestration", "Delegate only code reviews.", order=620, stability="dynamic")
+            return None
     """
 
 @hookspec(firstresult=True)

@@ -109,7 +109,9 @@ class Turn:
     set by the turn pipeline and read-only for plugins: ``continuity`` (the run's continuity
     record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
     attempt of a cancelled or failed run had produced), ``session_lease`` (the run's use of the
-    warm-session backend, None when the run does not use one).
+    warm-session backend, None when the run does not use one). ``delegated_usage`` is what other
+    runs spent on this run's behalf (a subagent's turn, added with :meth:`add_usage`); the run's
+    :class:`~monoagent.kernel.model.TurnResult` usage and ``run_completed`` event include it.
     """
 
     agent: Agent
@@ -129,6 +131,7 @@ class Turn:
     partial: PartialAttempt | None = attrs.field(default=None, repr=False)
     session_lease: SessionLease | None = attrs.field(default=None, repr=False)
     provider_round: ProviderRound = attrs.field(factory=ProviderRound, repr=False)
+    delegated_usage: Usage = Usage()
 
     @property
     def config(self) -> Config:
@@ -156,6 +159,10 @@ class Turn:
     def now(self) -> datetime:
         """The turn's start time, in the configured time zone (else the system's)."""
         return datetime.fromtimestamp(self.started_at, self.timezone).astimezone(self.timezone)
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count ``usage`` spent for this run outside its own provider steps (a subagent's turn) in its usage."""
+        self.delegated_usage = self.delegated_usage + usage
 
     def diagnose(self, code: str, message: str, section: str | None = None) -> None:
         """Record a prompt diagnostic (missing file, truncation); it lands in the manifest."""

@@ -384,6 +384,7 @@ class Harness(RunControl):
         call = ProviderCall(turn, prompt, ToolLoop(turn), compact=lambda refused: self._compact_after_overflow(turn, refused))
         provided = await call.run()  # retries, fallbacks, the tool loop, one reactive compaction
         outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
+        usage = usage + turn.delegated_usage  # what its subagents spent is this run's too
         if not outcome.text.strip():
             raise EmptyResponse(
                 f"{provided.model} answered with no text and no tool call; nothing was committed "
