@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
     from monoagent.kernel.interfaces import Tool
+    from monoagent.kernel.permissions import PermissionProfile
     from monoagent.pipeline.continuity import RunContinuity
     from monoagent.pipeline.provider_call import PartialAttempt
     from monoagent.pipeline.sessions import SessionLease
@@ -75,6 +76,13 @@ class Turn:
     record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
     attempt of a cancelled or failed run had produced), ``session_lease`` (the run's use of the
     warm-session backend, None when the run does not use one).
+
+    ``permissions`` is the turn's effective permission profile (``permissions.profile`` narrowed by
+    the request's; :mod:`monoagent.kernel.permissions`), set when the turn is prepared.
+    ``hidden_tools`` are the offered tools of the domains ``tools.visible`` hides: not in ``tools``,
+    so neither offered to the provider nor callable, until
+    :func:`~monoagent.pipeline.tool_loop.reveal_tool_domain` moves a domain's into ``tools`` for
+    the rest of the turn.
     """
 
     agent: Agent
@@ -87,12 +95,14 @@ class Turn:
     history: tuple[Message, ...] = ()
     recalled: tuple[MemoryHit, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
+    hidden_tools: tuple[ToolSpec, ...] = ()
     provided_tools: dict[str, Tool] = attrs.Factory(dict)
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
     continuity: RunContinuity | None = attrs.field(default=None, repr=False)
     partial: PartialAttempt | None = attrs.field(default=None, repr=False)
     session_lease: SessionLease | None = attrs.field(default=None, repr=False)
+    permissions: PermissionProfile | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:
