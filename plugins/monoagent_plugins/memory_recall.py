@@ -239,6 +239,8 @@ TOOL_SPEC = ToolSpec(
         "required": ["query"],
         "additionalProperties": False,
     },
+    categories=("read",),
+    domain="memory",
 )
 
 
