@@ -174,3 +174,50 @@ def test_the_profile_comes_from_the_environment(tmp_path):
 def test_the_argument_summary_is_bounded_and_one_line():
     summary = argument_summary({"text": "line\nbreak " + "x" * 10_000, "nested": {"a": [1] * 100}})
     assert "\n" not in summary and len(summary) <= 200 and summary.startswith("text='line\\nbreak xxx")
+
+
+# ---------------------------------------------------------------------------- the current_permissions section
+
+
+def assemble(agent: Any, **fields: Any) -> Any:
+    import asyncio
+
+    from monoagent import TurnRequest
+
+    return asyncio.run(agent.assemble(TurnRequest("hello", conversation_id="c", **fields)))
+
+
+PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
+
+
+def test_current_permissions_is_present_exactly_when_restricted_and_keeps_the_stable_part(tmp_path):
+    full = assemble(fresh_agent(tmp_path, config=PER_MESSAGE))
+    assert "current_permissions" not in full.manifest.section_ids
+
+    ask = assemble(fresh_agent(tmp_path, config={**PER_MESSAGE, "permissions": {"profile": "ask"}}), approver=lambda r: True)
+    (section,) = [s for s in ask.manifest.sections if s.id == "current_permissions"]
+    assert (section.stability, section.order, section.source) == ("dynamic", 610, "permissions")
+    assert ("Permission profile: ask.\n- Run without asking: read.\n- Need the person's approval first: file_write, shell, "
+            "network, subagent, external.\n- Refused: none.\n") in ask.dynamic_text
+    assert "Nobody can approve" not in ask.dynamic_text and "Permission profile" not in ask.stable_text
+    assert ask.manifest.fingerprints.stable == full.manifest.fingerprints.stable
+
+    unattended = assemble(fresh_agent(tmp_path, config={**PER_MESSAGE, "permissions": {"profile": "ask"}}))
+    assert "Nobody can approve a call in this turn" in unattended.dynamic_text
+
+    narrowed = assemble(fresh_agent(tmp_path, config=PER_MESSAGE), permissions="read_only")
+    assert "Permission profile: read_only.\n- Run without asking: read.\n- Need the person's approval first: none.\n" \
+           "- Refused: file_write, shell, network, subagent, external." in narrowed.dynamic_text
+    assert narrowed.manifest.fingerprints.stable == full.manifest.fingerprints.stable
+
+    widened = assemble(fresh_agent(tmp_path, config=PER_MESSAGE), permissions="full_access")
+    assert "current_permissions" not in widened.manifest.section_ids
+
+
+def test_blocking_the_section_leaves_enforcement_in_place(tmp_path):
+    target = tmp_path / "note.txt"
+    agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target)],
+                           config={"permissions": {"profile": "read_only"}, "plugins": {"block": ["permissions"]}})
+    assert "current_permissions" not in assemble(agent).manifest.section_ids
+    _, events = run(agent)
+    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
