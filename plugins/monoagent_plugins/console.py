@@ -14,6 +14,11 @@ accounts are published first. Signals are watched only where the event loop can
 (``loop.add_signal_handler``: the main thread, not Windows); elsewhere Ctrl-C keeps Python's
 default behaviour.
 
+Under a permission profile that asks (``permissions.profile = "ask"``), each tool call that needs
+approval is put to the person first (:class:`ConsoleApprover`): ``allow <tool> (<category>)
+<arguments>? [y/n/a]``, where ``y`` runs it once, ``n`` refuses it and ``a`` allows that tool for
+the rest of this chat (remembered in memory, never written anywhere).
+
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
 written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
 :class:`~monoagent.boundary.terminal.AnswerPrinter` (shared with ``monoagent run``), the rest through ``terminal_text``.
@@ -36,6 +41,7 @@ from monoagent.boundary.terminal import (
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
+from monoagent.kernel.permissions import Approval, ApprovalRequest
 from monoagent.kernel.registrars import ChannelRegistrar
 
 if TYPE_CHECKING:
@@ -100,6 +106,41 @@ class Interrupts:
         return work.result()
 
 
+_ANSWERS = {"y": True, "yes": True, "n": False, "no": False, "a": True, "always": True}
+
+
+class ConsoleApprover:
+    """Asks the person at the terminal whether a tool call may run: ``y`` once, ``n`` refuse, ``a`` always.
+
+    ``a`` allows that tool for the rest of the chat (this object lives as long as the chat's
+    conversation; nothing is persisted). The question shows model text (the tool's arguments),
+    so it passes :func:`~monoagent.boundary.terminal.terminal_text` and the summary is bounded
+    (:func:`~monoagent.kernel.permissions.argument_summary`). End of input refuses.
+    """
+
+    def __init__(self, channel: ConsoleChannel) -> None:
+        self.channel = channel
+        self.always: set[str] = set()
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        if request.tool in self.always:
+            return Approval(True, "remembered")
+        channel = self.channel
+        channel.stdout.write(channel._printed.end())
+        channel._write(f"\nallow {request.tool} ({', '.join(request.categories)}) {request.summary}? [y/n/a] ")
+        channel.stdout.flush()
+        while True:
+            line = await channel._read_line(prompt="")
+            answer = (line or "n").strip().lower()
+            if answer in _ANSWERS:
+                break
+            channel._write("answer y (allow once), n (refuse) or a (always allow this tool in this chat) [y/n/a] ")
+            channel.stdout.flush()
+        if answer in ("a", "always"):
+            self.always.add(request.tool)
+        return Approval(_ANSWERS[answer], "person")
+
+
 class ConsoleChannel:
     name = "console"
 
@@ -111,8 +152,10 @@ class ConsoleChannel:
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self._printed = AnswerPrinter(self.stdout, agent.redact)
+        self.approver = ConsoleApprover(self)
+        self._pending_read: Any = None
 
-    def _read(self) -> str | None:
+    def _read(self, prompt: str = "you> ") -> str | None:
         if self.stdin is sys.stdin:
             accept_undecodable(sys.stdin)
         if self.stdin is sys.stdin and sys.stdin.isatty():
@@ -121,7 +164,7 @@ class ConsoleChannel:
             except ImportError:
                 pass
             try:
-                line = input("you> ")
+                line = input(prompt)
             except EOFError:
                 return None
         else:
@@ -133,12 +176,21 @@ class ConsoleChannel:
     def _write(self, text: str) -> None:
         self.stdout.write(terminal_text(text, self.agent.redact))
 
-    async def _read_line(self) -> str | None:
+    async def _read_line(self, prompt: str = "you> ") -> str | None:
         """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
 
         ``asyncio.run`` joins the default executor when it ends, so a read blocked in
-        ``input()`` there would keep Ctrl-C from ending the chat until the next Enter.
+        ``input()`` there would keep Ctrl-C from ending the chat until the next Enter. A read
+        still waiting (an approval question whose turn was cancelled) is awaited again rather
+        than raced by a second reader, so no typed line is lost.
         """
+        import asyncio
+
+        if self._pending_read is None or self._pending_read.done():
+            self._pending_read = self._start_read(prompt)
+        return await asyncio.shield(self._pending_read)
+
+    def _start_read(self, prompt: str) -> Any:
         import asyncio
         import threading
 
@@ -152,7 +204,7 @@ class ConsoleChannel:
         def read() -> None:
             value, error = None, None
             try:
-                value = self._read()
+                value = self._read(prompt)
             except BaseException as exc:  # handed to the awaiting coroutine
                 error = exc
             try:
@@ -161,7 +213,7 @@ class ConsoleChannel:
                 pass
 
         threading.Thread(target=read, name="monoagent-console-input", daemon=True).start()
-        return await future
+        return future
 
     async def serve(self, agent: Any = None) -> None:
         """Chat until ``/exit`` or end of input; raises ``KeyboardInterrupt`` when left by Ctrl-C or SIGTERM."""
@@ -197,7 +249,7 @@ class ConsoleChannel:
                 self._write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
                 continue
             request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
-                                  delivery="console", console="terminal", model=self.model)
+                                  delivery="console", console="terminal", model=self.model, approver=self.approver)
             self.stdout.write("agent> ")
             interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
             try:
