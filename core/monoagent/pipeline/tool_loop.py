@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -119,14 +120,17 @@ def split_hidden_domains(visible: Sequence[str], tools: Sequence[ToolSpec]) -> t
     matches a pattern of ``visible`` (:mod:`fnmatch`: ``*`` for every domain, ``mcp:*`` for every
     MCP server).
     """
-    if "*" in visible or not any(spec.domain for spec in tools):
+    patterns = tuple(visible)
+    hidden = tuple(spec for spec in tools if spec.domain is not None and not _domain_visible(patterns, spec.domain))
+    if not hidden:
         return tuple(tools), ()
-    shown: list[ToolSpec] = []
-    hidden: list[ToolSpec] = []
-    for spec in tools:
-        seen = spec.domain is None or any(fnmatch.fnmatchcase(spec.domain, pattern) for pattern in visible)
-        (shown if seen else hidden).append(spec)
-    return tuple(shown), tuple(hidden)
+    hidden_ids = {id(spec) for spec in hidden}
+    return tuple(spec for spec in tools if id(spec) not in hidden_ids), hidden
+
+
+@functools.lru_cache(maxsize=512)
+def _domain_visible(patterns: tuple[str, ...], domain: str) -> bool:
+    return any(fnmatch.fnmatchcase(domain, pattern) for pattern in patterns)
 
 
 def hidden_domains(turn: Turn) -> dict[str, tuple[str, ...]]:
