@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from monoagent import ToolStatus, hookimpl, tool
+from monoagent import Approval, ApprovalRequest, ToolStatus, hookimpl, tool
 from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.permissions import Approval, ApprovalRequest, argument_summary
+from monoagent.kernel.permissions import argument_summary
 from monoagent.testing import fresh_agent, scripted_agent
 
 

@@ -1,8 +1,12 @@
-"""``permissions.profile = "ask"`` in ``monoagent chat`` on a real pseudo-terminal: the person answers y, n and a."""
+"""``permissions.profile = "ask"`` from the command line: ``monoagent chat`` on a real pseudo-terminal (the
+person answers y, n and a) and ``monoagent run``, which has nobody to ask."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from test_cancellation import Terminal, needs_pty
 
@@ -30,13 +34,29 @@ def note_step(text: str) -> list[dict]:
     return [{"tool_calls": [{"name": "write_note", "arguments": {"text": text}}]}, {"text": f"done {text[:5]}"}]
 
 
+ASK_CONFIG = ('[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath = "script.json"\n'
+              '[permissions]\nprofile = "ask"\n')
+
+
+def test_monoagent_run_has_nobody_to_ask_and_refuses(tmp_path):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "note_tool.py").write_text(NOTE_TOOL, encoding="utf-8")
+    (tmp_path / "script.json").write_text(json.dumps({"steps": note_step("one")}), encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text(ASK_CONFIG, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    result = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "run", "go"], cwd=tmp_path,
+                            env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "done one" in result.stdout and "allow write_note" not in result.stdout + result.stderr
+    assert not (tmp_path / "notes.txt").exists()
+
+
 @needs_pty
 def test_ask_in_chat_prompts_the_person_for_y_n_and_a(tmp_path):
     steps = [*note_step("one\x1b[31m"), *note_step("two"), *note_step("three"), *note_step("four")]
     (tmp_path / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    config = ('[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath = "script.json"\n'
-              '[permissions]\nprofile = "ask"\n')
-    terminal = Terminal(tmp_path, plugin=NOTE_TOOL, config=config)
+    terminal = Terminal(tmp_path, plugin=NOTE_TOOL, config=ASK_CONFIG)
     try:
         terminal.wait_for(b"you> ")
         terminal.send(b"first\r")

@@ -31,6 +31,8 @@ _EXPORTS = {
     "CompactionOutcome": "kernel.interfaces",
     "CommitReceipt": "kernel.interfaces",
     "ConversationInfo": "kernel.interfaces",
+    "Approval": "kernel.permissions",
+    "ApprovalRequest": "kernel.permissions",
     **{
         name: "kernel.model"
         for name in (

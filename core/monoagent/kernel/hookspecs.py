@@ -1340,8 +1340,8 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
 
     Args:
         turn: the turn.
-        call: the call the model requested (a tool offered on this turn: other names are
-            refused by the harness before this hook).
+        call: the call the model requested (a tool visible on this turn and allowed by its
+            permission profile: other calls are refused by the tool loop before this hook).
 
     Returns:
         None to let the tool run, or a :class:`~monoagent.kernel.model.ToolResult` (for example with
