@@ -155,6 +155,8 @@ def test_narrowing_two_custom_profiles_meets_them(tmp_path):
 def test_an_unknown_profile_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"permissions\.profile = 'nope'.*full_access, ask, read_only, mine"):
         fresh_agent(tmp_path, config={"permissions": {"profile": "nope", "profiles": {"mine": {"allow": []}}}})
+    with pytest.raises(ConfigError, match=r"permissions\.profiles\.ask: a custom profile cannot be called 'ask'"):
+        fresh_agent(tmp_path, config={"permissions": {"profiles": {"ask": {"allow": ["shell"]}}}})
     with pytest.raises(ConfigError, match=r"permissions\.profiles\.mine\.allow.*'bad name'"):
         fresh_agent(tmp_path, config={"permissions": {"profiles": {"mine": {"allow": ["bad name"]}}}})
     agent, target = agent_calling(tmp_path, [WRITE])

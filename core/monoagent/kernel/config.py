@@ -395,9 +395,15 @@ class PermissionsConfig:
         doc="Custom permission profiles by name.", factory=dict,
     )
 
-    def undefined_profile(self) -> str | None:
-        """Why ``profile`` names no profile, or None (a check across the two keys, made once loaded)."""
-        known = ("full_access", "ask", "read_only", *sorted(self.profiles))
+    def profile_problem(self) -> str | None:
+        """Why ``profile`` names no profile, or a custom profile would shadow a built-in one; None when
+        neither (a check across the two keys, made once they are loaded)."""
+        builtin = ("full_access", "ask", "read_only")
+        shadowing = sorted(set(self.profiles) & set(builtin))
+        if shadowing:
+            return (f"permissions.profiles.{shadowing[0]}: a custom profile cannot be called {shadowing[0]!r}, the name of a "
+                    f"built-in profile ({', '.join(builtin)}); choose another name")
+        known = (*builtin, *sorted(self.profiles))
         if self.profile in known:
             return None
         return f"permissions.profile = {self.profile!r}: no such profile; use one of {', '.join(known)}"
