@@ -3,7 +3,9 @@
 * the generated references (``docs/hooks.md``, ``docs/configuration.md``) match the code;
 * every hook is documented, in the fixed docstring shape, and every hook has a test;
 * every configuration key and its environment variable is documented;
-* the code examples marked as tested in the docs run, in a fresh directory.
+* the code examples marked as tested in the docs run, in a fresh directory;
+* the whole site builds with ``mkdocs build --strict`` (the API reference included), every type a
+  hook names has an API reference entry, and the built hook reference's sidebar lists every hook.
 
 Marking a doc example: put ``<!-- test: run -->`` on the line before a ```` ```python ```` fence
 to execute the block, or ``<!-- test: write NAME -->`` before any fence to write the block to the
@@ -15,8 +17,13 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import os
 import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import attrs
@@ -24,7 +31,7 @@ import pluggy
 import pytest
 
 import monoagent.kernel.hookspecs
-from monoagent.cli import docgen
+from monoagent.cli import docgen, docgen_api
 from monoagent.kernel.config_keys import iter_keys
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,6 +217,11 @@ def test_mkdocs_nav_points_at_existing_pages() -> None:
     assert not missing, f"mkdocs.yml lists pages that do not exist: {missing}"
 
 
+@functools.cache
+def _api_index() -> dict[str, str]:
+    return docgen_api.api_index(DOCS)
+
+
 def _slug(heading: str) -> str:
     """The anchor Python-Markdown's ``toc`` extension (mkdocs) gives a heading."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
@@ -218,7 +230,11 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: Path) -> set[str]:
-    anchors, fenced = set(), False
+    """The headings' anchors, and on an API page the anchors mkdocstrings gives what it documents."""
+    page = page.resolve()
+    where = page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else None
+    anchors = {path for path, api_page in _api_index().items() if api_page == where}
+    fenced = False
     for line in page.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             fenced = not fenced
@@ -230,7 +246,7 @@ def _anchors(page: Path) -> set[str]:
 def test_relative_links_resolve() -> None:
     """Every relative link in the README and the docs points at an existing file and heading."""
     problems = []
-    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
             if "://" in target or target.startswith("mailto:"):
                 continue
@@ -248,6 +264,120 @@ def test_readme_has_exactly_two_setup_commands() -> None:
     blocks = re.findall(r"^```(?:bash|sh|shell|console)\s*\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
     assert len(blocks) == 2, f"README.md must have exactly two shell blocks (the set-up commands), found {len(blocks)}"
     assert all(block.strip().startswith("python3 -m venv .venv && ") for block in blocks)
+
+
+# ============================================================================ the site (mkdocs, the API reference)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The whole site, built as CI builds it: ``mkdocs build --strict`` (any warning fails it)."""
+    out = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stdout}{build.stderr}"
+    return out
+
+
+class _Sidebar(HTMLParser):
+    """The link texts of the theme's table-of-contents sidebar (``div.bs-sidebar``) of one page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0  # open <div>s inside the sidebar; 0 = outside it
+        self.in_link = False
+        self.entries: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "div" and (self.depth or "bs-sidebar" in classes):
+            self.depth += 1
+        elif tag == "a" and self.depth and "nav-link" in classes:
+            self.in_link = True
+            self.entries.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self.depth:
+            self.depth -= 1
+        elif tag == "a":
+            self.in_link = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_link:
+            self.entries[-1] += data.strip()
+
+
+def sidebar_entries(page: Path) -> list[str]:
+    parser = _Sidebar()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.entries
+
+
+@pytest.mark.slow
+def test_site_builds_strict_with_the_api_reference(site: Path) -> None:
+    """The build passed (the fixture); each API page rendered what its directives name."""
+    for page in sorted((DOCS / "api").glob("*.md")):
+        built = site / "api" / ("" if page.stem == "index" else page.stem) / "index.html"
+        assert built.is_file(), f"{page.relative_to(ROOT)} was not built"
+    html = (site / "api" / "model" / "index.html").read_text(encoding="utf-8")
+    assert 'id="monoagent.kernel.model.Section"' in html and 'id="monoagent.kernel.model.TurnRequest"' in html
+
+
+@pytest.mark.slow
+def test_hook_reference_sidebar_lists_every_hook(site: Path) -> None:
+    entries = sidebar_entries(site / "hooks" / "index.html")
+    assert [family.capitalize() for family, _ in docgen.hook_families()] == [e for e in entries if e in {"Registries", "Lifecycle", "Section producers", "Turn steps"}]
+    missing = [name for name in hook_names() if name not in entries]
+    assert not missing, f"hooks missing from the hook reference's sidebar: {missing}"
+
+
+@pytest.mark.slow
+def test_api_reference_renders_rest_roles_as_links(site: Path) -> None:
+    """Sphinx roles in docstrings become links to the documented object; none shows as raw reST."""
+    pages = {p.relative_to(site).as_posix(): p.read_text(encoding="utf-8") for p in sorted((site / "api").rglob("index.html"))}
+    raw = [page for page, html in pages.items() if re.search(r":(?:class|func|meth|attr|data|mod|exc|obj):", html)]
+    assert not raw, f"raw reST roles in {raw}"
+    # ProviderRuntime's docstring says :class:`~monoagent.kernel.model.TextDelta`
+    assert re.search(r'<a [^>]*href="\.\./model/#monoagent\.kernel\.model\.TextDelta"[^>]*><code>TextDelta</code></a>', pages["api/interfaces/index.html"])
+    # monoagent.testing's "Typical use with pytest::" literal block is a code block, not prose
+    testing = pages["api/testing/index.html"]
+    assert "pytest::" not in testing and re.search(r"<pre>.*fresh_agent\(tmp_path", testing, flags=re.DOTALL)
+    # the pytest plugin's ``monoagent_agent`` + indented text is a definition, not run-on prose
+    assert "<dt><code>monoagent_agent</code></dt>" in testing
+    # a role naming a hook links its entry in the hook reference
+    assert 'href="../../hooks/#register_providers"' in pages["api/registrars/index.html"]
+
+
+def test_every_type_a_hook_names_has_an_api_entry() -> None:
+    hooks = [hook for _, hooks in docgen.hook_families() for hook in hooks]
+    assert docgen_api.undocumented(hooks, _api_index()) == []
+    section = docgen_api.hook_types(monoagent.kernel.hookspecs.section_identity)
+    assert section.returns == ("monoagent.kernel.model.Section",)
+    providers = docgen_api.hook_types(monoagent.kernel.hookspecs.register_providers)
+    assert providers.registrar == "monoagent.kernel.registrars.ProviderRegistrar"
+    assert providers.builds == ("monoagent.kernel.interfaces.ProviderRuntime",)
+
+
+def test_hook_reference_links_the_returned_interface() -> None:
+    text = (DOCS / "hooks.md").read_text(encoding="utf-8")
+    entry = text.split("### section_identity", 1)[1].split("\n### ", 1)[0]
+    assert "returns [`Section`](api/model.md#monoagent.kernel.model.Section)" in entry
+    entry = text.split("### register_providers", 1)[1].split("\n### ", 1)[0]
+    assert "[`ProviderRegistrar`](api/registrars.md#monoagent.kernel.registrars.ProviderRegistrar)" in entry
+    assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent.kernel.interfaces.ProviderRuntime)" in entry
+
+
+def test_a_hook_type_without_an_api_entry_stops_the_hook_reference(tmp_path: Path) -> None:
+    """Without the data model's page, Section (and every other model type) has no entry: an error naming each."""
+    shutil.copytree(DOCS / "api", tmp_path / "api")
+    (tmp_path / "api" / "model.md").unlink()
+    with pytest.raises(docgen_api.UndocumentedType) as raised:
+        docgen.render_hooks(tmp_path)
+    message = str(raised.value)
+    assert "hook 'section_identity' names monoagent.kernel.model.Section, which no page of docs/api/ documents" in message
+    assert "monoagent.kernel.turn.Turn" not in message  # documented on api/agent.md
 
 
 # ============================================================================ executable examples

@@ -54,6 +54,9 @@ class CommitReceipt:
 
 @attrs.frozen
 class ConversationInfo:
+    """One stored conversation, as :meth:`HistoryStore.conversations` lists it: its exact id, how
+    many messages it retains, when it was last committed (Unix seconds) and its size in bytes."""
+
     conversation_id: str
     message_count: int
     updated_at: float

@@ -394,6 +394,9 @@ class Diagnostic(ValidText):
 
 @attrs.frozen
 class ManifestSection:
+    """One system section in a :class:`PromptManifest`: its id, order, declared stability, the
+    part it was rendered into (``stable`` or ``dynamic``), its source, UTF-8 size and SHA-256."""
+
     id: str
     order: int
     stability: Stability
@@ -405,6 +408,8 @@ class ManifestSection:
 
 @attrs.frozen
 class Fingerprints:
+    """SHA-256 (hex) of a prompt's stable text, its dynamic text and the full system text."""
+
     stable: str
     dynamic: str
     full: str
@@ -479,6 +484,9 @@ class AssembledPrompt:
 
 @attrs.frozen
 class Usage:
+    """Tokens a provider reported: input, output, and the input read from or written to its
+    prompt cache. ``+`` adds two usages (a turn's usage sums its steps and attempts)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -581,6 +589,8 @@ class RunEvent(ValidText):
 
 @attrs.frozen
 class ToolActivity:
+    """One tool call of a turn with the result that went back to the model (``TurnResult.tool_activity``)."""
+
     call: ToolCall
     result: ToolResult
 

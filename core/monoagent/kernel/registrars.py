@@ -101,30 +101,44 @@ class ProviderFactory(Protocol):
 
 
 class HistoryStoreFactory(Protocol):
+    """``factory(agent=agent)`` for ``history.store = "<name>"``."""
+
     def __call__(self, *, agent: Agent) -> HistoryStore: ...
 
 
 class ToolHistoryStoreFactory(Protocol):
+    """``factory(agent=agent)`` for ``toolHistory.store = "<name>"``."""
+
     def __call__(self, *, agent: Agent) -> ToolHistoryStore: ...
 
 
 class MemoryTierFactory(Protocol):
+    """``factory(agent=agent, options={...})`` for a memory tier selected by name, with its options."""
+
     def __call__(self, *, agent: Agent, options: dict[str, Any]) -> MemoryTier: ...
 
 
 class EmbedderFactory(Protocol):
+    """``factory(agent=agent, options={...})`` for an embedder selected by name, with its options."""
+
     def __call__(self, *, agent: Agent, options: dict[str, Any]) -> Embedder: ...
 
 
 class ChannelFactory(Protocol):
+    """``factory(agent=agent)`` for a channel ``monoagent serve`` runs."""
+
     def __call__(self, *, agent: Agent) -> Channel: ...
 
 
 class NotifierFactory(Protocol):
+    """``factory(agent=agent, options={...})`` for a notify destination of this kind, with its table."""
+
     def __call__(self, *, agent: Agent, options: dict[str, Any]) -> Notifier: ...
 
 
 class CompactionPolicyFactory(Protocol):
+    """``factory(agent=agent)`` for the policy :func:`~monoagent.kernel.hookspecs.choose_compaction` names."""
+
     def __call__(self, *, agent: Agent) -> CompactionPolicy: ...
 
 
