@@ -61,7 +61,7 @@ def test_a_hidden_tool_called_by_name_is_rejected_without_running(tmp_path):
 def test_request_tools_widens_the_set_for_the_rest_of_the_turn_only(tmp_path):
     steps = [
         {"tool_calls": [call("request_tools", "r", domain="vault")]},
-        {"tool_calls": [call("vault_open", "v")]},
+        {"tool_calls": [call("vault_open", "v"), call("request_tools", "r2", domain="vault")]},
         {"text": "opened"},
         {"tool_calls": [call("vault_open", "again")]},
         {"text": "next turn"},
@@ -69,7 +69,8 @@ def test_request_tools_widens_the_set_for_the_rest_of_the_turn_only(tmp_path):
     agent, tools = agent_with(tmp_path, steps)
     events: list[Any] = []
     first = agent.run_sync("go", conversation_id="c", on_event=events.append)
-    assert [a.result.status for a in first.tool_activity] == [ToolStatus.SUCCESS, ToolStatus.SUCCESS]
+    assert [a.result.status for a in first.tool_activity] == [ToolStatus.SUCCESS] * 3
+    assert first.tool_activity[2].result.content == "The tool domain 'vault' is already visible in this turn."
     assert first.tool_activity[0].result.content == (
         "The tool domain 'vault' is visible for the rest of this turn: vault_open, vault_list. Call them directly."
     )
