@@ -139,6 +139,7 @@ def ask_in_background(server: Server, text: str, conversation: str) -> tuple[thr
 
 
 def history(tmp_path: Path, conversation: str) -> str:
-    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "history", "show", conversation],
+    plugins = ["--plugins-dir", "plugins"] if (tmp_path / "plugins").is_dir() else []
+    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", *plugins, "history", "show", conversation],
                            cwd=tmp_path, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
     return shown.stdout + shown.stderr

@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from monoagent import hookimpl
+from monoagent.kernel.errors import HookResultError
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
 from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt
 from monoagent.testing import fresh_agent
@@ -174,8 +175,9 @@ def test_wrong_type_from_a_section_hook_is_named(tmp_path):
         def section_identity(self, turn):
             return "plain string"
 
-    with pytest.raises(AssemblyError, match=r"section_identity.*returned str"):
+    with pytest.raises(HookResultError, match=r"plugin 'Wrong' returned a value of type str from hook 'section_identity'") as info:
         assemble(fresh_agent(tmp_path, plugins=[Wrong()]))
+    assert (info.value.plugin, info.value.hook, info.value.exit_code) == ("Wrong", "section_identity", 3)
 
 
 def test_compile_prompt_manifest_counts():

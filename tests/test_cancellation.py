@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from monoagent.kernel.errors import ComponentError, ConfigError, ProviderError
+from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest
 from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
@@ -474,8 +474,8 @@ def test_agent_cancel_from_another_thread_ends_a_run_sync_turn_with_its_account(
 @pytest.mark.parametrize(
     "model, error, match",
     [
-        ("nosuch:model", ComponentError, "nosuch"),
-        ("no-colon", ConfigError, "must be '<provider>:<model>'"),
+        ("nosuch:model", ConfigError, "nosuch"),
+        ("no-colon", ConfigError, "no provider prefix; a model is .<provider>:<model>."),
         ("anthropic:claude-x", ProviderError, "no API key"),
     ],
 )

@@ -264,7 +264,7 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
     assert invalid.returncode == 2
     assert invalid.stdout == ""
     assert invalid.stderr.splitlines() == [
-        "monoagent: invalid configuration:",
+        "monoagent: error: invalid configuration:",
         f"  - runtime.maxTurns = 101 (from file {bad}): out of range; allowed: 0 (unlimited) or 1 to 100",
         f"  - runtime.modle: unknown key (in file {bad}); did you mean 'model'? "
         "(known keys here: model, maxTurns, fallbacks, runTimeoutMs, maxRepeatedToolCalls, session, compaction)",
@@ -281,21 +281,23 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
 
     (tmp_path / "nope.toml").write_text('[runtime]\nmodel = "nope:x"\n', encoding="utf-8")
     unknown = monoagent(tmp_path, "--config", "nope.toml", "config", "validate")
-    assert unknown.returncode != 0
+    assert unknown.returncode == 2
     assert unknown.stdout == ""
-    (line,) = unknown.stderr.splitlines()
-    assert line.startswith("monoagent: error: provider 'nope'")
-    assert "no active plugin registers it" in line and "available: anthropic, lmstudio, offline, ollama, openai" in line
+    (first, line) = unknown.stderr.splitlines()
+    assert first == "monoagent: error: invalid configuration:"
+    assert line.startswith("  - model 'nope:x' names the provider prefix 'nope', which no active plugin registers")
+    assert "registered provider prefixes: anthropic, lmstudio, offline, ollama, openai" in line
 
     plain = monoagent(tmp_path, "--config", "nope.toml", "run", "hi")
-    assert plain.returncode == 1
+    assert plain.returncode == 2
     assert "Traceback" not in plain.stderr
-    assert plain.stderr.splitlines() == [line]
+    assert plain.stderr.splitlines() == [first, line]
 
     debug = monoagent(tmp_path, "--debug", "--config", "nope.toml", "run", "hi")
-    assert debug.returncode == 1
+    assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "monoagent.kernel.errors.ComponentError: provider 'nope'" in debug.stderr
+    assert "monoagent.kernel.errors.ConfigError: invalid configuration:" in debug.stderr
+    assert debug.stderr.rstrip("\n").endswith(line)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a pseudo-terminal")

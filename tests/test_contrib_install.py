@@ -1,24 +1,18 @@
 """Install the example plugin distribution into a fresh virtualenv and drive the real CLI.
 
-Nothing is downloaded. The new venv sees the main environment's packages through a ``.pth``
-file (``site.addsitedir``, so the main environment's own ``.pth`` files, among them the
-editable install of monoagent, are processed too), and pip builds the example offline with the
-hatchling that environment already has. Only then is ``monoagent-identity-example`` a real
-installed distribution whose entry point ``importlib.metadata`` discovers.
+The venv sees the main environment's packages and installs offline (:mod:`throwaway_venv`): only
+then is ``monoagent-identity-example`` a real installed distribution whose entry point
+``importlib.metadata`` discovers.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import site
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+from throwaway_venv import clean_env, make_venv, pip_install
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "contrib" / "monoagent-identity-example"
@@ -26,45 +20,11 @@ EXAMPLE_TEXT = "You are Ada, a helpful assistant."
 BUNDLED_HEADING = "## IDENTITY.md"
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """os.environ without the developer's MONO_AGENT_* variables (and without pip's index)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
-    env.pop("PYTHONPATH", None)
-    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
-    return env
-
-
-def venv_python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def venv_site_packages(python: Path) -> Path:
-    out = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True, env=clean_env(),
-    )
-    return Path(out.stdout.strip())
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with the example installed, over the main environment's packages: its python."""
-    venv = tmp_path_factory.mktemp("venv")
-    has_pip = importlib.util.find_spec("pip") is not None
-    subprocess.run(
-        [sys.executable, "-m", "venv", *(["--without-pip"] if has_pip else []), str(venv)],
-        check=True, capture_output=True, env=clean_env(),
-    )
-    python = venv_python(venv)
-    main_dirs = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
-    lines = [f"import site; site.addsitedir({d!r})" for d in dict.fromkeys(main_dirs)]
-    (venv_site_packages(python) / "_monoagent_main_env.pth").write_text("\n".join(lines) + "\n")
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-         "--no-cache-dir", "--quiet", str(EXAMPLE)],
-        capture_output=True, text=True, env=clean_env(),
-    )
-    assert install.returncode == 0, install.stdout + install.stderr
+    python = make_venv(tmp_path_factory.mktemp("venv"))
+    pip_install(python, str(EXAMPLE))
     return python
 
 

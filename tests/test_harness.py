@@ -186,10 +186,10 @@ def test_run_sync_works_repeatedly_across_event_loops(tmp_path):
 
 
 def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
-    from monoagent.kernel.errors import ComponentError
+    from monoagent.kernel.errors import ConfigError
 
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
-    with pytest.raises(ComponentError, match=r"provider 'nope' .*available: anthropic, lmstudio, offline, ollama, openai"):
+    with pytest.raises(ConfigError, match=r"provider prefix 'nope'.*registered provider prefixes: anthropic, lmstudio, offline, ollama, openai"):
         agent.run_sync("hi")
 
 

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from monoagent.kernel.errors import ConfigError, MonoagentError
+from monoagent.kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
@@ -620,10 +620,11 @@ def test_hashed_ngrams_is_lexical_and_says_so(tmp_path: Path) -> None:
     embedder = agent.embedder("hashed-ngrams", {"dimensions": 128})
     assert embedder.dimensions == 128 and embedder.lexical is True
     assert make_hashed_ngrams(agent).dimensions == 512
-    with pytest.raises(ValueError, match="dimensions must be an integer from 16 to 4096"):
+    with pytest.raises(ComponentFactoryError, match="ValueError: hashed-ngrams dimensions must be an integer from 16 to 4096"):
         agent.embedder("hashed-ngrams", {"dimensions": 8})
-    with pytest.raises(ValueError, match="takes only the option 'dimensions'"):
+    with pytest.raises(ComponentFactoryError, match="ValueError: hashed-ngrams takes only the option 'dimensions'") as info:
         agent.embedder("hashed-ngrams", {"model": "x"})
+    assert (info.value.kind, info.value.plugin) == ("embedder", "embedders")
 
 
 def test_tier_options_are_validated(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ def test_bad_input_names_what_is_allowed(project: Path) -> None:
 
     (project / "monoagent.toml").write_text("", encoding="utf-8")
     none = invoke("memory", "list")
-    assert none.exit_code == 1 and "no memory tier is configured" in none.output and "--tier NAME" in none.output
+    assert none.exit_code == 2 and "no memory tier is configured" in none.output and "--tier NAME" in none.output
 
 
 def test_tier_option_reaches_an_unconfigured_registered_tier(project: Path) -> None:

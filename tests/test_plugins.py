@@ -323,14 +323,14 @@ def test_strict_plugins_makes_a_failed_import_fatal(broken: Project) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_local_plugin_that_fails_to_import_is_reported_and_skipped(project: Project) -> None:
+def test_local_plugin_that_fails_to_import_is_reported_and_skipped_with_local_failures_warn(project: Project) -> None:
     project.file("monoagent.toml", "")
     project.file("monoagent_local.py", BROKEN_PLUGIN)
-    result = project.cli("run", "hi")
+    result = project.cli("run", "hi", MONO_AGENT_LOCAL_PLUGIN_FAILURES="warn")
     assert "you said: hi" in result.stdout
     [line] = stderr_lines(result, "monoagent_local")
     assert "failed to load" in line
-    assert project.listed()["monoagent_local"]["status"] == "failed"
+    assert project.listed(MONO_AGENT_LOCAL_PLUGIN_FAILURES="warn")["monoagent_local"]["status"] == "failed"
 
 
 def test_strict_plugins_makes_a_failed_local_plugin_fatal(project: Project) -> None:
@@ -353,13 +353,13 @@ def test_strict_plugins_makes_a_failed_local_plugin_fatal_in_python(tmp_path: Pa
 def test_missing_plugins_dir_is_a_failed_plugin_and_the_others_still_load(project: Project) -> None:
     project.file("monoagent.toml", "")
     project.file("monoagent_local.py", identity_plugin("monoagent_local"))
-    result = project.cli("--plugins-dir", "no-such-dir", "prompt", "hi", "--json")
+    result = project.cli("--plugins-dir", "no-such-dir", "prompt", "hi", "--json", MONO_AGENT_LOCAL_PLUGIN_FAILURES="warn")
     [line] = stderr_lines(result, "no-such-dir")
     assert "does not exist" in line
     sources = {s["id"]: s["source"] for s in json.loads(result.stdout)["manifest"]["sections"]}
     assert sources["identity"] == "monoagent_local"
 
-    rows = project.listed("--plugins-dir", "no-such-dir")
+    rows = project.listed("--plugins-dir", "no-such-dir", MONO_AGENT_LOCAL_PLUGIN_FAILURES="warn")
     assert rows["monoagent_local"]["status"] == "active"
     assert rows["no-such-dir"]["status"] == "failed"
     assert "does not exist" in rows["no-such-dir"]["reason"]
@@ -470,7 +470,7 @@ def test_selected_component_of_a_failed_plugin(tmp_path: Path, capsys: pytest.Ca
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()
     (plugin_dir / "pgstore.py").write_text(BROKEN_PLUGIN)
-    agent = fresh_agent(tmp_path, config={"history": {"store": "pgstore"}}, plugins_dirs=[plugin_dir])
+    agent = fresh_agent(tmp_path, config={"history": {"store": "pgstore"}}, plugins_dirs=[plugin_dir], env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     assert "'pgstore'" in capsys.readouterr().err
     with pytest.raises(ComponentError) as info:
         agent.history_store  # noqa: B018  (the property raises)
@@ -484,7 +484,7 @@ def test_selected_component_with_an_unrelated_failed_plugin_lists_it(tmp_path: P
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()
     (plugin_dir / "pg_history.py").write_text(BROKEN_PLUGIN)
-    agent = fresh_agent(tmp_path, config={"history": {"store": "postgres"}}, plugins_dirs=[plugin_dir])
+    agent = fresh_agent(tmp_path, config={"history": {"store": "postgres"}}, plugins_dirs=[plugin_dir], env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     with pytest.raises(ComponentError) as info:
         agent.history_store  # noqa: B018  (the property raises)
     message = str(info.value)
@@ -637,7 +637,7 @@ def test_a_failed_plugin_with_a_multi_line_error_is_reported_on_one_line(
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()
     (plugin_dir / "chatty.py").write_text("raise RuntimeError('first line\\nsecond line')\n")
-    agent = fresh_agent(tmp_path, plugins_dirs=[plugin_dir])
+    agent = fresh_agent(tmp_path, plugins_dirs=[plugin_dir], env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     lines = [line for line in capsys.readouterr().err.splitlines() if line]
     assert len(lines) == 1
     assert "'chatty'" in lines[0] and "RuntimeError: first line second line" in lines[0]
@@ -910,7 +910,7 @@ def test_the_section_of_a_failed_or_missing_plugin_is_a_warning_naming_it(tmp_pa
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()
     (plugin_dir / "slack.py").write_text(BROKEN_PLUGIN)
-    fresh_agent(tmp_path, config={"slack": {"token": "x"}}, plugins_dirs=[plugin_dir])
+    fresh_agent(tmp_path, config={"slack": {"token": "x"}}, plugins_dirs=[plugin_dir], env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     [line] = warning_lines(capsys.readouterr().err)
     assert "config section 'slack' (in python) belongs to plugin 'slack', which is failed (ModuleNotFoundError" in line
 

@@ -257,7 +257,7 @@ def test_check_lists_every_problem_and_exits_1(tmp_path):
     assert done.returncode == 1 and done.stdout == ""
     problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
     assert len(problems) == 3, done.stderr
-    assert "monoagent serve --check: 3 problem(s)" in done.stderr
+    assert "monoagent: error: serve --check: 3 problem(s)" in done.stderr
     assert "channel 'incomplete'" in done.stderr and "it lacks credential_hint, start, stop_accepting, cancel_in_flight, shutdown" in done.stderr
     assert "channel 'openai-api' has no credentials" in done.stderr and "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr
     assert "channel 'gate': gate.schedule = 'never' is not a schedule (allowed: 'now')" in done.stderr

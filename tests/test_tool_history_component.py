@@ -114,7 +114,8 @@ def test_selecting_the_store_of_a_failed_plugin_names_it(tmp_path, capsys):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "pgtools.py").write_text("import monoagent_no_such_module_for_tests\n")
-    agent = fresh_agent(tmp_path, config={"toolHistory": {"store": "pgtools"}}, plugins_dirs=[plugins])
+    agent = fresh_agent(tmp_path, config={"toolHistory": {"store": "pgtools"}}, plugins_dirs=[plugins],
+                        env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     assert "'pgtools'" in capsys.readouterr().err
     with pytest.raises(ComponentError) as info:
         agent.tool_history_store()
@@ -219,5 +220,5 @@ def test_plugins_and_config_validate_report_the_store(tmp_path):
     assert "register_tool_history_stores" in listed["tool-history"]["hooks"]
     assert cli("config", "validate").returncode == 0
     blocked = cli("config", "validate", MONO_AGENT_BLOCK_PLUGINS="tool-history")
-    assert blocked.returncode == 1 and "tool history store 'sqlite'" in blocked.stderr and "'tool-history' blocked" in blocked.stderr
+    assert blocked.returncode == 2 and "tool history store 'sqlite'" in blocked.stderr and "'tool-history' blocked" in blocked.stderr
     assert cli("config", "validate", MONO_AGENT_BLOCK_PLUGINS="tool-history", MONO_AGENT_TOOL_HISTORY_STORE="none").returncode == 0

@@ -13,7 +13,17 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from monoagent import ToolContext, ToolDefinitionError, ToolResult, ToolSpec, ToolStatus, TypedTool, hookimpl, tool
+from monoagent import (
+    LocalPluginError,
+    ToolContext,
+    ToolDefinitionError,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    TypedTool,
+    hookimpl,
+    tool,
+)
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.lib.anthropic_wire import request_body
 
@@ -302,7 +312,9 @@ def test_a_plugin_file_defining_an_unsupported_tool_fails_to_load_naming_it(tmp_
         "    register(weather)\n",
         encoding="utf-8",
     )
-    agent = fresh_agent(tmp_path, plugins_dirs=[plugins])
+    with pytest.raises(LocalPluginError, match=r"'weather_tools'.*ToolDefinitionError: tool function 'weather'"):
+        fresh_agent(tmp_path, plugins_dirs=[plugins])  # a local plugin file that fails to load is fatal by default
+    agent = fresh_agent(tmp_path, plugins_dirs=[plugins], env={"MONO_AGENT_LOCAL_PLUGIN_FAILURES": "warn"})
     (record,) = [r for r in agent.host.records if "weather_tools" in r.name]
     assert record.status == "failed" and "weather" not in agent.tools
     assert "ToolDefinitionError: tool function 'weather', argument 'cities': set[str] is not supported" in (record.reason or "")

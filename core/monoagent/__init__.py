@@ -47,7 +47,8 @@ _EXPORTS = {
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",
-            "HookDeprecationWarning", "ToolDefinitionError",
+            "HookDeprecationWarning", "ToolDefinitionError", "ExitCode", "UsageError", "HookResultError",
+            "LocalPluginError", "ComponentFactoryError",
         )
     },
 }

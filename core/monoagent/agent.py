@@ -61,6 +61,11 @@ class Agent:
             milliseconds (default 1,000): how long a cancelled run's continuity account waits for
             its provider call to stop before it is published anyway (the caller is released at
             once regardless). A host option, not a configuration key; tests may lengthen it.
+
+    Raises:
+        LocalPluginError: a project-local plugin file (``monoagent_local.py``, ``plugins.paths``,
+            ``plugins_dirs``) failed to load and ``plugins.localFailures`` is ``"fatal"`` (the default).
+        ConfigError: the configuration is invalid.
     """
 
     def __init__(
@@ -83,15 +88,18 @@ class Agent:
             raw: RawConfig | None = None
             block = list(config.plugins.block)
             local_paths = local_plugin_paths(config.source_file, config.plugins.paths, config.base_dir)
+            local_failures = config.plugins.local_failures
         else:
             raw = load_raw(config_path, env, data=config)
             settings = plugins_settings(raw)
             block = list(settings.block)
             local_paths = local_plugin_paths(raw.source_file, settings.paths)
+            local_failures = settings.local_failures
         if host is None:
             host = PluginHost(env)
             host.load_entry_points(block)
-            host.load_local(local_paths + [Path(p) for p in plugins_dirs], block)
+            host.load_local(local_paths + [Path(p) for p in plugins_dirs], block, local_failures)
+            host.check_local()
         self.host = host
         self.hooks: Hooks = host.hooks
         for plugin in plugins:
@@ -143,22 +151,35 @@ class Agent:
         return self.config.runtime.model is None
 
     def provider(self, model: str) -> ProviderRuntime:
-        """The runtime for ``provider:model`` (created once per model string)."""
+        """The runtime for ``provider:model`` (created once per model string).
+
+        A model that is not ``<provider>:<model>``, and one whose provider prefix no active plugin
+        registers, are the same :class:`ConfigError`: what was given and the registered prefixes.
+        """
         runtime = self._providers.get(model)
         if runtime is None:
             prefix, sep, name = model.partition(":")
-            if not sep or not name:
-                raise ConfigError(f"model {model!r} must be '<provider>:<model>', for example 'offline:echo'")
+            if not sep or not name or prefix not in self.host.components["provider"]:
+                raise ConfigError(self._unknown_model(model, prefix if sep and name else None))
             component = self.host.component("provider", prefix)
-            runtime = component.factory(agent=self, model=name)
+            runtime = component.build(agent=self, model=name)
             self._providers[model] = runtime
         return runtime
+
+    def _unknown_model(self, model: str, prefix: str | None) -> str:
+        prefixes = ", ".join(sorted(self.host.components["provider"])) or "none"
+        shape = f"a model is '<provider>:<model>' with one of the registered provider prefixes: {prefixes}"
+        if prefix is None:
+            return f"model {model!r} has no provider prefix; {shape} (for example 'offline:echo')"
+        inactive = next((r for r in self.host.records if r.name == prefix and r.status != "active"), None)
+        why = f" (plugin {prefix!r} is {inactive.status}: {inactive.reason})" if inactive else ""
+        return f"model {model!r} names the provider prefix {prefix!r}, which no active plugin registers{why}; {shape}"
 
     @property
     def history_store(self) -> HistoryStore:
         if self._store is None:
             component = self.host.component("history store", self.config.history.store)
-            self._store = component.factory(agent=self)
+            self._store = component.build(agent=self)
         return self._store
 
     def tool_history_store(self) -> ToolHistoryStore | None:
@@ -176,7 +197,7 @@ class Agent:
                 component = self.host.component("tool history store", settings.store)
             except ComponentError as exc:
                 raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
-            self._tool_history = component.factory(agent=self)
+            self._tool_history = component.build(agent=self)
         return self._tool_history
 
     def memory_tiers(self) -> dict[str, MemoryTier]:
@@ -193,17 +214,17 @@ class Agent:
             raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
         tier = self._tiers.get(name)
         if tier is None:
-            tier = self._tiers[name] = self.host.component("memory tier", name).factory(agent=self, options={})
+            tier = self._tiers[name] = self.host.component("memory tier", name).build(agent=self, options={})
         return tier
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
         """A registered embedder, by name (memory tiers ask for theirs)."""
-        return self.host.component("embedder", name).factory(agent=self, options=dict(options or {}))
+        return self.host.component("embedder", name).build(agent=self, options=dict(options or {}))
 
     def compaction_policy(self, name: str) -> CompactionPolicy:
         policy = self._policies.get(name)
         if policy is None:
-            policy = self._policies[name] = self.host.component("compaction policy", name).factory(agent=self)
+            policy = self._policies[name] = self.host.component("compaction policy", name).build(agent=self)
         return policy
 
     @property

@@ -52,7 +52,7 @@ async def _with_tiers(
     if tier is not None:
         names = [tier]
     elif not configured:
-        raise click.ClickException(
+        raise click.UsageError(
             'no memory tier is configured: set memory.tiers (for example memory.tiers = ["lite"]) or pass --tier NAME'
         )
     else:
@@ -65,7 +65,7 @@ async def _with_tiers(
             if name in configured:
                 selected = agent.memory_tier(name)
             else:
-                selected = made = agent.host.component("memory tier", name).factory(agent=agent, options={})
+                selected = made = agent.host.component("memory tier", name).build(agent=agent, options={})
             results[name] = await work(selected)
         except (click.ClickException, ComponentError, ConfigError):
             raise  # the command or the configuration is wrong, not the tier
@@ -85,7 +85,7 @@ async def _with_tiers(
 def _finish(failures: list[str]) -> None:
     """Print the failures of the command's tiers, one line each, and exit 1 if there was any."""
     for line in failures[:-1]:
-        echo(f"Error: {line}", err=True)
+        echo(f"monoagent: error: {line}", err=True)
     if failures:
         raise click.ClickException(failures[-1])
 

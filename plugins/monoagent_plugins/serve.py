@@ -18,7 +18,7 @@ import click
 
 from monoagent.boundary.terminal import echo
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.errors import ConfigError, ExitCode
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import ConfigSectionRegistrar
@@ -83,7 +83,7 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
     registry = agent.host.components["channel"]
     for name in sorted(registry):
         try:
-            channel = registry[name].factory(agent=agent)
+            channel = registry[name].build(agent=agent)
         except ConfigError as exc:
             problems.extend(f"channel {name!r}: {problem}" for problem in exc.problems)
             continue
@@ -164,8 +164,8 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
     def refuse(message: str) -> NoReturn:
         if log_json:
             logger.error("serve: {}", message)
-            sys.exit(1)
-        raise click.ClickException(message)
+            sys.exit(ExitCode.FAILED)
+        raise click.ClickException(message)  # exit 1, "monoagent: error: ..." (docs/cli.md)
 
     try:
         import uvicorn  # noqa: F401  (the serve extra)
@@ -211,7 +211,7 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
 
 
 def check_command(host: str | None, port: int | None) -> None:
-    """``serve --check``: print the report and exit 0, or the problems (stderr) and exit 1."""
+    """``serve --check``: print the report and exit 0, or the problems (stderr) and exit 1 (docs/serving.md)."""
     try:
         agent = command_agent("serve")
         settings: ServeConfig = agent.config.section("serve")
@@ -219,10 +219,10 @@ def check_command(host: str | None, port: int | None) -> None:
     except ConfigError as exc:
         lines, problems = [], exc.problems
     if problems:
-        echo(f"monoagent serve --check: {len(problems)} problem(s)", err=True)
+        echo(f"monoagent: error: serve --check: {len(problems)} problem(s)", err=True)
         for problem in problems:
             echo(f"  - {problem}", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     echo("monoagent serve --check: the configuration is valid")
     for line in lines:
         echo(line)

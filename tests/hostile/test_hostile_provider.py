@@ -976,7 +976,7 @@ SERVERS = {"anthropic": AlwaysCallsATool, "openai": AlwaysCallsATool_OpenAI}
 def test_a_server_that_always_calls_a_tool_meets_the_run_deadline(tmp_path, provider):
     calls: list[Any] = []
     with SERVERS[provider](vary=True) as server:
-        agent = agent_for(tmp_path, provider, server.url, runtime={"maxTurns": 0, "runTimeoutMs": 300}, plugins=[loop_tools(calls)])
+        agent = agent_for(tmp_path, provider, server.url, runtime={"maxTurns": 0, "runTimeoutMs": 1500}, plugins=[loop_tools(calls)])
         outcome, events = turn(agent)
     assert isinstance(outcome, RunDeadlineExceeded), outcome
     assert of(events, "run_failed")[0]["settlement"] == "run_deadline"

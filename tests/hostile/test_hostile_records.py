@@ -582,7 +582,7 @@ os.makedirs(plugins)
 os.mkfifo(os.path.join(plugins, "afifo.py"))
 with open(os.path.join(plugins, "good.py"), "w") as handle:
     handle.write("from monoagent.kernel.hookspecs import hookimpl\\n")
-agent = fresh_agent(tmp, config={"plugins": {"paths": [plugins]}})
+agent = fresh_agent(tmp, config={"plugins": {"paths": [plugins], "localFailures": "warn"}})
 print(json.dumps({r.name: [r.status, r.reason] for r in agent.host.records if r.source == "local"}))
 agent.close()
 """

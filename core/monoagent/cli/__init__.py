@@ -13,6 +13,10 @@ loading again for the same reason).
 Everything printed goes through :mod:`monoagent.boundary.terminal` (controls stripped, redacted by the
 plugins' redaction chain), and the arguments are text: bytes that are not UTF-8 become U+FFFD,
 with a notice on stderr, before any command sees them.
+
+Every command, a plugin's included, ends the same way (:func:`main`): an error is one
+``monoagent: error: ...`` message on stderr and the exit code of its type
+(:class:`~monoagent.kernel.errors.ExitCode`, documented in docs/cli.md).
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from monoagent.boundary.terminal import AnswerPrinter, TerminalFile, echo, echo_json, notice, read_stdin
-from monoagent.kernel.errors import ConfigError, MonoagentError
+from monoagent.boundary.terminal import AnswerPrinter, echo, echo_json, notice, read_stdin
+from monoagent.kernel.errors import ConfigError, ExitCode, MonoagentError
 from monoagent.text import scrub_unicode
 
 if TYPE_CHECKING:
@@ -78,6 +82,12 @@ class CliState:
         if self._host is None:
             self._host, self.config_error = load_plugins(self.config, self.plugins_dirs)
         return self._host
+
+    def check_local_plugins(self) -> None:
+        """End the command line (exit 3) if a local plugin file of this command line failed to load
+        (without a plugin host yet, the Agent's own load raises it)."""
+        if self._host is not None:
+            self._host.check_local()
 
     def close(self) -> None:
         if self._agent is not None:
@@ -132,6 +142,8 @@ def cli(ctx: click.Context, config: str | None, plugins_dirs: Sequence[str], deb
     ctx.obj = state
     _configure_logging(debug)
     ctx.call_on_close(state.close)
+    if ctx.invoked_subcommand != "plugins":  # `plugins` lists the failure, then ends with it
+        state.check_local_plugins()
 
 
 def _state() -> CliState:
@@ -200,7 +212,9 @@ def chat(conversation: str, model: str | None) -> None:
     """Chat in the terminal: one turn per line (/reset clears history, /exit or Ctrl-D leaves)."""
     agent = _state().agent()
     _announce_default_model(agent, model)
-    channel = agent.host.component("channel", "console").factory(agent=agent)
+    if model is not None:
+        agent.provider(model)  # a bad -m ends the command now (exit 2), as for run, not at the first line
+    channel = agent.host.component("channel", "console").build(agent=agent)
     channel.conversation_id = conversation
     channel.model = model
     import asyncio
@@ -244,7 +258,11 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
-    """List plugins: name, version, source, status, the hooks each implements and what it registers."""
+    """List plugins: name, version, source, status, the hooks each implements and what it registers.
+
+    A local plugin file that failed to load (plugins.localFailures = "fatal") is listed as failed,
+    then the command ends with its error and exit 3, so the listing is what diagnoses it.
+    """
     state = _state()
     host = state.host()
     if state.config_error is not None:
@@ -268,7 +286,12 @@ def plugins(as_json: bool) -> None:
             for r in host.records
         ]
         echo_json(rows, ensure_ascii=True)
-        return
+    else:
+        _list_plugins(host)
+    host.check_local()  # a local plugin file that failed: listed above, then the command ends with it (exit 3)
+
+
+def _list_plugins(host: PluginHost) -> None:
     width = max((len(r.name) for r in host.records), default=4)
     for r in host.records:
         status = r.status + (f" ({r.reason})" if r.reason else "")
@@ -377,12 +400,12 @@ def load_plugins(config: str | None, plugins_dirs: Sequence[str]) -> tuple[Plugi
         raw = load_raw(config)
         settings = plugins_settings(raw)
         paths = local_plugin_paths(raw.source_file, settings.paths)
-        block = settings.block
+        block, local_failures = settings.block, settings.local_failures
     except ConfigError as exc:
-        paths, block = [], []
+        paths, block, local_failures = [], [], "fatal"
         config_error = exc
     host.load_entry_points(block)
-    host.load_local(paths + [Path(d) for d in plugins_dirs], block)
+    host.load_local(paths + [Path(d) for d in plugins_dirs], block, local_failures)
     return host, config_error
 
 
@@ -397,38 +420,64 @@ def build_cli(host: PluginHost | None = None, config_error: ConfigError | None =
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: load the plugins, build the root command, run it."""
+    """Console-script entry point: load the plugins, build the root command, run it.
+
+    Ends with the exit code of what happened (:class:`~monoagent.kernel.errors.ExitCode`): a
+    :class:`~monoagent.kernel.errors.MonoagentError` with its type's ``exit_code``, a click error
+    with click's (2 for usage, 1 otherwise), Ctrl-C with 130, anything else, a bug, with 1 and
+    its traceback. Each is one ``monoagent: error: ...`` message on stderr; ``--debug`` shows
+    the traceback of every error above it.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     redact = host_redactor(None)
     try:
         host, config_error = load_plugins(*_prescan(argv))
         redact = host_redactor(host)
-        build_cli(host, config_error).main(args=argv, prog_name="monoagent", standalone_mode=False)
-    except click.exceptions.Abort:
-        echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show(file=cast(IO[str], TerminalFile(sys.stderr, redact)))  # an io.TextIOBase; show() only writes to it
+        root = build_cli(host, config_error)
+        with root.make_context("monoagent", argv) as ctx:  # not root.main(): it drops ctx.exit(code) codes
+            root.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help, --version, ctx.exit(code)
         sys.exit(exc.exit_code)
-    except ConfigError as exc:
-        echo(f"monoagent: {exc}", err=True, redact=redact)
-        sys.exit(2)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        _report_error("interrupted", exc, debug, redact)
+        sys.exit(ExitCode.INTERRUPTED)
+    except click.ClickException as exc:
+        _show_usage(exc, redact)
+        _report_error(exc.format_message(), exc, debug, redact)
+        sys.exit(exc.exit_code)
     except MonoagentError as exc:
-        if debug:
-            raise
-        echo(f"monoagent: error: {exc}", err=True, redact=redact)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # a bug, or a plugin's own exception: the traceback, cleaned like all output
-        if debug:
-            raise
-        import traceback
+        _report_error(str(exc), exc, debug, redact)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:  # the reader left (`| head`): nothing to report, and nothing more to flush
+        import os
 
-        echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True, redact=redact)
-        sys.exit(1)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(ExitCode.FAILED)
+    except Exception as exc:  # a bug, or a plugin's own exception: the traceback, cleaned like all output
+        _report_error(f"{type(exc).__name__}: {exc} (an unexpected error, a bug in monoagent or in a plugin; the traceback is above)", exc, True, redact)
+        sys.exit(ExitCode.FAILED)
+
+
+def _show_usage(exc: click.ClickException, redact: Callable[[str, str], str]) -> None:
+    """A usage error's usage line and help hint, as click prints them (its message line is ours)."""
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is None:
+        return
+    hint = ""
+    if ctx.command.get_help_option(ctx) is not None:
+        option = max(ctx.command.get_help_option_names(ctx), key=len)
+        hint = f"Try '{ctx.command_path} {option}' for help.\n"
+    echo(f"{ctx.get_usage()}\n{hint}", err=True, redact=redact)
+
+
+def _report_error(message: str, exc: BaseException, traceback: bool, redact: Callable[[str, str], str]) -> None:
+    """The one error line on stderr, after the traceback when asked for (``--debug``, or a bug)."""
+    if traceback:
+        import traceback as tb
+
+        echo("".join(tb.format_exception(exc)).rstrip("\n"), err=True, redact=redact)
+    echo(f"monoagent: error: {message}", err=True, redact=redact)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -341,6 +341,13 @@ class PluginsConfig:
         doc="Plugin names never imported, bundled ones included (e.g. ['identity']).",
         env="MONO_AGENT_BLOCK_PLUGINS", factory=list,
     )
+    local_failures: Literal["fatal", "warn"] = setting(
+        "fatal",
+        doc="A project-local plugin file (monoagent_local.py, plugins.paths, --plugins-dir) that fails to load: "
+        "fatal ends every command but `monoagent plugins` with exit 3 and makes Agent(...) raise LocalPluginError; "
+        "warn records it as failed, warns and goes on without it, as for installed plugins.",
+        env="MONO_AGENT_LOCAL_PLUGIN_FAILURES",
+    )
 
 
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

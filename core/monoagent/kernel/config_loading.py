@@ -296,8 +296,12 @@ def plugins_settings(raw: RawConfig) -> PluginsConfig:
     plugin_problems = [p for p in raw.problems if p.startswith("plugins.")]
     if problems.items or plugin_problems:
         raise ConfigError(plugin_problems + problems.items)
-    # Two checked flat lists: built directly, so the CLI's early plugin load needs no cattrs.
-    return PluginsConfig(paths=[Path(p) for p in section.get("paths", [])], block=list(section.get("block", [])))
+    # Checked flat values: built directly, so the CLI's early plugin load needs no cattrs.
+    return PluginsConfig(
+        paths=[Path(p) for p in section.get("paths", [])],
+        block=list(section.get("block", [])),
+        local_failures=section.get("localFailures", "fatal"),
+    )
 
 
 def load_config(

@@ -19,7 +19,13 @@ the hook's kind returns, so mypy checks every call site:
 
 An exception escaping an implementation becomes a :class:`~monoagent.kernel.errors.HookError`
 naming the hook and the plugin (a registry's becomes a
-:class:`~monoagent.kernel.registrars.RegistrationError`, which fails that plugin's load).
+:class:`~monoagent.kernel.registrars.RegistrationError`, which fails that plugin's load). The
+answers the kernel builds on are checked where each implementation returns them
+(:data:`RESULT_TYPES`): a value of the wrong type is a
+:class:`~monoagent.kernel.errors.HookResultError` naming the hook and the plugin that returned it.
+For that, such a hook's plain implementations are called one by one here (as pluggy would: most
+recently registered first, a firstresult hook stopping at the first answer); a hook that has a
+wrapper, or a call that observers watch, goes through pluggy and its result is checked at the end.
 
 Every call path is observable in one place: ``MONO_AGENT_TRACE_HOOKS=1`` prints each call, the
 implementations it reaches and, for a firstresult hook, the plugin whose result won; a
@@ -33,6 +39,7 @@ checks that the two agree.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -40,7 +47,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 import attrs
 import pluggy
 
-from monoagent.kernel.errors import HookError, MonoagentError
+from monoagent.kernel.errors import HookError, HookResultError, MonoagentError
+from monoagent.kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
 from monoagent.kernel.registrars import (
     ChannelRegistrar,
     CompactionPolicyRegistrar,
@@ -80,6 +88,40 @@ IsolatedAnswer: TypeAlias = "tuple[str, Any, BaseException | None]"
 
 #: One implementation's answer to a hook whose answers are attributed: the plugin and its result.
 PluginAnswer: TypeAlias = "tuple[str, Any]"
+
+#: The hooks whose answers the kernel checks: hook -> (the type(s) an answer must have, what the error
+#: says belongs there). A collect-all hook may also answer with a list or tuple of them; one in
+#: :data:`AWAITED_RESULTS` answers only with a list or tuple, or an awaitable checked once awaited.
+RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    **{
+        hook: (Section, "a monoagent.Section or None")
+        for hook in (
+            "section_core_guardrails", "section_identity", "section_session", "section_skill_index",
+            "section_skill_instructions", "render_history", "section_tool_recovery_policy",
+            "section_current_permissions", "section_task_orchestration", "section_artifact_references",
+            "section_hidden_tool_domains", "section_agents_md", "section_recovery_continuation",
+            "section_retry_instruction", "section_dynamic_context", "section_extra_system",
+        )
+    },
+    "extra_sections": (Section, "a monoagent.Section, a list of them or None"),
+    "augment_user_message": (UserMessagePart, "a monoagent.UserMessagePart, a list of them or None"),
+    "recall_memory": (MemoryHit, "a list of monoagent.MemoryHit (or an awaitable of one) or None"),
+    "render_user_message": (Message, "a monoagent.Message or None"),
+    "count_tokens": (int, "an int (the token count) or None"),
+    "choose_compaction": (str, "a compaction policy name (str) or None"),
+    "prepare_provider_request": (ProviderRequest, "a monoagent.ProviderRequest or None"),
+    "before_tool_call": (ToolResult, "a monoagent.ToolResult or None"),
+    "save_tool_output": (str, "a reference to the saved output (str) or None"),
+    "redact": (str, "the redacted text (str) or None"),
+}
+AWAITED_RESULTS = frozenset({"recall_memory"})
+
+
+async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any]) -> Any:
+    """``awaitable``'s value, checked like a direct answer and blamed on ``plugin``."""
+    value = await awaitable
+    Hooks._check(hook, value, False, plugin)
+    return value
 
 
 @attrs.frozen
@@ -243,6 +285,53 @@ class Hooks:
         finally:
             self._finished(frame, kwargs, plugins, result, error)
 
+    def _checked(self, name: str, kwargs: dict[str, Any]) -> Any:
+        """A call whose answers are checked against :data:`RESULT_TYPES`, each blamed on its plugin."""
+        caller = self._callers[name]
+        impls = caller.get_hookimpls()
+        firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
+        if self._observers or any(impl.wrapper or impl.hookwrapper for impl in impls):
+            result = self._call(name, kwargs)
+            blamed = "the implementations and wrappers of " + ", ".join(self._plugins(name))
+            if firstresult:
+                return self._checked_answer(name, result, True, blamed)
+            return [self._checked_answer(name, answer, False, blamed) for answer in result]
+        answers: list[Any] = []
+        for impl in reversed(impls):
+            try:
+                answer = impl.function(*[kwargs[arg] for arg in impl.argnames])
+            except MonoagentError:
+                raise
+            except Exception as exc:
+                raise HookError(name, impl.plugin_name, exc) from exc
+            if answer is not None:
+                answer = self._checked_answer(name, answer, firstresult, impl.plugin_name)
+                if firstresult:
+                    return answer
+                answers.append(answer)
+        return None if firstresult else answers
+
+    @classmethod
+    def _checked_answer(cls, name: str, answer: Any, firstresult: bool, plugin: str) -> Any:
+        """``answer`` once checked; an awaitable answer of a hook in :data:`AWAITED_RESULTS` is
+        wrapped so that its value is checked when the caller awaits it."""
+        if name in AWAITED_RESULTS and inspect.isawaitable(answer):
+            return _checked_once_awaited(name, plugin, answer)
+        cls._check(name, answer, firstresult, plugin)
+        return answer
+
+    @staticmethod
+    def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
+        if answer is None:
+            return
+        expected, what = RESULT_TYPES[name]
+        if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
+            raise HookResultError(name, plugin, answer, what)
+        items = answer if not firstresult and isinstance(answer, (list, tuple)) else (answer,)
+        for item in items:
+            if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
+                raise HookResultError(name, plugin, item, what)
+
     def _isolated(self, name: str, kwargs: dict[str, Any]) -> list[IsolatedAnswer]:
         """Each implementation on its own: one that raises does not stop the others."""
         impls = self._callers[name].get_hookimpls()[::-1]
@@ -401,58 +490,58 @@ class Hooks:
     # ============================================================== section producers
 
     def section_core_guardrails(self, *, turn: Turn) -> Section | None:
-        return self._call("section_core_guardrails", {"turn": turn})
+        return self._checked("section_core_guardrails", {"turn": turn})
 
     def section_identity(self, *, turn: Turn) -> Section | None:
-        return self._call("section_identity", {"turn": turn})
+        return self._checked("section_identity", {"turn": turn})
 
     def section_session(self, *, turn: Turn) -> Section | None:
-        return self._call("section_session", {"turn": turn})
+        return self._checked("section_session", {"turn": turn})
 
     def section_skill_index(self, *, turn: Turn) -> Section | None:
-        return self._call("section_skill_index", {"turn": turn})
+        return self._checked("section_skill_index", {"turn": turn})
 
     def section_skill_instructions(self, *, turn: Turn) -> Section | None:
-        return self._call("section_skill_instructions", {"turn": turn})
+        return self._checked("section_skill_instructions", {"turn": turn})
 
     def section_tool_recovery_policy(self, *, turn: Turn) -> Section | None:
-        return self._call("section_tool_recovery_policy", {"turn": turn})
+        return self._checked("section_tool_recovery_policy", {"turn": turn})
 
     def section_current_permissions(self, *, turn: Turn) -> Section | None:
-        return self._call("section_current_permissions", {"turn": turn})
+        return self._checked("section_current_permissions", {"turn": turn})
 
     def section_task_orchestration(self, *, turn: Turn) -> Section | None:
-        return self._call("section_task_orchestration", {"turn": turn})
+        return self._checked("section_task_orchestration", {"turn": turn})
 
     def section_artifact_references(self, *, turn: Turn) -> Section | None:
-        return self._call("section_artifact_references", {"turn": turn})
+        return self._checked("section_artifact_references", {"turn": turn})
 
     def section_hidden_tool_domains(self, *, turn: Turn) -> Section | None:
-        return self._call("section_hidden_tool_domains", {"turn": turn})
+        return self._checked("section_hidden_tool_domains", {"turn": turn})
 
     def section_agents_md(self, *, turn: Turn) -> Section | None:
-        return self._call("section_agents_md", {"turn": turn})
+        return self._checked("section_agents_md", {"turn": turn})
 
     def section_recovery_continuation(self, *, turn: Turn) -> Section | None:
-        return self._call("section_recovery_continuation", {"turn": turn})
+        return self._checked("section_recovery_continuation", {"turn": turn})
 
     def section_retry_instruction(self, *, turn: Turn) -> Section | None:
-        return self._call("section_retry_instruction", {"turn": turn})
+        return self._checked("section_retry_instruction", {"turn": turn})
 
     def section_dynamic_context(self, *, turn: Turn) -> Section | None:
-        return self._call("section_dynamic_context", {"turn": turn})
+        return self._checked("section_dynamic_context", {"turn": turn})
 
     def section_extra_system(self, *, turn: Turn) -> Section | None:
-        return self._call("section_extra_system", {"turn": turn})
+        return self._checked("section_extra_system", {"turn": turn})
 
     def extra_sections(self, *, turn: Turn) -> list[Section | Sequence[Section]]:
-        return self._call("extra_sections", {"turn": turn})
+        return self._checked("extra_sections", {"turn": turn})
 
     def render_history(self, *, turn: Turn, messages: Sequence[Message]) -> Section | None:
-        return self._call("render_history", {"turn": turn, "messages": messages})
+        return self._checked("render_history", {"turn": turn, "messages": messages})
 
     def render_user_message(self, *, turn: Turn, parts: Sequence[UserMessagePart]) -> Message | None:
-        return self._call("render_user_message", {"turn": turn, "parts": parts})
+        return self._checked("render_user_message", {"turn": turn, "parts": parts})
 
     # ============================================================== turn steps
 
@@ -465,37 +554,37 @@ class Hooks:
         return self._each("filter_tools", {"turn": turn, "tools": tools})
 
     def recall_memory(self, *, turn: Turn) -> list[Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]]]:
-        return self._call("recall_memory", {"turn": turn})
+        return self._checked("recall_memory", {"turn": turn})
 
     def augment_user_message(
         self, *, turn: Turn, recalled: Sequence[MemoryHit]
     ) -> list[UserMessagePart | Sequence[UserMessagePart]]:
-        return self._call("augment_user_message", {"turn": turn, "recalled": recalled})
+        return self._checked("augment_user_message", {"turn": turn, "recalled": recalled})
 
     def count_tokens(self, *, text: str, model: str) -> int | None:
-        return self._call("count_tokens", {"text": text, "model": model})
+        return self._checked("count_tokens", {"text": text, "model": model})
 
     def choose_compaction(self, *, turn: Turn, history_tokens: int, budget: int) -> str | None:
         kwargs = {"turn": turn, "history_tokens": history_tokens, "budget": budget}
-        return self._call("choose_compaction", kwargs)
+        return self._checked("choose_compaction", kwargs)
 
     def prepare_provider_request(self, *, turn: Turn, request: ProviderRequest) -> ProviderRequest | None:
-        return self._call("prepare_provider_request", {"turn": turn, "request": request})
+        return self._checked("prepare_provider_request", {"turn": turn, "request": request})
 
     def after_provider_call(self, *, turn: Turn, request: ProviderRequest, outcome: StepOutcome) -> None:
         self._call("after_provider_call", {"turn": turn, "request": request, "outcome": outcome})
 
     def before_tool_call(self, *, turn: Turn, call: ToolCall) -> ToolResult | None:
-        return self._call("before_tool_call", {"turn": turn, "call": call})
+        return self._checked("before_tool_call", {"turn": turn, "call": call})
 
     def save_tool_output(self, *, turn: Turn, result: ToolResult, block: ContentBlock) -> str | None:
-        return self._call("save_tool_output", {"turn": turn, "result": result, "block": block})
+        return self._checked("save_tool_output", {"turn": turn, "result": result, "block": block})
 
     def after_tool_call(self, *, turn: Turn, call: ToolCall, result: ToolResult) -> None:
         self._call("after_tool_call", {"turn": turn, "call": call, "result": result})
 
     def redact(self, *, text: str, kind: str) -> str | None:
-        return self._call("redact", {"text": text, "kind": kind})
+        return self._checked("redact", {"text": text, "kind": kind})
 
     def after_commit(self, *, turn: Turn, result: TurnResult) -> list[IsolatedAnswer]:
         """Each implementation on its own; a result may be an awaitable the caller awaits."""

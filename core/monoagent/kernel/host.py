@@ -19,6 +19,10 @@ Switches, in order of precedence:
   affected (block them by name instead).
 * ``MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD=1`` skips every third-party entry point.
 * ``MONO_AGENT_STRICT_PLUGINS=1`` makes a plugin that fails to load fatal.
+* ``plugins.localFailures`` (env ``MONO_AGENT_LOCAL_PLUGIN_FAILURES``): a project-local plugin file
+  that fails to load is fatal by default (``"fatal"``: the user wrote it for this project, so
+  running without it would be wrong in a way nobody notices); ``"warn"`` treats it like a
+  third-party plugin, which is recorded as failed, warned about, and left out.
 * ``MONO_AGENT_TRACE_HOOKS=1`` prints every hook call and its implementations to stderr, and
   for a firstresult hook the plugin whose result won.
 """
@@ -42,7 +46,7 @@ import attrs
 import pluggy
 
 from monoagent.kernel import hookspecs
-from monoagent.kernel.errors import ComponentError, PluginError
+from monoagent.kernel.errors import ComponentError, LocalPluginError, PluginError
 from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.log import logger
@@ -65,6 +69,7 @@ LOCAL_PLUGIN_FILE = "monoagent_local.py"
 
 Source = Literal["bundled", "entrypoint", "local", "programmatic"]
 Status = Literal["active", "blocked", "failed"]
+LocalFailures = Literal["fatal", "warn"]
 
 T = TypeVar("T")
 
@@ -131,6 +136,7 @@ class PluginHost:
         self._components: dict[str, dict[str, Component]] | None = None
         self._reported_unknown: set[tuple[str, str]] = set()
         self._declared: dict[str, str] | None = None
+        self._fatal_local: list[PluginRecord] = []
 
     def _redact_notice(self, text: str, kind: str) -> str:
         """The redaction chain registered so far, for the host's own notices on stderr.
@@ -166,9 +172,19 @@ class PluginHost:
         self.records.append(record)
         return record
 
-    def _fail(self, record: PluginRecord, exc: BaseException) -> None:
+    def _fail(self, record: PluginRecord, exc: BaseException, *, fatal_later: bool = False) -> None:
+        """Record ``record`` as failed. A third-party plugin is warned about and left out (strict mode:
+        :class:`PluginError` now); with ``fatal_later`` (a local plugin file under
+        ``plugins.localFailures = "fatal"``) it waits for :meth:`check_local`, so that every local
+        failure is recorded and ``monoagent plugins`` can list them before the command line ends."""
         record.status = "failed"
-        record.reason = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the message
+        record.reason = _failure_reason(exc, record.location if record.source == "local" else None)
+        if fatal_later:
+            self._fatal_local.append(record)
+            logger.bind(plugin=record.name).opt(exception=exc).debug("local plugin failed to load")
+            if self.strict:
+                self.check_local()
+            return
         consequence = (
             "stopping (MONO_AGENT_STRICT_PLUGINS=1)" if self.strict
             else "continuing without it (MONO_AGENT_STRICT_PLUGINS=1 makes this fatal)"
@@ -181,6 +197,23 @@ class PluginHost:
         logger.bind(plugin=record.name).opt(exception=exc).debug("plugin failed to load")
         if self.strict:
             raise PluginError(f"plugin {record.name!r} ({record.location}) failed to load: {record.reason}") from exc
+
+    def check_local(self) -> None:
+        """Raise :class:`LocalPluginError` if a local plugin file failed to load under
+        ``plugins.localFailures = "fatal"`` (the message names every such file and its error)."""
+        if not self._fatal_local:
+            return
+        first = self._fatal_local[0]
+        remedy = (
+            'fix it, or set plugins.localFailures = "warn" (env MONO_AGENT_LOCAL_PLUGIN_FAILURES=warn) '
+            "to go on without it; `monoagent plugins` lists every plugin and its status"
+        )
+        if len(self._fatal_local) == 1:
+            message = f"local plugin {first.name!r} ({first.location}) failed to load: {first.reason}; {remedy}"
+        else:
+            listed = "".join(f"\n  - {r.name!r} ({r.location}): {r.reason}" for r in self._fatal_local)
+            message = f"{len(self._fatal_local)} local plugin files failed to load:{listed}\n{remedy}"
+        raise LocalPluginError(message, plugin=first.name, path=first.location)
 
     def _register(self, record: PluginRecord, plugin: Any) -> None:
         """Register ``plugin``, check its hooks and collect its registrations; undone if either fails."""
@@ -287,17 +320,25 @@ class PluginHost:
             except Exception as exc:  # a broken plugin must never take the host down
                 self._fail(record, exc)
 
-    def load_local(self, paths: Iterable[Path], block: Iterable[str] = ()) -> None:
+    def load_local(self, paths: Iterable[Path], block: Iterable[str] = (), failures: LocalFailures = "fatal") -> None:
         """Register project-local plugin files (a directory contributes its ``*.py`` files, sorted).
 
         A path that does not exist is recorded as a failed plugin, like a file that fails to
-        import, so one mistyped path never drops the other local plugins.
+        import (a syntax error, an import error, an exception at import, a registration refused),
+        and loading goes on, so every failure is recorded. With ``failures="fatal"``
+        (``plugins.localFailures``, the default) the caller then calls :meth:`check_local`, which
+        raises :class:`LocalPluginError` naming the files; ``"warn"`` only warns, as for
+        installed plugins.
         """
         self.block(block)
+        fatal_later = failures == "fatal"
         for given in map(Path, paths):
             if not given.exists():
                 missing = self._record(PluginRecord(given.stem or str(given), "local", "blocked", str(given)))
-                self._fail(missing, PluginError(f"plugin path {given} does not exist (from plugins.paths or --plugins-dir)"))
+                self._fail(
+                    missing, PluginError(f"plugin path {given} does not exist (from plugins.paths or --plugins-dir)"),
+                    fatal_later=fatal_later,
+                )
                 continue
             for path in _expand_plugin_paths([given]):
                 name = path.stem
@@ -308,7 +349,7 @@ class PluginHost:
                 try:
                     self._register(record, _import_file(path))
                 except Exception as exc:
-                    self._fail(record, exc)
+                    self._fail(record, exc, fatal_later=fatal_later)
 
     def register_programmatic(self, plugin: Any, name: str | None = None, block: Iterable[str] = ()) -> PluginRecord:
         """Register a plugin object passed in Python (a module, class or instance).
@@ -474,6 +515,22 @@ class PluginHost:
                 if owner is not None:
                     self._declared[ep.name] = owner
         return self._declared
+
+
+def _failure_reason(exc: BaseException, path: str | None) -> str:
+    """One line: the error's type and message, and for an error raised while a plugin file ran, the
+    line of that file it came from (a SyntaxError's message already names its line)."""
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, whatever the message
+    if path is None or isinstance(exc, SyntaxError):
+        return reason
+    line = None
+    tb = exc.__traceback__
+    resolved = str(Path(path).resolve())
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == resolved:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return reason if line is None else f"{reason} (line {line})"
 
 
 def _loose(name: str) -> str:

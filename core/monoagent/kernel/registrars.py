@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
 
 import attrs
 
-from monoagent.kernel.errors import PluginError
+from monoagent.kernel.errors import ComponentFactoryError, MonoagentError, PluginError
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.model import ToolSpec
 
@@ -80,6 +80,18 @@ class Component:
     description: str = ""
     models: tuple[str, ...] = ()
     """The model names a provider says it knows (``monoagent models`` lists them); empty when it offers no list."""
+
+    def build(self, **kwargs: Any) -> Any:
+        """``factory(**kwargs)``, the way the kernel builds every component: an exception that is not
+        a :class:`~monoagent.kernel.errors.MonoagentError` becomes a
+        :class:`~monoagent.kernel.errors.ComponentFactoryError` naming the component and its plugin."""
+        try:
+            return self.factory(**kwargs)
+        except MonoagentError:
+            raise
+        except Exception as exc:
+            hook = next((cls.hook for cls in COMPONENT_REGISTRARS if cls.kind == self.kind), "its registry hook")
+            raise ComponentFactoryError(self.kind, self.name, hook, self.plugin, exc) from exc
 
 
 @attrs.frozen

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent.kernel.errors import MonoagentError
+from monoagent.kernel.errors import PluginError
 from monoagent.kernel.model import (
     AssembledPrompt,
     Fingerprints,
@@ -88,14 +88,12 @@ USER_MESSAGE_ORDER = 700
 CONTINUOUS_LAYOUT = "continuous"
 
 
-class AssemblyError(MonoagentError):
-    """A required section has no producer, or sections conflict."""
+class AssemblyError(PluginError):
+    """A required section has no producer, or the plugins' sections conflict (exit 3).
 
-
-def _expect_section(value: object, hook: str) -> Section:
-    if not isinstance(value, Section):
-        raise AssemblyError(f"hook {hook!r} returned {type(value).__name__}, expected monoagent.kernel.model.Section")
-    return value
+    A section hook that answers with something other than a Section is refused by the hook
+    facade already (:class:`~monoagent.kernel.errors.HookResultError`, naming the plugin).
+    """
 
 
 def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
@@ -114,15 +112,14 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
     for sid, hook, order, required in DOCUMENTED_SECTIONS:
         if profile == "minimal" and sid not in MINIMAL_SECTIONS:
             continue
-        value = _produce(hooks, hook, turn, history)
-        if value is None:
+        section = _produce(hooks, hook, turn, history)
+        if section is None:
             if required:
                 raise AssemblyError(
                     f"no active plugin produced the required section {sid!r} (hook {hook!r}); "
                     f"if its bundled plugin is blocked, a replacement must implement {hook}"
                 )
             continue
-        section = _expect_section(value, hook)
         if section.id != sid or section.order != order:
             section = attrs.evolve(section, id=sid, order=order)
         if section.text:
@@ -130,31 +127,29 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
     if profile == "minimal":
         return sections
     for sid, hook, order, stability in SEED_003_SECTIONS:
-        value = _produce(hooks, hook, turn, history)
-        if value is None:
+        section = _produce(hooks, hook, turn, history)
+        if section is None:
             continue
-        section = _expect_section(value, hook)
         if (section.id, section.order, section.stability) != (sid, order, stability):
             section = attrs.evolve(section, id=sid, order=order, stability=stability)
         if section.text:
             sections.append(section)
     seen = {s.id: s.source or "documented section" for s in sections}
     for result in hooks.extra_sections(turn=turn):
-        for extra in result if isinstance(result, (list, tuple)) else [result]:
-            section = _expect_section(extra, "extra_sections")
-            if section.id in seen or section.id in SECTION_ORDER:
+        for extra in (result,) if isinstance(result, Section) else result:
+            if extra.id in seen or extra.id in SECTION_ORDER:
                 raise AssemblyError(
-                    f"two sections have the id {section.id!r}: from {seen.get(section.id, 'a documented section')!r} "
-                    f"and from {section.source or 'an extra_sections hook'!r}"
+                    f"two sections have the id {extra.id!r}: from {seen.get(extra.id, 'a documented section')!r} "
+                    f"and from {extra.source or 'an extra_sections hook'!r}"
                 )
-            if section.order >= USER_MESSAGE_ORDER:
+            if extra.order >= USER_MESSAGE_ORDER:
                 raise AssemblyError(
-                    f"section {section.id!r} has order {section.order}; system sections must order below "
+                    f"section {extra.id!r} has order {extra.order}; system sections must order below "
                     f"{USER_MESSAGE_ORDER} (the current user message is always last)"
                 )
-            seen[section.id] = section.source
-            if section.text:
-                sections.append(section)
+            seen[extra.id] = extra.source
+            if extra.text:
+                sections.append(extra)
     sections.sort(key=lambda s: s.order)
     return sections
 
