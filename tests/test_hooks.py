@@ -1080,3 +1080,32 @@ def test_a_hook_error_names_the_plugin_while_observed(tmp_path):
         assemble(agent)
     assert (info.value.hook, info.value.plugin) == ("section_identity", "Grumpy")
     assert recorder.of("section_identity")[0].error is info.value
+
+
+def test_a_plugin_registered_late_reads_its_config_section(tmp_path):
+    """``agent.register`` after start-up builds the new plugin's section as start-up would (it raised KeyError)."""
+    from monoagent.kernel.config import setting
+    from monoagent.kernel.errors import ConfigError
+
+    @attrs.define
+    class LateConfig:
+        retries: int = setting(1, doc="Retries.", env="MONO_AGENT_LATE_RETRIES", min=0, max=5)
+
+    class Late:
+        @hookimpl
+        def register_config_sections(self, register):
+            register("late", LateConfig)
+
+    defaults = fresh_agent(tmp_path)
+    defaults.register(Late())
+    assert defaults.config.section("late") == LateConfig(retries=1)
+
+    from monoagent.agent import Agent
+
+    from_env = Agent({}, env={"MONO_AGENT_HOME": str(tmp_path), "MONO_AGENT_LATE_RETRIES": "3"}, autoload=False)
+    from_env.register(Late())
+    assert from_env.config.section("late") == LateConfig(retries=3)
+
+    refused = Agent({}, env={"MONO_AGENT_HOME": str(tmp_path), "MONO_AGENT_LATE_RETRIES": "9"}, autoload=False)
+    with pytest.raises(ConfigError, match=r"retries"):
+        refused.register(Late())

@@ -133,11 +133,16 @@ class Agent:
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         """Register one more plugin on a running Agent (it still receives ``configure``).
 
+        Its config section, if it declares one, is built now: its defaults overlaid by its
+        environment variables, validated as at start-up (a table for it in the configuration was
+        already refused as unknown when the Agent was built).
+
         Its registrations are checked now: a refused one leaves the plugin failed (the returned
         record says why), or raises :class:`~monoagent.kernel.errors.PluginError` in strict mode,
         as at start-up.
         """
         record = self.host.register_programmatic(plugin, name, self.config.plugins.block)
+        add_plugin_sections(self.config, self.host.config_sections(), self.env)
         self._tools = None
         return record
 

@@ -2,8 +2,15 @@
 
 Each line typed is one console turn in the same conversation (``delivery = "console"``,
 ``console = "terminal"``); the answer streams as it arrives. Line editing and history come
-from the standard ``readline`` module where the platform has it. ``/exit`` or end of input
-(Ctrl-D) leaves; ``/reset`` clears the conversation's message and tool history.
+from the standard ``readline`` module where the platform has it.
+
+A line starting with ``/`` is a chat command (:data:`COMMANDS`, listed by ``/help``), answered
+locally: never sent to the model, never saved to history. An unknown one (``/foo``) is answered
+"unknown command /foo; /help lists them"; a line meant for the model that starts with ``/``
+is typed with the slash doubled (``//etc/hosts?`` sends ``/etc/hosts?``). End of input (Ctrl-D)
+leaves like ``/exit``, ending the prompt's line first so the shell's prompt starts on its own.
+When standard input is a terminal, one hint line on stderr names the model and the conversation
+at start-up.
 
 Ctrl-C while a turn runs cancels that turn (its continuity account is published, as for any
 cancelled turn), says so, and asks for the next line; Ctrl-C at the prompt, or a second one
@@ -50,6 +57,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 CANCEL_REASON = "user_cancelled"
+
+COMMANDS = {
+    "/help": "list these commands",
+    "/new": "start a new conversation (a new id; the current one's history is kept)",
+    "/reset": "clear this conversation's message and tool history",
+    "/cancel": "cancel the running turn (Ctrl-C does it while an answer streams)",
+    "/quit, /exit": "leave the chat (Ctrl-D too)",
+    "//text": "send /text to the model (a line for the model that starts with a slash)",
+}
+"""The chat commands as ``/help`` lists them, each with its one line."""
 
 
 class Interrupts:
@@ -112,18 +129,18 @@ _ANSWERS = {"y": True, "yes": True, "n": False, "no": False, "a": True, "always"
 class ConsoleApprover:
     """Asks the person at the terminal whether a tool call may run: ``y`` once, ``n`` refuse, ``a`` always.
 
-    ``a`` allows that tool for the rest of the chat (this object lives as long as the chat's
-    conversation; nothing is persisted). The question shows model text (the tool's arguments),
+    ``a`` allows that tool for the rest of the chat's conversation (``/new`` starts asking again;
+    nothing is persisted). The question shows model text (the tool's arguments),
     so it passes :func:`~monoagent.boundary.terminal.terminal_text` and the summary is bounded
     (:func:`~monoagent.kernel.permissions.argument_summary`). End of input refuses.
     """
 
     def __init__(self, channel: ConsoleChannel) -> None:
         self.channel = channel
-        self.always: set[str] = set()
+        self.always: set[tuple[str, str]] = set()
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
-        if request.tool in self.always:
+        if (request.conversation_id, request.tool) in self.always:
             return Approval(True, "remembered")
         channel = self.channel
         channel.stdout.write(channel._printed.end())
@@ -137,7 +154,7 @@ class ConsoleApprover:
             channel._write("answer y (allow once), n (refuse) or a (always allow this tool in this chat) [y/n/a] ")
             channel.stdout.flush()
         if answer in ("a", "always"):
-            self.always.add(request.tool)
+            self.always.add((request.conversation_id, request.tool))
         return Approval(_ANSWERS[answer], "person")
 
 
@@ -145,13 +162,20 @@ class ConsoleChannel:
     name = "console"
 
     def __init__(self, agent: Any, conversation_id: str = "cli:chat", model: str | None = None,
-                 stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+                 stdin: TextIO | None = None, stdout: TextIO | None = None, tool_lines: TextIO | None = None) -> None:
         self.agent = agent
         self.conversation_id = conversation_id
         self.model = model
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self.tool_lines = tool_lines
+        """Where tool calls are shown as compact lines (:mod:`monoagent.boundary.tool_lines`); None shows none."""
+        self.markdown: bool | None = None
+        """Answers as Markdown: True, False (plain), None when stdout is a capable terminal (:mod:`monoagent.boundary.markdown`)."""
+        self._prefix = "agent> "
         self._printed = AnswerPrinter(self.stdout, agent.redact)
+        self._used_ids: set[str] = set()
+        self._first_conversation_id = conversation_id
         self.approver = ConsoleApprover(self)
         self._pending_read: Any = None
 
@@ -166,6 +190,8 @@ class ConsoleChannel:
             try:
                 line = input(prompt)
             except EOFError:
+                self.stdout.write("\n")  # the prompt's line ends, so the shell's prompt starts on its own
+                self.stdout.flush()
                 return None
         else:
             line = read_capped(self.stdin.readline, "the input line")
@@ -220,6 +246,22 @@ class ConsoleChannel:
         import asyncio
 
         agent = agent or self.agent
+        self._first_conversation_id = self.conversation_id
+        tool_lines: Any = None
+        if self.tool_lines is not None:
+            from monoagent.boundary.tool_lines import ToolLines
+
+            tool_lines = ToolLines(self.tool_lines, agent.redact)
+        console = None
+        if self.markdown is not False:
+            from monoagent.boundary.markdown import markdown_console
+
+            console = markdown_console(self.stdout, self.markdown)
+        self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=tool_lines, markdown=console)
+        self._prefix = "agent>\n" if console is not None else "agent> "  # a rendered answer starts at the line's start
+        if self.stdin is sys.stdin and sys.stdin.isatty():
+            model = self.model or agent.model
+            self._note(f"monoagent chat: model {model}, conversation {self.conversation_id}; /help for commands, Ctrl-D to leave")
         loop = asyncio.get_running_loop()
         interrupts = Interrupts()
         with kept_terminal_state(self.stdin):
@@ -230,42 +272,88 @@ class ConsoleChannel:
                 interrupts.unwatch(loop)
                 await agent.wait_settled()  # a cancelled turn's account is published before the chat ends
 
-    async def _chat(self, agent: Any, interrupts: Interrupts) -> None:
-        import asyncio
+    def _note(self, text: str) -> None:
+        """One line on stderr (the start-up hint), through the terminal boundary."""
+        sys.stderr.write(terminal_text(text, self.agent.redact) + "\n")
+        sys.stderr.flush()
 
+    async def _chat(self, agent: Any, interrupts: Interrupts) -> None:
         while True:
             line = await interrupts.unless_leaving(self._read_line())
-            if line is None or line.strip() in {"/exit", "/quit"}:
+            if line is None:
                 return
-            if not line.strip():
+            text = line.strip()
+            if not text:
                 continue
-            if line.strip() == "/reset":
-                try:
-                    report, tool = await agent.reset_conversation(self.conversation_id)
-                except Exception as exc:  # nothing was cleared; say why and keep chatting
-                    self._write(f"(reset failed, nothing was cleared: {exc})\n")
-                    continue
-                calls = f", {tool.calls} tool calls" if tool is not None else ""
-                self._write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
+            if text.startswith("/") and not text.startswith("//"):
+                if not await self._command(agent, text.split()[0]):
+                    return
                 continue
-            request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
-                                  delivery="console", console="terminal", model=self.model, approver=self.approver)
-            self.stdout.write("agent> ")
-            interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
+            if text.startswith("//"):
+                line = line.replace("/", "", 1)
+            await self._turn(agent, interrupts, line)
+
+    async def _command(self, agent: Any, name: str) -> bool:
+        """Answer the chat command ``name`` locally; False when it leaves the chat."""
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            width = max(map(len, COMMANDS))
+            self._write("".join(f"  {command:<{width}}  {line}\n" for command, line in COMMANDS.items()))
+        elif name == "/cancel":
+            self._write("(no turn is running; Ctrl-C cancels a turn while its answer streams)\n")
+        elif name == "/new":
+            previous, self.conversation_id = self.conversation_id, self._new_conversation_id()
+            import shlex
+
+            self._write(f"(new conversation {self.conversation_id}; {previous} is kept: "
+                        f"monoagent chat -c {shlex.quote(previous)} resumes it)\n")
+        elif name == "/reset":
             try:
-                await interrupts.unless_leaving(interrupts.turn)
-            except asyncio.CancelledError:
-                if not interrupts.cancelled_turn:
-                    raise
-                self.stdout.write(self._printed.end())
-                self._write("\n(turn cancelled; Ctrl-C at the prompt leaves the chat)")
-            except Exception as exc:  # one failed turn does not end the session
-                self.stdout.write(self._printed.end())
-                self._write(f"\n(error: {exc})")
-            finally:
-                interrupts.turn = None
-            self.stdout.write(self._printed.end() + "\n")
-            self.stdout.flush()
+                report, tool = await agent.reset_conversation(self.conversation_id)
+            except Exception as exc:  # nothing was cleared; say why and keep chatting
+                self._write(f"(reset failed, nothing was cleared: {exc})\n")
+                return True
+            calls = f", {tool.calls} tool calls" if tool is not None else ""
+            self._write(f"(history of {self.conversation_id} cleared: {report.messages} messages{calls})\n")
+        else:
+            self._write(f"(unknown command {name[:64]}; /help lists them)\n")
+        return True
+
+    def _new_conversation_id(self) -> str:
+        """A fresh id under the chat's first one: ``<id>:<YYYYmmdd-HHMMSS>``, with a ``-2``, ``-3`` ... in the same second."""
+        from datetime import datetime
+
+        stamp = f"{self._first_conversation_id}:{datetime.now():%Y%m%d-%H%M%S}"
+        candidate, n = stamp, 1
+        while candidate == self.conversation_id or candidate in self._used_ids:
+            n += 1
+            candidate = f"{stamp}-{n}"
+        self._used_ids.add(candidate)
+        return candidate
+
+    async def _turn(self, agent: Any, interrupts: Interrupts, line: str) -> None:
+        import asyncio
+
+        request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
+                              delivery="console", console="terminal", model=self.model, approver=self.approver)
+        self.stdout.write(self._prefix)
+        self.stdout.flush()
+        interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
+        try:
+            await interrupts.unless_leaving(interrupts.turn)
+        except asyncio.CancelledError:
+            if not interrupts.cancelled_turn:
+                raise
+            self.stdout.write(self._printed.end())
+            self._write("\n(turn cancelled; Ctrl-C at the prompt leaves the chat)")
+        except Exception as exc:  # one failed turn does not end the session
+            self.stdout.write(self._printed.end())
+            self._write(f"\n(error: {exc})")
+        finally:
+            interrupts.turn = None
+        self.stdout.write(self._printed.end() + "\n")
+        self.stdout.flush()
 
 
 @bundled_impl

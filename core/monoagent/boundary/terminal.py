@@ -37,9 +37,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from monoagent.text import LazyPattern, scrub_unicode, valid_unicode
+
+if TYPE_CHECKING:
+    from monoagent.boundary.markdown import MarkdownStep
+    from monoagent.boundary.tool_lines import ToolLines
 
 Redactor = Callable[[str, str], str]
 """``redact(text, kind)``, as :meth:`monoagent.agent.Agent.redact`."""
@@ -173,31 +177,102 @@ class TerminalStream:
 class AnswerPrinter:
     """Prints an answer as the turn streams it: the ``on_event`` of ``monoagent run`` and ``chat``.
 
-    ``text_delta`` pieces go to ``out`` through a :class:`TerminalStream`. A
-    ``provider_attempt_discarded`` event ends the line printed so far and says on stderr (one line,
-    :func:`discard_notice`) that those characters are discarded and another attempt follows. Call
-    :meth:`end` when the turn is over, whether it answered or raised, for the text held back.
+    ``text_delta`` pieces go to ``out`` through a :class:`TerminalStream`. The text of each
+    provider step starts on a line of its own: when a step (or another attempt) begins after
+    text that did not end a line, a line end is written first, so a turn of two steps (text, a
+    tool call, more text) never prints the two texts glued together.
+
+    With ``markdown`` (a ``rich`` console from :func:`monoagent.boundary.markdown.markdown_console`),
+    each step's text is rendered as Markdown (:class:`~monoagent.boundary.markdown.MarkdownStep`)
+    after it passed the same :class:`TerminalStream`.
+
+    With ``tool_lines`` (a :class:`~monoagent.boundary.tool_lines.ToolLines`, on standard error
+    for the CLI), each ``tool_call`` and ``tool_result`` becomes one compact line; the answer
+    text printed so far is released and its line ended first, so the two streams interleave
+    cleanly on one terminal.
+
+    A ``provider_attempt_discarded`` event ends the line printed so far and says on stderr (one
+    line, :func:`discard_notice`) that those characters are discarded and another attempt
+    follows. Call :meth:`end` when the turn is over, whether it answered or raised, for the text
+    held back.
     """
 
-    def __init__(self, out: IO[str], redact: Redactor | None) -> None:
+    def __init__(
+        self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None, markdown: Any = None
+    ) -> None:
         self.out = out
         self.redact = redact
+        self.tool_lines = tool_lines
         self._printed = TerminalStream(redact)
+        self._step: tuple[Any, Any] | None = None
+        self._line_open = False
+        self._markdown: MarkdownStep | None = None
+        if markdown is not None:
+            from monoagent.boundary.markdown import MarkdownStep
+
+            self._markdown = MarkdownStep(markdown)
 
     def __call__(self, event: Any) -> None:
-        if event.type == "text_delta":
-            self._write(self._printed.feed(event.data["text"]))
-        elif event.type == "provider_attempt_discarded":
-            self._write(self._printed.end() + "\n")
+        kind = event.type
+        if kind == "text_delta":
+            step = (event.data.get("attempt"), event.data.get("step"))
+            if step != self._step:
+                if self._step is not None:
+                    self._end_line()
+                self._step = step
+            if self.tool_lines is not None:
+                self.tool_lines.close()
+            self._answer(self._printed.feed(event.data["text"]))
+        elif kind in ("tool_call", "tool_result") and self.tool_lines is not None:
+            self._end_line()
+            if kind == "tool_call":
+                self.tool_lines.start(event)
+            else:
+                self.tool_lines.finish(event)
+        elif kind == "provider_attempt_discarded":
+            self._end_line()
+            if self.tool_lines is not None:
+                self.tool_lines.close()
             echo(discard_notice(event.data), err=True, redact=self.redact)
 
     def end(self) -> str:
-        """The text still held back (printed by the caller, who knows what follows it)."""
-        return self._printed.end()
+        """The text still held back (printed by the caller, who knows what follows it).
+
+        An open tool line is ended first; with Markdown, the step's rendering is written here
+        and nothing is returned. The next turn starts afresh.
+        """
+        if self.tool_lines is not None:
+            self.tool_lines.close()
+        self._step, self._line_open = None, False
+        held = self._printed.end()
+        if self._markdown is None:
+            return held
+        self._markdown.feed(held)
+        self._markdown.end()
+        return ""
+
+    def _answer(self, text: str) -> None:
+        if self._markdown is not None:
+            self._markdown.feed(text)
+        else:
+            self._write(text)
+
+    def _end_line(self) -> None:
+        """Release the held text (with Markdown: render the step) and end its line, if any text is on it."""
+        held = self._printed.end()
+        if self._markdown is not None:
+            self._markdown.feed(held)
+            self._line_open = self._markdown.end() or self._line_open
+        else:
+            self._write(held)
+        if self._line_open:
+            self._write("\n")
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
-        self.out.flush()
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._line_open = not text.endswith("\n")
 
 
 def discard_notice(data: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -165,17 +165,56 @@ def _announce_default_model(agent: Any, model: str | None) -> None:
         )
 
 
+def tool_lines_stream(wanted: bool | None) -> IO[str] | None:
+    """Where ``run`` and ``chat`` write their tool lines: standard error, unless ``wanted`` is
+    False, or it is None (neither ``--tool-lines`` nor ``--quiet``) and standard error is not a
+    terminal (a log file or a pipe keeps only what the command reports)."""
+    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+        return None
+    return sys.stderr
+
+
+def _tool_lines(stream: IO[str] | None, redact: Callable[[str, str], str]) -> Any:
+    if stream is None:
+        return None
+    from monoagent.boundary.tool_lines import ToolLines
+
+    return ToolLines(stream, redact)
+
+
+MARKDOWN_HELP = (
+    "Render answers as Markdown (needs the rich extra) or print them as plain text; default: Markdown when stdout "
+    "is a terminal, rich is installed, NO_COLOR is unset and TERM is not dumb."
+)
+
+TOOL_LINES_HELP = (
+    "Show each tool call as one line on stderr (name, arguments, outcome) while the answer streams; "
+    "default: when stderr is a terminal. -q/--quiet hides them."
+)
+
+
 @cli.command()
 @click.argument("text")
 @click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for this turn.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of streaming text.")
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print the result as JSON instead of streaming text (with provider_steps: each step's text and tool calls).",
+)
 @click.option(
     "--proactive", is_flag=True,
     help="The host starts this turn, not a user (cron, heartbeat); with runtime.session.isolateProactive it runs isolated.",
 )
-def run(text: str, conversation: str, model: str | None, as_json: bool, proactive: bool) -> None:
-    """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin)."""
+@click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
+@click.option("--markdown/--plain", "markdown", default=None, help=MARKDOWN_HELP)
+def run(
+    text: str, conversation: str, model: str | None, as_json: bool, proactive: bool, tool_lines: bool | None,
+    markdown: bool | None,
+) -> None:
+    """Run one agent turn and print the answer as it arrives (TEXT '-' reads stdin).
+
+    The answer goes to stdout; tool lines, notices and errors go to stderr.
+    """
     from monoagent.kernel.model import TurnRequest
 
     agent = _state().agent()
@@ -185,13 +224,28 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
         proactive=proactive,
     )
 
-    printed = AnswerPrinter(sys.stdout, agent.redact)
+    if as_json:  # a script reads the steps from the JSON: no tool lines, no Markdown
+        from monoagent.cli.run_steps import StepRecorder
+
+        recorder = StepRecorder()
+        printed = AnswerPrinter(sys.stdout, agent.redact)
+        observe: Callable[[Any], None] = recorder
+    else:
+        console = None
+        if markdown is not False:
+            from monoagent.boundary.markdown import markdown_console
+
+            console = markdown_console(sys.stdout, markdown)
+        printed = AnswerPrinter(
+            sys.stdout, agent.redact, tool_lines=_tool_lines(tool_lines_stream(tool_lines), agent.redact), markdown=console
+        )
+        observe = printed
 
     import asyncio
 
     async def turn() -> Any:
         try:
-            return await agent.respond(request, on_event=None if as_json else printed)
+            return await agent.respond(request, on_event=observe)
         finally:
             await agent.wait_settled()  # interrupted (Ctrl-C), the turn's account is published before the loop ends
 
@@ -200,7 +254,9 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
     finally:
         click.echo(printed.end(), nl=False)
     if as_json:
-        echo_json(agent.unstructure(result))
+        data = agent.unstructure(result)
+        data["provider_steps"] = agent.unstructure(recorder.steps(result))
+        echo_json(data)
     else:
         click.echo()
 
@@ -208,8 +264,10 @@ def run(text: str, conversation: str, model: str | None, as_json: bool, proactiv
 @cli.command()
 @click.option("-c", "--conversation", default="cli:chat", show_default=True, help="Conversation id.")
 @click.option("-m", "--model", default=None, help="'<provider>:<model>' for these turns.")
-def chat(conversation: str, model: str | None) -> None:
-    """Chat in the terminal: one turn per line (/reset clears history, /exit or Ctrl-D leaves)."""
+@click.option("--tool-lines/--quiet", " /-q", "tool_lines", default=None, help=TOOL_LINES_HELP)
+@click.option("--markdown/--plain", "markdown", default=None, help=MARKDOWN_HELP)
+def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown: bool | None) -> None:
+    """Chat in the terminal: one turn per line (/help lists the commands, /exit or Ctrl-D leaves)."""
     agent = _state().agent()
     _announce_default_model(agent, model)
     if model is not None:
@@ -217,6 +275,8 @@ def chat(conversation: str, model: str | None) -> None:
     channel = agent.host.component("channel", "console").build(agent=agent)
     channel.conversation_id = conversation
     channel.model = model
+    channel.tool_lines = tool_lines_stream(tool_lines)
+    channel.markdown = markdown
     import asyncio
 
     asyncio.run(channel.serve(agent))

@@ -19,7 +19,8 @@ domain's tools into it for the rest of the turn, so the next provider round offe
    :data:`MAX_REPEATED_CYCLE` calls (A, B, A, B, ...), over the whole run, retries included, ends
    the run before that call runs (:class:`~monoagent.kernel.errors.RepeatedToolCall`);
 2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
-   ``tool_call`` event;
+   ``tool_call`` event, which carries a redacted preview of the arguments (:func:`arguments_preview`)
+   so a front end can show the call while it runs;
 3. availability: a name that is not in ``turn.tools`` (not offered, or in a hidden domain) is
    answered with status ``rejected``;
 4. permission (:mod:`monoagent.kernel.permissions`): under a restricted profile the call's
@@ -33,7 +34,7 @@ domain's tools into it for the rest of the turn, so the next provider round offe
 7. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
    surrogates are reported, the tool-output bloat guard (:mod:`monoagent.pipeline.bloat`) runs,
    ``after_tool_call`` observes it, the result record goes to tool history and ``tool_result``
-   is emitted.
+   is emitted (with a short, redacted ``error`` when the result is not a success).
 
 The result goes back to the model as :func:`tool_message`, whose ``is_error`` the provider
 formats carry on the wire.
@@ -67,6 +68,51 @@ if TYPE_CHECKING:
 
 MAX_REPEATED_CYCLE = 16
 """The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
+
+ARGUMENTS_PREVIEW_CHARS = 1000
+"""The most characters of a call's arguments the ``tool_call`` event carries (the tool history keeps them all)."""
+
+ERROR_PREVIEW_CHARS = 200
+"""The most characters of a failed result's text the ``tool_result`` event carries as its ``error``."""
+
+REDACT_WINDOW = 8 * 1024
+"""The most characters of a value the previews pass to the redaction chain (the tool history's own
+argument bound, so redaction never sees an oversized value whole)."""
+
+_UNSEEN_TAIL = 1024
+
+
+def redacted_head(turn: Turn, text: str, kind: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` redacted, ending in ``…`` when cut.
+
+    Redacted before it is cut, so a secret at the cut is recognised whole. Text longer than
+    :data:`REDACT_WINDOW` is redacted in its first window only, and the redacted window's last
+    characters (which may hold the start of a secret the window cut in two) are never shown.
+    """
+    window = text[:REDACT_WINDOW]
+    shown = turn.agent.redact(window, kind)
+    if len(text) > REDACT_WINDOW:
+        shown = shown[: max(len(shown) - _UNSEEN_TAIL, 0)][:limit] + "…"
+    elif len(shown) > limit:
+        shown = shown[:limit] + "…"
+    return shown
+
+
+def arguments_preview(turn: Turn, canonical: str) -> dict[str, Any]:
+    """The ``tool_call`` event's ``arguments`` (the canonical JSON, redacted, at most
+    :data:`ARGUMENTS_PREVIEW_CHARS` characters, ending in ``…`` when cut: :func:`redacted_head`)
+    and ``arguments_bytes`` (the whole JSON's UTF-8 size)."""
+    shown = redacted_head(turn, canonical, "tool_arguments", ARGUMENTS_PREVIEW_CHARS)
+    return {"arguments": shown, "arguments_bytes": utf8_len(canonical)}
+
+
+def error_preview(turn: Turn, result: ToolResult) -> dict[str, Any]:
+    """``{"error": ...}`` for a result that is not a success: its first line, redacted, at most
+    :data:`ERROR_PREVIEW_CHARS` characters; nothing for a success."""
+    if not result.is_error:
+        return {}
+    first = result.content[: 2 * REDACT_WINDOW].strip().split("\n", 1)[0]
+    return {"error": redacted_head(turn, first, "tool_result", ERROR_PREVIEW_CHARS)}
 
 
 async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Tool], list[ToolSourceFailure]]:
@@ -234,8 +280,9 @@ class ToolLoop:
         continuity = RunContinuity.of(turn)
         if continuity.collector.sealed:  # the run was cancelled and its runtime ignored it: no new tool runs
             raise asyncio.CancelledError
-        self._check_repeats(call)
-        turn.emit("tool_call", id=call.id, name=call.name, **await continuity.tool_invocation(call))
+        canonical = self._check_repeats(call)
+        persistence = await continuity.tool_invocation(call)
+        turn.emit("tool_call", id=call.id, name=call.name, **arguments_preview(turn, canonical), **persistence)
         context = ToolContext(turn, call)
         try:
             result = await self._answer(context)
@@ -248,7 +295,7 @@ class ToolLoop:
         dropped = {"progress_dropped": context.progress_dropped} if context.progress_dropped else {}
         turn.emit(
             "tool_result", id=call.id, name=call.name, status=result.status.value, bytes=utf8_len(result.content),
-            **persistence, **dropped,
+            **error_preview(turn, result), **persistence, **dropped,
         )
         return result
 
@@ -303,9 +350,12 @@ class ToolLoop:
                     f"(permission profile {profile.name!r}, by {by}). Do not retry it; continue without it.")
         return None
 
-    def _check_repeats(self, call: ToolCall) -> None:
-        """Count ``call`` in the run's streak of identical calls; stop the run before one too many."""
-        count, period = self._repeats.see(call.name, canonical_arguments(self.turn.model, call))
+    def _check_repeats(self, call: ToolCall) -> str:
+        """Count ``call`` in the run's streak of identical calls; stop the run before one too many.
+
+        Returns the call's canonical arguments (JSON)."""
+        canonical = canonical_arguments(self.turn.model, call)
+        count, period = self._repeats.see(call.name, canonical)
         if self.max_repeats and count > self.max_repeats:
             cycle = f" (in a repeating cycle of {period} tool calls)" if period > 1 else ""
             raise RepeatedToolCall(
@@ -313,6 +363,7 @@ class ToolLoop:
                 f"was stopped before that call ran (runtime.maxRepeatedToolCalls = {self.max_repeats}, 0 for no limit); "
                 f"nothing was committed"
             )
+        return canonical
 
 
 def _unavailable(turn: Turn, name: str) -> str:
