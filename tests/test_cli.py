@@ -267,7 +267,7 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
         "monoagent: error: invalid configuration:",
         f"  - runtime.maxTurns = 101 (from file {bad}): out of range; allowed: 0 (unlimited) or 1 to 100",
         f"  - runtime.modle: unknown key (in file {bad}); did you mean 'model'? "
-        "(known keys here: model, maxTurns, fallbacks, runTimeoutMs, maxRepeatedToolCalls, session, compaction)",
+        "(known keys here: model, maxTurns, fallbacks, runTimeoutMs, maxRepeatedToolCalls, maxContinuations, session, compaction)",
     ]
 
     (tmp_path / "broken.toml").write_text("[runtime\n", encoding="utf-8")

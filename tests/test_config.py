@@ -318,7 +318,7 @@ def test_unknown_nested_key_suggests_the_close_one(tmp_path: Path, key: str, sug
     problem = only_problem(exc)
     assert problem.startswith(f"runtime.{key}: unknown key (in file {file})")
     assert f"did you mean {suggestion!r}?" in problem
-    assert "known keys here: model, maxTurns, fallbacks, runTimeoutMs, maxRepeatedToolCalls, session, compaction" in problem
+    assert "known keys here: model, maxTurns, fallbacks, runTimeoutMs, maxRepeatedToolCalls, maxContinuations, session, compaction" in problem
 
 
 def test_unknown_key_in_a_plugin_section_suggests_the_close_one(tmp_path: Path) -> None:

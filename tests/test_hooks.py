@@ -536,6 +536,28 @@ def _check_seed_003_section(tmp_path: Any, sid: str) -> None:
 
 def test_hook_section_tool_recovery_policy(tmp_path):
     _check_seed_003_section(tmp_path, "tool_recovery_policy")
+    from monoagent_plugins.recovery import TOOL_RECOVERY_POLICY
+
+    class NoTools:
+        @hookimpl
+        def filter_tools(self, turn, tools):
+            return []
+
+    bundled = assemble(fresh_agent(tmp_path))  # the bundled tools are offered
+    assert TOOL_RECOVERY_POLICY in bundled.stable_text
+    assert "tool_recovery_policy" not in assemble(fresh_agent(tmp_path, plugins=[NoTools()])).manifest.section_ids
+
+
+def _round_sections(tmp_path, fn, config=None):
+    """The retry_instruction and recovery_continuation text of each provider request of one turn."""
+    from monoagent.testing import FunctionProvider
+
+    provider = FunctionProvider(fn, name="rounds")
+    agent = fresh_agent(tmp_path, provider=provider, config={"runtime": {"session": {"mode": "per-message"}}, **(config or {})})
+    agent.run_sync("go", conversation_id="t")
+    ids = [{s.id: s.text for s in r.prompt.sections} for r in provider.requests]
+    agent.close()
+    return ids
 
 
 def test_hook_section_current_permissions(tmp_path):
@@ -578,10 +600,24 @@ def test_hook_section_agents_md(tmp_path):
 
 def test_hook_section_recovery_continuation(tmp_path):
     _check_seed_003_section(tmp_path, "recovery_continuation")
+    from monoagent.testing import FunctionReply
+    from monoagent_plugins.recovery import CONTINUATION_HINT
+
+    rounds = _round_sections(tmp_path, lambda r: FunctionReply("cut ", stop_reason="max_tokens") if r.step == 1 else "off")
+    assert [r.get("recovery_continuation") for r in rounds] == [None, CONTINUATION_HINT]
 
 
 def test_hook_section_retry_instruction(tmp_path):
     _check_seed_003_section(tmp_path, "retry_instruction")
+    from monoagent_plugins.recovery import FINAL_ANSWER_INSTRUCTION
+
+    def model(request):
+        return [{"name": "no_such_tool", "arguments": {}}] if request.tools else "answer"
+
+    rounds = _round_sections(tmp_path, model, {"runtime": {"maxTurns": 3, "session": {"mode": "per-message"}}})
+    texts = [r.get("retry_instruction") for r in rounds]
+    assert texts[0] is None and "the call of tool 'no_such_tool' (rejected)" in texts[1]
+    assert texts[2] == FINAL_ANSWER_INSTRUCTION
 
 
 def test_hook_section_dynamic_context(tmp_path):

@@ -27,6 +27,8 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   fence cut out. Every configured tier whose ``captures`` is true gets it at once, with metadata
   ``date`` (the agent's local date), ``channel``, ``run_id`` and ``speaker`` (the label; never a
   platform user id); a tier that fails is a ``memory_capture_failed`` warning and the commit stands.
+  With ``memory.capture.mode = "facts"`` a separate extractor prompt turns that entry into strict
+  JSON facts first, and each valid fact is stored instead (:mod:`monoagent_plugins.lib.memory_facts`).
 * **Memory section**: with tiers configured, a short stable system section says how recalled
   memory arrives, that capture (not the model) writes memory, that forgetting is the operator's,
   that secrets are not to be repeated, and which tool answers which kind of question. It depends
@@ -54,6 +56,7 @@ from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
+from monoagent_plugins.lib.memory_facts import CaptureConfig
 from monoagent_plugins.lib.memory_index import has_evidence
 
 if TYPE_CHECKING:
@@ -388,28 +391,54 @@ def capture_text(request: Any, reply: str, recalled: Sequence[MemoryHit] = ()) -
 
 
 async def capture(turn: Any, result: Any) -> None:
-    """Hand the committed turn to every capturing tier at once; a failing tier is a runtime_warning."""
+    """Hand the committed turn (or, in ``facts`` mode, each valid fact of it) to every capturing
+    tier at once; a failing tier is a runtime_warning."""
     import asyncio
 
     if not turn.request.text.strip():
         return
     text = capture_text(turn.request, result.text.removeprefix(result.notice), turn.recalled)
     sender = turn.request.sender
-    metadata = {
+    metadata: dict[str, Any] = {
         "date": turn.now.date().isoformat(),
         "channel": turn.request.channel,
         "run_id": turn.run_id,
         "speaker": speaker_label(sender.display_name, sender.handle) if sender is not None else None,
     }
+    entries = [(text, metadata)]
+    config = turn.config.section("memory.capture")
+    if config.mode == "facts":
+        entries = await _facts(turn, text, config, metadata)
 
     async def add(name: str, tier: MemoryTier) -> None:
         try:
-            await tier.add(text, metadata=dict(metadata))
+            for entry, data in entries:
+                await tier.add(entry, metadata=dict(data))
         except Exception as exc:  # the commit stands; say which tier lost the turn
             tier_failed(turn, "memory_capture_failed", name, exc)
 
+    if not entries:
+        return
     tiers = usable_tiers(turn, "memory_capture_failed")
     await asyncio.gather(*(add(name, tier) for name, tier in tiers.items() if getattr(tier, "captures", True)))
+
+
+async def _facts(turn: Any, text: str, config: CaptureConfig, metadata: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The valid facts of the turn as entries (``kind`` added to the metadata); what was dropped is an event."""
+    from monoagent_plugins.lib.memory_facts import extract_facts
+
+    extraction = await extract_facts(turn, text, config)
+    if extraction.reason is not None:
+        turn.emit(
+            "memory_capture_rejected", reason=extraction.reason, detail=extraction.detail,
+            kept=len(extraction.facts), dropped=extraction.dropped,
+        )
+    if extraction.facts:
+        turn.emit(
+            "memory_facts_captured", facts=len(extraction.facts), bytes=sum(utf8_len(f.text) for f in extraction.facts),
+            model=config.model or turn.model,
+        )
+    return [(fact.text, {**metadata, "kind": fact.kind}) for fact in extraction.facts]
 
 
 @bundled_impl
@@ -462,3 +491,4 @@ def extra_sections(turn: Any) -> Section | None:
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.recall", RecallConfig)
     register("memory.recallTool", RecallToolConfig)
+    register("memory.capture", CaptureConfig)

@@ -16,6 +16,14 @@ A SKILL.md is read only when it is a regular file of at most ``context.skillMaxB
 with a ``skill_unreadable`` diagnostic before a byte is read. Front matter nested more than
 :data:`~monoagent.boundary.documents.MAX_NESTING` levels deep is reported as invalid and ignored (it is
 measured on YAML's event stream, before anything recursive builds it).
+
+``context.skillsMode`` chooses how the bodies reach the model. ``inline`` (the default, the first
+seed document) renders both sections as above. ``on_demand`` (the second seed document) renders
+the index as a compact list of each skill's exact slug (its directory name) and description, says
+that the skills are loaded on demand, and leaves the instructions section out; the ``read_skill``
+tool (category ``read``, no domain: offered on every such turn that has selected skills) returns
+one body, capped and marked exactly as the instructions section would. An unknown slug is an
+``error`` result listing the valid ones.
 """
 
 from __future__ import annotations
@@ -24,15 +32,16 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from monoagent.boundary.documents import MAX_NESTING
 from monoagent.kernel.config import Config, setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.model import Section
-from monoagent.kernel.registrars import ConfigSectionRegistrar
+from monoagent.kernel.model import Section, ToolResult, ToolSpec, ToolStatus
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
+from monoagent.kernel.tool_context import ToolContext
 from monoagent.kernel.turn import Turn
 from monoagent.text import utf8_prefix
 from monoagent_plugins.lib.bootstrap import read_text_cached, unreadable_reason
@@ -43,6 +52,12 @@ CONFIG_PATH = "context"
 """The skill keys live in the kernel's ``context`` table, at their documented paths."""
 INDEX_HEADING = "# Skills"
 INSTRUCTIONS_HEADING = "# Selected skill instructions"
+ON_DEMAND_NOTE = (
+    "Skills mode: on demand. The instructions of these skills are not in this prompt. Before you follow a "
+    "skill, call read_skill with its exact slug (the first word of its line) and follow what it returns."
+)
+READ_SKILL = "read_skill"
+MAX_LISTED_SLUGS = 50
 SKILL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FRONT_MATTER_MAX_BYTES = 64 * 1024
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL | re.MULTILINE)
@@ -73,6 +88,11 @@ class SkillsConfig:
         env="MONO_AGENT_SKILL_MAX_BYTES",
         min=256, max=1_000_000,
     )
+    skills_mode: Literal["inline", "on_demand"] = setting(
+        "inline", doc="inline: the selected skills' bodies are in the prompt. on_demand: the prompt lists each "
+        "skill's slug and description, and the model reads a body with the read_skill tool.",
+        env="MONO_AGENT_SKILLS_MODE",
+    )
 
 
 def skills_root(config: Config) -> Path:
@@ -83,11 +103,13 @@ def skills_root(config: Config) -> Path:
 
 @attrs.frozen
 class LoadedSkill:
-    """One selected skill as read this turn: display name, one-line description, body."""
+    """One selected skill as read this turn: display name, one-line description, body, and its
+    ``slug``, the directory name ``read_skill`` takes."""
 
     name: str
     description: str | None
     body: str
+    slug: str
 
 
 def _one_line(value: object) -> str | None:
@@ -191,7 +213,7 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
     meta, body, problem = _split_front_matter(text.removeprefix("\ufeff"))
     if problem:
         turn.diagnose("skill_front_matter_invalid", f"skill {name!r}: {problem}", "skill_index")
-    return LoadedSkill(_one_line(meta.get("name")) or name, _one_line(meta.get("description")), body)
+    return LoadedSkill(_one_line(meta.get("name")) or name, _one_line(meta.get("description")), body, name)
 
 
 def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
@@ -205,35 +227,94 @@ def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
     return loaded
 
 
+def on_demand(turn: Turn) -> bool:
+    """Whether ``context.skillsMode`` is ``on_demand``."""
+    return bool(turn.config.section(CONFIG_PATH).skills_mode == "on_demand")
+
+
+def capped_body(turn: Turn, skill: LoadedSkill) -> tuple[str, str | None]:
+    """``skill``'s body capped at ``context.skillMaxBytes`` with its truncation notice, and what was cut (or None)."""
+    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
+    cut = utf8_prefix(skill.body, cap)
+    if not cut.truncated:
+        return cut.text, None
+    what = f"body truncated from {cut.original_bytes} to {cut.kept_bytes} bytes (context.skillMaxBytes = {cap})"
+    return f"{cut.text}\n\n[skill truncated: kept {cut.kept_bytes} of {cut.original_bytes} bytes]", what
+
+
 @bundled_impl
 def section_skill_index(turn: Turn) -> Section:
-    """One ``- name: description`` line per loaded skill under ``# Skills``; empty without skills."""
+    """One ``- name: description`` line per loaded skill under ``# Skills``; empty without skills.
+
+    On demand: one ``- slug: description`` line per skill (the display name follows the slug in
+    parentheses when it differs), after a note that the skills are read with ``read_skill``.
+    """
     skills = selected_skills(turn)
-    lines = [f"- {s.name}: {s.description}" if s.description else f"- {s.name}" for s in skills]
-    text = INDEX_HEADING + "\n\n" + "\n".join(lines) if lines else ""
+    if on_demand(turn):
+        lines = [
+            f"- {s.slug}{f' ({s.name})' if s.name != s.slug else ''}{f': {s.description}' if s.description else ''}"
+            for s in skills
+        ]
+        text = f"{INDEX_HEADING}\n\n{ON_DEMAND_NOTE}\n\n" + "\n".join(lines) if lines else ""
+    else:
+        lines = [f"- {s.name}: {s.description}" if s.description else f"- {s.name}" for s in skills]
+        text = INDEX_HEADING + "\n\n" + "\n".join(lines) if lines else ""
     return Section(id="skill_index", text=text, order=500, stability="stable", source="skills")
 
 
 @bundled_impl
-def section_skill_instructions(turn: Turn) -> Section:
-    """Each loaded skill's body under ``## Skill: <name>``, capped at ``context.skillMaxBytes``."""
-    skills = selected_skills(turn)
-    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
+def section_skill_instructions(turn: Turn) -> Section | None:
+    """Each loaded skill's body under ``## Skill: <name>``, capped at ``context.skillMaxBytes``; none on demand."""
+    if on_demand(turn):
+        return None
     blocks = []
-    for skill in skills:
-        cut = utf8_prefix(skill.body, cap)
-        body = cut.text
-        if cut.truncated:
-            turn.diagnose(
-                "skill_truncated",
-                f"skill {skill.name!r}: body truncated from {cut.original_bytes} to {cut.kept_bytes} bytes "
-                f"(context.skillMaxBytes = {cap})",
-                "skill_instructions",
-            )
-            body = f"{body}\n\n[skill truncated: kept {cut.kept_bytes} of {cut.original_bytes} bytes]"
+    for skill in selected_skills(turn):
+        body, truncated = capped_body(turn, skill)
+        if truncated:
+            turn.diagnose("skill_truncated", f"skill {skill.name!r}: {truncated}", "skill_instructions")
         blocks.append(f"## Skill: {skill.name}\n\n{body}".rstrip())
     text = INSTRUCTIONS_HEADING + "\n\n" + "\n\n".join(blocks) if blocks else ""
     return Section(id="skill_instructions", text=text, order=600, stability="stable", source="skills")
+
+
+READ_SKILL_SPEC = ToolSpec(
+    READ_SKILL,
+    "Read the full instructions of one of the skills listed in the Skills section, before following it.",
+    {
+        "type": "object",
+        "properties": {"slug": {"type": "string", "description": "The skill's exact slug: the first word of its line in the Skills section."}},
+        "required": ["slug"],
+        "additionalProperties": False,
+    },
+    categories=("read",),
+)
+
+
+def read_skill(context: ToolContext) -> ToolResult:
+    """The ``read_skill`` handler: one selected skill's body, capped as the instructions section caps it."""
+    skills = {skill.slug: skill for skill in selected_skills(context.turn)}
+    slug = context.arguments.get("slug")
+    skill = skills.get(slug) if isinstance(slug, str) else None
+    if skill is None:
+        listed = list(skills)[:MAX_LISTED_SLUGS]
+        more = f" and {len(skills) - len(listed)} more" if len(skills) > len(listed) else ""
+        asked = f"the slug {slug[:128]!r}" if isinstance(slug, str) else "no slug (a string)"
+        return context.result(f"No skill has {asked}. Valid slugs: {', '.join(listed) or 'none'}{more}.", ToolStatus.ERROR)
+    body, _ = capped_body(context.turn, skill)
+    return context.result(f"## Skill: {skill.name}\n\n{body}".rstrip())
+
+
+@bundled_impl
+def register_tools(register: ToolRegistrar) -> None:
+    register(READ_SKILL_SPEC, read_skill)
+
+
+@bundled_impl
+def filter_tools(turn: Turn, tools: list[ToolSpec]) -> list[ToolSpec] | None:
+    """Withdraw ``read_skill`` unless ``context.skillsMode`` is ``on_demand`` and skills are selected."""
+    if on_demand(turn) and turn.config.section(CONFIG_PATH).selected_skills:
+        return None
+    return [spec for spec in tools if spec.name != READ_SKILL]
 
 
 @bundled_impl

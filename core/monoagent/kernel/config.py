@@ -199,7 +199,9 @@ class RuntimeConfig:
         env="MONO_AGENT_MODEL", check=check_model, example="anthropic:claude-sonnet-4-6",
     )
     max_turns: int = setting(
-        0, doc="Provider steps per run; 0 = unlimited, 1-100 caps it.", env="MONO_AGENT_MAX_TURNS",
+        0, doc="Provider steps per run; 0 = unlimited, 1-100 caps it. When tool rounds have used all but the last "
+        "step, that last step is sent without tools and with the final-answer instruction, so the run ends with an "
+        "answer; a model that still calls tools then fails the run.", env="MONO_AGENT_MAX_TURNS",
         min=0, max=100, allowed="0 (unlimited) or 1 to 100",
     )
     fallbacks: list[str] = setting(
@@ -216,6 +218,11 @@ class RuntimeConfig:
         "up to 16 such calls (A, B, A, B, ...); the next identical call is not run and the run fails with settlement "
         "repeated_tool_call. 0 = no limit.",
         env="MONO_AGENT_MAX_REPEATED_TOOL_CALLS", min=0, max=1000,
+    )
+    max_continuations: int = setting(
+        1, doc="How many more provider steps a run may spend continuing a reply that stopped at the output-token "
+        "limit (stop reason max_tokens); the answer is the cut-off reply and its continuations joined. 0 = keep the "
+        "cut-off reply as the answer.", env="MONO_AGENT_MAX_CONTINUATIONS", min=0, max=8,
     )
     session: SessionConfig = attrs.field(factory=SessionConfig)
     compaction: CompactionConfig = attrs.field(factory=CompactionConfig)

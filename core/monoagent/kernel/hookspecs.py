@@ -673,7 +673,10 @@ def section_skill_index(turn: Turn) -> Section | None:
     Called on every turn.
 
     Bundled default (``skills``): one line per entry of ``context.selectedSkills`` with the
-    name and the description from SKILL.md's front matter. There is no auto-selection.
+    name and the description from SKILL.md's front matter. There is no auto-selection. With
+    ``context.skillsMode = "on_demand"``: a note that the skills are loaded on demand with the
+    ``read_skill`` tool, then one line per skill with its exact slug (the directory name) and
+    description.
 
     Example::
 
@@ -699,7 +702,8 @@ def section_skill_instructions(turn: Turn) -> Section | None:
     Bundled default (``skills``): the body of ``<skillsRoot>/<name>/SKILL.md`` for each
     selected skill, each capped at ``context.skillMaxBytes`` (default 48000) without splitting a
     UTF-8 character, with a ``skill_truncated`` diagnostic; a missing skill is a
-    ``skill_missing`` diagnostic.
+    ``skill_missing`` diagnostic. None under ``context.skillsMode = "on_demand"`` (the
+    ``read_skill`` tool returns one body, capped the same way).
 
     Example::
 
@@ -727,13 +731,19 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default (plugin ``recovery``): when the turn offers tools (``turn.tools`` is not
+    empty), fixed text on recovering from a failed tool call: read the error in the result,
+    correct the arguments or try another way, never repeat the identical failing call, say
+    plainly what failed, never invent a tool result. It depends on nothing that changes between
+    turns or rounds, so the stable part and its fingerprint stay byte-identical. No config keys.
 
     Example::
 
         @hookimpl
         def section_tool_recovery_policy(turn):
-            return None  # block this section for the project
+            if turn.tools:
+                return Section("tool_recovery_policy", "If a tool fails, tell the user which one.", order=360)
+            return None
     """
 
 @hookspec(firstresult=True)
@@ -903,13 +913,23 @@ def section_recovery_continuation(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Also called before every provider round after the run's first, with
+    :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
+
+    Bundled default (plugin ``recovery``): in a round that continues a reply stopped at the
+    output-token limit (``turn.provider_round.continuation`` > 0; stop reason ``max_tokens``,
+    which the OpenAI formats report as ``length``), a hint to continue exactly where the reply
+    stopped without repeating it; nothing otherwise. ``runtime.maxContinuations`` (default 1)
+    bounds how many such rounds a run spends; the answer is the replies joined.
 
     Example::
 
         @hookimpl
         def section_recovery_continuation(turn):
-            return None  # block this section for the project
+            if turn.provider_round.continuation:
+                return Section("recovery_continuation", "Continue mid-sentence; no recap.", order=660)
+            return None
     """
 
 @hookspec(firstresult=True)
@@ -930,13 +950,27 @@ def section_retry_instruction(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Also called before every provider round after the run's first, with
+    :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
+
+    Bundled default (plugin ``recovery``): in the final round ``runtime.maxTurns`` allows after
+    tool rounds (``turn.provider_round.final``; that round is sent without tools), the
+    final-answer instruction (no more tool calls, answer now with what you have). Otherwise, in
+    the round after a recoverable tool failure (``turn.provider_round.failed_tools``: results
+    with status ``error`` or ``rejected``: the handler raised, a typed tool refused its
+    arguments, the tool is not offered), which tool calls failed (at most 8 named, each name cut
+    to 64 characters) and that the model may retry with corrected arguments or choose another
+    way. Nothing in any other round.
 
     Example::
 
         @hookimpl
         def section_retry_instruction(turn):
-            return None  # block this section for the project
+            failed = turn.provider_round.failed_tools
+            if failed:
+                return Section("retry_instruction", f"{failed[0].name} failed: fix its arguments.", order=670)
+            return None
     """
 
 @hookspec(firstresult=True)

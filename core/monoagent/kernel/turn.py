@@ -55,6 +55,41 @@ class SessionInfo:
     warm: bool = False
 
 
+RECOVERABLE_TOOL_STATUSES = frozenset({"error", "rejected"})
+"""The tool-result statuses a model can recover from by retrying with corrected arguments or
+choosing another way: ``error`` (the handler raised, a typed tool refused invalid arguments, a
+policy refused the call) and ``rejected`` (the tool is not offered this turn)."""
+
+
+@attrs.frozen
+class FailedToolCall:
+    """A tool call of the previous provider round whose result was a recoverable failure."""
+
+    name: str
+    status: str
+
+
+@attrs.frozen
+class ProviderRound:
+    """Where the provider round about to be sent stands in its run; read by section producers.
+
+    The provider loop sets it on :attr:`Turn.provider_round` before each round after the run's
+    first and then produces the dynamic seed-003 sections again
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`); the first round of a run
+    has the default value. ``step`` is the 1-based provider step over the run; ``failed_tools``
+    the recoverable tool failures (:data:`RECOVERABLE_TOOL_STATUSES`) of the round just before
+    this one, in call order; ``final`` is true for the last round ``runtime.maxTurns`` allows
+    after tool rounds, which is sent without tools and must answer; ``continuation`` counts
+    the rounds so far that continue a reply cut off at the output-token limit (0 when this round
+    does not continue one).
+    """
+
+    step: int = 1
+    failed_tools: tuple[FailedToolCall, ...] = ()
+    final: bool = False
+    continuation: int = 0
+
+
 @attrs.define(eq=False)
 class Turn:
     """One run in progress: what hooks read, and where they report.
@@ -102,6 +137,7 @@ class Turn:
     continuity: RunContinuity | None = attrs.field(default=None, repr=False)
     partial: PartialAttempt | None = attrs.field(default=None, repr=False)
     session_lease: SessionLease | None = attrs.field(default=None, repr=False)
+    provider_round: ProviderRound = attrs.field(factory=ProviderRound, repr=False)
     permissions: PermissionProfile | None = attrs.field(default=None, repr=False)
 
     @property

@@ -13,6 +13,11 @@ instructions in the seed's relative order: ``current_permissions`` (610), ``task
 ``recovery_continuation`` (660), ``retry_instruction`` (670), ``dynamic_context`` (680) and
 ``extra_system`` (690). Each is optional: a hook that answers None (or empty text) leaves it out.
 
+Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the dynamic seed-003
+sections (:data:`ROUND_SECTIONS`) again for :attr:`~monoagent.kernel.turn.Turn.provider_round` and
+recompiles around the same messages, every other section unchanged: the stable text and its
+fingerprint stay byte-identical from round to round.
+
 The turn's prompt profile (:attr:`~monoagent.kernel.turn.Turn.profile`) chooses which sections
 are produced at all: ``full`` every one, ``minimal`` only core guardrails, identity and the
 session block (no extra sections either), ``none`` no system section; the manifest records it.
@@ -79,6 +84,9 @@ SEED_003_SECTIONS: tuple[tuple[str, str, int, Stability], ...] = (
     ("dynamic_context", "section_dynamic_context", 680, "dynamic"),
     ("extra_system", "section_extra_system", 690, "dynamic"),
 )
+#: The sections produced again before every provider round after a run's first (the dynamic seed-003 ones).
+ROUND_SECTIONS = tuple(entry for entry in SEED_003_SECTIONS if entry[3] == "dynamic")
+ROUND_SECTION_IDS = frozenset(entry[0] for entry in ROUND_SECTIONS)
 SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS} | {
     sid: order for sid, _, order, _ in SEED_003_SECTIONS
 }
@@ -126,14 +134,7 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
             sections.append(section)
     if profile == "minimal":
         return sections
-    for sid, hook, order, stability in SEED_003_SECTIONS:
-        section = _produce(hooks, hook, turn, history)
-        if section is None:
-            continue
-        if (section.id, section.order, section.stability) != (sid, order, stability):
-            section = attrs.evolve(section, id=sid, order=order, stability=stability)
-        if section.text:
-            sections.append(section)
+    sections.extend(_seed_003_sections(hooks, turn, SEED_003_SECTIONS))
     seen = {s.id: s.source or "documented section" for s in sections}
     for result in hooks.extra_sections(turn=turn):
         for extra in (result,) if isinstance(result, Section) else result:
@@ -152,6 +153,58 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
                 sections.append(extra)
     sections.sort(key=lambda s: s.order)
     return sections
+
+
+def _seed_003_sections(
+    hooks: Hooks, turn: Turn, entries: Sequence[tuple[str, str, int, Stability]]
+) -> list[Section]:
+    """The non-empty sections the hooks of ``entries`` produce, with their documented id, order and stability."""
+    sections = []
+    for sid, hook, order, stability in entries:
+        section = _produce(hooks, hook, turn, ())
+        if section is None:
+            continue
+        if (section.id, section.order, section.stability) != (sid, order, stability):
+            section = attrs.evolve(section, id=sid, order=order, stability=stability)
+        if section.text:
+            sections.append(section)
+    return sections
+
+
+def refresh_dynamic_sections(hooks: Hooks, turn: Turn, prompt: AssembledPrompt) -> AssembledPrompt:
+    """``prompt`` for the next provider round of the same turn: the round-boundary re-render.
+
+    Produces the dynamic seed-003 sections (:data:`ROUND_SECTIONS`) again for the turn as it
+    now stands (:attr:`~monoagent.kernel.turn.Turn.provider_round`: a tool failure to retry, the
+    final round, a continuation) and recompiles around the same messages. Every other section is
+    kept as it was, so the stable text and its fingerprint stay byte-identical and the provider's
+    prompt cache keeps hitting. Returns ``prompt`` itself when the dynamic sections did not
+    change, and when there is nowhere to put them: a ``minimal`` or ``none`` profile, and a
+    stateless retry of a ``continuous`` turn, whose user message already carries the block the
+    run started with.
+    """
+    manifest = prompt.manifest
+    if manifest.profile != "full" or (
+        manifest.layout == "stateless" and not any(s.stability == "dynamic" for s in prompt.sections)
+    ):
+        return prompt
+    fresh = _seed_003_sections(hooks, turn, ROUND_SECTIONS)
+    old = [s for s in prompt.sections if s.id in ROUND_SECTION_IDS]
+    if [(s.id, s.text) for s in old] == [(s.id, s.text) for s in fresh]:
+        return prompt
+    sections = sorted([*(s for s in prompt.sections if s.id not in ROUND_SECTION_IDS), *fresh], key=lambda s: s.order)
+    messages = [*prompt.messages[:-1], current_user_message(prompt)]
+    return compile_prompt(
+        sections, messages, manifest.diagnostics, profile=manifest.profile, layout=manifest.layout,
+        history_messages=manifest.history_messages, leading=prompt.leading,
+    )
+
+
+def changed_sections(before: AssembledPrompt, after: AssembledPrompt) -> list[str]:
+    """The ids of the sections that appeared, disappeared or changed bytes from ``before`` to ``after``."""
+    old = {s.id: s.sha256 for s in before.manifest.sections}
+    new = {s.id: s.sha256 for s in after.manifest.sections}
+    return sorted(sid for sid in old.keys() | new.keys() if old.get(sid) != new.get(sid))
 
 
 def _sha(data: bytes) -> str:

@@ -28,6 +28,24 @@ widen the cap. The turn's usage sums every step that returned, in every attempt;
 lists every tool call that ran, in every attempt (their side effects happened). The final text is
 only the answering attempt's.
 
+**The final round.** When the run reaches its last allowed step after tool rounds (step =
+maxTurns, and maxTurns > 1), that round is sent without tools and with the final-answer
+instruction (the ``retry_instruction`` section), so the run ends with an answer made of what it
+has; a model that calls tools all the same fails the run as before (those calls never run).
+
+**Rounds.** Before every provider round after a run's first, :meth:`ProviderCall._next_round`
+sets :attr:`Turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` (the step, the
+recoverable tool failures of the round before, whether this is the final round, whether it
+continues a cut-off reply) and re-renders the dynamic sections for it
+(:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`); the stable part stays
+byte-identical. A run that answers in one step never does this work.
+
+**Continuation.** A step that stops at the output-token limit (stop reason :data:`MAX_TOKENS`)
+without tool calls is continued: its text goes back as an assistant message and the next round
+carries the ``recovery_continuation`` hint, up to ``runtime.maxContinuations`` times per attempt
+and within ``runtime.maxTurns``; the answer is the cut-off replies and the final one joined. A
+tool round in between ends the continuation (the answer is what follows it).
+
 Every step is read by :func:`monoagent.pipeline.stream.read_step`, within the stream limits of
 ``providers.piNative``; every tool call it requests is run by the run's
 :class:`~monoagent.pipeline.tool_loop.ToolLoop`, and its result goes back to the model in the next step.
@@ -48,7 +66,10 @@ Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
 reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``:
 ``retries_exhausted`` or ``context_limit``, ``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
 ``tool_calls``: streamed text a caller should drop), ``prompt_cache_diagnostics`` (with
-``providers.piNative.promptCacheDiagnostics``, see :func:`cache_fingerprint`).
+``providers.piNative.promptCacheDiagnostics``, see :func:`cache_fingerprint`), ``prompt_refreshed``
+(``step``, ``changed``: section ids, ``stable_sha256``, ``dynamic_sha256``: when a round's dynamic
+sections differ from the round before), ``provider_continuation`` (``step``: the cut-off one,
+``continuation``, ``max_continuations``, ``text_bytes``).
 
 Delays go through the module-level :data:`sleep` and jitter through :data:`jitter`, which tests
 replace so they never wait for real time.
@@ -76,7 +97,8 @@ from monoagent.kernel.model import (
     ToolCall,
     Usage,
 )
-from monoagent.kernel.turn import StepOutcome
+from monoagent.kernel.turn import RECOVERABLE_TOOL_STATUSES, FailedToolCall, ProviderRound, StepOutcome
+from monoagent.pipeline.assembly import changed_sections, refresh_dynamic_sections
 from monoagent.pipeline.stateless import snapshot_block, snapshot_entry_text, snapshot_entry_tool, stateless_prompt
 from monoagent.pipeline.stream import StreamLimits, read_step
 from monoagent.pipeline.tool_loop import ToolLoop, tool_message
@@ -89,6 +111,10 @@ BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
 
 ERROR_DETAIL_CHARS = 500
+
+MAX_TOKENS = "max_tokens"
+"""The stop reason of a step cut off at the output-token limit, as every bundled provider reports it
+(Anthropic's own ``max_tokens``; the OpenAI formats' ``length`` is mapped to it)."""
 
 Compact = Callable[[AssembledPrompt], Awaitable["AssembledPrompt | None"]]
 """The reactive compaction step: given the refused request, a smaller one, or None to let the error stand."""
@@ -274,6 +300,7 @@ class ProviderCall:
         self.compact = compact
         config = turn.config
         self.max_turns = config.runtime.max_turns
+        self.max_continuations = config.runtime.max_continuations
         self.run_timeout_ms = config.runtime.run_timeout_ms
         pi = config.providers.pi_native
         self.limits = StreamLimits.from_config(pi)
@@ -400,6 +427,9 @@ class ProviderCall:
         hooks = turn.agent.hooks
         self.current = attempt
         messages: list[Message] = list(prompt.messages)
+        failed: tuple[FailedToolCall, ...] = ()
+        cut_off: list[str] = []  # replies stopped at the output limit, which the next rounds continue
+        continuations = 0
         while True:
             self._check_deadline()
             step = self.steps + 1
@@ -408,11 +438,17 @@ class ProviderCall:
                     f"runtime.maxTurns = {self.max_turns} provider steps are used up; nothing was committed "
                     f"(raise runtime.maxTurns, or 0 for unlimited)"
                 )
+            final = step > 1 and step == self.max_turns
+            state = ProviderRound(step, failed, final, continuations if cut_off else 0)
+            if state != turn.provider_round:
+                refreshed = self._next_round(state, prompt)
+                messages = [*refreshed.messages, *messages[len(prompt.messages) :]]
+                prompt = refreshed
             request = ProviderRequest(
                 model=attempt.model.partition(":")[2],
                 prompt=prompt,
                 messages=tuple(messages),
-                tools=turn.tools,
+                tools=() if final else turn.tools,
                 run_id=turn.run_id,
                 step=step,
                 transport=self.transport,
@@ -432,19 +468,31 @@ class ProviderCall:
             self.usage = self.usage + outcome.usage
             hooks.after_provider_call(turn=turn, request=request, outcome=outcome)
             if not outcome.tool_calls:
-                return outcome
+                if outcome.stop_reason != MAX_TOKENS or continuations == self.max_continuations or final or step == self.max_turns:
+                    return attrs.evolve(outcome, text="".join(cut_off) + outcome.text) if cut_off else outcome
+                continuations += 1
+                cut_off.append(outcome.text)
+                self.transcript.append(snapshot_entry_text(outcome.text, cut_off=True))
+                messages.append(Message("assistant", outcome.text.rstrip()))  # a trailing blank is refused as a prefill
+                turn.emit("provider_continuation", step=step, continuation=continuations,
+                          max_continuations=self.max_continuations, text_bytes=utf8_len(outcome.text))
+                failed = ()
+                continue
             if self.max_turns and step >= self.max_turns:
-                names = ", ".join(call.name for call in outcome.tool_calls)
+                names = ", ".join(call.name[:64] for call in outcome.tool_calls)
+                where = "in the final round, which was sent without tools and asked for an answer" if final else "at the last step"
                 raise TurnFailed(
-                    f"the model was still calling tools ({names}) at step {step} of runtime.maxTurns = {self.max_turns}; "
-                    f"those calls were not run, since no step is left to read their results, and nothing was "
-                    f"committed (raise runtime.maxTurns, or 0 for unlimited)"
+                    f"the model was still calling tools ({names}) {where} (step {step} of runtime.maxTurns = "
+                    f"{self.max_turns}); those calls were not run, since no step is left to read their results, and "
+                    f"nothing was committed (raise runtime.maxTurns, or 0 for unlimited)"
                 )
+            cut_off.clear()  # a tool round ends the continuation: the answer is what follows it
             if outcome.text:
                 self.transcript.append(snapshot_entry_text(outcome.text, cut_off=False))
             step_message = Message("assistant", outcome.text, tool_calls=outcome.tool_calls, reasoning=outcome.reasoning)
             messages.append(step_message)
             attempt.tool_loop.append(step_message)
+            failures = []
             for call in outcome.tool_calls:
                 result = await self.tools.run(call)
                 self._check_deadline()
@@ -455,6 +503,26 @@ class ProviderCall:
                 result_message = tool_message(call, result)
                 messages.append(result_message)
                 attempt.tool_loop.append(result_message)
+                if result.status.value in RECOVERABLE_TOOL_STATUSES:
+                    failures.append(FailedToolCall(call.name, result.status.value))
+            failed = tuple(failures)
+
+    def _next_round(self, state: ProviderRound, prompt: AssembledPrompt) -> AssembledPrompt:
+        """The round boundary: record ``state`` on the turn, then re-render the dynamic sections for it.
+
+        Emits ``prompt_refreshed`` (``step``, ``changed``: the section ids that appeared,
+        disappeared or changed, and the stable and dynamic fingerprints) when they changed.
+        """
+        turn = self.turn
+        turn.provider_round = state
+        refreshed = refresh_dynamic_sections(turn.agent.hooks, turn, prompt)
+        if refreshed is not prompt:
+            fingerprints = refreshed.manifest.fingerprints
+            turn.emit(
+                "prompt_refreshed", step=state.step, changed=changed_sections(prompt, refreshed),
+                stable_sha256=fingerprints.stable, dynamic_sha256=fingerprints.dynamic,
+            )
+        return refreshed
 
     async def _compacted(self, error: ProviderError, attempt: _Attempt, prompt: AssembledPrompt) -> AssembledPrompt | None:
         """The run's one reactive compaction, after a context overflow on the primary's first attempt."""
