@@ -526,15 +526,15 @@ def register_providers(register):
 class Terminal:
     """``monoagent chat`` (or ``args``) as the child of a real pseudo-terminal (its controlling terminal, so ``\\x03`` is SIGINT)."""
 
-    def __init__(self, tmp_path, args=("chat",)):
+    def __init__(self, tmp_path, args=("chat",), plugin=SLOW_PROVIDER, config='[runtime]\nmodel = "slow:x"\n'):
         import os
         import pty
         import sys
         import termios
 
         (tmp_path / "plugins").mkdir()
-        (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
-        (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "slow:x"\n', encoding="utf-8")
+        (tmp_path / "plugins" / "slow_provider.py").write_text(plugin, encoding="utf-8")
+        (tmp_path / "monoagent.toml").write_text(config, encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
         env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), TERM="xterm")
         self.pid, self.fd = pty.fork()

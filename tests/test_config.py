@@ -27,6 +27,8 @@ from monoagent.kernel.config import (
     CONFIG_FILENAME,
     STATE_DIRNAME,
     Config,
+    _check_domains,
+    _check_profile_name,
     _check_timezone,
     check_model,
     check_models,
@@ -109,6 +111,10 @@ def env_case(key: KeyInfo) -> EnvCase:
         return EnvCase("offline:echo,offline:scripted", ["offline:echo", "offline:scripted"], ["other:model"])
     if check is _check_skills:
         return EnvCase("a,b", ["a", "b"], ["c"])
+    if check is _check_profile_name:
+        return EnvCase("ask", "ask", "read_only")
+    if check is _check_domains:
+        return EnvCase("memory,mcp:*", ["memory", "mcp:*"], ["*"])
     if check is _check_networks:
         return EnvCase("10.0.0.5,10.1.0.0/16", ["10.0.0.5", "10.1.0.0/16"], ["192.168.0.0/24"])
     assert check is None, f"{key.path}: add a valid value for its check to env_case()"
@@ -674,7 +680,7 @@ def key_names_by_table(text: str) -> dict[str, set[str]]:
             current = header.group(1)
             tables.setdefault(current, set())
             continue
-        key = re.match(r"^(?:# )?([A-Za-z][A-Za-z0-9]*) = ", line)
+        key = re.match(r"^(?:# )?([A-Za-z][A-Za-z0-9]*)(?: = |: tables of their own)", line)
         if key:
             tables[current].add(key.group(1))
     return tables

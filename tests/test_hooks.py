@@ -563,6 +563,11 @@ def _round_sections(tmp_path, fn, config=None):
 
 def test_hook_section_current_permissions(tmp_path):
     _check_seed_003_section(tmp_path, "current_permissions")
+    config = {"runtime": {"session": {"mode": "per-message"}}}
+    assert "current_permissions" not in assemble(fresh_agent(tmp_path, config=config)).manifest.section_ids
+    restricted = assemble(fresh_agent(tmp_path, config={**config, "permissions": {"profile": "read_only"}}))
+    (section,) = [s for s in restricted.manifest.sections if s.id == "current_permissions"]
+    assert section.source == "permissions" and "Permission profile: read_only." in restricted.dynamic_text
 
 
 def test_hook_section_task_orchestration(tmp_path):
@@ -591,6 +596,19 @@ def test_hook_section_artifact_references(tmp_path):
 
 def test_hook_section_hidden_tool_domains(tmp_path):
     _check_seed_003_section(tmp_path, "hidden_tool_domains")
+
+    class Hidden:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("artifact_peek", "Peek.", domain="artifact"), lambda context: "")
+
+    config = {"runtime": {"session": {"mode": "per-message"}}}
+    assert "hidden_tool_domains" not in assemble(fresh_agent(tmp_path, config=config)).manifest.section_ids
+    hidden = assemble(fresh_agent(tmp_path, config=config, plugins=[Hidden()]))
+    (section,) = [s for s in hidden.manifest.sections if s.id == "hidden_tool_domains"]
+    assert section.source == "tool-domains" and "- artifact: artifact_peek" in hidden.dynamic_text
+    shown = assemble(fresh_agent(tmp_path, config={**config, "tools": {"visible": ["artifact"]}}, plugins=[Hidden()]))
+    assert "hidden_tool_domains" not in shown.manifest.section_ids
 
 
 def test_hook_section_agents_md(tmp_path):

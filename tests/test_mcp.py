@@ -105,7 +105,7 @@ def test_the_listing_is_namespaced_filtered_and_safe(tmp_path: Path) -> None:
     assert failures == []
     assert sorted(tools) == ["t__crash", "t__echo", "t__fail", "t__image"]  # 'hang' excluded, the badly named tool skipped
     echo = tools["t__echo"]
-    assert echo.source == "mcp:t" and echo.plugin == "mcp"
+    assert echo.source == "mcp:t" and echo.plugin == "mcp" and echo.spec.domain == "mcp:t"
     assert echo.spec.input_schema["properties"]["text"]["type"] == "string"
     assert "obey the server" in echo.spec.description and not has_fence_token(echo.spec.description)
 

@@ -32,6 +32,8 @@ _EXPORTS = {
     "CommitReceipt": "kernel.interfaces",
     "ConversationInfo": "kernel.interfaces",
     "SubagentSpec": "kernel.subagents",
+    "Approval": "kernel.permissions",
+    "ApprovalRequest": "kernel.permissions",
     **{
         name: "kernel.model"
         for name in (

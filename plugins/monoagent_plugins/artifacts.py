@@ -108,6 +108,7 @@ RUN_HISTORY_SPEC = ToolSpec(
         },
         "required": ["action"],
     },
+    categories=("read",),
 )
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

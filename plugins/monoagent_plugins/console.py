@@ -21,6 +21,11 @@ accounts are published first. Signals are watched only where the event loop can
 (``loop.add_signal_handler``: the main thread, not Windows); elsewhere Ctrl-C keeps Python's
 default behaviour.
 
+Under a permission profile that asks (``permissions.profile = "ask"``), each tool call that needs
+approval is put to the person first (:class:`ConsoleApprover`): ``allow <tool> (<category>)
+<arguments>? [y/n/a]``, where ``y`` runs it once, ``n`` refuses it and ``a`` allows that tool for
+the rest of this chat (remembered in memory, never written anywhere).
+
 Lines are read as text (bytes that are not UTF-8 become U+FFFD, with a notice) and everything
 written passes :mod:`monoagent.boundary.terminal`: the streamed answer line by line through a
 :class:`~monoagent.boundary.terminal.AnswerPrinter` (shared with ``monoagent run``), the rest through ``terminal_text``.
@@ -43,6 +48,7 @@ from monoagent.boundary.terminal import (
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
+from monoagent.kernel.permissions import Approval, ApprovalRequest
 from monoagent.kernel.registrars import ChannelRegistrar
 
 if TYPE_CHECKING:
@@ -117,6 +123,41 @@ class Interrupts:
         return work.result()
 
 
+_ANSWERS = {"y": True, "yes": True, "n": False, "no": False, "a": True, "always": True}
+
+
+class ConsoleApprover:
+    """Asks the person at the terminal whether a tool call may run: ``y`` once, ``n`` refuse, ``a`` always.
+
+    ``a`` allows that tool for the rest of the chat's conversation (``/new`` starts asking again;
+    nothing is persisted). The question shows model text (the tool's arguments),
+    so it passes :func:`~monoagent.boundary.terminal.terminal_text` and the summary is bounded
+    (:func:`~monoagent.kernel.permissions.argument_summary`). End of input refuses.
+    """
+
+    def __init__(self, channel: ConsoleChannel) -> None:
+        self.channel = channel
+        self.always: set[tuple[str, str]] = set()
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        if (request.conversation_id, request.tool) in self.always:
+            return Approval(True, "remembered")
+        channel = self.channel
+        channel.stdout.write(channel._printed.end())
+        channel._write(f"\nallow {request.tool} ({', '.join(request.categories)}) {request.summary}? [y/n/a] ")
+        channel.stdout.flush()
+        while True:
+            line = await channel._read_line(prompt="")
+            answer = (line or "n").strip().lower()
+            if answer in _ANSWERS:
+                break
+            channel._write("answer y (allow once), n (refuse) or a (always allow this tool in this chat) [y/n/a] ")
+            channel.stdout.flush()
+        if answer in ("a", "always"):
+            self.always.add((request.conversation_id, request.tool))
+        return Approval(_ANSWERS[answer], "person")
+
+
 class ConsoleChannel:
     name = "console"
 
@@ -135,8 +176,10 @@ class ConsoleChannel:
         self._printed = AnswerPrinter(self.stdout, agent.redact)
         self._used_ids: set[str] = set()
         self._first_conversation_id = conversation_id
+        self.approver = ConsoleApprover(self)
+        self._pending_read: Any = None
 
-    def _read(self) -> str | None:
+    def _read(self, prompt: str = "you> ") -> str | None:
         if self.stdin is sys.stdin:
             accept_undecodable(sys.stdin)
         if self.stdin is sys.stdin and sys.stdin.isatty():
@@ -145,7 +188,7 @@ class ConsoleChannel:
             except ImportError:
                 pass
             try:
-                line = input("you> ")
+                line = input(prompt)
             except EOFError:
                 self.stdout.write("\n")  # the prompt's line ends, so the shell's prompt starts on its own
                 self.stdout.flush()
@@ -159,12 +202,21 @@ class ConsoleChannel:
     def _write(self, text: str) -> None:
         self.stdout.write(terminal_text(text, self.agent.redact))
 
-    async def _read_line(self) -> str | None:
+    async def _read_line(self, prompt: str = "you> ") -> str | None:
         """:meth:`_read` on a daemon thread of its own, not the loop's default executor.
 
         ``asyncio.run`` joins the default executor when it ends, so a read blocked in
-        ``input()`` there would keep Ctrl-C from ending the chat until the next Enter.
+        ``input()`` there would keep Ctrl-C from ending the chat until the next Enter. A read
+        still waiting (an approval question whose turn was cancelled) is awaited again rather
+        than raced by a second reader, so no typed line is lost.
         """
+        import asyncio
+
+        if self._pending_read is None or self._pending_read.done():
+            self._pending_read = self._start_read(prompt)
+        return await asyncio.shield(self._pending_read)
+
+    def _start_read(self, prompt: str) -> Any:
         import asyncio
         import threading
 
@@ -178,7 +230,7 @@ class ConsoleChannel:
         def read() -> None:
             value, error = None, None
             try:
-                value = self._read()
+                value = self._read(prompt)
             except BaseException as exc:  # handed to the awaiting coroutine
                 error = exc
             try:
@@ -187,7 +239,7 @@ class ConsoleChannel:
                 pass
 
         threading.Thread(target=read, name="monoagent-console-input", daemon=True).start()
-        return await future
+        return future
 
     async def serve(self, agent: Any = None) -> None:
         """Chat until ``/exit`` or end of input; raises ``KeyboardInterrupt`` when left by Ctrl-C or SIGTERM."""
@@ -284,7 +336,7 @@ class ConsoleChannel:
         import asyncio
 
         request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
-                              delivery="console", console="terminal", model=self.model)
+                              delivery="console", console="terminal", model=self.model, approver=self.approver)
         self.stdout.write(self._prefix)
         self.stdout.flush()
         interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False

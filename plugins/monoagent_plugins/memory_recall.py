@@ -242,6 +242,8 @@ TOOL_SPEC = ToolSpec(
         "required": ["query"],
         "additionalProperties": False,
     },
+    categories=("read",),
+    domain="memory",
 )
 
 

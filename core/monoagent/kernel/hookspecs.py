@@ -750,11 +750,14 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
 def section_current_permissions(turn: Turn) -> Section | None:
     """Produce the ``current_permissions`` section (second seed document), dynamic.
 
-    Current Permissions: the permission profile in force and the action categories that need approval or are refused. Guidance only: enforcement happens in the tool loop. Rendered only under a restricted profile (never for ``full_access``).
+    Current Permissions: the permission profile in force (``turn.permissions``:
+    ``permissions.profile`` narrowed by ``TurnRequest.permissions``) and which action categories run,
+    need the person's approval, or are refused. Guidance only: enforcement happens in the tool loop
+    before a handler runs, so blocking or overriding this section never changes what may run.
 
     Args:
-        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
-            ``turn.state`` for what earlier provider rounds of the turn left).
+        turn: the turn being assembled (``turn.permissions``, ``turn.tools``, ``turn.hidden_tools``,
+            ``turn.request.approver``).
 
     Returns:
         A :class:`~monoagent.kernel.model.Section` (id ``current_permissions``, order 610; assembly sets
@@ -764,13 +767,19 @@ def section_current_permissions(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default (plugin ``permissions``): rendered only under a restricted profile (never
+    ``full_access``): ``# Current permissions``, the profile's name, the categories (the documented
+    ones and any other the turn's tools declare) that run without asking, need approval, and are
+    refused, a line saying nobody can approve when the turn has no approver, and how to behave
+    after a refusal. Config: ``permissions.profile``, ``permissions.profiles``.
 
     Example::
 
         @hookimpl
         def section_current_permissions(turn):
-            return None  # block this section for the project
+            if turn.permissions and turn.permissions.restricted:
+                return Section("current_permissions", f"Profile {turn.permissions.name}: ask before writing.")
+            return None
     """
 
 @hookspec(firstresult=True)
@@ -849,11 +858,13 @@ def section_artifact_references(turn: Turn) -> Section | None:
 def section_hidden_tool_domains(turn: Turn) -> Section | None:
     """Produce the ``hidden_tool_domains`` section (second seed document), dynamic.
 
-    Hidden Tool Domains: the compact ``request_tools`` catalogue of the tool domains not visible yet, each with its exact tool names. Rendered only when a domain is hidden and tool calling is enabled.
+    Hidden Tool Domains: the compact ``request_tools`` catalogue of the tool domains not visible yet,
+    each with its exact tool names (never schemas). The catalogue does not make a tool callable:
+    a hidden tool is neither offered to the provider nor run until ``request_tools`` reveals its domain.
 
     Args:
-        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
-            ``turn.state`` for what earlier provider rounds of the turn left).
+        turn: the turn being assembled (``turn.tools``, the visible tools; ``turn.hidden_tools``,
+            the hidden ones, each with its ``domain``).
 
     Returns:
         A :class:`~monoagent.kernel.model.Section` (id ``hidden_tool_domains``, order 640; assembly sets
@@ -863,13 +874,16 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
     Called on every turn of the ``full`` prompt profile, after the documented seed-000
     producers; never under ``minimal`` or ``none``.
 
-    Bundled default: none yet.
+    Bundled default (plugin ``tool-domains``): rendered only when ``tools.visible`` hides a domain
+    and ``request_tools`` is offered: ``# Hidden tool domains``, how to request one, then one line
+    per hidden domain in name order, ``- <domain>: <tool>, <tool>`` (at most 32 names, the rest
+    counted). Config: ``tools.visible``.
 
     Example::
 
         @hookimpl
         def section_hidden_tool_domains(turn):
-            return None  # block this section for the project
+            return None  # block this section for the project (request_tools stays offered)
     """
 
 @hookspec(firstresult=True)
@@ -1397,8 +1411,8 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
 
     Args:
         turn: the turn.
-        call: the call the model requested (a tool offered on this turn: other names are
-            refused by the harness before this hook).
+        call: the call the model requested (a tool visible on this turn and allowed by its
+            permission profile: other calls are refused by the tool loop before this hook).
 
     Returns:
         None to let the tool run, or a :class:`~monoagent.kernel.model.ToolResult` (for example with

@@ -11,6 +11,7 @@ strings are valid Unicode once built, however it is built (see :mod:`monoagent.k
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal
 
@@ -353,6 +354,12 @@ class TurnRequest(ValidText):
     ``surface`` are optional; a channel without them builds a turn byte-identical to one from
     before they existed.
 
+    ``permissions`` names a permission profile that narrows ``permissions.profile`` for this turn
+    (a subagent, a channel, a script): a request can only narrow, never widen
+    (:mod:`monoagent.kernel.permissions`). ``approver`` answers the tool calls the profile asks
+    about (a :data:`~monoagent.kernel.permissions.ToolApprover`: the console channel's asks the
+    person); without one, such calls are refused. Neither is part of the request's equality.
+
     ``isolated`` marks a run that must stay out of the conversation's shared history (a proactive
     or continuation run): it reads history but commits nothing to it (no ``after_commit``, so no
     memory capture), a cancellation or failure publishes no continuity account for it, and its
@@ -384,6 +391,8 @@ class TurnRequest(ValidText):
     notify: bool = False
     profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
     context: str | None = attrs.field(default=None, converter=_request_context)
+    permissions: str | None = None
+    approver: Callable[..., Any] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- prompt assembly

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
     from monoagent.kernel.interfaces import Tool
+    from monoagent.kernel.permissions import PermissionProfile
     from monoagent.pipeline.continuity import RunContinuity
     from monoagent.pipeline.provider_call import PartialAttempt
     from monoagent.pipeline.sessions import SessionLease
@@ -112,6 +113,13 @@ class Turn:
     warm-session backend, None when the run does not use one). ``delegated_usage`` is what other
     runs spent on this run's behalf (a subagent's turn, added with :meth:`add_usage`); the run's
     :class:`~monoagent.kernel.model.TurnResult` usage and ``run_completed`` event include it.
+
+    ``permissions`` is the turn's effective permission profile (``permissions.profile`` narrowed by
+    the request's; :mod:`monoagent.kernel.permissions`), set when the turn is prepared.
+    ``hidden_tools`` are the offered tools of the domains ``tools.visible`` hides: not in ``tools``,
+    so neither offered to the provider nor callable, until
+    :func:`~monoagent.pipeline.tool_loop.reveal_tool_domain` moves a domain's into ``tools`` for
+    the rest of the turn.
     """
 
     agent: Agent
@@ -124,6 +132,7 @@ class Turn:
     history: tuple[Message, ...] = ()
     recalled: tuple[MemoryHit, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
+    hidden_tools: tuple[ToolSpec, ...] = ()
     provided_tools: dict[str, Tool] = attrs.Factory(dict)
     diagnostics: list[Diagnostic] = attrs.Factory(list)
     state: dict[str, Any] = attrs.Factory(dict)
@@ -132,6 +141,7 @@ class Turn:
     session_lease: SessionLease | None = attrs.field(default=None, repr=False)
     provider_round: ProviderRound = attrs.field(factory=ProviderRound, repr=False)
     delegated_usage: Usage = Usage()
+    permissions: PermissionProfile | None = attrs.field(default=None, repr=False)
 
     @property
     def config(self) -> Config:

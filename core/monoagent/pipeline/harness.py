@@ -50,6 +50,7 @@ from monoagent.kernel.model import (
     UserMessagePart,
     artifact_refs,
 )
+from monoagent.kernel.permissions import turn_profile
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
@@ -75,7 +76,7 @@ from monoagent.pipeline.sessions import (
     retire_settling,
     session_backend,
 )
-from monoagent.pipeline.tool_loop import ToolLoop, offered_tools, provided_tools
+from monoagent.pipeline.tool_loop import ToolLoop, offered_tools, provided_tools, split_hidden_domains
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
@@ -281,7 +282,8 @@ class Harness(RunControl):
         for failure in unavailable:
             logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
             turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
-        turn.tools = offered_tools(turn)  # the filter_tools step
+        turn.tools, turn.hidden_tools = split_hidden_domains(agent.config.tools.visible, offered_tools(turn))  # filter_tools, tools.visible
+        turn.permissions = turn_profile(agent.config, turn.request.permissions)
         recalled: list[MemoryHit] = []
         for value in hooks.recall_memory(turn=turn):
             hits = await await_me_maybe(value)

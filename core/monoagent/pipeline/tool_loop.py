@@ -6,8 +6,11 @@ the history is loaded and before recall): every registered tool and every tool t
 ``filter_tools`` step. Every implementation sees the full registered list and may return the
 ones it keeps; a tool is offered when every implementation that answered kept it (the lists are
 intersected, so the outcome does not depend on load order and no plugin can re-admit a tool
-another withdrew). The result is ``turn.tools``: the section producers and the provider requests
-of the turn read it, and nothing changes it later.
+another withdrew). Of those, the tools of a domain ``tools.visible`` does not list are *hidden*
+(:func:`split_hidden_domains`): they become ``turn.hidden_tools``, the rest ``turn.tools``. The
+section producers and every provider request of the turn read ``turn.tools``; the one thing that
+changes it later is :func:`reveal_tool_domain` (the ``request_tools`` tool), which moves a hidden
+domain's tools into it for the rest of the turn, so the next provider round offers them.
 
 **One call** (:meth:`ToolLoop.run`), in this order:
 
@@ -18,11 +21,17 @@ of the turn read it, and nothing changes it later.
 2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
    ``tool_call`` event, which carries a redacted preview of the arguments (:func:`arguments_preview`)
    so a front end can show the call while it runs;
-3. availability: a name that is not offered this turn is answered with status ``rejected``;
-4. ``before_tool_call``, which may answer the call instead of the tool;
-5. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
+3. availability: a name that is not in ``turn.tools`` (not offered, or in a hidden domain) is
+   answered with status ``rejected``;
+4. permission (:mod:`monoagent.kernel.permissions`): under a restricted profile the call's
+   categories are decided (allowed, refused, or asked of the request's approver) and the decision
+   is a ``permission_decision`` event (``tool``, ``id``, ``categories``, ``profile``, ``decision``:
+   ``allowed``, ``denied``, ``asked-allowed`` or ``asked-denied``, ``by``); a call not allowed is
+   answered with status ``rejected`` naming the categories and the profile, and its handler never runs;
+5. ``before_tool_call``, which may answer the call instead of the tool;
+6. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
    an ``error`` result whose text is redacted, a ``str`` a ``success`` result;
-6. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
+7. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
    surrogates are reported, the tool-output bloat guard (:mod:`monoagent.pipeline.bloat`) runs,
    ``after_tool_call`` observes it, the result record goes to tool history and ``tool_result``
    is emitted (with a short, redacted ``error`` when the result is not a success).
@@ -34,7 +43,9 @@ formats carry on the wire.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import fnmatch
+import functools
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,7 +53,9 @@ import attrs
 from monoagent.kernel.errors import PluginError, RepeatedToolCall
 from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.interfaces import Tool, ToolSourceFailure
+from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
+from monoagent.kernel.permissions import FULL_ACCESS, Approval, ApprovalRequest, argument_summary
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import RunContinuity
@@ -144,6 +157,49 @@ def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
         if kept is not None:
             keep = keep & _kept_names(plugin, kept, known)
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
+
+
+def split_hidden_domains(visible: Sequence[str], tools: Sequence[ToolSpec]) -> tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]:
+    """``tools`` split into the visible ones and the hidden ones, by ``visible`` (``tools.visible``).
+
+    A tool without a domain is always visible; one with a domain is visible when the domain
+    matches a pattern of ``visible`` (:mod:`fnmatch`: ``*`` for every domain, ``mcp:*`` for every
+    MCP server).
+    """
+    patterns = tuple(visible)
+    hidden = tuple(spec for spec in tools if spec.domain is not None and not _domain_visible(patterns, spec.domain))
+    if not hidden:
+        return tuple(tools), ()
+    hidden_ids = {id(spec) for spec in hidden}
+    return tuple(spec for spec in tools if id(spec) not in hidden_ids), hidden
+
+
+@functools.lru_cache(maxsize=512)
+def _domain_visible(patterns: tuple[str, ...], domain: str) -> bool:
+    return any(fnmatch.fnmatchcase(domain, pattern) for pattern in patterns)
+
+
+def hidden_domains(turn: Turn) -> dict[str, tuple[str, ...]]:
+    """The turn's hidden tool domains, each with its exact tool names, in domain order."""
+    domains: dict[str, list[str]] = {}
+    for spec in turn.hidden_tools:
+        domains.setdefault(spec.domain or "", []).append(spec.name)
+    return {domain: tuple(names) for domain, names in sorted(domains.items())}
+
+
+def reveal_tool_domain(turn: Turn, domain: str) -> tuple[ToolSpec, ...]:
+    """Make hidden ``domain``'s tools visible for the rest of ``turn``; returns them (empty when ``domain`` is not hidden).
+
+    They move from ``turn.hidden_tools`` to ``turn.tools``: callable from now on, and offered to
+    the provider from the next round (each round's request reads ``turn.tools``). A
+    ``tools_revealed`` event (``domain``, ``tools``) records it.
+    """
+    revealed = tuple(spec for spec in turn.hidden_tools if spec.domain == domain)
+    if revealed:
+        turn.hidden_tools = tuple(spec for spec in turn.hidden_tools if spec.domain != domain)
+        turn.tools = (*turn.tools, *revealed)
+        turn.emit("tools_revealed", domain=domain, tools=[spec.name for spec in revealed])
+    return revealed
 
 
 def _kept_names(plugin: str, kept: Any, known: set[str]) -> set[str]:
@@ -249,8 +305,10 @@ class ToolLoop:
         agent = turn.agent
         tool = agent.tools.get(call.name) or turn.provided_tools.get(call.name)
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
-            available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
-            return context.result(f"Tool {call.name!r} is not available in this turn (available: {available}).", ToolStatus.REJECTED)
+            return context.result(_unavailable(turn, call.name), ToolStatus.REJECTED)
+        refusal = await self._permission(context, tool.spec)
+        if refusal is not None:
+            return context.result(refusal, ToolStatus.REJECTED)
         answer = agent.hooks.before_tool_call(turn=turn, call=call)
         if answer is not None:
             return answer
@@ -262,6 +320,35 @@ class ToolLoop:
             detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
             return context.result(f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
         return value if isinstance(value, ToolResult) else context.result(str(value))
+
+    async def _permission(self, context: ToolContext, spec: ToolSpec) -> str | None:
+        """Decide ``spec``'s call under the turn's profile; None to run it, else why it was refused."""
+        turn, call = context.turn, context.call
+        profile = turn.permissions or FULL_ACCESS
+        if not profile.restricted:
+            return None
+        decision, categories = profile.decide(spec.categories)
+        by = "profile"
+        if decision == "ask":
+            approval = await _ask(turn, ApprovalRequest(
+                call.name, categories, argument_summary(call.arguments), profile.name, turn.conversation_id, call
+            ))
+            outcome, by = ("asked-allowed" if approval.allowed else "asked-denied"), approval.by
+        else:
+            outcome = "allowed" if decision == "allow" else "denied"
+        turn.emit("permission_decision", id=call.id, tool=call.name, categories=list(categories), profile=profile.name,
+                  decision=outcome, by=by)
+        named = ", ".join(categories)
+        if outcome == "denied":
+            return (f"Tool {call.name!r} was not run: its action category {named} is refused under the permission profile "
+                    f"{profile.name!r}. Continue with what the profile allows, or tell the user what needs permission.")
+        if outcome == "asked-denied" and by == "no_approver":
+            return (f"Tool {call.name!r} was not run: its action category {named} needs approval under the permission "
+                    f"profile {profile.name!r}, and nobody can approve it in this turn.")
+        if outcome == "asked-denied":
+            return (f"Tool {call.name!r} was not run: approval for its action category {named} was refused "
+                    f"(permission profile {profile.name!r}, by {by}). Do not retry it; continue without it.")
+        return None
 
     def _check_repeats(self, call: ToolCall) -> str:
         """Count ``call`` in the run's streak of identical calls; stop the run before one too many.
@@ -277,3 +364,32 @@ class ToolLoop:
                 f"nothing was committed"
             )
         return canonical
+
+
+def _unavailable(turn: Turn, name: str) -> str:
+    hidden = next((spec.domain for spec in turn.hidden_tools if spec.name == name), None)
+    if hidden is not None:
+        return (f"Tool {name!r} belongs to the tool domain {hidden!r}, which is hidden in this turn: it is not callable "
+                f"until that domain is requested.")
+    available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
+    return f"Tool {name!r} is not available in this turn (available: {available})."
+
+
+async def _ask(turn: Turn, request: ApprovalRequest) -> Approval:
+    """The request's approver's answer; refused when there is none, or it fails or answers nonsense (logged)."""
+    approver = turn.request.approver
+    if approver is None:
+        return Approval(False, "no_approver")
+    try:
+        answer = await await_me_maybe(approver(request))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.warning("tool approver failed for {}: {}: {}; the call is refused", request.tool, type(exc).__name__, exc)
+        return Approval(False, "approver_error")
+    if isinstance(answer, Approval):
+        return answer
+    if isinstance(answer, bool):
+        return Approval(answer, "approver")
+    logger.warning("tool approver answered {} for {}, not a bool or Approval; the call is refused", type(answer).__name__, request.tool)
+    return Approval(False, "approver_error")

@@ -74,6 +74,8 @@ TOOL_SPEC = ToolSpec(
         },
         "additionalProperties": False,
     },
+    categories=("read",),
+    domain="memory",
 )
 
 

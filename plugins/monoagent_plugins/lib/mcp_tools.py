@@ -84,7 +84,11 @@ def _description(text: str | None) -> str:
 
 
 def tool_spec(server: str, listed: Any) -> ToolSpec:
-    """The model-visible spec of ``listed`` (an MCP ``Tool``) of ``server``; :class:`SkippedTool` says why not."""
+    """The model-visible spec of ``listed`` (an MCP ``Tool``) of ``server``; :class:`SkippedTool` says why not.
+
+    Its tool domain is ``mcp:<server>`` (``tools.visible`` shows ``mcp:*`` by default); it declares
+    no action category, so a restricted permission profile treats it as ``external``.
+    """
     name = listed.name if isinstance(listed.name, str) else repr(listed.name)
     combined = f"{server}{SEPARATOR}{name}"
     if not WIRE_TOOL_NAME.fullmatch(combined):
@@ -92,7 +96,7 @@ def tool_spec(server: str, listed: Any) -> ToolSpec:
             f"MCP server {server!r} tool {name[:80]!r}: its name as offered, {combined[:100]!r}, is not 1-64 letters, "
             f"digits, '_' or '-' (the providers' tool-name rule)"
         )
-    return ToolSpec(combined, _description(listed.description), _schema(server, name, listed.input_schema))
+    return ToolSpec(combined, _description(listed.description), _schema(server, name, listed.input_schema), domain=f"mcp:{server}")
 
 
 def _decoded(data: Any) -> bytes | None:

@@ -27,4 +27,5 @@ SESSION_HISTORY_SPEC = ToolSpec(
         },
         "required": ["action"],
     },
+    categories=("read",),
 )

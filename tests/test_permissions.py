@@ -1,0 +1,225 @@
+"""Permission profiles through the public API: enforcement before a handler runs, approvers, narrowing, events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monoagent import Approval, ApprovalRequest, ToolStatus, hookimpl, tool
+from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.permissions import argument_summary
+from monoagent.testing import fresh_agent, scripted_agent
+
+
+def file_tools(target: Path) -> Any:
+    """A plugin with a real ``file_write`` tool, a ``read`` tool and a tool that declares no category."""
+
+    @tool(categories=["file_write"])
+    def write_note(text: str) -> str:
+        """Write a note to disk."""
+        target.write_text(text, encoding="utf-8")
+        return "written"
+
+    @tool(categories=["read"])
+    def read_note() -> str:
+        """Read the note."""
+        return "the note"
+
+    @tool
+    def ping() -> str:
+        """Ping something outside."""
+        return "pong"
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            for each in (write_note, read_note, ping):
+                register(each)
+
+    return Tools()
+
+
+def agent_calling(tmp_path: Path, calls: list[dict[str, Any]], config: dict[str, Any] | None = None) -> tuple[Any, Path]:
+    target = tmp_path / "note.txt"
+    agent = scripted_agent(tmp_path, [{"tool_calls": calls}, {"text": "done"}], config=config, plugins=[file_tools(target)])
+    return agent, target
+
+
+def run(agent: Any, **fields: Any) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    result = agent.run_sync("go", conversation_id="c", on_event=events.append, **fields)
+    return result, events
+
+
+def decisions(events: list[Any]) -> list[tuple[str, str, str]]:
+    return [(e.data["tool"], e.data["decision"], e.data["by"]) for e in events if e.type == "permission_decision"]
+
+
+WRITE = {"id": "w1", "name": "write_note", "arguments": {"text": "hello"}}
+
+
+def test_read_only_refuses_a_file_write_tool_without_running_it(tmp_path):
+    agent, target = agent_calling(tmp_path, [WRITE, {"id": "r1", "name": "read_note"}],
+                                  {"permissions": {"profile": "read_only"}})
+    result, events = run(agent)
+    assert not target.exists()
+    refused, read = result.tool_activity
+    assert refused.result.status is ToolStatus.REJECTED and refused.result.is_error
+    assert "file_write" in refused.result.content and "'read_only'" in refused.result.content
+    assert read.result.status is ToolStatus.SUCCESS and read.result.content == "the note"
+    assert decisions(events) == [("write_note", "denied", "profile"), ("read_note", "allowed", "profile")]
+    (event,) = [e for e in events if e.type == "permission_decision" and e.data["tool"] == "write_note"]
+    assert event.data["categories"] == ["file_write"] and event.data["profile"] == "read_only"
+
+
+def test_full_access_runs_everything_and_emits_no_decisions(tmp_path):
+    agent, target = agent_calling(tmp_path, [WRITE])
+    result, events = run(agent)
+    assert target.read_text() == "hello" and result.tool_activity[0].result.content == "written"
+    assert decisions(events) == []
+
+
+def test_a_tool_without_categories_counts_as_external(tmp_path):
+    config = {"permissions": {"profile": "web", "profiles": {"web": {"allow": ["file_write"]}}}}
+    agent, target = agent_calling(tmp_path, [{"id": "p", "name": "ping"}, WRITE], config)
+    result, events = run(agent)
+    assert "external" in result.tool_activity[0].result.content and result.tool_activity[0].result.is_error
+    assert target.read_text() == "hello"
+    assert decisions(events) == [("ping", "denied", "profile"), ("write_note", "allowed", "profile")]
+
+
+def test_ask_without_an_approver_refuses(tmp_path):
+    agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "ask"}})
+    result, events = run(agent)
+    assert not target.exists()
+    assert "needs approval" in result.tool_activity[0].result.content
+    assert decisions(events) == [("write_note", "asked-denied", "no_approver")]
+
+
+@pytest.mark.parametrize("answer, written, decision, by", [
+    (True, True, "asked-allowed", "approver"),
+    (False, False, "asked-denied", "approver"),
+    (Approval(True, "policy-x"), True, "asked-allowed", "policy-x"),
+    ("yes", False, "asked-denied", "approver_error"),
+])
+def test_an_approver_on_the_request_answers(tmp_path, answer, written, decision, by):
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Any:
+        asked.append(request)
+        return answer
+
+    agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "ask"}})
+    _, events = run(agent, approver=approver)
+    assert target.exists() is written
+    assert decisions(events) == [("write_note", decision, by)]
+    (request,) = asked
+    assert (request.tool, request.categories, request.profile, request.summary) == ("write_note", ("file_write",), "ask", "text='hello'")
+
+
+def test_a_failing_approver_refuses_the_call(tmp_path):
+    def approver(request: ApprovalRequest) -> bool:
+        raise RuntimeError("the approval service is down")
+
+    agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "ask"}})
+    _, events = run(agent, approver=approver)
+    assert not target.exists() and decisions(events) == [("write_note", "asked-denied", "approver_error")]
+
+
+def test_a_request_can_narrow_but_never_widen(tmp_path):
+    agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "read_only"}})
+    _, events = run(agent, permissions="full_access", approver=lambda request: True)
+    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
+
+    agent, target = agent_calling(tmp_path, [WRITE])
+    _, events = run(agent, permissions="read_only")
+    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
+
+    agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "ask"}})
+    _, events = run(agent, permissions="full_access", approver=lambda request: False)
+    assert not target.exists() and decisions(events) == [("write_note", "asked-denied", "approver")]
+
+
+def test_narrowing_two_custom_profiles_meets_them(tmp_path):
+    config = {"permissions": {"profile": "a", "profiles": {"a": {"allow": ["file_write", "network"]},
+                                                           "b": {"allow": ["network"], "ask": ["file_write"]}}}}
+    agent, target = agent_calling(tmp_path, [WRITE], config)
+    _, events = run(agent, permissions="b", approver=lambda request: Approval(True, "person"))
+    assert target.read_text() == "hello" and decisions(events) == [("write_note", "asked-allowed", "person")]
+    (event,) = [e for e in events if e.type == "permission_decision"]
+    assert event.data["profile"] == "b"
+
+
+def test_an_unknown_profile_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"permissions\.profile = 'nope'.*full_access, ask, read_only, mine"):
+        fresh_agent(tmp_path, config={"permissions": {"profile": "nope", "profiles": {"mine": {"allow": []}}}})
+    with pytest.raises(ConfigError, match=r"permissions\.profiles\.ask: a custom profile cannot be called 'ask'"):
+        fresh_agent(tmp_path, config={"permissions": {"profiles": {"ask": {"allow": ["shell"]}}}})
+    with pytest.raises(ConfigError, match=r"permissions\.profiles\.mine\.allow.*'bad name'"):
+        fresh_agent(tmp_path, config={"permissions": {"profiles": {"mine": {"allow": ["bad name"]}}}})
+    agent, target = agent_calling(tmp_path, [WRITE])
+    with pytest.raises(ConfigError, match=r"permission profile 'nope' is not defined; use one of full_access, ask, read_only"):
+        run(agent, permissions="nope")
+    assert not target.exists()
+
+
+def test_the_profile_comes_from_the_environment(tmp_path):
+    target = tmp_path / "note.txt"
+    agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target)],
+                           env={"MONO_AGENT_PERMISSIONS_PROFILE": "read_only"})
+    _, events = run(agent)
+    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
+
+
+def test_the_argument_summary_is_bounded_and_one_line():
+    summary = argument_summary({"text": "line\nbreak " + "x" * 10_000, "nested": {"a": [1] * 100}})
+    assert "\n" not in summary and len(summary) <= 200 and summary.startswith("text='line\\nbreak xxx")
+
+
+# ---------------------------------------------------------------------------- the current_permissions section
+
+
+def assemble(agent: Any, **fields: Any) -> Any:
+    import asyncio
+
+    from monoagent import TurnRequest
+
+    return asyncio.run(agent.assemble(TurnRequest("hello", conversation_id="c", **fields)))
+
+
+PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
+
+
+def test_current_permissions_is_present_exactly_when_restricted_and_keeps_the_stable_part(tmp_path):
+    full = assemble(fresh_agent(tmp_path, config=PER_MESSAGE))
+    assert "current_permissions" not in full.manifest.section_ids
+
+    ask = assemble(fresh_agent(tmp_path, config={**PER_MESSAGE, "permissions": {"profile": "ask"}}), approver=lambda r: True)
+    (section,) = [s for s in ask.manifest.sections if s.id == "current_permissions"]
+    assert (section.stability, section.order, section.source) == ("dynamic", 610, "permissions")
+    assert ("Permission profile: ask.\n- Run without asking: read.\n- Need the person's approval first: file_write, shell, "
+            "network, subagent, external.\n- Refused: none.\n") in ask.dynamic_text
+    assert "Nobody can approve" not in ask.dynamic_text and "Permission profile" not in ask.stable_text
+    assert ask.manifest.fingerprints.stable == full.manifest.fingerprints.stable
+
+    unattended = assemble(fresh_agent(tmp_path, config={**PER_MESSAGE, "permissions": {"profile": "ask"}}))
+    assert "Nobody can approve a call in this turn" in unattended.dynamic_text
+
+    narrowed = assemble(fresh_agent(tmp_path, config=PER_MESSAGE), permissions="read_only")
+    assert "Permission profile: read_only.\n- Run without asking: read.\n- Need the person's approval first: none.\n" \
+           "- Refused: file_write, shell, network, subagent, external." in narrowed.dynamic_text
+    assert narrowed.manifest.fingerprints.stable == full.manifest.fingerprints.stable
+
+    widened = assemble(fresh_agent(tmp_path, config=PER_MESSAGE), permissions="full_access")
+    assert "current_permissions" not in widened.manifest.section_ids
+
+
+def test_blocking_the_section_leaves_enforcement_in_place(tmp_path):
+    target = tmp_path / "note.txt"
+    agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target)],
+                           config={"permissions": {"profile": "read_only"}, "plugins": {"block": ["permissions"]}})
+    assert "current_permissions" not in assemble(agent).manifest.section_ids
+    _, events = run(agent)
+    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
