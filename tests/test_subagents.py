@@ -506,3 +506,54 @@ def test_config_validate_names_a_bad_agent_table(tmp_path, monkeypatch, capsys):
     assert run_main("config", "validate") != 0
     err = capsys.readouterr().err
     assert 'agents.named.helper.profile = "everything"' in err and "'full', 'minimal', 'none'" in err
+
+
+# ---------------------------------------------------------------------------- permissions
+
+
+def writing_tools(written: list[str]) -> Any:
+    @tool(categories=["file_write"])
+    def save(text: str) -> str:
+        """Save a note.
+
+        Args:
+            text: the note.
+        """
+        written.append(text)
+        return "saved"
+
+    class Plugin:
+        @hookimpl
+        def register_tools(self, register):
+            register(save)
+
+    return Plugin()
+
+
+def saving(request):
+    """A child model: step 1 calls ``save``, step 2 answers with what the tool said."""
+    if request.step == 1:
+        return FunctionReply(tool_calls=[{"name": "save", "arguments": {"text": "note"}}])
+    return FunctionReply(f"child saw: {request.messages[-1].content}")
+
+
+@pytest.mark.parametrize(("own", "requested", "runs"), [
+    (None, None, True),               # full_access everywhere: the child's save runs
+    ("read_only", None, False),       # the subagent's own profile refuses file_write
+    (None, "delegate", False),        # a parent narrowed by its request never delegates to a wider child
+    ("full_access", "delegate", False),  # nor can the subagent's own profile widen it again
+])
+def test_a_subagents_tool_calls_obey_its_own_profile_within_the_parents(tmp_path, own, requested, runs):
+    written: list[str] = []
+    events = Events()
+    named = {"researcher": {"description": "d", "model": CHILD, "tools": ["save"], **({"permissions": own} if own else {})}}
+    delegate_only = {"permissions": {"profiles": {"delegate": {"allow": ["subagent"]}}}}  # task runs, file_write does not
+    agent, _, _ = agent_with(tmp_path, delegating(), saving, agents=named, plugins=[writing_tools(written), events], config=delegate_only)
+    result = agent.run_sync("go", conversation_id="perm", permissions=requested)
+    assert written == (["note"] if runs else [])
+    decisions = [e.data for e in events.of("permission_decision") if e.data.get("tool") == "save"]
+    if runs:
+        assert "child saw: saved" in result.text
+    else:
+        assert decisions and decisions[-1]["decision"] == "denied" and "file_write" in str(decisions[-1])
+        assert "child saw:" in result.text and "saved" not in result.text.split("child saw:")[1]

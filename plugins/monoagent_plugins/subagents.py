@@ -46,7 +46,7 @@ class NamedAgentConfig:
     skills: list[str] = setting(doc="Skills it loads (rendered under the full profile only).", factory=list)
     tools: list[str] = setting(doc="Tools it may call, by tool name or domain (task lets it delegate where maxDepth "
                                "allows). Empty: no tools at all.", factory=list)
-    permissions: str | None = setting(None, doc="Permission profile name for its tool calls. Unset: the delegating agent's.")
+    permissions: str | None = setting(None, doc="Permission profile name for its tool calls, applied within the delegating turn's (never wider). Unset: the delegating turn's.")
     system: str | None = setting(None, doc="Its identity as text (instead of an identity file).")
     identity: Path | None = setting(None, doc="An IDENTITY.md for it (instead of system). Unset: the agent home's.")
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from monoagent.kernel.valid_text import ValidText
 from monoagent.text import utf8_len
+
+if TYPE_CHECKING:
+    from monoagent.kernel.permissions import PermissionProfile
 
 Role = Literal["user", "assistant", "system", "tool"]
 Stability = Literal["stable", "dynamic"]
@@ -354,8 +357,10 @@ class TurnRequest(ValidText):
     ``surface`` are optional; a channel without them builds a turn byte-identical to one from
     before they existed.
 
-    ``permissions`` names a permission profile that narrows ``permissions.profile`` for this turn
-    (a subagent, a channel, a script): a request can only narrow, never widen
+    ``permissions`` names a permission profile (or is a
+    :class:`~monoagent.kernel.permissions.PermissionProfile`, as a delegating turn passes its own
+    effective one) that narrows ``permissions.profile`` for this turn (a subagent, a channel, a
+    script): a request can only narrow, never widen
     (:mod:`monoagent.kernel.permissions`). ``approver`` answers the tool calls the profile asks
     about (a :data:`~monoagent.kernel.permissions.ToolApprover`: the console channel's asks the
     person); without one, such calls are refused. Neither is part of the request's equality.
@@ -391,7 +396,7 @@ class TurnRequest(ValidText):
     notify: bool = False
     profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
     context: str | None = attrs.field(default=None, converter=_request_context)
-    permissions: str | None = None
+    permissions: str | PermissionProfile | None = None
     approver: Callable[..., Any] | None = attrs.field(default=None, eq=False, repr=False)
 
 

@@ -143,12 +143,13 @@ def named_profile(config: Config, name: str) -> PermissionProfile:
     return permission_profile(name, custom.allow, custom.ask)
 
 
-def turn_profile(config: Config, requested: str | None) -> PermissionProfile:
-    """The effective profile: ``permissions.profile`` narrowed by the request's ``permissions`` (if any)."""
+def turn_profile(config: Config, requested: str | PermissionProfile | None) -> PermissionProfile:
+    """The effective profile: ``permissions.profile`` narrowed by the request's ``permissions`` (if any:
+    a profile name, or a profile itself, which narrows the same way)."""
     configured = named_profile(config, config.permissions.profile)
     if requested is None:
         return configured
-    return configured.narrowed(named_profile(config, requested))
+    return configured.narrowed(requested if isinstance(requested, PermissionProfile) else named_profile(config, requested))
 
 
 # --------------------------------------------------------------------------- approval

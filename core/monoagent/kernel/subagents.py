@@ -65,8 +65,8 @@ class SubagentSpec:
         tools: the tools it may call, by tool name or tool domain (``memory``, ``mcp:<server>``,
             ``task`` to let it delegate further when ``agents.maxDepth`` allows). Least privilege:
             an empty list (the default) offers it no tool at all.
-        permissions: a permission profile name for its tool calls, recorded for the permission
-            layer; None for the delegating agent's.
+        permissions: a permission profile name for its tool calls, applied within the delegating
+            turn's effective profile (never wider); None for the delegating turn's.
         system: its identity as text (the identity section of its prompt); mutually exclusive with
             ``identity``.
         identity: an IDENTITY.md file for it (relative paths against the config file's directory).
