@@ -127,3 +127,25 @@ def test_the_catalogue_is_present_exactly_when_something_is_hidden(tmp_path):
 
     blocked = assemble(fresh_agent(tmp_path, config={**per_message, "plugins": {"block": ["tool-domains"]}}, plugins=[DomainTools()]))
     assert "hidden_tool_domains" not in blocked.manifest.section_ids
+
+
+def test_the_catalogue_of_the_next_round_no_longer_lists_a_revealed_domain(tmp_path):
+    """The per-round refresh of dynamic sections re-renders hidden_tool_domains after request_tools."""
+
+    class Catalogues:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            text = "\n".join([request.prompt.dynamic_text, *(m.content for m in request.messages if m.role == "user")])
+            start = text.index("Hidden tool domains")
+            self.seen.append(text[start:text.index("\n#", start) if "\n#" in text[start:] else None])
+
+    catalogues = Catalogues()
+    agent, _ = agent_with(tmp_path, [{"tool_calls": [call("request_tools", "r", domain="vault")]}, {"text": "done"}])
+    agent.register(catalogues)
+    agent.run_sync("go", conversation_id="c")
+    first, second = catalogues.seen
+    assert "- vault: vault_open, vault_list" in first and "- notes: notes_read" in first
+    assert "vault" not in second and "- notes: notes_read" in second
