@@ -670,3 +670,24 @@ def test_a_tool_declares_its_action_categories_and_domain():
         tool(categories="shell")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="categories is a list of names, not 'shell'"):
         ToolSpec("plain", "A tool.", categories="shell")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sent", [2**53 + 1, -(2**53) - 1, 10**400])
+def test_an_integer_a_float_cannot_hold_is_refused_for_a_float_argument(agent, sent):
+    """A float argument receives the model's integer unchanged or not at all: 2**53 + 1 would be rounded, 10**400 overflow."""
+    received: list[float] = []
+
+    @tool
+    def scale(ratio: float) -> str:
+        """Scale.
+
+        Args:
+            ratio: the ratio.
+        """
+        received.append(ratio)
+        return "ran"
+
+    result = answer(agent, scale, {"ratio": sent})
+    assert received == [] and isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
+    assert "ratio: expected a number a float holds exactly" in result.content
+    assert answer(agent, scale, {"ratio": 2**53}) == "ran" and received == [float(2**53)]

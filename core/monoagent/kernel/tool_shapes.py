@@ -112,11 +112,22 @@ class Scalar:
             return False
         if isinstance(value, float):
             return math.isfinite(value) and (self.json == "number" or value.is_integer())
-        return isinstance(value, int)
+        return isinstance(value, int) and (self.json == "integer" or _exact_float(value))
 
     def check(self, value: Any, path: str, problems: list[str]) -> None:
-        if not self.accepts(value):
+        if self.json == "number" and isinstance(value, int) and not isinstance(value, bool) and not _exact_float(value):
+            problems.append(f"{path}: expected a number a float holds exactly, got the integer {shown(value)}, "
+                            "which a float would round (integers up to 2**53 are exact)")
+        elif not self.accepts(value):
             problems.append(f"{path}: expected {self.expected}, {_got(value)}")
+
+
+def _exact_float(value: int) -> bool:
+    """Whether a float holds the integer ``value`` exactly (a float argument receives it unchanged)."""
+    try:
+        return int(float(value)) == value
+    except OverflowError:  # beyond the largest float
+        return False
 
 
 @attrs.frozen
