@@ -327,10 +327,18 @@ def test_no_refs_no_policy_section_and_no_tool(tmp_path):
 
 
 def reader(ids: list[str]) -> FunctionProvider:
-    """A model that reads each id in ``ids`` with artifact_read on its first step, then reports the results."""
+    """A model that reads each id in ``ids`` with artifact_read, then reports the results.
+
+    The ``artifact`` domain starts hidden (``tools.visible``), so it first asks for the domain with
+    ``request_tools`` when the tool is not offered yet, as the section tells it to."""
 
     def model(request: Any) -> Any:
-        if request.step == 1 and any(t.name == "artifact_read" for t in request.tools):
+        offered = {t.name for t in request.tools}
+        if request.step == 1 and "artifact_read" not in offered and "request_tools" in offered:
+            return FunctionReply(tool_calls=[{"name": "request_tools", "arguments": {"domain": "artifact"}}])
+        if request.step <= 2 and "artifact_read" in offered and not any(
+            c.name == "artifact_read" for m in request.messages for c in m.tool_calls
+        ):
             return FunctionReply(tool_calls=[{"name": "artifact_read", "arguments": {"id": i}} for i in ids])
         return "done"
 
@@ -345,7 +353,7 @@ def test_artifact_read_returns_only_this_conversations_artifacts(tmp_path):
     asyncio.run(agent.respond(TurnRequest("what car is this?", conversation_id="c", attachments=[CAR, PHOTO])))
     stored = agent.config.history_dir / "artifacts" / f"{secret.artifact_id}.txt"
     result = asyncio.run(agent.respond(TurnRequest("read them", conversation_id="c")))
-    results = [activity.result for activity in result.tool_activity]
+    results = [activity.result for activity in result.tool_activity if activity.call.name == "artifact_read"]
     own, foreign, made_up, malformed, photo = results
     assert own.status is ToolStatus.SUCCESS and "A red 1967 Mustang." in own.content
     assert foreign.status is ToolStatus.ERROR and "not an artifact of this conversation" in foreign.content
