@@ -55,7 +55,7 @@ def test_registered_and_selectable_for_the_journal(tmp_path: Path) -> None:
     assert "automobile" in best.text
     stats = asyncio.run(journal.stats())
     assert stats.details["embedder"] == "minilm" and stats.details["dimensions"] == 384
-    with pytest.raises(ComponentFactoryError, match="of plugin 'monoagent_minilm'.*allowed options: batch_size, device") as refused:
+    with pytest.raises(ComponentFactoryError, match=r"of plugin 'monoagent_minilm'.*allowed options: batch_size, device") as refused:
         agent.embedder("minilm", {"model": "other"})
     assert isinstance(refused.value.__cause__, ValueError)  # the factory's own error, named with its plugin
     asyncio.run(agent.aclose())
