@@ -22,3 +22,14 @@ def isolate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, home: bool =
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli_module, "_configure_logging", lambda debug: None)
+
+
+def run_main(*args: str) -> int:
+    """``monoagent.cli.main`` in this process, as the console script runs it: its exit code."""
+    import monoagent.cli as cli_module
+
+    try:
+        cli_module.main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

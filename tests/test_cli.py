@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_isolation import isolate_cli
+from cli_isolation import isolate_cli, run_main
 from click.testing import CliRunner, Result
 
 import monoagent.cli as cli_module
@@ -366,14 +366,6 @@ def register_commands(cli):
         click.echo("hello from a local plugin")
 """
 
-
-def run_main(*args: str) -> int:
-    """``monoagent.cli.main`` in this process, as the console script runs it: its exit code."""
-    try:
-        cli_module.main(list(args))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def test_plugin_commands_do_not_outlive_a_main_call(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,9 +12,8 @@ import json
 from typing import Any
 
 import pytest
-from cli_isolation import isolate_cli
+from cli_isolation import isolate_cli, run_main
 
-import monoagent.cli as cli_module
 from monoagent import Agent, SubagentSpec, TurnRequest, Usage, hookimpl, tool
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
@@ -471,13 +470,6 @@ tool_calls = [{ name = "task", arguments = { agent = "helper", task = "Say what 
 text = "Done."
 """
 
-
-def run_main(*args: str) -> int:
-    try:
-        cli_module.main(list(args))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def test_monoagent_run_delegates_to_an_agent_named_in_the_config_file(tmp_path, monkeypatch, capsys):

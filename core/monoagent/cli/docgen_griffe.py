@@ -66,6 +66,10 @@ def roles_to_autorefs(text: str, obj: griffe.Object) -> str:
     return ROLE.sub(autoref, text)
 
 
+def _indented(line: str) -> bool:
+    return line.startswith((" ", "\t"))
+
+
 def literal_blocks_to_fences(text: str) -> str:
     """reST ``paragraph::`` + indented block -> ``paragraph:`` + a fenced Python block."""
     lines = text.splitlines()
@@ -74,12 +78,12 @@ def literal_blocks_to_fences(text: str) -> str:
     while i < len(lines):
         line = lines[i]
         match = _LITERAL_INTRO.fullmatch(line)
-        if not match or not line.strip() or line.startswith((" ", "\t")):
+        if not match or not line.strip() or _indented(line):
             out.append(line)
             i += 1
             continue
         end = i + 1
-        while end < len(lines) and (not lines[end].strip() or lines[end].startswith((" ", "\t"))):
+        while end < len(lines) and (not lines[end].strip() or _indented(lines[end])):
             end += 1
         block = textwrap.dedent("\n".join(lines[i + 1 : end])).strip("\n")
         if not block:
@@ -94,10 +98,6 @@ def literal_blocks_to_fences(text: str) -> str:
 
 
 _TERM = re.compile(r"``[^`]+``")
-
-
-def _indented(line: str) -> bool:
-    return line.startswith((" ", "\t"))
 
 
 def definition_lists(text: str) -> str:
