@@ -89,20 +89,18 @@ IsolatedAnswer: TypeAlias = "tuple[str, Any, BaseException | None]"
 #: One implementation's answer to a hook whose answers are attributed: the plugin and its result.
 PluginAnswer: TypeAlias = "tuple[str, Any]"
 
+def _section_hooks() -> tuple[str, ...]:
+    from monoagent.kernel import hookspecs
+
+    return tuple(name for name in vars(hookspecs) if name.startswith("section_"))
+
+
 #: The hooks whose answers the kernel checks: hook -> (the type(s) an answer must have, what the error
 #: says belongs there). A collect-all hook may also answer with a list or tuple of them; one in
 #: :data:`AWAITED_RESULTS` answers only with a list or tuple, or an awaitable checked once awaited.
 RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
-    **{
-        hook: (Section, "a monoagent.Section or None")
-        for hook in (
-            "section_core_guardrails", "section_identity", "section_session", "section_skill_index",
-            "section_skill_instructions", "render_history", "section_tool_recovery_policy",
-            "section_current_permissions", "section_task_orchestration", "section_artifact_references",
-            "section_hidden_tool_domains", "section_agents_md", "section_recovery_continuation",
-            "section_retry_instruction", "section_dynamic_context", "section_extra_system",
-        )
-    },
+    # every section producer of the catalogue (``section_*``), and the history renderer
+    **{hook: (Section, "a monoagent.Section or None") for hook in (*_section_hooks(), "render_history")},
     "extra_sections": (Section, "a monoagent.Section, a list of them or None"),
     "augment_user_message": (UserMessagePart, "a monoagent.UserMessagePart, a list of them or None"),
     "recall_memory": (MemoryHit, "a list of monoagent.MemoryHit (or an awaitable of one) or None"),
