@@ -9,11 +9,15 @@ from monoagent_plugins.memory_lite import LiteTier
 
 
 class TestLiteContract(MemoryTierContract):
+    entry_bound = 4096  # memory.lite.maxEntryBytes
+
     def make_tier(self, agent, tmp_path):
         return LiteTier(tmp_path / "lite.sqlite")
 
 
 class TestJournalContract(MemoryTierContract):
+    entry_bound = 4096  # memory.journal.maxEntryBytes
+
     def make_tier(self, agent, tmp_path):
         return JournalTier(tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent))
 

@@ -6,21 +6,33 @@ suite unchanged against itself by subclassing :class:`MemoryTierContract` in its
     from monoagent.testing import MemoryTierContract
 
     class TestVectorTier(MemoryTierContract):
+        entry_bound = 8192  # the documented bound of what it keeps, if it has one
+
         def make_tier(self, agent, tmp_path):
             return VectorTier(path=tmp_path / "vectors", dimensions=agent.embedder("hashed-ngrams").dimensions)
 
 ``make_tier`` receives the Agent the tier is built for (as the registry's factory does) and
 pytest's ``tmp_path``; two calls with the same ``tmp_path`` must return two handles on the same
-stored data. The suite checks the protocol itself (add, search, forget, limits, bounds, odd
-queries, persistence, and ``list``/``stats`` when the tier is browsable) and then, through a
-real Agent with the bundled ``memory`` plugin, the behaviour around it: recall gated to 5 hits
-and 8 KB behind the documented delimiter, nothing at all when nothing matches, capture
-attributed to the speaker, and nothing captured from failed or cancelled turns, recalled memory
-or preceding messages. A tier with ``automatic_recall = False`` (like ``journal``) must instead never be
-injected.
+stored data. Every limit is checked at and either side of its boundary, with data that makes
+that limit the one that binds:
 
-:class:`EmbedderContract` does the same for embedders: fixed dimensions, one finite vector per
-text, determinism across instances, and that related texts score closer than unrelated ones.
+* the protocol: every search result is a :class:`MemoryHit` of this tier with a string id and a
+  score in 0..1, best first; ``limit`` 1, 5, 6 and 7 over six matching entries return exactly
+  1, 5, 6 and 6 hits, and ``limit`` 0 or -1 is a ``ValueError``; blank text (also Unicode
+  spaces) is a ``ValueError`` while ``" yak "`` is stored; ``forget`` of an unknown id is False
+  and removes nothing; query syntax is plain text (each odd query still finds the entry holding
+  its words); a tier with :attr:`~MemoryTierContract.entry_bound` keeps a text of that many
+  UTF-8 bytes whole and cuts one byte more at a character boundary; ``list``/``stats`` when the
+  tier is browsable;
+* through a real Agent with the bundled ``memory`` plugin: the kernel's recall gate keeps at
+  most 5 hits (4, 5 and 6 small candidates recall 4, 5 and 5) and at most 8 KB of hit text
+  (four multi-byte entries totalling 8191 and 8192 bytes are all recalled, 8193 bytes recall
+  three), behind the documented delimiter; nothing at all when nothing matches; a tier with
+  ``automatic_recall = False`` (like ``journal``) is never injected; capture attributed to the
+  speaker, and nothing captured from failed or cancelled turns, recalled memory or preceding
+  messages.
+
+:class:`EmbedderContract` (:mod:`monoagent.testing.embedder_contract`) does the same for embedders.
 
 The suites need pytest only when they run (imported lazily), and run coroutines with
 ``asyncio.run``, so no asyncio plugin is required.
@@ -36,13 +48,23 @@ from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import Embedder, MemoryTier
+from monoagent.kernel.interfaces import MemoryTier
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
+from monoagent.testing.embedder_contract import EmbedderContract
 from monoagent.text import utf8_len
 
-__all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract"]
+__all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
 
 CONTRACT_TIER = "contract-tier"
+#: The documented recall gate (hookspec ``recall_memory``): at most 5 hits and 8 KB of hit text.
+RECALL_MAX_HITS = 5
+RECALL_MAX_BYTES = 8 * 1024
+#: The user message of the recall tests; every seeded entry holds each of its words.
+RECALL_QUESTION = "Quokkas on Rottnest island?"
+#: Words that make seeded entries distinct (no tier may take them for near-duplicates).
+SALTS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+#: An entry holding a word of each odd query but the last, which matches nothing.
+ODD_MEMORY = "An ordinary memory: drop tables, col:umn NEAR the unbalanced quote, nul separators, 🎉 会议 ünïcødé."
 ODD_QUERIES = (
     '"unbalanced quote',
     "NEAR(a b) AND OR NOT",
@@ -58,12 +80,21 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def _cos(a: Sequence[float], b: Sequence[float]) -> float:
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(x * x for x in b))
-    if na == 0 or nb == 0:
-        return 0.0
-    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
+def sized_text(head: str, size: int, salt: str) -> str:
+    """``head`` and words of multi-byte filler unique to ``salt``: exactly ``size`` UTF-8 bytes, no blank at either end."""
+    words = [head]
+    used = utf8_len(head)
+    n = 0
+    while True:
+        word = f"ünï{salt}会{n}"
+        if used + 1 + utf8_len(word) > size - 9:
+            break
+        words.append(word)
+        used += 1 + utf8_len(word)
+        n += 1
+    if size - used - 1 < 1:
+        raise ValueError(f"{size} bytes cannot hold {head!r} and a filler word")
+    return " ".join(words) + " " + "z" * (size - used - 1)
 
 
 class MemoryTierContract:
@@ -71,6 +102,10 @@ class MemoryTierContract:
 
     #: The longest hit text (UTF-8 bytes) the tier may return for a 1 MB add.
     max_hit_bytes = 64 * 1024
+    #: The documented bound of what the tier keeps, in UTF-8 bytes (``None``: it declares none,
+    #: and the boundary test skips): a text of exactly this many bytes is kept whole, one byte
+    #: more is cut to no more than that, at a character boundary.
+    entry_bound: int | None = None
 
     # ------------------------------------------------------------------ what a tier provides
 
@@ -90,10 +125,13 @@ class MemoryTierContract:
         return ContractTierPlugin()
 
     def agent(self, tmp_path: Path, steps: Sequence[dict[str, Any]] | None = None, **config: Any) -> Any:
-        """A fresh Agent whose only memory tier is this one (``offline:scripted`` when ``steps``)."""
+        """A fresh Agent whose only memory tier is this one (``offline:scripted`` when ``steps``).
+
+        ``config`` is merged over it; a ``memory`` mapping is merged into the memory section.
+        """
         from monoagent.testing import fresh_agent, scripted_agent
 
-        data = {"memory": {"tiers": [CONTRACT_TIER]}, **config}
+        data = {**config, "memory": {"tiers": [CONTRACT_TIER], **dict(config.get("memory", {}))}}
         (tmp_path / "agent").mkdir(parents=True, exist_ok=True)
         if steps is None:
             return fresh_agent(tmp_path / "agent", config=data, plugins=[self._plugin(tmp_path)])
@@ -119,69 +157,90 @@ class MemoryTierContract:
 
     @staticmethod
     def search(tier: MemoryTier, query: str, limit: int = 10) -> list[MemoryHit]:
-        return list(_run(tier.search(query, limit=limit)))
+        """``tier.search``, checked against the protocol: at most ``limit`` hits of this tier, best first."""
+        hits = list(_run(tier.search(query, limit=limit)))
+        assert len(hits) <= limit, f"search(limit={limit}) returned {len(hits)} hits"
+        for hit in hits:
+            assert isinstance(hit, MemoryHit), f"search returned {hit!r}, not a MemoryHit"
+            assert hit.source == tier.name, f"a hit's source is {hit.source!r}, not the tier's name {tier.name!r}"
+            assert isinstance(hit.id, str) and hit.id, f"a hit's id is {hit.id!r}, not a non-empty string"
+            score = hit.score
+            assert isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score), score
+            assert 0.0 <= score <= 1.0, f"a hit's score {score} is outside 0..1"
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True), f"hits are not best first: scores {scores}"
+        return hits
 
     # ------------------------------------------------------------------ the protocol
 
     def test_contract_empty_store_finds_nothing(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         assert self.search(tier, "anything at all") == []
+        memory_id = _run(tier.add("The heating engineer comes on Monday."))
+        assert self.search(tier, "zebra crossings harbour") == []
+        assert [hit.id for hit in self.search(tier, "heating engineer")] == [memory_id]
         self.close(tier)
 
     def test_contract_add_then_search_finds_it(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         memory_id = _run(tier.add("Alice prefers metric units in the quarterly reports."))
         assert isinstance(memory_id, str) and memory_id
+        ids = [memory_id]
         for text in ("The build server lives in Frankfurt.", "Bob's cat is called Miso.", "Lunch is at noon on Fridays."):
-            _run(tier.add(text))
+            ids.append(_run(tier.add(text)))
+        assert len(set(ids)) == 4, f"four different texts got the ids {ids}"
         hits = self.search(tier, "metric units reports")
         assert hits, "a stored memory was not found by its own words"
         best = hits[0]
-        assert isinstance(best, MemoryHit)
         assert "metric units" in best.text
-        assert best.source == tier.name
         assert best.id == memory_id
-        assert 0.0 <= best.score <= 1.0
         self.close(tier)
 
-    def test_contract_limit_is_respected_and_scores_descend(self, tmp_path: Path) -> None:
+    def test_contract_limit_binds_exactly(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
-        for i in range(12):
-            _run(tier.add(f"Note {i}: the quokka enclosure needs {'fresh water ' * (i % 4 + 1)}today."))
-        hits = self.search(tier, "quokka enclosure water", limit=3)
-        assert 1 <= len(hits) <= 3
-        scores = [hit.score for hit in hits]
-        assert scores == sorted(scores, reverse=True)
-        assert all(0.0 <= s <= 1.0 for s in scores)
+        ids = {_run(tier.add(sized_text(f"Quokka enclosure note {salt}:", 160, salt))) for salt in SALTS[:6]}
+        assert len(ids) == 6, "six distinct entries were merged"
+        for limit, expected in ((1, 1), (5, 5), (6, 6), (7, 6)):
+            hits = self.search(tier, "quokka enclosure", limit=limit)
+            assert len(hits) == expected, f"limit={limit} over six matching entries returned {len(hits)} hits, not {expected}"
+        assert {hit.id for hit in self.search(tier, "quokka enclosure", limit=7)} == ids
         self.close(tier)
 
     def test_contract_limit_below_one_is_an_error(self, tmp_path: Path) -> None:
         import pytest
 
         tier = self.tier(tmp_path)
-        with pytest.raises(ValueError, match="limit"):
-            _run(tier.search("anything", limit=0))
+        _run(tier.add("The otter holt is by the weir."))
+        for limit in (0, -1):
+            with pytest.raises(ValueError, match="limit"):
+                _run(tier.search("otter holt", limit=limit))
+        assert len(self.search(tier, "otter holt", limit=1)) == 1
         self.close(tier)
 
     def test_contract_blank_text_is_an_error(self, tmp_path: Path) -> None:
         import pytest
 
         tier = self.tier(tmp_path)
-        for blank in ("", "   \n\t"):
+        for blank in ("", "   \n\t", "\u3000\u00a0"):
             with pytest.raises(ValueError):
                 _run(tier.add(blank))
+        memory_id = _run(tier.add(" yak "))
+        [hit] = self.search(tier, "yak")
+        assert hit.id == memory_id and "yak" in hit.text
         self.close(tier)
 
     def test_contract_forget_removes_one_entry(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         keep = _run(tier.add("The staging database is called heron."))
         drop = _run(tier.add("The production database is called falcon."))
+        assert keep != drop
+        for unknown in ("no-such-id", "", "0", "-1", keep + "0", str(2**63 - 1), str(2**63), "9" * 30):
+            assert _run(tier.forget(unknown)) is False, f"forget({unknown!r}) of an id never issued"
         assert _run(tier.forget(drop)) is True
         assert _run(tier.forget(drop)) is False
-        assert _run(tier.forget("no-such-id")) is False
-        texts = " ".join(hit.text for hit in self.search(tier, "database called heron falcon"))
-        assert "heron" in texts and "falcon" not in texts
-        assert keep != drop
+        hits = self.search(tier, "database called heron falcon")
+        assert [hit.id for hit in hits] == [keep]
+        assert "heron" in hits[0].text
         self.close(tier)
 
     def test_contract_unicode_round_trips(self, tmp_path: Path) -> None:
@@ -194,18 +253,42 @@ class MemoryTierContract:
 
     def test_contract_query_syntax_is_plain_text(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
-        _run(tier.add("A perfectly ordinary memory about drop tables and columns."))
-        for query in ODD_QUERIES:
-            hits = self.search(tier, query)
-            assert isinstance(hits, list)
+        memory_id = _run(tier.add(ODD_MEMORY))
+        for query in ODD_QUERIES[:-1]:
+            assert [hit.id for hit in self.search(tier, query)] == [memory_id], f"{query!r} did not find the entry holding its words"
+        self.search(tier, ODD_QUERIES[-1])
+        [hit] = self.search(tier, "ordinary memory")
+        assert ODD_MEMORY in hit.text
         self.close(tier)
 
     def test_contract_large_text_is_bounded(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         _run(tier.add("wombat " + "filler text " * 90_000))
         hits = self.search(tier, "wombat")
+        assert hits, "a 1 MB text was not found by its first word"
         assert all(utf8_len(hit.text) <= self.max_hit_bytes for hit in hits)
         self.close(tier)
+
+    def test_contract_entry_bound_at_and_either_side(self, tmp_path: Path) -> None:
+        import pytest
+
+        bound = self.entry_bound
+        if bound is None:
+            pytest.skip("the tier declares no entry_bound (MemoryTierContract.entry_bound), so no boundary to check")
+        texts = {size: sized_text("Wombat burrow survey:", size, "wombat") for size in (bound - 1, bound, bound + 1)}
+        kept: dict[int, str] = {}
+        for size, text in texts.items():
+            tier = self.tier(tmp_path / str(size))
+            _run(tier.add(text))
+            [hit] = self.search(tier, "wombat burrow survey", limit=1)
+            kept[size] = hit.text
+            self.close(tier)
+        assert texts[bound - 1] in kept[bound - 1], f"a text of {bound - 1} bytes was not kept whole"
+        assert texts[bound] in kept[bound], f"a text of exactly entry_bound={bound} bytes was not kept whole"
+        over = kept[bound + 1]
+        assert texts[bound + 1] not in over, f"a text of {bound + 1} bytes was kept whole, over entry_bound={bound}"
+        assert utf8_len(over) <= utf8_len(kept[bound]), "a text over the bound came back longer than one at the bound"
+        assert "Wombat burrow survey:" in over and "\ufffd" not in over, "the cut is not at a character boundary"
 
     def test_contract_data_survives_a_new_handle(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
@@ -219,18 +302,28 @@ class MemoryTierContract:
     def test_contract_list_and_stats_when_browsable(self, tmp_path: Path) -> None:
         import pytest
 
-        tier = self.tier(tmp_path)
+        tier: Any = self.tier(tmp_path)
         if not (hasattr(tier, "list") and hasattr(tier, "stats")):
             self.close(tier)
             pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
-        first = _run(tier.add("First memory: the printer is on floor two."))
-        second = _run(tier.add("Second memory: the kettle is broken again."))
+        texts = ("First memory: the printer is on floor two.", "Second memory: the kettle is broken again.")
+        first = _run(tier.add(texts[0]))
+        second = _run(tier.add(texts[1]))
         records = list(_run(tier.list(limit=10)))
-        assert [r.id for r in records][:2] == [second, first]
-        assert list(_run(tier.list(limit=1, offset=1)))[0].id == first
+        assert [r.id for r in records] == [second, first]
+        assert texts[1] in records[0].text and texts[0] in records[1].text
+        assert [r.id for r in _run(tier.list(limit=1))] == [second]
+        assert [r.id for r in _run(tier.list(limit=1, offset=1))] == [first]
+        assert list(_run(tier.list(limit=10, offset=2))) == []
+        for bad in ({"limit": 0}, {"limit": 1, "offset": -1}):
+            with pytest.raises(ValueError):
+                _run(tier.list(**bad))
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2
-        assert stats.bytes >= utf8_len("First memory: the printer is on floor two.")
+        assert stats.bytes == sum(utf8_len(text) for text in texts)
+        assert _run(tier.forget(first)) is True
+        assert _run(tier.stats()).entries == 1
+        assert [r.id for r in _run(tier.list(limit=10))] == [second]
         self.close(tier)
 
     # ------------------------------------------------------------------ recall through an Agent
@@ -240,25 +333,96 @@ class MemoryTierContract:
         for text in texts:
             _run(tier.add(text))
 
-    def test_contract_recall_is_gated_and_bounded(self, tmp_path: Path) -> None:
-        agent = self.agent(tmp_path)
-        self._seed(agent, [f"Quokka fact {i}: " + f"quokkas hop around Rottnest island {i} " * 45 for i in range(12)])
-        events: list[Any] = []
+    def _automatic_or_skip(self, tmp_path: Path) -> None:
+        import pytest
+
+        tier = self.tier(tmp_path / "probe")
+        automatic = self.automatic(tier)
+        self.close(tier)
+        if not automatic:
+            pytest.skip("the tier sets automatic_recall = False: it is never injected (test_contract_not_automatic_is_never_injected)")
+
+    def _recall(self, tmp_path: Path, texts: Sequence[str]) -> tuple[dict[str, Any], str]:
+        """Seed ``texts`` (each holding every word of the question), ask it on offline:echo: the event data and the reply.
+
+        The score gate is opened (``minScore = 0``) so that only the count and byte caps can bind.
+        """
         from monoagent.testing import collect_events
 
-        result = agent.run_sync("What do you know about quokkas on Rottnest island?", conversation_id="c", on_event=collect_events(events))
-        recalled = [e for e in events if e.type == "memory_recalled"]
-        if not self.automatic(agent.memory_tiers()[CONTRACT_TIER]):
-            assert recalled == []
-            assert RECALL_DELIMITER not in result.text
-        else:
-            assert len(recalled) == 1
-            data = recalled[0].data
-            assert set(data) == {"hits", "bytes"}
-            assert 1 <= len(data["hits"]) <= 5
-            assert all(set(h) == {"source", "bytes"} for h in data["hits"])
-            assert data["bytes"] <= 8 * 1024
-            assert RECALL_DELIMITER in result.text  # offline:echo repeats the user message
+        agent = self.agent(tmp_path, memory={"recall": {"minScore": 0.0}})
+        tier = agent.memory_tiers()[CONTRACT_TIER]
+        self._seed(agent, texts)
+        found = self.search(tier, RECALL_QUESTION, limit=10)
+        assert len(found) == len(texts), f"the tier found {len(found)} of {len(texts)} entries holding every word of the query"
+        events: list[Any] = []
+        result = agent.run_sync(RECALL_QUESTION, conversation_id="c", on_event=collect_events(events))
+        _run(agent.aclose())
+        recalled = [e.data for e in events if e.type == "memory_recalled"]
+        assert len(recalled) == 1, f"{len(recalled)} memory_recalled events for one turn"
+        assert set(recalled[0]) == {"hits", "bytes"} and all(set(h) == {"source", "bytes"} for h in recalled[0]["hits"])
+        assert RECALL_DELIMITER in result.text  # offline:echo repeats the user message
+        return recalled[0], result.text
+
+    def test_contract_recall_keeps_at_most_five_hits(self, tmp_path: Path) -> None:
+        self._automatic_or_skip(tmp_path)
+        for candidates in (4, 5, 6):
+            texts = [sized_text(f"Quokka note {salt}: quokkas hop on Rottnest island.", 200, salt) for salt in SALTS[:candidates]]
+            data, reply = self._recall(tmp_path / f"hits-{candidates}", texts)
+            expected = min(candidates, RECALL_MAX_HITS)
+            assert len(data["hits"]) == expected, f"{candidates} candidates recalled {len(data['hits'])} hits, not {expected}"
+            assert sum(f"ünï{salt}会0" in reply for salt in SALTS[:candidates]) == expected
+            assert data["bytes"] == 200 * expected
+
+    def _hit_overhead(self, tmp_path: Path) -> int:
+        """How many bytes the tier's hit adds around a stored text (0 for a tier that returns it as stored)."""
+        import pytest
+
+        tier = self.tier(tmp_path)
+        text = sized_text("Quokka probe note:", 300, "probe")
+        memory_id = _run(tier.add(text))
+        hits = [hit for hit in self.search(tier, "quokka probe note") if hit.id == memory_id]
+        self.close(tier)
+        if not hits or text not in hits[0].text:
+            pytest.skip("the tier's hits do not hold a 300-byte text whole, so no recall can be sized to the exact byte cap")
+        return utf8_len(hits[0].text) - utf8_len(text)
+
+    def test_contract_recall_keeps_at_most_8_kib(self, tmp_path: Path) -> None:
+        import pytest
+
+        self._automatic_or_skip(tmp_path)
+        entry = RECALL_MAX_BYTES // 4
+        if self.entry_bound is not None and self.entry_bound < entry + 1:
+            pytest.skip(f"the tier's entry_bound {self.entry_bound} cannot hold the {entry + 1}-byte entries of this test")
+        overhead = self._hit_overhead(tmp_path / "probe-size")
+        for total, expected in ((RECALL_MAX_BYTES - 1, 4), (RECALL_MAX_BYTES, 4), (RECALL_MAX_BYTES + 1, 3)):
+            sizes = [entry, entry, entry, entry + total - RECALL_MAX_BYTES]
+            texts = [
+                sized_text(f"Quokka note {salt}: quokkas hop on Rottnest island.", size - overhead, salt)
+                for salt, size in zip(SALTS, sizes, strict=False)
+            ]
+            data, reply = self._recall(tmp_path / f"bytes-{total}", texts)
+            assert len(data["hits"]) == expected, f"hits of {total} bytes in all recalled {len(data['hits'])}, not {expected}"
+            assert sum(f"ünï{salt}会0" in reply for salt in SALTS[:4]) == expected
+            assert data["bytes"] == sum(hit["bytes"] for hit in data["hits"]) <= RECALL_MAX_BYTES
+            if expected == 4:
+                assert data["bytes"] == total
+            else:  # the hit that did not fit was skipped, whichever it was
+                assert data["bytes"] in {3 * entry, 2 * entry + sizes[-1]}
+
+    def test_contract_not_automatic_is_never_injected(self, tmp_path: Path) -> None:
+        import pytest
+
+        from monoagent.testing import collect_events
+
+        agent = self.agent(tmp_path)
+        if self.automatic(agent.memory_tiers()[CONTRACT_TIER]):
+            _run(agent.aclose())
+            pytest.skip("the tier recalls automatically (automatic_recall is not False): the recall cap tests cover it")
+        self._seed(agent, [f"Quokka note {salt}: quokkas hop on Rottnest island." for salt in SALTS[:3]])
+        events: list[Any] = []
+        result = agent.run_sync(RECALL_QUESTION, conversation_id="c", on_event=collect_events(events))
+        assert [e for e in events if e.type == "memory_recalled"] == []
+        assert RECALL_DELIMITER not in result.text
         _run(agent.aclose())
 
     def test_contract_nothing_recalled_injects_nothing(self, tmp_path: Path) -> None:
@@ -334,48 +498,3 @@ class MemoryTierContract:
         assert "SEEDED-FACT" not in captured[0]
         assert "PRECEDING-CHATTER" not in captured[0]
         _run(agent.aclose())
-
-
-class EmbedderContract:
-    """Subclass with a ``Test`` name and implement :meth:`make_embedder`."""
-
-    related = ("the deployment to staging failed last night", "deploying to staging failed again tonight")
-    unrelated = "a recipe for banana bread with walnuts and cinnamon"
-
-    def make_embedder(self) -> Embedder:
-        raise NotImplementedError("subclasses of EmbedderContract implement make_embedder()")
-
-    def test_contract_dimensions_are_fixed(self) -> None:
-        embedder = self.make_embedder()
-        assert isinstance(embedder.dimensions, int) and embedder.dimensions > 0
-        assert isinstance(embedder.name, str) and embedder.name
-        vectors = embedder.embed(["one", "two words", "a somewhat longer sentence of several words"])
-        assert len(vectors) == 3
-        assert all(len(v) == embedder.dimensions for v in vectors)
-
-    def test_contract_vectors_are_finite_floats(self) -> None:
-        embedder = self.make_embedder()
-        for vector in embedder.embed(["ünïcødé 会议 🎉", "", "x" * 20_000]):
-            assert len(vector) == embedder.dimensions
-            assert all(isinstance(float(x), float) and math.isfinite(x) for x in vector)
-
-    def test_contract_empty_batch(self) -> None:
-        assert list(self.make_embedder().embed([])) == []
-
-    def test_contract_deterministic_across_instances(self) -> None:
-        texts = [self.related[0], self.unrelated]
-        first = [list(map(float, v)) for v in self.make_embedder().embed(texts)]
-        second = [list(map(float, v)) for v in self.make_embedder().embed(texts)]
-        for a, b in zip(first, second, strict=True):
-            assert all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-6) for x, y in zip(a, b, strict=True))
-
-    def test_contract_batch_equals_single(self) -> None:
-        embedder = self.make_embedder()
-        batch = embedder.embed([self.related[0], self.unrelated])
-        single = embedder.embed([self.unrelated])[0]
-        assert all(math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) for x, y in zip(batch[1], single, strict=True))
-
-    def test_contract_related_texts_are_closer(self) -> None:
-        a, b, c = self.make_embedder().embed([*self.related, self.unrelated])
-        assert _cos(a, b) > _cos(a, c) + 0.1
-        assert math.isclose(_cos(a, a), 1.0, rel_tol=1e-4)
