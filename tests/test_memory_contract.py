@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+from sqlite_vec_required import need_sqlite_vec
+
 from monoagent.testing import EmbedderContract, MemoryTierContract
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
@@ -25,6 +30,28 @@ class TestJournalContract(MemoryTierContract):
 class TestJournalPurePythonVectorsContract(TestJournalContract):
     def make_tier(self, agent, tmp_path):
         return JournalTier(tmp_path / "journal.sqlite", HashedNgramEmbedder(64), vector_backend="python")
+
+
+class TestJournalSqliteVecContract(TestJournalContract):
+    """The journal's contract on the sqlite-vec backend, pinned: skips where sqlite-vec cannot load
+    (fails there under MONOAGENT_REQUIRE_SQLITE_VEC=1, as CI's .venv-vec step sets)."""
+
+    vector_backend = "sqlite-vec"
+
+    @pytest.fixture(autouse=True)
+    def _sqlite_vec_loads(self):
+        need_sqlite_vec()
+
+    def make_tier(self, agent, tmp_path):
+        return JournalTier(
+            tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent), vector_backend=self.vector_backend
+        )
+
+    def test_the_backend_is_sqlite_vec(self, tmp_path):
+        tier = self.tier(tmp_path)
+        asyncio.run(tier.add("The otters moved to the lower pond."))
+        assert asyncio.run(tier.stats()).details["vector_backend"] == "sqlite-vec"
+        self.close(tier)
 
 
 class TestHashedNgramsContract(EmbedderContract):
