@@ -3,21 +3,55 @@
 from __future__ import annotations
 
 import asyncio
+import random
+import sqlite3
 
 import pytest
 from sqlite_vec_required import need_sqlite_vec
 
-from monoagent.testing import EmbedderContract, MemoryTierContract
+from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
-from monoagent_plugins.memory_lite import LiteTier
+from monoagent_plugins.memory_lite import make_lite
+
+LITE_ENTRY_BYTES = 2560  # not the default 4096: the contract sees that the factory passed the option on
+
+
+def garbage(size: int, seed: int = 8) -> bytes:
+    """``size`` bytes of noise, the same on every run."""
+    return random.Random(seed).randbytes(size)
+
+
+def damage_file(path):
+    path.write_bytes(garbage(3 * 4096 + 17))
+
+
+def damage_fts(path, fts):
+    """Overwrite every block of an FTS5 index (its structure record included) with noise; the entries stay."""
+    with sqlite3.connect(path) as conn:
+        blocks = conn.execute(f"SELECT id, length(block) FROM {fts}_data").fetchall()
+        conn.executemany(f"UPDATE {fts}_data SET block = ? WHERE id = ?", [(garbage(size, row), row) for row, size in blocks])
+        conn.execute(f"UPDATE {fts}_docsize SET sz = ?", (garbage(5),))
+    conn.close()
 
 
 class TestLiteContract(MemoryTierContract):
-    entry_bound = 4096  # memory.lite.maxEntryBytes
+    """``lite`` built by its registry factory, from config (``memory.path``) and an option."""
+
+    entry_bound = LITE_ENTRY_BYTES
 
     def make_tier(self, agent, tmp_path):
-        return LiteTier(tmp_path / "lite.sqlite")
+        factory_agent = fresh_agent(tmp_path.parent / f"{tmp_path.name}-factory", config={"memory": {"path": str(tmp_path)}})
+        return make_lite(factory_agent, {"max_entry_bytes": LITE_ENTRY_BYTES})
+
+    def damage(self, tier_path):
+        damage_file(tier_path / "lite.sqlite")
+
+    def damage_index(self, tier_path):
+        damage_fts(tier_path / "lite.sqlite", "memories_fts")
+
+    def add_many(self, tier, texts):
+        return asyncio.run(tier.add_many(texts))
 
 
 class TestJournalContract(MemoryTierContract):
@@ -25,6 +59,15 @@ class TestJournalContract(MemoryTierContract):
 
     def make_tier(self, agent, tmp_path):
         return JournalTier(tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent))
+
+    def damage(self, tier_path):
+        damage_file(tier_path / "journal.sqlite")
+
+    def damage_index(self, tier_path):
+        damage_fts(tier_path / "journal.sqlite", "entries_fts")
+
+    def add_many(self, tier, texts):
+        return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))
 
 
 class TestJournalPurePythonVectorsContract(TestJournalContract):

@@ -112,6 +112,28 @@ class MemoryTierContract:
     def make_tier(self, agent: Any, tmp_path: Path) -> MemoryTier:
         raise NotImplementedError("subclasses of MemoryTierContract implement make_tier(agent, tmp_path)")
 
+    def damage(self, tier_path: Path) -> None:
+        """Optional: damage the stored data under ``tier_path`` (the ``tmp_path`` given to :meth:`make_tier`), as a bad
+        disk would. Implemented, it has the suite check that the damaged tier fails with a one-line error
+        naming it and that a turn goes on with warnings naming it; otherwise those tests skip."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.damage (damaging the tier's stored data)")
+
+    def damage_index(self, tier_path: Path) -> None:
+        """Optional: damage the tier's search index under ``tier_path`` and leave its stored entries as they are.
+        Implemented, it has the suite check that every entry is still found (the index rebuilt from them)."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.damage_index (a search index apart from the entries)")
+
+    def add_many(self, tier: Any, texts: Sequence[str]) -> list[str]:
+        """Optional: the tier's bulk import of ``texts``, one entry each (no merging), one transaction.
+        Implemented, it has the suite check its ids, that nothing merges, and that a blank text stores nothing."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.add_many (a bulk import)")
+
     # ------------------------------------------------------------------ helpers
 
     def _plugin(self, tmp_path: Path) -> Any:
@@ -324,6 +346,64 @@ class MemoryTierContract:
         assert _run(tier.forget(first)) is True
         assert _run(tier.stats()).entries == 1
         assert [r.id for r in _run(tier.list(limit=10))] == [second]
+        self.close(tier)
+
+    # ------------------------------------------------------------------ optional: damage and bulk import
+
+    def test_contract_damaged_store_fails_the_tier_not_the_turn(self, tmp_path: Path) -> None:
+        import pytest
+
+        from monoagent.testing import collect_events
+
+        tier = self.tier(tmp_path)
+        _run(tier.add("The badger sett is under the oak."))
+        name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
+        self.close(tier)
+        self.damage(tmp_path / "tier")
+        tier = self.tier(tmp_path)
+        for call in (lambda: tier.search("badger sett", limit=3), lambda: tier.add("The fox den is by the river.")):
+            with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                _run(call())
+            message = str(caught.value)
+            assert len(message.splitlines()) == 1 and name in message, f"not one line naming the tier {name!r}: {message!r}"
+        self.close(tier)
+        agent = self.agent(tmp_path)
+        events: list[Any] = []
+        result = agent.run_sync("Where is the badger sett?", conversation_id="c", on_event=collect_events(events))
+        _run(agent.aclose())
+        assert result.status == "completed"
+        warned = {(e.data.get("code"), e.data.get("tier")) for e in events if e.type == "runtime_warning"}
+        expected = {("memory_recall_failed", CONTRACT_TIER)} if automatic else set()
+        expected |= {("memory_capture_failed", CONTRACT_TIER)} if captures else set()
+        assert warned == expected
+        assert RECALL_DELIMITER not in result.text
+
+    def test_contract_damaged_index_is_rebuilt_from_the_entries(self, tmp_path: Path) -> None:
+        tier = self.tier(tmp_path)
+        ids = {_run(tier.add(sized_text(f"Badger sett note {salt}:", 300, salt))) for salt in SALTS}
+        self.close(tier)
+        self.damage_index(tmp_path / "tier")
+        tier = self.tier(tmp_path)
+        assert {hit.id for hit in self.search(tier, "badger sett", limit=10)} == ids
+        later = _run(tier.add(sized_text("Badger sett note india:", 300, "india")))
+        assert later in {hit.id for hit in self.search(tier, "badger sett india", limit=10)}
+        self.close(tier)
+
+    def test_contract_bulk_import_keeps_each_text(self, tmp_path: Path) -> None:
+        import pytest
+
+        tier = self.tier(tmp_path)
+        texts = [sized_text(f"Heron survey note {salt}:", 200, salt) for salt in SALTS[:4]]
+        ids = self.add_many(tier, [*texts, texts[0]])
+        assert len(ids) == 5 and len(set(ids)) == 5, f"five texts (one repeated) got the ids {ids}"
+        hits = self.search(tier, "heron survey", limit=10)
+        assert {hit.id for hit in hits} == set(ids)
+        for memory_id, text in zip(ids, texts, strict=False):
+            assert text in next(hit.text for hit in hits if hit.id == memory_id)
+        for blank in ("", " \n "):
+            with pytest.raises(ValueError):
+                self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
+        assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
         self.close(tier)
 
     # ------------------------------------------------------------------ recall through an Agent
