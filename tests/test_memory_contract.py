@@ -39,6 +39,7 @@ class TestLiteContract(MemoryTierContract):
     """``lite`` built by its registry factory, from config (``memory.path``) and an option."""
 
     entry_bound = LITE_ENTRY_BYTES
+    merge_threshold = 0.9  # memory.lite.mergeThreshold
 
     def make_tier(self, agent, tmp_path):
         factory_agent = fresh_agent(tmp_path.parent / f"{tmp_path.name}-factory", config={"memory": {"path": str(tmp_path)}})
