@@ -235,7 +235,8 @@ class MemoryTierContract(TierThroughAgentChecks):
             "afternoon after lunch with coffee and biscuits"
         ).split()
         near = ["crew" if word == "team" else word for word in words]  # one short word swapped
-        far = [*words[:-4], "in", "building", "nine", "today"]
+        swaps = {"team": "crew", "room": "hall", "seven": "eight", "lunch": "tea"}
+        far = [swaps.get(word, word) for word in words]  # four words swapped, its longest words kept
         overlap = {len(set(words) & set(other)) / len(set(words) | set(other)) for other in (near, far)}
         assert min(overlap) < threshold <= max(overlap), f"the data does not straddle merge_threshold={threshold}"
         tier = self.tier(tmp_path)
