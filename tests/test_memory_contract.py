@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import re
 import sqlite3
 
 import pytest
 from sqlite_vec_required import need_sqlite_vec
 
+from monoagent.kernel.model import MemoryHit
 from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
@@ -96,6 +99,61 @@ class TestJournalSqliteVecContract(TestJournalContract):
         asyncio.run(tier.add("The otters moved to the lower pond."))
         assert asyncio.run(tier.stats()).details["vector_backend"] == "sqlite-vec"
         self.close(tier)
+
+
+class MinimalTier:
+    """The MemoryTier protocol and nothing more, in a JSON file: what a small third-party tier can be."""
+
+    STOP = frozenset("a an and the on of to in for".split())
+
+    def __init__(self, path):
+        self.name = "minimal"
+        self.path = path
+
+    def _load(self):
+        return json.loads(self.path.read_text()) if self.path.exists() else {"next": 1, "entries": {}}
+
+    def _save(self, data):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(data))
+
+    def _words(self, text):
+        return [w for w in re.findall(r"\w+", text.casefold()) if w not in self.STOP]
+
+    async def search(self, query, *, limit):
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1 (got {limit})")
+        terms = set(self._words(query))
+        scored = []
+        for memory_id, text in self._load()["entries"].items():
+            score = len(terms & set(self._words(text))) / len(terms) if terms else 0.0
+            if score > 0:
+                scored.append(MemoryHit(self.name, text, score, memory_id))
+        return sorted(scored, key=lambda hit: (-hit.score, int(hit.id)))[:limit]
+
+    async def add(self, text, *, metadata=None):
+        if not text.strip():
+            raise ValueError("memory text must not be blank")
+        data = self._load()
+        memory_id = str(data["next"])
+        data["next"] += 1
+        data["entries"][memory_id] = text.strip()[:4000]
+        self._save(data)
+        return memory_id
+
+    async def forget(self, memory_id):
+        data = self._load()
+        if data["entries"].pop(memory_id, None) is None:
+            return False
+        self._save(data)
+        return True
+
+
+class TestMinimalTierContract(MemoryTierContract):
+    """A tier with none of the optional parts passes, each optional test skipping with its reason."""
+
+    def make_tier(self, agent, tmp_path):
+        return MinimalTier(tmp_path / "minimal.json")
 
 
 class TestHashedNgramsContract(EmbedderContract):

@@ -29,7 +29,7 @@ RECALL_MAX_BYTES = 8 * 1024
 RECALL_QUESTION = "Quokkas on Rottnest island?"
 #: Words that make seeded entries distinct (no tier may take them for near-duplicates).
 SALTS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
-#: An entry holding a word of each odd query but the last, which matches nothing.
+
 
 def _run(coro: Any) -> Any:
     return asyncio.run(coro)
@@ -50,6 +50,7 @@ def sized_text(head: str, size: int, salt: str) -> str:
     if size - used - 1 < 1:
         raise ValueError(f"{size} bytes cannot hold {head!r} and a filler word")
     return " ".join(words) + " " + "z" * (size - used - 1)
+
 
 class TierHarness:
     """Builds the tier under test and checks what it answers; see :class:`~monoagent.testing.MemoryTierContract`."""

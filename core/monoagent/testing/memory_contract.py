@@ -58,6 +58,7 @@ from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
 
+#: An entry holding a word of each odd query but the last, which matches nothing.
 ODD_MEMORY = "An ordinary memory: drop tables, col:umn NEAR the unbalanced quote, nul separators, 🎉 会议 ünïcødé."
 ODD_QUERIES = (
     '"unbalanced quote',
@@ -334,15 +335,17 @@ class MemoryTierContract(TierThroughAgentChecks):
         import pytest
 
         tier = self.tier(tmp_path)
-        texts = [sized_text(f"Heron survey note {salt}:", 200, salt) for salt in SALTS[:4]]
-        ids = self.add_many(tier, [*texts, texts[0]])
-        assert len(ids) == 5 and len(set(ids)) == 5, f"five texts (one repeated) got the ids {ids}"
-        hits = self.search(tier, "heron survey", limit=10)
-        assert {hit.id for hit in hits} == set(ids)
-        for memory_id, text in zip(ids, texts, strict=False):
-            assert text in next(hit.text for hit in hits if hit.id == memory_id)
-        for blank in ("", " \n "):
-            with pytest.raises(ValueError):
-                self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
-        assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
-        self.close(tier)
+        try:  # add_many may skip: the tier is closed all the same
+            texts = [sized_text(f"Heron survey note {salt}:", 200, salt) for salt in SALTS[:4]]
+            ids = self.add_many(tier, [*texts, texts[0]])
+            assert len(ids) == 5 and len(set(ids)) == 5, f"five texts (one repeated) got the ids {ids}"
+            hits = self.search(tier, "heron survey", limit=10)
+            assert {hit.id for hit in hits} == set(ids)
+            for memory_id, text in zip(ids, texts, strict=False):
+                assert text in next(hit.text for hit in hits if hit.id == memory_id)
+            for blank in ("", " \n "):
+                with pytest.raises(ValueError):
+                    self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
+            assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
+        finally:
+            self.close(tier)
