@@ -131,6 +131,15 @@ class MemoryTierContract(TierThroughAgentChecks):
         assert best.id == memory_id
         self.close(tier)
 
+    def test_contract_more_of_the_query_scores_higher(self, tmp_path: Path) -> None:
+        tier = self.tier(tmp_path)
+        one = _run(tier.add("The lighthouse keeper retired last spring."))
+        all_three = _run(tier.add("The lighthouse keeper rows the green ferry to the island."))
+        hits = {hit.id: hit.score for hit in self.search(tier, "lighthouse ferry island")}
+        assert set(hits) == {one, all_three}, "an entry holding words of the query was not found"
+        assert hits[all_three] > hits[one], f"an entry holding all three words scored {hits[all_three]}, one holding one {hits[one]}"
+        self.close(tier)
+
     def test_contract_limit_binds_exactly(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         ids = {_run(tier.add(sized_text(f"Quokka enclosure note {salt}:", 160, salt))) for salt in SALTS[:6]}
