@@ -58,7 +58,7 @@ _own_basetemp: list[str] = []
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+    if config.option.basetemp is None:
         _own_basetemp.append(tempfile.mkdtemp(prefix="monoagent-pytest-"))
         config.option.basetemp = _own_basetemp[0]
 

@@ -32,10 +32,10 @@ MIDNIGHT = datetime(2026, 3, 29, 0, 0, 0, tzinfo=UTC)
 DAY = "2026-03-28"
 
 
-def daily_agent(tmp_path, config=DAILY, at=LAST_SECOND, **kwargs):
-    """A fresh agent whose harness reads ``at`` as the time every turn starts."""
+def daily_agent(tmp_path, config=DAILY, **kwargs):
+    """A fresh agent whose harness reads :data:`LAST_SECOND` as the time every turn starts."""
     agent = fresh_agent(tmp_path, config=config, **kwargs)
-    agent.harness.clock = at.timestamp
+    agent.harness.clock = LAST_SECOND.timestamp
     return agent
 
 
