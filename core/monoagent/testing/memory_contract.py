@@ -40,6 +40,8 @@ The suites need pytest only when they run (imported lazily), and run coroutines 
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,6 +107,24 @@ class MemoryTierContract(TierThroughAgentChecks):
         import pytest
 
         pytest.skip("the test class does not implement MemoryTierContract.add_many (a bulk import)")
+
+    def damage_rows(self, tier_path: Path) -> None:
+        """Optional: leave the stored entries under ``tier_path`` holding values of the wrong kind, as a hand edit
+        or a bad disk would (bytes that are not UTF-8 where text goes, text where a time goes, metadata that is
+        not a JSON object), their count unchanged. Implemented, it has the suite check that search, ``list`` and
+        ``stats`` still answer with values of the documented types; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.damage_rows (entries holding values of the wrong kind)")
+
+    def lock(self, tier_path: Path) -> contextlib.AbstractContextManager[object]:
+        """Optional: a context manager holding, for its duration, the write lock another process would take on
+        the stored data under ``tier_path``. Implemented, it has the suite check that a write while it is held
+        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
+        the same handle writes again once it is released; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.lock (another process's write lock on the tier)")
 
     # ------------------------------------------------------------------ the protocol
 
@@ -356,5 +376,79 @@ class MemoryTierContract(TierThroughAgentChecks):
                 with pytest.raises(ValueError):
                     self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
             assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
+        finally:
+            self.close(tier)
+
+    def test_contract_large_store_keeps_every_word_findable(self, tmp_path: Path) -> None:
+        """The entry holding every word of a query is found (``limit=5``) in a store of 1,100, when 20 shorter ones hold two
+        of the words: after the 60 entries holding the third word were forgotten, and (a tier that merges) after
+        an entry holding it was merged into 60 times.
+
+        A tier that keeps per-word statistics (to skip common words) must keep them in step with ``forget``
+        and merging: a forgotten or replaced wording must not make a rare word look common.
+        """
+        tier = self.tier(tmp_path)
+        try:  # add_many may skip: the tier is closed all the same
+            texts = [f"Routine stock record {n} for the quiet shelf" for n in range(1020)]
+            texts += [f"Ember stock record {n} checked" for n in range(60)]
+            texts += [f"Lantern quartz record {n}" for n in range(20)]
+            ids = self.add_many(tier, texts)
+            assert len(ids) == len(texts)
+            for memory_id in ids[1020:1080]:
+                assert _run(tier.forget(memory_id)) is True
+            words = ["ember"]
+            if self.merge_threshold is not None:  # 60 merges into one entry holding "cinder"
+                merged = {_run(tier.add("Cinder delivery arrived with the crate and docket for the northern yard")) for _ in range(60)}
+                assert len(merged) == 1, f"one text added 60 times was stored as {len(merged)} entries"
+                words.append("cinder")
+            tail = " ".join(f"padding{n}" for n in range(7))  # longer than the 20: only its third word ranks it above them
+            for word in words:
+                target = _run(tier.add(f"{word.title()} lantern quartz {tail}"))
+                hits = self.search(tier, f"{word} lantern quartz", limit=5)
+                assert target in [hit.id for hit in hits], f"the one entry holding {word!r} and both other words was not found: {hits}"
+        finally:
+            self.close(tier)
+
+    def test_contract_damaged_rows_are_read_not_raised(self, tmp_path: Path) -> None:
+        import pytest
+
+        tier: Any = self.tier(tmp_path)
+        ids = [_run(tier.add(f"Heron count {salt}: the {salt} reed bed.", metadata={"salt": salt})) for salt in SALTS[:4]]
+        self.close(tier)
+        self.damage_rows(tmp_path / "tier")
+        tier = self.tier(tmp_path)
+        try:
+            for hit in self.search(tier, "heron count reed bed", limit=10):
+                assert isinstance(hit.text, str), f"a damaged entry's hit text is {hit.text!r}, not a string"
+            if not (hasattr(tier, "list") and hasattr(tier, "stats")):
+                pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
+            records = list(_run(tier.list(limit=10)))
+            assert sorted(r.id for r in records) == sorted(ids), "a damaged entry was not listed"
+            for record in records:
+                assert isinstance(record.text, str), record
+                for when in (record.created_at, record.updated_at):
+                    assert isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when), record
+                assert isinstance(record.metadata, dict), f"a damaged metadata cell came back as {record.metadata!r}, not a dict"
+            stats = _run(tier.stats())
+            assert stats.entries == len(ids) and isinstance(stats.bytes, int) and stats.bytes >= 0, stats
+        finally:
+            self.close(tier)
+
+    def test_contract_locked_store_fails_the_write_and_recovers(self, tmp_path: Path) -> None:
+        import pytest
+
+        tier = self.tier(tmp_path)
+        try:
+            kept = _run(tier.add("The kingfisher nests in the clay bank."))
+            with self.lock(tmp_path / "tier"):
+                assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read failed while a writer held the lock"
+                for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(write())
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message, f"not one line naming the tier: {message!r}"
+            later = _run(tier.add("The heron fishes at dawn."))
+            assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the lock went away was lost"
+            assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
         finally:
             self.close(tier)
