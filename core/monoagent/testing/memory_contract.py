@@ -262,7 +262,7 @@ class MemoryTierContract(TierThroughAgentChecks):
             pytest.skip("the tier declares no merge_threshold (MemoryTierContract.merge_threshold): it never merges")
         words = (
             "the quarterly planning meeting for the northern warehouse team moves to room seven on thursday "
-            "afternoon after lunch with coffee and biscuits"
+            "afternoon after lunch with coffee plus biscuits"  # no "and": a probe whose AND lost its case would need that word
         ).split()
         near = ["crew" if word == "team" else word for word in words]  # one short word swapped
         swaps = {"team": "crew", "room": "hall", "seven": "eight", "lunch": "tea"}
@@ -326,6 +326,7 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         from monoagent.testing import collect_events
 
+        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
         tier = self.tier(tmp_path)
         _run(tier.add("The badger sett is under the oak."))
         name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
@@ -437,6 +438,7 @@ class MemoryTierContract(TierThroughAgentChecks):
     def test_contract_locked_store_fails_the_write_and_recovers(self, tmp_path: Path) -> None:
         import pytest
 
+        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
         tier = self.tier(tmp_path)
         try:
             kept = _run(tier.add("The kingfisher nests in the clay bank."))
