@@ -86,6 +86,9 @@ class TestLiteContract(MemoryTierContract):
     def lock(self, tier_path):
         return write_locked(tier_path / "lite.sqlite")
 
+    def stored_files(self, tier_path):
+        return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
 
@@ -104,6 +107,9 @@ class TestJournalContract(MemoryTierContract):
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "journal.sqlite", "entries_fts")
+
+    def stored_files(self, tier_path):
+        return [tier_path / f"journal.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))

@@ -126,6 +126,16 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         pytest.skip("the test class does not implement MemoryTierContract.lock (another process's write lock on the tier)")
 
+    def stored_files(self, tier_path: Path) -> list[Path]:
+        """Optional: the paths of the files the tier keeps under ``tier_path`` (its database and the companions it
+        writes beside it, whether they exist yet or not). Implemented, it has the suite plant a directory, a FIFO
+        and a dangling symbolic link at each, and check that the tier refuses it (never hanging on the FIFO,
+        never creating what the link names) with a one-line error naming the tier and that path, and works
+        again on the same handle once the path is put back; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.stored_files (the paths of the tier's files)")
+
     # ------------------------------------------------------------------ the protocol
 
     def test_contract_empty_store_finds_nothing(self, tmp_path: Path) -> None:
@@ -454,3 +464,38 @@ class MemoryTierContract(TierThroughAgentChecks):
             assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
         finally:
             self.close(tier)
+
+    def test_contract_stored_files_must_be_regular_files(self, tmp_path: Path) -> None:
+        import os
+
+        import pytest
+
+        tier = self.tier(tmp_path)
+        kept = _run(tier.add("The curlew calls over the estuary."))
+        self.close(tier)
+        plants = {
+            "a directory": lambda path: path.mkdir(),
+            "a FIFO": lambda path: os.mkfifo(path),
+            "a dangling symbolic link": lambda path: path.symlink_to(path.with_name("nowhere")),
+        }
+        for stored in self.stored_files(tmp_path / "tier"):
+            for kind, plant in plants.items():
+                aside = stored.with_name(stored.name + ".aside")
+                if stored.exists():
+                    stored.rename(aside)
+                plant(stored)
+                tier = self.tier(tmp_path)
+                try:
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(tier.add("The avocet wades in the shallows."))
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message and str(stored) in message, (
+                        f"{kind} at {stored}: not one line naming the tier {tier.name!r} and that path: {message!r}"
+                    )
+                    assert not stored.with_name("nowhere").exists(), f"the tier created what a dangling link at {stored} names"
+                    (stored.rmdir if kind == "a directory" else stored.unlink)()
+                    if aside.exists():
+                        aside.rename(stored)
+                    assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
+                finally:
+                    self.close(tier)
