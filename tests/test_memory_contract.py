@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
 import re
@@ -16,6 +17,7 @@ from monoagent.kernel.model import MemoryHit
 from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
+from monoagent_plugins.memory_lite import SCHEMA as LITE_SCHEMA
 from monoagent_plugins.memory_lite import make_lite
 
 LITE_ENTRY_BYTES = 2560  # not the default 4096: the contract sees that the factory passed the option on
@@ -58,6 +60,24 @@ def write_locked(path):
         conn.close()
 
 
+#: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file.
+FOREIGN_LITE = {
+    "another program's database": "".join(f"CREATE TABLE t{n} (x);" for n in range(6)),
+    "a view among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE VIEW recent AS SELECT id FROM memories",
+    "a trigger among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE TRIGGER t AFTER INSERT ON memories BEGIN SELECT 1; END",
+    "a memories table of other columns": "CREATE TABLE memories (id INTEGER PRIMARY KEY, body TEXT)",
+    "a full-text index of another tokeniser": LITE_SCHEMA.ddl.replace("porter unicode61 remove_diacritics 2", "ascii"),
+    "a newer schema": f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '2')",
+}
+
+
+def foreign_lite(tier_path, ddl):
+    tier_path.mkdir(parents=True)
+    conn = sqlite3.connect(tier_path / "lite.sqlite")
+    conn.executescript(ddl)
+    conn.close()
+
+
 def damage_fts(path, fts):
     """Overwrite every block of an FTS5 index (its structure record included) with noise; the entries stay."""
     with sqlite3.connect(path) as conn:
@@ -88,6 +108,9 @@ class TestLiteContract(MemoryTierContract):
 
     def stored_files(self, tier_path):
         return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+
+    def foreign_stores(self):
+        return {name: functools.partial(foreign_lite, ddl=ddl) for name, ddl in FOREIGN_LITE.items()}
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")

@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,16 @@ class MemoryTierContract(TierThroughAgentChecks):
         import pytest
 
         pytest.skip("the test class does not implement MemoryTierContract.stored_files (the paths of the tier's files)")
+
+    def foreign_stores(self) -> dict[str, Callable[[Path], None]]:
+        """Optional: ways to put data that is not this tier's where it keeps its own, by name (another program's
+        database, one of a newer schema, a planted table of the tier's name with other columns...), each
+        writing under the ``tier_path`` it is given. Implemented, it has the suite check, for each, that the tier
+        refuses it with a one-line error naming the tier and leaves every file there exactly as it was;
+        otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.foreign_stores (data that is not the tier's)")
 
     # ------------------------------------------------------------------ the protocol
 
@@ -499,3 +509,22 @@ class MemoryTierContract(TierThroughAgentChecks):
                     assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
                 finally:
                     self.close(tier)
+
+    def test_contract_foreign_store_is_refused_and_left_alone(self, tmp_path: Path) -> None:
+        import pytest
+
+        for name, plant in self.foreign_stores().items():
+            base = tmp_path / name.replace(" ", "-")
+            plant(base / "tier")
+            before = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
+            tier = self.tier(base)
+            try:
+                for call in (lambda: tier.add("The dipper bobs on the weir stone."), lambda: tier.search("dipper weir", limit=3)):
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(call())
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message, f"{name}: not one line naming the tier: {message!r}"
+            finally:
+                self.close(tier)
+            after = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
+            assert after == before, f"the tier wrote into {name}: {sorted(map(str, set(after) ^ set(before)))} or their bytes changed"
