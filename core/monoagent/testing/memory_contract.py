@@ -41,6 +41,7 @@ The suites need pytest only when they run (imported lazily), and run coroutines 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -519,7 +520,7 @@ class MemoryTierContract(TierThroughAgentChecks):
             before = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
             tier = self.tier(base)
             try:
-                for call in (lambda: tier.add("The dipper bobs on the weir stone."), lambda: tier.search("dipper weir", limit=3)):
+                for call in (functools.partial(tier.add, "The dipper bobs on the weir stone."), functools.partial(tier.search, "dipper weir", limit=3)):
                     with pytest.raises(Exception) as caught:  # any error: its message is what is checked
                         _run(call())
                     message = str(caught.value)
