@@ -41,6 +41,7 @@ The suites need pytest only when they run (imported lazily), and run coroutines 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import math
 import time
@@ -162,8 +163,9 @@ class MemoryTierContract(TierThroughAgentChecks):
         memory_id = _run(tier.add("Alice prefers metric units in the quarterly reports."))
         assert isinstance(memory_id, str) and memory_id
         ids = [memory_id]
+        odd = {"when": datetime.date(2026, 1, 15), "where": Path("/srv/build"), "tags": {"infra"}}  # metadata is dict[str, Any]
         for text in ("The build server lives in Frankfurt.", "Bob's cat is called Miso.", "Lunch is at noon on Fridays."):
-            ids.append(_run(tier.add(text)))
+            ids.append(_run(tier.add(text, metadata=odd)))
         assert len(set(ids)) == 4, f"four different texts got the ids {ids}"
         hits = self.search(tier, "metric units reports")
         assert hits, "a stored memory was not found by its own words"
@@ -292,7 +294,8 @@ class MemoryTierContract(TierThroughAgentChecks):
         assert min(overlap) < threshold <= max(overlap), f"the data does not straddle merge_threshold={threshold}"
         tier = self.tier(tmp_path)
         original = _run(tier.add(" ".join(words)))
-        assert _run(tier.add(" ".join(near))) == original, "a near-duplicate was not merged into the entry"
+        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15)}))
+        assert merged == original, "a near-duplicate was not merged into the entry"
         [hit] = self.search(tier, "quarterly planning warehouse", limit=10)
         assert " ".join(near) in hit.text, "the newer wording did not replace the older one"
         assert _run(tier.add(" ".join(far))) != original, "a text differing in four words was merged"
