@@ -130,7 +130,8 @@ class MemoryTierContract(TierThroughAgentChecks):
 
     def stored_files(self, tier_path: Path) -> list[Path]:
         """Optional: the paths of the files the tier keeps under ``tier_path`` (its database and the companions it
-        writes beside it, whether they exist yet or not). Implemented, it has the suite plant a directory, a FIFO
+        writes beside it, whether they exist yet or not). Implemented, it has the suite check that those that exist,
+        and the directory holding them, are the owner's alone (memory holds what users said), then plant a directory, a FIFO
         and a dangling symbolic link at each, and check that the tier refuses it (never hanging on the FIFO,
         never creating what the link names) with a one-line error naming the tier and that path, and works
         again on the same handle once the path is put back; otherwise that test skips."""
@@ -486,13 +487,16 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         tier = self.tier(tmp_path)
         kept = _run(tier.add("The curlew calls over the estuary."))
+        stored_files = self.stored_files(tmp_path / "tier")
+        for path in {stored_files[0].parent, *(path for path in stored_files if path.exists())}:
+            assert path.stat().st_mode & 0o077 == 0, f"{path} is open to others: mode {path.stat().st_mode & 0o777:o}"
         self.close(tier)
         plants = {
             "a directory": lambda path: path.mkdir(),
             "a FIFO": lambda path: os.mkfifo(path),
             "a dangling symbolic link": lambda path: path.symlink_to(path.with_name("nowhere")),
         }
-        for stored in self.stored_files(tmp_path / "tier"):
+        for stored in stored_files:
             for kind, plant in plants.items():
                 aside = stored.with_name(stored.name + ".aside")
                 if stored.exists():
