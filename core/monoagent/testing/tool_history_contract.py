@@ -349,6 +349,8 @@ class ToolHistoryStoreContract:
             assert self.ids(store) == ["1", "2", "3"] and self.counts(store) == (3, 7)
             self.put(store, "conv", "run", "4")
             assert self.ids(store) == ["2", "3", "4"] and self.counts(store) == (3, 8)
+            report = self.settled(store.clear_all())
+            assert (report.calls, report.records) == (3, 8), "a clear counts the tombstones it removes"
         finally:
             self.close(store)
 
@@ -416,18 +418,21 @@ class ToolHistoryStoreContract:
         try:
             self.put(store, "chat", "r", "1")
             self.put(store, "chat:2026-07-01", "r", "2", logical="chat")
-            self.put(store, "chat:2026-07-02", "r", "3", logical="chat")
+            self.put(store, "chat:2026-07-02", "r", "3")  # a bucket-shaped id submitted as such (the console is exempt from rollover)
             store.submit_invocation(ToolInvocation("chat:2026-07-03", "chat", "r", ToolCall("4", "probe", {}), 1.0)).result()
-            for other in ("chat:notes", "chatter", "chat:2026-07-01x", "chat:2026-07", "x:chat:2026-07-01", "other"):
+            others = ("chat:notes", "chatter", "chat:2026-07-01x", "chat:2026-07", "chat:2026-07-ab", "x:chat:2026-07-01", "other")
+            for other in others:
                 self.put(store, other, "r", other)
-            assert self.counts(store) == (10, 19)
-            assert self.ids(store, logical_conversation_id="chat") == ["1", "2", "3", "4"]
+            assert self.counts(store) == (11, 21)
+            assert self.ids(store, logical_conversation_id="chat") == ["1", "2", "4"]
+            before = int(self.settled(store.stats()).bytes)
             report = self.settled(store.clear_logical("chat"))
-            assert (report.calls, report.records) == (4, 7) and report.bytes >= 0
-            assert sorted(self.ids(store)) == sorted(["chat:notes", "chatter", "chat:2026-07-01x", "chat:2026-07",
-                                                      "x:chat:2026-07-01", "other"])
+            assert (report.calls, report.records) == (4, 7) and 0 <= report.bytes <= before
+            assert sorted(self.ids(store)) == sorted(others)
+            nothing = self.settled(store.clear_logical("nobody"))
+            assert (nothing.calls, nothing.records, nothing.bytes) == (0, 0, 0) and len(store.records()) == len(others)
             report = self.settled(store.clear_all())
-            assert (report.calls, report.records) == (6, 12) and self.counts(store) == (0, 0) and store.records() == []
+            assert (report.calls, report.records) == (7, 14) and self.counts(store) == (0, 0) and store.records() == []
         finally:
             self.close(store)
 
@@ -442,6 +447,35 @@ class ToolHistoryStoreContract:
             assert sorted(r.conversation_id for r in store.records()) == ["chat", "chat:2026-07-01:2026-07-02"]
         finally:
             self.close(store)
+
+    def test_contract_maintenance_from_a_handle_that_never_wrote(self, tmp_path: Path) -> None:
+        """The ``history`` commands open a store, never write through it, and read or clear what agents wrote."""
+        empty = self._store(tmp_path / "empty")
+        try:
+            stats = self.settled(empty.stats())
+            assert (stats.calls, stats.records) == (0, 0) and int(stats.bytes) >= 0 and empty.records() == []
+            for clear in (empty.clear_all, lambda: empty.clear_logical("a"), lambda: empty.clear_conversation("a")):
+                report = self.settled(clear())
+                assert (report.calls, report.records, report.bytes) == (0, 0, 0), "clearing an empty store removes nothing"
+        finally:
+            self.close(empty)
+        writer = self._store(tmp_path / "shared")
+        try:
+            for conversation, call_id in (("a", "1"), ("a:2026-07-01", "2"), ("b", "3")):
+                self.put(writer, conversation, "run", call_id)
+            maintainer = self._store(tmp_path / "shared")
+            try:
+                assert self.counts(maintainer) == (3, 6)
+                report = self.settled(maintainer.clear_logical("a"))
+                assert (report.calls, report.records) == (2, 4) and self.ids(writer) == ["3"]
+                report = self.settled(maintainer.clear_conversation("b"))
+                assert (report.calls, report.records) == (1, 2) and writer.records() == []
+                self.put(writer, "c", "run", "4")
+                assert self.ids(maintainer) == ["4"] and self.counts(maintainer) == (1, 2)
+            finally:
+                self.close(maintainer)
+        finally:
+            self.close(writer)
 
     def test_contract_two_handles_see_the_same_data(self, tmp_path: Path) -> None:
         first = self._store(tmp_path)
@@ -513,5 +547,7 @@ class ToolHistoryStoreContract:
             self.corrupt(store)
             with pytest.raises(ToolHistoryError):
                 store.records()
+            with pytest.raises(ToolHistoryError):  # the history commands check this before they clear anything
+                self.settled(store.stats())
         finally:
             self.close(store)
