@@ -116,7 +116,7 @@ class ToolHistoryStoreContract:
         raise NotImplementedError("subclasses of ToolHistoryStoreContract implement store_config(tmp_path, **bounds)")
 
     def corrupt(self, store: Any) -> None:
-        """Damage the stored data so that it cannot be read (optional)."""
+        """Damage the stored data so that it cannot be read or written (optional; called while ``store`` is open)."""
         import pytest
 
         pytest.skip(f"{type(self).__name__} does not implement corrupt()")
@@ -491,6 +491,7 @@ class ToolHistoryStoreContract:
             a, b = first.records(conversation_id="conv")
             assert (a.call_id, b.call_id) == ("a", "b") and a.end_seq < b.start_seq, "one sequence across handles"
             assert self.counts(first) == self.counts(second) == (2, 4)
+            assert int(self.settled(second.stats()).bytes) > 0, "data takes room"
         finally:
             self.close(first)
             self.close(second)
@@ -543,8 +544,10 @@ class ToolHistoryStoreContract:
         store = self._store(tmp_path)
         try:
             self.put(store, "conv", "run", "a")
+            self.corrupt(store)  # under the open store: its next write must fail, never succeed or hang
+            with pytest.raises(ToolHistoryError):
+                self.put(store, "conv", "run", "b")
             self.close(store)
-            self.corrupt(store)
             with pytest.raises(ToolHistoryError):
                 store.records()
             with pytest.raises(ToolHistoryError):  # the history commands check this before they clear anything
