@@ -817,6 +817,10 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     def set_clock(self, store, clock):
         store.clock = clock
 
+    def private_paths(self, store):
+        locks = store.history_dir / LOCKS
+        return [store.path, store.path.parent, locks, *locks.iterdir()]
+
 
 @pytest.mark.parametrize("odd", ["proj#1", "what?", "100%25"])
 def test_a_history_directory_with_uri_characters_is_read_correctly(tmp_path, odd):

@@ -127,6 +127,12 @@ class ToolHistoryStoreContract:
 
         pytest.skip(f"{type(self).__name__} does not implement set_clock(): the maxAgeDays boundary needs a clock the suite controls")
 
+    def private_paths(self, store: Any) -> Sequence[Path]:
+        """The files and directories ``store`` keeps on this machine, each of which must be owner-only (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement private_paths(): the store keeps no files the suite can check")
+
     # ------------------------------------------------------------------ helpers
 
     @property
@@ -228,6 +234,45 @@ class ToolHistoryStoreContract:
             assert self.counts(store) == (1, 2)
             assert store.records(logical_conversation_id="logical") == [record]
             assert store.records(conversation_id="logical") == [] and store.records(logical_conversation_id="conv") == []
+        finally:
+            self.close(store)
+
+    def test_contract_records_survive_closing_and_reopening(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path)
+        try:
+            self.put(store, "conv", "run", "a", args={"k": "v"}, content="kept")
+            before = store.records()
+        finally:
+            self.close(store)
+        again = self._store(tmp_path)
+        try:
+            assert again.records() == before and before[0].result == "kept"
+            self.put(again, "conv", "run", "a", content="changed")  # a retry after the reopen stores nothing twice
+            self.put(again, "conv", "run", "b")
+            a, b = again.records()
+            assert (a.result, b.call_id) == ("kept", "b") and b.start_seq > a.end_seq, "the sequence goes on"
+            assert self.counts(again) == (2, 4)
+        finally:
+            self.close(again)
+
+    def test_contract_stored_files_are_owner_only(self, tmp_path: Path) -> None:
+        """Whatever the umask: written with umask 0, no file or directory of the store grants group or others anything."""
+        import os
+        import stat
+
+        store = self._store(tmp_path)
+        previous = os.umask(0)
+        try:
+            self.put(store, "conv", "run", "a")
+        finally:
+            os.umask(previous)
+        try:
+            paths = list(self.private_paths(store))
+            assert paths, "private_paths() named nothing"
+            for path in paths:
+                mode = os.lstat(path).st_mode
+                assert not stat.S_ISLNK(mode), f"{path} is a symlink"
+                assert stat.S_IMODE(mode) & 0o077 == 0, f"{path} is {stat.S_IMODE(mode):04o}, not owner-only"
         finally:
             self.close(store)
 
