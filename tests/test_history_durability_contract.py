@@ -1,0 +1,189 @@
+"""The ``files`` store passes the durability contract, and deliberately broken stores fail it.
+
+The broken variants are the bugs the contract exists for: the stage file not fsynced before it
+is renamed over the record, the directory not fsynced after the rename, the record rewritten in
+place instead of renamed, an fsync failure ignored. Each is a files store with one :class:`FsOps`
+operation changed, built from an importable factory (the crash harness's writers import it too).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from monoagent.kernel.interfaces import CAPABILITY_DURABLE, CommitReceipt, ConversationInfo
+from monoagent.kernel.model import Message
+from monoagent.testing import HistoryDurabilityContract
+from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_directory import FsOps
+
+FACTORY = "monoagent_plugins.files_history:FilesHistoryStore"
+
+
+class TestFilesStoreDurability(HistoryDurabilityContract):
+    store_factory = FACTORY
+
+
+class NoStageFsync(FsOps):
+    def fsync(self, fd: int) -> None:
+        pass
+
+
+class NoDirectoryFsync(FsOps):
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
+class InPlaceRewrite(FsOps):
+    """Publishes by copying the stage over the record (truncate, write, fsync) instead of renaming it."""
+
+    def replace(self, src: str, dst: str) -> None:
+        with open(src, "rb") as stage:
+            data = stage.read()
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(src)
+
+
+class IgnoredFsyncFailure(FsOps):
+    def fsync(self, fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+
+
+def broken_store(fs: type[FsOps]):
+    def factory(directory: str) -> FilesHistoryStore:
+        return FilesHistoryStore(directory, fs=fs())
+
+    return factory
+
+
+no_stage_fsync = broken_store(NoStageFsync)
+no_directory_fsync = broken_store(NoDirectoryFsync)
+in_place_rewrite = broken_store(InPlaceRewrite)
+ignored_fsync_failure = broken_store(IgnoredFsyncFailure)
+
+
+class WriteBehind(FilesHistoryStore):
+    """Acknowledges a turn before it is written: turns are published three at a time."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory)
+        self.pending: list[Message] = []
+
+    async def commit(self, conversation_id, messages, *, provider_session=None):
+        self.pending += messages
+        if len(self.pending) >= 6:
+            await super().commit(conversation_id, self.pending)
+            self.pending = []
+        return CommitReceipt(conversation_id, len(messages), 0)
+
+
+class SqliteHistory:
+    """A minimal durable store whose I/O is sqlite3's, in C (rollback journal, synchronous=FULL)."""
+
+    name = "sqlite-example"
+    capabilities = frozenset({CAPABILITY_DURABLE})
+
+    def __init__(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.db = sqlite3.connect(os.path.join(directory, "history.sqlite"), timeout=60, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=DELETE")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS message (conversation TEXT, position INTEGER, role TEXT, content TEXT, "
+                        "PRIMARY KEY (conversation, position))")
+
+    async def load(self, conversation_id):
+        rows = self.db.execute("SELECT role, content FROM message WHERE conversation = ? ORDER BY position", (conversation_id,))
+        return [Message(role, content) for role, content in rows]
+
+    async def commit(self, conversation_id, messages):
+        self.db.execute("BEGIN IMMEDIATE")
+        (count,) = self.db.execute("SELECT count(*) FROM message WHERE conversation = ?", (conversation_id,)).fetchone()
+        self.db.executemany("INSERT INTO message VALUES (?, ?, ?, ?)",
+                            [(conversation_id, count + n, m.role, m.content) for n, m in enumerate(messages)])
+        self.db.execute("COMMIT")
+        return CommitReceipt(conversation_id, count + len(messages), 0)
+
+    async def reset(self, conversation_id):
+        return self.db.execute("DELETE FROM message WHERE conversation = ?", (conversation_id,)).rowcount
+
+    async def conversations(self):
+        rows = self.db.execute("SELECT conversation, count(*) FROM message GROUP BY conversation")
+        return [ConversationInfo(conversation, count, 0.0, 0) for conversation, count in rows]
+
+    async def close(self):
+        self.db.close()
+
+
+class NotDurable(FilesHistoryStore):
+    capabilities = FilesHistoryStore.capabilities - {CAPABILITY_DURABLE}
+
+
+def contract_for(factory: str) -> HistoryDurabilityContract:
+    contract = HistoryDurabilityContract()
+    contract.store_factory = f"{__name__}:{factory}"
+    return contract
+
+
+@pytest.mark.parametrize(
+    ("factory", "breach"),
+    [
+        ("no_stage_fsync", "the acknowledged turn is lost"),
+        ("no_directory_fsync", "the acknowledged turn is lost"),
+        ("in_place_rewrite", "neither the previous record nor the new one"),
+    ],
+)
+def test_the_power_cut_test_fails_a_store_that_breaks_the_protocol(tmp_path, factory, breach):
+    with pytest.raises(AssertionError, match=breach):
+        contract_for(factory).test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record(tmp_path)
+
+
+def test_the_io_fault_test_fails_a_store_that_ignores_a_failed_fsync(tmp_path):
+    with pytest.raises(AssertionError, match=r"commit returned success when file operation \d+ of the commit \(fsync"):
+        contract_for("ignored_fsync_failure").test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record(tmp_path)
+
+
+def test_the_crash_test_fails_a_store_that_acknowledges_before_writing(tmp_path):
+    contract = contract_for("WriteBehind")
+    contract.crash_seed = 1
+    with pytest.raises(AssertionError, match="an acknowledged turn was lost"):
+        contract.test_durability_sigkill_never_loses_an_acknowledged_turn(tmp_path)
+
+
+def test_a_store_doing_its_io_in_c_passes_the_crash_test_and_skips_the_power_cut_tests(tmp_path):
+    contract = contract_for("SqliteHistory")
+    contract.test_durability_sigkill_never_loses_an_acknowledged_turn(tmp_path / "crash")
+    for test in (
+        contract.test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record,
+        contract.test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record,
+    ):
+        with pytest.raises(pytest.skip.Exception, match=r"observed no file operation during a commit.*synchronous=FULL"):
+            test(tmp_path / test.__name__)
+
+
+def test_a_store_that_does_not_declare_durability_is_skipped_naming_the_capability(tmp_path):
+    contract = contract_for("NotDurable")
+    for test in (
+        contract.test_durability_sigkill_never_loses_an_acknowledged_turn,
+        contract.test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record,
+        contract.test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record,
+    ):
+        with pytest.raises(pytest.skip.Exception, match="needs the store capability 'durable'"):
+            test(tmp_path / test.__name__)
+
+
+def test_contract_is_exported_from_testing():
+    import monoagent.testing as testing
+    from monoagent.testing.durability import contract
+
+    assert testing.HistoryDurabilityContract is contract.HistoryDurabilityContract
+    assert "HistoryDurabilityContract" in testing.__all__
