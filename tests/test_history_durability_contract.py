@@ -161,6 +161,7 @@ def test_the_crash_test_fails_a_store_that_acknowledges_before_writing(tmp_path)
 
 def test_a_store_doing_its_io_in_c_passes_the_crash_test_and_skips_the_power_cut_tests(tmp_path):
     contract = contract_for("SqliteHistory")
+    contract.crash_rounds = 4
     contract.test_durability_sigkill_never_loses_an_acknowledged_turn(tmp_path / "crash")
     for test in (
         contract.test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record,

@@ -12,10 +12,12 @@ interleaving the test is about), which the contract counts.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 ZYGOTE = textwrap.dedent(
     r"""
@@ -61,27 +63,42 @@ ZYGOTE = textwrap.dedent(
 class WriterZygote:
     """One interpreter that forks writers on request and reaps them (they are its children)."""
 
-    def __init__(self, factory: str) -> None:
+    def __init__(self, factory: str, *, deadline: float = 120.0) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE, factory], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
+            stderr=subprocess.PIPE, env=env,
         )
+        self.deadline = deadline
         self.pending: list[str] = []
+        self._buffer = b""
 
     def _send(self, line: str) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.write((line + "\n").encode())
         self.proc.stdin.flush()
 
     def _line(self) -> str:
+        """The next line of output, waiting at most :attr:`deadline` seconds for it (a bound, so a hung commit fails)."""
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            error = self.proc.stderr.read() if self.proc.stderr else ""
-            raise AssertionError(f"the writer process died before it could be killed: {error.strip()[-2000:]}")
-        return line
+        fd = self.proc.stdout.fileno()
+        ends = time.monotonic() + self.deadline
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], max(0.0, ends - time.monotonic()))
+            if not ready:
+                raise AssertionError(
+                    f"the writer process printed nothing for {self.deadline:.0f} s: a commit hangs (a lock that a killed "
+                    f"writer never released?)"
+                )
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.proc.kill()
+                error = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise AssertionError(f"the writer process died before it could be killed: {error.strip()[-2000:]}")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace") + "\n"
 
     def start(self, directory: str, conversation: str, start: int) -> int:
         """Fork a writer committing turns ``start``, ``start + 1``, ... to ``conversation``; its pid."""
@@ -105,32 +122,45 @@ class WriterZygote:
         acked: list[int] = []
         begun = 0
         last = ""
-        while begun < nth:
-            last = self.readline()
-            kind, number = last.split()
-            if kind == "begin":
-                begun += 1
-            else:
-                acked.append(int(number))
-        os.kill(pid, signal.SIGKILL)
+        try:
+            while begun < nth:
+                line = self.readline()
+                if (step := _step(line)) is not None:
+                    last = line
+                    begun += step[0] == "begin"
+                    if step[0] == "ack":
+                        acked.append(step[1])
+        finally:
+            os.kill(pid, signal.SIGKILL)
         self._send("wait")
         status = -1
         while (line := self.readline()) != "done\n":
             if line.startswith("exit "):
                 status = int(line.split()[2])
-                continue
-            last = line
-            kind, number = line.split()
-            if kind == "ack":
-                acked.append(int(number))
+            elif (step := _step(line)) is not None:
+                last = line
+                if step[0] == "ack":
+                    acked.append(step[1])
         return acked, last.startswith("begin "), status
 
     def close(self) -> None:
+        """End the zygote (closing its input ends its loop); kill it if it does not end."""
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=60)
+            self.proc.wait(timeout=self.deadline)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         finally:
             for stream in (self.proc.stdout, self.proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def _step(line: str) -> tuple[str, int] | None:
+    """``("begin" | "ack", turn)`` for a line of the writer protocol; None for anything else the store printed."""
+    kind, _, number = line.strip().partition(" ")
+    if kind in ("begin", "ack") and number.isdigit():
+        return kind, int(number)
+    return None
