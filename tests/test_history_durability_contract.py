@@ -22,7 +22,7 @@ from monoagent_plugins.lib.history_directory import FsOps
 FACTORY = "monoagent_plugins.files_history:FilesHistoryStore"
 
 
-class TestFilesStoreDurability(HistoryDurabilityContract):
+class TestFilesStoreDurabilityContract(HistoryDurabilityContract):
     store_factory = FACTORY
 
 
