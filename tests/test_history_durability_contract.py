@@ -87,6 +87,13 @@ class WriteBehind(FilesHistoryStore):
         return CommitReceipt(conversation_id, len(messages), 0)
 
 
+class NoStageReclaim(FilesHistoryStore):
+    """Never reclaims the stage a killed writer left behind."""
+
+    def reclaim_stages(self):
+        return 0, 0
+
+
 class SqliteHistory:
     """A minimal durable store whose I/O is sqlite3's, in C (rollback journal, synchronous=FULL)."""
 
@@ -156,6 +163,13 @@ def test_the_crash_test_fails_a_store_that_acknowledges_before_writing(tmp_path)
     contract = contract_for("WriteBehind")
     contract.crash_seed = 1
     with pytest.raises(AssertionError, match="an acknowledged turn was lost"):
+        contract.test_durability_sigkill_never_loses_an_acknowledged_turn(tmp_path)
+
+
+def test_the_crash_test_fails_a_store_that_keeps_counting_dead_writers_stages(tmp_path):
+    contract = contract_for("NoStageReclaim")
+    contract.crash_seed = 1
+    with pytest.raises(AssertionError, match=r"stats\(\) counts [1-9]\d* live unpublished stage"):
         contract.test_durability_sigkill_never_loses_an_acknowledged_turn(tmp_path)
 
 

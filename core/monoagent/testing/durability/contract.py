@@ -18,7 +18,8 @@ processes, which is why it is a name and not a callable. Three things are proven
 1. **A process crash** (:mod:`.crash`): a writer process commits turns in a loop and is
    SIGKILLed at a random moment, :attr:`crash_rounds` times (seeded; the seed is in every failure
    message); every acknowledged turn must be there, in order, at most the one in-flight turn more,
-   and every record must load. At least one kill must be seen to land inside a commit.
+   and every record must load; a store with ``stats()`` counts no stage of a dead writer as live
+   once it has committed again. At least one kill must be seen to land inside a commit.
 2. **A power cut** (:mod:`.filesystem`): the file operations of one commit are recorded at the
    Python level and every state a power cut could leave (un-fsynced writes lost or half written,
    un-fsynced directory entries lost) is rebuilt in a copy of the directory and opened with a real
@@ -173,18 +174,19 @@ class HistoryDurabilityContract:
                 conversation = conversations[round_ % len(conversations)]
                 start = stored[conversation]
                 where = f"(seed {seed}, round {round_}, conversation {conversation!r})"
-                pid = zygote.start(str(directory), conversation, start)
-                acked, inside, status = zygote.kill_after_begin(pid, rng.randint(1, 6))
+                pid = zygote.start(str(directory), conversation, start, rng.randint(1, 4), rng.random())
+                acked, inside, status = zygote.reap(pid)
                 assert status == 9, f"the writer was not killed by SIGKILL but ended with status {status} {where}"
                 inside_commit += inside
                 loaded = self.contents(directory, conversation)
-                held = len(loaded) // 2
-                assert len(loaded) % 2 == 0 and loaded == turns(held) and held >= start, (
-                    f"after a SIGKILL the history is not whole turns in order from 0 {where}: {loaded[-6:]}"
+                numbers = [int(text[1:]) for text in loaded[::2]]
+                held = numbers[-1] + 1 if numbers else 0
+                assert loaded == turns(held)[max(0, 2 * held - len(loaded)):] and held >= start, (
+                    f"after a SIGKILL the history is not whole turns in order, the newest last {where}: {loaded[-6:]}"
                 )
                 last_acked = acked[-1] + 1 if acked else start
                 assert held >= last_acked, (
-                    f"an acknowledged turn was lost: turn {last_acked - 1} was acknowledged, the store holds turns 0..{held - 1} {where}"
+                    f"an acknowledged turn was lost: turn {last_acked - 1} was acknowledged, the newest stored is {held - 1} {where}"
                 )
                 assert held <= last_acked + 1, f"the store holds turns nobody committed: {held} > {last_acked + 1} {where}"
                 stored[conversation] = held
@@ -192,10 +194,19 @@ class HistoryDurabilityContract:
             zygote.close()
         store = self.make_store(directory)
         listed = {info.conversation_id: info.message_count for info in self.run(store.conversations())}
+        loads = {c: len(self.run(store.load(c))) for c in conversations if stored[c]}
         self.commit(store, [stored["crash-a"]], "crash-a")
+        stats = getattr(store, "stats", None)
+        stages = self.run(stats()).stages if callable(stats) else 0
         self.run(store.close())
-        assert listed == {c: 2 * n for c, n in stored.items() if n}, f"every record loads and is listed (seed {seed})"
-        assert self.contents(directory, "crash-a") == turns(stored["crash-a"] + 1), f"a commit after the crashes lands (seed {seed})"
+        assert listed == loads, f"conversations() lists every record with the messages load returns (seed {seed})"
+        assert self.contents(directory, "crash-a")[-2:] == turns(stored["crash-a"] + 1)[-2:], (
+            f"a commit after the crashes lands (seed {seed})"
+        )
+        assert stages == 0, (
+            f"stats() counts {stages} live unpublished stage(s) after the killed writers' turns and a later commit: "
+            f"a dead writer's stage is not live, it is reclaimed (seed {seed})"
+        )
         assert inside_commit, (
             f"no kill of {self.crash_rounds} landed inside a commit (each writer's last line was an acknowledgement), "
             f"so the crash mid-commit was never exercised; raise crash_rounds (seed {seed})"

@@ -3,10 +3,12 @@
 A *zygote* interpreter (started once per test, with the parent's ``sys.path`` as ``PYTHONPATH``
 so that it imports exactly the code under test, mutated modules included) imports the store's
 factory, then forks one writer per round. A writer builds the store from the factory and commits
-turns in a loop, writing ``begin i`` before and ``ack i`` after each commit on stdout. The
-parent SIGKILLs it right after reading a chosen ``begin``; when the writer's last line is a
-``begin`` without its ``ack``, the kill is known to have landed inside a commit (the
-interleaving the test is about), which the contract counts.
+turns in a loop, writing ``begin i`` before and ``ack i`` after each commit on stdout, and after
+a chosen number of commits arms a timer that SIGKILLs it a chosen fraction of its mean commit
+time later (the parent draws both from its seed): a kill point, not synchronisation, as nothing
+waits for the writer to reach a state. When the writer's last line is a ``begin`` without its
+``ack``, the kill is known to have landed inside a commit (the interleaving the test is about),
+which the contract counts.
 """
 
 from __future__ import annotations
@@ -21,18 +23,23 @@ import time
 
 ZYGOTE = textwrap.dedent(
     r"""
-    import asyncio, importlib, os, sys
+    import asyncio, importlib, os, signal, sys, threading, time
     from monoagent.kernel.model import Message
 
     module, _, attribute = sys.argv[1].partition(":")
     factory = getattr(importlib.import_module(module), attribute)
 
-    async def write(directory, conversation, start):
+    async def write(directory, conversation, start, turns, fraction):
         store = factory(directory)
-        i = start
+        i, spent = start, 0.0
         while True:
+            if i == start + turns:
+                delay = fraction * spent / turns
+                threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
             os.write(1, f"begin {i}\n".encode())
+            began = time.monotonic()
             await store.commit(conversation, [Message("user", f"u{i}"), Message("assistant", f"a{i}")])
+            spent += time.monotonic() - began
             os.write(1, f"ack {i}\n".encode())
             i += 1
 
@@ -45,11 +52,11 @@ ZYGOTE = textwrap.dedent(
             children = []
             os.write(1, b"done\n")
             continue
-        directory, conversation, start = line.rstrip("\n").split("\t")
+        directory, conversation, start, turns, fraction = line.rstrip("\n").split("\t")
         pid = os.fork()
         if pid == 0:
             try:
-                asyncio.run(write(directory, conversation, int(start)))
+                asyncio.run(write(directory, conversation, int(start), int(turns), float(fraction)))
             except BaseException as exc:
                 message = f"{type(exc).__name__}: {exc}".replace("\n", " ")
                 os.write(1, f"failed {message}\n".encode())
@@ -100,9 +107,14 @@ class WriterZygote:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode(errors="replace") + "\n"
 
-    def start(self, directory: str, conversation: str, start: int) -> int:
-        """Fork a writer committing turns ``start``, ``start + 1``, ... to ``conversation``; its pid."""
-        self._send(f"{directory}\t{conversation}\t{start}")
+    def start(self, directory: str, conversation: str, start: int, turns: int, fraction: float) -> int:
+        """Fork a writer committing turns ``start``, ``start + 1``, ... to ``conversation``; its pid.
+
+        After ``turns`` commits (``turns`` >= 1) the writer arms a timer that SIGKILLs it
+        ``fraction`` of its mean commit time later, so the kill lands at that point of the next
+        commit (early, mid-stage, after the publication) whatever the machine's speed.
+        """
+        self._send(f"{directory}\t{conversation}\t{start}\t{turns}\t{fraction!r}")
         while not (line := self._line()).startswith("pid "):
             self.pending.append(line)
         return int(line.split()[1])
@@ -113,34 +125,27 @@ class WriterZygote:
             raise AssertionError(f"the writer process failed before it was killed: {line[7:].strip()}")
         return line
 
-    def kill_after_begin(self, pid: int, nth: int) -> tuple[list[int], bool, int]:
-        """SIGKILL ``pid`` right after its ``nth`` ``begin`` line (1-based).
+    def reap(self, pid: int) -> tuple[list[int], bool, int]:
+        """Wait for the writer ``pid`` to be killed; (its acknowledged turns, whether it died inside a commit, its status).
 
-        Returns (the acknowledged turn numbers, whether the kill landed inside a commit, the
-        exit status the zygote reaped).
+        It died inside a commit when its last line is a ``begin`` without the ``ack``. Should
+        the writer outlive the wait for its output, it is killed here, so it never outlives the test.
         """
         acked: list[int] = []
-        begun = 0
         last = ""
+        status = -1
         try:
-            while begun < nth:
-                line = self.readline()
-                if (step := _step(line)) is not None:
+            self._send("wait")
+            while (line := self.readline()) != "done\n":
+                if line.startswith("exit "):
+                    status = int(line.split()[2])
+                elif (step := _step(line)) is not None:
                     last = line
-                    begun += step[0] == "begin"
                     if step[0] == "ack":
                         acked.append(step[1])
         finally:
-            os.kill(pid, signal.SIGKILL)
-        self._send("wait")
-        status = -1
-        while (line := self.readline()) != "done\n":
-            if line.startswith("exit "):
-                status = int(line.split()[2])
-            elif (step := _step(line)) is not None:
-                last = line
-                if step[0] == "ack":
-                    acked.append(step[1])
+            if status == -1:
+                os.kill(pid, signal.SIGKILL)
         return acked, last.startswith("begin "), status
 
     def close(self) -> None:
