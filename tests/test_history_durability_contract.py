@@ -8,11 +8,13 @@ operation changed, built from an importable factory (the crash harness's writers
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
 import pytest
 
+from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import CAPABILITY_DURABLE, CommitReceipt, ConversationInfo
 from monoagent.kernel.model import Message
 from monoagent.testing import HistoryDurabilityContract
@@ -131,6 +133,66 @@ class SqliteHistory:
         self.db.close()
 
 
+class JsonFileHistory:
+    """A minimal durable store written with open() file objects: a JSON file per conversation, replaced atomically."""
+
+    name = "json-example"
+    capabilities = frozenset({CAPABILITY_DURABLE})
+    flush_before_fsync = True
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _path(self, conversation_id: str) -> str:
+        return os.path.join(self.directory, conversation_id.encode().hex() + ".json")
+
+    async def load(self, conversation_id):
+        try:
+            with open(self._path(conversation_id), encoding="utf-8") as handle:
+                return [Message(role, content) for role, content in json.load(handle)]
+        except (FileNotFoundError, ValueError):
+            return []
+
+    async def commit(self, conversation_id, messages):
+        kept = [(m.role, m.content) for m in await self.load(conversation_id)] + [(m.role, m.content) for m in messages]
+        try:
+            self._publish(self._path(conversation_id), kept)
+        except OSError as exc:
+            raise HistoryStoreError(f"could not commit to {conversation_id!r}: {exc}; the previous record is intact") from exc
+        return CommitReceipt(conversation_id, len(kept), 0)
+
+    def _publish(self, path, kept):
+        stage = path + ".stage"
+        with open(stage, "w", encoding="utf-8") as handle:
+            json.dump(kept, handle)
+            if self.flush_before_fsync:
+                handle.flush()
+            os.fsync(handle.fileno())
+            os.replace(stage, path)
+        directory = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    async def reset(self, conversation_id):
+        return 0
+
+    async def conversations(self):
+        return [ConversationInfo(bytes.fromhex(name[:-5]).decode(), len(await self.load(bytes.fromhex(name[:-5]).decode())), 0.0, 0)
+                for name in sorted(os.listdir(self.directory)) if name.endswith(".json")]
+
+    async def close(self):
+        pass
+
+
+class JsonFsyncBeforeFlush(JsonFileHistory):
+    """fsyncs the descriptor while the JSON is still in Python's buffer (written only when the file closes)."""
+
+    flush_before_fsync = False
+
+
 class NotDurable(FilesHistoryStore):
     capabilities = FilesHistoryStore.capabilities - {CAPABILITY_DURABLE}
 
@@ -152,6 +214,15 @@ def contract_for(factory: str) -> HistoryDurabilityContract:
 def test_the_power_cut_test_fails_a_store_that_breaks_the_protocol(tmp_path, factory, breach):
     with pytest.raises(AssertionError, match=breach):
         contract_for(factory).test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record(tmp_path)
+
+
+def test_a_store_written_with_open_file_objects_passes_and_its_fsync_before_flush_fails(tmp_path):
+    contract_for("JsonFileHistory").test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record(tmp_path / "ok")
+    contract_for("JsonFileHistory").test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record(tmp_path / "io")
+    with pytest.raises(AssertionError, match="the acknowledged turn is lost"):
+        contract_for("JsonFsyncBeforeFlush").test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record(
+            tmp_path / "broken"
+        )
 
 
 def test_the_io_fault_test_fails_a_store_that_ignores_a_failed_fsync(tmp_path):

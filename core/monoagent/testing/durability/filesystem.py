@@ -111,6 +111,7 @@ class FileSystemTap:
         self.operations: list[Operation] = []
         self.initial = Snapshot()
         self._inodes: dict[tuple[int, int], int] = {}
+        self._next_node = 0
         self._model: dict[int, bytes] = {}
         self._modes: dict[int, int] = {}
         self._fds: dict[int, _Tracked] = {}
@@ -135,10 +136,12 @@ class FileSystemTap:
             return None
         return os.path.relpath(full, self.root)
 
-    def _node_of(self, info: os.stat_result) -> int:
+    def _node_of(self, info: os.stat_result, *, fresh: bool = False) -> int:
+        """The tap's id of a file; ``fresh`` for a file just created, whose inode number may be an unlinked one's."""
         key = (info.st_dev, info.st_ino)
-        if key not in self._inodes:
-            self._inodes[key] = len(self._inodes)
+        if fresh or key not in self._inodes:
+            self._inodes[key] = self._next_node
+            self._next_node += 1
         return self._inodes[key]
 
     def _take_snapshot(self) -> None:
@@ -161,10 +164,11 @@ class FileSystemTap:
         self._model = dict(self.initial.content)
         self._modes = dict(self.initial.modes)
 
-    def _track(self, fd: int) -> _Tracked | None:
+    def _track(self, fd: int, *, created: bool = False) -> _Tracked | None:
         """The tracked state of ``fd``, starting to track it when it names something under the root."""
-        if fd in self._fds:
-            return self._fds[fd]
+        known = self._fds.get(fd)
+        if known is not None and (known.node < 0 or os.fstat(fd).st_ino == os.fstat(known.reader).st_ino):
+            return known
         try:
             where = os.readlink(f"{_PROC_FD}/{fd}")
         except OSError:
@@ -176,7 +180,7 @@ class FileSystemTap:
         if stat.S_ISDIR(info.st_mode):
             tracked = _Tracked(-1, -1, relative)
         elif stat.S_ISREG(info.st_mode):
-            node = self._node_of(info)
+            node = self._node_of(info, fresh=created)
             reader = _REAL_OS["open"](f"{_PROC_FD}/{fd}", os.O_RDONLY | os.O_CLOEXEC)
             self._readers.append(reader)
             self._modes.setdefault(node, stat.S_IMODE(info.st_mode))
@@ -227,7 +231,7 @@ class FileSystemTap:
                 self._mutation(f"open {relative}")
             self._observe()
             fd = _REAL_OS["open"](path, flags, mode)
-            tracked = self._track(fd)
+            tracked = self._track(fd, created=not existed)
             if tracked is not None and tracked.node >= 0:
                 if not existed:
                     self._model[tracked.node] = b""
@@ -311,7 +315,7 @@ class FileSystemTap:
             handle = _REAL_OPEN(file, mode, *args, **kwargs)
             if not writing:
                 return handle
-            tracked = self._track(handle.fileno())
+            tracked = self._track(handle.fileno(), created=not existed)
             if tracked is not None and not existed:
                 self._model[tracked.node] = b""
                 self.operations.append(Operation("create", path=relative, node=tracked.node))
