@@ -287,8 +287,12 @@ class HistoryDurabilityContract:
             directory = tmp_path / f"fail-{k}"
             tap, error = self.tapped_commit(directory, 1, fail_at=k)
             where = f"when file operation {k} of the commit ({tap.failed}) fails"
+            assert tap.failed is not None, (
+                f"the commit made fewer than {k + 1} mutating file operations this time, {probe.mutations} before, on the "
+                f"same history: the failure could not be injected ({error!r})"
+            )
             if error is None:
-                assert tap.failed is not None and tap.failed.startswith(("unlink", "remove")), (
+                assert tap.failed.startswith(("unlink", "remove")), (
                     f"commit returned success {where}: a failed write, fsync, open or rename must raise"
                 )
             else:
