@@ -88,12 +88,11 @@ class _Tracked:
 
 @attrs.define
 class Snapshot:
-    """The files and directories under a root: names to nodes, nodes' bytes and modes."""
+    """The files under a root before a commit: names to nodes, nodes' bytes and modes."""
 
     names: dict[str, int] = attrs.Factory(dict)
     content: dict[int, bytes] = attrs.Factory(dict)
     modes: dict[int, int] = attrs.Factory(dict)
-    directories: dict[str, int] = attrs.Factory(dict)
 
 
 class FileSystemTap:
@@ -145,9 +144,8 @@ class FileSystemTap:
         return self._inodes[key]
 
     def _take_snapshot(self) -> None:
-        for folder, dirs, files in os.walk(self.root):
+        for folder, _, files in os.walk(self.root):
             relative = os.path.relpath(folder, self.root)
-            self.initial.directories[relative] = stat.S_IMODE(os.lstat(folder).st_mode)
             for name in files:
                 path = os.path.join(folder, name)
                 info = os.lstat(path)
@@ -160,7 +158,6 @@ class FileSystemTap:
                 self.initial.names[rel] = node
                 self.initial.content[node] = data
                 self.initial.modes[node] = stat.S_IMODE(info.st_mode)
-            dirs.sort()
         self._model = dict(self.initial.content)
         self._modes = dict(self.initial.modes)
 
