@@ -164,7 +164,7 @@ class OpenAIWireServer(WireServer):
             )
             for piece in call.argument_pieces:
                 yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-        finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}.get(
+        finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter"}.get(
             reply.stop_reason or "", "tool_calls" if reply.tool_calls else "stop"
         )
         yield self.chunk(reply, choice({}, finish))

@@ -24,7 +24,6 @@ from monoagent.testing import (
     write_script,
 )
 from monoagent.testing.provider_contract import Reply, ScriptedToolCall
-from monoagent_plugins.offline import EchoRuntime, ScriptedRuntime
 
 pytest_plugins = ["pytester"]
 
@@ -70,14 +69,31 @@ class TestFunctionReplyRuntimeContract(ProviderRuntimeContract):
         return FunctionProvider(answer, name="plain")
 
 
-class TestOfflineScriptedRuntimeContract(ProviderRuntimeContract):
-    @pytest.fixture(autouse=True)
-    def _scripts(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
+class _OfflineRuntimeContract(ProviderRuntimeContract):
+    """The offline runtimes as a user gets them: from an Agent configured by ``providers.offline``."""
 
-    def runtime_for(self, script: StepScript | None) -> ScriptedRuntime | None:
+    @pytest.fixture(autouse=True)
+    def _agent_home(self, tmp_path: Path) -> Iterator[None]:
+        self.tmp_path = tmp_path
+        self.agents: list[Any] = []
+        yield
+        for agent in self.agents:
+            agent.close()
+
+    def offline(self, model: str, steps: list[dict[str, Any]] | None = None) -> Any:
+        config: dict[str, Any] = {"runtime": {"model": f"offline:{model}"}}
+        if steps is not None:
+            script = write_script(self.tmp_path / f"script-{len(self.agents)}.json", steps)
+            config["providers"] = {"offline": {"scriptPath": str(script)}}
+        agent = fresh_agent(self.tmp_path / f"agent-{len(self.agents)}", config=config)
+        self.agents.append(agent)
+        return agent.provider(f"offline:{model}")
+
+
+class TestOfflineScriptedRuntimeContract(_OfflineRuntimeContract):
+    def runtime_for(self, script: StepScript | None) -> Any:
         if script is not None and script.stall_after is not None:
-            return None  # offline:scripted replays whole steps; it has no stall
+            return None  # the script format has no stall: offline:scripted replays whole steps
         if script is None:
             step: dict[str, Any] = {"text": "a scripted answer in several words"}
         elif script.error is not None:
@@ -85,12 +101,12 @@ class TestOfflineScriptedRuntimeContract(ProviderRuntimeContract):
         else:
             calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in script.tool_calls]
             step = {"text": script.text, "tool_calls": calls}
-        return ScriptedRuntime(write_script(self.tmp_path / "script.json", [step]))
+        return self.offline("scripted", [step])
 
 
-class TestOfflineEchoRuntimeContract(ProviderRuntimeContract):
-    def runtime_for(self, script: StepScript | None) -> EchoRuntime | None:
-        return EchoRuntime() if script is None else None  # echo plays no script, only its own answer
+class TestOfflineEchoRuntimeContract(_OfflineRuntimeContract):
+    def runtime_for(self, script: StepScript | None) -> Any:
+        return self.offline("echo") if script is None else None  # echo plays no script, only its own answer
 
 
 class _HttpRuntimeContract(ProviderRuntimeContract):
@@ -134,6 +150,12 @@ class TestOpenAIRuntimeContract(_HttpRuntimeContract):
     model = "openai:model-x"
     config: ClassVar[dict[str, Any]] = {"providers": {"openai": {"baseUrl": "{url}/v1"}}}
     env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
+
+
+class TestOpenAICompatibleRuntimeContract(_HttpRuntimeContract):
+    server_type = OpenAIWireServer
+    model = "openai-compatible:model-x"
+    config: ClassVar[dict[str, Any]] = {"providers": {"openaiCompatible": {"baseUrl": "{url}/v1", "apiKey": "sk-compatible"}}}
 
 
 BROKEN_RUNTIMES = '''

@@ -51,7 +51,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.testing.provider_contract import LOOKUP, cancel_after_first_text, contract_request
+from monoagent.testing.wire_server import LOOKUP, cancel_after_first_text, contract_request
 
 __all__ = ["PROMPT_SECONDS", "ProviderRuntimeContract", "StepScript", "stream_problems"]
 
