@@ -31,11 +31,12 @@ import asyncio
 import email.utils
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import ProviderEvent, ProviderRequest, TextDelta, ToolCall
+from monoagent.kernel.model import TextDelta, ToolCall
+from monoagent.testing.provider_runtime_contract import ContractModel
 from monoagent.testing.wire_server import (
     LOOKUP,
     Reply,
@@ -66,19 +67,6 @@ def nested_arguments(depth: int) -> dict[str, Any]:
     for _ in range(depth - 2):
         value = [value]
     return {"a": value} if depth > 1 else {}
-
-
-class _Renamed:
-    """The runtime under test under a model id of the contract's own, for an Agent."""
-
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
-        self.name = "contract:model-x"
-        self.context_window = getattr(runtime, "context_window", None)
-
-    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        stream: AsyncIterator[ProviderEvent] = self.runtime.stream(request)
-        return stream
 
 
 class ProviderLimitsContract:
@@ -240,7 +228,7 @@ class ProviderLimitsContract:
 
         monkeypatch.setattr(provider_call, "sleep", no_wait)
         monkeypatch.setattr(provider_call, "jitter", lambda: 0.5)
-        agent = fresh_agent(tmp_path, provider=_Renamed(runtime), config={"providers": {"piNative": pi}})
+        agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"piNative": pi}})
         return agent, waited
 
     def test_retries_stop_at_the_cap(self, provider_server: WireServer, runtime: Any, tmp_path: Any, monkeypatch: Any) -> None:
