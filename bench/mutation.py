@@ -94,7 +94,10 @@ TARGETS: dict[str, Target] = {
             "openai-compatible",
             "the OpenAI-compatible provider and its wire",
             (f"{PLUGINS}/openai_compatible.py", f"{PLUGINS}/lib/openai_wire.py"),
-            ("tests/test_provider_contract.py::TestOpenAICompatibleContract",),
+            (
+                "tests/test_provider_contract.py::TestOpenAICompatibleContract",
+                "tests/test_provider_runtime_contract.py::TestOpenAICompatibleRuntimeContract",
+            ),
         ),
     )
 }

@@ -53,7 +53,7 @@ import json
 from typing import Any
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCallRequested, Usage
+from monoagent.kernel.model import Message, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
 from monoagent.testing.provider_limits_contract import ProviderLimitsContract
 from monoagent.testing.wire_server import (
     DROP,
@@ -91,13 +91,34 @@ class ProviderContract(ProviderLimitsContract):
     Chat Completions does not); ``reports_cache_reads`` likewise for cache reads. ``stop_reasons``
     are the harness's stop reasons (Anthropic's words) the wire can say besides ``tool_use``: a
     ``Reply(stop_reason=...)`` the server sends in its own words comes back as that word.
+
+    Optional, each test skipping without it: ``context_limit_messages`` (error messages the
+    provider reads as a context-length error on a 400 or 413, never on a 500);
+    ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
+    past it is a retryable error); ``credential`` (the key the fixture configured: it travels in
+    a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
+    request body's assistant tool calls and tool results, error marks included). The limits are
+    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
     """
 
     reports_cache_writes = True
     reports_cache_reads = True
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
+    context_limit_messages: tuple[str, ...] = ()
+    read_timeout_seconds: float | None = None
+    credential: str | None = None
+
     def sent_tool_names(self, body: Any) -> list[str]:
+        raise NotImplementedError
+
+    def sent_tool_calls(self, body: Any) -> list[tuple[str, str, Any]]:
+        """The assistant tool calls of a request body: ``(id, name, arguments as a dict)`` in order."""
+        raise NotImplementedError
+
+    def sent_tool_results(self, body: Any) -> list[tuple[str, str, bool]]:
+        """The tool results of a request body: ``(tool call id, the text the model reads without
+        any error marker, whether it is marked an error)`` in order."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ streaming
@@ -147,6 +168,9 @@ class ProviderContract(ProviderLimitsContract):
         assert (got.input_tokens, got.output_tokens) == (120, 31)
         assert got.cache_read_tokens == (900 if self.reports_cache_reads else 0)
         assert got.cache_write_tokens == (64 if self.reports_cache_writes else 0)
+        provider_server.enqueue(Reply(text_pieces=("ok",), usage=Usage(input_tokens=0, output_tokens=7, cache_read_tokens=50)))
+        got = asyncio.run(collect(runtime, contract_request()))[-1].usage  # type: ignore[union-attr]
+        assert (got.input_tokens, got.output_tokens) == (0, 7), "a prompt read whole from the cache leaves no input tokens"
 
     # ------------------------------------------------------------------ errors
 
@@ -245,7 +269,74 @@ class ProviderContract(ProviderLimitsContract):
         assert provider_server.stalled.wait(10), "the server never held the stream open mid-answer"
         assert provider_server.disconnected.wait(10), "the server saw the stream open mid-answer, and never saw the client close it"
 
+    def test_context_limit_messages_are_context_limits(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.context_limit_messages:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.context_limit_messages is empty")
+        for message in self.context_limit_messages:
+            for status in (400, 413):
+                provider_server.enqueue(Reply(status=status, error_message=message))
+                error = expect_error(runtime, contract_request())
+                assert isinstance(error, ContextLimitError) and not error.retryable, (status, message, error)
+            provider_server.enqueue(Reply(status=500, error_message=message))
+            error = expect_error(runtime, contract_request())
+            assert not isinstance(error, ContextLimitError) and error.retryable, f"a 500 is a server error, whatever it says: {error}"
+
+    def test_a_stall_past_the_read_timeout_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+        if self.read_timeout_seconds is None:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.read_timeout_seconds is None: the runtime's read timeout is not configured short")
+        provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
+        seen: list[str] = []
+
+        async def consume() -> None:
+            async for event in runtime.stream(contract_request()):
+                if isinstance(event, TextDelta):
+                    seen.append(event.text)
+
+        try:
+            asyncio.run(asyncio.wait_for(consume(), self.read_timeout_seconds * 20))
+        except ProviderError as exc:
+            assert exc.retryable and exc.status is None, str(exc)
+        else:
+            raise AssertionError("a stream that stalled answered")
+        assert seen == ["first"] and provider_server.stalled.is_set()
+
     # ------------------------------------------------------------------ the request
+
+    def test_the_credential_travels_in_a_header(self, provider_server: WireServer, runtime: Any) -> None:
+        if self.credential is None:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.credential is None: the runtime is configured without one")
+        provider_server.enqueue(Reply(text_pieces=("ok",)))
+        asyncio.run(collect(runtime, contract_request()))
+        sent = provider_server.last_request
+        assert any(self.credential in value for value in sent.headers.values()), "the configured key is sent in a header"
+        assert self.credential not in sent.body.decode("utf-8"), "and never in the body"
+
+    def test_a_tool_exchange_travels_whole(self, provider_server: WireServer, runtime: Any) -> None:
+        calls = (ToolCall("call_prev_1", "lookup", {"word": "café", "limit": 2}), ToolCall("call_prev_2", "lookup", {"word": "tea"}))
+        messages = (
+            Message("user", "Look two words up"),
+            Message("assistant", "Looking.", tool_calls=calls),
+            Message("tool", "a coffee house", tool_call_id="call_prev_1"),
+            Message("tool", "lookup failed: no such word", tool_call_id="call_prev_2", is_error=True),
+        )
+        provider_server.enqueue(Reply(text_pieces=("ok",)))
+        asyncio.run(collect(runtime, contract_request(messages=messages, tools=[LOOKUP])))
+        body = provider_server.last_request.json
+        try:
+            sent_calls, sent_results = self.sent_tool_calls(body), self.sent_tool_results(body)
+        except NotImplementedError:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__} implements no sent_tool_calls / sent_tool_results")
+        assert sent_calls == [(c.id, c.name, c.arguments) for c in calls]
+        assert sent_results == [("call_prev_1", "a coffee house", False), ("call_prev_2", "lookup failed: no such word", True)]
+
 
     def test_request_carries_tools_and_never_the_boundary(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("ok",)))
