@@ -4,7 +4,9 @@ The frames follow the vendors' documented streams: Anthropic's ``event:``/``data
 (message_start, content_block_start, ping, content_block_delta with thinking_delta, signature_delta,
 text_delta or input_json_delta, content_block_stop, message_delta with stop_reason and usage, message_stop,
 and ``event: error``), and OpenAI's ``data: {chat.completion.chunk}`` lines ending with
-``data: [DONE]``, usage in a last chunk with empty ``choices``.
+``data: [DONE]``, usage in a last chunk with empty ``choices`` (reasoning as local servers send it,
+``delta.reasoning_content``). ``Reply.stream_error`` names the mid-stream error: ``overloaded``,
+``rate_limited`` or ``invalid_request``, each in the vendor's own words.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ class AnthropicWireServer(WireServer):
                 )
                 yield from self.cut(reply, sent)
             if reply.stream_error:
-                yield self.event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                kind = {"rate_limited": "rate_limit_error", "invalid_request": "invalid_request_error"}.get(reply.stream_error, "overloaded_error")
+                message = "Overloaded" if kind == "overloaded_error" else reply.error_message
+                yield self.event("error", {"type": "error", "error": {"type": kind, "message": message}})
                 return
             yield self.event("content_block_stop", {"type": "content_block_stop", "index": text_index})
             index += 1
@@ -149,13 +153,21 @@ class OpenAIWireServer(WireServer):
             return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
 
         yield self.chunk(reply, choice({"role": "assistant", "content": "", "refusal": None}))
+        for block in reply.reasoning:  # as local servers stream it (llama.cpp, vLLM, Ollama)
+            half = len(block.text) // 2
+            for piece in (block.text[:half], block.text[half:]):
+                yield self.chunk(reply, choice({"reasoning_content": piece}))
         yield from self.cut(reply, 0)
         for sent, piece in enumerate(reply.text_pieces, start=1):
             yield self.chunk(reply, choice({"content": piece}))
             yield from self.cut(reply, sent)
         if reply.stream_error:
-            error = {"error": {"message": "The server is overloaded, please try again", "type": "server_error", "param": None, "code": None}}
-            yield f"data: {json.dumps(error)}\n\n".encode()
+            error = {
+                "overloaded": {"message": "The server is overloaded, please try again", "type": "server_error", "param": None, "code": None},
+                "rate_limited": {"message": reply.error_message, "type": "requests", "param": None, "code": "rate_limit_exceeded"},
+                "invalid_request": {"message": reply.error_message, "type": "invalid_request_error", "param": None, "code": None},
+            }[reply.stream_error]
+            yield f"data: {json.dumps({'error': error})}\n\n".encode()
             return
         for index, call in enumerate(reply.tool_calls):
             yield self.chunk(

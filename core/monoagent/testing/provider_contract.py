@@ -53,7 +53,16 @@ import json
 from typing import Any
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import Message, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage
+from monoagent.kernel.model import (
+    Message,
+    ReasoningBlock,
+    StepFinished,
+    StreamProgress,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+)
 from monoagent.testing.provider_limits_contract import ProviderLimitsContract
 from monoagent.testing.wire_server import (
     DROP,
@@ -92,6 +101,9 @@ class ProviderContract(ProviderLimitsContract):
     are the harness's stop reasons (Anthropic's words) the wire can say besides ``tool_use``: a
     ``Reply(stop_reason=...)`` the server sends in its own words comes back as that word.
 
+    ``carries_reasoning`` says whether the wire streams reasoning (``Reply.reasoning``): it is
+    reported as progress (``StreamProgress(kind="reasoning")``), never as text.
+
     Optional, each test skipping without it: ``context_limit_messages`` (error messages the
     provider reads as a context-length error on a 400 or 413, never on a 500);
     ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
@@ -105,6 +117,7 @@ class ProviderContract(ProviderLimitsContract):
     reports_cache_reads = True
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
+    carries_reasoning = True
     context_limit_messages: tuple[str, ...] = ()
     read_timeout_seconds: float | None = None
     credential: str | None = None
@@ -216,9 +229,42 @@ class ProviderContract(ProviderLimitsContract):
             asyncio.run(consume())
         except ProviderError as exc:
             assert exc.retryable
+            assert "overload" in str(exc).lower(), f"the error says what the server said: {exc}"
         else:
             raise AssertionError("an error event mid-stream did not raise ProviderError")
         assert seen == ["Partial"]
+
+    def test_error_events_mid_stream_say_what_happened(self, provider_server: WireServer, runtime: Any) -> None:
+        for kind, retryable in (("rate_limited", True), ("invalid_request", False)):
+            provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error=kind, error_message=f"the {kind} detail"))
+            error = expect_error(runtime, contract_request())
+            assert error.retryable is retryable, (kind, str(error))
+            assert f"the {kind} detail" in str(error) and "\n" not in str(error)
+
+    def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: Any) -> None:
+        pieces = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}')
+        provider_server.enqueue(Reply(tool_calls=(ScriptedToolCall("call_01", "lookup", pieces),)))
+        events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
+        arguments = len("".join(pieces).encode())
+        progress = [e for e in events if isinstance(e, StreamProgress)]
+        reported = sum(e.bytes for e in progress if e.kind == "tool_arguments")
+        assert arguments <= reported <= arguments + len("call_01") + len("lookup"), f"{reported} bytes of progress for {arguments}"
+        assert {e.kind for e in progress} == {"tool_arguments"}, "progress reports only what arrived"
+        first_call = next(n for n, e in enumerate(events) if isinstance(e, ToolCallRequested))
+        assert all(n < first_call for n, e in enumerate(events) if isinstance(e, StreamProgress)), "progress comes as the pieces do"
+
+    def test_reasoning_is_progress_never_text(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.carries_reasoning:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.carries_reasoning is False")
+        thought = "Pondering the wörds before answering."
+        provider_server.enqueue(Reply(reasoning=(ReasoningBlock("thinking", thought, signature="sig-01"),), text_pieces=("ok",)))
+        events = asyncio.run(collect(runtime, contract_request()))
+        assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"], "reasoning never arrives as text"
+        reported = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "reasoning")
+        assert reported >= len(thought.encode()), f"{reported} bytes of reasoning progress for {len(thought.encode())}"
+        assert not [e for e in events if isinstance(e, StreamProgress) and e.kind != "reasoning"]
 
     def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("one", "two", "three"), drop_after=1))

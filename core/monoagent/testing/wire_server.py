@@ -66,7 +66,9 @@ class Reply:
     ``tool_calls``, then ``usage``. ``status``
     of 400 or more answers with that status, ``headers`` and :meth:`WireServer.error_body` instead
     (``context_limit`` makes it the provider's context-length error). ``stream_error`` sends the
-    provider's mid-stream error event (``"overloaded"``) after the text; ``drop_after`` closes the
+    provider's mid-stream error event after the text, of one of three kinds the server says in its
+    wire's words: ``"overloaded"`` and ``"rate_limited"`` (retryable), ``"invalid_request"`` (fatal),
+    the last two with ``error_message`` as their message; ``drop_after`` closes the
     connection abruptly after that many text pieces; ``stall_after`` holds it open after that
     many pieces until the client disconnects. ``raw_frames``, when set, is sent as it is instead
     of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
