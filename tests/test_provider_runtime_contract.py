@@ -41,7 +41,7 @@ def function_for(script: StepScript | None) -> FunctionProvider:
                 await asyncio.Event().wait()  # until cancelled
             yield piece
         if script.error is not None:
-            raise ProviderError(script.error, retryable=script.retryable, provider="function")
+            raise ProviderError(f"function: {script.error}", retryable=script.retryable, provider="function")
         for call in script.tool_calls:
             yield call
 
@@ -81,7 +81,7 @@ class TestFunctionReplyRuntimeContract(ProviderRuntimeContract):
 
         def answer(request: ProviderRequest) -> FunctionReply:
             if script.error is not None:
-                raise ProviderError(script.error, retryable=script.retryable, provider="function")
+                raise ProviderError(f"function: {script.error}", retryable=script.retryable, provider="function")
             return FunctionReply(script.text, script.tool_calls)
 
         return FunctionProvider(answer, name="plain")
@@ -147,7 +147,7 @@ class TestOfflineScriptedRuntimeContract(_OfflineRuntimeContract):
             Misconfiguration("an unknown key", script("typo.json", '{"steps": [{"txt": "typo"}]}'), "txt"),
             Misconfiguration("a wrong type", script("type.json", '{"steps": [{"tool_calls": "clock"}]}'), "tool_calls"),
             Misconfiguration("not JSON", script("broken.json", '{"steps": ['), "not valid JSON"),
-            Misconfiguration("a directory", lambda: self.offline("scripted", script_path=self.tmp_path), "script"),
+            Misconfiguration("a directory", lambda: self.offline("scripted", script_path=self.tmp_path), "script /"),
         ]
 
 

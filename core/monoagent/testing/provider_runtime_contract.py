@@ -241,7 +241,7 @@ class ProviderRuntimeContract:
         )
 
     def test_runtime_contract_text_streams_in_order(self) -> None:
-        script = StepScript(text_pieces=("Hel", "lo, ", "wörld", " — ", "done."))
+        script = StepScript(text_pieces=("Hel", "lo, ", "wörld", " — ", "done ", "and ", "dusted."))
         events = asyncio.run(_collect(self.playing(script), script))
         assert stream_problems(events) == []
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == script.text
@@ -271,6 +271,7 @@ class ProviderRuntimeContract:
                 assert "\n" not in str(exc), "a provider error is one line"
                 assert str(script.error) in str(exc), f"the error says what the model's side said ({script.error!r}): {exc}"
                 assert isinstance(exc.provider, str) and exc.provider, "a provider error names its provider (ProviderError.provider)"
+                assert exc.provider in str(exc), f"the message names the provider {exc.provider!r}: {exc}"
             except Exception as exc:
                 raise AssertionError(f"a failing step raised {type(exc).__name__}: {exc}; a runtime raises ProviderError") from exc
             else:
@@ -326,6 +327,7 @@ class ProviderRuntimeContract:
             asyncio.run(_collect(runtime, None))
         except ProviderError as exc:
             assert "\n" not in str(exc)
+            assert exc.provider and exc.provider in str(exc), f"the message names the provider {exc.provider!r}: {exc}"
         except Exception as exc:
             raise AssertionError(f"a call past the last step raised {type(exc).__name__}: {exc}; a runtime raises ProviderError") from exc
         else:
