@@ -60,6 +60,8 @@ class TestAnthropicContract(ProviderContract):
         return agent.provider("anthropic:model-x")
 
     credential = "test-key"
+    text_field = "delta.text"
+    tool_name_field = "content_block.name"
 
     def sent_tool_names(self, body):
         return _tool_names_anthropic(body)
@@ -74,6 +76,8 @@ class TestAnthropicContract(ProviderContract):
 class _OpenAIFamily(ProviderContract):
     reports_cache_writes = False
     context_limit_messages = tuple(openai_wire.CONTEXT_LIMIT_PHRASES)
+    text_field = "choices[0].delta.content"
+    tool_name_field = "choices[0].delta.tool_calls[0].function.name"
     prefix = ""
     config: ClassVar[dict[str, dict[str, Any]]] = {}
     env: ClassVar[dict[str, str]] = {}

@@ -107,7 +107,8 @@ class ProviderContract(ProviderLimitsContract):
     Optional, each test skipping without it: ``context_limit_messages`` (error messages the
     provider reads as a context-length error on a 400 or 413, never on a 500);
     ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
-    past it is a retryable error); ``credential`` (the key the fixture configured: it travels in
+    past it is a retryable error); ``text_field`` and ``tool_name_field`` (the field paths an
+    error names when a text piece or a tool's name has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
     a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
     request body's assistant tool calls and tool results, error marks included). The limits are
     in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
@@ -118,6 +119,8 @@ class ProviderContract(ProviderLimitsContract):
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
     carries_reasoning = True
+    text_field: str | None = None
+    tool_name_field: str | None = None
     context_limit_messages: tuple[str, ...] = ()
     read_timeout_seconds: float | None = None
     credential: str | None = None
@@ -286,6 +289,27 @@ class ProviderContract(ProviderLimitsContract):
         provider_server.enqueue(Reply(raw_frames=(b"data: {not json\n\n",)))
         error = expect_error(runtime, contract_request())
         assert "\n" not in str(error)
+        assert error.code == "malformed_event" and not error.retryable, str(error)
+
+    def test_a_field_of_the_wrong_type_is_named(self, provider_server: WireServer, runtime: Any) -> None:
+        """The server's own frames with one value swapped for another JSON type: the text piece for
+        a number, the tool's name for a list. The error names the field (``text_field``,
+        ``tool_name_field``: the path your provider names; None skips that case)."""
+        cases = (
+            (self.text_field, Reply(text_pieces=("MARKER",)), b'"MARKER"', b"12345", "a number"),
+            (self.tool_name_field, Reply(tool_calls=(ScriptedToolCall("call_1", "MARKER", ("{}",)),)), b'"MARKER"', b'["lookup"]', "an array"),
+        )
+        played = [case for case in cases if case[0] is not None]
+        if not played:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__} names no text_field or tool_name_field")
+        for field, reply, value, swapped, kind in played:
+            frames = [f.replace(value, swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
+            provider_server.enqueue(Reply(raw_frames=frames))
+            error = expect_error(runtime, contract_request(tools=[LOOKUP]))
+            assert error.code == "malformed_event" and not error.retryable, str(error)
+            assert f"{field} is {kind}" in str(error) and "\n" not in str(error), str(error)
 
     def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
         import itertools
