@@ -71,8 +71,7 @@ class AnthropicWireServer(WireServer):
                 yield from self.cut(reply, sent)
             if reply.stream_error:
                 kind = {"rate_limited": "rate_limit_error", "invalid_request": "invalid_request_error"}.get(reply.stream_error, "overloaded_error")
-                message = "Overloaded" if kind == "overloaded_error" else reply.error_message
-                yield self.event("error", {"type": "error", "error": {"type": kind, "message": message}})
+                yield self.event("error", {"type": "error", "error": {"type": kind, "message": reply.error_message}})
                 return
             yield self.event("content_block_stop", {"type": "content_block_stop", "index": text_index})
             index += 1
@@ -163,7 +162,7 @@ class OpenAIWireServer(WireServer):
             yield from self.cut(reply, sent)
         if reply.stream_error:
             error = {
-                "overloaded": {"message": "The server is overloaded, please try again", "type": "server_error", "param": None, "code": None},
+                "overloaded": {"message": reply.error_message, "type": "server_error", "param": None, "code": None},
                 "rate_limited": {"message": reply.error_message, "type": "requests", "param": None, "code": "rate_limit_exceeded"},
                 "invalid_request": {"message": reply.error_message, "type": "invalid_request_error", "param": None, "code": None},
             }[reply.stream_error]
@@ -172,7 +171,7 @@ class OpenAIWireServer(WireServer):
         for index, call in enumerate(reply.tool_calls):
             yield self.chunk(
                 reply,
-                choice({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
+                choice({"content": None, "tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
             )
             for piece in call.argument_pieces:
                 yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
@@ -182,17 +181,11 @@ class OpenAIWireServer(WireServer):
         yield self.chunk(reply, choice({}, finish))
         usage = reply.usage
         prompt = usage.input_tokens + usage.cache_read_tokens
-        yield self.chunk(
-            reply,
-            [],
-            {
-                "prompt_tokens": prompt,
-                "completion_tokens": usage.output_tokens,
-                "total_tokens": prompt + usage.output_tokens,
-                "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-            },
-        )
+        counts: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens, "total_tokens": prompt + usage.output_tokens}
+        if usage.cache_read_tokens:  # local servers leave the details out; OpenAI sends them
+            counts["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
+            counts["completion_tokens_details"] = {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        yield self.chunk(reply, [], counts)
         yield b"data: [DONE]\n\n"
 
     def error_body(self, reply: Reply) -> bytes:

@@ -187,6 +187,9 @@ class ProviderContract(ProviderLimitsContract):
         provider_server.enqueue(Reply(text_pieces=("ok",), usage=Usage(input_tokens=0, output_tokens=7, cache_read_tokens=50)))
         got = asyncio.run(collect(runtime, contract_request()))[-1].usage  # type: ignore[union-attr]
         assert (got.input_tokens, got.output_tokens) == (0, 7), "a prompt read whole from the cache leaves no input tokens"
+        provider_server.enqueue(Reply(text_pieces=("ok",), usage=Usage(input_tokens=30, output_tokens=4)))
+        got = asyncio.run(collect(runtime, contract_request()))[-1].usage  # type: ignore[union-attr]
+        assert (got.input_tokens, got.output_tokens, got.cache_read_tokens) == (30, 4, 0), "no cache read: all input"
 
     # ------------------------------------------------------------------ errors
 
@@ -220,7 +223,7 @@ class ProviderContract(ProviderLimitsContract):
         assert not error.retryable
 
     def test_error_event_mid_stream_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
-        provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded"))
+        provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded", error_message="busy: try again"))
         seen: list[str] = []
 
         async def consume() -> None:
@@ -232,7 +235,8 @@ class ProviderContract(ProviderLimitsContract):
             asyncio.run(consume())
         except ProviderError as exc:
             assert exc.retryable
-            assert "overload" in str(exc).lower(), f"the error says what the server said: {exc}"
+            assert "busy: try again" in str(exc), f"the error says what the server said: {exc}"
+            assert exc.provider and exc.provider in str(exc), f"the error names its provider: {exc}"
         else:
             raise AssertionError("an error event mid-stream did not raise ProviderError")
         assert seen == ["Partial"]
@@ -243,6 +247,7 @@ class ProviderContract(ProviderLimitsContract):
             error = expect_error(runtime, contract_request())
             assert error.retryable is retryable, (kind, str(error))
             assert f"the {kind} detail" in str(error) and "\n" not in str(error)
+            assert error.provider and error.provider in str(error), f"the error names its provider: {error}"
 
     def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: Any) -> None:
         pieces = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}')

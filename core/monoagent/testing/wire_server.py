@@ -68,7 +68,7 @@ class Reply:
     (``context_limit`` makes it the provider's context-length error). ``stream_error`` sends the
     provider's mid-stream error event after the text, of one of three kinds the server says in its
     wire's words: ``"overloaded"`` and ``"rate_limited"`` (retryable), ``"invalid_request"`` (fatal),
-    the last two with ``error_message`` as their message; ``drop_after`` closes the
+    each with ``error_message`` as its message; ``drop_after`` closes the
     connection abruptly after that many text pieces; ``stall_after`` holds it open after that
     many pieces until the client disconnects. ``raw_frames``, when set, is sent as it is instead
     of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
