@@ -310,7 +310,7 @@ class ProviderContract(ProviderLimitsContract):
 
             pytest.skip(f"{type(self).__name__} names no text_field or tool_name_field")
         for field, reply, value, swapped, kind in played:
-            frames = [f.replace(value, swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
+            frames: list[Any] = [f.replace(value, swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
             provider_server.enqueue(Reply(raw_frames=frames))
             error = expect_error(runtime, contract_request(tools=[LOOKUP]))
             assert error.code == "malformed_event" and not error.retryable, str(error)
