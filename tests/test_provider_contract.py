@@ -60,8 +60,9 @@ class TestAnthropicContract(ProviderContract):
         return agent.provider("anthropic:model-x")
 
     credential = "test-key"
-    text_field = "delta.text"
-    tool_name_field = "content_block.name"
+    field_paths: ClassVar[dict[str, str]] = {
+        "text": "delta.text", "tool_id": "content_block.id", "tool_name": "content_block.name", "tool_arguments": "delta.partial_json",
+    }
 
     def sent_tool_names(self, body):
         return _tool_names_anthropic(body)
@@ -76,8 +77,12 @@ class TestAnthropicContract(ProviderContract):
 class _OpenAIFamily(ProviderContract):
     reports_cache_writes = False
     context_limit_messages = tuple(openai_wire.CONTEXT_LIMIT_PHRASES)
-    text_field = "choices[0].delta.content"
-    tool_name_field = "choices[0].delta.tool_calls[0].function.name"
+    field_paths: ClassVar[dict[str, str]] = {
+        "text": "choices[0].delta.content",
+        "tool_id": "choices[0].delta.tool_calls[0].id",
+        "tool_name": "choices[0].delta.tool_calls[0].function.name",
+        "tool_arguments": "choices[0].delta.tool_calls[0].function.arguments",
+    }
     prefix = ""
     config: ClassVar[dict[str, dict[str, Any]]] = {}
     env: ClassVar[dict[str, str]] = {}

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError
@@ -107,8 +109,8 @@ class ProviderContract(ProviderLimitsContract):
     Optional, each test skipping without it: ``context_limit_messages`` (error messages the
     provider reads as a context-length error on a 400 or 413, never on a 500);
     ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
-    past it is a retryable error); ``text_field`` and ``tool_name_field`` (the field paths an
-    error names when a text piece or a tool's name has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
+    past it is a retryable error); ``field_paths`` (the paths an error names when a text piece or
+    a tool call's id, name or argument piece has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
     a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
     request body's assistant tool calls and tool results, error marks included). The limits are
     in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
@@ -119,8 +121,7 @@ class ProviderContract(ProviderLimitsContract):
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
     carries_reasoning = True
-    text_field: str | None = None
-    tool_name_field: str | None = None
+    field_paths: Mapping[str, str] = MappingProxyType({})
     context_limit_messages: tuple[str, ...] = ()
     read_timeout_seconds: float | None = None
     credential: str | None = None
@@ -297,24 +298,28 @@ class ProviderContract(ProviderLimitsContract):
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
     def test_a_field_of_the_wrong_type_is_named(self, provider_server: WireServer, runtime: Any) -> None:
-        """The server's own frames with one value swapped for another JSON type: the text piece for
-        a number, the tool's name for a list. The error names the field (``text_field``,
-        ``tool_name_field``: the path your provider names; None skips that case)."""
-        cases = (
-            (self.text_field, Reply(text_pieces=("MARKER",)), b'"MARKER"', b"12345", "a number"),
-            (self.tool_name_field, Reply(tool_calls=(ScriptedToolCall("call_1", "MARKER", ("{}",)),)), b'"MARKER"', b'["lookup"]', "an array"),
-        )
-        played = [case for case in cases if case[0] is not None]
+        """The server's own frames with one value swapped for another JSON type (a text piece, a tool
+        call's id, name or argument piece): the error is a ``malformed_event`` naming the field by
+        its path in ``field_paths`` (keys ``text``, ``tool_id``, ``tool_name``, ``tool_arguments``;
+        a key left out skips that case)."""
+        call = ScriptedToolCall
+        cases = {
+            "text": (Reply(text_pieces=("MARKER",)), b"12345", "a number"),
+            "tool_id": (Reply(tool_calls=(call("MARKER", "lookup", ("{}",)),)), b"12345", "a number"),
+            "tool_name": (Reply(tool_calls=(call("call_1", "MARKER", ("{}",)),)), b'["lookup"]', "an array"),
+            "tool_arguments": (Reply(tool_calls=(call("call_1", "lookup", ("MARKER",)),)), b'{"word": 1}', "an object"),
+        }
+        played = [(path, *cases[key]) for key, path in self.field_paths.items()]
         if not played:
             import pytest
 
-            pytest.skip(f"{type(self).__name__} names no text_field or tool_name_field")
-        for field, reply, value, swapped, kind in played:
-            frames: list[Any] = [f.replace(value, swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
+            pytest.skip(f"{type(self).__name__}.field_paths names no field")
+        for path, reply, swapped, kind in played:
+            frames: list[Any] = [f.replace(b'"MARKER"', swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
             provider_server.enqueue(Reply(raw_frames=frames))
             error = expect_error(runtime, contract_request(tools=[LOOKUP]))
             assert error.code == "malformed_event" and not error.retryable, str(error)
-            assert f"{field} is {kind}" in str(error) and "\n" not in str(error), str(error)
+            assert f"{path} is {kind}" in str(error) and "\n" not in str(error), str(error)
 
     def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
         import itertools
