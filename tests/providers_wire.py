@@ -15,6 +15,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
+
 from monoagent.kernel.model import ReasoningBlock
 from monoagent.testing.provider_contract import Reply, WireServer
 
@@ -201,3 +203,33 @@ class OpenAIWireServer(WireServer):
             code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(reply.status)
             error = {"message": reply.error_message, "type": kind, "param": None, "code": code}
         return json.dumps({"error": error}).encode()
+
+
+class LocalServerWire(OpenAIWireServer):
+    """Chat Completions as local servers stream it, quirks included: every tool call of a step at
+    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), ``delta: null`` on the
+    finishing chunk, an overload reported as a bare string error, a rate limit with a ``code``
+    and no ``type``, an invalid request with neither."""
+
+    def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
+        for choice in choices:
+            for piece in choice["delta"].get("tool_calls") or ():
+                piece["index"] = 0
+            if choice.get("finish_reason") and choice["delta"] == {}:
+                choice["delta"] = None
+        return super().chunk(reply, choices, usage)
+
+    def frames(self, reply: Reply) -> Iterator[bytes | object]:
+        if not reply.stream_error:
+            yield from super().frames(reply)
+            return
+        for frame in super().frames(attrs.evolve(reply, stream_error=None, tool_calls=(), text_pieces=reply.text_pieces)):
+            if isinstance(frame, bytes) and b'"finish_reason":"' in frame:
+                break  # the error comes where the stream would have finished
+            yield frame
+        error: Any = {
+            "overloaded": f"the server is overloaded: {reply.error_message}",
+            "rate_limited": {"code": "rate_limit_exceeded", "message": reply.error_message},
+            "invalid_request": {"message": reply.error_message},
+        }[reply.stream_error]
+        yield f"data: {json.dumps({'error': error})}\n\n".encode()

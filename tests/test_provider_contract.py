@@ -8,7 +8,7 @@ import json
 from typing import Any, ClassVar
 
 import pytest
-from providers_wire import AnthropicWireServer, OpenAIWireServer
+from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
@@ -146,6 +146,15 @@ class TestOpenAICompatibleContract(_OpenAIFamily):
         "openaiCompatible": {"apiKey": "sk-compatible-key", "timeoutSeconds": 3.0},
         "piNative": {"maxStreamEventBytes": 1024 * 1024},
     }
+
+
+class TestOpenAICompatibleLocalServerContract(TestOpenAICompatibleContract):
+    """The same contract against a server with local servers' quirks (``LocalServerWire``)."""
+
+    @pytest.fixture
+    def provider_server(self):
+        with LocalServerWire() as server:
+            yield server
 
 
 # ============================================================================ whole turns over HTTP
