@@ -69,6 +69,27 @@ def nested_arguments(depth: int) -> dict[str, Any]:
     return {"a": value} if depth > 1 else {}
 
 
+def _read_step(runtime: Any) -> list[ToolCall]:
+    """One step read as the harness reads every step (:func:`monoagent.pipeline.stream.read_step`), with the default limits."""
+    from monoagent.pipeline.stream import StreamLimits, read_step
+
+    limits = StreamLimits(idle=300.0, timeout=1800.0, max_bytes=16 * 1024 * 1024)
+
+    async def step() -> list[ToolCall]:
+        found, _ = await read_step(runtime, contract_request(tools=[LOOKUP]), model="contract:model-x", limits=limits, on_text=_ignore)
+        return found
+
+    return asyncio.run(step())
+
+
+def _read_step_error(runtime: Any, answered: str) -> ProviderError:
+    try:
+        _read_step(runtime)
+    except ProviderError as exc:
+        return exc
+    raise AssertionError(answered)
+
+
 class ProviderLimitsContract:
     """The limit tests of :class:`~monoagent.testing.ProviderContract`; see the module docstring."""
 
@@ -174,48 +195,26 @@ class ProviderLimitsContract:
     # ------------------------------------------------------------------ the harness's limits
 
     def test_tool_calls_per_step_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
-        from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP, StreamLimits, read_step
+        from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
         def calls(n: int) -> tuple[ScriptedToolCall, ...]:
             return tuple(ScriptedToolCall(f"call_{i}", "lookup", (f'{{"word": "w{i}"}}',)) for i in range(n))
 
-        limits = StreamLimits(idle=300.0, timeout=1800.0, max_bytes=16 * 1024 * 1024)
-
-        async def step() -> list[ToolCall]:
-            found, _ = await read_step(runtime, contract_request(tools=[LOOKUP]), model="contract:model-x", limits=limits, on_text=_ignore)
-            return found
-
         provider_server.enqueue(Reply(tool_calls=calls(MAX_TOOL_CALLS_PER_STEP)), Reply(tool_calls=calls(MAX_TOOL_CALLS_PER_STEP + 1)))
-        found = asyncio.run(step())
+        found = _read_step(runtime)
         assert [(c.id, c.arguments) for c in found] == [(f"call_{i}", {"word": f"w{i}"}) for i in range(MAX_TOOL_CALLS_PER_STEP)]
-        try:
-            asyncio.run(step())
-        except ProviderError as exc:
-            assert exc.code == "too_many_tool_calls", str(exc)
-        else:
-            raise AssertionError(f"{MAX_TOOL_CALLS_PER_STEP + 1} tool calls in one step were read")
+        error = _read_step_error(runtime, f"{MAX_TOOL_CALLS_PER_STEP + 1} tool calls in one step were read")
+        assert error.code == "too_many_tool_calls", str(error)
 
     def test_tool_arguments_nest_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
-        from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH, StreamLimits, read_step
+        from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH
 
-        limits = StreamLimits(idle=300.0, timeout=1800.0, max_bytes=16 * 1024 * 1024)
-        for depth in (MAX_ARGUMENT_DEPTH, MAX_ARGUMENT_DEPTH + 1):
-            arguments = nested_arguments(depth)
+        deepest, too_deep = nested_arguments(MAX_ARGUMENT_DEPTH), nested_arguments(MAX_ARGUMENT_DEPTH + 1)
+        for arguments in (deepest, too_deep):
             provider_server.enqueue(Reply(tool_calls=(ScriptedToolCall("call_deep", "lookup", (json.dumps(arguments),)),)))
-
-            async def step() -> list[ToolCall]:
-                found, _ = await read_step(runtime, contract_request(tools=[LOOKUP]), model="contract:model-x", limits=limits, on_text=_ignore)
-                return found
-
-            if depth == MAX_ARGUMENT_DEPTH:
-                assert [c.arguments for c in asyncio.run(step())] == [arguments], f"arguments {depth} levels deep pass"
-                continue
-            try:
-                asyncio.run(step())
-            except ProviderError as exc:
-                assert exc.code == "malformed_event" and not exc.retryable, str(exc)
-            else:
-                raise AssertionError(f"tool arguments nested {depth} levels deep were read")
+        assert [c.arguments for c in _read_step(runtime)] == [deepest], f"arguments {MAX_ARGUMENT_DEPTH} levels deep pass"
+        error = _read_step_error(runtime, f"tool arguments nested {MAX_ARGUMENT_DEPTH + 1} levels deep were read")
+        assert error.code == "malformed_event" and not error.retryable, str(error)
 
     def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **pi: Any) -> tuple[Any, list[float]]:
         from monoagent.pipeline import provider_call

@@ -24,7 +24,12 @@ non-negative token counts; a failure is a one-line
 :class:`~monoagent.kernel.errors.ProviderError` whose ``retryable`` says whether to try again;
 cancelling the consuming task while the runtime waits raises ``CancelledError`` out of the stream
 within :data:`PROMPT_SECONDS` (not swallowed, not turned into an error) and leaves no task of the
-runtime running; closing the stream early (``aclose``) ends it the same way.
+runtime running; closing the stream early (``aclose``) ends it the same way. Also: an answer's stop
+reason is one of :data:`STOP_REASONS`; an error keeps the model's message and names its provider;
+usage counts the prompt and the answer (``reports_usage``); with :meth:`runtime_for_steps`,
+successive calls play successive steps (a call past the last is a ProviderError) and, through a
+real Agent, ``piMaxRetries`` retries are made and not one more; with :meth:`misconfigurations`,
+each is refused before any request, saying what to fix.
 
 Like the other contracts it runs its coroutines with ``asyncio.run`` and needs pytest only to
 skip a test.
@@ -192,6 +197,8 @@ class ProviderRuntimeContract:
     """
 
     prompt_seconds = PROMPT_SECONDS
+    reports_usage = True
+    """Whether the runtime reports token usage; one that cannot know it reports zeros and sets this False."""
 
     def runtime_for(self, script: StepScript | None) -> ProviderRuntime | None:
         """A runtime that plays ``script`` (None: any answer of its own), or None if it cannot (the test skips)."""
@@ -295,9 +302,6 @@ class ProviderRuntimeContract:
                 raise AssertionError(f"{case.what}: the runtime was made; a provider refuses it with a ConfigError")
 
     # ------------------------------------------------------------------ usage
-
-    reports_usage = True
-    """Whether the runtime reports token usage; one that cannot know it reports zeros and sets this False."""
 
     def test_runtime_contract_usage_counts_the_prompt_and_the_answer(self) -> None:
         if not self.reports_usage:
