@@ -428,8 +428,9 @@ class MemoryTier(Protocol):
     * ``search(query, limit=n)`` returns at most ``n`` :class:`~monoagent.kernel.model.MemoryHit`
       values, best first, each with ``source`` = the tier's ``name``, a string ``id`` that
       ``forget`` accepts, and a ``score`` in 0..1 where higher is more relevant (the recall gate
-      compares scores across tiers). An empty store, or a query with nothing to match, returns
-      ``[]``; ``limit`` below 1 is a ``ValueError``.
+      compares scores across tiers). Every entry holding all the query's words is found, so
+      ``n`` such entries or more give exactly ``n`` hits. An empty store, or a query with nothing
+      to match, returns ``[]``; ``limit`` below 1 is a ``ValueError``.
     * ``add(text, metadata=...)`` stores ``text`` and returns its id; blank text is a
       ``ValueError``. A tier may bound what it keeps (say so in its docs) and may merge a
       near-duplicate into an existing entry, returning that entry's id.
@@ -479,8 +480,9 @@ class MemoryStats:
 class BrowsableMemoryTier(MemoryTier, Protocol):
     """A tier that can also list its entries (newest first) and report its size.
 
-    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``;
-    ``stats()`` returns a :class:`MemoryStats`. The ``memory list`` and ``memory stats``
+    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``
+    (``limit`` below 1 or ``offset`` below 0 is a ``ValueError``); ``stats()`` returns a
+    :class:`MemoryStats` whose ``bytes`` is the UTF-8 size of the stored texts. The ``memory list`` and ``memory stats``
     commands need these; ``search``, ``add`` and ``forget`` work without them.
     """
 
