@@ -72,7 +72,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "tool-history",
             "the bundled SQLite tool-history store",
-            (f"{PLUGINS}/lib/tool_history/store.py",),
+            (f"{PLUGINS}/lib/tool_history/store.py", f"{PLUGINS}/lib/tool_history/sidecar.py"),
             ("tests/test_tool_history.py::TestSqliteToolHistoryContract",),
         ),
         Target(
