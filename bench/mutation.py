@@ -67,12 +67,12 @@ TARGETS: dict[str, Target] = {
             "files",
             "the bundled files history store",
             (f"{PLUGINS}/files_history.py", f"{PLUGINS}/lib/history_records.py", f"{PLUGINS}/lib/history_directory.py"),
-            ("tests/test_history_contract.py",),
+            ("tests/test_history_contract.py", "tests/test_history_durability_contract.py::TestFilesStoreDurabilityContract"),
         ),
         Target(
             "tool-history",
             "the bundled SQLite tool-history store",
-            (f"{PLUGINS}/lib/tool_history/store.py",),
+            (f"{PLUGINS}/lib/tool_history/store.py", f"{PLUGINS}/lib/tool_history/sidecar.py"),
             ("tests/test_tool_history.py::TestSqliteToolHistoryContract",),
         ),
         Target(
@@ -94,7 +94,18 @@ TARGETS: dict[str, Target] = {
             "openai-compatible",
             "the OpenAI-compatible provider and its wire",
             (f"{PLUGINS}/openai_compatible.py", f"{PLUGINS}/lib/openai_wire.py"),
-            ("tests/test_provider_contract.py::TestOpenAICompatibleContract",),
+            (
+                "tests/test_provider_contract.py::TestOpenAICompatibleContract",
+                "tests/test_provider_runtime_contract.py::TestOpenAICompatibleRuntimeContract",
+                *(
+                    f"tests/test_provider_contract.py::TestOpenAICompatibleLocalServerContract::{test}"
+                    for test in (
+                        "test_text_deltas_arrive_in_order", "test_split_tool_call_arguments_assemble", "test_two_tool_calls_in_one_step",
+                        "test_tool_calls_per_step_up_to_the_cap", "test_error_event_mid_stream_is_retryable",
+                        "test_error_events_mid_stream_say_what_happened", "test_a_field_of_the_wrong_type_is_named",
+                    )
+                ),
+            ),
         ),
     )
 }

@@ -4,7 +4,9 @@ The frames follow the vendors' documented streams: Anthropic's ``event:``/``data
 (message_start, content_block_start, ping, content_block_delta with thinking_delta, signature_delta,
 text_delta or input_json_delta, content_block_stop, message_delta with stop_reason and usage, message_stop,
 and ``event: error``), and OpenAI's ``data: {chat.completion.chunk}`` lines ending with
-``data: [DONE]``, usage in a last chunk with empty ``choices``.
+``data: [DONE]``, usage in a last chunk with empty ``choices`` (reasoning as local servers send it,
+``delta.reasoning_content``). ``Reply.stream_error`` names the mid-stream error: ``overloaded``,
+``rate_limited`` or ``invalid_request``, each in the vendor's own words.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+
+import attrs
 
 from monoagent.kernel.model import ReasoningBlock
 from monoagent.testing.provider_contract import Reply, WireServer
@@ -68,7 +72,8 @@ class AnthropicWireServer(WireServer):
                 )
                 yield from self.cut(reply, sent)
             if reply.stream_error:
-                yield self.event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                kind = {"rate_limited": "rate_limit_error", "invalid_request": "invalid_request_error"}.get(reply.stream_error, "overloaded_error")
+                yield self.event("error", {"type": "error", "error": {"type": kind, "message": reply.error_message}})
                 return
             yield self.event("content_block_stop", {"type": "content_block_stop", "index": text_index})
             index += 1
@@ -149,38 +154,40 @@ class OpenAIWireServer(WireServer):
             return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
 
         yield self.chunk(reply, choice({"role": "assistant", "content": "", "refusal": None}))
+        for block in reply.reasoning:  # as local servers stream it (llama.cpp, vLLM, Ollama)
+            half = len(block.text) // 2
+            for piece in (block.text[:half], block.text[half:]):
+                yield self.chunk(reply, choice({"reasoning_content": piece}))
         yield from self.cut(reply, 0)
         for sent, piece in enumerate(reply.text_pieces, start=1):
             yield self.chunk(reply, choice({"content": piece}))
             yield from self.cut(reply, sent)
         if reply.stream_error:
-            error = {"error": {"message": "The server is overloaded, please try again", "type": "server_error", "param": None, "code": None}}
-            yield f"data: {json.dumps(error)}\n\n".encode()
+            error = {
+                "overloaded": {"message": reply.error_message, "type": "server_error", "param": None, "code": None},
+                "rate_limited": {"message": reply.error_message, "type": "requests", "param": None, "code": "rate_limit_exceeded"},
+                "invalid_request": {"message": reply.error_message, "type": "invalid_request_error", "param": None, "code": None},
+            }[reply.stream_error]
+            yield f"data: {json.dumps({'error': error})}\n\n".encode()
             return
         for index, call in enumerate(reply.tool_calls):
             yield self.chunk(
                 reply,
-                choice({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
+                choice({"content": None, "tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
             )
             for piece in call.argument_pieces:
                 yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-        finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}.get(
+        finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter"}.get(
             reply.stop_reason or "", "tool_calls" if reply.tool_calls else "stop"
         )
         yield self.chunk(reply, choice({}, finish))
         usage = reply.usage
         prompt = usage.input_tokens + usage.cache_read_tokens
-        yield self.chunk(
-            reply,
-            [],
-            {
-                "prompt_tokens": prompt,
-                "completion_tokens": usage.output_tokens,
-                "total_tokens": prompt + usage.output_tokens,
-                "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-            },
-        )
+        counts: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": usage.output_tokens, "total_tokens": prompt + usage.output_tokens}
+        if usage.cache_read_tokens:  # local servers leave the details out; OpenAI sends them
+            counts["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
+            counts["completion_tokens_details"] = {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        yield self.chunk(reply, [], counts)
         yield b"data: [DONE]\n\n"
 
     def error_body(self, reply: Reply) -> bytes:
@@ -196,3 +203,33 @@ class OpenAIWireServer(WireServer):
             code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(reply.status)
             error = {"message": reply.error_message, "type": kind, "param": None, "code": code}
         return json.dumps({"error": error}).encode()
+
+
+class LocalServerWire(OpenAIWireServer):
+    """Chat Completions as local servers stream it, quirks included: every tool call of a step at
+    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), ``delta: null`` on the
+    finishing chunk, an overload reported as a bare string error, a rate limit with a ``code``
+    and no ``type``, an invalid request with neither."""
+
+    def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
+        for choice in choices:
+            for piece in choice["delta"].get("tool_calls") or ():
+                piece["index"] = 0
+            if choice.get("finish_reason") and choice["delta"] == {}:
+                choice["delta"] = None
+        return super().chunk(reply, choices, usage)
+
+    def frames(self, reply: Reply) -> Iterator[bytes | object]:
+        if not reply.stream_error:
+            yield from super().frames(reply)
+            return
+        for frame in super().frames(attrs.evolve(reply, stream_error=None, tool_calls=(), text_pieces=reply.text_pieces)):
+            if isinstance(frame, bytes) and b'"finish_reason":"' in frame:
+                break  # the error comes where the stream would have finished
+            yield frame
+        error: Any = {
+            "overloaded": f"the server is overloaded: {reply.error_message}",
+            "rate_limited": {"code": "rate_limit_exceeded", "message": reply.error_message},
+            "invalid_request": {"message": reply.error_message},
+        }[reply.stream_error]
+        yield f"data: {json.dumps({'error': error})}\n\n".encode()

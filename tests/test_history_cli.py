@@ -1,10 +1,17 @@
-"""``monoagent history list|show|reset|clear`` and ``monoagent restart --clear-sessions`` (plugin ``history-cli``)."""
+"""``monoagent history list|show|reset|clear`` and ``monoagent restart --clear-sessions`` (plugin ``history-cli``).
+
+The tool-history parts run against the real bundled SQLite sidecar, filled by real turns of
+``monoagent run`` (offline:scripted calling a project-local ``echo`` / ``big`` tool), and assert
+the numbers the sidecar really holds. One fake store stays: a third-party store whose maintenance
+methods return awaitables, which the sync bundled store cannot be.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,6 +27,8 @@ from monoagent.kernel.host import PluginHost, local_plugin_paths
 from monoagent.kernel.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore
 
+# A third-party store whose maintenance is async: the bundled store is sync, so only a fake shows
+# that the commands await what a store returns (and which of its methods each command calls).
 FAKE_TOOL_HISTORY = textwrap.dedent(
     """
     import json, os
@@ -56,6 +65,36 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
         register("fake", lambda agent: FakeToolHistory())
     """
 )
+
+TOOLS = textwrap.dedent(
+    """
+    from monoagent import hookimpl
+    from monoagent.kernel.model import ToolSpec
+
+    @hookimpl
+    def register_tools(register):
+        register(ToolSpec("echo", "Echo text back."), lambda context: str(context.arguments.get("text", "")))
+        register(ToolSpec("big", "Return n bytes."), lambda context: "x" * int(context.arguments["n"]))
+    """
+)
+
+# Every run replays the script: one step with two tool calls, then the answer.
+TWO_ECHOES = """
+[[steps]]
+tool_calls = [{ name = "echo", arguments = { text = "alpha" } }, { name = "echo", arguments = { text = "beta" } }]
+
+[[steps]]
+text = "done"
+"""
+# Arguments of 9,011 bytes (over the 8 KiB limit) and a result of 20,000 bytes (over 16 KiB): both omitted.
+OVERSIZED = f"""
+[[steps]]
+tool_calls = [{{ name = "echo", arguments = {{ text = "{'é' * 4500}" }} }}, {{ name = "big", arguments = {{ n = 20000 }} }}]
+
+[[steps]]
+text = "done"
+"""
+REAL = '[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath = "script.toml"\n[plugins]\npaths = ["plugins"]\n'
 
 PLAIN_STORE = textwrap.dedent(
     """
@@ -98,13 +137,43 @@ class Project:
         return sorted(c.conversation_id for c in asyncio.run(self.store().conversations()))
 
     def tool_calls(self) -> list[list[str]]:
+        """What the fake store was asked to do."""
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    @property
+    def sidecar(self) -> Path:
+        return self.history / "tool-history" / "tool-lifecycles.sqlite"
+
+    def turn(self, conversation: str, script: str = "script.toml") -> None:
+        """One real turn through ``monoagent run``: its tool calls land in the real sidecar."""
+        result = self.invoke("run", f"question in {conversation}", "-c", conversation, env={"MONO_AGENT_OFFLINE_SCRIPT": script})
+        assert result.exit_code == 0, result.output
+
+    def calls(self) -> list[tuple[str, str, str | None]]:
+        """(conversation id, tool, status) of every call the sidecar holds, read with sqlite3 itself."""
+        if not self.sidecar.exists():
+            return []
+        db = sqlite3.connect(f"file:{self.sidecar}?mode=ro", uri=True)
+        try:
+            return list(db.execute("SELECT conversation_id, tool, status FROM calls ORDER BY start_seq"))
+        finally:
+            db.close()
+
+    def tombstones(self) -> int:
+        db = sqlite3.connect(f"file:{self.sidecar}?mode=ro", uri=True)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM tombstones").fetchone()[0])
+        finally:
+            db.close()
+
+    def sidecar_bytes(self) -> int:
+        return self.sidecar.stat().st_size if self.sidecar.exists() else 0
 
     def config(self, text: str) -> None:
         (self.root / "monoagent.toml").write_text(text)
 
-    def invoke(self, *args: str, input: str | None = None):
-        return CliRunner().invoke(_group(), list(args), input=input, catch_exceptions=False)
+    def invoke(self, *args: str, input: str | None = None, env: dict[str, str] | None = None):
+        return CliRunner().invoke(_group(), list(args), input=input, env=env, catch_exceptions=False)
 
 
 @pytest.fixture
@@ -121,7 +190,10 @@ def project(tmp_path, monkeypatch) -> Project:
     plugins.mkdir()
     (plugins / "fake_tool_history.py").write_text(FAKE_TOOL_HISTORY)
     (plugins / "plain_store.py").write_text(PLAIN_STORE)
-    (tmp_path / "monoagent.toml").write_text('[toolHistory]\nstore = "fake"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    (plugins / "tools.py").write_text(TOOLS)
+    (tmp_path / "script.toml").write_text(TWO_ECHOES)
+    (tmp_path / "oversized.toml").write_text(OVERSIZED)
+    (tmp_path / "monoagent.toml").write_text(REAL)
     (tmp_path / "home").mkdir()
     return Project(tmp_path)
 
@@ -130,16 +202,28 @@ def without_tool_history(project: Project) -> None:
     project.config('[toolHistory]\nstore = "none"\n[plugins]\nblock = ["tool-history", "fake_tool_history"]\npaths = ["plugins"]\n')
 
 
-def test_list_reports_message_and_tool_history_separately(project):
-    project.commit("a", "b:2025-01-01")
+def test_list_reports_the_calls_records_and_bytes_the_sidecar_holds(project):
+    project.config(REAL + "[toolHistory]\nmaxCalls = 5\n")
+    project.turn("a")
+    project.turn("a")
+    project.turn("b:2025-01-01")
+    assert [call[1:] for call in project.calls()] == [("echo", "success")] * 5, "6 real calls, the oldest retained out"
+    assert project.tombstones() == 1
     result = project.invoke("history", "list")
     assert result.exit_code == 0, result.output
     assert '"a"' in result.output and '"b:2025-01-01"' in result.output
     assert "message history total: 2 file(s)" in result.output
-    assert "tool history total: 3 call(s), 5 record(s), 4096 bytes" in result.output
+    size = project.sidecar_bytes()
+    assert size > 0 and f"tool history total: 5 call(s), 11 record(s), {size} bytes" in result.output
     data = json.loads(project.invoke("history", "list", "--json").output)
-    assert data["message_history"]["files"] == 2 and data["tool_history"] == {"calls": 3, "records": 5, "bytes": 4096}
+    assert data["message_history"]["files"] == 2 and data["tool_history"] == {"calls": 5, "records": 11, "bytes": size}
     assert {c["logical_conversation_id"] for c in data["message_history"]["conversations"]} == {"a", "b"}
+
+
+def test_list_before_any_tool_call_reports_an_empty_sidecar(project):
+    project.commit("a")
+    assert "tool history total: 0 call(s), 0 record(s), 0 bytes" in project.invoke("history", "list").output
+    assert not project.sidecar.exists(), "listing creates no sidecar"
 
 
 def test_without_a_sidecar_tool_history_is_not_configured(project):
@@ -162,34 +246,67 @@ def test_show_prints_messages_or_each_daily_bucket(project):
     assert missing.exit_code != 0 and "no history for conversation 'nope'" in missing.output
 
 
+def test_show_tools_reports_each_stored_call_with_its_real_bounds(project):
+    project.turn("a", script="oversized.toml")
+    project.turn("b")
+    text = project.invoke("history", "show", "a", "--tools").output
+    assert "=== a (2 messages, 2 tool calls) ===" in text
+    assert text.index("question in a") < text.index("--- tool call echo [") < text.index("--- tool call big [") < text.index("--- assistant ---")
+    assert "arguments (8193 bytes, cut): not kept" in text, "arguments over 8 KiB: omitted, the count saturated at limit + 1"
+    assert f"result (9000 bytes): {'é' * 4500}" in text
+    assert 'arguments (11 bytes): {"n":20000}' in text and "result (16385 bytes, cut): not kept" in text
+    items = json.loads(project.invoke("history", "show", "a", "--tools", "--json").output)[0]["items"]
+    echo, big = (item["tool_call"] for item in items if "tool_call" in item)
+    assert (echo["conversation_id"], echo["status"], echo["arguments_omitted"], echo["result_bytes"]) == ("a", "success", True, 9000)
+    assert (big["result"], big["result_omitted"], big["result_bytes"], big["arguments"]) == (None, True, 16385, '{"n":20000}')
+    assert echo["end_seq"] < big["end_seq"] and echo["run_id"] == big["run_id"]
+    assert "=== b (2 messages, 2 tool calls) ===" in project.invoke("history", "show", "b", "--tools").output
+
+
 def test_reset_clears_every_bucket_of_the_logical_session_in_both_stores(project):
-    project.config('[runtime.session]\nrollover = "daily"\n[toolHistory]\nstore = "fake"\n'
-                   '[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
-    project.commit("tg:1", "tg:1:2025-01-01", "tg:1:2025-01-02", "tg:10", "tg:1x:2025-01-01")
+    project.config(REAL + '[runtime.session]\nrollover = "daily"\n')
+    for conversation in ("tg:1", "tg:1:2025-01-01", "tg:10", "tg:1x:2025-01-01"):
+        project.turn(conversation)  # `monoagent run` is exempt from rollover: each id is stored as given
+    before = project.sidecar_bytes()
     result = project.invoke("history", "reset", "tg:1:2025-01-02")
     assert result.exit_code == 0, result.output
-    assert "reset 'tg:1'" in result.output
-    assert "message history removed: 3 file(s)" in result.output and "(6 messages)" in result.output
-    assert "tool history removed: 2 call(s), 3 record(s), 1024 bytes" in result.output
+    assert "reset 'tg:1'" in result.output and "message history removed: 2 file(s)" in result.output
+    assert f"tool history removed: 4 call(s), 8 record(s), {before - project.sidecar_bytes()} bytes" in result.output
+    assert [cid for cid, _, _ in project.calls()] == ["tg:10", "tg:10", "tg:1x:2025-01-01", "tg:1x:2025-01-01"]
     assert project.stored() == ["tg:10", "tg:1x:2025-01-01"]
-    assert project.tool_calls() == [["clear_logical", "tg:1"]]
 
 
 def test_reset_with_rollover_off_clears_only_the_exact_id(project):
-    project.commit("tg:1", "tg:1:2025-01-01", "tg:1:2025-01-02")
+    project.turn("tg:1")
+    project.turn("tg:1:2025-01-02")
+    project.turn("tg:1:2025-01-02")
     result = project.invoke("history", "reset", "tg:1:2025-01-02")
     assert result.exit_code == 0, result.output
-    assert "reset 'tg:1:2025-01-02'" in result.output and "(2 messages)" in result.output
-    assert project.stored() == ["tg:1", "tg:1:2025-01-01"]
-    assert project.tool_calls() == [["clear_conversation", "tg:1:2025-01-02"]]
+    assert "reset 'tg:1:2025-01-02'" in result.output and "(4 messages)" in result.output
+    assert "tool history removed: 4 call(s), 8 record(s)" in result.output
+    assert project.stored() == ["tg:1"] and [cid for cid, _, _ in project.calls()] == ["tg:1", "tg:1"]
+
+
+def test_a_tool_history_store_with_async_maintenance_is_awaited(project):
+    project.config('[runtime.session]\nrollover = "daily"\n[toolHistory]\nstore = "fake"\n[plugins]\npaths = ["plugins"]\n')
+    project.commit("tg:1", "tg:1:2025-01-01")
+    assert "tool history total: 3 call(s), 5 record(s), 4096 bytes" in project.invoke("history", "list").output
+    assert "tool history removed: 2 call(s), 3 record(s), 1024 bytes" in project.invoke("history", "reset", "tg:1").output
+    project.config('[toolHistory]\nstore = "fake"\n[plugins]\npaths = ["plugins"]\n')
+    assert "tool history removed: 1 call(s), 2 record(s), 512 bytes" in project.invoke("history", "reset", "tg:1").output
+    cleared = project.invoke("history", "clear", "--all", "--yes").output
+    assert "tool history removed: 3 call(s), 5 record(s), 4096 bytes" in cleared, "clear_all is a coroutine here"
+    assert project.tool_calls() == [["clear_logical", "tg:1"], ["clear_conversation", "tg:1"], ["clear_all"]]
 
 
 def test_reset_fails_closed_on_a_store_without_logical_reset(project):
-    project.config('[runtime.session]\nrollover = "daily"\n[history]\nstore = "plain"\n[plugins]\nblock = ["tool-history"]\npaths = ["plugins"]\n')
+    project.turn("x")
+    held = project.calls()
+    project.config('[runtime.session]\nrollover = "daily"\n[history]\nstore = "plain"\n[plugins]\npaths = ["plugins"]\n')
     result = CliRunner().invoke(_group(), ["history", "reset", "x"])
     assert result.exit_code != 0
     assert "does not implement reset_logical()" in result.output and "nothing was cleared" in result.output
-    assert project.tool_calls() == [], "tool history is not cleared when message history cannot be"
+    assert project.calls() == held == [("x", "echo", "success")] * 2, "tool history is not cleared when message history cannot be"
 
 
 def _group() -> click.Group:
@@ -212,32 +329,38 @@ def _untouchable(project: Project) -> list[Path]:
 
 
 def test_clear_all_asks_first_and_leaves_memory_and_artifacts(project):
-    project.commit("a", "b")
+    project.turn("a")
+    project.turn("b")
     keep = _untouchable(project)
     refused = project.invoke("history", "clear", "--all", input="n\n")
-    assert refused.exit_code != 0 and project.stored() == ["a", "b"] and project.tool_calls() == []
+    assert refused.exit_code != 0 and project.stored() == ["a", "b"] and len(project.calls()) == 4
+    before = project.sidecar_bytes()
     result = project.invoke("history", "clear", "--all", input="y\n")
     assert result.exit_code == 0, result.output
     assert "message history removed: 2 file(s)" in result.output
-    assert "tool history removed: 3 call(s), 5 record(s), 4096 bytes" in result.output
-    assert project.stored() == [] and project.tool_calls() == [["clear_all"]]
+    assert f"tool history removed: 4 call(s), 8 record(s), {before - project.sidecar_bytes()} bytes" in result.output
+    assert project.stored() == [] and project.calls() == []
+    assert "tool history total: 0 call(s), 0 record(s)" in project.invoke("history", "list").output
     assert all(p.read_text() == "keep me" for p in keep)
     bare = CliRunner().invoke(_group(), ["history", "clear", "--yes"])
     assert bare.exit_code == 2 and "history clear needs --all" in bare.output
 
 
 def test_restart_clear_sessions_clears_both_stores_and_reports_them_apart(project):
-    project.commit("a", "b:2025-01-01")
+    project.turn("a")
+    project.turn("b:2025-01-01")
     keep = _untouchable(project)
     plain = project.invoke("restart")
-    assert "nothing to restart" in plain.output and project.stored() == ["a", "b:2025-01-01"]
+    assert "nothing to restart" in plain.output and project.stored() == ["a", "b:2025-01-01"] and len(project.calls()) == 4
+    before = project.sidecar_bytes()
     result = project.invoke("restart", "--clear-sessions", "--yes", "--json")
     data = json.loads(result.output)
     assert data["message_history"]["files"] == 2 and data["message_history"]["bytes"] > 0
-    assert data["tool_history"] == {"calls": 3, "records": 5, "bytes": 4096}
-    assert project.stored() == [] and all(p.read_text() == "keep me" for p in keep)
+    assert data["tool_history"] == {"calls": 4, "records": 8, "bytes": before - project.sidecar_bytes()}
+    assert project.stored() == [] and project.calls() == [] and all(p.read_text() == "keep me" for p in keep)
     text = project.invoke("restart", "--clear-sessions", "--yes")
-    assert "message history removed: 0 file(s), 0 bytes" in text.output and "ACP session authorizations" in text.output
+    assert "message history removed: 0 file(s), 0 bytes" in text.output and "tool history removed: 0 call(s), 0 record(s)" in text.output
+    assert "ACP session authorizations" in text.output
 
 
 def test_the_commands_are_registered_through_the_entry_point(tmp_path):

@@ -4,10 +4,11 @@ and whole turns over HTTP: retries, fallback, the maxTurns cap, the bloat guard 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, ClassVar
 
 import pytest
-from providers_wire import AnthropicWireServer, OpenAIWireServer
+from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
@@ -19,6 +20,7 @@ from monoagent.pipeline.bloat import LIMIT_BYTES
 from monoagent.testing import ProviderContract, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent.text import utf8_len
+from monoagent_plugins.lib import openai_wire
 
 
 def _tool_names_anthropic(body: Any) -> list[str]:
@@ -27,6 +29,19 @@ def _tool_names_anthropic(body: Any) -> list[str]:
 
 def _tool_names_openai(body: Any) -> list[str]:
     return [tool["function"]["name"] for tool in body.get("tools", []) if tool.get("type") == "function"]
+
+
+def _blocks(body: Any, role: str, kind: str) -> list[dict[str, Any]]:
+    return [b for m in body["messages"] if m["role"] == role and isinstance(m["content"], list) for b in m["content"] if b["type"] == kind]
+
+
+def _openai_tool_results(body: Any) -> list[tuple[str, str, bool]]:
+    prefix = openai_wire.TOOL_ERROR_PREFIX
+    return [
+        (m["tool_call_id"], m["content"].removeprefix(prefix), m["content"].startswith(prefix))
+        for m in body["messages"]
+        if m["role"] == "tool"
+    ]
 
 
 class TestAnthropicContract(ProviderContract):
@@ -44,14 +59,32 @@ class TestAnthropicContract(ProviderContract):
         )
         return agent.provider("anthropic:model-x")
 
+    credential = "test-key"
+    field_paths: ClassVar[dict[str, str]] = {
+        "text": "delta.text", "tool_id": "content_block.id", "tool_name": "content_block.name", "tool_arguments": "delta.partial_json",
+    }
+
     def sent_tool_names(self, body):
         return _tool_names_anthropic(body)
+
+    def sent_tool_calls(self, body):
+        return [(b["id"], b["name"], b["input"]) for b in _blocks(body, "assistant", "tool_use")]
+
+    def sent_tool_results(self, body):
+        return [(b["tool_use_id"], b["content"], b.get("is_error", False)) for b in _blocks(body, "user", "tool_result")]
 
 
 class _OpenAIFamily(ProviderContract):
     reports_cache_writes = False
+    context_limit_messages = tuple(openai_wire.CONTEXT_LIMIT_PHRASES)
+    field_paths: ClassVar[dict[str, str]] = {
+        "text": "choices[0].delta.content",
+        "tool_id": "choices[0].delta.tool_calls[0].id",
+        "tool_name": "choices[0].delta.tool_calls[0].function.name",
+        "tool_arguments": "choices[0].delta.tool_calls[0].function.arguments",
+    }
     prefix = ""
-    config: ClassVar[dict[str, dict[str, str]]] = {}
+    config: ClassVar[dict[str, dict[str, Any]]] = {}
     env: ClassVar[dict[str, str]] = {}
 
     @pytest.fixture
@@ -62,7 +95,11 @@ class _OpenAIFamily(ProviderContract):
     @pytest.fixture
     def runtime(self, provider_server, tmp_path):
         url = provider_server.url
-        config = {"providers": {key: {field: value.format(url=url) for field, value in fields.items()} for key, fields in self.config.items()}}
+
+        def at(value: Any) -> Any:
+            return value.format(url=url) if isinstance(value, str) else value
+
+        config = {"providers": {key: {field: at(value) for field, value in fields.items()} for key, fields in self.config.items()}}
         env = {name: value.format(url=url) for name, value in self.env.items()}
         agent = fresh_agent(tmp_path, config=config, env=env)
         return agent.provider(f"{self.prefix}:model-x")
@@ -70,10 +107,19 @@ class _OpenAIFamily(ProviderContract):
     def sent_tool_names(self, body):
         return _tool_names_openai(body)
 
+    def sent_tool_calls(self, body):
+        calls = [c for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
+        assert all(c["type"] == "function" for c in calls), calls
+        return [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+    def sent_tool_results(self, body):
+        return _openai_tool_results(body)
+
 
 class TestOpenAIContract(_OpenAIFamily):
     prefix = "openai"
-    config: ClassVar[dict[str, dict[str, str]]] = {"openai": {"baseUrl": "{url}/v1"}}
+    credential = "sk-test"
+    config: ClassVar[dict[str, dict[str, Any]]] = {"openai": {"baseUrl": "{url}/v1"}}
     env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
 
 
@@ -84,12 +130,31 @@ class TestOllamaContract(_OpenAIFamily):
 
 class TestLMStudioContract(_OpenAIFamily):
     prefix = "lmstudio"
-    config: ClassVar[dict[str, dict[str, str]]] = {"lmstudio": {"baseUrl": "{url}/v1"}}
+    config: ClassVar[dict[str, dict[str, Any]]] = {"lmstudio": {"baseUrl": "{url}/v1"}}
 
 
 class TestOpenAICompatibleContract(_OpenAIFamily):
+    """Configured off its defaults (a key, a short read timeout, a 1 MiB event cap), so the
+    contract proves each setting reaches the runtime."""
+
     prefix = "openai-compatible"
+    credential = "sk-compatible-key"
+    read_timeout_seconds = 3.0
+    max_event_bytes = 1024 * 1024
     env: ClassVar[dict[str, str]] = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1"}
+    config: ClassVar[dict[str, dict[str, Any]]] = {
+        "openaiCompatible": {"apiKey": "sk-compatible-key", "timeoutSeconds": 3.0},
+        "piNative": {"maxStreamEventBytes": 1024 * 1024},
+    }
+
+
+class TestOpenAICompatibleLocalServerContract(TestOpenAICompatibleContract):
+    """The same contract against a server with local servers' quirks (``LocalServerWire``)."""
+
+    @pytest.fixture
+    def provider_server(self):
+        with LocalServerWire() as server:
+            yield server
 
 
 # ============================================================================ whole turns over HTTP

@@ -814,6 +814,13 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     def corrupt(self, store):
         store.path.write_bytes(b"not a database " * 100)
 
+    def set_clock(self, store, clock):
+        store.clock = clock
+
+    def private_paths(self, store):
+        locks = store.history_dir / LOCKS
+        return [store.path, store.path.parent, locks, *locks.iterdir()]
+
 
 @pytest.mark.parametrize("odd", ["proj#1", "what?", "100%25"])
 def test_a_history_directory_with_uri_characters_is_read_correctly(tmp_path, odd):

@@ -116,6 +116,11 @@ CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
 CAPABILITY_LOGICAL_RESET = "logical_reset"
 """The store has ``reset_logical(logical_conversation_id)`` (see :class:`ManagedHistoryStore`)."""
 
+CAPABILITY_DURABLE = "durable"
+"""The store's commits are durable (see :class:`HistoryStore`): an acknowledged commit survives a process
+crash and a power cut, and a commit that raises, or is cut off, leaves the previous record. A store
+declaring it proves it with :class:`monoagent.testing.HistoryDurabilityContract`."""
+
 
 @attrs.frozen
 class HistoryResetReport:

@@ -27,350 +27,71 @@ test module subclasses :class:`ProviderContract` and supplies two fixtures and o
 The server (:class:`WireServer`, stdlib ``ThreadingHTTPServer`` on 127.0.0.1, port 0) answers
 each request with the next queued :class:`Reply`: streamed text pieces, tool calls whose argument
 JSON arrives in pieces, usage, an HTTP error status with headers, an error event mid-stream, a
-connection dropped mid-stream, or a stream that stalls until the client goes away (which sets
-``server.disconnected``). It records every request (:class:`RecordedRequest`).
+connection dropped mid-stream, or a stream that stalls until the client goes away
+(``server.stalled`` is set once the stream stalls with its connection open, ``server.disconnected``
+once the client closed it). It records every request (:class:`RecordedRequest`); it lives in
+:mod:`monoagent.testing.wire_server`.
 
 What the contract checks: text deltas arrive in order and join to the full text; split tool-call
 arguments assemble into one call; usage is reported; 429 (with ``Retry-After``), 500, 503, 529,
 an error event mid-stream and a dropped connection are retryable ``ProviderError`` values, 400
 and 401 are fatal, a context-length error is a ``ContextLimitError``; cancelling the consuming
-task mid-stream propagates ``CancelledError`` and closes the connection (the server sees it); the
-request carries the tools in the provider's tool interface, exactly once, and never the cache
-boundary marker; an event that is not JSON is a one-line ``ProviderError``, and so is a 64 MiB
-line, refused while it is read (the runtime's memory stays under 32 MiB). Nothing sleeps: the
-tests synchronise on events.
+task mid-stream propagates ``CancelledError`` and closes the connection (the server saw it open
+mid-answer, then closed); the request carries the tools in the provider's tool interface, exactly
+once, and never the cache boundary marker; an event that is not JSON is a one-line
+``ProviderError``, and so is a 64 MiB line, refused while it is read (the runtime's memory stays
+under 32 MiB). Every documented limit is checked at and either side of its boundary
+(:mod:`monoagent.testing.provider_limits_contract`: the longest line, an event's data, an error
+body, the retry hints, tool calls per step, argument depth, the retry cap and the bounded
+``Retry-After``). Nothing sleeps: the tests synchronise on events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import queue
-import socket
-import sys
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
-
-import attrs
 
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import (
     Message,
-    ProviderEvent,
-    ProviderRequest,
     ReasoningBlock,
-    Section,
     StepFinished,
+    StreamProgress,
     TextDelta,
+    ToolCall,
     ToolCallRequested,
-    ToolSpec,
     Usage,
 )
-from monoagent.pipeline.assembly import compile_prompt
-
-__all__ = ["DROP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer", "collect", "contract_request"]
-
-DROP = object()
-"""A frame marker: close the connection abruptly here (no end of the chunked body)."""
-
-STALL = object()
-"""A frame marker: stop sending and hold the connection until the client closes it."""
-
-STABLE_TEXT = "You are a careful assistant. This stable text is cached."
-DYNAMIC_TEXT = "Current time: 2026-01-01 12:00 UTC. This dynamic text changes per turn."
-TOOL_DESCRIPTION = "Look a word up in the contract dictionary (a distinctive description)."
-
-
-@attrs.frozen
-class ScriptedToolCall:
-    """A tool call the server streams: its argument JSON is sent in ``argument_pieces``."""
-
-    id: str
-    name: str
-    argument_pieces: tuple[str, ...]
-
-
-@attrs.frozen
-class Reply:
-    """What the scripted server answers to one request.
-
-    A successful answer streams ``reasoning`` (on wires that carry it), then ``text_pieces``, then
-    ``tool_calls``, then ``usage``. ``status``
-    of 400 or more answers with that status, ``headers`` and :meth:`WireServer.error_body` instead
-    (``context_limit`` makes it the provider's context-length error). ``stream_error`` sends the
-    provider's mid-stream error event (``"overloaded"``) after the text; ``drop_after`` closes the
-    connection abruptly after that many text pieces; ``stall_after`` holds it open after that
-    many pieces until the client disconnects. ``raw_frames``, when set, is sent as it is instead
-    of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
-    hostile answers.
-    """
-
-    text_pieces: tuple[str, ...] = ()
-    tool_calls: tuple[ScriptedToolCall, ...] = ()
-    usage: Usage = Usage(input_tokens=12, output_tokens=5)
-    stop_reason: str | None = None
-    status: int = 200
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    error_message: str = "scripted error"
-    context_limit: bool = False
-    stream_error: str | None = None
-    drop_after: int | None = None
-    stall_after: int | None = None
-    model: str = "model-x"
-    raw_frames: Iterable[bytes] | None = None
-    reasoning: tuple[ReasoningBlock, ...] = ()
-
-
-@attrs.frozen
-class RecordedRequest:
-    """One request the server received: method, path, lower-cased headers, raw body, client address."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes
-    peer: tuple[str, int] | None = None
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-
-async def cancel_after_first_text(runtime: Any, seconds: float) -> tuple[list[str], str]:
-    """Consume ``runtime``'s stream in a task, cancel it once the first text arrived; the texts seen and the outcome.
-
-    The outcome is ``"cancelled"`` when the cancellation came out of the stream as ``CancelledError``
-    within ``seconds``, else a sentence saying what happened instead (it ended normally, it raised,
-    it was still running). Shared by the wire contract and the runtime contract.
-    """
-    seen: list[str] = []
-    first = asyncio.Event()
-
-    async def consume() -> None:
-        async for event in runtime.stream(contract_request()):
-            if isinstance(event, TextDelta):
-                seen.append(event.text)
-                first.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(first.wait(), seconds)
-    task.cancel()
-    outcome = "ended normally"
-    try:
-        await asyncio.wait_for(asyncio.shield(task), seconds)
-    except asyncio.CancelledError:
-        outcome = "cancelled"
-    except TimeoutError:
-        outcome = f"still running {seconds} s after the cancel"
-    except Exception as exc:
-        outcome = f"raised {type(exc).__name__}: {exc}"
-    return seen, outcome
-
-class WireServer:
-    """A scripted HTTP server on 127.0.0.1 speaking one provider's streaming wire format.
-
-    Subclasses implement :meth:`frames` (the SSE byte frames of a successful answer, with
-    :data:`DROP` or :data:`STALL` markers where the reply asks for them; :meth:`cut` places
-    them) and :meth:`error_body`. Use it as a context manager, or call :meth:`start` and
-    :meth:`stop`. ``url`` is ``http://127.0.0.1:<port>``.
-    """
-
-    content_type = "text/event-stream"
-
-    def __init__(self) -> None:
-        self.replies: queue.Queue[Reply] = queue.Queue()
-        self.requests: list[RecordedRequest] = []
-        self.disconnected = threading.Event()
-        self.errors: list[BaseException | None] = []
-        self.stall_timeout = 30.0
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    # ------------------------------------------------------------------ what subclasses write
-
-    def frames(self, reply: Reply) -> Iterator[bytes | object]:
-        raise NotImplementedError
-
-    def error_body(self, reply: Reply) -> bytes:
-        raise NotImplementedError
-
-    def cut(self, reply: Reply, sent_pieces: int) -> list[object]:
-        """``[DROP]`` or ``[STALL]`` when the reply cuts the stream after ``sent_pieces`` pieces."""
-        if reply.drop_after == sent_pieces:
-            return [DROP]
-        if reply.stall_after == sent_pieces:
-            return [STALL]
-        return []
-
-    # ------------------------------------------------------------------ control
-
-    def enqueue(self, *replies: Reply) -> None:
-        for reply in replies:
-            self.replies.put(reply)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def last_request(self) -> RecordedRequest:
-        return self.requests[-1]
-
-    def start(self) -> WireServer:
-        from http.server import ThreadingHTTPServer
-
-        errors = self.errors
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                errors.append(sys.exc_info()[1])  # kept for inspection, not printed: clients here go away on purpose
-
-        self._server = Server(("127.0.0.1", 0), _handler_class(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), name="wire-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> WireServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    # ------------------------------------------------------------------ serving
-
-    def next_reply(self) -> Reply:
-        """The reply to the request just recorded: the next queued one, else an HTTP 500.
-
-        Override it to answer every request alike (a server that always calls a tool).
-        """
-        try:
-            return self.replies.get_nowait()
-        except queue.Empty:
-            return Reply(status=500, error_message="the scripted server has no reply queued")
-
-    def _serve(self, handler: Any) -> None:
-        length = int(handler.headers.get("content-length") or 0)
-        body = handler.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in handler.headers.items()}
-        self.requests.append(RecordedRequest(handler.command, handler.path, headers, body, tuple(handler.client_address[:2])))
-        reply = self.next_reply()
-        if reply.status >= 400:
-            payload = self.error_body(reply)
-            handler.send_response(reply.status)
-            handler.send_header("content-type", "application/json")
-            handler.send_header("content-length", str(len(payload)))
-            for name, value in reply.headers.items():
-                handler.send_header(name, value)
-            handler.end_headers()
-            handler.wfile.write(payload)
-            handler.wfile.flush()
-            return
-        handler.send_response(200)
-        handler.send_header("content-type", self.content_type)
-        handler.send_header("cache-control", "no-cache")
-        handler.send_header("transfer-encoding", "chunked")
-        for name, value in reply.headers.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        for frame in self.frames(reply) if reply.raw_frames is None else reply.raw_frames:
-            if frame is DROP:
-                handler.close_connection = True
-                handler.wfile.flush()
-                handler.connection.shutdown(socket.SHUT_RDWR)
-                return
-            if frame is STALL:
-                handler.close_connection = True
-                handler.wfile.flush()
-                self._await_disconnect(handler.connection)
-                return
-            assert isinstance(frame, bytes)
-            handler.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
-            handler.wfile.flush()
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
-
-    def _await_disconnect(self, connection: socket.socket) -> None:
-        """Block until the peer closes the connection (recv returns b"" or fails), then say so."""
-        connection.settimeout(self.stall_timeout)
-        try:
-            while connection.recv(4096):
-                pass
-        except OSError:
-            pass
-        self.disconnected.set()
-
-
-def _handler_class(server: WireServer) -> type:
-    from http.server import BaseHTTPRequestHandler
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_POST(self) -> None:
-            try:
-                server._serve(self)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler
-
-
-# ============================================================================ helpers
-
-
-def contract_request(
-    messages: Sequence[Message] = (Message("user", "Hello there"),),
-    tools: Sequence[ToolSpec] = (),
-    model: str = "model-x",
-) -> ProviderRequest:
-    """A ProviderRequest with a real assembled prompt: stable and dynamic text around the boundary."""
-    sections = [
-        Section("core_guardrails", STABLE_TEXT, 100, "stable", "contract"),
-        Section("runtime_facts", DYNAMIC_TEXT, 800, "dynamic", "contract"),
-    ]
-    prompt = compile_prompt(sections, list(messages))
-    return ProviderRequest(model=model, prompt=prompt, messages=tuple(messages), tools=tuple(tools))
-
-
-async def collect(runtime: Any, request: ProviderRequest) -> list[ProviderEvent]:
-    """Every event of one ``runtime.stream(request)``."""
-    return [event async for event in runtime.stream(request)]
-
-
-def _error(runtime: Any, request: ProviderRequest) -> ProviderError:
-    try:
-        asyncio.run(collect(runtime, request))
-    except ProviderError as exc:
-        return exc
-    raise AssertionError("the runtime answered where the scripted server sent an error")
-
-
-LOOKUP = ToolSpec(
-    "lookup",
+from monoagent.testing.provider_limits_contract import ProviderLimitsContract
+from monoagent.testing.wire_server import (
+    DROP,
+    DYNAMIC_TEXT,
+    LOOKUP,
+    STABLE_TEXT,
+    STALL,
     TOOL_DESCRIPTION,
-    {"type": "object", "properties": {"word": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["word"]},
+    RecordedRequest,
+    Reply,
+    ScriptedToolCall,
+    WireServer,
+    cancel_after_first_text,
+    collect,
+    contract_request,
+    expect_error,
 )
 
+__all__ = [
+    "DROP", "LOOKUP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer",
+    "cancel_after_first_text", "collect", "contract_request", "expect_error",
+]
 
 # ============================================================================ the contract
 
 
-class ProviderContract:
+class ProviderContract(ProviderLimitsContract):
     """The conformance tests. Subclass it as ``Test<Name>Contract`` and supply:
 
     - a ``provider_server`` fixture: a started :class:`WireServer` for the provider's wire format;
@@ -378,13 +99,43 @@ class ProviderContract:
     - :meth:`sent_tool_names`: the tool names found in a request body's tool interface.
 
     ``reports_cache_writes`` says whether the wire format reports cache writes (Anthropic does,
-    Chat Completions does not); ``reports_cache_reads`` likewise for cache reads.
+    Chat Completions does not); ``reports_cache_reads`` likewise for cache reads. ``stop_reasons``
+    are the harness's stop reasons (Anthropic's words) the wire can say besides ``tool_use``: a
+    ``Reply(stop_reason=...)`` the server sends in its own words comes back as that word.
+
+    ``carries_reasoning`` says whether the wire streams reasoning (``Reply.reasoning``): it is
+    reported as progress (``StreamProgress(kind="reasoning")``), never as text.
+
+    Optional, each test skipping without it: ``context_limit_messages`` (error messages the
+    provider reads as a context-length error on a 400 or 413, never on a 500);
+    ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
+    past it is a retryable error); ``field_paths`` (the paths an error names when a text piece or
+    a tool call's id, name or argument piece has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
+    a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
+    request body's assistant tool calls and tool results, error marks included). The limits are
+    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
     """
 
     reports_cache_writes = True
     reports_cache_reads = True
+    stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
+
+    carries_reasoning = True
+    field_paths: Mapping[str, str] = MappingProxyType({})
+    context_limit_messages: tuple[str, ...] = ()
+    read_timeout_seconds: float | None = None
+    credential: str | None = None
 
     def sent_tool_names(self, body: Any) -> list[str]:
+        raise NotImplementedError
+
+    def sent_tool_calls(self, body: Any) -> list[tuple[str, str, Any]]:
+        """The assistant tool calls of a request body: ``(id, name, arguments as a dict)`` in order."""
+        raise NotImplementedError
+
+    def sent_tool_results(self, body: Any) -> list[tuple[str, str, bool]]:
+        """The tool results of a request body: ``(tool call id, the text the model reads without
+        any error marker, whether it is marked an error)`` in order."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ streaming
@@ -419,6 +170,12 @@ class ProviderContract:
         got = [(e.call.id, e.call.arguments) for e in events if isinstance(e, ToolCallRequested)]
         assert got == [("call_a", {"word": "a"}), ("call_b", {"word": "b"})]
 
+    def test_stop_reasons_keep_their_meaning(self, provider_server: WireServer, runtime: Any) -> None:
+        for stop in self.stop_reasons:
+            provider_server.enqueue(Reply(text_pieces=("cut",), stop_reason=stop))
+            finished = asyncio.run(collect(runtime, contract_request()))[-1]
+            assert isinstance(finished, StepFinished) and finished.stop_reason == stop, (stop, finished)
+
     def test_usage_is_reported(self, provider_server: WireServer, runtime: Any) -> None:
         usage = Usage(input_tokens=120, output_tokens=31, cache_read_tokens=900, cache_write_tokens=64)
         provider_server.enqueue(Reply(text_pieces=("ok",), usage=usage))
@@ -428,12 +185,18 @@ class ProviderContract:
         assert (got.input_tokens, got.output_tokens) == (120, 31)
         assert got.cache_read_tokens == (900 if self.reports_cache_reads else 0)
         assert got.cache_write_tokens == (64 if self.reports_cache_writes else 0)
+        provider_server.enqueue(Reply(text_pieces=("ok",), usage=Usage(input_tokens=0, output_tokens=7, cache_read_tokens=50)))
+        got = asyncio.run(collect(runtime, contract_request()))[-1].usage  # type: ignore[union-attr]
+        assert (got.input_tokens, got.output_tokens) == (0, 7), "a prompt read whole from the cache leaves no input tokens"
+        provider_server.enqueue(Reply(text_pieces=("ok",), usage=Usage(input_tokens=30, output_tokens=4)))
+        got = asyncio.run(collect(runtime, contract_request()))[-1].usage  # type: ignore[union-attr]
+        assert (got.input_tokens, got.output_tokens, got.cache_read_tokens) == (30, 4, 0), "no cache read: all input"
 
     # ------------------------------------------------------------------ errors
 
     def test_429_is_retryable_with_retry_after(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(status=429, headers={"retry-after": "7"}, error_message="slow down"))
-        error = _error(runtime, contract_request())
+        error = expect_error(runtime, contract_request())
         assert error.retryable and error.status == 429 and error.retry_after == 7.0
         assert not isinstance(error, ContextLimitError)
         assert "slow down" in str(error) and "\n" not in str(error)
@@ -441,14 +204,14 @@ class ProviderContract:
     def test_server_errors_are_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         for status in (500, 503, 529):
             provider_server.enqueue(Reply(status=status))
-            error = _error(runtime, contract_request())
+            error = expect_error(runtime, contract_request())
             assert error.retryable, status
             assert error.status == status
 
     def test_client_errors_are_fatal(self, provider_server: WireServer, runtime: Any) -> None:
         for status in (400, 401, 404):
             provider_server.enqueue(Reply(status=status, error_message=f"bad request {status}"))
-            error = _error(runtime, contract_request())
+            error = expect_error(runtime, contract_request())
             assert not error.retryable, status
             assert error.status == status
             assert not isinstance(error, ContextLimitError)
@@ -456,12 +219,12 @@ class ProviderContract:
 
     def test_context_limit_error(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(status=400, context_limit=True))
-        error = _error(runtime, contract_request())
+        error = expect_error(runtime, contract_request())
         assert isinstance(error, ContextLimitError)
         assert not error.retryable
 
     def test_error_event_mid_stream_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
-        provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded"))
+        provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded", error_message="busy: try again"))
         seen: list[str] = []
 
         async def consume() -> None:
@@ -473,19 +236,54 @@ class ProviderContract:
             asyncio.run(consume())
         except ProviderError as exc:
             assert exc.retryable
+            assert "busy: try again" in str(exc), f"the error says what the server said: {exc}"
+            assert exc.provider and exc.provider in str(exc), f"the error names its provider: {exc}"
         else:
             raise AssertionError("an error event mid-stream did not raise ProviderError")
         assert seen == ["Partial"]
 
+    def test_error_events_mid_stream_say_what_happened(self, provider_server: WireServer, runtime: Any) -> None:
+        for kind, retryable in (("rate_limited", True), ("invalid_request", False)):
+            provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error=kind, error_message=f"the {kind} detail"))
+            error = expect_error(runtime, contract_request())
+            assert error.retryable is retryable, (kind, str(error))
+            assert f"the {kind} detail" in str(error) and "\n" not in str(error)
+            assert error.provider and error.provider in str(error), f"the error names its provider: {error}"
+
+    def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: Any) -> None:
+        pieces = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}')
+        provider_server.enqueue(Reply(tool_calls=(ScriptedToolCall("call_01", "lookup", pieces),)))
+        events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
+        arguments = len("".join(pieces).encode())
+        progress = [e for e in events if isinstance(e, StreamProgress)]
+        reported = sum(e.bytes for e in progress if e.kind == "tool_arguments")
+        assert arguments <= reported <= arguments + len("call_01") + len("lookup"), f"{reported} bytes of progress for {arguments}"
+        assert {e.kind for e in progress} == {"tool_arguments"}, "progress reports only what arrived"
+        first_call = next(n for n, e in enumerate(events) if isinstance(e, ToolCallRequested))
+        assert all(n < first_call for n, e in enumerate(events) if isinstance(e, StreamProgress)), "progress comes as the pieces do"
+
+    def test_reasoning_is_progress_never_text(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.carries_reasoning:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.carries_reasoning is False")
+        thought = "Pondering the wörds before answering."
+        provider_server.enqueue(Reply(reasoning=(ReasoningBlock("thinking", thought, signature="sig-01"),), text_pieces=("ok",)))
+        events = asyncio.run(collect(runtime, contract_request()))
+        assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"], "reasoning never arrives as text"
+        reported = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "reasoning")
+        assert reported >= len(thought.encode()), f"{reported} bytes of reasoning progress for {len(thought.encode())}"
+        assert not [e for e in events if isinstance(e, StreamProgress) and e.kind != "reasoning"]
+
     def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("one", "two", "three"), drop_after=1))
-        error = _error(runtime, contract_request())
+        error = expect_error(runtime, contract_request())
         assert error.retryable
         assert error.status is None
 
     def test_refused_connection_is_one_line(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.stop()
-        error = _error(runtime, contract_request())
+        error = expect_error(runtime, contract_request())
         assert isinstance(error, ProviderError), error
         assert "\n" not in str(error)
         assert "127.0.0.1" in str(error)  # the URL to check
@@ -495,8 +293,33 @@ class ProviderContract:
 
     def test_an_event_that_is_not_json_is_a_provider_error(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(raw_frames=(b"data: {not json\n\n",)))
-        error = _error(runtime, contract_request())
+        error = expect_error(runtime, contract_request())
         assert "\n" not in str(error)
+        assert error.code == "malformed_event" and not error.retryable, str(error)
+
+    def test_a_field_of_the_wrong_type_is_named(self, provider_server: WireServer, runtime: Any) -> None:
+        """The server's own frames with one value swapped for another JSON type (a text piece, a tool
+        call's id, name or argument piece): the error is a ``malformed_event`` naming the field by
+        its path in ``field_paths`` (keys ``text``, ``tool_id``, ``tool_name``, ``tool_arguments``;
+        a key left out skips that case)."""
+        call = ScriptedToolCall
+        cases = {
+            "text": (Reply(text_pieces=("MARKER",)), b"12345", "a number"),
+            "tool_id": (Reply(tool_calls=(call("MARKER", "lookup", ("{}",)),)), b"12345", "a number"),
+            "tool_name": (Reply(tool_calls=(call("call_1", "MARKER", ("{}",)),)), b'["lookup"]', "an array"),
+            "tool_arguments": (Reply(tool_calls=(call("call_1", "lookup", ("MARKER",)),)), b'{"word": 1}', "an object"),
+        }
+        played = [(path, *cases[key]) for key, path in self.field_paths.items()]
+        if not played:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.field_paths names no field")
+        for path, reply, swapped, kind in played:
+            frames: list[Any] = [f.replace(b'"MARKER"', swapped) if isinstance(f, bytes) else f for f in provider_server.frames(reply)]
+            provider_server.enqueue(Reply(raw_frames=frames))
+            error = expect_error(runtime, contract_request(tools=[LOOKUP]))
+            assert error.code == "malformed_event" and not error.retryable, str(error)
+            assert f"{path} is {kind}" in str(error) and "\n" not in str(error), str(error)
 
     def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
         import itertools
@@ -508,7 +331,7 @@ class ProviderContract:
         provider_server.enqueue(Reply(raw_frames=line))
         tracemalloc.start()
         try:
-            error = _error(runtime, contract_request())
+            error = expect_error(runtime, contract_request())
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -523,9 +346,77 @@ class ProviderContract:
         seen, outcome = asyncio.run(cancel_after_first_text(runtime, 10))
         assert seen == ["first"]
         assert outcome == "cancelled", "the stream swallowed the cancellation"
-        assert provider_server.disconnected.wait(10), "the server never saw the client disconnect"
+        assert provider_server.stalled.wait(10), "the server never held the stream open mid-answer"
+        assert provider_server.disconnected.wait(10), "the server saw the stream open mid-answer, and never saw the client close it"
+
+    def test_context_limit_messages_are_context_limits(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.context_limit_messages:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.context_limit_messages is empty")
+        for message in self.context_limit_messages:
+            for status in (400, 413):
+                provider_server.enqueue(Reply(status=status, error_message=message))
+                error = expect_error(runtime, contract_request())
+                assert isinstance(error, ContextLimitError) and not error.retryable, (status, message, error)
+            provider_server.enqueue(Reply(status=500, error_message=message))
+            error = expect_error(runtime, contract_request())
+            assert not isinstance(error, ContextLimitError) and error.retryable, f"a 500 is a server error, whatever it says: {error}"
+
+    def test_a_stall_past_the_read_timeout_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+        if self.read_timeout_seconds is None:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.read_timeout_seconds is None: the runtime's read timeout is not configured short")
+        provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
+        seen: list[str] = []
+
+        async def consume() -> None:
+            async for event in runtime.stream(contract_request()):
+                if isinstance(event, TextDelta):
+                    seen.append(event.text)
+
+        try:
+            asyncio.run(asyncio.wait_for(consume(), self.read_timeout_seconds * 20))
+        except ProviderError as exc:
+            assert exc.retryable and exc.status is None, str(exc)
+        else:
+            raise AssertionError("a stream that stalled answered")
+        assert seen == ["first"] and provider_server.stalled.is_set()
 
     # ------------------------------------------------------------------ the request
+
+    def test_the_credential_travels_in_a_header(self, provider_server: WireServer, runtime: Any) -> None:
+        if self.credential is None:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.credential is None: the runtime is configured without one")
+        provider_server.enqueue(Reply(text_pieces=("ok",)))
+        asyncio.run(collect(runtime, contract_request()))
+        sent = provider_server.last_request
+        assert any(self.credential in value for value in sent.headers.values()), "the configured key is sent in a header"
+        assert self.credential not in sent.body.decode("utf-8"), "and never in the body"
+
+    def test_a_tool_exchange_travels_whole(self, provider_server: WireServer, runtime: Any) -> None:
+        calls = (ToolCall("call_prev_1", "lookup", {"word": "café", "limit": 2}), ToolCall("call_prev_2", "lookup", {"word": "tea"}))
+        messages = (
+            Message("user", "Look two words up"),
+            Message("assistant", "Looking.", tool_calls=calls),
+            Message("tool", "a coffee house", tool_call_id="call_prev_1"),
+            Message("tool", "lookup failed: no such word", tool_call_id="call_prev_2", is_error=True),
+        )
+        provider_server.enqueue(Reply(text_pieces=("ok",)))
+        asyncio.run(collect(runtime, contract_request(messages=messages, tools=[LOOKUP])))
+        body = provider_server.last_request.json
+        try:
+            sent_calls, sent_results = self.sent_tool_calls(body), self.sent_tool_results(body)
+        except NotImplementedError:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__} implements no sent_tool_calls / sent_tool_results")
+        assert sent_calls == [(c.id, c.name, c.arguments) for c in calls]
+        assert sent_results == [("call_prev_1", "a coffee house", False), ("call_prev_2", "lookup failed: no such word", True)]
+
 
     def test_request_carries_tools_and_never_the_boundary(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("ok",)))

@@ -24,7 +24,12 @@ non-negative token counts; a failure is a one-line
 :class:`~monoagent.kernel.errors.ProviderError` whose ``retryable`` says whether to try again;
 cancelling the consuming task while the runtime waits raises ``CancelledError`` out of the stream
 within :data:`PROMPT_SECONDS` (not swallowed, not turned into an error) and leaves no task of the
-runtime running; closing the stream early (``aclose``) ends it the same way.
+runtime running; closing the stream early (``aclose``) ends it the same way. Also: an answer's stop
+reason is one of :data:`STOP_REASONS`; an error keeps the model's message and names its provider;
+usage counts the prompt and the answer (``reports_usage``); with :meth:`runtime_for_steps`,
+successive calls play successive steps (a call past the last is a ProviderError) and, through a
+real Agent, ``piMaxRetries`` retries are made and not one more; with :meth:`misconfigurations`,
+each is refused before any request, saying what to fix.
 
 Like the other contracts it runs its coroutines with ``asyncio.run`` and needs pytest only to
 skip a test.
@@ -34,12 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 
-from monoagent.kernel.errors import ProviderError
+from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.interfaces import ProviderRuntime
 from monoagent.kernel.model import (
     ProviderEvent,
@@ -51,14 +56,29 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.testing.provider_contract import LOOKUP, cancel_after_first_text, contract_request
+from monoagent.testing.wire_server import LOOKUP, cancel_after_first_text, contract_request
 
-__all__ = ["PROMPT_SECONDS", "ProviderRuntimeContract", "StepScript", "stream_problems"]
+__all__ = ["PROMPT_SECONDS", "STOP_REASONS", "Misconfiguration", "ProviderRuntimeContract", "StepScript", "stream_problems"]
 
 PROMPT_SECONDS = 5.0
 """How long a cancelled or closed stream may take to end (a bound for a slow machine, not a wait)."""
 
 _EVENT_TYPES = (TextDelta, ToolCallRequested, StepFinished, StreamProgress, ReasoningBlock)
+
+STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"})
+"""The harness's stop reasons (Anthropic's words, docs/providers.md); a runtime maps its API's onto them."""
+
+
+@attrs.frozen
+class Misconfiguration:
+    """A configuration the runtime's provider must refuse before any request (see
+    :meth:`ProviderRuntimeContract.misconfigurations`): ``build`` makes the runtime from it and
+    must raise :class:`~monoagent.kernel.errors.ConfigError` (or a ProviderError that is not
+    retryable, as a missing API key is) saying ``must_say`` (the setting to fix, the offending key)."""
+
+    what: str
+    build: Callable[[], object]
+    must_say: str
 
 
 @attrs.frozen
@@ -156,6 +176,19 @@ async def _runtime_tasks(before: set[asyncio.Task[Any]], allowed: float) -> list
         await asyncio.sleep(0.01)  # a bounded wait for the runtime's own tasks to see their cancellation
 
 
+class ContractModel:
+    """The runtime under test under a model id of the contracts' own (``contract:model-x``), so it
+    goes into a fresh Agent (``fresh_agent(provider=...)``) without clashing with a plugin's prefix."""
+
+    def __init__(self, runtime: ProviderRuntime) -> None:
+        self.runtime = runtime
+        self.name = "contract:model-x"
+        self.context_window = getattr(runtime, "context_window", None)
+
+    def stream(self, request: Any) -> Any:
+        return self.runtime.stream(request)
+
+
 class ProviderRuntimeContract:
     """Subclass as ``Test<Name>RuntimeContract`` and implement :meth:`runtime_for`; pytest collects the rest.
 
@@ -164,10 +197,35 @@ class ProviderRuntimeContract:
     """
 
     prompt_seconds = PROMPT_SECONDS
+    reports_usage = True
+    """Whether the runtime reports token usage; one that cannot know it reports zeros and sets this False."""
 
     def runtime_for(self, script: StepScript | None) -> ProviderRuntime | None:
         """A runtime that plays ``script`` (None: any answer of its own), or None if it cannot (the test skips)."""
         raise NotImplementedError("subclasses of ProviderRuntimeContract implement runtime_for(script)")
+
+    def runtime_for_steps(self, scripts: Sequence[StepScript]) -> ProviderRuntime | None:
+        """A runtime whose successive ``stream`` calls play ``scripts`` in order, or None if it cannot.
+
+        Once they are played, a further call fails with a ProviderError (the runtime has nothing
+        to answer). The default plays a single script through :meth:`runtime_for`; a runtime
+        that can play several (a replayed script, a scripted server) overrides it, and the
+        multi-step tests (steps in order, retries through a real Agent) run.
+        """
+        return self.runtime_for(scripts[0]) if len(scripts) == 1 else None
+
+    def misconfigurations(self) -> Iterable[Misconfiguration]:
+        """Configurations the provider refuses before any request (a missing setting, an unknown
+        model, an unreadable script...); none by default (that test skips)."""
+        return ()
+
+    def playing_steps(self, scripts: Sequence[StepScript]) -> ProviderRuntime:
+        runtime = self.runtime_for_steps(scripts)
+        if runtime is None:
+            import pytest
+
+            pytest.skip(f"this runtime cannot play {len(scripts)} steps in order (runtime_for_steps returned None)")
+        return runtime
 
     def playing(self, script: StepScript | None) -> ProviderRuntime:
         runtime = self.runtime_for(script)
@@ -184,9 +242,13 @@ class ProviderRuntimeContract:
         assert isinstance(runtime.name, str) and runtime.name, "a runtime has a name (its provider:model)"
         events = asyncio.run(_collect(runtime, None))
         assert stream_problems(events) == []
+        finished = events[-1]
+        assert isinstance(finished, StepFinished) and finished.stop_reason in STOP_REASONS, (
+            f"stop reason {getattr(finished, 'stop_reason', None)!r}: a runtime reports one of {sorted(STOP_REASONS)}"
+        )
 
     def test_runtime_contract_text_streams_in_order(self) -> None:
-        script = StepScript(text_pieces=("Hel", "lo, ", "wörld", " — ", "done."))
+        script = StepScript(text_pieces=("Hel", "lo, ", "wörld", " — ", "done ", "and ", "dusted."))
         events = asyncio.run(_collect(self.playing(script), script))
         assert stream_problems(events) == []
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == script.text
@@ -214,10 +276,93 @@ class ProviderRuntimeContract:
             except ProviderError as exc:
                 assert exc.retryable is retryable, f"a {script.describe()} came out with retryable={exc.retryable!r}"
                 assert "\n" not in str(exc), "a provider error is one line"
+                assert str(script.error) in str(exc), f"the error says what the model's side said ({script.error!r}): {exc}"
+                assert isinstance(exc.provider, str) and exc.provider, "a provider error names its provider (ProviderError.provider)"
+                assert exc.provider in str(exc), f"the message names the provider {exc.provider!r}: {exc}"
             except Exception as exc:
                 raise AssertionError(f"a failing step raised {type(exc).__name__}: {exc}; a runtime raises ProviderError") from exc
             else:
                 raise AssertionError(f"the runtime answered where the script asked for {script.describe()}")
+
+    def test_runtime_contract_configuration_errors_fail_before_any_request(self) -> None:
+        cases = list(self.misconfigurations())
+        if not cases:
+            import pytest
+
+            pytest.skip("this runtime declares no misconfigurations (misconfigurations() is empty)")
+        for case in cases:
+            try:
+                case.build()
+            except (ConfigError, ProviderError) as exc:
+                assert not getattr(exc, "retryable", False), f"{case.what}: a configuration error is not retried"
+                assert case.must_say in str(exc), f"{case.what}: the error must say {case.must_say!r}: {exc}"
+            except Exception as exc:
+                raise AssertionError(f"{case.what} raised {type(exc).__name__}: {exc}; a provider raises ConfigError") from exc
+            else:
+                raise AssertionError(f"{case.what}: the runtime was made; a provider refuses it with a ConfigError")
+
+    # ------------------------------------------------------------------ usage
+
+    def test_runtime_contract_usage_counts_the_prompt_and_the_answer(self) -> None:
+        if not self.reports_usage:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.reports_usage is False: this runtime reports no usage")
+        for script in (None, StepScript(text_pieces=("An answer ", "in words.",))):
+            events = asyncio.run(_collect(self.playing(script), script))
+            usage = events[-1].usage if isinstance(events[-1], StepFinished) else None
+            assert isinstance(usage, Usage), events[-1:]
+            assert usage.input_tokens + usage.cache_read_tokens > 0, f"a prompt was sent, yet the usage counts none: {usage}"
+            assert usage.output_tokens > 0, f"text was streamed, yet the usage counts no output: {usage}"
+
+    # ------------------------------------------------------------------ several steps
+
+    def test_runtime_contract_each_call_plays_the_next_step(self) -> None:
+        call = ToolCall("call_look", "lookup", {"word": "first"})
+        scripts = (StepScript(tool_calls=(call,)), StepScript(text_pieces=("second",)), StepScript(text_pieces=("third",)))
+        runtime = self.playing_steps(scripts)
+        first = asyncio.run(_collect(runtime, scripts[0]))
+        assert [e.call.arguments for e in first if isinstance(e, ToolCallRequested)] == [call.arguments]
+        for script in scripts[1:]:
+            events = asyncio.run(_collect(runtime, script))
+            assert stream_problems(events) == []
+            assert "".join(e.text for e in events if isinstance(e, TextDelta)) == script.text
+        try:
+            asyncio.run(_collect(runtime, None))
+        except ProviderError as exc:
+            assert "\n" not in str(exc)
+            assert exc.provider and exc.provider in str(exc), f"the message names the provider {exc.provider!r}: {exc}"
+        except Exception as exc:
+            raise AssertionError(f"a call past the last step raised {type(exc).__name__}: {exc}; a runtime raises ProviderError") from exc
+        else:
+            raise AssertionError("a call past the last step answered")
+
+    def test_runtime_contract_retries_stop_at_the_cap(self, tmp_path: Any, monkeypatch: Any) -> None:
+        """Through a real Agent with ``piMaxRetries = 2``: two retryable failures then an answer
+        answer; three fail the turn with the third error (a fourth call would fail otherwise, past the
+        last step); a fatal failure is not retried."""
+        from monoagent.pipeline import provider_call
+        from monoagent.testing import fresh_agent
+
+        async def no_wait(seconds: float) -> None:
+            pass
+
+        monkeypatch.setattr(provider_call, "sleep", no_wait)
+        down = StepScript(error="the model is overloaded", retryable=True)
+        cases = (
+            ((down, down, StepScript(text_pieces=("third time",))), "third time"),
+            ((down, down, StepScript(error="still overloaded", retryable=True)), "still overloaded"),
+            ((StepScript(error="bad request"),), "bad request"),
+        )  # a call past the last step fails differently: the turn's error says whether the cap held
+        for n, (scripts, outcome) in enumerate(cases):
+            runtime = self.playing_steps(scripts)
+            agent = fresh_agent(tmp_path / f"agent-{n}", provider=ContractModel(runtime), config={"providers": {"piNative": {"piMaxRetries": 2}}})
+            try:
+                assert agent.run_sync("hi").text == outcome, f"{len(scripts) - 1} steps before an answer"
+            except ProviderError as exc:
+                assert outcome in str(exc), f"the turn failed with {exc}; expected {outcome!r}"
+            finally:
+                agent.close()
 
     # ------------------------------------------------------------------ cancellation
 

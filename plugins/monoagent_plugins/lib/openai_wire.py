@@ -68,6 +68,8 @@ TOOL_ERROR_PREFIX = "Error: "
 """What the content of a tool message whose result is an error starts with (the OpenAI format has no flag)."""
 
 FINISH_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use", "content_filter": "refusal"}
+RETRYABLE_STREAM_ERRORS = frozenset({"server_error", "rate_limit_exceeded", "overloaded_error", "api_error"})
+"""An error chunk's ``type`` or ``code`` that makes it transient (OpenAI's rate limit is type ``requests``, code ``rate_limit_exceeded``)."""
 CONTEXT_LIMIT_PHRASES = ("maximum context length", "context length exceeded", "exceeds the available context size", "context window")
 
 
@@ -233,9 +235,10 @@ class OpenAIChatRuntime:
     def _stream_error(self, error: Any) -> ProviderError:
         if not isinstance(error, dict):
             error = {"message": error if isinstance(error, str) else "no detail"}
-        kind = next((v for v in (error.get("type"), error.get("code")) if isinstance(v, str) and v), "error")
+        names = [v for v in (error.get("type"), error.get("code")) if isinstance(v, str) and v]
+        kind = "/".join(dict.fromkeys(names)) or "error"
         message = error.get("message") if isinstance(error.get("message"), str) else "no detail"
-        retryable = kind in ("server_error", "rate_limit_exceeded", "overloaded_error", "api_error") or "overloaded" in message.lower()
+        retryable = not RETRYABLE_STREAM_ERRORS.isdisjoint(names) or "overloaded" in message.lower()
         return ProviderError(
             f"{self.provider}: stream error {excerpt(' '.join(kind.split()), 100)}: {excerpt(' '.join(message.split()), 500)} (POST {self.endpoint.url})",
             retryable=retryable,

@@ -150,11 +150,11 @@ class SSEReader:
         name, _, value = raw.partition(b":")
         if value[:1] == b" ":
             value = value[1:]
-        self.size += len(value) + 1
-        if self.size > self.limit:
-            raise self.too_large("event")
         text = value.decode("utf-8", "replace")
         if name == b"data":
+            self.size += len(value) + 1  # an event's size is its data lines' (the other fields are replaced, not added)
+            if self.size > self.limit:
+                raise self.too_large("event")
             self.data.append(text)
         elif name == b"event":
             self.event = text
