@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import random
 import re
@@ -15,9 +17,11 @@ from monoagent.kernel.model import MemoryHit
 from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
+from monoagent_plugins.memory_lite import SCHEMA as LITE_SCHEMA
 from monoagent_plugins.memory_lite import make_lite
 
 LITE_ENTRY_BYTES = 2560  # not the default 4096: the contract sees that the factory passed the option on
+LITE_BUSY_TIMEOUT_MS = 100  # how long a write waits for the contract's lock before it fails (only that test contends)
 
 
 def garbage(size: int, seed: int = 8) -> bytes:
@@ -27,6 +31,51 @@ def garbage(size: int, seed: int = 8) -> bytes:
 
 def damage_file(path):
     path.write_bytes(garbage(3 * 4096 + 17))
+
+
+def damage_rows(path, table):
+    """Leave each of the first four entries holding a value of the wrong kind, as a hand edit or a bad disk would."""
+    with sqlite3.connect(path) as conn:
+        ids = [rowid for (rowid,) in conn.execute(f"SELECT id FROM {table} ORDER BY id LIMIT 4")]
+        cells = (
+            ("text = X'c3ff', metadata = '[1, 2]'"),
+            ("created_at = 'yesterday', metadata = 'not json'"),
+            ("updated_at = X'00', metadata = X'ff'"),
+            ("merged = 'many', metadata = '{\"salt\": ' "),
+        )
+        for rowid, cell in zip(ids, cells, strict=True):
+            conn.execute(f"UPDATE {table} SET {cell} WHERE id = ?", (rowid,))
+    conn.close()
+
+
+@contextlib.contextmanager
+def write_locked(path):
+    """Another connection's write lock on ``path`` for the duration (released by rolling back)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+#: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file.
+FOREIGN_LITE = {
+    "another program's database": "".join(f"CREATE TABLE t{n} (x);" for n in range(6)),
+    "a view among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE VIEW recent AS SELECT id FROM memories",
+    "a trigger among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE TRIGGER t AFTER INSERT ON memories BEGIN SELECT 1; END",
+    "a memories table of other columns": "CREATE TABLE memories (id INTEGER PRIMARY KEY, body TEXT)",
+    "a full-text index of another tokeniser": LITE_SCHEMA.ddl.replace("porter unicode61 remove_diacritics 2", "ascii"),
+    "a newer schema": f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '2')",
+}
+
+
+def foreign_lite(tier_path, ddl):
+    tier_path.mkdir(parents=True)
+    conn = sqlite3.connect(tier_path / "lite.sqlite")
+    conn.executescript(ddl)
+    conn.close()
 
 
 def damage_fts(path, fts):
@@ -46,10 +95,22 @@ class TestLiteContract(MemoryTierContract):
 
     def make_tier(self, agent, tmp_path):
         factory_agent = fresh_agent(tmp_path.parent / f"{tmp_path.name}-factory", config={"memory": {"path": str(tmp_path)}})
-        return make_lite(factory_agent, {"max_entry_bytes": LITE_ENTRY_BYTES})
+        return make_lite(factory_agent, {"max_entry_bytes": LITE_ENTRY_BYTES, "busy_timeout_ms": LITE_BUSY_TIMEOUT_MS})
 
     def damage(self, tier_path):
         damage_file(tier_path / "lite.sqlite")
+
+    def damage_rows(self, tier_path):
+        damage_rows(tier_path / "lite.sqlite", "memories")
+
+    def lock(self, tier_path):
+        return write_locked(tier_path / "lite.sqlite")
+
+    def stored_files(self, tier_path):
+        return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+
+    def foreign_stores(self):
+        return {name: functools.partial(foreign_lite, ddl=ddl) for name, ddl in FOREIGN_LITE.items()}
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
@@ -70,8 +131,19 @@ class TestJournalContract(MemoryTierContract):
     def damage_index(self, tier_path):
         damage_fts(tier_path / "journal.sqlite", "entries_fts")
 
+    def stored_files(self, tier_path):
+        return [tier_path / f"journal.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="open: the journal's rank fusion puts five short entries holding two of the query's three words before "
+        "the one entry holding all three, which the MemoryTier protocol says is found (not this branch's part)",
+    )
+    def test_contract_large_store_keeps_every_word_findable(self, tmp_path):
+        super().test_contract_large_store_keeps_every_word_findable(tmp_path)
 
 
 class TestJournalPurePythonVectorsContract(TestJournalContract):

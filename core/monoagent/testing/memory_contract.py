@@ -40,8 +40,12 @@ The suites need pytest only when they run (imported lazily), and run coroutines 
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import functools
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +110,45 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         pytest.skip("the test class does not implement MemoryTierContract.add_many (a bulk import)")
 
+    def damage_rows(self, tier_path: Path) -> None:
+        """Optional: leave the stored entries under ``tier_path`` holding values of the wrong kind, as a hand edit
+        or a bad disk would (bytes that are not UTF-8 where text goes, text where a time goes, metadata that is
+        not a JSON object), their count unchanged. Implemented, it has the suite check that search, ``list`` and
+        ``stats`` still answer with values of the documented types; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.damage_rows (entries holding values of the wrong kind)")
+
+    def lock(self, tier_path: Path) -> contextlib.AbstractContextManager[object]:
+        """Optional: a context manager holding, for its duration, the write lock another process would take on
+        the stored data under ``tier_path``. Implemented, it has the suite check that a write while it is held
+        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
+        the same handle writes again once it is released; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.lock (another process's write lock on the tier)")
+
+    def stored_files(self, tier_path: Path) -> list[Path]:
+        """Optional: the paths of the files the tier keeps under ``tier_path`` (its database and the companions it
+        writes beside it, whether they exist yet or not). Implemented, it has the suite check that those that exist,
+        and the directory holding them, are the owner's alone (memory holds what users said), then plant a directory, a FIFO
+        and a dangling symbolic link at each, and check that the tier refuses it (never hanging on the FIFO,
+        never creating what the link names) with a one-line error naming the tier and that path, and works
+        again on the same handle once the path is put back; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.stored_files (the paths of the tier's files)")
+
+    def foreign_stores(self) -> dict[str, Callable[[Path], None]]:
+        """Optional: ways to put data that is not this tier's where it keeps its own, by name (another program's
+        database, one of a newer schema, a planted table of the tier's name with other columns...), each
+        writing under the ``tier_path`` it is given. Implemented, it has the suite check, for each, that the tier
+        refuses it with a one-line error naming the tier and leaves every file there exactly as it was;
+        otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.foreign_stores (data that is not the tier's)")
+
     # ------------------------------------------------------------------ the protocol
 
     def test_contract_empty_store_finds_nothing(self, tmp_path: Path) -> None:
@@ -121,8 +164,9 @@ class MemoryTierContract(TierThroughAgentChecks):
         memory_id = _run(tier.add("Alice prefers metric units in the quarterly reports."))
         assert isinstance(memory_id, str) and memory_id
         ids = [memory_id]
+        odd = {"when": datetime.date(2026, 1, 15), "where": Path("/srv/build"), "tags": {"infra"}}  # metadata is dict[str, Any]
         for text in ("The build server lives in Frankfurt.", "Bob's cat is called Miso.", "Lunch is at noon on Fridays."):
-            ids.append(_run(tier.add(text)))
+            ids.append(_run(tier.add(text, metadata=odd)))
         assert len(set(ids)) == 4, f"four different texts got the ids {ids}"
         hits = self.search(tier, "metric units reports")
         assert hits, "a stored memory was not found by its own words"
@@ -242,7 +286,7 @@ class MemoryTierContract(TierThroughAgentChecks):
             pytest.skip("the tier declares no merge_threshold (MemoryTierContract.merge_threshold): it never merges")
         words = (
             "the quarterly planning meeting for the northern warehouse team moves to room seven on thursday "
-            "afternoon after lunch with coffee and biscuits"
+            "afternoon after lunch with coffee plus biscuits"  # no "and": a probe whose AND lost its case would need that word
         ).split()
         near = ["crew" if word == "team" else word for word in words]  # one short word swapped
         swaps = {"team": "crew", "room": "hall", "seven": "eight", "lunch": "tea"}
@@ -251,7 +295,8 @@ class MemoryTierContract(TierThroughAgentChecks):
         assert min(overlap) < threshold <= max(overlap), f"the data does not straddle merge_threshold={threshold}"
         tier = self.tier(tmp_path)
         original = _run(tier.add(" ".join(words)))
-        assert _run(tier.add(" ".join(near))) == original, "a near-duplicate was not merged into the entry"
+        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15)}))
+        assert merged == original, "a near-duplicate was not merged into the entry"
         [hit] = self.search(tier, "quarterly planning warehouse", limit=10)
         assert " ".join(near) in hit.text, "the newer wording did not replace the older one"
         assert _run(tier.add(" ".join(far))) != original, "a text differing in four words was merged"
@@ -306,6 +351,7 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         from monoagent.testing import collect_events
 
+        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
         tier = self.tier(tmp_path)
         _run(tier.add("The badger sett is under the oak."))
         name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
@@ -358,3 +404,135 @@ class MemoryTierContract(TierThroughAgentChecks):
             assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
         finally:
             self.close(tier)
+
+    def test_contract_large_store_keeps_every_word_findable(self, tmp_path: Path) -> None:
+        """The entry holding every word of a query is found (``limit=5``) in a store of 1,100, when 20 shorter ones hold two
+        of the words: after the 60 entries holding the third word were forgotten, and (a tier that merges) after
+        an entry holding it was merged into 60 times.
+
+        A tier that keeps per-word statistics (to skip common words) must keep them in step with ``forget``
+        and merging: a forgotten or replaced wording must not make a rare word look common.
+        """
+        tier = self.tier(tmp_path)
+        try:  # add_many may skip: the tier is closed all the same
+            texts = [f"Routine stock record {n} for the quiet shelf" for n in range(1020)]
+            texts += [f"Ember stock record {n} checked" for n in range(60)]
+            texts += [f"Lantern quartz record {n}" for n in range(20)]
+            ids = self.add_many(tier, texts)
+            assert len(ids) == len(texts)
+            for memory_id in ids[1020:1080]:
+                assert _run(tier.forget(memory_id)) is True
+            words = ["ember"]
+            if self.merge_threshold is not None:  # 60 merges into one entry holding "cinder"
+                merged = {_run(tier.add("Cinder delivery arrived with the crate and docket for the northern yard")) for _ in range(60)}
+                assert len(merged) == 1, f"one text added 60 times was stored as {len(merged)} entries"
+                words.append("cinder")
+            tail = " ".join(f"padding{n}" for n in range(7))  # longer than the 20: only its third word ranks it above them
+            for word in words:
+                target = _run(tier.add(f"{word.title()} lantern quartz {tail}"))
+                hits = self.search(tier, f"{word} lantern quartz", limit=5)
+                assert target in [hit.id for hit in hits], f"the one entry holding {word!r} and both other words was not found: {hits}"
+        finally:
+            self.close(tier)
+
+    def test_contract_damaged_rows_are_read_not_raised(self, tmp_path: Path) -> None:
+        import pytest
+
+        tier: Any = self.tier(tmp_path)
+        ids = [_run(tier.add(f"Heron count {salt}: the {salt} reed bed.", metadata={"salt": salt})) for salt in SALTS[:4]]
+        self.close(tier)
+        self.damage_rows(tmp_path / "tier")
+        tier = self.tier(tmp_path)
+        try:
+            for hit in self.search(tier, "heron count reed bed", limit=10):
+                assert isinstance(hit.text, str), f"a damaged entry's hit text is {hit.text!r}, not a string"
+            if not (hasattr(tier, "list") and hasattr(tier, "stats")):
+                pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
+            records = list(_run(tier.list(limit=10)))
+            assert sorted(r.id for r in records) == sorted(ids), "a damaged entry was not listed"
+            for record in records:
+                assert isinstance(record.text, str), record
+                for when in (record.created_at, record.updated_at):
+                    assert isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when), record
+                assert isinstance(record.metadata, dict), f"a damaged metadata cell came back as {record.metadata!r}, not a dict"
+            stats = _run(tier.stats())
+            assert stats.entries == len(ids) and isinstance(stats.bytes, int) and stats.bytes >= 0, stats
+        finally:
+            self.close(tier)
+
+    def test_contract_locked_store_fails_the_write_and_recovers(self, tmp_path: Path) -> None:
+        import pytest
+
+        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
+        tier = self.tier(tmp_path)
+        try:
+            kept = _run(tier.add("The kingfisher nests in the clay bank."))
+            with self.lock(tmp_path / "tier"):
+                assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read failed while a writer held the lock"
+                for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(write())
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message, f"not one line naming the tier: {message!r}"
+            later = _run(tier.add("The heron fishes at dawn."))
+            assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the lock went away was lost"
+            assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
+        finally:
+            self.close(tier)
+
+    def test_contract_stored_files_must_be_regular_files(self, tmp_path: Path) -> None:
+        import os
+
+        import pytest
+
+        tier = self.tier(tmp_path)
+        kept = _run(tier.add("The curlew calls over the estuary."))
+        stored_files = self.stored_files(tmp_path / "tier")
+        for path in {stored_files[0].parent, *(path for path in stored_files if path.exists())}:
+            assert path.stat().st_mode & 0o077 == 0, f"{path} is open to others: mode {path.stat().st_mode & 0o777:o}"
+        self.close(tier)
+        plants = {
+            "a directory": lambda path: path.mkdir(),
+            "a FIFO": lambda path: os.mkfifo(path),
+            "a dangling symbolic link": lambda path: path.symlink_to(path.with_name("nowhere")),
+        }
+        for stored in stored_files:
+            for kind, plant in plants.items():
+                aside = stored.with_name(stored.name + ".aside")
+                if stored.exists():
+                    stored.rename(aside)
+                plant(stored)
+                tier = self.tier(tmp_path)
+                try:
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(tier.add("The avocet wades in the shallows."))
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message and str(stored) in message, (
+                        f"{kind} at {stored}: not one line naming the tier {tier.name!r} and that path: {message!r}"
+                    )
+                    assert not stored.with_name("nowhere").exists(), f"the tier created what a dangling link at {stored} names"
+                    (stored.rmdir if kind == "a directory" else stored.unlink)()
+                    if aside.exists():
+                        aside.rename(stored)
+                    assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
+                finally:
+                    self.close(tier)
+
+    def test_contract_foreign_store_is_refused_and_left_alone(self, tmp_path: Path) -> None:
+        import pytest
+
+        for name, plant in self.foreign_stores().items():
+            base = tmp_path / name.replace(" ", "-")
+            plant(base / "tier")
+            before = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
+            tier = self.tier(base)
+            try:
+                for call in (functools.partial(tier.add, "The dipper bobs on the weir stone."), functools.partial(tier.search, "dipper weir", limit=3)):
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(call())
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and tier.name in message, f"{name}: not one line naming the tier: {message!r}"
+            finally:
+                self.close(tier)
+            after = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
+            assert after == before, f"the tier wrote into {name}: {sorted(map(str, set(after) ^ set(before)))} or their bytes changed"
