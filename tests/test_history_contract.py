@@ -6,6 +6,7 @@ import os
 
 from monoagent.testing import HistoryStoreContract
 from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_records import record_name
 
 
@@ -23,6 +24,17 @@ class TestFilesStoreContract(HistoryStoreContract):
     def replace_record(self, store, conversation_id, data):
         with open(os.path.join(store.directory, record_name(conversation_id)), "wb") as handle:
             handle.write(data)
+
+    def pause_inside_commit(self, store, pause):
+        """Pause each commit after its stage is written and fsynced, before the rename publishes it."""
+        inner = store.fs
+
+        class Paused(FsOps):
+            def replace(self, src, dst):
+                pause()
+                inner.replace(src, dst)
+
+        store.fs = Paused()
 
 
 def test_contract_is_exported_from_testing():
