@@ -55,8 +55,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
-from monoagent.testing.history_contract_support import contents, turn_messages, turns_text
-from monoagent.text import utf8_len
+from monoagent.testing.history_contract_support import contents, turn_messages
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "turn_messages"]
 

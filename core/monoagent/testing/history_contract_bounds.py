@@ -11,7 +11,7 @@
 - The record: a window over the documented 64 messages, each at the per-message cap, under a
   1 MiB conversation id, reads back whole from a new handle (a commit never writes a record that
   a load refuses).
-- Nesting: tool-call arguments nested 100 levels deep round-trip; nested 1,000 deep they either
+- Nesting: tool-call arguments nested 100 levels deep round-trip; nested 200 or 1,000 deep they either
   round-trip or the commit is refused with ``HistoryStoreError`` and the history stays intact.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import HistoryStore
 from monoagent.kernel.model import Message, ToolCall
-from monoagent.testing.history_contract_support import HistoryContractBase, contents, turns_text
+from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
 
 CAP = 4096
@@ -116,7 +116,7 @@ class HistoryBoundsContract(HistoryContractBase):
         self.close(store)
 
     def test_contract_deep_tool_call_arguments(self, tmp_path: Path) -> None:
-        """Arguments 100 levels deep round-trip; 1,000 deep round-trip or are refused with the history intact."""
+        """Arguments 100 levels deep round-trip; 200 and 1,000 deep round-trip or are refused with the history intact."""
         store = self.make_store(tmp_path)
         self.commit_turns(store, "c", range(1))
 
@@ -129,13 +129,21 @@ class HistoryBoundsContract(HistoryContractBase):
         shallow = [Message("assistant", "", tool_calls=(ToolCall("call-1", "deep", nested(100)),))]
         self.run(store.commit("c", shallow))
         assert self.load(self.make_store(tmp_path), "c")[2:] == shallow
-        deep = [Message("assistant", "", tool_calls=(ToolCall("call-2", "deep", nested(1000)),))]
-        try:
-            self.run(store.commit("c", deep))
-        except HistoryStoreError:
-            assert self.load(self.make_store(tmp_path), "c")[2:] == shallow, "a refused commit changed the history"
-        else:
-            assert self.load(self.make_store(tmp_path), "c")[3:] == deep, "a commit wrote what a load does not read back"
+        for depth in (200, 1000):
+            deep = [Message("assistant", "", tool_calls=(ToolCall("call-2", "deep", nested(depth)),))]
+            try:
+                self.run(store.commit(f"deep-{depth}", turn_messages(0) + deep))
+            except HistoryStoreError:
+                assert self.load(self.make_store(tmp_path), f"deep-{depth}") == [], "a refused commit left history behind"
+            else:
+                assert self.load(self.make_store(tmp_path), f"deep-{depth}")[2:] == deep, f"{depth} levels were committed, not read back"
+            try:
+                self.run(store.commit("c", deep))
+            except HistoryStoreError:
+                assert self.load(self.make_store(tmp_path), "c")[2:] == shallow, "a refused commit changed the history"
+            else:
+                assert self.load(self.make_store(tmp_path), "c")[-1:] == deep, "a commit wrote what a load does not read back"
+                break
         self.commit_turns(store, "c", range(1, 2))
         assert contents(self.load(self.make_store(tmp_path), "c"))[-2:] == turns_text(range(1, 2))
         self.close(store)

@@ -86,18 +86,20 @@ class HistoryConcurrencyContract(HistoryContractBase):
             done.set()
 
         async def read() -> None:
-            while not done.is_set() and not wrong:
-                began = acked[0]
-                seen = contents(await reader.load("c"))
-                count = len(seen) // 2
-                if seen != turns_text(range(count)):
-                    wrong.append(f"a reader saw part of a turn or turns out of order: {seen}")
-                elif not began <= count <= acked[0] + 1:
-                    wrong.append(f"a read begun after {began} acknowledged commits saw {count} turns")
-                observed.add(count)
-                read_after[began].set()
-            for event in read_after:  # a reader that stopped on a wrong read must not leave the writer waiting
-                event.set()
+            try:
+                while not done.is_set() and not wrong:
+                    began = acked[0]
+                    seen = contents(await reader.load("c"))
+                    count = len(seen) // 2
+                    if seen != turns_text(range(count)):
+                        wrong.append(f"a reader saw part of a turn or turns out of order: {seen}")
+                    elif not began <= count <= acked[0] + 1:
+                        wrong.append(f"a read begun after {began} acknowledged commits saw {count} turns")
+                    observed.add(count)
+                    read_after[began].set()
+            finally:
+                for event in read_after:  # a reader that stopped early must not leave the writer waiting
+                    event.set()
 
         threads = [StoreThread(read, "reader"), StoreThread(write, "writer")]
         for thread in threads:
@@ -123,7 +125,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
         thread = StoreThread(write, "writer")
         thread.start()
         try:
-            wait_for(hold.held, "the third commit to reach pause_inside_commit")
+            wait_for(hold.held, "the third commit to reach pause_inside_commit", thread)
             fresh = self.make_store(tmp_path, max_messages=1000)
             whole = (turns_text(range(2)), turns_text(range(3)))
             for handle in (reader, fresh):
@@ -164,7 +166,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
             thread.start()
         if holding:
             try:
-                wait_for(hold.held, "a commit to reach pause_inside_commit")
+                wait_for(hold.held, "a commit to reach pause_inside_commit", *threads)
                 flight.wait_until("shared", 2)  # another writer's commit to the same conversation began meanwhile
             finally:
                 hold.release.set()
@@ -221,10 +223,10 @@ class HistoryConcurrencyContract(HistoryContractBase):
             thread.start()
         try:
             for n, event in enumerate(warm):
-                wait_for(event, f"two acknowledged commits to {buckets[n]}")
+                wait_for(event, f"two acknowledged commits to {buckets[n]}", threads[n])
             if holding:
                 hold.arm()
-                wait_for(hold.held, "a commit to reach pause_inside_commit")
+                wait_for(hold.held, "a commit to reach pause_inside_commit", threads[0])
             phase[0] = 1
             resetting = StoreThread(lambda: resetter.reset_logical("s"), "reset")
             resetting.start()

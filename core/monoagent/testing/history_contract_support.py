@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,20 @@ def turn_indices(texts: Sequence[str]) -> list[int]:
     return [int(text.split()[1]) for text in texts[::2]]
 
 
-def wait_for(event: threading.Event, what: str) -> None:
-    """Wait for ``event``; fail naming ``what`` never happened if it does not within :data:`DEADLINE`."""
-    if not event.wait(DEADLINE):
-        raise AssertionError(f"gave up after {DEADLINE:.0f} s waiting for {what}")
+def wait_for(event: threading.Event, what: str, *workers: StoreThread) -> None:
+    """Wait for ``event``; fail naming ``what`` if it does not happen within :data:`DEADLINE`.
+
+    When one of ``workers`` (the threads that would set it) ends first, its error is raised at
+    once (or the failure says it ended without ``what``), rather than waiting out the deadline.
+    """
+    deadline = time.monotonic() + DEADLINE
+    while not event.wait(0.05):
+        for worker in workers:
+            if not worker.is_alive() and not event.is_set():
+                worker.result()
+                raise AssertionError(f"{worker.name} ended without {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {DEADLINE:.0f} s waiting for {what}")
 
 
 class StoreThread(threading.Thread):
