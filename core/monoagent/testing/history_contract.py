@@ -57,7 +57,7 @@ from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
 from monoagent.testing.history_contract_support import contents, turn_messages
 
-__all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "turn_messages"]
+__all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
 
 HOSTILE_IDS = (
     "../../etc/passwd",
@@ -90,6 +90,36 @@ UNREADABLE_RECORDS = (
     b"\xef\xbb\xbf{}",
 )
 """Bytes that are no store's record: each must be a cold start, replaced by the next commit."""
+
+
+def damaged_records(conversation_id: str) -> list[bytes]:
+    """Records of ``conversation_id`` in the ``files`` store's layout (docs/history.md), each with one defect.
+
+    Whatever a store's own layout, none of these is a record it may read: a store of another
+    layout finds them unreadable anyway, and one of this layout must refuse each defect (a
+    number where text belongs, text where a number or a flag belongs, a missing field, a version
+    it does not write, another conversation's id, a time that is no time, a malformed provider session).
+    """
+    import json
+
+    message = {"role": "user", "content": "q", "name": "A", "timestamp": 1.5, "tool_calls": [], "tool_call_id": None}
+    good = {"version": 2, "conversationId": conversation_id, "logicalConversationId": logical_conversation_id(conversation_id),
+            "updatedAt": 1_700_000_000.5, "messages": [message],
+            "providerSession": {"epoch": "0123456789abcdef" * 2, "revision": 1, "model": None}}
+    defects: list[dict[str, Any]] = [
+        {"version": "2"}, {"version": 0}, {"version": True}, {"version": 2.0}, {"conversationId": conversation_id + "x"},
+        {"conversationId": 7}, {"logicalConversationId": conversation_id + "x"}, {"updatedAt": "1700000000"},
+        {"updatedAt": -1}, {"updatedAt": 1e300}, {"messages": {}}, {"messages": None},
+        {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
+        {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
+    ]
+    for field, value in (("content", 5), ("role", "robot"), ("name", 7), ("timestamp", "now"), ("tool_calls", "x"), ("tool_calls", ""),
+                         ("is_error", 1), ("tool_call_id", 3), ("content", None), ("timestamp", True)):
+        defects.append({"messages": [{**message, field: value}]})
+    defects.append({"messages": [{k: v for k, v in message.items() if k != "content"}]})
+    records = [{**good, **defect} for defect in defects]
+    records.append({k: v for k, v in good.items() if k != "messages"})
+    return [json.dumps(record).encode() for record in records]
 
 
 class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
@@ -224,9 +254,11 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
         self.close(store, fresh)
 
     def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
+        """Every one of :data:`UNREADABLE_RECORDS` and :func:`damaged_records` is a cold start, replaced and reset."""
         self.close(self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_RESET))
-        for n, data in enumerate(UNREADABLE_RECORDS):
-            cid = f"damaged-{n}"
+        cases = [(f"damaged-{n}", data) for n, data in enumerate(UNREADABLE_RECORDS)]
+        cases += [(f"defect-{n}:2025-01-01", damaged_records(f"defect-{n}:2025-01-01")[n]) for n in range(len(damaged_records("")))]
+        for cid, data in cases:
             store = self.make_store(tmp_path)
             self.commit_turns(store, cid, range(1))
             self.replace_record(store, cid, data)
@@ -237,7 +269,7 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
             self.commit_turns(store, cid, range(5, 6))
             assert contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
             self.replace_record(store, cid, data)
-            report = self.run(self.make_store(tmp_path).reset_logical(cid))
+            report = self.run(self.make_store(tmp_path).reset_logical(logical_conversation_id(cid)))
             assert report.records == 1, data[:40]
             assert self.load(self.make_store(tmp_path), cid) == []
             self.close(store)
