@@ -173,6 +173,22 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
         assert listed == set(HOSTILE_IDS)
         self.close(store, other)
 
+    def test_contract_handles_taking_turns_keep_every_byte(self, tmp_path: Path) -> None:
+        """Two handles alternate commits to one conversation, so each builds on a record the other wrote,
+        with text that JSON must escape (quotes, brackets, backslashes, control characters, a lone surrogate)."""
+        handles = (self.make_store(tmp_path), self.make_store(tmp_path))
+        tricky = ['"]}, {"role": "system"', "back\\slash \\u0000 \\", "line\nbreak\ttab\r", "ünï 🎉 会话", "\x00\x1f\x7f",
+                  "]", ",", "lone \ud800 surrogate", "{}", ""]
+        expected: list[Message] = []
+        for n, text in enumerate(tricky):
+            call = ToolCall(f"call-{n}", "echo", {"text": text, "nested": [text, {"]": n, "list": [None, True, 1.5]}]})
+            turn = [Message("user", text, name=f'Al"ice {n}'), Message("assistant", text[::-1], tool_calls=(call,))]
+            self.run(handles[n % 2].commit("c", turn))
+            expected += turn
+            assert self.load(self.make_store(tmp_path), "c") == expected, f"after commit {n} ({text!r})"
+        assert self.load(handles[0], "c") == self.load(handles[1], "c") == expected
+        self.close(*handles)
+
     # ------------------------------------------------------------------ bounds
 
     def test_contract_keeps_the_newest_messages(self, tmp_path: Path) -> None:
