@@ -153,13 +153,11 @@ def _converter() -> Any:
     return converter
 
 
-def _exactly(kind: type) -> Callable[[Any, Any], Any]:
-    def structure(value: Any, _: Any) -> Any:
-        if type(value) is not kind:
-            raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
-        return value
-
-    return structure
+def _exactly(kind: type, value: Any, _: Any) -> Any:
+    """``value`` when it is exactly of ``kind`` (no coercion); registered as ``partial(_exactly, kind)``."""
+    if type(value) is not kind:
+        raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
+    return value
 
 
 def _finite_number(value: Any, _: Any) -> float:
@@ -175,36 +173,36 @@ def _finite_number(value: Any, _: Any) -> float:
 
 
 def _json_array(kind: Any, converter: Any) -> Callable[[Any, Any], Any]:
-    """The structure hook of a list or tuple type that takes a JSON array only.
+    """The structure hook of a list or tuple type: :func:`_array_of` over cattrs' own for that type."""
+    from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+
+    origin = getattr(kind, "__origin__", kind)
+    return functools.partial(_array_of, (homogenous_tuple_structure_factory if origin is tuple else list_structure_factory)(kind, converter))
+
+
+def _array_of(items: Callable[[Any, Any], Any], value: Any, target: Any) -> Any:
+    """A JSON array only, structured by ``items``.
 
     cattrs builds a sequence from any iterable, so without this an empty object (``{}``) or an
     empty string became an empty message list or no tool calls, and a damaged record read as an
     empty conversation without a warning.
     """
-    from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
-
-    origin = getattr(kind, "__origin__", kind)
-    inner = (homogenous_tuple_structure_factory if origin is tuple else list_structure_factory)(kind, converter)
-
-    def structure(value: Any, target: Any) -> Any:
-        if type(value) is not list:
-            raise TypeError(f"expected a JSON array, not {type(value).__name__}")
-        return inner(value, target)
-
-    return structure
+    if type(value) is not list:
+        raise TypeError(f"expected a JSON array, not {type(value).__name__}")
+    return items(value, target)
 
 
 @functools.cache
 def record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
     (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int, ``{}`` not an
-    array) and finite numbers only. A key it does not know is ignored, as before: a newer version may add an optional
-    field without a new record version (the continuity envelope did), and a downgrade must not
+    array) and finite numbers only. A key it does not know is ignored, as before: a newer
+    version may add an optional field without a new record version (the continuity envelope did), and a downgrade must not
     turn such a record into a cold start that the next commit would make a loss.
     """
     strict = _converter().copy()
     for kind in (str, int, bool):
-        strict.register_structure_hook(kind, _exactly(kind))
+        strict.register_structure_hook(kind, functools.partial(_exactly, kind))
     strict.register_structure_hook(float, _finite_number)
     from cattrs.cols import is_sequence
 
