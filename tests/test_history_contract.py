@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.files_history import CONFIG_PATH, FilesHistoryConfig, store_from_config
 from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_records import record_name
 
 
 class TestFilesStoreContract(HistoryStoreContract):
     def make_store(self, tmp_path, *, max_messages=64, max_message_bytes=64 * 1024):
-        return FilesHistoryStore(tmp_path / "history", max_messages, max_message_bytes=max_message_bytes)
+        """The store as the ``files`` registry entry builds it, from a ``history`` config section."""
+        section = FilesHistoryConfig(max_messages=max_messages, max_message_bytes=max_message_bytes)
+        config = SimpleNamespace(history_dir=tmp_path / "history", section={CONFIG_PATH: section}.__getitem__)
+        return store_from_config(SimpleNamespace(config=config))
 
     def corrupt(self, store, conversation_id):
         path = os.path.join(store.directory, record_name(conversation_id))
