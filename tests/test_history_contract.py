@@ -40,6 +40,18 @@ class TestFilesStoreContract(HistoryStoreContract):
 
         store.fs = Paused()
 
+    def pause_inside_reset(self, store, pause):
+        """Pause before each record a logical reset removes (the journal is written by then)."""
+        inner = store.fs
+
+        class Paused(FsOps):
+            def unlink(self, path):
+                if path.endswith(".json"):
+                    pause()
+                inner.unlink(path)
+
+        store.fs = Paused()
+
 
 def test_contract_is_exported_from_testing():
     import monoagent.testing as testing

@@ -259,6 +259,38 @@ class HistoryConcurrencyContract(HistoryContractBase):
         assert report.messages + surviving == committed, "every message was either reset or survived, none lost twice"
         self.close(resetter, fresh, *writers)
 
+    def test_contract_a_half_reset_session_is_never_seen(self, tmp_path: Path) -> None:
+        """While a logical reset is held open, every bucket reads as reset or every one as before, and a commit waits or lands after."""
+        resetter = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        hold = CommitHold(at=1)
+        self.holding(resetter, hold, inside="reset")
+        session = ["s", "s:2025-01-01", "s:2025-01-02", "s:2025-01-03"]
+        warm = self.make_store(tmp_path)
+        for n, cid in enumerate(session):
+            self.run(warm.commit(cid, turn_messages(n)))
+        before = {cid: contents(self.load(warm, cid)) for cid in session}
+        reset: dict[str, list[str]] = {cid: [] for cid in session}
+        resetting = StoreThread(lambda: resetter.reset_logical("s"), "reset")
+        resetting.start()
+        try:
+            wait_for(hold.held, "the reset to reach pause_inside_reset a second time", resetting)
+            for handle in (warm, self.make_store(tmp_path)):
+                seen = {cid: contents(self.load(handle, cid)) for cid in session}
+                assert seen in (before, reset), f"a reader saw a half-reset session: {seen}"
+            committer = self.make_store(tmp_path)
+            committing = StoreThread(lambda: committer.commit("s:2025-01-02", turn_messages(7)), "commit")
+            committing.start()
+        finally:
+            hold.release.set()
+        report = resetting.result()
+        committing.result()
+        after = {cid: contents(self.load(self.make_store(tmp_path), cid)) for cid in session}
+        landed_after = after == {**reset, "s:2025-01-02": turns_text([7])}
+        assert landed_after or after == reset, f"the commit made during the reset: {after}"
+        assert sorted(report.conversation_ids) == sorted(session)
+        assert report.messages == (8 if landed_after else 10), "the reset's report counts what it removed"
+        self.close(resetter, warm, committer)
+
     @staticmethod
     async def _precommit(store: Any, buckets: list[str]) -> None:
         for bucket in buckets:  # committed before the reset starts: the reset must remove these

@@ -153,6 +153,16 @@ class HistoryContractBase:
         """
         raise NotImplementedError
 
+    def pause_inside_reset(self, store: HistoryStore, pause: Callable[[], None]) -> None:
+        """Make every ``reset_logical`` of ``store`` call ``pause()`` while it is removing the session's records (optional).
+
+        Called on the thread doing the reset's work, at least once after it began and before it
+        returns; ideally between the removal of one record and the next (the ``files`` store's
+        test module pauses before each record's unlink), where a half-reset session would show.
+        Without it, the test of reads and commits during a reset is skipped, naming this method.
+        """
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
@@ -181,17 +191,17 @@ class HistoryContractBase:
             )
         return store
 
-    def holding(self, store: HistoryStore, hold: CommitHold) -> None:
-        """Install ``hold`` in ``store``'s commits, or skip naming :meth:`pause_inside_commit` when the store gives no way."""
+    def holding(self, store: HistoryStore, hold: CommitHold, *, inside: str = "commit") -> None:
+        """Install ``hold`` in ``store``'s commits (or resets), or skip naming the hook when the store gives no way."""
         try:
-            self.pause_inside_commit(store, hold)
+            getattr(self, f"pause_inside_{inside}")(store, hold)
         except NotImplementedError:
             import pytest
 
             self.close(store)
             pytest.skip(
-                "needs HistoryStoreContract.pause_inside_commit (a way to hold one commit open) to observe a read, commit "
-                "or reset while a commit is in progress; this store's test module does not provide it"
+                f"needs HistoryStoreContract.pause_inside_{inside} (a way to hold one {inside} open) to observe reads, commits "
+                f"or resets while a {inside} is in progress; this store's test module does not provide it"
             )
 
     def load(self, store: HistoryStore, conversation_id: str, **kwargs: Any) -> list[Message]:
