@@ -153,11 +153,13 @@ def _converter() -> Any:
     return converter
 
 
-def _exactly(kind: type, value: Any, _: Any) -> Any:
-    """``value`` when it is exactly of ``kind`` (no coercion); registered as ``partial(_exactly, kind)``."""
-    if type(value) is not kind:
-        raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
-    return value
+def _exactly(kind: type) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
+        return value
+
+    return structure
 
 
 def _finite_number(value: Any, _: Any) -> float:
@@ -195,14 +197,15 @@ def _array_of(items: Callable[[Any, Any], Any], value: Any, target: Any) -> Any:
 @functools.cache
 def record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
-    (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int, ``{}`` not an
-    array) and finite numbers only. A key it does not know is ignored, as before: a newer
-    version may add an optional field without a new record version (the continuity envelope did), and a downgrade must not
-    turn such a record into a cold start that the next commit would make a loss.
+    (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
+    only. A key it does not know is ignored, as before: a newer version may add an optional
+    field without a new record version (the continuity envelope did), and a downgrade must not
+    turn such a record into a cold start that the next commit would make a loss. A list or a
+    tuple takes a JSON array only (:func:`_array_of`).
     """
     strict = _converter().copy()
     for kind in (str, int, bool):
-        strict.register_structure_hook(kind, functools.partial(_exactly, kind))
+        strict.register_structure_hook(kind, _exactly(kind))
     strict.register_structure_hook(float, _finite_number)
     from cattrs.cols import is_sequence
 
