@@ -113,7 +113,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
         {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
         {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
     ]
-    for field, value in (("content", 5), ("role", "robot"), ("name", 7), ("timestamp", "now"), ("tool_calls", "x"), ("tool_calls", ""),
+    for field, value in (("content", 5), ("role", "robot"), ("role", "ro\nbot\x1b[2J"), ("name", 7), ("timestamp", "now"), ("tool_calls", "x"), ("tool_calls", ""),
                          ("is_error", 1), ("tool_call_id", 3), ("content", None), ("timestamp", True)):
         defects.append({"messages": [{**message, field: value}]})
     defects.append({"messages": [{k: v for k, v in message.items() if k != "content"}]})
@@ -274,6 +274,7 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
         self.close(self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_RESET))
         cases = [(f"damaged-{n}", data) for n, data in enumerate(UNREADABLE_RECORDS)]
         cases += [(f"defect-{n}:2025-01-01", damaged_records(f"defect-{n}:2025-01-01")[n]) for n in range(len(damaged_records("")))]
+        self.commit_turns(self.make_store(tmp_path), "intact", range(1))
         for cid, data in cases:
             store = self.make_store(tmp_path)
             self.commit_turns(store, cid, range(1))
@@ -281,7 +282,8 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
             warnings: list[tuple[str, str]] = []
             assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]  # noqa: B023  (called in this iteration)
             assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:40]
-            assert "\n" not in warnings[0][1]
+            assert len(warnings[0][1].splitlines()) == 1, f"the warning is one line: {warnings[0][1]!r}"
+            assert "intact" in {info.conversation_id for info in self.run(store.conversations())}, "one damaged record hid the others"
             self.commit_turns(store, cid, range(5, 6))
             assert contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
             self.replace_record(store, cid, data)
