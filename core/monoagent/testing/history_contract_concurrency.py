@@ -79,11 +79,13 @@ class HistoryConcurrencyContract(HistoryContractBase):
         wrong: list[str] = []
 
         async def write() -> None:
-            for i in range(turns):
-                await writer.commit("c", turn_messages(i))
-                acked[0] = i + 1
-                wait_for(read_after[i + 1], f"a read of the conversation after commit {i + 1}")
-            done.set()
+            try:
+                for i in range(turns):
+                    await writer.commit("c", turn_messages(i))
+                    acked[0] = i + 1
+                    wait_for(read_after[i + 1], f"a read of the conversation after commit {i + 1}")
+            finally:
+                done.set()  # the reader stops too when a commit failed; result() then raises the failure
 
         async def read() -> None:
             try:
@@ -107,6 +109,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
         threads[0].result()
         assert not wrong, wrong[0]
         threads[1].result()
+        assert acked[0] == turns
         assert observed >= set(range(1, turns + 1)), f"the reader never saw the states {sorted(set(range(1, turns + 1)) - observed)}"
         self.close(writer, reader)
 
