@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -28,6 +29,9 @@ class TestFilesStoreContract(HistoryStoreContract):
     def replace_record(self, store, conversation_id, data):
         with open(os.path.join(store.directory, record_name(conversation_id)), "wb") as handle:
             handle.write(data)
+
+    def newer_record(self, conversation_id):
+        return json.dumps({"version": 3, "conversationId": conversation_id, "updatedAt": 1.0, "messages": []}).encode()
 
     def pause_inside_commit(self, store, pause):
         """Pause each commit after its stage is written and fsynced, before the rename publishes it."""

@@ -292,6 +292,25 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
             assert self.load(self.make_store(tmp_path), cid) == []
             self.close(store)
 
+    def test_contract_a_newer_record_fails_closed(self, tmp_path: Path) -> None:
+        """A record of a newer version is neither read nor replaced (``HistoryStoreError``); a logical reset removes it."""
+        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        cid = "newer:2025-01-01"
+        newer = self.newer_record(cid)
+        self.commit_turns(store, cid, range(1))
+        self.replace_record(store, cid, newer)
+        fresh = self.make_store(tmp_path)
+        for attempt in (lambda: fresh.load(cid), lambda: fresh.commit(cid, turn_messages(1)), lambda: fresh.load(cid)):
+            try:
+                self.run(attempt())
+            except HistoryStoreError:
+                pass
+            else:
+                raise AssertionError("a record of a newer version was read or replaced")
+        assert self.run(self.make_store(tmp_path).reset_logical("newer")).records == 1
+        assert self.load(self.make_store(tmp_path), cid) == []
+        self.close(store, fresh)
+
     # ------------------------------------------------------------------ totals
 
     def test_contract_stats_and_clear_all(self, tmp_path: Path) -> None:

@@ -142,6 +142,12 @@ class HistoryContractBase:
 
         pytest.skip("this store does not provide HistoryStoreContract.replace_record")
 
+    def newer_record(self, conversation_id: str) -> bytes:
+        """A record of ``conversation_id`` as a newer version of the store would write it (optional; with :meth:`replace_record`)."""
+        import pytest
+
+        pytest.skip("this store does not provide HistoryStoreContract.newer_record")
+
     def pause_inside_commit(self, store: HistoryStore, pause: Callable[[], None]) -> None:
         """Make every commit of ``store`` call ``pause()`` once, after it began writing the turn and before it returns (optional).
 
