@@ -14,10 +14,12 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
 same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
 to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
-the corruption tests are skipped. Override :meth:`HistoryStoreContract.pause_inside_commit` to let
-the suite hold a commit open while it reads, commits and resets through other handles; without
-it, the test that reads during a held commit is skipped and the other concurrency tests race
-threads, skipping when no overlap was observed. Every clause checked here is written down in
+the corruption tests are skipped; :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
+version of the store would write (the fail-closed test). Override
+:meth:`HistoryStoreContract.pause_inside_commit` and :meth:`HistoryStoreContract.pause_inside_reset`
+to let the suite hold a commit or a logical reset open while it reads, commits and resets through
+other handles; without them, the tests that need a held commit or reset are skipped and the other
+concurrency tests race threads, skipping when no overlap was observed. Every clause checked here is written down in
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
 and logical), corruption handling and concurrency.
 
@@ -113,8 +115,9 @@ def damaged_records(conversation_id: str) -> list[bytes]:
         {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
         {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
     ]
-    for field, value in (("content", 5), ("role", "robot"), ("role", "ro\nbot\x1b[2J"), ("name", 7), ("timestamp", "now"), ("tool_calls", "x"), ("tool_calls", ""),
-                         ("is_error", 1), ("tool_call_id", 3), ("content", None), ("timestamp", True)):
+    for field, value in (("content", 5), ("content", None), ("role", "robot"), ("role", "ro\nbot\x1b[2J"), ("name", 7),
+                         ("timestamp", "now"), ("timestamp", True), ("tool_calls", "x"), ("tool_calls", ""),
+                         ("is_error", 1), ("tool_call_id", 3)):
         defects.append({"messages": [{**message, field: value}]})
     defects.append({"messages": [{k: v for k, v in message.items() if k != "content"}]})
     records = [{**good, **defect} for defect in defects]
