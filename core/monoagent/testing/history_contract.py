@@ -157,7 +157,7 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
             Message("assistant", "It is sunny."),
         ]
         receipt = self.run(store.commit("c", turn))
-        assert receipt.conversation_id == "c" and receipt.message_count == 5
+        assert receipt.conversation_id == "c" and receipt.message_count == 5 and receipt.bytes_written > 0
         self.commit_turns(store, "c", range(1, 4))
         loaded = self.load(self.make_store(tmp_path), "c")
         assert loaded[:5] == turn
@@ -356,13 +356,15 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)
-        first = ProviderSessionState("0123456789abcdef" * 2, 1, "anthropic:claude-sonnet-4-6")
-        second = ProviderSessionState(first.epoch, 2, first.model)
+        first = ProviderSessionState("0123456789abcdef" * 2, 0, "anthropic:claude-sonnet-4-6")  # 0: bound, nothing written yet
+        second = ProviderSessionState(first.epoch, 1, first.model)
 
         async def go() -> None:
             assert await store.load_provider_session("c") is None
             await store.commit("c", turn_messages(1), provider_session=first)
+            assert await store.load_provider_session("c") == first, "the committing handle reads its own session back"
             await store.commit("c", turn_messages(2), provider_session=second)
+            assert await store.load_provider_session("c") == second
             fresh: Any = self.make_store(tmp_path)
             assert await fresh.load_provider_session("c") == second
             assert contents(await fresh.load("c")) == contents(turn_messages(1) + turn_messages(2))
