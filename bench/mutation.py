@@ -67,7 +67,7 @@ TARGETS: dict[str, Target] = {
             "files",
             "the bundled files history store",
             (f"{PLUGINS}/files_history.py", f"{PLUGINS}/lib/history_records.py", f"{PLUGINS}/lib/history_directory.py"),
-            ("tests/test_history_contract.py",),
+            ("tests/test_history_contract.py", "tests/test_history_durability_contract.py::TestFilesStoreDurabilityContract"),
         ),
         Target(
             "tool-history",

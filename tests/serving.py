@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
+from waiting import wait_until
 
 TOKEN = "test-token-1"
 
@@ -131,10 +131,7 @@ def ask_in_background(server: Server, text: str, conversation: str) -> tuple[thr
 
     client = threading.Thread(target=ask)
     client.start()
-    deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
-    while not (server.cwd / "turn-started").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert (server.cwd / "turn-started").exists()
+    wait_until((server.cwd / "turn-started").exists, "the provider to write turn-started (the turn is in flight)")
     return client, answers
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import stat
-import time
 from pathlib import Path
+
+from waiting import wait_until
 
 from monoagent.kernel.model import RunEvent
 from monoagent_plugins.artifacts import ArtifactWriter, run_file
@@ -36,9 +37,8 @@ def test_a_flush_writes_a_run_in_flight_and_its_later_events_are_appended(tmp_pa
 
 def wait_for_lines(root: Path, run_id: str, count: int) -> list[dict]:
     """The run file's lines once it has ``count`` of them (a bounded wait: the deadline only ends a failing test)."""
-    path, deadline = run_file(root, run_id), time.monotonic() + 10
-    while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= count):
-        time.sleep(0.01)
+    path = run_file(root, run_id)
+    wait_until(lambda: path.exists() and path.read_bytes().count(b"\n") >= count, f"{count} lines in {path.name}")
     return lines_of(root, run_id)
 
 
@@ -66,9 +66,8 @@ def test_an_event_after_the_run_settled_is_written_without_a_flush(tmp_path):
     own.submit(tmp_path, RunEvent("run_completed", "r1", "c", 2, 1.0, {}))
     own.submit(tmp_path, RunEvent("notify_delivered", "r1", "c", 3, 1.0, {"destination": "ops"}))
     expected = ["run_started", "run_text", "run_completed", "notify_delivered"]
-    path, deadline = run_file(tmp_path, "r1"), time.monotonic() + 10
-    while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") == len(expected)):
-        time.sleep(0.01)
+    path = run_file(tmp_path, "r1")
+    wait_until(lambda: path.exists() and path.read_bytes().count(b"\n") >= len(expected), f"{len(expected)} lines in {path.name}")
     assert [line["type"] for line in lines_of(tmp_path, "r1")] == expected
 
 

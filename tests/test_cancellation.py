@@ -15,6 +15,7 @@ import time
 import urllib.request
 
 import pytest
+from waiting import until
 
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.hookspecs import hookimpl
@@ -362,8 +363,7 @@ def test_a_tool_that_ignores_the_cancel_is_closed_as_cancelled_and_its_late_resu
             await handle
         await handle.settled()  # published after the 50 ms window, the tool still running
         release.set()
-        while not late:
-            await asyncio.sleep(0)
+        await until(lambda: late, "the stubborn tool to return once released")
         for _ in range(20):
             await asyncio.sleep(0)
 

@@ -9,6 +9,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from waiting import until
 
 from monoagent.kernel.errors import ProviderError, TurnFailed
 from monoagent.kernel.hookspecs import hookimpl
@@ -381,8 +382,7 @@ def test_a_success_that_claimed_its_commit_is_never_replaced_by_an_account(tmp_p
         script.steps = [[TextDelta("complete answer")]]
         events = []
         task = asyncio.create_task(agent.respond(TurnRequest("q", conversation_id="c"), on_event=events.append))
-        while not any(e.type == "run_committed" for e in events):
-            await asyncio.sleep(0)
+        await until(lambda: any(e.type == "run_committed" for e in events), "the turn's run_committed event")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from providers_wire import AnthropicWireServer
+from waiting import until
 
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionState
@@ -210,15 +211,6 @@ def waiters_on(path: Path) -> int:
     return sum(1 for line in Path("/proc/locks").read_text().splitlines() if "->" in line and inode in line)
 
 
-async def until(condition, deadline: float = 30.0) -> None:
-    """Poll an observable condition (not a timing guess) until it holds; fail after ``deadline`` seconds."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while not condition():
-        assert loop.time() < end, "the condition never held"
-        await asyncio.sleep(0.01)
-
-
 def backend_of(agent, **kwargs) -> DurableSessionBackend:
     root = agent.config.resolve(agent.config.providers.pi_native.pi_sessions_root)
     return DurableSessionBackend(agent.history_store, root, agent.config.runtime.session.idle_timeout_ms, **kwargs)
@@ -342,7 +334,7 @@ def test_a_turn_that_waited_for_the_lock_reads_the_history_committed_meanwhile(t
         turn = make_turn(agent)
         opened = await holder.open(turn)
         waiting = asyncio.ensure_future(Driver(agent, backend_of(agent)).turn("three"))  # loads history now: stale
-        await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+        await until(lambda: waiters_on(shard_file(tmp_path)) == 1, "a second process blocked on the shard lock", interval=0.01)
         user, reply = Message("user", "two"), Message("assistant", "answer to two")
         opened.session.history_tail = history_tail([*turn.history, user, reply])
 
@@ -534,7 +526,7 @@ def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
         await holder.open(turn)
         waiter = backend_of(agent)
         waiting = asyncio.ensure_future(waiter.open(make_turn(agent)))
-        await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+        await until(lambda: waiters_on(shard_file(tmp_path)) == 1, "a second process blocked on the shard lock", interval=0.01)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
@@ -801,7 +793,7 @@ def test_a_second_process_waits_for_the_first_and_never_resumes_a_stale_transcri
 
         async def go():
             waiting = asyncio.ensure_future(Driver(agent, backend_of(agent)).turn("two", events=events))
-            await until(lambda: waiters_on(shard_file(tmp_path)) == 1)
+            await until(lambda: waiters_on(shard_file(tmp_path)) == 1, "a second process blocked on the shard lock", interval=0.01)
             assert not waiting.done()
             child.kill()  # the first process dies mid-turn; its lock goes with it
             return await waiting
@@ -937,7 +929,8 @@ def test_two_processes_on_one_conversation_never_resume_a_stale_transcript(tmp_p
     try:
         assert wire.arrived.acquire(timeout=120) and wire.arrived.acquire(timeout=120)  # the first holds the lock
         second = turn_process(tmp_path, wire, "question three")
-        run(until(lambda: waiters_on(shard_file(tmp_path, "wire")) == 1, deadline=120))
+        run(until(lambda: waiters_on(shard_file(tmp_path, "wire")) == 1, "the second process blocked on the shard lock",
+                  timeout=120, interval=0.01))
         assert len(wire.requests) == 2, "the second process waits for the first before it reads the session"
         release.set()
         finished(first)

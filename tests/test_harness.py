@@ -6,8 +6,10 @@ import asyncio
 import json
 import os
 import stat
+from datetime import UTC, datetime
 
 import pytest
+from waiting import DEFAULT_BOUND_S, until
 
 from monoagent import hookimpl
 from monoagent.kernel.errors import AdmissionRejected, ProviderError
@@ -42,6 +44,17 @@ class GatedRuntime:
         finally:
             self.active -= 1
 
+    async def next_started(self) -> str:
+        """The text of the next run to reach the provider; fails (never hangs) when none comes."""
+        try:
+            return await asyncio.wait_for(self.started.get(), DEFAULT_BOUND_S)
+        except TimeoutError:
+            raise AssertionError(f"no run reached the provider within {DEFAULT_BOUND_S:g} s") from None
+
+
+LAST_SECOND = datetime(2026, 3, 28, 23, 59, 59, tzinfo=UTC)
+"""The moment the rollover tests run at (an injected clock): one second before midnight UTC."""
+
 
 def gated_agent(tmp_path, **concurrency):
     runtime = GatedRuntime()
@@ -61,7 +74,7 @@ def test_execution_width_is_capped(tmp_path):
     async def main():
         tasks = [asyncio.create_task(agent.respond(TurnRequest(f"m{i}", conversation_id=f"c{i}"))) for i in range(5)]
         for _ in range(5):
-            text = await runtime.started.get()
+            text = await runtime.next_started()
             assert runtime.active <= 2
             runtime.release[text].set()
         return await asyncio.gather(*tasks)
@@ -76,14 +89,15 @@ def test_admission_rejects_beyond_max_pending(tmp_path):
 
     async def main():
         first = asyncio.create_task(agent.respond(TurnRequest("a", conversation_id="c1")))
-        text = await runtime.started.get()
-        second = asyncio.create_task(agent.respond(TurnRequest("b", conversation_id="c2")))
-        while agent.harness._pending < 1:  # until the second run waits for the slot
-            await asyncio.sleep(0)
-        with pytest.raises(AdmissionRejected, match="maxPendingRuns = 1"):
-            await agent.respond(TurnRequest("c", conversation_id="c3"))
+        text = await runtime.next_started()
+        events = []
+        second = asyncio.create_task(agent.respond(TurnRequest("b", conversation_id="c2"), on_event=events.append))
+        # admitted (its run_started is emitted once it counts as pending) while "a" holds the one slot
+        await until(lambda: any(e.type == "run_started" for e in events) or second.done(), "the second run to be admitted")
+        with pytest.raises(AdmissionRejected, match="maxPendingRuns = 1"):  # admitted, it would wait for a slot: bounded
+            await asyncio.wait_for(agent.respond(TurnRequest("c", conversation_id="c3")), DEFAULT_BOUND_S)
         runtime.release[text].set()
-        runtime.release[await runtime.started.get()].set()
+        runtime.release[await runtime.next_started()].set()
         return await asyncio.gather(first, second)
 
     results = asyncio.run(main())
@@ -96,7 +110,7 @@ def test_same_conversation_follow_ups_queue_without_counting_as_pending(tmp_path
     async def main():
         tasks = [asyncio.create_task(agent.respond(TurnRequest(f"m{i}", conversation_id="same"))) for i in range(3)]
         for _ in range(3):
-            text = await runtime.started.get()
+            text = await runtime.next_started()
             assert runtime.active == 1
             runtime.release[text].set()
         return await asyncio.gather(*tasks)
@@ -113,10 +127,10 @@ def test_cancellation_commits_nothing_and_is_reported(tmp_path):
 
     async def main():
         await_done = asyncio.create_task(agent.respond(TurnRequest("first", conversation_id="c")))
-        runtime.release[await runtime.started.get()].set()
+        runtime.release[await runtime.next_started()].set()
         await await_done
         task = asyncio.create_task(agent.respond(TurnRequest("cancel me", conversation_id="c"), on_event=events.append))
-        await runtime.started.get()
+        await runtime.next_started()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -163,12 +177,14 @@ def test_run_events_land_in_an_owner_only_jsonl_file(tmp_path):
 
 def test_daily_rollover_buckets_history_but_not_the_console(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    agent.harness.clock = LAST_SECOND.timestamp  # both turns in one bucket, whatever the real time
     asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", [Message("user", "old"), Message("assistant", "old answer")]))
     events = []
     result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="slack:C1", delivery="push"), on_event=events.append))
     bucket = next(e for e in events if e.type == "session_boundary")
     assert bucket.data["kind"] == "rollover"
     day = bucket.data["bucket"]
+    assert day == "2026-03-28"
     assert result.conversation_id == f"slack:C1:{day}"
     assert result.text.startswith(f"New session bucket started: {day}.\n\n")
     again = []
@@ -239,6 +255,7 @@ def test_lanes_are_dropped_when_their_conversation_is_idle(tmp_path):
 
 def test_assembling_a_preview_leaves_the_rollover_notice_to_the_real_turn(tmp_path):
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}})
+    agent.harness.clock = LAST_SECOND.timestamp  # the preview and the turn in one bucket, whatever the real time
     asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", [Message("user", "old"), Message("assistant", "old answer")]))
     request = TurnRequest("hi", conversation_id="slack:C1", delivery="push")
     asyncio.run(agent.assemble(request))

@@ -17,6 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlite_vec_required import need_sqlite_vec
 
 from monoagent.kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
 from monoagent.kernel.hookspecs import hookimpl
@@ -590,7 +591,7 @@ def test_sqlite_vec_backend_when_the_extension_loads(tmp_path: Path) -> None:
     index = VectorIndex(conn, "v", 64, "auto")
     if index.backend != "sqlite-vec":
         conn.close()
-        pytest.skip(f"sqlite-vec is not usable here: {index.unavailable}")
+        need_sqlite_vec(index.unavailable or index.backend)
     embedder = HashedNgramEmbedder(64)
     for i, vector in enumerate(embedder.embed(["otters in rivers", "beavers build dams", "owls at night"]), start=1):
         index.put(i, vector)

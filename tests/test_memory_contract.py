@@ -2,25 +2,158 @@
 
 from __future__ import annotations
 
-from monoagent.testing import EmbedderContract, MemoryTierContract
+import asyncio
+import json
+import random
+import re
+import sqlite3
+
+import pytest
+from sqlite_vec_required import need_sqlite_vec
+
+from monoagent.kernel.model import MemoryHit
+from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
 from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
 from monoagent_plugins.memory_journal import JournalTier, agent_timezone
-from monoagent_plugins.memory_lite import LiteTier
+from monoagent_plugins.memory_lite import make_lite
+
+LITE_ENTRY_BYTES = 2560  # not the default 4096: the contract sees that the factory passed the option on
+
+
+def garbage(size: int, seed: int = 8) -> bytes:
+    """``size`` bytes of noise, the same on every run."""
+    return random.Random(seed).randbytes(size)
+
+
+def damage_file(path):
+    path.write_bytes(garbage(3 * 4096 + 17))
+
+
+def damage_fts(path, fts):
+    """Overwrite every block of an FTS5 index (its structure record included) with noise; the entries stay."""
+    with sqlite3.connect(path) as conn:
+        blocks = conn.execute(f"SELECT id, length(block) FROM {fts}_data").fetchall()
+        conn.executemany(f"UPDATE {fts}_data SET block = ? WHERE id = ?", [(garbage(size, row), row) for row, size in blocks])
+        conn.execute(f"UPDATE {fts}_docsize SET sz = ?", (garbage(5),))
+    conn.close()
 
 
 class TestLiteContract(MemoryTierContract):
+    """``lite`` built by its registry factory, from config (``memory.path``) and an option."""
+
+    entry_bound = LITE_ENTRY_BYTES
+    merge_threshold = 0.9  # memory.lite.mergeThreshold
+
     def make_tier(self, agent, tmp_path):
-        return LiteTier(tmp_path / "lite.sqlite")
+        factory_agent = fresh_agent(tmp_path.parent / f"{tmp_path.name}-factory", config={"memory": {"path": str(tmp_path)}})
+        return make_lite(factory_agent, {"max_entry_bytes": LITE_ENTRY_BYTES})
+
+    def damage(self, tier_path):
+        damage_file(tier_path / "lite.sqlite")
+
+    def damage_index(self, tier_path):
+        damage_fts(tier_path / "lite.sqlite", "memories_fts")
+
+    def add_many(self, tier, texts):
+        return asyncio.run(tier.add_many(texts))
 
 
 class TestJournalContract(MemoryTierContract):
+    entry_bound = 4096  # memory.journal.maxEntryBytes
+
     def make_tier(self, agent, tmp_path):
         return JournalTier(tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent))
+
+    def damage(self, tier_path):
+        damage_file(tier_path / "journal.sqlite")
+
+    def damage_index(self, tier_path):
+        damage_fts(tier_path / "journal.sqlite", "entries_fts")
+
+    def add_many(self, tier, texts):
+        return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))
 
 
 class TestJournalPurePythonVectorsContract(TestJournalContract):
     def make_tier(self, agent, tmp_path):
         return JournalTier(tmp_path / "journal.sqlite", HashedNgramEmbedder(64), vector_backend="python")
+
+
+class TestJournalSqliteVecContract(TestJournalContract):
+    """The journal's contract on the sqlite-vec backend, pinned: skips where sqlite-vec cannot load
+    (fails there under MONOAGENT_REQUIRE_SQLITE_VEC=1, as CI's .venv-vec step sets)."""
+
+    vector_backend = "sqlite-vec"
+
+    @pytest.fixture(autouse=True)
+    def _sqlite_vec_loads(self):
+        need_sqlite_vec()
+
+    def make_tier(self, agent, tmp_path):
+        return JournalTier(
+            tmp_path / "journal.sqlite", make_hashed_ngrams(agent), timezone=agent_timezone(agent), vector_backend=self.vector_backend
+        )
+
+    def test_the_backend_is_sqlite_vec(self, tmp_path):
+        tier = self.tier(tmp_path)
+        asyncio.run(tier.add("The otters moved to the lower pond."))
+        assert asyncio.run(tier.stats()).details["vector_backend"] == "sqlite-vec"
+        self.close(tier)
+
+
+class MinimalTier:
+    """The MemoryTier protocol and nothing more, in a JSON file: what a small third-party tier can be."""
+
+    STOP = frozenset("a an and the on of to in for".split())
+
+    def __init__(self, path):
+        self.name = "minimal"
+        self.path = path
+
+    def _load(self):
+        return json.loads(self.path.read_text()) if self.path.exists() else {"next": 1, "entries": {}}
+
+    def _save(self, data):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(data))
+
+    def _words(self, text):
+        return [w for w in re.findall(r"\w+", text.casefold()) if w not in self.STOP]
+
+    async def search(self, query, *, limit):
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1 (got {limit})")
+        terms = set(self._words(query))
+        scored = []
+        for memory_id, text in self._load()["entries"].items():
+            score = len(terms & set(self._words(text))) / len(terms) if terms else 0.0
+            if score > 0:
+                scored.append(MemoryHit(self.name, text, score, memory_id))
+        return sorted(scored, key=lambda hit: (-hit.score, int(hit.id)))[:limit]
+
+    async def add(self, text, *, metadata=None):
+        if not text.strip():
+            raise ValueError("memory text must not be blank")
+        data = self._load()
+        memory_id = str(data["next"])
+        data["next"] += 1
+        data["entries"][memory_id] = text.strip()[:4000]
+        self._save(data)
+        return memory_id
+
+    async def forget(self, memory_id):
+        data = self._load()
+        if data["entries"].pop(memory_id, None) is None:
+            return False
+        self._save(data)
+        return True
+
+
+class TestMinimalTierContract(MemoryTierContract):
+    """A tier with none of the optional parts passes, each optional test skipping with its reason."""
+
+    def make_tier(self, agent, tmp_path):
+        return MinimalTier(tmp_path / "minimal.json")
 
 
 class TestHashedNgramsContract(EmbedderContract):

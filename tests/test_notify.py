@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from waiting import until, wait_until
 
 from monoagent import hookimpl
 from monoagent.agent import Agent
@@ -166,9 +167,8 @@ def test_the_file_notifier_appends_one_json_line_per_answer_to_an_owner_only_fil
     assert [(e.run_id, e.conversation_id, e.data["destination"], e.data["attempts"]) for e in delivered] == [
         (t.run_id, "cron:daily", "log", 1) for t in turns]
     run_file = tmp_path / "home" / "artifacts" / "runs" / f"{turns[0].run_id}.jsonl"
-    deadline = time.monotonic() + 10  # a bound on failure: the writer appends it in its own thread
-    while "notify_delivered" not in (run_file.read_text() if run_file.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: "notify_delivered" in (run_file.read_text() if run_file.exists() else ""),
+               "the writer thread to append notify_delivered to the run's file")
     recorded = [json.loads(line)["type"] for line in run_file.read_text().splitlines()]
     assert recorded[-2:] == ["run_completed", "notify_delivered"]  # in the run's file while the agent still runs
     agent.close()
@@ -345,8 +345,7 @@ def test_drain_cancels_a_delivery_still_running_at_shutdown(tmp_path, receivers)
 
     async def shutdown_mid_delivery() -> int:
         task = dispatch.start(["slow"], result("late"), channel="cron", source="daily")
-        while not receiver.requests:  # the request reached the receiver (bounded by the hang's own 30 s)
-            await asyncio.sleep(0.01)
+        await until(lambda: receiver.requests, "the delivery to reach the receiver", interval=0.01)
         cancelled = await dispatch.drain(0.05)
         assert task.cancelled()
         return cancelled

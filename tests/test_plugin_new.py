@@ -193,6 +193,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # four pytest runs in a subprocess: the suite's slowest test (about 45 s under load)
 def test_the_generated_tests_pass_installed_and_fail_when_the_plugin_breaks(generated: tuple[Path, Path], tmp_path: Path) -> None:
     target, python = generated
     passed = run(python, tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target / "tests"))

@@ -6,10 +6,13 @@ from the ``pytest11`` entry point of the installed distribution.
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
+from throwaway_venv import clean_env, make_venv, pip_install
 
 from monoagent import ProviderRequest, hookimpl, tool
 from monoagent.agent import Agent
@@ -41,8 +44,96 @@ class AddTool:
 def test_monoagent_agent_is_fresh_and_isolated(monoagent_agent: Agent, tmp_path: Any) -> None:
     assert monoagent_agent.model == "offline:echo"
     assert monoagent_agent.config.context.home.is_relative_to(tmp_path)
-    assert {record.source for record in monoagent_agent.host.records} == {"bundled"}, "no third-party, local or programmatic plugin"
+    loaded = {record.source for record in monoagent_agent.host.records if record.status != "blocked"}  # an installed plugin is listed, blocked
+    assert loaded == {"bundled"}, "no third-party, local or programmatic plugin"
     assert "you said: hello" in monoagent_agent.run_sync("hello", conversation_id="t").text
+
+
+LEAKY_PYPROJECT = """
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "monoagent-leaky"
+version = "0.1.0"
+
+[project.entry-points.monoagent]
+leaky = "monoagent_leaky"
+
+[tool.hatch.build.targets.wheel]
+packages = ["monoagent_leaky"]
+"""
+
+LEAKY_PLUGIN = """
+from monoagent import hookimpl
+from monoagent.kernel.model import Section
+
+
+@hookimpl
+def extra_sections(turn):
+    return Section("leaky", "LEAKED INTO THIS AGENT", order=650, stability="stable", source="leaky")
+"""
+
+LEAK_TESTS = """
+import asyncio
+
+from monoagent.agent import Agent
+from monoagent.kernel.model import TurnRequest
+from monoagent.testing import fresh_agent
+
+
+def third_party(agent):  # loaded from anywhere but monoagent itself (an installed one not loaded is listed as blocked)
+    return {r.name for r in agent.host.records if r.source != "bundled" and r.status != "blocked"}
+
+
+def leaked(agent):
+    return "LEAKED INTO THIS AGENT" in asyncio.run(agent.assemble(TurnRequest("hi"))).stable_text
+
+
+def test_control_a_normal_agent_loads_the_installed_plugin(tmp_path):
+    agent = Agent({"context": {"home": str(tmp_path / "home")}}, env={})
+    assert third_party(agent) == {"leaky"} and leaked(agent)
+
+
+def test_the_monoagent_agent_fixture_loads_none_of_it(monoagent_agent):
+    assert third_party(monoagent_agent) == set() and not leaked(monoagent_agent)
+
+
+def test_the_scripted_agent_fixture_loads_none_of_it(scripted_agent):
+    agent = scripted_agent(["one"])
+    assert third_party(agent) == set() and not leaked(agent)
+
+
+def test_fresh_agent_loads_none_of_it(tmp_path):
+    agent = fresh_agent(tmp_path)
+    assert third_party(agent) == set() and not leaked(agent)
+"""
+
+
+@pytest.mark.slow
+def test_a_really_installed_third_party_plugin_stays_out_of_a_fresh_agent(tmp_path: Path) -> None:
+    """The test above cannot fail on a machine with no third-party plugin: here one is installed.
+
+    A real distribution with a ``monoagent`` entry point goes into a throwaway venv (offline, over
+    this environment's packages); in that venv a normal ``Agent()`` loads it (the control, so the
+    check below is not vacuous) and ``monoagent_agent``, ``scripted_agent`` and ``fresh_agent``
+    load none of it.
+    """
+    dist = tmp_path / "monoagent-leaky"
+    (dist / "monoagent_leaky").mkdir(parents=True)
+    (dist / "pyproject.toml").write_text(LEAKY_PYPROJECT)
+    (dist / "monoagent_leaky" / "__init__.py").write_text(LEAKY_PLUGIN)
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, str(dist))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_no_leak.py").write_text(LEAK_TESTS)
+    inner = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}", "test_no_leak.py"],
+        cwd=project, capture_output=True, text=True, timeout=300, env=clean_env(MONO_AGENT_HOME=str(tmp_path / "home")),
+    )
+    assert inner.returncode == 0 and "4 passed" in inner.stdout, inner.stdout[-4000:] + inner.stderr[-2000:]
 
 
 def test_scripted_agent_replays_replies_and_tool_calls(scripted_agent: Any) -> None:

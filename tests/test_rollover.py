@@ -9,8 +9,12 @@ off touches only the exact id.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
 
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CommitReceipt, ConversationInfo
@@ -20,9 +24,19 @@ from monoagent.testing import fresh_agent
 DAILY = {"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}}
 OLD_TURN = [Message("user", "yesterday's question"), Message("assistant", "yesterday's answer")]
 
+# Every turn here runs on an injected clock (Harness.clock), never on today's date: one second
+# before midnight UTC, where a test that read the real clock twice (once for its expectation, once
+# in the turn) would straddle two buckets.
+LAST_SECOND = datetime(2026, 3, 28, 23, 59, 59, tzinfo=UTC)
+MIDNIGHT = datetime(2026, 3, 29, 0, 0, 0, tzinfo=UTC)
+DAY = "2026-03-28"
 
-def today() -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime())
+
+def daily_agent(tmp_path, config=DAILY, **kwargs):
+    """A fresh agent whose harness reads :data:`LAST_SECOND` as the time every turn starts."""
+    agent = fresh_agent(tmp_path, config=config, **kwargs)
+    agent.harness.clock = LAST_SECOND.timestamp
+    return agent
 
 
 def turn(agent, text="hi", conversation_id="slack:C1", delivery="push"):
@@ -40,19 +54,19 @@ def load(agent, conversation_id):
 
 
 def test_a_brand_new_conversation_gets_no_boundary_and_no_notice(tmp_path):
-    agent = fresh_agent(tmp_path, config=DAILY)
+    agent = daily_agent(tmp_path)
     result, events = turn(agent)
     assert boundaries(events) == []
-    assert result.conversation_id == f"slack:C1:{today()}"
+    assert result.conversation_id == f"slack:C1:{DAY}"
     assert result.notice == "" and not result.text.startswith("New session bucket")
 
 
 def test_the_first_turn_of_a_new_bucket_is_a_rollover_with_its_notice(tmp_path):
-    agent = fresh_agent(tmp_path, config=DAILY)
+    agent = daily_agent(tmp_path)
     asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", OLD_TURN))
     result, events = turn(agent)
-    assert boundaries(events) == [{"kind": "rollover", "bucket": today()}]
-    notice = f"New session bucket started: {today()}.\n\n"
+    assert boundaries(events) == [{"kind": "rollover", "bucket": DAY}]
+    notice = f"New session bucket started: {DAY}.\n\n"
     assert result.notice == notice and result.text.startswith(notice)
     assert [e.data["text"] for e in events if e.type == "text_delta"][0] == notice
     again, events = turn(agent, "again")
@@ -60,22 +74,84 @@ def test_the_first_turn_of_a_new_bucket_is_a_rollover_with_its_notice(tmp_path):
 
 
 def test_a_restart_within_the_bucket_is_no_rollover(tmp_path):
-    first = fresh_agent(tmp_path, config=DAILY)
+    first = daily_agent(tmp_path)
     asyncio.run(first.history_store.commit("slack:C1:2020-01-01", OLD_TURN))
     _, events = turn(first)
     assert [b["kind"] for b in boundaries(events)] == ["rollover"]
     first.close()
-    restarted = fresh_agent(tmp_path, config=DAILY)  # a new process: nothing in memory
+    restarted = daily_agent(tmp_path)  # a new process: nothing in memory
     result, events = turn(restarted, "after the restart")
     assert boundaries(events) == [] and result.notice == ""
     assert "history: 2 messages" in result.text
 
 
+def facts_date(agent) -> str:
+    """The date and time the runtime-facts section states for a turn starting now (the harness's clock)."""
+    prompt = asyncio.run(agent.assemble(TurnRequest("hi", conversation_id="slack:C1", delivery="push")))
+    return prompt.messages[-1].content.partition("Current local date and time: ")[2].partition(" (")[0]
+
+
+def test_the_bucket_turns_over_at_midnight_in_the_rollover_time_zone(tmp_path):
+    agent = daily_agent(tmp_path)
+    assert facts_date(agent) == "Saturday, 2026-03-28 23:59"  # the sections date the turn by the same clock
+    last, events = turn(agent, "the last word of the day")
+    assert last.conversation_id == "slack:C1:2026-03-28" and boundaries(events) == []
+    agent.harness.clock = MIDNIGHT.timestamp
+    assert facts_date(agent) == "Sunday, 2026-03-29 00:00"
+    first, events = turn(agent, "the first word of the next")
+    assert first.conversation_id == "slack:C1:2026-03-29"
+    assert boundaries(events) == [{"kind": "rollover", "bucket": "2026-03-29"}]
+    assert first.notice == "New session bucket started: 2026-03-29.\n\n"
+    assert "history: 0 messages" in first.text  # the new bucket starts empty ...
+    assert load(agent, "slack:C1:2026-03-28")[0].content == "the last word of the day"  # ... the old one stays
+
+
+@pytest.fixture
+def system_zone():
+    """Set the process's local time zone (``TZ``, then ``time.tzset``) for one test; restored after it."""
+    saved = os.environ.get("TZ")
+
+    def set_zone(posix_zone: str) -> None:
+        os.environ["TZ"] = posix_zone
+        time.tzset()
+
+    yield set_zone
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()
+
+
+# POSIX zone strings (no tz database needed): "<+14>-14" is UTC+14, "<-11>11" is UTC-11. At
+# 23:59:59 UTC the first is already on the next date, the second still on this one.
+EAST, WEST = "<+14>-14", "<-11>11"
+
+
+@pytest.mark.parametrize(("rollover_zone", "bucket"), [
+    ("UTC", "2026-03-28"), ("Pacific/Kiritimati", "2026-03-29"), ("Pacific/Pago_Pago", "2026-03-28"),
+])
+def test_the_bucket_is_the_date_in_the_configured_zone_not_the_systems(tmp_path, system_zone, rollover_zone, bucket):
+    system_zone(EAST if bucket == "2026-03-28" else WEST)  # the system's date is the other one
+    session = {"rollover": "daily", "rolloverTimezone": rollover_zone}
+    agent = daily_agent(tmp_path, config={"runtime": {"session": session}})
+    result, _ = turn(agent)
+    assert result.conversation_id == f"slack:C1:{bucket}"
+
+
+@pytest.mark.parametrize(("system", "bucket"), [(EAST, "2026-03-29"), (WEST, "2026-03-28")])
+def test_without_a_rollover_zone_the_bucket_is_the_systems_date(tmp_path, system_zone, system, bucket):
+    system_zone(system)
+    agent = daily_agent(tmp_path, config={"runtime": {"session": {"rollover": "daily"}}})
+    result, _ = turn(agent)
+    assert result.conversation_id == f"slack:C1:{bucket}"
+
+
 def test_the_notice_is_never_written_to_history(tmp_path):
-    agent = fresh_agent(tmp_path, config=DAILY)
+    agent = daily_agent(tmp_path)
     asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", OLD_TURN))
     result, _ = turn(agent)
-    notice = f"New session bucket started: {today()}.\n\n"
+    notice = f"New session bucket started: {DAY}.\n\n"
     assert result.text.startswith(notice)
     _, answer = load(agent, result.conversation_id)
     assert answer.content == result.text[len(notice):]
@@ -83,7 +159,7 @@ def test_the_notice_is_never_written_to_history(tmp_path):
 
 
 def test_the_notice_is_not_captured_to_memory(tmp_path):
-    agent = fresh_agent(tmp_path, config={**DAILY, "memory": {"tiers": ["lite"]}})
+    agent = daily_agent(tmp_path, config={**DAILY, "memory": {"tiers": ["lite"]}})
     asyncio.run(agent.history_store.commit("slack:C1:2020-01-01", OLD_TURN))
     result, _ = turn(agent)
     assert result.text.startswith("New session bucket started:")
@@ -92,7 +168,7 @@ def test_the_notice_is_not_captured_to_memory(tmp_path):
 
 
 def test_the_console_never_rolls_over(tmp_path):
-    agent = fresh_agent(tmp_path, config=DAILY)
+    agent = daily_agent(tmp_path)
     asyncio.run(agent.history_store.commit("web:1:2020-01-01", OLD_TURN))
     result, events = turn(agent, conversation_id="web:1", delivery="console")
     assert result.conversation_id == "web:1" and boundaries(events) == []
@@ -135,7 +211,7 @@ class ListingPlugin:
 
 def test_a_store_without_the_lookup_capability_is_asked_through_its_listing(tmp_path):
     plugin = ListingPlugin()
-    agent = fresh_agent(tmp_path, config={**DAILY, "history": {"store": "listing"}}, plugins=[plugin])
+    agent = daily_agent(tmp_path, config={**DAILY, "history": {"store": "listing"}}, plugins=[plugin])
     _, events = turn(agent)
     assert boundaries(events) == []
     plugin.store.records["slack:C2:2020-01-01"] = list(OLD_TURN)
@@ -169,7 +245,7 @@ def test_a_reset_with_rollover_off_touches_only_the_exact_id(tmp_path):
 
 
 def test_a_reset_with_daily_rollover_still_clears_every_bucket(tmp_path):
-    agent = fresh_agent(tmp_path, config=DAILY)
+    agent = daily_agent(tmp_path)
     for cid in ("tg:7", "tg:7:2020-01-01", "tg:70"):
         asyncio.run(agent.history_store.commit(cid, OLD_TURN))
     report, _ = asyncio.run(agent.reset_conversation("tg:7:2020-01-01"))

@@ -26,6 +26,7 @@ import pytest
 import tomli_w
 from serving import SLOW_PROVIDER, Server, serve_env
 from serving import history as history_shown
+from waiting import wait_until
 
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
@@ -494,9 +495,8 @@ def test_a_tick_missed_while_the_server_was_down_runs_once_right_after_start(tmp
     server = Server(tmp_path, env=env)
     try:
         assert server.client.get("/readyz").json()["channels"] == ["cron"]
-        deadline = time.monotonic() + BOUND_S
-        while not any(e["type"] == "run_completed" for e in run_files(tmp_path)) and time.monotonic() < deadline:
-            time.sleep(0.05)  # a bounded wait for the run file the start-up tick writes
+        wait_until(lambda: any(e["type"] == "run_completed" for e in run_files(tmp_path)),
+                   "the run file the start-up tick writes", timeout=BOUND_S, interval=0.05)
         assert server.terminate() == 0
     finally:
         server.stop()
@@ -526,10 +526,8 @@ def test_sigterm_during_a_tick_cancels_it_after_the_grace_period_and_publishes_i
     (state / "state.json").write_text(json.dumps({"version": 1, "jobs": {"newyear": {"lastScheduled": "2019-01-01T00:00:00+00:00"}}}))
     server = Server(tmp_path, "--plugins-dir", "plugins", env=env)
     try:
-        deadline = time.monotonic() + BOUND_S
-        while not (tmp_path / "turn-started").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)  # a bounded wait for the file the provider writes when the start-up tick's turn begins
-        assert (tmp_path / "turn-started").exists()
+        wait_until((tmp_path / "turn-started").exists, "the file the provider writes when the start-up tick's turn begins",
+                   timeout=BOUND_S)
         assert server.terminate() == 0
     finally:
         server.stop()

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 from serving import TOKEN, Server, ask_in_background, auth, completion, history, serve_env, slow_server
+from waiting import wait_until
 
 GATED_PROVIDER = '''
 import asyncio
@@ -98,14 +98,6 @@ def gated(tmp_path):
 
 def client_of(server: Server, token: str = TOKEN, **options) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=token, **options)
-
-
-def wait_for(condition, what: str, seconds: float = 30) -> None:
-    """A bounded wait for ``condition`` (the deadline only ends a failing test)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def in_background(call) -> tuple[threading.Thread, list[object]]:
@@ -232,7 +224,7 @@ def test_a_client_that_goes_away_mid_stream_cancels_its_run_and_the_account_is_p
             assert '"role":"assistant"' in next(lines)
             assert "thinking" in next(line for line in lines if line)
         # the connection is closed: the server cancels the run, whose account then reaches the history
-        wait_for(lambda: "reason: client_disconnected" in history(tmp_path, "openai-api:gone"), "the continuity account")
+        wait_until(lambda: "reason: client_disconnected" in history(tmp_path, "openai-api:gone"), "the continuity account")
         assert "Status: cancelled (reason: client_disconnected)" in history(tmp_path, "openai-api:gone")
         assert server.terminate() == 0
     finally:
@@ -282,7 +274,7 @@ def test_two_conversations_run_at_once_each_with_its_own_history(gated):
     asks = {name: in_background(lambda name=name: gated.client.post(
         "/v1/chat/completions", json=completion(f"gate:{name} hi"), headers={**auth(), "X-Conversation-Id": name}))
         for name in ("a", "b")}
-    wait_for(lambda: all((gated.cwd / f"started-{name}").exists() for name in asks), "both turns in flight at once")
+    wait_until(lambda: all((gated.cwd / f"started-{name}").exists() for name in asks), "both turns in flight at once")
     for name in asks:
         (gated.cwd / f"release-{name}").write_text("1")
     for name, (thread, outcome) in asks.items():
@@ -300,10 +292,10 @@ def test_two_requests_on_one_conversation_are_serialised(tmp_path):
     try:
         first = in_background(lambda: server.client.post("/v1/chat/completions", json=completion("gate:one first"),
                                                          headers={**auth(), "X-Conversation-Id": "same"}))
-        wait_for(lambda: (tmp_path / "started-one").exists(), "the first turn in flight")
+        wait_until(lambda: (tmp_path / "started-one").exists(), "the first turn in flight")
         second = in_background(lambda: server.client.post("/v1/chat/completions", json=completion("second"),
                                                           headers={**auth(), "X-Conversation-Id": "same"}))
-        wait_for(lambda: sum("submitted for openai-api:same" in line for line in server.lines_so_far()) == 2, "the second submission")
+        wait_until(lambda: sum("submitted for openai-api:same" in line for line in server.lines_so_far()) == 2, "the second submission")
         assert not second[1]  # still waiting behind the first
         (tmp_path / "release-one").write_text("1")
         for thread, _ in (first, second):
@@ -319,7 +311,7 @@ def test_a_turn_finishing_within_the_grace_period_gets_its_answer_after_sigterm(
     try:
         thread, outcome = in_background(lambda: server.client.post("/v1/chat/completions", json=completion("gate:late hi"),
                                                                    headers={**auth(), "X-Conversation-Id": "late"}))
-        wait_for(lambda: (tmp_path / "started-late").exists(), "the turn in flight")
+        wait_until(lambda: (tmp_path / "started-late").exists(), "the turn in flight")
         server.process.send_signal(subprocess.signal.SIGTERM)
 
         def refusing() -> bool:
@@ -329,7 +321,7 @@ def test_a_turn_finishing_within_the_grace_period_gets_its_answer_after_sigterm(
                 return True
             return False
 
-        wait_for(refusing, "the server to stop accepting connections")  # the signal was handled
+        wait_until(refusing, "the server to stop accepting connections")  # the signal was handled
         (tmp_path / "release-late").write_text("1")
         thread.join(timeout=30)
         assert outcome[0].status_code == 200, outcome

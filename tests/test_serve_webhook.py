@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from serving import Server, serve_env
+from waiting import wait_until
 
 from monoagent.boundary.fences import has_fence_token
 from monoagent_plugins.lib.signatures import sign
@@ -273,9 +274,7 @@ def test_a_request_that_ran_no_completed_turn_does_not_hold_its_key(tmp_path):
         answers: list[httpx.Response] = []
         client = threading.Thread(target=lambda: answers.append(post(server, {"event": "HANG-NOW"}, key="k-hang")))
         client.start()
-        deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
-        while not (tmp_path / "hung").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until((tmp_path / "hung").exists, "the hanging turn to start (its provider writes 'hung')")
         busy = post(server, {"event": "HANG-NOW"}, key="k-hang")
         assert busy.status_code == 409 and busy.headers["Retry-After"] == "1"
         assert "in progress, retry later" in busy.json()["error"]["message"]
@@ -398,9 +397,7 @@ def test_a_key_left_running_by_a_killed_server_is_released_at_the_next_start(tmp
     try:
         client = threading.Thread(target=lambda: post_quietly(server, body, key="k-killed", signature=sign(SECRET, body, now)))
         client.start()
-        deadline = time.monotonic() + 30  # a bound on failure, not synchronisation
-        while not (tmp_path / "hung").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until((tmp_path / "hung").exists, "the hanging turn to start (its provider writes 'hung')")
         assert post(server, {"event": "HANG-NOW"}, key="k-killed").status_code == 409
         server.process.kill()  # SIGKILL mid-turn: no shutdown, the key's record stays "running"
         server.process.wait()

@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import copy
 import os
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -145,6 +144,7 @@ class Agent:
         child = copy.copy(self)
         child.config = config
         child.harness = Harness(child, terminal_recovery_settlement_ms=self.harness.settle_window_ms)
+        child.harness.clock = self.harness.clock  # the child's turns start on the parent's clock
         return child
 
     @classmethod
@@ -368,7 +368,8 @@ class Agent:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
         from monoagent.pipeline.harness import new_run_id
 
-        session = self.harness._session(request, time.time())
+        started = self.harness.clock()
+        session = self.harness._session(request, started)
         turn = Turn(
             agent=self,
             request=request,
@@ -376,6 +377,7 @@ class Agent:
             model=request.model or self.model,
             session=session,
             emitter=lambda type, data: None,
+            started_at=started,
         )
         return await self.harness.prepare(turn)
 

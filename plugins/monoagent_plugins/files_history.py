@@ -61,6 +61,7 @@ from monoagent.boundary.strict_json import nesting_over
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
+    CAPABILITY_DURABLE,
     CAPABILITY_LOAD_WARNINGS,
     CAPABILITY_LOGICAL_LOOKUP,
     CAPABILITY_PROVIDER_SESSIONS,
@@ -117,7 +118,9 @@ class FilesHistoryStore(HistoryMaintenance):
     """
 
     name = "files"
-    capabilities = frozenset({CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset", CAPABILITY_PROVIDER_SESSIONS})
+    capabilities = frozenset(
+        {CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset", CAPABILITY_PROVIDER_SESSIONS, CAPABILITY_DURABLE}
+    )
 
     def __init__(
         self,

@@ -116,6 +116,11 @@ CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
 CAPABILITY_LOGICAL_RESET = "logical_reset"
 """The store has ``reset_logical(logical_conversation_id)`` (see :class:`ManagedHistoryStore`)."""
 
+CAPABILITY_DURABLE = "durable"
+"""The store's commits are durable (see :class:`HistoryStore`): an acknowledged commit survives a process
+crash and a power cut, and a commit that raises, or is cut off, leaves the previous record. A store
+declaring it proves it with :class:`monoagent.testing.HistoryDurabilityContract`."""
+
 
 @attrs.frozen
 class HistoryResetReport:
@@ -428,8 +433,9 @@ class MemoryTier(Protocol):
     * ``search(query, limit=n)`` returns at most ``n`` :class:`~monoagent.kernel.model.MemoryHit`
       values, best first, each with ``source`` = the tier's ``name``, a string ``id`` that
       ``forget`` accepts, and a ``score`` in 0..1 where higher is more relevant (the recall gate
-      compares scores across tiers). An empty store, or a query with nothing to match, returns
-      ``[]``; ``limit`` below 1 is a ``ValueError``.
+      compares scores across tiers). Every entry holding all the query's words is found, so
+      ``n`` such entries or more give exactly ``n`` hits. An empty store, or a query with nothing
+      to match, returns ``[]``; ``limit`` below 1 is a ``ValueError``.
     * ``add(text, metadata=...)`` stores ``text`` and returns its id; blank text is a
       ``ValueError``. A tier may bound what it keeps (say so in its docs) and may merge a
       near-duplicate into an existing entry, returning that entry's id.
@@ -479,8 +485,9 @@ class MemoryStats:
 class BrowsableMemoryTier(MemoryTier, Protocol):
     """A tier that can also list its entries (newest first) and report its size.
 
-    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``;
-    ``stats()`` returns a :class:`MemoryStats`. The ``memory list`` and ``memory stats``
+    ``list(limit=n, offset=k)`` returns at most ``n`` records, newest first, skipping ``k``
+    (``limit`` below 1 or ``offset`` below 0 is a ``ValueError``); ``stats()`` returns a
+    :class:`MemoryStats` whose ``bytes`` is the UTF-8 size of the stored texts. The ``memory list`` and ``memory stats``
     commands need these; ``search``, ``add`` and ``forget`` work without them.
     """
 

@@ -104,10 +104,18 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
 
 
 class Harness(RunControl):
-    """Runs turns for one Agent; one harness (and so one set of limits) per channel."""
+    """Runs turns for one Agent; one harness (and so one set of limits) per channel.
+
+    ``clock`` is the wall clock (seconds since the epoch, like ``time.time``) read once when a
+    turn starts: the turn's daily bucket under ``runtime.session.rollover = "daily"`` and
+    :attr:`~monoagent.kernel.turn.Turn.now` (the dates sections show) come from that
+    one reading. Assign another callable to run turns at a chosen moment, e.g. a second before
+    midnight in the rollover time zone; event timestamps and run ids stay on the real clock.
+    """
 
     def __init__(self, agent: Agent, *, terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS) -> None:
         self.agent = agent
+        self.clock: Callable[[], float] = time.time
         self.settle_window_ms = settle_window_ms(terminal_recovery_settlement_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lanes: dict[str, ConversationLane] = {}
@@ -212,7 +220,7 @@ class Harness(RunControl):
                 f"{self._pending} runs already wait for an execution slot (concurrency.maxPendingRuns = {limit}); "
                 f"try again later or raise the limit"
             )
-        started = time.time()
+        started = self.clock()
         session = self._session(request, started)
         run.conversation_id = session.conversation_id
         turn = run.turn = Turn(

@@ -21,7 +21,7 @@ function of yours (``fresh_agent(tmp_path, provider=FunctionProvider(fn))``).
 Under pytest the package is also a plugin (the ``pytest11`` entry point
 :mod:`monoagent.pytest_plugin`): fixtures ``monoagent_agent``, ``scripted_agent``,
 ``hook_recorder`` and ``function_provider``, and assertion rewriting for the contract suites.
-The contracts (history, tool history, memory, provider wire, provider runtime) are listed with
+The contracts (history, history durability, tool history, memory, provider wire, provider runtime) are listed with
 how to run them in ``docs/testing.md``.
 """
 
@@ -40,6 +40,7 @@ from monoagent.kernel.interfaces import ProviderRuntime, logical_conversation_id
 from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.testing.durability import HistoryDurabilityContract
 from monoagent.testing.function_provider import FunctionProvider, FunctionReply, InProcessProviders
 from monoagent.testing.history_contract import HistoryStoreContract
 from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract
@@ -51,6 +52,7 @@ __all__ = [
     "EmbedderContract",
     "FunctionProvider",
     "FunctionReply",
+    "HistoryDurabilityContract",
     "HistoryStoreContract",
     "HookCall",
     "HookRecorder",

@@ -396,6 +396,9 @@ def _statements(ddl: str) -> list[str]:
     return [statement.strip() for statement in ddl.split(";") if statement.strip()]
 
 
+#: SQLite's largest rowid (a signed 64-bit integer).
+MAX_ROWID = 2**63 - 1
+
 #: A stored entry's text as a string whatever a damaged or hand-edited row holds (NULL, a number, a blob).
 STORED_TEXT = "coalesce(CAST(text AS TEXT), '')"
 
@@ -419,12 +422,14 @@ def read_metadata(raw: Any) -> dict[str, Any]:
 def entry_rowid(memory_id: str) -> int | None:
     """The SQLite rowid a tier's ``forget(memory_id)`` names, or None when it names none.
 
-    Only ASCII digits count: ``"\u0663"``, ``"+3"`` or ``"0_3"`` is not the id 3.
+    Only ASCII digits count: ``"\u0663"``, ``"+3"`` or ``"0_3"`` is not the id 3; a number past
+    SQLite's largest rowid names no entry (rather than overflowing the query).
     """
     try:
-        return int(parse_ascii_number(str(memory_id).strip(), int, negative=False))
+        rowid = int(parse_ascii_number(str(memory_id).strip(), int, negative=False))
     except ValueError:
         return None
+    return rowid if rowid <= MAX_ROWID else None
 
 
 def data_version(conn: sqlite3.Connection) -> int:
