@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+from types import SimpleNamespace
 
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.files_history import CONFIG_PATH, FilesHistoryConfig, store_from_config
+from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_records import record_name
 
 
 class TestFilesStoreContract(HistoryStoreContract):
     def make_store(self, tmp_path, *, max_messages=64, max_message_bytes=64 * 1024):
-        return FilesHistoryStore(tmp_path / "history", max_messages, max_message_bytes=max_message_bytes)
+        """The store as the ``files`` registry entry builds it, from a ``history`` config section."""
+        section = FilesHistoryConfig(max_messages=max_messages, max_message_bytes=max_message_bytes)
+        config = SimpleNamespace(history_dir=tmp_path / "history", section={CONFIG_PATH: section}.__getitem__)
+        return store_from_config(SimpleNamespace(config=config))
 
     def corrupt(self, store, conversation_id):
         path = os.path.join(store.directory, record_name(conversation_id))
@@ -23,6 +29,32 @@ class TestFilesStoreContract(HistoryStoreContract):
     def replace_record(self, store, conversation_id, data):
         with open(os.path.join(store.directory, record_name(conversation_id)), "wb") as handle:
             handle.write(data)
+
+    def newer_record(self, conversation_id):
+        return json.dumps({"version": 3, "conversationId": conversation_id, "updatedAt": 1.0, "messages": []}).encode()
+
+    def pause_inside_commit(self, store, pause):
+        """Pause each commit after its stage is written and fsynced, before the rename publishes it."""
+        inner = store.fs
+
+        class Paused(FsOps):
+            def replace(self, src, dst):
+                pause()
+                inner.replace(src, dst)
+
+        store.fs = Paused()
+
+    def pause_inside_reset(self, store, pause):
+        """Pause before each record a logical reset removes (the journal is written by then)."""
+        inner = store.fs
+
+        class Paused(FsOps):
+            def unlink(self, path):
+                if path.endswith(".json"):
+                    pause()
+                inner.unlink(path)
+
+        store.fs = Paused()
 
 
 def test_contract_is_exported_from_testing():

@@ -14,7 +14,12 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
 same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
 to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
-the corruption tests are skipped. Every clause checked here is written down in
+the corruption tests are skipped; :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
+version of the store would write (the fail-closed test). Override
+:meth:`HistoryStoreContract.pause_inside_commit` and :meth:`HistoryStoreContract.pause_inside_reset`
+to let the suite hold a commit or a logical reset open while it reads, commits and resets through
+other handles; without them, the tests that need a held commit or reset are skipped and the other
+concurrency tests race threads, skipping when no overlap was observed. Every clause checked here is written down in
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
 and logical), corruption handling and concurrency.
 
@@ -27,15 +32,16 @@ commits, reset, concurrent writers); ``logical_reset``, ``logical_lookup``, ``lo
 with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability the store does not
 declare is skipped, and its reason names the capability it needs.
 
+The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the concurrency clauses in
+:mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
+:mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
+
 The suite needs pytest only when it runs (it is imported lazily), and runs its coroutines with
 ``asyncio.run`` so no asyncio plugin is required.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +51,15 @@ from monoagent.kernel.interfaces import (
     CAPABILITY_LOGICAL_LOOKUP,
     CAPABILITY_LOGICAL_RESET,
     CAPABILITY_PROVIDER_SESSIONS,
-    HistoryStore,
-    ManagedHistoryStore,
     ProviderSessionState,
     logical_conversation_id,
 )
 from monoagent.kernel.model import Message, ToolCall
-from monoagent.text import utf8_len
+from monoagent.testing.history_contract_bounds import HistoryBoundsContract
+from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
+from monoagent.testing.history_contract_support import contents, turn_messages
 
-__all__ = ["HistoryStoreContract", "turn_messages"]
+__all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
 
 HOSTILE_IDS = (
     "../../etc/passwd",
@@ -61,6 +67,8 @@ HOSTILE_IDS = (
     "nul\x00byte",
     "ünïcødé 🎉 会话",
     "x" * 10_000,
+    "lone \ud800 surrogate",
+    "\udfff",
     ".",
     "",
     "a",
@@ -86,68 +94,39 @@ UNREADABLE_RECORDS = (
 """Bytes that are no store's record: each must be a cold start, replaced by the next commit."""
 
 
-def turn_messages(index: int, user: str | None = None, answer: str | None = None) -> list[Message]:
-    """One turn: a user message and the assistant's answer, numbered so order can be checked."""
-    return [
-        Message("user", user if user is not None else f"question {index}", name="Alice (@alice)"),
-        Message("assistant", answer if answer is not None else f"answer {index}"),
+def damaged_records(conversation_id: str) -> list[bytes]:
+    """Records of ``conversation_id`` in the ``files`` store's layout (docs/history.md), each with one defect.
+
+    Whatever a store's own layout, none of these is a record it may read: a store of another
+    layout finds them unreadable anyway, and one of this layout must refuse each defect (a
+    number where text belongs, text where a number or a flag belongs, a missing field, a version
+    it does not write, another conversation's id, a time that is no time, a malformed provider session).
+    """
+    import json
+
+    message = {"role": "user", "content": "q", "name": "A", "timestamp": 1.5, "tool_calls": [], "tool_call_id": None}
+    good = {"version": 2, "conversationId": conversation_id, "logicalConversationId": logical_conversation_id(conversation_id),
+            "updatedAt": 1_700_000_000.5, "messages": [message],
+            "providerSession": {"epoch": "0123456789abcdef" * 2, "revision": 1, "model": None}}
+    defects: list[dict[str, Any]] = [
+        {"version": "2"}, {"version": 0}, {"version": True}, {"version": 2.0}, {"conversationId": conversation_id + "x"},
+        {"conversationId": 7}, {"logicalConversationId": conversation_id + "x"}, {"updatedAt": "1700000000"},
+        {"updatedAt": -1}, {"updatedAt": 1e300}, {"messages": {}}, {"messages": None},
+        {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
+        {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
     ]
+    for field, value in (("content", 5), ("content", None), ("role", "robot"), ("role", "ro\nbot\x1b[2J"), ("name", 7),
+                         ("timestamp", "now"), ("timestamp", True), ("tool_calls", "x"), ("tool_calls", ""),
+                         ("is_error", 1), ("tool_call_id", 3)):
+        defects.append({"messages": [{**message, field: value}]})
+    defects.append({"messages": [{k: v for k, v in message.items() if k != "content"}]})
+    records = [{**good, **defect} for defect in defects]
+    records.append({k: v for k, v in good.items() if k != "messages"})
+    return [json.dumps(record).encode() for record in records]
 
 
-def _contents(messages: Sequence[Message]) -> list[str]:
-    return [m.content for m in messages]
-
-
-class HistoryStoreContract:
+class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
-
-    concurrency_writers = 4
-    concurrency_turns = 10
-
-    # ------------------------------------------------------------------ what a store provides
-
-    def make_store(self, tmp_path: Path, *, max_messages: int = 64, max_message_bytes: int = 64 * 1024) -> ManagedHistoryStore:
-        raise NotImplementedError("subclasses of HistoryStoreContract implement make_store(tmp_path, **bounds)")
-
-    def corrupt(self, store: HistoryStore, conversation_id: str) -> None:
-        """Truncate the stored record of ``conversation_id`` into invalid JSON (optional)."""
-        import pytest
-
-        pytest.skip("this store does not provide HistoryStoreContract.corrupt")
-
-    def replace_record(self, store: HistoryStore, conversation_id: str, data: bytes) -> None:
-        """Store ``data`` as the record of ``conversation_id``, as a hand edit or a damaged disk would (optional)."""
-        import pytest
-
-        pytest.skip("this store does not provide HistoryStoreContract.replace_record")
-
-    # ------------------------------------------------------------------ helpers
-
-    @staticmethod
-    def run(coroutine: Any) -> Any:
-        return asyncio.run(coroutine)
-
-    def commit_turns(self, store: HistoryStore, conversation_id: str, turns: range) -> None:
-        async def go() -> None:
-            for i in turns:
-                await store.commit(conversation_id, turn_messages(i))
-
-        self.run(go())
-
-    def declaring(self, tmp_path: Path, *capabilities: str, **bounds: Any) -> Any:
-        """A store from :meth:`make_store`, or a skip when it does not declare every one of ``capabilities``."""
-        store = self.make_store(tmp_path, **bounds)
-        declared = frozenset(getattr(store, "capabilities", ()))
-        missing = [name for name in capabilities if name not in declared]
-        if missing:
-            import pytest
-
-            self.close(store)
-            pytest.skip(
-                f"needs the store capabilit{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
-                f"this store declares {', '.join(map(repr, sorted(declared))) or 'none'}"
-            )
-        return store
 
     def with_totals(self, tmp_path: Path) -> Any:
         """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
@@ -158,13 +137,6 @@ class HistoryStoreContract:
             self.close(store)
             pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
         return store
-
-    def load(self, store: HistoryStore, conversation_id: str, **kwargs: Any) -> list[Message]:
-        return list(self.run(store.load(conversation_id, **kwargs)))
-
-    def close(self, *stores: HistoryStore) -> None:
-        for store in stores:
-            self.run(store.close())
 
     # ------------------------------------------------------------------ ordering
 
@@ -185,12 +157,12 @@ class HistoryStoreContract:
             Message("assistant", "It is sunny."),
         ]
         receipt = self.run(store.commit("c", turn))
-        assert receipt.conversation_id == "c" and receipt.message_count == 5
+        assert receipt.conversation_id == "c" and receipt.message_count == 5 and receipt.bytes_written > 0
         self.commit_turns(store, "c", range(1, 4))
         loaded = self.load(self.make_store(tmp_path), "c")
         assert loaded[:5] == turn
         assert [m.is_error for m in loaded[2:4]] == [False, True]
-        assert _contents(loaded[5:]) == [t for i in range(1, 4) for t in (f"question {i}", f"answer {i}")]
+        assert contents(loaded[5:]) == [t for i in range(1, 4) for t in (f"question {i}", f"answer {i}")]
         self.close(store)
 
     def test_contract_ids_are_exact(self, tmp_path: Path) -> None:
@@ -199,10 +171,26 @@ class HistoryStoreContract:
             self.run(store.commit(cid, turn_messages(n)))
         other = self.make_store(tmp_path)
         for n, cid in enumerate(HOSTILE_IDS):
-            assert _contents(self.load(other, cid)) == [f"question {n}", f"answer {n}"], cid[:40]
+            assert contents(self.load(other, cid)) == [f"question {n}", f"answer {n}"], cid[:40]
         listed = {info.conversation_id for info in self.run(other.conversations())}
         assert listed == set(HOSTILE_IDS)
         self.close(store, other)
+
+    def test_contract_handles_taking_turns_keep_every_byte(self, tmp_path: Path) -> None:
+        """Two handles alternate commits to one conversation, so each builds on a record the other wrote,
+        with text that JSON must escape (quotes, brackets, backslashes, control characters, a lone surrogate)."""
+        handles = (self.make_store(tmp_path), self.make_store(tmp_path))
+        tricky = ['"]}, {"role": "system"', "back\\slash \\u0000 \\", "line\nbreak\ttab\r", "ünï 🎉 会话", "\x00\x1f\x7f",
+                  "]", ",", "lone \ud800 surrogate", "{}", ""]
+        expected: list[Message] = []
+        for n, text in enumerate(tricky):
+            call = ToolCall(f"call-{n}", "echo", {"text": text, "nested": [text, {"]": n, "list": [None, True, 1.5]}]})
+            turn = [Message("user", text, name=f'Al"ice {n}'), Message("assistant", text[::-1], tool_calls=(call,))]
+            self.run(handles[n % 2].commit("c", turn))
+            expected += turn
+            assert self.load(self.make_store(tmp_path), "c") == expected, f"after commit {n} ({text!r})"
+        assert self.load(handles[0], "c") == self.load(handles[1], "c") == expected
+        self.close(*handles)
 
     # ------------------------------------------------------------------ bounds
 
@@ -210,20 +198,7 @@ class HistoryStoreContract:
         store = self.make_store(tmp_path, max_messages=8)
         self.commit_turns(store, "c", range(10))
         loaded = self.load(self.make_store(tmp_path, max_messages=8), "c")
-        assert _contents(loaded) == [t for i in range(6, 10) for t in (f"question {i}", f"answer {i}")]
-        self.close(store)
-
-    def test_contract_caps_each_message(self, tmp_path: Path) -> None:
-        cap = 4096
-        store = self.make_store(tmp_path, max_message_bytes=cap)
-        big = "é" * 5000 + "tail"
-        self.run(store.commit("c", [Message("user", "short"), Message("assistant", big)]))
-        short, cut = self.load(self.make_store(tmp_path, max_message_bytes=cap), "c")
-        assert short.content == "short"
-        assert utf8_len(cut.content) < cap
-        head = cut.content.split("\n[", 1)[0]
-        assert big.startswith(head) and len(head) > 1000
-        assert str(utf8_len(big)) in cut.content, "the marker states the original byte count"
+        assert contents(loaded) == [t for i in range(6, 10) for t in (f"question {i}", f"answer {i}")]
         self.close(store)
 
     # ------------------------------------------------------------------ atomicity
@@ -237,34 +212,8 @@ class HistoryStoreContract:
             pass
         else:
             raise AssertionError("commit accepted a value that is not a Message")
-        assert _contents(self.load(self.make_store(tmp_path), "c")) == ["question 0", "answer 0", "question 1", "answer 1"]
+        assert contents(self.load(self.make_store(tmp_path), "c")) == ["question 0", "answer 0", "question 1", "answer 1"]
         self.close(store)
-
-    def test_contract_readers_see_whole_turns(self, tmp_path: Path) -> None:
-        writer = self.make_store(tmp_path, max_messages=1000)
-        reader = self.make_store(tmp_path, max_messages=1000)
-
-        async def go() -> list[list[str]]:
-            seen: list[list[str]] = []
-            done = asyncio.Event()
-
-            async def write() -> None:
-                for i in range(20):
-                    await writer.commit("c", turn_messages(i))
-                done.set()
-
-            async def read() -> None:
-                while not done.is_set():
-                    seen.append(_contents(await reader.load("c")))
-                    await asyncio.sleep(0)
-
-            await asyncio.gather(write(), read())
-            return seen
-
-        for snapshot in self.run(go()):
-            assert len(snapshot) % 2 == 0
-            assert snapshot == [t for i in range(len(snapshot) // 2) for t in (f"question {i}", f"answer {i}")]
-        self.close(writer, reader)
 
     # ------------------------------------------------------------------ reset
 
@@ -309,42 +258,6 @@ class HistoryStoreContract:
         assert not self.run(store.has_logical_records("tg:42", besides=today))
         self.close(store)
 
-    def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
-        """Every commit lands wholly before the reset (and is gone) or after it (and survives)."""
-        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET, max_messages=1000)
-        other = self.make_store(tmp_path, max_messages=1000)
-        buckets = [f"s:2025-01-0{d}" for d in range(1, 4)]
-
-        async def go() -> tuple[Any, dict[str, list[int]]]:
-            acked: dict[str, list[int]] = {b: [] for b in buckets}
-            for bucket in buckets:  # committed before the reset starts: the reset must remove these
-                await store.commit(bucket, turn_messages(99))
-
-            async def write(bucket: str) -> None:
-                for i in range(8):
-                    await store.commit(bucket, turn_messages(i))
-                    acked[bucket].append(i)
-
-            tasks = [asyncio.ensure_future(write(b)) for b in buckets]
-            await asyncio.sleep(0)
-            reset = asyncio.ensure_future(other.reset_logical("s"))
-            await asyncio.gather(*tasks)
-            return await reset, acked
-
-        report, acked = self.run(go())
-        surviving = 0
-        for bucket in buckets:
-            survived = _contents(self.load(self.make_store(tmp_path, max_messages=1000), bucket))
-            indices = [int(text.split()[1]) for text in survived[::2]]
-            assert 99 not in indices, "a turn committed before the reset survived it"
-            assert survived == [t for i in indices for t in (f"question {i}", f"answer {i}")]
-            assert indices == acked[bucket][len(acked[bucket]) - len(indices):], "only a suffix of turns survives a reset"
-            surviving += len(survived)
-        assert report.logical_conversation_id == "s"
-        committed = len(buckets) * (8 + 1) * 2
-        assert report.messages + surviving == committed, "every message was either reset or survived, none lost twice"
-        self.close(store, other)
-
     # ------------------------------------------------------------------ corruption
 
     def test_contract_unreadable_record_starts_cold_and_is_replaced(self, tmp_path: Path) -> None:
@@ -356,54 +269,50 @@ class HistoryStoreContract:
         assert self.load(fresh, "c", on_warning=lambda code, message: warnings.append((code, message))) == []
         assert [code for code, _ in warnings] == ["history_record_unreadable"]
         self.commit_turns(fresh, "c", range(5, 6))
-        assert _contents(self.load(self.make_store(tmp_path), "c")) == ["question 5", "answer 5"]
+        assert contents(self.load(self.make_store(tmp_path), "c")) == ["question 5", "answer 5"]
         self.close(store, fresh)
 
     def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
+        """Every one of :data:`UNREADABLE_RECORDS` and :func:`damaged_records` is a cold start, replaced and reset."""
         self.close(self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_RESET))
-        for n, data in enumerate(UNREADABLE_RECORDS):
-            cid = f"damaged-{n}"
+        cases = [(f"damaged-{n}", data) for n, data in enumerate(UNREADABLE_RECORDS)]
+        cases += [(f"defect-{n}:2025-01-01", damaged_records(f"defect-{n}:2025-01-01")[n]) for n in range(len(damaged_records("")))]
+        self.commit_turns(self.make_store(tmp_path), "intact", range(1))
+        for cid, data in cases:
             store = self.make_store(tmp_path)
             self.commit_turns(store, cid, range(1))
             self.replace_record(store, cid, data)
             warnings: list[tuple[str, str]] = []
             assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:40]  # noqa: B023  (called in this iteration)
             assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:40]
-            assert "\n" not in warnings[0][1]
+            assert len(warnings[0][1].splitlines()) == 1, f"the warning is one line: {warnings[0][1]!r}"
+            assert "intact" in {info.conversation_id for info in self.run(store.conversations())}, "one damaged record hid the others"
             self.commit_turns(store, cid, range(5, 6))
-            assert _contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
+            assert contents(self.load(self.make_store(tmp_path), cid)) == ["question 5", "answer 5"]
             self.replace_record(store, cid, data)
-            report = self.run(self.make_store(tmp_path).reset_logical(cid))
+            report = self.run(self.make_store(tmp_path).reset_logical(logical_conversation_id(cid)))
             assert report.records == 1, data[:40]
             assert self.load(self.make_store(tmp_path), cid) == []
             self.close(store)
 
-    # ------------------------------------------------------------------ concurrency
-
-    def test_contract_concurrent_writers_lose_nothing(self, tmp_path: Path) -> None:
-        writers = [self.make_store(tmp_path, max_messages=10_000) for _ in range(self.concurrency_writers)]
-        turns = self.concurrency_turns
-
-        async def go() -> None:
-            async def write(w: int, store: HistoryStore, cid: str) -> None:
-                for i in range(turns):
-                    await store.commit(cid, turn_messages(w * 1000 + i))
-                    if random.random() < 0.3:
-                        await asyncio.sleep(0)
-
-            jobs = [write(w, s, "shared") for w, s in enumerate(writers)]
-            jobs += [write(w, s, f"own-{w}") for w, s in enumerate(writers)]
-            await asyncio.gather(*jobs)
-
-        self.run(go())
-        check = self.make_store(tmp_path, max_messages=10_000)
-        shared = _contents(self.load(check, "shared"))
-        assert len(shared) == 2 * turns * len(writers)
-        for w in range(len(writers)):
-            mine = [int(t.split()[1]) for t in shared[::2] if int(t.split()[1]) // 1000 == w]
-            assert mine == [w * 1000 + i for i in range(turns)], "each writer's turns in its order"
-            assert len(self.load(check, f"own-{w}")) == 2 * turns
-        self.close(check, *writers)
+    def test_contract_a_newer_record_fails_closed(self, tmp_path: Path) -> None:
+        """A record of a newer version is neither read nor replaced (``HistoryStoreError``); a logical reset removes it."""
+        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        cid = "newer:2025-01-01"
+        newer = self.newer_record(cid)
+        self.commit_turns(store, cid, range(1))
+        self.replace_record(store, cid, newer)
+        fresh = self.make_store(tmp_path)
+        for attempt in (lambda: fresh.load(cid), lambda: fresh.commit(cid, turn_messages(1)), lambda: fresh.load(cid)):
+            try:
+                self.run(attempt())
+            except HistoryStoreError:
+                pass
+            else:
+                raise AssertionError("a record of a newer version was read or replaced")
+        assert self.run(self.make_store(tmp_path).reset_logical("newer")).records == 1
+        assert self.load(self.make_store(tmp_path), cid) == []
+        self.close(store, fresh)
 
     # ------------------------------------------------------------------ totals
 
@@ -420,6 +329,25 @@ class HistoryStoreContract:
         assert all(self.load(fresh, cid) == [] for cid in ("a", "b", "c:2025-01-01"))
         self.close(store, fresh)
 
+    def test_contract_listing_and_totals_agree(self, tmp_path: Path) -> None:
+        """``conversations()`` counts each one's retained messages; ``stats()`` sums their sizes and leaves no stage behind."""
+        store = self.with_totals(tmp_path)
+        self.commit_turns(store, "a", range(2))
+        self.commit_turns(store, "b", range(1))
+        self.commit_turns(store, "a", range(2, 3))
+        listed = {info.conversation_id: info for info in self.run(self.make_store(tmp_path).conversations())}
+        assert {cid: info.message_count for cid, info in listed.items()} == {"a": 6, "b": 2}
+        assert listed["a"].updated_at >= listed["b"].updated_at > 0, "a was committed last"
+        assert listed["a"].bytes > listed["b"].bytes > 0, "a holds more messages of the same sizes"
+        stats = self.run(store.stats())
+        assert (stats.records, stats.bytes) == (2, listed["a"].bytes + listed["b"].bytes)
+        assert stats.messages in (None, 8)
+        assert (stats.stages, stats.stage_bytes) == (0, 0), "no commit in flight, so no live stage"
+        assert self.run(store.reset("b")) == 2
+        assert [info.conversation_id for info in self.run(store.conversations())] == ["a"]
+        assert self.run(store.stats()).bytes == listed["a"].bytes
+        self.close(store)
+
     # ------------------------------------------------------------------ provider sessions (the capability)
 
     def provider_session_store(self, tmp_path: Path) -> Any:
@@ -428,16 +356,18 @@ class HistoryStoreContract:
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)
-        first = ProviderSessionState("0123456789abcdef" * 2, 1, "anthropic:claude-sonnet-4-6")
-        second = ProviderSessionState(first.epoch, 2, first.model)
+        first = ProviderSessionState("0123456789abcdef" * 2, 0, "anthropic:claude-sonnet-4-6")  # 0: bound, nothing written yet
+        second = ProviderSessionState(first.epoch, 1, first.model)
 
         async def go() -> None:
             assert await store.load_provider_session("c") is None
             await store.commit("c", turn_messages(1), provider_session=first)
+            assert await store.load_provider_session("c") == first, "the committing handle reads its own session back"
             await store.commit("c", turn_messages(2), provider_session=second)
+            assert await store.load_provider_session("c") == second
             fresh: Any = self.make_store(tmp_path)
             assert await fresh.load_provider_session("c") == second
-            assert _contents(await fresh.load("c")) == _contents(turn_messages(1) + turn_messages(2))
+            assert contents(await fresh.load("c")) == contents(turn_messages(1) + turn_messages(2))
             assert await fresh.load_provider_session("other") is None
             await fresh.close()
 

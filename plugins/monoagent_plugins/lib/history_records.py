@@ -174,18 +174,42 @@ def _finite_number(value: Any, _: Any) -> float:
     return number
 
 
+def _json_array(kind: Any, converter: Any) -> Callable[[Any, Any], Any]:
+    """The structure hook of a list or tuple type: :func:`_array_of` over cattrs' own for that type."""
+    from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+
+    origin = getattr(kind, "__origin__", kind)
+    return functools.partial(_array_of, (homogenous_tuple_structure_factory if origin is tuple else list_structure_factory)(kind, converter))
+
+
+def _array_of(items: Callable[[Any, Any], Any], value: Any, target: Any) -> Any:
+    """A JSON array only, structured by ``items``.
+
+    cattrs builds a sequence from any iterable, so without this an empty object (``{}``) or an
+    empty string became an empty message list or no tool calls, and a damaged record read as an
+    empty conversation without a warning.
+    """
+    if type(value) is not list:
+        raise TypeError(f"expected a JSON array, not {type(value).__name__}")
+    return items(value, target)
+
+
 @functools.cache
 def record_converter() -> Any:
     """The project's converter made strict for records: no coercion between JSON types
     (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
     only. A key it does not know is ignored, as before: a newer version may add an optional
     field without a new record version (the continuity envelope did), and a downgrade must not
-    turn such a record into a cold start that the next commit would make a loss.
+    turn such a record into a cold start that the next commit would make a loss. A list or a
+    tuple takes a JSON array only (:func:`_array_of`).
     """
     strict = _converter().copy()
     for kind in (str, int, bool):
         strict.register_structure_hook(kind, _exactly(kind))
     strict.register_structure_hook(float, _finite_number)
+    from cattrs.cols import is_sequence
+
+    strict.register_structure_hook_factory(is_sequence, _json_array)
     return strict
 
 

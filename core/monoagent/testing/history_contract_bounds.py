@@ -1,0 +1,149 @@
+"""The bounds of the history-store conformance suite, each checked at and either side of its boundary.
+
+- ``history.maxMessages``: N-1, N and N+1 messages retained (the newest kept), by single messages
+  and by one turn longer than the window.
+- ``history.maxMessageBytes``: the largest content that is kept unchanged is found by bisection
+  (the store's own serialisation decides where the cap falls, so the suite measures it rather than
+  assuming a framing), separately for 1-, 2- and 4-byte characters, so the boundary is crossed by
+  a whole multi-byte character; the content one character longer is cut, UTF-8-safely, to the
+  longest prefix that still fits with the marker, the marker states the original byte count, and
+  the cut message fits the cap (committed again, it is unchanged).
+- The record: a window over the documented 64 messages, each at the per-message cap, under a
+  1 MiB conversation id, reads back whole from a new handle (a commit never writes a record that
+  a load refuses).
+- Nesting: tool-call arguments nested 100 levels deep round-trip; nested 200 or 1,000 deep they either
+  round-trip or the commit is refused with ``HistoryStoreError`` and the history stays intact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import HistoryStore
+from monoagent.kernel.model import Message, ToolCall
+from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
+from monoagent.text import utf8_len
+
+CAP = 4096
+"""The ``max_message_bytes`` the per-message tests give the store (the smallest the ``files`` store allows is 1024)."""
+STAMP = 1_700_000_000.25
+"""Every probe's timestamp: a timestamp is part of a serialised message, so its length must not move the boundary."""
+
+
+class HistoryBoundsContract(HistoryContractBase):
+    """The message-count, message-size, record and nesting bounds (mixed into :class:`~monoagent.testing.HistoryStoreContract`)."""
+
+    def test_contract_message_window_at_its_boundary(self, tmp_path: Path) -> None:
+        """With ``max_messages`` N, N-1 and N messages are all kept and N+1 keep the newest N."""
+        window = 7
+        store = self.make_store(tmp_path, max_messages=window)
+        for total in (window - 1, window, window + 1):
+            cid = f"window-{total}"
+            for k in range(total):
+                receipt = self.run(store.commit(cid, [Message("user", f"m{k}")]))
+                assert receipt.message_count == min(k + 1, window), f"the receipt of message {k + 1} of {total}"
+            kept = [f"m{k}" for k in range(max(0, total - window), total)]
+            assert contents(self.load(self.make_store(tmp_path, max_messages=window), cid)) == kept, f"{total} messages"
+        long_turn = [Message("user", f"t{k}") for k in range(window + 1)]
+        receipt = self.run(store.commit("one-long-turn", long_turn))
+        assert receipt.message_count == window
+        assert contents(self.load(self.make_store(tmp_path, max_messages=window), "one-long-turn")) == contents(long_turn[1:])
+        self.close(store)
+
+    # ------------------------------------------------------------------ the per-message cap
+
+    def _stored(self, writer: HistoryStore, reader: HistoryStore, content: str, probe: list[int]) -> str:
+        """``content`` as the store keeps it: committed as one message of a new conversation, read back by ``reader``."""
+        probe[0] += 1
+        cid = f"probe-{probe[0]}"
+        self.run(writer.commit(cid, [Message("assistant", content, timestamp=STAMP)]))
+        (message,) = self.load(reader, cid)
+        assert message.role == "assistant"
+        return message.content
+
+    def _check_cut(self, writer: HistoryStore, reader: HistoryStore, original: str, cut: str, probe: list[int]) -> None:
+        """``cut`` is ``original`` cut UTF-8-safely to its longest prefix that fits with a marker stating its size."""
+        assert cut != original and utf8_len(cut) <= CAP, f"a cut message of {utf8_len(cut)} bytes, capped at {CAP}"
+        n = 0
+        while n < min(len(cut), len(original)) and cut[n] == original[n]:
+            n += 1
+        head, marker = cut[:n], cut[n:]
+        assert marker, "a cut message ends with a marker"
+        assert str(utf8_len(original)) in marker, f"the marker {marker!r} states the original content's byte count"
+        assert utf8_len(head) > CAP // 4, f"a cut kept only {utf8_len(head)} bytes of a message capped at {CAP}"
+        cut.encode("utf-8")  # whole code points: no lone surrogate is left by the cut
+        assert self._stored(writer, reader, cut, probe) == cut, "the cut message does not fit the cap it was cut to"
+        longer = head + original[n] + marker
+        assert self._stored(writer, reader, longer, probe) != longer, "the cut did not keep the longest prefix that fits"
+
+    def test_contract_message_cap_at_its_boundary(self, tmp_path: Path) -> None:
+        """The largest content kept unchanged, for 1-, 2- and 4-byte characters; one character more is cut."""
+        writer = self.make_store(tmp_path, max_message_bytes=CAP)
+        reader = self.make_store(tmp_path, max_message_bytes=CAP)
+        probe = [0]
+        for char in ("x", "é", "🎉"):
+            width = utf8_len(char)
+            low, high = CAP // (2 * width), CAP // width + 1  # contents of ``low`` characters fit, of ``high`` do not
+            assert self._stored(writer, reader, char * low, probe) == char * low, f"{low * width} bytes of {char!r} were cut"
+            over = char * high
+            assert self._stored(writer, reader, over, probe) != over, f"content of {utf8_len(over)} bytes was kept whole"
+            while high - low > 1:
+                middle = (low + high) // 2
+                if self._stored(writer, reader, char * middle, probe) == char * middle:
+                    low = middle
+                else:
+                    high = middle
+            for fits in (low - 1, low):
+                assert self._stored(writer, reader, char * fits, probe) == char * fits, f"{fits} x {char!r} (under the largest that fits)"
+            over = char * (low + 1)
+            self._check_cut(writer, reader, over, self._stored(writer, reader, over, probe), probe)
+            longer = "x" * CAP + char * CAP
+            self._check_cut(writer, reader, longer, self._stored(writer, reader, longer, probe), probe)
+        self.close(writer, reader)
+
+    def test_contract_a_full_window_of_full_messages_reads_back(self, tmp_path: Path) -> None:
+        """96 messages at the 64 KiB cap, under a 1 MiB conversation id, read back whole from a new handle."""
+        window, cap, per_turn = 96, 64 * 1024, 24
+        cid = "w" * (1 << 20)
+        store = self.make_store(tmp_path, max_messages=window, max_message_bytes=cap)
+        body = "é" * (cap // 2)
+        for turn in range(window // per_turn):
+            self.run(store.commit(cid, [Message("assistant", f"{turn * per_turn + k:03d}{body}") for k in range(per_turn)]))
+        loaded = self.load(self.make_store(tmp_path, max_messages=window, max_message_bytes=cap), cid)
+        assert [m.content[:3] for m in loaded] == [f"{k:03d}" for k in range(window)]
+        assert all(m.content != f"{k:03d}{body}" and str(utf8_len(body) + 3) in m.content for k, m in enumerate(loaded))
+        self.close(store)
+
+    def test_contract_deep_tool_call_arguments(self, tmp_path: Path) -> None:
+        """Arguments 100 levels deep round-trip; 200 and 1,000 deep round-trip or are refused with the history intact."""
+        store = self.make_store(tmp_path)
+        self.commit_turns(store, "c", range(1))
+
+        def nested(depth: int) -> dict[str, object]:
+            value: dict[str, object] = {"leaf": depth}
+            for _ in range(depth - 1):
+                value = {"n": value}
+            return value
+
+        shallow = [Message("assistant", "", tool_calls=(ToolCall("call-1", "deep", nested(100)),))]
+        self.run(store.commit("c", shallow))
+        assert self.load(self.make_store(tmp_path), "c")[2:] == shallow
+        for depth in (200, 1000):
+            deep = [Message("assistant", "", tool_calls=(ToolCall("call-2", "deep", nested(depth)),))]
+            try:
+                self.run(store.commit(f"deep-{depth}", turn_messages(0) + deep))
+            except HistoryStoreError:
+                assert self.load(self.make_store(tmp_path), f"deep-{depth}") == [], "a refused commit left history behind"
+            else:
+                assert self.load(self.make_store(tmp_path), f"deep-{depth}")[2:] == deep, f"{depth} levels were committed, not read back"
+            try:
+                self.run(store.commit("c", deep))
+            except HistoryStoreError:
+                assert self.load(self.make_store(tmp_path), "c")[2:] == shallow, "a refused commit changed the history"
+            else:
+                assert self.load(self.make_store(tmp_path), "c")[-1:] == deep, "a commit wrote what a load does not read back"
+                break
+        self.commit_turns(store, "c", range(1, 2))
+        assert contents(self.load(self.make_store(tmp_path), "c"))[-2:] == turns_text(range(1, 2))
+        self.close(store)
