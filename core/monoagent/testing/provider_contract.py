@@ -79,6 +79,7 @@ from monoagent.testing.wire_server import (
     WireServer,
     cancel_after_first_text,
     collect,
+    collect_text,
     contract_request,
     expect_error,
 )
@@ -226,14 +227,8 @@ class ProviderContract(ProviderLimitsContract):
     def test_error_event_mid_stream_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded", error_message="busy: try again"))
         seen: list[str] = []
-
-        async def consume() -> None:
-            async for event in runtime.stream(contract_request()):
-                if isinstance(event, TextDelta):
-                    seen.append(event.text)
-
         try:
-            asyncio.run(consume())
+            asyncio.run(collect_text(runtime, seen))
         except ProviderError as exc:
             assert exc.retryable
             assert "busy: try again" in str(exc), f"the error says what the server said: {exc}"
@@ -370,14 +365,8 @@ class ProviderContract(ProviderLimitsContract):
             pytest.skip(f"{type(self).__name__}.read_timeout_seconds is None: the runtime's read timeout is not configured short")
         provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
         seen: list[str] = []
-
-        async def consume() -> None:
-            async for event in runtime.stream(contract_request()):
-                if isinstance(event, TextDelta):
-                    seen.append(event.text)
-
         try:
-            asyncio.run(asyncio.wait_for(consume(), self.read_timeout_seconds * 20))
+            asyncio.run(asyncio.wait_for(collect_text(runtime, seen), self.read_timeout_seconds * 20))
         except ProviderError as exc:
             assert exc.retryable and exc.status is None, str(exc)
         else:

@@ -35,7 +35,7 @@ from monoagent.pipeline.assembly import compile_prompt
 
 __all__ = [
     "DROP", "LOOKUP", "STALL", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer",
-    "cancel_after_first_text", "collect", "contract_request", "expect_error",
+    "cancel_after_first_text", "collect", "collect_text", "contract_request", "expect_error",
 ]
 
 DROP = object()
@@ -105,6 +105,17 @@ class RecordedRequest:
     def json(self) -> Any:
         return json.loads(self.body)
 
+
+
+async def collect_text(runtime: Any, seen: list[str]) -> None:
+    """Consume ``runtime``'s stream of the contract request, appending each text delta to ``seen``.
+
+    ``seen`` keeps what arrived before an error ends the stream, which the mid-stream error and
+    stall tests compare.
+    """
+    async for event in runtime.stream(contract_request()):
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
 
 
 async def cancel_after_first_text(runtime: Any, seconds: float) -> tuple[list[str], str]:
