@@ -19,16 +19,38 @@ modified. Needs the ``mutation`` extra (``pip install -e '.[mutation]'``); not r
 
     .venv/bin/python bench/mutation.py [TARGET ...] [--jobs N] [--workdir DIR] [--survivors] [--json]
 
-``--survivors`` prints the diff of every surviving mutant (``mutmut show``), which is what to read
-when strengthening a contract: each survivor is either a bug the contracts miss (add the test to
-the contract) or an equivalent mutant (record why in docs/testing.md).
+``--survivors`` prints the diff of every surviving mutant, which is what to read when strengthening
+a contract: each survivor is either a bug the contracts miss (add the test to the contract) or an
+equivalent mutant (record why in docs/testing.md).
+
+Equivalent by rule. Three kinds of surviving mutant are recognised mechanically, from the mutant's
+syntax tree against the original's, and reported apart (never hidden): they change nothing a
+contract may demand of a third-party component. Each must be the mutant's only change, to a
+string literal (mutmut's string mutants wrap the text in ``XX`` or change its letter case):
+
+- ``log text``: the literal is inside a call on a logger (``logger``/``log``, ``.bind``/``.opt``
+  chains included). Diagnostics: their wording is no part of any protocol.
+- ``message wording``: the literal holds a space (so it is prose, not a code such as
+  ``too_many_tool_calls``) and is inside a ``raise`` or an ``...Error(...)``/``...Exception(...)``
+  construction. The words all stay; the contracts check what a message must name, not its case.
+- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword), holds no quote (a quoted
+  SQL string is case-sensitive) and the mutant only changes its letter case, which SQLite ignores.
+
+The report gives the raw score (every survivor counted) and the score over the mutants that are not
+equivalent by rule; the verdict is on the latter, and both are printed. ``--reuse`` keeps a previous
+run's ``mutants/`` (results of unchanged functions stand, new tests are mapped) and ``--mutants
+GLOB`` re-tests only the named mutants, which is how a survivor is checked after a contract test
+is added; a figure for the record always comes from a fresh run.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,7 +137,8 @@ TARGETS: dict[str, Target] = {
 class Outcome:
     target: Target
     counts: dict[str, int]
-    survivors: list[str]
+    survivors: list[str]  # not equivalent by rule
+    equivalent: dict[str, str]  # surviving mutant -> the rule that makes it equivalent
     seconds: float
 
     @property
@@ -123,19 +146,125 @@ class Outcome:
         return sum(n for status, n in self.counts.items() if status in KILLED_CODES.values())
 
     @property
-    def scored(self) -> int:
+    def raw_scored(self) -> int:
         return self.killed + sum(n for status, n in self.counts.items() if status in SURVIVED_CODES.values())
+
+    @property
+    def raw_score(self) -> float:
+        return self.killed / self.raw_scored if self.raw_scored else 0.0
+
+    @property
+    def scored(self) -> int:
+        return self.raw_scored - len(self.equivalent)
 
     @property
     def score(self) -> float:
         return self.killed / self.scored if self.scored else 0.0
 
 
-def stage(target: Target, workdir: Path) -> Path:
-    """A fresh staging tree for ``target`` (the working tree itself is never mutated)."""
+# --- equivalent by rule -------------------------------------------------------------------------
+
+LOGGERS = {"logger", "log", "_log", "_logger", "logging"}
+SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|"
+                         r"FROM|WHERE|VALUES|INTO|TABLE|INDEX|VACUUM|ANALYZE|REPLACE)\b")
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name an attribute/call chain starts from: ``logger`` for ``logger.bind(x=1).warning``."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Name):
+            return node.id
+        else:
+            return None
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _differences(a: Any, b: Any, parents: tuple[ast.AST, ...]) -> list[tuple[Any, Any, tuple[ast.AST, ...]]]:
+    """Where two syntax trees differ: the outermost differing nodes, each with its ancestors."""
+    if type(a) is not type(b):
+        return [(a, b, parents)]
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return [(a, b, parents)]
+        return [d for x, y in zip(a, b, strict=True) for d in _differences(x, y, parents)]
+    if not isinstance(a, ast.AST):
+        return [] if a == b else [(a, b, parents)]
+    found: list[tuple[Any, Any, tuple[ast.AST, ...]]] = []
+    for field in a._fields:
+        if field == "ctx":
+            continue
+        x, y = getattr(a, field, None), getattr(b, field, None)
+        if isinstance(x, (ast.AST, list)):
+            found += _differences(x, y, (*parents, a))
+        elif x != y:
+            return [(a, b, parents)]
+    return found
+
+
+def equivalence_rule(original: ast.AST, mutant: ast.AST) -> str | None:
+    """The rule (see the module docstring) under which ``mutant`` is equivalent, or None."""
+    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
+    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
+    differences = [d for field in ("args", "body", "decorator_list", "returns")
+                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
+    if len(differences) != 1:
+        return None
+    a, b, parents = differences[0]
+    if not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str) and isinstance(b.value, str)):
+        return None
+    calls = [p for p in parents if isinstance(p, ast.Call)]
+    if any(_root_name(call.func) in LOGGERS for call in calls):
+        return "log text"
+    if " " in a.value and (any(isinstance(p, ast.Raise) for p in parents)
+                           or any(_callee(call).endswith(("Error", "Exception")) for call in calls)):
+        return "message wording"
+    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and not {"'", '"', "`"} & set(a.value):
+        return "SQL case"
+    return None
+
+
+class MutantSources:
+    """The original and mutated functions of one mutated module, read from mutmut's trampoline file."""
+
+    def __init__(self, path: Path) -> None:
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+                self.functions[node.name] = node
+
+    def pair(self, mutant: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.FunctionDef | ast.AsyncFunctionDef]:
+        name = mutant.rpartition(".")[2]
+        return self.functions[name.rpartition("__mutmut_")[0] + "__mutmut_orig"], self.functions[name]
+
+    def rule(self, mutant: str) -> str | None:
+        return equivalence_rule(*self.pair(mutant))
+
+    def diff(self, mutant: str) -> str:
+        original, mutated = self.pair(mutant)
+        mutated_text = ast.unparse(mutated).replace(mutated.name, original.name, 1)
+        return "\n".join(difflib.unified_diff(ast.unparse(original).splitlines(), mutated_text.splitlines(),
+                                              "original", mutant.rpartition(".")[2], n=2, lineterm=""))
+
+
+def stage(target: Target, workdir: Path, *, reuse: bool = False) -> Path:
+    """A fresh staging tree for ``target`` (the working tree itself is never mutated).
+
+    With ``reuse``, a previous run's ``mutants/`` is kept (everything else is copied afresh), so
+    mutmut keeps the results of functions whose code did not change.
+    """
     root = workdir / target.name
     if root.exists():
-        shutil.rmtree(root)
+        for child in root.iterdir():
+            if not (reuse and child.name == "mutants"):
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "core" / "monoagent", root / "src" / "monoagent", ignore=ignore)
     shutil.copytree(REPO / "plugins" / "monoagent_plugins", root / "src" / "monoagent_plugins", ignore=ignore)
@@ -164,8 +293,9 @@ def stage(target: Target, workdir: Path) -> Path:
     return root
 
 
-def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool) -> Outcome:
-    root = stage(target, workdir)
+def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse: bool = False,
+               mutants: tuple[str, ...] = ()) -> Outcome:
+    root = stage(target, workdir, reuse=reuse)
     env = dict(os.environ)
     env["PYTEST_DEBUG_TEMPROOT"] = str(root / "tmp")  # numbered tmp dirs apart from any other pytest run
     (root / "tmp").mkdir()
@@ -174,7 +304,7 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool) -> Ou
     # then ignored. A contract that starts a child process hands the child its own sys.path.
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+        [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *mutants],
         cwd=root,
         env=env,
         stdout=None if verbose else subprocess.PIPE,
@@ -186,27 +316,35 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool) -> Ou
     if run.returncode != 0:
         tail = (run.stdout or "")[-3000:]
         raise SystemExit(f"mutmut failed on target {target.name!r} (exit {run.returncode}):\n{tail}")
+    return outcome(target, root, seconds)
+
+
+def outcome(target: Target, root: Path, seconds: float) -> Outcome:
+    """Count a staging tree's results; survivors are sorted into equivalent-by-rule and the rest."""
     counts: Counter[str] = Counter()
     survivors: list[str] = []
+    equivalent: dict[str, str] = {}
     for module in target.modules:
         meta = json.loads((root / "mutants" / f"{module}.meta").read_text(encoding="utf-8"))
+        sources = MutantSources(root / "mutants" / module)
         for name, code in meta["exit_code_by_key"].items():
-            status = KILLED_CODES.get(code) or SURVIVED_CODES.get(code) or ("skipped" if code == 34 else "suspicious")
+            status = KILLED_CODES.get(code) or SURVIVED_CODES.get(code) or ("not run" if code is None else
+                                                                            "skipped" if code == 34 else "suspicious")
             counts[status] += 1
             if code in SURVIVED_CODES:
-                survivors.append(name)
-    return Outcome(target, dict(counts), sorted(survivors), seconds)
+                rule = sources.rule(name)
+                if rule:
+                    equivalent[name] = rule
+                else:
+                    survivors.append(name)
+    return Outcome(target, dict(counts), sorted(survivors), dict(sorted(equivalent.items())), seconds)
 
 
 def show(target: Target, workdir: Path, mutant: str) -> str:
-    shown = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", mutant],
-        cwd=workdir / target.name,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return shown.stdout.strip() or shown.stderr.strip()
+    """The diff of one mutant against the original function (read from mutmut's files, no subprocess)."""
+    root = workdir / target.name
+    module = next(m for m in target.modules if mutant.startswith(m.removeprefix("src/").removesuffix(".py").replace("/", ".") + "."))
+    return MutantSources(root / "mutants" / module).diff(mutant)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutants tested at once (default: CPU count)")
     p.add_argument("--workdir", default=str(BENCH_DIR / ".mutation"), help="staging trees (default: bench/.mutation)")
     p.add_argument("--survivors", action="store_true", help="print the diff of each surviving mutant")
+    p.add_argument("--equivalent", action="store_true", help="also list the survivors equivalent by rule")
+    p.add_argument("--reuse", action="store_true", help="keep the previous run's mutants/ and results")
+    p.add_argument("--mutants", action="append", default=[], metavar="GLOB",
+                   help="re-test only these mutants (mutmut names, globs allowed; repeatable; implies --reuse)")
+    p.add_argument("--report", action="store_true", help="report the last run's results without running anything")
     p.add_argument("--verbose", action="store_true", help="show mutmut's own progress")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
     args = p.parse_args(argv)
@@ -223,43 +366,64 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown target {unknown[0]!r}; the targets are: {', '.join(TARGETS)}")
     if args.jobs < 1:
         p.error(f"--jobs must be at least 1, not {args.jobs}")
-    try:
-        import mutmut  # noqa: F401
-    except ImportError:
-        print("bench/mutation.py needs mutmut: pip install -e '.[mutation]'", file=sys.stderr)
-        return 2
     workdir = Path(args.workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
     chosen = [TARGETS[name] for name in (args.targets or TARGETS)]
-    outcomes = [run_target(target, workdir, args.jobs, verbose=args.verbose) for target in chosen]
+    if args.report:
+        missing = [t.name for t in chosen if not (workdir / t.name / "mutants").is_dir()]
+        if missing:
+            p.error(f"--report: no previous run of {', '.join(missing)} under {workdir}")
+        outcomes = [outcome(target, workdir / target.name, 0.0) for target in chosen]
+    else:
+        try:
+            import mutmut  # noqa: F401
+        except ImportError:
+            print("bench/mutation.py needs mutmut: pip install -e '.[mutation]'", file=sys.stderr)
+            return 2
+        workdir.mkdir(parents=True, exist_ok=True)
+        outcomes = [run_target(target, workdir, args.jobs, verbose=args.verbose, reuse=args.reuse or bool(args.mutants),
+                               mutants=tuple(args.mutants)) for target in chosen]
     killed = sum(o.killed for o in outcomes)
     scored = sum(o.scored for o in outcomes)
+    raw_scored = sum(o.raw_scored for o in outcomes)
     total = killed / scored if scored else 0.0
+    raw_total = killed / raw_scored if raw_scored else 0.0
     passed = all(o.score >= TARGET_SCORE for o in outcomes) and total >= TARGET_SCORE
     if args.json:
         document: dict[str, Any] = {
             "targets": {
                 o.target.name: {"modules": list(o.target.modules), "tests": list(o.target.tests), "counts": o.counts,
-                                "killed": o.killed, "scored": o.scored, "score": round(o.score, 4),
+                                "killed": o.killed, "raw_scored": o.raw_scored, "raw_score": round(o.raw_score, 4),
+                                "equivalent": o.equivalent, "scored": o.scored, "score": round(o.score, 4),
                                 "survivors": o.survivors, "seconds": round(o.seconds, 1)}
                 for o in outcomes
             },
-            "killed": killed, "scored": scored, "score": round(total, 4), "target": TARGET_SCORE, "pass": passed,
+            "killed": killed, "raw_scored": raw_scored, "raw_score": round(raw_total, 4), "scored": scored,
+            "score": round(total, 4), "target": TARGET_SCORE, "pass": passed,
         }
         print(json.dumps(document, indent=2))
-    else:
-        print(f"{'target':<18} {'mutants':>7} {'killed':>6} {'survived':>8} {'no tests':>8} {'score':>6}  time")
+        return 0 if passed else 1
+    print(f"{'target':<18} {'mutants':>7} {'killed':>6} {'survived':>8} {'no tests':>8} {'raw':>6} {'equiv.':>6} {'score':>6}  time")
+    for o in outcomes:
+        not_run = f"  ({o.counts['not run']} not run)" if o.counts.get("not run") else ""
+        print(f"{o.target.name:<18} {sum(o.counts.values()):>7} {o.killed:>6} {o.counts.get('survived', 0):>8} "
+              f"{o.counts.get('no tests', 0):>8} {o.raw_score:>6.1%} {len(o.equivalent):>6} {o.score:>6.1%}  {o.seconds:.0f} s{not_run}")
+    print(f"{'all':<18} {'':>7} {killed:>6} {'':>8} {'':>8} {raw_total:>6.1%} {raw_scored - scored:>6} {total:>6.1%}")
+    for o in outcomes:
+        rules = Counter(o.equivalent.values())
+        if rules:
+            print(f"{o.target.name}: equivalent by rule: " + ", ".join(f"{n} {rule}" for rule, n in sorted(rules.items())))
+    if args.equivalent:
         for o in outcomes:
-            print(f"{o.target.name:<18} {sum(o.counts.values()):>7} {o.killed:>6} {o.counts.get('survived', 0):>8} "
-                  f"{o.counts.get('no tests', 0):>8} {o.score:>6.1%}  {o.seconds:.0f} s")
-        print(f"{'all':<18} {'':>7} {killed:>6} {'':>8} {'':>8} {total:>6.1%}")
-        if args.survivors:
-            for o in outcomes:
-                for mutant in o.survivors:
-                    print(f"\n--- {o.target.name}: {mutant}\n{show(o.target, workdir, mutant)}")
-        verdict = "PASS" if passed else "FAIL"
-        print(f"VERDICT mutation: {verdict} - {total:.1%} of {scored} mutants killed by the contracts alone "
-              f"(target >= {TARGET_SCORE:.0%} per target and overall)")
+            for mutant, rule in o.equivalent.items():
+                print(f"\n--- {o.target.name}: {mutant} (equivalent: {rule})\n{show(o.target, workdir, mutant)}")
+    if args.survivors:
+        for o in outcomes:
+            for mutant in o.survivors:
+                print(f"\n--- {o.target.name}: {mutant}\n{show(o.target, workdir, mutant)}")
+    verdict = "PASS" if passed else "FAIL"
+    print(f"VERDICT mutation: {verdict} - {total:.1%} of {scored} mutants killed by the contracts alone, "
+          f"{raw_total:.1%} of all {raw_scored} (target >= {TARGET_SCORE:.0%} per target and overall, "
+          f"mutants equivalent by rule set apart)")
     return 0 if passed else 1
 
 

@@ -61,3 +61,58 @@ def test_bad_arguments_name_what_is_allowed(argv, message):
     run = subprocess.run([sys.executable, str(BENCH / "mutation.py"), *argv], capture_output=True, text=True, check=False)
     assert run.returncode == 2
     assert message in run.stderr
+
+
+def test_reuse_keeps_the_previous_runs_mutants_and_nothing_else(mutation, tmp_path):
+    target = mutation.TARGETS["offline"]
+    root = mutation.stage(target, tmp_path)
+    (root / "mutants").mkdir()
+    (root / "mutants" / "mutmut-stats.json").write_text("{}", encoding="utf-8")
+    (root / "tests" / "stray.py").write_text("", encoding="utf-8")
+    again = mutation.stage(target, tmp_path, reuse=True)
+    assert (again / "mutants" / "mutmut-stats.json").read_text(encoding="utf-8") == "{}"
+    assert not (again / "tests" / "stray.py").exists()  # the rest is copied afresh
+    assert (again / "src" / "monoagent_plugins" / "offline.py").is_file()
+
+
+def _function(source):
+    import ast
+
+    return ast.parse(source).body[0]
+
+
+ORIGINAL = '''
+def f(conn, x):
+    if x > 1:
+        logger.bind(n=x).warning("store is busy, retrying")
+        raise StoreError("the store is busy")
+    conn.execute("DELETE FROM calls WHERE id < ?", (x,))
+    conn.execute("UPDATE calls SET kind = 'done' WHERE id = ?", (x,))
+    raise StoreError(code="too_many_calls")
+'''
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ('"store is busy, retrying"', '"XXstore is busy, retryingXX"', "log text"),
+        ('"store is busy, retrying"', '"STORE IS BUSY, RETRYING"', "log text"),
+        ('"the store is busy"', '"XXthe store is busyXX"', "message wording"),
+        ('"DELETE FROM calls WHERE id < ?"', '"delete from calls where id < ?"', "SQL case"),
+        # not equivalent: SQL text changed beyond its case, a quoted SQL literal's case, a machine-read code,
+        # a changed comparison, and two changes at once
+        ('"DELETE FROM calls WHERE id < ?"', '"XXDELETE FROM calls WHERE id < ?XX"', None),
+        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"update calls set kind = 'done' where id = ?\"", None),
+        ('code="too_many_calls"', 'code="XXtoo_many_callsXX"', None),
+        ("x > 1", "x >= 1", None),
+    ],
+)
+def test_equivalence_rules_recognise_only_text_that_no_contract_may_demand(mutation, old, new, rule):
+    assert ORIGINAL.count(old) == 1
+    assert mutation.equivalence_rule(_function(ORIGINAL), _function(ORIGINAL.replace(old, new))) == rule
+
+
+def test_a_mutant_with_two_changes_is_never_equivalent_by_rule(mutation):
+    mutant = ORIGINAL.replace('"the store is busy"', '"XXthe store is busyXX"').replace("x > 1", "x >= 1")
+    assert mutation.equivalence_rule(_function(ORIGINAL), _function(mutant)) is None
+    assert mutation.equivalence_rule(_function(ORIGINAL), _function(ORIGINAL)) is None
