@@ -116,3 +116,15 @@ def test_a_mutant_with_two_changes_is_never_equivalent_by_rule(mutation):
     mutant = ORIGINAL.replace('"the store is busy"', '"XXthe store is busyXX"').replace("x > 1", "x >= 1")
     assert mutation.equivalence_rule(_function(ORIGINAL), _function(mutant)) is None
     assert mutation.equivalence_rule(_function(ORIGINAL), _function(ORIGINAL)) is None
+
+
+def test_retesting_survivors_forgets_their_results_and_keeps_the_rest(mutation, tmp_path):
+    import json
+
+    target = mutation.TARGETS["offline"]
+    root = mutation.stage(target, tmp_path)
+    meta = root / "mutants" / "src" / "monoagent_plugins" / "offline.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": {"a": 1, "b": 0, "c": 33, "d": 36, "e": None}}), encoding="utf-8")
+    assert mutation.forget_survivors(target, root) == 2
+    assert json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] == {"a": 1, "b": None, "c": None, "d": 36, "e": None}
