@@ -137,6 +137,13 @@ class AnthropicWireServer(WireServer):
 class OpenAIWireServer(WireServer):
     """The Chat Completions stream (``POST /chat/completions`` with ``stream: true``)."""
 
+    reasoning_key = "reasoning_content"
+
+    def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
+        """The ``delta.tool_calls[]`` pieces of one call: its id and name, then its argument pieces."""
+        first = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        return [first, *({"index": index, "function": {"arguments": piece}} for piece in call.argument_pieces)]
+
     def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
         data = {
             "id": "chatcmpl-AbC123",
@@ -157,7 +164,7 @@ class OpenAIWireServer(WireServer):
         for block in reply.reasoning:  # as local servers stream it (llama.cpp, vLLM, Ollama)
             half = len(block.text) // 2
             for piece in (block.text[:half], block.text[half:]):
-                yield self.chunk(reply, choice({"reasoning_content": piece}))
+                yield self.chunk(reply, choice({self.reasoning_key: piece}))
         yield from self.cut(reply, 0)
         for sent, piece in enumerate(reply.text_pieces, start=1):
             yield self.chunk(reply, choice({"content": piece}))
@@ -171,12 +178,8 @@ class OpenAIWireServer(WireServer):
             yield f"data: {json.dumps({'error': error})}\n\n".encode()
             return
         for index, call in enumerate(reply.tool_calls):
-            yield self.chunk(
-                reply,
-                choice({"content": None, "tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
-            )
-            for piece in call.argument_pieces:
-                yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+            for number, piece in enumerate(self.call_pieces(index, call)):
+                yield self.chunk(reply, choice({"content": None, "tool_calls": [piece]} if number == 0 else {"tool_calls": [piece]}))
         finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter"}.get(
             reply.stop_reason or "", "tool_calls" if reply.tool_calls else "stop"
         )
@@ -207,14 +210,20 @@ class OpenAIWireServer(WireServer):
 
 class LocalServerWire(OpenAIWireServer):
     """Chat Completions as local servers stream it, quirks included: every tool call of a step at
-    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), ``delta: null`` on the
-    finishing chunk, an overload reported as a bare string error, a rate limit with a ``code``
-    and no ``type``, an invalid request with neither."""
+    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), a call's first piece with
+    its id and no ``function``, then its name without ``arguments``, then the arguments (vLLM);
+    reasoning as ``delta.reasoning`` (vLLM, Ollama); ``delta: null`` on the finishing chunk, an
+    overload reported as a bare string error, a rate limit with a ``code`` and no ``type``, an
+    invalid request with a numeric ``code`` and no ``type`` (llama.cpp sends ``"code": 400``)."""
+
+    reasoning_key = "reasoning"
+
+    def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
+        rest = ({"index": 0, "function": {"arguments": piece}} for piece in call.argument_pieces)
+        return [{"index": 0, "id": call.id, "type": "function"}, {"index": 0, "function": {"name": call.name}}, *rest]
 
     def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
         for choice in choices:
-            for piece in choice["delta"].get("tool_calls") or ():
-                piece["index"] = 0
             if choice.get("finish_reason") and choice["delta"] == {}:
                 choice["delta"] = None
         return super().chunk(reply, choices, usage)
@@ -230,6 +239,13 @@ class LocalServerWire(OpenAIWireServer):
         error: Any = {
             "overloaded": f"the server is overloaded: {reply.error_message}",
             "rate_limited": {"code": "rate_limit_exceeded", "message": reply.error_message},
-            "invalid_request": {"message": reply.error_message},
+            "invalid_request": {"code": 400, "message": reply.error_message},
         }[reply.stream_error]
         yield f"data: {json.dumps({'error': error})}\n\n".encode()
+
+
+class WholeCallsWire(LocalServerWire):
+    """Ollama before 0.4.7: each tool call whole in one piece, without an ``index``."""
+
+    def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
+        return [{"id": call.id, "type": "function", "function": {"name": call.name, "arguments": "".join(call.argument_pieces)}}]

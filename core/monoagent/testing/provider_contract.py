@@ -66,6 +66,7 @@ from monoagent.kernel.model import (
     Usage,
 )
 from monoagent.testing.provider_limits_contract import ProviderLimitsContract
+from monoagent.testing.provider_request_contract import ProviderRequestContract, SentRequest
 from monoagent.testing.wire_server import (
     DROP,
     DYNAMIC_TEXT,
@@ -85,14 +86,14 @@ from monoagent.testing.wire_server import (
 )
 
 __all__ = [
-    "DROP", "LOOKUP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer",
+    "DROP", "LOOKUP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "SentRequest", "WireServer",
     "cancel_after_first_text", "collect", "contract_request", "expect_error",
 ]
 
 # ============================================================================ the contract
 
 
-class ProviderContract(ProviderLimitsContract):
+class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
     """The conformance tests. Subclass it as ``Test<Name>Contract`` and supply:
 
     - a ``provider_server`` fixture: a started :class:`WireServer` for the provider's wire format;
@@ -114,7 +115,11 @@ class ProviderContract(ProviderLimitsContract):
     a tool call's id, name or argument piece has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
     a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
     request body's assistant tool calls and tool results, error marks included). The limits are
-    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
+    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`; what the
+    request carries (:meth:`sent_request`, :meth:`sent_assistant_messages`, ``request_path``,
+    ``credential_headers``, ``key_names``, ``url_names``, ``context_limit_bodies``,
+    ``context_window``, ``configured_output_cap``) in
+    :class:`~monoagent.testing.provider_request_contract.ProviderRequestContract`.
     """
 
     reports_cache_writes = True
