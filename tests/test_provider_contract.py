@@ -60,6 +60,7 @@ class TestAnthropicContract(ProviderContract):
         return agent.provider("anthropic:model-x")
 
     credential = "test-key"
+    read_on_events = 16
     configured_output_cap = 4096
     request_path = "/v1/messages"
     credential_headers: ClassVar[dict[str, str]] = {"x-api-key": "test-key"}
@@ -106,6 +107,26 @@ class _OpenAIFamily(ProviderContract):
     prefix = ""
     config: ClassVar[dict[str, dict[str, Any]]] = {}
     env: ClassVar[dict[str, str]] = {}
+    read_on_events = 16
+    generates_missing_ids = True
+    malformed_events: ClassVar[dict[str, bytes]] = {
+        says: b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        for says, chunk in {
+            "choices is an object": {"choices": {}},
+            "choices[0] is not an object": {"choices": [5]},
+            "choices[0].delta is a string": {"choices": [{"index": 0, "delta": "hi"}]},
+            "choices[0].finish_reason is a number": {"choices": [{"index": 0, "delta": {}, "finish_reason": 7}]},
+            "choices[0].delta.tool_calls is an object": {"choices": [{"index": 0, "delta": {"tool_calls": {}}}]},
+            "choices[0].delta.tool_calls[0] is not an object": {"choices": [{"index": 0, "delta": {"tool_calls": [5]}}]},
+            "choices[0].delta.tool_calls[0].index is a string": {
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": "0", "id": "c", "function": {"name": "lookup"}}]}}]
+            },
+            "choices[0].delta.tool_calls[0].function is a string": {
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": "lookup"}]}}]
+            },
+        }.items()
+    }
+    detail_less_error_events = (b'data: {"error": true}\n\n', b'data: {"error": {"code": 500}}\n\n')
     output_cap_field = "max_tokens"  # the field each provider documents for maxOutputTokens
     request_path = "/v1/chat/completions"
     context_limit_bodies = (  # a code or type decides, whatever the message says (docs/providers.md#errors)
@@ -208,6 +229,8 @@ class TestOpenAICompatibleContract(_OpenAIFamily):
 class TestOpenAICompatibleLocalServerContract(TestOpenAICompatibleContract):
     """The same contract against a server with local servers' quirks (``LocalServerWire``)."""
 
+    generates_missing_ids = False  # every call at index 0: only its id tells it apart
+
     @pytest.fixture
     def provider_server(self):
         with LocalServerWire() as server:
@@ -216,6 +239,8 @@ class TestOpenAICompatibleLocalServerContract(TestOpenAICompatibleContract):
 
 class TestOpenAICompatibleWholeCallsContract(TestOpenAICompatibleContract):
     """The same contract against a server that sends each tool call whole, without ``index`` (Ollama before 0.4.7)."""
+
+    read_on_events = None  # no final event to read on after
 
     @pytest.fixture
     def provider_server(self):
