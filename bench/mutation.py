@@ -138,7 +138,7 @@ TARGETS: dict[str, Target] = {
                         "test_split_tool_call_arguments_assemble", "test_two_tool_calls_in_one_step",
                         "test_tool_argument_bytes_count_as_progress", "test_a_field_of_the_wrong_type_is_named",
                         "test_text_deltas_arrive_in_order", "test_a_stream_that_ends_before_its_last_event_is_retryable",
-                        "test_calls_without_an_id_get_ids_unique_in_the_run",
+                        "test_calls_without_an_id_get_ids_unique_in_the_run", "test_the_request_goes_where_the_configuration_says",
                     )
                 ),
             ),

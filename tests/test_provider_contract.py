@@ -241,6 +241,12 @@ class TestOpenAICompatibleWholeCallsContract(TestOpenAICompatibleContract):
     """The same contract against a server that sends each tool call whole, without ``index`` (Ollama before 0.4.7)."""
 
     read_on_events = None  # no final event to read on after
+    credential = None  # configured without a key: no authorization header at all
+    credential_headers: ClassVar[dict[str, str | None]] = {"authorization": None}
+    config: ClassVar[dict[str, dict[str, Any]]] = {
+        "openaiCompatible": {"timeoutSeconds": 3.0, "maxOutputTokens": 777, "contextWindow": 16_384},
+        "piNative": {"maxStreamEventBytes": 1024 * 1024},
+    }
 
     @pytest.fixture
     def provider_server(self):

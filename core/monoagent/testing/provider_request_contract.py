@@ -14,7 +14,8 @@ request it recorded, through methods the provider's test class implements in its
 - :meth:`ProviderRequestContract.sent_assistant_messages`: each assistant message's text and
   tool calls, so a tool exchange over several steps round-trips exactly;
 - ``request_path``: the path the configured base URL makes the provider post to;
-- ``credential_headers``: the headers the configured key travels in, value for value;
+- ``credential_headers``: the headers the configured key travels in, value for value (None: the
+  header is absent, as it must be when no key is configured);
 - ``key_names`` / ``url_names``: what an authentication error, and an unreachable server, name
   for the user to fix (the key's variable, the base URL's setting);
 - ``context_limit_bodies``: HTTP 400 error bodies, in the wire's words, that the provider
@@ -79,7 +80,7 @@ class ProviderRequestContract:
 
     configured_output_cap: int | None = None
     request_path: str | None = None
-    credential_headers: Mapping[str, str] = MappingProxyType({})
+    credential_headers: Mapping[str, str | None] = MappingProxyType({})
     key_names: tuple[str, ...] = ()
     url_names: tuple[str, ...] = ()
     context_limit_bodies: tuple[bytes, ...] = ()
@@ -148,7 +149,7 @@ class ProviderRequestContract:
 
     def test_the_request_goes_where_the_configuration_says(self, provider_server: WireServer, runtime: Any) -> None:
         """A POST to the path the configured base URL makes, carrying the configured key in exactly
-        the headers the API reads it from."""
+        the headers the API reads it from (and no such header when no key is configured)."""
         if self.request_path is None and not self.credential_headers:
             _skip(f"{type(self).__name__} sets neither request_path nor credential_headers")
         provider_server.enqueue(Reply(text_pieces=("ok",)))
