@@ -178,6 +178,8 @@ class OpenAIWireServer(WireServer):
             half = len(block.text) // 2
             for piece in (block.text[:half], block.text[half:]):
                 yield self.chunk(reply, choice({self.reasoning_key: piece}))
+        for piece in reply.refusal_pieces:
+            yield self.chunk(reply, choice({"refusal": piece}))
         yield from self.cut(reply, 0)
         for sent, piece in enumerate(reply.text_pieces, start=1):
             yield self.chunk(reply, choice({"content": piece}))

@@ -109,6 +109,7 @@ class _OpenAIFamily(ProviderContract):
     env: ClassVar[dict[str, str]] = {}
     read_on_events = 16
     generates_missing_ids = True
+    carries_refusals = True
     malformed_events: ClassVar[dict[str, bytes]] = {
         says: b"data: " + json.dumps(chunk).encode() + b"\n\n"
         for says, chunk in {

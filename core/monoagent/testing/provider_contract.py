@@ -117,6 +117,8 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
     a tool call's id, name or argument piece has the wrong JSON type); ``malformed_events`` (what
     the error must say -> an event of the wrong shape, in the wire's words, as bytes);
     ``detail_less_error_events`` (error events that carry no message, as bytes);
+    ``carries_refusals`` (the wire streams a refusal in a field of its own, ``Reply.refusal_pieces``:
+    it reaches the harness as text or counts whole as ``StreamProgress(kind="other")``);
     ``read_on_events`` (how many events after the final one are read so that the connection is
     reused: one more closes it); ``generates_missing_ids`` (the wire may leave a tool call's id
     out: the runtime makes one, unique in the run); ``credential`` (the key the fixture configured: it travels in
@@ -134,6 +136,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
     carries_reasoning = True
+    carries_refusals = False
     field_paths: Mapping[str, str] = MappingProxyType({})
     malformed_events: Mapping[str, bytes] = MappingProxyType({})
     detail_less_error_events: tuple[bytes, ...] = ()
@@ -286,6 +289,22 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         reported = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "reasoning")
         assert reported >= len(thought.encode()), f"{reported} bytes of reasoning progress for {len(thought.encode())}"
         assert not [e for e in events if isinstance(e, StreamProgress) and e.kind != "reasoning"]
+
+    def test_a_refusal_is_text_or_progress(self, provider_server: WireServer, runtime: Any) -> None:
+        """A refusal in its own field is never dropped uncounted: it is the answer's text, or output
+        not passed on that counts as ``StreamProgress(kind="other")``, every byte of it."""
+        if not self.carries_refusals:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.carries_refusals is False")
+        pieces = ("I can’t help ", "with that request.")
+        provider_server.enqueue(Reply(refusal_pieces=pieces, stop_reason="end_turn"))
+        events = asyncio.run(collect(runtime, contract_request()))
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        other = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "other")
+        refusal = "".join(pieces)
+        assert text == refusal or (text == "" and other >= len(refusal.encode())), (text, other)
+        assert isinstance(events[-1], StepFinished)
 
     def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("one", "two", "three"), drop_after=1))

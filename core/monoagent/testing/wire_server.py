@@ -74,7 +74,9 @@ class Reply:
     of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
     hostile answers. ``error_payload``, when set, is the body of an HTTP error answer as it is,
     instead of :meth:`WireServer.error_body` (an error in the wire's words the contract cannot
-    script otherwise, such as a context-length error decided by its code).
+    script otherwise, such as a context-length error decided by its code). ``refusal_pieces`` is
+    a refusal streamed in a field of its own before the text, on wires that have one (Chat
+    Completions' ``delta.refusal``).
     """
 
     text_pieces: tuple[str, ...] = ()
@@ -92,6 +94,7 @@ class Reply:
     raw_frames: Iterable[bytes] | None = None
     reasoning: tuple[ReasoningBlock, ...] = ()
     error_payload: bytes | None = None
+    refusal_pieces: tuple[str, ...] = ()
 
 
 @attrs.frozen
