@@ -297,7 +297,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             import pytest
 
             pytest.skip(f"{type(self).__name__}.carries_refusals is False")
-        pieces = ("I can’t help ", "with that request.")
+        pieces = ("Je ne peux pas aider ", "avec cette requête.")
         provider_server.enqueue(Reply(refusal_pieces=pieces, stop_reason="end_turn"))
         events = asyncio.run(collect(runtime, contract_request()))
         text = "".join(e.text for e in events if isinstance(e, TextDelta))
