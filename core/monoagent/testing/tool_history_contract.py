@@ -35,173 +35,35 @@ Two optional hooks, each enabling tests that are skipped (with the reason) witho
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from monoagent.agent import Agent
 from monoagent.kernel.errors import ToolHistoryError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, ToolRecord, record_id
+from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, record_id
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
+from monoagent.testing.tool_history_contract_retention import ToolHistoryRetentionContract
+from monoagent.testing.tool_history_contract_support import (
+    ARGUMENT_LIMIT,
+    FAKE_SECRET,
+    GROW,
+    GROWN,
+    JSON_TEXT_OVERHEAD,
+    OVERSIZED,
+    REDACTED,
+    RENDEZVOUS,
+    RESULT_LIMIT,
+    ROUNDS,
+    WRITERS,
+    compact,
+)
 from monoagent.text import utf8_len
 
 __all__ = ["ToolHistoryStoreContract"]
 
-ARGUMENT_LIMIT = 8 * 1024
-RESULT_LIMIT = 16 * 1024
-PAYLOAD_FLOOR = 64 * 1024  # the smallest toolHistory.maxPayloadBytes
-DAY = 86_400.0
-FAKE_SECRET = "sk-ant-api03-CONTRACTfakeFAKEfake0123456789"
-REDACTED = "[REDACTED:contract]"
-GROW = "<grow>"  # the suite's redactor makes it longer: redacted text can exceed a limit its original met
-GROWN = "[REDACTED:contract-grown:" + "é" * 24 + "]"
-OVERSIZED = "OVERSIZED-CONTRACT-VALUE"  # only in values over their limit: the chain must never see it
-RENDEZVOUS = "RENDEZVOUS-CONTRACT"
-WRITERS = 4
-ROUNDS = 10
-EMPTY_ARGUMENTS = 2  # "{}", the retained payload of a call without arguments
-JSON_TEXT_OVERHEAD = utf8_len('{"text":""}')
 
-
-def compact(arguments: Mapping[str, Any]) -> str:
-    """Arguments as the protocol measures them: compact JSON, non-ASCII kept as UTF-8."""
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-
-
-class ContractRedactor:
-    """The suite's redaction chain: removes :data:`FAKE_SECRET`, grows :data:`GROW`, remembers what it saw.
-
-    With :attr:`rendezvous` set, every text carrying :data:`RENDEZVOUS` waits there for the other
-    writers: passing it proves those writes were inside the store at the same time.
-    """
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        self.rendezvous: threading.Barrier | None = None
-        self.rendezvous_broken = False
-        self._lock = threading.Lock()
-
-    @hookimpl
-    def redact(self, text: str, kind: str) -> str:
-        with self._lock:
-            self.seen.append((kind, text))
-        if self.rendezvous is not None and RENDEZVOUS in text:
-            try:
-                self.rendezvous.wait()
-            except threading.BrokenBarrierError:
-                self.rendezvous_broken = True
-                raise
-        return text.replace(FAKE_SECRET, REDACTED).replace(GROW, GROWN)
-
-
-class ToolHistoryStoreContract:
+class ToolHistoryStoreContract(ToolHistoryRetentionContract):
     """Subclass with a ``Test`` name, set :attr:`store_name` and implement :meth:`store_config`."""
-
-    store_name: str = ""
-    """The name the store's plugin registers with ``register_tool_history_stores``."""
-
-    plugins: Sequence[Any] = ()
-    """Plugin objects to register (the store's own, unless it is bundled)."""
-
-    rendezvous_timeout: float = 60.0
-    """Seconds concurrent writers wait for each other inside the redaction chain before the
-    concurrency test concludes the store never lets two writes overlap (and skips)."""
-
-    def store_config(self, tmp_path: Path, **bounds: Any) -> Mapping[str, Any]:
-        """The configuration that gives the store ``bounds`` (snake_case names, see the module docstring)."""
-        raise NotImplementedError("subclasses of ToolHistoryStoreContract implement store_config(tmp_path, **bounds)")
-
-    def corrupt(self, store: Any) -> None:
-        """Damage the stored data so that it cannot be read or written (optional; called while ``store`` is open)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement corrupt()")
-
-    def set_clock(self, store: Any, clock: Callable[[], float]) -> None:
-        """Make ``store``'s retention read the current time (epoch seconds) from ``clock`` (optional)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement set_clock(): the maxAgeDays boundary needs a clock the suite controls")
-
-    def private_paths(self, store: Any) -> Sequence[Path]:
-        """The files and directories ``store`` keeps on this machine, each of which must be owner-only (optional)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement private_paths(): the store keeps no files the suite can check")
-
-    # ------------------------------------------------------------------ helpers
-
-    @property
-    def redactor(self) -> ContractRedactor:
-        """This test's redaction chain (pytest makes one instance per test)."""
-        found = self.__dict__.get("_redactor")
-        if found is None:
-            found = self.__dict__["_redactor"] = ContractRedactor()
-        return found
-
-    def agent(self, tmp_path: Path, **bounds: Any) -> Agent:
-        """An Agent whose selected tool-history store is the one under test (state under ``tmp_path``)."""
-        from monoagent.testing import _merge, fresh_agent
-
-        base = {"toolHistory": {"store": self.store_name}, "plugins": {"block": ["redaction"]}}
-        config = _merge(base, self.store_config(tmp_path, **bounds))
-        return fresh_agent(tmp_path, config=config, plugins=[*self.plugins, self.redactor])
-
-    def _store(self, tmp_path: Path, **bounds: Any) -> Any:
-        agent = self.agent(tmp_path, **bounds)
-        store = agent.tool_history_store()
-        assert store is not None, f"toolHistory.store = {self.store_name!r} selected no store"
-        self._agents()[id(store)] = agent
-        return store
-
-    def _agents(self) -> dict[int, Agent]:
-        """The Agents behind the stores a test opened (pytest makes one instance per test)."""
-        return self.__dict__.setdefault("_open_agents", {})
-
-    def close(self, store: Any) -> None:
-        """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""
-        agent = self._agents().pop(id(store), None)
-        if agent is not None:
-            agent.close()
-
-    @staticmethod
-    def settled(value: Any) -> Any:
-        """A maintenance method's result, awaited when the store returned an awaitable."""
-        import asyncio
-        import inspect
-
-        if not inspect.isawaitable(value):
-            return value
-
-        async def wait() -> Any:
-            return await value
-
-        return asyncio.run(wait())
-
-    @staticmethod
-    def put(store: Any, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
-            content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
-        invocation = ToolInvocation(conversation, logical or conversation, run, ToolCall(call_id, "probe", args or {}), 1.0)
-        store.submit_invocation(invocation).result()
-        store.submit_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished).result()
-        return invocation
-
-    @staticmethod
-    def ids(store: Any, **where: str) -> list[str]:
-        return [r.call_id for r in store.records(**where)]
-
-    def counts(self, store: Any) -> tuple[int, int]:
-        """``stats()``'s calls and records (invocations + results + tombstones)."""
-        stats = self.settled(store.stats())
-        return int(stats.calls), int(stats.records)
-
-    def only(self, store: Any, call_id: str) -> ToolRecord:
-        (record,) = [r for r in store.records() if r.call_id == call_id]
-        return record
 
     # ------------------------------------------------------------------ clauses
 
@@ -381,80 +243,6 @@ class ToolHistoryStoreContract:
                 assert full.startswith(kept) and retained == utf8_len(kept), "the kept part is a prefix of the redacted value"
                 assert limit - 4 < retained <= limit, "cut at the limit, on a character boundary"
                 assert original == utf8_len(full.replace(GROWN, GROW)), "the original size is the size before redaction"
-        finally:
-            self.close(store)
-
-    def test_contract_retention_by_count_at_and_either_side(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_calls=3)
-        try:
-            for expected in (["0"], ["0", "1"], ["0", "1", "2"]):  # up to N: nothing removed
-                self.put(store, "conv", "run", expected[-1])
-                assert self.ids(store) == expected
-            self.put(store, "conv", "run", "3")  # N + 1: the oldest goes, leaving a tombstone
-            assert self.ids(store) == ["1", "2", "3"] and self.counts(store) == (3, 7)
-            self.put(store, "conv", "run", "4")
-            assert self.ids(store) == ["2", "3", "4"] and self.counts(store) == (3, 8)
-            report = self.settled(store.clear_all())
-            assert (report.calls, report.records) == (3, 8), "a clear counts the tombstones it removes"
-        finally:
-            self.close(store)
-
-    def test_contract_retention_by_age_without_a_clock(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_age_days=10)
-        try:
-            self.put(store, "conv", "run", "old", finished=time.time() - 10 * DAY - 1)  # older than 10 days whenever checked
-            self.put(store, "conv", "run", "new")
-            assert self.ids(store) == ["new"] and self.counts(store) == (1, 3)
-        finally:
-            self.close(store)
-
-    def test_contract_retention_by_age_at_and_either_side(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_age_days=10)
-        now = 1_900_000_000.0
-        try:
-            self.set_clock(store, lambda: now)
-            horizon = now - 10 * DAY
-            for call_id, finished in (("outside", horizon - 1), ("at", horizon), ("inside", horizon + 1), ("new", now)):
-                self.put(store, "conv", "run", call_id, finished=finished)
-            assert self.ids(store) == ["at", "inside", "new"], "exactly maxAgeDays old is kept, one second older is removed"
-            assert self.counts(store) == (3, 7)
-        finally:
-            self.close(store)
-
-    def _payload_store(self, tmp_path: Path, sizes: Sequence[int]) -> Any:
-        """A store bounded to :data:`PAYLOAD_FLOOR` bytes holding calls of the given retained payloads, oldest first."""
-        store = self._store(tmp_path, max_payload_bytes=PAYLOAD_FLOOR, max_calls=1000)
-        for i, size in enumerate(sizes):
-            self.put(store, "conv", "run", str(i), content="p" * (size - EMPTY_ARGUMENTS))
-        return store
-
-    def test_contract_retention_by_payload_bytes_at_and_either_side(self, tmp_path: Path) -> None:
-        quarter = PAYLOAD_FLOOR // 4  # arguments "{}" (2 bytes) plus 16,382 bytes of result
-        for name, last, kept in (("under", quarter - 1, 4), ("at", quarter, 4), ("over", quarter + 1, 3)):
-            store = self._payload_store(tmp_path / name, [quarter, quarter, quarter, last])
-            try:
-                assert self.ids(store) == [str(i) for i in range(4 - kept, 4)], f"{name}: arguments and results both count"
-            finally:
-                self.close(store)
-        store = self._payload_store(tmp_path / "back-to-at", [quarter] * 5)
-        try:
-            assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
-            assert self.counts(store) == (4, 9)
-        finally:
-            self.close(store)
-
-    def test_contract_calls_in_flight_are_never_pruned(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_calls=1, max_age_days=1, max_payload_bytes=PAYLOAD_FLOOR)
-        try:
-            heavy = {"text": "h" * (ARGUMENT_LIMIT - JSON_TEXT_OVERHEAD)}
-            opened = ToolInvocation("conv", "conv", "run", ToolCall("open", "probe", heavy), 1.0)  # started in 1970
-            store.submit_invocation(opened).result()
-            self.put(store, "conv", "run", "old", finished=time.time() - 2 * DAY)
-            for i in range(3):
-                self.put(store, "conv", "run", str(i), content="p" * RESULT_LIMIT)
-            assert self.ids(store) == ["open", "2"] and self.only(store, "open").status is None
-            store.submit_result(opened, ToolResult("open", "probe", "late"), time.time()).result()
-            assert len(store.records()) == 1, "once it completes, the call is retained like any other"
         finally:
             self.close(store)
 

@@ -1,0 +1,103 @@
+"""The retention clauses of the tool-history conformance suite, each bound at and either side of its boundary.
+
+Mixed into :class:`~monoagent.testing.ToolHistoryStoreContract`: ``maxCalls``, ``maxAgeDays`` (on
+the suite's clock when the store offers ``set_clock``), ``maxPayloadBytes``, the tombstone bounds
+``maxTombstones`` and ``tombstoneDays``, and calls in flight, which no bound removes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from monoagent.kernel.interfaces import ToolInvocation
+from monoagent.kernel.model import ToolCall, ToolResult
+from monoagent.testing.tool_history_contract_support import (
+    ARGUMENT_LIMIT,
+    DAY,
+    EMPTY_ARGUMENTS,
+    JSON_TEXT_OVERHEAD,
+    PAYLOAD_FLOOR,
+    RESULT_LIMIT,
+    ToolHistoryContractBase,
+)
+
+
+class ToolHistoryRetentionContract(ToolHistoryContractBase):
+    """Retention by count, age and payload, the tombstone bounds, calls in flight (mixed into the contract)."""
+
+    def test_contract_retention_by_count_at_and_either_side(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path, max_calls=3)
+        try:
+            for expected in (["0"], ["0", "1"], ["0", "1", "2"]):  # up to N: nothing removed
+                self.put(store, "conv", "run", expected[-1])
+                assert self.ids(store) == expected
+            self.put(store, "conv", "run", "3")  # N + 1: the oldest goes, leaving a tombstone
+            assert self.ids(store) == ["1", "2", "3"] and self.counts(store) == (3, 7)
+            self.put(store, "conv", "run", "4")
+            assert self.ids(store) == ["2", "3", "4"] and self.counts(store) == (3, 8)
+            report = self.settled(store.clear_all())
+            assert (report.calls, report.records) == (3, 8), "a clear counts the tombstones it removes"
+        finally:
+            self.close(store)
+
+    def test_contract_retention_by_age_without_a_clock(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path, max_age_days=10)
+        try:
+            self.put(store, "conv", "run", "old", finished=time.time() - 10 * DAY - 1)  # older than 10 days whenever checked
+            self.put(store, "conv", "run", "new")
+            assert self.ids(store) == ["new"] and self.counts(store) == (1, 3)
+        finally:
+            self.close(store)
+
+    def test_contract_retention_by_age_at_and_either_side(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path, max_age_days=10)
+        now = 1_900_000_000.0
+        try:
+            self.set_clock(store, lambda: now)
+            horizon = now - 10 * DAY
+            for call_id, finished in (("outside", horizon - 1), ("at", horizon), ("inside", horizon + 1), ("new", now)):
+                self.put(store, "conv", "run", call_id, finished=finished)
+            assert self.ids(store) == ["at", "inside", "new"], "exactly maxAgeDays old is kept, one second older is removed"
+            assert self.counts(store) == (3, 7)
+        finally:
+            self.close(store)
+
+    def _payload_store(self, tmp_path: Path, sizes: Sequence[int]) -> Any:
+        """A store bounded to :data:`PAYLOAD_FLOOR` bytes holding calls of the given retained payloads, oldest first."""
+        store = self._store(tmp_path, max_payload_bytes=PAYLOAD_FLOOR, max_calls=1000)
+        for i, size in enumerate(sizes):
+            self.put(store, "conv", "run", str(i), content="p" * (size - EMPTY_ARGUMENTS))
+        return store
+
+    def test_contract_retention_by_payload_bytes_at_and_either_side(self, tmp_path: Path) -> None:
+        quarter = PAYLOAD_FLOOR // 4  # arguments "{}" (2 bytes) plus 16,382 bytes of result
+        for name, last, kept in (("under", quarter - 1, 4), ("at", quarter, 4), ("over", quarter + 1, 3)):
+            store = self._payload_store(tmp_path / name, [quarter, quarter, quarter, last])
+            try:
+                assert self.ids(store) == [str(i) for i in range(4 - kept, 4)], f"{name}: arguments and results both count"
+            finally:
+                self.close(store)
+        store = self._payload_store(tmp_path / "back-to-at", [quarter] * 5)
+        try:
+            assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
+            assert self.counts(store) == (4, 9)
+        finally:
+            self.close(store)
+
+    def test_contract_calls_in_flight_are_never_pruned(self, tmp_path: Path) -> None:
+        store = self._store(tmp_path, max_calls=1, max_age_days=1, max_payload_bytes=PAYLOAD_FLOOR)
+        try:
+            heavy = {"text": "h" * (ARGUMENT_LIMIT - JSON_TEXT_OVERHEAD)}
+            opened = ToolInvocation("conv", "conv", "run", ToolCall("open", "probe", heavy), 1.0)  # started in 1970
+            store.submit_invocation(opened).result()
+            self.put(store, "conv", "run", "old", finished=time.time() - 2 * DAY)
+            for i in range(3):
+                self.put(store, "conv", "run", str(i), content="p" * RESULT_LIMIT)
+            assert self.ids(store) == ["open", "2"] and self.only(store, "open").status is None
+            store.submit_result(opened, ToolResult("open", "probe", "late"), time.time()).result()
+            assert len(store.records()) == 1, "once it completes, the call is retained like any other"
+        finally:
+            self.close(store)
