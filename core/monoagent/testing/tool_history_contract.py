@@ -61,6 +61,9 @@ from monoagent.text import utf8_len
 
 __all__ = ["ToolHistoryStoreContract"]
 
+STARTED = 1_700_000_000.5
+"""An invocation's ``started_at``: exact in binary, so a store that keeps the time given returns it unchanged."""
+
 
 class ToolHistoryStoreContract(ToolHistoryRetentionContract):
     """Subclass with a ``Test`` name, set :attr:`store_name` and implement :meth:`store_config`."""
@@ -80,17 +83,20 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
         store = self._store(tmp_path)
         try:
             assert store.records() == [] and self.counts(store)[0] == 0
-            invocation = ToolInvocation("conv", "logical", "run", ToolCall("c1", "probe", {"q": 1}), 1.0, isolated=True)
+            invocation = ToolInvocation("conv", "logical", "run", ToolCall("c1", "probe", {"q": 1}), STARTED, isolated=True)
             store.submit_invocation(invocation).result()
             (open_record,) = store.records(conversation_id="conv")
             assert open_record.status is None and open_record.end_seq is None and open_record.result is None
+            assert (open_record.started_at, open_record.finished_at) == (STARTED, None), "the invocation's start, no end yet"
             assert open_record.invocation_id == record_id("conv", "run", "c1", "invocation")
             assert (open_record.conversation_id, open_record.logical_conversation_id, open_record.run_id) == ("conv", "logical", "run")
             assert (open_record.tool, open_record.arguments, open_record.isolated) == ("probe", '{"q":1}', True)
             assert self.counts(store) == (1, 1), "an open call is one call of one record (its invocation)"
-            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), time.time()).result()
+            finished = float(int(time.time())) + 0.25
+            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), finished).result()
             (record,) = store.records(conversation_id="conv")
             assert record.status == "exit_nonzero" and record.result == "answer" and record.result_bytes == 6
+            assert (record.started_at, record.finished_at) == (STARTED, finished), "the times given, kept as metadata"
             assert record.result_id == record_id("conv", "run", "c1", "result")
             assert record.end_seq is not None and record.end_seq > record.start_seq == open_record.start_seq
             assert self.counts(store) == (1, 2)
@@ -141,10 +147,12 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
     def test_contract_a_result_for_an_unknown_invocation_creates_both(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
         try:
-            invocation = ToolInvocation("conv", "conv", "run", ToolCall("late", "probe", {"a": "b"}), 1.0)
-            store.submit_result(invocation, ToolResult("late", "probe", "done", ToolStatus.TIMEOUT), time.time()).result()
+            invocation = ToolInvocation("conv", "conv", "run", ToolCall("late", "probe", {"a": "b"}), STARTED)
+            finished = float(int(time.time())) + 0.5
+            store.submit_result(invocation, ToolResult("late", "probe", "done", ToolStatus.TIMEOUT), finished).result()
             (record,) = store.records()
             assert (record.invocation_id, record.result_id) == (invocation.invocation_id, invocation.result_id)
+            assert (record.started_at, record.finished_at) == (STARTED, finished)
             assert record.status == "timeout" and record.arguments == '{"a":"b"}' and record.end_seq > record.start_seq
             assert self.counts(store) == (1, 2)
         finally:
@@ -153,12 +161,14 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
     def test_contract_writes_are_idempotent_and_ordered(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
         try:
-            first = self.put(store, "conv", "run", "a")
+            finished = float(int(time.time()))
+            first = self.put(store, "conv", "run", "a", finished=finished)
             store.submit_invocation(first).result()
-            store.submit_result(first, ToolResult("a", "probe", "again", ToolStatus.ERROR), time.time()).result()
+            store.submit_result(first, ToolResult("a", "probe", "again", ToolStatus.ERROR), finished + 1).result()
             self.put(store, "conv", "run", "b")
             records = store.records(conversation_id="conv")
             assert [r.call_id for r in records] == ["a", "b"] and (records[0].result, records[0].status) == ("ok", "success")
+            assert records[0].finished_at == finished, "a retried result changes nothing, its time included"
             assert records[0].end_seq < records[1].start_seq < records[1].end_seq
             assert self.counts(store) == (2, 4), "a retried write stores nothing twice"
         finally:
@@ -243,6 +253,30 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
                 assert full.startswith(kept) and retained == utf8_len(kept), "the kept part is a prefix of the redacted value"
                 assert limit - 4 < retained <= limit, "cut at the limit, on a character boundary"
                 assert original == utf8_len(full.replace(GROWN, GROW)), "the original size is the size before redaction"
+        finally:
+            self.close(store)
+
+    def test_contract_the_chain_is_told_what_it_redacts(self, tmp_path: Path) -> None:
+        """The ``redact`` hook's ``kind``: ``"tool_arguments"`` for arguments, ``"tool_result"`` for results."""
+        store = self._store(tmp_path)
+        try:
+            self.put(store, "conv", "run", "a", args={"ARGUMENT-KEY": "ARGUMENT-VALUE"}, content="RESULT-TEXT")
+            for marker, kind in (("ARGUMENT-KEY", "tool_arguments"), ("ARGUMENT-VALUE", "tool_arguments"), ("RESULT-TEXT", "tool_result")):
+                kinds = {seen_kind for seen_kind, text in self.redactor.seen if marker in text}
+                assert kinds == {kind}, f"{marker} was redacted as {sorted(kinds) or 'nothing'}, not as {kind!r}"
+        finally:
+            self.close(store)
+
+    def test_contract_timeouts_are_the_configured_seconds(self, tmp_path: Path) -> None:
+        """``confirm_timeout`` and ``reconcile_timeout`` are seconds: 250 ms to confirm by default, else as configured."""
+        store = self._store(tmp_path / "default")
+        try:
+            assert store.confirm_timeout == 0.25, "the harness waits at most 250 ms for a write's confirmation by default"
+        finally:
+            self.close(store)
+        store = self._store(tmp_path / "configured", confirm_timeout_ms=400, reconcile_timeout_ms=3_000)
+        try:
+            assert (store.confirm_timeout, store.reconcile_timeout) == (0.4, 3.0), "configured in milliseconds, read in seconds"
         finally:
             self.close(store)
 

@@ -101,3 +101,35 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
             assert len(store.records()) == 1, "once it completes, the call is retained like any other"
         finally:
             self.close(store)
+
+    def test_contract_tombstones_by_count_at_and_either_side(self, tmp_path: Path) -> None:
+        """``maxTombstones`` N = 2: each removed call leaves one, up to N; past N the oldest tombstone goes."""
+        store = self._store(tmp_path, max_calls=1, max_tombstones=2)
+        try:
+            for i, tombstones in enumerate((0, 1, 2, 2, 2)):  # none, under, at, then one over twice
+                self.put(store, f"c{i}", "run", str(i))
+                assert self.counts(store) == (1, 2 + tombstones), f"after call {i}: one call, {tombstones} tombstones"
+            for conversation, records in (("c0", 0), ("c1", 0), ("c2", 1), ("c3", 1)):
+                report = self.settled(store.clear_logical(conversation))
+                assert (report.calls, report.records) == (0, records), f"{conversation}: the oldest tombstones went first"
+        finally:
+            self.close(store)
+
+    def test_contract_tombstones_by_age_at_and_either_side(self, tmp_path: Path) -> None:
+        """``tombstoneDays`` = 2 on the suite's clock: a tombstone exactly 2 days old is kept, one second older goes."""
+        store = self._store(tmp_path, max_calls=1, tombstone_days=2)
+        start = 1_900_000_000.0
+        now = [start]
+        try:
+            self.set_clock(store, lambda: now[0])
+            self.put(store, "a", "run", "a", finished=start)
+            self.put(store, "b", "run", "b", finished=start)  # "a" removed at start: its tombstone is the one that ages
+            for call_id, at, tombstones in (("c", start + 2 * DAY - 1, 2), ("d", start + 2 * DAY, 3), ("e", start + 2 * DAY + 1, 3)):
+                now[0] = at
+                self.put(store, call_id, "run", call_id, finished=at)
+                assert self.counts(store) == (1, 2 + tombstones), f"at {at - start:.0f} s: {tombstones} tombstones"
+            gone, kept = self.settled(store.clear_logical("a")), self.settled(store.clear_logical("b"))
+            assert (gone.records, kept.records) == (0, 1), "the tombstone 2 days + 1 s old went, the younger ones stay"
+        finally:
+            self.close(store)
+
