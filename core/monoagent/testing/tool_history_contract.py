@@ -102,6 +102,19 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
             assert self.counts(store) == (1, 2)
             assert store.records(logical_conversation_id="logical") == [record]
             assert store.records(conversation_id="logical") == [] and store.records(logical_conversation_id="conv") == []
+            assert store.records(conversation_id="conv", logical_conversation_id="logical") == [record], "both filters at once"
+            assert store.records(conversation_id="conv", logical_conversation_id="conv") == [], "both must match"
+        finally:
+            self.close(store)
+
+    def test_contract_every_documented_status_is_kept(self, tmp_path: Path) -> None:
+        """A result's status is one of the documented eight, and is kept as its value."""
+        store = self._store(tmp_path)
+        try:
+            for status in ToolStatus:
+                invocation = ToolInvocation("conv", "conv", "run", ToolCall(status.value, "probe", {}), STARTED)
+                store.submit_result(invocation, ToolResult(status.value, "probe", "x", status), time.time()).result()
+            assert [(r.call_id, r.status) for r in store.records()] == [(s.value, s.value) for s in ToolStatus]
         finally:
             self.close(store)
 
