@@ -65,9 +65,9 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
         finally:
             self.close(store)
 
-    def _payload_store(self, tmp_path: Path, sizes: Sequence[int]) -> Any:
+    def _payload_store(self, tmp_path: Path, sizes: Sequence[int], **bounds: Any) -> Any:
         """A store bounded to :data:`PAYLOAD_FLOOR` bytes holding calls of the given retained payloads, oldest first."""
-        store = self._store(tmp_path, max_payload_bytes=PAYLOAD_FLOOR, max_calls=1000)
+        store = self._store(tmp_path, **{"max_payload_bytes": PAYLOAD_FLOOR, "max_calls": 1000, **bounds})
         for i, size in enumerate(sizes):
             self.put(store, "conv", "run", str(i), content="p" * (size - EMPTY_ARGUMENTS))
         return store
@@ -84,6 +84,29 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
         try:
             assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
             assert self.counts(store) == (4, 9)
+        finally:
+            self.close(store)
+
+    def test_contract_a_call_removed_by_one_bound_frees_its_payload(self, tmp_path: Path) -> None:
+        """The bounds combine: what ``maxPayloadBytes`` measures is the payload left after the count and age
+        bounds removed their calls, so a call those removals brought back under the bound stays."""
+        over = PAYLOAD_FLOOR // 4 + 1  # four of them are 4 bytes over the bound, three are well under it
+        store = self._payload_store(tmp_path / "count", [over] * 4, max_calls=3)
+        try:
+            assert self.ids(store) == ["1", "2", "3"], "the count bound removed the oldest; the other three fit the payload bound"
+            assert self.counts(store) == (3, 7)
+        finally:
+            self.close(store)
+        store = self._payload_store(tmp_path / "age", [], max_age_days=10)
+        try:
+            stale = ToolInvocation("conv", "conv", "run", ToolCall("stale", "probe", {}), 1.0)
+            store.submit_invocation(stale).result()
+            for i in range(3):
+                self.put(store, "conv", "run", str(i), content="p" * (over - EMPTY_ARGUMENTS))
+            old = time.time() - 10 * DAY - 1  # its result settles it 10 days + 1 s ago: the age bound removes it
+            store.submit_result(stale, ToolResult("stale", "probe", "p" * (over - EMPTY_ARGUMENTS)), old).result()
+            assert self.ids(store) == ["0", "1", "2"], "the age bound removed the stale call; the other three fit the payload bound"
+            assert self.counts(store) == (3, 7)
         finally:
             self.close(store)
 
