@@ -16,21 +16,24 @@ subclassing :class:`ToolHistoryStoreContract` in its own tests::
         def store_config(self, tmp_path, **bounds):
             return {"postgres": {"dsn": DSN, "schema": f"t_{tmp_path.name}", **bounds}}
 
-``store_config`` receives pytest's ``tmp_path`` and the retention bounds a test needs
-(``max_calls``, ``max_age_days``, ``max_payload_bytes``; the others keep their documented
-defaults, among them the 8 KiB argument and 16 KiB result limits) and returns the configuration
-that gives the store those bounds, merged over
+``store_config`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_calls``,
+``max_age_days``, ``max_payload_bytes``, ``max_tombstones``, ``tombstone_days``, and the
+``confirm_timeout_ms`` / ``reconcile_timeout_ms`` the store reports in seconds; the others keep
+their documented defaults, among them the 8 KiB argument and 16 KiB result limits) and returns the
+configuration that gives the store those bounds, merged over
 ``{"toolHistory": {"store": store_name}, "plugins": {"block": ["redaction"]}}``: the suite's own
 redactor replaces the bundled one, so it can tell that the store applies the Agent's redaction
 chain, that it never shows the chain a value it omitted, and (holding concurrent writers at a
 rendezvous inside the chain) that writes really overlapped. Two Agents built with the same
 ``tmp_path`` must reach the same stored data.
 
-Two optional hooks, each enabling tests that are skipped (with the reason) without it:
-:meth:`ToolHistoryStoreContract.corrupt` damages the stored data (the fail-closed test), and
+Optional hooks, each enabling tests that are skipped (with the reason) without it:
+:meth:`ToolHistoryStoreContract.corrupt` damages the stored data (the fail-closed test),
+:meth:`ToolHistoryStoreContract.private_paths` names the files it keeps (the owner-only test), and
 :meth:`ToolHistoryStoreContract.set_clock` makes the store read the time retention compares
-``maxAgeDays`` against from a clock the suite controls (the age-boundary test: a call exactly
-``maxAgeDays`` old is kept, one second older is removed). The suite needs pytest only when it runs.
+``maxAgeDays`` and ``tombstoneDays`` against from a clock the suite controls (the age-boundary
+tests: a call exactly ``maxAgeDays`` old is kept, one second older is removed, and likewise a
+tombstone ``tombstoneDays`` old). The suite needs pytest only when it runs.
 """
 
 from __future__ import annotations
