@@ -64,6 +64,13 @@ from monoagent.text import utf8_len
 
 __all__ = ["ToolHistoryStoreContract"]
 
+def _snapshot(path: Path) -> list[tuple[str, bytes]]:
+    """What a file or a directory tree holds: (relative name, bytes) of every file, sorted."""
+    if path.is_file():
+        return [("", path.read_bytes())]
+    return sorted((str(found.relative_to(path)), found.read_bytes()) for found in path.rglob("*") if found.is_file())
+
+
 STARTED = 1_700_000_000.5
 """An invocation's ``started_at``: exact in binary, so a store that keeps the time given returns it unchanged."""
 
@@ -159,6 +166,43 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
                 assert stat.S_IMODE(mode) & 0o077 == 0, f"{path} is {stat.S_IMODE(mode):04o}, not owner-only"
         finally:
             self.close(store)
+
+    def test_contract_a_symlink_in_place_of_a_stored_path_is_refused(self, tmp_path: Path) -> None:
+        """Each path ``private_paths()`` names that outlives the store, moved aside and replaced (the store
+        closed) by a symlink to it: the next write fails with a ``ToolHistoryError`` naming the path, and
+        nothing is written through the link."""
+        import os
+
+        import pytest
+
+        probe = self._store(tmp_path / "probe")
+        try:
+            self.put(probe, "conv", "run", "a")
+            named = [Path(path) for path in self.private_paths(probe)]
+        finally:
+            self.close(probe)
+        lasting = [path.relative_to(tmp_path / "probe") for path in named if path.is_relative_to(tmp_path / "probe") and path.exists()]
+        if not lasting:
+            pytest.skip("private_paths() names no path under tmp_path that outlives the store")
+        for relative in lasting:
+            home = tmp_path / f"planted-{len(relative.parts)}-{relative.name}"
+            store = self._store(home)
+            try:
+                self.put(store, "conv", "run", "a")
+            finally:
+                self.close(store)
+            path, aside = home / relative, home / relative.with_name(relative.name + ".aside")
+            os.rename(path, aside)
+            os.symlink(aside, path)
+            before = _snapshot(aside)
+            store = self._store(home)
+            try:
+                with pytest.raises(ToolHistoryError) as refused:
+                    self.put(store, "conv", "run", "b")
+                assert relative.name in str(refused.value), f"the refusal names what it refused: {refused.value}"
+                assert _snapshot(aside) == before, f"{relative} is a symlink: nothing may be written through it"
+            finally:
+                self.close(store)
 
     def test_contract_a_result_for_an_unknown_invocation_creates_both(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
