@@ -817,6 +817,9 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     def set_clock(self, store, clock):
         store.clock = clock
 
+    def delete_stored_data(self, store):
+        store.path.unlink()
+
     def private_paths(self, store):
         locks = store.history_dir / LOCKS
         return [store.path, store.path.parent, locks, *locks.iterdir()]

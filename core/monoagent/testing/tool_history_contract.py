@@ -465,6 +465,19 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
             self.redactor.rendezvous = None
             self.close(store)
 
+    def test_contract_data_deleted_under_an_open_store_is_recorded_afresh(self, tmp_path: Path) -> None:
+        """A purge deletes the data while an Agent runs: its next write starts a fresh store, it does not fail for good."""
+        store = self._store(tmp_path)
+        try:
+            self.put(store, "conv", "run", "a")
+            self.delete_stored_data(store)
+            self.put(store, "conv", "run", "b")
+            assert self.ids(store) == ["b"] and self.counts(store) == (1, 2), "nothing of before the purge, nothing lost after it"
+            self.put(store, "conv", "run", "c")
+            assert self.ids(store) == ["b", "c"], "and it goes on recording"
+        finally:
+            self.close(store)
+
     def test_contract_corrupt_data_fails_closed(self, tmp_path: Path) -> None:
         import pytest
 

@@ -103,6 +103,12 @@ class ToolHistoryContractBase:
 
         pytest.skip(f"{type(self).__name__} does not implement private_paths(): the store keeps no files the suite can check")
 
+    def delete_stored_data(self, store: Any) -> None:
+        """Delete the stored data from under the open ``store``, as a purge by another process does (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement delete_stored_data(): the suite cannot purge the data under the store")
+
     # ------------------------------------------------------------------ helpers
 
     @property
