@@ -29,7 +29,9 @@ rendezvous inside the chain) that writes really overlapped. Two Agents built wit
 
 Optional hooks, each enabling tests that are skipped (with the reason) without it:
 :meth:`ToolHistoryStoreContract.corrupt` damages the stored data (the fail-closed test),
-:meth:`ToolHistoryStoreContract.private_paths` names the files it keeps (the owner-only test), and
+:meth:`ToolHistoryStoreContract.private_paths` names the files it keeps (the owner-only test, and
+the symlink test: each of them replaced by a symlink is refused), :meth:`ToolHistoryStoreContract.delete_stored_data`
+deletes the data under the open store as a purge does (the next write must record afresh), and
 :meth:`ToolHistoryStoreContract.set_clock` makes the store read the time retention compares
 ``maxAgeDays`` and ``tombstoneDays`` against from a clock the suite controls (the age-boundary
 tests: a call exactly ``maxAgeDays`` old is kept, one second older is removed, and likewise a
