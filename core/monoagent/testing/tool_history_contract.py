@@ -186,8 +186,8 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
         lasting = [path.relative_to(tmp_path / "probe") for path in named if path.is_relative_to(tmp_path / "probe") and path.exists()]
         if not lasting:
             pytest.skip("private_paths() names no path under tmp_path that outlives the store")
-        for relative in lasting:
-            home = tmp_path / f"planted-{len(relative.parts)}-{relative.name}"
+        for index, relative in enumerate(lasting):
+            home = tmp_path / f"planted-{index}"
             store = self._store(home)
             try:
                 self.put(store, "conv", "run", "a")
