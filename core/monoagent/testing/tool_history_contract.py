@@ -487,12 +487,24 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
         try:
             self.put(store, "conv", "run", "a")
             self.corrupt(store)  # under the open store: its next write must fail, never succeed or hang
-            with pytest.raises(ToolHistoryError):
+            with pytest.raises(ToolHistoryError) as failed:
                 self.put(store, "conv", "run", "b")
             self.close(store)
-            with pytest.raises(ToolHistoryError):
+            refusals = [failed]
+            with pytest.raises(ToolHistoryError) as failed:
                 store.records()
-            with pytest.raises(ToolHistoryError):  # the history commands check this before they clear anything
+            refusals.append(failed)
+            with pytest.raises(ToolHistoryError) as failed:  # the history commands check this before they clear anything
                 self.settled(store.stats())
+            refusals.append(failed)
+            maintainer = self._store(tmp_path)  # what `monoagent history reset` opens: a handle that never wrote
+            try:
+                with pytest.raises(ToolHistoryError) as failed:
+                    self.settled(maintainer.clear_all())
+                refusals.append(failed)
+            finally:
+                self.close(maintainer)
+            for refusal in refusals:
+                assert " " in str(refusal.value), f"a refusal says what went wrong, not {str(refusal.value)!r}"
         finally:
             self.close(store)

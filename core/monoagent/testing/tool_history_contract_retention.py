@@ -84,6 +84,9 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
         try:
             assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
             assert self.counts(store) == (4, 9)
+            before = int(self.settled(store.stats()).bytes)
+            report = self.settled(store.clear_all())
+            assert (report.calls, report.records) == (4, 9) and 0 <= report.bytes <= before, "a clear frees at most what stats() counted"
         finally:
             self.close(store)
 
