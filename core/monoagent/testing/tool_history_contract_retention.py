@@ -89,6 +89,12 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
             assert (report.calls, report.records) == (4, 9) and 0 <= report.bytes <= before, "a clear frees at most what stats() counted"
         finally:
             self.close(store)
+        store = self._payload_store(tmp_path / "two-go", [quarter] * 4)  # at the bound, then a call of 24 KiB
+        try:
+            self.put(store, "conv", "run", "heavy", args={"text": "h" * (ARGUMENT_LIMIT - JSON_TEXT_OVERHEAD)}, content="p" * RESULT_LIMIT)
+            assert self.ids(store) == ["2", "3", "heavy"], "one removal is not enough: the oldest go until the payload fits"
+        finally:
+            self.close(store)
 
     def test_contract_a_call_removed_by_one_bound_frees_its_payload(self, tmp_path: Path) -> None:
         """The bounds combine: what ``maxPayloadBytes`` measures is the payload left after the count and age
@@ -98,6 +104,11 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
         try:
             assert self.ids(store) == ["1", "2", "3"], "the count bound removed the oldest; the other three fit the payload bound"
             assert self.counts(store) == (3, 7)
+        finally:
+            self.close(store)
+        store = self._payload_store(tmp_path / "count-then-bytes", [EMPTY_ARGUMENTS + 2] + [over] * 4, max_calls=4)
+        try:
+            assert self.ids(store) == ["2", "3", "4"], "the count bound removed a tiny call; the rest is still over: one more goes"
         finally:
             self.close(store)
         store = self._payload_store(tmp_path / "age", [], max_age_days=10)
