@@ -191,6 +191,7 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
             store = self._store(home)
             try:
                 self.put(store, "conv", "run", "a")
+                held = store.records()
             finally:
                 self.close(store)
             path, aside = home / relative, home / relative.with_name(relative.name + ".aside")
@@ -203,6 +204,10 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
                     self.put(store, "conv", "run", "b")
                 assert relative.name in str(refused.value), f"the refusal names what it refused: {refused.value}"
                 assert _snapshot(aside) == before, f"{relative} is a symlink: nothing may be written through it"
+                try:
+                    assert store.records() == held, "a read shows what the store held, or fails closed"
+                except ToolHistoryError as error:
+                    assert " " in str(error), f"a refusal says what went wrong, not {str(error)!r}"
             finally:
                 self.close(store)
 
