@@ -382,7 +382,7 @@ class ToolHistoryStore(Protocol):
         results over the result limit are omitted wholesale before redaction (count saturated
         at limit + 1); everything kept passed through the Agent's redaction chain (``kind``
         ``"tool_arguments"`` or ``"tool_result"``). ``started_at`` (the invocation's) and
-        ``finished_at`` (the result's) are kept as given.
+        ``finished_at`` (the result's) are kept as given, or both None by a store that keeps no times.
     ``records(*, conversation_id=None, logical_conversation_id=None)``
         Retained calls as :class:`ToolRecord`, in ``start_seq`` order. Raises
         :class:`~monoagent.kernel.errors.ToolHistoryError` (fail closed) when the stored data is
