@@ -10,8 +10,9 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
             return PostgresHistory(dsn=..., schema=f"t_{tmp_path.name}", **bounds)
 
 ``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
-``max_message_bytes``); two calls with the same ``tmp_path`` must return two handles on the
-same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
+``max_message_bytes``, and optionally ``max_stage_bytes``: a store whose ``make_store`` takes it proves
+the stage quota, :mod:`monoagent.testing.history_contract_stages`); two calls with the same ``tmp_path``
+must return two handles on the same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
 to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
 the corruption tests are skipped; :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
@@ -32,7 +33,8 @@ commits, reset, concurrent writers); ``logical_reset``, ``logical_lookup``, ``lo
 with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability the store does not
 declare is skipped, and its reason names the capability it needs.
 
-The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the concurrency clauses in
+The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
+:mod:`monoagent.testing.history_contract_stages`, the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
@@ -57,6 +59,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
+from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_support import contents, turn_messages
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
@@ -125,7 +128,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     return [json.dumps(record).encode() for record in records]
 
 
-class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
+class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 
     def with_totals(self, tmp_path: Path) -> Any:
