@@ -19,6 +19,9 @@ class TestFilesStoreContract(HistoryStoreContract):
         config = SimpleNamespace(history_dir=tmp_path / "history", section={CONFIG_PATH: section}.__getitem__)
         return store_from_config(SimpleNamespace(config=config))
 
+    def storage_directory(self, store):
+        return store.directory
+
     def corrupt(self, store, conversation_id):
         path = os.path.join(store.directory, record_name(conversation_id))
         with open(path, "rb") as handle:

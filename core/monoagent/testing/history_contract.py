@@ -15,7 +15,8 @@ the stage quota, :mod:`monoagent.testing.history_contract_stages`); two calls wi
 must return two handles on the same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
 to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
-the corruption tests are skipped; :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
+the corruption tests are skipped; :meth:`HistoryStoreContract.storage_directory` names the directory a
+file-based store keeps its files in (the foreign-files test plants files there); :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
 version of the store would write (the fail-closed test). Override
 :meth:`HistoryStoreContract.pause_inside_commit` and :meth:`HistoryStoreContract.pause_inside_reset`
 to let the suite hold a commit or a logical reset open while it reads, commits and resets through
@@ -34,7 +35,8 @@ with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability 
 declare is skipped, and its reason names the capability it needs.
 
 The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
-:mod:`monoagent.testing.history_contract_stages`, the concurrency clauses in
+:mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
+:mod:`monoagent.testing.history_contract_storage`, the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
@@ -60,6 +62,7 @@ from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
+from monoagent.testing.history_contract_storage import HistoryStorageContract
 from monoagent.testing.history_contract_support import contents, turn_messages
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
@@ -128,7 +131,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     return [json.dumps(record).encode() for record in records]
 
 
-class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract):
+class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 
     def with_totals(self, tmp_path: Path) -> Any:
