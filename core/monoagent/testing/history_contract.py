@@ -134,16 +134,6 @@ def damaged_records(conversation_id: str) -> list[bytes]:
 class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 
-    def with_totals(self, tmp_path: Path) -> Any:
-        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
-        store = self.make_store(tmp_path)
-        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
-            import pytest
-
-            self.close(store)
-            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
-        return store
-
     # ------------------------------------------------------------------ ordering
 
     def test_contract_unknown_conversation_is_empty(self, tmp_path: Path) -> None:

@@ -197,6 +197,16 @@ class HistoryContractBase:
             )
         return store
 
+    def with_totals(self, tmp_path: Path) -> Any:
+        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
+        store = self.make_store(tmp_path)
+        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
+            import pytest
+
+            self.close(store)
+            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
+        return store
+
     def holding(self, store: HistoryStore, hold: CommitHold, *, inside: str = "commit") -> None:
         """Install ``hold`` in ``store``'s commits (or resets), or skip naming the hook when the store gives no way."""
         try:
