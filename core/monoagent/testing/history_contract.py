@@ -10,8 +10,9 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
             return PostgresHistory(dsn=..., schema=f"t_{tmp_path.name}", **bounds)
 
 ``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
-``max_message_bytes``, and optionally ``max_stage_bytes``: a store whose ``make_store`` takes it proves
-the stage quota, :mod:`monoagent.testing.history_contract_stages`); two calls with the same ``tmp_path``
+``max_message_bytes``, and optionally ``max_stage_bytes``, ``max_conversations`` and ``max_bytes``: a
+store whose ``make_store`` takes one proves that bound, see :mod:`monoagent.testing.history_contract_stages`
+and :mod:`monoagent.testing.history_contract_retention`); two calls with the same ``tmp_path``
 must return two handles on the same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
 to let the suite truncate a stored record into invalid JSON, and
 :meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
@@ -36,7 +37,8 @@ declare is skipped, and its reason names the capability it needs.
 
 The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
 :mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
-:mod:`monoagent.testing.history_contract_storage`, the concurrency clauses in
+:mod:`monoagent.testing.history_contract_storage`, aggregate retention in
+:mod:`monoagent.testing.history_contract_retention`, the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
@@ -61,6 +63,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
+from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
 from monoagent.testing.history_contract_support import contents, turn_messages
@@ -131,7 +134,9 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     return [json.dumps(record).encode() for record in records]
 
 
-class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract):
+class HistoryStoreContract(
+    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract
+):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 
     # ------------------------------------------------------------------ ordering
