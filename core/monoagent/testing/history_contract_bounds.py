@@ -27,11 +27,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import HistoryStore
+from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, HistoryStore, ProviderSessionState
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
 
+SESSION = ProviderSessionState("5e55" * 8, 2, None)
+"""The provider session the lowered-cap test commits with, for a store that keeps one."""
 FIELD_CAP = 256
 """Bytes a name or a tool-call id is cut to when it alone does not fit the per-message cap (docs/history.md)."""
 
@@ -155,7 +157,12 @@ class HistoryBoundsContract(HistoryContractBase):
             self.run(self.make_store(tmp_path, max_message_bytes=big).commit(cid, before))
             assert self.load(self.make_store(tmp_path), cid) == before, "a record within 64 x 64 KiB written under a larger cap"
             writer = self.make_store(tmp_path)
-            receipt = self.run(writer.commit(cid, turn))
+            if CAPABILITY_PROVIDER_SESSIONS in frozenset(getattr(writer, "capabilities", ())):
+                receipt = self.run(writer.commit(cid, turn, provider_session=SESSION))  # type: ignore[call-arg]
+                assert self.run(self.make_store(tmp_path).load_provider_session(cid)) == SESSION, (  # type: ignore[attr-defined]
+                    "the provider session of a commit that dropped earlier messages")
+            else:
+                receipt = self.run(writer.commit(cid, turn))
             kept = self.load(self.make_store(tmp_path), cid)
             assert receipt.message_count == len(kept), "the receipt counts another history than a new handle reads"
             assert self.load(writer, cid) == kept == self.load(self.make_store(tmp_path, max_message_bytes=big), cid)
