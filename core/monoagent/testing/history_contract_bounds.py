@@ -148,12 +148,12 @@ class HistoryBoundsContract(HistoryContractBase):
 
     def test_contract_a_lowered_message_cap_keeps_the_earlier_messages(self, tmp_path: Path) -> None:
         """Messages written under a 1 MiB cap read back under the default 64 KiB; a turn that passes the
-        record's bound then drops only the oldest messages, and no more than it must."""
+        record's bound then drops only the oldest messages, and no more than it must (turns of 21 and
+        40 messages of 62 KB: about one and about two earlier messages' worth)."""
         big = 1 << 20
         earlier = [Message("assistant", f"E{k}:" + "x" * 1_000_000, timestamp=STAMP) for k in range(4)]
-        turn = [Message("user", f"T{k}:" + "y" * 62_000, timestamp=STAMP) for k in range(21)]
 
-        def commit_under_lowered_cap(cid: str, before: list[Message]) -> list[Message]:
+        def commit_under_lowered_cap(cid: str, before: list[Message], turn: list[Message]) -> list[Message]:
             self.run(self.make_store(tmp_path, max_message_bytes=big).commit(cid, before))
             assert self.load(self.make_store(tmp_path), cid) == before, "a record within 64 x 64 KiB written under a larger cap"
             writer = self.make_store(tmp_path)
@@ -171,15 +171,18 @@ class HistoryBoundsContract(HistoryContractBase):
             self.close(writer)
             return kept
 
-        kept = commit_under_lowered_cap("lowered", earlier)
-        dropped = len(earlier) + len(turn) - len(kept)
-        assert dropped <= 2, f"{dropped} earlier messages dropped; two of them hold more bytes than the new turn"
-        if dropped:
-            # one dropped message put back: had the store dropped more than it must, this record would keep it
-            again = commit_under_lowered_cap("lowered-again", earlier[dropped - 1 :])
-            assert len(again) < len(earlier) - dropped + 1 + len(turn), (
-                f"{dropped} earlier messages were dropped, but the same turn after {len(earlier) - dropped + 1} of them "
-                f"drops none: the store dropped more than the record's bound required")
+        for length in (21, 40):
+            turn = [Message("user", f"T{k}:" + "y" * 62_000, timestamp=STAMP) for k in range(length)]
+            kept = commit_under_lowered_cap(f"lowered-{length}", earlier, turn)
+            dropped = len(earlier) + len(turn) - len(kept)
+            most = 1 + sum(utf8_len(m.content) for m in turn) // utf8_len(earlier[0].content)
+            assert dropped <= most, f"{dropped} earlier messages dropped; {most} of them hold more bytes than the new turn"
+            if dropped:
+                # one dropped message put back: had the store dropped more than it must, this record would keep it
+                again = commit_under_lowered_cap(f"lowered-{length}-again", earlier[dropped - 1 :], turn)
+                assert len(again) < len(earlier) - dropped + 1 + len(turn), (
+                    f"{dropped} earlier messages were dropped, but the same turn after {len(earlier) - dropped + 1} of them "
+                    f"drops none: the store dropped more than the record's bound required")
 
     def test_contract_a_full_window_of_full_messages_reads_back(self, tmp_path: Path) -> None:
         """96 messages at the 64 KiB cap, under a 1 MiB conversation id, read back whole from a new handle."""
