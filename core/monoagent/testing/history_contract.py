@@ -66,7 +66,7 @@ from monoagent.testing.history_contract_concurrency import HistoryConcurrencyCon
 from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
-from monoagent.testing.history_contract_support import contents, turn_messages
+from monoagent.testing.history_contract_support import contents, turn_messages, turns_text
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
 
@@ -109,7 +109,8 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     Whatever a store's own layout, none of these is a record it may read: a store of another
     layout finds them unreadable anyway, and one of this layout must refuse each defect (a
     number where text belongs, text where a number or a flag belongs, a missing field, a version
-    it does not write, another conversation's id, a time that is no time, a malformed provider session).
+    it does not write, another conversation's id, a time that is no time (negative, or not before the
+    year 10000, 253402300800.0, so that every listing can print it), a malformed provider session).
     """
     import json
 
@@ -120,7 +121,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     defects: list[dict[str, Any]] = [
         {"version": "2"}, {"version": 0}, {"version": True}, {"version": 2.0}, {"conversationId": conversation_id + "x"},
         {"conversationId": 7}, {"logicalConversationId": conversation_id + "x"}, {"updatedAt": "1700000000"},
-        {"updatedAt": -1}, {"updatedAt": 1e300}, {"messages": {}}, {"messages": None},
+        {"updatedAt": -1}, {"updatedAt": 1e300}, {"updatedAt": 253402300800.0}, {"messages": {}}, {"messages": None},
         {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
         {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
     ]
@@ -176,6 +177,20 @@ class HistoryStoreContract(
         listed = {info.conversation_id for info in self.run(other.conversations())}
         assert listed == set(HOSTILE_IDS)
         self.close(store, other)
+
+    def test_contract_a_handle_reads_what_another_committed_or_reset(self, tmp_path: Path) -> None:
+        """A handle that has read a conversation sees another handle's later commit, reset and recommit."""
+        reader, writer = self.make_store(tmp_path), self.make_store(tmp_path)
+        self.commit_turns(writer, "c", range(1))
+        assert contents(self.load(reader, "c")) == turns_text(range(1))
+        assert contents(self.load(reader, "c")) == turns_text(range(1)), "a second read of an unchanged record"
+        self.commit_turns(writer, "c", range(1, 2))
+        assert contents(self.load(reader, "c")) == turns_text(range(2)), "a commit through another handle is not seen"
+        assert self.run(writer.reset("c")) == 4
+        assert self.load(reader, "c") == [], "a reset through another handle is not seen"
+        self.commit_turns(writer, "c", range(5, 6))
+        assert contents(self.load(reader, "c")) == turns_text(range(5, 6))
+        self.close(reader, writer)
 
     def test_contract_handles_taking_turns_keep_every_byte(self, tmp_path: Path) -> None:
         """Two handles alternate commits to one conversation, so each builds on a record the other wrote,
@@ -364,12 +379,20 @@ class HistoryStoreContract(
             assert await store.load_provider_session("c") is None
             await store.commit("c", turn_messages(1), provider_session=first)
             assert await store.load_provider_session("c") == first, "the committing handle reads its own session back"
+            reader: Any = self.make_store(tmp_path)
+            assert await reader.load_provider_session("c") == first, "a new handle reads revision 0 back"
+            await reader.close()
             await store.commit("c", turn_messages(2), provider_session=second)
             assert await store.load_provider_session("c") == second
             fresh: Any = self.make_store(tmp_path)
             assert await fresh.load_provider_session("c") == second
             assert contents(await fresh.load("c")) == contents(turn_messages(1) + turn_messages(2))
             assert await fresh.load_provider_session("other") is None
+            last = ProviderSessionState(first.epoch, 2**53 - 1, None)  # the largest revision JSON holds exactly
+            await fresh.commit("c", turn_messages(3), provider_session=last)
+            latest: Any = self.make_store(tmp_path)
+            assert await latest.load_provider_session("c") == last
+            await latest.close()
             await fresh.close()
 
         self.run(go())
