@@ -10,8 +10,8 @@
   the cut message fits the cap (committed again, it is unchanged). The handle that wrote a message
   reads back exactly what a new handle reads.
 - Every field over the cap: a name or a tool-call id that alone passes the cap comes back as a
-  UTF-8-safe prefix of at most 256 bytes, a tool call whose arguments alone pass it is dropped
-  whole (never cut); each such commit succeeds and the message's fields together fit the cap.
+  UTF-8-safe prefix of at most 256 bytes, a tool call whose arguments alone pass it, or an
+  attachment reference whose name does, is dropped whole (never cut); each such commit succeeds and the message's fields together fit the cap.
 - Lowered limits: a record written under a 1 MiB per-message cap (four messages of about 1 MB,
   within the documented 64 x 64 KiB window) reads back under the default cap, and a turn committed
   under it that passes the record's bound drops the oldest earlier messages, as few as it must.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, HistoryStore, ProviderSessionState
-from monoagent.kernel.model import Message, ToolCall
+from monoagent.kernel.model import ArtifactRef, Message, ToolCall
 from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
 
@@ -116,13 +116,15 @@ class HistoryBoundsContract(HistoryContractBase):
         self.close(writer, reader)
 
     def test_contract_message_cap_cuts_every_field_over_it(self, tmp_path: Path) -> None:
-        """A name, a tool-call id or tool-call arguments that alone pass the cap: each commit succeeds and fits the cap."""
+        """A name, a tool-call id, tool-call arguments or an attachment reference that alone passes the cap: each commit
+        succeeds and fits the cap."""
         writer = self.make_store(tmp_path, max_message_bytes=CAP)
         call = ToolCall("call-1", "search", {"query": "y" * (2 * CAP)})
         cases = {
             "name": Message("user", "hello", name="n" * (2 * CAP), timestamp=STAMP),
             "tool_call_id": Message("tool", "result", name=None, tool_call_id="i" * (2 * CAP), timestamp=STAMP),
             "tool_calls": Message("assistant", "calling", tool_calls=(call,), timestamp=STAMP),
+            "attachments": Message("user", "see the file", attachments=(ArtifactRef("a1", "f" * (2 * CAP)),), timestamp=STAMP),
         }
         for case, original in cases.items():
             receipt = self.run(writer.commit(f"over-{case}", [original]))
@@ -139,11 +141,15 @@ class HistoryBoundsContract(HistoryContractBase):
                         f"{case}: a {field} of {utf8_len(was)} bytes must come back as a prefix of at most {FIELD_CAP} bytes, "
                         f"not {utf8_len(value or '')} bytes")
             assert kept.tool_calls in ((), original.tool_calls), f"{case}: a tool call was cut instead of kept or dropped whole"
+            assert kept.attachments in ((), original.attachments), f"{case}: an attachment reference was cut, not kept or dropped"
             size = sum(utf8_len(text or "") for text in (kept.content, kept.name, kept.tool_call_id))
             assert size <= CAP, f"{case}: the kept message's fields hold {size} bytes, over the {CAP}-byte cap"
         (dropped,) = self.load(writer, "over-tool_calls")
         assert dropped.tool_calls == (), "a tool call whose arguments alone pass the cap was kept"
         assert dropped.content.startswith("calling"), "the content of a message whose tool call was dropped"
+        (unattached,) = self.load(writer, "over-attachments")
+        assert unattached.attachments == () and unattached.content.startswith("see the file"), (
+            "an attachment reference that alone passes the cap is dropped whole, the content kept")
         self.close(writer)
 
     def test_contract_a_lowered_message_cap_keeps_the_earlier_messages(self, tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ class HistoryStageContract(HistoryContractBase):
                 assert self.load(fresh, "next") == second
             else:
                 assert refused is not None, f"live stages of {total} bytes passed history.maxStageBytes = {quota}"
-                assert str(refused), "the quota error says what happened"
+                assert "maxStageBytes" in str(refused), f"the quota error names the limit it hit: {refused}"
                 assert self.load(fresh, "next") == [], "a refused commit left history behind"
                 self.run(other.commit("next", second))  # the held stage is published: the quota counts live stages only
                 assert self.load(self.staging(directory, quota), "next") == second
