@@ -10,15 +10,16 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
             return PostgresHistory(dsn=..., schema=f"t_{tmp_path.name}", **bounds)
 
 ``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
-``max_message_bytes``, and optionally ``max_stage_bytes``, ``max_conversations`` and ``max_bytes``: a
-store whose ``make_store`` takes one proves that bound, see :mod:`monoagent.testing.history_contract_stages`
-and :mod:`monoagent.testing.history_contract_retention`); two calls with the same ``tmp_path``
-must return two handles on the same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
-to let the suite truncate a stored record into invalid JSON, and
-:meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
-the corruption tests are skipped; :meth:`HistoryStoreContract.storage_directory` names the directory a
-file-based store keeps its files in (the foreign-files test plants files there); :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
-version of the store would write (the fail-closed test). Override
+``max_message_bytes``; optionally ``max_stage_bytes``, ``max_conversations`` and ``max_bytes``:
+a store whose ``make_store`` takes one proves that bound, see
+:mod:`monoagent.testing.history_contract_stages` and :mod:`monoagent.testing.history_contract_retention`);
+two calls with the same ``tmp_path`` must return two handles on the same stored data (as two
+processes would see it). Override :meth:`HistoryStoreContract.corrupt` to let the suite truncate
+a stored record into invalid JSON, and :meth:`HistoryStoreContract.replace_record` to let it
+store any bytes as a record; without them, the corruption tests are skipped;
+:meth:`HistoryStoreContract.storage_directory` names the directory a file-based store keeps its
+files in (the foreign-files test plants files there); :meth:`HistoryStoreContract.newer_record`
+gives the bytes a newer version of the store would write (the fail-closed test). Override
 :meth:`HistoryStoreContract.pause_inside_commit` and :meth:`HistoryStoreContract.pause_inside_reset`
 to let the suite hold a commit or a logical reset open while it reads, commits and resets through
 other handles; without them, the tests that need a held commit or reset are skipped and the other

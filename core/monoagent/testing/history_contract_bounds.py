@@ -10,8 +10,9 @@
   the cut message fits the cap (committed again, it is unchanged). The handle that wrote a message
   reads back exactly what a new handle reads.
 - Every field over the cap: a name or a tool-call id that alone passes the cap comes back as a
-  UTF-8-safe prefix of at most 256 bytes, a tool call whose arguments alone pass it, or an
-  attachment reference whose name does, is dropped whole (never cut); each such commit succeeds and the message's fields together fit the cap.
+  UTF-8-safe prefix of at most 256 bytes; a tool call whose arguments alone pass it, or an
+  attachment reference whose name does, is dropped whole (never cut); each such commit succeeds
+  and the message's fields together fit the cap.
 - Lowered limits: a record written under a 1 MiB per-message cap (four messages of about 1 MB,
   within the documented 64 x 64 KiB window) reads back under the default cap, and a turn committed
   under it that passes the record's bound drops the oldest earlier messages, as few as it must.
