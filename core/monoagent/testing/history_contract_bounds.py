@@ -30,7 +30,7 @@ from pathlib import Path
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, HistoryStore, ProviderSessionState
 from monoagent.kernel.model import ArtifactRef, Message, ToolCall
-from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
+from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
 
 SESSION = ProviderSessionState("5e55" * 8, 2, None)
@@ -40,8 +40,6 @@ FIELD_CAP = 256
 
 CAP = 4096
 """The ``max_message_bytes`` the per-message tests give the store (the smallest the ``files`` store allows is 1024)."""
-STAMP = 1_700_000_000.25
-"""Every probe's timestamp: a timestamp is part of a serialised message, so its length must not move the boundary."""
 
 
 class HistoryBoundsContract(HistoryContractBase):

@@ -8,7 +8,7 @@ one that does not skips the test, naming the keyword. All commits go through one
 is the case the documents make exact (a handle may learn of another process's records late).
 
 ``max_bytes`` is measured, not assumed: the records' sizes are read from ``stats()`` and the
-bound set to their sum plus or minus :data:`SLACK`, since a record holds the text of its commit
+bound set to their sum plus or minus :data:`~monoagent.testing.history_contract_support.SLACK`, since a record holds the text of its commit
 time, which may be a few bytes longer or shorter from one commit to the next.
 """
 
@@ -18,10 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.model import Message
-from monoagent.testing.history_contract_support import HistoryContractBase
-
-SLACK = 64
-STAMP = 1_700_000_000.25
+from monoagent.testing.history_contract_support import SLACK, STAMP, HistoryContractBase
 
 
 def bulky_turn(index: int) -> list[Message]:

@@ -14,7 +14,7 @@ one stage live while another commit stages).
 
 The boundary is found, not assumed: the suite holds each of the two turns' commits open on its own
 and reads the live ``stage_bytes`` from ``stats()``, then builds stores whose quota is their sum
-plus or minus :data:`SLACK` bytes. The slack is there because a stage holds the time of its commit,
+plus or minus :data:`~monoagent.testing.history_contract_support.SLACK` bytes. The slack is there because a stage holds the time of its commit,
 whose text may be a few bytes longer or shorter from one commit to the next; the contract cannot
 pin a store's serialisation to the byte.
 """
@@ -26,11 +26,14 @@ from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.model import Message
-from monoagent.testing.history_contract_support import CommitHold, HistoryContractBase, StoreThread, wait_for
-
-SLACK = 64
-"""Bytes either side of the measured boundary (a stage's size moves with the text of its commit time)."""
-STAMP = 1_700_000_000.25
+from monoagent.testing.history_contract_support import (
+    SLACK,
+    STAMP,
+    CommitHold,
+    HistoryContractBase,
+    StoreThread,
+    wait_for,
+)
 
 
 def quota_turn(letter: str) -> list[Message]:

@@ -27,6 +27,11 @@ from monoagent.kernel.model import Message
 
 DEADLINE = 120.0
 """Seconds a concurrency test waits for another thread before it fails as hung (never a measure of speed)."""
+STAMP = 1_700_000_000.25
+"""The timestamp of the messages whose size matters: a timestamp is part of a serialised message."""
+SLACK = 64
+"""Bytes either side of a measured size boundary: a stage or record holds the text of its commit time,
+which may be a few bytes longer or shorter from one commit to the next."""
 
 
 def turn_messages(index: int, user: str | None = None, answer: str | None = None) -> list[Message]:
