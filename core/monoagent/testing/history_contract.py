@@ -399,6 +399,30 @@ class HistoryStoreContract(
         self.run(go())
         self.close(store)
 
+    def test_contract_an_odd_provider_session_is_refused_or_read_back(self, tmp_path: Path) -> None:
+        """A provider session a store may not be able to keep (a negative revision, one past 2**53, an epoch that is
+        not 32 hex digits, a revision that is no int) is refused with the history intact, or read back exactly:
+        a commit never writes what a load refuses."""
+        store = self.provider_session_store(tmp_path)
+        odd = [ProviderSessionState("ab" * 16, -1), ProviderSessionState("ab" * 16, 2**53), ProviderSessionState("xyz", 1),
+               ProviderSessionState("ab" * 17, 1),
+               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]
+               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]
+        for n, state in enumerate(odd):
+            cid = f"odd-{n}"
+            self.commit_turns(store, cid, range(1))
+            try:
+                self.run(store.commit(cid, turn_messages(1), provider_session=state))
+            except (TypeError, ValueError, HistoryStoreError):
+                expected, bound = turns_text(range(1)), None
+            else:
+                expected, bound = turns_text(range(2)), state
+            fresh: Any = self.make_store(tmp_path)
+            assert contents(self.load(fresh, cid)) == expected, f"{state}: a commit wrote what a new handle does not read back"
+            assert self.run(fresh.load_provider_session(cid)) == bound, f"{state}: the provider session read back"
+            self.close(fresh)
+        self.close(store)
+
     def test_contract_a_commit_without_provider_session_unbinds_the_record(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)
         bound = ProviderSessionState("fedcba9876543210" * 2, 3, None)
