@@ -173,6 +173,8 @@ class HistoryBoundsContract(HistoryContractBase):
             assert self.load(writer, cid) == kept == self.load(self.make_store(tmp_path, max_message_bytes=big), cid)
             assert kept[-len(turn):] == turn, "the new turn is kept whole, newest last"
             assert kept[: -len(turn)] == before[len(before) + len(turn) - len(kept) :], "earlier messages kept are the newest ones"
+            listed = {info.conversation_id: info.message_count for info in self.run(self.make_store(tmp_path).conversations())}
+            assert listed.get(cid) == len(kept), f"conversations() lists {listed.get(cid)} messages, a load reads {len(kept)}"
             self.close(writer)
             return kept
 

@@ -8,6 +8,10 @@ then plants files it never wrote in that directory and in every directory below 
 like a record's but upper-case or one digit short, a ``package.json``, a directory named like a
 record, a symlink to a file outside) and checks that the totals, the listing, commits, resets
 and ``clear_all`` neither count nor touch them. Without the hook the test is skipped, naming it.
+
+The same hook lets the suite check that the store's files are owner-only (docs/history.md: the
+directory 0700, files 0600), with the process umask at 0 so that a file whose mode comes from the
+umask rather than from its creation shows.
 """
 
 from __future__ import annotations
@@ -63,6 +67,25 @@ class HistoryStorageContract(HistoryContractBase):
             planted[inner / "kept"] = b"inside a directory named like a record"
             os.symlink(outside, directory / ("e" * 16 + "." + "e" * 64 + ".json"))
         return planted
+
+    def test_contract_stored_files_are_owner_only(self, tmp_path: Path) -> None:
+        """Every file and directory the store creates under its storage grants nothing to group or others, whatever the umask."""
+        import stat
+
+        previous = os.umask(0)
+        try:
+            store = self.make_store(tmp_path)
+            root = self._storage(store)
+            self.commit_turns(store, "a", range(2))
+            self.commit_turns(store, "b:2025-01-01", range(1))
+            self.run(store.reset("b:2025-01-01"))
+            self.commit_turns(store, "c", range(1))
+        finally:
+            os.umask(previous)
+        created = [root, *root.rglob("*")]
+        loose = [f"{p} ({stat.filemode(p.lstat().st_mode)})" for p in created if not p.is_symlink() and p.lstat().st_mode & 0o077]
+        assert len(created) > 1 and not loose, f"files of the store open to group or others: {loose}"
+        self.close(store)
 
     def test_contract_foreign_files_are_neither_counted_nor_touched(self, tmp_path: Path) -> None:
         """Files the store never wrote, in its directory and every one below it, survive every operation uncounted."""
