@@ -146,21 +146,29 @@ def test_a_change_asked_for_once_the_block_is_left_is_refused_and_no_line_is_rea
 
 
 @needs_pty
-def test_the_restore_waits_for_a_change_under_way_and_is_the_last_write():
+def test_the_restore_waits_for_a_change_under_way_and_is_the_last_write(monkeypatch):
     pty = Pty()
     kept = KeptTerminal(pty.slave, pty.found)
+    writes = []
+    tcsetattr = termios.tcsetattr
+
+    def recorded(fd, when, settings):
+        writes.append("found" if settings == pty.found else "prepared")
+        tcsetattr(fd, when, settings)
+
+    monkeypatch.setattr(termios, "tcsetattr", recorded)
     try:
         assert kept.begin_change()  # a reader about to let readline prepare the terminal
-        restored = threading.Event()
-        leaving = threading.Thread(target=lambda: (kept.restore(), restored.set()), daemon=True)
+        leaving = threading.Thread(target=kept.restore, daemon=True)
         leaving.start()
         wait_until(lambda: kept.left, "the restore to begin while the change is under way")
-        assert not restored.is_set(), "the restore did not wait for the change under way"
+        assert kept.begin_change() is False  # the gate is shut (and the restore has let go of it to wait)
         pty.prepare()  # the change lands after the restore began ...
         kept.end_change()
         leaving.join(30)
-        assert restored.is_set()
-        assert pty.settings() == pty.found  # ... and the restore still came after it
+        assert not leaving.is_alive()
+        assert writes == ["prepared", "found"]  # ... and the restore wrote once, after it
+        assert pty.settings() == pty.found
     finally:
         pty.close()
 
