@@ -16,10 +16,11 @@ Ctrl-C while a turn runs cancels that turn (its continuity account is published,
 cancelled turn), says so, and asks for the next line; Ctrl-C at the prompt, or a second one
 within the same turn, leaves the chat (``KeyboardInterrupt``, exit status 130 from the CLI), as
 does SIGTERM. Whichever way the chat ends, the terminal's settings are put back as the chat
-found them (:func:`~monoagent.boundary.terminal.kept_terminal_state`) and cancelled turns'
-accounts are published first. Signals are watched only where the event loop can
-(``loop.add_signal_handler``: the main thread, not Windows); elsewhere Ctrl-C keeps Python's
-default behaviour.
+found them (:func:`~monoagent.boundary.terminal.kept_terminal_state`), nothing changes them after
+that (the reader thread's readline prepares the terminal only through the kept state's gate,
+:func:`~monoagent.boundary.terminal.edited_input`), and cancelled turns' accounts are published
+first. Signals are watched only where the event loop can (``loop.add_signal_handler``: the main
+thread, not Windows); elsewhere Ctrl-C keeps Python's default behaviour.
 
 Under a permission profile that asks (``permissions.profile = "ask"``), each tool call that needs
 approval is put to the person first (:class:`ConsoleApprover`): ``allow <tool> (<category>)

@@ -523,8 +523,9 @@ def edited_input(prompt: str, kept: KeptTerminal | None = None) -> str | None:
     and output are the process's terminal), the preparation is a change through ``kept``'s gate:
     begun before ``input()`` (refused, and None returned, when the chat is leaving) and ended by
     readline's pre-input hook, which readline calls once the terminal is prepared. The hook is
-    readline's one per process: it is set for this call and cleared after it. Raises ``EOFError``
-    at the end of input, as ``input()`` does.
+    readline's one per process: it is set for this call and cleared after it. When the line ends,
+    readline puts back the settings it found as it prepared the terminal, which (prepared before
+    the restore) are the kept ones. Raises ``EOFError`` at the end of input, as ``input()`` does.
     """
     try:
         import readline
