@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import random
 import re
 import sqlite3
+import subprocess
 
 import pytest
 from sqlite_vec_required import need_sqlite_vec
@@ -50,14 +52,42 @@ def damage_rows(path, table):
 
 @contextlib.contextmanager
 def write_locked(path):
-    """Another connection's write lock on ``path`` for the duration (released by rolling back)."""
+    """Another connection mid-write on ``path`` for the duration: its transaction has written pages to the file (a
+    cache of two pages spills them), as a large capture would; released by rolling back. A reader of a file in
+    rollback-journal mode would wait for it; WAL's readers do not."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
+        conn.execute("PRAGMA cache_size=2")
         conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO memories(text, created_at, updated_at) SELECT hex(randomblob(2000)), 0, 0 "
+            "FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)"
+        )
         yield
         conn.execute("ROLLBACK")
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def read_only(path):
+    """``path`` readable and not writable for a handle opened meanwhile: mode 0400 and, as root (whom modes do not
+    bind), the immutable flag; a root that cannot set it skips the test."""
+    mode = path.stat().st_mode
+    path.chmod(0o400)
+    immutable = os.geteuid() == 0
+    try:
+        if immutable:
+            try:
+                subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True, text=True)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                immutable = False
+                pytest.skip(f"running as root, and chattr +i {path} failed ({exc}): nothing makes the file read-only")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        path.chmod(mode)
 
 
 #: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file.
@@ -105,6 +135,9 @@ class TestLiteContract(MemoryTierContract):
 
     def lock(self, tier_path):
         return write_locked(tier_path / "lite.sqlite")
+
+    def read_only(self, tier_path):
+        return read_only(tier_path / "lite.sqlite")
 
     def stored_files(self, tier_path):
         return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]

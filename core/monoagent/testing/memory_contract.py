@@ -120,13 +120,24 @@ class MemoryTierContract(TierThroughAgentChecks):
         pytest.skip("the test class does not implement MemoryTierContract.damage_rows (entries holding values of the wrong kind)")
 
     def lock(self, tier_path: Path) -> contextlib.AbstractContextManager[object]:
-        """Optional: a context manager holding, for its duration, the write lock another process would take on
-        the stored data under ``tier_path``. Implemented, it has the suite check that a write while it is held
+        """Optional: a context manager holding, for its duration, the write lock another process takes on the
+        stored data under ``tier_path``, in the middle of a write that has reached the files (as a large capture
+        would). Implemented, it has the suite check that a write while it is held
         fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
         the same handle writes again once it is released; otherwise that test skips."""
         import pytest
 
         pytest.skip("the test class does not implement MemoryTierContract.lock (another process's write lock on the tier)")
+
+    def read_only(self, tier_path: Path) -> contextlib.AbstractContextManager[object]:
+        """Optional: a context manager during which the stored data under ``tier_path`` may be read but not written
+        by a handle made inside it (as a read-only file or disk does), writable again when it ends. Implemented, it
+        has the suite check that a handle made under it finds what is stored, fails ``add`` and ``forget`` with a
+        one-line error naming the tier and removes nothing, that a turn still recalls from it (capture failing with
+        a warning), and that the same handle writes again once the data is writable; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.read_only (stored data the tier may only read)")
 
     def stored_files(self, tier_path: Path) -> list[Path]:
         """Optional: the paths of the files the tier keeps under ``tier_path`` (its database and the companions it
@@ -477,6 +488,45 @@ class MemoryTierContract(TierThroughAgentChecks):
             later = _run(tier.add("The heron fishes at dawn."))
             assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the lock went away was lost"
             assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
+        finally:
+            self.close(tier)
+
+    def test_contract_read_only_store_is_read_and_recovers(self, tmp_path: Path) -> None:
+        import pytest
+
+        from monoagent.testing import collect_events
+
+        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
+        tier = self.tier(tmp_path)
+        kept = _run(tier.add("The kingfisher nests in the clay bank."))
+        name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
+        self.close(tier)
+        with self.read_only(tmp_path / "tier"):
+            agent = self.agent(tmp_path)
+            events: list[Any] = []
+            result = agent.run_sync("Which kingfisher nests in the clay bank?", conversation_id="c", on_event=collect_events(events))
+            _run(agent.aclose())
+            tier = self.tier(tmp_path)
+            try:
+                assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read-only store was not read"
+                for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
+                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                        _run(write())
+                    message = str(caught.value)
+                    assert len(message.splitlines()) == 1 and name in message, f"not one line naming the tier {name!r}: {message!r}"
+                assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a refused forget removed the entry"
+            except BaseException:
+                self.close(tier)
+                raise
+        try:
+            assert result.status == "completed"
+            warned = {(e.data.get("code"), e.data.get("tier")) for e in events if e.type == "runtime_warning"}
+            assert warned == ({("memory_capture_failed", CONTRACT_TIER)} if captures else set()), warned
+            recalled = [e for e in events if e.type == "memory_recalled"]
+            assert len(recalled) == int(automatic) and (RECALL_DELIMITER in result.text) == automatic, "recall did not read the store"
+            later = _run(tier.add("The heron fishes at dawn."))  # the same handle, the data writable again
+            assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the store became writable was lost"
+            assert _run(tier.forget(kept)) is True
         finally:
             self.close(tier)
 
