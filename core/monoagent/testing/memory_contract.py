@@ -188,11 +188,15 @@ class MemoryTierContract(TierThroughAgentChecks):
 
     def test_contract_more_of_the_query_scores_higher(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
-        one = _run(tier.add("The lighthouse keeper retired last spring."))
-        all_three = _run(tier.add("The lighthouse keeper rows the green ferry to the island."))
-        hits = {hit.id: hit.score for hit in self.search(tier, "lighthouse ferry island")}
-        assert set(hits) == {one, all_three}, "an entry holding words of the query was not found"
-        assert hits[all_three] > hits[one], f"an entry holding all three words scored {hits[all_three]}, one holding one {hits[one]}"
+        pairs = (  # long words, and words of three letters (a tier may match those more strictly)
+            ("lighthouse ferry island", "The lighthouse keeper retired last spring.", "The lighthouse keeper rows the green ferry to the island."),
+            ("yak owl elk", "The yak grazed on the hill.", "The yak, the owl and the elk share the barn."),
+        )
+        for query, one_text, all_text in pairs:
+            one, all_three = _run(tier.add(one_text)), _run(tier.add(all_text))
+            hits = {hit.id: hit.score for hit in self.search(tier, query)}
+            assert set(hits) == {one, all_three}, f"an entry holding words of {query!r} was not found"
+            assert hits[all_three] > hits[one], f"{query!r}: an entry holding all three words scored {hits[all_three]}, one holding one {hits[one]}"
         self.close(tier)
 
     def test_contract_limit_binds_exactly(self, tmp_path: Path) -> None:
@@ -349,6 +353,8 @@ class MemoryTierContract(TierThroughAgentChecks):
                 _run(tier.list(**bad))
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2
+        assert stats.location is None or isinstance(stats.location, str), f"stats().location {stats.location!r} is not a str or None"
+        assert isinstance(stats.details, dict), f"stats().details {stats.details!r} is not a dict"
         assert stats.bytes == sum(utf8_len(text) for text in texts)
         assert _run(tier.forget(first)) is True
         assert _run(tier.stats()).entries == 1
