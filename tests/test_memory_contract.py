@@ -108,6 +108,26 @@ def foreign_lite(tier_path, ddl):
     conn.close()
 
 
+def earlier_lite(tier_path, texts, *, drop):
+    """lite's store holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was removed."""
+    tier_path.mkdir(parents=True)
+    conn = sqlite3.connect(tier_path / "lite.sqlite")
+    conn.executescript(f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '1')")
+    for text in texts:
+        rowid = conn.execute("INSERT INTO memories(text, created_at, updated_at) VALUES (?, 1.7e9, 1.7e9)", (text,)).lastrowid
+        conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+    conn.executescript(drop)
+    conn.commit()
+    conn.close()
+
+
+#: lite's data as an earlier release, or a hand repair, left it: each a statement run on a store of lite's schema.
+EARLIER_LITE = {
+    "a store from before the terms table": "DROP TABLE terms",
+    "a store whose full-text index was dropped": "DROP TABLE memories_fts",
+}
+
+
 def damage_fts(path, fts):
     """Overwrite every block of an FTS5 index (its structure record included) with noise; the entries stay."""
     with sqlite3.connect(path) as conn:
@@ -147,6 +167,9 @@ class TestLiteContract(MemoryTierContract):
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
+
+    def earlier_stores(self):
+        return {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many(texts))

@@ -160,6 +160,16 @@ class MemoryTierContract(TierThroughAgentChecks):
 
         pytest.skip("the test class does not implement MemoryTierContract.foreign_stores (data that is not the tier's)")
 
+    def earlier_stores(self) -> dict[str, Callable[[Path, Sequence[str]], None]]:
+        """Optional: ways to write, by name, this tier's own data in a form it must still read (as an earlier release
+        left it, or with a part the tier rebuilds missing), each writing under the ``tier_path`` it is given a store
+        holding the texts it is given, one entry each. Implemented, it has the suite check, for each, that every text
+        is found by its own words, listed and counted (when browsable) and forgotten, and that a new one is stored
+        and found; otherwise that test skips."""
+        import pytest
+
+        pytest.skip("the test class does not implement MemoryTierContract.earlier_stores (the tier's data in an earlier form)")
+
     # ------------------------------------------------------------------ the protocol
 
     def test_contract_empty_store_finds_nothing(self, tmp_path: Path) -> None:
@@ -573,6 +583,29 @@ class MemoryTierContract(TierThroughAgentChecks):
                     assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
                 finally:
                     self.close(tier)
+
+    def test_contract_earlier_store_is_read_and_kept(self, tmp_path: Path) -> None:
+        texts = [f"Plover count {salt}: the {salt} shingle spit." for salt in SALTS[:4]]
+        for name, plant in self.earlier_stores().items():
+            base = tmp_path / name.replace(" ", "-")
+            plant(base / "tier", texts)
+            tier: Any = self.tier(base)
+            try:
+                found = {}
+                for salt, text in zip(SALTS, texts, strict=False):
+                    hits = self.search(tier, f"plover {salt} shingle")
+                    assert hits and text in hits[0].text, f"{name}: {text!r} was not found first by its own words: {hits}"
+                    found[salt] = hits[0].id
+                assert len(set(found.values())) == len(texts), f"{name}: four entries were found as {found}"
+                if hasattr(tier, "list") and hasattr(tier, "stats"):
+                    assert sorted(r.id for r in _run(tier.list(limit=10))) == sorted(found.values()), f"{name}: not every entry listed"
+                    assert _run(tier.stats()).entries == len(texts), f"{name}: the entries were not counted"
+                later = _run(tier.add("Plover count kilo: a new nest on the spit."))
+                assert [hit.id for hit in self.search(tier, "kilo nest")] == [later], f"{name}: a new entry was not found"
+                assert _run(tier.forget(found["alpha"])) is True, f"{name}: an entry of the earlier store could not be forgotten"
+                assert self.search(tier, "plover alpha shingle", limit=10)[0].id != found["alpha"], f"{name}: a forgotten entry was found"
+            finally:
+                self.close(tier)
 
     def test_contract_foreign_store_is_refused_and_left_alone(self, tmp_path: Path) -> None:
         import pytest
