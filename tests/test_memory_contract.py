@@ -190,6 +190,9 @@ class TestJournalContract(MemoryTierContract):
     def stored_files(self, tier_path):
         return [tier_path / f"journal.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
 
+    def read_only(self, tier_path):
+        return read_only(tier_path / "journal.sqlite")
+
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))
 
