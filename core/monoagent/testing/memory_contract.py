@@ -328,6 +328,34 @@ class MemoryTierContract(TierThroughAgentChecks):
         assert len(self.search(tier, "quarterly planning warehouse", limit=10)) == 2
         self.close(tier)
 
+    def test_contract_merge_threshold_at_and_either_side(self, tmp_path: Path) -> None:
+        """Two texts of ``n`` distinct content words differing in one short word overlap by (n-1)/(n+1): the largest
+        ``n`` below ``merge_threshold`` is stored apart, the smallest at or above it (exactly at it when one is) and
+        the next merge."""
+        import pytest
+
+        threshold = self.merge_threshold
+        if threshold is None:
+            pytest.skip("the tier declares no merge_threshold (MemoryTierContract.merge_threshold): it never merges")
+        sizes = [n for n in range(3, 200) if (n - 1) / (n + 1) >= threshold][:1]
+        if not sizes:
+            pytest.skip(f"merge_threshold={threshold}: no text differing in one word reaches it")
+        at = sizes[0]
+        consonants, vowels = "bdfgklmnprstvz", "aeiu"
+        vocabulary = [  # six-letter made-up words, none a stem or stop word of another
+            f"{consonants[n % 14]}{vowels[n // 14 % 4]}{consonants[n // 56 % 14]}{vowels[n % 4]}{consonants[(n + 5) % 14]}o" for n in range(200)
+        ]
+        for n, merges in ((at - 1, False), (at, True), (at + 1, True)):
+            words = vocabulary[: n - 1]
+            tier = self.tier(tmp_path / str(n))
+            try:
+                original = _run(tier.add(" ".join(["fig", *words])))
+                again = _run(tier.add(" ".join(["elm", *words])))
+                overlap = f"{n - 1}/{n + 1} = {(n - 1) / (n + 1):.4f} against merge_threshold={threshold}"
+                assert (again == original) == merges, f"an overlap of {overlap} was {'stored apart' if merges else 'merged'}"
+            finally:
+                self.close(tier)
+
     def test_contract_data_survives_a_new_handle(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
         _run(tier.add("The release train leaves on Tuesdays."))
