@@ -72,7 +72,11 @@ def write_locked(path):
 @contextlib.contextmanager
 def read_only(path):
     """``path`` readable and not writable for a handle opened meanwhile: mode 0400 and, as root (whom modes do not
-    bind), the immutable flag; a root that cannot set it skips the test."""
+    bind), the immutable flag; a root that cannot set it skips the test. The file is first put in rollback-journal
+    mode, as a store restored from a dump or a backup is: a read-only file keeps the journal it has."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
     mode = path.stat().st_mode
     path.chmod(0o400)
     immutable = os.geteuid() == 0
