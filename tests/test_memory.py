@@ -555,6 +555,33 @@ def test_fused_ranking_beats_keyword_and_semantic_alone(tmp_path: Path) -> None:
     tier.close()
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "keyword"])
+def test_an_entry_holding_every_query_word_comes_first_even_past_the_candidate_depth(tmp_path: Path, mode: str) -> None:
+    """The coverage rule: the one entry holding all three words ranks first, although bm25 puts it below the
+    keyword candidate depth (3 here) and semantic similarity prefers the short two-word entries."""
+    tier = journal(tmp_path, candidates=3)
+    run(tier.add_many([(f"Ember note {n} about the yard", "2026-01-02") for n in range(200)]))  # "ember" is common
+    run(tier.add_many([(f"Lantern quartz, lantern quartz {n}", "2026-01-03") for n in range(10)]))
+    padding = " ".join(f"padding{n}" for n in range(40))
+    target = run(tier.add(f"Ember lantern quartz {padding}", metadata={"date": "2026-01-04"}))
+    found = run(tier.entries(query="ember lantern quartz", limit=3, mode=mode))
+    assert [e.id for e in found][0] == target, [(e.id, e.text[:30], e.score) for e in found]
+    scores = [e.score for e in found]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores), scores
+    assert run(tier.search("ember lantern quartz", limit=1))[0].id == target
+    tier.close()
+
+
+def test_covered_first_keeps_each_groups_order_and_the_scores_non_increasing() -> None:
+    from monoagent_plugins.memory_journal import covered_first
+
+    ranked = [(1, 0.9), (2, 0.8), (3, 0.5), (4, 0.4)]
+    assert covered_first(ranked, {3, 4}) == [(3, 0.5), (4, 0.4), (1, 0.4), (2, 0.4)]
+    assert covered_first(ranked, set()) == ranked
+    assert covered_first(ranked, {1, 2, 3, 4}) == ranked
+    assert covered_first([], {1}) == []
+
+
 def test_journal_reembeds_when_the_embedder_changes(tmp_path: Path) -> None:
     first = JournalTier(tmp_path / "j.sqlite", HashedNgramEmbedder(64))
     run(first.add("the okapi moved to the new paddock", metadata={"date": "2026-01-02"}))

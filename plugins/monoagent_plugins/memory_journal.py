@@ -10,7 +10,12 @@ post-turn capture hands it becomes an entry dated by the agent's *local* date: t
   similarity of embeddings from the embedder ``memory.journal.embedder``, stored in SQLite and
   searched with sqlite-vec when it loads, else numpy, else pure Python). Semantic candidates
   below ``memory.journal.minSimilarity`` are dropped so an unrelated entry cannot ride in on
-  rank alone. Fused scores are scaled onto 0..1 (1 = first in both rankings).
+  rank alone. Fused scores are scaled onto 0..1 (1 = first in both rankings). **Coverage comes
+  first**: the entries holding every word of the query (an FTS5 ``AND`` of its terms, Porter
+  stemmed) rank ahead of those holding only some, in fused order within each group, and the
+  scores are kept non-increasing down the list. So an entry that says everything asked for is
+  never buried under shorter or semantically closer partial matches (the ``MemoryTier`` protocol:
+  every entry holding all the query's words is found).
 * **Never injected automatically**: the tier sets ``automatic_recall = False``, so the per-turn
   recall skips it. Entries reach the model only when it calls the MemoryJournal tool (explicit
   local dates, a date range, and/or a query) or MemoryRecall; the tool's output is bounded and
@@ -70,6 +75,7 @@ from monoagent_plugins.lib.memory_database import (
 from monoagent_plugins.lib.memory_index import (
     bm25_relevance,
     fts_match,
+    fts_term,
     memory_dir,
     query_terms,
     split_options,
@@ -389,7 +395,9 @@ class JournalTier:
                 return [JournalEntry(str(i), d, t, 1.0, c) for i, d, t, c in rows]
             keyword: list[int] = []
             keyword_scores: dict[int, float] = {}
-            match = fts_match(query_terms(query))
+            complete: list[int] = []  # entries holding every term, best bm25 first
+            terms = query_terms(query)
+            match = fts_match(terms)
             if mode != "semantic" and match is not None:
                 sql = (
                     "SELECT entries_fts.rowid, bm25(entries_fts) FROM entries_fts "
@@ -399,6 +407,12 @@ class JournalTier:
                 for rowid, rank in conn.execute(sql, (match, *params, self.candidates) if filtered else (match, self.candidates)):
                     keyword.append(rowid)
                     keyword_scores[rowid] = bm25_relevance(rank)
+                every = " AND ".join(fts_term(term) for term in terms)
+                for rowid, rank in conn.execute(sql, (every, *params, limit) if filtered else (every, limit)):
+                    complete.append(rowid)
+                    if rowid not in keyword_scores:  # past the candidate depth: a keyword candidate all the same
+                        keyword.append(rowid)
+                        keyword_scores[rowid] = bm25_relevance(rank)
             semantic: list[int] = []
             if qvec is not None and any(qvec):
                 only = [r[0] for r in conn.execute(f"SELECT id FROM entries WHERE {where}", params)] if filtered else None
@@ -409,7 +423,7 @@ class JournalTier:
                 ranked = [(rowid, keyword_scores[rowid]) for rowid in keyword]
             else:
                 ranked = self._fuse(keyword, semantic) if mode == "hybrid" else self._fuse([], semantic)
-            ranked = ranked[:limit]
+            ranked = covered_first(ranked, set(complete))[:limit]
             if not ranked:
                 return []
             ids = [rowid for rowid, _ in ranked]
@@ -474,6 +488,19 @@ class JournalTier:
         self._worker.close()
         with self._lock:
             self._db.reset()
+
+
+def covered_first(ranked: Sequence[tuple[int, float]], complete: set[int]) -> list[tuple[int, float]]:
+    """``ranked`` with the entries holding every query word first (each group in its order), scores non-increasing.
+
+    A partial match after a complete one keeps its place in the list but never a higher score than
+    the hit above it, so "best first" and "higher is more relevant" stay true together.
+    """
+    ordered = sorted(ranked, key=lambda item: item[0] not in complete)  # stable: fused order within each group
+    capped: list[tuple[int, float]] = []
+    for rowid, score in ordered:
+        capped.append((rowid, min(score, capped[-1][1]) if capped else score))
+    return capped
 
 
 def agent_timezone(agent: Any) -> tzinfo | None:

@@ -46,11 +46,16 @@ def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
     return list(seen)
 
 
+def fts_term(term: str) -> str:
+    """One term as an FTS5 string (quoted, so no word is read as an operator or a column filter)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
 def fts_match(terms: Sequence[str]) -> str | None:
     """An FTS5 MATCH expression: every term quoted, joined by OR; None when there is no term."""
     if not terms:
         return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " OR ".join(fts_term(term) for term in terms)
 
 
 def bm25_relevance(raw: float) -> float:
