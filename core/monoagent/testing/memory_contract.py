@@ -30,7 +30,11 @@ that limit the one that binds:
   three), behind the documented delimiter; nothing at all when nothing matches; a tier with
   ``automatic_recall = False`` (like ``journal``) is never injected; capture attributed to the
   speaker, and nothing captured from failed or cancelled turns, recalled memory or preceding
-  messages.
+  messages;
+* through the optional hooks (:mod:`monoagent.testing.memory_stored_data_contract`), what a bad
+  disk, another process, an operator or an earlier release does to the stored data: damaged,
+  locked mid-write, read-only, not a regular file, not the tier's, left in an earlier form,
+  filled in bulk. A test class that implements no hook has those tests skipped, each naming it.
 
 :class:`EmbedderContract` (:mod:`monoagent.testing.embedder_contract`) does the same for embedders.
 
