@@ -236,10 +236,13 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
         assert min(overlap) < threshold <= max(overlap), f"the data does not straddle merge_threshold={threshold}"
         tier = self.tier(tmp_path)
         original = _run(tier.add(" ".join(words)))
-        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15)}))
+        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15), "channel": "merge"}))
         assert merged == original, "a near-duplicate was not merged into the entry"
         [hit] = self.search(tier, "quarterly planning warehouse", limit=10)
         assert " ".join(near) in hit.text, "the newer wording did not replace the older one"
+        if hasattr(tier, "list"):  # the merging add's metadata describes the newer wording: it is kept with it
+            [record] = _run(tier.list(limit=10))
+            assert record.metadata.get("channel") == "merge", f"the merging add's metadata was not kept: {record.metadata!r}"
         assert _run(tier.add(" ".join(far))) != original, "a text differing in four words was merged"
         assert len(self.search(tier, "quarterly planning warehouse", limit=10)) == 2
         self.close(tier)
