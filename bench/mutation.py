@@ -33,8 +33,9 @@ string literal (mutmut's string mutants wrap the text in ``XX`` or change its le
 - ``message wording``: the literal holds a space (so it is prose, not a code such as
   ``too_many_tool_calls``) and is inside a ``raise`` or an ``...Error(...)``/``...Exception(...)``
   construction. The words all stay; the contracts check what a message must name, not its case.
-- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword), holds no quote (a quoted
-  SQL string is case-sensitive) and the mutant only changes its letter case, which SQLite ignores.
+- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword) and the mutant only changes
+  its letter case outside its quoted SQL strings ('...', which are case-sensitive and must come out
+  unchanged); SQLite ignores the case of keywords and identifiers.
 
 The report gives the raw score (every survivor counted) and the score over the mutants that are not
 equivalent by rule; the verdict is on the latter, and both are printed.
@@ -173,6 +174,9 @@ SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAG
                          r"FROM|WHERE|VALUES|INTO|TABLE|INDEX|VACUUM|ANALYZE|REPLACE)\b")
 
 
+SQL_LITERAL = re.compile(r"'(?:[^']|'')*'")  # a quoted SQL string: its case matters
+
+
 def _root_name(node: ast.expr) -> str | None:
     """The name an attribute/call chain starts from: ``logger`` for ``logger.bind(x=1).warning``."""
     while True:
@@ -230,7 +234,7 @@ def equivalence_rule(original: ast.AST, mutant: ast.AST) -> str | None:
     if " " in a.value and (any(isinstance(p, ast.Raise) for p in parents)
                            or any(_callee(call).endswith(("Error", "Exception")) for call in calls)):
         return "message wording"
-    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and not {"'", '"', "`"} & set(a.value):
+    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and SQL_LITERAL.findall(a.value) == SQL_LITERAL.findall(b.value):
         return "SQL case"
     return None
 

@@ -99,10 +99,11 @@ def f(conn, x):
         ('"store is busy, retrying"', '"STORE IS BUSY, RETRYING"', "log text"),
         ('"the store is busy"', '"XXthe store is busyXX"', "message wording"),
         ('"DELETE FROM calls WHERE id < ?"', '"delete from calls where id < ?"', "SQL case"),
-        # not equivalent: SQL text changed beyond its case, a quoted SQL literal's case, a machine-read code,
+        # not equivalent: SQL text changed beyond its case, a quoted SQL string's case, a machine-read code,
         # a changed comparison, and two changes at once
         ('"DELETE FROM calls WHERE id < ?"', '"XXDELETE FROM calls WHERE id < ?XX"', None),
-        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"update calls set kind = 'done' where id = ?\"", None),
+        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"update calls set kind = 'done' where id = ?\"", "SQL case"),
+        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"UPDATE CALLS SET KIND = 'DONE' WHERE ID = ?\"", None),
         ('code="too_many_calls"', 'code="XXtoo_many_callsXX"', None),
         ("x > 1", "x >= 1", None),
     ],
