@@ -317,6 +317,21 @@ def forget_survivors(target: Target, root: Path) -> int:
     return forgotten
 
 
+MEMORY_LIMIT = 4 << 30  # address space per process: mutmut, its forked mutants and their children
+
+
+def bounded_memory() -> None:
+    """Bound the address space of mutmut and every mutant it forks (the limit is inherited).
+
+    A mutant that turns a bound into a runaway allocation (a loop that never ends, a cap of ``None``)
+    would otherwise fill the machine's memory until the kernel's OOM killer picks a victim; with the
+    limit it gets ``MemoryError`` at once, its test fails and the mutant counts as killed.
+    """
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse: bool = False,
                mutants: tuple[str, ...] = (), retest_survivors: bool = False) -> Outcome:
     root = stage(target, workdir, reuse=reuse or retest_survivors)
@@ -333,6 +348,7 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *mutants],
         cwd=root,
         env=env,
+        preexec_fn=bounded_memory,
         stdout=None if verbose else subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
