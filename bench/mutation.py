@@ -302,7 +302,12 @@ def stage(target: Target, workdir: Path, *, reuse: bool = False) -> Path:
 
 
 def forget_survivors(target: Target, root: Path) -> int:
-    """Mark every surviving mutant of a previous run as not run, so the next run tests it again."""
+    """Mark every surviving mutant of a previous run as not run, so the next run tests it again.
+
+    mutmut's map from functions to the tests that reach them is dropped too, so it is collected
+    afresh: a contract test changed since (not only one added) may now reach a survivor's function.
+    """
+    (root / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     forgotten = 0
     for module in target.modules:
         path = root / "mutants" / f"{module}.meta"

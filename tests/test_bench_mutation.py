@@ -127,5 +127,7 @@ def test_retesting_survivors_forgets_their_results_and_keeps_the_rest(mutation, 
     meta = root / "mutants" / "src" / "monoagent_plugins" / "offline.py.meta"
     meta.parent.mkdir(parents=True)
     meta.write_text(json.dumps({"exit_code_by_key": {"a": 1, "b": 0, "c": 33, "d": 36, "e": None}}), encoding="utf-8")
+    (root / "mutants" / "mutmut-stats.json").write_text("{}", encoding="utf-8")
     assert mutation.forget_survivors(target, root) == 2
+    assert not (root / "mutants" / "mutmut-stats.json").exists()  # which tests reach which function: collected afresh
     assert json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] == {"a": 1, "b": None, "c": None, "d": 36, "e": None}
