@@ -33,8 +33,9 @@ string literal (mutmut's string mutants wrap the text in ``XX`` or change its le
 - ``message wording``: the literal holds a space (so it is prose, not a code such as
   ``too_many_tool_calls``) and is inside a ``raise`` or an ``...Error(...)``/``...Exception(...)``
   construction. The words all stay; the contracts check what a message must name, not its case.
-- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword), holds no quote (a quoted
-  SQL string is case-sensitive) and the mutant only changes its letter case, which SQLite ignores.
+- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword) and the mutant only changes
+  its letter case outside its quoted SQL strings ('...', which are case-sensitive and must come out
+  unchanged); SQLite ignores the case of keywords and identifiers.
 
 The report gives the raw score (every survivor counted) and the score over the mutants that are not
 equivalent by rule; the verdict is on the latter, and both are printed.
@@ -184,6 +185,9 @@ SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAG
                          r"FROM|WHERE|VALUES|INTO|TABLE|INDEX|VACUUM|ANALYZE|REPLACE)\b")
 
 
+SQL_LITERAL = re.compile(r"'(?:[^']|'')*'")  # a quoted SQL string: its case matters
+
+
 def _root_name(node: ast.expr) -> str | None:
     """The name an attribute/call chain starts from: ``logger`` for ``logger.bind(x=1).warning``."""
     while True:
@@ -241,7 +245,7 @@ def equivalence_rule(original: ast.AST, mutant: ast.AST) -> str | None:
     if " " in a.value and (any(isinstance(p, ast.Raise) for p in parents)
                            or any(_callee(call).endswith(("Error", "Exception")) for call in calls)):
         return "message wording"
-    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and not {"'", '"', "`"} & set(a.value):
+    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and SQL_LITERAL.findall(a.value) == SQL_LITERAL.findall(b.value):
         return "SQL case"
     return None
 
@@ -309,7 +313,12 @@ def stage(target: Target, workdir: Path, *, reuse: bool = False) -> Path:
 
 
 def forget_survivors(target: Target, root: Path) -> int:
-    """Mark every surviving mutant of a previous run as not run, so the next run tests it again."""
+    """Mark every surviving mutant of a previous run as not run, so the next run tests it again.
+
+    mutmut's map from functions to the tests that reach them is dropped too, so it is collected
+    afresh: a contract test changed since (not only one added) may now reach a survivor's function.
+    """
+    (root / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     forgotten = 0
     for module in target.modules:
         path = root / "mutants" / f"{module}.meta"
@@ -322,6 +331,21 @@ def forget_survivors(target: Target, root: Path) -> int:
                 forgotten += 1
         path.write_text(json.dumps(meta), encoding="utf-8")
     return forgotten
+
+
+MEMORY_LIMIT = 4 << 30  # address space per process: mutmut, its forked mutants and their children
+
+
+def bounded_memory() -> None:
+    """Bound the address space of mutmut and every mutant it forks (the limit is inherited).
+
+    A mutant that turns a bound into a runaway allocation (a loop that never ends, a cap of ``None``)
+    would otherwise fill the machine's memory until the kernel's OOM killer picks a victim; with the
+    limit it gets ``MemoryError`` at once, its test fails and the mutant counts as killed.
+    """
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse: bool = False,
@@ -340,6 +364,7 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse
         [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *mutants],
         cwd=root,
         env=env,
+        preexec_fn=bounded_memory,
         stdout=None if verbose else subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -99,10 +99,11 @@ def f(conn, x):
         ('"store is busy, retrying"', '"STORE IS BUSY, RETRYING"', "log text"),
         ('"the store is busy"', '"XXthe store is busyXX"', "message wording"),
         ('"DELETE FROM calls WHERE id < ?"', '"delete from calls where id < ?"', "SQL case"),
-        # not equivalent: SQL text changed beyond its case, a quoted SQL literal's case, a machine-read code,
+        # not equivalent: SQL text changed beyond its case, a quoted SQL string's case, a machine-read code,
         # a changed comparison, and two changes at once
         ('"DELETE FROM calls WHERE id < ?"', '"XXDELETE FROM calls WHERE id < ?XX"', None),
-        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"update calls set kind = 'done' where id = ?\"", None),
+        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"update calls set kind = 'done' where id = ?\"", "SQL case"),
+        ("\"UPDATE calls SET kind = 'done' WHERE id = ?\"", "\"UPDATE CALLS SET KIND = 'DONE' WHERE ID = ?\"", None),
         ('code="too_many_calls"', 'code="XXtoo_many_callsXX"', None),
         ("x > 1", "x >= 1", None),
     ],
@@ -126,5 +127,7 @@ def test_retesting_survivors_forgets_their_results_and_keeps_the_rest(mutation, 
     meta = root / "mutants" / "src" / "monoagent_plugins" / "offline.py.meta"
     meta.parent.mkdir(parents=True)
     meta.write_text(json.dumps({"exit_code_by_key": {"a": 1, "b": 0, "c": 33, "d": 36, "e": None}}), encoding="utf-8")
+    (root / "mutants" / "mutmut-stats.json").write_text("{}", encoding="utf-8")
     assert mutation.forget_survivors(target, root) == 2
+    assert not (root / "mutants" / "mutmut-stats.json").exists()  # which tests reach which function: collected afresh
     assert json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] == {"a": 1, "b": None, "c": None, "d": 36, "e": None}

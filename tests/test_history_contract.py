@@ -13,11 +13,17 @@ from monoagent_plugins.lib.history_records import record_name
 
 
 class TestFilesStoreContract(HistoryStoreContract):
-    def make_store(self, tmp_path, *, max_messages=64, max_message_bytes=64 * 1024):
-        """The store as the ``files`` registry entry builds it, from a ``history`` config section."""
-        section = FilesHistoryConfig(max_messages=max_messages, max_message_bytes=max_message_bytes)
+    def make_store(self, tmp_path, *, max_messages=64, max_message_bytes=64 * 1024, **bounds):
+        """The store as the ``files`` registry entry builds it, from a ``history`` config section.
+
+        ``bounds``: the optional ``max_stage_bytes``, ``max_conversations`` and ``max_bytes`` of the contract.
+        """
+        section = FilesHistoryConfig(max_messages=max_messages, max_message_bytes=max_message_bytes, **bounds)
         config = SimpleNamespace(history_dir=tmp_path / "history", section={CONFIG_PATH: section}.__getitem__)
         return store_from_config(SimpleNamespace(config=config))
+
+    def storage_directory(self, store):
+        return store.directory
 
     def corrupt(self, store, conversation_id):
         path = os.path.join(store.directory, record_name(conversation_id))

@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import random
 import re
 import sqlite3
+import subprocess
 
 import pytest
 from sqlite_vec_required import need_sqlite_vec
@@ -50,14 +52,46 @@ def damage_rows(path, table):
 
 @contextlib.contextmanager
 def write_locked(path):
-    """Another connection's write lock on ``path`` for the duration (released by rolling back)."""
+    """Another connection mid-write on ``path`` for the duration: its transaction has written pages to the file (a
+    cache of two pages spills them), as a large capture would; released by rolling back. A reader of a file in
+    rollback-journal mode would wait for it; WAL's readers do not."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
+        conn.execute("PRAGMA cache_size=2")
         conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO memories(text, created_at, updated_at) SELECT hex(randomblob(2000)), 0, 0 "
+            "FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)"
+        )
         yield
         conn.execute("ROLLBACK")
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def read_only(path):
+    """``path`` readable and not writable for a handle opened meanwhile: mode 0400 and, as root (whom modes do not
+    bind), the immutable flag; a root that cannot set it skips the test. The file is first put in rollback-journal
+    mode, as a store restored from a dump or a backup is: a read-only file keeps the journal it has."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    mode = path.stat().st_mode
+    path.chmod(0o400)
+    immutable = os.geteuid() == 0
+    try:
+        if immutable:
+            try:
+                subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True, text=True)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                immutable = False
+                pytest.skip(f"running as root, and chattr +i {path} failed ({exc}): nothing makes the file read-only")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        path.chmod(mode)
 
 
 #: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file.
@@ -76,6 +110,26 @@ def foreign_lite(tier_path, ddl):
     conn = sqlite3.connect(tier_path / "lite.sqlite")
     conn.executescript(ddl)
     conn.close()
+
+
+def earlier_lite(tier_path, texts, *, drop):
+    """lite's store holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was removed."""
+    tier_path.mkdir(parents=True)
+    conn = sqlite3.connect(tier_path / "lite.sqlite")
+    conn.executescript(f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '1')")
+    for text in texts:
+        rowid = conn.execute("INSERT INTO memories(text, created_at, updated_at) VALUES (?, 1.7e9, 1.7e9)", (text,)).lastrowid
+        conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+    conn.executescript(drop)
+    conn.commit()
+    conn.close()
+
+
+#: lite's data as an earlier release, or a hand repair, left it: each a statement run on a store of lite's schema.
+EARLIER_LITE = {
+    "a store from before the terms table": "DROP TABLE terms",
+    "a store whose full-text index was dropped": "DROP TABLE memories_fts",
+}
 
 
 def damage_fts(path, fts):
@@ -106,6 +160,9 @@ class TestLiteContract(MemoryTierContract):
     def lock(self, tier_path):
         return write_locked(tier_path / "lite.sqlite")
 
+    def read_only(self, tier_path):
+        return read_only(tier_path / "lite.sqlite")
+
     def stored_files(self, tier_path):
         return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
 
@@ -114,6 +171,9 @@ class TestLiteContract(MemoryTierContract):
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
+
+    def earlier_stores(self):
+        return {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many(texts))
@@ -133,6 +193,9 @@ class TestJournalContract(MemoryTierContract):
 
     def stored_files(self, tier_path):
         return [tier_path / f"journal.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+
+    def read_only(self, tier_path):
+        return read_only(tier_path / "journal.sqlite")
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many([(text, "2026-01-15") for text in texts]))

@@ -276,7 +276,7 @@ class TestPlainStore(HistoryStoreContract):
 def test_a_store_is_held_only_to_the_capabilities_it_declares(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=textwrap.dedent(PLAIN_STORE))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=13, skipped=13)
+    result.assert_outcomes(passed=16, skipped=20)
     out = result.stdout.str()
     for needed in (
         "capability 'logical_reset'",
@@ -288,3 +288,5 @@ def test_a_store_is_held_only_to_the_capabilities_it_declares(pytester: pytest.P
         assert f"needs the store {needed}; this store declares none" in out, needed
     assert "needs the ManagedHistoryStore methods stats() and clear_all()" in out
     assert "needs HistoryStoreContract.pause_inside_commit (a way to hold one commit open)" in out
+    assert "needs make_store(tmp_path, max_stage_bytes=...)" in out
+    assert "needs make_store(tmp_path, max_conversations=...)" in out

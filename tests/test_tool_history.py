@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import queue
+import re
 import signal
 import sqlite3
 import stat
@@ -807,15 +808,17 @@ from monoagent.testing import ToolHistoryStoreContract  # noqa: E402
 class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     store_name = "sqlite"
 
-    def store_config(self, tmp_path, **bounds):
-        camel = {"max_calls": "maxCalls", "max_age_days": "maxAgeDays", "max_payload_bytes": "maxPayloadBytes"}
-        return {"toolHistory": {camel[name]: value for name, value in bounds.items()}}
+    def store_config(self, tmp_path, **bounds):  # max_calls -> toolHistory.maxCalls, ...
+        return {"toolHistory": {re.sub(r"_([a-z])", lambda m: m[1].upper(), name): value for name, value in bounds.items()}}
 
     def corrupt(self, store):
         store.path.write_bytes(b"not a database " * 100)
 
     def set_clock(self, store, clock):
         store.clock = clock
+
+    def delete_stored_data(self, store):
+        store.path.unlink()
 
     def private_paths(self, store):
         locks = store.history_dir / LOCKS

@@ -16,10 +16,11 @@ Ctrl-C while a turn runs cancels that turn (its continuity account is published,
 cancelled turn), says so, and asks for the next line; Ctrl-C at the prompt, or a second one
 within the same turn, leaves the chat (``KeyboardInterrupt``, exit status 130 from the CLI), as
 does SIGTERM. Whichever way the chat ends, the terminal's settings are put back as the chat
-found them (:func:`~monoagent.boundary.terminal.kept_terminal_state`) and cancelled turns'
-accounts are published first. Signals are watched only where the event loop can
-(``loop.add_signal_handler``: the main thread, not Windows); elsewhere Ctrl-C keeps Python's
-default behaviour.
+found them (:func:`~monoagent.boundary.terminal.kept_terminal_state`), nothing changes them after
+that (the reader thread's readline prepares the terminal only through the kept state's gate,
+:func:`~monoagent.boundary.terminal.edited_input`), and cancelled turns' accounts are published
+first. Signals are watched only where the event loop can (``loop.add_signal_handler``: the main
+thread, not Windows); elsewhere Ctrl-C keeps Python's default behaviour.
 
 Under a permission profile that asks (``permissions.profile = "ask"``), each tool call that needs
 approval is put to the person first (:class:`ConsoleApprover`): ``allow <tool> (<category>)
@@ -39,7 +40,9 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from monoagent.boundary.terminal import (
     AnswerPrinter,
+    KeptTerminal,
     accept_undecodable,
+    edited_input,
     input_text,
     kept_terminal_state,
     read_capped,
@@ -178,21 +181,22 @@ class ConsoleChannel:
         self._first_conversation_id = conversation_id
         self.approver = ConsoleApprover(self)
         self._pending_read: Any = None
+        self._kept: KeptTerminal | None = None
+        """The terminal's settings while :meth:`serve` runs: a read refuses to prepare the terminal once the chat leaves."""
 
     def _read(self, prompt: str = "you> ") -> str | None:
         if self.stdin is sys.stdin:
             accept_undecodable(sys.stdin)
         if self.stdin is sys.stdin and sys.stdin.isatty():
             try:
-                import readline  # noqa: F401  (enables line editing for input())
-            except ImportError:
-                pass
-            try:
-                line = input(prompt)
+                edited = edited_input(prompt, self._kept)
             except EOFError:
                 self.stdout.write("\n")  # the prompt's line ends, so the shell's prompt starts on its own
                 self.stdout.flush()
                 return None
+            if edited is None:  # the chat is leaving: nobody awaits this line, and the terminal is being restored
+                return None
+            line = edited
         else:
             line = read_capped(self.stdin.readline, "the input line")
             if line == "":
@@ -264,7 +268,7 @@ class ConsoleChannel:
             self._note(f"monoagent chat: model {model}, conversation {self.conversation_id}; /help for commands, Ctrl-D to leave")
         loop = asyncio.get_running_loop()
         interrupts = Interrupts()
-        with kept_terminal_state(self.stdin):
+        with kept_terminal_state(self.stdin) as self._kept:
             interrupts.watch(loop)
             try:
                 await self._chat(agent, interrupts)
@@ -347,6 +351,10 @@ class ConsoleChannel:
                 raise
             self.stdout.write(self._printed.end())
             self._write("\n(turn cancelled; Ctrl-C at the prompt leaves the chat)")
+        except KeyboardInterrupt:  # the chat is left mid-answer: the answer's line (or Markdown area) ends first
+            self.stdout.write(self._printed.end() + "\n")
+            self.stdout.flush()
+            raise
         except Exception as exc:  # one failed turn does not end the session
             self.stdout.write(self._printed.end())
             self._write(f"\n(error: {exc})")

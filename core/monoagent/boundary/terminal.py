@@ -21,7 +21,10 @@ output:
 **State.** A command that reads lines with line editing (``chat``) keeps the terminal's settings
 and restores them on every way out (:func:`kept_terminal_state`): readline switches echo and
 canonical input off while it waits for a line, so leaving in the middle of one (Ctrl-C, an
-error, SIGTERM) used to leave the shell without echo.
+error, SIGTERM) used to leave the shell without echo. The restore is the last change to the
+settings: readline prepares the terminal on the thread that reads the line, so that thread reads
+through :func:`edited_input`, which lets readline prepare it only before the restore, never after
+(:class:`KeptTerminal`).
 
 A streamed answer arrives in pieces that may cut an escape sequence or a secret in two;
 :class:`TerminalStream` holds text back until a line ends (see its docstring for the exact
@@ -36,6 +39,7 @@ import io
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -414,32 +418,145 @@ def read_stdin(what: str = "standard input") -> str:
     return input_text(read_capped(sys.stdin.read, what), what)
 
 
+class KeptTerminal:
+    """A terminal's settings as :func:`kept_terminal_state` found them, and the gate every change to them passes.
+
+    The restore has to be the last change: a thread that changed the settings after it (readline
+    preparing the terminal for the next line, on the chat's reader thread) would leave the shell
+    without echo, or with Return sending ``^M``, once the command exits. So a thread about to
+    change them calls :meth:`begin_change`, which refuses once the block is being left, and
+    :meth:`end_change` once the change is made. :meth:`restore` waits for a change that has begun
+    (at most :attr:`CHANGE_WAIT` seconds: a change that never ends must not keep the command from
+    ending) and then puts the settings back; a change that ends after the restore stopped waiting
+    puts them back once more, so even then the kept settings are the last written.
+    """
+
+    CHANGE_WAIT = 5.0
+
+    def __init__(self, fd: int = -1, saved: list[Any] | None = None) -> None:
+        self.fd = fd
+        self.saved = saved
+        """The ``termios`` settings found on entry; None when the stream is not a terminal."""
+        self._changes = threading.Condition()
+        self._changing = 0
+        self._left = False
+        self._restored = False
+
+    @property
+    def left(self) -> bool:
+        """True once the block is being left: no change may begin any more."""
+        return self._left
+
+    def begin_change(self) -> bool:
+        """Whether the caller may change the terminal's settings now; when True, :meth:`end_change` must follow."""
+        with self._changes:
+            if self._left:
+                return False
+            self._changing += 1
+            return True
+
+    def end_change(self) -> None:
+        """The change begun by :meth:`begin_change` is made (or was not made after all)."""
+        with self._changes:
+            self._changing -= 1
+            self._changes.notify_all()
+            if self._restored:  # the restore gave up waiting for this change: put the settings back again
+                self._put_back()
+
+    def restore(self) -> None:
+        """Refuse every later change, wait for the one under way, and put the settings back."""
+        with self._changes:
+            self._left = True
+            if not self._changes.wait_for(lambda: self._changing == 0, self.CHANGE_WAIT):
+                from monoagent.kernel.log import logger
+
+                logger.debug("a change to the terminal's settings did not end within {} s; restoring them "
+                             "now, and again when it ends", self.CHANGE_WAIT)
+            self._put_back()
+            self._restored = True
+
+    def _put_back(self) -> None:
+        if self.saved is None:
+            return
+        import termios
+
+        try:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+        except (termios.error, OSError) as exc:
+            from monoagent.kernel.log import logger
+
+            logger.debug("the terminal's settings could not be restored (it went away?): {}", exc)
+
+
 @contextlib.contextmanager
-def kept_terminal_state(stream: IO[str]) -> Iterator[None]:
+def kept_terminal_state(stream: IO[str]) -> Iterator[KeptTerminal]:
     """Put ``stream``'s terminal settings back as they were on every way out of the block.
 
     The settings (echo, canonical input, signal keys, control characters: all of ``termios``)
     are read on entry and written back on exit, whatever ends the block: a return, an exception,
-    ``KeyboardInterrupt``, ``SystemExit``. Nothing happens when ``stream`` is not a terminal or the
+    ``KeyboardInterrupt``, ``SystemExit``. The :class:`KeptTerminal` yielded is the gate through
+    which any other thread changes the settings meanwhile (:func:`edited_input` does), so that no
+    change lands after the restore. Nothing is written when ``stream`` is not a terminal or the
     platform has no ``termios``; a terminal that went away meanwhile (a hang-up) is logged.
     """
-    saved: list[Any] | None = None
-    fd = -1
+    kept = KeptTerminal()
     try:
         import termios
 
         fd = stream.fileno()
         if os.isatty(fd):
-            saved = termios.tcgetattr(fd)
+            kept = KeptTerminal(fd, termios.tcgetattr(fd))
     except (ImportError, AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        saved = None  # not a terminal (a pipe, a StringIO), or no termios on this platform
+        pass  # not a terminal (a pipe, a StringIO), or no termios on this platform
     try:
-        yield
+        yield kept
     finally:
-        if saved is not None:
-            try:
-                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-            except (termios.error, OSError) as exc:
-                from monoagent.kernel.log import logger
+        kept.restore()
 
-                logger.debug("the terminal's settings could not be restored (it went away?): {}", exc)
+
+def edited_input(prompt: str, kept: KeptTerminal | None = None) -> str | None:
+    """``input(prompt)`` with readline's line editing where the platform has it; None once ``kept`` is being left.
+
+    readline prepares the terminal (echo and canonical input off) on the thread that calls
+    ``input()``, as that call starts. Were it to start after ``kept`` restored the settings, the
+    shell would be left as readline set it. So, when ``input()`` will use readline (standard input
+    and output are the process's terminal), the preparation is a change through ``kept``'s gate:
+    begun before ``input()`` (refused, and None returned, when the chat is leaving) and ended by
+    readline's pre-input hook, which readline calls once the terminal is prepared. The hook is
+    readline's one per process: it is set for this call and cleared after it. When the line ends,
+    readline puts back the settings it found as it prepared the terminal, which (prepared before
+    the restore) are the kept ones. Raises ``EOFError`` at the end of input, as ``input()`` does.
+    """
+    try:
+        import readline
+    except ImportError:
+        readline = None  # type: ignore[assignment]
+    set_hook = getattr(readline, "set_pre_input_hook", None)
+    if kept is None or set_hook is None or not _input_uses_readline():
+        if kept is not None and kept.left:
+            return None
+        return input(prompt)
+    if not kept.begin_change():
+        return None
+    ended = False
+
+    def prepared() -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            kept.end_change()
+
+    set_hook(prepared)
+    try:
+        return input(prompt)
+    finally:
+        set_hook(None)
+        prepared()
+
+
+def _input_uses_readline() -> bool:
+    """Whether ``input()`` reads through readline: ``sys.stdin`` and ``sys.stdout`` are file descriptors 0 and 1, both terminals."""
+    try:
+        return (sys.stdin.fileno() == 0 and os.isatty(0)) and (sys.stdout.fileno() == 1 and os.isatty(1))
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False

@@ -369,8 +369,8 @@ class ToolHistoryStore(Protocol):
     (:mod:`monoagent.testing.tool_history_contract`) checks every clause:
 
     ``confirm_timeout`` / ``reconcile_timeout``
-        Seconds the harness waits in the foreground for a write's confirmation, and for
-        deferred writes before it finalises a run.
+        Seconds the harness waits in the foreground for a write's confirmation (by default
+        0.25, the documented 250 ms), and for deferred writes before it finalises a run.
     ``submit_invocation(invocation)`` / ``submit_result(invocation, result, finished_at)``
         Must not block the event loop: queue the write and return a
         ``concurrent.futures.Future`` that resolves once the record is durable, or fails with
@@ -380,7 +380,9 @@ class ToolHistoryStore(Protocol):
         creates both. Sequence numbers increase in submission order; ``end_seq`` of a result
         exceeds its ``start_seq``. Arguments (as compact JSON) over the argument limit and
         results over the result limit are omitted wholesale before redaction (count saturated
-        at limit + 1); everything kept passed through the Agent's redaction chain.
+        at limit + 1); everything kept passed through the Agent's redaction chain (``kind``
+        ``"tool_arguments"`` or ``"tool_result"``). ``started_at`` (the invocation's) and
+        ``finished_at`` (the result's) are kept as given, or both None by a store that keeps no times.
     ``records(*, conversation_id=None, logical_conversation_id=None)``
         Retained calls as :class:`ToolRecord`, in ``start_seq`` order. Raises
         :class:`~monoagent.kernel.errors.ToolHistoryError` (fail closed) when the stored data is
@@ -400,7 +402,9 @@ class ToolHistoryStore(Protocol):
         closes.
     Retention
         Completed calls beyond the count, age or payload bounds are removed oldest first, each
-        leaving a tombstone; calls in flight are never removed.
+        leaving a tombstone; the payload bound measures what the count and age bounds leave;
+        calls in flight are never removed. Tombstones are bounded too: the oldest go beyond
+        the tombstone count, and each goes once it is older than the tombstone age.
     """
 
     name: str

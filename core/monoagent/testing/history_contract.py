@@ -10,12 +10,16 @@ against itself by subclassing :class:`HistoryStoreContract` in its own tests::
             return PostgresHistory(dsn=..., schema=f"t_{tmp_path.name}", **bounds)
 
 ``make_store`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_messages``,
-``max_message_bytes``); two calls with the same ``tmp_path`` must return two handles on the
-same stored data (as two processes would see it). Override :meth:`HistoryStoreContract.corrupt`
-to let the suite truncate a stored record into invalid JSON, and
-:meth:`HistoryStoreContract.replace_record` to let it store any bytes as a record; without them,
-the corruption tests are skipped; :meth:`HistoryStoreContract.newer_record` gives the bytes a newer
-version of the store would write (the fail-closed test). Override
+``max_message_bytes``; optionally ``max_stage_bytes``, ``max_conversations`` and ``max_bytes``:
+a store whose ``make_store`` takes one proves that bound, see
+:mod:`monoagent.testing.history_contract_stages` and :mod:`monoagent.testing.history_contract_retention`);
+two calls with the same ``tmp_path`` must return two handles on the same stored data (as two
+processes would see it). Override :meth:`HistoryStoreContract.corrupt` to let the suite truncate
+a stored record into invalid JSON, and :meth:`HistoryStoreContract.replace_record` to let it
+store any bytes as a record; without them, the corruption tests are skipped;
+:meth:`HistoryStoreContract.storage_directory` names the directory a file-based store keeps its
+files in (the foreign-files test plants files there); :meth:`HistoryStoreContract.newer_record`
+gives the bytes a newer version of the store would write (the fail-closed test). Override
 :meth:`HistoryStoreContract.pause_inside_commit` and :meth:`HistoryStoreContract.pause_inside_reset`
 to let the suite hold a commit or a logical reset open while it reads, commits and resets through
 other handles; without them, the tests that need a held commit or reset are skipped and the other
@@ -32,7 +36,10 @@ commits, reset, concurrent writers); ``logical_reset``, ``logical_lookup``, ``lo
 with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability the store does not
 declare is skipped, and its reason names the capability it needs.
 
-The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the concurrency clauses in
+The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
+:mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
+:mod:`monoagent.testing.history_contract_storage`, aggregate retention in
+:mod:`monoagent.testing.history_contract_retention`, the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
@@ -57,7 +64,10 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
-from monoagent.testing.history_contract_support import contents, turn_messages
+from monoagent.testing.history_contract_retention import HistoryRetentionContract
+from monoagent.testing.history_contract_stages import HistoryStageContract
+from monoagent.testing.history_contract_storage import HistoryStorageContract
+from monoagent.testing.history_contract_support import contents, turn_messages, turns_text
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
 
@@ -100,7 +110,8 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     Whatever a store's own layout, none of these is a record it may read: a store of another
     layout finds them unreadable anyway, and one of this layout must refuse each defect (a
     number where text belongs, text where a number or a flag belongs, a missing field, a version
-    it does not write, another conversation's id, a time that is no time, a malformed provider session).
+    it does not write, another conversation's id, a time that is no time (negative, or not before the
+    year 10000, 253402300800.0, so that every listing can print it), a malformed provider session).
     """
     import json
 
@@ -111,7 +122,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     defects: list[dict[str, Any]] = [
         {"version": "2"}, {"version": 0}, {"version": True}, {"version": 2.0}, {"conversationId": conversation_id + "x"},
         {"conversationId": 7}, {"logicalConversationId": conversation_id + "x"}, {"updatedAt": "1700000000"},
-        {"updatedAt": -1}, {"updatedAt": 1e300}, {"messages": {}}, {"messages": None},
+        {"updatedAt": -1}, {"updatedAt": 1e300}, {"updatedAt": 253402300800.0}, {"messages": {}}, {"messages": None},
         {"providerSession": {"epoch": "xyz", "revision": 1}}, {"providerSession": {"epoch": "0" * 32, "revision": -1}},
         {"providerSession": {"epoch": "0" * 32, "revision": "1"}}, {"providerSession": {"epoch": "0" * 32, "revision": 2**53}},
     ]
@@ -125,18 +136,10 @@ def damaged_records(conversation_id: str) -> list[bytes]:
     return [json.dumps(record).encode() for record in records]
 
 
-class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
+class HistoryStoreContract(
+    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract
+):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
-
-    def with_totals(self, tmp_path: Path) -> Any:
-        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
-        store = self.make_store(tmp_path)
-        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
-            import pytest
-
-            self.close(store)
-            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
-        return store
 
     # ------------------------------------------------------------------ ordering
 
@@ -175,6 +178,20 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
         listed = {info.conversation_id for info in self.run(other.conversations())}
         assert listed == set(HOSTILE_IDS)
         self.close(store, other)
+
+    def test_contract_a_handle_reads_what_another_committed_or_reset(self, tmp_path: Path) -> None:
+        """A handle that has read a conversation sees another handle's later commit, reset and recommit."""
+        reader, writer = self.make_store(tmp_path), self.make_store(tmp_path)
+        self.commit_turns(writer, "c", range(1))
+        assert contents(self.load(reader, "c")) == turns_text(range(1))
+        assert contents(self.load(reader, "c")) == turns_text(range(1)), "a second read of an unchanged record"
+        self.commit_turns(writer, "c", range(1, 2))
+        assert contents(self.load(reader, "c")) == turns_text(range(2)), "a commit through another handle is not seen"
+        assert self.run(writer.reset("c")) == 4
+        assert self.load(reader, "c") == [], "a reset through another handle is not seen"
+        self.commit_turns(writer, "c", range(5, 6))
+        assert contents(self.load(reader, "c")) == turns_text(range(5, 6))
+        self.close(reader, writer)
 
     def test_contract_handles_taking_turns_keep_every_byte(self, tmp_path: Path) -> None:
         """Two handles alternate commits to one conversation, so each builds on a record the other wrote,
@@ -363,15 +380,47 @@ class HistoryStoreContract(HistoryBoundsContract, HistoryConcurrencyContract):
             assert await store.load_provider_session("c") is None
             await store.commit("c", turn_messages(1), provider_session=first)
             assert await store.load_provider_session("c") == first, "the committing handle reads its own session back"
+            reader: Any = self.make_store(tmp_path)
+            assert await reader.load_provider_session("c") == first, "a new handle reads revision 0 back"
+            await reader.close()
             await store.commit("c", turn_messages(2), provider_session=second)
             assert await store.load_provider_session("c") == second
             fresh: Any = self.make_store(tmp_path)
             assert await fresh.load_provider_session("c") == second
             assert contents(await fresh.load("c")) == contents(turn_messages(1) + turn_messages(2))
             assert await fresh.load_provider_session("other") is None
+            last = ProviderSessionState(first.epoch, 2**53 - 1, None)  # the largest revision JSON holds exactly
+            await fresh.commit("c", turn_messages(3), provider_session=last)
+            latest: Any = self.make_store(tmp_path)
+            assert await latest.load_provider_session("c") == last
+            await latest.close()
             await fresh.close()
 
         self.run(go())
+        self.close(store)
+
+    def test_contract_an_odd_provider_session_is_refused_or_read_back(self, tmp_path: Path) -> None:
+        """A provider session a store may not be able to keep (a negative revision, one past 2**53, an epoch that is
+        not 32 hex digits, a revision that is no int) is refused with the history intact, or read back exactly:
+        a commit never writes what a load refuses."""
+        store = self.provider_session_store(tmp_path)
+        odd = [ProviderSessionState("ab" * 16, -1), ProviderSessionState("ab" * 16, 2**53), ProviderSessionState("xyz", 1),
+               ProviderSessionState("ab" * 17, 1),
+               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]
+               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]
+        for n, state in enumerate(odd):
+            cid = f"odd-{n}"
+            self.commit_turns(store, cid, range(1))
+            try:
+                self.run(store.commit(cid, turn_messages(1), provider_session=state))
+            except (TypeError, ValueError, HistoryStoreError):
+                expected, bound = turns_text(range(1)), None
+            else:
+                expected, bound = turns_text(range(2)), state
+            fresh: Any = self.make_store(tmp_path)
+            assert contents(self.load(fresh, cid)) == expected, f"{state}: a commit wrote what a new handle does not read back"
+            assert self.run(fresh.load_provider_session(cid)) == bound, f"{state}: the provider session read back"
+            self.close(fresh)
         self.close(store)
 
     def test_contract_a_commit_without_provider_session_unbinds_the_record(self, tmp_path: Path) -> None:

@@ -7,7 +7,15 @@
   assuming a framing), separately for 1-, 2- and 4-byte characters, so the boundary is crossed by
   a whole multi-byte character; the content one character longer is cut, UTF-8-safely, to the
   longest prefix that still fits with the marker, the marker states the original byte count, and
-  the cut message fits the cap (committed again, it is unchanged).
+  the cut message fits the cap (committed again, it is unchanged). The handle that wrote a message
+  reads back exactly what a new handle reads.
+- Every field over the cap: a name or a tool-call id that alone passes the cap comes back as a
+  UTF-8-safe prefix of at most 256 bytes; a tool call whose arguments alone pass it, or an
+  attachment reference whose name does, is dropped whole (never cut); each such commit succeeds
+  and the message's fields together fit the cap.
+- Lowered limits: a record written under a 1 MiB per-message cap (four messages of about 1 MB,
+  within the documented 64 x 64 KiB window) reads back under the default cap, and a turn committed
+  under it that passes the record's bound drops the oldest earlier messages, as few as it must.
 - The record: a window over the documented 64 messages, each at the per-message cap, under a
   1 MiB conversation id, reads back whole from a new handle (a commit never writes a record that
   a load refuses).
@@ -20,15 +28,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import HistoryStore
-from monoagent.kernel.model import Message, ToolCall
-from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
+from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, HistoryStore, ProviderSessionState
+from monoagent.kernel.model import ArtifactRef, Message, ToolCall
+from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
+
+SESSION = ProviderSessionState("5e55" * 8, 2, None)
+"""The provider session the lowered-cap test commits with, for a store that keeps one."""
+FIELD_CAP = 256
+"""Bytes a name or a tool-call id is cut to when it alone does not fit the per-message cap (docs/history.md)."""
 
 CAP = 4096
 """The ``max_message_bytes`` the per-message tests give the store (the smallest the ``files`` store allows is 1024)."""
-STAMP = 1_700_000_000.25
-"""Every probe's timestamp: a timestamp is part of a serialised message, so its length must not move the boundary."""
 
 
 class HistoryBoundsContract(HistoryContractBase):
@@ -60,6 +71,7 @@ class HistoryBoundsContract(HistoryContractBase):
         self.run(writer.commit(cid, [Message("assistant", content, timestamp=STAMP)]))
         (message,) = self.load(reader, cid)
         assert message.role == "assistant"
+        assert self.load(writer, cid) == [message], "the writing handle reads back another message than a new handle"
         return message.content
 
     def _check_cut(self, writer: HistoryStore, reader: HistoryStore, original: str, cut: str, probe: list[int]) -> None:
@@ -101,6 +113,83 @@ class HistoryBoundsContract(HistoryContractBase):
             longer = "x" * CAP + char * CAP
             self._check_cut(writer, reader, longer, self._stored(writer, reader, longer, probe), probe)
         self.close(writer, reader)
+
+    def test_contract_message_cap_cuts_every_field_over_it(self, tmp_path: Path) -> None:
+        """A name, a tool-call id, tool-call arguments or an attachment reference that alone passes the cap: each commit
+        succeeds and fits the cap."""
+        writer = self.make_store(tmp_path, max_message_bytes=CAP)
+        call = ToolCall("call-1", "search", {"query": "y" * (2 * CAP)})
+        cases = {
+            "name": Message("user", "hello", name="n" * (2 * CAP), timestamp=STAMP),
+            "tool_call_id": Message("tool", "result", name=None, tool_call_id="i" * (2 * CAP), timestamp=STAMP),
+            "tool_calls": Message("assistant", "calling", tool_calls=(call,), timestamp=STAMP),
+            "attachments": Message("user", "see the file", attachments=(ArtifactRef("a1", "f" * (2 * CAP)),), timestamp=STAMP),
+        }
+        for case, original in cases.items():
+            receipt = self.run(writer.commit(f"over-{case}", [original]))
+            assert receipt.message_count == 1, case
+            (kept,) = self.load(self.make_store(tmp_path, max_message_bytes=CAP), f"over-{case}")
+            assert self.load(writer, f"over-{case}") == [kept], f"{case}: the writing handle reads back another message"
+            assert kept.role == original.role, case
+            for field in ("name", "tool_call_id"):
+                value, was = getattr(kept, field), getattr(original, field)
+                if was is None or utf8_len(was) <= CAP:
+                    assert value == was, f"{case}: {field} {was!r:.40} fits the cap and was changed to {value!r:.40}"
+                else:
+                    assert value and was.startswith(value) and utf8_len(value) <= FIELD_CAP, (
+                        f"{case}: a {field} of {utf8_len(was)} bytes must come back as a prefix of at most {FIELD_CAP} bytes, "
+                        f"not {utf8_len(value or '')} bytes")
+            assert kept.tool_calls in ((), original.tool_calls), f"{case}: a tool call was cut instead of kept or dropped whole"
+            assert kept.attachments in ((), original.attachments), f"{case}: an attachment reference was cut, not kept or dropped"
+            size = sum(utf8_len(text or "") for text in (kept.content, kept.name, kept.tool_call_id))
+            assert size <= CAP, f"{case}: the kept message's fields hold {size} bytes, over the {CAP}-byte cap"
+        (dropped,) = self.load(writer, "over-tool_calls")
+        assert dropped.tool_calls == (), "a tool call whose arguments alone pass the cap was kept"
+        assert dropped.content.startswith("calling"), "the content of a message whose tool call was dropped"
+        (unattached,) = self.load(writer, "over-attachments")
+        assert unattached.attachments == () and unattached.content.startswith("see the file"), (
+            "an attachment reference that alone passes the cap is dropped whole, the content kept")
+        self.close(writer)
+
+    def test_contract_a_lowered_message_cap_keeps_the_earlier_messages(self, tmp_path: Path) -> None:
+        """Messages written under a 1 MiB cap read back under the default 64 KiB; a turn that passes the
+        record's bound then drops only the oldest messages, and no more than it must (turns of 21 and
+        40 messages of 62 KB: about one and about two earlier messages' worth)."""
+        big = 1 << 20
+        earlier = [Message("assistant", f"E{k}:" + "x" * 1_000_000, timestamp=STAMP) for k in range(4)]
+
+        def commit_under_lowered_cap(cid: str, before: list[Message], turn: list[Message]) -> list[Message]:
+            self.run(self.make_store(tmp_path, max_message_bytes=big).commit(cid, before))
+            assert self.load(self.make_store(tmp_path), cid) == before, "a record within 64 x 64 KiB written under a larger cap"
+            writer = self.make_store(tmp_path)
+            if CAPABILITY_PROVIDER_SESSIONS in frozenset(getattr(writer, "capabilities", ())):
+                receipt = self.run(writer.commit(cid, turn, provider_session=SESSION))  # type: ignore[call-arg]
+                assert self.run(self.make_store(tmp_path).load_provider_session(cid)) == SESSION, (  # type: ignore[attr-defined]
+                    "the provider session of a commit that dropped earlier messages")
+            else:
+                receipt = self.run(writer.commit(cid, turn))
+            kept = self.load(self.make_store(tmp_path), cid)
+            assert receipt.message_count == len(kept), "the receipt counts another history than a new handle reads"
+            assert self.load(writer, cid) == kept == self.load(self.make_store(tmp_path, max_message_bytes=big), cid)
+            assert kept[-len(turn):] == turn, "the new turn is kept whole, newest last"
+            assert kept[: -len(turn)] == before[len(before) + len(turn) - len(kept) :], "earlier messages kept are the newest ones"
+            listed = {info.conversation_id: info.message_count for info in self.run(self.make_store(tmp_path).conversations())}
+            assert listed.get(cid) == len(kept), f"conversations() lists {listed.get(cid)} messages, a load reads {len(kept)}"
+            self.close(writer)
+            return kept
+
+        for length in (21, 40):
+            turn = [Message("user", f"T{k}:" + "y" * 62_000, timestamp=STAMP) for k in range(length)]
+            kept = commit_under_lowered_cap(f"lowered-{length}", earlier, turn)
+            dropped = len(earlier) + len(turn) - len(kept)
+            most = 1 + sum(utf8_len(m.content) for m in turn) // utf8_len(earlier[0].content)
+            assert dropped <= most, f"{dropped} earlier messages dropped; {most} of them hold more bytes than the new turn"
+            if dropped:
+                # one dropped message put back: had the store dropped more than it must, this record would keep it
+                again = commit_under_lowered_cap(f"lowered-{length}-again", earlier[dropped - 1 :], turn)
+                assert len(again) < len(earlier) - dropped + 1 + len(turn), (
+                    f"{dropped} earlier messages were dropped, but the same turn after {len(earlier) - dropped + 1} of them "
+                    f"drops none: the store dropped more than the record's bound required")
 
     def test_contract_a_full_window_of_full_messages_reads_back(self, tmp_path: Path) -> None:
         """96 messages at the 64 KiB cap, under a 1 MiB conversation id, read back whole from a new handle."""

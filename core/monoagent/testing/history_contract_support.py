@@ -27,6 +27,11 @@ from monoagent.kernel.model import Message
 
 DEADLINE = 120.0
 """Seconds a concurrency test waits for another thread before it fails as hung (never a measure of speed)."""
+STAMP = 1_700_000_000.25
+"""The timestamp of the messages whose size matters: a timestamp is part of a serialised message."""
+SLACK = 64
+"""Bytes either side of a measured size boundary: a stage or record holds the text of its commit time,
+which may be a few bytes longer or shorter from one commit to the next."""
 
 
 def turn_messages(index: int, user: str | None = None, answer: str | None = None) -> list[Message]:
@@ -195,6 +200,16 @@ class HistoryContractBase:
                 f"needs the store capabilit{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
                 f"this store declares {', '.join(map(repr, sorted(declared))) or 'none'}"
             )
+        return store
+
+    def with_totals(self, tmp_path: Path) -> Any:
+        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
+        store = self.make_store(tmp_path)
+        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
+            import pytest
+
+            self.close(store)
+            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
         return store
 
     def holding(self, store: HistoryStore, hold: CommitHold, *, inside: str = "commit") -> None:

@@ -30,7 +30,11 @@ that limit the one that binds:
   three), behind the documented delimiter; nothing at all when nothing matches; a tier with
   ``automatic_recall = False`` (like ``journal``) is never injected; capture attributed to the
   speaker, and nothing captured from failed or cancelled turns, recalled memory or preceding
-  messages.
+  messages;
+* through the optional hooks (:mod:`monoagent.testing.memory_stored_data_contract`), what a bad
+  disk, another process, an operator or an earlier release does to the stored data: damaged,
+  locked mid-write, read-only, not a regular file, not the tier's, left in an earlier form,
+  filled in bulk. A test class that implements no hook has those tests skipped, each naming it.
 
 :class:`EmbedderContract` (:mod:`monoagent.testing.embedder_contract`) does the same for embedders.
 
@@ -40,24 +44,20 @@ The suites need pytest only when they run (imported lazily), and run coroutines 
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import functools
-import math
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.testing.embedder_contract import EmbedderContract
 from monoagent.testing.memory_agent_contract import (
-    CONTRACT_TIER,
     SALTS,
     TierThroughAgentChecks,
     _run,
     sized_text,
 )
+from monoagent.testing.memory_stored_data_contract import StoredDataChecks
 from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
@@ -75,7 +75,7 @@ ODD_QUERIES = (
 )
 
 
-class MemoryTierContract(TierThroughAgentChecks):
+class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
     """Subclass with a ``Test`` name and implement :meth:`make_tier`; pytest collects the rest."""
 
     #: The longest hit text (UTF-8 bytes) the tier may return for a 1 MB add.
@@ -85,69 +85,6 @@ class MemoryTierContract(TierThroughAgentChecks):
     #: differing from an entry in one short word merges, the newer wording winning, and one
     #: differing in four words is stored apart (the test checks both lie either side of it).
     merge_threshold: float | None = None
-
-    # ------------------------------------------------------------------ what a tier may let the suite do
-
-    def damage(self, tier_path: Path) -> None:
-        """Optional: damage the stored data under ``tier_path`` (the ``tmp_path`` given to :meth:`make_tier`), as a bad
-        disk would. Implemented, it has the suite check that the damaged tier fails with a one-line error
-        naming it and that a turn goes on with warnings naming it; otherwise those tests skip."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.damage (damaging the tier's stored data)")
-
-    def damage_index(self, tier_path: Path) -> None:
-        """Optional: damage the tier's search index under ``tier_path`` and leave its stored entries as they are.
-        Implemented, it has the suite check that every entry is still found (the index rebuilt from them)."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.damage_index (a search index apart from the entries)")
-
-    def add_many(self, tier: Any, texts: Sequence[str]) -> list[str]:
-        """Optional: the tier's bulk import of ``texts``, one entry each (no merging), one transaction.
-        Implemented, it has the suite check its ids, that nothing merges, and that a blank text stores nothing."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.add_many (a bulk import)")
-
-    def damage_rows(self, tier_path: Path) -> None:
-        """Optional: leave the stored entries under ``tier_path`` holding values of the wrong kind, as a hand edit
-        or a bad disk would (bytes that are not UTF-8 where text goes, text where a time goes, metadata that is
-        not a JSON object), their count unchanged. Implemented, it has the suite check that search, ``list`` and
-        ``stats`` still answer with values of the documented types; otherwise that test skips."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.damage_rows (entries holding values of the wrong kind)")
-
-    def lock(self, tier_path: Path) -> contextlib.AbstractContextManager[object]:
-        """Optional: a context manager holding, for its duration, the write lock another process would take on
-        the stored data under ``tier_path``. Implemented, it has the suite check that a write while it is held
-        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
-        the same handle writes again once it is released; otherwise that test skips."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.lock (another process's write lock on the tier)")
-
-    def stored_files(self, tier_path: Path) -> list[Path]:
-        """Optional: the paths of the files the tier keeps under ``tier_path`` (its database and the companions it
-        writes beside it, whether they exist yet or not). Implemented, it has the suite check that those that exist,
-        and the directory holding them, are the owner's alone (memory holds what users said), then plant a directory, a FIFO
-        and a dangling symbolic link at each, and check that the tier refuses it (never hanging on the FIFO,
-        never creating what the link names) with a one-line error naming the tier and that path, and works
-        again on the same handle once the path is put back; otherwise that test skips."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.stored_files (the paths of the tier's files)")
-
-    def foreign_stores(self) -> dict[str, Callable[[Path], None]]:
-        """Optional: ways to put data that is not this tier's where it keeps its own, by name (another program's
-        database, one of a newer schema, a planted table of the tier's name with other columns...), each
-        writing under the ``tier_path`` it is given. Implemented, it has the suite check, for each, that the tier
-        refuses it with a one-line error naming the tier and leaves every file there exactly as it was;
-        otherwise that test skips."""
-        import pytest
-
-        pytest.skip("the test class does not implement MemoryTierContract.foreign_stores (data that is not the tier's)")
 
     # ------------------------------------------------------------------ the protocol
 
@@ -177,11 +114,15 @@ class MemoryTierContract(TierThroughAgentChecks):
 
     def test_contract_more_of_the_query_scores_higher(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
-        one = _run(tier.add("The lighthouse keeper retired last spring."))
-        all_three = _run(tier.add("The lighthouse keeper rows the green ferry to the island."))
-        hits = {hit.id: hit.score for hit in self.search(tier, "lighthouse ferry island")}
-        assert set(hits) == {one, all_three}, "an entry holding words of the query was not found"
-        assert hits[all_three] > hits[one], f"an entry holding all three words scored {hits[all_three]}, one holding one {hits[one]}"
+        pairs = (  # long words, and words of three letters (a tier may match those more strictly)
+            ("lighthouse ferry island", "The lighthouse keeper retired last spring.", "The lighthouse keeper rows the green ferry to the island."),
+            ("yak owl elk", "The yak grazed on the hill.", "The yak, the owl and the elk share the barn."),
+        )
+        for query, one_text, all_text in pairs:
+            one, all_three = _run(tier.add(one_text)), _run(tier.add(all_text))
+            hits = {hit.id: hit.score for hit in self.search(tier, query)}
+            assert set(hits) == {one, all_three}, f"an entry holding words of {query!r} was not found"
+            assert hits[all_three] > hits[one], f"{query!r}: an entry holding all three words scored {hits[all_three]}, one holding one {hits[one]}"
         self.close(tier)
 
     def test_contract_limit_binds_exactly(self, tmp_path: Path) -> None:
@@ -295,13 +236,44 @@ class MemoryTierContract(TierThroughAgentChecks):
         assert min(overlap) < threshold <= max(overlap), f"the data does not straddle merge_threshold={threshold}"
         tier = self.tier(tmp_path)
         original = _run(tier.add(" ".join(words)))
-        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15)}))
+        merged = _run(tier.add(" ".join(near), metadata={"when": datetime.date(2026, 1, 15), "channel": "merge"}))
         assert merged == original, "a near-duplicate was not merged into the entry"
         [hit] = self.search(tier, "quarterly planning warehouse", limit=10)
         assert " ".join(near) in hit.text, "the newer wording did not replace the older one"
+        if hasattr(tier, "list"):  # the merging add's metadata describes the newer wording: it is kept with it
+            [record] = _run(tier.list(limit=10))
+            assert record.metadata.get("channel") == "merge", f"the merging add's metadata was not kept: {record.metadata!r}"
         assert _run(tier.add(" ".join(far))) != original, "a text differing in four words was merged"
         assert len(self.search(tier, "quarterly planning warehouse", limit=10)) == 2
         self.close(tier)
+
+    def test_contract_merge_threshold_at_and_either_side(self, tmp_path: Path) -> None:
+        """Two texts of ``n`` distinct content words differing in one short word overlap by (n-1)/(n+1): the largest
+        ``n`` below ``merge_threshold`` is stored apart, the smallest at or above it (exactly at it when one is) and
+        the next merge."""
+        import pytest
+
+        threshold = self.merge_threshold
+        if threshold is None:
+            pytest.skip("the tier declares no merge_threshold (MemoryTierContract.merge_threshold): it never merges")
+        sizes = [n for n in range(3, 200) if (n - 1) / (n + 1) >= threshold][:1]
+        if not sizes:
+            pytest.skip(f"merge_threshold={threshold}: no text differing in one word reaches it")
+        at = sizes[0]
+        consonants, vowels = "bdfgklmnprstvz", "aeiu"
+        vocabulary = [  # six-letter made-up words, none a stem or stop word of another
+            f"{consonants[n % 14]}{vowels[n // 14 % 4]}{consonants[n // 56 % 14]}{vowels[n % 4]}{consonants[(n + 5) % 14]}o" for n in range(200)
+        ]
+        for n, merges in ((at - 1, False), (at, True), (at + 1, True)):
+            words = vocabulary[: n - 1]
+            tier = self.tier(tmp_path / str(n))
+            try:
+                original = _run(tier.add(" ".join(["fig", *words])))
+                again = _run(tier.add(" ".join(["elm", *words])))
+                overlap = f"{n - 1}/{n + 1} = {(n - 1) / (n + 1):.4f} against merge_threshold={threshold}"
+                assert (again == original) == merges, f"an overlap of {overlap} was {'stored apart' if merges else 'merged'}"
+            finally:
+                self.close(tier)
 
     def test_contract_data_survives_a_new_handle(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
@@ -338,201 +310,10 @@ class MemoryTierContract(TierThroughAgentChecks):
                 _run(tier.list(**bad))
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2
+        assert stats.location is None or isinstance(stats.location, str), f"stats().location {stats.location!r} is not a str or None"
+        assert isinstance(stats.details, dict), f"stats().details {stats.details!r} is not a dict"
         assert stats.bytes == sum(utf8_len(text) for text in texts)
         assert _run(tier.forget(first)) is True
         assert _run(tier.stats()).entries == 1
         assert [r.id for r in _run(tier.list(limit=10))] == [second]
         self.close(tier)
-
-    # ------------------------------------------------------------------ optional: damage and bulk import
-
-    def test_contract_damaged_store_fails_the_tier_not_the_turn(self, tmp_path: Path) -> None:
-        import pytest
-
-        from monoagent.testing import collect_events
-
-        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
-        tier = self.tier(tmp_path)
-        _run(tier.add("The badger sett is under the oak."))
-        name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
-        self.close(tier)
-        self.damage(tmp_path / "tier")
-        tier = self.tier(tmp_path)
-        for call in (lambda: tier.search("badger sett", limit=3), lambda: tier.add("The fox den is by the river.")):
-            with pytest.raises(Exception) as caught:  # any error: its message is what is checked
-                _run(call())
-            message = str(caught.value)
-            assert len(message.splitlines()) == 1 and name in message, f"not one line naming the tier {name!r}: {message!r}"
-        self.close(tier)
-        agent = self.agent(tmp_path)
-        events: list[Any] = []
-        result = agent.run_sync("Where is the badger sett?", conversation_id="c", on_event=collect_events(events))
-        _run(agent.aclose())
-        assert result.status == "completed"
-        warned = {(e.data.get("code"), e.data.get("tier")) for e in events if e.type == "runtime_warning"}
-        expected = {("memory_recall_failed", CONTRACT_TIER)} if automatic else set()
-        expected |= {("memory_capture_failed", CONTRACT_TIER)} if captures else set()
-        assert warned == expected
-        assert RECALL_DELIMITER not in result.text
-
-    def test_contract_damaged_index_is_rebuilt_from_the_entries(self, tmp_path: Path) -> None:
-        tier = self.tier(tmp_path)
-        ids = {_run(tier.add(sized_text(f"Badger sett note {salt}:", 300, salt))) for salt in SALTS}
-        self.close(tier)
-        self.damage_index(tmp_path / "tier")
-        tier = self.tier(tmp_path)
-        assert {hit.id for hit in self.search(tier, "badger sett", limit=10)} == ids
-        later = _run(tier.add(sized_text("Badger sett note india:", 300, "india")))
-        assert later in {hit.id for hit in self.search(tier, "badger sett india", limit=10)}
-        self.close(tier)
-
-    def test_contract_bulk_import_keeps_each_text(self, tmp_path: Path) -> None:
-        import pytest
-
-        tier = self.tier(tmp_path)
-        try:  # add_many may skip: the tier is closed all the same
-            texts = [sized_text(f"Heron survey note {salt}:", 200, salt) for salt in SALTS[:4]]
-            ids = self.add_many(tier, [*texts, texts[0]])
-            assert len(ids) == 5 and len(set(ids)) == 5, f"five texts (one repeated) got the ids {ids}"
-            hits = self.search(tier, "heron survey", limit=10)
-            assert {hit.id for hit in hits} == set(ids)
-            for memory_id, text in zip(ids, texts, strict=False):
-                assert text in next(hit.text for hit in hits if hit.id == memory_id)
-            for blank in ("", " \n "):
-                with pytest.raises(ValueError):
-                    self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
-            assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
-        finally:
-            self.close(tier)
-
-    def test_contract_large_store_keeps_every_word_findable(self, tmp_path: Path) -> None:
-        """The entry holding every word of a query is found (``limit=5``) in a store of 1,100, when 20 shorter ones hold two
-        of the words: after the 60 entries holding the third word were forgotten, and (a tier that merges) after
-        an entry holding it was merged into 60 times.
-
-        A tier that keeps per-word statistics (to skip common words) must keep them in step with ``forget``
-        and merging: a forgotten or replaced wording must not make a rare word look common.
-        """
-        tier = self.tier(tmp_path)
-        try:  # add_many may skip: the tier is closed all the same
-            texts = [f"Routine stock record {n} for the quiet shelf" for n in range(1020)]
-            texts += [f"Ember stock record {n} checked" for n in range(60)]
-            texts += [f"Lantern quartz record {n}" for n in range(20)]
-            ids = self.add_many(tier, texts)
-            assert len(ids) == len(texts)
-            for memory_id in ids[1020:1080]:
-                assert _run(tier.forget(memory_id)) is True
-            words = ["ember"]
-            if self.merge_threshold is not None:  # 60 merges into one entry holding "cinder"
-                merged = {_run(tier.add("Cinder delivery arrived with the crate and docket for the northern yard")) for _ in range(60)}
-                assert len(merged) == 1, f"one text added 60 times was stored as {len(merged)} entries"
-                words.append("cinder")
-            tail = " ".join(f"padding{n}" for n in range(7))  # longer than the 20: only its third word ranks it above them
-            for word in words:
-                target = _run(tier.add(f"{word.title()} lantern quartz {tail}"))
-                hits = self.search(tier, f"{word} lantern quartz", limit=5)
-                assert target in [hit.id for hit in hits], f"the one entry holding {word!r} and both other words was not found: {hits}"
-        finally:
-            self.close(tier)
-
-    def test_contract_damaged_rows_are_read_not_raised(self, tmp_path: Path) -> None:
-        import pytest
-
-        tier: Any = self.tier(tmp_path)
-        ids = [_run(tier.add(f"Heron count {salt}: the {salt} reed bed.", metadata={"salt": salt})) for salt in SALTS[:4]]
-        self.close(tier)
-        self.damage_rows(tmp_path / "tier")
-        tier = self.tier(tmp_path)
-        try:
-            for hit in self.search(tier, "heron count reed bed", limit=10):
-                assert isinstance(hit.text, str), f"a damaged entry's hit text is {hit.text!r}, not a string"
-            if not (hasattr(tier, "list") and hasattr(tier, "stats")):
-                pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
-            records = list(_run(tier.list(limit=10)))
-            assert sorted(r.id for r in records) == sorted(ids), "a damaged entry was not listed"
-            for record in records:
-                assert isinstance(record.text, str), record
-                for when in (record.created_at, record.updated_at):
-                    assert isinstance(when, (int, float)) and not isinstance(when, bool) and math.isfinite(when), record
-                assert isinstance(record.metadata, dict), f"a damaged metadata cell came back as {record.metadata!r}, not a dict"
-            stats = _run(tier.stats())
-            assert stats.entries == len(ids) and isinstance(stats.bytes, int) and stats.bytes >= 0, stats
-        finally:
-            self.close(tier)
-
-    def test_contract_locked_store_fails_the_write_and_recovers(self, tmp_path: Path) -> None:
-        import pytest
-
-        tmp_path = tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
-        tier = self.tier(tmp_path)
-        try:
-            kept = _run(tier.add("The kingfisher nests in the clay bank."))
-            with self.lock(tmp_path / "tier"):
-                assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read failed while a writer held the lock"
-                for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
-                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
-                        _run(write())
-                    message = str(caught.value)
-                    assert len(message.splitlines()) == 1 and tier.name in message, f"not one line naming the tier: {message!r}"
-            later = _run(tier.add("The heron fishes at dawn."))
-            assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the lock went away was lost"
-            assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
-        finally:
-            self.close(tier)
-
-    def test_contract_stored_files_must_be_regular_files(self, tmp_path: Path) -> None:
-        import os
-
-        import pytest
-
-        tier = self.tier(tmp_path)
-        kept = _run(tier.add("The curlew calls over the estuary."))
-        stored_files = self.stored_files(tmp_path / "tier")
-        for path in {stored_files[0].parent, *(path for path in stored_files if path.exists())}:
-            assert path.stat().st_mode & 0o077 == 0, f"{path} is open to others: mode {path.stat().st_mode & 0o777:o}"
-        self.close(tier)
-        plants = {
-            "a directory": lambda path: path.mkdir(),
-            "a FIFO": lambda path: os.mkfifo(path),
-            "a dangling symbolic link": lambda path: path.symlink_to(path.with_name("nowhere")),
-        }
-        for stored in stored_files:
-            for kind, plant in plants.items():
-                aside = stored.with_name(stored.name + ".aside")
-                if stored.exists():
-                    stored.rename(aside)
-                plant(stored)
-                tier = self.tier(tmp_path)
-                try:
-                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
-                        _run(tier.add("The avocet wades in the shallows."))
-                    message = str(caught.value)
-                    assert len(message.splitlines()) == 1 and tier.name in message and str(stored) in message, (
-                        f"{kind} at {stored}: not one line naming the tier {tier.name!r} and that path: {message!r}"
-                    )
-                    assert not stored.with_name("nowhere").exists(), f"the tier created what a dangling link at {stored} names"
-                    (stored.rmdir if kind == "a directory" else stored.unlink)()
-                    if aside.exists():
-                        aside.rename(stored)
-                    assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
-                finally:
-                    self.close(tier)
-
-    def test_contract_foreign_store_is_refused_and_left_alone(self, tmp_path: Path) -> None:
-        import pytest
-
-        for name, plant in self.foreign_stores().items():
-            base = tmp_path / name.replace(" ", "-")
-            plant(base / "tier")
-            before = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
-            tier = self.tier(base)
-            try:
-                for call in (functools.partial(tier.add, "The dipper bobs on the weir stone."), functools.partial(tier.search, "dipper weir", limit=3)):
-                    with pytest.raises(Exception) as caught:  # any error: its message is what is checked
-                        _run(call())
-                    message = str(caught.value)
-                    assert len(message.splitlines()) == 1 and tier.name in message, f"{name}: not one line naming the tier: {message!r}"
-            finally:
-                self.close(tier)
-            after = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
-            assert after == before, f"the tier wrote into {name}: {sorted(map(str, set(after) ^ set(before)))} or their bytes changed"

@@ -16,192 +16,70 @@ subclassing :class:`ToolHistoryStoreContract` in its own tests::
         def store_config(self, tmp_path, **bounds):
             return {"postgres": {"dsn": DSN, "schema": f"t_{tmp_path.name}", **bounds}}
 
-``store_config`` receives pytest's ``tmp_path`` and the retention bounds a test needs
-(``max_calls``, ``max_age_days``, ``max_payload_bytes``; the others keep their documented
-defaults, among them the 8 KiB argument and 16 KiB result limits) and returns the configuration
-that gives the store those bounds, merged over
+``store_config`` receives pytest's ``tmp_path`` and the bounds a test needs (``max_calls``,
+``max_age_days``, ``max_payload_bytes``, ``max_tombstones``, ``tombstone_days``, and the
+``confirm_timeout_ms`` / ``reconcile_timeout_ms`` the store reports in seconds; the others keep
+their documented defaults, among them the 8 KiB argument and 16 KiB result limits) and returns the
+configuration that gives the store those bounds, merged over
 ``{"toolHistory": {"store": store_name}, "plugins": {"block": ["redaction"]}}``: the suite's own
 redactor replaces the bundled one, so it can tell that the store applies the Agent's redaction
 chain, that it never shows the chain a value it omitted, and (holding concurrent writers at a
 rendezvous inside the chain) that writes really overlapped. Two Agents built with the same
 ``tmp_path`` must reach the same stored data.
 
-Two optional hooks, each enabling tests that are skipped (with the reason) without it:
-:meth:`ToolHistoryStoreContract.corrupt` damages the stored data (the fail-closed test), and
+Optional hooks, each enabling tests that are skipped (with the reason) without it:
+:meth:`ToolHistoryStoreContract.corrupt` damages the stored data (the fail-closed test),
+:meth:`ToolHistoryStoreContract.private_paths` names the files it keeps (the owner-only test, and
+the symlink test: each of them replaced by a symlink is refused), :meth:`ToolHistoryStoreContract.delete_stored_data`
+deletes the data under the open store as a purge does (the next write must record afresh), and
 :meth:`ToolHistoryStoreContract.set_clock` makes the store read the time retention compares
-``maxAgeDays`` against from a clock the suite controls (the age-boundary test: a call exactly
-``maxAgeDays`` old is kept, one second older is removed). The suite needs pytest only when it runs.
+``maxAgeDays`` and ``tombstoneDays`` against from a clock the suite controls (the age-boundary
+tests: a call exactly ``maxAgeDays`` old is kept, one second older is removed, and likewise a
+tombstone ``tombstoneDays`` old). The suite needs pytest only when it runs.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from monoagent.agent import Agent
 from monoagent.kernel.errors import ToolHistoryError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, ToolRecord, record_id
+from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, record_id
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
+from monoagent.testing.tool_history_contract_retention import ToolHistoryRetentionContract
+from monoagent.testing.tool_history_contract_support import (
+    ARGUMENT_LIMIT,
+    FAKE_SECRET,
+    GROW,
+    GROWN,
+    JSON_TEXT_OVERHEAD,
+    OVERSIZED,
+    REDACTED,
+    RENDEZVOUS,
+    RESULT_LIMIT,
+    ROUNDS,
+    WRITERS,
+    compact,
+)
 from monoagent.text import utf8_len
 
 __all__ = ["ToolHistoryStoreContract"]
 
-ARGUMENT_LIMIT = 8 * 1024
-RESULT_LIMIT = 16 * 1024
-PAYLOAD_FLOOR = 64 * 1024  # the smallest toolHistory.maxPayloadBytes
-DAY = 86_400.0
-FAKE_SECRET = "sk-ant-api03-CONTRACTfakeFAKEfake0123456789"
-REDACTED = "[REDACTED:contract]"
-GROW = "<grow>"  # the suite's redactor makes it longer: redacted text can exceed a limit its original met
-GROWN = "[REDACTED:contract-grown:" + "é" * 24 + "]"
-OVERSIZED = "OVERSIZED-CONTRACT-VALUE"  # only in values over their limit: the chain must never see it
-RENDEZVOUS = "RENDEZVOUS-CONTRACT"
-WRITERS = 4
-ROUNDS = 10
-EMPTY_ARGUMENTS = 2  # "{}", the retained payload of a call without arguments
-JSON_TEXT_OVERHEAD = utf8_len('{"text":""}')
+def _snapshot(path: Path) -> list[tuple[str, bytes]]:
+    """What a file or a directory tree holds: (relative name, bytes) of every file, sorted."""
+    if path.is_file():
+        return [("", path.read_bytes())]
+    return sorted((str(found.relative_to(path)), found.read_bytes()) for found in path.rglob("*") if found.is_file())
 
 
-def compact(arguments: Mapping[str, Any]) -> str:
-    """Arguments as the protocol measures them: compact JSON, non-ASCII kept as UTF-8."""
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+STARTED = 1_700_000_000.5
+"""An invocation's ``started_at``: exact in binary, so a store that keeps the times given returns them unchanged
+(a store that keeps no times reports both as None, as :class:`~monoagent.kernel.interfaces.ToolRecord` allows)."""
 
 
-class ContractRedactor:
-    """The suite's redaction chain: removes :data:`FAKE_SECRET`, grows :data:`GROW`, remembers what it saw.
-
-    With :attr:`rendezvous` set, every text carrying :data:`RENDEZVOUS` waits there for the other
-    writers: passing it proves those writes were inside the store at the same time.
-    """
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        self.rendezvous: threading.Barrier | None = None
-        self.rendezvous_broken = False
-        self._lock = threading.Lock()
-
-    @hookimpl
-    def redact(self, text: str, kind: str) -> str:
-        with self._lock:
-            self.seen.append((kind, text))
-        if self.rendezvous is not None and RENDEZVOUS in text:
-            try:
-                self.rendezvous.wait()
-            except threading.BrokenBarrierError:
-                self.rendezvous_broken = True
-                raise
-        return text.replace(FAKE_SECRET, REDACTED).replace(GROW, GROWN)
-
-
-class ToolHistoryStoreContract:
+class ToolHistoryStoreContract(ToolHistoryRetentionContract):
     """Subclass with a ``Test`` name, set :attr:`store_name` and implement :meth:`store_config`."""
-
-    store_name: str = ""
-    """The name the store's plugin registers with ``register_tool_history_stores``."""
-
-    plugins: Sequence[Any] = ()
-    """Plugin objects to register (the store's own, unless it is bundled)."""
-
-    rendezvous_timeout: float = 60.0
-    """Seconds concurrent writers wait for each other inside the redaction chain before the
-    concurrency test concludes the store never lets two writes overlap (and skips)."""
-
-    def store_config(self, tmp_path: Path, **bounds: Any) -> Mapping[str, Any]:
-        """The configuration that gives the store ``bounds`` (snake_case names, see the module docstring)."""
-        raise NotImplementedError("subclasses of ToolHistoryStoreContract implement store_config(tmp_path, **bounds)")
-
-    def corrupt(self, store: Any) -> None:
-        """Damage the stored data so that it cannot be read or written (optional; called while ``store`` is open)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement corrupt()")
-
-    def set_clock(self, store: Any, clock: Callable[[], float]) -> None:
-        """Make ``store``'s retention read the current time (epoch seconds) from ``clock`` (optional)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement set_clock(): the maxAgeDays boundary needs a clock the suite controls")
-
-    def private_paths(self, store: Any) -> Sequence[Path]:
-        """The files and directories ``store`` keeps on this machine, each of which must be owner-only (optional)."""
-        import pytest
-
-        pytest.skip(f"{type(self).__name__} does not implement private_paths(): the store keeps no files the suite can check")
-
-    # ------------------------------------------------------------------ helpers
-
-    @property
-    def redactor(self) -> ContractRedactor:
-        """This test's redaction chain (pytest makes one instance per test)."""
-        found = self.__dict__.get("_redactor")
-        if found is None:
-            found = self.__dict__["_redactor"] = ContractRedactor()
-        return found
-
-    def agent(self, tmp_path: Path, **bounds: Any) -> Agent:
-        """An Agent whose selected tool-history store is the one under test (state under ``tmp_path``)."""
-        from monoagent.testing import _merge, fresh_agent
-
-        base = {"toolHistory": {"store": self.store_name}, "plugins": {"block": ["redaction"]}}
-        config = _merge(base, self.store_config(tmp_path, **bounds))
-        return fresh_agent(tmp_path, config=config, plugins=[*self.plugins, self.redactor])
-
-    def _store(self, tmp_path: Path, **bounds: Any) -> Any:
-        agent = self.agent(tmp_path, **bounds)
-        store = agent.tool_history_store()
-        assert store is not None, f"toolHistory.store = {self.store_name!r} selected no store"
-        self._agents()[id(store)] = agent
-        return store
-
-    def _agents(self) -> dict[int, Agent]:
-        """The Agents behind the stores a test opened (pytest makes one instance per test)."""
-        return self.__dict__.setdefault("_open_agents", {})
-
-    def close(self, store: Any) -> None:
-        """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""
-        agent = self._agents().pop(id(store), None)
-        if agent is not None:
-            agent.close()
-
-    @staticmethod
-    def settled(value: Any) -> Any:
-        """A maintenance method's result, awaited when the store returned an awaitable."""
-        import asyncio
-        import inspect
-
-        if not inspect.isawaitable(value):
-            return value
-
-        async def wait() -> Any:
-            return await value
-
-        return asyncio.run(wait())
-
-    @staticmethod
-    def put(store: Any, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
-            content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
-        invocation = ToolInvocation(conversation, logical or conversation, run, ToolCall(call_id, "probe", args or {}), 1.0)
-        store.submit_invocation(invocation).result()
-        store.submit_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished).result()
-        return invocation
-
-    @staticmethod
-    def ids(store: Any, **where: str) -> list[str]:
-        return [r.call_id for r in store.records(**where)]
-
-    def counts(self, store: Any) -> tuple[int, int]:
-        """``stats()``'s calls and records (invocations + results + tombstones)."""
-        stats = self.settled(store.stats())
-        return int(stats.calls), int(stats.records)
-
-    def only(self, store: Any, call_id: str) -> ToolRecord:
-        (record,) = [r for r in store.records() if r.call_id == call_id]
-        return record
 
     # ------------------------------------------------------------------ clauses
 
@@ -218,22 +96,39 @@ class ToolHistoryStoreContract:
         store = self._store(tmp_path)
         try:
             assert store.records() == [] and self.counts(store)[0] == 0
-            invocation = ToolInvocation("conv", "logical", "run", ToolCall("c1", "probe", {"q": 1}), 1.0, isolated=True)
+            invocation = ToolInvocation("conv", "logical", "run", ToolCall("c1", "probe", {"q": 1, "r": [2]}), STARTED, isolated=True)
             store.submit_invocation(invocation).result()
             (open_record,) = store.records(conversation_id="conv")
             assert open_record.status is None and open_record.end_seq is None and open_record.result is None
+            assert (open_record.started_at, open_record.finished_at) in ((STARTED, None), (None, None)), "its start, no end yet"
             assert open_record.invocation_id == record_id("conv", "run", "c1", "invocation")
             assert (open_record.conversation_id, open_record.logical_conversation_id, open_record.run_id) == ("conv", "logical", "run")
-            assert (open_record.tool, open_record.arguments, open_record.isolated) == ("probe", '{"q":1}', True)
+            assert (open_record.tool, open_record.arguments, open_record.isolated) == ("probe", '{"q":1,"r":[2]}', True)
+            assert open_record.arguments_bytes == open_record.arguments_retained_bytes == 15, "compact JSON, measured as stored"
             assert self.counts(store) == (1, 1), "an open call is one call of one record (its invocation)"
-            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), time.time()).result()
+            finished = float(int(time.time())) + 0.25
+            store.submit_result(invocation, ToolResult("c1", "probe", "answer", ToolStatus.EXIT_NONZERO), finished).result()
             (record,) = store.records(conversation_id="conv")
             assert record.status == "exit_nonzero" and record.result == "answer" and record.result_bytes == 6
+            assert (record.started_at, record.finished_at) in ((STARTED, finished), (None, None)), "the times given, or none kept"
             assert record.result_id == record_id("conv", "run", "c1", "result")
             assert record.end_seq is not None and record.end_seq > record.start_seq == open_record.start_seq
             assert self.counts(store) == (1, 2)
             assert store.records(logical_conversation_id="logical") == [record]
             assert store.records(conversation_id="logical") == [] and store.records(logical_conversation_id="conv") == []
+            assert store.records(conversation_id="conv", logical_conversation_id="logical") == [record], "both filters at once"
+            assert store.records(conversation_id="conv", logical_conversation_id="conv") == [], "both must match"
+        finally:
+            self.close(store)
+
+    def test_contract_every_documented_status_is_kept(self, tmp_path: Path) -> None:
+        """A result's status is one of the documented eight, and is kept as its value."""
+        store = self._store(tmp_path)
+        try:
+            for status in ToolStatus:
+                invocation = ToolInvocation("conv", "conv", "run", ToolCall(status.value, "probe", {}), STARTED)
+                store.submit_result(invocation, ToolResult(status.value, "probe", "x", status), time.time()).result()
+            assert [(r.call_id, r.status) for r in store.records()] == [(s.value, s.value) for s in ToolStatus]
         finally:
             self.close(store)
 
@@ -276,13 +171,57 @@ class ToolHistoryStoreContract:
         finally:
             self.close(store)
 
+    def test_contract_a_symlink_in_place_of_a_stored_path_is_refused(self, tmp_path: Path) -> None:
+        """Each path ``private_paths()`` names that outlives the store, moved aside and replaced (the store
+        closed) by a symlink to it: the next write fails with a ``ToolHistoryError`` naming the path, and
+        nothing is written through the link."""
+        import os
+
+        import pytest
+
+        probe = self._store(tmp_path / "probe")
+        try:
+            self.put(probe, "conv", "run", "a")
+            named = [Path(path) for path in self.private_paths(probe)]
+        finally:
+            self.close(probe)
+        lasting = [path.relative_to(tmp_path / "probe") for path in named if path.is_relative_to(tmp_path / "probe") and path.exists()]
+        if not lasting:
+            pytest.skip("private_paths() names no path under tmp_path that outlives the store")
+        for index, relative in enumerate(lasting):
+            home = tmp_path / f"planted-{index}"
+            store = self._store(home)
+            try:
+                self.put(store, "conv", "run", "a")
+                held = store.records()
+            finally:
+                self.close(store)
+            path, aside = home / relative, home / relative.with_name(relative.name + ".aside")
+            os.rename(path, aside)
+            os.symlink(aside, path)
+            before = _snapshot(aside)
+            store = self._store(home)
+            try:
+                with pytest.raises(ToolHistoryError) as refused:
+                    self.put(store, "conv", "run", "b")
+                assert relative.name in str(refused.value), f"the refusal names what it refused: {refused.value}"
+                assert _snapshot(aside) == before, f"{relative} is a symlink: nothing may be written through it"
+                try:
+                    assert store.records() == held, "a read shows what the store held, or fails closed"
+                except ToolHistoryError as error:
+                    assert " " in str(error), f"a refusal says what went wrong, not {str(error)!r}"
+            finally:
+                self.close(store)
+
     def test_contract_a_result_for_an_unknown_invocation_creates_both(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
         try:
-            invocation = ToolInvocation("conv", "conv", "run", ToolCall("late", "probe", {"a": "b"}), 1.0)
-            store.submit_result(invocation, ToolResult("late", "probe", "done", ToolStatus.TIMEOUT), time.time()).result()
+            invocation = ToolInvocation("conv", "conv", "run", ToolCall("late", "probe", {"a": "b"}), STARTED)
+            finished = float(int(time.time())) + 0.5
+            store.submit_result(invocation, ToolResult("late", "probe", "done", ToolStatus.TIMEOUT), finished).result()
             (record,) = store.records()
             assert (record.invocation_id, record.result_id) == (invocation.invocation_id, invocation.result_id)
+            assert (record.started_at, record.finished_at) in ((STARTED, finished), (None, None))
             assert record.status == "timeout" and record.arguments == '{"a":"b"}' and record.end_seq > record.start_seq
             assert self.counts(store) == (1, 2)
         finally:
@@ -291,12 +230,14 @@ class ToolHistoryStoreContract:
     def test_contract_writes_are_idempotent_and_ordered(self, tmp_path: Path) -> None:
         store = self._store(tmp_path)
         try:
-            first = self.put(store, "conv", "run", "a")
+            finished = float(int(time.time()))
+            first = self.put(store, "conv", "run", "a", finished=finished)
             store.submit_invocation(first).result()
-            store.submit_result(first, ToolResult("a", "probe", "again", ToolStatus.ERROR), time.time()).result()
+            store.submit_result(first, ToolResult("a", "probe", "again", ToolStatus.ERROR), finished + 1).result()
             self.put(store, "conv", "run", "b")
             records = store.records(conversation_id="conv")
             assert [r.call_id for r in records] == ["a", "b"] and (records[0].result, records[0].status) == ("ok", "success")
+            assert records[0].finished_at in (finished, None), "a retried result changes nothing, its time included"
             assert records[0].end_seq < records[1].start_seq < records[1].end_seq
             assert self.counts(store) == (2, 4), "a retried write stores nothing twice"
         finally:
@@ -384,77 +325,27 @@ class ToolHistoryStoreContract:
         finally:
             self.close(store)
 
-    def test_contract_retention_by_count_at_and_either_side(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_calls=3)
+    def test_contract_the_chain_is_told_what_it_redacts(self, tmp_path: Path) -> None:
+        """The ``redact`` hook's ``kind``: ``"tool_arguments"`` for arguments, ``"tool_result"`` for results."""
+        store = self._store(tmp_path)
         try:
-            for expected in (["0"], ["0", "1"], ["0", "1", "2"]):  # up to N: nothing removed
-                self.put(store, "conv", "run", expected[-1])
-                assert self.ids(store) == expected
-            self.put(store, "conv", "run", "3")  # N + 1: the oldest goes, leaving a tombstone
-            assert self.ids(store) == ["1", "2", "3"] and self.counts(store) == (3, 7)
-            self.put(store, "conv", "run", "4")
-            assert self.ids(store) == ["2", "3", "4"] and self.counts(store) == (3, 8)
-            report = self.settled(store.clear_all())
-            assert (report.calls, report.records) == (3, 8), "a clear counts the tombstones it removes"
+            self.put(store, "conv", "run", "a", args={"ARGUMENT-KEY": "ARGUMENT-VALUE"}, content="RESULT-TEXT")
+            for marker, kind in (("ARGUMENT-KEY", "tool_arguments"), ("ARGUMENT-VALUE", "tool_arguments"), ("RESULT-TEXT", "tool_result")):
+                kinds = {seen_kind for seen_kind, text in self.redactor.seen if marker in text}
+                assert kinds == {kind}, f"{marker} was redacted as {sorted(kinds) or 'nothing'}, not as {kind!r}"
         finally:
             self.close(store)
 
-    def test_contract_retention_by_age_without_a_clock(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_age_days=10)
+    def test_contract_timeouts_are_the_configured_seconds(self, tmp_path: Path) -> None:
+        """``confirm_timeout`` and ``reconcile_timeout`` are seconds: 250 ms to confirm by default, else as configured."""
+        store = self._store(tmp_path / "default")
         try:
-            self.put(store, "conv", "run", "old", finished=time.time() - 10 * DAY - 1)  # older than 10 days whenever checked
-            self.put(store, "conv", "run", "new")
-            assert self.ids(store) == ["new"] and self.counts(store) == (1, 3)
+            assert store.confirm_timeout == 0.25, "the harness waits at most 250 ms for a write's confirmation by default"
         finally:
             self.close(store)
-
-    def test_contract_retention_by_age_at_and_either_side(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_age_days=10)
-        now = 1_900_000_000.0
+        store = self._store(tmp_path / "configured", confirm_timeout_ms=400, reconcile_timeout_ms=3_000)
         try:
-            self.set_clock(store, lambda: now)
-            horizon = now - 10 * DAY
-            for call_id, finished in (("outside", horizon - 1), ("at", horizon), ("inside", horizon + 1), ("new", now)):
-                self.put(store, "conv", "run", call_id, finished=finished)
-            assert self.ids(store) == ["at", "inside", "new"], "exactly maxAgeDays old is kept, one second older is removed"
-            assert self.counts(store) == (3, 7)
-        finally:
-            self.close(store)
-
-    def _payload_store(self, tmp_path: Path, sizes: Sequence[int]) -> Any:
-        """A store bounded to :data:`PAYLOAD_FLOOR` bytes holding calls of the given retained payloads, oldest first."""
-        store = self._store(tmp_path, max_payload_bytes=PAYLOAD_FLOOR, max_calls=1000)
-        for i, size in enumerate(sizes):
-            self.put(store, "conv", "run", str(i), content="p" * (size - EMPTY_ARGUMENTS))
-        return store
-
-    def test_contract_retention_by_payload_bytes_at_and_either_side(self, tmp_path: Path) -> None:
-        quarter = PAYLOAD_FLOOR // 4  # arguments "{}" (2 bytes) plus 16,382 bytes of result
-        for name, last, kept in (("under", quarter - 1, 4), ("at", quarter, 4), ("over", quarter + 1, 3)):
-            store = self._payload_store(tmp_path / name, [quarter, quarter, quarter, last])
-            try:
-                assert self.ids(store) == [str(i) for i in range(4 - kept, 4)], f"{name}: arguments and results both count"
-            finally:
-                self.close(store)
-        store = self._payload_store(tmp_path / "back-to-at", [quarter] * 5)
-        try:
-            assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
-            assert self.counts(store) == (4, 9)
-        finally:
-            self.close(store)
-
-    def test_contract_calls_in_flight_are_never_pruned(self, tmp_path: Path) -> None:
-        store = self._store(tmp_path, max_calls=1, max_age_days=1, max_payload_bytes=PAYLOAD_FLOOR)
-        try:
-            heavy = {"text": "h" * (ARGUMENT_LIMIT - JSON_TEXT_OVERHEAD)}
-            opened = ToolInvocation("conv", "conv", "run", ToolCall("open", "probe", heavy), 1.0)  # started in 1970
-            store.submit_invocation(opened).result()
-            self.put(store, "conv", "run", "old", finished=time.time() - 2 * DAY)
-            for i in range(3):
-                self.put(store, "conv", "run", str(i), content="p" * RESULT_LIMIT)
-            assert self.ids(store) == ["open", "2"] and self.only(store, "open").status is None
-            store.submit_result(opened, ToolResult("open", "probe", "late"), time.time()).result()
-            assert len(store.records()) == 1, "once it completes, the call is retained like any other"
+            assert (store.confirm_timeout, store.reconcile_timeout) == (0.4, 3.0), "configured in milliseconds, read in seconds"
         finally:
             self.close(store)
 
@@ -583,6 +474,19 @@ class ToolHistoryStoreContract:
             self.redactor.rendezvous = None
             self.close(store)
 
+    def test_contract_data_deleted_under_an_open_store_is_recorded_afresh(self, tmp_path: Path) -> None:
+        """A purge deletes the data while an Agent runs: its next write starts a fresh store, it does not fail for good."""
+        store = self._store(tmp_path)
+        try:
+            self.put(store, "conv", "run", "a")
+            self.delete_stored_data(store)
+            self.put(store, "conv", "run", "b")
+            assert self.ids(store) == ["b"] and self.counts(store) == (1, 2), "nothing of before the purge, nothing lost after it"
+            self.put(store, "conv", "run", "c")
+            assert self.ids(store) == ["b", "c"], "and it goes on recording"
+        finally:
+            self.close(store)
+
     def test_contract_corrupt_data_fails_closed(self, tmp_path: Path) -> None:
         import pytest
 
@@ -590,12 +494,24 @@ class ToolHistoryStoreContract:
         try:
             self.put(store, "conv", "run", "a")
             self.corrupt(store)  # under the open store: its next write must fail, never succeed or hang
-            with pytest.raises(ToolHistoryError):
+            with pytest.raises(ToolHistoryError) as failed:
                 self.put(store, "conv", "run", "b")
             self.close(store)
-            with pytest.raises(ToolHistoryError):
+            refusals = [failed]
+            with pytest.raises(ToolHistoryError) as failed:
                 store.records()
-            with pytest.raises(ToolHistoryError):  # the history commands check this before they clear anything
+            refusals.append(failed)
+            with pytest.raises(ToolHistoryError) as failed:  # the history commands check this before they clear anything
                 self.settled(store.stats())
+            refusals.append(failed)
+            maintainer = self._store(tmp_path)  # what `monoagent history reset` opens: a handle that never wrote
+            try:
+                with pytest.raises(ToolHistoryError) as failed:
+                    self.settled(maintainer.clear_all())
+                refusals.append(failed)
+            finally:
+                self.close(maintainer)
+            for refusal in refusals:
+                assert " " in str(refusal.value), f"a refusal says what went wrong, not {str(refusal.value)!r}"
         finally:
             self.close(store)

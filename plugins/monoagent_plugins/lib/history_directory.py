@@ -169,8 +169,9 @@ class HistoryDirectory:
         """The largest record this store reads: the window at the per-message cap plus the envelope.
 
         The window is never taken below the documented 64 messages of 64 KiB, so lowering
-        ``history.maxMessages`` or ``history.maxMessageBytes`` never makes a written record
-        unreadable. The envelope allowance is :data:`FRAMING_BYTES`, or twice the serialised
+        ``history.maxMessages`` or ``history.maxMessageBytes`` from at most its default never makes
+        a written record unreadable (a record written under larger limits may pass the cap of the
+        defaults: docs/history.md, "Record cap"). The envelope allowance is :data:`FRAMING_BYTES`, or twice the serialised
         conversation id (it is stored with its logical id) when that is larger.
         """
         window = max(self.max_messages, DOCUMENTED_MAX_MESSAGES) * (max(self.max_message_bytes, DOCUMENTED_MESSAGE_BYTES) + 1)

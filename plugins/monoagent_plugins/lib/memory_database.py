@@ -446,7 +446,8 @@ class TierWorker:
     already warm costs about half as much, and it serialises the tier's use of its connection.
     With a ``database``, every SQLite or OS error of the work becomes that database's
     :class:`MemoryTierError`, and work that met a damaged full-text index runs once more after
-    the index was rebuilt.
+    the index was rebuilt, as does a write refused as read-only (on a new connection: one opened
+    while the file was read-only stays read-only after the file is made writable).
     """
 
     def __init__(self, name: str, database: TierDatabase | None = None) -> None:
@@ -471,7 +472,9 @@ class TierWorker:
         try:
             return function(*args)
         except (sqlite3.Error, OSError, UnicodeDecodeError) as exc:  # a damaged schema's text in SQLite's message
-            if sqlite_code(exc) != "SQLITE_CORRUPT_VTAB" or not database.rebuild_fts():
+            if sqlite_code(exc).startswith("SQLITE_READONLY"):
+                database.reset()  # opened while the file was read-only, the connection stays so: the file may be writable now
+            elif sqlite_code(exc) != "SQLITE_CORRUPT_VTAB" or not database.rebuild_fts():
                 raise database.failure(exc) from exc
         try:
             return function(*args)

@@ -222,12 +222,15 @@ class SqliteToolHistory:
             doomed.setdefault(inv, "age")
         (total,) = db.execute("SELECT COALESCE(SUM(payload_bytes), 0) FROM calls WHERE status IS NOT NULL").fetchone()
         if total > cfg.max_payload_bytes:
+            for inv in doomed:  # the payload bound measures what the count and age bounds leave
+                (size,) = db.execute("SELECT payload_bytes FROM calls WHERE invocation_id = ?", (inv,)).fetchone()
+                total -= size
             for inv, size in db.execute("SELECT invocation_id, payload_bytes FROM calls WHERE status IS NOT NULL ORDER BY end_seq"):
                 if total <= cfg.max_payload_bytes:
                     break
                 if inv not in doomed:
                     total -= size
-                doomed.setdefault(inv, "bytes")
+                    doomed[inv] = "bytes"
         for inv, reason in doomed.items():
             db.execute(
                 "INSERT OR REPLACE INTO tombstones SELECT invocation_id, result_id, conversation_id, logical_id, run_id, tool,"

@@ -1,0 +1,180 @@
+"""What the tool-history conformance suite is built from: its limits, its redaction chain, the hooks and helpers.
+
+:class:`ToolHistoryContractBase` holds what a store's test class supplies (``store_name``,
+``plugins``, ``store_config`` and the optional hooks) and the helpers every clause uses; the
+clauses are in :mod:`monoagent.testing.tool_history_contract` and
+:mod:`monoagent.testing.tool_history_contract_retention`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from monoagent.agent import Agent
+from monoagent.kernel.hookspecs import hookimpl
+from monoagent.kernel.interfaces import ToolInvocation, ToolRecord
+from monoagent.kernel.model import ToolCall, ToolResult
+from monoagent.text import utf8_len
+
+ARGUMENT_LIMIT = 8 * 1024
+RESULT_LIMIT = 16 * 1024
+PAYLOAD_FLOOR = 64 * 1024  # the smallest toolHistory.maxPayloadBytes
+DAY = 86_400.0
+FAKE_SECRET = "sk-ant-api03-CONTRACTfakeFAKEfake0123456789"
+REDACTED = "[REDACTED:contract]"
+GROW = "<grow>"  # the suite's redactor makes it longer: redacted text can exceed a limit its original met
+GROWN = "[REDACTED:contract-grown:" + "é" * 24 + "]"
+OVERSIZED = "OVERSIZED-CONTRACT-VALUE"  # only in values over their limit: the chain must never see it
+RENDEZVOUS = "RENDEZVOUS-CONTRACT"
+WRITERS = 4
+ROUNDS = 10
+EMPTY_ARGUMENTS = 2  # "{}", the retained payload of a call without arguments
+JSON_TEXT_OVERHEAD = utf8_len('{"text":""}')
+
+
+def compact(arguments: Mapping[str, Any]) -> str:
+    """Arguments as the protocol measures them: compact JSON, non-ASCII kept as UTF-8."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+class ContractRedactor:
+    """The suite's redaction chain: removes :data:`FAKE_SECRET`, grows :data:`GROW`, remembers what it saw.
+
+    With :attr:`rendezvous` set, every text carrying :data:`RENDEZVOUS` waits there for the other
+    writers: passing it proves those writes were inside the store at the same time.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.rendezvous: threading.Barrier | None = None
+        self.rendezvous_broken = False
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def redact(self, text: str, kind: str) -> str:
+        with self._lock:
+            self.seen.append((kind, text))
+        if self.rendezvous is not None and RENDEZVOUS in text:
+            try:
+                self.rendezvous.wait()
+            except threading.BrokenBarrierError:
+                self.rendezvous_broken = True
+                raise
+        return text.replace(FAKE_SECRET, REDACTED).replace(GROW, GROWN)
+
+
+class ToolHistoryContractBase:
+    """The hooks a store's test class supplies and the helpers of the clauses (see :class:`~monoagent.testing.ToolHistoryStoreContract`)."""
+
+    store_name: str = ""
+    """The name the store's plugin registers with ``register_tool_history_stores``."""
+
+    plugins: Sequence[Any] = ()
+    """Plugin objects to register (the store's own, unless it is bundled)."""
+
+    rendezvous_timeout: float = 60.0
+    """Seconds concurrent writers wait for each other inside the redaction chain before the
+    concurrency test concludes the store never lets two writes overlap (and skips)."""
+
+    def store_config(self, tmp_path: Path, **bounds: Any) -> Mapping[str, Any]:
+        """The configuration that gives the store ``bounds`` (snake_case names, see the module docstring)."""
+        raise NotImplementedError("subclasses of ToolHistoryStoreContract implement store_config(tmp_path, **bounds)")
+
+    def corrupt(self, store: Any) -> None:
+        """Damage the stored data so that it cannot be read or written (optional; called while ``store`` is open)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement corrupt()")
+
+    def set_clock(self, store: Any, clock: Callable[[], float]) -> None:
+        """Make ``store``'s retention read the current time (epoch seconds) from ``clock`` (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement set_clock(): the maxAgeDays boundary needs a clock the suite controls")
+
+    def private_paths(self, store: Any) -> Sequence[Path]:
+        """The files and directories ``store`` keeps on this machine, each of which must be owner-only (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement private_paths(): the store keeps no files the suite can check")
+
+    def delete_stored_data(self, store: Any) -> None:
+        """Delete the stored data from under the open ``store``, as a purge by another process does (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement delete_stored_data(): the suite cannot purge the data under the store")
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def redactor(self) -> ContractRedactor:
+        """This test's redaction chain (pytest makes one instance per test)."""
+        found = self.__dict__.get("_redactor")
+        if found is None:
+            found = self.__dict__["_redactor"] = ContractRedactor()
+        return found
+
+    def agent(self, tmp_path: Path, **bounds: Any) -> Agent:
+        """An Agent whose selected tool-history store is the one under test (state under ``tmp_path``)."""
+        from monoagent.testing import _merge, fresh_agent
+
+        base = {"toolHistory": {"store": self.store_name}, "plugins": {"block": ["redaction"]}}
+        config = _merge(base, self.store_config(tmp_path, **bounds))
+        return fresh_agent(tmp_path, config=config, plugins=[*self.plugins, self.redactor])
+
+    def _store(self, tmp_path: Path, **bounds: Any) -> Any:
+        agent = self.agent(tmp_path, **bounds)
+        store = agent.tool_history_store()
+        assert store is not None, f"toolHistory.store = {self.store_name!r} selected no store"
+        self._agents()[id(store)] = agent
+        return store
+
+    def _agents(self) -> dict[int, Agent]:
+        """The Agents behind the stores a test opened (pytest makes one instance per test)."""
+        return self.__dict__.setdefault("_open_agents", {})
+
+    def close(self, store: Any) -> None:
+        """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""
+        agent = self._agents().pop(id(store), None)
+        if agent is not None:
+            agent.close()
+
+    @staticmethod
+    def settled(value: Any) -> Any:
+        """A maintenance method's result, awaited when the store returned an awaitable."""
+        import asyncio
+        import inspect
+
+        if not inspect.isawaitable(value):
+            return value
+
+        async def wait() -> Any:
+            return await value
+
+        return asyncio.run(wait())
+
+    @staticmethod
+    def put(store: Any, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
+            content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
+        invocation = ToolInvocation(conversation, logical or conversation, run, ToolCall(call_id, "probe", args or {}), 1.0)
+        store.submit_invocation(invocation).result()
+        store.submit_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished).result()
+        return invocation
+
+    @staticmethod
+    def ids(store: Any, **where: str) -> list[str]:
+        return [r.call_id for r in store.records(**where)]
+
+    def counts(self, store: Any) -> tuple[int, int]:
+        """``stats()``'s calls and records (invocations + results + tombstones)."""
+        stats = self.settled(store.stats())
+        return int(stats.calls), int(stats.records)
+
+    def only(self, store: Any, call_id: str) -> ToolRecord:
+        (record,) = [r for r in store.records() if r.call_id == call_id]
+        return record
