@@ -137,6 +137,24 @@ class AnthropicWireServer(WireServer):
 class OpenAIWireServer(WireServer):
     """The Chat Completions stream (``POST /chat/completions`` with ``stream: true``)."""
 
+    reasoning_key = "reasoning_content"
+    usage_without_choices = False  # the usage chunk leaves ``choices`` out instead of sending []
+    sends_done = True
+    stop_with_calls = "tool_calls"  # the finish reason of a step that calls tools
+
+    def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
+        """The ``delta.tool_calls[]`` pieces of one call: its id (left out when empty) and name, then its argument pieces."""
+        first = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        if not call.id:
+            del first["id"]
+        return [first, *({"index": index, "function": {"arguments": piece}} for piece in call.argument_pieces)]
+
+    def tool_call_deltas(self, calls: tuple[Any, ...]) -> Iterator[list[dict[str, Any]]]:
+        """The ``delta.tool_calls`` lists of a step, one chunk each: here one piece a chunk."""
+        for index, call in enumerate(calls):
+            for piece in self.call_pieces(index, call):
+                yield [piece]
+
     def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
         data = {
             "id": "chatcmpl-AbC123",
@@ -147,6 +165,8 @@ class OpenAIWireServer(WireServer):
             "choices": choices,
             "usage": usage,
         }
+        if usage is not None and not choices and self.usage_without_choices:
+            del data["choices"]
         return f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
     def frames(self, reply: Reply) -> Iterator[bytes | object]:
@@ -157,7 +177,9 @@ class OpenAIWireServer(WireServer):
         for block in reply.reasoning:  # as local servers stream it (llama.cpp, vLLM, Ollama)
             half = len(block.text) // 2
             for piece in (block.text[:half], block.text[half:]):
-                yield self.chunk(reply, choice({"reasoning_content": piece}))
+                yield self.chunk(reply, choice({self.reasoning_key: piece}))
+        for piece in reply.refusal_pieces:
+            yield self.chunk(reply, choice({"refusal": piece}))
         yield from self.cut(reply, 0)
         for sent, piece in enumerate(reply.text_pieces, start=1):
             yield self.chunk(reply, choice({"content": piece}))
@@ -170,15 +192,10 @@ class OpenAIWireServer(WireServer):
             }[reply.stream_error]
             yield f"data: {json.dumps({'error': error})}\n\n".encode()
             return
-        for index, call in enumerate(reply.tool_calls):
-            yield self.chunk(
-                reply,
-                choice({"content": None, "tool_calls": [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]}),
-            )
-            for piece in call.argument_pieces:
-                yield self.chunk(reply, choice({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        for pieces in self.tool_call_deltas(reply.tool_calls):
+            yield self.chunk(reply, choice({"content": None, "tool_calls": pieces}))
         finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter"}.get(
-            reply.stop_reason or "", "tool_calls" if reply.tool_calls else "stop"
+            reply.stop_reason or "", self.stop_with_calls if reply.tool_calls else "stop"
         )
         yield self.chunk(reply, choice({}, finish))
         usage = reply.usage
@@ -188,7 +205,8 @@ class OpenAIWireServer(WireServer):
             counts["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
             counts["completion_tokens_details"] = {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
         yield self.chunk(reply, [], counts)
-        yield b"data: [DONE]\n\n"
+        if self.sends_done:
+            yield b"data: [DONE]\n\n"
 
     def error_body(self, reply: Reply) -> bytes:
         if reply.context_limit:
@@ -207,14 +225,22 @@ class OpenAIWireServer(WireServer):
 
 class LocalServerWire(OpenAIWireServer):
     """Chat Completions as local servers stream it, quirks included: every tool call of a step at
-    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), ``delta: null`` on the
-    finishing chunk, an overload reported as a bare string error, a rate limit with a ``code``
-    and no ``type``, an invalid request with neither."""
+    ``index`` 0 told apart by its ``id`` (Ollama, ollama/ollama#15457), a call's first piece with
+    its id and no ``function``, then its name without ``arguments``, then the arguments (vLLM);
+    reasoning as ``delta.reasoning`` (vLLM, Ollama); ``delta: null`` on the finishing chunk, the
+    usage chunk without ``choices``, an overload reported as a bare string error, a rate limit
+    with a ``code`` and no ``type``, an invalid request with a numeric ``code`` and no ``type``
+    (llama.cpp sends ``"code": 400``)."""
+
+    reasoning_key = "reasoning"
+    usage_without_choices = True
+
+    def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
+        rest = ({"index": 0, "function": {"arguments": piece}} for piece in call.argument_pieces)
+        return [{"index": 0, "id": call.id, "type": "function"}, {"index": 0, "function": {"name": call.name}}, *rest]
 
     def chunk(self, reply: Reply, choices: list[Any], usage: Any = None) -> bytes:
         for choice in choices:
-            for piece in choice["delta"].get("tool_calls") or ():
-                piece["index"] = 0
             if choice.get("finish_reason") and choice["delta"] == {}:
                 choice["delta"] = None
         return super().chunk(reply, choices, usage)
@@ -230,6 +256,23 @@ class LocalServerWire(OpenAIWireServer):
         error: Any = {
             "overloaded": f"the server is overloaded: {reply.error_message}",
             "rate_limited": {"code": "rate_limit_exceeded", "message": reply.error_message},
-            "invalid_request": {"message": reply.error_message},
+            "invalid_request": {"code": 400, "message": reply.error_message},
         }[reply.stream_error]
         yield f"data: {json.dumps({'error': error})}\n\n".encode()
+
+
+class WholeCallsWire(LocalServerWire):
+    """Ollama before 0.4.7: every tool call of a step whole in one chunk, without ``index`` (and
+    without ``id`` where the reply has none), the step finishing with ``stop`` rather than
+    ``tool_calls``; and a body that ends after the usage chunk without ``data: [DONE]``."""
+
+    sends_done = False
+    stop_with_calls = "stop"
+
+    def tool_call_deltas(self, calls: tuple[Any, ...]) -> Iterator[list[dict[str, Any]]]:
+        if calls:
+            yield [
+                {**({"id": call.id} if call.id else {}), "type": "function",
+                 "function": {"name": call.name, "arguments": "".join(call.argument_pieces)}}
+                for call in calls
+            ]

@@ -8,7 +8,7 @@ import json
 from typing import Any, ClassVar
 
 import pytest
-from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer
+from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer, WholeCallsWire
 
 from monoagent import hookimpl
 from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
@@ -17,7 +17,7 @@ from monoagent.kernel.errors import TurnFailed
 from monoagent.kernel.model import ToolSpec, TurnRequest
 from monoagent.pipeline import provider_call as reliability
 from monoagent.pipeline.bloat import LIMIT_BYTES
-from monoagent.testing import ProviderContract, fresh_agent
+from monoagent.testing import ProviderContract, SentRequest, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent.text import utf8_len
 from monoagent_plugins.lib import openai_wire
@@ -60,6 +60,13 @@ class TestAnthropicContract(ProviderContract):
         return agent.provider("anthropic:model-x")
 
     credential = "test-key"
+    read_on_events = 16
+    configured_output_cap = 4096
+    request_path = "/v1/messages"
+    credential_headers: ClassVar[dict[str, str]] = {"x-api-key": "test-key"}
+    key_names = ("ANTHROPIC_API_KEY",)
+    url_names = ("providers.anthropic.baseUrl", "ANTHROPIC_BASE_URL")
+    context_window = 200_000
     field_paths: ClassVar[dict[str, str]] = {
         "text": "delta.text", "tool_id": "content_block.id", "tool_name": "content_block.name", "tool_arguments": "delta.partial_json",
     }
@@ -72,6 +79,20 @@ class TestAnthropicContract(ProviderContract):
 
     def sent_tool_results(self, body):
         return [(b["tool_use_id"], b["content"], b.get("is_error", False)) for b in _blocks(body, "user", "tool_result")]
+
+    def sent_request(self, body):
+        system = "\n\n".join(block["text"] for block in body["system"]) if body.get("system") else None
+        return SentRequest(body.get("model"), body.get("stream") is True, body.get("max_tokens"), system)
+
+    def sent_assistant_messages(self, body):
+        return [
+            (
+                "".join(b["text"] for b in m["content"] if b["type"] == "text"),
+                [(b["id"], b["name"], b["input"]) for b in m["content"] if b["type"] == "tool_use"],
+            )
+            for m in body["messages"]
+            if m["role"] == "assistant"
+        ]
 
 
 class _OpenAIFamily(ProviderContract):
@@ -86,6 +107,35 @@ class _OpenAIFamily(ProviderContract):
     prefix = ""
     config: ClassVar[dict[str, dict[str, Any]]] = {}
     env: ClassVar[dict[str, str]] = {}
+    read_on_events = 16
+    generates_missing_ids = True
+    carries_refusals = True
+    malformed_events: ClassVar[dict[str, bytes]] = {
+        says: b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        for says, chunk in {
+            "choices is an object": {"choices": {}},
+            "choices[0] is not an object": {"choices": [5]},
+            "choices[0].delta is a string": {"choices": [{"index": 0, "delta": "hi"}]},
+            "choices[0].finish_reason is a number": {"choices": [{"index": 0, "delta": {}, "finish_reason": 7}]},
+            "choices[0].delta.tool_calls is an object": {"choices": [{"index": 0, "delta": {"tool_calls": {}}}]},
+            "choices[0].delta.tool_calls[0] is not an object": {"choices": [{"index": 0, "delta": {"tool_calls": [5]}}]},
+            "choices[0].delta.tool_calls[0].index is a string": {
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": "0", "id": "c", "function": {"name": "lookup"}}]}}]
+            },
+            "choices[0].delta.tool_calls[0].function is a string": {
+                "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": "lookup"}]}}]
+            },
+        }.items()
+    }
+    detail_less_error_events = (b'data: {"error": true}\n\n', b'data: {"error": {"code": 500}}\n\n')
+    output_cap_field = "max_tokens"  # the field each provider documents for maxOutputTokens
+    request_path = "/v1/chat/completions"
+    context_limit_bodies = (  # a code or type decides, whatever the message says (docs/providers.md#errors)
+        json.dumps({"error": {"message": "Please shorten the messages.", "type": "invalid_request_error", "param": "messages",
+                              "code": "context_length_exceeded"}}).encode(),
+        json.dumps({"error": {"code": 400, "message": "the request does not fit: 9000 tokens, n_ctx 8192",
+                              "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}).encode(),
+    )
 
     @pytest.fixture
     def provider_server(self):
@@ -115,10 +165,32 @@ class _OpenAIFamily(ProviderContract):
     def sent_tool_results(self, body):
         return _openai_tool_results(body)
 
+    def sent_request(self, body):
+        other = {"max_tokens", "max_completion_tokens"} - {self.output_cap_field}
+        assert not other & body.keys(), f"the cap travels in {self.output_cap_field} alone: {sorted(body)}"
+        first = body["messages"][0] if body.get("messages") else {}
+        streamed = body.get("stream") is True and body.get("stream_options") == {"include_usage": True}  # no usage without it
+        system = first.get("content") if first.get("role") == "system" else None
+        return SentRequest(body.get("model"), streamed, body.get(self.output_cap_field), system)
+
+    def sent_assistant_messages(self, body):
+        sent = []
+        for m in body["messages"]:
+            if m["role"] == "assistant":
+                assert m.get("tool_calls", True), "an assistant message without calls sends no tool_calls (the API refuses [])"
+                calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in m.get("tool_calls") or ()]
+                sent.append((m.get("content") or "", calls))
+        return sent
+
 
 class TestOpenAIContract(_OpenAIFamily):
     prefix = "openai"
     credential = "sk-test"
+    output_cap_field = "max_completion_tokens"
+    credential_headers: ClassVar[dict[str, str]] = {"authorization": "Bearer sk-test"}
+    key_names = ("OPENAI_API_KEY",)
+    url_names = ("providers.openai.baseUrl", "OPENAI_BASE_URL")
+    context_window = 128_000
     config: ClassVar[dict[str, dict[str, Any]]] = {"openai": {"baseUrl": "{url}/v1"}}
     env: ClassVar[dict[str, str]] = {"OPENAI_API_KEY": "sk-test"}
 
@@ -126,24 +198,31 @@ class TestOpenAIContract(_OpenAIFamily):
 class TestOllamaContract(_OpenAIFamily):
     prefix = "ollama"
     env: ClassVar[dict[str, str]] = {"OLLAMA_HOST": "{url}"}
+    url_names = ("providers.ollama.host", "OLLAMA_HOST")
 
 
 class TestLMStudioContract(_OpenAIFamily):
     prefix = "lmstudio"
     config: ClassVar[dict[str, dict[str, Any]]] = {"lmstudio": {"baseUrl": "{url}/v1"}}
+    url_names = ("providers.lmstudio.baseUrl", "MONO_AGENT_LMSTUDIO_BASE_URL")
 
 
 class TestOpenAICompatibleContract(_OpenAIFamily):
-    """Configured off its defaults (a key, a short read timeout, a 1 MiB event cap), so the
-    contract proves each setting reaches the runtime."""
+    """Configured off its defaults (a key, a short read timeout, a 1 MiB event cap, an output cap,
+    a context window), so the contract proves each setting reaches the runtime."""
 
     prefix = "openai-compatible"
     credential = "sk-compatible-key"
+    credential_headers: ClassVar[dict[str, str]] = {"authorization": "Bearer sk-compatible-key"}
+    key_names = ("MONO_AGENT_OPENAI_COMPATIBLE_API_KEY", "providers.openaiCompatible.apiKey")
+    url_names = ("providers.openaiCompatible.baseUrl", "MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL")
     read_timeout_seconds = 3.0
     max_event_bytes = 1024 * 1024
-    env: ClassVar[dict[str, str]] = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1"}
+    configured_output_cap = 777
+    context_window = 16_384
+    env: ClassVar[dict[str, str]] = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1/"}
     config: ClassVar[dict[str, dict[str, Any]]] = {
-        "openaiCompatible": {"apiKey": "sk-compatible-key", "timeoutSeconds": 3.0},
+        "openaiCompatible": {"apiKey": "sk-compatible-key", "timeoutSeconds": 3.0, "maxOutputTokens": 777, "contextWindow": 16_384},
         "piNative": {"maxStreamEventBytes": 1024 * 1024},
     }
 
@@ -151,9 +230,28 @@ class TestOpenAICompatibleContract(_OpenAIFamily):
 class TestOpenAICompatibleLocalServerContract(TestOpenAICompatibleContract):
     """The same contract against a server with local servers' quirks (``LocalServerWire``)."""
 
+    generates_missing_ids = False  # every call at index 0: only its id tells it apart
+
     @pytest.fixture
     def provider_server(self):
         with LocalServerWire() as server:
+            yield server
+
+
+class TestOpenAICompatibleWholeCallsContract(TestOpenAICompatibleContract):
+    """The same contract against a server that sends each tool call whole, without ``index`` (Ollama before 0.4.7)."""
+
+    read_on_events = None  # no final event to read on after
+    credential = None  # configured without a key: no authorization header at all
+    credential_headers: ClassVar[dict[str, str | None]] = {"authorization": None}
+    config: ClassVar[dict[str, dict[str, Any]]] = {
+        "openaiCompatible": {"timeoutSeconds": 3.0, "maxOutputTokens": 777, "contextWindow": 16_384},
+        "piNative": {"maxStreamEventBytes": 1024 * 1024},
+    }
+
+    @pytest.fixture
+    def provider_server(self):
+        with WholeCallsWire() as server:
             yield server
 
 

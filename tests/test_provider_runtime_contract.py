@@ -223,7 +223,7 @@ class TestOpenAICompatibleRuntimeContract(_HttpRuntimeContract):
     server_type = OpenAIWireServer
     model = "openai-compatible:model-x"
     config: ClassVar[dict[str, Any]] = {"providers": {"openaiCompatible": {"baseUrl": "{url}/v1", "apiKey": "sk-compatible"}}}
-    must_say = "MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL"
+    must_say = "no base URL for openai-compatible:model-x; set MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL (or providers.openaiCompatible.baseUrl)"
 
 
 BROKEN_RUNTIMES = '''

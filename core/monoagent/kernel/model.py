@@ -572,7 +572,8 @@ class ProviderRequest:
 
     ``messages`` holds the current user message and, inside a tool loop, the assistant tool-call
     and tool-result messages of this run. ``tools`` are the only callable tools.
-    ``transport`` is ``providers.piNative.transport`` (``auto``, ``sse``, ``websocket``,
+    ``max_output_tokens``, when set, caps this step's answer in place of the provider's configured
+    cap (``maxOutputTokens``), higher or lower (a compaction summary asks for its own). ``transport`` is ``providers.piNative.transport`` (``auto``, ``sse``, ``websocket``,
     ``websocket-cached``): a runtime with several transports uses the one requested, a runtime
     with one (or that lacks the requested one) ignores it and uses its default.
     """

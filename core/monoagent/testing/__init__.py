@@ -45,6 +45,7 @@ from monoagent.testing.function_provider import FunctionProvider, FunctionReply,
 from monoagent.testing.history_contract import HistoryStoreContract
 from monoagent.testing.memory_contract import EmbedderContract, MemoryTierContract
 from monoagent.testing.provider_contract import ProviderContract, RecordedRequest, Reply, ScriptedToolCall, WireServer
+from monoagent.testing.provider_request_contract import SentRequest
 from monoagent.testing.provider_runtime_contract import Misconfiguration, ProviderRuntimeContract, StepScript
 from monoagent.testing.tool_history_contract import ToolHistoryStoreContract
 
@@ -64,6 +65,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ScriptedToolCall",
+    "SentRequest",
     "StepScript",
     "ToolHistoryStoreContract",
     "WireServer",

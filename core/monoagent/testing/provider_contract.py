@@ -54,6 +54,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
 from monoagent.kernel.errors import ContextLimitError, ProviderError
 from monoagent.kernel.model import (
     Message,
@@ -66,6 +68,7 @@ from monoagent.kernel.model import (
     Usage,
 )
 from monoagent.testing.provider_limits_contract import ProviderLimitsContract
+from monoagent.testing.provider_request_contract import ProviderRequestContract, SentRequest
 from monoagent.testing.wire_server import (
     DROP,
     DYNAMIC_TEXT,
@@ -85,14 +88,14 @@ from monoagent.testing.wire_server import (
 )
 
 __all__ = [
-    "DROP", "LOOKUP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer",
+    "DROP", "LOOKUP", "STALL", "ProviderContract", "RecordedRequest", "Reply", "ScriptedToolCall", "SentRequest", "WireServer",
     "cancel_after_first_text", "collect", "contract_request", "expect_error",
 ]
 
 # ============================================================================ the contract
 
 
-class ProviderContract(ProviderLimitsContract):
+class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
     """The conformance tests. Subclass it as ``Test<Name>Contract`` and supply:
 
     - a ``provider_server`` fixture: a started :class:`WireServer` for the provider's wire format;
@@ -111,10 +114,21 @@ class ProviderContract(ProviderLimitsContract):
     provider reads as a context-length error on a 400 or 413, never on a 500);
     ``read_timeout_seconds`` (the read timeout the ``runtime`` fixture configured, short: a stall
     past it is a retryable error); ``field_paths`` (the paths an error names when a text piece or
-    a tool call's id, name or argument piece has the wrong JSON type); ``credential`` (the key the fixture configured: it travels in
+    a tool call's id, name or argument piece has the wrong JSON type); ``malformed_events`` (what
+    the error must say -> an event of the wrong shape, in the wire's words, as bytes);
+    ``detail_less_error_events`` (error events that carry no message, as bytes);
+    ``carries_refusals`` (the wire streams a refusal in a field of its own, ``Reply.refusal_pieces``:
+    it reaches the harness as text or counts whole as ``StreamProgress(kind="other")``);
+    ``read_on_events`` (how many events after the final one are read so that the connection is
+    reused: one more closes it); ``generates_missing_ids`` (the wire may leave a tool call's id
+    out: the runtime makes one, unique in the run); ``credential`` (the key the fixture configured: it travels in
     a header, never in the body); :meth:`sent_tool_calls` and :meth:`sent_tool_results` (a
     request body's assistant tool calls and tool results, error marks included). The limits are
-    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`.
+    in :class:`~monoagent.testing.provider_limits_contract.ProviderLimitsContract`; what the
+    request carries (:meth:`sent_request`, :meth:`sent_assistant_messages`, ``request_path``,
+    ``credential_headers``, ``key_names``, ``url_names``, ``context_limit_bodies``,
+    ``context_window``, ``configured_output_cap``) in
+    :class:`~monoagent.testing.provider_request_contract.ProviderRequestContract`.
     """
 
     reports_cache_writes = True
@@ -122,7 +136,12 @@ class ProviderContract(ProviderLimitsContract):
     stop_reasons: tuple[str, ...] = ("end_turn", "max_tokens", "refusal")
 
     carries_reasoning = True
+    carries_refusals = False
     field_paths: Mapping[str, str] = MappingProxyType({})
+    malformed_events: Mapping[str, bytes] = MappingProxyType({})
+    detail_less_error_events: tuple[bytes, ...] = ()
+    read_on_events: int | None = None
+    generates_missing_ids = False
     context_limit_messages: tuple[str, ...] = ()
     read_timeout_seconds: float | None = None
     credential: str | None = None
@@ -246,16 +265,17 @@ class ProviderContract(ProviderLimitsContract):
             assert error.provider and error.provider in str(error), f"the error names its provider: {error}"
 
     def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: Any) -> None:
-        pieces = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}')
-        provider_server.enqueue(Reply(tool_calls=(ScriptedToolCall("call_01", "lookup", pieces),)))
+        pieces, second = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}'), ('{"word": "tea"}',)
+        calls = (ScriptedToolCall("call_01", "lookup", pieces), ScriptedToolCall("call_02", "lookup", second))
+        provider_server.enqueue(Reply(tool_calls=calls))
         events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
-        arguments = len("".join(pieces).encode())
+        arguments = len("".join(pieces + second).encode())
         progress = [e for e in events if isinstance(e, StreamProgress)]
         reported = sum(e.bytes for e in progress if e.kind == "tool_arguments")
-        assert arguments <= reported <= arguments + len("call_01") + len("lookup"), f"{reported} bytes of progress for {arguments}"
+        assert arguments <= reported <= arguments + 2 * len("call_01" + "lookup"), f"{reported} bytes of progress for {arguments}"
         assert {e.kind for e in progress} == {"tool_arguments"}, "progress reports only what arrived"
-        first_call = next(n for n, e in enumerate(events) if isinstance(e, ToolCallRequested))
-        assert all(n < first_call for n, e in enumerate(events) if isinstance(e, StreamProgress)), "progress comes as the pieces do"
+        last_call = max(n for n, e in enumerate(events) if isinstance(e, ToolCallRequested))
+        assert all(n < last_call for n, e in enumerate(events) if isinstance(e, StreamProgress)), "progress comes as the pieces do"
 
     def test_reasoning_is_progress_never_text(self, provider_server: WireServer, runtime: Any) -> None:
         if not self.carries_reasoning:
@@ -269,6 +289,22 @@ class ProviderContract(ProviderLimitsContract):
         reported = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "reasoning")
         assert reported >= len(thought.encode()), f"{reported} bytes of reasoning progress for {len(thought.encode())}"
         assert not [e for e in events if isinstance(e, StreamProgress) and e.kind != "reasoning"]
+
+    def test_a_refusal_is_text_or_progress(self, provider_server: WireServer, runtime: Any) -> None:
+        """A refusal in its own field is never dropped uncounted: it is the answer's text, or output
+        not passed on that counts as ``StreamProgress(kind="other")``, every byte of it."""
+        if not self.carries_refusals:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.carries_refusals is False")
+        pieces = ("Je ne peux pas aider ", "avec cette requête.")
+        provider_server.enqueue(Reply(refusal_pieces=pieces, stop_reason="end_turn"))
+        events = asyncio.run(collect(runtime, contract_request()))
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        other = sum(e.bytes for e in events if isinstance(e, StreamProgress) and e.kind == "other")
+        refusal = "".join(pieces)
+        assert text == refusal or (text == "" and other >= len(refusal.encode())), (text, other)
+        assert isinstance(events[-1], StepFinished)
 
     def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
         provider_server.enqueue(Reply(text_pieces=("one", "two", "three"), drop_after=1))
@@ -315,6 +351,79 @@ class ProviderContract(ProviderLimitsContract):
             error = expect_error(runtime, contract_request(tools=[LOOKUP]))
             assert error.code == "malformed_event" and not error.retryable, str(error)
             assert f"{path} is {kind}" in str(error) and "\n" not in str(error), str(error)
+
+    def test_malformed_events_name_what_is_wrong(self, provider_server: WireServer, runtime: Any) -> None:
+        """Each event of ``malformed_events`` alone is a ``malformed_event`` error saying what its key says."""
+        if not self.malformed_events:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.malformed_events is empty")
+        for says, event in self.malformed_events.items():
+            provider_server.enqueue(Reply(raw_frames=(event,)))
+            error = expect_error(runtime, contract_request(tools=[LOOKUP]))
+            assert error.code == "malformed_event" and not error.retryable, str(error)
+            assert says in str(error) and "\n" not in str(error), (says, str(error))
+
+    def test_an_error_event_without_a_message_is_still_one_line(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.detail_less_error_events:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.detail_less_error_events is empty")
+        for event in self.detail_less_error_events:
+            provider_server.enqueue(Reply(raw_frames=(event,)))
+            error = expect_error(runtime, contract_request())
+            assert "\n" not in str(error) and error.provider and error.provider in str(error), str(error)
+
+    def test_a_stream_that_ends_before_its_last_event_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+        """The body ends cleanly after a text piece, with no final event: a retryable error (as a dropped connection is)."""
+        frames = [f for f in provider_server.frames(Reply(text_pieces=("Partial", "never"))) if isinstance(f, bytes)]
+        cut = next(n for n, frame in enumerate(frames) if b"Partial" in frame)
+        provider_server.enqueue(Reply(raw_frames=frames[: cut + 1]))
+        seen: list[str] = []
+        try:
+            asyncio.run(collect_text(runtime, seen))
+        except ProviderError as exc:
+            assert exc.retryable and exc.status is None and "\n" not in str(exc), str(exc)
+        else:
+            raise AssertionError("a stream that ended before its last event answered")
+        assert seen == ["Partial"]
+
+    def test_events_after_the_final_one_are_never_the_answer(self, provider_server: WireServer, runtime: Any) -> None:
+        """After the final event, ``read_on_events`` more are read (never as answer) so that the next
+        request reuses the connection; one more and the connection is closed instead, the answer whole."""
+        if self.read_on_events is None:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.read_on_events is None")
+        late = next(f for f in provider_server.frames(Reply(text_pieces=("LATE",))) if isinstance(f, bytes) and b"LATE" in f)
+        answer = [f for f in provider_server.frames(Reply(text_pieces=("on time",))) if isinstance(f, bytes)]
+
+        async def two_requests() -> tuple[list[Any], list[Any]]:  # one event loop: one connection pool
+            return await collect(runtime, contract_request()), await collect(runtime, contract_request())
+
+        for extra, reused in ((self.read_on_events, True), (self.read_on_events + 1, False)):
+            provider_server.enqueue(Reply(raw_frames=[*answer, *[late] * extra]), Reply(text_pieces=("next",)))
+            first, second = asyncio.run(two_requests())
+            assert [e.text for e in first if isinstance(e, TextDelta)] == ["on time"], extra
+            assert isinstance(first[-1], StepFinished) and first[-1].stop_reason == "end_turn", extra
+            assert [e.text for e in second if isinstance(e, TextDelta)] == ["next"]
+            before, after = provider_server.requests[-2:]
+            assert (before.peer == after.peer) is reused, f"{extra} events after the final one: connection reused {not reused}"
+
+    def test_calls_without_an_id_get_ids_unique_in_the_run(self, provider_server: WireServer, runtime: Any) -> None:
+        if not self.generates_missing_ids:
+            import pytest
+
+            pytest.skip(f"{type(self).__name__}.generates_missing_ids is False")
+        calls = (ScriptedToolCall("", "lookup", ('{"word": "a"}',)), ScriptedToolCall("", "lookup", ('{"word": "b"}',)))
+        ids: list[str] = []
+        for step in (1, 2):
+            provider_server.enqueue(Reply(tool_calls=calls))
+            request = attrs.evolve(contract_request(tools=[LOOKUP]), step=step)
+            found = [e.call for e in asyncio.run(collect(runtime, request)) if isinstance(e, ToolCallRequested)]
+            assert [c.arguments for c in found] == [{"word": "a"}, {"word": "b"}]
+            ids += [c.id for c in found]
+        assert all(ids) and len(set(ids)) == 4, f"ids made for calls sent without one must differ across the run: {ids}"
 
     def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
         import itertools
@@ -363,6 +472,7 @@ class ProviderContract(ProviderLimitsContract):
             import pytest
 
             pytest.skip(f"{type(self).__name__}.read_timeout_seconds is None: the runtime's read timeout is not configured short")
+        provider_server.stall_timeout = self.read_timeout_seconds * 40  # the server outlasts the wait: only the timeout ends it
         provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
         seen: list[str] = []
         try:

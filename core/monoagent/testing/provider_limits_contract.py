@@ -205,6 +205,7 @@ class ProviderLimitsContract:
         assert [(c.id, c.arguments) for c in found] == [(f"call_{i}", {"word": f"w{i}"}) for i in range(MAX_TOOL_CALLS_PER_STEP)]
         error = _read_step_error(runtime, f"{MAX_TOOL_CALLS_PER_STEP + 1} tool calls in one step were read")
         assert error.code == "too_many_tool_calls", str(error)
+        assert str(MAX_TOOL_CALLS_PER_STEP) in str(error).replace(",", ""), f"the error names the limit: {error}"
 
     def test_tool_arguments_nest_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
         from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH

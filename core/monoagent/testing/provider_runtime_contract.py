@@ -296,6 +296,8 @@ class ProviderRuntimeContract:
             except (ConfigError, ProviderError) as exc:
                 assert not getattr(exc, "retryable", False), f"{case.what}: a configuration error is not retried"
                 assert case.must_say in str(exc), f"{case.what}: the error must say {case.must_say!r}: {exc}"
+                if isinstance(exc, ProviderError):
+                    assert exc.provider and exc.provider in str(exc), f"{case.what}: the error names its provider: {exc}"
             except Exception as exc:
                 raise AssertionError(f"{case.what} raised {type(exc).__name__}: {exc}; a provider raises ConfigError") from exc
             else:

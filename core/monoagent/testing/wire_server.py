@@ -72,7 +72,11 @@ class Reply:
     connection abruptly after that many text pieces; ``stall_after`` holds it open after that
     many pieces until the client disconnects. ``raw_frames``, when set, is sent as it is instead
     of :meth:`WireServer.frames` (any iterable of bytes; a generator for a huge stream): for
-    hostile answers.
+    hostile answers. ``error_payload``, when set, is the body of an HTTP error answer as it is,
+    instead of :meth:`WireServer.error_body` (an error in the wire's words the contract cannot
+    script otherwise, such as a context-length error decided by its code). ``refusal_pieces`` is
+    a refusal streamed in a field of its own before the text, on wires that have one (Chat
+    Completions' ``delta.refusal``).
     """
 
     text_pieces: tuple[str, ...] = ()
@@ -89,6 +93,8 @@ class Reply:
     model: str = "model-x"
     raw_frames: Iterable[bytes] | None = None
     reasoning: tuple[ReasoningBlock, ...] = ()
+    error_payload: bytes | None = None
+    refusal_pieces: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -247,7 +253,7 @@ class WireServer:
         self.requests.append(RecordedRequest(handler.command, handler.path, headers, body, tuple(handler.client_address[:2])))
         reply = self.next_reply()
         if reply.status >= 400:
-            payload = self.error_body(reply)
+            payload = self.error_body(reply) if reply.error_payload is None else reply.error_payload
             handler.send_response(reply.status)
             handler.send_header("content-type", "application/json")
             handler.send_header("content-length", str(len(payload)))
