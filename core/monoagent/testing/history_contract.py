@@ -67,6 +67,7 @@ from monoagent.testing.history_contract_concurrency import HistoryConcurrencyCon
 from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
+from monoagent.testing.history_contract_store import HistoryLifecycleContract
 from monoagent.testing.history_contract_support import contents, turn_messages, turns_text
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
@@ -137,7 +138,8 @@ def damaged_records(conversation_id: str) -> list[bytes]:
 
 
 class HistoryStoreContract(
-    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract
+    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract,
+    HistoryLifecycleContract,
 ):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 

@@ -1,0 +1,235 @@
+"""Inactivity retention, records written by other writers, diagnostics and refusals in the history-store suite.
+
+- ``history.maxInactiveDays`` (365 by default, seeds/000: "365 days of inactivity") at and either
+  side of its boundary, on a clock the suite controls (:meth:`HistoryLifecycleContract.set_clock`,
+  with ``make_store(tmp_path, max_inactive_days=...)``): a conversation exactly the bound without a
+  commit is kept, one second more is pruned by the next publication, and never the conversation
+  that publication was for, which keeps the history it had.
+- A record the store did not write itself (with
+  :meth:`~monoagent.testing.history_contract_support.HistoryContractBase.replace_record`): the
+  records of :func:`hand_written_records`, in the ``files`` layout of docs/history.md but laid out
+  by another JSON writer (indented, keys in another order, ASCII escapes, the version 1 layout). A
+  store reads each as a history or as a cold start; either way the next commit appends to exactly
+  what a load returned, and every handle then reads the same history.
+- Diagnostics never break an operation: the damaged-record paths (a load without ``on_warning``,
+  ``conversations()``, a commit replacing an unreadable record, a reset) run with the store
+  package's log records shown, as the CLI and ``serve`` show them, so a log call that cannot format
+  its record fails the operation here rather than in production.
+- A refusal says what it refused: a commit of a value that is not a ``Message`` names the value's
+  type, a refused provider session names the provider session.
+
+Each part skips, naming what it needs, when the store lacks the hook, keyword or capability.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import (
+    CAPABILITY_LOAD_WARNINGS,
+    CAPABILITY_PROVIDER_SESSIONS,
+    HistoryStore,
+    ProviderSessionState,
+    logical_conversation_id,
+)
+from monoagent.kernel.model import Message
+from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
+
+DAY = 86_400.0
+START = 1_900_000_000.0
+"""The suite's clock at the first commit of the inactivity test: whole seconds, so every time it sets is exact."""
+
+
+def hand_written_records(conversation_id: str) -> dict[str, bytes]:
+    """Records of ``conversation_id`` in the ``files`` layout (docs/history.md), each laid out by another writer.
+
+    Every one is a valid record of that layout (two messages, ``hand 0`` and ``hand 1``): a store of
+    the layout reads it, a store of another layout may find it unreadable, and neither may let the
+    layout decide what the next commit builds on.
+    """
+    message = {"role": "user", "content": "hand 0 ünï 🎉", "name": "Alice", "timestamp": 1.5, "tool_calls": [],
+               "tool_call_id": None}
+    answer = {"role": "assistant", "content": "hand 1 \"quoted\" \\ ]}", "name": None, "timestamp": 2.5, "tool_calls": [],
+              "tool_call_id": None}
+    record: dict[str, Any] = {"version": 2, "conversationId": conversation_id,
+                              "logicalConversationId": logical_conversation_id(conversation_id),
+                              "updatedAt": 1_700_000_000.5, "messages": [message, answer]}
+    reordered = {"messages": record["messages"], **{k: v for k, v in record.items() if k != "messages"}}
+    version_1 = {k: v for k, v in record.items() if k != "logicalConversationId"} | {"version": 1}
+    return {
+        "indented": json.dumps(record, indent=2, ensure_ascii=False).encode(),
+        "keys reordered": json.dumps(reordered, ensure_ascii=False, separators=(",", ":")).encode(),
+        "ASCII escapes": json.dumps(record).encode(),
+        "version 1": json.dumps(version_1, ensure_ascii=False).encode(),
+        "spaces inside the array": json.dumps(record, ensure_ascii=False).replace('"messages": [', '"messages": [ ').encode(),
+    }
+
+
+@contextlib.contextmanager
+def diagnostics_shown(store: Any) -> Iterator[list[str]]:
+    """The log records of ``store``'s package (and monoagent's) shown while inside, as the CLI shows them.
+
+    loguru formats a record only when some sink will take it; a library's records are disabled by
+    default, so a log call whose format and arguments do not fit each other passes unnoticed until
+    a user runs the CLI. Inside this block every record is formatted (the lines are collected).
+    """
+    from loguru import logger
+
+    packages = sorted({type(store).__module__.partition(".")[0], "monoagent", "monoagent_plugins"})
+    lines: list[str] = []
+    for package in packages:
+        logger.enable(package)
+    sink = logger.add(lambda message: lines.append(str(message)), level=0, format="{message}")
+    try:
+        yield lines
+    finally:
+        logger.remove(sink)
+        for package in packages:
+            logger.disable(package)
+
+
+class NotAMessage:
+    """What a commit is given instead of a :class:`~monoagent.kernel.model.Message`; its refusal must name it."""
+
+
+class HistoryLifecycleContract(HistoryContractBase):
+    """Mixed into :class:`~monoagent.testing.HistoryStoreContract`; see the module docstring."""
+
+    def set_clock(self, store: HistoryStore, clock: Callable[[], float]) -> None:
+        """Make ``store`` read the current time (epoch seconds) from ``clock``: the time of a commit, and the time
+        ``maxInactiveDays`` is measured against (optional; without it the inactivity test is skipped, naming it)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ maxInactiveDays
+
+    def test_contract_retention_by_inactivity_at_its_boundary(self, tmp_path: Path) -> None:
+        """``max_inactive_days`` = 2 on the suite's clock: exactly 2 days without a commit is kept, 2 days and a second
+        is pruned by the next publication, and the conversation just published is never pruned."""
+        import pytest
+
+        try:
+            store: Any = self.make_store(tmp_path, max_inactive_days=2)  # type: ignore[call-arg]  # the optional keyword
+        except TypeError:
+            pytest.skip("needs make_store(tmp_path, max_inactive_days=...) (history.maxInactiveDays); this store's make_store "
+                        "does not take it")
+        now = [START]
+        try:
+            self.set_clock(store, lambda: now[0])
+        except NotImplementedError:
+            self.close(store)
+            pytest.skip("needs HistoryStoreContract.set_clock(store, clock) (the clock maxInactiveDays is measured on) to "
+                        "age a conversation by days; this store's test module does not provide it")
+
+        def commit_at(when: float, cid: str) -> list[str]:
+            now[0] = when
+            self.run(store.commit(cid, [Message("user", f"{cid} at {when - START:.0f}")]))
+            return sorted(info.conversation_id for info in self.run(store.conversations()))
+
+        assert commit_at(START, "old") == ["old"]
+        assert commit_at(START + DAY, "recent") == ["old", "recent"]
+        assert commit_at(START + 2 * DAY, "at-bound") == ["at-bound", "old", "recent"], (
+            "a conversation exactly history.maxInactiveDays (2) without a commit was pruned")
+        assert commit_at(START + 2 * DAY + 1, "past") == ["at-bound", "past", "recent"], (
+            "a conversation 2 days and 1 second without a commit outlived history.maxInactiveDays = 2")
+        assert self.load(self.make_store(tmp_path), "old") == []
+        assert commit_at(START + 4 * DAY + 1, "recent") == ["past", "recent"], (
+            "after 3 days without a commit, the commit to 'recent' must keep it and prune 'at-bound' (4 days)")
+        assert contents(self.load(self.make_store(tmp_path), "recent")) == [f"recent at {DAY:.0f}", f"recent at {4 * DAY + 1:.0f}"], (
+            "pruning runs only after the publication, which builds on the conversation's history")
+        self.close(store)
+
+    # ------------------------------------------------------------------ records written by another writer
+
+    def test_contract_a_commit_builds_on_what_a_load_returned(self, tmp_path: Path) -> None:
+        """Whatever record another writer left (:func:`hand_written_records`), the next commit appends to exactly what a
+        load returned, and the writing handle, a new handle and the listing agree on the result."""
+        store = self.make_store(tmp_path)
+        for n, (layout, data) in enumerate(hand_written_records("placeholder").items()):
+            cid = f"hand-{n}:2025-01-01"
+            self.commit_turns(store, cid, range(1))
+            self.replace_record(store, cid, hand_written_records(cid)[layout])
+            reader: Any = self.make_store(tmp_path)
+            warned = CAPABILITY_LOAD_WARNINGS in frozenset(getattr(reader, "capabilities", ()))
+            loaded = self.load(reader, cid, **({"on_warning": lambda *_: None} if warned else {}))
+            assert contents(loaded) in ([], ["hand 0 ünï 🎉", 'hand 1 "quoted" \\ ]}']), f"{layout}: read as {contents(loaded)}"
+            writer = self.make_store(tmp_path)
+            receipt = self.run(writer.commit(cid, turn_messages(7)))
+            expected = contents(loaded) + turns_text([7])
+            assert receipt.message_count == len(expected), f"{layout}: the receipt counts {receipt.message_count} messages"
+            assert contents(self.load(self.make_store(tmp_path), cid)) == expected, f"{layout}: the commit did not append"
+            assert self.load(writer, cid) == self.load(self.make_store(tmp_path), cid), f"{layout}: the writing handle differs"
+            self.commit_turns(writer, cid, range(8, 9))
+            assert contents(self.load(self.make_store(tmp_path), cid)) == expected + turns_text([8]), f"{layout}: a second commit"
+            listed = {info.conversation_id: info.message_count for info in self.run(writer.conversations())}
+            assert listed[cid] == len(expected) + 2, f"{layout}: conversations() counts {listed[cid]} messages"
+            self.close(writer)
+        self.close(store)
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def test_contract_diagnostics_never_break_an_operation(self, tmp_path: Path) -> None:
+        """With the store's log records shown, every damaged-record path still does what the contract says."""
+        import pytest
+
+        from monoagent.testing.history_contract import UNREADABLE_RECORDS, damaged_records
+
+        store = self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS)
+        self.commit_turns(store, "intact", range(1))
+        cases = [("truncated", UNREADABLE_RECORDS[1]), ("no record", UNREADABLE_RECORDS[4]),
+                 ("another conversation", damaged_records("damaged:2025-01-01")[4])]
+        with diagnostics_shown(store):
+            for n, (what, data) in enumerate(cases):
+                cid = "damaged:2025-01-01" if what == "another conversation" else f"damaged-{n}"
+                self.commit_turns(store, cid, range(1))
+                self.replace_record(store, cid, data)
+                assert self.load(self.make_store(tmp_path), cid) == [], f"{what}: a load without on_warning"
+                listed = {info.conversation_id for info in self.run(self.make_store(tmp_path).conversations())}
+                assert "intact" in listed, f"{what}: conversations() lists {sorted(listed)}"
+                self.commit_turns(self.make_store(tmp_path), cid, range(3, 4))
+                assert contents(self.load(self.make_store(tmp_path), cid)) == turns_text([3]), f"{what}: the replacing commit"
+                self.replace_record(store, cid, data)
+                self.run(self.make_store(tmp_path).reset(cid))
+                assert self.load(self.make_store(tmp_path), cid) == [], f"{what}: a reset of an unreadable record"
+            try:
+                newer: bytes | None = self.newer_record("newer")
+            except pytest.skip.Exception:  # the store gives no newer record; the damaged ones were checked
+                newer = None
+            if newer is not None:
+                self.commit_turns(store, "newer", range(1))
+                self.replace_record(store, "newer", newer)
+                listed = {info.conversation_id for info in self.run(self.make_store(tmp_path).conversations())}
+                assert "intact" in listed, "conversations() with a record of a newer version"
+        self.close(store)
+
+    # ------------------------------------------------------------------ refusals
+
+    def test_contract_a_refusal_names_what_it_refused(self, tmp_path: Path) -> None:
+        """A commit of a value that is not a Message names the value's type; a refused provider session names it."""
+        store = self.make_store(tmp_path)
+        self.commit_turns(store, "c", range(1))
+        try:
+            self.run(store.commit("c", [Message("user", "fine"), NotAMessage()]))  # type: ignore[list-item]
+        except (TypeError, ValueError, HistoryStoreError) as exc:
+            assert "NotAMessage" in str(exc), f"the refusal does not name the type of the value it refused: {exc}"
+        else:
+            raise AssertionError("commit accepted a value that is not a Message")
+        assert contents(self.load(self.make_store(tmp_path), "c")) == turns_text([0])
+        if CAPABILITY_PROVIDER_SESSIONS not in frozenset(getattr(store, "capabilities", ())):
+            self.close(store)
+            return
+        for state in (ProviderSessionState("xyz", 1), ProviderSessionState("ab" * 16, -1)):
+            try:
+                self.run(store.commit("c", turn_messages(1), provider_session=state))  # type: ignore[call-arg]
+            except (TypeError, ValueError, HistoryStoreError) as exc:
+                text = str(exc).lower()
+                assert "provider_session" in text or "provider session" in text, (
+                    f"the refusal of the provider session {state!r} does not name the provider session: {exc}")
+            else:
+                assert self.run(self.make_store(tmp_path).load_provider_session("c")) == state  # type: ignore[attr-defined]
+                self.commit_turns(store, "c", range(1, 2))  # unbinds it again
+        self.close(store)
