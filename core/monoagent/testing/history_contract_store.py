@@ -149,7 +149,7 @@ class HistoryLifecycleContract(HistoryContractBase):
         """Whatever record another writer left (:func:`hand_written_records`), the next commit appends to exactly what a
         load returned, and the writing handle, a new handle and the listing agree on the result."""
         store = self.make_store(tmp_path)
-        for n, (layout, data) in enumerate(hand_written_records("placeholder").items()):
+        for n, layout in enumerate(hand_written_records("placeholder")):
             cid = f"hand-{n}:2025-01-01"
             self.commit_turns(store, cid, range(1))
             self.replace_record(store, cid, hand_written_records(cid)[layout])
