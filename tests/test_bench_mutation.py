@@ -214,7 +214,7 @@ def test_a_review_entry_applies_while_the_mutants_code_is_what_was_reviewed(muta
 
 
 def test_review_entry_prints_entries_that_load_once_a_reason_is_written(mutation, tmp_path):
-    target, root, name, sources = _staged_survivors(mutation, tmp_path, {1: 0, 2: 0, 3: 1})
+    _, _, name, _ = _staged_survivors(mutation, tmp_path, {1: 0, 2: 0, 3: 1})
     run = subprocess.run([sys.executable, str(BENCH / "mutation.py"), "offline", "--workdir", str(tmp_path),
                           "--review-entry", "*__mutmut_[13]"], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
