@@ -32,6 +32,7 @@ from typing import Any
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
     CAPABILITY_LOAD_WARNINGS,
+    CAPABILITY_LOGICAL_RESET,
     CAPABILITY_PROVIDER_SESSIONS,
     HistoryStore,
     ProviderSessionState,
@@ -91,6 +92,10 @@ def diagnostics_shown(store: Any) -> Iterator[list[str]]:
         logger.remove(sink)
         for package in packages:
             logger.disable(package)
+
+
+class AbandonedReset(Exception):
+    """Raised from ``pause_inside_reset`` to stop a logical reset part-way, as a crash or a failing disk stops it."""
 
 
 class NotAMessage:
@@ -168,6 +173,58 @@ class HistoryLifecycleContract(HistoryContractBase):
             listed = {info.conversation_id: info.message_count for info in self.run(writer.conversations())}
             assert listed[cid] == len(expected) + 2, f"{layout}: conversations() counts {listed[cid]} messages"
             self.close(writer)
+        self.close(store)
+
+    # ------------------------------------------------------------------ a reset stopped part-way
+
+    def test_contract_a_reset_stopped_part_way_is_never_half_seen(self, tmp_path: Path) -> None:
+        """A logical reset stopped part-way (``pause_inside_reset`` raises at its second call, or its only one) leaves
+        the session wholly as before or wholly reset for the stopped handle and new ones, and the next commit to one of
+        its buckets lands on what was read, the other buckets as they were read."""
+        import pytest
+
+        buckets = ["tg:7", "tg:7:2025-03-01", "tg:7:2025-03-02"]
+
+        def session(directory: Path, stop_at: int | None) -> tuple[Any, list[int]]:
+            store = self.declaring(directory, CAPABILITY_LOGICAL_RESET)
+            for n, cid in enumerate(buckets):
+                self.run(store.commit(cid, turn_messages(n)))
+            self.commit_turns(store, "tg:70", range(1))
+            calls = [0]
+
+            def pause() -> None:
+                calls[0] += 1
+                if calls[0] == stop_at:
+                    raise AbandonedReset(f"the contract stops the reset at its pause {stop_at}")
+
+            try:
+                self.pause_inside_reset(store, pause)
+            except NotImplementedError:
+                self.close(store)
+                pytest.skip("needs HistoryStoreContract.pause_inside_reset (a point inside a logical reset) to stop a reset "
+                            "part-way; this store's test module does not provide it")
+            return store, calls
+
+        counting, calls = session(tmp_path / "count", None)
+        self.run(counting.reset_logical("tg:7"))
+        self.close(counting)
+        assert calls[0] >= 1, "pause_inside_reset was installed but a logical reset never called it"
+        store, _ = session(tmp_path / "stop", min(2, calls[0]))
+        try:
+            self.run(store.reset_logical("tg:7"))
+        except AbandonedReset:
+            pass
+        else:
+            raise AssertionError("the reset went on after pause_inside_reset raised")
+        before = [turns_text([n]) for n in range(len(buckets))]
+        for handle, which in ((store, "the stopped handle"), (self.make_store(tmp_path / "stop"), "a new handle")):
+            seen = [contents(self.load(handle, cid)) for cid in buckets]
+            assert seen in (before, [[]] * len(buckets)), f"{which} reads a half-reset session: {seen}"
+        assert contents(self.load(self.make_store(tmp_path / "stop"), "tg:70")) == turns_text([0]), "another session was reset"
+        self.commit_turns(self.make_store(tmp_path / "stop"), buckets[1], range(9, 10))
+        after = [contents(self.load(self.make_store(tmp_path / "stop"), cid)) for cid in buckets]
+        expected = [seen[0], seen[1] + turns_text([9]), seen[2]]
+        assert after == expected, f"the commit after a stopped reset: {after}, not {expected}"
         self.close(store)
 
     # ------------------------------------------------------------------ diagnostics
