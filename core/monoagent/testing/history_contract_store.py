@@ -38,7 +38,7 @@ from monoagent.kernel.interfaces import (
     ProviderSessionState,
     logical_conversation_id,
 )
-from monoagent.kernel.model import Message
+from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
 
 DAY = 86_400.0
@@ -146,6 +146,103 @@ class HistoryLifecycleContract(HistoryContractBase):
             "after 3 days without a commit, the commit to 'recent' must keep it and prune 'at-bound' (4 days)")
         assert contents(self.load(self.make_store(tmp_path), "recent")) == [f"recent at {DAY:.0f}", f"recent at {4 * DAY + 1:.0f}"], (
             "pruning runs only after the publication, which builds on the conversation's history")
+        self.close(store)
+
+    def clocked(self, directory: Path, now: list[float], **bound: Any) -> Any:
+        """A store with ``bound`` reading the time from ``now[0]``, or a skip naming the keyword or hook it lacks."""
+        import pytest
+
+        try:
+            store: Any = self.make_store(directory, **bound)
+        except TypeError:
+            pytest.skip(f"needs make_store(tmp_path, {', '.join(f'{k}=...' for k in bound)}) (aggregate retention); this "
+                        f"store's make_store does not take it")
+        try:
+            self.set_clock(store, lambda: now[0])
+        except NotImplementedError:
+            self.close(store)
+            pytest.skip("needs HistoryStoreContract.set_clock(store, clock) (the time a record holds and retention "
+                        "measures against); this store's test module does not provide it")
+        return store
+
+    def test_contract_retention_by_bytes_to_the_byte(self, tmp_path: Path) -> None:
+        """On the suite's clock a record's size is reproducible, so ``max_bytes`` is checked to the byte: three records
+        of T bytes in all are kept under T + 1 and T, and T - 1 prunes the oldest."""
+        from monoagent.testing.history_contract_retention import bulky_turn
+
+        def three(directory: Path, bound: int) -> Any:
+            now = [START]
+            store = self.clocked(directory, now, max_bytes=bound)
+            for n in range(3):
+                now[0] = START + n
+                self.run(store.commit(f"c{n}", bulky_turn(n)))
+            return store
+
+        measure = three(tmp_path / "measure", 1 << 30)
+        if not callable(getattr(measure, "stats", None)):
+            import pytest
+
+            self.close(measure)
+            pytest.skip("needs the ManagedHistoryStore method stats() to measure the records' bytes")
+        total = self.run(measure.stats()).bytes
+        self.close(measure)
+        for bound, kept in ((total + 1, ["c0", "c1", "c2"]), (total, ["c0", "c1", "c2"]), (total - 1, ["c1", "c2"])):
+            store = three(tmp_path / f"bound-{bound}", bound)
+            listed = sorted(info.conversation_id for info in self.run(self.make_store(tmp_path / f"bound-{bound}").conversations()))
+            assert listed == kept, f"records of {total} bytes in all under history.maxBytes = {bound} (the oldest is c0)"
+            self.close(store)
+
+    def test_contract_a_record_alone_over_max_bytes_is_kept(self, tmp_path: Path) -> None:
+        """A turn whose record alone passes ``max_bytes`` prunes every other conversation, never the one just published."""
+        import pytest
+
+        try:
+            store: Any = self.make_store(tmp_path, max_bytes=64 * 1024)  # type: ignore[call-arg]  # the optional keyword
+        except TypeError:
+            pytest.skip("needs make_store(tmp_path, max_bytes=...) (aggregate retention); this store's make_store does not take it")
+        self.commit_turns(store, "small-0", range(1))
+        self.commit_turns(store, "small-1", range(1))
+        big = [Message("user", "u" * 40_000), Message("assistant", "a" * 40_000)]
+        self.run(store.commit("big", big))
+        fresh = self.make_store(tmp_path)
+        assert [info.conversation_id for info in self.run(fresh.conversations())] == ["big"]
+        assert self.load(fresh, "big") == big, "the record just published was pruned"
+        self.close(store, fresh)
+
+    # ------------------------------------------------------------------ nesting
+
+    def test_contract_the_deepest_accepted_arguments_read_back(self, tmp_path: Path) -> None:
+        """Between 100 and 1,000 levels of tool-call arguments, the deepest a commit accepts (found by bisection) reads
+        back from a new handle, as does every depth tried on the way; one level deeper is refused with the history intact."""
+        store = self.make_store(tmp_path)
+
+        def nested(depth: int) -> dict[str, object]:
+            value: dict[str, object] = {"leaf": depth}
+            for _ in range(depth - 1):
+                value = {"n": value}
+            return value
+
+        probes = [0]
+
+        def accepted(depth: int) -> bool:
+            probes[0] += 1
+            cid = f"nest-{depth}-{probes[0]}"
+            turn = [Message("assistant", "", tool_calls=(ToolCall("call-1", "deep", nested(depth)),))]
+            try:
+                self.run(store.commit(cid, turn))
+            except HistoryStoreError:
+                assert self.load(self.make_store(tmp_path), cid) == [], f"a refused commit of {depth} levels left history"
+                return False
+            assert self.load(self.make_store(tmp_path), cid) == turn, f"{depth} levels were committed, not read back"
+            return True
+
+        low, high = 100, 1000
+        assert accepted(low), "tool-call arguments 100 levels deep must be kept"
+        if not accepted(high):
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if accepted(middle) else (low, middle)
+            assert accepted(low) and not accepted(low + 1), f"{low} levels are accepted and {low + 1} refused, again"
         self.close(store)
 
     # ------------------------------------------------------------------ records written by another writer
