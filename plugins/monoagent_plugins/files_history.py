@@ -50,6 +50,7 @@ durable turn reseeds from history. A malformed one makes the record unreadable, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,7 @@ from monoagent_plugins.lib.history_records import (
     cap_message,
     envelope_bytes,
     provider_session_json,
+    record_converter,
     serialise_message,
     short_id,
     stat_key,
@@ -107,6 +109,12 @@ async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
     import asyncio
 
     return await asyncio.to_thread(work, *args)
+
+
+def _as_read(message: Message, serialised: bytes) -> Message:
+    """``message`` as a load of the record returns it: tool-call arguments are free-form, and JSON turns a tuple
+    into a list and an int key into a string, so the committing handle caches what every other handle reads."""
+    return record_converter().structure(json.loads(serialised), Message)  # type: ignore[no-any-return]
 
 
 class FilesHistoryStore(HistoryMaintenance):
@@ -282,7 +290,8 @@ class FilesHistoryStore(HistoryMaintenance):
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
         """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
-        Only tool-call arguments nest (and the envelope and message list take two levels).
+        Only tool-call arguments nest (and the envelope and message list take two levels). A message
+        with tool calls comes back as a load reads it (:func:`_as_read`).
         """
         try:
             capped = [cap_message(m, self.max_message_bytes) for m in new]
@@ -294,7 +303,7 @@ class FilesHistoryStore(HistoryMaintenance):
                 f"a message of conversation {short_id(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
                 f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
             )
-        return capped
+        return [(_as_read(m, f) if m.tool_calls else m, f) for m, f in capped]
 
     async def commit(
         self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None

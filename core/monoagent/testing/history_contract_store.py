@@ -245,6 +245,17 @@ class HistoryLifecycleContract(HistoryContractBase):
             assert accepted(low) and not accepted(low + 1), f"{low} levels are accepted and {low + 1} refused, again"
         self.close(store)
 
+    def test_contract_every_handle_reads_the_same_arguments(self, tmp_path: Path) -> None:
+        """Tool-call arguments JSON would change (a tuple, an int key) read back alike from the committing handle and a
+        new one: as given, or as JSON gives them back."""
+        store = self.make_store(tmp_path)
+        arguments: dict[Any, Any] = {"pair": (1, 2), 7: "an int key", "nested": [{"single": (3,)}]}
+        self.run(store.commit("c", [Message("assistant", "", tool_calls=(ToolCall("call-1", "odd", arguments),))]))
+        mine, theirs = self.load(store, "c"), self.load(self.make_store(tmp_path), "c")
+        assert mine == theirs, f"the committing handle reads {mine[0].tool_calls}, a new handle {theirs[0].tool_calls}"
+        assert theirs[0].tool_calls[0].arguments in (arguments, json.loads(json.dumps(arguments)))
+        self.close(store)
+
     # ------------------------------------------------------------------ records written by another writer
 
     def test_contract_a_commit_builds_on_what_a_load_returned(self, tmp_path: Path) -> None:
