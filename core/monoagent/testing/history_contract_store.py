@@ -13,8 +13,9 @@
   what a load returned, and every handle then reads the same history.
 - Diagnostics never break an operation: the damaged-record paths (a load without ``on_warning``,
   ``conversations()``, a commit replacing an unreadable record, a reset) run with the store
-  package's log records shown, as the CLI and ``serve`` show them, so a log call that cannot format
-  its record fails the operation here rather than in production.
+  package's log records shown, as the CLI and ``serve`` show them, on conversation ids holding
+  ``{0}`` and ``{x}``, so a log call that cannot format its record (or formats an id) fails the
+  operation here rather than in production.
 - A refusal says what it refused: a commit of a value that is not a ``Message`` names the value's
   type, a refused provider session names the provider session.
 
@@ -349,7 +350,7 @@ class HistoryLifecycleContract(HistoryContractBase):
                  ("another conversation", damaged_records("damaged:2025-01-01")[4])]
         with diagnostics_shown(store):
             for n, (what, data) in enumerate(cases):
-                cid = "damaged:2025-01-01" if what == "another conversation" else f"damaged-{n}"
+                cid = "damaged:2025-01-01" if what == "another conversation" else f"damaged-{{{n}}}-{{x}}"  # braces: format fields
                 self.commit_turns(store, cid, range(1))
                 self.replace_record(store, cid, data)
                 assert self.load(self.make_store(tmp_path), cid) == [], f"{what}: a load without on_warning"
