@@ -111,9 +111,10 @@ async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
     return await asyncio.to_thread(work, *args)
 
 
-def _as_read(message: Message, serialised: bytes) -> Message:
-    """``message`` as a load of the record returns it: tool-call arguments are free-form, and JSON turns a tuple
-    into a list and an int key into a string, so the committing handle caches what every other handle reads."""
+def _as_read(serialised: bytes) -> Message:
+    """The message a load of the record returns for ``serialised``, which the committing handle caches so that it
+    reads what every other handle reads (tool-call arguments are free-form: JSON turns a tuple into a list and an
+    int key into a string)."""
     return record_converter().structure(json.loads(serialised), Message)  # type: ignore[no-any-return]
 
 
@@ -290,8 +291,8 @@ class FilesHistoryStore(HistoryMaintenance):
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
         """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
-        Only tool-call arguments nest (and the envelope and message list take two levels). A message
-        with tool calls comes back as a load reads it (:func:`_as_read`).
+        Only tool-call arguments nest (and the envelope and message list take two levels). Each
+        message comes back as a load reads it (:func:`_as_read`).
         """
         try:
             capped = [cap_message(m, self.max_message_bytes) for m in new]
@@ -303,7 +304,7 @@ class FilesHistoryStore(HistoryMaintenance):
                 f"a message of conversation {short_id(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
                 f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
             )
-        return [(_as_read(m, f) if m.tool_calls else m, f) for m, f in capped]
+        return [(_as_read(f), f) for _, f in capped]
 
     async def commit(
         self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None
