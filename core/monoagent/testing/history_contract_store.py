@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,43 @@ class HistoryLifecycleContract(HistoryContractBase):
         expected = [seen[0], seen[1] + turns_text([9]), seen[2]]
         assert after == expected, f"the commit after a stopped reset: {after}, not {expected}"
         self.close(store)
+
+    # ------------------------------------------------------------------ where a store writes
+
+    def test_contract_nothing_is_written_outside_the_storage(self, tmp_path: Path) -> None:
+        """Commits, loads, resets (exact and logical), the listing and the totals write nothing outside
+        ``storage_directory``, whatever the working directory (a relative path would land in it)."""
+        import pytest
+
+        store = self.make_store(tmp_path)
+        try:
+            root = Path(getattr(self, "storage_directory")(store)).resolve()  # noqa: B009  (mixed in beside this class)
+        except (NotImplementedError, AttributeError):
+            self.close(store)
+            pytest.skip("needs HistoryStoreContract.storage_directory (the directory the store keeps its files in) to check "
+                        "that nothing is written outside it")
+        cwd = tmp_path / "working-directory"
+        cwd.mkdir()
+        previous = os.getcwd()
+        os.chdir(cwd)
+        try:
+            self.commit_turns(store, "a:2025-01-01", range(2))
+            self.commit_turns(self.make_store(tmp_path), "b", range(1))
+            self.load(self.make_store(tmp_path), "a:2025-01-01")
+            self.run(store.conversations())
+            self.run(store.reset("b"))
+            if CAPABILITY_LOGICAL_RESET in frozenset(getattr(store, "capabilities", ())):
+                self.run(store.reset_logical("a"))
+            for method in ("stats", "clear_all"):
+                if callable(getattr(store, method, None)):
+                    self.run(getattr(store, method)())
+        finally:
+            os.chdir(previous)
+            self.close(store)
+        assert not any(cwd.iterdir()), f"the store wrote into the working directory: {sorted(p.name for p in cwd.iterdir())}"
+        outside = [p for p in tmp_path.rglob("*")
+                   if p != cwd and root not in (p.resolve(), *p.resolve().parents) and p.resolve() not in root.parents]
+        assert not outside, f"the store wrote outside its storage directory {root}: {outside[:8]}"
 
     # ------------------------------------------------------------------ diagnostics
 
