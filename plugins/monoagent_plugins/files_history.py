@@ -115,7 +115,7 @@ def _as_read(serialised: bytes) -> Message:
     """The message a load of the record returns for ``serialised``, which the committing handle caches so that it
     reads what every other handle reads (tool-call arguments are free-form: JSON turns a tuple into a list and an
     int key into a string)."""
-    return record_converter().structure(json.loads(serialised), Message)  # type: ignore[no-any-return]
+    return record_converter().structure(json.loads(serialised), Message)
 
 
 class FilesHistoryStore(HistoryMaintenance):

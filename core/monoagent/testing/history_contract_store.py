@@ -55,9 +55,9 @@ def hand_written_records(conversation_id: str) -> dict[str, bytes]:
     the layout reads it, a store of another layout may find it unreadable, and neither may let the
     layout decide what the next commit builds on.
     """
-    message = {"role": "user", "content": "hand 0 ünï 🎉", "name": "Alice", "timestamp": 1.5, "tool_calls": [],
+    message: dict[str, Any] = {"role": "user", "content": "hand 0 ünï 🎉", "name": "Alice", "timestamp": 1.5, "tool_calls": [],
                "tool_call_id": None}
-    answer = {"role": "assistant", "content": "hand 1 \"quoted\" \\ ]}", "name": None, "timestamp": 2.5, "tool_calls": [],
+    answer: dict[str, Any] = {"role": "assistant", "content": "hand 1 \"quoted\" \\ ]}", "name": None, "timestamp": 2.5, "tool_calls": [],
               "tool_call_id": None}
     record: dict[str, Any] = {"version": 2, "conversationId": conversation_id,
                               "logicalConversationId": logical_conversation_id(conversation_id),
