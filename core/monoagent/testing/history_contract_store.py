@@ -1,16 +1,25 @@
-"""Inactivity retention, records written by other writers, diagnostics and refusals in the history-store suite.
+"""Inactivity, exact retention, nesting, other writers' records, stopped resets, diagnostics and refusals.
+
+The parts of the history-store suite written against the survivors of the ``files`` store's mutation
+run (docs/testing.md, "Mutation score: files_history.py"); each checks a documented clause of
+:class:`~monoagent.kernel.interfaces.ManagedHistoryStore`:
 
 - ``history.maxInactiveDays`` (365 by default, seeds/000: "365 days of inactivity") at and either
   side of its boundary, on a clock the suite controls (:meth:`HistoryLifecycleContract.set_clock`,
-  with ``make_store(tmp_path, max_inactive_days=...)``): a conversation exactly the bound without a
-  commit is kept, one second more is pruned by the next publication, and never the conversation
-  that publication was for, which keeps the history it had.
+  with ``make_store(tmp_path, max_inactive_days=...)``): exactly the bound without a commit is kept,
+  one second more is pruned by the next publication, never the conversation just published, which
+  keeps the history it had. On the same clock a record's size is reproducible, so ``max_bytes`` is
+  checked to the byte; a record alone over ``max_bytes`` is kept.
+- Tool-call arguments: the deepest a commit accepts (found by bisection) read back and one level
+  deeper is refused; arguments JSON would change read back alike from every handle.
 - A record the store did not write itself (with
   :meth:`~monoagent.testing.history_contract_support.HistoryContractBase.replace_record`): the
   records of :func:`hand_written_records`, in the ``files`` layout of docs/history.md but laid out
-  by another JSON writer (indented, keys in another order, ASCII escapes, the version 1 layout). A
-  store reads each as a history or as a cold start; either way the next commit appends to exactly
-  what a load returned, and every handle then reads the same history.
+  by another JSON writer. A store reads each as a history or as a cold start; either way the next
+  commit appends to exactly what a load returned, and every handle then reads the same history.
+- A logical reset stopped part-way (``pause_inside_reset`` raising :class:`AbandonedReset`) is
+  never half seen, and nothing is written outside ``storage_directory``, whatever the working
+  directory.
 - Diagnostics never break an operation: the damaged-record paths (a load without ``on_warning``,
   ``conversations()``, a commit replacing an unreadable record, a reset) run with the store
   package's log records shown, as the CLI and ``serve`` show them, on conversation ids holding
@@ -21,7 +30,6 @@
 
 Each part skips, naming what it needs, when the store lacks the hook, keyword or capability.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -55,10 +63,10 @@ def hand_written_records(conversation_id: str) -> dict[str, bytes]:
     the layout reads it, a store of another layout may find it unreadable, and neither may let the
     layout decide what the next commit builds on.
     """
-    message: dict[str, Any] = {"role": "user", "content": "hand 0 ünï 🎉", "name": "Alice", "timestamp": 1.5, "tool_calls": [],
-               "tool_call_id": None}
-    answer: dict[str, Any] = {"role": "assistant", "content": "hand 1 \"quoted\" \\ ]}", "name": None, "timestamp": 2.5, "tool_calls": [],
-              "tool_call_id": None}
+    message: dict[str, Any] = {"role": "user", "content": "hand 0 ünï 🎉", "name": "Alice", "timestamp": 1.5,
+                               "tool_calls": [], "tool_call_id": None}
+    answer: dict[str, Any] = {"role": "assistant", "content": "hand 1 \"quoted\" \\ ]}", "name": None, "timestamp": 2.5,
+                              "tool_calls": [], "tool_call_id": None}
     record: dict[str, Any] = {"version": 2, "conversationId": conversation_id,
                               "logicalConversationId": logical_conversation_id(conversation_id),
                               "updatedAt": 1_700_000_000.5, "messages": [message, answer]}
@@ -74,22 +82,21 @@ def hand_written_records(conversation_id: str) -> dict[str, bytes]:
 
 
 @contextlib.contextmanager
-def diagnostics_shown(store: Any) -> Iterator[list[str]]:
+def diagnostics_shown(store: Any) -> Iterator[None]:
     """The log records of ``store``'s package (and monoagent's) shown while inside, as the CLI shows them.
 
     loguru formats a record only when some sink will take it; a library's records are disabled by
     default, so a log call whose format and arguments do not fit each other passes unnoticed until
-    a user runs the CLI. Inside this block every record is formatted (the lines are collected).
+    a user runs the CLI. Inside this block every record is formatted (and dropped).
     """
     from loguru import logger
 
     packages = sorted({type(store).__module__.partition(".")[0], "monoagent", "monoagent_plugins"})
-    lines: list[str] = []
     for package in packages:
         logger.enable(package)
-    sink = logger.add(lambda message: lines.append(str(message)), level=0, format="{message}")
+    sink = logger.add(lambda message: None, level=0, format="{message}")
     try:
-        yield lines
+        yield
     finally:
         logger.remove(sink)
         for package in packages:
@@ -117,20 +124,8 @@ class HistoryLifecycleContract(HistoryContractBase):
     def test_contract_retention_by_inactivity_at_its_boundary(self, tmp_path: Path) -> None:
         """``max_inactive_days`` = 2 on the suite's clock: exactly 2 days without a commit is kept, 2 days and a second
         is pruned by the next publication, and the conversation just published is never pruned."""
-        import pytest
-
-        try:
-            store: Any = self.make_store(tmp_path, max_inactive_days=2)  # type: ignore[call-arg]  # the optional keyword
-        except TypeError:
-            pytest.skip("needs make_store(tmp_path, max_inactive_days=...) (history.maxInactiveDays); this store's make_store "
-                        "does not take it")
         now = [START]
-        try:
-            self.set_clock(store, lambda: now[0])
-        except NotImplementedError:
-            self.close(store)
-            pytest.skip("needs HistoryStoreContract.set_clock(store, clock) (the clock maxInactiveDays is measured on) to "
-                        "age a conversation by days; this store's test module does not provide it")
+        store = self.clocked(tmp_path, now, max_inactive_days=2)
 
         def commit_at(when: float, cid: str) -> list[str]:
             now[0] = when
@@ -157,8 +152,8 @@ class HistoryLifecycleContract(HistoryContractBase):
         try:
             store: Any = self.make_store(directory, **bound)
         except TypeError:
-            pytest.skip(f"needs make_store(tmp_path, {', '.join(f'{k}=...' for k in bound)}) (aggregate retention); this "
-                        f"store's make_store does not take it")
+            pytest.skip(f"needs make_store(tmp_path, {', '.join(f'{k}=...' for k in bound)}) (aggregate retention: "
+                        f"history.maxBytes, maxInactiveDays); this store's make_store does not take it")
         try:
             self.set_clock(store, lambda: now[0])
         except NotImplementedError:
