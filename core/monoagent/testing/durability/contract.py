@@ -27,9 +27,11 @@ processes, which is why it is a name and not a callable. Three things are proven
    record or the new one, never an error, garbage or a lost history; and the store takes the next
    commit on it.
 3. **A failed I/O operation**: the k-th mutating file operation of a commit fails with ``EIO``,
-   for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` (a failed
-   unlink alone may be ignored), the stored history is the previous record or the new one, and
-   the next commit succeeds.
+   for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` whose
+   message states the operating system's error (a failed unlink alone may be ignored), the stored
+   history is the previous record or the new one, and the next commit succeeds. Then the same with
+   every operation from the k-th on failing (a disk gone bad, so the clean-up fails too), on a new
+   conversation and on one with history.
 
 2 and 3 need the store's I/O to go through Python's ``os`` functions or ``open()``; when a commit
 shows none (a store that writes in C, such as sqlite3, or to a server) they are skipped, saying
