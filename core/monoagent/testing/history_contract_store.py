@@ -83,7 +83,7 @@ def hand_written_records(conversation_id: str) -> dict[str, bytes]:
 
 @contextlib.contextmanager
 def diagnostics_shown(store: Any) -> Iterator[None]:
-    """The log records of ``store``'s package (and monoagent's) shown while inside, as the CLI shows them.
+    """The log records of the package defining ``store``'s class (and monoagent's) shown while inside, as the CLI shows them.
 
     loguru formats a record only when some sink will take it; a library's records are disabled by
     default, so a log call whose format and arguments do not fit each other passes unnoticed until
@@ -91,7 +91,7 @@ def diagnostics_shown(store: Any) -> Iterator[None]:
     """
     from loguru import logger
 
-    packages = sorted({type(store).__module__.partition(".")[0], "monoagent", "monoagent_plugins"})
+    packages = sorted({type(store).__module__.partition(".")[0], "monoagent"})
     for package in packages:
         logger.enable(package)
     sink = logger.add(lambda message: None, level=0, format="{message}")
