@@ -56,24 +56,33 @@ class ToolHistoryStoredDataContract(ToolHistoryContractBase):
 
     def test_contract_a_lock_held_past_the_wait_fails_writes_as_unavailable(self, tmp_path: Path) -> None:
         """Another holder keeps a write transaction open longer than the store waits: a write fails with
-        ``ToolHistoryUnavailable`` (the store cannot be reached, not a definitive rejection), writes nothing,
-        and once the lock is released the store records again (nothing stays failed)."""
+        ``ToolHistoryUnavailable`` (the store cannot be reached, not a definitive rejection) and writes
+        nothing, a clear from a handle that never wrote fails saying why and removes nothing; once the
+        lock is released the store records and clears again (nothing stays failed)."""
         import pytest
 
         store = self._store(tmp_path)
+        maintainer = self._store(tmp_path)  # what the history commands open: a handle that never writes
         try:
             self.set_lock_wait(store, SHORT_LOCK_WAIT_MS)
+            self.set_lock_wait(maintainer, SHORT_LOCK_WAIT_MS)
             self._write(store, "a")
             with self.hold_lock(store, write=True):
                 with pytest.raises(ToolHistoryError) as refused:
                     store.submit_invocation(_invocation("b")).result(WAIT)
                 assert isinstance(refused.value, ToolHistoryUnavailable), (
                     f"a lock held elsewhere makes the store unavailable, not {type(refused.value).__name__}: {refused.value}")
-                assert " " in str(refused.value), f"a refusal says what went wrong, not {str(refused.value)!r}"
+                with pytest.raises(ToolHistoryError) as uncleared:
+                    self.settled(maintainer.clear_all())
+                for error in (refused.value, uncleared.value):
+                    assert " " in str(error), f"a refusal says what went wrong, not {str(error)!r}"
             self._recorded_again(store, "c")
-            assert self.ids(store) == ["a", "c"], "the refused write left nothing behind, the next one was recorded"
-            assert self.counts(store) == (2, 4)
+            assert self.ids(store) == ["a", "c"], "the refused write left nothing behind, the refused clear removed nothing"
+            assert self.counts(maintainer) == (2, 4)
+            report = self.settled(maintainer.clear_all())
+            assert (report.calls, report.records) == (2, 4) and store.records() == [], "once the lock is gone, a clear goes through"
         finally:
+            self.close(maintainer)
             self.close(store)
 
     def test_contract_a_reader_holding_the_data_never_half_writes(self, tmp_path: Path) -> None:
