@@ -810,7 +810,10 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     store_name = "sqlite"
 
     def store_config(self, tmp_path, **bounds):  # max_calls -> toolHistory.maxCalls, ...
-        return {"toolHistory": {re.sub(r"_([a-z])", lambda m: m[1].upper(), name): value for name, value in bounds.items()}}
+        return {
+            "toolHistory": {re.sub(r"_([a-z])", lambda m: m[1].upper(), name): value for name, value in bounds.items()},
+            "history": {"dir": str(tmp_path / "state" / "history")},  # parents that do not exist yet: the store creates them
+        }
 
     def corrupt(self, store):
         store.path.write_bytes(b"not a database " * 100)

@@ -5,11 +5,14 @@ hook of the store's test class and is skipped, naming it, without: ``set_lock_wa
 ``hold_lock`` (a lock another process holds: writes fail as unavailable, never half-written,
 and are recorded again once it is released; ``flush(timeout)`` gives up after ``timeout``),
 ``mark_unknown_version`` (data of a format version the store does not read is refused by every
-read, write and clear) and ``empty_stored_data`` (a fresh zero-byte data file reads as empty).
+read, write and clear), ``empty_stored_data`` (a fresh zero-byte data file reads as empty) and
+``private_paths`` (a FIFO in place of a stored file is refused, never waited on).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -192,3 +195,74 @@ class ToolHistoryStoredDataContract(ToolHistoryContractBase):
             assert self.ids(again) == ["b"] and self.counts(again) == (1, 2)
         finally:
             self.close(again)
+
+    def test_contract_a_fifo_in_place_of_a_stored_file_is_refused(self, tmp_path: Path) -> None:
+        """Each regular file ``private_paths()`` names that outlives the store, replaced (the store closed) by a
+        FIFO: the next write fails with a ``ToolHistoryError`` naming it, and a read shows what the store held
+        or fails closed. Neither may open the FIFO: that blocks until someone writes into it."""
+        import pytest
+
+        probe = self._store(tmp_path / "probe")
+        try:
+            self._write(probe, "a")
+            named = [Path(path) for path in self.private_paths(probe)]
+        finally:
+            self.close(probe)
+        base = tmp_path / "probe"
+        lasting = [path.relative_to(base) for path in named if path.is_relative_to(base) and path.is_file() and not path.is_symlink()]
+        if not lasting:
+            pytest.skip("private_paths() names no regular file under tmp_path that outlives the store")
+        for index, relative in enumerate(lasting):
+            home = tmp_path / f"fifo-{index}"
+            store = self._store(home)
+            try:
+                self._write(store, "a")
+                held = store.records()
+            finally:
+                self.close(store)
+            fifo = home / relative
+            fifo.unlink()
+            os.mkfifo(fifo, 0o600)
+            store = self._store(home)
+            try:
+                with pytest.raises(ToolHistoryError) as refused:
+                    self._bounded(fifo, lambda: self._write(store, "b"))  # noqa: B023  (called in this iteration)
+                assert relative.name in str(refused.value), f"the refusal names what it refused: {refused.value}"
+                try:
+                    assert self._bounded(fifo, store.records) == held, "a read shows what the store held, or fails closed"
+                except ToolHistoryError as error:
+                    assert " " in str(error), f"a refusal says what went wrong, not {str(error)!r}"
+            finally:
+                self._release(fifo)
+                self.close(store)
+
+    @staticmethod
+    def _release(fifo: Path) -> None:
+        """Feed a FIFO whatever waits on it, so that a store that opened it gets garbage instead of blocking for good."""
+        with contextlib.suppress(OSError):
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, b"not a store " * 1024)
+            finally:
+                os.close(fd)
+
+    def _bounded(self, fifo: Path, action: Callable[[], Any]) -> Any:
+        """``action()``'s value or exception; a call still blocked after :data:`WAIT` (on the FIFO) fails the clause."""
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, action()))
+            except BaseException as exc:  # re-raised on the caller's thread
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        worker.join(WAIT)
+        if worker.is_alive():
+            self._release(fifo)
+            raise AssertionError(f"the store waited on the FIFO at {fifo} for {WAIT:g} s instead of refusing it")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
