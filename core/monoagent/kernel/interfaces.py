@@ -396,7 +396,8 @@ class ToolHistoryStore(Protocol):
         Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
         awaitable); ``stats()`` may also report ``payload_bytes`` (retained argument and result
         bytes) and ``tombstones``, exactly when it does. ``clear_logical`` removes ``<id>`` and
-        each ``<id>:<YYYY-MM-DD>`` bucket and nothing else.
+        each ``<id>:<YYYY-MM-DD>`` bucket and nothing else. A clear covers every write submitted
+        through the same store before it, settled or not.
     Stored data
         A lock another process holds longer than the store waits makes a write fail with
         ``ToolHistoryUnavailable``, leaving nothing half-written; writes are recorded again once

@@ -157,6 +157,42 @@ class ToolHistoryStoredDataContract(ToolHistoryContractBase):
                 action()
             assert " " in str(refused.value), f"{version}: {name} refused without saying why: {str(refused.value)!r}"
 
+    def test_contract_a_clear_covers_the_writes_submitted_before_it(self, tmp_path: Path) -> None:
+        """A clear through a store covers every write submitted through it before the clear, even one still
+        held up (here by a lock held elsewhere): a reset never leaves behind a record submitted before it."""
+        store = self._store(tmp_path)
+        try:
+            self.set_lock_wait(store, LONG_LOCK_WAIT_MS)
+            self._write(store, "a")
+            started = threading.Event()
+            outcome: list[Any] = []
+
+            def clear() -> None:
+                try:
+                    outcome.append(pending.done())  # the clear begins while the write is still held up
+                    started.set()
+                    outcome.append(self.settled(store.clear_all()))
+                except BaseException as exc:  # reported below
+                    outcome.append(exc)
+                finally:
+                    started.set()
+
+            with self.hold_lock(store, write=True):
+                pending = store.submit_invocation(_invocation("b"))
+                clearing = threading.Thread(target=clear, daemon=True)
+                clearing.start()
+                assert started.wait(WAIT), f"the clearing thread did not start within {WAIT:g} s"
+            pending.result(WAIT)
+            clearing.join(WAIT)
+            assert not clearing.is_alive(), f"clear_all() still waited after {WAIT:g} s"
+            assert outcome[0] is False, "the write was settled before the clear began: nothing was observed"
+            report = outcome[1]
+            assert not isinstance(report, BaseException), f"the clear failed: {report!r}"
+            assert store.records() == [], "a record submitted before the clear outlived it"
+            assert (report.calls, report.records) == (2, 3), "it cleared the call written before it and the one held up"
+        finally:
+            self.close(store)
+
     def test_contract_data_of_an_unknown_version_is_refused(self, tmp_path: Path) -> None:
         """Data claiming a format version the store does not read (a newer release's), or none: every read,
         clear and write fails with a ``ToolHistoryError`` that says why."""
