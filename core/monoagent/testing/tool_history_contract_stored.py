@@ -3,7 +3,8 @@
 Mixed into :class:`~monoagent.testing.ToolHistoryStoreContract`. Each clause needs an optional
 hook of the store's test class and is skipped, naming it, without: ``set_lock_wait`` and
 ``hold_lock`` (a lock another process holds: writes fail as unavailable, never half-written,
-and are recorded again once it is released; ``flush(timeout)`` gives up after ``timeout``),
+and are recorded again once it is released; ``flush(timeout)`` gives up after ``timeout``; a
+clear covers a write submitted before it that the lock still holds up),
 ``mark_unknown_version`` (data of a format version the store does not read is refused by every
 read, write and clear), ``empty_stored_data`` (a fresh zero-byte data file reads as empty) and
 ``private_paths`` (a FIFO in place of a stored file is refused, never waited on).
@@ -37,7 +38,8 @@ def _invocation(call_id: str) -> ToolInvocation:
 
 
 class ToolHistoryStoredDataContract(ToolHistoryContractBase):
-    """Locks held elsewhere, ``flush(timeout)``, data of an unknown version, a zero-byte data file (mixed into the contract)."""
+    """Locks held elsewhere, ``flush(timeout)``, a clear after a held-up write, data of an unknown version,
+    a zero-byte data file, a FIFO in a stored file's place (mixed into the contract)."""
 
     @staticmethod
     def _write(store: Any, call_id: str) -> None:
