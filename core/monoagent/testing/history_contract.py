@@ -39,7 +39,9 @@ declare is skipped, and its reason names the capability it needs.
 The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
 :mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
 :mod:`monoagent.testing.history_contract_storage`, aggregate retention in
-:mod:`monoagent.testing.history_contract_retention`, the concurrency clauses in
+:mod:`monoagent.testing.history_contract_retention`, inactivity, exact retention, nesting, other
+writers' records, stopped resets, diagnostics and refusals in
+:mod:`monoagent.testing.history_contract_store` (with the optional ``set_clock`` hook), the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
