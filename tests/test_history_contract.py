@@ -62,6 +62,9 @@ class TestFilesStoreContract(HistoryStoreContract):
 
         store.fs = Paused()
 
+    def set_clock(self, store, clock):
+        store.clock = clock
+
 
 def test_contract_is_exported_from_testing():
     import monoagent.testing as testing

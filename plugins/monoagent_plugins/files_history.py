@@ -50,6 +50,7 @@ durable turn reseeds from history. A malformed one makes the record unreadable, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,7 @@ from monoagent_plugins.lib.history_records import (
     cap_message,
     envelope_bytes,
     provider_session_json,
+    record_converter,
     serialise_message,
     short_id,
     stat_key,
@@ -107,6 +109,13 @@ async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
     import asyncio
 
     return await asyncio.to_thread(work, *args)
+
+
+def _as_read(serialised: bytes) -> Message:
+    """The message a load of the record returns for ``serialised``, which the committing handle caches so that it
+    reads what every other handle reads (tool-call arguments are free-form: JSON turns a tuple into a list and an
+    int key into a string)."""
+    return record_converter().structure(json.loads(serialised), Message)
 
 
 class FilesHistoryStore(HistoryMaintenance):
@@ -282,7 +291,8 @@ class FilesHistoryStore(HistoryMaintenance):
     def _capped(self, conversation_id: str, new: Sequence[Message]) -> list[tuple[Message, bytes]]:
         """Each new message cut to the per-message cap with its serialisation; one nested deeper
         than a record may be is refused here, so that a commit never writes what a load refuses.
-        Only tool-call arguments nest (and the envelope and message list take two levels).
+        Only tool-call arguments nest (and the envelope and message list take two levels). Each
+        message comes back as a load reads it (:func:`_as_read`).
         """
         try:
             capped = [cap_message(m, self.max_message_bytes) for m in new]
@@ -294,7 +304,7 @@ class FilesHistoryStore(HistoryMaintenance):
                 f"a message of conversation {short_id(conversation_id)} nests deeper than the {MAX_DEPTH} levels a history "
                 f"record allows (tool-call arguments?); nothing was committed and the previously committed history is intact"
             )
-        return capped
+        return [(_as_read(f), f) for _, f in capped]
 
     async def commit(
         self, conversation_id: str, messages: Sequence[Message], *, provider_session: ProviderSessionState | None = None

@@ -181,7 +181,10 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         conversations do not wait for each other's I/O. Aggregate retention (records, bytes,
         days of inactivity) runs only after a successful publication and removes the oldest
         inactive conversations first, never the one just published. The record keeps the
-        conversation id and its :func:`logical_conversation_id`.
+        conversation id and its :func:`logical_conversation_id`. Every handle, the committing one
+        included, reads the same history afterwards. A value that is not a ``Message`` is refused
+        with an error naming its type; a commit that fails on an I/O error raises a
+        ``HistoryStoreError`` whose message states the operating system's error.
 
     ``reset_logical(logical_conversation_id) -> HistoryResetReport``
         Removes every record whose logical session is ``logical_conversation_id`` (each daily

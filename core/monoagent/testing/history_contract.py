@@ -39,7 +39,9 @@ declare is skipped, and its reason names the capability it needs.
 The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
 :mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
 :mod:`monoagent.testing.history_contract_storage`, aggregate retention in
-:mod:`monoagent.testing.history_contract_retention`, the concurrency clauses in
+:mod:`monoagent.testing.history_contract_retention`, inactivity, exact retention, nesting, other
+writers' records, stopped resets, diagnostics and refusals in
+:mod:`monoagent.testing.history_contract_store` (with the optional ``set_clock`` hook), the concurrency clauses in
 :mod:`monoagent.testing.history_contract_concurrency`, the hooks and helpers they share in
 :mod:`monoagent.testing.history_contract_support`; :class:`HistoryStoreContract` gathers them.
 
@@ -67,6 +69,7 @@ from monoagent.testing.history_contract_concurrency import HistoryConcurrencyCon
 from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
+from monoagent.testing.history_contract_store import HistoryLifecycleContract
 from monoagent.testing.history_contract_support import contents, turn_messages, turns_text
 
 __all__ = ["HOSTILE_IDS", "UNREADABLE_RECORDS", "HistoryStoreContract", "damaged_records", "turn_messages"]
@@ -137,7 +140,8 @@ def damaged_records(conversation_id: str) -> list[bytes]:
 
 
 class HistoryStoreContract(
-    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract
+    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract,
+    HistoryLifecycleContract,
 ):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 

@@ -27,9 +27,11 @@ processes, which is why it is a name and not a callable. Three things are proven
    record or the new one, never an error, garbage or a lost history; and the store takes the next
    commit on it.
 3. **A failed I/O operation**: the k-th mutating file operation of a commit fails with ``EIO``,
-   for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` (a failed
-   unlink alone may be ignored), the stored history is the previous record or the new one, and
-   the next commit succeeds.
+   for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` whose
+   message states the operating system's error (a failed unlink alone may be ignored), the stored
+   history is the previous record or the new one, and the next commit succeeds. Then the same with
+   every operation from the k-th on failing (a disk gone bad, so the clean-up fails too), on a new
+   conversation and on one with history.
 
 2 and 3 need the store's I/O to go through Python's ``os`` functions or ``open()``; when a commit
 shows none (a store that writes in C, such as sqlite3, or to a server) they are skipped, saying
@@ -42,7 +44,9 @@ power cut, so it does not make a store durable in this sense).
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
+import os
 import random
 import shutil
 from collections.abc import Sequence
@@ -276,35 +280,60 @@ class HistoryDurabilityContract:
     # ------------------------------------------------------------------ 3. failed I/O
 
     def test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record(self, tmp_path: Path) -> None:
+        for k in self._mutating_operations(tmp_path / "probe", 1):
+            self._commit_on_a_failing_disk(tmp_path / f"fail-{k}", 1, k, fail_at=k)
+
+    def test_durability_a_disk_failing_for_good_raises_and_keeps_the_previous_record(self, tmp_path: Path) -> None:
+        """From the k-th mutating file operation of a commit on, every one fails (a disk gone bad or read-only, so the
+        commit's clean-up fails too), for every k, on a new conversation and on one with history."""
+        for before in (0, 1):
+            for k in self._mutating_operations(tmp_path / f"probe-{before}", before):
+                self._commit_on_a_failing_disk(tmp_path / f"fail-{before}-{k}", before, k, fail_from=k)
+
+    def _mutating_operations(self, directory: Path, before: int) -> range:
+        """The indices of the mutating file operations of a commit on ``before`` turns (skips without Python I/O)."""
         if not available():
             import pytest
 
             pytest.skip("the file-system layer needs /proc/self/fd (Linux)")
-        probe, error = self.tapped_commit(tmp_path / "probe", 1)
+        probe, error = self.tapped_commit(directory, before)
         self.require_python_io(probe)
         assert error is None, f"the probing commit failed: {error!r}"
-        for k in range(probe.mutations):
-            directory = tmp_path / f"fail-{k}"
-            tap, error = self.tapped_commit(directory, 1, fail_at=k)
-            where = f"when file operation {k} of the commit ({tap.failed}) fails"
-            assert tap.failed is not None, (
-                f"the commit made fewer than {k + 1} mutating file operations this time, {probe.mutations} before, on the "
-                f"same history: the failure could not be injected ({error!r})"
+        return range(probe.mutations)
+
+    def _commit_on_a_failing_disk(self, directory: Path, before: int, k: int, **fault: int) -> None:
+        """Commit turn ``before`` with file operation ``k`` failing (``fail_at``) or failing from then on (``fail_from``).
+
+        ``commit`` raises a :class:`~monoagent.kernel.errors.HistoryStoreError` whose message states the operating
+        system's error, the history is the previous record or the new one, and the next commit, on a disk that works
+        again, lands. A single failed unlink may be ignored; so may, with ``fail_from``, failures after the
+        publication (the store's upkeep after it, such as retention) when the turn is stored: a single failure of
+        each operation before it already had to raise.
+        """
+        previous, new = turns(before), turns(before + 1)
+        tap, error = self.tapped_commit(directory, before, **fault)
+        where = f"when file operation {k} of the commit ({tap.failed}) fails{' and every later one' if 'fail_from' in fault else ''}"
+        assert tap.failed is not None, (
+            f"the commit made fewer than {k + 1} mutating file operations this time than before, on the "
+            f"same history: the failure could not be injected ({error!r})"
+        )
+        if error is None:
+            assert "fail_from" in fault or tap.failed.startswith(("unlink", "remove")), (
+                f"commit returned success {where}: a failed write, fsync, open or rename must raise"
             )
-            if error is None:
-                assert tap.failed.startswith(("unlink", "remove")), (
-                    f"commit returned success {where}: a failed write, fsync, open or rename must raise"
-                )
-            else:
-                assert isinstance(error, HistoryStoreError), f"commit raised {error!r} {where}, not a HistoryStoreError"
-                assert str(error).strip(), f"the HistoryStoreError raised {where} has no message"
-            seen = self.contents(directory)
-            assert seen in (turns(1), turns(2)), f"{where}, the history is neither the previous record nor the new one: {seen}"
-            if error is None:
-                assert seen == turns(2), f"commit returned {where} but its turn is not stored: {seen}"
-            store = self.make_store(directory)
-            self.commit(store, [len(seen) // 2])
-            self.run(store.close())
-            assert self.contents(directory) == seen + turns(len(seen) // 2 + 1)[len(seen):], (
-                f"{where}, the next commit does not land"
+        else:
+            assert isinstance(error, HistoryStoreError), f"commit raised {error!r} {where}, not a HistoryStoreError"
+            assert os.strerror(errno.EIO) in str(error), (
+                f"the HistoryStoreError raised {where} does not say why (the operating system's {os.strerror(errno.EIO)!r}): "
+                f"{str(error)!r}"
             )
+        seen = self.contents(directory)
+        assert seen in (previous, new), f"{where}, the history is neither the previous record nor the new one: {seen}"
+        if error is None:
+            assert seen == new, f"commit returned {where} but its turn is not stored: {seen}"
+        store = self.make_store(directory)
+        self.commit(store, [len(seen) // 2])
+        self.run(store.close())
+        assert self.contents(directory) == seen + turns(len(seen) // 2 + 1)[len(seen):], (
+            f"{where}, the next commit does not land"
+        )

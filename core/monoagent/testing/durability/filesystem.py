@@ -99,12 +99,14 @@ class FileSystemTap:
     """While active (a context manager), logs the file operations under ``root`` in :attr:`operations`.
 
     ``fail_at=k`` fails the k-th mutating operation (0-based) with ``OSError(EIO)`` instead;
+    ``fail_from=k`` fails the k-th and every later one (a disk gone bad: the clean-up fails too);
     :attr:`mutations` counts them either way. Patching is process-wide: use one tap at a time.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fail_at: int | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, fail_at: int | None = None, fail_from: int | None = None) -> None:
         self.root = os.path.realpath(root)
         self.fail_at = fail_at
+        self.fail_from = fail_from
         self.mutations = 0
         self.failed: str | None = None
         self.operations: list[Operation] = []
@@ -212,8 +214,8 @@ class FileSystemTap:
     def _mutation(self, what: str) -> None:
         """Count a mutating operation; raise the injected failure when it is the chosen one."""
         n, self.mutations = self.mutations, self.mutations + 1
-        if n == self.fail_at:
-            self.failed = what
+        if n == self.fail_at or (self.fail_from is not None and n >= self.fail_from):
+            self.failed = self.failed or what
             raise OSError(errno.EIO, f"Input/output error (injected by the durability contract at file operation {n}: {what})")
 
     # ------------------------------------------------------------------ the interposed operations
