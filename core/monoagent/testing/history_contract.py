@@ -64,6 +64,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
+from monoagent.testing.history_contract_records import HistoryRecordsContract
 from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
@@ -137,7 +138,8 @@ def damaged_records(conversation_id: str) -> list[bytes]:
 
 
 class HistoryStoreContract(
-    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract
+    HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract,
+    HistoryRecordsContract,
 ):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 

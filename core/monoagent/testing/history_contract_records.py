@@ -1,0 +1,162 @@
+"""Records in the documented ``files`` layout: what a store that reads them must do with them.
+
+docs/history.md ("Layout") shows the record a file-based store writes: one compact JSON object
+per conversation, ``version``, ``conversationId``, ``logicalConversationId``, ``updatedAt``,
+optionally ``providerSession`` and last ``messages``. A store that reads that layout (the bundled
+``files`` store, a fork of it, a tool that shares its directory) proves three clauses here:
+
+- **A newer version's message field survives.** A key the store does not know is ignored, so a
+  record written by a newer version that added an optional field to its messages loads after a
+  downgrade; a commit by the older version then keeps that field in every message it retains,
+  so an upgrade again finds it (the messages a commit keeps are written back as they were read).
+  A lone surrogate written raw into a message loads as the model's replacement character, never
+  as an error.
+- **A damaged record's warning says what is wrong.** For a field of the wrong type, a missing
+  field, a version it does not write or a malformed provider session, the one-line
+  ``history_record_unreadable`` message names the field at fault.
+- **Any size of damage is a warning.** A damaged record of a conversation id of thousands of
+  characters, with a version or a role of thousands of characters, is a cold start with a
+  one-line warning like any other, and a newer version number of any size fails closed with
+  ``HistoryStoreError``.
+
+The records are written with :meth:`~monoagent.testing.history_contract_support.HistoryContractBase.replace_record`;
+a store that does not provide it, or that does not read a record in the documented layout (it
+keeps its own), skips these tests and says which.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import CAPABILITY_LOAD_WARNINGS, logical_conversation_id
+from monoagent.kernel.model import Message, ToolCall
+from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
+
+EPOCH = "0123456789abcdef" * 2
+
+
+def layout_message(index: int, **fields: Any) -> dict[str, Any]:
+    """Message ``index`` of a record in the documented layout, as the ``files`` store serialises it (its key order)."""
+    return {"role": "user" if index % 2 == 0 else "assistant", "content": f"stored {index}", "name": None,
+            "timestamp": STAMP + index, "tool_calls": [], "tool_call_id": None, **fields}
+
+
+def layout_record(conversation_id: str, messages: Any, **fields: Any) -> bytes:
+    """A record of ``conversation_id`` in the documented layout: compact JSON, UTF-8, the keys in the documented order.
+
+    Lone surrogates (in the id or a message) are written as their raw code units, as the ``files``
+    store writes them (``surrogatepass``).
+    """
+    record = {"version": 2, "conversationId": conversation_id, "logicalConversationId": logical_conversation_id(conversation_id),
+              "updatedAt": 1_700_000_000.5, "providerSession": {"epoch": EPOCH, "revision": 7, "model": "m:x"}, "messages": messages}
+    record.update(fields)
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def as_message(stored: dict[str, Any]) -> Message:
+    """What a store loads for the layout message ``stored`` (the fields the model knows)."""
+    return Message(stored["role"], stored["content"], name=stored["name"], timestamp=stored["timestamp"],
+                   tool_calls=tuple(ToolCall(**call) for call in stored["tool_calls"]), tool_call_id=stored["tool_call_id"])
+
+
+class HistoryRecordsContract(HistoryContractBase):
+    """Records in the documented layout (mixed into :class:`~monoagent.testing.HistoryStoreContract`)."""
+
+    def layout_store(self, tmp_path: Path, conversation_id: str, *capabilities: str) -> Any:
+        """A store that reads the documented layout, with a record of ``conversation_id`` in place; else a skip saying why."""
+        store = self.declaring(tmp_path, *capabilities)
+        self.commit_turns(store, conversation_id, range(1))
+        plain = [layout_message(0), layout_message(1)]
+        self.replace_record(store, conversation_id, layout_record(conversation_id, plain))
+        fresh = self.make_store(tmp_path)
+        loaded = self.load(fresh, conversation_id)
+        self.close(fresh)
+        if loaded != [as_message(m) for m in plain]:
+            import pytest
+
+            self.close(store)
+            pytest.skip("the store does not read a record in the documented files layout (docs/history.md, Layout): it keeps "
+                        "its own, so the clauses of that layout do not apply to it")
+        return store
+
+    @staticmethod
+    def stored_bytes(store: Any, storage: Path) -> bytes:
+        """Every regular file under ``storage``, concatenated (where a file-based store keeps its records)."""
+        return b"".join(p.read_bytes() for p in sorted(storage.rglob("*")) if p.is_file() and not p.is_symlink())
+
+    def test_contract_a_newer_message_field_survives_a_commit(self, tmp_path: Path) -> None:
+        """A field a newer version added to its messages loads (ignored) and is still in every retained message after a commit."""
+        cid = "newer \ud800 field:2025-01-01"
+        store = self.layout_store(tmp_path, cid)
+        try:
+            storage = Path(self.storage_directory(store))  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside
+        except NotImplementedError:
+            import pytest
+
+            self.close(store)
+            pytest.skip("needs HistoryStoreContract.storage_directory (the directory the store keeps its files in) to see "
+                        "the field a newer version added in the records it keeps")
+        call = {"id": "call-0", "name": "search", "arguments": {"query": "]}", "nested": [1, {"deep": None}]}}
+        stored = [layout_message(0, futureField={"kept": "future-0"}),
+                  layout_message(1, content="lone \ud800 surrogate", tool_calls=[call], futureField={"kept": "future-1"}),
+                  layout_message(2, content='"]}, {"role": "system"', futureField={"kept": "future-2"})]
+        self.replace_record(store, cid, layout_record(cid, stored))
+        expected = [as_message(m) for m in stored]
+        fresh = self.make_store(tmp_path)
+        assert self.load(fresh, cid) == expected, "a message with a field this store does not know did not load"
+        self.run(fresh.commit(cid, turn_messages(5)))
+        loaded = self.load(self.make_store(tmp_path), cid)
+        assert loaded[:3] == expected and contents(loaded[3:]) == turns_text([5]), [m.content for m in loaded]
+        kept = self.stored_bytes(store, storage)
+        lost = [n for n in range(3) if f"future-{n}".encode() not in kept]
+        assert not lost, f"the commit dropped the newer version's field from the retained messages {lost}"
+        self.close(store, fresh)
+
+    def test_contract_a_damaged_records_warning_names_the_field(self, tmp_path: Path) -> None:
+        """The one-line warning of a record with one defect names the field at fault (a key of the record or of its message)."""
+        cid = "named:2025-01-01"
+        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        good = [layout_message(0)]
+        cases = [(field, layout_record(cid, good, **{field: value})) for field, value in (
+            ("version", "2"), ("version", 0), ("conversationId", 7), ("logicalConversationId", "named:x"), ("updatedAt", "1700000000"),
+            ("updatedAt", -1), ("providerSession", {"epoch": "xyz", "revision": 1}), ("providerSession", {"epoch": EPOCH, "revision": "1"}),
+            )]
+        cases.append(("messages", layout_record(cid, {})))
+        cases += [(field, layout_record(cid, [layout_message(0, **{field: value})])) for field, value in (
+            ("content", 5), ("role", "robot"), ("name", 7), ("timestamp", "now"), ("tool_calls", "x"), ("is_error", 1), ("tool_call_id", 3))]
+        cases.append(("content", layout_record(cid, [{k: v for k, v in layout_message(0).items() if k != "content"}])))
+        without_messages = json.loads(layout_record(cid, good))
+        del without_messages["messages"]
+        cases.append(("messages", json.dumps(without_messages).encode()))
+        for field, data in cases:
+            self.replace_record(store, cid, data)
+            warnings: list[tuple[str, str]] = []
+            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == [], data[:80]  # noqa: B023  (called in this iteration)
+            assert [code for code, _ in warnings] == ["history_record_unreadable"], data[:80]
+            assert field in warnings[0][1], f"the warning of a record whose {field!r} is damaged does not name it: {warnings[0][1]!r}"
+        self.close(store)
+
+    def test_contract_damage_of_any_size_is_a_one_line_warning(self, tmp_path: Path) -> None:
+        """A conversation id, a version or a role of thousands of characters: still a cold start with one one-line warning;
+        a newer version number of any size still fails closed with ``HistoryStoreError``."""
+        cid = "long " + "x" * 5_000 + ":2025-01-01"
+        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        for data in (layout_record(cid, [layout_message(0)], version="v\n" * 2_500),
+                     layout_record(cid, [layout_message(0, role="r\x1b" * 2_500)]),
+                     layout_record(cid, [layout_message(0, content=["c"] * 2_500)])):
+            self.replace_record(store, cid, data)
+            warnings: list[tuple[str, str]] = []
+            assert self.load(self.make_store(tmp_path), cid, on_warning=lambda *w: warnings.append(w)) == []  # noqa: B023  (called in this iteration)
+            assert [code for code, _ in warnings] == ["history_record_unreadable"]
+            assert len(warnings[0][1].splitlines()) == 1, f"the warning is one line: {warnings[0][1][:200]!r}"
+        self.replace_record(store, cid, layout_record(cid, [layout_message(0)], version=10**400))
+        try:
+            self.load(self.make_store(tmp_path), cid)
+        except HistoryStoreError:
+            pass
+        else:
+            raise AssertionError("a record of version 10**400 (newer than any) was read")
+        self.close(store)
