@@ -69,20 +69,25 @@ class HistoryRecordsContract(HistoryContractBase):
     def layout_store(self, tmp_path: Path, conversation_id: str, *capabilities: str) -> Any:
         """A store that writes the documented layout, with a record of ``conversation_id`` in it; else a skip saying why.
 
-        Whether a store keeps that layout is judged by what its own commit writes (a file under
-        :meth:`~monoagent.testing.history_contract_storage.HistoryStorageContract.storage_directory`
-        holding the record's keys in the documented order), never by what it reads, so a store that
-        fails to read the layout it writes fails here instead of skipping.
+        Whether a store keeps that layout is judged by what its own commit writes (a JSON object
+        with the conversation's ``conversationId`` and a ``messages`` array in a file under
+        :meth:`~monoagent.testing.history_contract_storage.HistoryStorageContract.storage_directory`),
+        never by what it reads, so a store that fails to read the layout it writes fails here
+        instead of skipping; such a record must hold the documented keys in their order.
         """
         store = self.declaring(tmp_path, *capabilities)
         self.commit_turns(store, conversation_id, range(1))
-        storage = self._storage(store)  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside this class
-        if not any(self.is_layout_record(path, conversation_id) for path in storage.rglob("*")):
+        written = self.record_file(store, conversation_id)
+        if written is None:
             import pytest
 
             self.close(store)
             pytest.skip("the store does not write the documented files layout (docs/history.md, Layout): it keeps its own, "
                         "so the clauses of that layout do not apply to it")
+        keys = list(json.loads(written.read_bytes().decode("utf-8", "surrogatepass")))
+        assert keys[:4] == ["version", "conversationId", "logicalConversationId", "updatedAt"] and keys[-1] == "messages", (
+            f"a record in the files layout holds the documented keys in their order, not {keys}"
+        )
         plain = [layout_message(0), layout_message(1)]
         self.replace_record(store, conversation_id, layout_record(conversation_id, plain))
         assert self.load(self.make_store(tmp_path), conversation_id) == [as_message(m) for m in plain], (
@@ -90,17 +95,19 @@ class HistoryRecordsContract(HistoryContractBase):
         )
         return store
 
-    @staticmethod
-    def is_layout_record(path: Path, conversation_id: str) -> bool:
-        """Whether ``path`` is a file holding a record of ``conversation_id`` with the documented keys in their order."""
-        if not path.is_file() or path.is_symlink():
-            return False
-        try:
-            record = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
-        except ValueError:
-            return False
-        keys = ["version", "conversationId", "logicalConversationId", "updatedAt"]
-        return isinstance(record, dict) and list(record)[:4] == keys and record["conversationId"] == conversation_id
+    def record_file(self, store: Any, conversation_id: str) -> Path | None:
+        """The file under the store's storage directory holding the record of ``conversation_id`` in the files layout, if any."""
+        storage = self._storage(store)  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside this class
+        for path in sorted(storage.rglob("*")):
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                record = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("conversationId") == conversation_id and isinstance(record.get("messages"), list):
+                return path
+        return None
 
     @staticmethod
     def stored_bytes(storage: Path) -> bytes:
@@ -172,4 +179,94 @@ class HistoryRecordsContract(HistoryContractBase):
             pass
         else:
             raise AssertionError("a record of version 10**400 (newer than any) was read")
+        self.close(store)
+
+    def unreadable(self, tmp_path: Path, conversation_id: str) -> bool:
+        """Whether a fresh handle finds the record of ``conversation_id`` unreadable (a cold start with the one warning)."""
+        warnings: list[tuple[str, str]] = []
+        loaded = self.load(self.make_store(tmp_path), conversation_id, on_warning=lambda *w: warnings.append(w))
+        assert [code for code, _ in warnings] in ([], ["history_record_unreadable"]), warnings
+        assert not (loaded and warnings), "a record was both read and reported unreadable"
+        return bool(warnings)
+
+    def test_contract_updated_at_at_its_boundaries(self, tmp_path: Path) -> None:
+        """``updatedAt`` 0 and just above, and just before the year 10000 (253402300800), are times; just either side is not."""
+        cid = "times:2025-01-01"
+        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        for updated_at, damaged in ((0, False), (0.0, False), (0.5, False), (253402300799.5, False),
+                                    (-0.5, True), (253402300800.0, True), (253402300800.5, True)):
+            self.replace_record(store, cid, layout_record(cid, [layout_message(0)], updatedAt=updated_at))
+            assert self.unreadable(tmp_path, cid) is damaged, f"updatedAt {updated_at!r} {'is not' if damaged else 'is'} a time"
+        self.close(store)
+
+    def test_contract_a_pretty_printed_record_is_read_and_extended(self, tmp_path: Path) -> None:
+        """Whitespace and indentation are not damage: such a record loads, and a commit extends it."""
+        cid = "pretty:2025-01-01"
+        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        stored = [layout_message(n) for n in range(3)]
+        record = json.loads(layout_record(cid, stored))
+        self.replace_record(store, cid, json.dumps(record, indent=2, ensure_ascii=False).encode())
+        assert not self.unreadable(tmp_path, cid)
+        fresh = self.make_store(tmp_path)
+        assert self.load(fresh, cid) == [as_message(m) for m in stored]
+        self.run(fresh.commit(cid, turn_messages(7)))
+        loaded = self.load(self.make_store(tmp_path), cid)
+        assert loaded[:3] == [as_message(m) for m in stored] and contents(loaded[3:]) == turns_text([7])
+        self.close(store, fresh)
+
+    def test_contract_the_record_cap_at_its_boundary(self, tmp_path: Path) -> None:
+        """A record of exactly the cap (docs/history.md, "Record cap") is read, one byte more is not; with the bounds
+        ``make_store`` gives by default (64 messages of 64 KiB) the cap is 64 x (65536 + 1) bytes plus the envelope
+        allowance: 1 MiB, or twice the serialised conversation id plus 256 bytes when that is larger."""
+        window = 64 * (64 * 1024 + 1)
+        for cid in ("capped:2025-01-01", "i" * 600_000):
+            serialised = len(json.dumps(cid, ensure_ascii=False).encode("utf-8"))
+            cap = window + max(1024 * 1024, 2 * serialised + 256)
+            store = self.layout_store(tmp_path / cid[:8], cid, CAPABILITY_LOAD_WARNINGS)
+            base = layout_record(cid, [layout_message(0)])
+            for size, damaged in ((cap - 1, False), (cap, False), (cap + 1, True)):
+                self.replace_record(store, cid, base[:-1] + b" " * (size - len(base)) + b"}")
+                assert self.unreadable(tmp_path / cid[:8], cid) is damaged, (
+                    f"a record of {size:,} bytes, the cap {cap:,} {'+' if size >= cap else '-'} {abs(size - cap)}"
+                )
+            self.close(store)
+
+    def test_contract_an_unsafe_path_at_a_records_name_fails_closed(self, tmp_path: Path) -> None:
+        """A symlink, a FIFO or a directory where the record belongs: ``load`` and ``commit`` raise ``HistoryStoreError``
+        without blocking, and leave it as it was; once it is moved away, commits work again."""
+        import os
+
+        from monoagent.testing.history_contract_support import StoreThread
+
+        cid = "unsafe:2025-01-01"
+        store = self.layout_store(tmp_path, cid)
+        path = self.record_file(store, cid)
+        assert path is not None
+        aside = tmp_path / "aside.json"
+        aside.write_bytes(path.read_bytes())
+        for kind, plant in (("a symlink", lambda: path.symlink_to(aside)), ("a FIFO", lambda: os.mkfifo(path)),
+                            ("a directory", lambda: path.mkdir())):
+            path.unlink()
+            plant()
+            fresh = self.make_store(tmp_path)
+            for what in ("load", "commit"):
+                attempt = StoreThread(lambda: fresh.load(cid) if what == "load" else fresh.commit(cid, turn_messages(9)), what)  # noqa: B023  (run in this iteration)
+                attempt.start()
+                try:
+                    attempt.result()
+                except HistoryStoreError:
+                    pass
+                else:
+                    raise AssertionError(f"{what} used {kind} at the record's name")
+            assert path.is_symlink() if kind == "a symlink" else (os.path.exists(path) and not path.is_file()), f"{kind} was replaced"
+            assert aside.read_bytes() == layout_record(cid, [layout_message(0), layout_message(1)])
+            self.close(fresh)
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink()
+            path.write_bytes(aside.read_bytes())
+            path.chmod(0o600)
+        self.commit_turns(store, cid, range(9, 10))
+        assert contents(self.load(self.make_store(tmp_path), cid))[-2:] == turns_text([9])
         self.close(store)
