@@ -84,9 +84,13 @@ class HistoryRecordsContract(HistoryContractBase):
             self.close(store)
             pytest.skip("the store does not write the documented files layout (docs/history.md, Layout): it keeps its own, "
                         "so the clauses of that layout do not apply to it")
-        keys = list(json.loads(written.read_bytes().decode("utf-8", "surrogatepass")))
+        text = written.read_bytes().decode("utf-8", "surrogatepass")
+        keys = list(json.loads(text))
         assert keys[:4] == ["version", "conversationId", "logicalConversationId", "updatedAt"] and keys[-1] == "messages", (
             f"a record in the files layout holds the documented keys in their order, not {keys}"
+        )
+        assert text == json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")), (
+            "a record in the files layout is compact JSON (no whitespace between tokens, text unescaped)"
         )
         plain = [layout_message(0), layout_message(1)]
         self.replace_record(store, conversation_id, layout_record(conversation_id, plain))
@@ -269,4 +273,14 @@ class HistoryRecordsContract(HistoryContractBase):
             path.chmod(0o600)
         self.commit_turns(store, cid, range(9, 10))
         assert contents(self.load(self.make_store(tmp_path), cid))[-2:] == turns_text([9])
+        self.close(store)
+
+    def test_contract_a_cut_message_ends_with_the_documented_marker(self, tmp_path: Path) -> None:
+        """Content over the per-message cap ends with the documented marker, naming the cap and the original byte count."""
+        cid = "cut:2025-01-01"
+        store = self.layout_store(tmp_path, cid)
+        self.run(store.commit(cid, [Message("user", "é" * 40_000, timestamp=STAMP)]))
+        (*_, cut) = self.load(self.make_store(tmp_path), cid)
+        marker = "\n[message truncated to fit the 65536-byte history cap; original content 80000 bytes]"
+        assert cut.content.endswith(marker) and cut.content[: -len(marker)].strip("é") == "", cut.content[-120:]
         self.close(store)
