@@ -2,8 +2,8 @@
 
 docs/history.md ("Layout") shows the record a file-based store writes: one compact JSON object
 per conversation, ``version``, ``conversationId``, ``logicalConversationId``, ``updatedAt``,
-optionally ``providerSession`` and last ``messages``. A store that reads that layout (the bundled
-``files`` store, a fork of it, a tool that shares its directory) proves three clauses here:
+optionally ``providerSession`` and last ``messages``. A store that writes that layout (the bundled
+``files`` store, a fork of it) proves these clauses here, each at and either side of its boundary:
 
 - **A newer version's message field survives.** A key the store does not know is ignored, so a
   record written by a newer version that added an optional field to its messages loads after a
@@ -13,11 +13,12 @@ optionally ``providerSession`` and last ``messages``. A store that reads that la
   as an error.
 - **A damaged record's warning says what is wrong.** For a field of the wrong type, a missing
   field, a version it does not write or a malformed provider session, the one-line
-  ``history_record_unreadable`` message names the field at fault.
-- **Any size of damage is a warning.** A damaged record of a conversation id of thousands of
-  characters, with a version or a role of thousands of characters, is a cold start with a
-  one-line warning like any other, and a newer version number of any size fails closed with
-  ``HistoryStoreError``.
+  ``history_record_unreadable`` message names the field at fault; damage of any size (ids,
+  versions, roles of thousands of characters) is such a warning, and a newer version number of
+  any size fails closed with ``HistoryStoreError``.
+- **The documented bounds and shapes.** ``updatedAt`` from 0 to before the year 10000; the record
+  cap to the byte; whitespace is no damage; a symlink, FIFO or directory at a record's name fails
+  closed without blocking; content over the per-message cap ends with the documented marker.
 
 The records are written with :meth:`~monoagent.testing.history_contract_support.HistoryContractBase.replace_record`
 into the directory named by :meth:`~monoagent.testing.history_contract_storage.HistoryStorageContract.storage_directory`;

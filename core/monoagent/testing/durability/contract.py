@@ -13,7 +13,7 @@ tests::
 ``store_factory`` names an importable ``module:function`` called with a directory (a ``str``):
 two calls with the same directory are two handles on the same stored data, and a file-based store
 keeps all its files under it. The contract calls it in this process and in forked writer
-processes, which is why it is a name and not a callable. Three things are proven:
+processes, which is why it is a name and not a callable. Four things are proven:
 
 1. **A process crash** (:mod:`.crash`): a writer process commits turns in a loop and is
    SIGKILLed at a random moment, :attr:`crash_rounds` times (seeded; the seed is in every failure
@@ -30,6 +30,10 @@ processes, which is why it is a name and not a callable. Three things are proven
    for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` (a failed
    unlink alone may be ignored), the stored history is the previous record or the new one, and
    the next commit succeeds.
+4. **Another process** (:mod:`.handoff`): a fresh interpreter loads exactly what this process
+   committed (every field a history message keeps, hostile ids) and extends it; this process, and
+   a second fresh interpreter, read back both exactly. A store whose parser is set up once per
+   process is tested as a new process sets it up.
 
 2 and 3 need the store's I/O to go through Python's ``os`` functions or ``open()``; when a commit
 shows none (a store that writes in C, such as sqlite3, or to a server) they are skipped, saying
