@@ -276,7 +276,7 @@ class TestPlainStore(HistoryStoreContract):
 def test_a_store_is_held_only_to_the_capabilities_it_declares(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=textwrap.dedent(PLAIN_STORE))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=19, skipped=27)
+    result.assert_outcomes(passed=19, skipped=35)
     out = result.stdout.str()
     for needed in (
         "capability 'logical_reset'",

@@ -164,9 +164,9 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         (truncated, not valid JSON, nested too deep, over the store's size cap, of the wrong
         shape or types, naming another conversation), is not an error: the conversation starts
         cold (returns ``()``), ``on_warning("history_record_unreadable", message)`` is called
-        once with a one-line message (without a callback the store logs it), and the next
-        successful ``commit`` replaces the record. A record of a newer version of the store, or
-        an unsafe path (a symlink, a FIFO, a file of another owner), raises
+        once with a one-line message saying what is wrong (a field at fault is named; without a
+        callback the store logs it), and the next successful ``commit`` replaces the record. A
+        record of a newer version of the store, or an unsafe path (a symlink, a FIFO, a file of another owner), raises
         :class:`~monoagent.kernel.errors.HistoryStoreError` instead (fail closed: neither read nor replaced).
 
     ``commit(conversation_id, messages)``

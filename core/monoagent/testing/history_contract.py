@@ -66,6 +66,7 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_bounds import HistoryBoundsContract
 from monoagent.testing.history_contract_concurrency import HistoryConcurrencyContract
+from monoagent.testing.history_contract_records import HistoryRecordsContract
 from monoagent.testing.history_contract_retention import HistoryRetentionContract
 from monoagent.testing.history_contract_stages import HistoryStageContract
 from monoagent.testing.history_contract_storage import HistoryStorageContract
@@ -142,6 +143,7 @@ def damaged_records(conversation_id: str) -> list[bytes]:
 class HistoryStoreContract(
     HistoryBoundsContract, HistoryConcurrencyContract, HistoryStageContract, HistoryStorageContract, HistoryRetentionContract,
     HistoryLifecycleContract,
+    HistoryRecordsContract,
 ):
     """Subclass with a ``Test`` name and implement :meth:`make_store`; pytest collects the rest."""
 

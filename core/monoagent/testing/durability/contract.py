@@ -13,7 +13,7 @@ tests::
 ``store_factory`` names an importable ``module:function`` called with a directory (a ``str``):
 two calls with the same directory are two handles on the same stored data, and a file-based store
 keeps all its files under it. The contract calls it in this process and in forked writer
-processes, which is why it is a name and not a callable. Three things are proven:
+processes, which is why it is a name and not a callable. Four things are proven:
 
 1. **A process crash** (:mod:`.crash`): a writer process commits turns in a loop and is
    SIGKILLed at a random moment, :attr:`crash_rounds` times (seeded; the seed is in every failure
@@ -32,6 +32,10 @@ processes, which is why it is a name and not a callable. Three things are proven
    history is the previous record or the new one, and the next commit succeeds. Then the same with
    every operation from the k-th on failing (a disk gone bad, so the clean-up fails too), on a new
    conversation and on one with history.
+4. **Another process** (:mod:`.handoff`): a fresh interpreter loads exactly what this process
+   committed (every field a history message keeps, hostile ids) and extends it; this process, and
+   a second fresh interpreter, read back both exactly. A store whose parser is set up once per
+   process is tested as a new process sets it up.
 
 2 and 3 need the store's I/O to go through Python's ``os`` functions or ``open()``; when a commit
 shows none (a store that writes in C, such as sqlite3, or to a server) they are skipped, saying
@@ -55,9 +59,10 @@ from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import CAPABILITY_DURABLE, HistoryStore
-from monoagent.kernel.model import Message
+from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.durability.crash import WriterZygote
 from monoagent.testing.durability.filesystem import FileSystemTap, available, crash_states, materialise
+from monoagent.testing.durability.handoff import load_and_extend
 
 __all__ = ["HistoryDurabilityContract"]
 
@@ -69,6 +74,19 @@ def turn(index: int) -> list[Message]:
 
 def turns(count: int) -> list[str]:
     return [text for i in range(count) for text in (f"u{i}", f"a{i}")]
+
+
+def rich_turn(index: int) -> list[Message]:
+    """Turn ``index`` with every field a history message keeps, and text that JSON must escape."""
+    text = f'turn {index}: "]}}, {{\\ \n\t\x00 ünï 🎉 \ud800'
+    call = ToolCall(f"call-{index}", "search", {"query": text, "nested": [1, 2.5, None, True, {"]": [index]}]})
+    stamp = 1_700_000_000.25 + index
+    return [
+        Message("user", text, name=f'Al"ice {index}', timestamp=stamp),
+        Message("assistant", "", tool_calls=(call,), timestamp=stamp),
+        Message("tool", f"result {index}", name="search", tool_call_id=call.id, is_error=index % 2 == 1, timestamp=stamp),
+        Message("assistant", text[::-1], timestamp=stamp),
+    ]
 
 
 class HistoryDurabilityContract:
@@ -337,3 +355,35 @@ class HistoryDurabilityContract:
         assert self.contents(directory) == seen + turns(len(seen) // 2 + 1)[len(seen):], (
             f"{where}, the next commit does not land"
         )
+
+    # ------------------------------------------------------------------ 4. another process
+
+    def test_durability_another_process_reads_and_extends_every_record_exactly(self, tmp_path: Path) -> None:
+        """Records this process wrote load exactly in a fresh process, which extends them; this process then reads
+        back exactly what both wrote, and extends them again (a handle that had read a record before the other
+        process replaced it included). Each message carries every field a history message keeps."""
+        if not self.store_factory:
+            import pytest
+
+            pytest.skip("needs store_factory ('module:function') so that another process can build the store")
+        directory = tmp_path / "store"
+        conversations = ("handoff", "ünïcødé 🎉 会话", "lone \ud800 surrogate", "x" * 10_000, "tg:42:2025-03-01")
+        mine = self.make_store(directory)
+        expected: dict[str, list[Message]] = {}
+        for n, conversation in enumerate(conversations):
+            expected[conversation] = rich_turn(n) + rich_turn(n + 10)
+            for messages in (rich_turn(n), rich_turn(n + 10)):
+                self.run(mine.commit(conversation, messages))
+        loaded = load_and_extend(self.store_factory, str(directory), [(c, rich_turn(n + 20)) for n, c in enumerate(conversations)])
+        for conversation, seen in zip(conversations, loaded, strict=True):
+            assert seen == expected[conversation], f"another process read {conversation[:40]!r} differently than it was written"
+        for n, conversation in enumerate(conversations):
+            expected[conversation] += rich_turn(n + 20)
+            assert list(self.run(mine.load(conversation))) == expected[conversation], (
+                f"this process does not read back what another process appended to {conversation[:40]!r}"
+            )
+            self.run(mine.commit(conversation, rich_turn(n + 30)))
+            expected[conversation] += rich_turn(n + 30)
+        self.run(mine.close())
+        again = load_and_extend(self.store_factory, str(directory), [(c, ()) for c in conversations])
+        assert again == [expected[c] for c in conversations], "another process does not read back the records extended in turn"
