@@ -57,6 +57,7 @@ from monoagent.testing.memory_agent_contract import (
     _run,
     sized_text,
 )
+from monoagent.testing.memory_common_words_contract import CommonWordChecks
 from monoagent.testing.memory_stored_data_contract import StoredDataChecks
 from monoagent.text import utf8_len
 
@@ -75,7 +76,7 @@ ODD_QUERIES = (
 )
 
 
-class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
+class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
     """Subclass with a ``Test`` name and implement :meth:`make_tier`; pytest collects the rest."""
 
     #: The longest hit text (UTF-8 bytes) the tier may return for a 1 MB add.
@@ -163,7 +164,7 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
         keep = _run(tier.add("The staging database is called heron."))
         drop = _run(tier.add("The production database is called falcon."))
         assert keep != drop
-        for unknown in ("no-such-id", "", "0", "-1", keep + "0", str(2**63 - 1), str(2**63), "9" * 30):
+        for unknown in ("no-such-id", "", "0", "-1", keep + "0", keep + ".0", keep + ".5", str(2**63 - 1), str(2**63), "9" * 30):
             assert _run(tier.forget(unknown)) is False, f"forget({unknown!r}) of an id never issued"
         assert _run(tier.forget(drop)) is True
         assert _run(tier.forget(drop)) is False
@@ -311,6 +312,9 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2
         assert stats.location is None or isinstance(stats.location, str), f"stats().location {stats.location!r} is not a str or None"
+        if type(self).stored_files is not StoredDataChecks.stored_files:  # a tier whose data is files says where they are
+            stored = [str(path) for path in self.stored_files(tmp_path / "tier")]
+            assert stats.location in stored, f"stats().location {stats.location!r} is none of the tier's files {stored}"
         assert isinstance(stats.details, dict), f"stats().details {stats.details!r} is not a dict"
         assert stats.bytes == sum(utf8_len(text) for text in texts)
         assert _run(tier.forget(first)) is True
