@@ -23,22 +23,13 @@ modified. Needs the ``mutation`` extra (``pip install -e '.[mutation]'``); not r
 a contract: each survivor is either a bug the contracts miss (add the test to the contract) or an
 equivalent mutant (record why in docs/testing.md).
 
-Equivalent by rule. Three kinds of surviving mutant are recognised mechanically, from the mutant's
-syntax tree against the original's, and reported apart (never hidden): they change nothing a
-contract may demand of a third-party component. Each must be the mutant's only change, to a
-string literal (mutmut's string mutants wrap the text in ``XX`` or change its letter case):
-
-- ``log text``: the literal is inside a call on a logger (``logger``/``log``, ``.bind``/``.opt``
-  chains included). Diagnostics: their wording is no part of any protocol.
-- ``message wording``: the literal holds a space (so it is prose, not a code such as
-  ``too_many_tool_calls``) and is inside a ``raise`` or an ``...Error(...)``/``...Exception(...)``
-  construction. The words all stay; the contracts check what a message must name, not its case.
-- ``SQL case``: the literal is SQL (it holds an upper-case SQL keyword) and the mutant only changes
-  its letter case outside its quoted SQL strings ('...', which are case-sensitive and must come out
-  unchanged); SQLite ignores the case of keywords and identifiers.
-
-The report gives the raw score (every survivor counted) and the score over the mutants that are not
-equivalent by rule; the verdict is on the latter, and both are printed.
+Equivalent mutants. A survivor no caller could tell from the original through the documented
+interface is equivalent, by rule (recognised mechanically: log text, message wording, SQL case,
+``sqlite3.Row`` key case, codec name case) or by review (an entry in
+``bench/mutation_equivalent/<target>.toml``, pinned to the mutant's code by a digest); see
+``bench/mutation_equivalence.py`` for both. The report gives the raw score (every survivor counted)
+and the score over the mutants that are not equivalent; the verdict is on the latter, and both are
+printed, with the equivalent ones counted by rule and review.
 
 Re-running. ``--reuse`` keeps a previous run's ``mutants/`` (results of functions whose code did not
 change stand; mutmut maps new tests), ``--mutants GLOB`` re-tests only the named mutants (how one
@@ -53,9 +44,9 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import fnmatch
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +56,15 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from mutation_equivalence import (
+    Review,
+    ReviewError,
+    digest,
+    equivalence_rule,
+    load_reviews,
+    review_entry,
+    row_functions,
+)
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -153,9 +153,12 @@ TARGETS: dict[str, Target] = {
 class Outcome:
     target: Target
     counts: dict[str, int]
-    survivors: list[str]  # not equivalent by rule
+    survivors: list[str]  # not equivalent by rule or review
     equivalent: dict[str, str]  # surviving mutant -> the rule that makes it equivalent
     seconds: float
+    reviewed: dict[str, str] = attrs.field(factory=dict)  # surviving mutant -> the reviewed reason
+    stale: list[str] = attrs.field(factory=list)  # review entries whose mutant's code changed since
+    misjudged: list[str] = attrs.field(factory=list)  # review entries for mutants the contracts killed
 
     @property
     def killed(self) -> int:
@@ -171,83 +174,11 @@ class Outcome:
 
     @property
     def scored(self) -> int:
-        return self.raw_scored - len(self.equivalent)
+        return self.raw_scored - len(self.equivalent) - len(self.reviewed)
 
     @property
     def score(self) -> float:
         return self.killed / self.scored if self.scored else 0.0
-
-
-# --- equivalent by rule -------------------------------------------------------------------------
-
-LOGGERS = {"logger", "log", "_log", "_logger", "logging"}
-SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|"
-                         r"FROM|WHERE|VALUES|INTO|TABLE|INDEX|VACUUM|ANALYZE|REPLACE)\b")
-
-
-SQL_LITERAL = re.compile(r"'(?:[^']|'')*'")  # a quoted SQL string: its case matters
-
-
-def _root_name(node: ast.expr) -> str | None:
-    """The name an attribute/call chain starts from: ``logger`` for ``logger.bind(x=1).warning``."""
-    while True:
-        if isinstance(node, ast.Attribute):
-            node = node.value
-        elif isinstance(node, ast.Call):
-            node = node.func
-        elif isinstance(node, ast.Name):
-            return node.id
-        else:
-            return None
-
-
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _differences(a: Any, b: Any, parents: tuple[ast.AST, ...]) -> list[tuple[Any, Any, tuple[ast.AST, ...]]]:
-    """Where two syntax trees differ: the outermost differing nodes, each with its ancestors."""
-    if type(a) is not type(b):
-        return [(a, b, parents)]
-    if isinstance(a, list):
-        if len(a) != len(b):
-            return [(a, b, parents)]
-        return [d for x, y in zip(a, b, strict=True) for d in _differences(x, y, parents)]
-    if not isinstance(a, ast.AST):
-        return [] if a == b else [(a, b, parents)]
-    found: list[tuple[Any, Any, tuple[ast.AST, ...]]] = []
-    for field in a._fields:
-        if field == "ctx":
-            continue
-        x, y = getattr(a, field, None), getattr(b, field, None)
-        if isinstance(x, (ast.AST, list)):
-            found += _differences(x, y, (*parents, a))
-        elif x != y:
-            return [(a, b, parents)]
-    return found
-
-
-def equivalence_rule(original: ast.AST, mutant: ast.AST) -> str | None:
-    """The rule (see the module docstring) under which ``mutant`` is equivalent, or None."""
-    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
-    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
-    differences = [d for field in ("args", "body", "decorator_list", "returns")
-                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
-    if len(differences) != 1:
-        return None
-    a, b, parents = differences[0]
-    if not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str) and isinstance(b.value, str)):
-        return None
-    calls = [p for p in parents if isinstance(p, ast.Call)]
-    if any(_root_name(call.func) in LOGGERS for call in calls):
-        return "log text"
-    if " " in a.value and (any(isinstance(p, ast.Raise) for p in parents)
-                           or any(_callee(call).endswith(("Error", "Exception")) for call in calls)):
-        return "message wording"
-    if a.value.lower() == b.value.lower() and SQL_KEYWORD.search(a.value) and SQL_LITERAL.findall(a.value) == SQL_LITERAL.findall(b.value):
-        return "SQL case"
-    return None
 
 
 class MutantSources:
@@ -255,7 +186,9 @@ class MutantSources:
 
     def __init__(self, path: Path) -> None:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        module = ast.parse(path.read_text(encoding="utf-8"))
+        self.row_functions = row_functions(module)
+        for node in ast.walk(module):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
                 self.functions[node.name] = node
 
@@ -264,7 +197,10 @@ class MutantSources:
         return self.functions[name.rpartition("__mutmut_")[0] + "__mutmut_orig"], self.functions[name]
 
     def rule(self, mutant: str) -> str | None:
-        return equivalence_rule(*self.pair(mutant))
+        return equivalence_rule(*self.pair(mutant), self.row_functions)
+
+    def digest(self, mutant: str) -> str:
+        return digest(*self.pair(mutant))
 
     def diff(self, mutant: str) -> str:
         original, mutated = self.pair(mutant)
@@ -377,11 +313,15 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse
     return outcome(target, root, seconds)
 
 
-def outcome(target: Target, root: Path, seconds: float) -> Outcome:
-    """Count a staging tree's results; survivors are sorted into equivalent-by-rule and the rest."""
+def outcome(target: Target, root: Path, seconds: float, reviews: dict[str, Review] | None = None) -> Outcome:
+    """Count a staging tree's results; survivors are sorted into equivalent (by rule, by review) and the rest."""
+    reviews = load_reviews(target.name) if reviews is None else reviews
     counts: Counter[str] = Counter()
     survivors: list[str] = []
     equivalent: dict[str, str] = {}
+    reviewed: dict[str, str] = {}
+    stale: list[str] = []
+    misjudged: list[str] = []
     for module in target.modules:
         meta = json.loads((root / "mutants" / f"{module}.meta").read_text(encoding="utf-8"))
         sources = MutantSources(root / "mutants" / module)
@@ -389,13 +329,22 @@ def outcome(target: Target, root: Path, seconds: float) -> Outcome:
             status = KILLED_CODES.get(code) or SURVIVED_CODES.get(code) or ("not run" if code is None else
                                                                             "skipped" if code == 34 else "suspicious")
             counts[status] += 1
-            if code in SURVIVED_CODES:
-                rule = sources.rule(name)
-                if rule:
-                    equivalent[name] = rule
-                else:
-                    survivors.append(name)
-    return Outcome(target, dict(counts), sorted(survivors), dict(sorted(equivalent.items())), seconds)
+            review = reviews.get(name)
+            if review is not None and code in KILLED_CODES:
+                misjudged.append(name)
+            if code not in SURVIVED_CODES:
+                continue
+            rule = sources.rule(name)
+            if rule:
+                equivalent[name] = rule
+            elif review is not None and review.digest == sources.digest(name):
+                reviewed[name] = review.reason
+            else:
+                survivors.append(name)
+                if review is not None:
+                    stale.append(name)
+    return Outcome(target, dict(counts), sorted(survivors), dict(sorted(equivalent.items())), seconds,
+                   dict(sorted(reviewed.items())), sorted(stale), sorted(misjudged))
 
 
 def show(target: Target, workdir: Path, mutant: str) -> str:
@@ -403,6 +352,25 @@ def show(target: Target, workdir: Path, mutant: str) -> str:
     root = workdir / target.name
     module = next(m for m in target.modules if mutant.startswith(m.removeprefix("src/").removesuffix(".py").replace("/", ".") + "."))
     return MutantSources(root / "mutants" / module).diff(mutant)
+
+
+def print_review_entries(targets: list[Target], workdir: Path, patterns: list[str]) -> int:
+    """Print a review entry for each surviving, not-yet-equivalent mutant of the last run matching a pattern."""
+    printed = 0
+    for target in targets:
+        found = outcome(target, workdir / target.name, 0.0, {})
+        for mutant in found.survivors:
+            if any(fnmatch.fnmatchcase(mutant, pattern) for pattern in patterns):
+                module = next(m for m in target.modules
+                              if mutant.startswith(m.removeprefix("src/").removesuffix(".py").replace("/", ".") + "."))
+                sources = MutantSources(workdir / target.name / "mutants" / module)
+                print(review_entry(mutant, sources.digest(mutant), sources.diff(mutant)))
+                printed += 1
+    if not printed:
+        print(f"no surviving mutant of the last run matches {' or '.join(map(repr, patterns))} "
+              "(equivalent-by-rule survivors need no entry)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -418,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retest-survivors", action="store_true",
                    help="keep the previous run's results but test its survivors again (after contract tests were added)")
     p.add_argument("--report", action="store_true", help="report the last run's results without running anything")
+    p.add_argument("--review-entry", action="append", default=[], metavar="GLOB",
+                   help="print review entries (digest filled in, reason to write) for these surviving mutants of the last run")
     p.add_argument("--verbose", action="store_true", help="show mutmut's own progress")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
     args = p.parse_args(argv)
@@ -428,11 +398,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--jobs must be at least 1, not {args.jobs}")
     workdir = Path(args.workdir).resolve()
     chosen = [TARGETS[name] for name in (args.targets or TARGETS)]
-    if args.report:
+    try:
+        reviews = {target.name: load_reviews(target.name) for target in chosen}
+    except ReviewError as exc:
+        print(f"bench/mutation.py: {exc}", file=sys.stderr)
+        return 2
+    if args.report or args.review_entry:
         missing = [t.name for t in chosen if not (workdir / t.name / "mutants").is_dir()]
         if missing:
-            p.error(f"--report: no previous run of {', '.join(missing)} under {workdir}")
-        outcomes = [outcome(target, workdir / target.name, 0.0) for target in chosen]
+            p.error(f"--{'report' if args.report else 'review-entry'}: no previous run of {', '.join(missing)} under {workdir}")
+        if args.review_entry:
+            return print_review_entries(chosen, workdir, args.review_entry)
+        outcomes = [outcome(target, workdir / target.name, 0.0, reviews[target.name]) for target in chosen]
     else:
         try:
             import mutmut  # noqa: F401
@@ -453,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             "targets": {
                 o.target.name: {"modules": list(o.target.modules), "tests": list(o.target.tests), "counts": o.counts,
                                 "killed": o.killed, "raw_scored": o.raw_scored, "raw_score": round(o.raw_score, 4),
-                                "equivalent": o.equivalent, "scored": o.scored, "score": round(o.score, 4),
+                                "equivalent": o.equivalent, "reviewed": o.reviewed, "stale_reviews": o.stale,
+                                "misjudged_reviews": o.misjudged, "scored": o.scored, "score": round(o.score, 4),
                                 "survivors": o.survivors, "seconds": round(o.seconds, 1)}
                 for o in outcomes
             },
@@ -472,10 +450,20 @@ def main(argv: list[str] | None = None) -> int:
         rules = Counter(o.equivalent.values())
         if rules:
             print(f"{o.target.name}: equivalent by rule: " + ", ".join(f"{n} {rule}" for rule, n in sorted(rules.items())))
+        if o.reviewed:
+            print(f"{o.target.name}: equivalent by review: {len(o.reviewed)} (bench/mutation_equivalent/{o.target.name}.toml)")
+        if o.stale:
+            print(f"{o.target.name}: {len(o.stale)} review entries are stale (the mutant's code changed; review again): "
+                  + ", ".join(o.stale))
+        if o.misjudged:
+            print(f"{o.target.name}: {len(o.misjudged)} mutants reviewed as equivalent were killed (remove the entries): "
+                  + ", ".join(o.misjudged))
     if args.equivalent:
         for o in outcomes:
             for mutant, rule in o.equivalent.items():
                 print(f"\n--- {o.target.name}: {mutant} (equivalent: {rule})\n{show(o.target, workdir, mutant)}")
+            for mutant, reason in o.reviewed.items():
+                print(f"\n--- {o.target.name}: {mutant} (equivalent by review: {reason})\n{show(o.target, workdir, mutant)}")
     if args.survivors:
         for o in outcomes:
             for mutant in o.survivors:
@@ -483,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "PASS" if passed else "FAIL"
     print(f"VERDICT mutation: {verdict} - {total:.1%} of {scored} mutants killed by the contracts alone, "
           f"{raw_total:.1%} of all {raw_scored} (target >= {TARGET_SCORE:.0%} per target and overall, "
-          f"mutants equivalent by rule set apart)")
+          f"mutants equivalent by rule or review set apart)")
     return 0 if passed else 1
 
 

@@ -8,29 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-SLOW_PROVIDER = '''
-import asyncio
-
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta
-
-
-class Slow:
-    name = "slow"
-
-    async def stream(self, request):
-        if "slow" in request.messages[-1].content:
-            yield TextDelta("thinking\\n")
-            await asyncio.Event().wait()
-        yield TextDelta("quick answer\\n")
-        yield StepFinished()
-
-
-@hookimpl
-def register_providers(register):
-    register("slow", lambda agent, model: Slow())
-'''
+from plugin_sources import SLOW_PROVIDER
 
 
 class Terminal:

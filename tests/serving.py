@@ -11,34 +11,11 @@ import threading
 from pathlib import Path
 
 import httpx
+from plugin_sources import SLOW_PROVIDER
 from waiting import wait_until
 
 TOKEN = "test-token-1"
 
-SLOW_PROVIDER = '''
-import asyncio
-from pathlib import Path
-
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta
-
-
-class Slow:
-    name = "slow"
-
-    async def stream(self, request):
-        if "slow" in request.messages[-1].content:
-            Path("turn-started").write_text("1")
-            yield TextDelta("thinking\\n")
-            await asyncio.Event().wait()
-        yield TextDelta("quick answer\\n")
-        yield StepFinished()
-
-
-@hookimpl
-def register_providers(register):
-    register("slow", lambda agent, model: Slow())
-'''
 
 
 def serve_env(tmp_path: Path, **extra: str) -> dict[str, str]:

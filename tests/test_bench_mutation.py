@@ -131,3 +131,128 @@ def test_retesting_survivors_forgets_their_results_and_keeps_the_rest(mutation, 
     assert mutation.forget_survivors(target, root) == 2
     assert not (root / "mutants" / "mutmut-stats.json").exists()  # which tests reach which function: collected afresh
     assert json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"] == {"a": 1, "b": None, "c": None, "d": 36, "e": None}
+
+
+ROWS_MODULE = '''
+class Store:
+    def query(self, sql) -> list[sqlite3.Row]:
+        return []
+
+def f(self, conn, clauses, table, path):
+    rows = self.query("SELECT * FROM calls WHERE " + " AND ".join(clauses))
+    found = [r["call_id"] for r in rows]
+    n = self.query("SELECT COUNT(*) AS n FROM calls")[0]["n"]
+    first = rows[0]["tool"]
+    plain = table["kind"]
+    clauses.append("logical_id = ?")
+    text = conn.decode("utf-8", "surrogatepass")
+    data = open(path, encoding="latin-1", errors="strict")
+    return found, n, first, plain, text, data
+'''
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ('r["call_id"]', 'r["CALL_ID"]', "Row key case"),  # a row of a list from a function returning sqlite3.Row
+        ('[0]["n"]', '[0]["N"]', "Row key case"),
+        ('rows[0]["tool"]', 'rows[0]["TOOL"]', "Row key case"),
+        ('table["kind"]', 'table["KIND"]', None),  # anything else may be a dict: its keys are case-sensitive
+        ('r["call_id"]', 'r["XXcall_idXX"]', None),
+        ('"logical_id = ?"', '"LOGICAL_ID = ?"', "SQL case"),  # a clause by its bound parameter
+        ('" AND "', '" and "', "SQL case"),
+        ('"utf-8", "surrogatepass"', '"UTF-8", "surrogatepass"', "codec case"),
+        ('"surrogatepass"', '"SURROGATEPASS"', None),  # error handler names are case-sensitive
+        ('encoding="latin-1"', 'encoding="LATIN-1"', "codec case"),
+        ('errors="strict"', 'errors="STRICT"', None),
+    ],
+)
+def test_row_keys_sql_fragments_and_codec_names_differ_only_in_a_case_nothing_reads(mutation, old, new, rule):
+    import ast
+
+    module = ast.parse(ROWS_MODULE)
+    function = next(node for node in module.body if isinstance(node, ast.FunctionDef))
+    assert ROWS_MODULE.count(old) == 1
+    mutant = next(node for node in ast.parse(ROWS_MODULE.replace(old, new)).body if isinstance(node, ast.FunctionDef))
+    producers = mutation.row_functions(module)
+    assert producers == {"query"}
+    assert mutation.equivalence_rule(function, mutant, producers) == rule
+    if rule == "Row key case":  # without a function declared to return rows, a key is any mapping's
+        assert mutation.equivalence_rule(function, mutant, frozenset()) is None
+
+
+def _staged_survivors(mutation, tmp_path, codes):
+    """A staging tree of the offline target whose module holds f and three mutants of it, with these results."""
+    import json
+
+    target = mutation.TARGETS["offline"]
+    root = tmp_path / target.name
+    module = root / "mutants" / target.modules[0]
+    module.parent.mkdir(parents=True)
+    module.write_text("\n".join(
+        f"def x_f__mutmut_{suffix}(x):\n    return x {op} 1\n" for suffix, op in (("orig", ">"), ("1", ">="), ("2", "<"), ("3", "=="))),
+        encoding="utf-8")
+    name = "monoagent_plugins.offline.x_f__mutmut_"
+    (root / "mutants" / f"{target.modules[0]}.meta").write_text(
+        json.dumps({"exit_code_by_key": {f"{name}{n}": code for n, code in codes.items()}}), encoding="utf-8")
+    return target, root, name, mutation.MutantSources(module)
+
+
+def test_a_review_entry_applies_while_the_mutants_code_is_what_was_reviewed(mutation, tmp_path):
+    target, root, name, sources = _staged_survivors(mutation, tmp_path, {1: 0, 2: 0, 3: 1})
+    reviews = {
+        f"{name}1": mutation.Review(f"{name}1", sources.digest(f"{name}1"), "x is never 1 here"),
+        f"{name}2": mutation.Review(f"{name}2", sources.digest(f"{name}1"), "reviewed against other code"),
+        f"{name}3": mutation.Review(f"{name}3", sources.digest(f"{name}3"), "a wrong review: it was killed"),
+    }
+    found = mutation.outcome(target, root, 0.0, reviews)
+    assert found.reviewed == {f"{name}1": "x is never 1 here"}
+    assert found.survivors == [f"{name}2"] and found.stale == [f"{name}2"]
+    assert found.misjudged == [f"{name}3"]
+    assert (found.killed, found.raw_scored, found.scored) == (1, 3, 2)
+    assert sources.digest(f"{name}1") != sources.digest(f"{name}2")
+
+
+def test_review_entry_prints_entries_that_load_once_a_reason_is_written(mutation, tmp_path):
+    _, _, name, _ = _staged_survivors(mutation, tmp_path, {1: 0, 2: 0, 3: 1})
+    run = subprocess.run([sys.executable, str(BENCH / "mutation.py"), "offline", "--workdir", str(tmp_path),
+                          "--review-entry", "*__mutmut_[13]"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert f'mutant = "{name}1"' in run.stdout and f"{name}3" not in run.stdout  # 3 was killed
+    assert "# +    return x >= 1" in run.stdout  # the diff, as comments
+    (tmp_path / "offline.toml").write_text(run.stdout.replace('reason = ""', 'reason = "x is never 1 here"'), encoding="utf-8")
+    assert list(mutation.load_reviews("offline", tmp_path)) == [f"{name}1"]
+    with pytest.raises(mutation.ReviewError, match="reason is empty"):
+        (tmp_path / "offline.toml").write_text(run.stdout, encoding="utf-8")
+        mutation.load_reviews("offline", tmp_path)
+    nothing = subprocess.run([sys.executable, str(BENCH / "mutation.py"), "offline", "--workdir", str(tmp_path),
+                              "--review-entry", "nosuch*"], capture_output=True, text=True, check=False)
+    assert nothing.returncode == 1 and "no surviving mutant of the last run matches 'nosuch*'" in nothing.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[equivalent]\n", "not valid TOML"),
+        ('[other]\nx = 1\n', "unknown table 'other'"),
+        ('[[equivalent]]\nmutant = "m.f__mutmut_1"\ndigest = "' + "a" * 64 + '"\n', "exactly mutant, digest and reason"),
+        ('[[equivalent]]\nmutant = "m.f"\ndigest = "' + "a" * 64 + '"\nreason = "a long enough reason"\n', "not a mutmut mutant name"),
+        ('[[equivalent]]\nmutant = "m.f__mutmut_1"\ndigest = "abc"\nreason = "a long enough reason"\n', "64 hex digits"),
+        (('[[equivalent]]\nmutant = "m.f__mutmut_1"\ndigest = "' + "a" * 64 + '"\nreason = "a long enough reason"\n') * 2,
+         "reviewed twice"),
+    ],
+)
+def test_a_bad_review_file_names_the_file_the_entry_and_what_is_allowed(mutation, tmp_path, text, message):
+    (tmp_path / "files.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(mutation.ReviewError, match=message) as caught:
+        mutation.load_reviews("files", tmp_path)
+    assert str(tmp_path / "files.toml") in str(caught.value)
+
+
+def test_the_checked_in_review_files_load_and_name_targets_that_exist(mutation):
+    directory = BENCH / "mutation_equivalent"
+    for path in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
+        assert path.stem in mutation.TARGETS, f"{path.name}: no mutation target {path.stem!r}"
+        for mutant in mutation.load_reviews(path.stem, directory):
+            modules = [m.removeprefix("src/").removesuffix(".py").replace("/", ".") for m in mutation.TARGETS[path.stem].modules]
+            assert any(mutant.startswith(m + ".") for m in modules), f"{path.name}: {mutant} is in none of the target's modules"

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import tomli_w
-from serving import SLOW_PROVIDER, Server, serve_env
+from plugin_sources import SLOW_PROVIDER
+from serving import Server, serve_env
 from serving import history as history_shown
 from waiting import wait_until
 
