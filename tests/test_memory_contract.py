@@ -133,11 +133,12 @@ def foreign_lite(tier_path, ddl, names):
     return names
 
 
-def earlier_lite(tier_path, texts, *, drop):
-    """lite's store holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was removed."""
+def earlier_lite(tier_path, texts, *, drop, ddl=LITE_SCHEMA.ddl):
+    """lite's store (of ``ddl``) holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was
+    removed."""
     tier_path.mkdir(parents=True)
     conn = sqlite3.connect(tier_path / "lite.sqlite")
-    conn.executescript(f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '1')")
+    conn.executescript(f"{ddl}; INSERT INTO meta VALUES ('schema', '1')")
     for text in texts:
         rowid = conn.execute("INSERT INTO memories(text, created_at, updated_at) VALUES (?, 1.7e9, 1.7e9)", (text,)).lastrowid
         conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (rowid, text))
@@ -195,7 +196,9 @@ class TestLiteContract(MemoryTierContract):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
 
     def earlier_stores(self):
-        return {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
+        forms = {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
+        forms["a store of lite's tables written in lower-case SQL"] = functools.partial(earlier_lite, drop="", ddl=LITE_SCHEMA.ddl.lower())
+        return forms
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many(texts))

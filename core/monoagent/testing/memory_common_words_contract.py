@@ -34,7 +34,8 @@ class CommonWordChecks(StoredDataChecks):
         queries are in ``at - 1``, ``at`` and ``at + 1`` entries (``at``, the most entries a word may be in and still
         select, at ``least``) and in more. Below ``least`` every word selects; from ``least`` on, the word in
         ``at + 1`` entries selects nothing beside two rarer ones, a query of common words only selects by its two
-        rarest, and a word in no entry is one of the two rarest."""
+        rarest, and a word in no entry is one of the two rarest. With ``earlier_stores``, each earlier form holding
+        the ``least`` texts is held to the same rule (the tier counts the words of data it did not write)."""
         import pytest
 
         rule = self.common_word_rule
@@ -46,38 +47,47 @@ class CommonWordChecks(StoredDataChecks):
         if at < 2 or sum(counts.values()) + 2 > least - 1:
             pytest.skip(f"common_word_rule={rule}: {at} entries for a word at the fraction leave no room for the test's data")
         for size in (least - 1, least, least + 1):
+            owners = {"Kestrel perch noted": "kestrel", "Osprey perch noted": "osprey"}
+            for word, count in counts.items():
+                owners.update({f"Census {n} {_LEAD} {word}": word for n in range(count)})
+            owners.update({f"Routine ledger line {n} for the quiet shelf": "" for n in range(size - len(owners))})
             tier = self.tier(tmp_path / str(size))
             try:
-                texts = ["Kestrel perch noted", "Osprey perch noted"]
-                owners = ["kestrel", "osprey"]
-                for word, count in counts.items():
-                    texts += [f"Census {n} {_LEAD} {word}" for n in range(count)]
-                    owners += [word] * count
-                texts += [f"Routine ledger line {n} for the quiet shelf" for n in range(size - len(texts))]
-                owners += [""] * (size - len(owners))
-                ids = self.add_many(tier, texts)
+                ids = self.add_many(tier, list(owners))
                 assert len(ids) == size, f"add_many of {size} texts returned {len(ids)} ids"
-                holders: dict[str, set[str]] = {}
-                for memory_id, owner in zip(ids, owners, strict=True):
-                    holders.setdefault(owner, set()).add(str(memory_id))
-
-                def found(query: str, tier: Any = tier, holders: dict[str, set[str]] = holders, size: int = size) -> set[str]:
-                    """The words of ``query`` some of whose entries were found."""
-                    hits = {hit.id for hit in self.search(tier, query, limit=size)}
-                    return {word for word in query.split() if holders.get(word, set()) & hits}
-
-                everything = "kestrel osprey weasel marten stoat"
-                common = "polecat ferret badger stoat"  # rarest last: neither the query's order nor the alphabet gives the two rarest
-                unknown = "wolverine ferret badger"  # a word in no entry: it and the rarest other word select
-                if size < least:
-                    assert found(everything) == set(everything.split()), f"{size} entries, below {least}: not every word selected"
-                    assert found(common) == set(common.split()), f"{size} entries, below {least}: not every common word selected"
-                    continue
-                assert found(everything) == {"kestrel", "osprey", "weasel", "marten"}, (
-                    f"{size} entries: words in {at - 1} and {at} entries must select, one in {at + 1} must not "
-                    f"(common_word_rule={rule}); the words whose entries were found: {sorted(found(everything))}"
-                )
-                assert found(common) == {"stoat", "badger"}, f"{size} entries, only common words: not the two rarest selected"
-                assert found(unknown) == {"badger"}, f"{size} entries, a word in no entry: not it and the rarest other word"
+                self._check_the_rule(tier, owners, f"{size} entries", below=size < least)
             finally:
                 self.close(tier)
+        if type(self).earlier_stores is StoredDataChecks.earlier_stores:
+            return
+        for name, plant in self.earlier_stores().items():
+            base = tmp_path / name.replace(" ", "-")
+            plant(base / "tier", list(owners))
+            tier = self.tier(base)
+            try:
+                self._check_the_rule(tier, owners, f"{name} of {least + 1} entries", below=False)
+            finally:
+                self.close(tier)
+
+    def _check_the_rule(self, tier: Any, owners: dict[str, str], store: str, *, below: bool) -> None:
+        """The queries of the common-word test against a store of ``owners`` (each text and the query word it holds)."""
+
+        def found(query: str) -> set[str]:
+            """The words of ``query`` some of whose entries were found."""
+            hits = self.search(tier, query, limit=len(owners))
+            return {owners.get(hit.text.strip(), "?") for hit in hits} & set(query.split())
+
+        everything = "kestrel osprey weasel marten stoat"
+        common = "polecat ferret badger stoat"  # rarest last: neither the query's order nor the alphabet gives the two rarest
+        unknown = "wolverine ferret badger"  # a word in no entry: it and the rarest other word select
+        if below:
+            assert found(everything) == set(everything.split()), f"{store}, below the rule's size: not every word selected"
+            assert found(common) == set(common.split()), f"{store}, below the rule's size: not every common word selected"
+            return
+        selected = found(everything)
+        assert selected == {"kestrel", "osprey", "weasel", "marten"}, (
+            f"{store}: the words in up to the rule's share of entries must select, the one in one entry more must not "
+            f"(common_word_rule={self.common_word_rule}); the words whose entries were found: {sorted(selected)}"
+        )
+        assert found(common) == {"stoat", "badger"}, f"{store}, only common words: not the two rarest selected"
+        assert found(unknown) == {"badger"}, f"{store}, a word in no entry: not it and the rarest other word"

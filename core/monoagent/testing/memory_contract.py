@@ -307,7 +307,7 @@ class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
         assert [r.id for r in _run(tier.list(limit=1, offset=1))] == [first]
         assert list(_run(tier.list(limit=10, offset=2))) == []
         for bad in ({"limit": 0}, {"limit": 1, "offset": -1}):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match="limit" if bad["limit"] < 1 else "offset"):  # the error names what is wrong
                 _run(tier.list(**bad))
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2

@@ -91,7 +91,8 @@ class StoredDataChecks(TierHarness):
         """Optional: a context manager holding, for its duration, the write lock another process takes on the
         stored data under ``tier_path``, in the middle of a write that has reached the files (as a large capture
         would). Implemented, it has the suite check that a write while it is held
-        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
+        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on (on an open
+        handle and on one made meanwhile: opening the data must not need the write lock), and that
         the same handle writes again once it is released; otherwise that test skips."""
         import pytest
 
@@ -279,6 +280,11 @@ class StoredDataChecks(TierHarness):
             kept = _run(tier.add("The kingfisher nests in the clay bank."))
             with self.lock(tmp_path / "tier"):
                 assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read failed while a writer held the lock"
+                newcomer = self.tier(tmp_path)  # opening the store, as a turn's first recall does, must not need the write lock
+                try:
+                    assert [hit.id for hit in self.search(newcomer, "kingfisher nests")] == [kept], "a handle made under the lock failed to read"
+                finally:
+                    self.close(newcomer)
                 for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
                     with pytest.raises(Exception) as caught:  # any error: its message is what is checked
                         _run(write())
