@@ -63,6 +63,9 @@ from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
 
+#: What the error about a blank text must say (the text is empty, blank or missing): one of these words, any case.
+BLANK_TEXT_ERROR = r"(?i)text|blank|empty"
+
 #: An entry holding a word of each odd query but the last, which matches nothing.
 ODD_MEMORY = "An ordinary memory: drop tables, col:umn NEAR the unbalanced quote, nul separators, 🎉 会议 ünïcødé."
 ODD_QUERIES = (
@@ -152,7 +155,7 @@ class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
 
         tier = self.tier(tmp_path)
         for blank in ("", "   \n\t", "\u3000\u00a0"):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=BLANK_TEXT_ERROR):  # the error says what is wrong
                 _run(tier.add(blank))
         memory_id = _run(tier.add(" yak "))
         [hit] = self.search(tier, "yak")

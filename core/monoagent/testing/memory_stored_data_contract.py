@@ -210,7 +210,7 @@ class StoredDataChecks(TierHarness):
             for memory_id, text in zip(ids, texts, strict=False):
                 assert text in next(hit.text for hit in hits if hit.id == memory_id)
             for blank in ("", " \n "):
-                with pytest.raises(ValueError):
+                with pytest.raises(ValueError, match=r"(?i)text|blank|empty"):  # the error says what is wrong
                     self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
             assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
         finally:
