@@ -35,7 +35,7 @@ class CommonWordChecks(StoredDataChecks):
         select, at ``least``) and in more. Below ``least`` every word selects; from ``least`` on, the word in
         ``at + 1`` entries selects nothing beside two rarer ones, a query of common words only selects by its two
         rarest, and a word in no entry is one of the two rarest. With ``earlier_stores``, each earlier form holding
-        the ``least`` texts is held to the same rule (the tier counts the words of data it did not write)."""
+        the ``least + 1`` texts is held to the same rule (the tier counts the words of data it did not write)."""
         import pytest
 
         rule = self.common_word_rule

@@ -58,13 +58,10 @@ from monoagent.testing.memory_agent_contract import (
     sized_text,
 )
 from monoagent.testing.memory_common_words_contract import CommonWordChecks
-from monoagent.testing.memory_stored_data_contract import StoredDataChecks
+from monoagent.testing.memory_stored_data_contract import BLANK_TEXT_ERROR, StoredDataChecks
 from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
-
-#: What the error about a blank text must say (the text is empty, blank or missing): one of these words, any case.
-BLANK_TEXT_ERROR = r"(?i)text|blank|empty"
 
 #: An entry holding a word of each odd query but the last, which matches nothing.
 ODD_MEMORY = "An ordinary memory: drop tables, col:umn NEAR the unbalanced quote, nul separators, 🎉 会议 ünïcødé."

@@ -36,10 +36,13 @@ def one_line_naming(message: str, tier: str, under: Path) -> bool:
 #: not ASCII (the message must name the file as it is, not escaped) in the path.
 AWKWARD_DIRECTORY = "line\nbreak-ünï"
 
-#: What a refusal of each kind of path planted among the tier's files must say is there (any of the words, any case).
 #: What the error about a store a bad disk damaged must say (any of the words, any case).
 DAMAGED_WORDS = ("damaged", "corrupt", "malformed", "not a database", "not an sqlite database")
 
+#: What the ValueError for a blank text must say (the text is empty, blank or missing): one of these words, any case.
+BLANK_TEXT_ERROR = r"(?i)text|blank|empty"
+
+#: What a refusal of each kind of path planted among the tier's files must say is there (any of the words, any case).
 PLANTED_KINDS = {"a directory": ("directory",), "a FIFO": ("fifo", "pipe"), "a dangling symbolic link": ("link",)}
 
 
@@ -210,7 +213,7 @@ class StoredDataChecks(TierHarness):
             for memory_id, text in zip(ids, texts, strict=False):
                 assert text in next(hit.text for hit in hits if hit.id == memory_id)
             for blank in ("", " \n "):
-                with pytest.raises(ValueError, match=r"(?i)text|blank|empty"):  # the error says what is wrong
+                with pytest.raises(ValueError, match=BLANK_TEXT_ERROR):  # the error says what is wrong
                     self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
             assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
         finally:
