@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -30,7 +31,7 @@ from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, pro
 from monoagent_plugins.lib.tool_history.session_history import session_history
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
-from monoagent_plugins.lib.tool_history.writer import WriterLock, writer_alive
+from monoagent_plugins.lib.tool_history.writer import OpenRetry, WriterLock, writer_alive
 from monoagent_plugins.redaction import redact_text
 from monoagent_plugins.tool_history import ToolHistoryConfig
 
@@ -809,7 +810,10 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     store_name = "sqlite"
 
     def store_config(self, tmp_path, **bounds):  # max_calls -> toolHistory.maxCalls, ...
-        return {"toolHistory": {re.sub(r"_([a-z])", lambda m: m[1].upper(), name): value for name, value in bounds.items()}}
+        return {
+            "toolHistory": {re.sub(r"_([a-z])", lambda m: m[1].upper(), name): value for name, value in bounds.items()},
+            "history": {"dir": str(tmp_path / "state" / "history")},  # parents that do not exist yet: the store creates them
+        }
 
     def corrupt(self, store):
         store.path.write_bytes(b"not a database " * 100)
@@ -823,6 +827,36 @@ class TestSqliteToolHistoryContract(ToolHistoryStoreContract):
     def private_paths(self, store):
         locks = store.history_dir / LOCKS
         return [store.path, store.path.parent, locks, *locks.iterdir()]
+
+    def set_lock_wait(self, store, wait_ms):
+        store.retry = OpenRetry(lock_wait_ms=wait_ms, probe_wait_ms=wait_ms, first_delay=0.01, max_delay=0.01)
+
+    @contextlib.contextmanager
+    def hold_lock(self, store, *, write):
+        db = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            if write:
+                db.execute("BEGIN IMMEDIATE")
+            else:
+                db.execute("BEGIN")
+                db.execute("SELECT COUNT(*) FROM calls").fetchone()
+            yield
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+
+    def mark_unknown_version(self, store, version):
+        db = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            if version is None:
+                db.execute("DELETE FROM meta WHERE key = 'schema'")
+            else:
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (version,))
+        finally:
+            db.close()
+
+    def empty_stored_data(self, store):
+        store.path.write_bytes(b"")
 
 
 @pytest.mark.parametrize("odd", ["proj#1", "what?", "100%25"])

@@ -327,6 +327,8 @@ class ToolRecord:
 
     ``arguments`` / ``result`` are the retained (redacted, bounded) text, None when omitted;
     ``*_bytes`` are the exact original sizes of admitted values (limit + 1 for an omitted one);
+    ``*_truncated`` says the retained text is not the whole value (a prefix cut at the limit, or
+    nothing at all: an omitted value is truncated too);
     ``status`` is None while the call is in flight. ``started_at`` / ``finished_at`` are the
     call's wall-clock times (None when a store does not keep them, and ``finished_at`` while in
     flight); ``history show --tools`` places calls among the messages by them.
@@ -387,12 +389,21 @@ class ToolHistoryStore(Protocol):
         Retained calls as :class:`ToolRecord`, in ``start_seq`` order. Raises
         :class:`~monoagent.kernel.errors.ToolHistoryError` (fail closed) when the stored data is
         corrupt or unsafe.
-    ``flush()``
-        Blocks until every write submitted so far is settled.
+    ``flush(timeout=None)``
+        Blocks until every write submitted so far is settled; raises ``TimeoutError`` when they
+        are not settled after ``timeout`` seconds.
     ``stats()`` / ``clear_logical(id)`` / ``clear_all()``
         Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
-        awaitable); ``clear_logical`` removes ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket and
-        nothing else.
+        awaitable); ``stats()`` may also report ``payload_bytes`` (retained argument and result
+        bytes) and ``tombstones``, exactly when it does. ``clear_logical`` removes ``<id>`` and
+        each ``<id>:<YYYY-MM-DD>`` bucket and nothing else. A clear covers every write submitted
+        through the same store before it, settled or not.
+    Stored data
+        A lock another process holds longer than the store waits makes a write fail with
+        ``ToolHistoryUnavailable``, leaving nothing half-written; writes are recorded again once
+        the lock is released. Data of a format version the store does not read is refused by
+        every read, write and clear (``ToolHistoryError``); a fresh zero-byte data file is an
+        empty store.
     ``clear_conversation(id)``
         Removes the records of exactly ``id`` (may return an awaitable). Optional in the
         protocol's type, required for ``Agent.reset_conversation`` with daily rollover off: a

@@ -35,7 +35,12 @@ deletes the data under the open store as a purge does (the next write must recor
 :meth:`ToolHistoryStoreContract.set_clock` makes the store read the time retention compares
 ``maxAgeDays`` and ``tombstoneDays`` against from a clock the suite controls (the age-boundary
 tests: a call exactly ``maxAgeDays`` old is kept, one second older is removed, and likewise a
-tombstone ``tombstoneDays`` old). The suite needs pytest only when it runs.
+tombstone ``tombstoneDays`` old). :meth:`~ToolHistoryStoreContract.set_lock_wait` bounds the store's wait
+for a lock held elsewhere and :meth:`~ToolHistoryStoreContract.hold_lock` holds one (a write or a read
+transaction of another holder: the lock clauses and ``flush(timeout)``),
+:meth:`~ToolHistoryStoreContract.mark_unknown_version` makes the data claim a format version the store does
+not read, and :meth:`~ToolHistoryStoreContract.empty_stored_data` leaves a fresh zero-byte data file
+(:mod:`monoagent.testing.tool_history_contract_stored`). The suite needs pytest only when it runs.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, record_id
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
 from monoagent.testing.tool_history_contract_retention import ToolHistoryRetentionContract
+from monoagent.testing.tool_history_contract_stored import ToolHistoryStoredDataContract
 from monoagent.testing.tool_history_contract_support import (
     ARGUMENT_LIMIT,
     FAKE_SECRET,
@@ -78,7 +84,7 @@ STARTED = 1_700_000_000.5
 (a store that keeps no times reports both as None, as :class:`~monoagent.kernel.interfaces.ToolRecord` allows)."""
 
 
-class ToolHistoryStoreContract(ToolHistoryRetentionContract):
+class ToolHistoryStoreContract(ToolHistoryRetentionContract, ToolHistoryStoredDataContract):
     """Subclass with a ``Test`` name, set :attr:`store_name` and implement :meth:`store_config`."""
 
     # ------------------------------------------------------------------ clauses
@@ -265,6 +271,7 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
                 record = self.only(store, call_id)
                 assert utf8_len(compact({"text": cases[call_id]})) == ARGUMENT_LIMIT + 1
                 assert record.arguments is None and record.arguments_omitted and not record.arguments_retained_bytes, call_id
+                assert record.arguments_truncated, f"{call_id}: an omitted value is not whole, so it is truncated too"
                 assert record.arguments_bytes == ARGUMENT_LIMIT + 1, f"{call_id}: the count saturates at limit + 1"
             assert not [kind for kind, text in self.redactor.seen if OVERSIZED in text], "an omitted value was shown to the chain"
         finally:
@@ -290,6 +297,7 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract):
             for call_id in ("over", "over-multibyte", "far-over"):
                 record = self.only(store, call_id)
                 assert record.result is None and record.result_omitted and not record.result_retained_bytes, call_id
+                assert record.result_truncated, f"{call_id}: an omitted value is not whole, so it is truncated too"
                 assert record.result_bytes == RESULT_LIMIT + 1, f"{call_id}: the count saturates at limit + 1"
                 assert record.status == "success", "an omitted result still settles its call"
             assert not [kind for kind, text in self.redactor.seen if OVERSIZED in text], "an omitted value was shown to the chain"

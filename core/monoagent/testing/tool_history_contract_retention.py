@@ -36,8 +36,10 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
                 assert self.ids(store) == expected
             self.put(store, "conv", "run", "3")  # N + 1: the oldest goes, leaving a tombstone
             assert self.ids(store) == ["1", "2", "3"] and self.counts(store) == (3, 7)
+            self.extra_counts(store, 3 * EMPTY_ARGUMENTS + 3 * len("ok"), 1)
             self.put(store, "conv", "run", "4")
             assert self.ids(store) == ["2", "3", "4"] and self.counts(store) == (3, 8)
+            self.extra_counts(store, 3 * EMPTY_ARGUMENTS + 3 * len("ok"), 2)
             report = self.settled(store.clear_all())
             assert (report.calls, report.records) == (3, 8), "a clear counts the tombstones it removes"
         finally:
@@ -84,6 +86,7 @@ class ToolHistoryRetentionContract(ToolHistoryContractBase):
         try:
             assert self.ids(store) == ["1", "2", "3", "4"], "removal stops once the payload is back at the bound"
             assert self.counts(store) == (4, 9)
+            self.extra_counts(store, PAYLOAD_FLOOR, 1)
             before = int(self.settled(store.stats()).bytes)
             report = self.settled(store.clear_all())
             assert (report.calls, report.records) == (4, 9) and 0 <= report.bytes <= before, "a clear frees at most what stats() counted"

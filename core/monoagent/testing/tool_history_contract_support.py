@@ -8,6 +8,7 @@ clauses are in :mod:`monoagent.testing.tool_history_contract` and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -109,6 +110,33 @@ class ToolHistoryContractBase:
 
         pytest.skip(f"{type(self).__name__} does not implement delete_stored_data(): the suite cannot purge the data under the store")
 
+    def set_lock_wait(self, store: Any, wait_ms: int) -> None:
+        """Make ``store`` (before its first write) wait at most ``wait_ms`` for a lock another holder has (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement set_lock_wait(): the suite cannot bound the store's wait for a lock")
+
+    def hold_lock(self, store: Any, *, write: bool) -> contextlib.AbstractContextManager[None]:
+        """A context manager holding the stored data from outside, as another process's open transaction
+        does: a write transaction (``write``), else a read transaction that has read the records (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement hold_lock(): the suite cannot hold the stored data locked")
+
+    def mark_unknown_version(self, store: Any, version: str | None) -> None:
+        """Make the data of the closed ``store`` claim the format version ``version``, one the store does not
+        read (None: claim no version at all), as a newer release or another program would leave it (optional)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement mark_unknown_version(): the suite cannot plant data of another version")
+
+    def empty_stored_data(self, store: Any) -> None:
+        """Leave, in place of the data of the closed ``store``, the fresh zero-byte file that a store created
+        but never written leaves (optional; a store that keeps no such file does not implement it)."""
+        import pytest
+
+        pytest.skip(f"{type(self).__name__} does not implement empty_stored_data(): the store keeps no data file that can be empty")
+
     # ------------------------------------------------------------------ helpers
 
     @property
@@ -174,6 +202,13 @@ class ToolHistoryContractBase:
         """``stats()``'s calls and records (invocations + results + tombstones)."""
         stats = self.settled(store.stats())
         return int(stats.calls), int(stats.records)
+
+    def extra_counts(self, store: Any, payload_bytes: int, tombstones: int) -> None:
+        """Check ``stats()``'s optional ``payload_bytes`` and ``tombstones``: absent, or exactly these."""
+        stats = self.settled(store.stats())
+        for name, expected in (("payload_bytes", payload_bytes), ("tombstones", tombstones)):
+            found = getattr(stats, name, expected)
+            assert found == expected, f"stats().{name} is {found!r}, not {expected} (a store that reports it reports it exactly)"
 
     def only(self, store: Any, call_id: str) -> ToolRecord:
         (record,) = [r for r in store.records() if r.call_id == call_id]

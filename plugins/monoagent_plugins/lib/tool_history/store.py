@@ -266,7 +266,8 @@ class SqliteToolHistory:
         """Run a maintenance job: on this process's writer if it runs, else on a connection of its own.
 
         Without a writer of its own (the CLI) the job needs no ownership: it runs in its own
-        ``IMMEDIATE`` transaction, which SQLite serialises with the writes of running agents.
+        ``IMMEDIATE`` transaction, which SQLite serialises with the writes of running agents,
+        waiting for their locks as long as a write does (``retry.lock_wait_ms``).
         """
         if not self._usable():
             return None
@@ -278,7 +279,7 @@ class SqliteToolHistory:
         if probe is not None:
             probe.close()
         try:
-            db = connect(self.path, self.settings)
+            db = connect(self.path, self.settings, self.retry.lock_wait_ms)
         except sqlite3.Error as exc:
             raise SidecarUnavailable(f"{self.path} could not be opened for maintenance: {exc}") from None
         try:
