@@ -94,29 +94,51 @@ def read_only(path):
         path.chmod(mode)
 
 
-#: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file.
+LITE_FTS = "fts5 (text, tokenize='porter unicode61 remove_diacritics 2')"
+
+#: Data that is not lite's where lite.sqlite goes: each DDL written into a fresh file, and what lite's refusal names
+#: (memory.md: "one line naming the tier, the file, what is wrong"): the first five tables it found (", ..." when
+#: there are more), the table it lacks, the shapes found and expected, the schemas.
 FOREIGN_LITE = {
-    "another program's database": "".join(f"CREATE TABLE t{n} (x);" for n in range(6)),
-    "a view among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE VIEW recent AS SELECT id FROM memories",
-    "a trigger among lite's tables": f"{LITE_SCHEMA.ddl}; CREATE TRIGGER t AFTER INSERT ON memories BEGIN SELECT 1; END",
-    "a memories table of other columns": "CREATE TABLE memories (id INTEGER PRIMARY KEY, body TEXT)",
-    "a full-text index of another tokeniser": LITE_SCHEMA.ddl.replace("porter unicode61 remove_diacritics 2", "ascii"),
-    "a newer schema": f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '2')",
+    "another program's database of five tables": (
+        "".join(f"CREATE TABLE t{n} (x);" for n in range(5)),
+        ["the tables t0, t1, t2, t3, t4 and no table 'memories'"],
+    ),
+    "another program's database of six tables": (
+        "".join(f"CREATE TABLE t{n} (x);" for n in range(6)),
+        ["the tables t0, t1, t2, t3, t4, ... and no table 'memories'"],
+    ),
+    "a view among lite's tables": (f"{LITE_SCHEMA.ddl}; CREATE VIEW recent AS SELECT id FROM memories", ["view 'recent'"]),
+    "a trigger among lite's tables": (
+        f"{LITE_SCHEMA.ddl}; CREATE TRIGGER t AFTER INSERT ON memories BEGIN SELECT 1; END",
+        ["trigger 't'"],
+    ),
+    "a memories table of other columns": (
+        "CREATE TABLE memories (id INTEGER PRIMARY KEY, body TEXT)",
+        ["'memories'", "table (id, body)", "table (id, text, created_at, updated_at, merged, metadata)"],
+    ),
+    "a full-text index of another tokeniser": (
+        LITE_SCHEMA.ddl.replace("porter unicode61 remove_diacritics 2", "ascii"),
+        ["'memories_fts'", "fts5 (text, tokenize='ascii')", LITE_FTS],
+    ),
+    "a newer schema": (f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '2')", ["schema '2'", "schema '1'"]),
 }
 
 
-def foreign_lite(tier_path, ddl):
+def foreign_lite(tier_path, ddl, names):
     tier_path.mkdir(parents=True)
     conn = sqlite3.connect(tier_path / "lite.sqlite")
     conn.executescript(ddl)
     conn.close()
+    return names
 
 
-def earlier_lite(tier_path, texts, *, drop):
-    """lite's store holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was removed."""
+def earlier_lite(tier_path, texts, *, drop, ddl=LITE_SCHEMA.ddl):
+    """lite's store (of ``ddl``) holding ``texts``, then ``drop`` run on it: a part a release before it lacked, or that was
+    removed."""
     tier_path.mkdir(parents=True)
     conn = sqlite3.connect(tier_path / "lite.sqlite")
-    conn.executescript(f"{LITE_SCHEMA.ddl}; INSERT INTO meta VALUES ('schema', '1')")
+    conn.executescript(f"{ddl}; INSERT INTO meta VALUES ('schema', '1')")
     for text in texts:
         rowid = conn.execute("INSERT INTO memories(text, created_at, updated_at) VALUES (?, 1.7e9, 1.7e9)", (text,)).lastrowid
         conn.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)", (rowid, text))
@@ -146,6 +168,7 @@ class TestLiteContract(MemoryTierContract):
 
     entry_bound = LITE_ENTRY_BYTES
     merge_threshold = 0.9  # memory.lite.mergeThreshold
+    common_word_rule = (1000, 0.05)  # lite's COMMON_TERM_MIN_ENTRIES and COMMON_TERM_FRACTION
 
     def make_tier(self, agent, tmp_path):
         factory_agent = fresh_agent(tmp_path.parent / f"{tmp_path.name}-factory", config={"memory": {"path": str(tmp_path)}})
@@ -167,13 +190,15 @@ class TestLiteContract(MemoryTierContract):
         return [tier_path / f"lite.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
 
     def foreign_stores(self):
-        return {name: functools.partial(foreign_lite, ddl=ddl) for name, ddl in FOREIGN_LITE.items()}
+        return {name: functools.partial(foreign_lite, ddl=ddl, names=names) for name, (ddl, names) in FOREIGN_LITE.items()}
 
     def damage_index(self, tier_path):
         damage_fts(tier_path / "lite.sqlite", "memories_fts")
 
     def earlier_stores(self):
-        return {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
+        forms = {name: functools.partial(earlier_lite, drop=drop) for name, drop in EARLIER_LITE.items()}
+        forms["a store of lite's tables written in lower-case SQL"] = functools.partial(earlier_lite, drop="", ddl=LITE_SCHEMA.ddl.lower())
+        return forms
 
     def add_many(self, tier, texts):
         return asyncio.run(tier.add_many(texts))

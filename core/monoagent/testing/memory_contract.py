@@ -57,7 +57,8 @@ from monoagent.testing.memory_agent_contract import (
     _run,
     sized_text,
 )
-from monoagent.testing.memory_stored_data_contract import StoredDataChecks
+from monoagent.testing.memory_common_words_contract import CommonWordChecks
+from monoagent.testing.memory_stored_data_contract import BLANK_TEXT_ERROR, StoredDataChecks
 from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
@@ -75,7 +76,7 @@ ODD_QUERIES = (
 )
 
 
-class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
+class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
     """Subclass with a ``Test`` name and implement :meth:`make_tier`; pytest collects the rest."""
 
     #: The longest hit text (UTF-8 bytes) the tier may return for a 1 MB add.
@@ -151,7 +152,7 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
 
         tier = self.tier(tmp_path)
         for blank in ("", "   \n\t", "\u3000\u00a0"):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=BLANK_TEXT_ERROR):  # the error says what is wrong
                 _run(tier.add(blank))
         memory_id = _run(tier.add(" yak "))
         [hit] = self.search(tier, "yak")
@@ -163,7 +164,7 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
         keep = _run(tier.add("The staging database is called heron."))
         drop = _run(tier.add("The production database is called falcon."))
         assert keep != drop
-        for unknown in ("no-such-id", "", "0", "-1", keep + "0", str(2**63 - 1), str(2**63), "9" * 30):
+        for unknown in ("no-such-id", "", "0", "-1", keep + "0", keep + ".0", keep + ".5", str(2**63 - 1), str(2**63), "9" * 30):
             assert _run(tier.forget(unknown)) is False, f"forget({unknown!r}) of an id never issued"
         assert _run(tier.forget(drop)) is True
         assert _run(tier.forget(drop)) is False
@@ -306,11 +307,14 @@ class MemoryTierContract(StoredDataChecks, TierThroughAgentChecks):
         assert [r.id for r in _run(tier.list(limit=1, offset=1))] == [first]
         assert list(_run(tier.list(limit=10, offset=2))) == []
         for bad in ({"limit": 0}, {"limit": 1, "offset": -1}):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match="limit" if bad["limit"] < 1 else "offset"):  # the error names what is wrong
                 _run(tier.list(**bad))
         stats = _run(tier.stats())
         assert stats.tier == tier.name and stats.entries == 2
         assert stats.location is None or isinstance(stats.location, str), f"stats().location {stats.location!r} is not a str or None"
+        if type(self).stored_files is not StoredDataChecks.stored_files:  # a tier whose data is files says where they are
+            stored = [str(path) for path in self.stored_files(tmp_path / "tier")]
+            assert stats.location in stored, f"stats().location {stats.location!r} is none of the tier's files {stored}"
         assert isinstance(stats.details, dict), f"stats().details {stats.details!r} is not a dict"
         assert stats.bytes == sum(utf8_len(text) for text in texts)
         assert _run(tier.forget(first)) is True

@@ -32,6 +32,25 @@ def one_line_naming(message: str, tier: str, under: Path) -> bool:
     return len(message.splitlines()) == 1 and tier in re.sub(re.escape(str(under)) + r"\S*", "", message)
 
 
+#: Where the error tests put the tier's files: a line break (the message must stay one line) and letters that are
+#: not ASCII (the message must name the file as it is, not escaped) in the path.
+AWKWARD_DIRECTORY = "line\nbreak-ünï"
+
+#: What the error about a store a bad disk damaged must say (any of the words, any case).
+DAMAGED_WORDS = ("damaged", "corrupt", "malformed", "not a database", "not an sqlite database")
+
+#: What the ValueError for a blank text must say (the text is empty, blank or missing): one of these words, any case.
+BLANK_TEXT_ERROR = r"(?i)text|blank|empty"
+
+#: What a refusal of each kind of path planted among the tier's files must say is there (any of the words, any case).
+PLANTED_KINDS = {"a directory": ("directory",), "a FIFO": ("fifo", "pipe"), "a dangling symbolic link": ("link",)}
+
+
+def says(message: str, words: Sequence[str]) -> bool:
+    """Whether ``message`` holds one of ``words``, ignoring case."""
+    return any(word.casefold() in message.casefold() for word in words)
+
+
 class StoredDataChecks(TierHarness):
     """The optional hooks and the tests that need them; see :class:`~monoagent.testing.MemoryTierContract`."""
 
@@ -75,7 +94,8 @@ class StoredDataChecks(TierHarness):
         """Optional: a context manager holding, for its duration, the write lock another process takes on the
         stored data under ``tier_path``, in the middle of a write that has reached the files (as a large capture
         would). Implemented, it has the suite check that a write while it is held
-        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on, and that
+        fails (after the tier's own wait) with a one-line error naming the tier, that reading goes on (on an open
+        handle and on one made meanwhile: opening the data must not need the write lock), and that
         the same handle writes again once it is released; otherwise that test skips."""
         import pytest
 
@@ -96,17 +116,23 @@ class StoredDataChecks(TierHarness):
         writes beside it, whether they exist yet or not). Implemented, it has the suite check that those that exist,
         and the directory holding them, are the owner's alone (memory holds what users said), then plant a directory, a FIFO
         and a dangling symbolic link at each, and check that the tier refuses it (never hanging on the FIFO,
-        never creating what the link names) with a one-line error naming the tier and that path, and works
-        again on the same handle once the path is put back; otherwise that test skips."""
+        never creating what the link names) with a one-line error naming the tier, that path and what is there, and works
+        again on the same handle once the path is put back. The first path is the database: a symbolic link there to a
+        regular file elsewhere (an operator's move to another disk) is followed; a link at any other path, which only
+        the tier writes, is refused even when it leads to a regular file, and that file is left alone. Every error
+        of the damaged, locked and read-only tests must then also name one of these files. Otherwise those checks
+        and that test skip."""
         import pytest
 
         pytest.skip("the test class does not implement MemoryTierContract.stored_files (the paths of the tier's files)")
 
-    def foreign_stores(self) -> dict[str, Callable[[Path], None]]:
+    def foreign_stores(self) -> dict[str, Callable[[Path], Sequence[str] | None]]:
         """Optional: ways to put data that is not this tier's where it keeps its own, by name (another program's
         database, one of a newer schema, a planted table of the tier's name with other columns...), each
-        writing under the ``tier_path`` it is given. Implemented, it has the suite check, for each, that the tier
-        refuses it with a one-line error naming the tier and leaves every file there exactly as it was;
+        writing under the ``tier_path`` it is given and returning what the tier's refusal documents it names (the
+        tables it found, the schema it expected: strings, each to appear in the message as it is), or None.
+        Implemented, it has the suite check, for each, that the tier refuses it with a one-line error naming the
+        tier, the file (with ``stored_files``) and those strings, and leaves every file there exactly as it was;
         otherwise that test skips."""
         import pytest
 
@@ -122,6 +148,14 @@ class StoredDataChecks(TierHarness):
 
         pytest.skip("the test class does not implement MemoryTierContract.earlier_stores (the tier's data in an earlier form)")
 
+    def names_a_stored_file(self, message: str, tier_path: Path) -> bool:
+        """Whether ``message`` names one of the tier's files under ``tier_path`` (true when ``stored_files`` is not
+        implemented: then the suite does not know them). The part of its path after the last line break must stand in
+        the message as it is (a line break before it may be escaped, the letters after it may not)."""
+        if type(self).stored_files is StoredDataChecks.stored_files:
+            return True
+        return any(str(path).splitlines()[-1] in message for path in self.stored_files(tier_path))
+
     # ------------------------------------------------------------------ optional: damage and bulk import
 
     def test_contract_damaged_store_fails_the_tier_not_the_turn(self, tmp_path: Path) -> None:
@@ -129,7 +163,7 @@ class StoredDataChecks(TierHarness):
 
         from monoagent.testing import collect_events
 
-        root, tmp_path = tmp_path, tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
+        root, tmp_path = tmp_path, tmp_path / AWKWARD_DIRECTORY  # a line break and letters not ASCII in the path
         tier = self.tier(tmp_path)
         _run(tier.add("The badger sett is under the oak."))
         name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
@@ -141,6 +175,8 @@ class StoredDataChecks(TierHarness):
                 _run(call())
             message = str(caught.value)
             assert one_line_naming(message, name, root), f"not one line naming the tier {name!r} (not only in a path): {message!r}"
+            assert self.names_a_stored_file(message, tmp_path / "tier"), f"the damaged store's error names no file of the tier: {message!r}"
+            assert says(message, DAMAGED_WORDS), f"the damaged store's error does not say it is damaged: {message!r}"
         self.close(tier)
         agent = self.agent(tmp_path)
         events: list[Any] = []
@@ -177,7 +213,7 @@ class StoredDataChecks(TierHarness):
             for memory_id, text in zip(ids, texts, strict=False):
                 assert text in next(hit.text for hit in hits if hit.id == memory_id)
             for blank in ("", " \n "):
-                with pytest.raises(ValueError):
+                with pytest.raises(ValueError, match=BLANK_TEXT_ERROR):  # the error says what is wrong
                     self.add_many(tier, ["Heron survey note kilo: the reeds are high.", blank])
             assert len(self.search(tier, "heron survey", limit=10)) == 5, "a refused batch stored some of its texts"
         finally:
@@ -241,17 +277,24 @@ class StoredDataChecks(TierHarness):
     def test_contract_locked_store_fails_the_write_and_recovers(self, tmp_path: Path) -> None:
         import pytest
 
-        root, tmp_path = tmp_path, tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
+        root, tmp_path = tmp_path, tmp_path / AWKWARD_DIRECTORY  # a line break and letters not ASCII in the path
         tier = self.tier(tmp_path)
         try:
             kept = _run(tier.add("The kingfisher nests in the clay bank."))
             with self.lock(tmp_path / "tier"):
                 assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a read failed while a writer held the lock"
+                newcomer = self.tier(tmp_path)  # opening the store, as a turn's first recall does, must not need the write lock
+                try:
+                    assert [hit.id for hit in self.search(newcomer, "kingfisher nests")] == [kept], "a handle made under the lock failed to read"
+                finally:
+                    self.close(newcomer)
                 for write in (lambda: tier.add("The heron fishes at dawn."), lambda: tier.forget(kept)):
                     with pytest.raises(Exception) as caught:  # any error: its message is what is checked
                         _run(write())
                     message = str(caught.value)
                     assert one_line_naming(message, tier.name, root), f"not one line naming the tier (not only in a path): {message!r}"
+                    assert self.names_a_stored_file(message, tmp_path / "tier"), f"the locked store's error names no file: {message!r}"
+                    assert says(message, ("lock", "busy")), f"the locked store's error does not say it is locked: {message!r}"
             later = _run(tier.add("The heron fishes at dawn."))
             assert [hit.id for hit in self.search(tier, "heron fishes dawn")] == [later], "the write after the lock went away was lost"
             assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a write refused under the lock removed an entry"
@@ -263,7 +306,7 @@ class StoredDataChecks(TierHarness):
 
         from monoagent.testing import collect_events
 
-        root, tmp_path = tmp_path, tmp_path / "line\nbreak"  # the tier's files under a path holding a line break: still one line
+        root, tmp_path = tmp_path, tmp_path / AWKWARD_DIRECTORY  # a line break and letters not ASCII in the path
         tier = self.tier(tmp_path)
         kept = _run(tier.add("The kingfisher nests in the clay bank."))
         name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
@@ -281,6 +324,8 @@ class StoredDataChecks(TierHarness):
                         _run(write())
                     message = str(caught.value)
                     assert one_line_naming(message, name, root), f"not one line naming the tier {name!r} (not only in a path): {message!r}"
+                    assert self.names_a_stored_file(message, tmp_path / "tier"), f"the read-only store's error names no file: {message!r}"
+                    assert says(message, ("read-only", "read only")), f"the read-only store's error does not say it is read-only: {message!r}"
                 assert [hit.id for hit in self.search(tier, "kingfisher nests")] == [kept], "a refused forget removed the entry"
             except BaseException:
                 self.close(tier)
@@ -308,11 +353,13 @@ class StoredDataChecks(TierHarness):
         for path in {stored_files[0].parent, *(path for path in stored_files if path.exists())}:
             assert path.stat().st_mode & 0o077 == 0, f"{path} is open to others: mode {path.stat().st_mode & 0o777:o}"
         self.close(tier)
-        plants = {
+        plants: dict[str, Callable[[Path], None]] = {
             "a directory": lambda path: path.mkdir(),
             "a FIFO": lambda path: os.mkfifo(path),
             "a dangling symbolic link": lambda path: path.symlink_to(path.with_name("nowhere")),
         }
+        assert set(plants) == set(PLANTED_KINDS)
+        self._links_to_regular_files(tmp_path, stored_files, kept)
         for stored in stored_files:
             for kind, plant in plants.items():
                 aside = stored.with_name(stored.name + ".aside")
@@ -327,6 +374,7 @@ class StoredDataChecks(TierHarness):
                     assert len(message.splitlines()) == 1 and tier.name in message and str(stored) in message, (
                         f"{kind} at {stored}: not one line naming the tier {tier.name!r} and that path: {message!r}"
                     )
+                    assert says(message, PLANTED_KINDS[kind]), f"{kind} at {stored}: the error does not say what is there: {message!r}"
                     assert not stored.with_name("nowhere").exists(), f"the tier created what a dangling link at {stored} names"
                     (stored.rmdir if kind == "a directory" else stored.unlink)()
                     if aside.exists():
@@ -334,6 +382,46 @@ class StoredDataChecks(TierHarness):
                     assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after {kind} at {stored} was removed"
                 finally:
                     self.close(tier)
+
+    def _links_to_regular_files(self, tmp_path: Path, stored_files: Sequence[Path], kept: str) -> None:
+        """The database (the first stored file) may be a symbolic link to a regular file elsewhere: it is followed. A link
+        at a companion, which only the tier writes, is refused even when it leads to a regular file, which is left alone."""
+        import pytest
+
+        database, *companions = stored_files
+        moved = database.with_name(database.name + ".moved")
+        database.rename(moved)
+        database.symlink_to(moved)
+        tier = self.tier(tmp_path)
+        try:
+            assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"the database behind a link at {database}"
+            later = _run(tier.add("The redshank probes the mud."))
+            assert [hit.id for hit in self.search(tier, "redshank probes mud")] == [later], "a write through the linked database"
+            assert _run(tier.forget(later)) is True
+        finally:
+            self.close(tier)
+        database.unlink()
+        moved.rename(database)
+        for companion in companions:
+            if companion.exists():
+                continue  # one SQLite keeps between uses (a WAL file): the planted FIFO and directory cover it
+            target = companion.with_name(companion.name + ".target")
+            target.write_bytes(b"")
+            companion.symlink_to(target)
+            tier = self.tier(tmp_path)
+            try:
+                with pytest.raises(Exception) as caught:  # any error: its message is what is checked
+                    _run(tier.add("The avocet wades in the shallows."))
+                message = str(caught.value)
+                assert len(message.splitlines()) == 1 and str(companion) in message and says(message, ("link",)), (
+                    f"a symbolic link at {companion} to a regular file: not one line naming that path and the link: {message!r}"
+                )
+                assert target.read_bytes() == b"", f"the tier wrote through the link at {companion}"
+                companion.unlink()
+                target.unlink()
+                assert [hit.id for hit in self.search(tier, "curlew estuary")] == [kept], f"after the link at {companion} was removed"
+            finally:
+                self.close(tier)
 
     def test_contract_earlier_store_is_read_and_kept(self, tmp_path: Path) -> None:
         texts = [f"Plover count {salt}: the {salt} shingle spit." for salt in SALTS[:4]]
@@ -363,7 +451,7 @@ class StoredDataChecks(TierHarness):
 
         for name, plant in self.foreign_stores().items():
             base = tmp_path / name.replace(" ", "-")
-            plant(base / "tier")
+            named = list(plant(base / "tier") or ())
             before = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
             tier = self.tier(base)
             try:
@@ -372,6 +460,9 @@ class StoredDataChecks(TierHarness):
                         _run(call())
                     message = str(caught.value)
                     assert one_line_naming(message, tier.name, tmp_path), f"{name}: not one line naming the tier (not only in a path): {message!r}"
+                    assert self.names_a_stored_file(message, base / "tier"), f"{name}: the refusal names no file of the tier: {message!r}"
+                    missed = [word for word in named if word not in message]
+                    assert not missed, f"{name}: the refusal does not name {missed}: {message!r}"
             finally:
                 self.close(tier)
             after = {path: path.read_bytes() for path in sorted((base / "tier").rglob("*")) if path.is_file()}
