@@ -185,23 +185,9 @@ class ToolHistoryStoreContract(ToolHistoryRetentionContract, ToolHistoryStoredDa
 
         import pytest
 
-        probe = self._store(tmp_path / "probe")
-        try:
-            self.put(probe, "conv", "run", "a")
-            named = [Path(path) for path in self.private_paths(probe)]
-        finally:
-            self.close(probe)
-        lasting = [path.relative_to(tmp_path / "probe") for path in named if path.is_relative_to(tmp_path / "probe") and path.exists()]
-        if not lasting:
-            pytest.skip("private_paths() names no path under tmp_path that outlives the store")
-        for index, relative in enumerate(lasting):
+        for index, relative in enumerate(self._lasting_paths(tmp_path)):
             home = tmp_path / f"planted-{index}"
-            store = self._store(home)
-            try:
-                self.put(store, "conv", "run", "a")
-                held = store.records()
-            finally:
-                self.close(store)
+            held = self._closed_with_one_call(home)
             path, aside = home / relative, home / relative.with_name(relative.name + ".aside")
             os.rename(path, aside)
             os.symlink(aside, path)

@@ -240,24 +240,9 @@ class ToolHistoryStoredDataContract(ToolHistoryContractBase):
         or fails closed. Neither may open the FIFO: that blocks until someone writes into it."""
         import pytest
 
-        probe = self._store(tmp_path / "probe")
-        try:
-            self._write(probe, "a")
-            named = [Path(path) for path in self.private_paths(probe)]
-        finally:
-            self.close(probe)
-        base = tmp_path / "probe"
-        lasting = [path.relative_to(base) for path in named if path.is_relative_to(base) and path.is_file() and not path.is_symlink()]
-        if not lasting:
-            pytest.skip("private_paths() names no regular file under tmp_path that outlives the store")
-        for index, relative in enumerate(lasting):
+        for index, relative in enumerate(self._lasting_paths(tmp_path, regular=True)):
             home = tmp_path / f"fifo-{index}"
-            store = self._store(home)
-            try:
-                self._write(store, "a")
-                held = store.records()
-            finally:
-                self.close(store)
+            held = self._closed_with_one_call(home)
             fifo = home / relative
             fifo.unlink()
             os.mkfifo(fifo, 0o600)

@@ -162,6 +162,33 @@ class ToolHistoryContractBase:
         self._agents()[id(store)] = agent
         return store
 
+    def _lasting_paths(self, tmp_path: Path, *, regular: bool = False) -> list[Path]:
+        """The paths ``private_paths()`` names that outlive a closed store holding one call, relative to its
+        directory (only regular files with ``regular``); the test is skipped when there are none."""
+        import pytest
+
+        base = tmp_path / "probe"
+        probe = self._store(base)
+        try:
+            self.put(probe, "conv", "run", "a")
+            named = [Path(path) for path in self.private_paths(probe)]
+        finally:
+            self.close(probe)
+        lasting = [path.relative_to(base) for path in named if path.is_relative_to(base)
+                   and (path.is_file() and not path.is_symlink() if regular else path.exists())]
+        if not lasting:
+            pytest.skip(f"private_paths() names no {'regular file' if regular else 'path'} under tmp_path that outlives the store")
+        return lasting
+
+    def _closed_with_one_call(self, home: Path) -> Sequence[ToolRecord]:
+        """Records of a store under ``home`` that took one call, read before it was closed."""
+        store = self._store(home)
+        try:
+            self.put(store, "conv", "run", "a")
+            return store.records()
+        finally:
+            self.close(store)
+
     def _agents(self) -> dict[int, Agent]:
         """The Agents behind the stores a test opened (pytest makes one instance per test)."""
         return self.__dict__.setdefault("_open_agents", {})
