@@ -15,7 +15,6 @@ time, which may be a few bytes longer or shorter from one commit to the next.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from monoagent.kernel.model import Message
 from monoagent.testing.history_contract_support import SLACK, STAMP, HistoryContractBase
@@ -28,19 +27,6 @@ def bulky_turn(index: int) -> list[Message]:
 
 class HistoryRetentionContract(HistoryContractBase):
     """Retention by count and by bytes (mixed into :class:`~monoagent.testing.HistoryStoreContract`)."""
-
-    def retaining(self, directory: Path, **bound: int) -> Any:
-        """A store with the retention ``bound``, or a skip naming the keyword its ``make_store`` does not take."""
-        import pytest
-
-        try:
-            return self.make_store(directory, **bound)
-        except TypeError:
-            (keyword,) = bound
-            pytest.skip(f"needs make_store(tmp_path, {keyword}=...) (aggregate retention); this store's make_store does not take it")
-
-    def listed(self, store: Any) -> list[str]:
-        return sorted(info.conversation_id for info in self.run(store.conversations()))
 
     def test_contract_retention_by_conversation_count(self, tmp_path: Path) -> None:
         """With ``max_conversations`` 3: two and three records are kept; a fourth prunes the least recently committed."""

@@ -130,7 +130,7 @@ class HistoryLifecycleContract(HistoryContractBase):
         def commit_at(when: float, cid: str) -> list[str]:
             now[0] = when
             self.run(store.commit(cid, [Message("user", f"{cid} at {when - START:.0f}")]))
-            return sorted(info.conversation_id for info in self.run(store.conversations()))
+            return self.listed(store)
 
         assert commit_at(START, "old") == ["old"]
         assert commit_at(START + DAY, "recent") == ["old", "recent"]
@@ -149,11 +149,7 @@ class HistoryLifecycleContract(HistoryContractBase):
         """A store with ``bound`` reading the time from ``now[0]``, or a skip naming the keyword or hook it lacks."""
         import pytest
 
-        try:
-            store: Any = self.make_store(directory, **bound)
-        except TypeError:
-            pytest.skip(f"needs make_store(tmp_path, {', '.join(f'{k}=...' for k in bound)}) (aggregate retention: "
-                        f"history.maxBytes, maxInactiveDays); this store's make_store does not take it")
+        store = self.retaining(directory, **bound)
         try:
             self.set_clock(store, lambda: now[0])
         except NotImplementedError:
@@ -185,24 +181,19 @@ class HistoryLifecycleContract(HistoryContractBase):
         self.close(measure)
         for bound, kept in ((total + 1, ["c0", "c1", "c2"]), (total, ["c0", "c1", "c2"]), (total - 1, ["c1", "c2"])):
             store = three(tmp_path / f"bound-{bound}", bound)
-            listed = sorted(info.conversation_id for info in self.run(self.make_store(tmp_path / f"bound-{bound}").conversations()))
+            listed = self.listed(self.make_store(tmp_path / f"bound-{bound}"))
             assert listed == kept, f"records of {total} bytes in all under history.maxBytes = {bound} (the oldest is c0)"
             self.close(store)
 
     def test_contract_a_record_alone_over_max_bytes_is_kept(self, tmp_path: Path) -> None:
         """A turn whose record alone passes ``max_bytes`` prunes every other conversation, never the one just published."""
-        import pytest
-
-        try:
-            store: Any = self.make_store(tmp_path, max_bytes=64 * 1024)  # type: ignore[call-arg]  # the optional keyword
-        except TypeError:
-            pytest.skip("needs make_store(tmp_path, max_bytes=...) (aggregate retention); this store's make_store does not take it")
+        store = self.retaining(tmp_path, max_bytes=64 * 1024)
         self.commit_turns(store, "small-0", range(1))
         self.commit_turns(store, "small-1", range(1))
         big = [Message("user", "u" * 40_000), Message("assistant", "a" * 40_000)]
         self.run(store.commit("big", big))
         fresh = self.make_store(tmp_path)
-        assert [info.conversation_id for info in self.run(fresh.conversations())] == ["big"]
+        assert self.listed(fresh) == ["big"]
         assert self.load(fresh, "big") == big, "the record just published was pruned"
         self.close(store, fresh)
 

@@ -202,6 +202,20 @@ class HistoryContractBase:
             )
         return store
 
+    def retaining(self, directory: Path, **bound: Any) -> Any:
+        """A store with the retention ``bound`` keywords, or a skip naming the keywords its ``make_store`` does not take."""
+        import pytest
+
+        try:
+            return self.make_store(directory, **bound)
+        except TypeError:
+            pytest.skip(f"needs make_store(tmp_path, {', '.join(f'{k}=...' for k in bound)}) (aggregate retention); "
+                        f"this store's make_store does not take it")
+
+    def listed(self, store: Any) -> list[str]:
+        """The ids of the conversations ``store`` lists, sorted."""
+        return sorted(info.conversation_id for info in self.run(store.conversations()))
+
     def with_totals(self, tmp_path: Path) -> Any:
         """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
         store = self.make_store(tmp_path)
