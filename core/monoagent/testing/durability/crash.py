@@ -67,15 +67,21 @@ ZYGOTE = textwrap.dedent(
 )
 
 
+def same_code_env() -> dict[str, str]:
+    """The environment of a child interpreter that imports exactly the code this one does (mutated modules
+    included): this process's ``sys.path`` as ``PYTHONPATH``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    return env
+
+
 class WriterZygote:
     """One interpreter that forks writers on request and reaps them (they are its children)."""
 
     def __init__(self, factory: str, *, deadline: float = 120.0) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE, factory], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=env,
+            stderr=subprocess.PIPE, env=same_code_env(),
         )
         self.deadline = deadline
         self.pending: list[str] = []

@@ -11,13 +11,13 @@ is given, commits the given messages to it and reports what it loaded.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
 
 from monoagent.kernel.model import Message
+from monoagent.testing.durability.crash import same_code_env
 
 SCRIPT = textwrap.dedent(
     r"""
@@ -56,11 +56,9 @@ def load_and_extend(factory: str, directory: str, steps: Sequence[tuple[str, Seq
     """
     from monoagent.kernel.serial import converter
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
     job = {"directory": directory, "steps": [(conversation, converter.unstructure(list(messages))) for conversation, messages in steps]}
     done = subprocess.run([sys.executable, "-c", SCRIPT, factory], input=json.dumps(job), capture_output=True, text=True,
-                          env=env, timeout=DEADLINE, check=False)
+                          env=same_code_env(), timeout=DEADLINE, check=False)
     if done.returncode != 0:
         raise AssertionError(f"the other process failed (status {done.returncode}): {done.stderr.strip()[-2000:]}")
     return [converter.structure(messages, list[Message]) for messages in json.loads(done.stdout)]
