@@ -92,6 +92,7 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
 
 async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
+    from monoagent.kernel import hookspecs
     from monoagent.kernel.model import Message as Msg
     from monoagent.kernel.turn import Turn
     from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
@@ -122,16 +123,16 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t3 = t()
         add("offered tools (filter_tools)", t3 - t2)
         recalled: list[Any] = []
-        for value in hooks.recall_memory(turn=turn):
+        for value in hooks.collect(hookspecs.recall_memory, turn=turn):
             recalled.extend((await value) if asyncio.iscoroutine(value) else (value or ()))
         turn.recalled = gate_recall(recalled)
         t4 = t()
         add("recall_memory", t4 - t3)
         parts: list[Any] = []
-        for value in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
+        for value in hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=turn.recalled):
             parts.extend(value if isinstance(value, (list, tuple)) else [value])
         parts.sort(key=lambda p: p.order)
-        user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
+        user_message = hooks.first(hookspecs.render_user_message, turn=turn, parts=tuple(parts))
         assert isinstance(user_message, Msg)
         t5 = t()
         add("user message hooks", t5 - t4)
@@ -146,12 +147,12 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         for sid, hook, _order, _required in DOCUMENTED_SECTIONS:
             s0 = t()
             if hook == "render_history":
-                hooks.render_history(turn=probe, messages=tuple(history))
+                hooks.first(hookspecs.render_history, turn=probe, messages=tuple(history))
             else:
-                getattr(hooks, hook)(turn=probe)
+                hooks.first(getattr(hookspecs, hook), turn=probe)
             add(f"  section {sid}", t() - s0)
         s0 = t()
-        hooks.extra_sections(turn=probe)
+        hooks.collect(hookspecs.extra_sections, turn=probe)
         add("  extra_sections", t() - s0)
         t7 = t()
         sections = collect_sections(hooks, turn, history)

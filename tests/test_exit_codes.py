@@ -329,7 +329,9 @@ def test_a_wrong_answer_names_the_hook_and_the_plugin(tmp_path: Path, hook: str,
     assert f"plugin 'answering' returned a value of type {type(shown).__name__} from hook {hook!r}" in str(info.value)
 
 
-def test_a_wrong_answer_behind_a_wrapper_names_the_implementations(tmp_path: Path) -> None:
+def test_a_wrong_answer_behind_a_wrapper_names_the_implementation_or_the_wrapper(tmp_path: Path) -> None:
+    """pluggy runs the wrapper and the implementations; the kernel still names the plugin whose
+    implementation answered wrongly, and a wrong value the wrapper returned is the wrappers'."""
     from monoagent import hookimpl
 
     class Wrapper:
@@ -338,9 +340,21 @@ def test_a_wrong_answer_behind_a_wrapper_names_the_implementations(tmp_path: Pat
             return (yield)
 
     agent = fresh_agent(tmp_path, plugins=[("answering", plugin_answering("count_tokens", "many")), ("wrapping", Wrapper())])
-    with pytest.raises(HookResultError, match=r"wrappers of .*answering") as info:
+    with pytest.raises(HookResultError, match=r"plugin 'answering' returned a value of type str") as info:
         agent.count_tokens("hi", "offline:echo")
-    assert info.value.hook == "count_tokens" and "wrapping" in info.value.plugin
+    assert (info.value.hook, info.value.plugin) == ("count_tokens", "answering")
+    agent.close()
+
+    class Spoiling:
+        @hookimpl(wrapper=True)
+        def count_tokens(self, text, model):
+            yield
+            return "spoilt"
+
+    agent = fresh_agent(tmp_path, plugins=[("spoiling", Spoiling())])
+    with pytest.raises(HookResultError, match=r"plugin 'the wrappers of spoiling' returned a value of type str") as info:
+        agent.count_tokens("hi", "offline:echo")
+    assert info.value.hook == "count_tokens"
     agent.close()
 
 

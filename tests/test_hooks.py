@@ -1034,36 +1034,193 @@ def _hookspecs() -> dict[str, Any]:
     }
 
 
-def test_every_hookspec_has_exactly_one_facade_method_with_its_signature():
-    """``Hooks`` (``agent.hooks``) has one method per hook, taking the hook's arguments by keyword
-    with the hook's types, and returning what the hook's kind returns."""
-    import inspect
+REGISTRY_HOOKS = frozenset(
+    name for name in _hookspecs() if name.startswith("register_") and name != "register_commands"
+)
 
-    from monoagent.kernel.hooks import Hooks
 
-    specs = _hookspecs()
-    methods = {name for name, _ in inspect.getmembers(Hooks, inspect.isfunction) if not name.startswith("_")}
-    plumbing = {"observe", "watch", "culprit"}
-    assert methods - plumbing == set(specs), "one facade method per hookspec, and no other"
-    for name, spec in specs.items():
-        expected = inspect.signature(spec)
-        method = inspect.signature(getattr(Hooks, name))
-        params = list(method.parameters.values())[1:]  # self
-        assert [p.name for p in params] == list(expected.parameters), name
-        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), f"{name}: hooks are called by keyword"
-        assert [p.annotation for p in params] == [p.annotation for p in expected.parameters.values()], name
-        opts = spec.monoagent_spec
-        returned = method.return_annotation
-        if opts.get("firstresult"):
-            assert returned == expected.return_annotation, f"{name}: a firstresult hook returns its one answer"
-        elif name in ("after_commit", "on_run_event"):
-            assert returned == "list[IsolatedAnswer]", f"{name}: an observer hook returns each plugin's answer"
-        elif name == "filter_tools":
-            assert returned == "list[PluginAnswer]", f"{name}: each answer is attributed to its plugin"
-        elif name.startswith("register_") or opts.get("historic") or expected.return_annotation == "None":
-            assert returned == "None", name
-        else:
-            assert returned.startswith("list["), f"{name}: a collect-all hook returns the list of results"
+def _wrapping_plugins(counts: dict[tuple[str, str], int], hooks: Any) -> tuple[object, object]:
+    """Two plugins with a wrapper on each of ``hooks``: new-style (``wrapper=True``) and old-style
+    (``hookwrapper=True``); each counts its runs in ``counts[(style, hook)]`` and hands the result on."""
+
+    def new_style(name: str) -> Any:
+        def wrap(**kwargs: Any) -> Any:
+            counts[("new", name)] = counts.get(("new", name), 0) + 1
+            return (yield)
+
+        return hookimpl(wrapper=True, specname=name)(wrap)
+
+    def old_style(name: str) -> Any:
+        def wrap(**kwargs: Any) -> Any:
+            counts[("old", name)] = counts.get(("old", name), 0) + 1
+            outcome = yield
+            outcome.get_result()
+
+        return hookimpl(hookwrapper=True, specname=name)(wrap)
+
+    new = type("NewStyleWrappers", (), {name: staticmethod(new_style(name)) for name in hooks})()
+    old = type("OldStyleWrappers", (), {name: staticmethod(old_style(name)) for name in hooks})()
+    return new, old
+
+
+def test_wrappers_of_both_styles_run_once_per_call_on_every_hook(tmp_path):
+    """pluggy runs every hook call: a ``wrapper=True`` and a ``hookwrapper=True`` implementation of
+    every hook (but the registries and ``configure``, refused below) run exactly once per call,
+    over a run that reaches every hook: a tool call whose output is saved, two turns (compaction is
+    considered once history exists), the command line, a reset and the close."""
+    wrapped = sorted(set(_hookspecs()) - REGISTRY_HOOKS - {"configure"})
+    counts: dict[tuple[str, str], int] = {}
+    new, old = _wrapping_plugins(counts, wrapped)
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("dump", "Dump a lot."), lambda context: "x" * 300_000)
+
+    steps = [{"tool_calls": [{"name": "dump"}]}, {"text": "done"}, {"text": "again"}]
+    script = write_script(tmp_path / "script.json", steps)
+    agent = fresh_agent(
+        tmp_path, plugins=[Tools(), new, old],
+        config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}},
+    )
+    assert [r.status for r in agent.host.records if r.name in ("NewStyleWrappers", "OldStyleWrappers")] == ["active", "active"]
+    from monoagent import cli as cli_module
+
+    async def scenario() -> None:
+        await agent.respond(TurnRequest("first", conversation_id="w"))
+        await agent.respond(TurnRequest("second", conversation_id="w"))
+        await agent.reset_conversation("w")
+        await agent.aclose()
+
+    with HookRecorder(agent) as recorder:
+        asyncio.run(scenario())
+        cli_module.build_cli(agent.host)
+    called = {name: len(recorder.of(name)) for name in wrapped}
+    assert all(called.values()), f"the scenario reaches every hook; not reached: {[n for n, c in called.items() if not c]}"
+    assert {name: counts.get(("new", name), 0) for name in wrapped} == called
+    assert {name: counts.get(("old", name), 0) for name in wrapped} == called
+
+
+@pytest.mark.parametrize("style", ["wrapper", "hookwrapper"])
+@pytest.mark.parametrize("hook", sorted(REGISTRY_HOOKS | {"configure"}))
+def test_a_wrapper_on_a_registry_or_historic_hook_is_refused_naming_plugin_and_hook(tmp_path, hook, style):
+    def wrap(**kwargs: Any) -> Any:
+        yield
+
+    plugin = type("Wrapping", (), {hook: staticmethod(hookimpl(specname=hook, **{style: True})(wrap))})()
+    agent = fresh_agent(tmp_path)
+    record = agent.register(plugin)
+    assert record.status == "failed"
+    assert "'Wrapping'" in record.reason and hook in record.reason, record.reason
+
+
+def test_what_a_wrapper_returns_is_what_the_caller_sees(tmp_path):
+    """A firstresult hook (a section), a collect-all hook (extra sections), an attributed one
+    (``filter_tools``) and an observer (``after_commit``): each wrapper's answer reaches the turn."""
+    committed = []
+
+    class Wrappers:
+        @hookimpl(wrapper=True)
+        def section_identity(self, turn):
+            section = yield
+            return attrs.evolve(section, text=section.text + "\n\nWrapped.")
+
+        @hookimpl(hookwrapper=True)
+        def extra_sections(self, turn):
+            outcome = yield
+            outcome.force_result([*outcome.get_result(), Section("wrapped_extra", "From a wrapper.", order=695)])
+
+        @hookimpl(wrapper=True)
+        def filter_tools(self, turn, tools):
+            answers = yield
+            return [*answers, [spec for spec in tools if spec.name != "shell"]]
+
+        @hookimpl(wrapper=True)
+        def after_commit(self, turn, result):
+            answers = yield
+
+            async def note():
+                committed.append(result.text)
+
+            return [*answers, note()]
+
+    agent = _tool_agent(tmp_path, Wrappers(), [{"text": "fine"}])
+    prompt = assemble(agent)
+    assert "Wrapped." in prompt.stable_text + prompt.dynamic_text
+    assert "From a wrapper." in prompt.stable_text + prompt.dynamic_text
+    run(agent)
+    offered = asyncio.run(_offered(agent))
+    assert "shell" not in offered
+    assert committed == ["fine"]
+
+
+async def _offered(agent: Any) -> list[str]:
+    from monoagent.kernel.turn import SessionInfo, Turn
+    from monoagent.pipeline.tool_loop import offered_tools
+
+    turn = Turn(agent=agent, request=TurnRequest("x", conversation_id="o"), run_id="r", model=agent.model,
+                session=SessionInfo("request", "continuous", "o", "o"), emitter=lambda type, data: None)
+    return [spec.name for spec in offered_tools(turn)]
+
+
+def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(tmp_path):
+    from monoagent.kernel.errors import HookResultError
+
+    class Wrong:
+        @hookimpl
+        def section_identity(self, turn):
+            return "not a section"
+
+    with pytest.raises(HookResultError, match=r"plugin 'Wrong' returned a value of type str from hook 'section_identity'"):
+        assemble(fresh_agent(tmp_path / "a", plugins=[Wrong()]))
+
+    class WrongWrapper:
+        @hookimpl(wrapper=True)
+        def section_identity(self, turn):
+            yield
+            return 42
+
+    with pytest.raises(HookResultError, match=r"plugin 'the wrappers of WrongWrapper' returned a value of type int"):
+        assemble(fresh_agent(tmp_path / "b", plugins=[WrongWrapper()]))
+
+
+def test_an_implementation_marked_with_another_marker_is_refused(tmp_path):
+    import pluggy
+
+    raw = pluggy.HookimplMarker("monoagent")
+
+    class Raw:
+        @raw
+        def section_identity(self, turn):
+            return None
+
+    record = fresh_agent(tmp_path).register(Raw())
+    assert record.status == "failed"
+    assert "plugin 'Raw' implements 'section_identity' with a marker other than monoagent.hookimpl" in record.reason
+
+
+def test_a_failing_observer_is_reported_and_the_others_still_run(tmp_path):
+    seen = []
+
+    class Failing:
+        @hookimpl
+        def on_run_event(self, event, agent):
+            raise RuntimeError("observer down")
+
+    class Watching:
+        @hookimpl
+        def on_run_event(self, event, agent):
+            seen.append(event.type)
+
+    agent = fresh_agent(tmp_path, plugins=[Watching(), Failing()])
+    run(agent)
+    assert "run_completed" in seen
+    from monoagent import RunEvent
+    from monoagent.kernel import hookspecs
+
+    answers = agent.hooks.each(hookspecs.on_run_event, event=RunEvent("probe", "r", "c", 1, 0.0, {}), agent=agent)
+    failed = [a for a in answers if a.error is not None]
+    assert [(a.plugin, str(a.error)) for a in failed] == [("Failing", "observer down")]
 
 
 def test_the_kernel_calls_hooks_only_through_the_facade():
@@ -1075,7 +1232,10 @@ def test_the_kernel_calls_hooks_only_through_the_facade():
     import monoagent_plugins
 
     roots = [Path(monoagent.__file__).parent, Path(monoagent_plugins.__file__).parent]
-    pattern = re.compile(r"\bpm\.hook\.\w|\.call_each\(|\.call_isolated\(|host\.call\(|\.function\(")
+    pattern = re.compile(
+        r"\bpm\.hook\.\w|\.call_each\(|\.call_isolated\(|host\.call\(|\.function\("
+        r"|\b(agent|host)\.hooks\.(?!first|collect|each|historic|registry|observe)\w+\("
+    )
     offenders = [
         f"{path}:{number}: {line.strip()}"
         for root in roots
@@ -1099,13 +1259,15 @@ def test_hook_recorder_sees_registries_observers_and_configure(tmp_path):
 
     agent = fresh_agent(tmp_path)
     with HookRecorder(agent) as recorder:
-        agent.register(Plugin())
+        record = agent.register(Plugin())
         run(agent)
     (registry,) = recorder.of("register_providers")
-    assert registry.plugins == ("Plugin",) and registry.error is None
-    assert [c.name for c in registry.kwargs["register"].components] == ["fixed"]
+    assert registry.plugins == ("Plugin",) and registry.error is None  # the historic call, for this plugin alone
+    assert [(r.kind, r.name) for r in record.registrations] == [("provider", "fixed")]
+    (configured,) = recorder.of("configure")
+    assert configured.plugins == ("Plugin",)
     events = recorder.of("on_run_event")
-    assert events and all(plugin == "artifacts" for call in events for plugin, _, _ in call.result)
+    assert events and all(call.plugins == ("artifacts",) for call in events)
     assert recorder.of("after_commit")
     (identity,) = recorder.of("section_identity")
     assert identity.winner == "identity"

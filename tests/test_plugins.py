@@ -10,6 +10,7 @@ installed plugin. In-process tests use :func:`monoagent.testing.fresh_agent`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import subprocess
@@ -863,7 +864,7 @@ def test_a_deprecated_hook_warns_its_implementers_where_they_implement_it() -> N
     with pytest.warns(HookDeprecationWarning, match="old_section is deprecated since 0.2") as caught:
         record = host.register_programmatic(ImplementsOldSection(), "old")
     assert record.status == "active"
-    assert caught[0].filename == __file__ and caught[0].lineno == ImplementsOldSection.old_section.__code__.co_firstlineno
+    assert caught[0].filename == __file__ and caught[0].lineno == inspect.unwrap(ImplementsOldSection.old_section).__code__.co_firstlineno
 
 
 def test_a_deprecation_made_an_error_fails_the_plugin(capsys) -> None:

@@ -189,7 +189,7 @@ def test_the_recorder_stops_when_the_test_ends(pytester: pytest.Pytester) -> Non
         def test_after():
             count = len(state["calls"].calls)
             assert count > 0
-            state["agent"].hooks.count_tokens(text="x", model="offline:echo")
+            state["agent"].count_tokens("x", "offline:echo")
             assert len(state["calls"].calls) == count
         """
     )

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.config import Config
 from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
@@ -31,7 +32,8 @@ from monoagent.kernel.interfaces import (
     Tool,
     ToolHistoryStore,
 )
-from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
+from monoagent.kernel.log import failure_text, logger
+from monoagent.kernel.model import AssembledPrompt, RunEvent, TurnRequest, TurnResult
 from monoagent.kernel.subagents import SubagentSpec, checked_subagents
 from monoagent.kernel.turn import Turn
 from monoagent.pipeline.harness import EventCallback, Harness
@@ -127,7 +129,7 @@ class Agent:
         self._store: HistoryStore | None = None
         self._tool_history: ToolHistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
-        self.hooks.configure(agent=self)
+        self.hooks.historic(hookspecs.configure, agent=self)
 
     def derive(self, config: Config) -> Agent:
         """An Agent that runs turns on ``config`` with this Agent's plugins, providers and stores.
@@ -263,15 +265,28 @@ class Agent:
         return self._tools
 
     def count_tokens(self, text: str, model: str) -> int:
-        value = self.hooks.count_tokens(text=text, model=model)
+        value = self.hooks.first(hookspecs.count_tokens, text=text, model=model)
         if value is None:
             raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
         return value
 
     def redact(self, text: str, kind: str) -> str:
         """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
-        value = self.hooks.redact(text=text, kind=kind)
+        value = self.hooks.first(hookspecs.redact, text=text, kind=kind)
         return text if value is None else value
+
+    def publish_event(self, event: RunEvent) -> None:
+        """Show ``event`` to every ``on_run_event`` observer, synchronously.
+
+        For events outside a turn's own stream (a channel's delivery outcome, a scheduler's missed
+        tick); a turn's events reach the observers through :meth:`Turn.emit`. An observer that
+        raises is logged with its plugin, and the others still see the event.
+        """
+        for answer in self.hooks.each(hookspecs.on_run_event, event=event, agent=self):
+            if answer.error is not None:
+                logger.bind(plugin=answer.plugin).opt(exception=answer.error).warning(
+                    "run-event observer in plugin {} failed on {}: {}", answer.plugin, event.type, failure_text(answer.error)
+                )
 
     @staticmethod
     def unstructure(value: Any) -> Any:
@@ -417,7 +432,7 @@ class Agent:
 
     async def after_history_reset(self, logical_conversation_id: str | None) -> None:
         """Tell every plugin that a logical session's history (None: all history) was reset or cleared."""
-        for value in self.hooks.after_history_reset(agent=self, logical_conversation_id=logical_conversation_id):
+        for value in self.hooks.collect(hookspecs.after_history_reset, agent=self, logical_conversation_id=logical_conversation_id):
             await await_me_maybe(value)
 
     async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
@@ -456,7 +471,7 @@ class Agent:
     async def aclose(self) -> None:
         """Release resources: pending continuity accounts, the ``shutdown`` hook, the warm sessions, then the stores and the memory tiers."""
         await self.harness.wait_settled()
-        for value in self.hooks.shutdown(agent=self):
+        for value in self.hooks.collect(hookspecs.shutdown, agent=self):
             await await_me_maybe(value)
         await self.harness.close()
         tool_history, self._tool_history = self._tool_history, None

@@ -252,10 +252,7 @@ class CronChannel:
 
         event = RunEvent(type, new_run_id(), conversation_of(self.jobs[job]), 1, time.time(),
                          {"channel": CHANNEL, "job": job, **data})
-        for plugin, _, error in self.agent.hooks.on_run_event(event=event, agent=self.agent):
-            if error is not None:
-                logger.bind(plugin=plugin).warning("run-event observer in plugin {} failed on {}: {}", plugin, type,
-                                                   failure_text(error))
+        self.agent.publish_event(event)
 
     def stop_accepting(self) -> None:
         """Fire no further tick (the server is stopping); ticks already running go on until the grace period ends.

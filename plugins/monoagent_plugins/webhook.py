@@ -311,10 +311,7 @@ class WebhookChannel:
     def _emit(self, kind: str, run_id: str, conversation_id: str, data: dict[str, Any]) -> None:
         """A channel-level event through ``on_run_event``, under the run id it concerns."""
         event = RunEvent(kind, run_id, conversation_id, 0, time.time(), data)
-        for plugin, _, error in self.agent.hooks.on_run_event(event=event, agent=self.agent):
-            if error is not None:
-                logger.bind(plugin=plugin).warning("run-event observer in plugin {} failed on {}: {}", plugin, kind,
-                                                   failure_text(error))
+        self.agent.publish_event(event)
 
     def stop_accepting(self) -> None:
         """Start no new turn (the server is stopping): a request that arrives now is answered 503 and leaves no record."""

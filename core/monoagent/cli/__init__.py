@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from monoagent.boundary.terminal import AnswerPrinter, echo, echo_json, notice, read_stdin
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import ConfigError, ExitCode, MonoagentError
 from monoagent.text import scrub_unicode
 
@@ -44,7 +45,7 @@ def host_redactor(host: PluginHost | None) -> Callable[[str, str], str]:
     """The redaction chain of ``host``'s plugins (the text unchanged without a host or an answer)."""
 
     def redact(text: str, kind: str) -> str:
-        value = host.hooks.redact(text=text, kind=kind) if host is not None else None
+        value = host.hooks.first(hookspecs.redact, text=text, kind=kind) if host is not None else None
         return text if value is None else value
 
     return redact
@@ -497,7 +498,7 @@ def build_cli(host: PluginHost | None = None, config_error: ConfigError | None =
     root.commands = dict(cli.commands)
     root.host, root.config_error = host, config_error
     if host is not None:
-        host.hooks.register_commands(cli=root)
+        host.hooks.collect(hookspecs.register_commands, cli=root)
     return root
 
 

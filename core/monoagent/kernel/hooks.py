@@ -1,93 +1,73 @@
-"""The typed facade for hook calls: one method per hook of :mod:`monoagent.kernel.hookspecs`.
+"""How the kernel calls hooks: pluggy runs every call; the kernel types it, checks it and names plugins.
 
-The kernel calls hooks only through a :class:`Hooks` object (one per Agent: ``agent.hooks``, the
-plugin host's ``host.hooks``), never through pluggy's ``pm.hook`` and never by a hook's name in
-a string. Each method takes the hook's arguments by keyword with their types and returns what
-the hook's kind returns, so mypy checks every call site:
+Every hook call goes through pluggy (its ``_multicall`` handles firstresult, historic hooks and
+both kinds of wrappers in one loop), reached through one of the typed callers of :class:`Hooks`
+(``agent.hooks``), each of which takes the hook's own spec function, so mypy checks the
+arguments against the spec and types the answer::
 
-* a **firstresult** hook ("First non-None result wins") returns that result or None;
-* a **collect-all** hook ("Results are collected") returns the list of non-None results, in
-  pluggy's call order (the most recently registered implementation first);
-* an **observer** hook (``after_commit``, ``on_run_event``) calls each implementation on its
-  own and returns one ``(plugin, result, error)`` per implementation, so a failing observer
-  is reported without silencing the others;
-* a collect-all hook whose answers the kernel must attribute (``filter_tools``, to name the
-  plugin that returned a wrong value) returns one ``(plugin, result)`` per implementation;
-* a **registry** hook is called for one plugin at a time, with a registrar bound to it
-  (:mod:`monoagent.kernel.registrars`), when that plugin is loaded;
-* ``configure`` is historic: a plugin registered later still receives the call.
+    section = agent.hooks.first(spec.section_identity, turn=turn)       # firstresult: R | None
+    parts = agent.hooks.collect(spec.augment_user_message, turn=turn, recalled=hits)  # list[R]
+    answers = agent.hooks.each(spec.on_run_event, event=event, agent=agent)  # list[Answer[R]]
 
-An exception escaping an implementation becomes a :class:`~monoagent.kernel.errors.HookError`
-naming the hook and the plugin (a registry's becomes a
-:class:`~monoagent.kernel.registrars.RegistrationError`, which fails that plugin's load). The
-answers the kernel builds on are checked where each implementation returns them
-(:data:`RESULT_TYPES`): a value of the wrong type is a
+* :meth:`Hooks.first` and :meth:`Hooks.collect` return pluggy's result (one answer, or the list
+  of non-None answers in call order: the most recently registered implementation first).
+* :meth:`Hooks.each` returns every answer attributed to its plugin, for hooks whose answers the
+  kernel must attribute (``provide_tools``, ``filter_tools``) or isolate: an implementation of an
+  observer hook (``after_commit``, ``on_run_event``) that raises is reported as its answer's
+  ``error`` and the others still run.
+* :meth:`Hooks.historic` calls a historic hook: ``configure``, and the registry hooks, which the
+  plugin host calls once at start-up so that pluggy runs each plugin's implementation when the
+  plugin is registered (:mod:`monoagent.kernel.host`).
+
+Wrappers (``wrapper=True`` and old-style ``hookwrapper=True``) therefore run on every hook, once
+per call, and what they return is what the caller sees, except on the historic hooks
+(``configure`` and the registries, each called for one plugin at a time), where pluggy refuses a
+wrapper when its plugin is registered; the host reports that naming the plugin and the hook.
+
+Attribution without patching pluggy: :data:`~monoagent.kernel.hookspecs.hookimpl` (pluggy's
+marker for the project ``monoagent``) wraps each plain implementation in a thin function that,
+while the kernel has a call of that hook open on this thread, notes the implementation's answer
+(or, for an observer hook, its exception) in the call's record. pluggy sees an ordinary function
+(its signature is the implementation's, through ``__wrapped__``) and calls it as it calls any
+implementation; an implementation marked another way is refused at registration. From those
+notes the kernel names the plugin whose answer had the wrong type, the plugin whose result won a
+firstresult call, and the plugin of each attributed answer. An answer that a wrapper put in the
+result is blamed on the hook's wrappers.
+
+An exception escaping a call becomes a :class:`~monoagent.kernel.errors.HookError` naming the
+hook and the plugin whose code raised it (a registry's becomes a
+:class:`~monoagent.kernel.registrars.RegistrationError`, which fails that plugin's load); a
+:class:`~monoagent.kernel.errors.MonoagentError` passes unchanged. The answers the kernel builds
+on (:data:`RESULT_TYPES`) are checked after the call: a value of the wrong type is a
 :class:`~monoagent.kernel.errors.HookResultError` naming the hook and the plugin that returned it.
-For that, such a hook's plain implementations are called one by one here (as pluggy would: most
-recently registered first, a firstresult hook stopping at the first answer); a hook that has a
-wrapper, or a call that observers watch, goes through pluggy and its result is checked at the end.
 
-Every call path is observable in one place: ``MONO_AGENT_TRACE_HOOKS=1`` prints each call, the
-implementations it reaches and, for a firstresult hook, the plugin whose result won; a
-:class:`~monoagent.testing.HookRecorder` sees the same calls, registries included.
-
-To add a hook: write its spec in :mod:`~monoagent.kernel.hookspecs`, then one method here with
-the same parameters (keyword-only) and the return type of its kind; ``tests/test_hooks.py``
-checks that the two agree.
+Tracing is pluggy's own seam, :meth:`pluggy.PluginManager.add_hookcall_monitoring`, installed
+while anything observes: ``MONO_AGENT_TRACE_HOOKS=1`` prints each call, the implementations it
+reaches and, for a firstresult hook, the plugin whose result won; a
+:class:`~monoagent.testing.HookRecorder` sees the same calls. To add a hook, write its spec in
+:mod:`~monoagent.kernel.hookspecs` and call it with the caller of its kind.
 """
 
 from __future__ import annotations
 
-import functools
+import collections
 import inspect
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import attrs
 import pluggy
 
-from monoagent.kernel.errors import HookError, HookResultError, MonoagentError
+from monoagent.kernel.errors import HookError, HookResultError, MonoagentError, PluginError
+from monoagent.kernel.marker import CallRecord, answers_noted, calls
 from monoagent.kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
-from monoagent.kernel.registrars import (
-    ChannelRegistrar,
-    CompactionPolicyRegistrar,
-    ConfigSectionRegistrar,
-    EmbedderRegistrar,
-    HistoryStoreRegistrar,
-    MemoryTierRegistrar,
-    NotifierRegistrar,
-    ProviderRegistrar,
-    Registrar,
-    RegistrationError,
-    ToolHistoryStoreRegistrar,
-    ToolRegistrar,
-)
 
-if TYPE_CHECKING:
-    import click
+P = ParamSpec("P")
+R = TypeVar("R")
 
-    from monoagent.agent import Agent
-    from monoagent.kernel.model import (
-        ContentBlock,
-        MemoryHit,
-        Message,
-        ProviderRequest,
-        RunEvent,
-        Section,
-        ToolCall,
-        ToolResult,
-        ToolSpec,
-        TurnResult,
-        UserMessagePart,
-    )
-    from monoagent.kernel.turn import StepOutcome, Turn
+#: The observer hooks: each implementation runs whatever another one raised.
+ISOLATED = frozenset({"after_commit", "on_run_event"})
 
-#: One observer implementation's answer: the plugin, its result (None if it raised) and its error.
-IsolatedAnswer: TypeAlias = "tuple[str, Any, BaseException | None]"
-
-#: One implementation's answer to a hook whose answers are attributed: the plugin and its result.
-PluginAnswer: TypeAlias = "tuple[str, Any]"
 
 def _section_hooks() -> tuple[str, ...]:
     from monoagent.kernel import hookspecs
@@ -115,20 +95,30 @@ RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
 AWAITED_RESULTS = frozenset({"recall_memory"})
 
 
-async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any]) -> Any:
-    """``awaitable``'s value, checked like a direct answer and blamed on ``plugin``."""
-    value = await awaitable
-    Hooks._check(hook, value, False, plugin)
-    return value
+# ---------------------------------------------------------------------------- answers and observers
+
+
+@attrs.frozen
+class Answer(Generic[R]):
+    """One implementation's answer to a hook whose answers the kernel attributes (:meth:`Hooks.each`).
+
+    ``plugin`` is the implementing plugin (for a value a wrapper put in the result, the hook's
+    wrappers, described); ``value`` its answer; ``error`` what it raised (observer hooks only).
+    """
+
+    plugin: str
+    value: R | None = None
+    error: BaseException | None = None
 
 
 @attrs.frozen
 class HookCall:
     """One hook call as observers see it.
 
-    ``plugins`` are the implementations in call order. ``result`` is what the facade returned
-    (for an observer hook, the list of ``(plugin, result, error)``); ``error`` what it raised.
-    ``winner`` is the plugin whose result a firstresult hook returned (None when none answered).
+    ``plugins`` are the implementations in call order (wrappers included). ``result`` is pluggy's
+    result; ``error`` what the call raised (an exception that is not a monoagent error as the
+    :class:`~monoagent.kernel.errors.HookError` the caller receives). ``winner`` is the plugin whose
+    answer a firstresult hook returned (None when none answered).
     """
 
     name: str
@@ -163,244 +153,209 @@ class _Tracer:
             self.write(f"monoagent trace: {call.name} answered by {call.winner}")
 
 
-class _Frame:
-    """A firstresult call in progress on this thread, and the first implementation that answered it."""
+async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any]) -> Any:
+    """``awaitable``'s value, checked like a direct answer and blamed on ``plugin``."""
+    value = await awaitable
+    _check(hook, value, False, plugin)
+    return value
 
-    __slots__ = ("name", "winner")
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.winner: str | None = None
+def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
+    if answer is None:
+        return
+    expected, what = RESULT_TYPES[name]
+    if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
+        raise HookResultError(name, plugin, answer, what)
+    items = answer if not firstresult and isinstance(answer, (list, tuple)) else (answer,)
+    for item in items:
+        if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
+            raise HookResultError(name, plugin, item, what)
+
+
+# ---------------------------------------------------------------------------- the callers
+
+
+def _keywords_only(spec: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    if args:
+        raise TypeError(f"hook {spec.__name__!r} is called with keyword arguments only")
 
 
 class Hooks:
-    """The kernel's one way to call hooks: a typed method per hook (see the module docstring)."""
+    """The kernel's one way to call hooks: typed callers over pluggy (see the module docstring)."""
 
     def __init__(self, pm: pluggy.PluginManager, *, trace: Callable[[str], None] | None = None) -> None:
         self._pm = pm
-        self._callers: dict[str, pluggy.HookCaller] = {
-            name: caller for name, caller in vars(pm.hook).items() if isinstance(caller, pluggy.HookCaller) and caller.spec
-        }
         self._observers: list[HookObserver] = []
-        self._frames = threading.local()
-        self._watching = False
+        self._stop_monitoring: Callable[[], None] | None = None
         if trace is not None:
             self.observe(_Tracer(trace))
 
-    # ------------------------------------------------------------------ observers
+    def _caller(self, name: str) -> pluggy.HookCaller:
+        caller: pluggy.HookCaller = getattr(self._pm.hook, name)
+        return caller
 
-    def observe(self, observer: HookObserver) -> Callable[[], None]:
-        """Show every later hook call to ``observer``; returns the function that stops it."""
-        self._observers.append(observer)
-        if not self._watching:
-            self._watching = True
-            for plugin in self._pm.get_plugins():
-                self.watch(plugin)
+    # ------------------------------------------------------------------ typed callers
 
-        def stop() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
+    def first(self, spec: Callable[P, R | None], /, *args: P.args, **kwargs: P.kwargs) -> R | None:
+        """Call a firstresult hook: the first non-None answer, or None."""
+        _keywords_only(spec, args)
+        return self._call(spec.__name__, kwargs, firstresult=True)
 
-        return stop
+    def collect(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[R]:
+        """Call a collect-all hook: its non-None answers, in call order.
 
-    def watch(self, plugin: object) -> None:
-        """Let observers see which of ``plugin``'s implementations answers a firstresult hook.
-
-        pluggy reports a call and its outcome, not which implementation produced the result, so
-        once anything observes (tracing on, a recorder attached) each plain implementation of a
-        firstresult hook is wrapped to note its answer. Called by the host for every plugin it
-        registers; a no-op until the first observer arrives.
+        Typed as the spec's return type (mypy cannot take ``None`` out of a union of several
+        types), though pluggy never collects a None.
         """
-        if not self._watching:
-            return
-        for caller in self._pm.get_hookcallers(plugin) or []:
-            if caller.spec is None or not caller.spec.opts.get("firstresult"):
-                continue
-            for impl in caller.get_hookimpls():
-                if impl.plugin is plugin and not (impl.wrapper or impl.hookwrapper) and not hasattr(impl.function, "_monoagent_answers"):
-                    # HookImpl.function is typed Final; this is the one place monoagent replaces it
-                    setattr(impl, "function", self._noting_answers(caller.name, impl.plugin_name, impl.function))  # noqa: B010
+        _keywords_only(spec, args)
+        return self._call(spec.__name__, kwargs, firstresult=False)
 
-    def _noting_answers(self, hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        frames = self._frames
-
-        @functools.wraps(function)
-        def answer(*args: Any, **kwargs: Any) -> Any:
-            result = function(*args, **kwargs)
-            stack: list[_Frame] | None = getattr(frames, "stack", None)
-            if result is not None and stack and stack[-1].name == hook and stack[-1].winner is None:
-                stack[-1].winner = plugin
-            return result
-
-        answer._monoagent_answers = function  # type: ignore[attr-defined]  # a function takes attributes; culprit() reads it back
-        return answer
-
-    def _plugins(self, name: str) -> tuple[str, ...]:
-        return tuple(impl.plugin_name for impl in reversed(self._callers[name].get_hookimpls()))
-
-    def _started(self, name: str, kwargs: dict[str, Any], plugins: tuple[str, ...]) -> _Frame:
-        """Tell the observers a call starts; its frame collects the winner of a firstresult hook."""
-        for observer in self._observers:
-            observer.started(name, kwargs, plugins)
-        frame = _Frame(name)
-        self._frames.__dict__.setdefault("stack", []).append(frame)
-        return frame
-
-    def _finished(self, frame: _Frame, kwargs: dict[str, Any], plugins: tuple[str, ...], result: Any, error: BaseException | None) -> None:
-        self._frames.stack.pop()
-        call = HookCall(frame.name, dict(kwargs), plugins, result, error, frame.winner)
-        for observer in list(self._observers):
-            observer.finished(call)
-
-    # ------------------------------------------------------------------ call paths
-
-    def _call(self, name: str, kwargs: dict[str, Any]) -> Any:
-        """A plain call through pluggy: firstresult or collect-all, wrappers included."""
-        caller = self._callers[name]
-        if self._observers:
-            return self._observed(name, caller, kwargs)
+    def each(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[Answer[R]]:
+        """Call a collect-all hook and attribute each non-None answer (and, for an observer hook, each
+        failure) to its plugin, in call order."""
+        _keywords_only(spec, args)
+        name = spec.__name__
+        isolated = name in ISOLATED
+        record = self._open(name, isolated)
         try:
-            return caller(**kwargs)
+            result = self._caller(name)(**kwargs)
         except MonoagentError:
             raise
         except Exception as exc:
-            raise HookError(name, self.culprit(name, exc), exc) from exc
+            error = self._hook_error(name, exc)
+            if not isolated:
+                raise error from exc
+            return [*self._attributed(name, record, []), Answer(error.plugin, None, exc)]
+        finally:
+            self._close(record)
+        return self._attributed(name, record, result)
 
-    def _observed(self, name: str, caller: pluggy.HookCaller, kwargs: dict[str, Any]) -> Any:
-        plugins = self._plugins(name)
-        frame = self._started(name, kwargs, plugins)
-        result: Any = None
-        error: BaseException | None = None
+    def historic(self, spec: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Call a historic hook (``configure``): every plugin now, and each plugin registered later at its registration."""
+        name = spec.__name__
+        record = self._open(name, False) if self._observers else None
         try:
-            result = caller(**kwargs)
-            return result
-        except MonoagentError as exc:
-            error = exc
+            self._caller(name).call_historic(kwargs=kwargs)
+        except MonoagentError:
             raise
         except Exception as exc:
-            error = HookError(name, self.culprit(name, exc), exc)
-            raise error from exc
+            raise self._hook_error(name, exc) from exc
         finally:
-            self._finished(frame, kwargs, plugins, result, error)
+            if record is not None:
+                self._close(record)
 
-    def _checked(self, name: str, kwargs: dict[str, Any]) -> Any:
-        """A call whose answers are checked against :data:`RESULT_TYPES`, each blamed on its plugin."""
-        caller = self._callers[name]
-        impls = caller.get_hookimpls()
-        firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-        if self._observers or any(impl.wrapper or impl.hookwrapper for impl in impls):
-            result = self._call(name, kwargs)
-            blamed = "the implementations and wrappers of " + ", ".join(self._plugins(name))
-            if firstresult:
-                return self._checked_answer(name, result, True, blamed)
-            return [self._checked_answer(name, answer, False, blamed) for answer in result]
-        answers: list[Any] = []
-        for impl in reversed(impls):
+    # ------------------------------------------------------------------ the call, its record and its checks
+
+    def _open(self, name: str, isolated: bool) -> CallRecord:
+        record = CallRecord(name, isolated, calls.record)
+        calls.record = record
+        return record
+
+    @staticmethod
+    def _close(record: CallRecord) -> None:
+        calls.record = record.outer
+
+    def _call(self, name: str, kwargs: dict[str, Any], *, firstresult: bool) -> Any:
+        checked = name in RESULT_TYPES
+        if not checked and not self._observers:
             try:
-                answer = impl.function(*[kwargs[arg] for arg in impl.argnames])
+                return self._caller(name)(**kwargs)
             except MonoagentError:
                 raise
             except Exception as exc:
-                raise HookError(name, impl.plugin_name, exc) from exc
-            if answer is not None:
-                answer = self._checked_answer(name, answer, firstresult, impl.plugin_name)
-                if firstresult:
-                    return answer
-                answers.append(answer)
-        return None if firstresult else answers
+                raise self._hook_error(name, exc) from exc
+        record = self._open(name, False)
+        try:
+            result = self._caller(name)(**kwargs)
+        except MonoagentError:
+            raise
+        except Exception as exc:
+            raise self._hook_error(name, exc) from exc
+        finally:
+            self._close(record)
+        if checked:
+            result = self._checked(name, record, result, firstresult)
+        return result
 
-    @classmethod
-    def _checked_answer(cls, name: str, answer: Any, firstresult: bool, plugin: str) -> Any:
-        """``answer`` once checked; an awaitable answer of a hook in :data:`AWAITED_RESULTS` is
-        wrapped so that its value is checked when the caller awaits it."""
-        if name in AWAITED_RESULTS and inspect.isawaitable(answer):
-            return _checked_once_awaited(name, plugin, answer)
-        cls._check(name, answer, firstresult, plugin)
-        return answer
+    def _checked(self, name: str, record: CallRecord, result: Any, firstresult: bool) -> Any:
+        """``result`` once every noted answer and the result itself are checked against :data:`RESULT_TYPES`.
 
-    @staticmethod
-    def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
-        if answer is None:
-            return
-        expected, what = RESULT_TYPES[name]
-        if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
-            raise HookResultError(name, plugin, answer, what)
-        items = answer if not firstresult and isinstance(answer, (list, tuple)) else (answer,)
-        for item in items:
-            if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
-                raise HookResultError(name, plugin, item, what)
+        An implementation's answer of the wrong type is blamed on its plugin; a wrong value in the
+        result that no implementation answered was put there by a wrapper. An awaitable answer of
+        a hook in :data:`AWAITED_RESULTS` is wrapped so its value is checked once awaited.
+        """
+        plugins = self._implementers(name, record)
+        awaited = name in AWAITED_RESULTS
+        for (_, value, _), plugin in zip(record.answers, plugins, strict=True):
+            if value is not None and not (awaited and inspect.isawaitable(value)):
+                _check(name, value, firstresult, plugin)
+        noted = {id(value): plugin for (_, value, _), plugin in zip(record.answers, plugins, strict=True)}
+        answers = [result] if firstresult else result
+        checked = []
+        for answer in answers:
+            plugin = noted.get(id(answer)) or self._wrappers(name)
+            if awaited and inspect.isawaitable(answer):
+                checked.append(_checked_once_awaited(name, plugin, answer))
+            else:
+                _check(name, answer, firstresult, plugin)
+                checked.append(answer)
+        return checked[0] if firstresult else checked
 
-    def _isolated(self, name: str, kwargs: dict[str, Any]) -> list[IsolatedAnswer]:
-        """Each implementation on its own: one that raises does not stop the others."""
-        impls = self._callers[name].get_hookimpls()[::-1]
-        plugins = tuple(impl.plugin_name for impl in impls) if self._observers else ()
-        frame = self._started(name, kwargs, plugins) if self._observers else None  # on_run_event: hot, keep it bare
-        answers: list[IsolatedAnswer] = []
-        for impl in impls:
-            args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
-            try:
-                answers.append((impl.plugin_name, impl.function(**args), None))
-            except Exception as exc:
-                answers.append((impl.plugin_name, None, exc))
-        if frame is not None:
-            self._finished(frame, kwargs, plugins, answers, None)
+    def _implementers(self, name: str, record: CallRecord) -> list[str]:
+        """The plugin of each answer noted in ``record``, in order.
+
+        pluggy calls the plain implementations in the reverse of their registration order (wrappers
+        aside), and each notes its answer as it returns, so the n-th note is the n-th implementation
+        called; its function confirms it (two instances of one class share their functions).
+        """
+        impls = [impl for impl in reversed(self._caller(name).get_hookimpls()) if not (impl.wrapper or impl.hookwrapper)]
+        plugins: list[str] = []
+        position = 0
+        for function, _, _ in record.answers:
+            while position < len(impls) and inspect.unwrap(impls[position].function) is not function:
+                position += 1
+            plugins.append(impls[position].plugin_name if position < len(impls) else "unknown plugin")
+            position += 1
+        return plugins
+
+    def _wrappers(self, name: str) -> str:
+        wrappers = [impl.plugin_name for impl in self._caller(name).get_hookimpls()[::-1] if impl.wrapper or impl.hookwrapper]
+        return "the wrappers of " + (", ".join(wrappers) if wrappers else name)
+
+    def _attributed(self, name: str, record: CallRecord, result: Sequence[Any]) -> list[Answer[Any]]:
+        """Each noted answer still in ``result`` and each noted failure of an observer, with its plugin,
+        in call order; then any value a wrapper put in ``result``, blamed on the wrappers."""
+        kept = collections.Counter(id(value) for value in result)
+        answers: list[Answer[Any]] = []
+        for (_, value, error), plugin in zip(record.answers, self._implementers(name, record), strict=True):
+            if error is not None:
+                answers.append(Answer(plugin, None, error))
+            elif value is not None and kept[id(value)] > 0:
+                kept[id(value)] -= 1
+                answers.append(Answer(plugin, value))
+        for value in result:
+            if kept[id(value)] > 0:
+                kept[id(value)] -= 1
+                answers.append(Answer(self._wrappers(name), value))
         return answers
 
-    def _each(self, name: str, kwargs: dict[str, Any]) -> list[PluginAnswer]:
-        """Each implementation in call order, its answer attributed; an exception is a HookError naming it."""
-        impls = self._callers[name].get_hookimpls()[::-1]
-        plugins = tuple(impl.plugin_name for impl in impls) if self._observers else ()
-        frame = self._started(name, kwargs, plugins) if self._observers else None  # once per turn: keep it bare
-        answers: list[PluginAnswer] = []
-        error: BaseException | None = None
+    def _hook_error(self, name: str, exc: Exception) -> HookError:
+        """The :class:`HookError` for ``exc`` escaping ``name``: made once, so observers and the caller see the same one."""
+        made = getattr(exc, "_monoagent_hook_error", None)
+        if isinstance(made, HookError):
+            return made
+        error = HookError(name, self.culprit(name, exc), exc)
         try:
-            for impl in impls:
-                args = {key: kwargs[key] for key in impl.argnames if key in kwargs}
-                try:
-                    answers.append((impl.plugin_name, impl.function(**args)))
-                except MonoagentError:
-                    raise
-                except Exception as exc:
-                    raise HookError(name, impl.plugin_name, exc) from exc
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            if frame is not None:
-                self._finished(frame, kwargs, plugins, answers, error)
-        return answers
-
-    def _registry(self, registrar: Registrar) -> None:
-        """The implementation of ``registrar.plugin`` of one registry hook, given ``registrar``."""
-        name = registrar.hook
-        impls = [impl for impl in self._callers[name].get_hookimpls() if impl.plugin_name == registrar.plugin]
-        kwargs: dict[str, Any] = {"register": registrar}
-        plugins = tuple(impl.plugin_name for impl in impls)
-        frame = self._started(name, kwargs, plugins)
-        error: BaseException | None = None
-        try:
-            for impl in impls:
-                try:
-                    impl.function(**(kwargs if "register" in impl.argnames else {}))
-                except MonoagentError:
-                    raise
-                except Exception as exc:
-                    hint = f" (the call is {registrar.call_form})" if isinstance(exc, TypeError) else ""
-                    raise RegistrationError(
-                        f"plugin {registrar.plugin!r} failed in {name}: {type(exc).__name__}: {exc}{hint}"
-                    ) from exc
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self._finished(frame, kwargs, plugins, None, error)
+            exc._monoagent_hook_error = error  # type: ignore[attr-defined]
+        except AttributeError:  # an exception class with __slots__
+            pass
+        return error
 
     def culprit(self, hook: str, exc: BaseException) -> str:
-        """The plugin whose implementation of ``hook`` raised ``exc`` (the innermost frame wins)."""
+        """The plugin whose implementation (or wrapper) of ``hook`` raised ``exc`` (the innermost frame wins)."""
         owners: dict[Any, str] = {}
-        for impl in self._callers[hook].get_hookimpls():
-            function = getattr(impl.function, "_monoagent_answers", impl.function)
-            code = getattr(function, "__code__", None)
+        for impl in self._caller(hook).get_hookimpls():
+            code = getattr(inspect.unwrap(impl.function), "__code__", None)
             if code is not None:
                 owners[code] = impl.plugin_name
         found = "unknown plugin"
@@ -412,182 +367,58 @@ class Hooks:
             tb = tb.tb_next
         return found
 
-    # ============================================================== registries
+    # ------------------------------------------------------------------ observers
 
-    def register_providers(self, *, register: ProviderRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+    def observe(self, observer: HookObserver) -> Callable[[], None]:
+        """Show every later hook call to ``observer``; returns the function that stops it.
 
-    def register_history_stores(self, *, register: HistoryStoreRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+        The first observer installs pluggy's call monitoring; the last one to stop removes it.
+        """
+        self._observers.append(observer)
+        if self._stop_monitoring is None:
+            self._stop_monitoring = self._pm.add_hookcall_monitoring(self._before, self._after)
 
-    def register_tool_history_stores(self, *, register: ToolHistoryStoreRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+        def stop() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+            if not self._observers and self._stop_monitoring is not None:
+                self._stop_monitoring()
+                self._stop_monitoring = None
 
-    def register_memory_tiers(self, *, register: MemoryTierRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+        return stop
 
-    def register_embedders(self, *, register: EmbedderRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+    def _before(self, name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, object]) -> None:
+        plugins = tuple(impl.plugin_name for impl in reversed(impls))
+        for observer in list(self._observers):
+            observer.started(name, kwargs, plugins)
 
-    def register_channels(self, *, register: ChannelRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
+    def _after(self, outcome: pluggy.Result[Any], name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, object]) -> None:
+        plugins = tuple(impl.plugin_name for impl in reversed(impls))
+        error = outcome.exception
+        if error is not None and not isinstance(error, MonoagentError) and isinstance(error, Exception):
+            error = self._hook_error(name, error)
+        winner = None
+        record = calls.record
+        caller = self._caller(name)
+        if error is None and caller.spec is not None and caller.spec.opts.get("firstresult") and record is not None and record.hook == name:
+            answered = [index for index, (_, value, _) in enumerate(record.answers) if value is not None]
+            if answered:
+                winner = self._implementers(name, record)[answered[0]]
+        call = HookCall(name, dict(kwargs), plugins, None if error is not None else outcome.get_result(), error, winner)
+        for observer in list(self._observers):
+            observer.finished(call)
 
-    def register_notifiers(self, *, register: NotifierRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
 
-    def register_compaction_policies(self, *, register: CompactionPolicyRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
-
-    def register_tools(self, *, register: ToolRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
-
-    def register_commands(self, *, cli: click.Group) -> None:
-        """Let every plugin add its commands to ``cli`` (a fresh root group per command line)."""
-        self._call("register_commands", {"cli": cli})
-
-    def register_config_sections(self, *, register: ConfigSectionRegistrar) -> None:
-        """Call ``register.plugin``'s implementation; what it registers stays on the registrar."""
-        self._registry(register)
-
-    # ============================================================== lifecycle
-
-    def configure(self, *, agent: Agent) -> None:
-        """Historic: every plugin now, and each plugin registered later at its registration."""
-        kwargs: dict[str, Any] = {"agent": agent}
-        plugins = self._plugins("configure")
-        frame = self._started("configure", kwargs, plugins)
-        error: BaseException | None = None
-        try:
-            self._callers["configure"].call_historic(kwargs=kwargs)
-        except MonoagentError as exc:
-            error = exc
-            raise
-        except Exception as exc:
-            error = HookError("configure", self.culprit("configure", exc), exc)
-            raise error from exc
-        finally:
-            self._finished(frame, kwargs, plugins, None, error)
-
-    def shutdown(self, *, agent: Agent) -> list[Any]:
-        """The implementations' results; the caller awaits each one that is awaitable."""
-        return self._call("shutdown", {"agent": agent})
-
-    def after_history_reset(self, *, agent: Agent, logical_conversation_id: str | None) -> list[Any]:
-        """The implementations' results; the caller awaits each one that is awaitable."""
-        return self._call("after_history_reset", {"agent": agent, "logical_conversation_id": logical_conversation_id})
-
-    # ============================================================== section producers
-
-    def section_core_guardrails(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_core_guardrails", {"turn": turn})
-
-    def section_identity(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_identity", {"turn": turn})
-
-    def section_session(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_session", {"turn": turn})
-
-    def section_skill_index(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_skill_index", {"turn": turn})
-
-    def section_skill_instructions(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_skill_instructions", {"turn": turn})
-
-    def section_tool_recovery_policy(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_tool_recovery_policy", {"turn": turn})
-
-    def section_current_permissions(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_current_permissions", {"turn": turn})
-
-    def section_task_orchestration(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_task_orchestration", {"turn": turn})
-
-    def section_artifact_references(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_artifact_references", {"turn": turn})
-
-    def section_hidden_tool_domains(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_hidden_tool_domains", {"turn": turn})
-
-    def section_agents_md(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_agents_md", {"turn": turn})
-
-    def section_recovery_continuation(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_recovery_continuation", {"turn": turn})
-
-    def section_retry_instruction(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_retry_instruction", {"turn": turn})
-
-    def section_dynamic_context(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_dynamic_context", {"turn": turn})
-
-    def section_extra_system(self, *, turn: Turn) -> Section | None:
-        return self._checked("section_extra_system", {"turn": turn})
-
-    def extra_sections(self, *, turn: Turn) -> list[Section | Sequence[Section]]:
-        return self._checked("extra_sections", {"turn": turn})
-
-    def render_history(self, *, turn: Turn, messages: Sequence[Message]) -> Section | None:
-        return self._checked("render_history", {"turn": turn, "messages": messages})
-
-    def render_user_message(self, *, turn: Turn, parts: Sequence[UserMessagePart]) -> Message | None:
-        return self._checked("render_user_message", {"turn": turn, "parts": parts})
-
-    # ============================================================== turn steps
-
-    def provide_tools(self, *, agent: Agent, turn: Turn | None) -> list[PluginAnswer]:
-        """Each implementation's answer (maybe an awaitable) with its plugin, to attribute the tools and blame a wrong value."""
-        return self._each("provide_tools", {"agent": agent, "turn": turn})
-
-    def filter_tools(self, *, turn: Turn, tools: Sequence[ToolSpec]) -> list[PluginAnswer]:
-        """Each implementation's answer with its plugin, so a wrong value can be blamed on it."""
-        return self._each("filter_tools", {"turn": turn, "tools": tools})
-
-    def recall_memory(self, *, turn: Turn) -> list[Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]]]:
-        return self._checked("recall_memory", {"turn": turn})
-
-    def augment_user_message(
-        self, *, turn: Turn, recalled: Sequence[MemoryHit]
-    ) -> list[UserMessagePart | Sequence[UserMessagePart]]:
-        return self._checked("augment_user_message", {"turn": turn, "recalled": recalled})
-
-    def count_tokens(self, *, text: str, model: str) -> int | None:
-        return self._checked("count_tokens", {"text": text, "model": model})
-
-    def choose_compaction(self, *, turn: Turn, history_tokens: int, budget: int) -> str | None:
-        kwargs = {"turn": turn, "history_tokens": history_tokens, "budget": budget}
-        return self._checked("choose_compaction", kwargs)
-
-    def prepare_provider_request(self, *, turn: Turn, request: ProviderRequest) -> ProviderRequest | None:
-        return self._checked("prepare_provider_request", {"turn": turn, "request": request})
-
-    def after_provider_call(self, *, turn: Turn, request: ProviderRequest, outcome: StepOutcome) -> None:
-        self._call("after_provider_call", {"turn": turn, "request": request, "outcome": outcome})
-
-    def before_tool_call(self, *, turn: Turn, call: ToolCall) -> ToolResult | None:
-        return self._checked("before_tool_call", {"turn": turn, "call": call})
-
-    def save_tool_output(self, *, turn: Turn, result: ToolResult, block: ContentBlock) -> str | None:
-        return self._checked("save_tool_output", {"turn": turn, "result": result, "block": block})
-
-    def after_tool_call(self, *, turn: Turn, call: ToolCall, result: ToolResult) -> None:
-        self._call("after_tool_call", {"turn": turn, "call": call, "result": result})
-
-    def redact(self, *, text: str, kind: str) -> str | None:
-        return self._checked("redact", {"text": text, "kind": kind})
-
-    def after_commit(self, *, turn: Turn, result: TurnResult) -> list[IsolatedAnswer]:
-        """Each implementation on its own; a result may be an awaitable the caller awaits."""
-        return self._isolated("after_commit", {"turn": turn, "result": result})
-
-    def on_run_event(self, *, event: RunEvent, agent: Agent) -> list[IsolatedAnswer]:
-        """Each implementation on its own, synchronously, in ``seq`` order of the events."""
-        return self._isolated("on_run_event", {"event": event, "agent": agent})
+def check_implementations(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
+    """Refuse ``plugin``'s plain implementations marked with another marker than
+    :data:`~monoagent.kernel.hookspecs.hookimpl` (their answers could not be attributed, nor an
+    observer's failure isolated), naming the plugin and the hook."""
+    for caller in pm.get_hookcallers(plugin) or []:
+        if caller.spec is None:
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin and not (impl.wrapper or impl.hookwrapper) and not answers_noted(impl.function):
+                raise PluginError(
+                    f"plugin {name!r} implements {caller.name!r} with a marker other than monoagent.hookimpl; "
+                    f"mark it with @monoagent.hookimpl (it takes pluggy's options)"
+                )

@@ -2,11 +2,12 @@
 
 Hooks come in four families, under the banners below:
 
-* **Registries**: called once per plugin, when it is loaded; each gets ``register``, a typed
-  registrar bound to that plugin (:mod:`monoagent.kernel.registrars`) whose call has the
-  documented signature, and registers named components that configuration selects. A bad
-  registration fails that plugin's load, naming it, like an import error. The kernel owns
-  conflicts: two plugins registering one name is an error naming both.
+* **Registries**: ``historic`` hooks, so pluggy calls each plugin's implementation once, when the
+  plugin is registered; ``register`` hands what it is given to a typed registrar bound to that
+  plugin (:mod:`monoagent.kernel.registrars`) whose call has the documented signature, and
+  registers named components that configuration selects. A bad registration fails that plugin's
+  load, naming it, like an import error. The kernel owns conflicts: two plugins registering one
+  name is an error naming both.
 * **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
   per documented section, so a project overrides exactly one section by implementing one hook.
@@ -27,16 +28,24 @@ Conventions for every hook:
   collect-all plus an explicit ``order`` field for lists (extra sections, user-message parts);
   new-style ``wrapper=True`` for around-advice where every plugin's change must see the others'
   (``prepare_provider_request``, ``redact``); ``trylast`` on every bundled implementation so a
-  user's implementation always runs first; ``historic`` only for ``configure``, so a plugin
-  registered after start-up still gets configured. A plugin may mark its own implementation
-  ``tryfirst`` to run before other plugins of the same hook.
-* Observer hooks (``after_commit``, ``on_run_event``) call each implementation on its own, so
-  one failing observer is reported without silencing the others.
+  user's implementation always runs first; ``historic`` for ``configure``, so a plugin
+  registered after start-up still gets configured, and for the registries, so each plugin
+  registers when it is registered. A plugin may mark its own implementation ``tryfirst`` to run
+  before other plugins of the same hook.
+* pluggy runs every call, so a wrapper (``@hookimpl(wrapper=True)``, or old-style
+  ``hookwrapper=True``) works on every hook but the historic ones, runs once per call, and what it
+  returns is what the kernel receives; pluggy refuses a wrapper on a historic hook when its plugin
+  is registered. Mark implementations with ``monoagent.hookimpl`` (an implementation marked with
+  pluggy's own marker is refused): it lets the kernel name the plugin behind each answer.
+* Observer hooks (``after_commit``, ``on_run_event``): an implementation that raises is reported
+  with its plugin, and the others still run.
 * An implementation of a hook this version does not define is a warning with a did-you-mean
   (an error in strict mode), unless it is marked ``@hookimpl(optionalhook=True)``: that is for
   a plugin supporting several monoagent versions, one of which has the hook.
-* The kernel calls every hook through one typed method of :class:`~monoagent.kernel.hooks.Hooks`
-  (``agent.hooks``), never by name; ``MONO_AGENT_TRACE_HOOKS=1`` traces those calls.
+* The kernel calls every hook through a typed caller of :class:`~monoagent.kernel.hooks.Hooks`
+  (``agent.hooks.first(spec.x, ...)``, ``collect``, ``each``, ``historic``), given the spec
+  function itself, never by name; ``MONO_AGENT_TRACE_HOOKS=1`` traces the calls through pluggy's
+  call monitoring.
 * Deprecating a hook: its spec gets ``@hookspec(warn_on_impl=HookDeprecationWarning("..."))``
   (:class:`~monoagent.kernel.errors.HookDeprecationWarning`; for one argument,
   ``warn_on_impl_args={"name": HookDeprecationWarning("...")}``), the message saying since when
@@ -53,10 +62,12 @@ The hook reference in ``docs/hooks.md`` is generated from these docstrings
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
 
 import pluggy
+
+from monoagent.kernel.marker import PROJECT, HookimplMarker
 
 if TYPE_CHECKING:
     import click
@@ -90,16 +101,14 @@ if TYPE_CHECKING:
     )
     from monoagent.kernel.turn import StepOutcome, Turn
 
-PROJECT = "monoagent"
-
 hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+hookimpl = HookimplMarker(PROJECT)
 
 
 # ============================================================================ registries
 
 
-@hookspec
+@hookspec(historic=True)
 def register_providers(register: ProviderRegistrar) -> None:
     """Register provider runtimes by model prefix.
 
@@ -132,7 +141,7 @@ def register_providers(register: ProviderRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_history_stores(register: HistoryStoreRegistrar) -> None:
     """Register conversation-history stores by name.
 
@@ -160,7 +169,7 @@ def register_history_stores(register: HistoryStoreRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
@@ -191,7 +200,7 @@ def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     """Register long-term memory tiers by name.
 
@@ -221,7 +230,7 @@ def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_embedders(register: EmbedderRegistrar) -> None:
     """Register text embedders by name.
 
@@ -250,7 +259,7 @@ def register_embedders(register: EmbedderRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_channels(register: ChannelRegistrar) -> None:
     """Register channels (where turns come from) by name.
 
@@ -285,7 +294,7 @@ def register_channels(register: ChannelRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_notifiers(register: NotifierRegistrar) -> None:
     """Register notify destinations' kinds (where a request-driven turn's final answer is delivered) by name.
 
@@ -325,7 +334,7 @@ def register_notifiers(register: NotifierRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     """Register history compaction policies by name.
 
@@ -361,7 +370,7 @@ def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_tools(register: ToolRegistrar) -> None:
     """Register tools the model may call.
 
@@ -445,7 +454,7 @@ def register_commands(cli: click.Group) -> None:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     """Declare a plugin's own configuration section.
 
@@ -520,7 +529,7 @@ def configure(agent: Agent) -> None:
 
 
 @hookspec
-def shutdown(agent: Agent) -> Any:
+def shutdown(agent: Agent) -> Awaitable[None] | None:
     """Release what ``configure`` acquired. May return an awaitable.
 
     Args:
@@ -545,7 +554,7 @@ def shutdown(agent: Agent) -> Any:
 
 
 @hookspec
-def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Any:
+def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Awaitable[None] | None:
     """Forget what a plugin keeps per conversation once its message history is reset or cleared.
 
     Args:
@@ -1157,7 +1166,7 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
 
 
 @hookspec
-def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSourceFailure] | Any:
+def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSourceFailure] | Awaitable[Sequence[Tool | ToolSourceFailure]] | None:
     """Offer tools that are known only at run time (an MCP server's), beside the registered ones.
     May return an awaitable.
 
@@ -1235,7 +1244,7 @@ def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | 
 
 
 @hookspec
-def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Any:
+def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]] | None:
     """Recall long-term memory for this turn, from the user's message.
 
     Args:
@@ -1523,7 +1532,7 @@ def redact(text: str, kind: str) -> str | None:
 
 
 @hookspec
-def after_commit(turn: Turn, result: TurnResult) -> Any:
+def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     """Act on a committed turn: capture memory, index, notify. May return an awaitable.
 
     Args:

@@ -30,6 +30,7 @@ Switches, in order of precedence:
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
 import importlib.machinery
@@ -38,6 +39,7 @@ import inspect
 import os
 import sys
 import types
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -46,8 +48,8 @@ import attrs
 import pluggy
 
 from monoagent.kernel import hookspecs
-from monoagent.kernel.errors import ComponentError, LocalPluginError, PluginError
-from monoagent.kernel.hooks import Hooks
+from monoagent.kernel.errors import ComponentError, LocalPluginError, MonoagentError, PluginError
+from monoagent.kernel.hooks import Hooks, check_implementations
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import (
@@ -57,8 +59,10 @@ from monoagent.kernel.registrars import (
     ComponentRegistrar,
     ConfigSection,
     ConfigSectionRegistrar,
+    LoadingPluginRegistrar,
     Registrar,
     Registration,
+    RegistrationError,
     ToolRegistrar,
 )
 
@@ -137,6 +141,13 @@ class PluginHost:
         self._reported_unknown: set[tuple[str, str]] = set()
         self._declared: dict[str, str] | None = None
         self._fatal_local: list[PluginRecord] = []
+        self._loading: dict[str, Registrar] = {}
+        for hook in REGISTRARS:  # historic: each plugin's implementation runs when it is registered
+            self.hooks.historic(getattr(hookspecs, hook), register=LoadingPluginRegistrar(functools.partial(self._loading_registrar, hook), hook))
+
+    def _loading_registrar(self, hook: str) -> Registrar | None:
+        """The registrar of ``hook`` bound to the plugin being registered, if one is."""
+        return self._loading.get(hook)
 
     def _redact_notice(self, text: str, kind: str) -> str:
         """The redaction chain registered so far, for the host's own notices on stderr.
@@ -145,7 +156,7 @@ class PluginHost:
         load down: the notice is then printed with its controls stripped only, and logged.
         """
         try:
-            value = self.hooks.redact(text=text, kind=kind)
+            value = self.hooks.first(hookspecs.redact, text=text, kind=kind)
         except Exception as exc:
             logger.opt(exception=exc).warning("the redaction chain failed on a plugin-loading notice; printed unredacted")
             return text
@@ -218,15 +229,27 @@ class PluginHost:
     def _register(self, record: PluginRecord, plugin: Any) -> None:
         """Register ``plugin``, check its hooks and collect its registrations; undone if either fails."""
         self._check_name_free(record.name)
+        loading = {hook: registrar_class(record.name) for hook, registrar_class in REGISTRARS.items()}
+        outer, self._loading = self._loading, loading
         try:
-            self.pm.register(plugin, name=record.name)
+            try:
+                self._register_warning_where_implemented(plugin, record.name)
+            except pluggy.PluginValidationError as exc:  # a wrapper on a historic hook, an argument the hook has not
+                raise PluginError(f"plugin {record.name!r} cannot be registered: {' '.join(str(exc).split())}") from exc
+            except MonoagentError:
+                raise
+            except Exception as exc:
+                raise self._registration_failed(record.name, plugin, exc) from exc
+            check_implementations(self.pm, plugin, record.name)
             self._check_unknown_hooks()
-            registrars = self._registrations(record.name, plugin)
         except BaseException:
             if self.pm.is_registered(plugin):  # pluggy may leave a plugin half-registered
                 self.pm.unregister(plugin)
             raise
-        self.hooks.watch(plugin)
+        finally:
+            self._loading = outer
+        implemented = {caller.name for caller in self.pm.get_hookcallers(plugin) or []}
+        registrars = [registrar for hook, registrar in loading.items() if hook in implemented]
         record.plugin = plugin
         record.status = "active"
         record.registrars = registrars
@@ -234,6 +257,31 @@ class PluginHost:
         if record.version is None:
             record.version = getattr(plugin, "__version__", None)
         self._components = None
+
+    def _register_warning_where_implemented(self, plugin: Any, name: str) -> None:
+        """``pm.register``, with each deprecation warning pluggy gives pointing at the implementing function.
+
+        pluggy points a ``warn_on_impl`` warning at the function it registered, which for an
+        implementation marked with :data:`~monoagent.kernel.hookspecs.hookimpl` is the thin wrapper
+        that notes its answers (:mod:`monoagent.kernel.marker`); the warning is given again at the
+        implementation's own file and line, under the filters in force (an error filter fails the plugin).
+        """
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.pm.register(plugin, name=name)
+        for warning in caught:
+            filename, lineno = warning.filename, warning.lineno
+            for caller in self.pm.get_hookcallers(plugin) or []:
+                if caller.spec is None:
+                    continue
+                opts = caller.spec.opts
+                deprecations = [opts.get("warn_on_impl"), *(opts.get("warn_on_impl_args") or {}).values()]
+                if any(warning.message is deprecation for deprecation in deprecations):
+                    for impl in caller.get_hookimpls():
+                        code = getattr(inspect.unwrap(impl.function), "__code__", None)
+                        if impl.plugin is plugin and code is not None:
+                            filename, lineno = code.co_filename, code.co_firstlineno
+            warnings.warn_explicit(warning.message, warning.category, filename, lineno)
 
     def _check_name_free(self, name: str) -> None:
         if self.pm.has_plugin(name):
@@ -243,16 +291,29 @@ class PluginHost:
                 f"rename one, or block the other with plugins.block"
             )
 
-    def _registrations(self, name: str, plugin: Any) -> list[Registrar]:
-        """Call the plugin's registry hooks, each with a registrar bound to it, in listing order."""
-        implemented = {caller.name for caller in self.pm.get_hookcallers(plugin) or []}
-        registrars: list[Registrar] = []
-        for hook, registrar_class in REGISTRARS.items():
-            if hook in implemented:
-                registrar = registrar_class(name)
-                getattr(self.hooks, hook)(register=registrar)
-                registrars.append(registrar)
-        return registrars
+    def _registration_failed(self, name: str, plugin: Any, exc: Exception) -> RegistrationError:
+        """The :class:`RegistrationError` for ``exc``, raised while ``plugin``'s registry hooks ran at its registration.
+
+        Names the registry hook whose implementation raised it (found in the traceback) and, for a
+        ``TypeError``, the documented call form of its ``register``.
+        """
+        codes: dict[Any, str] = {}
+        for attribute in dir(plugin):  # pluggy adds an implementation after its history ran: not listed yet
+            opts = self.pm.parse_hookimpl_opts(plugin, attribute)
+            implemented = (opts["specname"] if opts is not None else None) or attribute
+            if opts is not None and implemented in REGISTRARS:
+                code = getattr(inspect.unwrap(getattr(plugin, attribute)), "__code__", None)
+                if code is not None:
+                    codes[code] = implemented
+        hook: str | None = None
+        tb = exc.__traceback__
+        while tb is not None:
+            hook = codes.get(tb.tb_frame.f_code, hook)
+            tb = tb.tb_next
+        if hook is None:
+            return RegistrationError(f"plugin {name!r} failed while it was registered: {type(exc).__name__}: {exc}")
+        hint = f" (the call is {REGISTRARS[hook].call_form})" if isinstance(exc, TypeError) else ""
+        return RegistrationError(f"plugin {name!r} failed in {hook}: {type(exc).__name__}: {exc}{hint}")
 
     def _check_unknown_hooks(self) -> None:
         """pluggy's ``check_pending`` decides; an unknown hook is then a warning with a did-you-mean.
@@ -631,3 +692,4 @@ def bundled_impl(function: Callable[..., Any] | None = None, **options: Any) -> 
     """``hookimpl`` for bundled plugins: always ``trylast``, so anything a user registers wins."""
     marker = hookspecs.hookimpl(trylast=True, **options)
     return marker(function) if function is not None else marker
+

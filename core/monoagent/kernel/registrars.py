@@ -473,3 +473,29 @@ def kernel_keys() -> frozenset[str]:
     tables = kernel_tables()
     keys = {f"{path}.{key}" if path else key for path, cls in {"": Config, **tables}.items() for key in table_keys(cls)}
     return frozenset(keys - tables.keys())
+
+
+class LoadingPluginRegistrar:
+    """The ``register`` argument of a registry hook: the registrar of the plugin being registered.
+
+    Registry hooks are historic: pluggy runs each plugin's implementation when the plugin is
+    registered, with the arguments of the one call the plugin host made at start-up. That call's
+    ``register`` is this object, which hands each registration to the registrar the host bound to
+    the plugin it is registering (``current()``), so what a plugin registers is recorded as its own.
+    """
+
+    def __init__(self, current: Callable[[], Registrar | None], hook: str) -> None:
+        self._current = current
+        self._hook = hook
+
+    def _registrar(self) -> Registrar:
+        registrar = self._current()
+        if registrar is None:
+            raise PluginError(f"{self._hook}'s register was called after its plugin was registered; register while the hook runs")
+        return registrar
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self._registrar()(*args, **kwargs)  # type: ignore[operator]  # every registrar class defines __call__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._registrar(), name)

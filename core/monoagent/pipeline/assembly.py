@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import PluginError
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -106,9 +107,9 @@ class AssemblyError(PluginError):
 
 def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
     if hook == "render_history":
-        return hooks.render_history(turn=turn, messages=tuple(history))
-    producer: Callable[..., Section | None] = getattr(hooks, hook)  # a section hook: one ``turn`` argument
-    return producer(turn=turn)
+        return hooks.first(hookspecs.render_history, turn=turn, messages=tuple(history))
+    producer: Callable[..., Section | None] = getattr(hookspecs, hook)  # a section hook: one ``turn`` argument
+    return hooks.first(producer, turn=turn)
 
 
 def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> list[Section]:
@@ -136,8 +137,8 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
         return sections
     sections.extend(_seed_003_sections(hooks, turn, SEED_003_SECTIONS))
     seen = {s.id: s.source or "documented section" for s in sections}
-    for result in hooks.extra_sections(turn=turn):
-        for extra in (result,) if isinstance(result, Section) else result:
+    for result in hooks.collect(hookspecs.extra_sections, turn=turn):
+        for extra in (result,) if isinstance(result, Section) else result or ():
             if extra.id in seen or extra.id in SECTION_ORDER:
                 raise AssemblyError(
                     f"two sections have the id {extra.id!r}: from {seen.get(extra.id, 'a documented section')!r} "

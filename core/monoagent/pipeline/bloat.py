@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN, TOOL_OUTPUT_END, neutralise_fence_tokens, quote_inline
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import HookError
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult
@@ -247,7 +248,7 @@ class _HookSink:
     turn: Turn
 
     def save(self, result: ToolResult, block: ContentBlock) -> str | None:
-        return self.turn.agent.hooks.save_tool_output(turn=self.turn, result=result, block=block)
+        return self.turn.agent.hooks.first(hookspecs.save_tool_output, turn=self.turn, result=result, block=block)
 
 
 def guard_tool_result(turn: Turn, result: ToolResult) -> ToolResult:

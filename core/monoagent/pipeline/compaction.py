@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy
 from monoagent.kernel.model import AssembledPrompt, Message
 
@@ -126,7 +127,7 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
     report = _report(None, stored is not None, budget, tokens, len(history), len(view))
     choice = "none"
     if view:
-        choice = agent.hooks.choose_compaction(turn=turn, history_tokens=tokens, budget=budget) or "none"
+        choice = agent.hooks.first(hookspecs.choose_compaction, turn=turn, history_tokens=tokens, budget=budget) or "none"
     if choice == "none":
         turn.emit("context_compaction_applied", applied=None if not cfg.enabled else False, **report)
         return CompactionResult(view, False, prompt)

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.interfaces import CommitReceipt, load_history, logical_session_has_records
-from monoagent.kernel.log import failure_text, logger
+from monoagent.kernel.log import logger
 from monoagent.kernel.model import (
     AssembledPrompt,
     MemoryHit,
@@ -158,8 +159,7 @@ class Harness(RunControl):
             self._settlements = set()
 
     def _emitter(self, run: RunRecord) -> Callable[[str, dict[str, Any]], None]:
-        hooks = self.agent.hooks
-        agent = self.agent
+        publish = self.agent.publish_event
 
         def emit(type: str, data: dict[str, Any]) -> None:
             if run.quarantined and not in_settlement():
@@ -169,11 +169,7 @@ class Harness(RunControl):
             if run.observe is not None:
                 run.observe(type, data)
             event = RunEvent(type, run.run_id, run.conversation_id, run.seq, time.time(), data)
-            for plugin, _, error in hooks.on_run_event(event=event, agent=agent):
-                if error is not None:
-                    logger.bind(plugin=plugin).opt(exception=error).warning(
-                        "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error)
-                    )
+            publish(event)
             if run.callback is not None:
                 run.callback(event)
 
@@ -293,7 +289,7 @@ class Harness(RunControl):
         turn.tools, turn.hidden_tools = split_hidden_domains(agent.config.tools.visible, offered_tools(turn))  # filter_tools, tools.visible
         turn.permissions = turn_profile(agent.config, turn.request.permissions)
         recalled: list[MemoryHit] = []
-        for value in hooks.recall_memory(turn=turn):
+        for value in hooks.collect(hookspecs.recall_memory, turn=turn):
             hits = await await_me_maybe(value)
             recalled.extend(hits or ())
         turn.recalled = gate_recall(recalled)
@@ -304,13 +300,13 @@ class Harness(RunControl):
                 bytes=sum(utf8_len(h.text) for h in turn.recalled),
             )
         parts: list[UserMessagePart] = []
-        for part in hooks.augment_user_message(turn=turn, recalled=turn.recalled):
+        for part in hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=turn.recalled):
             if isinstance(part, UserMessagePart):
                 parts.append(part)
-            else:
+            elif part is not None:
                 parts.extend(part)
         parts.sort(key=lambda p: p.order)
-        user_message = hooks.render_user_message(turn=turn, parts=tuple(parts))
+        user_message = hooks.first(hookspecs.render_user_message, turn=turn, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
         compacted = await self._compact(turn, turn.history, user_message)
@@ -430,11 +426,12 @@ class Harness(RunControl):
             )
             return result
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
-        for plugin, value, error in agent.hooks.after_commit(turn=turn, result=result):
+        for observed in agent.hooks.each(hookspecs.after_commit, turn=turn, result=result):
+            plugin = observed.plugin
             try:
-                if error is not None:
-                    raise error
-                await await_me_maybe(value)
+                if observed.error is not None:
+                    raise observed.error
+                await await_me_maybe(observed.value)
             except asyncio.CancelledError as exc:  # the commit stands; this hook was interrupted
                 cancelled = cancelled or exc
                 turn.emit("runtime_warning", code="after_commit_cancelled", plugin=plugin)

@@ -87,6 +87,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import ContextLimitError, ProviderError, RunDeadlineExceeded, TurnFailed
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -453,7 +454,7 @@ class ProviderCall:
                 step=step,
                 transport=self.transport,
             )
-            request = hooks.prepare_provider_request(turn=turn, request=request) or request
+            request = hooks.first(hookspecs.prepare_provider_request, turn=turn, request=request) or request
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:
@@ -466,7 +467,7 @@ class ProviderCall:
                 raise _AttemptFailed(exc, attempt) from exc
             self.steps = step
             self.usage = self.usage + outcome.usage
-            hooks.after_provider_call(turn=turn, request=request, outcome=outcome)
+            hooks.collect(hookspecs.after_provider_call, turn=turn, request=request, outcome=outcome)
             if not outcome.tool_calls:
                 if outcome.stop_reason != MAX_TOKENS or continuations == self.max_continuations or final or step == self.max_turns:
                     return attrs.evolve(outcome, text="".join(cut_off) + outcome.text) if cut_off else outcome

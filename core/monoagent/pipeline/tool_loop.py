@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import PluginError, RepeatedToolCall
 from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.interfaces import Tool, ToolSourceFailure
@@ -125,7 +126,10 @@ async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Too
     tools: dict[str, Tool] = {}
     failures: list[ToolSourceFailure] = []
     registered = agent.tools
-    answers = [(plugin, await await_me_maybe(answer)) for plugin, answer in agent.hooks.provide_tools(agent=agent, turn=turn)]
+    answers = [
+        (answer.plugin, await await_me_maybe(answer.value))
+        for answer in agent.hooks.each(hookspecs.provide_tools, agent=agent, turn=turn)
+    ]
     for plugin, offered in answers:
         for item in offered or ():
             if isinstance(item, ToolSourceFailure):
@@ -153,9 +157,8 @@ def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
     registered = tuple(tool.spec for tool in (*turn.agent.tools.values(), *turn.provided_tools.values()))
     known = {spec.name for spec in registered}
     keep = known
-    for plugin, kept in turn.agent.hooks.filter_tools(turn=turn, tools=registered):
-        if kept is not None:
-            keep = keep & _kept_names(plugin, kept, known)
+    for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=turn, tools=registered):
+        keep = keep & _kept_names(answer.plugin, answer.value, known)
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
 
 
@@ -290,7 +293,7 @@ class ToolLoop:
             context.finish()
         turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
         result = guard_tool_result(turn, bind_result(result, call))
-        turn.agent.hooks.after_tool_call(turn=turn, call=call, result=result)
+        turn.agent.hooks.collect(hookspecs.after_tool_call, turn=turn, call=call, result=result)
         persistence = await continuity.tool_result(call, result)
         dropped = {"progress_dropped": context.progress_dropped} if context.progress_dropped else {}
         turn.emit(
@@ -309,7 +312,7 @@ class ToolLoop:
         refusal = await self._permission(context, tool.spec)
         if refusal is not None:
             return context.result(refusal, ToolStatus.REJECTED)
-        answer = agent.hooks.before_tool_call(turn=turn, call=call)
+        answer = agent.hooks.first(hookspecs.before_tool_call, turn=turn, call=call)
         if answer is not None:
             return answer
         try:

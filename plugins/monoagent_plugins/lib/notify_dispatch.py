@@ -142,7 +142,4 @@ class NotifyDispatch:
 
     def _emit(self, type: str, result: TurnResult, **data: Any) -> None:
         event = RunEvent(type, result.run_id, result.conversation_id, 0, time.time(), data)
-        for plugin, _, error in self.agent.hooks.on_run_event(event=event, agent=self.agent):
-            if error is not None:
-                logger.bind(plugin=plugin).opt(exception=error).warning(
-                    "run-event observer in plugin {} failed on {}: {}", plugin, type, failure_text(error))
+        self.agent.publish_event(event)
