@@ -392,7 +392,7 @@ def test_loading_the_plugins_registers_everything_without_importing_the_backends
         "import sys, monoagent.cli as cli\n"
         "host, _ = cli.load_plugins(None, [])\n"
         "cli.build_cli(host)\n"
-        "assert host.tools() and host.components['tool history store'], 'nothing registered'\n"
+        "assert host.tools() and host.registered(__import__('monoagent.kernel.components', fromlist=['x']).TOOL_HISTORY_STORES), 'nothing registered'\n"
         "heavy = ('sqlite3', 'httpx', 'numpy', 'monoagent_plugins.lib.tool_history.store', 'docstring_parser', 'cronsim', 'mcp', 'monoagent_plugins.lib.mcp_servers', 'rich')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )

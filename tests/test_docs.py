@@ -356,7 +356,7 @@ def test_every_type_a_hook_names_has_an_api_entry() -> None:
     section = docgen_api.hook_types(monoagent.kernel.hookspecs.section_identity)
     assert section.returns == ("monoagent.kernel.model.Section",)
     providers = docgen_api.hook_types(monoagent.kernel.hookspecs.register_providers)
-    assert providers.registrar == "monoagent.kernel.registrars.ProviderRegistrar"
+    assert providers.registrar == "monoagent.kernel.registrars.ComponentRegistrar"
     assert providers.builds == ("monoagent.kernel.interfaces.ProviderRuntime",)
 
 
@@ -365,7 +365,7 @@ def test_hook_reference_links_the_returned_interface() -> None:
     entry = text.split("### section_identity", 1)[1].split("\n### ", 1)[0]
     assert "returns [`Section`](api/model.md#monoagent.kernel.model.Section)" in entry
     entry = text.split("### register_providers", 1)[1].split("\n### ", 1)[0]
-    assert "[`ProviderRegistrar`](api/registrars.md#monoagent.kernel.registrars.ProviderRegistrar)" in entry
+    assert "[`ComponentRegistrar`](api/registrars.md#monoagent.kernel.registrars.ComponentRegistrar)" in entry
     assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent.kernel.interfaces.ProviderRuntime)" in entry
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import hookimpl
+from monoagent.kernel.components import CHANNELS, NOTIFIERS, PROVIDERS
 from monoagent.kernel.errors import ComponentError, HookError, PluginError, TurnFailed
 from monoagent.kernel.interfaces import CompactionOutcome, Notifier, Tool, ToolSourceFailure
 from monoagent.kernel.model import (
@@ -65,7 +66,7 @@ def test_hook_register_providers(tmp_path):
 
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"model": "fixed:m1"}})
     assert run(agent).text == "fixed m1"
-    assert agent.host.components["provider"]["fixed"].plugin == "Plugin"
+    assert agent.components.registered(PROVIDERS)["fixed"].plugin == "Plugin"
 
 
 def test_hook_register_history_stores(tmp_path):
@@ -230,7 +231,7 @@ def test_hook_register_channels(tmp_path):
             register("irc", lambda agent: "irc-channel", description="IRC")
 
     agent = fresh_agent(tmp_path, plugins=[Plugin()])
-    channels = agent.host.components["channel"]
+    channels = agent.components.registered(CHANNELS)
     assert set(channels) >= {"console", "irc"}
     assert channels["irc"].factory(agent=agent) == "irc-channel"
 
@@ -259,8 +260,8 @@ def test_hook_register_notifiers(tmp_path):
 
     destinations = {"mine": {"type": "collect", "maxAttempts": 2, "options": {"prefix": "> "}}}
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"notify": {"destinations": destinations}})
-    assert agent.host.components["notifier"]["collect"].description == "in memory"
-    assert {"webhook", "file"} <= set(agent.host.components["notifier"])
+    assert agent.components.registered(NOTIFIERS)["collect"].description == "in memory"
+    assert {"webhook", "file"} <= set(agent.components.registered(NOTIFIERS))
     from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
 
     dispatch = NotifyDispatch(agent)

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlite_vec_required import need_sqlite_vec
 
+from monoagent.kernel.components import EMBEDDERS
 from monoagent.kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
@@ -643,7 +644,7 @@ def test_requesting_an_unavailable_backend_is_a_clear_error(tmp_path: Path) -> N
 
 def test_hashed_ngrams_is_lexical_and_says_so(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path)
-    component = agent.host.component("embedder", "hashed-ngrams")
+    component = agent.components.component(EMBEDDERS, "hashed-ngrams")
     assert "lexical" in component.description and "hashed character" in component.description
     embedder = agent.embedder("hashed-ngrams", {"dimensions": 128})
     assert embedder.dimensions == 128 and embedder.lexical is True

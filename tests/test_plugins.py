@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, ToolSpec, TurnRequest, hookimpl
+from monoagent.kernel.components import PROVIDERS
 from monoagent.testing import fresh_agent
 
 # ---------------------------------------------------------------------------- helpers
@@ -628,9 +629,9 @@ def test_registered_takes_the_components_of_the_plugin_away_again(tmp_path: Path
 
     agent = fresh_agent(tmp_path)
     with registered(agent, Extra()):
-        assert agent.host.component("provider", "extra").plugin == "Extra"
+        assert agent.components.component(PROVIDERS, "extra").plugin == "Extra"
     with pytest.raises(ComponentError, match="provider 'extra' is selected"):
-        agent.host.component("provider", "extra")
+        agent.components.component(PROVIDERS, "extra")
 
 
 def test_a_failed_plugin_with_a_multi_line_error_is_reported_on_one_line(
@@ -665,7 +666,7 @@ def _runtime(agent, model):
 
 def test_a_description_may_be_given_positionally_as_documented(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path, plugins=[("mylab", _provider_plugin(lambda register: register("mylab", _runtime, "My lab's models")))])
-    assert agent.host.component("provider", "mylab").description == "My lab's models"
+    assert agent.components.component(PROVIDERS, "mylab").description == "My lab's models"
     (record,) = [r for r in agent.host.records if r.name == "mylab"]
     assert [(e.kind, e.name, e.description) for e in record.registrations] == [("provider", "mylab", "My lab's models")]
 
@@ -697,7 +698,7 @@ def test_a_bad_registration_fails_the_plugin_at_load_time_naming_it(tmp_path: Pa
     assert not agent.host.pm.has_plugin("mylab"), "a refused plugin is not left half-registered"
     assert agent.run_sync("the rest loads").text.startswith("[offline:echo]")
     with pytest.raises(ComponentError, match=r"its plugin 'mylab' .* is failed to load|plugin 'mylab'"):
-        agent.host.component("provider", "mylab")
+        agent.components.component(PROVIDERS, "mylab")
 
 
 def test_a_bad_registration_is_fatal_in_strict_mode(tmp_path: Path) -> None:

@@ -18,11 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel import hookspecs
+from monoagent.kernel.components import (
+    COMPACTION_POLICIES,
+    EMBEDDERS,
+    HISTORY_STORES,
+    MEMORY_TIERS,
+    PROVIDERS,
+    TOOL_HISTORY_STORES,
+    AgentComponents,
+)
 from monoagent.kernel.config import Config
 from monoagent.kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.kernel.hooks import Hooks
-from monoagent.kernel.host import OFF_NAMES, PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
+from monoagent.kernel.host import PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
 from monoagent.kernel.interfaces import (
     CompactionPolicy,
     Embedder,
@@ -122,12 +131,10 @@ class Agent:
             assert isinstance(config, Config)
             self.config = config
             add_plugin_sections(self.config, sections, env)
+        self.components = AgentComponents(self, host)
         self.harness = Harness(self, terminal_recovery_settlement_ms=terminal_recovery_settlement_ms)
         self._providers: dict[str, ProviderRuntime] = {}
-        self._policies: dict[str, CompactionPolicy] = {}
-        self._tiers: dict[str, MemoryTier] = {}
         self._store: HistoryStore | None = None
-        self._tool_history: ToolHistoryStore | None = None
         self._tools: dict[str, Tool] | None = None
         self.hooks.historic(hookspecs.configure, agent=self)
 
@@ -190,15 +197,13 @@ class Agent:
         runtime = self._providers.get(model)
         if runtime is None:
             prefix, sep, name = model.partition(":")
-            if not sep or not name or prefix not in self.host.components["provider"]:
+            if not sep or not name or prefix not in self.components.registered(PROVIDERS):
                 raise ConfigError(self._unknown_model(model, prefix if sep and name else None))
-            component = self.host.component("provider", prefix)
-            runtime = component.build(agent=self, model=name)
-            self._providers[model] = runtime
+            runtime = self._providers[model] = self.components.get(PROVIDERS, prefix, model=name)
         return runtime
 
     def _unknown_model(self, model: str, prefix: str | None) -> str:
-        prefixes = ", ".join(sorted(self.host.components["provider"])) or "none"
+        prefixes = ", ".join(sorted(self.components.registered(PROVIDERS))) or "none"
         shape = f"a model is '<provider>:<model>' with one of the registered provider prefixes: {prefixes}"
         if prefix is None:
             return f"model {model!r} has no provider prefix; {shape} (for example 'offline:echo')"
@@ -208,9 +213,9 @@ class Agent:
 
     @property
     def history_store(self) -> HistoryStore:
+        """The history store ``history.store`` selects, created once."""
         if self._store is None:
-            component = self.host.component("history store", self.config.history.store)
-            self._store = component.build(agent=self)
+            self._store = self.components.get(HISTORY_STORES, self.config.history.store)
         return self._store
 
     def tool_history_store(self) -> ToolHistoryStore | None:
@@ -220,16 +225,14 @@ class Agent:
         store whose plugin is blocked, failed or missing is a :class:`ComponentError` naming it;
         a factory that raised is called again next time.
         """
-        if self._tool_history is None:
-            settings = self.config.tool_history
-            if not settings.enabled or settings.store == OFF_NAMES["tool history store"]:
-                return None
-            try:
-                component = self.host.component("tool history store", settings.store)
-            except ComponentError as exc:
-                raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
-            self._tool_history = component.build(agent=self)
-        return self._tool_history
+        settings = self.config.tool_history
+        if not settings.enabled or settings.store == TOOL_HISTORY_STORES.off:
+            return None
+        try:
+            self.components.component(TOOL_HISTORY_STORES, settings.store)
+        except ComponentError as exc:
+            raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
+        return self.components.get(TOOL_HISTORY_STORES, settings.store)
 
     def memory_tiers(self) -> dict[str, MemoryTier]:
         """The tiers named in ``memory.tiers``, created once each, in configured order."""
@@ -243,20 +246,15 @@ class Agent:
         """
         if name not in self.config.memory.tiers:
             raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
-        tier = self._tiers.get(name)
-        if tier is None:
-            tier = self._tiers[name] = self.host.component("memory tier", name).build(agent=self, options={})
-        return tier
+        return self.components.get(MEMORY_TIERS, name, options={})
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
-        """A registered embedder, by name (memory tiers ask for theirs)."""
-        return self.host.component("embedder", name).build(agent=self, options=dict(options or {}))
+        """A registered embedder, by name (memory tiers ask for theirs), built for ``options``."""
+        return self.components.new(EMBEDDERS, name, options=dict(options or {}))
 
     def compaction_policy(self, name: str) -> CompactionPolicy:
-        policy = self._policies.get(name)
-        if policy is None:
-            policy = self._policies[name] = self.host.component("compaction policy", name).build(agent=self)
-        return policy
+        """The compaction policy ``name``, created once."""
+        return self.components.get(COMPACTION_POLICIES, name)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -474,14 +472,12 @@ class Agent:
         for value in self.hooks.collect(hookspecs.shutdown, agent=self):
             await await_me_maybe(value)
         await self.harness.close()
-        tool_history, self._tool_history = self._tool_history, None
-        if tool_history is not None:
+        for tool_history in self.components.forget(TOOL_HISTORY_STORES):
             await await_me_maybe(tool_history.close())
-        if self._store is not None:
-            await self._store.close()
-            self._store = None
-        tiers, self._tiers = self._tiers, {}
-        for tier in tiers.values():
+        self._store = None
+        for store in self.components.forget(HISTORY_STORES):
+            await store.close()
+        for tier in self.components.forget(MEMORY_TIERS):
             close = getattr(tier, "close", None)
             if close is not None:
                 await await_me_maybe(close())

@@ -25,7 +25,8 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent.kernel.interfaces import ProviderRuntime
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib import provider_settings
 
 API_VERSION = "2023-06-01"
@@ -85,7 +86,7 @@ def make_runtime(agent: Any, model: str) -> Any:
 
 
 @bundled_impl
-def register_providers(register: ProviderRegistrar) -> None:
+def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register(PROVIDER, make_runtime, description="Anthropic Messages API (ANTHROPIC_API_KEY)")
 
 

@@ -32,10 +32,10 @@ import attrs
 from monoagent.kernel.config import check_model, setting
 from monoagent.kernel.errors import MonoagentError
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import CompactionOutcome
+from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ProviderRequest, Section
-from monoagent.kernel.registrars import CompactionPolicyRegistrar, ConfigSectionRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent.pipeline.assembly import compile_prompt
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class SummaryPolicy:
 
 
 @bundled_impl
-def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
+def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy]) -> None:
     register("summary", SummaryPolicy, description="summarise at 80% of the budget to ~10%, stored and reused; truncate on failure")
     register("truncate", TruncatePolicy, description="drop the oldest messages until the history fits")
 

@@ -49,10 +49,11 @@ from monoagent.boundary.terminal import (
     terminal_text,
 )
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import Channel
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
 from monoagent.kernel.permissions import Approval, ApprovalRequest
-from monoagent.kernel.registrars import ChannelRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar
 
 if TYPE_CHECKING:
     import asyncio
@@ -365,5 +366,5 @@ class ConsoleChannel:
 
 
 @bundled_impl
-def register_channels(register: ChannelRegistrar) -> None:
+def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register("console", ConsoleChannel, description="interactive terminal chat (monoagent chat)")

@@ -27,9 +27,10 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.config_keys import NAME_ALLOWED, NAME_PATTERN
 from monoagent.kernel.errors import AdmissionRejected, ConfigError, MonoagentError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import Channel
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import RunEvent, TurnRequest
-from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 
 if TYPE_CHECKING:
     from monoagent_plugins.lib.cron_schedule import Clock, CronSchedule
@@ -298,5 +299,5 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 
 @bundled_impl
-def register_channels(register: ChannelRegistrar) -> None:
+def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, CronChannel, description="Turns on a schedule (cron.jobs), run by monoagent serve")

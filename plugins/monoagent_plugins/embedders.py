@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import EmbedderRegistrar
+from monoagent.kernel.interfaces import Embedder
+from monoagent.kernel.registrars import ComponentRegistrar
 
 NAME = "hashed-ngrams"
 DESCRIPTION = "lexical: hashed character 3- and 4-grams (spelling, not meaning); offline, no dependencies"
@@ -78,6 +79,6 @@ def make_hashed_ngrams(agent: Any, options: Mapping[str, Any] | None = None) -> 
 
 
 @bundled_impl
-def register_embedders(register: EmbedderRegistrar) -> None:
+def register_embedders(register: ComponentRegistrar[Embedder]) -> None:
     register(NAME, make_hashed_ngrams, description=DESCRIPTION)
 

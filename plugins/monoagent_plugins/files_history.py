@@ -69,13 +69,14 @@ from monoagent.kernel.interfaces import (
     CommitReceipt,
     ConversationInfo,
     HistoryStats,
+    HistoryStore,
     HistoryWarningCallback,
     ProviderSessionState,
     logical_conversation_id,
 )
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
-from monoagent.kernel.registrars import ConfigSectionRegistrar, HistoryStoreRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_maintenance import HistoryMaintenance
 from monoagent_plugins.lib.history_records import (
@@ -406,7 +407,7 @@ def store_from_config(agent: Any) -> FilesHistoryStore:
 
 
 @bundled_impl
-def register_history_stores(register: HistoryStoreRegistrar) -> None:
+def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     register("files", store_from_config, description="owner-only JSON records, staged and atomically published with fsync")
 
 

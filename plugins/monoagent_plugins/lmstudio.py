@@ -13,7 +13,8 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent.kernel.interfaces import ProviderRuntime
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib import provider_settings
 from monoagent_plugins.lib.provider_http import normalise_base_url
 
@@ -55,7 +56,7 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
 
 
 @bundled_impl
-def register_providers(register: ProviderRegistrar) -> None:
+def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register(PROVIDER, make_runtime, description="LM Studio local server")
 
 

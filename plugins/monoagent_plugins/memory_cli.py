@@ -21,6 +21,7 @@ import click
 
 from monoagent.boundary.terminal import echo, echo_json, read_stdin
 from monoagent.cli.params import AsciiIntRange
+from monoagent.kernel.components import MEMORY_TIERS
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier
@@ -65,7 +66,7 @@ async def _with_tiers(
             if name in configured:
                 selected = agent.memory_tier(name)
             else:
-                selected = made = agent.host.component("memory tier", name).build(agent=agent, options={})
+                selected = made = agent.components.new(MEMORY_TIERS, name, options={})
             results[name] = await work(selected)
         except (click.ClickException, ComponentError, ConfigError):
             raise  # the command or the configuration is wrong, not the tier

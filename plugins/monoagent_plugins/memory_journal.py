@@ -45,10 +45,10 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats
+from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats, MemoryTier
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import MemoryHit, ToolSpec
-from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar, ToolRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
 from monoagent_plugins.lib.journal_entries import (
     TOOL_DEFAULT_ENTRIES,
     TOOL_NAME,
@@ -554,7 +554,7 @@ async def memory_journal_tool(context: ToolContext) -> str:
 
 
 @bundled_impl
-def register_memory_tiers(register: MemoryTierRegistrar) -> None:
+def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
     register(NAME, make_journal, description="dated entries, keyword (FTS5) + semantic search fused by RRF; tool-only")
 
 

@@ -40,9 +40,9 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import MemoryRecord, MemoryStats
+from monoagent.kernel.interfaces import MemoryRecord, MemoryStats, MemoryTier
 from monoagent.kernel.model import MemoryHit
-from monoagent.kernel.registrars import ConfigSectionRegistrar, MemoryTierRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent_plugins.lib.memory_database import (
     STORED_TEXT as TEXT,
@@ -346,7 +346,7 @@ def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:
 
 
 @bundled_impl
-def register_memory_tiers(register: MemoryTierRegistrar) -> None:
+def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
     register(NAME, make_lite, description="SQLite FTS5 (bm25) memory with near-duplicate merging")
 
 

@@ -24,7 +24,8 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_keys import camel
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.registrars import ConfigSectionRegistrar, NotifierRegistrar
+from monoagent.kernel.interfaces import Notifier
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 
 SECRET_ENV_PREFIX = "MONO_AGENT_NOTIFY_SECRET_"
 """``MONO_AGENT_NOTIFY_SECRET_<NAME>`` holds ``notify.destinations.<name>.secret`` (and wins over the file)."""
@@ -91,6 +92,6 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 
 @bundled_impl
-def register_notifiers(register: NotifierRegistrar) -> None:
+def register_notifiers(register: ComponentRegistrar[Notifier]) -> None:
     register("webhook", webhook_notifier, description="POST the answer as signed JSON (HMAC-SHA256), retried with backoff")
     register("file", file_notifier, description="append one JSON line per answer to a file")

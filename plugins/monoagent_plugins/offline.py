@@ -28,6 +28,7 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import ProviderRuntime
 from monoagent.kernel.model import (
     ProviderEvent,
     ProviderRequest,
@@ -37,7 +38,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.kernel.registrars import ConfigSectionRegistrar, ProviderRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent.text import utf8_len
 
 CONTEXT_WINDOW = 200_000
@@ -179,7 +180,7 @@ def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
 
 
 @bundled_impl
-def register_providers(register: ProviderRegistrar) -> None:
+def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register("offline", make_runtime, description="offline:echo and offline:scripted (no network)", models=("echo", "scripted"))
 
 

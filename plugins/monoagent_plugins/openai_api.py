@@ -38,9 +38,10 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import AdmissionRejected, MonoagentError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import Channel
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import TurnRequest
-from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.lib.http_serving import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
 
@@ -418,5 +419,5 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 
 @bundled_impl
-def register_channels(register: ChannelRegistrar) -> None:
+def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, OpenAIApiChannel, description="OpenAI-compatible chat API (POST /v1/chat/completions), served by monoagent serve")

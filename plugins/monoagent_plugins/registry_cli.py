@@ -16,6 +16,7 @@ import click
 
 from monoagent.boundary.fences import one_line
 from monoagent.boundary.terminal import echo, echo_json
+from monoagent.kernel.components import PROVIDERS
 from monoagent.kernel.host import bundled_impl
 from monoagent_plugins.lib.command_line import command_agent, run
 
@@ -57,7 +58,7 @@ def register_commands(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON: [{prefix, plugin, description, models}].")
     def models(as_json: bool) -> None:
         """List the provider registry: each model prefix, its description and the models it knows."""
-        registry = command_agent("models").host.components["provider"]
+        registry = command_agent("models").components.registered(PROVIDERS)
         rows = [
             {"prefix": c.name, "plugin": c.plugin, "description": c.description, "models": list(c.models)}
             for c in sorted(registry.values(), key=lambda c: c.name)

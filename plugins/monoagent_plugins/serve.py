@@ -1,7 +1,7 @@
 """The bundled plugin ``serve``: ``monoagent serve`` runs every enabled HTTP channel in one process.
 
 Channels come from ``register_channels``; those that are
-:class:`~monoagent_plugins.lib.http_serving.HttpChannel` and enabled in their own config section
+:class:`~monoagent.kernel.interfaces.ServedChannel` and enabled in their own config section
 are mounted on one Starlette application served by uvicorn on one asyncio loop
 (:func:`~monoagent_plugins.lib.http_serving.serve_channels`). Each channel keeps its own harness,
 so the concurrency limits apply per channel. The ``serve`` section holds what the server owns:
@@ -17,9 +17,11 @@ import attrs
 import click
 
 from monoagent.boundary.terminal import echo
+from monoagent.kernel.components import CHANNELS, missing_members
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import ConfigError, ExitCode
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import ServedChannel
 from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent_plugins.lib.command_line import command_agent, run
@@ -72,37 +74,27 @@ def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
     """Every enabled HTTP channel of ``agent`` that could be made, and one problem line for each that could not.
 
     A channel without ``routes`` (the console) is not served. One that has ``routes`` but misses
-    another member of :class:`~monoagent_plugins.lib.http_serving.HttpChannel` is a problem
-    naming what it lacks, rather than a channel silently left unserved; so is a factory's or a
+    another member of :class:`~monoagent.kernel.interfaces.ServedChannel` is a problem naming
+    what it lacks, rather than a channel silently left unserved; so is a factory's or a
     ``check()``'s :class:`ConfigError`.
     """
-    from monoagent_plugins.lib.http_serving import HttpChannel
-
     channels: list[Any] = []
     problems: list[str] = []
-    registry = agent.host.components["channel"]
+    registry = agent.components.registered(CHANNELS)
     for name in sorted(registry):
         try:
-            channel = registry[name].build(agent=agent)
+            channel: Any = agent.components.new(CHANNELS, name)
         except ConfigError as exc:
             problems.extend(f"channel {name!r}: {problem}" for problem in exc.problems)
             continue
-        if isinstance(channel, HttpChannel):
+        if agent.components.supports(channel, ServedChannel):
             if channel.enabled:
                 channels.append(channel)
         elif hasattr(channel, "routes") and getattr(channel, "enabled", False):
-            missing = [member for member in protocol_members(HttpChannel) if not hasattr(channel, member)]
+            missing = missing_members(channel, ServedChannel)
             problems.append(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
                             f"HTTP channel: it lacks {', '.join(missing)}")
     return channels, problems
-
-
-def protocol_members(protocol: type) -> list[str]:
-    """The attributes and methods a :class:`typing.Protocol` declares, in declaration order."""
-    import inspect
-
-    methods = (name for name, value in vars(protocol).items() if inspect.isfunction(value) and not name.startswith("_"))
-    return [*protocol.__annotations__, *methods]
 
 
 def check_lines(channel: Any) -> list[str]:

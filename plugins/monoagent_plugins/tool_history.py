@@ -25,8 +25,9 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import ToolHistoryStore
 from monoagent.kernel.model import Section
-from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolHistoryStoreRegistrar, ToolRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
 from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY_SPEC
 
 
@@ -70,7 +71,7 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 
 @bundled_impl
-def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
+def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore]) -> None:
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 

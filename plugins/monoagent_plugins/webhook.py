@@ -37,9 +37,10 @@ import attrs
 from monoagent.kernel.config import setting
 from monoagent.kernel.errors import AdmissionRejected, ConfigError, MonoagentError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import Channel
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import RunEvent, TurnRequest
-from monoagent.kernel.registrars import ChannelRegistrar, ConfigSectionRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 
 if TYPE_CHECKING:
     from monoagent_plugins.lib.webhook_receipts import Admission
@@ -339,5 +340,5 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 
 @bundled_impl
-def register_channels(register: ChannelRegistrar) -> None:
+def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, WebhookChannel, description="Signed webhook requests (POST /hooks/<name>), served by monoagent serve")

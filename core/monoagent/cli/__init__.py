@@ -32,6 +32,7 @@ import click
 
 from monoagent.boundary.terminal import AnswerPrinter, echo, echo_json, notice, read_stdin
 from monoagent.kernel import hookspecs
+from monoagent.kernel.components import CHANNELS
 from monoagent.kernel.errors import ConfigError, ExitCode, MonoagentError
 from monoagent.text import scrub_unicode
 
@@ -295,7 +296,7 @@ def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown
     _announce_default_model(agent, model)
     if model is not None:
         agent.provider(model)  # a bad -m ends the command now (exit 2), as for run, not at the first line
-    channel = agent.host.component("channel", "console").build(agent=agent)
+    channel: Any = agent.components.new(CHANNELS, "console")
     channel.conversation_id = conversation
     channel.model = model
     channel.tool_lines = tool_lines_stream(tool_lines)

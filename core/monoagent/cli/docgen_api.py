@@ -8,8 +8,8 @@ its entry in the API reference (``docs/api/``). Neither side is a hand-kept tabl
   exactly when a page renders an anchor for it (``api/model.md#monoagent.kernel.model.Section``);
 * the types come from the hookspecs' annotations, resolved through the imports of
   :mod:`monoagent.kernel.hookspecs` (its ``TYPE_CHECKING`` imports included, as mypy reads them).
-  A registry hook's registrar also leads to what its ``__call__`` takes: the factory protocol and
-  the protocol that factory must build (``ProviderRegistrar`` -> ``ProviderFactory`` ->
+  A registry hook's registrar also leads to what its ``__call__`` takes and to the protocol the
+  factory must build (``ComponentRegistrar[ProviderRuntime]`` ->
   ``ProviderRuntime``).
 
 A type a hook names that no API page documents is an :class:`UndocumentedType` error, so the
@@ -170,15 +170,17 @@ def hook_types(hook: Callable[..., Any]) -> HookTypes:
     module = hook.__module__
     arguments: list[str] = []
     registrar: str | None = None
+    builds: list[str] = []
     for param in signature.parameters.values():
-        for path in annotation_types(param.annotation, module):
+        paths = annotation_types(param.annotation, module)
+        for index, path in enumerate(paths):
             target = _import(path)
             if registrar is None and isinstance(target, type) and issubclass(target, Registrar):
                 registrar = path
-            else:
-                arguments.append(path)
+                builds.extend(paths[index + 1 :])  # ComponentRegistrar[ProviderRuntime]: the kind's protocol
+                break
+            arguments.append(path)
     registers: list[str] = []
-    builds: list[str] = []
     if registrar is not None:
         registers = _called_with(_import(registrar))
         for path in registers:

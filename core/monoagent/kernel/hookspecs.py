@@ -73,7 +73,18 @@ if TYPE_CHECKING:
     import click
 
     from monoagent.agent import Agent
-    from monoagent.kernel.interfaces import Tool, ToolSourceFailure
+    from monoagent.kernel.interfaces import (
+        Channel,
+        CompactionPolicy,
+        Embedder,
+        HistoryStore,
+        MemoryTier,
+        Notifier,
+        ProviderRuntime,
+        Tool,
+        ToolHistoryStore,
+        ToolSourceFailure,
+    )
     from monoagent.kernel.model import (
         ContentBlock,
         MemoryHit,
@@ -87,18 +98,7 @@ if TYPE_CHECKING:
         TurnResult,
         UserMessagePart,
     )
-    from monoagent.kernel.registrars import (
-        ChannelRegistrar,
-        CompactionPolicyRegistrar,
-        ConfigSectionRegistrar,
-        EmbedderRegistrar,
-        HistoryStoreRegistrar,
-        MemoryTierRegistrar,
-        NotifierRegistrar,
-        ProviderRegistrar,
-        ToolHistoryStoreRegistrar,
-        ToolRegistrar,
-    )
+    from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
     from monoagent.kernel.turn import StepOutcome, Turn
 
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -109,7 +109,7 @@ hookimpl = HookimplMarker(PROJECT)
 
 
 @hookspec(historic=True)
-def register_providers(register: ProviderRegistrar) -> None:
+def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     """Register provider runtimes by model prefix.
 
     Call ``register(prefix, factory, description="", models=())`` once per prefix; ``models``
@@ -120,7 +120,7 @@ def register_providers(register: ProviderRegistrar) -> None:
     module level, so that ``monoagent --help`` stays fast.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.ProviderRegistrar` bound to this plugin. A
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``ProviderRuntime`` bound to this plugin. A
             bad registration (wrong arguments, a prefix that is not letters, digits, ``.``,
             ``_`` or ``-``, a factory that cannot be called as documented) fails this plugin's
             load, naming it; a prefix registered by two plugins is an error naming both.
@@ -142,14 +142,14 @@ def register_providers(register: ProviderRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_history_stores(register: HistoryStoreRegistrar) -> None:
+def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     """Register conversation-history stores by name.
 
     Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
     ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.HistoryStoreRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``HistoryStore`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -170,7 +170,7 @@ def register_history_stores(register: HistoryStoreRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
+def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore]) -> None:
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
     Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
@@ -179,7 +179,7 @@ def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
     closes. ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.ToolHistoryStoreRegistrar` bound to this
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``ToolHistoryStore`` bound to this
             plugin; a bad registration (``none`` included) fails this plugin's load, naming it;
             a name registered by two plugins is an error naming both.
 
@@ -201,7 +201,7 @@ def register_tool_history_stores(register: ToolHistoryStoreRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_memory_tiers(register: MemoryTierRegistrar) -> None:
+def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
     """Register long-term memory tiers by name.
 
     Call ``register(name, factory, description="")``; each name listed in ``memory.tiers``
@@ -209,7 +209,7 @@ def register_memory_tiers(register: MemoryTierRegistrar) -> None:
     :class:`~monoagent.kernel.interfaces.MemoryTier`.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.MemoryTierRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``MemoryTier`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -231,14 +231,14 @@ def register_memory_tiers(register: MemoryTierRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_embedders(register: EmbedderRegistrar) -> None:
+def register_embedders(register: ComponentRegistrar[Embedder]) -> None:
     """Register text embedders by name.
 
     Call ``register(name, factory, description="")``; memory tiers select an embedder by name
     and get ``factory(agent=agent, options=dict)``, an :class:`~monoagent.kernel.interfaces.Embedder`.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.EmbedderRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``Embedder`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -260,14 +260,14 @@ def register_embedders(register: EmbedderRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_channels(register: ChannelRegistrar) -> None:
+def register_channels(register: ComponentRegistrar[Channel]) -> None:
     """Register channels (where turns come from) by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
     :class:`~monoagent.kernel.interfaces.Channel`.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.ChannelRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``Channel`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -284,7 +284,7 @@ def register_channels(register: ChannelRegistrar) -> None:
     /hooks/<name>``, signed) when ``webhook.enabled`` is set. A channel is served by ``monoagent
     serve`` when it also has ``enabled``, ``has_credentials``, ``credential_hint``, ``routes()``,
     ``start()``, ``stop_accepting()``, ``cancel_in_flight()`` and ``shutdown()``
-    (:class:`monoagent_plugins.lib.http_serving.HttpChannel`, docs/serving.md).
+    (:class:`~monoagent.kernel.interfaces.ServedChannel`, docs/serving.md).
 
     Example::
 
@@ -295,7 +295,7 @@ def register_channels(register: ChannelRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_notifiers(register: NotifierRegistrar) -> None:
+def register_notifiers(register: ComponentRegistrar[Notifier]) -> None:
     """Register notify destinations' kinds (where a request-driven turn's final answer is delivered) by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent, options=options)``
@@ -313,7 +313,7 @@ def register_notifiers(register: NotifierRegistrar) -> None:
     silent-result sentinel (docs/serving.md).
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.NotifierRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``Notifier`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -335,7 +335,7 @@ def register_notifiers(register: NotifierRegistrar) -> None:
 
 
 @hookspec(historic=True)
-def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
+def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy]) -> None:
     """Register history compaction policies by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
@@ -343,7 +343,7 @@ def register_compaction_policies(register: CompactionPolicyRegistrar) -> None:
     default; the :func:`choose_compaction` hook may pick another per turn.
 
     Args:
-        register: a :class:`~monoagent.kernel.registrars.CompactionPolicyRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``CompactionPolicy`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 

@@ -48,14 +48,14 @@ import attrs
 import pluggy
 
 from monoagent.kernel import hookspecs
+from monoagent.kernel.components import KINDS, Component, ComponentKind
 from monoagent.kernel.errors import ComponentError, LocalPluginError, MonoagentError, PluginError
 from monoagent.kernel.hooks import Hooks, check_implementations
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import (
-    COMPONENT_REGISTRARS,
+    CALL_FORMS,
     REGISTRARS,
-    Component,
     ComponentRegistrar,
     ConfigSection,
     ConfigSectionRegistrar,
@@ -120,8 +120,6 @@ class PluginRecord:
         """Every component, tool and config section the plugin registered, with its description."""
         return [entry for registrar in self.registrars for entry in registrar.registrations()]
 
-OFF_NAMES: dict[str, str] = {cls.kind: cls.off for cls in COMPONENT_REGISTRARS if cls.off is not None}
-"""Per registry kind, the configured name that selects no component (its registrar refuses it)."""
 
 
 class PluginHost:
@@ -137,7 +135,7 @@ class PluginHost:
         self.tracing = _flag(self.env, "MONO_AGENT_TRACE_HOOKS")
         self.hooks = Hooks(self.pm, trace=_stderr if self.tracing else None)
         self.blocked: set[str] = set()
-        self._components: dict[str, dict[str, Component]] | None = None
+        self._components: dict[ComponentKind[Any], dict[str, Component[Any]]] | None = None
         self._reported_unknown: set[tuple[str, str]] = set()
         self._declared: dict[str, str] | None = None
         self._fatal_local: list[PluginRecord] = []
@@ -312,7 +310,7 @@ class PluginHost:
             tb = tb.tb_next
         if hook is None:
             return RegistrationError(f"plugin {name!r} failed while it was registered: {type(exc).__name__}: {exc}")
-        hint = f" (the call is {REGISTRARS[hook].call_form})" if isinstance(exc, TypeError) else ""
+        hint = f" (the call is {CALL_FORMS[hook]})" if isinstance(exc, TypeError) else ""
         return RegistrationError(f"plugin {name!r} failed in {hook}: {type(exc).__name__}: {exc}{hint}")
 
     def _check_unknown_hooks(self) -> None:
@@ -457,26 +455,26 @@ class PluginHost:
                 return f"{plugin_name!r} ({record.source} {record.location})"
         return repr(plugin_name)
 
-    @property
-    def components(self) -> dict[str, dict[str, Component]]:
-        """Every component registry, kind -> name -> :class:`Component`; a name registered twice is
-        a :class:`ComponentError` naming both plugins."""
+    def registered(self, kind: ComponentKind[T]) -> dict[str, Component[T]]:
+        """Every component of ``kind`` the active plugins registered, by name; a name registered
+        twice (in any kind) is a :class:`ComponentError` naming both plugins."""
         if self._components is None:
-            registries: dict[str, dict[str, Component]] = {cls.kind: {} for cls in COMPONENT_REGISTRARS}
+            registries: dict[ComponentKind[Any], dict[str, Component[Any]]] = {kind: {} for kind in KINDS}
             for record in self._active():
                 for registrar in record.registrars:
                     if isinstance(registrar, ComponentRegistrar):
                         found = registries[registrar.kind]
                         for component in registrar.components:
                             if component.name in found:
-                                raise ComponentError(self._duplicate(component.kind, component.name, found[component.name].plugin, component.plugin))
+                                first = found[component.name].plugin
+                                raise ComponentError(self._duplicate(component.kind.name, component.name, first, component.plugin))
                             found[component.name] = component
             self._components = registries
-        return self._components
+        return self._components[kind]
 
-    def component(self, kind: str, name: str) -> Component:
+    def component(self, kind: ComponentKind[T], name: str) -> Component[T]:
         """The component ``name`` of ``kind``, or a :class:`ComponentError` naming the plugins at fault."""
-        registry = self.components[kind]
+        registry = self.registered(kind)
         if name in registry:
             return registry[name]
         inactive = [r for r in self.records if r.status != "active"]
@@ -485,11 +483,11 @@ class PluginHost:
             record = exact[0]
             why = f"failed to load ({record.reason})" if record.status == "failed" else f"blocked ({record.reason})"
             raise ComponentError(
-                f"{kind} {name!r} is selected in the configuration, but its plugin {record.name!r} "
+                f"{kind.name} {name!r} is selected in the configuration, but its plugin {record.name!r} "
                 f"({record.location}) is {why}"
             )
         available = ", ".join(sorted(registry)) or "none"
-        message = f"{kind} {name!r} is selected in the configuration, but no active plugin registers it (available: {available})"
+        message = f"{kind.name} {name!r} is selected in the configuration, but no active plugin registers it (available: {available})"
         if inactive:
             listed = "; ".join(
                 f"{r.name!r} {'failed: ' + (r.reason or '') if r.status == 'failed' else 'blocked: ' + (r.reason or '')}"

@@ -526,11 +526,41 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class Channel(Protocol):
-    """Where turns come from and answers go (console, cron, webhook, chat platforms)."""
+    """Where turns come from and answers go (console, cron, webhook, chat platforms).
+
+    A channel ``monoagent serve`` runs also implements :class:`ServedChannel`.
+    """
 
     name: str
 
-    async def serve(self, agent: Any) -> None: ...
+
+@runtime_checkable
+class ServedChannel(Channel, Protocol):
+    """A channel ``monoagent serve`` runs: its HTTP routes on the shared server, and its lifecycle.
+
+    ``enabled`` says whether the configuration turns it on; ``has_credentials`` whether it has
+    the credential every channel requires by default, and ``credential_hint`` where that is set,
+    for the start-up error (``"openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"``).
+    ``routes()`` are mounted on the server (Starlette routes; a channel without routes, such as
+    ``cron``, returns none); ``start()`` runs once the server listens; ``stop_accepting()`` is
+    called when shutdown begins (new requests are refused, turns in flight go on);
+    ``cancel_in_flight()`` cancels what is still running when the grace period ends and returns
+    how many; ``shutdown()`` releases the channel's resources.
+    """
+
+    enabled: bool
+    has_credentials: bool
+    credential_hint: str
+
+    def routes(self) -> Sequence[Any]: ...
+
+    async def start(self) -> None: ...
+
+    def stop_accepting(self) -> None: ...
+
+    def cancel_in_flight(self) -> int: ...
+
+    async def shutdown(self) -> None: ...
 
 
 @attrs.frozen

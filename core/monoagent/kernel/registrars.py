@@ -20,31 +20,22 @@ host's business and are reported when the registry is used, naming both plugins.
 from __future__ import annotations
 
 import functools
-import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 import attrs
 
-from monoagent.kernel.errors import ComponentFactoryError, MonoagentError, PluginError
+from monoagent.kernel.components import KINDS, Component, ComponentKind, cannot_call
+from monoagent.kernel.errors import PluginError
 from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.model import ToolSpec
 
 if TYPE_CHECKING:
-    from monoagent.agent import Agent
-    from monoagent.kernel.interfaces import (
-        Channel,
-        CompactionPolicy,
-        Embedder,
-        HistoryStore,
-        MemoryTier,
-        Notifier,
-        ProviderRuntime,
-        ToolHandler,
-        ToolHistoryStore,
-    )
+    from monoagent.kernel.interfaces import ToolHandler
     from monoagent.kernel.typed_tool import TypedTool
+
+T = TypeVar("T")
 
 COMPONENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COMPONENT_NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64 characters"
@@ -70,88 +61,12 @@ class Registration:
 
 
 @attrs.frozen
-class Component:
-    """A named component a plugin registered in a registry; ``factory`` builds it on first use."""
-
-    kind: str
-    name: str
-    factory: Any
-    plugin: str
-    description: str = ""
-    models: tuple[str, ...] = ()
-    """The model names a provider says it knows (``monoagent models`` lists them); empty when it offers no list."""
-
-    def build(self, **kwargs: Any) -> Any:
-        """``factory(**kwargs)``, the way the kernel builds every component: an exception that is not
-        a :class:`~monoagent.kernel.errors.MonoagentError` becomes a
-        :class:`~monoagent.kernel.errors.ComponentFactoryError` naming the component and its plugin."""
-        try:
-            return self.factory(**kwargs)
-        except MonoagentError:
-            raise
-        except Exception as exc:
-            hook = next((cls.hook for cls in COMPONENT_REGISTRARS if cls.kind == self.kind), "its registry hook")
-            raise ComponentFactoryError(self.kind, self.name, hook, self.plugin, exc) from exc
-
-
-@attrs.frozen
 class ConfigSection:
     """A configuration section a plugin declared: its key path and the attrs class of its keys."""
 
     path: str
     cls: type
     plugin: str
-
-
-# ---------------------------------------------------------------------------- factory shapes
-
-
-class ProviderFactory(Protocol):
-    """``factory(agent=agent, model="<model>")`` for ``runtime.model = "<prefix>:<model>"``."""
-
-    def __call__(self, *, agent: Agent, model: str) -> ProviderRuntime: ...
-
-
-class HistoryStoreFactory(Protocol):
-    """``factory(agent=agent)`` for ``history.store = "<name>"``."""
-
-    def __call__(self, *, agent: Agent) -> HistoryStore: ...
-
-
-class ToolHistoryStoreFactory(Protocol):
-    """``factory(agent=agent)`` for ``toolHistory.store = "<name>"``."""
-
-    def __call__(self, *, agent: Agent) -> ToolHistoryStore: ...
-
-
-class MemoryTierFactory(Protocol):
-    """``factory(agent=agent, options={...})`` for a memory tier selected by name, with its options."""
-
-    def __call__(self, *, agent: Agent, options: dict[str, Any]) -> MemoryTier: ...
-
-
-class EmbedderFactory(Protocol):
-    """``factory(agent=agent, options={...})`` for an embedder selected by name, with its options."""
-
-    def __call__(self, *, agent: Agent, options: dict[str, Any]) -> Embedder: ...
-
-
-class ChannelFactory(Protocol):
-    """``factory(agent=agent)`` for a channel ``monoagent serve`` runs."""
-
-    def __call__(self, *, agent: Agent) -> Channel: ...
-
-
-class NotifierFactory(Protocol):
-    """``factory(agent=agent, options={...})`` for a notify destination of this kind, with its table."""
-
-    def __call__(self, *, agent: Agent, options: dict[str, Any]) -> Notifier: ...
-
-
-class CompactionPolicyFactory(Protocol):
-    """``factory(agent=agent)`` for the policy :func:`~monoagent.kernel.hookspecs.choose_compaction` names."""
-
-    def __call__(self, *, agent: Agent) -> CompactionPolicy: ...
 
 
 # ---------------------------------------------------------------------------- registrars
@@ -163,8 +78,8 @@ class Registrar:
     Subclasses define ``__call__`` with the documented signature of their registry.
     """
 
-    hook: ClassVar[str]
-    call_form: ClassVar[str]
+    hook: str
+    call_form: str
 
     def __init__(self, plugin: str) -> None:
         self.plugin = plugin
@@ -178,186 +93,58 @@ class Registrar:
         raise RegistrationError(f"plugin {self.plugin!r} called {self.call_form} in {self.hook} wrongly: {problem}")
 
 
-def _cannot_call(function: Callable[..., Any], shown: str, *args: Any, **kwargs: Any) -> str | None:
-    """Why ``function`` cannot be called as ``shown`` (with ``args`` and ``kwargs``), or None if it
-    can, or if its signature cannot be read (a builtin: its first use will tell)."""
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return None
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        name = getattr(function, "__qualname__", None) or type(function).__qualname__
-        return f"{name}{signature} cannot be called as {shown}: {exc}"
-    return None
+class ComponentRegistrar(Registrar, Generic[T]):
+    """``register(name, factory, description="")`` in the registry hook of a component kind
+    (:func:`~monoagent.kernel.hookspecs.register_providers`,
+    :func:`~monoagent.kernel.hookspecs.register_history_stores`, ...).
 
+    One class for every kind (:mod:`monoagent.kernel.components`): ``kind`` says the hook, the
+    keyword arguments the factory is called with and the name that selects none. For providers
+    the first argument is the model prefix and ``models=()`` names the models the provider knows
+    (``offline`` knows ``echo`` and ``scripted``), for ``monoagent models``; a provider whose
+    models are whatever its server has leaves it empty.
+    """
 
-class ComponentRegistrar(Registrar):
-    """A registry of named components built by factories (providers, stores, tiers, ...)."""
-
-    kind: ClassVar[str]
-    factory_arguments: ClassVar[tuple[str, ...]]
-    off: ClassVar[str | None] = None
-    """The configured name that selects no component of this kind, so no plugin may register it."""
-
-    def __init__(self, plugin: str) -> None:
+    def __init__(self, kind: ComponentKind[T], plugin: str) -> None:
         super().__init__(plugin)
-        self.components: list[Component] = []
+        self.kind = kind
+        self.hook = kind.hook
+        self.call_form = kind.call_form
+        self.components: list[Component[T]] = []
 
     def registrations(self) -> list[Registration]:
-        return [Registration(c.kind, c.name, c.description) for c in self.components]
+        return [Registration(c.kind.name, c.name, c.description) for c in self.components]
 
     def check_name(self, name: str) -> str | None:
         """Why ``name`` is not a valid name in this registry, or None."""
         if not COMPONENT_NAME.fullmatch(name):
-            return f"{self.kind} name {name!r} is not valid: use {COMPONENT_NAME_RULE}"
-        if name == self.off:
-            return f"{self.kind} name {name!r} selects no {self.kind}; rename it"
+            return f"{self.kind.name} name {name!r} is not valid: use {COMPONENT_NAME_RULE}"
+        if name == self.kind.off:
+            return f"{self.kind.name} name {name!r} selects no {self.kind.name}; rename it"
         return None
 
-    def add(self, name: object, factory: object, description: object, models: tuple[str, ...] = ()) -> None:
-        """Check one registration and record it (the ``__call__`` of each subclass delegates here)."""
+    def __call__(self, name: str, factory: Callable[..., T], description: str = "", models: Sequence[str] = ()) -> None:
+        kind = self.kind
+        if not kind.models and models:
+            self.refuse(f"models= is for providers; a {kind.name} takes register({kind.key}, factory, description='')")
+        if isinstance(models, str) or not all(isinstance(m, str) and m and not any(c.isspace() for c in m) for m in models):
+            self.refuse(f"the models of {kind.name} {name!r} must be a list of model names without whitespace, not {models!r}")
         if not isinstance(name, str):
-            self.refuse(f"the {self.kind} name must be a string, not {type(name).__name__} {name!r}")
+            self.refuse(f"the {kind.name} name must be a string, not {type(name).__name__} {name!r}")
         problem = self.check_name(name)
         if problem:
             self.refuse(problem)
         if not callable(factory):
-            self.refuse(f"the factory of {self.kind} {name!r} must be callable, not {type(factory).__name__} {factory!r}")
+            self.refuse(f"the factory of {kind.name} {name!r} must be callable, not {type(factory).__name__} {factory!r}")
         if not isinstance(description, str):
-            self.refuse(f"the description of {self.kind} {name!r} must be a string, not {type(description).__name__}")
-        shown = f"factory({', '.join(f'{a}=...' for a in self.factory_arguments)})"
-        problem = _cannot_call(factory, shown, **dict.fromkeys(self.factory_arguments))
+            self.refuse(f"the description of {kind.name} {name!r} must be a string, not {type(description).__name__}")
+        shown = f"factory({', '.join(f'{a}=...' for a in kind.arguments)})"
+        problem = cannot_call(factory, shown, **dict.fromkeys(kind.arguments))
         if problem:
-            self.refuse(f"{self.kind} {name!r}: the factory {problem}")
+            self.refuse(f"{kind.name} {name!r}: the factory {problem}")
         if any(c.name == name for c in self.components):
-            self.refuse(f"{self.kind} {name!r} is registered twice")
-        self.components.append(Component(self.kind, name, factory, self.plugin, description, models))
-
-
-class ProviderRegistrar(ComponentRegistrar):
-    """``register(prefix, factory, description="", models=())`` in :func:`~monoagent.kernel.hookspecs.register_providers`.
-
-    ``models`` names the models the provider knows (``offline`` knows ``echo`` and ``scripted``),
-    for ``monoagent models``; a provider whose models are whatever its server has leaves it empty.
-    """
-
-    hook = "register_providers"
-    call_form = "register(prefix, factory, description='', models=())"
-    kind = "provider"
-    factory_arguments = ("agent", "model")
-
-    def __call__(self, prefix: str, factory: ProviderFactory, description: str = "", models: Sequence[str] = ()) -> None:
-        if isinstance(models, str) or not all(isinstance(m, str) and m and not any(c.isspace() for c in m) for m in models):
-            self.refuse(f"the models of provider {prefix!r} must be a list of model names without whitespace, not {models!r}")
-        self.add(prefix, factory, description, tuple(models))
-
-
-class HistoryStoreRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_history_stores`."""
-
-    hook = "register_history_stores"
-    call_form = "register(name, factory, description='')"
-    kind = "history store"
-    factory_arguments = ("agent",)
-
-    def __call__(self, name: str, factory: HistoryStoreFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class ToolHistoryStoreRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_tool_history_stores`.
-
-    ``none`` is ``toolHistory.store``'s value for no tool history.
-    """
-
-    hook = "register_tool_history_stores"
-    call_form = "register(name, factory, description='')"
-    kind = "tool history store"
-    factory_arguments = ("agent",)
-    off = "none"
-
-    def __call__(self, name: str, factory: ToolHistoryStoreFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class MemoryTierRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_memory_tiers`."""
-
-    hook = "register_memory_tiers"
-    call_form = "register(name, factory, description='')"
-    kind = "memory tier"
-    factory_arguments = ("agent", "options")
-
-    def __call__(self, name: str, factory: MemoryTierFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class EmbedderRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_embedders`."""
-
-    hook = "register_embedders"
-    call_form = "register(name, factory, description='')"
-    kind = "embedder"
-    factory_arguments = ("agent", "options")
-
-    def __call__(self, name: str, factory: EmbedderFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class ChannelRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_channels`."""
-
-    hook = "register_channels"
-    call_form = "register(name, factory, description='')"
-    kind = "channel"
-    factory_arguments = ("agent",)
-
-    def __call__(self, name: str, factory: ChannelFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class NotifierRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_notifiers`."""
-
-    hook = "register_notifiers"
-    call_form = "register(name, factory, description='')"
-    kind = "notifier"
-    factory_arguments = ("agent", "options")
-
-    def __call__(self, name: str, factory: NotifierFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-class CompactionPolicyRegistrar(ComponentRegistrar):
-    """``register(name, factory, description="")`` in :func:`~monoagent.kernel.hookspecs.register_compaction_policies`.
-
-    ``none`` is what :func:`~monoagent.kernel.hookspecs.choose_compaction` returns to send the
-    history as it is.
-    """
-
-    hook = "register_compaction_policies"
-    call_form = "register(name, factory, description='')"
-    kind = "compaction policy"
-    factory_arguments = ("agent",)
-    off = "none"
-
-    def __call__(self, name: str, factory: CompactionPolicyFactory, description: str = "") -> None:
-        self.add(name, factory, description)
-
-
-#: The component registries, in the order ``monoagent plugins`` lists them.
-COMPONENT_REGISTRARS: tuple[type[ComponentRegistrar], ...] = (
-    ProviderRegistrar,
-    HistoryStoreRegistrar,
-    ToolHistoryStoreRegistrar,
-    MemoryTierRegistrar,
-    EmbedderRegistrar,
-    ChannelRegistrar,
-    NotifierRegistrar,
-    CompactionPolicyRegistrar,
-)
+            self.refuse(f"{kind.name} {name!r} is registered twice")
+        self.components.append(Component(kind, name, factory, self.plugin, description, tuple(models)))
 
 
 class ToolRegistrar(Registrar):
@@ -401,7 +188,7 @@ class ToolRegistrar(Registrar):
             self.refuse(f"tool {name!r} has no handler: call register(spec, handler)")
         if not callable(handler):
             self.refuse(f"the handler of tool {name!r} must be callable, not {type(handler).__name__} {handler!r}")
-        problem = _cannot_call(handler, "handler(context)", None)
+        problem = cannot_call(handler, "handler(context)", None)
         if problem:
             self.refuse(f"the handler of tool {name!r} {problem}")
         if any(t.spec.name == name for t in self.tools):
@@ -450,9 +237,18 @@ class ConfigSectionRegistrar(Registrar):
         self.sections.append(ConfigSection(path, cls, self.plugin))
 
 
-#: Every registrar class, by the registry hook it serves.
-_ALL: tuple[type[Registrar], ...] = (*COMPONENT_REGISTRARS, ToolRegistrar, ConfigSectionRegistrar)
-REGISTRARS: dict[str, type[Registrar]] = {cls.hook: cls for cls in _ALL}
+#: How to make the registrar of each registry hook for a plugin (by its name): one per component
+#: kind, then tools and configuration sections.
+REGISTRARS: dict[str, Callable[[str], Registrar]] = {
+    **{kind.hook: functools.partial(ComponentRegistrar, kind) for kind in KINDS},
+    ToolRegistrar.hook: ToolRegistrar,
+    ConfigSectionRegistrar.hook: ConfigSectionRegistrar,
+}
+CALL_FORMS: dict[str, str] = {
+    **{kind.hook: kind.call_form for kind in KINDS},
+    ToolRegistrar.hook: ToolRegistrar.call_form,
+    ConfigSectionRegistrar.hook: ConfigSectionRegistrar.call_form,
+}
 
 
 @functools.cache

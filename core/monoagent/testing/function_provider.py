@@ -54,7 +54,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.kernel.registrars import ProviderRegistrar
+from monoagent.kernel.registrars import ComponentRegistrar
 from monoagent.text import utf8_len
 
 __all__ = ["FunctionProvider", "FunctionReply", "InProcessProviders"]
@@ -225,7 +225,7 @@ class InProcessProviders:
             self.runtimes[name] = runtime
 
     @hookimpl
-    def register_providers(self, register: ProviderRegistrar) -> None:
+    def register_providers(self, register: ComponentRegistrar[ProviderRuntime]) -> None:
         for prefix in dict.fromkeys(name.partition(":")[0] for name in self.runtimes):
             register(prefix, self._factory(prefix), description="in-process runtimes of this test")
 

@@ -25,35 +25,15 @@ import hmac
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from monoagent.kernel.errors import ConfigError
+from monoagent.kernel.interfaces import ServedChannel
 from monoagent.kernel.log import logger
 
 ANSWER_MARGIN_S = 5
 RETRY_AFTER_S = 1
 """``Retry-After`` (seconds) of a 429 answered to an admission overload."""
-
-
-@runtime_checkable
-class HttpChannel(Protocol):
-    """A channel ``monoagent serve`` mounts on its HTTP server."""
-
-    name: str
-    enabled: bool
-    has_credentials: bool
-    credential_hint: str
-    """Where this channel's credential is set, for the start-up error (``"openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"``)."""
-
-    def routes(self) -> Sequence[Any]: ...
-
-    async def start(self) -> None: ...
-
-    def stop_accepting(self) -> None: ...
-
-    def cancel_in_flight(self) -> int: ...
-
-    async def shutdown(self) -> None: ...
 
 
 class RequestRefused(Exception):
@@ -127,7 +107,7 @@ def parse_json(body: bytes) -> Any:
         raise RequestRefused(400, "request body is not valid JSON: arrays and objects are nested too deeply") from None
 
 
-def bind_problems(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+def bind_problems(host: str, channels: Sequence[ServedChannel], allow_unauthenticated: bool) -> list[str]:
     """Why ``channels`` may not be served on ``host``: one line per channel without credentials.
 
     Every HTTP channel needs a credential by default, on any address. ``serve.allowUnauthenticated``
@@ -152,7 +132,7 @@ def bind_problems(host: str, channels: Sequence[HttpChannel], allow_unauthentica
     return problems
 
 
-def check_bind(host: str, channels: Sequence[HttpChannel], allow_unauthenticated: bool) -> list[str]:
+def check_bind(host: str, channels: Sequence[ServedChannel], allow_unauthenticated: bool) -> list[str]:
     """Refuse (:class:`ConfigError`) to serve a channel without credentials, unless allowed (see :func:`bind_problems`).
 
     Returns the names of the channels served without credentials (the opt-out is in use), for the
@@ -168,7 +148,7 @@ SERVER_ROUTES = "server"
 """The ``channel`` of the server's own routes (``/healthz``, ``/readyz``) in the access log."""
 
 
-def build_app(channels: Sequence[HttpChannel], phase: Callable[[], str]) -> Any:
+def build_app(channels: Sequence[ServedChannel], phase: Callable[[], str]) -> Any:
     """The application: ``/healthz``, ``/readyz``, each channel's routes, all behind the access log.
 
     ``/healthz`` answers 200 while the process answers at all. ``/readyz`` answers 200 only once
@@ -200,7 +180,7 @@ def build_app(channels: Sequence[HttpChannel], phase: Callable[[], str]) -> Any:
     return AccessLog(Starlette(routes=routes), channel_of=lambda scope: owners.get(id(scope.get("route")), "-"))
 
 
-async def serve_channels(channels: Sequence[HttpChannel], host: str, port: int, grace_s: float,
+async def serve_channels(channels: Sequence[ServedChannel], host: str, port: int, grace_s: float,
                          on_listening: Callable[[str, int], None], *, forwarded_allow_ips: Sequence[str] = ()) -> None:
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 

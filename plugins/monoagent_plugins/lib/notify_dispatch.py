@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from monoagent.kernel.components import NOTIFIERS
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.interfaces import Notification, Notifier
 from monoagent.kernel.log import failure_text, logger
@@ -121,7 +122,7 @@ class NotifyDispatch:
             known = ", ".join(sorted(configured)) or "none are configured"
             raise ConfigError(f"{where}: {name!r} is not a notify destination; allowed: a name under "
                               f"notify.destinations ({known})")
-        registry = self.agent.host.components["notifier"]
+        registry = self.agent.components.registered(NOTIFIERS)
         kind = registry.get(destination.type)
         if kind is None:
             raise ConfigError(f"notify.destinations.{name}.type: {destination.type!r} is not a registered notifier "
