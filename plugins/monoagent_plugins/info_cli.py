@@ -50,9 +50,9 @@ def describe(agent: Any) -> dict[str, Any]:
 
     config = agent.config
     paths = {key: str(path) for key, path in config.default_paths().items()}
-    sessions = config.providers.pi_native.pi_sessions_root
+    sessions = config.runtime.session.transcripts_dir
     paths["toolHistory"] = _tool_history_path(agent)
-    paths["providers.piNative.piSessionsRoot"] = str(config.resolve(sessions)) if sessions else "(unset: in memory)"
+    paths["runtime.session.transcriptsDir"] = str(config.resolve(sessions)) if sessions else "(unset: in memory)"
     registries: dict[str, list[dict[str, str]]] = {}
     for record in agent.host.records:
         if record.status != "active":

@@ -172,7 +172,7 @@ def agent_for(tmp_path: Path, provider: str, url: str, *, pi: dict[str, Any] | N
     else:
         providers = {"openai": {"baseUrl": f"{url}/v1"}}
         env = {"OPENAI_API_KEY": "sk-test"}
-    providers["piNative"] = {"piMaxRetries": 0, "maxRetryDelayMs": 0, **(pi or {})}
+    providers["client"] = {"maxRetries": 0, "maxRetryDelayMs": 0, **(pi or {})}
     config = {"runtime": {"model": f"{provider}:model-x", **(runtime or {})}, "providers": providers}
     return fresh_agent(tmp_path, config=config, env=env, plugins=list(plugins))
 
@@ -267,7 +267,7 @@ def test_endless_text_stream_stops_at_max_stream_bytes_with_bounded_memory(tmp_p
 def test_endless_keep_alives_end_with_an_idle_timeout_that_is_retried(tmp_path, serve, provider):
     keep_alive = a_event("ping", {"type": "ping"}) if provider == "anthropic" else b": keep-alive\n\n" + o_chunk(choices=[])
     server = serve(stream_of(FORMAT[provider]["start"], endless(keep_alive)))
-    agent = agent_for(tmp_path, provider, server.url, pi={"streamIdleTimeoutMs": 200, "piMaxRetries": 1})
+    agent = agent_for(tmp_path, provider, server.url, pi={"streamIdleTimeoutMs": 200, "maxRetries": 1})
     outcome, events = turn(agent)
     error = assert_provider_failure(outcome, events, "stream_idle_timeout")
     assert error.retryable
@@ -447,7 +447,7 @@ MALFORMED_CASES = [("anthropic", name) for name in ANTHROPIC_MALFORMED] + [("ope
 def test_wrong_json_types_end_the_turn_with_one_line(tmp_path, serve, provider, case):
     events = (ANTHROPIC_MALFORMED if provider == "anthropic" else OPENAI_MALFORMED)[case]
     server = serve(stream_of(malformed_stream(provider, events)))
-    agent = agent_for(tmp_path, provider, server.url, pi={"piMaxRetries": 2})
+    agent = agent_for(tmp_path, provider, server.url, pi={"maxRetries": 2})
     outcome, run_events = turn(agent)
     error = assert_provider_failure(outcome, run_events, "malformed_event")
     assert not error.retryable and len(server.requests) == 1  # a malformed event is not retried
@@ -730,7 +730,7 @@ def harness_agent(tmp_path: Path, behave: Callable[[], Any], **pi: Any) -> tuple
         def register_providers(self, register):
             register("h", lambda agent, model: runtime)
 
-    config = {"runtime": {"model": "h:model"}, "providers": {"piNative": {"piMaxRetries": 0, **pi}}}
+    config = {"runtime": {"model": "h:model"}, "providers": {"client": {"maxRetries": 0, **pi}}}
     return fresh_agent(tmp_path, config=config, plugins=[Plugin()]), runtime
 
 
@@ -848,7 +848,7 @@ def test_a_summary_call_is_bounded_too_and_compaction_falls_back_to_truncation(t
 
 def test_an_idle_timeout_moves_down_the_fallback_chain(tmp_path, serve):
     server = serve(stream_of(A_START, endless(a_event("ping", {"type": "ping"}))))
-    agent = agent_for(tmp_path, "anthropic", server.url, pi={"streamIdleTimeoutMs": 100, "piMaxRetries": 1},
+    agent = agent_for(tmp_path, "anthropic", server.url, pi={"streamIdleTimeoutMs": 100, "maxRetries": 1},
                       runtime={"fallbacks": ["offline:echo"]})
     result, events = turn(agent)
     assert not isinstance(result, Exception), result
@@ -999,15 +999,15 @@ def test_the_new_keys_are_validated(tmp_path):
     from monoagent.kernel.errors import ConfigError
 
     config = fresh_agent(tmp_path, config={"runtime": {"runTimeoutMs": 1000, "maxRepeatedToolCalls": 0},
-                                           "providers": {"piNative": {"streamIdleTimeoutMs": 50, "maxStreamBytes": 4096}}}).config
+                                           "providers": {"client": {"streamIdleTimeoutMs": 50, "maxStreamBytes": 4096}}}).config
     assert (config.runtime.run_timeout_ms, config.runtime.max_repeated_tool_calls) == (1000, 0)
-    assert (config.providers.pi_native.stream_idle_timeout_ms, config.providers.pi_native.max_stream_bytes) == (50, 4096)
+    assert (config.providers.client.stream_idle_timeout_ms, config.providers.client.max_stream_bytes) == (50, 4096)
     for key, value in (("runTimeoutMs", 0), ("maxRepeatedToolCalls", -1)):
         with pytest.raises(ConfigError, match=f"runtime.{key}"):
             fresh_agent(tmp_path, config={"runtime": {key: value}}).config  # noqa: B018
     for key, value in (("streamIdleTimeoutMs", 0), ("maxStreamEventBytes", 10), ("maxStreamBytes", "big")):
-        with pytest.raises(ConfigError, match=f"providers.piNative.{key}"):
-            fresh_agent(tmp_path, config={"providers": {"piNative": {key: value}}}).config  # noqa: B018
+        with pytest.raises(ConfigError, match=f"providers.client.{key}"):
+            fresh_agent(tmp_path, config={"providers": {"client": {key: value}}}).config  # noqa: B018
 
 
 def test_a_cycle_of_identical_calls_is_a_repeat_too(tmp_path):
