@@ -502,14 +502,14 @@ def _artifact_events(agent, run_id):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_transport_is_recorded_as_pi_transport_requested(tmp_path):
+def test_transport_is_recorded_as_transport_requested(tmp_path):
     agent, requests = make_agent(tmp_path, {"primary": [answer("ok")]}, config={"providers": {"client": {"transport": "websocket"}}})
     result = run(agent)
     events = _artifact_events(agent, result.run_id)
     completed = [e for e in events if e["type"] == "run_completed"][0]
-    assert completed["data"]["diagnostics"] == {"pi_transport_requested": "websocket"}
+    assert completed["data"]["diagnostics"] == {"transport_requested": "websocket"}
     request = [e for e in events if e["type"] == "provider_request"][0]
-    assert request["data"]["diagnostics"]["pi_transport_requested"] == "websocket"
+    assert request["data"]["diagnostics"]["transport_requested"] == "websocket"
     assert requests[0][1].transport == "websocket"  # the runtime sees the request; one transport ignores it
 
 

@@ -60,7 +60,7 @@ call runs, with :class:`~monoagent.kernel.errors.RepeatedToolCall` (settlement `
 the tool loop keeps that count).
 
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
-``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
+``diagnostics.transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
 (``attempt``: the next one, ``model``, ``delay_ms``, ``code``, ``status``, ``retryable``, ``error``),
 ``provider_response`` (``reasoning_blocks`` and ``reasoning_bytes`` when the step streamed signed
 reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``:
@@ -214,7 +214,7 @@ class Answer:
             "attempt": self.attempt,
             "fallback": self.fallback,
             "primary_model": self.primary_model,
-            "diagnostics": {"pi_transport_requested": self.transport},
+            "diagnostics": {"transport_requested": self.transport},
         }
 
 
@@ -566,7 +566,7 @@ class ProviderCall:
             stateless=stateless,
             messages=len(request.messages),
             tools=len(request.tools),
-            diagnostics={"pi_transport_requested": self.transport},
+            diagnostics={"transport_requested": self.transport},
         )
         if self.cache_diagnostics:
             turn.emit("prompt_cache_diagnostics", model=model, step=request.step, attempt=attempt.number,
