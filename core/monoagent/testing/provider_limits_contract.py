@@ -217,7 +217,7 @@ class ProviderLimitsContract:
         error = _read_step_error(runtime, f"tool arguments nested {MAX_ARGUMENT_DEPTH + 1} levels deep were read")
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
-    def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **pi: Any) -> tuple[Any, list[float]]:
+    def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **client: Any) -> tuple[Any, list[float]]:
         from monoagent.pipeline import provider_call
         from monoagent.testing import fresh_agent
 
@@ -228,7 +228,7 @@ class ProviderLimitsContract:
 
         monkeypatch.setattr(provider_call, "sleep", no_wait)
         monkeypatch.setattr(provider_call, "jitter", lambda: 0.5)
-        agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"client": pi}})
+        agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"client": client}})
         return agent, waited
 
     def test_retries_stop_at_the_cap(self, provider_server: WireServer, runtime: Any, tmp_path: Any, monkeypatch: Any) -> None:
