@@ -465,7 +465,8 @@ class Config:
     """The whole configuration. ``sections`` holds plugin-declared sections by key path.
 
     ``warnings`` lists what validation let through but a user should hear about (the sections
-    of plugins that are blocked or failed to load); the Agent prints them.
+    of plugins that are blocked or failed to load, keys and variables set under an old name);
+    the Agent prints them.
     """
 
     runtime: RuntimeConfig = attrs.field(factory=RuntimeConfig)
