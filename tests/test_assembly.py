@@ -16,12 +16,13 @@ from monoagent.testing import fresh_agent
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 """History in the system prompt (continuous mode sends it as messages: tests/test_sessions.py)."""
 DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]
-SEED_003_IDS = {entry[0] for entry in SEED_003_SECTIONS}
+OPTIONAL_IDS = {entry[0] for entry in SEED_003_SECTIONS}
 
 
-def seed_000(sections):
-    """The first seed document's sections of a manifest (the second's are tested with their plugins)."""
-    return [s for s in sections if s.id not in SEED_003_IDS]
+def base_sections(sections):
+    """The sections of a manifest from core guardrails to the skill instructions, extra sections with
+    them (the optional sections with a hook of their own are tested with their plugins)."""
+    return [s for s in sections if s.id not in OPTIONAL_IDS]
 
 
 def assemble(agent, text="hello", conversation="t", **fields):
@@ -45,7 +46,7 @@ def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_pat
     agent = fresh_agent(tmp_path, config={**skilled, **PER_MESSAGE})
     run(agent, "first")
     prompt = assemble(agent, "second")
-    assert [s.id for s in seed_000(prompt.manifest.sections)] == DOCUMENTED
+    assert [s.id for s in base_sections(prompt.manifest.sections)] == DOCUMENTED
     text = prompt.system_text
     positions = [text.index(marker) for marker in ("# Core guardrails", "IDENTITY.md", "# Session", "# Conversation history", "alpha skill", "Do alpha things.")]
     assert positions == sorted(positions)
@@ -55,7 +56,7 @@ def test_sections_follow_the_documented_order_with_the_user_message_last(tmp_pat
 
 def test_empty_optional_sections_are_skipped(tmp_path):
     prompt = assemble(fresh_agent(tmp_path))
-    assert [s.id for s in seed_000(prompt.manifest.sections)] == ["core_guardrails", "identity", "session"]
+    assert [s.id for s in base_sections(prompt.manifest.sections)] == ["core_guardrails", "identity", "session"]
     assert prompt.dynamic_text == "" and BOUNDARY not in prompt.system_text
 
 
@@ -63,7 +64,7 @@ def test_boundary_splits_at_the_first_dynamic_section(tmp_path, skilled):
     agent = fresh_agent(tmp_path, config={**skilled, **PER_MESSAGE})
     run(agent, "first")
     prompt = assemble(agent, "second")
-    parts = {s.id: s.part for s in seed_000(prompt.manifest.sections)}
+    parts = {s.id: s.part for s in base_sections(prompt.manifest.sections)}
     assert parts == {
         "core_guardrails": "stable", "identity": "stable", "session": "stable",
         "conversation_history": "dynamic", "skill_index": "dynamic", "skill_instructions": "dynamic",

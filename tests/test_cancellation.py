@@ -149,7 +149,7 @@ class Fixture:
 
 def make_agent(tmp_path, runtime, *, window_ms=1000, config=None):
     fixture = Fixture(runtime)
-    settings = {"runtime": {"model": f"{runtime.name}:x"}, "providers": {"piNative": {"piMaxRetries": 0}}}
+    settings = {"runtime": {"model": f"{runtime.name}:x"}, "providers": {"client": {"maxRetries": 0}}}
     settings.update(config or {})
     agent = fresh_agent(tmp_path, config=settings, plugins=[fixture], terminal_recovery_settlement_ms=window_ms)
     return agent, fixture

@@ -103,7 +103,7 @@ def test_a_discarded_attempt_is_marked_in_the_json_steps(project: Path) -> None:
         '[[steps]]\nerror = "overloaded"\nretryable = true\n\n[[steps]]\ntext = "whole answer"\n'
     )
     (project / "monoagent.toml").write_text(
-        (project / "monoagent.toml").read_text() + "[providers.piNative]\nmaxRetryDelayMs = 0\n"
+        (project / "monoagent.toml").read_text() + "[providers.client]\nmaxRetryDelayMs = 0\n"
     )
     result = invoke("run", "hi", "--json")
     assert result.exit_code == 0, result.output

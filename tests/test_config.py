@@ -206,11 +206,11 @@ DOCUMENTED_ENV = {
     "MONO_AGENT_SESSION_ROLLOVER_NOTICE": "runtime.session.rolloverNotice",
     "MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS": "concurrency.maxConcurrentRuns",
     "MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS": "concurrency.maxPendingRuns",
-    "MONO_AGENT_PI_PROMPT_CACHE_DIAGNOSTICS": "providers.piNative.promptCacheDiagnostics",
-    "MONO_AGENT_PI_TRANSPORT": "providers.piNative.transport",
-    "MONO_AGENT_PI_MAX_RETRIES": "providers.piNative.piMaxRetries",
-    "MONO_AGENT_MAX_RETRY_DELAY_MS": "providers.piNative.maxRetryDelayMs",
-    "MONO_AGENT_PI_SESSIONS_ROOT": "providers.piNative.piSessionsRoot",
+    "MONO_AGENT_PROMPT_CACHE_DIAGNOSTICS": "providers.client.promptCacheDiagnostics",
+    "MONO_AGENT_PROVIDER_TRANSPORT": "providers.client.transport",
+    "MONO_AGENT_PROVIDER_MAX_RETRIES": "providers.client.maxRetries",
+    "MONO_AGENT_MAX_RETRY_DELAY_MS": "providers.client.maxRetryDelayMs",
+    "MONO_AGENT_SESSION_TRANSCRIPTS_DIR": "runtime.session.transcriptsDir",
 }
 
 
@@ -334,7 +334,7 @@ def test_misspelt_plugin_section_suggests_the_section(tmp_path: Path) -> None:
     problem = only_problem(exc)
     assert problem.startswith("providers.ofline: unknown key")
     assert "did you mean 'offline'?" in problem
-    assert "known keys here: piNative, offline" in problem
+    assert "known keys here: client, offline" in problem
 
 
 def test_a_section_of_a_plugin_that_is_not_loaded_is_unknown(tmp_path: Path) -> None:
@@ -375,7 +375,7 @@ def test_wrong_type_names_key_value_source_and_allowed(tmp_path: Path, path: str
 RANGES = [
     ("context.skillMaxBytes", [255, 1_000_001], [256, 1_000_000], "an integer from 256 to 1,000,000"),
     ("runtime.maxTurns", [-1, 101], [0, 100], "0 (unlimited) or 1 to 100"),
-    ("providers.piNative.piMaxRetries", [9, -1], [8, 0], "an integer from 0 to 8"),
+    ("providers.client.maxRetries", [9, -1], [8, 0], "an integer from 0 to 8"),
 ]
 
 
@@ -415,9 +415,9 @@ def test_bad_literal_lists_the_allowed_values(tmp_path: Path) -> None:
         f'runtime.session.mode = "sometimes" (from file {file}): not an allowed value; '
         "allowed: one of 'continuous', 'per-message'"
     )
-    _, exc = config_error(tmp_path, {}, env={"MONO_AGENT_PI_TRANSPORT": "carrier-pigeon"})
+    _, exc = config_error(tmp_path, {}, env={"MONO_AGENT_PROVIDER_TRANSPORT": "carrier-pigeon"})
     problem = only_problem(exc)
-    assert problem.startswith('providers.piNative.transport = "carrier-pigeon" (from env MONO_AGENT_PI_TRANSPORT)')
+    assert problem.startswith('providers.client.transport = "carrier-pigeon" (from env MONO_AGENT_PROVIDER_TRANSPORT)')
     assert "one of 'auto', 'sse', 'websocket', 'websocket-cached'" in problem
 
 
@@ -483,7 +483,7 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
         tmp_path,
         {"runtime": {"maxTurns": 101, "modle": "x:y", "session": {"mode": "always"}},
          "context": {"selectedSkills": ["../x"]}},
-        env={"MONO_AGENT_PI_MAX_RETRIES": "lots"},
+        env={"MONO_AGENT_PROVIDER_MAX_RETRIES": "lots"},
         plugin_sections=BUNDLED,
     )
     problems = problems_of(exc)
@@ -491,10 +491,10 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
     text = str(exc.value)
     assert text.startswith("invalid configuration:\n")
     for path in ("runtime.maxTurns = 101", "runtime.modle: unknown key", "runtime.session.mode = \"always\"",
-                 "context.selectedSkills = [\"../x\"]", "providers.piNative.piMaxRetries = 'lots'"):
+                 "context.selectedSkills = [\"../x\"]", "providers.client.maxRetries = 'lots'"):
         assert sum(path in p for p in problems) == 1, path
         assert f"  - {path}" in text
-    assert "(from env MONO_AGENT_PI_MAX_RETRIES)" in text
+    assert "(from env MONO_AGENT_PROVIDER_MAX_RETRIES)" in text
     assert sum(f"file {file}" in p for p in problems) == 4
 
 

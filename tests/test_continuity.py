@@ -100,7 +100,7 @@ class Fixture:
 def make_agent(tmp_path):
     script = Script()
     fixture = Fixture(script)
-    agent = fresh_agent(tmp_path, config={"runtime": {"model": "steered:x"}, "providers": {"piNative": {"piMaxRetries": 0}}},
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "steered:x"}, "providers": {"client": {"maxRetries": 0}}},
                         plugins=[fixture])
     return agent, script, fixture
 

@@ -1,4 +1,4 @@
-"""Durable warm sessions under ``providers.piNative.piSessionsRoot`` (:mod:`monoagent.pipeline.durable_sessions`).
+"""Durable warm sessions under ``runtime.session.transcriptsDir`` (:mod:`monoagent.pipeline.durable_sessions`).
 
 The store's transaction (the provider session committed with the record), the backend through
 its public protocol (open, publish, retire) on a real ``files`` store and real files, crashes
@@ -37,9 +37,13 @@ MODEL = "offline:echo"
 
 
 def agent_with_sessions(tmp_path: Path, **config):
-    base = {"runtime": {"model": MODEL}, "providers": {"piNative": {"piSessionsRoot": str(tmp_path / "sessions")}}}
+    base = {"runtime": {"model": MODEL, "session": {"transcriptsDir": str(tmp_path / "sessions")}}}
     for key, value in config.items():
-        base.setdefault(key, {}).update(value)
+        for name, inner in value.items():
+            if isinstance(inner, dict) and isinstance(base.get(key, {}).get(name), dict):
+                base[key][name].update(inner)
+            else:
+                base.setdefault(key, {})[name] = inner
     return fresh_agent(tmp_path, config=base)
 
 
@@ -166,8 +170,8 @@ def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_
             register("plain", lambda agent: PlainStore())
 
     agent = fresh_agent(tmp_path / "c", plugins=[Plugin()], config={
-        "runtime": {"model": MODEL}, "history": {"store": "plain"},
-        "providers": {"piNative": {"piSessionsRoot": str(tmp_path / "sessions")}},
+        "runtime": {"model": MODEL, "session": {"transcriptsDir": str(tmp_path / "sessions")}},
+        "history": {"store": "plain"},
     })
     from loguru import logger
 
@@ -180,7 +184,7 @@ def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_
         logger.disable("monoagent")
         logger.remove(sink)
     assert all(type(b) is InMemorySessionBackend for b in chosen)
-    assert len([line for line in lines if "piSessionsRoot" in line and "plain" in line]) == 1, lines
+    assert len([line for line in lines if "runtime.session.transcriptsDir" in line and "plain" in line]) == 1, lines
 
 
 # --------------------------------------------------------------------------- the backend through its protocol
@@ -212,7 +216,7 @@ def waiters_on(path: Path) -> int:
 
 
 def backend_of(agent, **kwargs) -> DurableSessionBackend:
-    root = agent.config.resolve(agent.config.providers.pi_native.pi_sessions_root)
+    root = agent.config.resolve(agent.config.runtime.session.transcripts_dir)
     return DurableSessionBackend(agent.history_store, root, agent.config.runtime.session.idle_timeout_ms, **kwargs)
 
 
@@ -703,7 +707,7 @@ def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_"))}
     env.update({"MONO_AGENT_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-                "MONO_AGENT_PI_SESSIONS_ROOT": str(tmp_path / "sessions")}, **extra)
+                "MONO_AGENT_SESSION_TRANSCRIPTS_DIR": str(tmp_path / "sessions")}, **extra)
     return env
 
 
@@ -731,7 +735,7 @@ def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path
     again = monoagent(tmp_path, "restart", "--clear-sessions", "--yes")
     assert "provider sessions removed: 0 transcript(s), 0 bytes" in again.stdout
     unset = monoagent(tmp_path, "restart", "--clear-sessions", "--yes", "--json",
-                      env={k: v for k, v in cli_env(tmp_path).items() if k != "MONO_AGENT_PI_SESSIONS_ROOT"})
+                      env={k: v for k, v in cli_env(tmp_path).items() if k != "MONO_AGENT_SESSION_TRANSCRIPTS_DIR"})
     assert json.loads(unset.stdout)["provider_sessions"] is None
 
 
@@ -745,8 +749,7 @@ from monoagent.pipeline.sessions import session_backend
 from monoagent.testing import fresh_agent
 
 tmp, conversation_id = sys.argv[1], sys.argv[2]
-agent = fresh_agent(tmp, config={"runtime": {"model": "offline:echo"},
-                                 "providers": {"piNative": {"piSessionsRoot": tmp + "/sessions"}}})
+agent = fresh_agent(tmp, config={"runtime": {"model": "offline:echo", "session": {"transcriptsDir": tmp + "/sessions"}}})
 
 async def main():
     session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation_id,
@@ -860,7 +863,7 @@ def count(body: dict, text: str) -> int:
 
 
 def turn_process(tmp_path: Path, server: AnthropicServer, text: str) -> subprocess.Popen:
-    """``monoagent run --json -c wire TEXT`` in a process of its own, against ``server``, with piSessionsRoot set."""
+    """``monoagent run --json -c wire TEXT`` in a process of its own, against ``server``, with runtime.session.transcriptsDir set."""
     env = cli_env(tmp_path, ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.url, MONO_AGENT_MODEL=WIRE_MODEL,
                   MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.Popen([sys.executable, "-m", "monoagent.cli", "run", "--json", "-c", "wire", text], cwd=tmp_path,

@@ -99,7 +99,7 @@ def test_a_provider_error_rehearses_a_failure(tmp_path: Path) -> None:
             raise ProviderError("overloaded", retryable=True, provider="function")
         return "recovered"
 
-    agent = fresh_agent(tmp_path, provider=FunctionProvider(model), config={"providers": {"piNative": {"maxRetryDelayMs": 0}}})
+    agent = fresh_agent(tmp_path, provider=FunctionProvider(model), config={"providers": {"client": {"maxRetryDelayMs": 0}}})
     assert agent.run_sync("hi", conversation_id="t").text.endswith("recovered")
     assert len(calls) == 2
     agent.close()

@@ -146,7 +146,7 @@ def test_cancellation_commits_nothing_and_is_reported(tmp_path):
 
 def test_provider_failure_keeps_committed_history(tmp_path):
     script = write_script(tmp_path / "s.json", [{"text": "fine"}, {"error": "upstream exploded", "retryable": True}])
-    providers = {"offline": {"scriptPath": str(script)}, "piNative": {"piMaxRetries": 0}}  # no retry (test_reliability)
+    providers = {"offline": {"scriptPath": str(script)}, "client": {"maxRetries": 0}}  # no retry (test_reliability)
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "offline:scripted"}, "providers": providers})
     assert agent.run_sync("one", conversation_id="c").text == "fine"
     events = []

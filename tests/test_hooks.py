@@ -502,8 +502,8 @@ def test_hook_section_skill_instructions(tmp_path):
     assert "Search first." not in prompt.system_text
 
 
-def _check_seed_003_section(tmp_path: Any, sid: str) -> None:
-    """A seed-003 section hook: a project's implementation wins, is placed by the documented order and
+def _check_optional_section(tmp_path: Any, sid: str) -> None:
+    """An optional section hook (order 360 or 610 to 690): a project's implementation wins, is placed by the documented order and
     stability whatever it declares, is left out by empty text, and is never produced under ``minimal``."""
     from monoagent.pipeline.assembly import SEED_003_SECTIONS
 
@@ -537,7 +537,7 @@ def _check_seed_003_section(tmp_path: Any, sid: str) -> None:
 
 
 def test_hook_section_tool_recovery_policy(tmp_path):
-    _check_seed_003_section(tmp_path, "tool_recovery_policy")
+    _check_optional_section(tmp_path, "tool_recovery_policy")
     from monoagent_plugins.recovery import TOOL_RECOVERY_POLICY
 
     class NoTools:
@@ -563,7 +563,7 @@ def _round_sections(tmp_path, fn, config=None):
 
 
 def test_hook_section_current_permissions(tmp_path):
-    _check_seed_003_section(tmp_path, "current_permissions")
+    _check_optional_section(tmp_path, "current_permissions")
     config = {"runtime": {"session": {"mode": "per-message"}}}
     assert "current_permissions" not in assemble(fresh_agent(tmp_path, config=config)).manifest.section_ids
     restricted = assemble(fresh_agent(tmp_path, config={**config, "permissions": {"profile": "read_only"}}))
@@ -572,7 +572,7 @@ def test_hook_section_current_permissions(tmp_path):
 
 
 def test_hook_section_task_orchestration(tmp_path):
-    _check_seed_003_section(tmp_path, "task_orchestration")
+    _check_optional_section(tmp_path, "task_orchestration")
     # the bundled default (subagents): present exactly when the task tool is offered, listing the agents
     from monoagent import SubagentSpec
 
@@ -585,7 +585,7 @@ def test_hook_section_task_orchestration(tmp_path):
 
 
 def test_hook_section_artifact_references(tmp_path):
-    _check_seed_003_section(tmp_path, "artifact_references")
+    _check_optional_section(tmp_path, "artifact_references")
     from monoagent.kernel.model import Attachment
 
     agent = fresh_agent(tmp_path / "bundled")  # artifact-refs: only when the retained history carries references
@@ -596,7 +596,7 @@ def test_hook_section_artifact_references(tmp_path):
 
 
 def test_hook_section_hidden_tool_domains(tmp_path):
-    _check_seed_003_section(tmp_path, "hidden_tool_domains")
+    _check_optional_section(tmp_path, "hidden_tool_domains")
 
     class Hidden:
         @hookimpl
@@ -613,7 +613,7 @@ def test_hook_section_hidden_tool_domains(tmp_path):
 
 
 def test_hook_section_agents_md(tmp_path):
-    _check_seed_003_section(tmp_path, "agents_md")
+    _check_optional_section(tmp_path, "agents_md")
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "AGENTS.md").write_text("Folder rules.", encoding="utf-8")
@@ -624,7 +624,7 @@ def test_hook_section_agents_md(tmp_path):
 
 
 def test_hook_section_recovery_continuation(tmp_path):
-    _check_seed_003_section(tmp_path, "recovery_continuation")
+    _check_optional_section(tmp_path, "recovery_continuation")
     from monoagent.testing import FunctionReply
     from monoagent_plugins.recovery import CONTINUATION_HINT
 
@@ -633,7 +633,7 @@ def test_hook_section_recovery_continuation(tmp_path):
 
 
 def test_hook_section_retry_instruction(tmp_path):
-    _check_seed_003_section(tmp_path, "retry_instruction")
+    _check_optional_section(tmp_path, "retry_instruction")
     from monoagent_plugins.recovery import FINAL_ANSWER_INSTRUCTION
 
     def model(request):
@@ -646,14 +646,14 @@ def test_hook_section_retry_instruction(tmp_path):
 
 
 def test_hook_section_dynamic_context(tmp_path):
-    _check_seed_003_section(tmp_path, "dynamic_context")
+    _check_optional_section(tmp_path, "dynamic_context")
     agent = fresh_agent(tmp_path / "bundled")  # dynamic-context: exactly when the request has context
     assert "dynamic_context" in assemble(agent, context="Today's focus: billing.").manifest.section_ids
     assert "dynamic_context" not in assemble(agent).manifest.section_ids
 
 
 def test_hook_section_extra_system(tmp_path):
-    _check_seed_003_section(tmp_path, "extra_system")
+    _check_optional_section(tmp_path, "extra_system")
     prompt = assemble(fresh_agent(tmp_path / "bundled"))  # runtime-facts: on every full-profile turn
     assert {s.id: s.source for s in prompt.manifest.sections}["extra_system"] == "runtime-facts"
     assert "extra_system" not in assemble(fresh_agent(tmp_path / "bundled"), profile="minimal").manifest.section_ids

@@ -41,7 +41,7 @@ def test_info_shows_versions_config_file_paths_plugins_and_registries(project: P
     assert data["paths"]["artifacts.dir"] == str(home / "artifacts")
     assert data["paths"]["memory.path"] == str(project / "mem"), "a set path is shown resolved against the config file"
     assert data["paths"]["toolHistory"] == str(home / "history" / "tool-history" / "tool-lifecycles.sqlite")
-    assert data["paths"]["providers.piNative.piSessionsRoot"] == "(unset: in memory)"
+    assert data["paths"]["runtime.session.transcriptsDir"] == "(unset: in memory)"
     assert data["selected"]["model"] == "offline:echo" and data["selected"]["history.store"] == "files"
     assert {"name": "logs-cli", "status": "active"}.items() <= next(p for p in data["plugins"] if p["name"] == "logs-cli").items()
     providers = {entry["name"]: entry["plugin"] for entry in data["registries"]["provider"]}

@@ -33,7 +33,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "failing.toml").write_text(FAILING)
     (tmp_path / "monoagent.toml").write_text(
         '[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath = "script.toml"\n'
-        '[providers.piNative]\npiMaxRetries = 0\n'
+        '[providers.client]\nmaxRetries = 0\n'
     )
     return tmp_path
 

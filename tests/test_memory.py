@@ -415,7 +415,7 @@ def test_memory_section_depends_on_configuration_only(tmp_path: Path) -> None:
 
 
 def test_memory_section_says_when_to_write_when_to_forget_and_what_not_to_store() -> None:
-    """The memory prompt contract (seed 003, "Memory prompt"): search, write, forget, what not to store."""
+    """The memory prompt contract ("Memory prompt"): search, write, forget, what not to store."""
     for tools in ([], ["MemoryRecall"], ["MemoryRecall", "MemoryJournal"]):
         text = guidance(tools)
         assert "acknowledge it" in text and "post-turn capture" in text  # when to write: never by hand

@@ -1,4 +1,4 @@
-"""The seed-003 sections of the SECTIONS part: runtime facts (``extra_system``), the effective
+"""Optional sections of the system prompt: runtime facts (``extra_system``), the effective
 AGENTS.md (``agents_md``), the caller's context (``dynamic_context``) and artifact references
 (``artifact_references`` with the ``artifact_read`` tool), each through a real Agent."""
 

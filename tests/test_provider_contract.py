@@ -223,7 +223,7 @@ class TestOpenAICompatibleContract(_OpenAIFamily):
     env: ClassVar[dict[str, str]] = {"MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL": "{url}/v1/"}
     config: ClassVar[dict[str, dict[str, Any]]] = {
         "openaiCompatible": {"apiKey": "sk-compatible-key", "timeoutSeconds": 3.0, "maxOutputTokens": 777, "contextWindow": 16_384},
-        "piNative": {"maxStreamEventBytes": 1024 * 1024},
+        "client": {"maxStreamEventBytes": 1024 * 1024},
     }
 
 
@@ -246,7 +246,7 @@ class TestOpenAICompatibleWholeCallsContract(TestOpenAICompatibleContract):
     credential_headers: ClassVar[dict[str, str | None]] = {"authorization": None}
     config: ClassVar[dict[str, dict[str, Any]]] = {
         "openaiCompatible": {"timeoutSeconds": 3.0, "maxOutputTokens": 777, "contextWindow": 16_384},
-        "piNative": {"maxStreamEventBytes": 1024 * 1024},
+        "client": {"maxStreamEventBytes": 1024 * 1024},
     }
 
     @pytest.fixture

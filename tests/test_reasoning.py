@@ -115,13 +115,13 @@ def test_each_step_of_a_tool_loop_sends_back_the_reasoning_of_the_step_before(tm
 
 
 def test_the_durable_transcript_round_trips_the_blocks_into_another_agent(tmp_path, server):
-    sessions = {"piNative": {"piSessionsRoot": str(tmp_path / "sessions")}}
+    sessions = {"session": {"transcriptsDir": str(tmp_path / "sessions")}}
     server.enqueue(Reply(reasoning=(THINKING, OPAQUE), text_pieces=("The Blue Door.",)), Reply(text_pieces=("Yes.",)))
-    say(agent_for(tmp_path, server, providers=sessions), "Where do we meet?")
+    say(agent_for(tmp_path, server, runtime=sessions), "Where do we meet?")
     [transcript] = (tmp_path / "sessions").glob("*/*.jsonl")
     assert SIGNATURE.strip() in transcript.read_text()
     events: list = []
-    say(agent_for(tmp_path, server, providers=sessions), "Is it open?", events)  # a new Agent reads the file
+    say(agent_for(tmp_path, server, runtime=sessions), "Is it open?", events)  # a new Agent reads the file
     assert not [e for e in events if e.type == "session_boundary"], "resumed warm from disk"
     assert assistant_turns(bodies(server)[1]) == [[WIRE_THINKING, WIRE_REDACTED, {"type": "text", "text": "The Blue Door."}]]
 
@@ -216,7 +216,7 @@ def test_a_thinking_budget_out_of_range_is_a_configuration_error(tmp_path, serve
 def test_reasoning_bytes_count_towards_max_stream_bytes(tmp_path, server):
     huge = ReasoningBlock("thinking", "x" * 4096, SIGNATURE)
     server.enqueue(Reply(reasoning=(huge,), text_pieces=("a",)))
-    agent = agent_for(tmp_path, server, providers={"piNative": {"maxStreamBytes": 4096}})
+    agent = agent_for(tmp_path, server, providers={"client": {"maxStreamBytes": 4096}})
     with pytest.raises(ProviderError, match="maxStreamBytes") as raised:
         say(agent, "q")
     assert raised.value.code == "stream_too_large"
@@ -225,7 +225,7 @@ def test_reasoning_bytes_count_towards_max_stream_bytes(tmp_path, server):
 def test_a_reasoning_block_is_counted_once_not_again_when_it_completes(tmp_path, server):
     block = ReasoningBlock("thinking", "x" * 3000, "s" * 100)  # 3,100 bytes: twice that would pass the cap
     server.enqueue(Reply(reasoning=(block,), text_pieces=("a" * 900,)))
-    agent = agent_for(tmp_path, server, providers={"piNative": {"maxStreamBytes": 4096}})
+    agent = agent_for(tmp_path, server, providers={"client": {"maxStreamBytes": 4096}})
     assert say(agent, "q").text == "a" * 900
 
 

@@ -148,9 +148,9 @@ def test_transient_failures_retry_with_backoff_then_answer(tmp_path, delays):
     assert completed["attempt"] == 3 and completed["fallback"] is False and completed["model"] == "offline:scripted"
 
 
-def test_retries_stop_at_pi_max_retries(tmp_path, delays):
+def test_retries_stop_at_max_retries(tmp_path, delays):
     steps = [{"error": f"overloaded {i}", "retryable": True} for i in range(5)]
-    agent = scripted_agent(tmp_path, steps, config={"providers": {"piNative": {"piMaxRetries": 3}}})
+    agent = scripted_agent(tmp_path, steps, config={"providers": {"client": {"maxRetries": 3}}})
     events: list = []
     with pytest.raises(ProviderError, match="overloaded 3"):
         run(agent, events=events)
@@ -159,27 +159,27 @@ def test_retries_stop_at_pi_max_retries(tmp_path, delays):
     assert "run_failed" in [e.type for e in events]
 
 
-def test_pi_max_retries_zero_fails_at_once(tmp_path, delays):
+def test_max_retries_zero_fails_at_once(tmp_path, delays):
     agent = scripted_agent(tmp_path, [{"error": "overloaded", "retryable": True}, {"text": "never"}],
-                           config={"providers": {"piNative": {"piMaxRetries": 0}}})
+                           config={"providers": {"client": {"maxRetries": 0}}})
     events: list = []
     with pytest.raises(ProviderError, match="overloaded"):
         run(agent, events=events)
     assert delays == [] and of(events, "provider_retry") == []
 
 
-def test_pi_max_retries_range_is_validated(tmp_path):
+def test_max_retries_range_is_validated(tmp_path):
     from monoagent.kernel.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="piMaxRetries"):
-        fresh_agent(tmp_path, config={"providers": {"piNative": {"piMaxRetries": 9}}})
+    with pytest.raises(ConfigError, match="maxRetries"):
+        fresh_agent(tmp_path, config={"providers": {"client": {"maxRetries": 9}}})
 
 
 def test_retry_after_from_the_error_is_honoured_and_capped(tmp_path, delays):
     agent, _ = make_agent(
         tmp_path,
         {"primary": [Fail(retryable("429", status=429, retry_after=3.0)), Fail(retryable("429", status=429, retry_after=600.0)), answer("ok")]},
-        config={"providers": {"piNative": {"maxRetryDelayMs": 10_000}}},
+        config={"providers": {"client": {"maxRetryDelayMs": 10_000}}},
     )
     events: list = []
     assert run(agent, events=events).text == "ok"
@@ -227,7 +227,7 @@ def test_fallback_on_context_limit_skips_retries(tmp_path, delays):
         tmp_path,
         {"primary": [Fail(ContextLimitError("prompt is too long", provider="t", status=400))], "second": [Fail(retryable())],
          "third": [answer("wide window")]},
-        config={"runtime": {"fallbacks": ["t:second", "t:third"]}, "providers": {"piNative": {"piMaxRetries": 0}}},
+        config={"runtime": {"fallbacks": ["t:second", "t:third"]}, "providers": {"client": {"maxRetries": 0}}},
     )
     events: list = []
     result = run(agent, events=events)
@@ -502,14 +502,14 @@ def _artifact_events(agent, run_id):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_transport_is_recorded_as_pi_transport_requested(tmp_path):
-    agent, requests = make_agent(tmp_path, {"primary": [answer("ok")]}, config={"providers": {"piNative": {"transport": "websocket"}}})
+def test_transport_is_recorded_as_transport_requested(tmp_path):
+    agent, requests = make_agent(tmp_path, {"primary": [answer("ok")]}, config={"providers": {"client": {"transport": "websocket"}}})
     result = run(agent)
     events = _artifact_events(agent, result.run_id)
     completed = [e for e in events if e["type"] == "run_completed"][0]
-    assert completed["data"]["diagnostics"] == {"pi_transport_requested": "websocket"}
+    assert completed["data"]["diagnostics"] == {"transport_requested": "websocket"}
     request = [e for e in events if e["type"] == "provider_request"][0]
-    assert request["data"]["diagnostics"]["pi_transport_requested"] == "websocket"
+    assert request["data"]["diagnostics"]["transport_requested"] == "websocket"
     assert requests[0][1].transport == "websocket"  # the runtime sees the request; one transport ignores it
 
 
@@ -517,7 +517,7 @@ def test_transport_values_are_validated(tmp_path):
     from monoagent.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="transport"):
-        fresh_agent(tmp_path, config={"providers": {"piNative": {"transport": "carrier-pigeon"}}})
+        fresh_agent(tmp_path, config={"providers": {"client": {"transport": "carrier-pigeon"}}})
 
 
 def test_prompt_cache_diagnostics_are_metadata_only(tmp_path):
@@ -525,7 +525,7 @@ def test_prompt_cache_diagnostics_are_metadata_only(tmp_path):
     agent, _ = make_agent(
         tmp_path,
         {"primary": [[ToolCallRequested(ToolCall("c1", "echo", {"x": secret_args})), StepFinished("tool_use")], answer("done")]},
-        config={"providers": {"piNative": {"promptCacheDiagnostics": True}}},
+        config={"providers": {"client": {"promptCacheDiagnostics": True}}},
         tools=[(ToolSpec("echo", "Echo."), lambda context: "echoed")],
     )
     result = run(agent, "PROMPT-TEXT-MARKER")

@@ -156,18 +156,18 @@ def test_no_user_md_no_persona_and_no_diagnostic(tmp_path):
 # ============================================================================ bootstrap files on disk
 
 
-def test_the_plugins_seed_owner_only_files_when_the_agent_starts(tmp_path):
+def test_the_plugins_create_owner_only_files_when_the_agent_starts(tmp_path):
     fresh_agent(tmp_path)
     home = tmp_path / "home"
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
-    for name, seed in (("SOUL.md", bootstrap.DEFAULT_SOUL), ("IDENTITY.md", bootstrap.DEFAULT_IDENTITY)):
+    for name, default in (("SOUL.md", bootstrap.DEFAULT_SOUL), ("IDENTITY.md", bootstrap.DEFAULT_IDENTITY)):
         path = home / name
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert path.read_text(encoding="utf-8") == seed
+        assert path.read_text(encoding="utf-8") == default
     assert not (home / "USER.md").exists()
 
 
-def test_seeding_never_overwrites_customised_or_emptied_files(tmp_path):
+def test_creating_never_overwrites_customised_or_emptied_files(tmp_path):
     home = write_home(tmp_path, SOUL="", IDENTITY="My own identity.\n")
     for _ in range(2):
         fresh_agent(tmp_path)
@@ -175,7 +175,7 @@ def test_seeding_never_overwrites_customised_or_emptied_files(tmp_path):
         assert (home / "IDENTITY.md").read_text(encoding="utf-8") == "My own identity.\n"
 
 
-def test_each_plugin_seeds_only_its_own_file_and_only_without_a_configured_path(tmp_path):
+def test_each_plugin_creates_only_its_own_file_and_only_without_a_configured_path(tmp_path):
     fresh_agent(tmp_path, config={"plugins": {"block": ["identity"]}})
     assert sorted(p.name for p in (tmp_path / "home").iterdir() if p.suffix == ".md") == ["SOUL.md"]
     soul = tmp_path / "mine.md"

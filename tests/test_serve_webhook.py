@@ -264,7 +264,7 @@ def test_the_body_stays_quoted_data_whatever_it_holds(server):
 
 
 def test_a_request_that_ran_no_completed_turn_does_not_hold_its_key(tmp_path):
-    server = start(tmp_path, moody=True, MONO_AGENT_PI_MAX_RETRIES="0", MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
+    server = start(tmp_path, moody=True, MONO_AGENT_PROVIDER_MAX_RETRIES="0", MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
     try:
         failed = post(server, {"event": "FAIL-NOW"}, key="k-fail")
         assert failed.status_code == 500 and "failed once" in failed.json()["error"]["message"]

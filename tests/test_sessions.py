@@ -352,7 +352,7 @@ def test_a_commit_by_another_agent_on_the_same_directory_makes_the_next_turn_col
 
 def test_an_answer_from_a_retry_retires_the_session(tmp_path, anthropic, no_backoff):
     agent = anthropic_agent(tmp_path, anthropic, providers={
-        "anthropic": {"baseUrl": anthropic.url}, "piNative": {"piMaxRetries": 1},
+        "anthropic": {"baseUrl": anthropic.url}, "client": {"maxRetries": 1},
     })
     answer(anthropic, "one")
     say(agent, "first")

@@ -1,4 +1,4 @@
-"""The ``agents_md`` section (seed 003): the effective AGENTS.md of the turn, as project instructions.
+"""The ``agents_md`` section (dynamic, order 650): the effective AGENTS.md of the turn, as project instructions.
 
 Which file:
 

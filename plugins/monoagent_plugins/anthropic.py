@@ -81,7 +81,7 @@ def make_runtime(agent: Any, model: str) -> Any:
             PROVIDER, model, "API key", "set ANTHROPIC_API_KEY in the environment (or providers.anthropic.apiKey in the config file)"
         )
     return AnthropicRuntime(
-        model, config, config.api_key, max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes
+        model, config, config.api_key, max_event_bytes=agent.config.providers.client.max_stream_event_bytes
     )
 
 

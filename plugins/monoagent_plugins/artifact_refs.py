@@ -1,4 +1,4 @@
-"""Artifact references (seed 003): the ``artifact_references`` section and the ``artifact_read`` tool.
+"""Artifact references: the ``artifact_references`` section and the ``artifact_read`` tool.
 
 A user message's attachments are kept in history as metadata (:class:`~monoagent.kernel.model.ArtifactRef`:
 id, name, media type, size) and rendered next to that message wherever it is shown again (the

@@ -197,7 +197,7 @@ class SummaryPolicy:
         from monoagent.pipeline.stream import StreamLimits, read_step  # the harness's modules, not at plugin load
 
         pieces = io.StringIO()
-        limits = StreamLimits.from_config(self.agent.config.providers.pi_native)
+        limits = StreamLimits.from_config(self.agent.config.providers.client)
         _, finished = await read_step(runtime, request, model=model, limits=limits, on_text=pieces.write)
         text = pieces.getvalue()
         if finished.stop_reason in {"max_tokens", "length"} or not valid_summary(text, max_tokens, self.agent, model):

@@ -1,4 +1,4 @@
-"""The ``dynamic_context`` section (seed 003): context the caller passes for this turn only.
+"""The ``dynamic_context`` section (dynamic, order 680): context the caller passes for this turn only.
 
 The text is :attr:`TurnRequest.context <monoagent.kernel.model.TurnRequest.context>` (``monoagent
 run --context``/``--context-file``, ``agent.respond(TurnRequest(..., context=...))``), cut to

@@ -1,7 +1,7 @@
 """Section 1, Core Guardrails: the soul.
 
 The soul is the agent home's SOUL.md (or ``context.soulPath``). This plugin owns the file: its
-``configure`` seeds the home's SOUL.md from the default soul when no path is configured and the
+``configure`` writes the home's SOUL.md from the default soul when no path is configured and the
 file is missing (never overwriting one), and its section reads it once per turn under the
 bootstrap budgets (:func:`monoagent_plugins.lib.bootstrap.bootstrap_files`, which also records the
 diagnostics for a missing, unreadable or truncated file). When no file could be read the built-in
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
-from monoagent_plugins.lib.bootstrap import DEFAULT_SOUL, bootstrap_files, seed_home_file
+from monoagent_plugins.lib.bootstrap import DEFAULT_SOUL, bootstrap_files, create_home_file
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -29,8 +29,8 @@ HEADING = "# Core guardrails"
 
 @bundled_impl
 def configure(agent: Agent) -> None:
-    """Seed the agent home's SOUL.md (owner-only) when ``context.soulPath`` is unset and it is missing."""
-    seed_home_file(agent.config, agent.config.context.soul_path, "SOUL.md", DEFAULT_SOUL)
+    """Create the agent home's SOUL.md (owner-only) when ``context.soulPath`` is unset and it is missing."""
+    create_home_file(agent.config, agent.config.context.soul_path, "SOUL.md", DEFAULT_SOUL)
 
 
 @bundled_impl

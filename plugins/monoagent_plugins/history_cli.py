@@ -6,7 +6,7 @@ configured tool-history store (``toolHistory.store``, ``agent.tool_history_store
 tool-history calls, records and bytes.
 Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched.
 ``restart --clear-sessions`` also purges the durable provider sessions under
-``providers.piNative.piSessionsRoot`` and reports their transcripts and bytes.
+``runtime.session.transcriptsDir`` and reports their transcripts and bytes.
 
 ``history show --tools`` interleaves the conversation's tool calls and their results, from the
 tool history, with its messages (:func:`interleave`).
@@ -288,7 +288,7 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
 
 @click.command("restart")
 @click.option("--clear-sessions", is_flag=True,
-              help="Also clear message history, tool history and the durable provider sessions (piSessionsRoot).")
+              help="Also clear message history, tool history and the durable provider sessions (runtime.session.transcriptsDir).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
@@ -314,12 +314,12 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
 
 
 def _sessions_root(agent: Any) -> Any:
-    root = agent.config.providers.pi_native.pi_sessions_root
+    root = agent.config.runtime.session.transcripts_dir
     return None if root is None else agent.config.resolve(root)
 
 
 def _purge_sessions(agent: Any) -> dict[str, int] | None:
-    """Remove every durable transcript under ``providers.piNative.piSessionsRoot``; None when it is unset."""
+    """Remove every durable transcript under ``runtime.session.transcriptsDir``; None when it is unset."""
     from monoagent.pipeline.transcript_files import TranscriptRoot
 
     root = _sessions_root(agent)

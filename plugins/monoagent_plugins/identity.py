@@ -1,6 +1,6 @@
 """Section 2, Identity (IDENTITY.md), and the optional User Persona section (USER.md).
 
-This plugin owns both files: its ``configure`` seeds the agent home's IDENTITY.md from the seed
+This plugin owns both files: its ``configure`` writes the agent home's IDENTITY.md from the default
 text when ``context.identityPath`` is unset and the file is missing (never overwriting one), and
 its sections read both files once per turn under the bootstrap budgets
 (:func:`monoagent_plugins.lib.bootstrap.bootstrap_files`, which records every missing, unreadable
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.model import Section
 from monoagent.kernel.turn import Turn
-from monoagent_plugins.lib.bootstrap import DEFAULT_IDENTITY, bootstrap_files, seed_home_file
+from monoagent_plugins.lib.bootstrap import DEFAULT_IDENTITY, bootstrap_files, create_home_file
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
@@ -30,8 +30,8 @@ PERSONA_HEADING = "# User persona"
 
 @bundled_impl
 def configure(agent: Agent) -> None:
-    """Seed the agent home's IDENTITY.md (owner-only) when ``context.identityPath`` is unset and it is missing."""
-    seed_home_file(agent.config, agent.config.context.identity_path, "IDENTITY.md", DEFAULT_IDENTITY)
+    """Create the agent home's IDENTITY.md (owner-only) when ``context.identityPath`` is unset and it is missing."""
+    create_home_file(agent.config, agent.config.context.identity_path, "IDENTITY.md", DEFAULT_IDENTITY)
 
 
 @bundled_impl

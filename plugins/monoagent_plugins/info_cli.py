@@ -4,8 +4,8 @@ One screen for a bug report or a first look: the versions (monoagent, Python, th
 kernel stands on and the ``serve`` extra's, read from package metadata, never imported), the
 config file in use, every resolved path (agent home, bootstrap files, message history, tool
 history, run artifacts, memory, durable provider sessions), the selected components, the plugins
-and what each registry holds. It opens no store and reads no history (building the Agent seeds
-the bootstrap files, as every command that needs it does).
+and what each registry holds. It opens no store and reads no history (building the Agent writes
+the bootstrap files when they are missing, as every command that needs it does).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def describe(agent: Any) -> dict[str, Any]:
 
     config = agent.config
     paths = {key: str(path) for key, path in config.default_paths().items()}
-    sessions = config.providers.pi_native.pi_sessions_root
+    sessions = config.runtime.session.transcripts_dir
     paths["toolHistory"] = _tool_history_path(agent)
-    paths["providers.piNative.piSessionsRoot"] = str(config.resolve(sessions)) if sessions else "(unset: in memory)"
+    paths["runtime.session.transcriptsDir"] = str(config.resolve(sessions)) if sessions else "(unset: in memory)"
     registries: dict[str, list[dict[str, str]]] = {}
     for record in agent.host.records:
         if record.status != "active":

@@ -51,7 +51,7 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
         url=f"{normalise_base_url(config.base_url)}/chat/completions",
         setting="providers.lmstudio.baseUrl",
         url_env="MONO_AGENT_LMSTUDIO_BASE_URL",
-        max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes,
+        max_event_bytes=agent.config.providers.client.max_stream_event_bytes,
     )
 
 

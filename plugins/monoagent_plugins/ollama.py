@@ -69,7 +69,7 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
         url=f"{host_url(config.host)}/v1/chat/completions",
         setting="providers.ollama.host",
         url_env="OLLAMA_HOST",
-        max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes,
+        max_event_bytes=agent.config.providers.client.max_stream_event_bytes,
     )
 
 

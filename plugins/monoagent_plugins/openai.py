@@ -60,7 +60,7 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
         headers={"authorization": f"Bearer {config.api_key}"},
         key_env="OPENAI_API_KEY",
         max_tokens_field="max_completion_tokens",
-        max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes,
+        max_event_bytes=agent.config.providers.client.max_stream_event_bytes,
     )
 
 

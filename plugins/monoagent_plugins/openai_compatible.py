@@ -62,7 +62,7 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
         url_env="MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL",
         headers={"authorization": f"Bearer {config.api_key}"} if config.api_key else {},
         key_env="MONO_AGENT_OPENAI_COMPATIBLE_API_KEY",
-        max_event_bytes=agent.config.providers.pi_native.max_stream_event_bytes,
+        max_event_bytes=agent.config.providers.client.max_stream_event_bytes,
     )
 
 

@@ -1,4 +1,4 @@
-"""The bundled plugin ``recovery``: the three recovery sections of the second seed document.
+"""The bundled plugin ``recovery``: the three recovery sections of the system prompt.
 
 * ``tool_recovery_policy`` (stable, 360): how to recover from a failed tool call. Rendered when
   the turn offers tools (``turn.tools`` is not empty); fixed text, so it sits in the cached part.

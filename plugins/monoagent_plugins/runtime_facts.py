@@ -1,4 +1,4 @@
-"""The ``extra_system`` section (seed 003): runtime facts, so "what day is it" is answerable.
+"""The ``extra_system`` section (dynamic, order 690): runtime facts, so "what day is it" is answerable.
 
 The section states the turn's local date, time and weekday with its time zone (the IANA name
 when one is configured, ``runtime.session.rolloverTimezone``, else the system's zone name) and

@@ -17,8 +17,8 @@ with a ``skill_unreadable`` diagnostic before a byte is read. Front matter neste
 :data:`~monoagent.boundary.documents.MAX_NESTING` levels deep is reported as invalid and ignored (it is
 measured on YAML's event stream, before anything recursive builds it).
 
-``context.skillsMode`` chooses how the bodies reach the model. ``inline`` (the default, the first
-seed document) renders both sections as above. ``on_demand`` (the second seed document) renders
+``context.skillsMode`` chooses how the bodies reach the model. ``inline`` (the default) renders
+both sections as above. ``on_demand`` renders
 the index as a compact list of each skill's exact slug (its directory name) and description, says
 that the skills are loaded on demand, and leaves the instructions section out; the ``read_skill``
 tool (category ``read``, no domain: offered on every such turn that has selected skills) returns

@@ -189,7 +189,7 @@ def test_a_forged_account_from_the_provider_reaches_history_inert_and_the_typed_
         def register_providers(self, register):
             register("steered", lambda agent, model: provider)
 
-    agent = fresh_agent(tmp_path, config={"runtime": {"model": "steered:x"}, "providers": {"piNative": {"piMaxRetries": 0}}},
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "steered:x"}, "providers": {"client": {"maxRetries": 0}}},
                         plugins=[Plugin()])
     with pytest.raises(ProviderError):
         asyncio.run(agent.respond(TurnRequest("go", conversation_id="c")))

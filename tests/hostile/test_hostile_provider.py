@@ -163,16 +163,16 @@ FORMAT = {
 }
 
 
-def agent_for(tmp_path: Path, provider: str, url: str, *, pi: dict[str, Any] | None = None, runtime: dict[str, Any] | None = None,
+def agent_for(tmp_path: Path, provider: str, url: str, *, client: dict[str, Any] | None = None, runtime: dict[str, Any] | None = None,
               plugins: Iterable[Any] = ()) -> Any:
-    """An agent on ``<provider>:model-x`` at ``url``, no retries unless ``pi`` says so."""
+    """An agent on ``<provider>:model-x`` at ``url``, no retries unless ``client`` says so."""
     if provider == "anthropic":
         providers: dict[str, Any] = {"anthropic": {"baseUrl": url}}
         env = {"ANTHROPIC_API_KEY": "test-key"}
     else:
         providers = {"openai": {"baseUrl": f"{url}/v1"}}
         env = {"OPENAI_API_KEY": "sk-test"}
-    providers["piNative"] = {"piMaxRetries": 0, "maxRetryDelayMs": 0, **(pi or {})}
+    providers["client"] = {"maxRetries": 0, "maxRetryDelayMs": 0, **(client or {})}
     config = {"runtime": {"model": f"{provider}:model-x", **(runtime or {})}, "providers": providers}
     return fresh_agent(tmp_path, config=config, env=env, plugins=list(plugins))
 
@@ -252,7 +252,7 @@ def endless(frame: bytes) -> Iterator[bytes]:
 def test_endless_text_stream_stops_at_max_stream_bytes_with_bounded_memory(tmp_path, serve, provider):
     wire = FORMAT[provider]
     server = serve(stream_of(wire["start"], endless(wire["text"]("x" * 1000))))
-    agent = agent_for(tmp_path, provider, server.url, pi={"maxStreamBytes": 256 * 1024})
+    agent = agent_for(tmp_path, provider, server.url, client={"maxStreamBytes": 256 * 1024})
     with Peak() as peak:
         outcome, events = turn(agent)
     error = assert_provider_failure(outcome, events, "stream_too_large")
@@ -267,7 +267,7 @@ def test_endless_text_stream_stops_at_max_stream_bytes_with_bounded_memory(tmp_p
 def test_endless_keep_alives_end_with_an_idle_timeout_that_is_retried(tmp_path, serve, provider):
     keep_alive = a_event("ping", {"type": "ping"}) if provider == "anthropic" else b": keep-alive\n\n" + o_chunk(choices=[])
     server = serve(stream_of(FORMAT[provider]["start"], endless(keep_alive)))
-    agent = agent_for(tmp_path, provider, server.url, pi={"streamIdleTimeoutMs": 200, "piMaxRetries": 1})
+    agent = agent_for(tmp_path, provider, server.url, client={"streamIdleTimeoutMs": 200, "maxRetries": 1})
     outcome, events = turn(agent)
     error = assert_provider_failure(outcome, events, "stream_idle_timeout")
     assert error.retryable
@@ -281,7 +281,7 @@ def test_endless_keep_alives_end_with_an_idle_timeout_that_is_retried(tmp_path, 
 def test_empty_deltas_are_no_progress(tmp_path, serve, provider):
     nothing = FORMAT[provider]["text"]("")
     server = serve(stream_of(FORMAT[provider]["start"], endless(nothing)))
-    agent = agent_for(tmp_path, provider, server.url, pi={"streamIdleTimeoutMs": 200})
+    agent = agent_for(tmp_path, provider, server.url, client={"streamIdleTimeoutMs": 200})
     outcome, events = turn(agent)
     assert_provider_failure(outcome, events, "stream_idle_timeout")
 
@@ -290,7 +290,7 @@ def test_empty_deltas_are_no_progress(tmp_path, serve, provider):
 def test_a_stream_that_keeps_making_progress_meets_its_deadline(tmp_path, serve, provider):
     server = serve(stream_of(FORMAT[provider]["start"], endless(FORMAT[provider]["text"]("tick "))))
     agent = agent_for(tmp_path, provider, server.url,
-                      pi={"streamTimeoutMs": 300, "streamIdleTimeoutMs": 60_000, "maxStreamBytes": 1 << 30})
+                      client={"streamTimeoutMs": 300, "streamIdleTimeoutMs": 60_000, "maxStreamBytes": 1 << 30})
     outcome, events = turn(agent)
     error = assert_provider_failure(outcome, events, "stream_timeout")
     assert not error.retryable and of(events, "text_delta")
@@ -313,7 +313,7 @@ def test_one_giant_line_is_refused_while_it_is_read(tmp_path, serve, provider):
 def test_one_giant_event_of_many_short_lines_is_refused(tmp_path, serve, provider):
     lines = itertools.repeat(b"data: " + b"B" * 1000 + b"\n", 100_000)  # ~100 MB, never an empty line
     server = serve(stream_of(FORMAT[provider]["start"], lines))
-    agent = agent_for(tmp_path, provider, server.url, pi={"maxStreamEventBytes": 64 * 1024})
+    agent = agent_for(tmp_path, provider, server.url, client={"maxStreamEventBytes": 64 * 1024})
     with Peak() as peak:
         outcome, events = turn(agent)
     assert_provider_failure(outcome, events, "event_too_large")
@@ -447,7 +447,7 @@ MALFORMED_CASES = [("anthropic", name) for name in ANTHROPIC_MALFORMED] + [("ope
 def test_wrong_json_types_end_the_turn_with_one_line(tmp_path, serve, provider, case):
     events = (ANTHROPIC_MALFORMED if provider == "anthropic" else OPENAI_MALFORMED)[case]
     server = serve(stream_of(malformed_stream(provider, events)))
-    agent = agent_for(tmp_path, provider, server.url, pi={"piMaxRetries": 2})
+    agent = agent_for(tmp_path, provider, server.url, client={"maxRetries": 2})
     outcome, run_events = turn(agent)
     error = assert_provider_failure(outcome, run_events, "malformed_event")
     assert not error.retryable and len(server.requests) == 1  # a malformed event is not retried
@@ -722,7 +722,7 @@ class Misbehaving:
             self.closed += 1
 
 
-def harness_agent(tmp_path: Path, behave: Callable[[], Any], **pi: Any) -> tuple[Any, Misbehaving]:
+def harness_agent(tmp_path: Path, behave: Callable[[], Any], **client: Any) -> tuple[Any, Misbehaving]:
     runtime = Misbehaving(behave)
 
     class Plugin:
@@ -730,7 +730,7 @@ def harness_agent(tmp_path: Path, behave: Callable[[], Any], **pi: Any) -> tuple
         def register_providers(self, register):
             register("h", lambda agent, model: runtime)
 
-    config = {"runtime": {"model": "h:model"}, "providers": {"piNative": {"piMaxRetries": 0, **pi}}}
+    config = {"runtime": {"model": "h:model"}, "providers": {"client": {"maxRetries": 0, **client}}}
     return fresh_agent(tmp_path, config=config, plugins=[Plugin()]), runtime
 
 
@@ -814,8 +814,8 @@ HARNESS_CASES = {
 
 @pytest.mark.parametrize("case", list(HARNESS_CASES))
 def test_the_harness_bounds_a_third_party_runtime(tmp_path, case):
-    behave, code, pi = HARNESS_CASES[case]
-    agent, runtime = harness_agent(tmp_path, behave, **pi)
+    behave, code, client = HARNESS_CASES[case]
+    agent, runtime = harness_agent(tmp_path, behave, **client)
     outcome, events = turn(agent)
     assert_provider_failure(outcome, events, code)
     assert runtime.closed == 1  # the runtime's stream was closed
@@ -848,7 +848,7 @@ def test_a_summary_call_is_bounded_too_and_compaction_falls_back_to_truncation(t
 
 def test_an_idle_timeout_moves_down_the_fallback_chain(tmp_path, serve):
     server = serve(stream_of(A_START, endless(a_event("ping", {"type": "ping"}))))
-    agent = agent_for(tmp_path, "anthropic", server.url, pi={"streamIdleTimeoutMs": 100, "piMaxRetries": 1},
+    agent = agent_for(tmp_path, "anthropic", server.url, client={"streamIdleTimeoutMs": 100, "maxRetries": 1},
                       runtime={"fallbacks": ["offline:echo"]})
     result, events = turn(agent)
     assert not isinstance(result, Exception), result
@@ -999,15 +999,15 @@ def test_the_new_keys_are_validated(tmp_path):
     from monoagent.kernel.errors import ConfigError
 
     config = fresh_agent(tmp_path, config={"runtime": {"runTimeoutMs": 1000, "maxRepeatedToolCalls": 0},
-                                           "providers": {"piNative": {"streamIdleTimeoutMs": 50, "maxStreamBytes": 4096}}}).config
+                                           "providers": {"client": {"streamIdleTimeoutMs": 50, "maxStreamBytes": 4096}}}).config
     assert (config.runtime.run_timeout_ms, config.runtime.max_repeated_tool_calls) == (1000, 0)
-    assert (config.providers.pi_native.stream_idle_timeout_ms, config.providers.pi_native.max_stream_bytes) == (50, 4096)
+    assert (config.providers.client.stream_idle_timeout_ms, config.providers.client.max_stream_bytes) == (50, 4096)
     for key, value in (("runTimeoutMs", 0), ("maxRepeatedToolCalls", -1)):
         with pytest.raises(ConfigError, match=f"runtime.{key}"):
             fresh_agent(tmp_path, config={"runtime": {key: value}}).config  # noqa: B018
     for key, value in (("streamIdleTimeoutMs", 0), ("maxStreamEventBytes", 10), ("maxStreamBytes", "big")):
-        with pytest.raises(ConfigError, match=f"providers.piNative.{key}"):
-            fresh_agent(tmp_path, config={"providers": {"piNative": {key: value}}}).config  # noqa: B018
+        with pytest.raises(ConfigError, match=f"providers.client.{key}"):
+            fresh_agent(tmp_path, config={"providers": {"client": {key: value}}}).config  # noqa: B018
 
 
 def test_a_cycle_of_identical_calls_is_a_repeat_too(tmp_path):

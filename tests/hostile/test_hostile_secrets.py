@@ -287,7 +287,7 @@ def test_no_reported_secret_reaches_the_tool_history_database_the_account_or_run
         {"error": "upstream rejected JWT_SIGNING_KEY=FAKEerrSigning0123 and Authorization: token FAKEerrToken0123"},
     ]
     events: list = []
-    agent = scripted_agent(tmp_path, steps, config={"providers": {"piNative": {"piMaxRetries": 0}}}, plugins=[SecretTool()])
+    agent = scripted_agent(tmp_path, steps, config={"providers": {"client": {"maxRetries": 0}}}, plugins=[SecretTool()])
     with pytest.raises(ProviderError):
         agent.run_sync("deploy it", conversation_id="c", on_event=collect_events(events))
     agent.tool_history_store().flush()

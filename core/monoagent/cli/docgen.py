@@ -460,6 +460,33 @@ sections for this in their distribution's metadata ([Writing plugins](writing-pl
 """
 
 
+def _renamed_names() -> list[str]:
+    """The "Renamed keys and variables" section: every old name still read, with its new name."""
+    from monoagent.kernel.config import RENAMED_ENV
+    from monoagent.kernel.config_loading import renamed_keys
+
+    out = [
+        "## Renamed keys and variables",
+        "",
+        "These keys and environment variables have new names. The old names are still read, for now: each",
+        "one in use prints one warning that names its new name, and a key set under both its old and",
+        "its new name (or a variable set under both) is an error naming both. Rename them; a later",
+        "release will stop reading the old names.",
+        "",
+        "```text",
+        "monoagent: warning: config key providers.piNative.piMaxRetries (in file /home/me/project/monoagent.toml) "
+        "is deprecated; rename it to providers.client.maxRetries",
+        "```",
+        "",
+        "| Old name | New name |",
+        "| --- | --- |",
+    ]
+    out.extend(f"| `{old}` | `{new}` |" for old, new in renamed_keys().items())
+    out.extend(f"| `{old}` | `{new}` |" for old, new in RENAMED_ENV.items())
+    out.append("")
+    return out
+
+
 def render_configuration() -> str:
     """The Markdown of ``docs/configuration.md``."""
     out = [
@@ -482,6 +509,7 @@ def render_configuration() -> str:
             "The plugin switches, in order of precedence (see [Writing plugins](writing-plugins.md)):",
             "",
             switch_precedence(),
+            *_renamed_names(),
             "## Kernel keys",
             "",
         ]

@@ -1,7 +1,7 @@
 """Configuration: the kernel's keys, and :func:`setting`, with which the kernel and plugins declare keys.
 
 Keys are the documented camelCase keys (``context.identityPath``, ``runtime.maxTurns``,
-``providers.piNative.piMaxRetries``) of attrs classes, one class per table; the Python
+``providers.client.maxRetries``) of attrs classes, one class per table; the Python
 attributes are their snake_case spellings. Every field carries its documentation, its allowed
 values and its environment variable in attrs metadata (:func:`setting`), which drives
 validation, ``monoagent config init``, ``config show`` and the configuration reference in the
@@ -10,6 +10,8 @@ docs. Plugins declare their own keys the same way (the ``register_config_section
 The rest of the machinery lives beside this module: :mod:`monoagent.kernel.config_keys`
 describes, validates and structures keys; :mod:`monoagent.kernel.config_loading` finds the file,
 overlays the ``MONO_AGENT_*`` variables (env > file > defaults) and builds the :class:`Config`.
+Keys and variables that were renamed keep working under their old names for a while
+(:data:`RENAMED_KEYS`, :data:`RENAMED_ENV`), each with a warning naming the new one.
 """
 
 from __future__ import annotations
@@ -106,13 +108,15 @@ class ContextConfig:
 
     identity_path: Path | None = setting(
         None,
-        doc="IDENTITY.md for section 2. Unset: the agent home's IDENTITY.md, created from seed text when missing.",
+        doc="IDENTITY.md, the identity section of the system prompt. Unset: the agent home's IDENTITY.md, "
+        "written with a default identity when missing.",
         env="MONO_AGENT_IDENTITY_PATH",
         example="IDENTITY.md",
     )
     soul_path: Path | None = setting(
         None,
-        doc="SOUL.md for section 1 (core guardrails). Unset: the agent home's SOUL.md, else the built-in default soul.",
+        doc="SOUL.md, the core guardrails section that opens the system prompt. Unset: the agent home's SOUL.md, "
+        "else the built-in default soul.",
         env="MONO_AGENT_SOUL_PATH",
         example="SOUL.md",
     )
@@ -144,7 +148,7 @@ class ContextConfig:
 
 @attrs.define
 class SessionConfig:
-    """Provider-session warmth and conversation bucketing (runtime.session)."""
+    """Provider sessions: warmth, durable transcripts and conversation bucketing (runtime.session)."""
 
     mode: Literal["continuous", "per-message"] = setting(
         "continuous", doc="continuous keeps a warm provider session per conversation; per-message rebuilds context each turn.",
@@ -169,6 +173,11 @@ class SessionConfig:
     isolate_proactive: bool = setting(
         False, doc="Proactive turns (TurnRequest.proactive, run --proactive) run isolated: outside the warm session, committing nothing to history.",
         env="MONO_AGENT_SESSION_ISOLATE_PROACTIVE",
+    )
+    transcripts_dir: Path | None = setting(
+        None, doc="Directory of durable session transcripts: with a history store that has the provider_sessions "
+        "capability (files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
+        env="MONO_AGENT_SESSION_TRANSCRIPTS_DIR",
     )
 
 
@@ -243,47 +252,42 @@ class ConcurrencyConfig:
 
 
 @attrs.define
-class PiNativeConfig:
-    """Transport tuning for every provider route (providers.piNative)."""
+class ProviderClientConfig:
+    """How every provider route is called: the transport, retries and the bounds of one stream."""
 
     transport: Literal["auto", "sse", "websocket", "websocket-cached"] = setting(
         "auto", doc="Preferred transport; providers without several transports use their default.",
-        env="MONO_AGENT_PI_TRANSPORT",
+        env="MONO_AGENT_PROVIDER_TRANSPORT",
     )
     prompt_cache_diagnostics: bool = setting(
         False, doc="Metadata-only request fingerprints in the run's event file.",
-        env="MONO_AGENT_PI_PROMPT_CACHE_DIAGNOSTICS",
+        env="MONO_AGENT_PROMPT_CACHE_DIAGNOSTICS",
     )
-    pi_max_retries: int = setting(
-        2, doc="Retries of transient provider failures.", env="MONO_AGENT_PI_MAX_RETRIES", min=0, max=8,
+    max_retries: int = setting(
+        2, doc="Retries of transient provider failures.", env="MONO_AGENT_PROVIDER_MAX_RETRIES", min=0, max=8,
     )
     max_retry_delay_ms: int = setting(
         60_000, doc="Cap on the backoff between retries (ms).", env="MONO_AGENT_MAX_RETRY_DELAY_MS",
         min=0, max=3_600_000,
     )
-    pi_sessions_root: Path | None = setting(
-        None, doc="Directory of durable session transcripts: with a history store that has the provider_sessions "
-        "capability (files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
-        env="MONO_AGENT_PI_SESSIONS_ROOT",
-    )
     stream_idle_timeout_ms: int = setting(
         300_000, doc="Longest wait for progress in one provider stream (ms): text, tool-call arguments or the end; "
         "pings and keep-alives do not count. Retryable.",
-        env="MONO_AGENT_PI_STREAM_IDLE_TIMEOUT_MS", min=10, max=3_600_000,
+        env="MONO_AGENT_PROVIDER_STREAM_IDLE_TIMEOUT_MS", min=10, max=3_600_000,
     )
     stream_timeout_ms: int = setting(
         1_800_000, doc="Deadline of one provider stream, from the request to its last event (ms). Not retryable.",
-        env="MONO_AGENT_PI_STREAM_TIMEOUT_MS", min=10, max=24 * 3_600_000,
+        env="MONO_AGENT_PROVIDER_STREAM_TIMEOUT_MS", min=10, max=24 * 3_600_000,
     )
     max_stream_bytes: int = setting(
         16 * 1024 * 1024, doc="Cap on the model output of one provider stream: text, tool-call arguments and "
         "reasoning, in UTF-8 bytes. Not retryable.",
-        env="MONO_AGENT_PI_MAX_STREAM_BYTES", min=1024, max=1 << 30,
+        env="MONO_AGENT_PROVIDER_MAX_STREAM_BYTES", min=1024, max=1 << 30,
     )
     max_stream_event_bytes: int = setting(
         4 * 1024 * 1024, doc="Cap on one line, and one event, of a provider's HTTP stream in bytes, enforced while "
         "it is read. Not retryable.",
-        env="MONO_AGENT_PI_MAX_STREAM_EVENT_BYTES", min=1024, max=256 * 1024 * 1024,
+        env="MONO_AGENT_PROVIDER_MAX_STREAM_EVENT_BYTES", min=1024, max=256 * 1024 * 1024,
     )
 
 
@@ -291,7 +295,29 @@ class PiNativeConfig:
 class ProvidersConfig:
     """Provider settings. Provider plugins add their own subsections (providers.<name>)."""
 
-    pi_native: PiNativeConfig = attrs.field(factory=PiNativeConfig)
+    client: ProviderClientConfig = attrs.field(factory=ProviderClientConfig)
+
+
+#: Keys that were renamed, old path -> new path, still read under the old path with a warning
+#: (:mod:`monoagent.kernel.config_loading`). A path may name a table: every key in it moves to
+#: the same key of the new table, unless an entry of its own says otherwise.
+RENAMED_KEYS: dict[str, str] = {
+    "providers.piNative": "providers.client",
+    "providers.piNative.piMaxRetries": "providers.client.maxRetries",
+    "providers.piNative.piSessionsRoot": "runtime.session.transcriptsDir",
+}
+
+#: Environment variables that were renamed, old name -> new name, still read with a warning.
+RENAMED_ENV: dict[str, str] = {
+    "MONO_AGENT_PI_TRANSPORT": "MONO_AGENT_PROVIDER_TRANSPORT",
+    "MONO_AGENT_PI_PROMPT_CACHE_DIAGNOSTICS": "MONO_AGENT_PROMPT_CACHE_DIAGNOSTICS",
+    "MONO_AGENT_PI_MAX_RETRIES": "MONO_AGENT_PROVIDER_MAX_RETRIES",
+    "MONO_AGENT_PI_SESSIONS_ROOT": "MONO_AGENT_SESSION_TRANSCRIPTS_DIR",
+    "MONO_AGENT_PI_STREAM_IDLE_TIMEOUT_MS": "MONO_AGENT_PROVIDER_STREAM_IDLE_TIMEOUT_MS",
+    "MONO_AGENT_PI_STREAM_TIMEOUT_MS": "MONO_AGENT_PROVIDER_STREAM_TIMEOUT_MS",
+    "MONO_AGENT_PI_MAX_STREAM_BYTES": "MONO_AGENT_PROVIDER_MAX_STREAM_BYTES",
+    "MONO_AGENT_PI_MAX_STREAM_EVENT_BYTES": "MONO_AGENT_PROVIDER_MAX_STREAM_EVENT_BYTES",
+}
 
 
 @attrs.define
@@ -439,7 +465,8 @@ class Config:
     """The whole configuration. ``sections`` holds plugin-declared sections by key path.
 
     ``warnings`` lists what validation let through but a user should hear about (the sections
-    of plugins that are blocked or failed to load); the Agent prints them.
+    of plugins that are blocked or failed to load, keys and variables set under an old name);
+    the Agent prints them.
     """
 
     runtime: RuntimeConfig = attrs.field(factory=RuntimeConfig)

@@ -1,7 +1,9 @@
 """Loading the configuration: the file, the ``MONO_AGENT_*`` overlay, validation, the :class:`Config`.
 
 Precedence is env > file > defaults. :func:`load_raw` merges the file (or a mapping) and every
-variable without validating; :func:`build_config` validates the result against the kernel's
+variable without validating, reading a renamed key or variable under its old name too
+(:data:`~monoagent.kernel.config.RENAMED_KEYS`, :data:`~monoagent.kernel.config.RENAMED_ENV`) with
+a warning; :func:`build_config` validates the result against the kernel's
 classes and the plugins' sections (:mod:`monoagent.kernel.config_keys`) and structures it.
 :func:`plugins_settings` reads just the ``plugins`` table, which is needed before any plugin
 loads.
@@ -19,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.config import CONFIG_FILENAME, Config, PluginsConfig
+from monoagent.kernel.config import CONFIG_FILENAME, RENAMED_ENV, RENAMED_KEYS, Config, PluginsConfig
 from monoagent.kernel.config_keys import (
     KeyInfo,
     Problems,
@@ -169,6 +171,7 @@ class RawConfig:
     source_file: Path | None
     problems: list[str] = attrs.Factory(list)
     env: Mapping[str, str] = attrs.Factory(dict)
+    warnings: list[str] = attrs.Factory(list)
 
 
 def load_raw(
@@ -190,23 +193,106 @@ def load_raw(
         if source_file:
             _record_sources(tree, "", f"file {source_file}", sources)
     raw = RawConfig(tree, sources, source_file, env=env)
+    for old in RENAMED_KEYS:
+        if old.rpartition(".")[0] not in RENAMED_KEYS:  # a key inside a renamed table moves with its table
+            _rename_key(raw, old, RENAMED_KEYS[old])
     _overlay_env(raw, iter_keys())
     return raw
+
+
+def renamed_keys() -> dict[str, str]:
+    """Every key still read under an old name, old path -> new path: a renamed table's keys one by one."""
+    tables = kernel_tables()
+    own = {new: old for old, new in RENAMED_KEYS.items() if new not in tables}  # a key's own entry
+    pairs: dict[str, str] = {}
+    for old, new in RENAMED_KEYS.items():
+        if new in tables:
+            for key in iter_keys(tables[new], new + "."):
+                pairs[own.pop(key.path, f"{old}.{key.path[len(new) + 1:]}")] = key.path
+    pairs.update((old, new) for new, old in own.items())
+    return pairs
+
+
+_MISSING = object()
+
+
+def _lookup(tree: dict[str, Any], path: str) -> tuple[list[dict[str, Any]], Any]:
+    """The tables along ``path`` (the root first) and the value at its end, or ``_MISSING``."""
+    *parents, leaf = path.split(".")
+    nodes = [tree]
+    for part in parents:
+        node = nodes[-1].get(part)
+        if not isinstance(node, dict):
+            return nodes, _MISSING
+        nodes.append(node)
+    return nodes, nodes[-1].get(leaf, _MISSING)
+
+
+def _rename_key(raw: RawConfig, old: str, new: str) -> None:
+    """Move the value set under ``old`` (an old name of ``new``) to ``new``; a table left empty goes."""
+    nodes, value = _lookup(raw.data, old)
+    if value is _MISSING:
+        return
+    parents = old.split(".")
+    del nodes[-1][parents[-1]]
+    if len(nodes) > 1 and not nodes[-1]:
+        del nodes[-2][parents[-2]]
+    label = raw.sources.get(old, "python")
+    for path in [p for p in raw.sources if p == old or p.startswith(old + ".")]:
+        del raw.sources[path]
+    _move(raw, old, new, value, label)
+
+
+def _move(raw: RawConfig, old: str, new: str, value: Any, label: str) -> None:
+    """Set ``value``, found under ``old`` in ``label``, at ``new``, with a warning naming both.
+
+    A table moves key by key, so each key is checked and named on its own, and a key of it with
+    an entry of its own in :data:`RENAMED_KEYS` goes where that says. A key set under both names
+    is a problem naming both.
+    """
+    if isinstance(value, dict) and new in kernel_tables():
+        for key, inner in value.items():
+            _move(raw, f"{old}.{key}", RENAMED_KEYS.get(f"{old}.{key}", f"{new}.{key}"), inner, label)
+        return
+    if _lookup(raw.data, new)[1] is not _MISSING:
+        raw.problems.append(f"{new} and {old} are both set (in {label}); {old} is the old name of {new}: keep only {new}")
+        return
+    if _set_path(raw.data, new, value):
+        where = f"{label}, under its old name {old}"
+        raw.sources[new] = where
+        if isinstance(value, Mapping):
+            _record_sources(value, new + ".", where, raw.sources)
+        raw.warnings.append(f"config key {old} (in {label}) is deprecated; rename it to {new}")
+
+
+#: The old name of each renamed environment variable, by its new name.
+_OLD_ENV = {new: old for old, new in RENAMED_ENV.items()}
 
 
 def _overlay_env(raw: RawConfig, keys: list[KeyInfo]) -> None:
     env, tree, sources = raw.env, raw.data, raw.sources
     for key in keys:
-        if not key.env or key.env not in env:
+        if not key.env:
+            continue
+        name, old = key.env, _OLD_ENV.get(key.env)
+        if old is not None and old in env:
+            if name in env:
+                raw.problems.append(
+                    f"{name} and {old} are both set; {old} is the old name of {name}: unset {old}"
+                )
+                continue
+            name = old
+            raw.warnings.append(f"environment variable {old} is deprecated; rename it to {key.env}")
+        if name not in env:
             continue
         try:
             minimum = key.attribute.metadata.get("min")
-            value = _parse_env(env[key.env], field_type(key.owner, key.attribute), negative=minimum is None or minimum < 0)
+            value = _parse_env(env[name], field_type(key.owner, key.attribute), negative=minimum is None or minimum < 0)
         except ValueError as exc:
-            raw.problems.append(f"{key.path} = {env[key.env]!r} (from env {key.env}): {exc}; allowed: {key.allowed}")
+            raw.problems.append(f"{key.path} = {env[name]!r} (from env {name}): {exc}; allowed: {key.allowed}")
             continue
         if _set_path(tree, key.path, value):
-            sources[key.path] = f"env {key.env}"
+            sources[key.path] = f"env {name}"
 
 
 def build_config(
@@ -272,7 +358,7 @@ def build_config(
     config.source_file = raw.source_file
     config.base_dir = raw.source_file.parent if raw.source_file else Path.cwd()
     config.sources = dict(raw.sources)
-    config.warnings = problems.warnings
+    config.warnings = [*raw.warnings, *problems.warnings]
     return config
 
 

@@ -515,9 +515,9 @@ def configure(agent: Agent) -> None:
     validated. The hook is ``historic``: a plugin registered later with ``agent.register()``
     still receives the call, once, at registration, so late plugins need no special path.
 
-    Bundled default: ``guardrails`` and ``identity`` create the agent home's SOUL.md and
-    IDENTITY.md from seed text when their path is not configured and the file is missing (never
-    overwriting one). Components such as the tool-history store come from registries, not from
+    Bundled default: ``guardrails`` and ``identity`` write the agent home's SOUL.md and
+    IDENTITY.md with their default text when their path is not configured and the file is missing
+    (never overwriting one). Components such as the tool-history store come from registries, not from
     ``configure``.
 
     Example::
@@ -625,7 +625,7 @@ def section_identity(turn: Turn) -> Section | None:
     Called on every turn.
 
     Bundled default (``identity``): the text of ``context.identityPath`` (else the agent home's
-    IDENTITY.md, created from seed text when missing and never overwritten), bounded by the
+    IDENTITY.md, written with a default identity when missing and never overwritten), bounded by the
     bootstrap budgets; stable. The same plugin adds the optional USER.md as the ``user_persona``
     extra section.
 
@@ -724,7 +724,7 @@ def section_skill_instructions(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_tool_recovery_policy(turn: Turn) -> Section | None:
-    """Produce the ``tool_recovery_policy`` section (second seed document), stable.
+    """Produce the ``tool_recovery_policy`` section, stable, at order 360: after the memory section, before the conversation history.
 
     Tool Recovery Policy: how to recover from a failed tool call (read the error, correct the arguments, try another way, say what failed). Rendered when the turn has tools.
 
@@ -737,8 +737,8 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
         the id, the order and the stability 'stable'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default (plugin ``recovery``): when the turn offers tools (``turn.tools`` is not
     empty), fixed text on recovering from a failed tool call: read the error in the result,
@@ -757,7 +757,7 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_current_permissions(turn: Turn) -> Section | None:
-    """Produce the ``current_permissions`` section (second seed document), dynamic.
+    """Produce the ``current_permissions`` section, dynamic, at order 610: right after the selected skill instructions.
 
     Current Permissions: the permission profile in force (``turn.permissions``:
     ``permissions.profile`` narrowed by ``TurnRequest.permissions``) and which action categories run,
@@ -773,8 +773,8 @@ def section_current_permissions(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default (plugin ``permissions``): rendered only under a restricted profile (never
     ``full_access``): ``# Current permissions``, the profile's name, the categories (the documented
@@ -793,7 +793,7 @@ def section_current_permissions(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_task_orchestration(turn: Turn) -> Section | None:
-    """Produce the ``task_orchestration`` section (second seed document), dynamic.
+    """Produce the ``task_orchestration`` section, dynamic, at order 620: after ``current_permissions``.
 
     Task Orchestration: when to delegate a self-contained job to a subagent with the ``task`` tool. Rendered only when the ``task`` tool is available to the turn.
 
@@ -806,8 +806,8 @@ def section_task_orchestration(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default (``subagents``): when ``task`` is among ``turn.tools`` (the agent has a
     subagent in ``[agents.named.<name>]`` or ``Agent(subagents=...)``, its depth is below
@@ -829,7 +829,7 @@ def section_task_orchestration(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_artifact_references(turn: Turn) -> Section | None:
-    """Produce the ``artifact_references`` section (second seed document), dynamic.
+    """Produce the ``artifact_references`` section, dynamic, at order 630: after ``task_orchestration``.
 
     Artifact References: the policy for the artifact metadata blocks next to retained history messages (metadata only; read one with ``artifact_read`` when needed, never all). Rendered only when the prompt holds artifact references.
 
@@ -842,8 +842,8 @@ def section_artifact_references(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default: ``artifact-refs`` renders the policy when a message of the turn's retained
     history (``turn.history``) carries attachments, whose metadata blocks (id, name, media type,
@@ -865,7 +865,7 @@ def section_artifact_references(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_hidden_tool_domains(turn: Turn) -> Section | None:
-    """Produce the ``hidden_tool_domains`` section (second seed document), dynamic.
+    """Produce the ``hidden_tool_domains`` section, dynamic, at order 640: after ``artifact_references``.
 
     Hidden Tool Domains: the compact ``request_tools`` catalogue of the tool domains not visible yet,
     each with its exact tool names (never schemas). The catalogue does not make a tool callable:
@@ -880,8 +880,8 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default (plugin ``tool-domains``): rendered only when ``tools.visible`` hides a domain
     and ``request_tools`` is offered: ``# Hidden tool domains``, how to request one, then one line
@@ -897,7 +897,7 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_agents_md(turn: Turn) -> Section | None:
-    """Produce the ``agents_md`` section (second seed document), dynamic.
+    """Produce the ``agents_md`` section, dynamic, at order 650: after ``hidden_tool_domains``.
 
     AGENTS.md: the effective AGENTS.md of the turn (the nearest one up from the working directory for CLI and console turns; a configured folder per channel for channel turns), bounded by the bootstrap budgets. Nothing when there is none.
 
@@ -910,8 +910,8 @@ def section_agents_md(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default: ``agents-md`` renders the effective AGENTS.md as project instructions whose
     heading names the file's path (the manifest's ``source``): the folder configured for the
@@ -933,7 +933,7 @@ def section_agents_md(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_recovery_continuation(turn: Turn) -> Section | None:
-    """Produce the ``recovery_continuation`` section (second seed document), dynamic.
+    """Produce the ``recovery_continuation`` section, dynamic, at order 660: after ``agents_md``.
 
     Recovery Continuation: the continuation hint for the provider round that follows a stop on the output-token limit.
 
@@ -946,8 +946,8 @@ def section_recovery_continuation(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Also called before every provider round after the run's first, with
     :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
@@ -970,7 +970,7 @@ def section_recovery_continuation(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_retry_instruction(turn: Turn) -> Section | None:
-    """Produce the ``retry_instruction`` section (second seed document), dynamic.
+    """Produce the ``retry_instruction`` section, dynamic, at order 670: after ``recovery_continuation``.
 
     Retry Instruction: after a recoverable tool failure, the instruction for the next provider round of the same turn; once the tool-loop budget is spent, the final-answer instruction instead.
 
@@ -983,8 +983,8 @@ def section_retry_instruction(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Also called before every provider round after the run's first, with
     :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
@@ -1011,7 +1011,7 @@ def section_retry_instruction(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_dynamic_context(turn: Turn) -> Section | None:
-    """Produce the ``dynamic_context`` section (second seed document), dynamic.
+    """Produce the ``dynamic_context`` section, dynamic, at order 680: after ``retry_instruction``.
 
     Dynamic Context: context the caller passed on the request or a plugin contributes for this turn.
 
@@ -1024,8 +1024,8 @@ def section_dynamic_context(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default: ``dynamic-context`` renders the request's ``TurnRequest.context`` (``monoagent
     run --context``/``--context-file``) under a heading saying it applies to this turn only, cut to
@@ -1042,7 +1042,7 @@ def section_dynamic_context(turn: Turn) -> Section | None:
 
 @hookspec(firstresult=True)
 def section_extra_system(turn: Turn) -> Section | None:
-    """Produce the ``extra_system`` section (second seed document), dynamic.
+    """Produce the ``extra_system`` section, dynamic, at order 690: the last system section, before the current user message.
 
     Extra System: runtime facts (the local date and time with its zone, the operating system), so questions such as "what day is it" are answerable. Never in the stable part.
 
@@ -1055,8 +1055,8 @@ def section_extra_system(turn: Turn) -> Section | None:
         the id, the order and the stability 'dynamic'), or None / empty text for no section.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the documented seed-000
-    producers; never under ``minimal`` or ``none``.
+    Called on every turn of the ``full`` prompt profile, after the producers of the sections
+    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
 
     Bundled default: ``runtime-facts`` renders the turn's local date, weekday and time with its
     time zone (the IANA name of ``runtime.session.rolloverTimezone`` when set, else the system

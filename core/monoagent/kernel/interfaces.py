@@ -31,7 +31,7 @@ class ProviderRuntime(Protocol):
     :class:`~monoagent.kernel.model.ToolCallRequested` per fully assembled tool call, and ends with one
     :class:`~monoagent.kernel.model.StepFinished`; it may yield :class:`~monoagent.kernel.model.StreamProgress`
     for argument or reasoning bytes as they arrive. The harness reads the stream within the
-    ``providers.piNative`` stream limits and checks every event's types
+    ``providers.client`` stream limits and checks every event's types
     (:func:`monoagent.pipeline.stream.read_step`). Failures raise
     :class:`~monoagent.kernel.errors.ProviderError` with ``retryable`` set for transient ones.
     Cancellation arrives as ``asyncio.CancelledError`` at an ``await``; the runtime stops its
@@ -244,7 +244,7 @@ class ProviderSessionStore(HistoryStore, Protocol):
     """A :class:`HistoryStore` that keeps the provider session with each record (the transaction).
 
     A store advertising :data:`CAPABILITY_PROVIDER_SESSIONS` implements these; only then does
-    ``providers.piNative.piSessionsRoot`` make sessions durable
+    ``runtime.session.transcriptsDir`` make sessions durable
     (:mod:`monoagent.pipeline.durable_sessions`), otherwise they stay process-local.
 
     ``load_provider_session(conversation_id)``

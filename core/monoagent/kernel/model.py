@@ -573,7 +573,7 @@ class ProviderRequest:
     ``messages`` holds the current user message and, inside a tool loop, the assistant tool-call
     and tool-result messages of this run. ``tools`` are the only callable tools.
     ``max_output_tokens``, when set, caps this step's answer in place of the provider's configured
-    cap (``maxOutputTokens``), higher or lower (a compaction summary asks for its own). ``transport`` is ``providers.piNative.transport`` (``auto``, ``sse``, ``websocket``,
+    cap (``maxOutputTokens``), higher or lower (a compaction summary asks for its own). ``transport`` is ``providers.client.transport`` (``auto``, ``sse``, ``websocket``,
     ``websocket-cached``): a runtime with several transports uses the one requested, a runtime
     with one (or that lacks the requested one) ignores it and uses its default.
     """
@@ -616,7 +616,7 @@ class StreamProgress:
 
     ``bytes`` of a tool call's argument JSON (``kind="tool_arguments"``, the call itself follows
     as :class:`ToolCallRequested`), or of output the runtime does not pass on (``"reasoning"``,
-    ``"other"``). The harness counts it towards ``providers.piNative.maxStreamBytes`` and as
+    ``"other"``). The harness counts it towards ``providers.client.maxStreamBytes`` and as
     progress for ``streamIdleTimeoutMs``, so a runtime that assembles long tool-call arguments
     or reads reasoning yields one per piece; a runtime that never does is bounded all the same.
     Reasoning progress counts until the :class:`ReasoningBlock` it belongs to arrives, which then

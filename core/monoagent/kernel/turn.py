@@ -74,7 +74,7 @@ class ProviderRound:
     """Where the provider round about to be sent stands in its run; read by section producers.
 
     The provider loop sets it on :attr:`Turn.provider_round` before each round after the run's
-    first and then produces the dynamic seed-003 sections again
+    first and then produces the per-round sections (order 610 to 690) again
     (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`); the first round of a run
     has the default value. ``step`` is the 1-based provider step over the run; ``failed_tools``
     the recoverable tool failures (:data:`RECOVERABLE_TOOL_STATUSES`) of the round just before

@@ -5,16 +5,16 @@ conversation history (400), skill index (500), selected skill instructions (600)
 current user message always last, as the final provider message rather than system text.
 Extra sections from :func:`~monoagent.kernel.hookspecs.extra_sections` are placed by their ``order``.
 
-The second seed document's sections (:data:`SEED_003_SECTIONS`) each have a hook of their own and a
+Ten optional sections (:data:`SEED_003_SECTIONS`) each have a hook of their own and a
 documented stability that assembly enforces: ``tool_recovery_policy`` (360) is stable and sits
 with the stable sections before the conversation history; the dynamic ones follow the skill
-instructions in the seed's relative order: ``current_permissions`` (610), ``task_orchestration``
+instructions in this order: ``current_permissions`` (610), ``task_orchestration``
 (620), ``artifact_references`` (630), ``hidden_tool_domains`` (640), ``agents_md`` (650),
 ``recovery_continuation`` (660), ``retry_instruction`` (670), ``dynamic_context`` (680) and
 ``extra_system`` (690). Each is optional: a hook that answers None (or empty text) leaves it out.
 
-Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the dynamic seed-003
-sections (:data:`ROUND_SECTIONS`) again for :attr:`~monoagent.kernel.turn.Turn.provider_round` and
+Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the dynamic ones of
+these sections (:data:`ROUND_SECTIONS`, 610 to 690) again for :attr:`~monoagent.kernel.turn.Turn.provider_round` and
 recompiles around the same messages, every other section unchanged: the stable text and its
 fingerprint stay byte-identical from round to round.
 
@@ -72,7 +72,7 @@ DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
     ("skill_index", "section_skill_index", 500, False),
     ("skill_instructions", "section_skill_instructions", 600, False),
 )
-#: The sections of the second seed document: (id, hook, order, stability), each optional.
+#: The optional sections with a hook of their own: (id, hook, order, stability); assembly enforces each one's.
 SEED_003_SECTIONS: tuple[tuple[str, str, int, Stability], ...] = (
     ("tool_recovery_policy", "section_tool_recovery_policy", 360, "stable"),
     ("current_permissions", "section_current_permissions", 610, "dynamic"),
@@ -85,7 +85,7 @@ SEED_003_SECTIONS: tuple[tuple[str, str, int, Stability], ...] = (
     ("dynamic_context", "section_dynamic_context", 680, "dynamic"),
     ("extra_system", "section_extra_system", 690, "dynamic"),
 )
-#: The sections produced again before every provider round after a run's first (the dynamic seed-003 ones).
+#: The sections produced again before every provider round after a run's first (the dynamic ones above).
 ROUND_SECTIONS = tuple(entry for entry in SEED_003_SECTIONS if entry[3] == "dynamic")
 ROUND_SECTION_IDS = frozenset(entry[0] for entry in ROUND_SECTIONS)
 SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS} | {
@@ -175,7 +175,7 @@ def _seed_003_sections(
 def refresh_dynamic_sections(hooks: Hooks, turn: Turn, prompt: AssembledPrompt) -> AssembledPrompt:
     """``prompt`` for the next provider round of the same turn: the round-boundary re-render.
 
-    Produces the dynamic seed-003 sections (:data:`ROUND_SECTIONS`) again for the turn as it
+    Produces the per-round sections (:data:`ROUND_SECTIONS`, 610 to 690) again for the turn as it
     now stands (:attr:`~monoagent.kernel.turn.Turn.provider_round`: a tool failure to retry, the
     final round, a continuation) and recompiles around the same messages. Every other section is
     kept as it was, so the stable text and its fingerprint stay byte-identical and the provider's

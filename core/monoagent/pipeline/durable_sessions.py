@@ -1,7 +1,7 @@
-"""Durable warm sessions: transcripts under ``providers.piNative.piSessionsRoot`` that survive the process.
+"""Durable warm sessions: transcripts under ``runtime.session.transcriptsDir`` that survive the process.
 
 :class:`DurableSessionBackend` is the :class:`~monoagent.pipeline.sessions.SessionBackend` that
-:func:`~monoagent.pipeline.sessions.session_backend` picks when ``piSessionsRoot`` is set and the
+:func:`~monoagent.pipeline.sessions.session_backend` picks when ``runtime.session.transcriptsDir`` is set and the
 history store advertises :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`. The
 history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
 model) is published atomically with the turn's messages, and a transcript is resumed only when

@@ -6,7 +6,7 @@ this order:
 
 * the primary model (the turn's ``model``) first, then each model of ``runtime.fallbacks`` in order;
 * a retryable :class:`~monoagent.kernel.errors.ProviderError` (429, 5xx, overloaded, a dropped connection,
-  a read timeout) retries the same model up to ``providers.piNative.piMaxRetries`` times, waiting
+  a read timeout) retries the same model up to ``providers.client.maxRetries`` times, waiting
   :func:`backoff_delay_ms` between tries, then moves to the next model of the chain;
 * a :class:`~monoagent.kernel.errors.ContextLimitError` on the primary's first attempt first gets
   the run's one reactive compaction (the harness's ``compact`` step): when it returns a smaller
@@ -47,7 +47,7 @@ and within ``runtime.maxTurns``; the answer is the cut-off replies and the final
 tool round in between ends the continuation (the answer is what follows it).
 
 Every step is read by :func:`monoagent.pipeline.stream.read_step`, within the stream limits of
-``providers.piNative``; every tool call it requests is run by the run's
+``providers.client``; every tool call it requests is run by the run's
 :class:`~monoagent.pipeline.tool_loop.ToolLoop`, and its result goes back to the model in the next step.
 
 The whole loop is bounded as well: ``runtime.runTimeoutMs`` is the deadline of the run (steps,
@@ -60,13 +60,13 @@ call runs, with :class:`~monoagent.kernel.errors.RepeatedToolCall` (settlement `
 the tool loop keeps that count).
 
 Events (``data`` fields): ``provider_request`` (``attempt``, ``stateless``,
-``diagnostics.pi_transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
+``diagnostics.transport_requested``), ``text_delta`` (``attempt``), ``provider_retry``
 (``attempt``: the next one, ``model``, ``delay_ms``, ``code``, ``status``, ``retryable``, ``error``),
 ``provider_response`` (``reasoning_blocks`` and ``reasoning_bytes`` when the step streamed signed
 reasoning: sizes only, never its text), ``provider_fallback`` (``from``, ``to``, ``reason``:
 ``retries_exhausted`` or ``context_limit``, ``attempt``), ``provider_attempt_discarded`` (``attempt``, ``model``, ``text_chars``, ``text_bytes``,
 ``tool_calls``: streamed text a caller should drop), ``prompt_cache_diagnostics`` (with
-``providers.piNative.promptCacheDiagnostics``, see :func:`cache_fingerprint`), ``prompt_refreshed``
+``providers.client.promptCacheDiagnostics``, see :func:`cache_fingerprint`), ``prompt_refreshed``
 (``step``, ``changed``: section ids, ``stable_sha256``, ``dynamic_sha256``: when a round's dynamic
 sections differ from the round before), ``provider_continuation`` (``step``: the cut-off one,
 ``continuation``, ``max_continuations``, ``text_bytes``).
@@ -135,7 +135,7 @@ def backoff_delay_ms(retry: int, *, cap_ms: int, retry_after: float | None = Non
 
     A server's ``Retry-After`` (``retry_after`` seconds) is honoured as given, without jitter;
     otherwise exponential backoff with full jitter. Either way the delay never exceeds ``cap_ms``
-    (``providers.piNative.maxRetryDelayMs``).
+    (``providers.client.maxRetryDelayMs``).
     """
     if retry_after is not None and retry_after >= 0:  # NaN fails this test; +inf is capped
         return round(min(retry_after * 1000, cap_ms))
@@ -215,7 +215,7 @@ class Answer:
             "attempt": self.attempt,
             "fallback": self.fallback,
             "primary_model": self.primary_model,
-            "diagnostics": {"pi_transport_requested": self.transport},
+            "diagnostics": {"transport_requested": self.transport},
         }
 
 
@@ -303,12 +303,12 @@ class ProviderCall:
         self.max_turns = config.runtime.max_turns
         self.max_continuations = config.runtime.max_continuations
         self.run_timeout_ms = config.runtime.run_timeout_ms
-        pi = config.providers.pi_native
-        self.limits = StreamLimits.from_config(pi)
-        self.max_retries = pi.pi_max_retries
-        self.cap_ms = pi.max_retry_delay_ms
-        self.transport = pi.transport
-        self.cache_diagnostics = pi.prompt_cache_diagnostics
+        client = config.providers.client
+        self.limits = StreamLimits.from_config(client)
+        self.max_retries = client.max_retries
+        self.cap_ms = client.max_retry_delay_ms
+        self.transport = client.transport
+        self.cache_diagnostics = client.prompt_cache_diagnostics
         self.chain = [turn.model, *[m for m in config.runtime.fallbacks if m != turn.model]]
         self.steps = 0
         self.usage = Usage()
@@ -567,7 +567,7 @@ class ProviderCall:
             stateless=stateless,
             messages=len(request.messages),
             tools=len(request.tools),
-            diagnostics={"pi_transport_requested": self.transport},
+            diagnostics={"transport_requested": self.transport},
         )
         if self.cache_diagnostics:
             turn.emit("prompt_cache_diagnostics", model=model, step=request.step, attempt=attempt.number,

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from monoagent.pipeline.run_control import RunControl, RunRecord
 
 DEFAULT_SETTLE_WINDOW_MS = 1000
-"""How long a cancelled run's account waits for the provider call to settle (seed: ``terminalRecoverySettlementMs``)."""
+"""How long a cancelled run's account waits for the provider call to settle, unless
+``Agent(terminal_recovery_settlement_ms=...)`` says otherwise."""
 
 _settling: contextvars.ContextVar[bool] = contextvars.ContextVar("monoagent_settling", default=False)
 

@@ -371,7 +371,7 @@ def session_backend(agent: Agent) -> SessionBackend:
     """The session backend of a new harness of ``agent``.
 
     Durable (:class:`~monoagent.pipeline.durable_sessions.DurableSessionBackend`) when
-    ``providers.piNative.piSessionsRoot`` is set and the history store advertises
+    ``runtime.session.transcriptsDir`` is set and the history store advertises
     :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`; otherwise in memory
     (process-local sessions). A root set for a store without the capability is withheld, and a
     log line says so once.
@@ -379,7 +379,7 @@ def session_backend(agent: Agent) -> SessionBackend:
     from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionStore
 
     idle_timeout_ms = agent.config.runtime.session.idle_timeout_ms
-    root = agent.config.providers.pi_native.pi_sessions_root
+    root = agent.config.runtime.session.transcripts_dir
     if root is None:
         return InMemorySessionBackend(idle_timeout_ms)
     store = agent.history_store
@@ -391,7 +391,7 @@ def session_backend(agent: Agent) -> SessionBackend:
     if (str(root), name) not in _WITHHELD:
         _WITHHELD.add((str(root), name))
         logger.warning(
-            "providers.piNative.piSessionsRoot is set, but the history store {!r} does not advertise the {!r} "
+            "runtime.session.transcriptsDir is set, but the history store {!r} does not advertise the {!r} "
             "capability: warm sessions stay in this process and are lost on restart", name, CAPABILITY_PROVIDER_SESSIONS,
         )
     return InMemorySessionBackend(idle_timeout_ms)

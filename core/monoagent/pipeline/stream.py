@@ -1,7 +1,7 @@
 """One provider step's stream, read within bounds: the reader every provider call goes through.
 
 Every provider stream is bounded here, whatever runtime produced it (:class:`StreamLimits`, from
-``providers.piNative``): an idle timeout (no progress: a non-empty text delta, a tool call, a
+``providers.client``): an idle timeout (no progress: a non-empty text delta, a tool call, a
 :class:`~monoagent.kernel.model.StreamProgress` with bytes, the step's end; pings never reach the kernel
 and an empty delta is no progress), a deadline from the request to the end, a cap on the output
 bytes (text, tool-call arguments, reasoning) and on tool calls per step
@@ -63,15 +63,15 @@ def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
 
 @attrs.frozen
 class StreamLimits:
-    """The bounds of one provider stream, from ``providers.piNative`` (seconds and bytes)."""
+    """The bounds of one provider stream, from ``providers.client`` (seconds and bytes)."""
 
     idle: float
     timeout: float
     max_bytes: int
 
     @classmethod
-    def from_config(cls, pi: Any) -> StreamLimits:
-        return cls(pi.stream_idle_timeout_ms / 1000, pi.stream_timeout_ms / 1000, pi.max_stream_bytes)
+    def from_config(cls, client: Any) -> StreamLimits:
+        return cls(client.stream_idle_timeout_ms / 1000, client.stream_timeout_ms / 1000, client.max_stream_bytes)
 
 
 def _stream_error(model: str, message: str, code: str, *, retryable: bool = False) -> ProviderError:
@@ -197,7 +197,7 @@ async def read_step(
                 if settled + provisional + thinking > limits.max_bytes:
                     raise _stream_error(
                         model,
-                        f"the stream passed providers.piNative.maxStreamBytes = {limits.max_bytes} bytes of output "
+                        f"the stream passed providers.client.maxStreamBytes = {limits.max_bytes} bytes of output "
                         f"(text, tool-call arguments, reasoning); it was stopped",
                         "stream_too_large",
                     )
@@ -223,13 +223,13 @@ def _timed_out(model: str, limits: StreamLimits, deadline: float) -> ProviderErr
     if asyncio.get_running_loop().time() >= deadline:
         return _stream_error(
             model,
-            f"the stream passed providers.piNative.streamTimeoutMs = {round(limits.timeout * 1000)} ms from the request; "
+            f"the stream passed providers.client.streamTimeoutMs = {round(limits.timeout * 1000)} ms from the request; "
             f"it was stopped",
             "stream_timeout",
         )
     return _stream_error(
         model,
-        f"no progress in the stream for providers.piNative.streamIdleTimeoutMs = {round(limits.idle * 1000)} ms "
+        f"no progress in the stream for providers.client.streamIdleTimeoutMs = {round(limits.idle * 1000)} ms "
         f"(nothing, or only keep-alives, arrived)",
         "stream_idle_timeout",
         retryable=True,

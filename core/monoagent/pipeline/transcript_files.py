@@ -1,4 +1,4 @@
-"""Durable transcripts on disk: the layout under ``providers.piNative.piSessionsRoot``.
+"""Durable transcripts on disk: the layout under ``runtime.session.transcriptsDir``.
 
 ::
 

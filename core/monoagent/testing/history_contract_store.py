@@ -4,7 +4,7 @@ The parts of the history-store suite written against the survivors of the ``file
 run (docs/testing.md, "Mutation score: files_history.py"); each checks a documented clause of
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`:
 
-- ``history.maxInactiveDays`` (365 by default, seeds/000: "365 days of inactivity") at and either
+- ``history.maxInactiveDays`` (365 by default: "365 days of inactivity") at and either
   side of its boundary, on a clock the suite controls (:meth:`HistoryLifecycleContract.set_clock`,
   with ``make_store(tmp_path, max_inactive_days=...)``): exactly the bound without a commit is kept,
   one second more is pruned by the next publication, never the conversation just published, which

@@ -5,7 +5,7 @@ so that each stays readable in one sitting. Each test builds data that makes *it
 that binds, and each limit is a class attribute a provider declares (None: the test skips, naming
 the attribute), with the documented value of the bundled providers as the default:
 
-- ``max_event_bytes`` (``providers.piNative.maxStreamEventBytes``, 4 MiB): a line of exactly
+- ``max_event_bytes`` (``providers.client.maxStreamEventBytes``, 4 MiB): a line of exactly
   that many bytes is read, one byte more is refused (``event_too_large``) while it is read; an
   event whose ``data:`` lines are each short but add up past it is refused, one well under it read;
 - ``error_body_max_bytes`` (64 KiB): an HTTP error body of exactly that size is read whole (its
@@ -17,7 +17,7 @@ the attribute), with the documented value of the bundled providers as the defaul
 - the harness's limits as the provider meets them (:func:`monoagent.pipeline.stream.read_step`
   and a real Agent): 1,024 tool calls in one step pass and 1,025 are ``too_many_tool_calls``;
   tool arguments nested 64 levels deep pass and 65 are ``malformed_event``;
-  ``providers.piNative.piMaxRetries`` retries of a retryable failure and not one more; a
+  ``providers.client.maxRetries`` retries of a retryable failure and not one more; a
   ``Retry-After`` honoured as the delay and bounded by ``maxRetryDelayMs``.
 
 The harness-level tests run the provider's runtime inside a fresh Agent under a model id of
@@ -217,7 +217,7 @@ class ProviderLimitsContract:
         error = _read_step_error(runtime, f"tool arguments nested {MAX_ARGUMENT_DEPTH + 1} levels deep were read")
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
-    def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **pi: Any) -> tuple[Any, list[float]]:
+    def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **client: Any) -> tuple[Any, list[float]]:
         from monoagent.pipeline import provider_call
         from monoagent.testing import fresh_agent
 
@@ -228,11 +228,11 @@ class ProviderLimitsContract:
 
         monkeypatch.setattr(provider_call, "sleep", no_wait)
         monkeypatch.setattr(provider_call, "jitter", lambda: 0.5)
-        agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"piNative": pi}})
+        agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"client": client}})
         return agent, waited
 
     def test_retries_stop_at_the_cap(self, provider_server: WireServer, runtime: Any, tmp_path: Any, monkeypatch: Any) -> None:
-        agent, _ = self._harness(tmp_path, monkeypatch, runtime, piMaxRetries=2)
+        agent, _ = self._harness(tmp_path, monkeypatch, runtime, maxRetries=2)
         try:
             provider_server.enqueue(Reply(status=503), Reply(status=503), Reply(text_pieces=("third ", "time")))
             assert agent.run_sync("hi", conversation_id="retries").text == "third time"
@@ -243,7 +243,7 @@ class ProviderLimitsContract:
             except ProviderError as exc:
                 assert "still down" in str(exc) and exc.status == 503, str(exc)
             else:
-                raise AssertionError("a fourth attempt answered: piMaxRetries = 2 allows three")
+                raise AssertionError("a fourth attempt answered: maxRetries = 2 allows three")
             assert len(provider_server.requests) == 6, "the third retry was made"
         finally:
             agent.close()
@@ -253,7 +253,7 @@ class ProviderLimitsContract:
             import pytest
 
             pytest.skip(f"{type(self).__name__}.retry_after_headers does not declare 'retry-after'")
-        agent, waited = self._harness(tmp_path, monkeypatch, runtime, piMaxRetries=3, maxRetryDelayMs=5000)
+        agent, waited = self._harness(tmp_path, monkeypatch, runtime, maxRetries=3, maxRetryDelayMs=5000)
         try:
             provider_server.enqueue(
                 Reply(status=429, headers={"retry-after": "4.999"}),

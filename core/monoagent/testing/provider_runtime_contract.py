@@ -28,7 +28,7 @@ runtime running; closing the stream early (``aclose``) ends it the same way. Als
 reason is one of :data:`STOP_REASONS`; an error keeps the model's message and names its provider;
 usage counts the prompt and the answer (``reports_usage``); with :meth:`runtime_for_steps`,
 successive calls play successive steps (a call past the last is a ProviderError) and, through a
-real Agent, ``piMaxRetries`` retries are made and not one more; with :meth:`misconfigurations`,
+real Agent, ``maxRetries`` retries are made and not one more; with :meth:`misconfigurations`,
 each is refused before any request, saying what to fix.
 
 Like the other contracts it runs its coroutines with ``asyncio.run`` and needs pytest only to
@@ -340,7 +340,7 @@ class ProviderRuntimeContract:
             raise AssertionError("a call past the last step answered")
 
     def test_runtime_contract_retries_stop_at_the_cap(self, tmp_path: Any, monkeypatch: Any) -> None:
-        """Through a real Agent with ``piMaxRetries = 2``: two retryable failures then an answer
+        """Through a real Agent with ``maxRetries = 2``: two retryable failures then an answer
         answer; three fail the turn with the third error (a fourth call would fail otherwise, past the
         last step); a fatal failure is not retried."""
         from monoagent.pipeline import provider_call
@@ -358,7 +358,7 @@ class ProviderRuntimeContract:
         )  # a call past the last step fails differently: the turn's error says whether the cap held
         for n, (scripts, outcome) in enumerate(cases):
             runtime = self.playing_steps(scripts)
-            agent = fresh_agent(tmp_path / f"agent-{n}", provider=ContractModel(runtime), config={"providers": {"piNative": {"piMaxRetries": 2}}})
+            agent = fresh_agent(tmp_path / f"agent-{n}", provider=ContractModel(runtime), config={"providers": {"client": {"maxRetries": 2}}})
             try:
                 assert agent.run_sync("hi").text == outcome, f"{len(scripts) - 1} steps before an answer"
             except ProviderError as exc:

@@ -4,11 +4,11 @@
 The two plugins own these files; the kernel never names, creates or reads them. Blocking both
 plugins leaves the agent home without SOUL.md or IDENTITY.md and nothing reads them.
 
-**Seeding.** When ``context.soulPath`` (``guardrails``) or ``context.identityPath``
+**Creating.** When ``context.soulPath`` (``guardrails``) or ``context.identityPath``
 (``identity``) is unset, the agent home (see :attr:`monoagent.kernel.config.Config.home`)
 supplies the file: the plugin's ``configure`` creates the home owner-only and the file from the
-seed text below when it is missing (:func:`seed_home_file`), so both exist from the agent's
-start-up, as the documents require. An existing file is never overwritten, even when it was
+default text below when it is missing (:func:`create_home_file`), so both exist from the agent's
+start-up. An existing file is never overwritten, even when it was
 customised or emptied: files are created with ``O_EXCL``. USER.md is never created.
 
 **Reading.** The three files are read once per turn (:func:`bootstrap_files`), whichever of the
@@ -97,7 +97,7 @@ class BootstrapFiles:
     user: BootstrapFile | None
 
 
-def seed_home_file(config: Config, configured: Path | None, name: str, text: str) -> Path | None:
+def create_home_file(config: Config, configured: Path | None, name: str, text: str) -> Path | None:
     """Create ``<home>/<name>`` from ``text`` when no path is ``configured`` and the file is missing.
 
     The home is created owner-only (0700) first, the file owner-only (0600) and never over an

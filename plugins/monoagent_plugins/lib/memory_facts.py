@@ -166,7 +166,7 @@ async def extract_facts(turn: Any, transcript: str, config: CaptureConfig) -> Ex
     pieces = io.StringIO()
     try:
         request = extractor_request(turn, model, transcript, config)
-        limits = StreamLimits.from_config(agent.config.providers.pi_native)
+        limits = StreamLimits.from_config(agent.config.providers.client)
         _, finished = await read_step(agent.provider(model), request, model=model, limits=limits, on_text=pieces.write)
     except MonoagentError as exc:
         return Extraction(reason="extractor_failed", detail=agent.redact(f"{type(exc).__name__}: {exc}", "error")[:500])

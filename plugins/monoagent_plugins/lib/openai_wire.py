@@ -361,7 +361,7 @@ def chat_runtime(
 
     ``config`` carries the fields every OpenAI-family section has: ``connect_timeout_seconds``,
     ``timeout_seconds``, ``max_output_tokens`` and ``context_window``; ``max_event_bytes`` is
-    ``providers.piNative.maxStreamEventBytes``.
+    ``providers.client.maxStreamEventBytes``.
     """
     endpoint = Endpoint(
         provider=provider,

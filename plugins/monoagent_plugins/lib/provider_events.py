@@ -1,7 +1,7 @@
 """A provider stream's events, read under caps and parsed strictly (not a plugin).
 
 :class:`SSEReader` cuts a raw body into server-sent events, refusing a line or an event over the
-endpoint's ``max_event_bytes`` (``providers.piNative.maxStreamEventBytes``) *while reading it*.
+endpoint's ``max_event_bytes`` (``providers.client.maxStreamEventBytes``) *while reading it*.
 :func:`event_json` and :func:`tool_arguments` parse what the runtimes read: JSON only (no
 ``NaN``), nesting errors and lone surrogates included (those become U+FFFD, logged). The event
 *shape* is checked by each runtime with :func:`want` and :func:`count`, which raise
@@ -167,7 +167,7 @@ class SSEReader:
     def too_large(self, what: str) -> ProviderError:
         endpoint = self.endpoint
         return ProviderError(
-            f"{endpoint.provider}: a stream {what} from {endpoint.url} passed providers.piNative.maxStreamEventBytes "
+            f"{endpoint.provider}: a stream {what} from {endpoint.url} passed providers.client.maxStreamEventBytes "
             f"= {self.limit} bytes; the stream was stopped",
             provider=endpoint.provider,
             code="event_too_large",

@@ -15,7 +15,7 @@ what happened and what to do, with ``retryable`` set exactly for transient failu
 What a server sends is bounded here before anything is parsed: the stream is read as raw bytes
 (``accept-encoding: identity`` is asked for and a compressed answer refused, so a small answer
 cannot inflate), cut into lines and events by :class:`~monoagent_plugins.lib.provider_events.SSEReader`, which
-refuses a line or an event over ``providers.piNative.maxStreamEventBytes`` *while reading it* (at
+refuses a line or an event over ``providers.client.maxStreamEventBytes`` *while reading it* (at
 most one network chunk past the cap is ever buffered), and an error body is read up to
 :data:`ERROR_BODY_MAX_BYTES`. Parsing what the runtimes read, and checking its shape, is
 :mod:`monoagent_plugins.lib.provider_events`; the time and output limits of a stream are the
