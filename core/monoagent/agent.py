@@ -25,10 +25,12 @@ from monoagent.kernel.host import OFF_NAMES, PluginHost, PluginRecord, await_me_
 from monoagent.kernel.interfaces import (
     CompactionPolicy,
     Embedder,
+    HistoryResetReport,
     HistoryStore,
     MemoryTier,
     ProviderRuntime,
     Tool,
+    ToolHistoryClearReport,
     ToolHistoryStore,
 )
 from monoagent.kernel.model import AssembledPrompt, TurnRequest, TurnResult
@@ -214,7 +216,9 @@ class Agent:
     def tool_history_store(self) -> ToolHistoryStore | None:
         """The tool-history store ``toolHistory.store`` selects, created once; None when tool history is off.
 
-        Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
+        This Agent is the store's one owner: it creates it here, on first use, and closes it in
+        :meth:`aclose`. The harness, the ``history`` commands and the tools all take this one and
+        never construct or close another (an Agent from :meth:`derive` shares it). Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
         store whose plugin is blocked, failed or missing is a :class:`ComponentError` naming it;
         a factory that raised is called again next time.
         """
@@ -381,7 +385,7 @@ class Agent:
         )
         return await self.harness.prepare(turn)
 
-    async def reset_conversation(self, conversation_id: str) -> tuple[Any, Any]:
+    async def reset_conversation(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
         """Clear a logical session's message and tool history across all its daily buckets.
 
         ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
@@ -409,9 +413,9 @@ class Agent:
             )
         tool_history = self.tool_history_store()
         if tool_history is not None:
-            await await_me_maybe(tool_history.stats())
+            await tool_history.stats()
         report = await reset_logical(logical)
-        tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
+        tool = await tool_history.clear_logical(logical) if tool_history is not None else None
         await self.after_history_reset(logical)
         return report, tool
 
@@ -420,7 +424,7 @@ class Agent:
         for value in self.hooks.after_history_reset(agent=self, logical_conversation_id=logical_conversation_id):
             await await_me_maybe(value)
 
-    async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
+    async def _reset_exact(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
         """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
 
         ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
@@ -428,19 +432,9 @@ class Agent:
         after to report the record and its bytes; concurrent commits elsewhere can blur those two
         figures, never the reset itself.
         """
-        from monoagent.kernel.errors import HistoryStoreError
-        from monoagent.kernel.interfaces import HistoryResetReport
-
         tool_history = self.tool_history_store()
-        clear = getattr(tool_history, "clear_conversation", None)
         if tool_history is not None:
-            if clear is None:
-                raise HistoryStoreError(
-                    f"tool-history store {getattr(tool_history, 'name', '?')!r} has no clear_conversation(), so "
-                    f"{conversation_id!r} cannot be reset on its own; nothing was cleared "
-                    f"(see monoagent.kernel.interfaces.ToolHistoryStore)"
-                )
-            await await_me_maybe(tool_history.stats())
+            await tool_history.stats()
         store = self.history_store
         stats = getattr(store, "stats", None)
         before = await stats() if stats is not None else None
@@ -449,7 +443,7 @@ class Agent:
         records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
         freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
         report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
-        tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
+        tool = await tool_history.clear_conversation(conversation_id) if tool_history is not None else None
         await self.after_history_reset(conversation_id)
         return report, tool
 
@@ -461,7 +455,7 @@ class Agent:
         await self.harness.close()
         tool_history, self._tool_history = self._tool_history, None
         if tool_history is not None:
-            await await_me_maybe(tool_history.close())
+            await tool_history.close()
         if self._store is not None:
             await self._store.close()
             self._store = None
