@@ -408,7 +408,7 @@ def test_tool_records_in_an_account_are_left_out_of_the_next_projection(tmp_path
         await agent.wait_settled()
 
     asyncio.run(main())
-    assert agent.tool_history_store().stats().calls == 1 and (agent.config.history_dir / SIDECAR).exists()
+    assert asyncio.run(agent.tool_history_store().stats()).calls == 1 and (agent.config.history_dir / SIDECAR).exists()
     prompt = asyncio.run(agent.assemble(TurnRequest("next", conversation_id="c")))
     assert "tool_history" not in prompt.manifest.section_ids  # the only call is already in the account
     assert "found gamma" in prompt.messages[prompt.leading - 1].content  # through the account, sent as a leading message

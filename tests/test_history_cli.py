@@ -27,42 +27,61 @@ from monoagent.kernel.host import PluginHost, local_plugin_paths
 from monoagent.kernel.model import Message
 from monoagent_plugins.files_history import FilesHistoryStore
 
-# A third-party store whose maintenance is async: the bundled store is sync, so only a fake shows
-# that the commands await what a store returns (and which of its methods each command calls).
+# A third-party tool-history store: the commands reach it only through the protocol's coroutines
+# and typed reports, and only through the Agent, which creates it once and closes it once.
 FAKE_TOOL_HISTORY = textwrap.dedent(
     """
     import json, os
-    from types import SimpleNamespace
     from monoagent import hookimpl
+    from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
 
     LOG = os.environ["FAKE_TOOL_LOG"]
 
+    def log(*entry):
+        with open(LOG, "a") as handle:
+            handle.write(json.dumps(entry) + "\\n")
+
     class FakeToolHistory:
-        def _log(self, *entry):
-            with open(LOG, "a") as handle:
-                handle.write(json.dumps(entry) + "\\n")
+        name = "fake"
+        confirm_timeout = reconcile_timeout = 1.0
 
-        def stats(self):
-            return SimpleNamespace(calls=3, records=5, bytes=4096)
+        async def write_invocation(self, invocation):
+            log("write_invocation")
 
-        def clear_logical(self, logical):
-            self._log("clear_logical", logical)
-            return SimpleNamespace(calls=2, records=3, bytes=1024)
+        async def write_result(self, invocation, result, finished_at):
+            log("write_result")
 
-        def clear_conversation(self, conversation_id):
-            self._log("clear_conversation", conversation_id)
-            return SimpleNamespace(calls=1, records=2, bytes=512)
+        async def records(self, *, conversation_id=None, logical_conversation_id=None):
+            return ()
+
+        async def flush(self):
+            pass
+
+        async def stats(self):
+            return ToolHistoryStats(calls=3, records=5, bytes=4096)
+
+        async def clear_logical(self, logical):
+            log("clear_logical", logical)
+            return ToolHistoryClearReport(calls=2, records=3, bytes=1024)
+
+        async def clear_conversation(self, conversation_id):
+            log("clear_conversation", conversation_id)
+            return ToolHistoryClearReport(calls=1, records=2, bytes=512)
 
         async def clear_all(self):
-            self._log("clear_all")
-            return SimpleNamespace(calls=3, records=5, bytes=4096)
+            log("clear_all")
+            return ToolHistoryClearReport(calls=3, records=5, bytes=4096)
 
-        def close(self):
-            pass
+        async def close(self):
+            log("close")
 
     @hookimpl
     def register_tool_history_stores(register):
-        register("fake", lambda agent: FakeToolHistory())
+        def create(agent):
+            log("created")
+            return FakeToolHistory()
+
+        register("fake", create)
     """
 )
 
@@ -287,7 +306,7 @@ def test_reset_with_rollover_off_clears_only_the_exact_id(project):
     assert project.stored() == ["tg:1"] and [cid for cid, _, _ in project.calls()] == ["tg:1", "tg:1"]
 
 
-def test_a_tool_history_store_with_async_maintenance_is_awaited(project):
+def test_a_third_party_tool_history_store_is_used_through_the_protocol_and_owned_by_the_agent(project):
     project.config('[runtime.session]\nrollover = "daily"\n[toolHistory]\nstore = "fake"\n[plugins]\npaths = ["plugins"]\n')
     project.commit("tg:1", "tg:1:2025-01-01")
     assert "tool history total: 3 call(s), 5 record(s), 4096 bytes" in project.invoke("history", "list").output
@@ -295,8 +314,13 @@ def test_a_tool_history_store_with_async_maintenance_is_awaited(project):
     project.config('[toolHistory]\nstore = "fake"\n[plugins]\npaths = ["plugins"]\n')
     assert "tool history removed: 1 call(s), 2 record(s), 512 bytes" in project.invoke("history", "reset", "tg:1").output
     cleared = project.invoke("history", "clear", "--all", "--yes").output
-    assert "tool history removed: 3 call(s), 5 record(s), 4096 bytes" in cleared, "clear_all is a coroutine here"
-    assert project.tool_calls() == [["clear_logical", "tg:1"], ["clear_conversation", "tg:1"], ["clear_all"]]
+    assert "tool history removed: 3 call(s), 5 record(s), 4096 bytes" in cleared
+    assert project.tool_calls() == [
+        ["created"], ["close"],  # one store per command's Agent, closed by the Agent when the command ends
+        ["created"], ["clear_logical", "tg:1"], ["close"],
+        ["created"], ["clear_conversation", "tg:1"], ["close"],
+        ["created"], ["clear_all"], ["close"],
+    ]
 
 
 def test_reset_fails_closed_on_a_store_without_logical_reset(project):

@@ -110,7 +110,7 @@ def test_hook_register_history_stores(tmp_path):
 
 
 def test_hook_register_tool_history_stores(tmp_path):
-    import concurrent.futures
+    from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
 
     class ListStore:
         name = "list"
@@ -118,39 +118,34 @@ def test_hook_register_tool_history_stores(tmp_path):
 
         def __init__(self):
             self.writes: list[tuple[str, str]] = []
-            self.closed = False
+            self.closed = 0
 
-        @staticmethod
-        def done(value):
-            future = concurrent.futures.Future()
-            future.set_result(value)
-            return future
-
-        def submit_invocation(self, invocation):
+        async def write_invocation(self, invocation):
             self.writes.append(("invocation", invocation.call.name))
-            return self.done(invocation.invocation_id)
 
-        def submit_result(self, invocation, result, finished_at):
+        async def write_result(self, invocation, result, finished_at):
             self.writes.append(("result", result.content))
-            return self.done(invocation.result_id)
 
-        def records(self, *, conversation_id=None, logical_conversation_id=None):
-            return []
+        async def records(self, *, conversation_id=None, logical_conversation_id=None):
+            return ()
 
-        def flush(self, timeout=None):
+        async def flush(self):
             pass
 
-        def stats(self):
-            return None
+        async def stats(self):
+            return ToolHistoryStats(len(self.writes) // 2, len(self.writes), 0)
 
-        def clear_logical(self, logical_conversation_id):
-            return None
+        async def clear_logical(self, logical_conversation_id):
+            return ToolHistoryClearReport(0, 0, 0)
 
-        def clear_all(self):
-            return None
+        async def clear_conversation(self, conversation_id):
+            return ToolHistoryClearReport(0, 0, 0)
 
-        def close(self):
-            self.closed = True
+        async def clear_all(self):
+            return ToolHistoryClearReport(0, 0, 0)
+
+        async def close(self):
+            self.closed += 1
 
     store = ListStore()
 
@@ -174,7 +169,7 @@ def test_hook_register_tool_history_stores(tmp_path):
     assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
     assert agent.tool_history_store() is store
     agent.close()
-    assert store.closed
+    assert store.closed == 1, "the Agent that created the store closes it, once"
     assert not (tmp_path / "home" / "history" / "tool-history").exists()  # the bundled sqlite store was never opened
 
 

@@ -232,15 +232,15 @@ def test_a_reset_with_rollover_off_touches_only_the_exact_id(tmp_path):
     for n, cid in enumerate(ids):
         asyncio.run(agent.history_store.commit(cid, OLD_TURN))
         invocation = ToolInvocation(cid, cid, f"run{n}", ToolCall(f"c{n}", "probe", {}), time.time())
-        tools.submit_invocation(invocation).result()
-        tools.submit_result(invocation, ToolResult(f"c{n}", "probe", "ok"), time.time()).result()
+        asyncio.run(tools.write_invocation(invocation))
+        asyncio.run(tools.write_result(invocation, ToolResult(f"c{n}", "probe", "ok"), time.time()))
     report, cleared = asyncio.run(agent.reset_conversation("tg:7:2020-01-01"))
     assert report.conversation_ids == ("tg:7:2020-01-01",) and report.messages == 2 and cleared.calls == 1
     assert load(agent, "tg:7") == OLD_TURN and load(agent, "tg:7:2020-01-01") == []
     report, cleared = asyncio.run(agent.reset_conversation("tg:7"))
     assert report.conversation_ids == ("tg:7",) and cleared.calls == 1
     assert load(agent, "tg:70") == OLD_TURN
-    assert sorted(r.conversation_id for r in tools.records()) == ["tg:70"]
+    assert sorted(r.conversation_id for r in asyncio.run(tools.records())) == ["tg:70"]
     agent.close()
 
 

@@ -104,7 +104,12 @@ def make_store(tmp_path):
 
     yield make
     for store in stores:
-        store.close()
+        awaited(store.close())
+
+
+def awaited(coroutine):
+    """A store's coroutine, awaited on an event loop of its own (the store is bound to none)."""
+    return asyncio.run(coroutine)
 
 
 def put(store, conversation, run, call_id, *, name="echo", args=None, content="ok", status=ToolStatus.SUCCESS,
@@ -112,8 +117,8 @@ def put(store, conversation, run, call_id, *, name="echo", args=None, content="o
     invocation = ToolInvocation(
         conversation, logical or conversation.split(":")[0], run, ToolCall(call_id, name, args or {}), 1.0, isolated
     )
-    store.submit_invocation(invocation).result()
-    store.submit_result(invocation, ToolResult(call_id, name, content, status), store.clock() if finished is None else finished).result()
+    awaited(store.write_invocation(invocation))
+    awaited(store.write_result(invocation, ToolResult(call_id, name, content, status), store.clock() if finished is None else finished))
     return invocation
 
 
@@ -189,7 +194,7 @@ def test_a_slow_writer_makes_the_event_deferred_and_the_run_reconciles_it(tmp_pa
         tmp_path, echo_steps("slow"), config={"toolHistory": {"confirmTimeoutMs": 20}},
         plugins=[Tools(on_echo=lambda turn: turn.agent.tool_history_store().writer.gate.set())],
     )
-    agent.tool_history_store().flush()  # the writer exists
+    awaited(agent.tool_history_store().flush())  # the writer exists
     agent.tool_history_store().writer.gate.clear()  # held until the tool runs
     agent.run_sync("go", conversation_id="c", on_event=events.append)
     call = next(e for e in events if e.type == "tool_call")
@@ -225,8 +230,8 @@ CRASH_CHILD = textwrap.dedent(
     class Blocking:
         @hookimpl
         def register_tools(self, register):
-            def handler(context):
-                context.turn.agent.tool_history_store().flush()
+            async def handler(context):
+                await context.turn.agent.tool_history_store().flush()
                 print("ready", flush=True)
                 threading.Event().wait()
             register(ToolSpec("blocking", "Never returns."), handler)
@@ -250,7 +255,7 @@ def test_a_call_left_dangling_by_sigkill_is_closed_as_interrupted_on_start_up(tm
     agent = scripted_agent(tmp_path, [{"text": "after"}])
     before = rows(sidecar(agent))
     assert [(r["tool"], r["status"]) for r in before] == [("blocking", None)]
-    agent.tool_history_store().flush()  # the writer starts and recovers
+    awaited(agent.tool_history_store().flush())  # the writer starts and recovers
     after = rows(sidecar(agent))
     assert after[0]["status"] == "interrupted" and after[0]["end_seq"] > after[0]["start_seq"]
     assert "not re-run" in after[0]["result"]
@@ -353,7 +358,7 @@ def test_tombstones_are_bounded_by_count_and_age(make_store):
 def test_dangling_calls_are_never_pruned(make_store):
     store = make_store(max_calls=1)
     open_call = ToolInvocation("c", "c", "r", ToolCall("open", "echo", {}), 1.0)
-    store.submit_invocation(open_call).result()
+    awaited(store.write_invocation(open_call))
     for i in range(3):
         put(store, "c", "r", str(i))
     assert store.query("SELECT call_id FROM calls WHERE status IS NULL")[0]["call_id"] == "open"
@@ -364,19 +369,19 @@ def test_dangling_calls_are_never_pruned(make_store):
 
 def test_stats_and_clearing_a_logical_session_across_daily_buckets(make_store):
     store = make_store()
-    assert store.stats().calls == 0 and not store.path.exists()
+    assert awaited(store.stats()).calls == 0 and not store.path.exists()
     put(store, "chat", "r1", "1")
     put(store, "chat:2026-07-01", "r2", "2", logical="chat")
     put(store, "chat:2026-07-02", "r3", "3", logical="chat")
     put(store, "chat:notes", "r4", "4", logical="chat:notes")
     put(store, "other", "r5", "5")
-    stats = store.stats()
+    stats = awaited(store.stats())
     assert (stats.calls, stats.records) == (5, 10) and stats.bytes > 0
-    report = store.clear_logical("chat")
+    report = awaited(store.clear_logical("chat"))
     assert (report.calls, report.records) == (3, 6)
     assert sorted(r["conversation_id"] for r in store.query("SELECT conversation_id FROM calls")) == ["chat:notes", "other"]
-    report = store.clear_all()
-    assert (report.calls, report.records) == (2, 4) and store.stats().calls == 0
+    report = awaited(store.clear_all())
+    assert (report.calls, report.records) == (2, 4) and awaited(store.stats()).calls == 0
 
 
 # --------------------------------------------------------------------------- projection
@@ -395,7 +400,7 @@ def make_turn(agent, conversation="c", run_id="current", history=()):
 def ask_session_history(turn, arguments):
     """The SessionHistory handler answering one call of ``turn``'s conversation."""
     context = tool_context(turn.agent, "SessionHistory", arguments, call_id="call-sh", request=turn.request)
-    return session_history(context)
+    return awaited(session_history(context))
 
 
 def test_projection_is_bounded_framed_and_excludes_current_run_isolated_and_accounted(tmp_path):
@@ -545,7 +550,7 @@ def test_two_agents_of_one_process_share_one_writer(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert first.tool_history_store().stats().calls == 40
+    assert awaited(first.tool_history_store().stats()).calls == 40
     first.close()
     second.close()
 
@@ -556,18 +561,18 @@ def test_maintenance_without_a_writer_needs_no_ownership(tmp_path, make_store):
     store = make_store()
     put(store, "chat", "r1", "1")
     live = ToolInvocation("chat", "chat", "r2", ToolCall("2", "echo", {}), 1.0)
-    store.submit_invocation(live).result()  # the writer runs, a call of it is in flight
+    awaited(store.write_invocation(live))  # the writer runs, a call of it is in flight
     cli = SqliteToolHistory(store.history_dir, ToolHistoryConfig(), lambda text, kind: text)
-    assert cli.stats().calls == 2 and cli._writer is None  # stats only read
+    assert awaited(cli.stats()).calls == 2 and cli._writer is None  # stats only read
     fd = os.open(store.history_dir / OWNER_LOCK, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # even a recovery in progress does not hold a clear up
-        assert cli.clear_logical("chat").calls == 2 and cli.stats().calls == 0
+        assert awaited(cli.clear_logical("chat")).calls == 2 and awaited(cli.stats()).calls == 0
     finally:
         os.close(fd)
     assert cli._writer is None
-    store.submit_result(live, ToolResult("2", "echo", "late", ToolStatus.SUCCESS), store.clock()).result()  # the writer goes on
-    assert [r.status for r in cli.records()] == ["success"]
+    awaited(store.write_result(live, ToolResult("2", "echo", "late", ToolStatus.SUCCESS), store.clock()))  # the writer goes on
+    assert [r.status for r in awaited(cli.records())] == ["success"]
 
 
 # --------------------------------------------------------------------------- several processes
@@ -575,7 +580,7 @@ def test_maintenance_without_a_writer_needs_no_ownership(tmp_path, make_store):
 
 WRITER_CHILD = textwrap.dedent(
     """
-    import json, sys, threading
+    import asyncio, json, sys, threading
     from monoagent.kernel.hookspecs import hookimpl
     from monoagent.kernel.model import ToolSpec
     from monoagent.testing import scripted_agent
@@ -587,8 +592,8 @@ WRITER_CHILD = textwrap.dedent(
         def register_tools(self, register):
             register(ToolSpec("echo", "Echo text back."), lambda context: str(context.arguments.get("text", "")))
 
-            def blocking(context):
-                context.turn.agent.tool_history_store().flush()  # the invocation is durable
+            async def blocking(context):
+                await context.turn.agent.tool_history_store().flush()  # the invocation is durable
                 print("running", flush=True)
                 threading.Event().wait()
 
@@ -598,7 +603,7 @@ WRITER_CHILD = textwrap.dedent(
     step = {"tool_calls": [{"name": tool, "arguments": {"text": f"{mode} {i}"}} for i in range(calls)]}
     agent = scripted_agent(home, [step, {"text": "ok"}] * runs * 10, plugins=[Tools()],
                            config={"history": {"dir": history}, "toolHistory": {"confirmTimeoutMs": 60_000}})
-    agent.tool_history_store().flush()  # this process's writer runs
+    asyncio.run(agent.tool_history_store().flush())  # this process's writer runs
     print("ready", flush=True)
     while sys.stdin.readline().strip() == "go":
         persistence = []
@@ -705,28 +710,28 @@ def test_a_live_writers_call_is_never_interrupted_and_a_killed_ones_is(tmp_path)
         assert child.line() == "running"  # its invocation is durable, its result pending
         (lock,) = writer_locks(history)
         second = store()
-        second.flush()  # this process's writer starts and recovers
-        store().flush()  # and a second handle attaching to it looks again
+        awaited(second.flush())  # this process's writer starts and recovers
+        awaited(store().flush())  # and a second handle attaching to it looks again
         (row,) = rows(history / SIDECAR)
         assert row["status"] is None and row["writer"] in lock.name
         child.kill()
         assert lock.exists()  # SIGKILL leaves the file, and nothing holds its lock any more
         for handle in stores:
-            handle.close()  # this process's writer stops
-        store().flush()  # a new writer starts
+            awaited(handle.close())  # this process's writer stops
+        awaited(store().flush())  # a new writer starts
         (row,) = rows(history / SIDECAR)
         assert row["status"] == "interrupted" and "not re-run" in row["result"] and row["end_seq"] > row["start_seq"]
         assert not lock.exists()
     finally:
         child.kill()
         for handle in stores:
-            handle.close()
+            awaited(handle.close())
 
 
 def test_a_handle_attaching_to_a_running_writer_recovers_a_dead_writers_call(tmp_path):
     history = tmp_path / "history"
     first = SqliteToolHistory(history, ToolHistoryConfig(), lambda text, kind: text)
-    first.flush()  # this process's writer runs before the other process starts
+    awaited(first.flush())  # this process's writer runs before the other process starts
     child = Child(tmp_path, "a", history, mode="block")
     try:
         assert child.line() == "ready"
@@ -736,12 +741,12 @@ def test_a_handle_attaching_to_a_running_writer_recovers_a_dead_writers_call(tmp
         assert rows(history / SIDECAR)[0]["status"] is None
         second = SqliteToolHistory(history, ToolHistoryConfig(), lambda text, kind: text)
         assert second.writer is first.writer
-        second.flush()
+        awaited(second.flush())
         assert rows(history / SIDECAR)[0]["status"] == "interrupted"
-        second.close()
+        awaited(second.close())
     finally:
         child.kill()
-        first.close()
+        awaited(first.close())
 
 
 def test_history_maintenance_from_another_process_beside_a_live_writer(tmp_path):
@@ -752,13 +757,13 @@ def test_history_maintenance_from_another_process_beside_a_live_writer(tmp_path)
         assert child.line() == "ready"
         child.send("go")
         assert json.loads(child.line()) == ["persisted"] * 6
-        assert cli.tool_history_store().stats().calls == 3
-        report = cli.tool_history_store().clear_all()
-        assert (report.calls, report.records) == (3, 6) and cli.tool_history_store().stats().calls == 0
+        assert awaited(cli.tool_history_store().stats()).calls == 3
+        report = awaited(cli.tool_history_store().clear_all())
+        assert (report.calls, report.records) == (3, 6) and awaited(cli.tool_history_store().stats()).calls == 0
         child.send("go")  # the writer goes on after the clear
         assert json.loads(child.line()) == ["persisted"] * 6
-        assert cli.tool_history_store().stats().calls == 3
-        assert cli.tool_history_store().clear_logical("shared").calls == 3
+        assert awaited(cli.tool_history_store().stats()).calls == 3
+        assert awaited(cli.tool_history_store().clear_logical("shared")).calls == 3
     finally:
         child.finish()
         cli.close()
@@ -784,17 +789,17 @@ def test_writer_liveness_is_a_lock_never_a_pid_or_a_clock(tmp_path):
 def test_a_schema_1_development_file_is_migrated_and_its_dangling_calls_closed(make_store):
     store = make_store()
     put(store, "c", "r", "done")
-    store.submit_invocation(ToolInvocation("c", "c", "r", ToolCall("open", "echo", {}), 1.0)).result()
-    store.close()
+    awaited(store.write_invocation(ToolInvocation("c", "c", "r", ToolCall("open", "echo", {}), 1.0)))
+    awaited(store.close())
     db = sqlite3.connect(store.path)
     db.execute("DROP INDEX calls_in_flight")
     db.execute("ALTER TABLE calls DROP COLUMN writer")
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
     db.commit()
     db.close()
-    assert [r.status for r in store.records()] == ["success", None]  # schema 1 stays readable
-    store.flush()  # a writer migrates it in place
-    assert [r.status for r in store.records()] == ["success", "interrupted"]
+    assert [r.status for r in awaited(store.records())] == ["success", None]  # schema 1 stays readable
+    awaited(store.flush())  # a writer migrates it in place
+    assert [r.status for r in awaited(store.records())] == ["success", "interrupted"]
     assert store.query("SELECT value FROM meta WHERE key = 'schema'")[0]["value"] == "2"
     put(store, "c", "r2", "next")
     assert store.query("SELECT writer FROM calls WHERE call_id = 'next'")[0]["writer"] == store.writer.writer_id
@@ -864,7 +869,7 @@ def test_a_history_directory_with_uri_characters_is_read_correctly(tmp_path, odd
     store = SqliteToolHistory(tmp_path / odd / "history", ToolHistoryConfig(), lambda text, kind: redact_text(text), Clock())
     try:
         put(store, "c", "r1", "1", args={"q": "x"}, content="found it")
-        assert [record.result for record in store.records(conversation_id="c")] == ["found it"]
-        assert store.stats().calls == 1
+        assert [record.result for record in awaited(store.records(conversation_id="c"))] == ["found it"]
+        assert awaited(store.stats()).calls == 1
     finally:
-        store.close()
+        awaited(store.close())

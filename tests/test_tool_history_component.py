@@ -7,6 +7,7 @@ Selected, blocked, failed, unknown and duplicated like every other component; ``
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import ComponentError, ConfigError, PluginError, ToolSpec, ToolStatus, hookimpl
+from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
@@ -56,7 +58,7 @@ def test_the_default_store_is_the_bundled_sqlite_sidecar(tmp_path):
     store = agent.tool_history_store()
     assert isinstance(store, SqliteToolHistory) and agent.tool_history_store() is store
     assert [e.data["persistence"] for e in tool_events(agent)] == ["persisted", "persisted"]
-    assert [r.tool for r in store.records(conversation_id="c")] == ["clock"]
+    assert [r.tool for r in asyncio.run(store.records(conversation_id="c"))] == ["clock"]
     locks = agent.config.history_dir / LOCKS
     assert list(locks.glob("tool-writer-*.lock"))
     agent.close()
@@ -96,6 +98,93 @@ def test_the_kernel_keeps_no_tool_history_attribute_on_the_agent(tmp_path):
     agent = fresh_agent(tmp_path)
     assert not hasattr(agent, "tool_history"), "the store is a component: agent.tool_history_store()"
     agent.close()
+
+
+class GatedStore:
+    """An async third-party store whose writes wait for a gate the ``open_gate`` tool opens; it notes
+    every write that completes and every one that is cancelled."""
+
+    name = "gated"
+    confirm_timeout = 0.01
+    reconcile_timeout = 60.0
+
+    def __init__(self):
+        self.gate: asyncio.Event | None = None
+        self.done: list[str] = []
+        self.cancelled: list[str] = []
+        self.closed = 0
+
+    async def _write(self, what):
+        if self.gate is None:
+            self.gate = asyncio.Event()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(what)
+            raise
+        self.done.append(what)
+
+    async def write_invocation(self, invocation):
+        await self._write(f"invocation {invocation.call.name}")
+
+    async def write_result(self, invocation, result, finished_at):
+        await self._write(f"result {result.content}")
+
+    async def records(self, *, conversation_id=None, logical_conversation_id=None):
+        return ()
+
+    async def flush(self):
+        pass
+
+    async def stats(self):
+        return ToolHistoryStats(0, 0, 0)
+
+    async def clear_logical(self, logical_conversation_id):
+        return ToolHistoryClearReport(0, 0, 0)
+
+    async def clear_conversation(self, conversation_id):
+        return ToolHistoryClearReport(0, 0, 0)
+
+    async def clear_all(self):
+        return ToolHistoryClearReport(0, 0, 0)
+
+    async def close(self):
+        self.closed += 1
+
+
+def test_a_write_past_the_foreground_wait_is_deferred_never_cancelled_and_reconciled(tmp_path):
+    store = GatedStore()
+
+    class Plugin:
+        @hookimpl
+        def register_tool_history_stores(self, register):
+            register("gated", lambda agent: store)
+
+        @hookimpl
+        def register_tools(self, register):
+            def open_gate(context):
+                store.gate.set()  # only after the invocation's foreground wait ran out: it is still pending
+                return "open"
+
+            register(ToolSpec("open_gate", "Let the store's writes through."), open_gate)
+
+    steps = [{"tool_calls": [{"name": "open_gate", "arguments": {}}]}, {"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, plugins=[Plugin()], config={"toolHistory": {"store": "gated"}})
+    events, at_commit = [], []
+
+    def on_event(event):
+        events.append(event)
+        if event.type == "run_committed":
+            at_commit.extend(store.done)
+
+    agent.run_sync("open it", conversation_id="c", on_event=on_event)
+    persistence = [(e.type, e.data.get("persistence")) for e in events if e.type in ("tool_call", "tool_result")]
+    assert persistence == [("tool_call", "deferred"), ("tool_result", "persisted")]
+    assert store.cancelled == [], "the foreground wait ran out without cancelling the write"
+    assert at_commit == ["invocation open_gate", "result open"], "the deferred write was reconciled before the run settled"
+    assert not [e for e in events if e.type == "runtime_warning"]
+    agent.close()
+    assert store.closed == 1
 
 
 # ---------------------------------------------------------------------------- errors naming the plugin

@@ -35,10 +35,12 @@ from monoagent.kernel.host import PluginHost, PluginRecord, await_me_maybe, loca
 from monoagent.kernel.interfaces import (
     CompactionPolicy,
     Embedder,
+    HistoryResetReport,
     HistoryStore,
     MemoryTier,
     ProviderRuntime,
     Tool,
+    ToolHistoryClearReport,
     ToolHistoryStore,
 )
 from monoagent.kernel.log import failure_text, logger
@@ -221,7 +223,9 @@ class Agent:
     def tool_history_store(self) -> ToolHistoryStore | None:
         """The tool-history store ``toolHistory.store`` selects, created once; None when tool history is off.
 
-        Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
+        This Agent is the store's one owner: it creates it here, on first use, and closes it in
+        :meth:`aclose`. The harness, the ``history`` commands and the tools all take this one and
+        never construct or close another (an Agent from :meth:`derive` shares it). Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
         store whose plugin is blocked, failed or missing is a :class:`ComponentError` naming it;
         a factory that raised is called again next time.
         """
@@ -394,7 +398,7 @@ class Agent:
         )
         return await self.harness.prepare(turn)
 
-    async def reset_conversation(self, conversation_id: str) -> tuple[Any, Any]:
+    async def reset_conversation(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
         """Clear a logical session's message and tool history across all its daily buckets.
 
         ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
@@ -422,9 +426,9 @@ class Agent:
             )
         tool_history = self.tool_history_store()
         if tool_history is not None:
-            await await_me_maybe(tool_history.stats())
+            await tool_history.stats()
         report = await reset_logical(logical)
-        tool = await await_me_maybe(tool_history.clear_logical(logical)) if tool_history is not None else None
+        tool = await tool_history.clear_logical(logical) if tool_history is not None else None
         await self.after_history_reset(logical)
         return report, tool
 
@@ -433,7 +437,7 @@ class Agent:
         for value in self.hooks.collect(hookspecs.after_history_reset, agent=self, logical_conversation_id=logical_conversation_id):
             await await_me_maybe(value)
 
-    async def _reset_exact(self, conversation_id: str) -> tuple[Any, Any]:
+    async def _reset_exact(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
         """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
 
         ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
@@ -441,19 +445,9 @@ class Agent:
         after to report the record and its bytes; concurrent commits elsewhere can blur those two
         figures, never the reset itself.
         """
-        from monoagent.kernel.errors import HistoryStoreError
-        from monoagent.kernel.interfaces import HistoryResetReport
-
         tool_history = self.tool_history_store()
-        clear = getattr(tool_history, "clear_conversation", None)
         if tool_history is not None:
-            if clear is None:
-                raise HistoryStoreError(
-                    f"tool-history store {getattr(tool_history, 'name', '?')!r} has no clear_conversation(), so "
-                    f"{conversation_id!r} cannot be reset on its own; nothing was cleared "
-                    f"(see monoagent.kernel.interfaces.ToolHistoryStore)"
-                )
-            await await_me_maybe(tool_history.stats())
+            await tool_history.stats()
         store = self.history_store
         stats = getattr(store, "stats", None)
         before = await stats() if stats is not None else None
@@ -462,7 +456,7 @@ class Agent:
         records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
         freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
         report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
-        tool = await await_me_maybe(clear(conversation_id)) if clear is not None else None
+        tool = await tool_history.clear_conversation(conversation_id) if tool_history is not None else None
         await self.after_history_reset(conversation_id)
         return report, tool
 
@@ -473,7 +467,7 @@ class Agent:
             await await_me_maybe(value)
         await self.harness.close()
         for tool_history in self.components.forget(TOOL_HISTORY_STORES):
-            await await_me_maybe(tool_history.close())
+            await tool_history.close()
         self._store = None
         for store in self.components.forget(HISTORY_STORES):
             await store.close()

@@ -29,8 +29,15 @@ import click
 
 from monoagent.boundary.terminal import echo, echo_json
 from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
-from monoagent.kernel.host import await_me_maybe, bundled_impl
-from monoagent.kernel.interfaces import HistoryStats, load_history, logical_conversation_id
+from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.interfaces import (
+    HistoryStats,
+    ToolHistoryClearReport,
+    ToolHistoryStats,
+    ToolRecord,
+    load_history,
+    logical_conversation_id,
+)
 from monoagent_plugins.lib.command_line import command_agent, run
 
 NOT_CONFIGURED = "not configured"
@@ -46,13 +53,15 @@ def _require(store: Any, method: str, what: str) -> Any:
     return function
 
 
-async def _tool_history(agent: Any, method: str, *args: Any) -> dict[str, int] | None:
-    """Call ``<method>`` of the Agent's tool-history store (sync or async); None when tool history is off."""
+def _tool_counts(value: ToolHistoryStats | ToolHistoryClearReport | None) -> dict[str, int] | None:
+    """The calls, records and bytes of a tool-history report, as every command prints them; None when off."""
+    return None if value is None else {"calls": value.calls, "records": value.records, "bytes": value.bytes}
+
+
+async def _tool_stats(agent: Any) -> dict[str, int] | None:
+    """The totals of the Agent's tool-history store (its one store: the Agent owns and closes it); None when off."""
     store = agent.tool_history_store()
-    if store is None:
-        return None
-    value = await await_me_maybe(getattr(store, method)(*args))
-    return {"calls": int(value.calls), "records": int(value.records), "bytes": int(value.bytes)}
+    return None if store is None else _tool_counts(await store.stats())
 
 
 def _message_line(label: str, records: int, bytes_: int) -> str:
@@ -78,7 +87,7 @@ def list_command(as_json: bool) -> None:
     store = agent.history_store
 
     async def work() -> tuple[list[Any], dict[str, int] | None]:
-        return list(await store.conversations()), await _tool_history(agent, "stats")
+        return list(await store.conversations()), await _tool_stats(agent)
 
     try:
         conversations, tool = run(work())
@@ -129,10 +138,10 @@ def interleave(messages: list[Any], records: list[Any]) -> list[tuple[str, Any]]
     return items
 
 
-def _conversation_calls(agent: Any, conversation_id: str) -> list[Any]:
+async def _conversation_calls(agent: Any, conversation_id: str) -> list[ToolRecord]:
     """The tool history's calls of one stored conversation ([] when tool history is off)."""
     store = agent.tool_history_store()
-    return [] if store is None else list(store.records(conversation_id=conversation_id))
+    return [] if store is None else list(await store.records(conversation_id=conversation_id))
 
 
 def _call_json(record: Any) -> dict[str, Any]:
@@ -180,8 +189,11 @@ def show_command(conversation: str, tools: bool, as_json: bool) -> None:
         raise click.ClickException(unreadable[0])
     for message in unreadable:
         echo(f"monoagent: warning: {message}", err=True)
+    async def tool_calls() -> dict[str, list[ToolRecord]]:
+        return {cid: await _conversation_calls(agent, cid) if tools else [] for cid, _ in found}
+
     try:
-        calls = {cid: _conversation_calls(agent, cid) if tools else [] for cid, _ in found}
+        calls = run(tool_calls())
     except ToolHistoryError as exc:
         raise click.ClickException(f"tool history cannot be read: {exc} (run without --tools for the messages)") from None
     if as_json:
@@ -222,7 +234,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
         report, cleared = run(agent.reset_conversation(logical))
     except (HistoryStoreError, ToolHistoryError, OSError) as exc:
         raise click.ClickException(f"history reset of {logical!r} failed: {exc}") from None
-    tool = None if cleared is None else {"calls": int(cleared.calls), "records": int(cleared.records), "bytes": int(cleared.bytes)}
+    tool = _tool_counts(cleared)
     if as_json:
         echo_json({"logical_conversation_id": logical,
                     "message_history": {"conversations": list(report.conversation_ids), "files": report.records,
@@ -237,7 +249,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
 def _check_tool_history(agent: Any) -> None:
     """Fail closed, before either store is cleared, when the tool-history store cannot be read."""
     try:
-        run(_tool_history(agent, "stats"))
+        run(_tool_stats(agent))
     except ToolHistoryError as exc:
         raise click.ClickException(
             f"tool history cannot be read ({exc}); nothing was cleared. To discard a corrupt sidecar, stop every "
@@ -251,7 +263,8 @@ def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
     _check_tool_history(agent)
 
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
-        cleared = await clear_all(), await _tool_history(agent, "clear_all")
+        tool_history = agent.tool_history_store()
+        cleared = await clear_all(), _tool_counts(await tool_history.clear_all() if tool_history is not None else None)
         await agent.after_history_reset(None)
         return cleared
 

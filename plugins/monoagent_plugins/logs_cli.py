@@ -17,7 +17,7 @@ import click
 from monoagent.boundary.terminal import echo, echo_json
 from monoagent.kernel.errors import ToolHistoryError
 from monoagent.kernel.host import bundled_impl
-from monoagent_plugins.lib.command_line import command_agent
+from monoagent_plugins.lib.command_line import command_agent, run
 
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 1000
@@ -53,7 +53,7 @@ def _tool_arguments(agent: Any, conversation_id: str, run_id: str) -> dict[str, 
     if store is None:
         return {}
     try:
-        records = store.records(conversation_id=conversation_id)
+        records = run(store.records(conversation_id=conversation_id))
     except ToolHistoryError as exc:
         echo(f"monoagent: warning: tool arguments not shown, the tool history cannot be read: {exc}", err=True)
         return {}

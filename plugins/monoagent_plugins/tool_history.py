@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -29,6 +29,9 @@ from monoagent.kernel.interfaces import ToolHistoryStore
 from monoagent.kernel.model import Section
 from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
 from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY_SPEC
+
+if TYPE_CHECKING:
+    from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
 
 @attrs.define
@@ -58,8 +61,11 @@ class ToolHistoryConfig:
     reconcile_timeout_ms: int = setting(10_000, doc="Wait for deferred writes before a run is finalised.", min=1, max=600_000)
 
 
-def sqlite_store(agent: Any) -> Any:
-    """The ``sqlite`` component: the sidecar under ``history.dir`` with this plugin's settings."""
+def sqlite_store(agent: Any) -> SqliteToolHistory:
+    """The ``sqlite`` component: the sidecar under ``history.dir`` with this plugin's settings.
+
+    Called once per Agent (``agent.tool_history_store()``), which owns the store and closes it.
+    """
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 
     return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory"), agent.redact)
@@ -75,11 +81,11 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 
-def session_history(context: Any) -> Any:
+async def session_history(context: Any) -> Any:
     """The SessionHistory tool; the store behind it is imported on its first call, not at start-up."""
     from monoagent_plugins.lib.tool_history import session_history as tool
 
-    return tool.session_history(context)
+    return await tool.session_history(context)
 
 
 @bundled_impl

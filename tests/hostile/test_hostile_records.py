@@ -885,8 +885,8 @@ def sidecar_agent(tmp_path, turns, clock, **settings):
 
 def make_sidecar(history_dir) -> Path:
     store = SqliteToolHistory(history_dir, ToolHistoryConfig(), lambda text, kind: text)
-    store.flush()
-    store.close()
+    asyncio.run(store.flush())
+    asyncio.run(store.close())
     return history_dir / SIDECAR
 
 
@@ -952,7 +952,7 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
     agent = sidecar_agent(tmp_path, 5, clock)
     sidecar = make_sidecar(agent.config.history_dir)
     if when == "after open":
-        agent.tool_history_store().flush()  # this process's writer has the sidecar open before the lock is taken
+        asyncio.run(agent.tool_history_store().flush())  # this process's writer has the sidecar open before the lock is taken
     release = lock(sidecar)
     try:
         with warnings_logged() as logged:
@@ -989,7 +989,7 @@ def test_a_locked_sidecar_degrades_once_and_recovers_when_the_lock_goes(tmp_path
             assert agent.tool_history_store().unavailable is None
             assert len([line for line in logged if "reachable again" in line]) == 1
             assert len([line for line in logged if "is unavailable" in line]) == 1
-        recorded = agent.tool_history_store().records(conversation_id="c")
+        recorded = asyncio.run(agent.tool_history_store().records(conversation_id="c"))
         assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 4"}')]
     finally:
         if release is not None:
@@ -1015,7 +1015,7 @@ def test_a_sidecar_deleted_or_replaced_under_the_open_writer_is_opened_again(tmp
         agent.run_sync("turn 1", conversation_id="c", on_event=events.append)
         assert [e.data["persistence"] for e in events if e.type in ("tool_call", "tool_result")] == ["persisted", "persisted"]
         assert not [e for e in events if e.type == "runtime_warning" and e.data["code"] == "tool_history_write_failed"]
-        recorded = agent.tool_history_store().records(conversation_id="c")
+        recorded = asyncio.run(agent.tool_history_store().records(conversation_id="c"))
         assert [(r.tool, r.status, r.arguments) for r in recorded] == [("echo", "success", '{"text":"call 1"}')]
     finally:
         agent.close()
@@ -1074,7 +1074,7 @@ def test_a_write_rejected_after_its_run_stopped_waiting_is_logged(tmp_path):
     agent = scripted_agent(tmp_path, steps, config=config, plugins=[HoldWriter(), InjectedSidecar(Monotonic())])
     agent.run_sync("first", conversation_id="c")
     writer = agent.tool_history_store().writer
-    agent.tool_history_store().flush()  # the sidecar exists
+    asyncio.run(agent.tool_history_store().flush())  # the sidecar exists
     db = sqlite3.connect(agent.config.history_dir / SIDECAR)
     db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON calls BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
     db.commit()

@@ -290,7 +290,7 @@ def test_no_reported_secret_reaches_the_tool_history_database_the_account_or_run
     agent = scripted_agent(tmp_path, steps, config={"providers": {"client": {"maxRetries": 0}}}, plugins=[SecretTool()])
     with pytest.raises(ProviderError):
         agent.run_sync("deploy it", conversation_id="c", on_event=collect_events(events))
-    agent.tool_history_store().flush()
+    asyncio.run(agent.tool_history_store().flush())
     messages = asyncio.run(agent.history_store.load("c"))
     agent.close()
     database = b"".join(p.read_bytes() for p in (agent.config.history_dir / SIDECAR).parent.glob("*"))

@@ -174,9 +174,13 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
     Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.ToolHistoryStore`.
-    The Agent creates it on first use (``agent.tool_history_store()``) and closes it when it
-    closes. ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.ToolHistoryStore`:
+    every method a coroutine (``write_invocation``, ``write_result``, ``records``, ``flush``,
+    ``stats``, ``clear_logical``, ``clear_conversation``, ``clear_all``, ``close``) with typed
+    reports (``ToolHistoryStats``, ``ToolHistoryClearReport``); threads or an async driver are
+    the store's own business. The Agent calls the factory once, on first use
+    (``agent.tool_history_store()``), and is the store's one owner: it closes it in ``aclose()``.
+    ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
 
     Args:
         register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``ToolHistoryStore`` bound to this
@@ -189,8 +193,8 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     Called once per plugin, when the plugin is loaded.
 
     Bundled default: the ``tool-history`` plugin registers ``sqlite`` (the SQLite sidecar beside
-    the message history: one writer per process, DELETE journal with ``synchronous=EXTRA``,
-    bounded and redacted records, retention with tombstones).
+    the message history: one writer thread per process behind the coroutines, DELETE journal with
+    ``synchronous=EXTRA``, bounded and redacted records, retention with tombstones).
 
     Example::
 

@@ -17,8 +17,6 @@ import attrs
 from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRequest, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from monoagent.kernel.tool_context import ToolContext
     from monoagent.kernel.turn import Turn
 
@@ -362,58 +360,99 @@ class ToolRecord:
     finished_at: float | None = None
 
 
+@attrs.frozen
+class ToolHistoryStats:
+    """Totals of a tool-history store, as ``stats()`` reports them.
+
+    ``calls`` retained (in flight or completed); ``records`` = invocations + results +
+    tombstones; ``bytes`` the room the stored data takes (bytes on disk for the ``sqlite``
+    store). ``payload_bytes`` (retained argument and result bytes) and ``tombstones`` are
+    reported by a store that keeps them, exactly; None means the store does not report it,
+    never zero.
+    """
+
+    calls: int
+    records: int
+    bytes: int
+    payload_bytes: int | None = None
+    tombstones: int | None = None
+
+
+@attrs.frozen
+class ToolHistoryClearReport:
+    """What a clear removed: ``calls``, ``records`` (invocations + results + tombstones) and ``bytes`` freed."""
+
+    calls: int
+    records: int
+    bytes: int
+
+
 @runtime_checkable
 class ToolHistoryStore(Protocol):
     """Where managed tool calls are recorded: the component ``toolHistory.store`` selects.
 
     A plugin registers one with :func:`~monoagent.kernel.hookspecs.register_tool_history_stores`;
-    the Agent creates the selected one on first use (``agent.tool_history_store()``) and closes it
-    when it closes. The harness writes every tool call's invocation and result through it
+    the Agent creates the selected one on first use (``agent.tool_history_store()``), is its one
+    owner, and closes it in ``aclose()``: whatever else uses it (the harness, the ``history``
+    commands, the SessionHistory tool, tests) takes the Agent's and never closes it. The harness
+    writes every tool call's invocation and result through it
     (:mod:`monoagent.pipeline.tool_lifecycle`); the ``history`` commands, the SessionHistory tool
-    and tests read and maintain it. The conformance suite
-    (:mod:`monoagent.testing.tool_history_contract`) checks every clause:
+    and tests read and maintain it. Every method is a coroutine, awaited on the Agent's event
+    loop; blocking I/O belongs in the store's own threads or its async driver, never on the loop.
+    The conformance suite (:mod:`monoagent.testing.tool_history_contract`) checks every clause:
 
     ``confirm_timeout`` / ``reconcile_timeout``
         Seconds the harness waits in the foreground for a write's confirmation (by default
         0.25, the documented 250 ms), and for deferred writes before it finalises a run.
-    ``submit_invocation(invocation)`` / ``submit_result(invocation, result, finished_at)``
-        Must not block the event loop: queue the write and return a
-        ``concurrent.futures.Future`` that resolves once the record is durable, or fails with
+    Submission order
+        A write or a clear is *submitted* when its coroutine starts running: for tasks created on
+        one event loop, the order in which they were created (asyncio starts them in that
+        order); for coroutines awaited one after another, the order of the awaits. A store fixes
+        a call's place in that order before the coroutine first suspends (the ``sqlite`` store
+        queues the write on its writer thread before its first ``await``), so the clauses below
+        that speak of submission order hold however long each call then takes.
+    ``write_invocation(invocation)`` / ``write_result(invocation, result, finished_at)``
+        Return once the record is durable; raise
         :class:`~monoagent.kernel.errors.ToolHistoryRejected` when the store refuses it
-        (:class:`~monoagent.kernel.errors.ToolHistoryUnavailable` while it cannot be reached at
-        all). Idempotent by derived id (:func:`record_id`); a result for an unknown invocation
-        creates both. Sequence numbers increase in submission order; ``end_seq`` of a result
-        exceeds its ``start_seq``. Arguments (as compact JSON) over the argument limit and
-        results over the result limit are omitted wholesale before redaction (count saturated
-        at limit + 1); everything kept passed through the Agent's redaction chain (``kind``
-        ``"tool_arguments"`` or ``"tool_result"``). ``started_at`` (the invocation's) and
-        ``finished_at`` (the result's) are kept as given, or both None by a store that keeps no times.
+        (:class:`~monoagent.kernel.errors.ToolHistoryUnavailable`, a subclass, while it cannot
+        be reached at all), or another :class:`~monoagent.kernel.errors.ToolHistoryError` when
+        its stored data is unsafe or unreadable. Idempotent by derived id (:func:`record_id`);
+        a result for an unknown invocation creates both. Sequence numbers increase in submission
+        order; ``end_seq`` of a result exceeds its ``start_seq``. Arguments (as compact JSON)
+        over the argument limit and results over the result limit are omitted wholesale before
+        redaction (count saturated at limit + 1); everything kept passed through the Agent's
+        redaction chain (``kind`` ``"tool_arguments"`` or ``"tool_result"``). ``started_at``
+        (the invocation's) and ``finished_at`` (the result's) are kept as given, or both None by
+        a store that keeps no times. The harness runs each write as a task of its own and never
+        cancels it: a foreground wait that runs out leaves the write running (``deferred``).
     ``records(*, conversation_id=None, logical_conversation_id=None)``
-        Retained calls as :class:`ToolRecord`, in ``start_seq`` order. Raises
-        :class:`~monoagent.kernel.errors.ToolHistoryError` (fail closed) when the stored data is
-        corrupt or unsafe.
-    ``flush(timeout=None)``
-        Blocks until every write submitted so far is settled; raises ``TimeoutError`` when they
-        are not settled after ``timeout`` seconds.
-    ``stats()`` / ``clear_logical(id)`` / ``clear_all()``
-        Objects with ``calls``, ``records`` and ``bytes`` (each may be returned through an
-        awaitable); ``stats()`` may also report ``payload_bytes`` (retained argument and result
-        bytes) and ``tombstones``, exactly when it does. ``clear_logical`` removes ``<id>`` and
-        each ``<id>:<YYYY-MM-DD>`` bucket and nothing else. A clear covers every write submitted
-        through the same store before it, settled or not.
+        Retained calls as :class:`ToolRecord`, in ``start_seq`` order (both filters must match
+        when both are given). Raises :class:`~monoagent.kernel.errors.ToolHistoryError` (fail
+        closed) when the stored data is corrupt or unsafe.
+    ``flush()``
+        Returns once every write submitted before it is settled (durable or failed). It takes
+        no timeout: a caller bounds it with ``asyncio.wait_for``, the one way every coroutine is
+        bounded, so the store must let it be cancelled, and cancelling it withdraws none of the
+        writes it was waiting for.
+    ``stats() -> ToolHistoryStats``
+        Calls, records and bytes; ``payload_bytes`` and ``tombstones`` exactly, or None when
+        the store does not report them (see :class:`ToolHistoryStats`).
+    ``clear_logical(id)`` / ``clear_conversation(id)`` / ``clear_all()`` -> :class:`ToolHistoryClearReport`
+        ``clear_logical`` removes ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket and nothing
+        else (a logical-session reset under daily rollover); ``clear_conversation`` exactly
+        ``id`` (the reset with daily rollover off); ``clear_all`` everything. Each reports what
+        it removed, and covers every write submitted through the same store before it, settled
+        or not. A handle that never wrote (the ``history`` commands') clears what other handles
+        and processes wrote.
+    ``close()``
+        Releases the store's resources once every write submitted before it is settled; called
+        once, by the Agent that created the store, when it closes.
     Stored data
         A lock another process holds longer than the store waits makes a write fail with
         ``ToolHistoryUnavailable``, leaving nothing half-written; writes are recorded again once
         the lock is released. Data of a format version the store does not read is refused by
         every read, write and clear (``ToolHistoryError``); a fresh zero-byte data file is an
         empty store.
-    ``clear_conversation(id)``
-        Removes the records of exactly ``id`` (may return an awaitable). Optional in the
-        protocol's type, required for ``Agent.reset_conversation`` with daily rollover off: a
-        store without it fails that reset closed before anything is cleared.
-    ``close()``
-        Releases the store's resources (may return an awaitable); called once when the Agent
-        closes.
     Retention
         Completed calls beyond the count, age or payload bounds are removed oldest first, each
         leaving a tombstone; the payload bound measures what the count and age bounds leave;
@@ -425,21 +464,25 @@ class ToolHistoryStore(Protocol):
     confirm_timeout: float
     reconcile_timeout: float
 
-    def submit_invocation(self, invocation: ToolInvocation) -> concurrent.futures.Future[Any]: ...
+    async def write_invocation(self, invocation: ToolInvocation) -> None: ...
 
-    def submit_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> concurrent.futures.Future[Any]: ...
+    async def write_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> None: ...
 
-    def records(self, *, conversation_id: str | None = None, logical_conversation_id: str | None = None) -> list[ToolRecord]: ...
+    async def records(
+        self, *, conversation_id: str | None = None, logical_conversation_id: str | None = None
+    ) -> Sequence[ToolRecord]: ...
 
-    def flush(self, timeout: float | None = None) -> None: ...
+    async def flush(self) -> None: ...
 
-    def stats(self) -> Any: ...
+    async def stats(self) -> ToolHistoryStats: ...
 
-    def clear_logical(self, logical_conversation_id: str) -> Any: ...
+    async def clear_logical(self, logical_conversation_id: str) -> ToolHistoryClearReport: ...
 
-    def clear_all(self) -> Any: ...
+    async def clear_conversation(self, conversation_id: str) -> ToolHistoryClearReport: ...
 
-    def close(self) -> Any: ...
+    async def clear_all(self) -> ToolHistoryClearReport: ...
+
+    async def close(self) -> None: ...
 
 
 @runtime_checkable

@@ -11,11 +11,16 @@ written when the call settles, whether or not the turn later commits. The harnes
 * rejected by the writer (a definitive error from the store): ``persistence: "failed"`` with
   ``persistence_error``.
 
+Each write is a task of its own (the store's ``write_invocation`` / ``write_result`` coroutine,
+started in the order the calls happen, which is the order the store numbers them in). A wait
+that runs out never cancels it: :func:`asyncio.wait` leaves the task running, and a cancelled run
+leaves its writes running too, to be reconciled on the run's way out.
+
 A store that cannot be opened at all (locked by another process, unreadable) rejects writes with
 :class:`~monoagent.kernel.errors.ToolHistoryUnavailable` while it retries; a run reports those as
 one warning line with a count, not one line per record. Every write's outcome is retrieved by the
 ledger, including one that settles after the run stopped waiting for it (logged unless it is
-such an unavailability, which the store reports once), so asyncio never reports a "Future
+such an unavailability, which the store reports once), so asyncio never reports a "Task
 exception was never retrieved".
 
 Record ids are derived, never random (:func:`~monoagent.kernel.interfaces.record_id`: the SHA-256
@@ -30,13 +35,13 @@ recorded.
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from monoagent.kernel.errors import ToolHistoryError, ToolHistoryUnavailable
+from monoagent.kernel.errors import ToolHistoryUnavailable
 from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
@@ -45,12 +50,6 @@ if TYPE_CHECKING:
     import asyncio
 
     from monoagent.kernel.turn import Turn
-
-
-def _wrap_future(future: concurrent.futures.Future[Any]) -> asyncio.Future[Any]:
-    import asyncio  # imported where used: plugin modules import this one at CLI start-up
-
-    return asyncio.wrap_future(future)
 
 
 FOREGROUND_CONFIRM_SECONDS = 0.25
@@ -66,21 +65,23 @@ class RunLedger:
     turn: Turn
     store: ToolHistoryStore | None
     open: dict[str, ToolInvocation] = attrs.Factory(dict)
-    deferred: list[tuple[str, asyncio.Future[Any]]] = attrs.Factory(list)
+    deferred: list[tuple[str, asyncio.Task[None]]] = attrs.Factory(list)
     failures: list[str] = attrs.Factory(list)
     unavailable: list[str] = attrs.Factory(list)
-    abandoned: set[asyncio.Future[Any]] = attrs.Factory(set)
+    abandoned: set[asyncio.Task[None]] = attrs.Factory(set)
 
-    def _watch(self, what: str, future: concurrent.futures.Future[Any]) -> asyncio.Future[Any]:
-        """``future`` as an asyncio future whose outcome is always retrieved (see the module docstring)."""
-        waiting = _wrap_future(future)
-        waiting.add_done_callback(lambda done: self._settled(what, done))
-        return waiting
+    def _start(self, what: str, write: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """``write`` as a task whose outcome is always retrieved (see the module docstring)."""
+        import asyncio  # imported where used: plugin modules import this one at CLI start-up
 
-    def _settled(self, what: str, future: asyncio.Future[Any]) -> None:
-        error = None if future.cancelled() else future.exception()
-        if future in self.abandoned:
-            self.abandoned.discard(future)
+        task = asyncio.ensure_future(write)
+        task.add_done_callback(lambda done: self._settled(what, done))
+        return task
+
+    def _settled(self, what: str, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if task in self.abandoned:
+            self.abandoned.discard(task)
             if error is not None and not isinstance(error, ToolHistoryUnavailable):
                 logger.warning("tool history: the {} of run {} failed after the run was finalised: {}", what, self.turn.run_id, error)
 
@@ -101,21 +102,22 @@ class RunLedger:
             isolated=self.turn.request.isolated,
         )
 
-    async def _confirm(self, what: str, future: concurrent.futures.Future[Any]) -> dict[str, Any]:
+    async def _confirm(self, what: str, write: Coroutine[Any, Any, None]) -> dict[str, Any]:
         import asyncio  # imported where used: plugin modules import this one at CLI start-up
 
         assert self.store is not None
-        waiting = self._watch(what, future)
+        task = self._start(what, write)
         try:
-            done, _ = await asyncio.wait({waiting}, timeout=self.store.confirm_timeout)
+            done, _ = await asyncio.wait({task}, timeout=self.store.confirm_timeout)
         except asyncio.CancelledError:
-            self.deferred.append((what, waiting))  # the run settles it (reconcile) on its way out
+            self.deferred.append((what, task))  # the run settles it (reconcile) on its way out
             raise
         if not done:
-            self.deferred.append((what, waiting))
+            self.deferred.append((what, task))
             return {"persistence": "deferred"}
-        error = waiting.exception()
-        if error is not None:
+        error = None if task.cancelled() else task.exception()
+        if task.cancelled() or error is not None:
+            error = error or RuntimeError("the write was cancelled")
             self._failed(what, error)
             return {"persistence": "failed", "persistence_error": self._error(error)}
         return {"persistence": "persisted"}
@@ -129,27 +131,20 @@ class RunLedger:
             return {}
         invocation = self._invocation(call)
         self.open[call.id] = invocation
-        try:
-            future = self.store.submit_invocation(invocation)
-        except ToolHistoryError as exc:
-            self._failed(f"invocation of {call.name!r}", exc)
-            return {"persistence": "failed", "persistence_error": self._error(exc)}
-        return await self._confirm(f"invocation of {call.name!r}", future)
+        return await self._confirm(f"invocation of {call.name!r}", self.store.write_invocation(invocation))
 
     async def result(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         """Record the result of ``call``; the fields to add to its ``tool_result`` event."""
         if self.store is None:
             return {}
         invocation = self.open.pop(call.id, None) or self._invocation(call)
-        try:
-            future = self.store.submit_result(invocation, result, time.time())
-        except ToolHistoryError as exc:
-            self._failed(f"result of {call.name!r}", exc)
-            return {"persistence": "failed", "persistence_error": self._error(exc)}
-        return await self._confirm(f"result of {call.name!r}", future)
+        return await self._confirm(f"result of {call.name!r}", self.store.write_result(invocation, result, time.time()))
 
     def close_open(self, status: ToolStatus, reason: str) -> list[ToolInvocation]:
-        """Queue a result with ``status`` for every call still open (cancelled or failed run)."""
+        """Start a result write with ``status`` for every call still open (cancelled or failed run).
+
+        Called on the event loop; the writes start in the order the calls were opened.
+        """
         closed = list(self.open.values())
         self.open.clear()
         if self.store is None:
@@ -158,12 +153,7 @@ class RunLedger:
             call = invocation.call
             result = ToolResult(call.id, call.name, reason, status)
             what = f"result of {call.name!r}"
-            try:
-                future = self.store.submit_result(invocation, result, time.time())
-            except ToolHistoryError as exc:
-                self._failed(what, exc)
-                continue
-            self.deferred.append((what, self._watch(what, future)))
+            self.deferred.append((what, self._start(what, self.store.write_result(invocation, result, time.time()))))
         return closed
 
     async def reconcile(self) -> list[str]:
@@ -173,20 +163,20 @@ class RunLedger:
         """
         pending = self.deferred
         self.deferred = []
-        late: set[asyncio.Future[Any]] = set()
+        late: set[asyncio.Task[None]] = set()
         timeout = 0.0
         if pending:
             assert self.store is not None
             import asyncio
 
             timeout = self.store.reconcile_timeout
-            _, late = await asyncio.wait({future for _, future in pending}, timeout=timeout)
+            _, late = await asyncio.wait({task for _, task in pending}, timeout=timeout)
         problems: list[str] = []
-        for what, future in pending:
-            if future in late:
-                self.abandoned.add(future)
+        for what, task in pending:
+            if task in late:
+                self.abandoned.add(task)
                 problems.append(f"{what}: still not confirmed after {timeout:g} s")
-            elif not future.cancelled() and (error := future.exception()) is not None:
+            elif not task.cancelled() and (error := task.exception()) is not None:
                 self._failed(what, error)
         problems[:0] = self.failures
         if self.unavailable:

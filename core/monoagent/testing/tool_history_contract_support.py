@@ -4,23 +4,43 @@
 ``plugins``, ``store_config`` and the optional hooks) and the helpers every clause uses; the
 clauses are in :mod:`monoagent.testing.tool_history_contract` and
 :mod:`monoagent.testing.tool_history_contract_retention`.
+
+The store's methods are coroutines, so each clause is a coroutine too, run by :func:`clause` on
+an event loop of its own (``asyncio.run``): every store a clause opens lives, is used and is
+closed (by its Agent's ``aclose()``) on that one loop, as it is in an Agent, so a store may bind
+connections to the loop it first runs on. The optional hooks are plain functions, called on that
+loop's thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monoagent.agent import Agent
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolInvocation, ToolRecord
+from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, ToolRecord
 from monoagent.kernel.model import ToolCall, ToolResult
 from monoagent.text import utf8_len
+
+_Contract = TypeVar("_Contract", bound="ToolHistoryContractBase")
+
+
+def clause(test: Callable[[_Contract, Path], Coroutine[Any, Any, None]]) -> Callable[[_Contract, Path], None]:
+    """A clause written as a coroutine, as pytest runs it: on an event loop of its own, without an asyncio plugin."""
+
+    @functools.wraps(test)
+    def run(self: _Contract, tmp_path: Path) -> None:
+        asyncio.run(test(self, tmp_path))
+
+    return run
+
 
 ARGUMENT_LIMIT = 8 * 1024
 RESULT_LIMIT = 16 * 1024
@@ -31,7 +51,6 @@ REDACTED = "[REDACTED:contract]"
 GROW = "<grow>"  # the suite's redactor makes it longer: redacted text can exceed a limit its original met
 GROWN = "[REDACTED:contract-grown:" + "é" * 24 + "]"
 OVERSIZED = "OVERSIZED-CONTRACT-VALUE"  # only in values over their limit: the chain must never see it
-RENDEZVOUS = "RENDEZVOUS-CONTRACT"
 WRITERS = 4
 ROUNDS = 10
 EMPTY_ARGUMENTS = 2  # "{}", the retained payload of a call without arguments
@@ -43,29 +62,21 @@ def compact(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-class ContractRedactor:
-    """The suite's redaction chain: removes :data:`FAKE_SECRET`, grows :data:`GROW`, remembers what it saw.
+def end_seq(record: ToolRecord) -> int:
+    """The ``end_seq`` of a completed call (failing the clause when it has none)."""
+    assert record.end_seq is not None, f"call {record.call_id!r} was completed, yet it has no end_seq"
+    return record.end_seq
 
-    With :attr:`rendezvous` set, every text carrying :data:`RENDEZVOUS` waits there for the other
-    writers: passing it proves those writes were inside the store at the same time.
-    """
+
+class ContractRedactor:
+    """The suite's redaction chain: removes :data:`FAKE_SECRET`, grows :data:`GROW`, remembers what it saw."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
-        self.rendezvous: threading.Barrier | None = None
-        self.rendezvous_broken = False
-        self._lock = threading.Lock()
 
     @hookimpl
     def redact(self, text: str, kind: str) -> str:
-        with self._lock:
-            self.seen.append((kind, text))
-        if self.rendezvous is not None and RENDEZVOUS in text:
-            try:
-                self.rendezvous.wait()
-            except threading.BrokenBarrierError:
-                self.rendezvous_broken = True
-                raise
+        self.seen.append((kind, text))
         return text.replace(FAKE_SECRET, REDACTED).replace(GROW, GROWN)
 
 
@@ -77,10 +88,6 @@ class ToolHistoryContractBase:
 
     plugins: Sequence[Any] = ()
     """Plugin objects to register (the store's own, unless it is bundled)."""
-
-    rendezvous_timeout: float = 60.0
-    """Seconds concurrent writers wait for each other inside the redaction chain before the
-    concurrency test concludes the store never lets two writes overlap (and skips)."""
 
     def store_config(self, tmp_path: Path, **bounds: Any) -> Mapping[str, Any]:
         """The configuration that gives the store ``bounds`` (snake_case names, see the module docstring)."""
@@ -155,14 +162,15 @@ class ToolHistoryContractBase:
         config = _merge(base, self.store_config(tmp_path, **bounds))
         return fresh_agent(tmp_path, config=config, plugins=[*self.plugins, self.redactor])
 
-    def _store(self, tmp_path: Path, **bounds: Any) -> Any:
+    def _store(self, tmp_path: Path, **bounds: Any) -> ToolHistoryStore:
+        """The store of a new Agent (its one owner, which :meth:`close` closes)."""
         agent = self.agent(tmp_path, **bounds)
         store = agent.tool_history_store()
         assert store is not None, f"toolHistory.store = {self.store_name!r} selected no store"
         self._agents()[id(store)] = agent
         return store
 
-    def _lasting_paths(self, tmp_path: Path, *, regular: bool = False) -> list[Path]:
+    async def _lasting_paths(self, tmp_path: Path, *, regular: bool = False) -> list[Path]:
         """The paths ``private_paths()`` names that outlive a closed store holding one call, relative to its
         directory (only regular files with ``regular``); the test is skipped when there are none."""
         import pytest
@@ -170,73 +178,66 @@ class ToolHistoryContractBase:
         base = tmp_path / "probe"
         probe = self._store(base)
         try:
-            self.put(probe, "conv", "run", "a")
+            await self.put(probe, "conv", "run", "a")
             named = [Path(path) for path in self.private_paths(probe)]
         finally:
-            self.close(probe)
+            await self.close(probe)
         lasting = [path.relative_to(base) for path in named if path.is_relative_to(base)
                    and (path.is_file() and not path.is_symlink() if regular else path.exists())]
         if not lasting:
             pytest.skip(f"private_paths() names no {'regular file' if regular else 'path'} under tmp_path that outlives the store")
         return lasting
 
-    def _closed_with_one_call(self, home: Path) -> Sequence[ToolRecord]:
+    async def _closed_with_one_call(self, home: Path) -> list[ToolRecord]:
         """Records of a store under ``home`` that took one call, read before it was closed."""
         store = self._store(home)
         try:
-            self.put(store, "conv", "run", "a")
-            return store.records()
+            await self.put(store, "conv", "run", "a")
+            return list(await store.records())
         finally:
-            self.close(store)
+            await self.close(store)
 
     def _agents(self) -> dict[int, Agent]:
         """The Agents behind the stores a test opened (pytest makes one instance per test)."""
         return self.__dict__.setdefault("_open_agents", {})
 
-    def close(self, store: Any) -> None:
+    async def close(self, store: ToolHistoryStore) -> None:
         """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""
         agent = self._agents().pop(id(store), None)
         if agent is not None:
-            agent.close()
+            await agent.aclose()
 
     @staticmethod
-    def settled(value: Any) -> Any:
-        """A maintenance method's result, awaited when the store returned an awaitable."""
-        import asyncio
-        import inspect
-
-        if not inspect.isawaitable(value):
-            return value
-
-        async def wait() -> Any:
-            return await value
-
-        return asyncio.run(wait())
-
-    @staticmethod
-    def put(store: Any, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
-            content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
+    async def put(store: ToolHistoryStore, conversation: str, run: str, call_id: str, *, args: dict[str, Any] | None = None,
+                  content: str = "ok", finished: float | None = None, logical: str | None = None) -> ToolInvocation:
+        """One call, its invocation then its result, each awaited until durable."""
         invocation = ToolInvocation(conversation, logical or conversation, run, ToolCall(call_id, "probe", args or {}), 1.0)
-        store.submit_invocation(invocation).result()
-        store.submit_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished).result()
+        await store.write_invocation(invocation)
+        await store.write_result(invocation, ToolResult(call_id, "probe", content), time.time() if finished is None else finished)
         return invocation
 
     @staticmethod
-    def ids(store: Any, **where: str) -> list[str]:
-        return [r.call_id for r in store.records(**where)]
+    async def records(store: ToolHistoryStore, **where: str) -> list[ToolRecord]:
+        """``store.records(**where)`` as a list (the protocol returns a sequence of any kind)."""
+        return list(await store.records(**where))
 
-    def counts(self, store: Any) -> tuple[int, int]:
+    async def ids(self, store: ToolHistoryStore, **where: str) -> list[str]:
+        return [r.call_id for r in await self.records(store, **where)]
+
+    @staticmethod
+    async def counts(store: ToolHistoryStore) -> tuple[int, int]:
         """``stats()``'s calls and records (invocations + results + tombstones)."""
-        stats = self.settled(store.stats())
-        return int(stats.calls), int(stats.records)
+        stats = await store.stats()
+        return stats.calls, stats.records
 
-    def extra_counts(self, store: Any, payload_bytes: int, tombstones: int) -> None:
-        """Check ``stats()``'s optional ``payload_bytes`` and ``tombstones``: absent, or exactly these."""
-        stats = self.settled(store.stats())
+    @staticmethod
+    async def extra_counts(store: ToolHistoryStore, payload_bytes: int, tombstones: int) -> None:
+        """Check ``stats()``'s optional ``payload_bytes`` and ``tombstones``: None (not reported), or exactly these."""
+        stats = await store.stats()
         for name, expected in (("payload_bytes", payload_bytes), ("tombstones", tombstones)):
-            found = getattr(stats, name, expected)
-            assert found == expected, f"stats().{name} is {found!r}, not {expected} (a store that reports it reports it exactly)"
+            found = getattr(stats, name)
+            assert found in (None, expected), f"stats().{name} is {found!r}, not {expected} (a store that reports it reports it exactly)"
 
-    def only(self, store: Any, call_id: str) -> ToolRecord:
-        (record,) = [r for r in store.records() if r.call_id == call_id]
+    async def only(self, store: ToolHistoryStore, call_id: str) -> ToolRecord:
+        (record,) = [r for r in await self.records(store) if r.call_id == call_id]
         return record

@@ -51,8 +51,11 @@ def _summary(row: Any) -> dict[str, Any]:
     }
 
 
-def session_history(context: ToolContext) -> ToolResult:
-    """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read."""
+async def session_history(context: ToolContext) -> ToolResult:
+    """The SessionHistory tool: fails closed (status error) when the sidecar cannot be read.
+
+    Its reads run in the event loop's default executor (:meth:`SqliteToolHistory.rows`).
+    """
     turn, arguments, call_id = context.turn, context.arguments, context.call.id
     store = turn.agent.tool_history_store()
     if not isinstance(store, SqliteToolHistory):
@@ -63,11 +66,11 @@ def session_history(context: ToolContext) -> ToolResult:
     where, params = _scope(turn)
     try:
         if action == "stats":
-            rows = store.query(
+            rows = await store.rows(
                 f"SELECT COUNT(*) AS calls, COUNT(status) AS completed, COALESCE(SUM(payload_bytes), 0) AS payload FROM calls WHERE {where}",
                 params,
             )
-            stones = store.query(f"SELECT COUNT(*) AS n FROM tombstones WHERE {where}", params)
+            stones = await store.rows(f"SELECT COUNT(*) AS n FROM tombstones WHERE {where}", params)
             row = rows[0] if rows else {"calls": 0, "completed": 0, "payload": 0}
             body: Any = {
                 "calls": row["calls"],
@@ -79,7 +82,7 @@ def session_history(context: ToolContext) -> ToolResult:
             record = str(arguments.get("id") or "")
             if not record:
                 return ToolResult(call_id, SESSION_HISTORY, "action 'get' needs an 'id' (an invocation or result id).", ToolStatus.REJECTED)
-            rows = store.query(f"SELECT * FROM calls WHERE {where} AND (invocation_id = ? OR result_id = ?)", (*params, record, record))
+            rows = await store.rows(f"SELECT * FROM calls WHERE {where} AND (invocation_id = ? OR result_id = ?)", (*params, record, record))
             if rows:
                 row = rows[0]
                 body = {
@@ -92,7 +95,7 @@ def session_history(context: ToolContext) -> ToolResult:
                     "result_truncated": bool(row["result_truncated"]),
                 }
             else:
-                stones = store.query(f"SELECT * FROM tombstones WHERE {where} AND (invocation_id = ? OR result_id = ?)", (*params, record, record))
+                stones = await store.rows(f"SELECT * FROM tombstones WHERE {where} AND (invocation_id = ? OR result_id = ?)", (*params, record, record))
                 if not stones:
                     return ToolResult(call_id, SESSION_HISTORY, f"No retained record {record!r} in this conversation.", ToolStatus.ERROR)
                 stone = stones[0]
@@ -110,7 +113,7 @@ def session_history(context: ToolContext) -> ToolResult:
                 clauses.append("(instr(lower(tool), ?) OR instr(lower(coalesce(arguments, '')), ?) OR instr(lower(coalesce(result, '')), ?))")
                 needle = str(arguments["query"]).lower()
                 values += [needle, needle, needle]
-            rows = store.query(f"SELECT * FROM calls WHERE {' AND '.join(clauses)} ORDER BY start_seq DESC LIMIT ?", (*values, limit))
+            rows = await store.rows(f"SELECT * FROM calls WHERE {' AND '.join(clauses)} ORDER BY start_seq DESC LIMIT ?", (*values, limit))
             body = {"results": [_summary(row) for row in rows]}
     except ToolHistoryError as exc:
         return ToolResult(call_id, SESSION_HISTORY, f"Tool history is unavailable: {turn.agent.redact(str(exc), 'error')}", ToolStatus.ERROR)

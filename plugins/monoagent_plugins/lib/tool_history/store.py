@@ -9,15 +9,25 @@
 * **Retention** (after each result, in the result's transaction): 100,000 completed calls, 365
   days, 256 MiB of retained payload; each removed call leaves a tombstone, and tombstones are
   kept up to 10,000 and 30 days. All configurable under ``toolHistory.*``.
-* **Maintenance** (``stats``, ``clear_logical``, ``clear_all``) works beside running writers of
-  other processes: stats only reads, a clear is one ``IMMEDIATE`` transaction of its own.
+* **Maintenance** (``stats``, ``clear_logical``, ``clear_conversation``, ``clear_all``) works
+  beside running writers of other processes: stats only reads, a clear is one ``IMMEDIATE``
+  transaction of its own.
 * **Reading** (``records``, ``query``) opens a read-only connection per call; a zero-byte sidecar
   counts as absent, a corrupt, unsafe or unknown one raises :class:`~.sidecar.SidecarUnavailable`.
+* **Threads are internal.** The protocol's methods are coroutines. A write, a flush and a clear
+  through a handle that wrote are queued on the process's writer thread before the coroutine's
+  first ``await`` (so the order in which the coroutines start is the order the writer runs them
+  in, see :class:`~monoagent.kernel.interfaces.ToolHistoryStore`), and the coroutine awaits the
+  writer's future (:func:`_outcome`); reads and the maintenance of a handle that never wrote run
+  in the event loop's default executor. Cancelling a coroutine withdraws nothing it queued: the
+  writer still runs the job (an abandoned write is still written, as the harness expects).
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import sqlite3
@@ -27,11 +37,10 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import attrs
-
-from monoagent.kernel.interfaces import ToolInvocation, ToolRecord
+from monoagent.kernel.errors import ToolHistoryError
+from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats, ToolInvocation, ToolRecord
 from monoagent.kernel.model import ToolResult, ToolStatus
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent_plugins.lib.tool_history.sidecar import (
@@ -50,23 +59,16 @@ if TYPE_CHECKING:
 
 DAY = 86_400.0
 
-
-@attrs.frozen
-class ToolHistoryStats:
-    """What the sidecar holds: calls, records (invocations + results + tombstones), bytes on disk."""
-
-    calls: int
-    records: int
-    bytes: int
-    payload_bytes: int = 0
-    tombstones: int = 0
+_T = TypeVar("_T")
 
 
-@attrs.frozen
-class ClearReport:
-    calls: int
-    records: int
-    bytes: int
+async def _outcome(future: concurrent.futures.Future[_T]) -> _T:
+    """The outcome of a job queued on the writer thread, awaited without blocking the event loop.
+
+    Shielded: cancelling the awaiting coroutine (a ``wait_for`` that ran out, a loop shutting
+    down) leaves the job queued and its outcome retrieved, so nothing is withdrawn half-way.
+    """
+    return await asyncio.shield(asyncio.wrap_future(future))
 
 
 def _bounded(text: str, limit: int, redact: Callable[[str], str]) -> tuple[str | None, int, int, bool, bool]:
@@ -124,11 +126,15 @@ class SqliteToolHistory:
             return None
         return writer.unavailable if writer.retry.clock() < writer.retry_at else None
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Settle what this handle queued, then release the writer (the last handle stops its thread)."""
         with self._lock:
             writer, self._writer = self._writer, None
-        if writer is not None:
-            release_writer(writer)
+        if writer is None:
+            return
+        with contextlib.suppress(ToolHistoryError):  # an outage: the writer logged it once already
+            await _outcome(writer.submit(lambda db: None))
+        await asyncio.to_thread(release_writer, writer)
 
     def _arguments(self, arguments: dict[str, Any]) -> tuple[str | None, int, int, bool, bool]:
         from monoagent_plugins.redaction import redact_structure
@@ -144,7 +150,15 @@ class SqliteToolHistory:
         cut = utf8_prefix(redacted, limit)
         return cut.text, utf8_len(raw), cut.kept_bytes, cut.truncated, False
 
-    def submit_invocation(self, invocation: ToolInvocation) -> concurrent.futures.Future[Any]:
+    async def write_invocation(self, invocation: ToolInvocation) -> None:
+        """Queue the invocation on the writer (before the first ``await``), then wait until it is durable."""
+        await _outcome(self._queue_invocation(invocation))
+
+    async def write_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> None:
+        """Queue the result on the writer (before the first ``await``), then wait until it is durable."""
+        await _outcome(self._queue_result(invocation, result, finished_at))
+
+    def _queue_invocation(self, invocation: ToolInvocation) -> concurrent.futures.Future[str]:
         call = invocation.call
         args, args_bytes, args_kept, args_cut, args_omitted = self._arguments(dict(call.arguments))
         row = (
@@ -169,7 +183,7 @@ class SqliteToolHistory:
 
         return writer.submit(job)
 
-    def submit_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> concurrent.futures.Future[Any]:
+    def _queue_result(self, invocation: ToolInvocation, result: ToolResult, finished_at: float) -> concurrent.futures.Future[str]:
         status = result.status.value if isinstance(result.status, ToolStatus) else ToolStatus(result.status).value
         text, size, kept, cut, omitted = _bounded(result.content, self.settings.max_result_bytes, lambda t: self.redact(t, "tool_result"))
         call = invocation.call
@@ -247,9 +261,15 @@ class SqliteToolHistory:
             )
         return len(doomed)
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Block until every write queued so far is done (or failed)."""
-        self.writer.submit(lambda db: None).result(timeout)
+    async def flush(self) -> None:
+        """Return once every write queued so far is done (or failed); bounded by the caller (``asyncio.wait_for``).
+
+        It starts this process's writer if none runs (which opens the sidecar and recovers the
+        calls of dead writers). A writer in an outage settles the queue by rejecting it, so then
+        flush returns as well: each write's own awaiter gets its error.
+        """
+        with contextlib.suppress(ToolHistoryError):
+            await _outcome(self.writer.submit(lambda db: None))
 
     # ---------------------------------------------------------------- maintenance (CLI)
 
@@ -262,19 +282,25 @@ class SqliteToolHistory:
                 continue
         return total
 
-    def _sync(self, job: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run a maintenance job: on this process's writer if it runs, else on a connection of its own.
+    async def _maintain(self, job: Callable[[sqlite3.Connection], _T]) -> _T | None:
+        """Run a maintenance job: on this process's writer if this handle wrote, else on a connection of its own.
 
-        Without a writer of its own (the CLI) the job needs no ownership: it runs in its own
-        ``IMMEDIATE`` transaction, which SQLite serialises with the writes of running agents,
-        waiting for their locks as long as a write does (``retry.lock_wait_ms``).
+        Through the writer, the job is queued before the first ``await``, behind every write this
+        handle submitted before it (so a clear covers them, settled or not). Without a writer of
+        its own (the CLI) the job needs no ownership: it runs, in the event loop's default
+        executor, in its own ``IMMEDIATE`` transaction, which SQLite serialises with the writes
+        of running agents, waiting for their locks as long as a write does
+        (``retry.lock_wait_ms``). None when there is no sidecar (or a fresh zero-byte one) to change.
         """
-        if not self._usable():
-            return None
         with self._lock:
             writer = self._writer
         if writer is not None:
-            return writer.submit(job).result()
+            return await _outcome(writer.submit(job))
+        return await asyncio.to_thread(self._maintain_alone, job)
+
+    def _maintain_alone(self, job: Callable[[sqlite3.Connection], _T]) -> _T | None:
+        if not self._usable():
+            return None
         probe = self._reader()  # corrupt or unsafe: fail closed before touching anything
         if probe is not None:
             probe.close()
@@ -296,17 +322,19 @@ class SqliteToolHistory:
             return False
         return not (stat.S_ISREG(info.st_mode) and info.st_size == 0)
 
-    def stats(self) -> ToolHistoryStats:
-        """Calls, records and bytes in the sidecar (zeros when there is none)."""
+    async def stats(self) -> ToolHistoryStats:
+        """Calls, records and bytes in the sidecar (zeros when there is none), read in the default executor."""
+        return await asyncio.to_thread(self._stats)
 
+    def _stats(self) -> ToolHistoryStats:
         found = self.query("SELECT COUNT(*) AS calls, COUNT(status) AS done, COALESCE(SUM(payload_bytes), 0) AS payload FROM calls")
         if not found:
-            return ToolHistoryStats(0, 0, self._bytes_on_disk())
+            return ToolHistoryStats(0, 0, self._bytes_on_disk(), 0, 0)
         calls, done, payload = found[0]["calls"], found[0]["done"], found[0]["payload"]
         stones = self.query("SELECT COUNT(*) AS n FROM tombstones")[0]["n"]
         return ToolHistoryStats(calls, calls + done + stones, self._bytes_on_disk(), payload, stones)
 
-    def _clear(self, where: str, params: tuple[Any, ...]) -> ClearReport:
+    async def _clear(self, where: str, params: tuple[Any, ...]) -> ToolHistoryClearReport:
         before = self._bytes_on_disk()
 
         def job(db: sqlite3.Connection) -> tuple[int, int]:
@@ -318,12 +346,12 @@ class SqliteToolHistory:
             db.execute("VACUUM")
             return calls, calls + done + stones
 
-        values = self._sync(job)
+        values = await self._maintain(job)
         if values is None:
-            return ClearReport(0, 0, 0)
-        return ClearReport(values[0], values[1], max(before - self._bytes_on_disk(), 0))
+            return ToolHistoryClearReport(0, 0, 0)
+        return ToolHistoryClearReport(values[0], values[1], max(before - self._bytes_on_disk(), 0))
 
-    def clear_logical(self, logical_conversation_id: str) -> ClearReport:
+    async def clear_logical(self, logical_conversation_id: str) -> ToolHistoryClearReport:
         """Remove every record of a logical conversation: ``<id>`` and each ``<id>:<YYYY-MM-DD>`` bucket."""
         bucket = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
         where = (
@@ -332,15 +360,15 @@ class SqliteToolHistory:
         )
         n = len(logical_conversation_id)
         prefix = logical_conversation_id + ":"
-        return self._clear(where, (logical_conversation_id, logical_conversation_id, n + 11, n + 1, prefix, n + 2))
+        return await self._clear(where, (logical_conversation_id, logical_conversation_id, n + 11, n + 1, prefix, n + 2))
 
-    def clear_conversation(self, conversation_id: str) -> ClearReport:
+    async def clear_conversation(self, conversation_id: str) -> ToolHistoryClearReport:
         """Remove the records of exactly one conversation id (a reset with daily rollover off)."""
-        return self._clear("conversation_id = ?", (conversation_id,))
+        return await self._clear("conversation_id = ?", (conversation_id,))
 
-    def clear_all(self) -> ClearReport:
+    async def clear_all(self) -> ToolHistoryClearReport:
         """Remove every record and tombstone of the sidecar."""
-        return self._clear("1", ())
+        return await self._clear("1", ())
 
     # ---------------------------------------------------------------- reading
 
@@ -379,7 +407,13 @@ class SqliteToolHistory:
         finally:
             db.close()
 
-    def records(self, *, conversation_id: str | None = None, logical_conversation_id: str | None = None) -> list[ToolRecord]:
+    async def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """:meth:`query` in the event loop's default executor (the SessionHistory tool's reads)."""
+        return await asyncio.to_thread(self.query, sql, params)
+
+    async def records(
+        self, *, conversation_id: str | None = None, logical_conversation_id: str | None = None
+    ) -> list[ToolRecord]:
         """Retained calls (all, or of one physical or logical conversation) in ``start_seq`` order."""
         clauses, params = ["1"], []
         if conversation_id is not None:
@@ -388,7 +422,7 @@ class SqliteToolHistory:
         if logical_conversation_id is not None:
             clauses.append("logical_id = ?")
             params.append(logical_conversation_id)
-        rows = self.query(f"SELECT * FROM calls WHERE {' AND '.join(clauses)} ORDER BY start_seq", tuple(params))
+        rows = await self.rows(f"SELECT * FROM calls WHERE {' AND '.join(clauses)} ORDER BY start_seq", tuple(params))
         return [
             ToolRecord(
                 invocation_id=r["invocation_id"], result_id=r["result_id"], conversation_id=r["conversation_id"],
