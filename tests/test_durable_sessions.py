@@ -25,10 +25,11 @@ from waiting import until
 from monoagent import hookimpl
 from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionState
 from monoagent.kernel.model import Message, TurnRequest
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.durable_sessions import DurableSessionBackend
 from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend
 from monoagent.pipeline.transcript_files import conversation_digest
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.files_history import FilesHistoryStore
@@ -47,11 +48,11 @@ def agent_with_sessions(tmp_path: Path, **config):
     return fresh_agent(tmp_path, config=base)
 
 
-def make_turn(agent, conversation_id: str = "c1", *, model: str = MODEL, events: list | None = None) -> Turn:
+def make_turn(agent, conversation_id: str = "c1", *, model: str = MODEL, events: list | None = None) -> TurnRun:
     events = [] if events is None else events
     session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation_id,
                           conversation_id=conversation_id)
-    return Turn(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="run", model=model,
+    return TurnRun(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="run", model=model,
                 session=session, emitter=lambda kind, data: events.append((kind, data)))
 
 
@@ -162,7 +163,24 @@ def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_
     assert isinstance(durable, DurableSessionBackend) and durable.durable
 
     class PlainStore:
+        """A store written against the plain HistoryStore protocol: no provider sessions."""
+
         name = "plain"
+
+        async def load(self, conversation_id, *, on_warning=None):
+            return ()
+
+        async def commit(self, conversation_id, messages):
+            raise NotImplementedError
+
+        async def reset(self, conversation_id):
+            return 0
+
+        async def conversations(self):
+            return ()
+
+        async def close(self):
+            pass
 
     class Plugin:
         @hookimpl
@@ -744,7 +762,8 @@ def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path
 OPEN_AND_WAIT = r"""
 import asyncio, sys
 from monoagent.kernel.model import TurnRequest
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.pipeline.sessions import session_backend
 from monoagent.testing import fresh_agent
 
@@ -754,7 +773,7 @@ agent = fresh_agent(tmp, config={"runtime": {"model": "offline:echo", "session":
 async def main():
     session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation_id,
                           conversation_id=conversation_id)
-    turn = Turn(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="r",
+    turn = TurnRun(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="r",
                 model="offline:echo", session=session, emitter=lambda kind, data: None)
     turn.history = tuple(await agent.history_store.load(conversation_id))
     await session_backend(agent).open(turn)  # the lock is taken and the fence is on disk

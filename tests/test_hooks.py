@@ -886,11 +886,12 @@ def test_hook_provide_tools(tmp_path):
     events: list[Any] = []
     result = asyncio.run(agent.respond(TurnRequest("hello", conversation_id="t"), on_event=events.append))
     assert result.tool_activity[0].result.content == "all green" and result.text == "done"
-    assert seen[0] is not None and seen[0].provided_tools["lab__status"].plugin != ""
+    assert seen[0] is not None and seen[0].run_id == result.run_id  # the hook saw the run's (read-only) turn
     warning = [e.data for e in events if e.type == "runtime_warning"]
     assert warning == [{"code": "tool_source_unavailable", "source": "lab-2", "message": "did not answer"}]
     listed, failures = asyncio.run(provided_tools(agent, None))  # what `monoagent tools` lists
     assert list(listed) == ["lab__status"] and listed["lab__status"].source == "lab" and failures[0].source == "lab-2"
+    assert listed["lab__status"].plugin == "Catalogue"  # stamped with the plugin that provided it
     agent.register(Dodgy(), name="dodgy")
     with pytest.raises(PluginError, match=r"tool 'shell' is offered by plugins .* and 'dodgy'"):
         asyncio.run(provided_tools(agent, None))
@@ -1151,10 +1152,11 @@ def test_what_a_wrapper_returns_is_what_the_caller_sees(tmp_path):
 
 
 async def _offered(agent: Any) -> list[str]:
-    from monoagent.kernel.turn import SessionInfo, Turn
+    from monoagent.kernel.turn import SessionInfo
     from monoagent.pipeline.tool_loop import offered_tools
+    from monoagent.pipeline.turn_run import TurnRun
 
-    turn = Turn(agent=agent, request=TurnRequest("x", conversation_id="o"), run_id="r", model=agent.model,
+    turn = TurnRun(agent=agent, request=TurnRequest("x", conversation_id="o"), run_id="r", model=agent.model,
                 session=SessionInfo("request", "continuous", "o", "o"), emitter=lambda type, data: None)
     return [spec.name for spec in offered_tools(turn)]
 

@@ -16,8 +16,9 @@ from cli_isolation import isolate_cli
 from click.testing import CliRunner
 
 from monoagent.kernel.model import REQUEST_CONTEXT_MAX_CHARS, Attachment, ToolStatus, TurnRequest
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.assembly import BOUNDARY
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
 from monoagent_plugins.lib.section_text import BOUNDARY_MARKER
 
@@ -27,7 +28,7 @@ PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 def prepare(agent: Any, request: TurnRequest, started_at: float | None = None) -> Any:
     """The prompt ``agent`` builds for ``request``, with the turn's clock at ``started_at`` (an injected clock)."""
     session = SessionInfo(request.delivery, agent.config.runtime.session.mode, request.conversation_id, request.conversation_id)
-    turn = Turn(agent=agent, request=request, run_id="run-test", model=agent.model, session=session, emitter=lambda *_: None)
+    turn = TurnRun(agent=agent, request=request, run_id="run-test", model=agent.model, session=session, emitter=lambda *_: None)
     if started_at is not None:
         turn.started_at = started_at
     return asyncio.run(agent.harness.prepare(turn))

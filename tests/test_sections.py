@@ -17,6 +17,7 @@ from monoagent.kernel.host import PluginHost
 from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
 from monoagent.kernel.turn import SessionInfo, Turn
 from monoagent.pipeline.assembly import collect_sections, compile_prompt
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent
 from monoagent_plugins import guardrails, identity, session_block, skills
 from monoagent_plugins.lib import bootstrap
@@ -31,7 +32,18 @@ def make_turn(
     context: dict | None = None,
     memory: bool = False,
 ) -> Turn:
-    """A Turn over a config whose home and skills root live under ``tmp_path``."""
+    """A Turn over a config whose home and skills root live under ``tmp_path`` (what a hook receives)."""
+    return make_run(tmp_path, request, context=context, memory=memory).view
+
+
+def make_run(
+    tmp_path: Path,
+    request: TurnRequest | None = None,
+    *,
+    context: dict | None = None,
+    memory: bool = False,
+) -> TurnRun:
+    """The pipeline's run of :func:`make_turn` (what assembly takes)."""
     data = {"context": {"home": str(tmp_path / "home"), "skillsRoot": str(tmp_path / "skills"), **(context or {})}}
     config = load_config(env={}, data=data, plugin_sections={skills.CONFIG_PATH: skills.SkillsConfig})
     request = request or TurnRequest("hello")
@@ -42,7 +54,7 @@ def make_turn(
         conversation_id=request.conversation_id,
         memory_configured=memory,
     )
-    return Turn(
+    return TurnRun(
         agent=types.SimpleNamespace(config=config),
         request=request,
         run_id="run-test",
@@ -618,7 +630,7 @@ def host_with(*plugins) -> PluginHost:
 def test_sections_assemble_in_the_documented_order(tmp_path):
     write_home(tmp_path, SOUL="Soul text.", IDENTITY="Identity text.", USER="User text.")
     write_skill(tmp_path, "research", "---\ndescription: d\n---\nbody\n")
-    turn = make_turn(tmp_path, TurnRequest("hi", delivery="push"), context={"selectedSkills": ["research"]})
+    turn = make_run(tmp_path, TurnRequest("hi", delivery="push"), context={"selectedSkills": ["research"]})
     sections = collect_sections(host_with().hooks, turn, ())
     assert [s.id for s in sections] == [
         "core_guardrails", "identity", "user_persona", "session", "skill_index", "skill_instructions",
@@ -637,6 +649,6 @@ def test_a_user_implementation_overrides_a_bundled_section(tmp_path):
         def section_session(self, turn):
             return Section("session", "You run in a batch job.", order=300, source="batch")
 
-    turn = make_turn(tmp_path)
+    turn = make_run(tmp_path)
     sections = collect_sections(host_with(Batch()).hooks, turn, ())
     assert next(s for s in sections if s.id == "session").text == "You run in a batch job."

@@ -25,7 +25,8 @@ from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.interfaces import ToolInvocation, record_id
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, projection_section
 from monoagent_plugins.lib.tool_history.session_history import session_history
@@ -48,7 +49,7 @@ class Tools:
     def register_tools(self, register):
         def echo(context):
             if self.on_echo is not None:
-                self.on_echo(context.turn)
+                self.on_echo(context)
             return str(context.arguments.get("text", ""))
 
         register(ToolSpec("echo", "Echo text back."), echo)
@@ -192,7 +193,7 @@ def test_a_slow_writer_makes_the_event_deferred_and_the_run_reconciles_it(tmp_pa
     events = []
     agent = scripted_agent(
         tmp_path, echo_steps("slow"), config={"toolHistory": {"confirmTimeoutMs": 20}},
-        plugins=[Tools(on_echo=lambda turn: turn.agent.tool_history_store().writer.gate.set())],
+        plugins=[Tools(on_echo=lambda context: context.agent.tool_history_store().writer.gate.set())],
     )
     awaited(agent.tool_history_store().flush())  # the writer exists
     agent.tool_history_store().writer.gate.clear()  # held until the tool runs
@@ -231,7 +232,7 @@ CRASH_CHILD = textwrap.dedent(
         @hookimpl
         def register_tools(self, register):
             async def handler(context):
-                await context.turn.agent.tool_history_store().flush()
+                await context.agent.tool_history_store().flush()
                 print("ready", flush=True)
                 threading.Event().wait()
             register(ToolSpec("blocking", "Never returns."), handler)
@@ -391,7 +392,7 @@ def make_turn(agent, conversation="c", run_id="current", history=()):
     session = SessionInfo(delivery="request", mode="continuous", logical_conversation_id=conversation.split(":")[0],
                           conversation_id=conversation)
     events = []
-    turn = Turn(agent=agent, request=TurnRequest("now", conversation_id=conversation), run_id=run_id, model="offline:echo",
+    turn = TurnRun(agent=agent, request=TurnRequest("now", conversation_id=conversation), run_id=run_id, model="offline:echo",
                 session=session, emitter=lambda type, data: events.append((type, data)))
     turn.history = tuple(history)
     return turn, events
@@ -593,7 +594,7 @@ WRITER_CHILD = textwrap.dedent(
             register(ToolSpec("echo", "Echo text back."), lambda context: str(context.arguments.get("text", "")))
 
             async def blocking(context):
-                await context.turn.agent.tool_history_store().flush()  # the invocation is durable
+                await context.agent.tool_history_store().flush()  # the invocation is durable
                 print("running", flush=True)
                 threading.Event().wait()
 

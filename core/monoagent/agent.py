@@ -46,9 +46,9 @@ from monoagent.kernel.interfaces import (
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import AssembledPrompt, RunEvent, TurnRequest, TurnResult
 from monoagent.kernel.subagents import SubagentSpec, checked_subagents
-from monoagent.kernel.turn import Turn
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
+from monoagent.pipeline.turn_run import TurnRun
 
 DEFAULT_MODEL = "offline:echo"
 
@@ -99,6 +99,8 @@ class Agent:
         subagents: Mapping[str, SubagentSpec] | None = None,
     ) -> None:
         self.subagents: Mapping[str, SubagentSpec] = checked_subagents(subagents)
+        self.subagent: SubagentSpec | None = None
+        """The subagent this Agent runs as when :meth:`derive` made it for one; None for an Agent a user built."""
         env = dict(os.environ if env is None else env)
         if not autoload:
             env["MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -140,7 +142,7 @@ class Agent:
         self._tools: dict[str, Tool] | None = None
         self.hooks.historic(hookspecs.configure, agent=self)
 
-    def derive(self, config: Config) -> Agent:
+    def derive(self, config: Config, *, subagent: SubagentSpec | None = None) -> Agent:
         """An Agent that runs turns on ``config`` with this Agent's plugins, providers and stores.
 
         The composition a subagent runs as: the same plugin host (no second plugin load, and no
@@ -149,11 +151,13 @@ class Agent:
         and its own harness (its own lanes and limits, so a child turn never waits for the
         execution slot its parent holds). History stays apart by conversation id: a child's turns
         use conversation ids of their own. Closing the derived Agent is the parent's job.
+        ``subagent`` is the spec the derived Agent runs as (:attr:`subagent`; its turns' ``turn.subagent``).
         """
         self.history_store  # noqa: B018 - created now, so that both Agents share the one store
         self.tool_history_store()
         child = copy.copy(self)
         child.config = config
+        child.subagent = subagent
         child.harness = Harness(child, terminal_recovery_settlement_ms=self.harness.settle_window_ms)
         child.harness.clock = self.harness.clock  # the child's turns start on the parent's clock
         return child
@@ -387,7 +391,7 @@ class Agent:
 
         started = self.harness.clock()
         session = self.harness._session(request, started)
-        turn = Turn(
+        turn = TurnRun(
             agent=self,
             request=request,
             run_id=new_run_id(),

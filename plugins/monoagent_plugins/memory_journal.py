@@ -530,9 +530,9 @@ def journal_tier(turn: Any) -> JournalTier:
     turn's recall and capture warnings) does not take the journal down with it.
     """
     problems: list[str] = []
-    for name in turn.agent.config.memory.tiers:
+    for name in turn.config.memory.tiers:
         try:
-            tier = turn.agent.memory_tier(name)
+            tier = turn.memory_tier(name)
         except Exception as exc:  # named in the error below if no journal is found
             problems.append(f"tier {name!r} could not be built ({type(exc).__name__}: {exc})")
             continue

@@ -159,7 +159,7 @@ def passes_gate(query: str, hit: MemoryHit, min_score: float, require_evidence: 
 
 def tier_failed(turn: Any, code: str, tier: str, error: BaseException) -> None:
     """Report that ``tier`` failed a recall or capture (``code``); the turn goes on without it."""
-    turn.emit("runtime_warning", code=code, tier=tier, error=turn.agent.redact(f"{type(error).__name__}: {error}", "error"))
+    turn.emit("runtime_warning", code=code, tier=tier, error=turn.redact(f"{type(error).__name__}: {error}", "error"))
 
 
 def usable_tiers(turn: Any, code: str, names: Sequence[str] | None = None) -> dict[str, MemoryTier]:
@@ -167,7 +167,7 @@ def usable_tiers(turn: Any, code: str, names: Sequence[str] | None = None) -> di
     tiers: dict[str, MemoryTier] = {}
     for name in turn.config.memory.tiers if names is None else names:
         try:
-            tiers[name] = turn.agent.memory_tier(name)
+            tiers[name] = turn.memory_tier(name)
         except Exception as exc:  # a tier that cannot even be built must not stop the others
             tier_failed(turn, code, name, exc)
     return tiers

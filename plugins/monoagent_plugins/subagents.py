@@ -105,21 +105,20 @@ def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
 @bundled_impl
 def filter_tools(turn: Turn, tools: tuple[ToolSpec, ...]) -> list[ToolSpec] | None:
     """A subagent's turn keeps only the tools its ``tools`` list names, by name or by domain."""
-    delegation = DELEGATIONS.get(turn.agent)
-    if delegation is None or delegation.spec is None:
+    if turn.subagent is None:
         return None
-    allowed = set(delegation.spec.tools)
+    allowed = set(turn.subagent.tools)
     return [spec for spec in tools if spec.name in allowed or (spec.domain is not None and spec.domain in allowed)]
 
 
 @bundled_impl
 def section_task_orchestration(turn: Turn) -> Section | None:
     """When to delegate, and the agents there are; only on a turn that is offered the ``task`` tool."""
-    delegation = DELEGATIONS.get(turn.agent)
-    if delegation is None or not any(spec.name == TASK_TOOL for spec in turn.tools):
+    if not any(spec.name == TASK_TOOL for spec in turn.tools):
         return None
+    specs = roster(configured_subagents(turn.config.section(CONFIG_PATH)), turn.subagents)
     agents = "\n".join(
-        f"- {name}: {spec.description}" if spec.description else f"- {name}" for name, spec in sorted(delegation.roster.items())
+        f"- {name}: {spec.description}" if spec.description else f"- {name}" for name, spec in sorted(specs.items())
     )
     text = (
         "# Task orchestration\n\n"
@@ -142,10 +141,9 @@ def section_identity(turn: Turn) -> Section | None:
     A plugin registered after this one (third-party, project-local, programmatic) is still called
     first, so a project's own ``section_identity`` wins over both.
     """
-    delegation = DELEGATIONS.get(turn.agent)
-    if delegation is None or delegation.spec is None or delegation.spec.system is None:
+    if turn.subagent is None or turn.subagent.system is None:
         return None
-    return Section("identity", f"{IDENTITY_HEADING}\n\n{delegation.spec.system}", order=200, stability="stable",
+    return Section("identity", f"{IDENTITY_HEADING}\n\n{turn.subagent.system}", order=200, stability="stable",
                    source="subagents")
 
 

@@ -8,7 +8,7 @@ reach them:
 
 * ``request_tools(domain)`` (category ``read``, no domain): makes that domain's tools callable and
   offered to the provider for the rest of the turn
-  (:func:`~monoagent.pipeline.tool_loop.reveal_tool_domain`); an unknown domain is an error result
+  (:meth:`ToolContext.reveal_domain <monoagent.kernel.tool_context.ToolContext.reveal_domain>`); an unknown domain is an error result
   listing the hidden ones. It is withdrawn (``filter_tools``) on turns where nothing is hidden.
 * ``hidden_tool_domains`` (dynamic, 640): a compact catalogue of the hidden domains with their
   exact tool names (no schemas), rendered only when something is hidden and ``request_tools`` is
@@ -47,12 +47,13 @@ TOOL_SPEC = ToolSpec(
 
 def request_tools(context: ToolContext) -> ToolResult | str:
     """The ``request_tools`` handler: reveal the named hidden domain, or say which ones are hidden."""
-    from monoagent.pipeline.tool_loop import hidden_domains, reveal_tool_domain
+    from monoagent.pipeline.tool_loop import hidden_domains
 
-    turn, domain = context.turn, context.arguments.get("domain")
+    domain = context.arguments.get("domain")
     if not isinstance(domain, str):
         return context.result("request_tools needs 'domain', a string naming a hidden tool domain.", ToolStatus.REJECTED)
-    revealed = reveal_tool_domain(turn, domain)
+    revealed = context.reveal_domain(domain)
+    turn = context.turn
     if revealed:
         names = ", ".join(spec.name for spec in revealed)
         return f"The tool domain {domain!r} is visible for the rest of this turn: {names}. Call them directly."

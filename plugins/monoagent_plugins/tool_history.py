@@ -105,7 +105,7 @@ def _projection() -> tuple[type, Callable[..., Section | None]]:
 @bundled_impl
 def extra_sections(turn: Any) -> Section | None:
     store_class, projection_section = _projection()
-    store = turn.agent.tool_history_store()
+    store = turn.tool_history
     if not isinstance(store, store_class):
         return None
     return projection_section(turn, store)

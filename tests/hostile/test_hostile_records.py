@@ -1062,7 +1062,7 @@ class HoldWriter:
     @hookimpl
     def register_tools(self, register):
         def hold(context):
-            context.turn.agent.tool_history_store().writer.gate.clear()
+            context.agent.tool_history_store().writer.gate.clear()
             return "held"
 
         register(ToolSpec("hold", "Hold the tool-history writer."), hold)

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import ContentBlock, ToolCall, ToolResult, ToolStatus
+from monoagent.kernel.model import ContentBlock, ToolCall, ToolResult, ToolSpec, ToolStatus, Usage
 from monoagent.text import utf8_prefix
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.agent import Agent
+    from monoagent.kernel.turn import RunAccess, Turn
 
 PROGRESS_MAX_BYTES = 1024
 """UTF-8 bytes of one ``tool_progress`` text (after redaction); the rest is cut off."""
@@ -48,18 +49,42 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 @attrs.frozen
 class ToolContext:
-    """One tool call as its handler sees it: the turn, the call, and a way to report progress.
+    """One tool call as its handler sees it: the turn, the call, and what a tool may do to its run.
 
-    ``turn`` is the running :class:`~monoagent.kernel.turn.Turn` (``turn.agent``, ``turn.config``,
-    ``turn.request``, ``turn.state``); ``call`` the :class:`~monoagent.kernel.model.ToolCall` the
-    model requested. Build results with :meth:`result` so they answer this call; the tool loop
-    binds any returned :class:`~monoagent.kernel.model.ToolResult` to ``call`` in any case (its
-    ``call_id`` and ``name`` are the call's, whatever the handler put there).
+    ``turn`` is the run as it stands (a read-only :class:`~monoagent.kernel.turn.Turn`:
+    ``turn.config``, ``turn.request``, ``turn.state``, ``turn.redact(...)``); ``call`` the
+    :class:`~monoagent.kernel.model.ToolCall` the model requested. Build results with
+    :meth:`result` so they answer this call; the tool loop binds any returned
+    :class:`~monoagent.kernel.model.ToolResult` to ``call`` in any case (its ``call_id`` and
+    ``name`` are the call's, whatever the handler put there). Beyond reading, a tool may report
+    :meth:`progress`, count :meth:`add_usage` it spent on the run's behalf (a subagent's turn),
+    :meth:`reveal_domain` (make a hidden tool domain callable for the rest of the run) and reach
+    the :attr:`agent` running the turn (a tool that drives it, such as ``task``).
     """
 
-    turn: Turn
+    _run: RunAccess = attrs.field(alias="run", repr=False)
     call: ToolCall
     _progress: _Progress = attrs.field(init=False, factory=lambda: _Progress(_running_loop()), repr=False, eq=False)
+
+    @property
+    def turn(self) -> Turn:
+        """The run as it stands now (a new snapshot after :meth:`reveal_domain`)."""
+        return self._run.view
+
+    @property
+    def agent(self) -> Agent:
+        """The Agent running this turn, for a tool that drives it (the ``task`` tool derives a subagent from it)."""
+        return self._run.agent
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count ``usage`` spent for this run outside its own provider steps (a subagent's turn) in its usage
+        (its :class:`~monoagent.kernel.model.TurnResult` and ``run_completed`` include it)."""
+        self._run.add_usage(usage)
+
+    def reveal_domain(self, domain: str) -> tuple[ToolSpec, ...]:
+        """Make the hidden tool domain ``domain`` callable for the rest of the run, offered from the next
+        provider round; returns its tools (none when it is not hidden). A ``tools_revealed`` event records it."""
+        return self._run.reveal_domain(domain)
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -110,5 +135,5 @@ class ToolContext:
             progress.dropped += 1
             return
         progress.emitted += 1
-        cut = utf8_prefix(self.turn.agent.redact(text, "event"), PROGRESS_MAX_BYTES)
-        self.turn.emit("tool_progress", id=self.call.id, name=self.call.name, text=cut.text, truncated=cut.truncated)
+        cut = utf8_prefix(self._run.agent.redact(text, "event"), PROGRESS_MAX_BYTES)
+        self._run.emit("tool_progress", id=self.call.id, name=self.call.name, text=cut.text, truncated=cut.truncated)

@@ -1,11 +1,21 @@
-"""The turn context every per-turn hook receives, and the outcome of one provider step."""
+"""The turn every per-turn hook receives (read-only), and the outcome of one provider step.
+
+Hooks read a turn; they do not change it. :class:`Turn` is a frozen snapshot of the run at the
+moment a hook is called: the request, the session, the loaded history, the offered tools, the
+recalled memory, the time, the configuration, and a scratch dict per plugin (``state``). What a
+hook may *do* is narrow and explicit: report (:meth:`Turn.emit`, :meth:`Turn.diagnose`) and reach
+the components the turn uses (:meth:`Turn.redact`, :meth:`Turn.memory_tier`,
+:attr:`Turn.tool_history`, :meth:`Turn.provider`). The run's own state (its continuity record,
+the partial answer of a cancelled attempt, its session lease, the usage others spent for it, the
+mutable tool lists) stays in the pipeline (:class:`monoagent.pipeline.turn_run.TurnRun`), which
+makes a new snapshot whenever that state changes.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from datetime import datetime, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -25,14 +35,12 @@ from monoagent.kernel.valid_text import Replacements
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
-    from monoagent.kernel.interfaces import Tool
+    from monoagent.kernel.interfaces import MemoryTier, ProviderRuntime, ToolHistoryStore
     from monoagent.kernel.permissions import PermissionProfile
-    from monoagent.pipeline.continuity import RunContinuity
-    from monoagent.pipeline.provider_call import PartialAttempt
-    from monoagent.pipeline.sessions import SessionLease
+    from monoagent.kernel.subagents import SubagentSpec
 
 
-@attrs.define
+@attrs.frozen
 class SessionInfo:
     """How this turn sits in its conversation.
 
@@ -90,65 +98,67 @@ class ProviderRound:
     continuation: int = 0
 
 
-@attrs.define(eq=False)
-class Turn:
-    """One run in progress: what hooks read, and where they report.
-
-    Attributes hooks rely on: ``agent``, ``config``, ``request``, ``run_id``, ``model`` (the
-    ``provider:model`` string), ``session``, ``history`` (retained messages, oldest first),
-    ``recalled`` (gated memory hits), ``tools`` (the tool specs callable this turn),
-    ``provided_tools`` (the tools ``provide_tools`` offered on this turn, by name), ``now`` (an
-    aware datetime in the configured time zone), ``diagnostics`` and ``state``. Report problems
-    with :meth:`diagnose` (they land in the prompt manifest) and facts with :meth:`emit` (a
-    :class:`~monoagent.kernel.model.RunEvent`).
-
-    ``state`` is a scratch dict for plugins that lives as long as the turn, keyed by plugin name:
-    a plugin keeps its per-turn state under its own name, the one it is registered and blocked by
-    (``turn.state["memory"]``, ``turn.state["skills"]``, ``turn.state["artifacts"]``), and a
-    helper library shared by several plugins under its module name. Keys starting with
-    ``monoagent.`` are reserved for the kernel. The kernel's own per-run state is typed attributes,
-    set by the turn pipeline and read-only for plugins: ``continuity`` (the run's continuity
-    record: the account collector and the tool-call ledger) and ``partial`` (what the unfinished
-    attempt of a cancelled or failed run had produced), ``session_lease`` (the run's use of the
-    warm-session backend, None when the run does not use one). ``delegated_usage`` is what other
-    runs spent on this run's behalf (a subagent's turn, added with :meth:`add_usage`); the run's
-    :class:`~monoagent.kernel.model.TurnResult` usage and ``run_completed`` event include it.
-
-    ``permissions`` is the turn's effective permission profile (``permissions.profile`` narrowed by
-    the request's; :mod:`monoagent.kernel.permissions`), set when the turn is prepared.
-    ``hidden_tools`` are the offered tools of the domains ``tools.visible`` hides: not in ``tools``,
-    so neither offered to the provider nor callable, until
-    :func:`~monoagent.pipeline.tool_loop.reveal_tool_domain` moves a domain's into ``tools`` for
-    the rest of the turn.
-    """
+class RunAccess(Protocol):
+    """What a :class:`Turn` (and a tool's :class:`~monoagent.kernel.tool_context.ToolContext`) reach
+    through to the run they belong to: the pipeline's ``TurnRun``."""
 
     agent: Agent
+    diagnostics: list[Diagnostic]
+
+    @property
+    def view(self) -> Turn: ...
+
+    def emit(self, type: str, **data: Any) -> None: ...
+
+    def add_usage(self, usage: Usage) -> None: ...
+
+    def reveal_domain(self, domain: str) -> tuple[ToolSpec, ...]: ...
+
+
+@attrs.frozen(eq=False)
+class Turn:
+    """One run as a hook sees it: read-only, a snapshot taken when the hook is called.
+
+    ``request`` (the :class:`~monoagent.kernel.model.TurnRequest`), ``run_id``, ``model`` (the
+    ``provider:model`` string), ``session`` (:class:`SessionInfo`), ``config``, ``history``
+    (retained messages, oldest first), ``recalled`` (gated memory hits), ``tools`` (the tool
+    specs callable now) and ``hidden_tools`` (offered but in a domain ``tools.visible`` hides,
+    until a ``request_tools`` call reveals it), ``permissions`` (the effective permission profile,
+    :mod:`monoagent.kernel.permissions`), ``provider_round`` (where the provider round about to be
+    sent stands), ``now`` (an aware datetime in the configured time zone), ``profile`` (the prompt
+    profile).
+
+    ``state`` is a scratch dict for plugins that lives as long as the run, keyed by plugin name:
+    a plugin keeps its per-turn state under its own name, the one it is registered and blocked by
+    (``turn.state["memory"]``, ``turn.state["skills"]``), and a helper library shared by several
+    plugins under its module name. It is the one mutable thing a hook holds; every snapshot of
+    one run shares it.
+
+    What a hook may do through it: :meth:`emit` a :class:`~monoagent.kernel.model.RunEvent`,
+    :meth:`diagnose` a prompt problem (it lands in the manifest), and reach the components the
+    turn uses: :meth:`redact`, :meth:`memory_tier`, :attr:`tool_history`, :meth:`provider`;
+    :attr:`subagent` and :attr:`subagents` say which subagent the turn's Agent runs as and which
+    it may delegate to (docs/subagents.md).
+    """
+
     request: TurnRequest
     run_id: str
     model: str
     session: SessionInfo
-    emitter: Callable[..., Any] = attrs.field(repr=False)
-    started_at: float = attrs.field(factory=time.time)
+    config: Config = attrs.field(repr=False)
+    started_at: float
+    _run: RunAccess = attrs.field(alias="run", repr=False)
     history: tuple[Message, ...] = ()
     recalled: tuple[MemoryHit, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     hidden_tools: tuple[ToolSpec, ...] = ()
-    provided_tools: dict[str, Tool] = attrs.Factory(dict)
-    diagnostics: list[Diagnostic] = attrs.Factory(list)
-    state: dict[str, Any] = attrs.Factory(dict)
-    continuity: RunContinuity | None = attrs.field(default=None, repr=False)
-    partial: PartialAttempt | None = attrs.field(default=None, repr=False)
-    session_lease: SessionLease | None = attrs.field(default=None, repr=False)
-    provider_round: ProviderRound = attrs.field(factory=ProviderRound, repr=False)
-    delegated_usage: Usage = Usage()
     permissions: PermissionProfile | None = attrs.field(default=None, repr=False)
-
-    @property
-    def config(self) -> Config:
-        return self.agent.config
+    provider_round: ProviderRound = attrs.field(default=ProviderRound(), repr=False)
+    state: dict[str, Any] = attrs.field(factory=dict, repr=False)
 
     @property
     def conversation_id(self) -> str:
+        """The physical conversation id history is keyed by (see :class:`SessionInfo`)."""
         return self.session.conversation_id
 
     @property
@@ -158,29 +168,26 @@ class Turn:
 
     @property
     def timezone(self) -> tzinfo | None:
-        name = self.config.runtime.session.rollover_timezone
-        if name:
-            from zoneinfo import ZoneInfo
-
-            return ZoneInfo(name)
-        return None
+        """The configured time zone (``runtime.session.rolloverTimezone``), else None (the system's)."""
+        return configured_timezone(self.config)
 
     @property
     def now(self) -> datetime:
         """The turn's start time, in the configured time zone (else the system's)."""
         return datetime.fromtimestamp(self.started_at, self.timezone).astimezone(self.timezone)
 
-    def add_usage(self, usage: Usage) -> None:
-        """Count ``usage`` spent for this run outside its own provider steps (a subagent's turn) in its usage."""
-        self.delegated_usage = self.delegated_usage + usage
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """The prompt diagnostics reported so far (they land in the manifest): a copy; add one with :meth:`diagnose`."""
+        return list(self._run.diagnostics)
 
     def diagnose(self, code: str, message: str, section: str | None = None) -> None:
         """Record a prompt diagnostic (missing file, truncation); it lands in the manifest."""
-        self.diagnostics.append(Diagnostic(code, message, section))
+        self._run.diagnostics.append(Diagnostic(code, message, section))
 
     def emit(self, type: str, **data: Any) -> None:
         """Emit a :class:`~monoagent.kernel.model.RunEvent` of this run to every observer."""
-        self.emitter(type, data)
+        self._run.emit(type, **data)
 
     def report_invalid_unicode(self, where: str, replaced: Replacements, **data: Any) -> None:
         """One ``runtime_warning`` (code ``invalid_unicode_replaced``) per field in ``replaced``.
@@ -189,15 +196,56 @@ class Turn:
         event's ``field`` is ``<where>.<field path>`` and ``count`` the surrogates that became
         U+FFFD (see :class:`monoagent.kernel.valid_text.ValidText`). ``data`` adds context (a tool, a model).
         """
-        for path, count in replaced:
-            self.emit(
-                "runtime_warning",
-                code="invalid_unicode_replaced",
-                field=f"{where}.{path}",
-                count=count,
-                message=f"{where}.{path} was not valid Unicode: {count} character(s) replaced by U+FFFD",
-                **data,
-            )
+        report_invalid_unicode(self.emit, where, replaced, **data)
+
+    def redact(self, text: str, kind: str) -> str:
+        """``text`` through the Agent's redaction chain (the ``redact`` hook) for ``kind``."""
+        return self._run.agent.redact(text, kind)
+
+    def memory_tier(self, name: str) -> MemoryTier:
+        """The configured memory tier ``name`` (built once; a ComponentError names what is wrong)."""
+        return self._run.agent.memory_tier(name)
+
+    @property
+    def tool_history(self) -> ToolHistoryStore | None:
+        """The tool-history store the Agent records tool calls in; None when tool history is off."""
+        return self._run.agent.tool_history_store()
+
+    def provider(self, model: str) -> ProviderRuntime:
+        """The runtime of ``provider:model`` (a side call of a plugin's own: an extractor, a judge)."""
+        return self._run.agent.provider(model)
+
+    @property
+    def subagent(self) -> SubagentSpec | None:
+        """The subagent the turn's Agent runs as (:meth:`monoagent.Agent.derive`), None for an Agent a user built."""
+        return self._run.agent.subagent
+
+    @property
+    def subagents(self) -> Mapping[str, SubagentSpec]:
+        """The subagents given in Python (``Agent(subagents=...)``) to the Agent that runs this turn."""
+        return self._run.agent.subagents
+
+
+def configured_timezone(config: Config) -> tzinfo | None:
+    name = config.runtime.session.rollover_timezone
+    if name:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(name)
+    return None
+
+
+def report_invalid_unicode(emit: Any, where: str, replaced: Replacements, **data: Any) -> None:
+    """One ``runtime_warning`` (``invalid_unicode_replaced``) per field in ``replaced``, through ``emit``."""
+    for path, count in replaced:
+        emit(
+            "runtime_warning",
+            code="invalid_unicode_replaced",
+            field=f"{where}.{path}",
+            count=count,
+            message=f"{where}.{path} was not valid Unicode: {count} character(s) replaced by U+FFFD",
+            **data,
+        )
 
 
 @attrs.frozen

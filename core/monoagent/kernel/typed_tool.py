@@ -93,7 +93,7 @@ class TypedTool:
         self.arguments.check(context.arguments, "", problems)
         keywords = {} if problems else self._structure(context.arguments, problems)
         if problems:  # the model's own values, quoted back to it: redacted as an exception's message is
-            return context.result(context.turn.agent.redact(self._refusal(problems), "error"), ToolStatus.ERROR)
+            return context.result(context.turn.redact(self._refusal(problems), "error"), ToolStatus.ERROR)
         if self.context_parameter is not None:
             keywords[self.context_parameter] = context
         value = await await_me_maybe(self.func(**keywords))

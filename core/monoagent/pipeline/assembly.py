@@ -57,7 +57,7 @@ from monoagent.kernel.model import (
 
 if TYPE_CHECKING:
     from monoagent.kernel.hooks import Hooks
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 COMPILER_VERSION = "monoagent-assembly/1"
 BOUNDARY = "<<MONOAGENT_PROMPT_CACHE_BOUNDARY>>"
@@ -105,14 +105,14 @@ class AssemblyError(PluginError):
     """
 
 
-def _produce(hooks: Hooks, hook: str, turn: Turn, history: Sequence[Message]) -> Section | None:
+def _produce(hooks: Hooks, hook: str, turn: TurnRun, history: Sequence[Message]) -> Section | None:
     if hook == "render_history":
-        return hooks.first(hookspecs.render_history, turn=turn, messages=tuple(history))
+        return hooks.first(hookspecs.render_history, turn=turn.view, messages=tuple(history))
     producer: Callable[..., Section | None] = getattr(hookspecs, hook)  # a section hook: one ``turn`` argument
-    return hooks.first(producer, turn=turn)
+    return hooks.first(producer, turn=turn.view)
 
 
-def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> list[Section]:
+def collect_sections(hooks: Hooks, turn: TurnRun, history: Sequence[Message]) -> list[Section]:
     """Call the section producers the turn's profile selects and return the non-empty sections in order."""
     profile = turn.profile
     if profile == "none":
@@ -137,7 +137,7 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
         return sections
     sections.extend(_seed_003_sections(hooks, turn, SEED_003_SECTIONS))
     seen = {s.id: s.source or "documented section" for s in sections}
-    for result in hooks.collect(hookspecs.extra_sections, turn=turn):
+    for result in hooks.collect(hookspecs.extra_sections, turn=turn.view):
         for extra in (result,) if isinstance(result, Section) else result or ():
             if extra.id in seen or extra.id in SECTION_ORDER:
                 raise AssemblyError(
@@ -157,7 +157,7 @@ def collect_sections(hooks: Hooks, turn: Turn, history: Sequence[Message]) -> li
 
 
 def _seed_003_sections(
-    hooks: Hooks, turn: Turn, entries: Sequence[tuple[str, str, int, Stability]]
+    hooks: Hooks, turn: TurnRun, entries: Sequence[tuple[str, str, int, Stability]]
 ) -> list[Section]:
     """The non-empty sections the hooks of ``entries`` produce, with their documented id, order and stability."""
     sections = []
@@ -172,7 +172,7 @@ def _seed_003_sections(
     return sections
 
 
-def refresh_dynamic_sections(hooks: Hooks, turn: Turn, prompt: AssembledPrompt) -> AssembledPrompt:
+def refresh_dynamic_sections(hooks: Hooks, turn: TurnRun, prompt: AssembledPrompt) -> AssembledPrompt:
     """``prompt`` for the next provider round of the same turn: the round-boundary re-render.
 
     Produces the per-round sections (:data:`ROUND_SECTIONS`, 610 to 690) again for the turn as it

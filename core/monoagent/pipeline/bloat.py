@@ -47,7 +47,7 @@ from monoagent.kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBl
 from monoagent.text import utf8_len, utf8_prefix, utf8_suffix
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 LIMIT_BYTES = 262_144
 """256 KB, exactly: a payload of 262,144 bytes passes, one of 262,145 bytes is guarded."""
@@ -245,13 +245,13 @@ def _failure(exc: OSError | HookError) -> str:
 class _HookSink:
     """The guard's sink in a turn: the ``save_tool_output`` hook (first non-None answer wins)."""
 
-    turn: Turn
+    turn: TurnRun
 
     def save(self, result: ToolResult, block: ContentBlock) -> str | None:
-        return self.turn.agent.hooks.first(hookspecs.save_tool_output, turn=self.turn, result=result, block=block)
+        return self.turn.agent.hooks.first(hookspecs.save_tool_output, turn=self.turn.view, result=result, block=block)
 
 
-def guard_tool_result(turn: Turn, result: ToolResult) -> ToolResult:
+def guard_tool_result(turn: TurnRun, result: ToolResult) -> ToolResult:
     """The harness's entry point: guard ``result``, offering originals to ``save_tool_output``, and
     report what happened (``tool_output_guarded``)."""
     guarded, report = guard(result, _HookSink(turn))

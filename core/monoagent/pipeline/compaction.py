@@ -45,7 +45,7 @@ from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy
 from monoagent.kernel.model import AssembledPrompt, Message
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 
@@ -66,7 +66,7 @@ class CompactionResult:
     prompt: AssembledPrompt
 
 
-def history_budget(turn: Turn) -> int:
+def history_budget(turn: TurnRun) -> int:
     """The context window of the turn's model minus the response reserve (never below 0)."""
     cfg = turn.config.runtime.compaction
     window = cfg.context_window_override
@@ -75,7 +75,7 @@ def history_budget(turn: Turn) -> int:
     return max(window - cfg.response_reserve_tokens, 0)
 
 
-def request_tokens(turn: Turn, prompt: AssembledPrompt) -> int:
+def request_tokens(turn: TurnRun, prompt: AssembledPrompt) -> int:
     """The estimated tokens of ``prompt`` as sent: system text, messages and their tool calls.
 
     One ``count_tokens`` call over everything, so a tokeniser sees whole texts and a
@@ -89,7 +89,7 @@ def request_tokens(turn: Turn, prompt: AssembledPrompt) -> int:
     return turn.agent.count_tokens("\n".join(parts), turn.model)
 
 
-async def stored_view(turn: Turn, history: tuple[Message, ...]) -> tuple[Message, ...] | None:
+async def stored_view(turn: TurnRun, history: tuple[Message, ...]) -> tuple[Message, ...] | None:
     """The history as the configured policy's last stored compaction left it; None if there is none."""
     cfg = turn.config.runtime.compaction
     if not cfg.enabled:
@@ -98,7 +98,7 @@ async def stored_view(turn: Turn, history: tuple[Message, ...]) -> tuple[Message
     view = getattr(policy, "view", None)  # StoredCompaction; not isinstance(): a Protocol check costs more than the turn's estimate
     if view is None:
         return None
-    stored = await view(turn, history)
+    stored = await view(turn.view, history)
     return None if stored is None else tuple(stored)
 
 
@@ -115,7 +115,7 @@ def _report(trigger: str | None, reused: bool, budget: int, tokens: int, history
     }
 
 
-async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble: Assemble) -> CompactionResult:
+async def compact_proactively(turn: TurnRun, history: tuple[Message, ...], assemble: Assemble) -> CompactionResult:
     """Steps 1 to 4 of the module docstring; emits ``context_compaction_applied``."""
     agent = turn.agent
     cfg = turn.config.runtime.compaction
@@ -127,12 +127,12 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
     report = _report(None, stored is not None, budget, tokens, len(history), len(view))
     choice = "none"
     if view:
-        choice = agent.hooks.first(hookspecs.choose_compaction, turn=turn, history_tokens=tokens, budget=budget) or "none"
+        choice = agent.hooks.first(hookspecs.choose_compaction, turn=turn.view, history_tokens=tokens, budget=budget) or "none"
     if choice == "none":
         turn.emit("context_compaction_applied", applied=None if not cfg.enabled else False, **report)
         return CompactionResult(view, False, prompt)
     policy = agent.compaction_policy(choice)
-    outcome = await policy.compact(turn, view, budget)
+    outcome = await policy.compact(turn.view, view, budget)
     report.update(trigger="proactive", policy=choice, method=outcome.method)
     if not outcome.applied:
         turn.emit("context_compaction_applied", applied=False, **report)
@@ -146,7 +146,7 @@ async def compact_proactively(turn: Turn, history: tuple[Message, ...], assemble
     return CompactionResult(messages, True, prompt)
 
 
-async def compact_reactively(turn: Turn, refused: AssembledPrompt, assemble: Assemble) -> AssembledPrompt | None:
+async def compact_reactively(turn: TurnRun, refused: AssembledPrompt, assemble: Assemble) -> AssembledPrompt | None:
     """The reactive compaction (module docstring): the smaller request, or None to let the error stand."""
     cfg = turn.config.runtime.compaction
     if not cfg.enabled:
@@ -162,7 +162,7 @@ async def compact_reactively(turn: Turn, refused: AssembledPrompt, assemble: Ass
         turn.emit("context_compaction_applied", applied=False, method="none", reason="no_history", **report)
         return None
     policy: CompactionPolicy = turn.agent.compaction_policy(cfg.policy)
-    outcome: CompactionOutcome = await policy.compact(turn, view, budget)
+    outcome: CompactionOutcome = await policy.compact(turn.view, view, budget)
     report["method"] = outcome.method
     if not outcome.applied:
         turn.emit("context_compaction_applied", applied=False, reason="nothing_to_compact", **report)

@@ -42,7 +42,7 @@ from monoagent.pipeline.tool_lifecycle import RunLedger
 from monoagent.text import utf8_len, utf8_prefix
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 
 class ContinuityPublicationError(MonoagentError):
@@ -134,7 +134,7 @@ class RunContinuity:
     ledger: RunLedger
 
     @classmethod
-    def of(cls, turn: Turn) -> RunContinuity:
+    def of(cls, turn: TurnRun) -> RunContinuity:
         record = turn.continuity
         if record is None:
             record = turn.continuity = cls(ContinuityCollector(), RunLedger(turn, turn.agent.tool_history_store()))
@@ -150,7 +150,7 @@ class RunContinuity:
         self.collector.tool_finished(call, result)
         return await self.ledger.result(call, result)
 
-    async def reconcile(self, turn: Turn) -> None:
+    async def reconcile(self, turn: TurnRun) -> None:
         """Wait (bounded) for deferred tool-history writes; a warning names each that failed."""
         for problem in await self.ledger.reconcile():
             turn.emit("runtime_warning", code="tool_history_write_failed", error=turn.agent.redact(problem, "error"))
@@ -212,7 +212,7 @@ class PublicationBarrier:
 
 
 def begin_settlement(
-    turn: Turn,
+    turn: TurnRun,
     barrier: PublicationBarrier,
     outcome: Literal["cancelled", "failed"],
     error: BaseException | None,
@@ -265,7 +265,7 @@ def begin_settlement(
     return barrier.start(turn.session.logical_conversation_id, publish)
 
 
-async def await_settlement(turn: Turn, task: asyncio.Task[None] | None) -> None:
+async def await_settlement(turn: TurnRun, task: asyncio.Task[None] | None) -> None:
     """Wait for a publication :func:`begin_settlement` started, shielded; a failure becomes a warning.
 
     A further cancellation only stops the waiting (the barrier still holds the next turn until
@@ -286,7 +286,7 @@ async def await_settlement(turn: Turn, task: asyncio.Task[None] | None) -> None:
 
 
 async def settle_run(
-    turn: Turn,
+    turn: TurnRun,
     barrier: PublicationBarrier,
     outcome: Literal["cancelled", "failed"],
     error: BaseException | None,

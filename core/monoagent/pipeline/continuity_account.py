@@ -61,8 +61,8 @@ from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolSt
 from monoagent.text import utf8_len, utf8_prefix
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
     from monoagent.pipeline.continuity import ContinuityCollector
+    from monoagent.pipeline.turn_run import TurnRun
 
 ACCOUNT_VERSION = 1
 ACCOUNT_MAX_BYTES = 48 * 1024
@@ -450,7 +450,7 @@ def account_request_text(text: str) -> str:
     return utf8_prefix(text, REQUEST_MAX_BYTES - utf8_len(marker)).text + marker
 
 
-def account_messages(turn: Turn, account: ContinuityAccount) -> list[Message]:
+def account_messages(turn: TurnRun, account: ContinuityAccount) -> list[Message]:
     """The two messages an account publishes: the original request (bounded) and the host's account."""
     request = turn.request
     user = Message("user", account_request_text(request.text), name=request.sender.label if request.sender else None)

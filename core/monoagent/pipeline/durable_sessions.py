@@ -70,7 +70,7 @@ from monoagent.pipeline.transcript_files import (
 )
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 T = TypeVar("T")
 
@@ -192,7 +192,7 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     # ------------------------------------------------------------------ open
 
-    async def open(self, turn: Turn) -> OpenedSession:
+    async def open(self, turn: TurnRun) -> OpenedSession:
         conversation_id = turn.conversation_id
         self.evict_idle(sessions.clock())
         notice = self._notices.pop(conversation_id, None)
@@ -228,7 +228,7 @@ class DurableSessionBackend(InMemorySessionBackend):
             logger.warning("the sweep of idle session transcripts under {} failed ({}: {}); nothing else is affected",
                            self.files.root, type(exc).__name__, exc)
 
-    async def _reload_history(self, turn: Turn) -> None:
+    async def _reload_history(self, turn: TurnRun) -> None:
         """Read history again under the lock: another process may have committed while this turn waited for it.
 
         The harness loads history before it opens the session; a turn that waited for the lock
@@ -243,7 +243,7 @@ class DurableSessionBackend(InMemorySessionBackend):
                 turn.emit("runtime_warning", code=code, message=message)
 
     def _open_locked(
-        self, turn: Turn, state: ProviderSessionState | None, cached: WarmSession | None
+        self, turn: TurnRun, state: ProviderSessionState | None, cached: WarmSession | None
     ) -> tuple[OpenedSession, int | None]:
         """Under the lock: judge the fence and the transcript against the record's state, then write the fence.
 
@@ -284,7 +284,7 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     async def publish(
         self,
-        turn: Turn,
+        turn: TurnRun,
         session: WarmSession,
         appended: list[Message],
         commit: Callable[[Any], Awaitable[CommitReceipt]],
@@ -323,7 +323,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         self._settle(conversation_id, retire=True)
         return receipt
 
-    async def _history_moved(self, turn: Turn, opened: tuple[Message, ...]) -> bool:
+    async def _history_moved(self, turn: TurnRun, opened: tuple[Message, ...]) -> bool:
         """Whether history changed since ``open`` read it under the lock.
 
         Commits that carry no session (a continuity account, a retry's answer, a host-only
@@ -359,7 +359,7 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     # ------------------------------------------------------------------ retire, close
 
-    async def retire(self, turn: Turn, reason: str) -> None:
+    async def retire(self, turn: TurnRun, reason: str) -> None:
         """Remove the conversation's transcripts; at the end of a turn also its fence and lock.
 
         Runs on the event loop without awaiting (a few unlinks and one directory fsync): it is

@@ -52,7 +52,7 @@ from monoagent.kernel.model import (
     artifact_refs,
 )
 from monoagent.kernel.permissions import turn_profile
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent.pipeline.continuity import (
@@ -78,6 +78,7 @@ from monoagent.pipeline.sessions import (
     session_backend,
 )
 from monoagent.pipeline.tool_loop import ToolLoop, offered_tools, provided_tools, split_hidden_domains
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ class Harness(RunControl):
         started = self.clock()
         session = self._session(request, started)
         run.conversation_id = session.conversation_id
-        turn = run.turn = Turn(
+        turn = run.turn = TurnRun(
             agent=self.agent,
             request=request,
             run_id=run.run_id,
@@ -267,7 +268,7 @@ class Harness(RunControl):
             self._release_slot(run)
         return result
 
-    async def prepare(self, turn: Turn, *, open_session: bool = False) -> AssembledPrompt:
+    async def prepare(self, turn: TurnRun, *, open_session: bool = False) -> AssembledPrompt:
         """Everything before the provider: history, warm session, recall, compaction, sections, assembly.
 
         ``open_session`` (a run, not a preview) resumes the conversation's warm session in
@@ -289,7 +290,7 @@ class Harness(RunControl):
         turn.tools, turn.hidden_tools = split_hidden_domains(agent.config.tools.visible, offered_tools(turn))  # filter_tools, tools.visible
         turn.permissions = turn_profile(agent.config, turn.request.permissions)
         recalled: list[MemoryHit] = []
-        for value in hooks.collect(hookspecs.recall_memory, turn=turn):
+        for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):
             hits = await await_me_maybe(value)
             recalled.extend(hits or ())
         turn.recalled = gate_recall(recalled)
@@ -300,13 +301,13 @@ class Harness(RunControl):
                 bytes=sum(utf8_len(h.text) for h in turn.recalled),
             )
         parts: list[UserMessagePart] = []
-        for part in hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=turn.recalled):
+        for part in hooks.collect(hookspecs.augment_user_message, turn=turn.view, recalled=turn.recalled):
             if isinstance(part, UserMessagePart):
                 parts.append(part)
             elif part is not None:
                 parts.extend(part)
         parts.sort(key=lambda p: p.order)
-        user_message = hooks.first(hookspecs.render_user_message, turn=turn, parts=tuple(parts))
+        user_message = hooks.first(hookspecs.render_user_message, turn=turn.view, parts=tuple(parts))
         if not isinstance(user_message, Message):
             raise TurnFailed("no plugin rendered the current user message (hook render_user_message)")
         compacted = await self._compact(turn, turn.history, user_message)
@@ -317,7 +318,7 @@ class Harness(RunControl):
         turn.emit("prompt_manifest", manifest=agent.unstructure(prompt.manifest))
         return prompt
 
-    async def _resolve_bucket(self, turn: Turn) -> None:
+    async def _resolve_bucket(self, turn: TurnRun) -> None:
         """Mark the first turn of a new daily bucket (``session_boundary`` ``rollover``).
 
         Derived from the history store, so a restart changes nothing: a bucket with history is not
@@ -329,11 +330,11 @@ class Harness(RunControl):
             return
         store = self.agent.history_store
         if await logical_session_has_records(store, session.logical_conversation_id, besides=session.conversation_id):
-            session.new_bucket = True
+            turn.session = attrs.evolve(session, new_bucket=True)
             turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
 
     def _assemble(
-        self, turn: Turn, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
+        self, turn: TurnRun, history: tuple[Message, ...], user_message: Message, *, resume: bool = True
     ) -> AssembledPrompt:
         """The request built from ``history``: sections, then the current user message last.
 
@@ -353,7 +354,7 @@ class Harness(RunControl):
             profile=turn.profile, layout=CONTINUOUS_LAYOUT, history_messages=len(leading), leading=len(leading),
         )
 
-    async def _compact(self, turn: Turn, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
+    async def _compact(self, turn: TurnRun, history: tuple[Message, ...], user_message: Message) -> CompactionResult:
         """The proactive compaction step (:mod:`monoagent.pipeline.compaction`); ``.applied`` when it changed the history.
 
         The step assembles the view it was given first, then, when a policy applied, the
@@ -367,7 +368,7 @@ class Harness(RunControl):
 
         return await compact_proactively(turn, history, assemble)
 
-    async def _compact_after_overflow(self, turn: Turn, refused: AssembledPrompt) -> AssembledPrompt | None:
+    async def _compact_after_overflow(self, turn: TurnRun, refused: AssembledPrompt) -> AssembledPrompt | None:
         """The reactive compaction step: a smaller request after a context overflow, or None.
 
         A warm turn's session is retired first: its transcript is what overflowed, so the smaller
@@ -381,7 +382,7 @@ class Harness(RunControl):
             turn.emit("prompt_manifest", manifest=self.agent.unstructure(smaller.manifest))
         return smaller
 
-    async def _execute(self, turn: Turn, prompt: AssembledPrompt) -> TurnResult:
+    async def _execute(self, turn: TurnRun, prompt: AssembledPrompt) -> TurnResult:
         agent = self.agent
         prelude = ""
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
@@ -426,7 +427,7 @@ class Harness(RunControl):
             )
             return result
         turn.emit("run_committed", messages=receipt.message_count, bytes=receipt.bytes_written)
-        for observed in agent.hooks.each(hookspecs.after_commit, turn=turn, result=result):
+        for observed in agent.hooks.each(hookspecs.after_commit, turn=turn.view, result=result):
             plugin = observed.plugin
             try:
                 if observed.error is not None:
@@ -450,7 +451,7 @@ class Harness(RunControl):
         return result
 
     async def _publish(
-        self, turn: Turn, prompt: AssembledPrompt, provided: Answer, messages: list[Message]
+        self, turn: TurnRun, prompt: AssembledPrompt, provided: Answer, messages: list[Message]
     ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
         """Commit the answered turn, and keep its warm session when the primary's first attempt answered.
 
@@ -488,7 +489,7 @@ class Harness(RunControl):
         return receipt, cancelled[0] if cancelled else None
 
     async def _commit(
-        self, turn: Turn, messages: list[Message], *, provider_session: object | None = None
+        self, turn: TurnRun, messages: list[Message], *, provider_session: object | None = None
     ) -> tuple[CommitReceipt, asyncio.CancelledError | None]:
         """Commit ``messages``; a cancellation meanwhile waits for the outcome (see the module docstring).
 
@@ -516,7 +517,7 @@ class Harness(RunControl):
         ) from error
 
     async def _landed(
-        self, turn: Turn, messages: list[Message], error: BaseException, cancelled: asyncio.CancelledError | None
+        self, turn: TurnRun, messages: list[Message], error: BaseException, cancelled: asyncio.CancelledError | None
     ) -> tuple[CommitReceipt | None, asyncio.CancelledError | None]:
         """After a commit that raised: a receipt if the store published ``messages`` all the same.
 

@@ -106,7 +106,7 @@ from monoagent.pipeline.tool_loop import ToolLoop, tool_message
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 BASE_DELAY_MS = 1_000
 """Backoff before retry n (1-based) is drawn uniformly from [0, min(cap, BASE_DELAY_MS * 2**(n-1))]."""
@@ -182,7 +182,7 @@ class PartialAttempt:
         return {"partial_text_bytes": self.text_bytes, "partial_tool_calls": len(self.tool_activity)}
 
 
-def partial_event_data(turn: Turn) -> dict[str, int]:
+def partial_event_data(turn: TurnRun) -> dict[str, int]:
     """The size fields of the run's :class:`PartialAttempt`, or nothing when there is none."""
     return turn.partial.event_data() if turn.partial is not None else {}
 
@@ -294,7 +294,7 @@ class ProviderCall:
     a :class:`PartialAttempt` on the turn).
     """
 
-    def __init__(self, turn: Turn, prompt: AssembledPrompt, tools: ToolLoop, *, compact: Compact | None = None) -> None:
+    def __init__(self, turn: TurnRun, prompt: AssembledPrompt, tools: ToolLoop, *, compact: Compact | None = None) -> None:
         self.turn = turn
         self.prompt = prompt
         self.tools = tools
@@ -454,7 +454,7 @@ class ProviderCall:
                 step=step,
                 transport=self.transport,
             )
-            request = hooks.first(hookspecs.prepare_provider_request, turn=turn, request=request) or request
+            request = hooks.first(hookspecs.prepare_provider_request, turn=turn.view, request=request) or request
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:
@@ -467,7 +467,7 @@ class ProviderCall:
                 raise _AttemptFailed(exc, attempt) from exc
             self.steps = step
             self.usage = self.usage + outcome.usage
-            hooks.collect(hookspecs.after_provider_call, turn=turn, request=request, outcome=outcome)
+            hooks.collect(hookspecs.after_provider_call, turn=turn.view, request=request, outcome=outcome)
             if not outcome.tool_calls:
                 if outcome.stop_reason != MAX_TOKENS or continuations == self.max_continuations or final or step == self.max_turns:
                     return attrs.evolve(outcome, text="".join(cut_off) + outcome.text) if cut_off else outcome

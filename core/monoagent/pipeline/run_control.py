@@ -28,7 +28,7 @@ from monoagent.pipeline.sessions import retire_settling
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.model import RunEvent, TurnRequest, TurnResult
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 EventCallback = Callable[["RunEvent"], Any]
 
@@ -65,7 +65,7 @@ class RunRecord:
     seq: int = 0
     observe: Callable[[str, dict[str, Any]], None] | None = None
     worker: asyncio.Task[None] | None = None
-    turn: Turn | None = None
+    turn: TurnRun | None = None
     lane: ConversationLane | None = None
     lane_locked: bool = False
     slot: Literal["pending", "held"] | None = None
@@ -226,7 +226,7 @@ class RunControl:
         await retire_settling(run.turn, "cancelled_turn")
 
     async def _settle_cancelled(
-        self, handle: RunHandle, turn: Turn, publication: asyncio.Task[None] | None, error: asyncio.CancelledError
+        self, handle: RunHandle, turn: TurnRun, publication: asyncio.Task[None] | None, error: asyncio.CancelledError
     ) -> None:
         """A cancelled run's account, then its terminal event; the caller was released before."""
         settling()

@@ -39,7 +39,7 @@ from monoagent.kernel.model import ArtifactRef, Message, TurnRequest, artifact_r
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.interfaces import CommitReceipt
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 clock: Callable[[], float] = time.monotonic
 """How backends read the time for idle eviction (seconds, monotonic); tests replace it."""
@@ -225,17 +225,17 @@ class SessionBackend(Protocol):
 
     durable: bool
 
-    async def open(self, turn: Turn) -> OpenedSession: ...
+    async def open(self, turn: TurnRun) -> OpenedSession: ...
 
     async def publish(
         self,
-        turn: Turn,
+        turn: TurnRun,
         session: WarmSession,
         appended: list[Message],
         commit: Callable[[object | None], Awaitable[CommitReceipt]],
     ) -> CommitReceipt: ...
 
-    async def retire(self, turn: Turn, reason: str) -> None: ...
+    async def retire(self, turn: TurnRun, reason: str) -> None: ...
 
     def evict_idle(self, now: float) -> list[tuple[str, str]]: ...
 
@@ -277,7 +277,7 @@ class InMemorySessionBackend:
         while len(self._notices) > MAX_PENDING_NOTICES:
             del self._notices[next(iter(self._notices))]
 
-    async def open(self, turn: Turn) -> OpenedSession:
+    async def open(self, turn: TurnRun) -> OpenedSession:
         self.evict_idle(clock())
         reason = self._notices.pop(turn.conversation_id, None)
         if reason is not None:
@@ -286,7 +286,7 @@ class InMemorySessionBackend:
 
     async def publish(
         self,
-        turn: Turn,
+        turn: TurnRun,
         session: WarmSession,
         appended: list[Message],
         commit: Callable[[object | None], Awaitable[CommitReceipt]],
@@ -299,7 +299,7 @@ class InMemorySessionBackend:
             self._sessions[turn.conversation_id] = session
         return receipt
 
-    async def retire(self, turn: Turn, reason: str) -> None:
+    async def retire(self, turn: TurnRun, reason: str) -> None:
         self._sessions.pop(turn.conversation_id, None)
 
     def evict_idle(self, now: float) -> list[tuple[str, str]]:
@@ -317,7 +317,7 @@ class InMemorySessionBackend:
             self._drop(conversation_id, "disposed")
 
 
-async def open_warm_session(turn: Turn, backend: SessionBackend) -> None:
+async def open_warm_session(turn: TurnRun, backend: SessionBackend) -> None:
     """Resume the conversation's warm session for ``turn`` (a continuous, non-isolated run).
 
     Sets ``turn.session_lease`` and ``turn.session.warm``. A session bound to another model is
@@ -333,10 +333,10 @@ async def open_warm_session(turn: Turn, backend: SessionBackend) -> None:
         await retire_session(turn, "model_change", kind="resume_replay")
     elif session is not None and session.history_tail != history_tail(turn.history):
         await retire_session(turn, "history_changed")
-    turn.session.warm = lease.session is not None
+    turn.session = attrs.evolve(turn.session, warm=lease.session is not None)
 
 
-async def retire_session(turn: Turn, reason: str, *, kind: BoundaryKind = "cold") -> None:
+async def retire_session(turn: TurnRun, reason: str, *, kind: BoundaryKind = "cold") -> None:
     """Retire the run's session (the next turn is cold); a ``session_boundary`` says so when one was warm.
 
     Nothing happens for a run that opened no session (``per-message`` mode, an isolated run).
@@ -348,10 +348,10 @@ async def retire_session(turn: Turn, reason: str, *, kind: BoundaryKind = "cold"
     if lease.session is not None:
         turn.emit("session_boundary", kind=kind, reason=reason, epoch=lease.session.epoch)
     lease.session = None
-    turn.session.warm = False
+    turn.session = attrs.evolve(turn.session, warm=False)
 
 
-async def retire_settling(turn: Turn, reason: str) -> None:
+async def retire_settling(turn: TurnRun, reason: str) -> None:
     """:func:`retire_session` for a run settling as failed or cancelled: a backend that cannot retire
     is reported (``runtime_warning`` ``session_retire_failed``), not raised over the run's own error."""
     try:

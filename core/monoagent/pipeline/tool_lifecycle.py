@@ -49,7 +49,7 @@ from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
 if TYPE_CHECKING:
     import asyncio
 
-    from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 
 FOREGROUND_CONFIRM_SECONDS = 0.25
@@ -62,7 +62,7 @@ Persistence = Literal["persisted", "deferred", "failed"]
 class RunLedger:
     """The tool lifecycles of one run: what was written, what is still deferred, what is open."""
 
-    turn: Turn
+    turn: TurnRun
     store: ToolHistoryStore | None
     open: dict[str, ToolInvocation] = attrs.Factory(dict)
     deferred: list[tuple[str, asyncio.Task[None]]] = attrs.Factory(list)

@@ -9,7 +9,7 @@ intersected, so the outcome does not depend on load order and no plugin can re-a
 another withdrew). Of those, the tools of a domain ``tools.visible`` does not list are *hidden*
 (:func:`split_hidden_domains`): they become ``turn.hidden_tools``, the rest ``turn.tools``. The
 section producers and every provider request of the turn read ``turn.tools``; the one thing that
-changes it later is :func:`reveal_tool_domain` (the ``request_tools`` tool), which moves a hidden
+changes it later is :meth:`~monoagent.kernel.tool_context.ToolContext.reveal_domain` (the ``request_tools`` tool), which moves a hidden
 domain's tools into it for the rest of the turn, so the next provider round offers them.
 
 **One call** (:meth:`ToolLoop.run`), in this order:
@@ -66,6 +66,7 @@ from monoagent.text import utf8_len
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.turn import Turn
+    from monoagent.pipeline.turn_run import TurnRun
 
 MAX_REPEATED_CYCLE = 16
 """The longest cycle of tool calls (A, B, A, B, ... is a cycle of 2) the repeated-call guard sees."""
@@ -83,7 +84,7 @@ argument bound, so redaction never sees an oversized value whole)."""
 _UNSEEN_TAIL = 1024
 
 
-def redacted_head(turn: Turn, text: str, kind: str, limit: int) -> str:
+def redacted_head(turn: TurnRun, text: str, kind: str, limit: int) -> str:
     """The first ``limit`` characters of ``text`` redacted, ending in ``…`` when cut.
 
     Redacted before it is cut, so a secret at the cut is recognised whole. Text longer than
@@ -99,7 +100,7 @@ def redacted_head(turn: Turn, text: str, kind: str, limit: int) -> str:
     return shown
 
 
-def arguments_preview(turn: Turn, canonical: str) -> dict[str, Any]:
+def arguments_preview(turn: TurnRun, canonical: str) -> dict[str, Any]:
     """The ``tool_call`` event's ``arguments`` (the canonical JSON, redacted, at most
     :data:`ARGUMENTS_PREVIEW_CHARS` characters, ending in ``…`` when cut: :func:`redacted_head`)
     and ``arguments_bytes`` (the whole JSON's UTF-8 size)."""
@@ -107,7 +108,7 @@ def arguments_preview(turn: Turn, canonical: str) -> dict[str, Any]:
     return {"arguments": shown, "arguments_bytes": utf8_len(canonical)}
 
 
-def error_preview(turn: Turn, result: ToolResult) -> dict[str, Any]:
+def error_preview(turn: TurnRun, result: ToolResult) -> dict[str, Any]:
     """``{"error": ...}`` for a result that is not a success: its first line, redacted, at most
     :data:`ERROR_PREVIEW_CHARS` characters; nothing for a success."""
     if not result.is_error:
@@ -116,7 +117,7 @@ def error_preview(turn: Turn, result: ToolResult) -> dict[str, Any]:
     return {"error": redacted_head(turn, first, "tool_result", ERROR_PREVIEW_CHARS)}
 
 
-async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Tool], list[ToolSourceFailure]]:
+async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, Tool], list[ToolSourceFailure]]:
     """What ``provide_tools`` offers (on ``turn``, or for a listing when None): the tools by name, and the failed sources.
 
     Each tool is stamped with the plugin that provided it. Raises
@@ -128,7 +129,7 @@ async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Too
     registered = agent.tools
     answers = [
         (answer.plugin, await await_me_maybe(answer.value))
-        for answer in agent.hooks.each(hookspecs.provide_tools, agent=agent, turn=turn)
+        for answer in agent.hooks.each(hookspecs.provide_tools, agent=agent, turn=turn.view if turn is not None else None)
     ]
     for plugin, offered in answers:
         for item in offered or ():
@@ -148,7 +149,7 @@ async def provided_tools(agent: Agent, turn: Turn | None) -> tuple[dict[str, Too
     return tools, failures
 
 
-def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
+def offered_tools(turn: TurnRun) -> tuple[ToolSpec, ...]:
     """The tools offered on ``turn``: every registered and provided tool, narrowed by ``filter_tools``.
 
     Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
@@ -157,7 +158,7 @@ def offered_tools(turn: Turn) -> tuple[ToolSpec, ...]:
     registered = tuple(tool.spec for tool in (*turn.agent.tools.values(), *turn.provided_tools.values()))
     known = {spec.name for spec in registered}
     keep = known
-    for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=turn, tools=registered):
+    for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=turn.view, tools=registered):
         keep = keep & _kept_names(answer.plugin, answer.value, known)
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
 
@@ -188,21 +189,6 @@ def hidden_domains(turn: Turn) -> dict[str, tuple[str, ...]]:
     for spec in turn.hidden_tools:
         domains.setdefault(spec.domain or "", []).append(spec.name)
     return {domain: tuple(names) for domain, names in sorted(domains.items())}
-
-
-def reveal_tool_domain(turn: Turn, domain: str) -> tuple[ToolSpec, ...]:
-    """Make hidden ``domain``'s tools visible for the rest of ``turn``; returns them (empty when ``domain`` is not hidden).
-
-    They move from ``turn.hidden_tools`` to ``turn.tools``: callable from now on, and offered to
-    the provider from the next round (each round's request reads ``turn.tools``). A
-    ``tools_revealed`` event (``domain``, ``tools``) records it.
-    """
-    revealed = tuple(spec for spec in turn.hidden_tools if spec.domain == domain)
-    if revealed:
-        turn.hidden_tools = tuple(spec for spec in turn.hidden_tools if spec.domain != domain)
-        turn.tools = (*turn.tools, *revealed)
-        turn.emit("tools_revealed", domain=domain, tools=[spec.name for spec in revealed])
-    return revealed
 
 
 def _kept_names(plugin: str, kept: Any, known: set[str]) -> set[str]:
@@ -272,7 +258,7 @@ class ToolLoop:
     which calls :meth:`run` for each requested call in order.
     """
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(self, turn: TurnRun) -> None:
         self.turn = turn
         self.max_repeats = turn.config.runtime.max_repeated_tool_calls
         self._repeats = _Repeats()
@@ -293,7 +279,7 @@ class ToolLoop:
             context.finish()
         turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)
         result = guard_tool_result(turn, bind_result(result, call))
-        turn.agent.hooks.collect(hookspecs.after_tool_call, turn=turn, call=call, result=result)
+        turn.agent.hooks.collect(hookspecs.after_tool_call, turn=turn.view, call=call, result=result)
         persistence = await continuity.tool_result(call, result)
         dropped = {"progress_dropped": context.progress_dropped} if context.progress_dropped else {}
         turn.emit(
@@ -304,7 +290,7 @@ class ToolLoop:
 
     async def _answer(self, context: ToolContext) -> ToolResult:
         """The call's result: refused, answered by ``before_tool_call``, or the handler's."""
-        turn, call = context.turn, context.call
+        turn, call = self.turn, context.call
         agent = turn.agent
         tool = agent.tools.get(call.name) or turn.provided_tools.get(call.name)
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
@@ -312,7 +298,7 @@ class ToolLoop:
         refusal = await self._permission(context, tool.spec)
         if refusal is not None:
             return context.result(refusal, ToolStatus.REJECTED)
-        answer = agent.hooks.first(hookspecs.before_tool_call, turn=turn, call=call)
+        answer = agent.hooks.first(hookspecs.before_tool_call, turn=turn.view, call=call)
         if answer is not None:
             return answer
         try:
@@ -326,7 +312,7 @@ class ToolLoop:
 
     async def _permission(self, context: ToolContext, spec: ToolSpec) -> str | None:
         """Decide ``spec``'s call under the turn's profile; None to run it, else why it was refused."""
-        turn, call = context.turn, context.call
+        turn, call = self.turn, context.call
         profile = turn.permissions or FULL_ACCESS
         if not profile.restricted:
             return None
@@ -369,7 +355,7 @@ class ToolLoop:
         return canonical
 
 
-def _unavailable(turn: Turn, name: str) -> str:
+def _unavailable(turn: TurnRun, name: str) -> str:
     hidden = next((spec.domain for spec in turn.hidden_tools if spec.name == name), None)
     if hidden is not None:
         return (f"Tool {name!r} belongs to the tool domain {hidden!r}, which is hidden in this turn: it is not callable "
@@ -378,7 +364,7 @@ def _unavailable(turn: Turn, name: str) -> str:
     return f"Tool {name!r} is not available in this turn (available: {available})."
 
 
-async def _ask(turn: Turn, request: ApprovalRequest) -> Approval:
+async def _ask(turn: TurnRun, request: ApprovalRequest) -> Approval:
     """The request's approver's answer; refused when there is none, or it fails or answers nonsense (logged)."""
     approver = turn.request.approver
     if approver is None:

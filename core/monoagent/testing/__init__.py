@@ -39,7 +39,8 @@ from monoagent.kernel.hooks import HookCall
 from monoagent.kernel.interfaces import ProviderRuntime, logical_conversation_id
 from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
 from monoagent.kernel.tool_context import ToolContext
-from monoagent.kernel.turn import SessionInfo, Turn
+from monoagent.kernel.turn import SessionInfo
+from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing.durability import HistoryDurabilityContract
 from monoagent.testing.function_provider import FunctionProvider, FunctionReply, InProcessProviders
 from monoagent.testing.history_contract import HistoryStoreContract
@@ -228,7 +229,7 @@ def tool_context(
     def emit(type: str, data: dict[str, Any]) -> None:
         sink.append(RunEvent(type, "test-run", request.conversation_id, len(sink) + 1, time.time(), data))
 
-    turn = Turn(agent=agent, request=request, run_id="test-run", model=request.model or agent.model, session=session, emitter=emit)
-    turn.tools = tuple(tool.spec for tool in agent.tools.values())
-    return ToolContext(turn, ToolCall(call_id, name, dict(arguments or {})))
+    run = TurnRun(agent=agent, request=request, run_id="test-run", model=request.model or agent.model, session=session, emitter=emit)
+    run.tools = tuple(tool.spec for tool in agent.tools.values())
+    return ToolContext(run, ToolCall(call_id, name, dict(arguments or {})))
 

@@ -11,7 +11,7 @@ One call (:func:`run_task`) runs the child turn as an *isolated* request (it rea
 shared history) in a conversation of its own, derived from the parent's run id and the tool
 call's id, so nothing of it is ever in the parent's history and nothing of the parent's is in
 its prompt. Its final answer is the tool result; what it spent is added to the parent run's
-usage (:meth:`monoagent.kernel.turn.Turn.add_usage`). A failure of the child (its provider, its
+usage (:meth:`monoagent.kernel.tool_context.ToolContext.add_usage`). A failure of the child (its provider, its
 model, a bad argument) is an ``error`` tool result, never the parent's failure; cancelling the
 parent cancels the child, because the child's run is awaited inside the parent's tool call.
 """
@@ -77,7 +77,7 @@ class Delegation:
         child = self.children.get(name)
         if child is None:
             spec = self.roster[name]
-            child = self.children[name] = agent.derive(child_config(agent.config, spec, self))
+            child = self.children[name] = agent.derive(child_config(agent.config, spec, self), subagent=spec)
             DELEGATIONS[child] = Delegation(self.roster, self.max_depth, self.max_concurrent, self.depth + 1, spec)
         return child
 
@@ -186,7 +186,7 @@ def _child_permissions(turn: Turn, child: Agent, named: str | None) -> Permissio
 async def run_task(context: ToolContext) -> ToolResult:
     """Run one ``task`` call of the turn's Agent (see the module docstring)."""
     turn, call = context.turn, context.call
-    delegation = DELEGATIONS.get(turn.agent)
+    delegation = DELEGATIONS.get(context.agent)
     if delegation is None or not delegation.may_delegate:  # offered by an earlier configuration of this Agent
         return context.result("The task tool is not available to this agent.", ToolStatus.REJECTED)
     job = _job(context, delegation)
@@ -194,7 +194,7 @@ async def run_task(context: ToolContext) -> ToolResult:
         return job
     name, message = job
     spec = delegation.roster[name]
-    child = delegation.child(turn.agent, name)
+    child = delegation.child(context.agent, name)
     request = TurnRequest(
         message,
         conversation_id=child_conversation(name, turn.run_id, call.id),
@@ -235,7 +235,7 @@ async def _run_child(context: ToolContext, name: str, child: Agent, request: Tur
         raise
     except Exception as exc:
         return _failed(context, link, exc, spent.usage)
-    turn.add_usage(result.usage)
+    context.add_usage(result.usage)
     turn.emit("subagent_finished", **link, status="completed", usage=attrs.asdict(result.usage), steps=result.steps)
     return context.result(result.text)
 
@@ -255,7 +255,7 @@ class _Spending:
 def _failed(context: ToolContext, link: dict[str, Any], error: BaseException, spent: Usage) -> ToolResult:
     """The error result for a child that failed; what its provider steps spent still counts for the parent."""
     turn = context.turn
-    turn.add_usage(spent)
-    detail = turn.agent.redact(f"{type(error).__name__}: {error}", "error")
+    context.add_usage(spent)
+    detail = turn.redact(f"{type(error).__name__}: {error}", "error")
     turn.emit("subagent_finished", **link, status="failed", error=detail, usage=attrs.asdict(spent))
     return context.result(f"Subagent {link['agent']!r} failed: {detail}", ToolStatus.ERROR)

@@ -161,15 +161,14 @@ async def extract_facts(turn: Any, transcript: str, config: CaptureConfig) -> Ex
     """Ask the extractor model for the facts of ``transcript`` and validate its reply."""
     from monoagent.pipeline.stream import StreamLimits, read_step  # the harness's modules, not at plugin load
 
-    agent = turn.agent
     model = config.model or turn.model
     pieces = io.StringIO()
     try:
         request = extractor_request(turn, model, transcript, config)
-        limits = StreamLimits.from_config(agent.config.providers.client)
-        _, finished = await read_step(agent.provider(model), request, model=model, limits=limits, on_text=pieces.write)
+        limits = StreamLimits.from_config(turn.config.providers.client)
+        _, finished = await read_step(turn.provider(model), request, model=model, limits=limits, on_text=pieces.write)
     except MonoagentError as exc:
-        return Extraction(reason="extractor_failed", detail=agent.redact(f"{type(exc).__name__}: {exc}", "error")[:500])
+        return Extraction(reason="extractor_failed", detail=turn.redact(f"{type(exc).__name__}: {exc}", "error")[:500])
     if finished.stop_reason in {"max_tokens", "length"}:
         return Extraction(reason="cut_off", detail="the reply stopped at the output-token limit")
     return validate_reply(pieces.getvalue(), config)

@@ -373,10 +373,10 @@ async def run_history(context: ToolContext) -> ToolResult:
             query = arguments.get("query") or ""
             scan = await asyncio.to_thread(files.scan, logical, query=str(query), status=status, limit=limit)
     except (RunHistoryUnavailable, OSError) as exc:
-        return context.result(f"Run history is unavailable: {turn.agent.redact(str(exc), 'error')}", ToolStatus.ERROR)
+        return context.result(f"Run history is unavailable: {turn.redact(str(exc), 'error')}", ToolStatus.ERROR)
     if scan.skipped_files or scan.damaged_lines:
         logger.bind(plugin="artifacts").warning(
             "{}: {} run file(s) skipped (not the writer's own, or unreadable) and {} damaged line(s) skipped in {}",
             RUN_HISTORY, scan.skipped_files, scan.damaged_lines, files.directory,
         )
-    return context.result(render(scan, turn.agent.redact, whole=action == "get"))
+    return context.result(render(scan, turn.redact, whole=action == "get"))

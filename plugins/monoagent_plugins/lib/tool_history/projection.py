@@ -90,7 +90,7 @@ def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
             raise SidecarUnavailable(f"tool history is unavailable: {store.unavailable}")
         rows = store.recent_completed(turn.conversation_id, turn.run_id, cfg.projection_max_calls + len(excluded))
     except ToolHistoryError as exc:
-        turn.emit("runtime_warning", code="tool_history_projection_degraded", error=turn.agent.redact(str(exc), "error"))
+        turn.emit("runtime_warning", code="tool_history_projection_degraded", error=turn.redact(str(exc), "error"))
         return None
     rows = [row for row in rows if row["invocation_id"] not in excluded][: cfg.projection_max_calls]
     text = render_projection(rows, cfg.projection_max_bytes)

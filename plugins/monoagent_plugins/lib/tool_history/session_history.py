@@ -57,7 +57,7 @@ async def session_history(context: ToolContext) -> ToolResult:
     Its reads run in the event loop's default executor (:meth:`SqliteToolHistory.rows`).
     """
     turn, arguments, call_id = context.turn, context.arguments, context.call.id
-    store = turn.agent.tool_history_store()
+    store = turn.tool_history
     if not isinstance(store, SqliteToolHistory):
         return ToolResult(call_id, SESSION_HISTORY, "Tool history is not enabled for this agent.", ToolStatus.ERROR)
     action = arguments.get("action")
@@ -116,5 +116,5 @@ async def session_history(context: ToolContext) -> ToolResult:
             rows = await store.rows(f"SELECT * FROM calls WHERE {' AND '.join(clauses)} ORDER BY start_seq DESC LIMIT ?", (*values, limit))
             body = {"results": [_summary(row) for row in rows]}
     except ToolHistoryError as exc:
-        return ToolResult(call_id, SESSION_HISTORY, f"Tool history is unavailable: {turn.agent.redact(str(exc), 'error')}", ToolStatus.ERROR)
+        return ToolResult(call_id, SESSION_HISTORY, f"Tool history is unavailable: {turn.redact(str(exc), 'error')}", ToolStatus.ERROR)
     return ToolResult(call_id, SESSION_HISTORY, untrusted_json(UNTRUSTED_NOTE, body))
