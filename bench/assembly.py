@@ -10,8 +10,8 @@ warm-up, in one asyncio loop, each timed with time.perf_counter.
 Target: median under 1 ms (1000 us) per assemble.
 
 A one-off breakdown follows: the stages of ``Harness.prepare`` re-run one by one (session and
-Turn, history load, tools, recall, compaction, user message, each section hook, compile_prompt,
-manifest unstructure). It mirrors the harness code at the time of writing; if that drifts, the
+Turn, history load, tools, recall, compaction, user message, each section hook of the catalogue
+for the turn's profile, compile_prompt, manifest unstructure). It mirrors the harness code at the time of writing; if that drifts, the
 breakdown is skipped with a note and the headline figure is unaffected.
 
     .venv/bin/python bench/assembly.py [--quick] [--json] [-n N]
@@ -95,7 +95,7 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     from monoagent.kernel import hookspecs
     from monoagent.kernel.model import Message as Msg
     from monoagent.kernel.turn import Turn
-    from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
+    from monoagent.pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
     from monoagent.pipeline.harness import gate_recall, new_run_id
     from monoagent.pipeline.tool_loop import offered_tools
 
@@ -144,13 +144,10 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         probe = Turn(agent=agent, request=request, run_id=turn.run_id, model=turn.model, session=session,
                      emitter=lambda type, data: None)
         probe.history = turn.history
-        for sid, hook, _order, _required in DOCUMENTED_SECTIONS:
+        for spec in PROFILE_SECTIONS[probe.profile]:
             s0 = t()
-            if hook == "render_history":
-                hooks.first(hookspecs.render_history, turn=probe, messages=tuple(history))
-            else:
-                hooks.first(getattr(hookspecs, hook), turn=probe)
-            add(f"  section {sid}", t() - s0)
+            produce_section(hooks, spec, probe, history)
+            add(f"  section {spec.id}", t() - s0)
         s0 = t()
         hooks.collect(hookspecs.extra_sections, turn=probe)
         add("  extra_sections", t() - s0)
