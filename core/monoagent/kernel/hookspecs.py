@@ -1102,10 +1102,11 @@ def section_extra_system(turn: Turn) -> Section | None:
         A :class:`~monoagent.kernel.model.Section`, or None. First non-None result wins.
 
     A plugin implementing it gets a :class:`~monoagent.kernel.errors.HookDeprecationWarning`
-    when it is registered. Until a later release removes it, assembly still calls it for the
-    ``extra_system`` section, before :func:`section_runtime_facts` while any plugin implements
-    it (so an implementation written before the rename keeps its place ahead of the bundled
-    default); when it answers None, :func:`section_runtime_facts` answers.
+    when it is registered. Until a later release removes it, assembly still asks it for the
+    ``extra_system`` section while a plugin implements it: before :func:`section_runtime_facts`
+    (so an implementation written before the rename keeps its place ahead of the bundled
+    default), but after it when a plugin that is not a ``trylast`` default implements
+    :func:`section_runtime_facts`. The first answer that is not None wins.
 
     Bundled default: none (``runtime-facts`` implements :func:`section_runtime_facts`).
 

@@ -65,8 +65,10 @@ class SectionSpec:
     stable text stays byte-identical from round to round.
 
     ``hook`` is the spec function that produces it; ``aliases`` are deprecated spec functions
-    whose implementations still produce it, asked before ``hook`` while a plugin implements one
-    (so an implementation written before the rename keeps its place ahead of the bundled default).
+    whose implementations still produce it: while a plugin implements one, assembly asks it
+    after ``hook`` when a plugin overrides ``hook``, else before (so an implementation written
+    before a rename keeps its place ahead of the bundled default; see
+    :func:`~monoagent.pipeline.assembly.produce_section`).
     ``arguments`` are the hook's parameter names (``render_history`` also gets ``messages``).
     """
 
@@ -140,7 +142,7 @@ def catalogue(namespace: Iterable[object]) -> tuple[SectionSpec, ...]:
     """The sections declared on the functions of ``namespace``, by order.
 
     Raises:
-        ValueError: two sections share an id or an order, or a deprecated alias is declared twice.
+        ValueError: two sections share an id or an order, or one hook produces two sections.
     """
     specs = sorted((spec for value in namespace if (spec := declared(value)) is not None), key=lambda s: s.order)
     for kind, key in (("id", lambda s: s.id), ("order", lambda s: s.order)):

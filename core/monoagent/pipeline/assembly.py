@@ -56,7 +56,7 @@ from monoagent.kernel.model import (
     PromptManifest,
     Section,
 )
-from monoagent.kernel.sections import USER_MESSAGE_ORDER, SectionSpec
+from monoagent.kernel.sections import PROFILES, USER_MESSAGE_ORDER, SectionSpec
 
 if TYPE_CHECKING:
     from monoagent.kernel.hooks import Hooks
@@ -69,8 +69,7 @@ CONTINUOUS_LAYOUT = "continuous"
 
 #: The catalogued sections each prompt profile produces, by order (``none``: no system section).
 PROFILE_SECTIONS: dict[str, tuple[SectionSpec, ...]] = {
-    "full": tuple(spec for spec in SECTIONS if "full" in spec.profiles),
-    "minimal": tuple(spec for spec in SECTIONS if "minimal" in spec.profiles),
+    **{profile: tuple(spec for spec in SECTIONS if profile in spec.profiles) for profile in PROFILES},
     "none": (),
 }
 #: The sections produced again before every provider round after a run's first.
