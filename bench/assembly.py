@@ -10,8 +10,8 @@ warm-up, in one asyncio loop, each timed with time.perf_counter.
 Target: median under 1 ms (1000 us) per assemble.
 
 A one-off breakdown follows: the stages of ``Harness.prepare`` re-run one by one (session and
-Turn, history load, tools, recall, compaction, user message, each section hook, compile_prompt,
-manifest unstructure). It mirrors the harness code at the time of writing; if that drifts, the
+Turn, history load, tools, recall, compaction, user message, each section hook of the catalogue
+for the turn's profile, compile_prompt, manifest unstructure). It mirrors the harness code at the time of writing; if that drifts, the
 breakdown is skipped with a note and the headline figure is unaffected.
 
     .venv/bin/python bench/assembly.py [--quick] [--json] [-n N]
@@ -94,8 +94,8 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
     from monoagent.kernel import hookspecs
     from monoagent.kernel.model import Message as Msg
-    from monoagent.kernel.turn import Turn
-    from monoagent.pipeline.assembly import DOCUMENTED_SECTIONS, collect_sections, compile_prompt
+    from monoagent.pipeline.turn_run import TurnRun
+    from monoagent.pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
     from monoagent.pipeline.harness import gate_recall, new_run_id
     from monoagent.pipeline.tool_loop import offered_tools
 
@@ -112,10 +112,10 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t0 = t()
         session = harness._session(request, time.time())
         events: list[Any] = []
-        turn = Turn(agent=agent, request=request, run_id=new_run_id(), model=request.model or agent.model,
+        turn = TurnRun(agent=agent, request=request, run_id=new_run_id(), model=request.model or agent.model,
                     session=session, emitter=lambda type, data: events.append((type, data)))  # noqa: B023  (called in this iteration)
         t1 = t()
-        add("session + Turn", t1 - t0)
+        add("session + TurnRun", t1 - t0)
         turn.history = tuple(await store.load(turn.conversation_id))
         t2 = t()
         add("history load (store.load)", t2 - t1)
@@ -123,16 +123,16 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t3 = t()
         add("offered tools (filter_tools)", t3 - t2)
         recalled: list[Any] = []
-        for value in hooks.collect(hookspecs.recall_memory, turn=turn):
+        for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):
             recalled.extend((await value) if asyncio.iscoroutine(value) else (value or ()))
         turn.recalled = gate_recall(recalled)
         t4 = t()
         add("recall_memory", t4 - t3)
         parts: list[Any] = []
-        for value in hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=turn.recalled):
+        for value in hooks.collect(hookspecs.augment_user_message, turn=turn.view, recalled=turn.recalled):
             parts.extend(value if isinstance(value, (list, tuple)) else [value])
         parts.sort(key=lambda p: p.order)
-        user_message = hooks.first(hookspecs.render_user_message, turn=turn, parts=tuple(parts))
+        user_message = hooks.first(hookspecs.render_user_message, turn=turn.view, parts=tuple(parts))
         assert isinstance(user_message, Msg)
         t5 = t()
         add("user message hooks", t5 - t4)
@@ -141,18 +141,15 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         t6 = t()
         add("sections, assembly, compaction check (_compact)", t6 - t5)
         # each section hook on its own (on a throw-away turn sharing nothing with the real one)
-        probe = Turn(agent=agent, request=request, run_id=turn.run_id, model=turn.model, session=session,
+        probe = TurnRun(agent=agent, request=request, run_id=turn.run_id, model=turn.model, session=session,
                      emitter=lambda type, data: None)
         probe.history = turn.history
-        for sid, hook, _order, _required in DOCUMENTED_SECTIONS:
+        for spec in PROFILE_SECTIONS[probe.profile]:
             s0 = t()
-            if hook == "render_history":
-                hooks.first(hookspecs.render_history, turn=probe, messages=tuple(history))
-            else:
-                hooks.first(getattr(hookspecs, hook), turn=probe)
-            add(f"  section {sid}", t() - s0)
+            produce_section(hooks, spec, probe.view, history)
+            add(f"  section {spec.id}", t() - s0)
         s0 = t()
-        hooks.collect(hookspecs.extra_sections, turn=probe)
+        hooks.collect(hookspecs.extra_sections, turn=probe.view)
         add("  extra_sections", t() - s0)
         t7 = t()
         sections = collect_sections(hooks, turn, history)

@@ -9,14 +9,15 @@ import pytest
 
 from monoagent import hookimpl
 from monoagent.kernel.errors import HookResultError
+from monoagent.kernel.hookspecs import SECTIONS
 from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
-from monoagent.pipeline.assembly import BOUNDARY, SEED_003_SECTIONS, AssemblyError, compile_prompt, current_user_message
+from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt, current_user_message
 from monoagent.testing import fresh_agent
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 """History in the system prompt (continuous mode sends it as messages: tests/test_sessions.py)."""
 DOCUMENTED = ["core_guardrails", "identity", "session", "conversation_history", "skill_index", "skill_instructions"]
-OPTIONAL_IDS = {entry[0] for entry in SEED_003_SECTIONS}
+OPTIONAL_IDS = {spec.id for spec in SECTIONS} - set(DOCUMENTED)
 
 
 def base_sections(sections):
@@ -164,6 +165,71 @@ def test_duplicate_extra_section_ids_name_both_sources(tmp_path):
 
     with pytest.raises(AssemblyError, match=r"two sections have the id 'facts'.*'(one|two)'.*'(one|two)'"):
         assemble(fresh_agent(tmp_path, plugins=[One(), Two()]))
+
+
+def test_an_extra_section_cannot_take_a_catalogued_id(tmp_path):
+    class Impostor:
+        @hookimpl
+        def extra_sections(self, turn):
+            return Section("agents_md", "x", order=655, source="impostor")
+
+    with pytest.raises(AssemblyError, match=r"two sections have the id 'agents_md': from 'the catalogued section of section_agents_md' and from 'impostor'"):
+        assemble(fresh_agent(tmp_path, plugins=[Impostor()]))
+
+
+def test_the_catalogue_is_the_declarations_on_the_section_hooks_by_order():
+    import inspect
+
+    from monoagent.kernel import hookspecs
+    from monoagent.kernel.sections import declared
+
+    declared_hooks = [f for _, f in inspect.getmembers(hookspecs, inspect.isfunction) if declared(f) is not None]
+    assert sorted(spec.name for spec in SECTIONS) == sorted(f.__name__ for f in declared_hooks)
+    assert [spec.order for spec in SECTIONS] == sorted(spec.order for spec in SECTIONS)
+    assert all(declared(spec.hook) is spec for spec in SECTIONS)
+    assert [s.id for s in SECTIONS if s.required] == ["core_guardrails", "identity", "session"]
+    assert [s.id for s in SECTIONS if "minimal" in s.profiles] == ["core_guardrails", "identity", "session"]
+    assert ("conversation_history", ("turn", "messages")) in [(s.id, s.arguments) for s in SECTIONS]
+
+
+def _spec(name="section_x", **declaration):
+    from monoagent.kernel.sections import section
+
+    def hook(turn):
+        return None
+
+    hook.__name__ = name
+    return section(**{"id": name.removeprefix("section_"), "order": 650, "stability": "dynamic", **declaration})(hook)
+
+
+@pytest.mark.parametrize(
+    ("declaration", "refusal"),
+    [
+        ({"order": 700}, "order 700 is outside 1 to 699"),
+        ({"order": 0}, "order 0 is outside"),
+        ({"stability": "sometimes"}, "stability must be 'stable' or 'dynamic', not 'sometimes'"),
+        ({"profiles": ("none",)}, "profiles must be some of"),
+        ({"profiles": ()}, "profiles must be some of"),
+        ({"stability": "stable", "per_round": True}, "produced every provider round, so it must be dynamic"),
+        ({"profiles": ("full", "minimal"), "per_round": True}, "only the full profile"),
+    ],
+)
+def test_a_bad_section_declaration_is_refused_naming_the_section(declaration, refusal):
+    with pytest.raises(ValueError, match=f"^section 'x': .*{refusal}"):
+        _spec(**declaration)
+
+
+def test_the_catalogue_refuses_two_sections_with_one_id_or_order():
+    from monoagent.kernel.sections import catalogue
+
+    assert [s.id for s in catalogue([_spec("section_b", order=620), _spec("section_a", order=610), "not a hook"])] == ["a", "b"]
+    with pytest.raises(ValueError, match="'section_a' and 'section_b' declare the same order 610"):
+        catalogue([_spec("section_a", order=610), _spec("section_b", order=610)])
+    with pytest.raises(ValueError, match="declare the same id 'a'"):
+        catalogue([_spec("section_a", order=610), _spec("section_b", id="a", order=620)])
+    alias = _spec("section_old", order=630)
+    with pytest.raises(ValueError, match="hooks that produce more than one section: section_old"):
+        catalogue([alias, _spec("section_new", order=640, aliases=(alias,))])
 
 
 def test_extra_section_cannot_follow_the_user_message(tmp_path):

@@ -111,6 +111,44 @@ def test_firstresult_wording_matches_the_marker() -> None:
             assert "Results are collected" in doc, name
 
 
+def test_hook_reference_lists_the_section_catalogue() -> None:
+    """The catalogue table of docs/hooks.md says, row by row, what each section hook's declaration says."""
+    from monoagent.kernel.hookspecs import SECTIONS
+
+    text = (DOCS / "hooks.md").read_text(encoding="utf-8")
+    header = "| Order | Id | Hook | Stability | Assembly sets | Required | Profiles | Per round |"
+    assert header in text, f"docs/hooks.md has no section catalogue table; {REGENERATE}"
+    lines = text[text.index(header):].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[: lines.index("")]]
+    documented = [
+        (
+            int(order), ident.strip("`"), re.findall(r"\[`(\w+)`\]", hook), stability,
+            assembly_sets == "id, order and stability", required == "yes",
+            tuple(re.findall(r"`(\w+)`", profiles)), per_round == "yes",
+        )
+        for order, ident, hook, stability, assembly_sets, required, profiles, per_round in rows
+    ]
+    declared = [
+        (spec.order, spec.id, [hook.__name__ for hook in spec.hooks], spec.stability, spec.fixed_stability,
+         spec.required, spec.profiles, spec.per_round)
+        for spec in SECTIONS
+    ]
+    assert documented == declared, REGENERATE
+
+
+def test_every_section_hook_states_its_catalogue_facts() -> None:
+    text = (DOCS / "hooks.md").read_text(encoding="utf-8")
+    from monoagent.kernel.hookspecs import SECTIONS
+
+    for spec in SECTIONS:
+        entry = text[text.index(f"### {spec.name}\n"):]
+        line = next(line for line in entry.splitlines() if line.startswith("**Section:**"))
+        assert line.startswith(f"**Section:** `{spec.id}`, order {spec.order}, {spec.stability};"), (spec.name, line)
+        for alias in spec.aliases:
+            entry = text[text.index(f"### {alias.__name__}\n"):]
+            assert f"as a deprecated alias of [`{spec.name}`]" in entry.split("\n### ", 1)[0], alias.__name__
+
+
 def _test_functions(root: Path) -> set[str]:
     names: set[str] = set()
     for path in sorted(root.rglob("*.py")):

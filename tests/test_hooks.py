@@ -497,12 +497,14 @@ def test_hook_section_skill_instructions(tmp_path):
     assert "Search first." not in prompt.system_text
 
 
-def _check_optional_section(tmp_path: Any, sid: str) -> None:
-    """An optional section hook (order 360 or 610 to 690): a project's implementation wins, is placed by the documented order and
-    stability whatever it declares, is left out by empty text, and is never produced under ``minimal``."""
-    from monoagent.pipeline.assembly import SEED_003_SECTIONS
+def _check_optional_section(tmp_path: Any, sid: str, hook: str | None = None) -> None:
+    """An optional section hook (order 360 or 610 to 690): a project's implementation of ``hook`` (default: the
+    catalogued hook of ``sid``) wins, is placed by the catalogued order and stability whatever it declares, is
+    left out by empty text, and is never produced under ``minimal``."""
+    from monoagent.kernel.hookspecs import SECTIONS
 
-    (_, hook, order, stability), = [entry for entry in SEED_003_SECTIONS if entry[0] == sid]
+    (spec,) = [spec for spec in SECTIONS if spec.id == sid]
+    hook, order, stability = hook or spec.name, spec.order, spec.stability
     calls: list[str] = []
 
     class Plugin:
@@ -647,11 +649,63 @@ def test_hook_section_dynamic_context(tmp_path):
     assert "dynamic_context" not in assemble(agent).manifest.section_ids
 
 
-def test_hook_section_extra_system(tmp_path):
+def test_hook_section_runtime_facts(tmp_path):
     _check_optional_section(tmp_path, "extra_system")
     prompt = assemble(fresh_agent(tmp_path / "bundled"))  # runtime-facts: on every full-profile turn
     assert {s.id: s.source for s in prompt.manifest.sections}["extra_system"] == "runtime-facts"
     assert "extra_system" not in assemble(fresh_agent(tmp_path / "bundled"), profile="minimal").manifest.section_ids
+
+
+class OldFacts:
+    """A project written before section_extra_system was renamed section_runtime_facts."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    @hookimpl
+    def section_extra_system(self, turn):
+        return None if self.text is None else Section("extra_system", self.text, order=690, stability="dynamic", source="old")
+
+
+def test_hook_section_extra_system(tmp_path):
+    """Deprecated since 0.2: implementing it warns, naming section_runtime_facts, and its answer still comes
+    first (ahead of the bundled runtime-facts); an answer of None gives way to section_runtime_facts."""
+    from monoagent import HookDeprecationWarning
+
+    deprecated = "section_extra_system is deprecated since 0.2; implement section_runtime_facts"
+    with pytest.warns(HookDeprecationWarning, match=deprecated):
+        _check_optional_section(tmp_path, "extra_system", hook="section_extra_system")
+    with pytest.warns(HookDeprecationWarning, match=deprecated) as caught:
+        agent = fresh_agent(tmp_path, plugins=[OldFacts("Old facts.")])
+    assert caught[0].filename == __file__
+    (section,) = [s for s in assemble(agent).sections if s.id == "extra_system"]
+    assert (section.text, section.source) == ("Old facts.", "old")
+
+    with pytest.warns(HookDeprecationWarning):
+        silent = fresh_agent(tmp_path, plugins=[OldFacts(None)])
+    assert {s.id: s.source for s in assemble(silent).manifest.sections}["extra_system"] == "runtime-facts"
+
+
+def test_section_extra_system_gives_way_to_an_implementation_of_section_runtime_facts(tmp_path):
+    from monoagent import HookDeprecationWarning
+
+    class NewFacts:
+        @hookimpl
+        def section_runtime_facts(self, turn):
+            return Section("extra_system", "New facts.", order=690, source="new")
+
+    for plugins in ([NewFacts(), OldFacts("Old facts.")], [OldFacts("Old facts."), NewFacts()]):
+        with pytest.warns(HookDeprecationWarning):
+            agent = fresh_agent(tmp_path, plugins=plugins)
+        with HookRecorder(agent) as recorder:
+            prompt = assemble(agent)
+        assert {s.id: s.text for s in prompt.sections}["extra_system"] == "New facts."
+        assert recorder.of("section_extra_system") == []  # the replacement answered: the alias is not asked
+
+    plain = fresh_agent(tmp_path)
+    with HookRecorder(plain) as recorder:
+        assemble(plain)
+    assert recorder.of("section_extra_system") == [] and len(recorder.of("section_runtime_facts")) == 1
 
 
 def test_hook_extra_sections(tmp_path):
@@ -1060,6 +1114,7 @@ def _wrapping_plugins(counts: dict[tuple[str, str], int], hooks: Any) -> tuple[o
     return new, old
 
 
+@pytest.mark.filterwarnings("ignore:section_extra_system is deprecated:monoagent.kernel.errors.HookDeprecationWarning")
 def test_wrappers_of_both_styles_run_once_per_call_on_every_hook(tmp_path):
     """pluggy runs every hook call: a ``wrapper=True`` and a ``hookwrapper=True`` implementation of
     every hook (but the registries and ``configure``, refused below) run exactly once per call,

@@ -1,4 +1,4 @@
-"""The ``extra_system`` section (dynamic, order 690): runtime facts, so "what day is it" is answerable.
+"""Runtime facts, so "what day is it" is answerable: the ``extra_system`` section (``section_runtime_facts``).
 
 The section states the turn's local date, time and weekday with its time zone (the IANA name
 when one is configured, ``runtime.session.rolloverTimezone``, else the system's zone name) and
@@ -51,5 +51,5 @@ def runtime_facts(turn: Turn) -> str:
 
 
 @bundled_impl
-def section_extra_system(turn: Turn) -> Section:
+def section_runtime_facts(turn: Turn) -> Section:
     return Section("extra_system", runtime_facts(turn), order=690, stability="dynamic", source="runtime-facts")

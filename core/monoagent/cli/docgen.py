@@ -6,7 +6,9 @@ comparison, so a hook or a key changed without regenerating the docs fails CI).
 
 The hook reference comes from :mod:`monoagent.kernel.hookspecs`: its module docstring, then every hook
 under the banner comment it sits under, with its signature, its pluggy options and its
-docstring, and a ``**Types:**`` line linking each monoagent type the hook receives, returns or (a
+docstring, a section hook's facts from its declaration in the section catalogue
+(:data:`~monoagent.kernel.hookspecs.SECTIONS`, as a table under the section producers' banner and
+a ``**Section:**`` line per hook), and a ``**Types:**`` line linking each monoagent type the hook receives, returns or (a
 registry hook) registers to its entry in the API reference (:mod:`monoagent.cli.docgen_api` finds
 both; a type without an entry is an error). The configuration reference comes from the attrs metadata of the kernel's config
 classes (:func:`monoagent.kernel.config_keys.iter_keys`) and from the sections the bundled plugins declare.
@@ -31,6 +33,7 @@ import attrs
 from monoagent.cli.docgen_api import HookTypes, UndocumentedType, api_index, exported_paths, hook_types, undocumented
 from monoagent.kernel import hookspecs
 from monoagent.kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
+from monoagent.kernel.sections import SectionSpec, declared
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (core/monoagent/cli/docgen.py)
 #: Where the API reference pages are read from (``docs/api/``): the hook reference links into them.
@@ -249,6 +252,55 @@ def _types_line(types: HookTypes, index: dict[str, str]) -> list[str]:
     return [f"**Types:** {'; '.join(parts)}.", ""] if parts else []
 
 
+def _profiles(spec: SectionSpec) -> str:
+    return ", ".join(f"`{profile}`" for profile in spec.profiles)
+
+
+def _assembly_sets(spec: SectionSpec) -> str:
+    return "id, order and stability" if spec.fixed_stability else "id and order"
+
+
+def section_catalogue_table(specs: Sequence[SectionSpec] = hookspecs.SECTIONS) -> list[str]:
+    """The section catalogue as a Markdown table: one row per :class:`SectionSpec`, by order."""
+    out = [
+        "The section catalogue: each section hook's declaration (`@section(...)` on its spec in "
+        "`hookspecs.py`), which assembly reads. *Assembly sets* is what assembly gives the section "
+        "whatever its producer answers; a *required* section with no answer fails the turn naming its "
+        "hook; *profiles* are the prompt profiles that produce it (`none` produces no section); a "
+        "*per-round* section is produced again before every provider round after a turn's first.",
+        "",
+        "| Order | Id | Hook | Stability | Assembly sets | Required | Profiles | Per round |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for spec in specs:
+        hook = f"[`{spec.name}`](#{spec.name})"
+        if spec.aliases:
+            hook += " (deprecated alias " + ", ".join(f"[`{a.__name__}`](#{a.__name__})" for a in spec.aliases) + ")"
+        out.append(
+            f"| {spec.order} | `{spec.id}` | {hook} | {spec.stability} | {_assembly_sets(spec)} | "
+            f"{'yes' if spec.required else 'no'} | {_profiles(spec)} | {'yes' if spec.per_round else 'no'} |"
+        )
+    return [*out, ""]
+
+
+def _section_line(hook: Callable[..., Any]) -> list[str]:
+    """The ``**Section:**`` line of a section hook (or of a deprecated alias of one), from its declaration."""
+    spec = declared(hook)
+    if spec is not None:
+        facts = [
+            f"`{spec.id}`, order {spec.order}, {spec.stability}",
+            f"assembly sets its {_assembly_sets(spec)}",
+            "required" if spec.required else "optional",
+            f"profiles {_profiles(spec)}",
+            "produced again every provider round" if spec.per_round else "produced once per turn",
+        ]
+        return [f"**Section:** {'; '.join(facts)}.", ""]
+    for spec in hookspecs.SECTIONS:
+        if hook in spec.aliases:
+            return [f"**Section:** `{spec.id}`, as a deprecated alias of [`{spec.name}`](#{spec.name}).", ""]
+    return []
+
+
 def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
     """The Markdown of ``docs/hooks.md``; each hook links the types it names to ``docs_dir/api/``.
 
@@ -284,6 +336,8 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
         out.append("")
     for family, hooks in families:
         out.extend([f"## {family.capitalize()}", ""])
+        if any(declared(hook) is not None for hook in hooks):
+            out.extend(section_catalogue_table())
         for hook in hooks:
             out.extend(
                 [
@@ -295,6 +349,7 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
                     "",
                     f"**Kind:** {_kind(hook)}",
                     "",
+                    *_section_line(hook),
                     *_types_line(hook_types(hook), index),
                     rst_to_markdown(inspect.cleandoc(hook.__doc__ or ""), links),
                 ]

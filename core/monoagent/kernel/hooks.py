@@ -59,6 +59,7 @@ import attrs
 import pluggy
 
 from monoagent.kernel.errors import HookError, HookResultError, MonoagentError, PluginError
+from monoagent.kernel.hookspecs import SECTIONS
 from monoagent.kernel.marker import CallRecord, answers_noted, calls
 from monoagent.kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
 
@@ -69,18 +70,12 @@ R = TypeVar("R")
 ISOLATED = frozenset({"after_commit", "on_run_event"})
 
 
-def _section_hooks() -> tuple[str, ...]:
-    from monoagent.kernel import hookspecs
-
-    return tuple(name for name in vars(hookspecs) if name.startswith("section_"))
-
-
 #: The hooks whose answers the kernel checks: hook -> (the type(s) an answer must have, what the error
 #: says belongs there). A collect-all hook may also answer with a list or tuple of them; one in
 #: :data:`AWAITED_RESULTS` answers only with a list or tuple, or an awaitable checked once awaited.
 RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
-    # every section producer of the catalogue (``section_*``), and the history renderer
-    **{hook: (Section, "a monoagent.Section or None") for hook in (*_section_hooks(), "render_history")},
+    # every hook of the section catalogue, deprecated aliases included
+    **{hook.__name__: (Section, "a monoagent.Section or None") for spec in SECTIONS for hook in spec.hooks},
     "extra_sections": (Section, "a monoagent.Section, a list of them or None"),
     "augment_user_message": (UserMessagePart, "a monoagent.UserMessagePart, a list of them or None"),
     "recall_memory": (MemoryHit, "a list of monoagent.MemoryHit (or an awaitable of one) or None"),
@@ -243,6 +238,15 @@ class Hooks:
         finally:
             if record is not None:
                 self._close(record)
+
+    def implemented(self, spec: Callable[..., Any], /, *, defaults: bool = True) -> bool:
+        """Whether an active plugin implements the hook of ``spec`` (a wrapper counts); with
+        ``defaults=False``, whether one answers it ahead of the defaults: a plain implementation
+        without ``trylast``, the mark of every bundled default."""
+        impls = self._caller(spec.__name__).get_hookimpls()
+        if defaults:
+            return bool(impls)
+        return any(not (impl.wrapper or impl.hookwrapper or impl.trylast) for impl in impls)
 
     # ------------------------------------------------------------------ the call, its record and its checks
 

@@ -10,7 +10,12 @@ Hooks come in four families, under the banners below:
   name is an error naming both.
 * **Lifecycle**: ``configure`` once the Agent is built, ``shutdown`` when it closes.
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
-  per documented section, so a project overrides exactly one section by implementing one hook.
+  per section, so a project overrides exactly one section by implementing one hook. Each
+  carries its section's declaration (``@section(id, order=..., stability=..., ...)``, a
+  :class:`~monoagent.kernel.sections.SectionSpec`: id, order, stability, whether it is
+  required, the prompt profiles that produce it, whether it is produced again between provider
+  rounds); :data:`SECTIONS`, the section catalogue, is every declaration by order, and prompt
+  assembly reads nothing else. Adding a section is one decorated spec.
 * **Turn steps**: called on every turn around tool availability, recall, the user message,
   compaction, the provider call, tools, redaction, commit and events.
 
@@ -67,7 +72,9 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
+from monoagent.kernel.errors import HookDeprecationWarning
 from monoagent.kernel.marker import PROJECT, HookimplMarker
+from monoagent.kernel.sections import SectionSpec, catalogue, section
 
 if TYPE_CHECKING:
     import click
@@ -590,6 +597,7 @@ def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Aw
 
 
 @hookspec(firstresult=True)
+@section("core_guardrails", order=100, stability="stable", required=True, profiles=("full", "minimal"), fixed_stability=False)
 def section_core_guardrails(turn: Turn) -> Section | None:
     """Produce section 1, Core Guardrails (the soul).
 
@@ -597,10 +605,11 @@ def section_core_guardrails(turn: Turn) -> Section | None:
         turn: the turn being assembled (config, request, session, diagnostics).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``core_guardrails``, order 100). First non-None
-        result wins.
+        A :class:`~monoagent.kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        First non-None result wins.
 
-    Called on every turn, first of the section producers.
+    Called on every turn of a prompt profile its catalogue entry lists, first of the section
+    producers.
 
     Bundled default (``guardrails``): the text of ``context.soulPath`` (else the agent home's
     SOUL.md, else the built-in default soul), bounded by the bootstrap character budgets, with
@@ -616,6 +625,7 @@ def section_core_guardrails(turn: Turn) -> Section | None:
 
 
 @hookspec(firstresult=True)
+@section("identity", order=200, stability="stable", required=True, profiles=("full", "minimal"), fixed_stability=False)
 def section_identity(turn: Turn) -> Section | None:
     """Produce section 2, Identity.
 
@@ -623,10 +633,10 @@ def section_identity(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``identity``, order 200). First non-None result
-        wins.
+        A :class:`~monoagent.kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        First non-None result wins.
 
-    Called on every turn.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
 
     Bundled default (``identity``): the text of ``context.identityPath`` (else the agent home's
     IDENTITY.md, written with a default identity when missing and never overwritten), bounded by the
@@ -642,6 +652,7 @@ def section_identity(turn: Turn) -> Section | None:
 
 
 @hookspec(firstresult=True)
+@section("session", order=300, stability="stable", required=True, profiles=("full", "minimal"), fixed_stability=False)
 def section_session(turn: Turn) -> Section | None:
     """Produce section 3, the Session block.
 
@@ -650,10 +661,10 @@ def section_session(turn: Turn) -> Section | None:
             request-driven turns apart, ``turn.request.surface`` the chat surface.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``session``, order 300). First non-None result
-        wins.
+        A :class:`~monoagent.kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        First non-None result wins.
 
-    Called on every turn.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
 
     Bundled default (``session``): the documented block. Console turns name their console and
     the conversation id verbatim (omitted if the id would need sanitising); push turns forbid
@@ -672,6 +683,7 @@ def section_session(turn: Turn) -> Section | None:
 
 
 @hookspec(firstresult=True)
+@section("skill_index", order=500, stability="stable", fixed_stability=False)
 def section_skill_index(turn: Turn) -> Section | None:
     """Produce section 5, the Skill Index.
 
@@ -679,11 +691,11 @@ def section_skill_index(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``skill_index``, order 500), or one with empty
-        text when no skill is selected (the section is then skipped). First non-None result
-        wins.
+        A :class:`~monoagent.kernel.model.Section`, or one with empty text when no skill is selected (the
+        section is then skipped); assembly gives it the id and order of its catalogue entry.
+        First non-None result wins.
 
-    Called on every turn.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
 
     Bundled default (``skills``): one line per entry of ``context.selectedSkills`` with the
     name and the description from SKILL.md's front matter. There is no auto-selection. With
@@ -700,6 +712,7 @@ def section_skill_index(turn: Turn) -> Section | None:
 
 
 @hookspec(firstresult=True)
+@section("skill_instructions", order=600, stability="stable", fixed_stability=False)
 def section_skill_instructions(turn: Turn) -> Section | None:
     """Produce section 6, the Selected Skill Instructions.
 
@@ -707,10 +720,10 @@ def section_skill_instructions(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``skill_instructions``, order 600). First
-        non-None result wins.
+        A :class:`~monoagent.kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        First non-None result wins.
 
-    Called on every turn.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
 
     Bundled default (``skills``): the body of ``<skillsRoot>/<name>/SKILL.md`` for each
     selected skill, each capped at ``context.skillMaxBytes`` (default 48000) without splitting a
@@ -727,22 +740,26 @@ def section_skill_instructions(turn: Turn) -> Section | None:
 
 
 @hookspec(firstresult=True)
+@section("tool_recovery_policy", order=360, stability="stable")
 def section_tool_recovery_policy(turn: Turn) -> Section | None:
-    """Produce the ``tool_recovery_policy`` section, stable, at order 360: after the memory section, before the conversation history.
+    """Produce the ``tool_recovery_policy`` section: how to recover from a failed tool call.
 
-    Tool Recovery Policy: how to recover from a failed tool call (read the error, correct the arguments, try another way, say what failed). Rendered when the turn has tools.
+    Tool Recovery Policy: read the error, correct the arguments, try another way, say what
+    failed. Rendered when the turn has tools.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``tool_recovery_policy``, order 360; assembly sets
-        the id, the order and the stability 'stable'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (plugin ``recovery``): when the turn offers tools (``turn.tools`` is not
     empty), fixed text on recovering from a failed tool call: read the error in the result,
@@ -760,8 +777,9 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("current_permissions", order=610, stability="dynamic", per_round=True)
 def section_current_permissions(turn: Turn) -> Section | None:
-    """Produce the ``current_permissions`` section, dynamic, at order 610: right after the selected skill instructions.
+    """Produce the ``current_permissions`` section: the permission profile in force and what it allows.
 
     Current Permissions: the permission profile in force (``turn.permissions``:
     ``permissions.profile`` narrowed by ``TurnRequest.permissions``) and which action categories run,
@@ -773,12 +791,14 @@ def section_current_permissions(turn: Turn) -> Section | None:
             ``turn.request.approver``).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``current_permissions``, order 610; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (plugin ``permissions``): rendered only under a restricted profile (never
     ``full_access``): ``# Current permissions``, the profile's name, the categories (the documented
@@ -796,22 +816,26 @@ def section_current_permissions(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("task_orchestration", order=620, stability="dynamic", per_round=True)
 def section_task_orchestration(turn: Turn) -> Section | None:
-    """Produce the ``task_orchestration`` section, dynamic, at order 620: after ``current_permissions``.
+    """Produce the ``task_orchestration`` section: when to delegate a job to a subagent.
 
-    Task Orchestration: when to delegate a self-contained job to a subagent with the ``task`` tool. Rendered only when the ``task`` tool is available to the turn.
+    Task Orchestration: when to delegate a self-contained job to a subagent with the ``task``
+    tool. Rendered only when the ``task`` tool is available to the turn.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``task_orchestration``, order 620; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (``subagents``): when ``task`` is among ``turn.tools`` (the agent has a
     subagent in ``[agents.named.<name>]`` or ``Agent(subagents=...)``, its depth is below
@@ -832,22 +856,27 @@ def section_task_orchestration(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("artifact_references", order=630, stability="dynamic", per_round=True)
 def section_artifact_references(turn: Turn) -> Section | None:
-    """Produce the ``artifact_references`` section, dynamic, at order 630: after ``task_orchestration``.
+    """Produce the ``artifact_references`` section: how to treat the artifact references in the history.
 
-    Artifact References: the policy for the artifact metadata blocks next to retained history messages (metadata only; read one with ``artifact_read`` when needed, never all). Rendered only when the prompt holds artifact references.
+    Artifact References: the policy for the artifact metadata blocks next to retained history
+    messages (metadata only; read one with ``artifact_read`` when needed, never all). Rendered
+    only when the prompt holds artifact references.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``artifact_references``, order 630; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default: ``artifact-refs`` renders the policy when a message of the turn's retained
     history (``turn.history``) carries attachments, whose metadata blocks (id, name, media type,
@@ -868,8 +897,9 @@ def section_artifact_references(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("hidden_tool_domains", order=640, stability="dynamic", per_round=True)
 def section_hidden_tool_domains(turn: Turn) -> Section | None:
-    """Produce the ``hidden_tool_domains`` section, dynamic, at order 640: after ``artifact_references``.
+    """Produce the ``hidden_tool_domains`` section: the tool domains ``request_tools`` can reveal.
 
     Hidden Tool Domains: the compact ``request_tools`` catalogue of the tool domains not visible yet,
     each with its exact tool names (never schemas). The catalogue does not make a tool callable:
@@ -880,12 +910,14 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
             the hidden ones, each with its ``domain``).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``hidden_tool_domains``, order 640; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (plugin ``tool-domains``): rendered only when ``tools.visible`` hides a domain
     and ``request_tools`` is offered: ``# Hidden tool domains``, how to request one, then one line
@@ -900,22 +932,27 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("agents_md", order=650, stability="dynamic", per_round=True)
 def section_agents_md(turn: Turn) -> Section | None:
-    """Produce the ``agents_md`` section, dynamic, at order 650: after ``hidden_tool_domains``.
+    """Produce the ``agents_md`` section: the project instructions of the turn's AGENTS.md.
 
-    AGENTS.md: the effective AGENTS.md of the turn (the nearest one up from the working directory for CLI and console turns; a configured folder per channel for channel turns), bounded by the bootstrap budgets. Nothing when there is none.
+    AGENTS.md: the effective AGENTS.md of the turn (the nearest one up from the working directory
+    for CLI and console turns; a configured folder per channel for channel turns), bounded by the
+    bootstrap budgets. Nothing when there is none.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``agents_md``, order 650; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default: ``agents-md`` renders the effective AGENTS.md as project instructions whose
     heading names the file's path (the manifest's ``source``): the folder configured for the
@@ -936,25 +973,25 @@ def section_agents_md(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("recovery_continuation", order=660, stability="dynamic", per_round=True)
 def section_recovery_continuation(turn: Turn) -> Section | None:
-    """Produce the ``recovery_continuation`` section, dynamic, at order 660: after ``agents_md``.
+    """Produce the ``recovery_continuation`` section: the hint to continue a reply cut at the output-token limit.
 
-    Recovery Continuation: the continuation hint for the provider round that follows a stop on the output-token limit.
+    Recovery Continuation: the continuation hint for the provider round that follows a stop on
+    the output-token limit.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``recovery_continuation``, order 660; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
-
-    Also called before every provider round after the run's first, with
-    :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
     (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (plugin ``recovery``): in a round that continues a reply stopped at the
@@ -973,25 +1010,26 @@ def section_recovery_continuation(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("retry_instruction", order=670, stability="dynamic", per_round=True)
 def section_retry_instruction(turn: Turn) -> Section | None:
-    """Produce the ``retry_instruction`` section, dynamic, at order 670: after ``recovery_continuation``.
+    """Produce the ``retry_instruction`` section: what to do after a failed tool call, or answer now.
 
-    Retry Instruction: after a recoverable tool failure, the instruction for the next provider round of the same turn; once the tool-loop budget is spent, the final-answer instruction instead.
+    Retry Instruction: after a recoverable tool failure, the instruction for the next provider
+    round of the same turn; once the tool-loop budget is spent, the final-answer instruction
+    instead.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``retry_instruction``, order 670; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
-
-    Also called before every provider round after the run's first, with
-    :attr:`turn.provider_round <monoagent.kernel.turn.Turn.provider_round>` describing the round
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
     (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default (plugin ``recovery``): in the final round ``runtime.maxTurns`` allows after
@@ -1014,22 +1052,26 @@ def section_retry_instruction(turn: Turn) -> Section | None:
     """
 
 @hookspec(firstresult=True)
+@section("dynamic_context", order=680, stability="dynamic", per_round=True)
 def section_dynamic_context(turn: Turn) -> Section | None:
-    """Produce the ``dynamic_context`` section, dynamic, at order 680: after ``retry_instruction``.
+    """Produce the ``dynamic_context`` section: context for this turn only.
 
-    Dynamic Context: context the caller passed on the request or a plugin contributes for this turn.
+    Dynamic Context: context the caller passed on the request or a plugin contributes for this
+    turn.
 
     Args:
         turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``dynamic_context``, order 680; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`).
 
     Bundled default: ``dynamic-context`` renders the request's ``TurnRequest.context`` (``monoagent
     run --context``/``--context-file``) under a heading saying it applies to this turn only, cut to
@@ -1044,23 +1086,61 @@ def section_dynamic_context(turn: Turn) -> Section | None:
                            stability="dynamic")
     """
 
-@hookspec(firstresult=True)
+@hookspec(
+    firstresult=True,
+    warn_on_impl=HookDeprecationWarning(
+        "section_extra_system is deprecated since 0.2; implement section_runtime_facts (same argument, same section)"
+    ),
+)
 def section_extra_system(turn: Turn) -> Section | None:
-    """Produce the ``extra_system`` section, dynamic, at order 690: the last system section, before the current user message.
-
-    Extra System: runtime facts (the local date and time with its zone, the operating system), so questions such as "what day is it" are answerable. Never in the stable part.
+    """Deprecated since 0.2: implement :func:`section_runtime_facts`, which produces the same section.
 
     Args:
-        turn: the turn being assembled (``turn.profile``, ``turn.request``, ``turn.tools``,
-            ``turn.state`` for what earlier provider rounds of the turn left).
+        turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``extra_system``, order 690; assembly sets
-        the id, the order and the stability 'dynamic'), or None / empty text for no section.
+        A :class:`~monoagent.kernel.model.Section`, or None. First non-None result wins.
+
+    A plugin implementing it gets a :class:`~monoagent.kernel.errors.HookDeprecationWarning`
+    when it is registered. Until a later release removes it, assembly still asks it for the
+    ``extra_system`` section while a plugin implements it: before :func:`section_runtime_facts`
+    (so an implementation written before the rename keeps its place ahead of the bundled
+    default), but after it when a plugin that is not a ``trylast`` default implements
+    :func:`section_runtime_facts`. The first answer that is not None wins.
+
+    Bundled default: none (``runtime-facts`` implements :func:`section_runtime_facts`).
+
+    Example::
+
+        @hookimpl
+        def section_runtime_facts(turn):  # rename the implementation; nothing else changes
+            return Section("extra_system", f"Today is {turn.now:%A %Y-%m-%d}.", order=690)
+    """
+
+
+@hookspec(firstresult=True)
+@section("extra_system", order=690, stability="dynamic", per_round=True, aliases=(section_extra_system,))
+def section_runtime_facts(turn: Turn) -> Section | None:
+    """Produce the ``extra_system`` section: runtime facts, such as today's date.
+
+    Runtime Facts: the local date and time with its zone and the operating system, so questions
+    such as "what day is it" are answerable. The last system section, before the current user
+    message; never in the stable part.
+
+    Args:
+        turn: the turn being assembled (``turn.now``, the turn's start; ``turn.profile``,
+            ``turn.request``, ``turn.state`` for what earlier provider rounds of the turn left).
+
+    Returns:
+        A :class:`~monoagent.kernel.model.Section`, or None / empty text for no section; assembly
+        gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
-    Called on every turn of the ``full`` prompt profile, after the producers of the sections
-    from core guardrails to the skill instructions; never under ``minimal`` or ``none``.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order; when
+    the entry is per-round, also before every provider round after the run's first, with
+    ``turn.provider_round`` describing the round
+    (:func:`~monoagent.pipeline.assembly.refresh_dynamic_sections`). Replaces
+    :func:`section_extra_system`, whose implementations still answer (see there).
 
     Bundled default: ``runtime-facts`` renders the turn's local date, weekday and time with its
     time zone (the IANA name of ``runtime.session.rolloverTimezone`` when set, else the system
@@ -1070,10 +1150,11 @@ def section_extra_system(turn: Turn) -> Section | None:
     Example::
 
         @hookimpl
-        def section_extra_system(turn):
+        def section_runtime_facts(turn):
             return Section("extra_system", f"Today is {turn.now:%A %Y-%m-%d}.", order=690,
                            stability="dynamic")
     """
+
 
 @hookspec
 def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
@@ -1084,14 +1165,14 @@ def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
 
     Returns:
         A :class:`~monoagent.kernel.model.Section`, a list of them, or None. Results are collected.
-        Each section's ``order`` places it among the documented ones (100 guardrails, 200
-        identity, 300 session, 400 history, 500 skill index, 600 skill instructions); its
-        ``stability`` decides whether it may sit before the cache boundary. In
-        ``runtime.session.mode = "continuous"`` the system prompt holds only the stable
-        sections, and the dynamic ones travel at the head of the current user message. Two
-        sections with one id are an error naming both sources.
+        Each section's ``order`` places it among the sections of the catalogue (the table
+        above), below 700, where the current user message sits; its ``stability`` decides
+        whether it may sit before the cache boundary. In ``runtime.session.mode = "continuous"``
+        the system prompt holds only the stable sections, and the dynamic ones travel at the
+        head of the current user message. A section with the id of a catalogued section, or two
+        sections with one id, is an error naming both sources.
 
-    Called on every turn, after the documented producers.
+    Called on every turn of the ``full`` prompt profile, after the producers of the catalogue.
 
     Bundled default: ``identity`` adds the optional USER.md as ``user_persona`` (order 250,
     stable); ``memory`` adds the memory contract as ``memory`` (order 350, stable) when memory is
@@ -1103,12 +1184,13 @@ def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
 
         @hookimpl
         def extra_sections(turn):
-            return Section("runtime_facts", f"Today is {turn.now:%A}.", order=650,
+            return Section("on_call", f"On call today: {rota.today()}.", order=650,
                            stability="dynamic")
     """
 
 
 @hookspec(firstresult=True)
+@section("conversation_history", order=400, stability="dynamic", fixed_stability=False)
 def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
     """Render section 4, Conversation History, from the retained (and compacted) messages.
 
@@ -1120,10 +1202,12 @@ def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
             turn), never in the system prompt; ``turn.session.warm`` tells a warm turn.
 
     Returns:
-        A :class:`~monoagent.kernel.model.Section` (id ``conversation_history``, order 400, dynamic);
-        empty text on a first turn (the section is then skipped). First non-None result wins.
+        A :class:`~monoagent.kernel.model.Section`, with empty text on a first turn (the section is then
+        skipped); assembly gives it the id and order of its catalogue entry. First non-None
+        result wins.
 
-    Called on every turn that has a history store.
+    Called on every turn of a prompt profile its catalogue entry lists, in catalogue order,
+    when the agent has a history store.
 
     Bundled default (``conversation``): a framed transcript, one entry per message, speaker
     labels on user messages, tool calls summarised by name.
@@ -1590,3 +1674,7 @@ def on_run_event(event: RunEvent, agent: Agent) -> None:
             if event.type == "run_failed":
                 pager.alert(event.data["error"])
     """
+
+
+#: The section catalogue: the :class:`~monoagent.kernel.sections.SectionSpec` of every section hook, by order.
+SECTIONS: tuple[SectionSpec, ...] = catalogue(list(globals().values()))

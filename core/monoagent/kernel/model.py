@@ -407,8 +407,8 @@ class TurnRequest(ValidText):
 class Section(ValidText):
     """One section of the system prompt.
 
-    ``order`` places it (the documented sections use 100..700, see
-    :data:`monoagent.pipeline.assembly.SECTION_ORDER`); ``stability`` says whether its text is expected to
+    ``order`` places it (the catalogued sections use 100 to 690 and the current user message is
+    700, see :data:`monoagent.kernel.hookspecs.SECTIONS`); ``stability`` says whether its text is expected to
     stay byte-identical across the turns of a session (``stable``, cacheable) or not
     (``dynamic``); ``source`` names where the text came from (a plugin, a file name) for the
     manifest. A section whose ``text`` is empty is skipped.

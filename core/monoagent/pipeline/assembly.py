@@ -1,30 +1,32 @@
-"""Prompt assembly: sections from hooks, in the documented order, split around a cache boundary.
+"""Prompt assembly: sections from hooks, in the catalogue's order, split around a cache boundary.
 
-The documented order is fixed: core guardrails (100), identity (200), session (300),
-conversation history (400), skill index (500), selected skill instructions (600), and the
-current user message always last, as the final provider message rather than system text.
-Extra sections from :func:`~monoagent.kernel.hookspecs.extra_sections` are placed by their ``order``.
+What assembly knows about each section comes from the section catalogue,
+:data:`~monoagent.kernel.hookspecs.SECTIONS`, declared on the section hooks themselves
+(:mod:`~monoagent.kernel.sections`): its id and order, which assembly gives the section whatever
+its producer answers, and its stability, which assembly also enforces unless the declaration
+leaves it to the producer (the sections from core guardrails to the skill instructions); whether
+it is required (no answer is an :class:`AssemblyError` naming the hook); the prompt profiles that
+produce it; and whether it is produced again between provider rounds. The catalogued order is
+core guardrails (100), identity (200), session (300), tool recovery policy (360), conversation
+history (400), skill index (500), selected skill instructions (600), then the dynamic sections
+from 610 to 690; the current user message is always last, as the final provider message rather
+than system text (:data:`~monoagent.kernel.sections.USER_MESSAGE_ORDER`). Extra sections from
+:func:`~monoagent.kernel.hookspecs.extra_sections` are placed by their ``order``. A section hook
+that answers None (or empty text) leaves its section out.
 
-Ten optional sections (:data:`SEED_003_SECTIONS`) each have a hook of their own and a
-documented stability that assembly enforces: ``tool_recovery_policy`` (360) is stable and sits
-with the stable sections before the conversation history; the dynamic ones follow the skill
-instructions in this order: ``current_permissions`` (610), ``task_orchestration``
-(620), ``artifact_references`` (630), ``hidden_tool_domains`` (640), ``agents_md`` (650),
-``recovery_continuation`` (660), ``retry_instruction`` (670), ``dynamic_context`` (680) and
-``extra_system`` (690). Each is optional: a hook that answers None (or empty text) leaves it out.
-
-Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the dynamic ones of
-these sections (:data:`ROUND_SECTIONS`, 610 to 690) again for :attr:`~monoagent.kernel.turn.Turn.provider_round` and
-recompiles around the same messages, every other section unchanged: the stable text and its
-fingerprint stay byte-identical from round to round.
+Between provider rounds of one turn, :func:`refresh_dynamic_sections` produces the per-round
+sections (:data:`PER_ROUND_SECTIONS`) again for :attr:`~monoagent.kernel.turn.Turn.provider_round`
+and recompiles around the same messages, every other section unchanged: the per-round sections
+are dynamic, so the stable text and its fingerprint stay byte-identical from round to round.
 
 The turn's prompt profile (:attr:`~monoagent.kernel.turn.Turn.profile`) chooses which sections
-are produced at all: ``full`` every one, ``minimal`` only core guardrails, identity and the
-session block (no extra sections either), ``none`` no system section; the manifest records it.
+are produced at all: those whose catalogue entry lists it (``full``: every one, ``minimal``: core
+guardrails, identity and the session block), extra sections under ``full`` only, and under
+``none`` no system section; the manifest records it.
 
 The system text is split in two around :data:`BOUNDARY`: the *stable* part is the longest run
 of stable sections from the start, the *dynamic* part everything from the first dynamic section
-on. Keeping the documented order means a stable section that follows a dynamic one (the skill
+on. Keeping the catalogue's order means a stable section that follows a dynamic one (the skill
 sections after the conversation history) is rendered in the dynamic part; the manifest records
 each section's declared stability and the part it landed in. Providers that support prompt
 caching mark only the stable part for caching and never send the boundary as text.
@@ -38,13 +40,14 @@ before the conversation's transcript (or its canonical history, sent as leading 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import PluginError
+from monoagent.kernel.hookspecs import SECTIONS
 from monoagent.kernel.model import (
     AssembledPrompt,
     Fingerprints,
@@ -52,49 +55,28 @@ from monoagent.kernel.model import (
     Message,
     PromptManifest,
     Section,
-    Stability,
 )
+from monoagent.kernel.sections import PROFILES, USER_MESSAGE_ORDER, SectionSpec
 
 if TYPE_CHECKING:
     from monoagent.kernel.hooks import Hooks
+    from monoagent.kernel.turn import Turn
     from monoagent.pipeline.turn_run import TurnRun
 
 COMPILER_VERSION = "monoagent-assembly/1"
 BOUNDARY = "<<MONOAGENT_PROMPT_CACHE_BOUNDARY>>"
 SEPARATOR = "\n\n"
-
-#: The documented sections: (id, hook, order, required); ``render_history`` also gets the messages.
-DOCUMENTED_SECTIONS: tuple[tuple[str, str, int, bool], ...] = (
-    ("core_guardrails", "section_core_guardrails", 100, True),
-    ("identity", "section_identity", 200, True),
-    ("session", "section_session", 300, True),
-    ("conversation_history", "render_history", 400, False),
-    ("skill_index", "section_skill_index", 500, False),
-    ("skill_instructions", "section_skill_instructions", 600, False),
-)
-#: The optional sections with a hook of their own: (id, hook, order, stability); assembly enforces each one's.
-SEED_003_SECTIONS: tuple[tuple[str, str, int, Stability], ...] = (
-    ("tool_recovery_policy", "section_tool_recovery_policy", 360, "stable"),
-    ("current_permissions", "section_current_permissions", 610, "dynamic"),
-    ("task_orchestration", "section_task_orchestration", 620, "dynamic"),
-    ("artifact_references", "section_artifact_references", 630, "dynamic"),
-    ("hidden_tool_domains", "section_hidden_tool_domains", 640, "dynamic"),
-    ("agents_md", "section_agents_md", 650, "dynamic"),
-    ("recovery_continuation", "section_recovery_continuation", 660, "dynamic"),
-    ("retry_instruction", "section_retry_instruction", 670, "dynamic"),
-    ("dynamic_context", "section_dynamic_context", 680, "dynamic"),
-    ("extra_system", "section_extra_system", 690, "dynamic"),
-)
-#: The sections produced again before every provider round after a run's first (the dynamic ones above).
-ROUND_SECTIONS = tuple(entry for entry in SEED_003_SECTIONS if entry[3] == "dynamic")
-ROUND_SECTION_IDS = frozenset(entry[0] for entry in ROUND_SECTIONS)
-SECTION_ORDER = {sid: order for sid, _, order, _ in DOCUMENTED_SECTIONS} | {
-    sid: order for sid, _, order, _ in SEED_003_SECTIONS
-}
-#: The sections the ``minimal`` profile keeps.
-MINIMAL_SECTIONS = frozenset({"core_guardrails", "identity", "session"})
-USER_MESSAGE_ORDER = 700
 CONTINUOUS_LAYOUT = "continuous"
+
+#: The catalogued sections each prompt profile produces, by order (``none``: no system section).
+PROFILE_SECTIONS: dict[str, tuple[SectionSpec, ...]] = {
+    **{profile: tuple(spec for spec in SECTIONS if profile in spec.profiles) for profile in PROFILES},
+    "none": (),
+}
+#: The sections produced again before every provider round after a run's first.
+PER_ROUND_SECTIONS = tuple(spec for spec in SECTIONS if spec.per_round)
+_PER_ROUND_IDS = frozenset(spec.id for spec in PER_ROUND_SECTIONS)
+_CATALOGUED = {spec.id: spec for spec in SECTIONS}
 
 
 class AssemblyError(PluginError):
@@ -105,43 +87,61 @@ class AssemblyError(PluginError):
     """
 
 
-def _produce(hooks: Hooks, hook: str, turn: TurnRun, history: Sequence[Message]) -> Section | None:
-    if hook == "render_history":
-        return hooks.first(hookspecs.render_history, turn=turn.view, messages=tuple(history))
-    producer: Callable[..., Section | None] = getattr(hookspecs, hook)  # a section hook: one ``turn`` argument
-    return hooks.first(producer, turn=turn.view)
+def produce_section(hooks: Hooks, spec: SectionSpec, turn: Turn, history: Sequence[Message] = ()) -> Section | None:
+    """The answer of the hook that produces ``spec``'s section, as its plugin gave it (None: no answer).
+
+    The hook gets the arguments its spec names (``turn``; ``render_history`` also ``messages``,
+    ``history``). While a plugin implements a deprecated alias of the hook (a wrapper counts),
+    the alias is asked too: after the hook when a plugin overrides the hook (a plain
+    implementation without ``trylast``), else before it, so an implementation written before the rename keeps its place ahead of the
+    bundled default. The first answer that is not None wins.
+    """
+    available = {"turn": turn, "messages": tuple(history)} if "messages" in spec.arguments else {"turn": turn}
+    arguments = {name: available[name] for name in spec.arguments}
+    aliases = [alias for alias in spec.aliases if hooks.implemented(alias)]
+    if not aliases:
+        return hooks.first(spec.hook, **arguments)
+    overridden = hooks.implemented(spec.hook, defaults=False)
+    for hook in (spec.hook, *aliases) if overridden else (*aliases, spec.hook):
+        answer = hooks.first(hook, **arguments)
+        if answer is not None:
+            return answer
+    return None
+
+
+def _produce(hooks: Hooks, turn: TurnRun, specs: Sequence[SectionSpec], history: Sequence[Message]) -> list[Section]:
+    """The non-empty sections the hooks of ``specs`` produce, each with its catalogued id, order and stability."""
+    sections = []
+    for spec in specs:
+        section = produce_section(hooks, spec, turn.view, history)
+        if section is None:
+            if spec.required:
+                raise AssemblyError(
+                    f"no active plugin produced the required section {spec.id!r} (hook {spec.name!r}); "
+                    f"if its bundled plugin is blocked, a replacement must implement {spec.name}"
+                )
+            continue
+        stability = spec.stability if spec.fixed_stability else section.stability
+        if (section.id, section.order, section.stability) != (spec.id, spec.order, stability):
+            section = attrs.evolve(section, id=spec.id, order=spec.order, stability=stability)
+        if section.text:
+            sections.append(section)
+    return sections
 
 
 def collect_sections(hooks: Hooks, turn: TurnRun, history: Sequence[Message]) -> list[Section]:
     """Call the section producers the turn's profile selects and return the non-empty sections in order."""
     profile = turn.profile
-    if profile == "none":
-        return []
-    sections: list[Section] = []
-    for sid, hook, order, required in DOCUMENTED_SECTIONS:
-        if profile == "minimal" and sid not in MINIMAL_SECTIONS:
-            continue
-        section = _produce(hooks, hook, turn, history)
-        if section is None:
-            if required:
-                raise AssemblyError(
-                    f"no active plugin produced the required section {sid!r} (hook {hook!r}); "
-                    f"if its bundled plugin is blocked, a replacement must implement {hook}"
-                )
-            continue
-        if section.id != sid or section.order != order:
-            section = attrs.evolve(section, id=sid, order=order)
-        if section.text:
-            sections.append(section)
-    if profile == "minimal":
+    sections = _produce(hooks, turn, PROFILE_SECTIONS.get(profile, ()), history)
+    if profile != "full":
         return sections
-    sections.extend(_seed_003_sections(hooks, turn, SEED_003_SECTIONS))
-    seen = {s.id: s.source or "documented section" for s in sections}
+    seen = {s.id: s.source or "a catalogued section" for s in sections}
     for result in hooks.collect(hookspecs.extra_sections, turn=turn.view):
         for extra in (result,) if isinstance(result, Section) else result or ():
-            if extra.id in seen or extra.id in SECTION_ORDER:
+            if extra.id in seen or extra.id in _CATALOGUED:
+                first = seen[extra.id] if extra.id in seen else f"the catalogued section of {_CATALOGUED[extra.id].name}"
                 raise AssemblyError(
-                    f"two sections have the id {extra.id!r}: from {seen.get(extra.id, 'a documented section')!r} "
+                    f"two sections have the id {extra.id!r}: from {first!r} "
                     f"and from {extra.source or 'an extra_sections hook'!r}"
                 )
             if extra.order >= USER_MESSAGE_ORDER:
@@ -156,30 +156,14 @@ def collect_sections(hooks: Hooks, turn: TurnRun, history: Sequence[Message]) ->
     return sections
 
 
-def _seed_003_sections(
-    hooks: Hooks, turn: TurnRun, entries: Sequence[tuple[str, str, int, Stability]]
-) -> list[Section]:
-    """The non-empty sections the hooks of ``entries`` produce, with their documented id, order and stability."""
-    sections = []
-    for sid, hook, order, stability in entries:
-        section = _produce(hooks, hook, turn, ())
-        if section is None:
-            continue
-        if (section.id, section.order, section.stability) != (sid, order, stability):
-            section = attrs.evolve(section, id=sid, order=order, stability=stability)
-        if section.text:
-            sections.append(section)
-    return sections
-
-
 def refresh_dynamic_sections(hooks: Hooks, turn: TurnRun, prompt: AssembledPrompt) -> AssembledPrompt:
     """``prompt`` for the next provider round of the same turn: the round-boundary re-render.
 
-    Produces the per-round sections (:data:`ROUND_SECTIONS`, 610 to 690) again for the turn as it
-    now stands (:attr:`~monoagent.kernel.turn.Turn.provider_round`: a tool failure to retry, the
+    Produces the per-round sections (:data:`PER_ROUND_SECTIONS`) again for the turn as it now
+    stands (:attr:`~monoagent.kernel.turn.Turn.provider_round`: a tool failure to retry, the
     final round, a continuation) and recompiles around the same messages. Every other section is
     kept as it was, so the stable text and its fingerprint stay byte-identical and the provider's
-    prompt cache keeps hitting. Returns ``prompt`` itself when the dynamic sections did not
+    prompt cache keeps hitting. Returns ``prompt`` itself when the per-round sections did not
     change, and when there is nowhere to put them: a ``minimal`` or ``none`` profile, and a
     stateless retry of a ``continuous`` turn, whose user message already carries the block the
     run started with.
@@ -189,11 +173,11 @@ def refresh_dynamic_sections(hooks: Hooks, turn: TurnRun, prompt: AssembledPromp
         manifest.layout == "stateless" and not any(s.stability == "dynamic" for s in prompt.sections)
     ):
         return prompt
-    fresh = _seed_003_sections(hooks, turn, ROUND_SECTIONS)
-    old = [s for s in prompt.sections if s.id in ROUND_SECTION_IDS]
+    fresh = _produce(hooks, turn, PER_ROUND_SECTIONS, ())
+    old = [s for s in prompt.sections if s.id in _PER_ROUND_IDS]
     if [(s.id, s.text) for s in old] == [(s.id, s.text) for s in fresh]:
         return prompt
-    sections = sorted([*(s for s in prompt.sections if s.id not in ROUND_SECTION_IDS), *fresh], key=lambda s: s.order)
+    sections = sorted([*(s for s in prompt.sections if s.id not in _PER_ROUND_IDS), *fresh], key=lambda s: s.order)
     messages = [*prompt.messages[:-1], current_user_message(prompt)]
     return compile_prompt(
         sections, messages, manifest.diagnostics, profile=manifest.profile, layout=manifest.layout,
