@@ -94,10 +94,10 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
     from monoagent.kernel import hookspecs
     from monoagent.kernel.model import Message as Msg
-    from monoagent.pipeline.turn_run import TurnRun
     from monoagent.pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
     from monoagent.pipeline.harness import gate_recall, new_run_id
     from monoagent.pipeline.tool_loop import offered_tools
+    from monoagent.pipeline.turn_run import TurnRun
 
     hooks = agent.hooks
     harness = agent.harness
