@@ -468,6 +468,8 @@ class KeepLastTwo:
     @hookimpl
     def register_compaction_policies(self, register):
         class Policy:
+            name = "keep-last-two"
+
             async def compact(self, turn, history, budget):
                 note = Message("system", "Summary of earlier conversation:\nthe user said first")
                 return CompactionOutcome((note, *history[-2:]), applied=True, method="keep-last-two")
