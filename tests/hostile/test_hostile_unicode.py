@@ -763,6 +763,7 @@ PIECES = [
 @hookimpl
 def register_providers(register):
     class Runtime:
+        name = "stream"
         context_window = 100000
         def __init__(self, model):
             self.model = model
@@ -897,6 +898,7 @@ from monoagent.kernel.model import TextDelta
 @hookimpl
 def register_providers(register):
     class Runtime:
+        name = "raw"
         context_window = 100000
         async def stream(self, request):
             yield TextDelta("partial\\n")
