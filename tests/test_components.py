@@ -31,7 +31,7 @@ from monoagent.kernel.interfaces import (
     StoredCompaction,
     WindowedProviderRuntime,
 )
-from monoagent.kernel.model import MemoryHit
+from monoagent.kernel.model import MemoryHit, StepFinished, TextDelta
 from monoagent.kernel.registrars import REGISTRARS
 from monoagent.testing import fresh_agent
 
@@ -285,3 +285,27 @@ def test_memory_tiers_are_recalled_captured_and_closed_as_their_sub_protocols_sa
     assert [len(tier.added) for tier in tiers.values()] == [1, 0, 1]
     agent.close()
     assert tiers["closing"].closed == 1
+
+
+class Runtime:
+    """A provider runtime that answers "ok"; a WindowedProviderRuntime when given a window."""
+
+    def __init__(self, name: str, window: int | None = None) -> None:
+        self.name = name
+        if window is not None:
+            self.context_window = window
+
+    async def stream(self, request: Any) -> Any:
+        yield TextDelta("ok")
+        yield StepFinished()
+
+
+@pytest.mark.parametrize(("window", "budget"), [(50_000, 50_000 - 4096), (None, 200_000 - 4096)])
+def test_the_history_budget_is_the_windowed_runtimes_window_else_the_default(tmp_path, window, budget):
+    agent = fresh_agent(tmp_path, provider=Runtime("windowed:model", window))
+    assert agent.components.supports(agent.provider("windowed:model"), WindowedProviderRuntime) is (window is not None)
+    events: list[Any] = []
+    agent.run_sync("hello", conversation_id="c", on_event=events.append)
+    [report] = [event.data for event in events if event.type == "context_compaction_applied"]
+    assert report["budget"] == budget
+    agent.close()
