@@ -295,7 +295,6 @@ class GatedCommits:
         self.gate = asyncio.Event()
         self.waiting = asyncio.Event()
         self.fail = False
-        self.capabilities = getattr(inner, "capabilities", frozenset())
         self.name = inner.name
 
     async def load(self, conversation_id, **kwargs):

@@ -23,7 +23,7 @@ from providers_wire import AnthropicWireServer
 from waiting import until
 
 from monoagent import hookimpl
-from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionState
+from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.model import Message, TurnRequest
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.durable_sessions import DurableSessionBackend
@@ -102,7 +102,7 @@ def run(coro):
 
 def test_the_files_store_commits_the_provider_session_with_the_record(tmp_path):
     store = FilesHistoryStore(tmp_path / "history")
-    assert CAPABILITY_PROVIDER_SESSIONS in store.capabilities
+    assert isinstance(store, ProviderSessionStore)
     state = ProviderSessionState("ab" * 16, 3, "anthropic:claude")
 
     async def go():
@@ -162,22 +162,20 @@ def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_
     durable = session_backend(agent_with_sessions(tmp_path / "b"))
     assert isinstance(durable, DurableSessionBackend) and durable.durable
 
-    class PlainStore:
-        """A store written against the plain HistoryStore protocol: no provider sessions."""
-
+    class PlainStore:  # a HistoryStore and no more: not a ProviderSessionStore
         name = "plain"
 
         async def load(self, conversation_id, *, on_warning=None):
-            return ()
+            return []
 
         async def commit(self, conversation_id, messages):
-            raise NotImplementedError
+            return CommitReceipt(conversation_id, len(messages), 0)
 
         async def reset(self, conversation_id):
             return 0
 
         async def conversations(self):
-            return ()
+            return []
 
         async def close(self):
             pass

@@ -15,8 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monoagent.kernel.components import HISTORY_STORES
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import ManagedHistoryStore, logical_conversation_id
+from monoagent.kernel.interfaces import (
+    DurableHistoryStore,
+    LogicalLookupStore,
+    ManagedHistoryStore,
+    ProviderSessionStore,
+    logical_conversation_id,
+)
 from monoagent.kernel.model import Message, ToolCall, TurnRequest
 from monoagent.testing import collect_events, fresh_agent
 from monoagent.text import utf8_len
@@ -65,9 +72,10 @@ def store(tmp_path: Path) -> FilesHistoryStore:
 # ---------------------------------------------------------------------------- layout and modes
 
 
-def test_the_store_implements_the_managed_interface(store):
-    assert isinstance(store, ManagedHistoryStore)
-    assert store.name == "files" and "load_warnings" in store.capabilities
+def test_the_store_implements_every_history_store_sub_protocol(store):
+    assert store.name == "files" and store.durable is True
+    assert HISTORY_STORES.implemented(store) == {ManagedHistoryStore, LogicalLookupStore, ProviderSessionStore, DurableHistoryStore}
+    assert HISTORY_STORES.problems(store) == []
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o077, 0o022])

@@ -122,7 +122,7 @@ PLAIN_STORE = textwrap.dedent(
 
     class PlainStore:
         name = "plain"
-        async def load(self, conversation_id): return []
+        async def load(self, conversation_id, *, on_warning=None): return []
         async def commit(self, conversation_id, messages): return CommitReceipt(conversation_id, 0, 0)
         async def reset(self, conversation_id): return 0
         async def conversations(self): return []

@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import CAPABILITY_DURABLE, CommitReceipt, ConversationInfo
+from monoagent.kernel.interfaces import CommitReceipt, ConversationInfo
 from monoagent.kernel.model import Message
 from monoagent.testing import HistoryDurabilityContract
 from monoagent_plugins.files_history import FilesHistoryStore
@@ -100,7 +100,7 @@ class SqliteHistory:
     """A minimal durable store whose I/O is sqlite3's, in C (rollback journal, synchronous=FULL)."""
 
     name = "sqlite-example"
-    capabilities = frozenset({CAPABILITY_DURABLE})
+    durable = True
 
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
@@ -110,7 +110,7 @@ class SqliteHistory:
         self.db.execute("CREATE TABLE IF NOT EXISTS message (conversation TEXT, position INTEGER, role TEXT, content TEXT, "
                         "PRIMARY KEY (conversation, position))")
 
-    async def load(self, conversation_id):
+    async def load(self, conversation_id, *, on_warning=None):
         rows = self.db.execute("SELECT role, content FROM message WHERE conversation = ? ORDER BY position", (conversation_id,))
         return [Message(role, content) for role, content in rows]
 
@@ -133,11 +133,13 @@ class SqliteHistory:
         self.db.close()
 
 
-class JsonFileHistory:
-    """A minimal durable store written with open() file objects: a JSON file per conversation, replaced atomically."""
+class JsonFileRecords:
+    """A minimal store written with open() file objects: a JSON file per conversation, replaced atomically.
+
+    It makes no durability claim (no ``durable``); :class:`JsonFileHistory` claims it.
+    """
 
     name = "json-example"
-    capabilities = frozenset({CAPABILITY_DURABLE})
     flush_before_fsync = True
 
     def __init__(self, directory: str) -> None:
@@ -147,7 +149,7 @@ class JsonFileHistory:
     def _path(self, conversation_id: str) -> str:
         return os.path.join(self.directory, conversation_id.encode().hex() + ".json")
 
-    async def load(self, conversation_id):
+    async def load(self, conversation_id, *, on_warning=None):
         try:
             with open(self._path(conversation_id), encoding="utf-8") as handle:
                 return [Message(role, content) for role, content in json.load(handle)]
@@ -187,6 +189,12 @@ class JsonFileHistory:
         pass
 
 
+class JsonFileHistory(JsonFileRecords):
+    """:class:`JsonFileRecords`, claiming durability."""
+
+    durable = True
+
+
 class JsonFsyncBeforeFlush(JsonFileHistory):
     """fsyncs the descriptor while the JSON is still in Python's buffer (written only when the file closes)."""
 
@@ -194,7 +202,7 @@ class JsonFsyncBeforeFlush(JsonFileHistory):
 
 
 class NotDurable(FilesHistoryStore):
-    capabilities = FilesHistoryStore.capabilities - {CAPABILITY_DURABLE}
+    durable = False
 
 
 def contract_for(factory: str) -> HistoryDurabilityContract:
@@ -256,15 +264,17 @@ def test_a_store_doing_its_io_in_c_passes_the_crash_test_and_skips_the_power_cut
             test(tmp_path / test.__name__)
 
 
-def test_a_store_that_does_not_declare_durability_is_skipped_naming_the_capability(tmp_path):
-    contract = contract_for("NotDurable")
+@pytest.mark.parametrize(("factory", "claim"), [("NotDurable", "durable = False"), ("JsonFileRecords", "no durable attribute")])
+def test_a_store_that_does_not_claim_durability_is_skipped_naming_the_sub_protocol(tmp_path, factory, claim):
+    contract = contract_for(factory)
     for test in (
         contract.test_durability_sigkill_never_loses_an_acknowledged_turn,
         contract.test_durability_power_cut_keeps_the_acknowledged_turn_or_the_previous_record,
         contract.test_durability_a_failed_io_operation_raises_and_keeps_the_previous_record,
     ):
-        with pytest.raises(pytest.skip.Exception, match="needs the store capability 'durable'"):
+        with pytest.raises(pytest.skip.Exception) as skipped:
             test(tmp_path / test.__name__)
+        assert str(skipped.value) == f"needs a store that implements DurableHistoryStore with durable = True; this store has {claim}"
 
 
 def test_contract_is_exported_from_testing():

@@ -76,7 +76,7 @@ def test_hook_register_history_stores(tmp_path):
         def __init__(self):
             self.records: dict[str, list[Message]] = {}
 
-        async def load(self, conversation_id):
+        async def load(self, conversation_id, *, on_warning=None):
             return list(self.records.get(conversation_id, []))
 
         async def commit(self, conversation_id, messages):

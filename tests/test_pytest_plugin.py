@@ -244,15 +244,15 @@ from monoagent_plugins.files_history import FilesHistoryStore
 
 
 class PlainStore:
-    '''A store written against the HistoryStore protocol alone: no capabilities, no totals.'''
+    '''A store written against the HistoryStore protocol alone: no sub-protocol, no totals.'''
 
     name = "plain"
 
     def __init__(self, inner):
         self.inner = inner
 
-    async def load(self, conversation_id):
-        return await self.inner.load(conversation_id)
+    async def load(self, conversation_id, *, on_warning=None):
+        return await self.inner.load(conversation_id, on_warning=on_warning)
 
     async def commit(self, conversation_id, messages):
         return await self.inner.commit(conversation_id, messages)
@@ -273,21 +273,44 @@ class TestPlainStore(HistoryStoreContract):
 """
 
 
-def test_a_store_is_held_only_to_the_capabilities_it_declares(pytester: pytest.Pytester) -> None:
+def test_a_store_is_held_only_to_the_sub_protocols_it_implements(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=textwrap.dedent(PLAIN_STORE))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=19, skipped=35)
+    result.assert_outcomes(passed=20, skipped=35)
     out = result.stdout.str()
     for needed in (
-        "capability 'logical_reset'",
-        "capabilities 'logical_lookup', 'logical_reset'",
-        "capability 'load_warnings'",
-        "capabilities 'load_warnings', 'logical_reset'",
-        "capability 'provider_sessions'",
+        "ManagedHistoryStore (reset_logical, stats, clear_all)",
+        "LogicalLookupStore (has_logical_records) and ManagedHistoryStore (reset_logical, stats, clear_all)",
+        "ProviderSessionStore (load_provider_session)",
     ):
-        assert f"needs the store {needed}; this store declares none" in out, needed
-    assert "needs the ManagedHistoryStore methods stats() and clear_all()" in out
+        assert f"needs a store that implements {needed}; this store implements no sub-protocol of HistoryStore" in out, needed
+    assert "this store does not provide HistoryStoreContract.corrupt" in out
+    assert "this store does not provide HistoryStoreContract.replace_record" in out
     assert "needs HistoryStoreContract.pause_inside_commit (a way to hold one commit open)" in out
     assert "needs make_store(tmp_path, max_stage_bytes=...)" in out
     assert "needs make_store(tmp_path, max_conversations=...)" in out
     assert "needs make_store(tmp_path, max_inactive_days=...)" in out
+
+
+HALF_MANAGED_STORE = PLAIN_STORE.replace("class TestPlainStore", '''
+class HalfManagedStore(PlainStore):
+    """Totals but no clear_all or reset_logical, and a load written before every load took on_warning."""
+
+    async def load(self, conversation_id):
+        return await self.inner.load(conversation_id)
+
+    async def stats(self):
+        return await self.inner.stats()
+
+
+class TestPlainStore''').replace("return PlainStore(", "return HalfManagedStore(")
+
+
+def test_a_store_that_would_be_refused_when_built_fails_the_contract_saying_why(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_half=textwrap.dedent(HALF_MANAGED_STORE))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "accepted_when_built")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "the history store would be refused when built: it implements ManagedHistoryStore only in part: " in out
+    assert "HalfManagedStore has stats but no reset_logical, clear_all (implement all of them, or none)" in out
+    assert "has a load() that cannot take on_warning" in out

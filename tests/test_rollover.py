@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -176,14 +177,14 @@ def test_the_console_never_rolls_over(tmp_path):
 
 
 class ListingOnlyStore:
-    """A third-party store written against the plain HistoryStore protocol (no capabilities)."""
+    """A third-party store written against the plain HistoryStore protocol (no sub-protocol)."""
 
     name = "listing"
 
     def __init__(self):
         self.records: dict[str, list[Message]] = {}
 
-    async def load(self, conversation_id: str) -> Sequence[Message]:
+    async def load(self, conversation_id: str, *, on_warning: Any = None) -> Sequence[Message]:
         return list(self.records.get(conversation_id, ()))
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt:
@@ -209,7 +210,7 @@ class ListingPlugin:
         register("listing", lambda agent: self.store)
 
 
-def test_a_store_without_the_lookup_capability_is_asked_through_its_listing(tmp_path):
+def test_a_store_that_is_not_a_logical_lookup_store_is_asked_through_its_listing(tmp_path):
     plugin = ListingPlugin()
     agent = daily_agent(tmp_path, config={**DAILY, "history": {"store": "listing"}}, plugins=[plugin])
     _, events = turn(agent)

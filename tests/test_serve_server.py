@@ -181,7 +181,7 @@ class Gate:
 
 class Incomplete:
     name = "incomplete"
-    enabled = os.environ.get("INCOMPLETE") == "1"
+    enabled = True
     has_credentials = True
 
     def __init__(self, agent):
@@ -194,7 +194,8 @@ class Incomplete:
 @hookimpl
 def register_channels(register):
     register("gate", Gate, description="a test channel that starts when told")
-    register("incomplete", Incomplete, description="a channel missing HttpChannel members")
+    if os.environ.get("INCOMPLETE") == "1":  # refused when it is built, enabled or not
+        register("incomplete", Incomplete, description="a channel missing ServedChannel members")
 '''
 
 
@@ -258,7 +259,8 @@ def test_check_lists_every_problem_and_exits_1(tmp_path):
     problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
     assert len(problems) == 3, done.stderr
     assert "monoagent: error: serve --check: 3 problem(s)" in done.stderr
-    assert "channel 'incomplete'" in done.stderr and "it lacks credential_hint, start, stop_accepting, cancel_in_flight, shutdown" in done.stderr
+    assert ("the channel 'incomplete' of plugin 'gate_channel' implements ServedChannel only in part: Incomplete has enabled, "
+            "has_credentials, routes but no credential_hint, start, stop_accepting, cancel_in_flight, shutdown") in done.stderr
     assert "channel 'openai-api' has no credentials" in done.stderr and "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr
     assert "channel 'gate': gate.schedule = 'never' is not a schedule (allowed: 'now')" in done.stderr
 

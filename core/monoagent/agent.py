@@ -33,10 +33,12 @@ from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.kernel.hooks import Hooks
 from monoagent.kernel.host import PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
 from monoagent.kernel.interfaces import (
+    ClosableMemoryTier,
     CompactionPolicy,
     Embedder,
     HistoryResetReport,
     HistoryStore,
+    ManagedHistoryStore,
     MemoryTier,
     ProviderRuntime,
     Tool,
@@ -422,16 +424,15 @@ class Agent:
             return await self._reset_exact(valid_unicode(conversation_id))
         logical = logical_conversation_id(valid_unicode(conversation_id))
         store = self.history_store
-        reset_logical = getattr(store, "reset_logical", None)
-        if reset_logical is None:
+        if not self.components.supports(store, ManagedHistoryStore):
             raise HistoryStoreError(
-                f"history store {getattr(store, 'name', '?')!r} has no reset_logical(), so {logical!r} cannot be reset "
+                f"history store {store.name!r} has no reset_logical(), so {logical!r} cannot be reset "
                 f"across its daily buckets; nothing was cleared (see monoagent.kernel.interfaces.ManagedHistoryStore)"
             )
         tool_history = self.tool_history_store()
         if tool_history is not None:
             await tool_history.stats()
-        report = await reset_logical(logical)
+        report = await store.reset_logical(logical)
         tool = await tool_history.clear_logical(logical) if tool_history is not None else None
         await self.after_history_reset(logical)
         return report, tool
@@ -445,18 +446,18 @@ class Agent:
         """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
 
         ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
-        removes all the same), so a store with ``stats()`` is asked for its totals before and
-        after to report the record and its bytes; concurrent commits elsewhere can blur those two
-        figures, never the reset itself.
+        removes all the same), so a :class:`~monoagent.kernel.interfaces.ManagedHistoryStore` is
+        asked for its totals before and after to report the record and its bytes; concurrent
+        commits elsewhere can blur those two figures, never the reset itself.
         """
         tool_history = self.tool_history_store()
         if tool_history is not None:
             await tool_history.stats()
         store = self.history_store
-        stats = getattr(store, "stats", None)
-        before = await stats() if stats is not None else None
+        managed = store if self.components.supports(store, ManagedHistoryStore) else None
+        before = await managed.stats() if managed is not None else None
         messages = await store.reset(conversation_id)
-        after = await stats() if stats is not None else None
+        after = await managed.stats() if managed is not None else None
         records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
         freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
         report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
@@ -476,9 +477,8 @@ class Agent:
         for store in self.components.forget(HISTORY_STORES):
             await store.close()
         for tier in self.components.forget(MEMORY_TIERS):
-            close = getattr(tier, "close", None)
-            if close is not None:
-                await await_me_maybe(close())
+            if self.components.supports(tier, ClosableMemoryTier):
+                await await_me_maybe(tier.close())
 
     def close(self) -> None:
         asyncio.run(self.aclose())

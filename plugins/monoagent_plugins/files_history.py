@@ -40,7 +40,7 @@ it. A record of a newer version is refused instead (:class:`NewerRecordError`), 
 version never overwrites what a newer one wrote; a reset removes it.
 
 A record may carry ``providerSession`` (epoch, revision, model): the durable provider session it
-is bound to (:data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`). It is written in
+is bound to (:class:`~monoagent.kernel.interfaces.ProviderSessionStore`). It is written in
 the same publication as the messages (``commit(..., provider_session=...)``) and dropped by a
 commit without one, so a host-only append or a continuity account unbinds the record and the next
 durable turn reseeds from history. A malformed one makes the record unreadable, like any field.
@@ -62,10 +62,6 @@ from monoagent.boundary.strict_json import nesting_over
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
-    CAPABILITY_DURABLE,
-    CAPABILITY_LOAD_WARNINGS,
-    CAPABILITY_LOGICAL_LOOKUP,
-    CAPABILITY_PROVIDER_SESSIONS,
     CommitReceipt,
     ConversationInfo,
     HistoryStats,
@@ -124,13 +120,14 @@ class FilesHistoryStore(HistoryMaintenance):
 
     Its file-system layer is :class:`~monoagent_plugins.lib.history_directory.HistoryDirectory`,
     its retention and resets :class:`~monoagent_plugins.lib.history_maintenance.HistoryMaintenance`,
-    its record format :mod:`monoagent_plugins.lib.history_records`.
+    its record format :mod:`monoagent_plugins.lib.history_records`. It implements every
+    sub-protocol of :class:`~monoagent.kernel.interfaces.HistoryStore`: managed (logical reset,
+    totals, clear-all), logical lookup, provider sessions, and durable (``durable = True``, which
+    ``HistoryDurabilityContract`` proves).
     """
 
     name = "files"
-    capabilities = frozenset(
-        {CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_LOOKUP, "logical_reset", CAPABILITY_PROVIDER_SESSIONS, CAPABILITY_DURABLE}
-    )
+    durable = True
 
     def __init__(
         self,

@@ -32,10 +32,10 @@ from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import (
     HistoryStats,
+    ManagedHistoryStore,
     ToolHistoryClearReport,
     ToolHistoryStats,
     ToolRecord,
-    load_history,
     logical_conversation_id,
 )
 from monoagent_plugins.lib.command_line import command_agent, run
@@ -43,14 +43,15 @@ from monoagent_plugins.lib.command_line import command_agent, run
 NOT_CONFIGURED = "not configured"
 
 
-def _require(store: Any, method: str, what: str) -> Any:
-    function = getattr(store, method, None)
-    if function is None:
+def _managed(agent: Any, method: str, what: str) -> ManagedHistoryStore:
+    """The agent's history store, or a refusal naming ``method`` when it is not a ``ManagedHistoryStore``."""
+    store = agent.history_store
+    if not agent.components.supports(store, ManagedHistoryStore):
         raise click.ClickException(
-            f"history store {getattr(store, 'name', '?')!r} does not implement {method}() ({what}); nothing was cleared "
+            f"history store {store.name!r} does not implement {method}() ({what}); nothing was cleared "
             f"(see monoagent.kernel.interfaces.ManagedHistoryStore)"
         )
-    return function
+    return store
 
 
 def _tool_counts(value: ToolHistoryStats | ToolHistoryClearReport | None) -> dict[str, int] | None:
@@ -171,7 +172,7 @@ def show_command(conversation: str, tools: bool, as_json: bool) -> None:
     unreadable: list[str] = []
 
     async def load(cid: str) -> list[Any]:
-        return list(await load_history(store, cid, lambda code, message: unreadable.append(message)))
+        return list(await store.load(cid, on_warning=lambda code, message: unreadable.append(message)))
 
     async def work() -> list[tuple[str, list[Any]]]:
         exact = await load(conversation)
@@ -226,7 +227,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
     agent = command_agent("history")
     if agent.config.runtime.session.rollover == "daily":
         logical = logical_conversation_id(conversation)
-        _require(agent.history_store, "reset_logical", "logical-session reset")
+        _managed(agent, "reset_logical", "logical-session reset")
     else:
         logical = conversation
     _check_tool_history(agent)
@@ -258,13 +259,12 @@ def _check_tool_history(agent: Any) -> None:
 
 
 def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
-    store = agent.history_store
-    clear_all = _require(store, "clear_all", "clearing every conversation")
+    store = _managed(agent, "clear_all", "clearing every conversation")
     _check_tool_history(agent)
 
     async def work() -> tuple[HistoryStats, dict[str, int] | None]:
         tool_history = agent.tool_history_store()
-        cleared = await clear_all(), _tool_counts(await tool_history.clear_all() if tool_history is not None else None)
+        cleared = await store.clear_all(), _tool_counts(await tool_history.clear_all() if tool_history is not None else None)
         await agent.after_history_reset(None)
         return cleared
 

@@ -21,10 +21,10 @@ import click
 
 from monoagent.boundary.terminal import echo, echo_json, read_stdin
 from monoagent.cli.params import AsciiIntRange
-from monoagent.kernel.components import MEMORY_TIERS
+from monoagent.kernel.components import MEMORY_TIERS, AgentComponents
 from monoagent.kernel.errors import ComponentError, ConfigError
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import MemoryTier
+from monoagent.kernel.interfaces import BrowsableMemoryTier, ClosableMemoryTier, MemoryTier
 from monoagent_plugins.lib.command_line import command_agent, run
 from monoagent_plugins.lib.memory_database import MemoryTierError, single_line
 
@@ -49,6 +49,7 @@ async def _with_tiers(
     what the others found and then the failures (:func:`_finish`, exit status 1). ``--debug``
     shows the traceback instead. Tiers opened only for this command are closed.
     """
+    components: AgentComponents = agent.components
     configured = list(agent.config.memory.tiers)
     if tier is not None:
         names = [tier]
@@ -75,9 +76,8 @@ async def _with_tiers(
                 raise
             failures.append(str(exc) if isinstance(exc, MemoryTierError) else single_line(f"memory tier {name!r} failed: {type(exc).__name__}: {exc}"))
         finally:
-            close = getattr(made, "close", None)
-            if close is not None:
-                value = close()
+            if made is not None and components.supports(made, ClosableMemoryTier):
+                value = made.close()
                 if inspect.isawaitable(value):
                     await value
     return results, failures
@@ -91,11 +91,11 @@ def _finish(failures: list[str]) -> None:
         raise click.ClickException(failures[-1])
 
 
-def _browsable(tier: MemoryTier, what: str) -> Any:
-    method = getattr(tier, what, None)
-    if method is None:
-        raise click.ClickException(f"memory tier {tier.name!r} cannot {what} (it does not implement BrowsableMemoryTier.{what})")
-    return method
+def _browsable(agent: Any, tier: MemoryTier, what: str) -> BrowsableMemoryTier:
+    components: AgentComponents = agent.components
+    if not components.supports(tier, BrowsableMemoryTier):
+        raise click.ClickException(f"memory tier {tier.name!r} cannot {what} (it does not implement BrowsableMemoryTier: list, stats)")
+    return tier
 
 
 _tier_option = click.option("--tier", default=None, metavar="NAME", help="One memory tier (default: the configured ones).")
@@ -165,7 +165,7 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
     agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> list[Any]:
-        return list(await _browsable(t, "list")(limit=limit, offset=offset))
+        return list(await _browsable(agent, t, "list").list(limit=limit, offset=offset))
 
     listed, failures = run(_with_tiers(agent, tier, True, work))
     if as_json:
@@ -211,7 +211,7 @@ def stats_command(tier: str | None, as_json: bool) -> None:
     agent = command_agent("memory")
 
     async def work(t: MemoryTier) -> Any:
-        return await _browsable(t, "stats")()
+        return await _browsable(agent, t, "stats").stats()
 
     found, failures = run(_with_tiers(agent, tier, True, work))
     if as_json:

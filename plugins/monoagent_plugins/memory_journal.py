@@ -242,7 +242,7 @@ class JournalTier:
         Anything else (an exception, a wrong count, a wrong size, NaN) is a :class:`MemoryTierError`
         naming the embedder, so a broken embedder never writes a vector that would break search later.
         """
-        name = getattr(self.embedder, "name", "?")
+        name = self.embedder.name
         try:
             vectors = [array.array("d", vector) for vector in self.embedder.embed(texts)]
         except Exception as exc:  # a third-party embedder: whatever it raises is reported, with the tier and its name

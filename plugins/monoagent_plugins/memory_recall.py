@@ -4,7 +4,9 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
 :class:`~monoagent.kernel.interfaces.MemoryTier` protocol only.
 
 * **Recall** (``recall_memory``): once per turn, every configured tier whose
-  ``automatic_recall`` is true (the journal's is false) is searched with the user's own text.
+  ``automatic_recall`` is true (the journal's is false; a tier that is not a
+  :class:`~monoagent.kernel.interfaces.SelectiveMemoryTier` counts as true) is searched with the
+  user's own text.
   A hit passes when its score reaches ``memory.recall.minScore`` and, unless
   ``memory.recall.requireEvidence`` is false, it contains a content word of the message (answer
   evidence). The kernel then keeps the best 5 hits within 8 KB, appends them to the user message
@@ -24,7 +26,7 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   ``User (Alice Chen (@alice)): ...`` (``User: ...`` without a sender), then ``Assistant: ...``
   with echoes of the recall block (:func:`cut_recall_echoes`: only the delimiter line and the
   whole entries that follow it; ordinary prose is never edited) and of the preceding-messages
-  fence cut out. Every configured tier whose ``captures`` is true gets it at once, with metadata
+  fence cut out. Every configured tier whose ``captures`` is true (or that does not say) gets it at once, with metadata
   ``date`` (the agent's local date), ``channel``, ``run_id`` and ``speaker`` (the label; never a
   platform user id); a tier that fails is a ``memory_capture_failed`` warning and the commit stands.
   With ``memory.capture.mode = "facts"`` a separate extractor prompt turns that entry into strict
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -52,7 +54,7 @@ from monoagent.boundary.fences import (
 )
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import MemoryTier
+from monoagent.kernel.interfaces import MemoryTier, SelectiveMemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
@@ -62,6 +64,7 @@ from monoagent_plugins.lib.memory_index import has_evidence
 if TYPE_CHECKING:
     import asyncio
 
+    from monoagent.kernel.components import AgentComponents
     from monoagent.kernel.tool_context import ToolContext
 
 TOOL_NAME = "MemoryRecall"
@@ -173,6 +176,14 @@ def usable_tiers(turn: Any, code: str, names: Sequence[str] | None = None) -> di
     return tiers
 
 
+def uses(turn: Any, tier: MemoryTier, step: Literal["automatic_recall", "captures"]) -> bool:
+    """Whether the automatic ``step`` uses ``tier``: what a :class:`SelectiveMemoryTier` says, True for any other tier."""
+    components: AgentComponents = turn.agent.components
+    if components.supports(tier, SelectiveMemoryTier):
+        return bool(tier.automatic_recall if step == "automatic_recall" else tier.captures)
+    return True
+
+
 async def search_tiers(turn: Any, tiers: Mapping[str, MemoryTier], query: str) -> tuple[list[MemoryHit], list[str]]:
     """Every tier's hits for ``query`` through the turn's cache, and the names of the tiers that failed."""
     import asyncio
@@ -198,9 +209,7 @@ async def recall(turn: Any) -> list[MemoryHit]:
     if not query.strip():
         return []
     gate = turn.config.section("memory.recall")
-    tiers = {
-        name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if getattr(tier, "automatic_recall", True)
-    }
+    tiers = {name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if uses(turn, tier, "automatic_recall")}
     hits, _ = await search_tiers(turn, tiers, query)
     return [hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]
 
@@ -420,7 +429,7 @@ async def capture(turn: Any, result: Any) -> None:
     if not entries:
         return
     tiers = usable_tiers(turn, "memory_capture_failed")
-    await asyncio.gather(*(add(name, tier) for name, tier in tiers.items() if getattr(tier, "captures", True)))
+    await asyncio.gather(*(add(name, tier) for name, tier in tiers.items() if uses(turn, tier, "captures")))
 
 
 async def _facts(turn: Any, text: str, config: CaptureConfig, metadata: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -17,11 +17,11 @@ import attrs
 import click
 
 from monoagent.boundary.terminal import echo
-from monoagent.kernel.components import CHANNELS, missing_members
+from monoagent.kernel.components import CHANNELS, AgentComponents
 from monoagent.kernel.config import setting
-from monoagent.kernel.errors import ConfigError, ExitCode
+from monoagent.kernel.errors import ComponentError, ConfigError, ExitCode
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import ServedChannel
+from monoagent.kernel.interfaces import CheckedChannel, ServedChannel
 from monoagent.kernel.log import logger
 from monoagent.kernel.registrars import ConfigSectionRegistrar
 from monoagent_plugins.lib.command_line import command_agent, run
@@ -70,37 +70,35 @@ def enabled_channels(agent: Any) -> list[Any]:
     return channels
 
 
-def build_channels(agent: Any) -> tuple[list[Any], list[str]]:
+def build_channels(agent: Any) -> tuple[list[ServedChannel], list[str]]:
     """Every enabled HTTP channel of ``agent`` that could be made, and one problem line for each that could not.
 
-    A channel without ``routes`` (the console) is not served. One that has ``routes`` but misses
-    another member of :class:`~monoagent.kernel.interfaces.ServedChannel` is a problem naming
-    what it lacks, rather than a channel silently left unserved; so is a factory's or a
-    ``check()``'s :class:`ConfigError`.
+    A channel that is not a :class:`~monoagent.kernel.interfaces.ServedChannel` (the console) is
+    not served. One that has some of its members but not all is refused when it is built
+    (:class:`ComponentError` naming what it lacks), which is a problem here, rather than a channel
+    silently left unserved; so is a factory's or a ``check()``'s :class:`ConfigError`.
     """
-    channels: list[Any] = []
+    channels: list[ServedChannel] = []
     problems: list[str] = []
-    registry = agent.components.registered(CHANNELS)
-    for name in sorted(registry):
+    for name in sorted(agent.components.registered(CHANNELS)):
         try:
-            channel: Any = agent.components.new(CHANNELS, name)
+            channel = agent.components.new(CHANNELS, name)
         except ConfigError as exc:
             problems.extend(f"channel {name!r}: {problem}" for problem in exc.problems)
             continue
-        if agent.components.supports(channel, ServedChannel):
-            if channel.enabled:
-                channels.append(channel)
-        elif hasattr(channel, "routes") and getattr(channel, "enabled", False):
-            missing = missing_members(channel, ServedChannel)
-            problems.append(f"channel {name!r} (plugin {registry[name].plugin}) is enabled but is not a complete "
-                            f"HTTP channel: it lacks {', '.join(missing)}")
+        except ComponentError as exc:
+            problems.append(str(exc))
+            continue
+        if agent.components.supports(channel, ServedChannel) and channel.enabled:
+            channels.append(channel)
     return channels, problems
 
 
-def check_lines(channel: Any) -> list[str]:
-    """What ``channel`` says it would do (its optional ``check()``); raises its :class:`ConfigError`."""
-    check = getattr(channel, "check", None)
-    return [str(line) for line in check()] if callable(check) else []
+def check_lines(agent: Any, channel: ServedChannel) -> list[str]:
+    """What ``channel`` says it would do (a :class:`~monoagent.kernel.interfaces.CheckedChannel`'s ``check()``;
+    none for another channel); raises its :class:`ConfigError`."""
+    components: AgentComponents = agent.components
+    return [str(line) for line in channel.check()] if components.supports(channel, CheckedChannel) else []
 
 
 def route_lines(channel: Any) -> list[str]:
@@ -135,7 +133,7 @@ def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]
         lines.append(f"  {channel.name}{credentials}")
         lines.extend(f"    {line}" for line in route_lines(channel))
         try:
-            lines.extend(f"    {line}" for line in check_lines(channel))
+            lines.extend(f"    {line}" for line in check_lines(agent, channel))
         except ConfigError as exc:
             problems.extend(f"channel {channel.name!r}: {problem}" for problem in exc.problems)
     return lines, problems

@@ -898,7 +898,7 @@ from monoagent.kernel.model import TextDelta
 @hookimpl
 def register_providers(register):
     class Runtime:
-        name = "stream"
+        name = "raw"
         context_window = 100000
         async def stream(self, request):
             yield TextDelta("partial\\n")

@@ -15,15 +15,20 @@ registration on the spot. An Agent reaches the components through ``agent.compon
 (:class:`AgentComponents`): ``agent.components.get(HISTORY_STORES, "files")`` builds the
 component once (``factory(agent=agent, ...)``), checks it implements the kind's protocol and
 records which of the kind's capabilities it implements, so the kernel asks
-``agent.components.supports(store, ManagedHistoryStore)`` instead of probing attributes.
+``agent.components.supports(store, ManagedHistoryStore)`` instead of probing attributes. An
+optional member is always part of a declared capability: a component that implements a
+capability only in part (``stats`` without ``clear_all``), or fails the kind's own ``check`` (a
+history store's ``load`` that cannot take ``on_warning``), is refused when it is built, with a
+:class:`~monoagent.kernel.errors.ComponentError` naming the plugin and what to fix.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeGuard, TypeVar, cast
 
 import attrs
 
@@ -31,17 +36,23 @@ from monoagent.kernel.errors import ComponentError, ComponentFactoryError, Monoa
 from monoagent.kernel.interfaces import (
     BrowsableMemoryTier,
     Channel,
+    CheckedChannel,
+    ClosableMemoryTier,
     CompactionPolicy,
+    DurableHistoryStore,
     Embedder,
     HistoryStore,
+    LogicalLookupStore,
     ManagedHistoryStore,
     MemoryTier,
     Notifier,
     ProviderRuntime,
     ProviderSessionStore,
+    SelectiveMemoryTier,
     ServedChannel,
     StoredCompaction,
     ToolHistoryStore,
+    WindowedProviderRuntime,
 )
 
 if TYPE_CHECKING:
@@ -63,7 +74,9 @@ class ComponentKind(Generic[T]):
     documented call (``prefix`` for providers); ``off`` the configured name that selects no
     component (so no plugin may register it); ``models`` whether a registration may name the
     models the component knows (providers); ``capabilities`` the optional sub-protocols of
-    ``protocol`` a component may also implement, recorded when it is built.
+    ``protocol`` a component may also implement, recorded when it is built; ``check`` what a
+    component must satisfy beyond the members a protocol lists (a method's keyword, a value's
+    type), as one clause per problem, each saying how to fix it.
     """
 
     name: str
@@ -74,12 +87,43 @@ class ComponentKind(Generic[T]):
     off: str | None = None
     models: bool = False
     capabilities: tuple[type, ...] = ()
+    check: Callable[[Any], list[str]] | None = None
 
     @property
     def call_form(self) -> str:
         """The documented call of this kind's ``register``."""
         models = ", models=()" if self.models else ""
         return f"register({self.key}, factory, description=''{models})"
+
+    def implemented(self, value: object) -> frozenset[type]:
+        """The capabilities of this kind that ``value`` implements (all of each one's members)."""
+        return frozenset(capability for capability in self.capabilities if not missing_members(value, capability))
+
+    def problems(self, value: object) -> list[str]:
+        """Why ``value`` is not a whole component of this kind, one clause each; empty when it is one.
+
+        A value that lacks a member of :attr:`protocol` is that one problem. Otherwise a
+        capability implemented only in part (some of the members it adds, not all of its members)
+        is one, since a component that has ``stats`` but not ``clear_all`` almost always meant to
+        implement both; and so is each clause of :attr:`check`.
+        """
+        missing = missing_members(value, self.protocol)
+        if missing:
+            return [f"does not implement {self.protocol.__name__}: its factory returned {type(value).__name__}, "
+                    f"which has no {', '.join(missing)}"]
+        found = []
+        for capability in self.capabilities:
+            own = _own_members(capability)
+            present = [member for member in own if hasattr(value, member)]
+            lacking = missing_members(value, capability)
+            if present and lacking:
+                found.append(
+                    f"implements {capability.__name__} only in part: {type(value).__name__} has {', '.join(present)} "
+                    f"but no {', '.join(lacking)} (implement all of them, or none)"
+                )
+        if self.check is not None:
+            found.extend(self.check(value))
+        return found
 
     def __repr__(self) -> str:
         return f"ComponentKind({self.name!r})"
@@ -109,13 +153,9 @@ class Component(Generic[T]):
             raise
         except Exception as exc:
             raise ComponentFactoryError(self.kind.name, self.name, self.kind.hook, self.plugin, exc) from exc
-        missing = missing_members(built, self.kind.protocol)
-        if missing:
-            raise ComponentError(
-                f"the {self.kind.name} {self.name!r} of plugin {self.plugin!r} does not implement "
-                f"{self.kind.protocol.__name__}: its factory returned {type(built).__name__}, which has no "
-                f"{', '.join(missing)}"
-            )
+        problems = self.kind.problems(built)
+        if problems:
+            raise ComponentError(f"the {self.kind.name} {self.name!r} of plugin {self.plugin!r} {'; it '.join(problems)}")
         return built
 
 
@@ -134,6 +174,12 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
 def missing_members(value: object, protocol: type) -> list[str]:
     """The members of ``protocol`` that ``value`` lacks (empty when it implements it)."""
     return [member for member in protocol_members(protocol) if not hasattr(value, member)]
+
+
+def _own_members(protocol: type) -> tuple[str, ...]:
+    """The members ``protocol`` adds to the protocols it extends."""
+    inherited = {member for base in protocol.__bases__ if getattr(base, "_is_protocol", False) for member in protocol_members(base)}
+    return tuple(member for member in protocol_members(protocol) if member not in inherited)
 
 
 def cannot_call(function: Callable[..., Any], shown: str, *args: Any, **kwargs: Any) -> str | None:
@@ -163,7 +209,7 @@ class AgentComponents:
 
     :meth:`get` builds a component once per name and arguments and keeps it (a factory that
     raised is called again next time); :meth:`new` builds a fresh one each call (a channel's
-    session backend). Each built component is checked against its kind's protocol, and the
+    session backend). Each built component is checked (:meth:`ComponentKind.problems`), and the
     capabilities it implements are recorded for :meth:`supports`.
     """
 
@@ -171,7 +217,7 @@ class AgentComponents:
         self._agent = agent
         self._host = host
         self._built: dict[tuple[ComponentKind[Any], str, str], Any] = {}
-        self._capabilities: dict[int, frozenset[type]] = {}
+        self._capabilities: dict[int, tuple[Callable[[], object], frozenset[type]]] = {}
 
     def registered(self, kind: ComponentKind[T]) -> Mapping[str, Component[T]]:
         """Every component of ``kind`` the active plugins registered, by name; a name registered
@@ -193,9 +239,8 @@ class AgentComponents:
     def new(self, kind: ComponentKind[T], name: str, **arguments: Any) -> T:
         """A new component ``name`` of ``kind``: ``factory(agent=agent, **arguments)``, checked."""
         built = self.component(kind, name).build(agent=self._agent, **arguments)
-        self._capabilities[id(built)] = frozenset(
-            capability for capability in kind.capabilities if not missing_members(built, capability)
-        )
+        if kind.capabilities:
+            self._capabilities[id(built)] = (_reference(built), kind.implemented(built))
         return built
 
     def built(self, kind: ComponentKind[T]) -> Iterator[T]:
@@ -209,28 +254,65 @@ class AgentComponents:
         dropped = [key for key in self._built if key[0] is kind]
         return [self._built.pop(key) for key in dropped]
 
-    def supports(self, component: object, capability: type[C]) -> TypeGuard[C]:
-        """Whether ``component`` implements the sub-protocol ``capability``.
+    def supports(self, component: object, capability: Callable[..., C]) -> TypeGuard[C]:
+        """Whether ``component`` implements the sub-protocol ``capability`` (a protocol class; typed as a callable
+        because mypy accepts no protocol class where ``type[C]`` is expected, python/mypy#4717).
 
         For a component built here, what was recorded when it was built (one dictionary lookup);
-        for another object (a store a test made directly), the protocol's members are checked.
+        for another object (a store a test made directly, a wrapper around a built one), the
+        protocol's members are checked.
         """
         recorded = self._capabilities.get(id(component))
-        if recorded is not None:
-            return capability in recorded
-        return not missing_members(component, capability)
+        if recorded is not None and recorded[0]() is component:
+            return capability in recorded[1]
+        return not missing_members(component, cast(type, capability))
 
+
+def _reference(value: object) -> Callable[[], object]:
+    """A weak reference to ``value`` when it takes one, else a strong one: what :meth:`AgentComponents.supports`
+    recorded under an id is only ever answered for the object it was recorded for."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
 
 
 # ---------------------------------------------------------------------------- the kinds
 
+
+def history_store_calls(store: Any) -> list[str]:
+    """What a history store's methods must accept beyond their names: ``load`` takes ``on_warning``
+    (every store's does, :class:`~monoagent.kernel.interfaces.HistoryStore`), a
+    :class:`~monoagent.kernel.interfaces.ProviderSessionStore`'s ``commit`` takes
+    ``provider_session``, and a :class:`~monoagent.kernel.interfaces.DurableHistoryStore`'s
+    ``durable`` is a bool."""
+    found = []
+    why = cannot_call(store.load, "load(conversation_id, on_warning=...)", "conversation", on_warning=None)
+    if why is not None:
+        found.append(f"has a load() that cannot take on_warning ({why}): every history store's load takes "
+                     f"on_warning (declare it as `async def load(self, conversation_id, *, on_warning=None)`; a store "
+                     f"that never warns ignores it)")
+    if hasattr(store, "load_provider_session"):
+        why = cannot_call(store.commit, "commit(conversation_id, messages, provider_session=...)", "conversation", (),
+                          provider_session=None)
+        if why is not None:
+            found.append(f"has load_provider_session() but a commit() that cannot take provider_session ({why}): a "
+                         f"ProviderSessionStore's commit takes `*, provider_session=None`")
+    if hasattr(store, "durable") and not isinstance(store.durable, bool):
+        found.append(f"declares durable = {store.durable!r}: DurableHistoryStore.durable is True or False")
+    return found
+
+
 PROVIDERS: ComponentKind[ProviderRuntime] = ComponentKind(
     "provider", ProviderRuntime, "register_providers", ("agent", "model"), key="prefix", models=True,
+    capabilities=(WindowedProviderRuntime,),
 )
 """``runtime.model = "<prefix>:<model>"`` selects ``factory(agent=agent, model="<model>")``."""
 
 HISTORY_STORES: ComponentKind[HistoryStore] = ComponentKind(
-    "history store", HistoryStore, "register_history_stores", capabilities=(ManagedHistoryStore, ProviderSessionStore),
+    "history store", HistoryStore, "register_history_stores",
+    capabilities=(ManagedHistoryStore, LogicalLookupStore, ProviderSessionStore, DurableHistoryStore),
+    check=history_store_calls,
 )
 """``history.store = "<name>"`` selects ``factory(agent=agent)``."""
 
@@ -240,14 +322,17 @@ TOOL_HISTORY_STORES: ComponentKind[ToolHistoryStore] = ComponentKind(
 """``toolHistory.store = "<name>"`` selects ``factory(agent=agent)``; ``none`` selects no store."""
 
 MEMORY_TIERS: ComponentKind[MemoryTier] = ComponentKind(
-    "memory tier", MemoryTier, "register_memory_tiers", ("agent", "options"), capabilities=(BrowsableMemoryTier,),
+    "memory tier", MemoryTier, "register_memory_tiers", ("agent", "options"),
+    capabilities=(SelectiveMemoryTier, BrowsableMemoryTier, ClosableMemoryTier),
 )
 """Each name in ``memory.tiers`` selects ``factory(agent=agent, options={...})``."""
 
 EMBEDDERS: ComponentKind[Embedder] = ComponentKind("embedder", Embedder, "register_embedders", ("agent", "options"))
 """A memory tier selects its embedder by name: ``factory(agent=agent, options={...})``."""
 
-CHANNELS: ComponentKind[Channel] = ComponentKind("channel", Channel, "register_channels", capabilities=(ServedChannel,))
+CHANNELS: ComponentKind[Channel] = ComponentKind(
+    "channel", Channel, "register_channels", capabilities=(ServedChannel, CheckedChannel),
+)
 """``monoagent serve`` runs the enabled channels: ``factory(agent=agent)``."""
 
 NOTIFIERS: ComponentKind[Notifier] = ComponentKind("notifier", Notifier, "register_notifiers", ("agent", "options"))

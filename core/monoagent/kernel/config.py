@@ -175,8 +175,8 @@ class SessionConfig:
         env="MONO_AGENT_SESSION_ISOLATE_PROACTIVE",
     )
     transcripts_dir: Path | None = setting(
-        None, doc="Directory of durable session transcripts: with a history store that has the provider_sessions "
-        "capability (files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
+        None, doc="Directory of durable session transcripts: with a history store that keeps provider sessions "
+        "(a ProviderSessionStore, such as files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
         env="MONO_AGENT_SESSION_TRANSCRIPTS_DIR",
     )
 

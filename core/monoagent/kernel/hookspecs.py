@@ -123,8 +123,9 @@ def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     names the models the provider knows, when it has a fixed list (``monoagent models`` shows
     them with the description). ``runtime.model =
     "<prefix>:<model>"`` selects ``factory(agent=agent, model="<model>")``, which returns a
-    :class:`~monoagent.kernel.interfaces.ProviderRuntime`. Import heavy SDKs inside the factory, not at
-    module level, so that ``monoagent --help`` stays fast.
+    :class:`~monoagent.kernel.interfaces.ProviderRuntime` (one that knows its model's context
+    window also implements :class:`~monoagent.kernel.interfaces.WindowedProviderRuntime`). Import
+    heavy SDKs inside the factory, not at module level, so that ``monoagent --help`` stays fast.
 
     Args:
         register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``ProviderRuntime`` bound to this plugin. A
@@ -153,7 +154,13 @@ def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     """Register conversation-history stores by name.
 
     Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`.
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`
+    (its ``load`` takes ``on_warning``). What else the store can do is the sub-protocols it
+    implements: :class:`~monoagent.kernel.interfaces.ManagedHistoryStore` (logical-session reset,
+    totals, clear-all), :class:`~monoagent.kernel.interfaces.LogicalLookupStore`,
+    :class:`~monoagent.kernel.interfaces.ProviderSessionStore` (durable provider sessions) and
+    :class:`~monoagent.kernel.interfaces.DurableHistoryStore`; they are recorded when the store is
+    built, and a store that implements one only in part is refused then, naming what it lacks.
 
     Args:
         register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``HistoryStore`` bound to this plugin; a bad
@@ -217,7 +224,11 @@ def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
 
     Call ``register(name, factory, description="")``; each name listed in ``memory.tiers``
     selects ``factory(agent=agent, options=dict)``, which returns a
-    :class:`~monoagent.kernel.interfaces.MemoryTier`.
+    :class:`~monoagent.kernel.interfaces.MemoryTier`. What else the tier does is the sub-protocols
+    it implements: :class:`~monoagent.kernel.interfaces.SelectiveMemoryTier` (``automatic_recall``,
+    ``captures``), :class:`~monoagent.kernel.interfaces.BrowsableMemoryTier` (``list``, ``stats``)
+    and :class:`~monoagent.kernel.interfaces.ClosableMemoryTier` (``close``); a tier that
+    implements one only in part is refused when it is built, naming what it lacks.
 
     Args:
         register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``MemoryTier`` bound to this plugin; a bad
@@ -295,7 +306,10 @@ def register_channels(register: ComponentRegistrar[Channel]) -> None:
     /hooks/<name>``, signed) when ``webhook.enabled`` is set. A channel is served by ``monoagent
     serve`` when it also has ``enabled``, ``has_credentials``, ``credential_hint``, ``routes()``,
     ``start()``, ``stop_accepting()``, ``cancel_in_flight()`` and ``shutdown()``
-    (:class:`~monoagent.kernel.interfaces.ServedChannel`, docs/serving.md).
+    (:class:`~monoagent.kernel.interfaces.ServedChannel`, docs/serving.md), and ``monoagent serve
+    --check`` asks one that has ``check()`` (:class:`~monoagent.kernel.interfaces.CheckedChannel`)
+    what it would do. A channel that has some of a sub-protocol's members but not all is refused
+    when it is built, naming what it lacks.
 
     Example::
 
@@ -1347,7 +1361,8 @@ def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[Memory
     Called once per turn, before assembly.
 
     Bundled default (``memory``): searches every configured tier whose ``automatic_recall``
-    is true with the user's text, through a per-turn lookup cache shared with the MemoryRecall
+    is true (:class:`~monoagent.kernel.interfaces.SelectiveMemoryTier`; a tier without it is
+    searched) with the user's text, through a per-turn lookup cache shared with the MemoryRecall
     tool, and keeps hits that reach ``memory.recall.minScore`` and contain a word of the
     message; a failing tier is a ``runtime_warning``. The journal tier is never recalled here.
 
@@ -1636,8 +1651,9 @@ def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     Never for turns that end with a continuity account (cancelled or failed before the commit,
     or whose commit failed).
 
-    Bundled default (``memory``): captures the turn into every configured tier, attributed to
-    its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's
+    Bundled default (``memory``): captures the turn into every configured tier whose ``captures``
+    is true (:class:`~monoagent.kernel.interfaces.SelectiveMemoryTier`; a tier without it
+    captures), attributed to its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's
     own text only: never the recalled block, never preceding messages.
 
     Example::

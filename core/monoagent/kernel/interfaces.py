@@ -17,6 +17,7 @@ import attrs
 from monoagent.kernel.model import MemoryHit, Message, ProviderEvent, ProviderRequest, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
+    from monoagent.kernel.components import AgentComponents
     from monoagent.kernel.tool_context import ToolContext
     from monoagent.kernel.turn import Turn
 
@@ -33,12 +34,25 @@ class ProviderRuntime(Protocol):
     (:func:`monoagent.pipeline.stream.read_step`). Failures raise
     :class:`~monoagent.kernel.errors.ProviderError` with ``retryable`` set for transient ones.
     Cancellation arrives as ``asyncio.CancelledError`` at an ``await``; the runtime stops its
-    stream promptly and lets it propagate.
+    stream promptly and lets it propagate. A runtime that knows its model's context window also
+    implements :class:`WindowedProviderRuntime`.
     """
 
     name: str
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+@runtime_checkable
+class WindowedProviderRuntime(ProviderRuntime, Protocol):
+    """A :class:`ProviderRuntime` that knows its model's context window.
+
+    ``context_window`` is the window in tokens; the compaction budget is it minus
+    ``runtime.compaction.responseReserveTokens`` (``runtime.compaction.contextWindowOverride``
+    wins over it). A runtime that does not implement it is budgeted at 200,000 tokens.
+    """
+
+    context_window: int
 
 
 @attrs.frozen
@@ -61,6 +75,10 @@ class ConversationInfo:
     bytes: int
 
 
+HistoryWarningCallback = Callable[[str, str], None]
+"""``on_warning(code, message)``: how a store reports a recoverable problem during ``load``."""
+
+
 @runtime_checkable
 class HistoryStore(Protocol):
     """Durable conversation history, one record per exact conversation id.
@@ -70,11 +88,25 @@ class HistoryStore(Protocol):
     turn survives a crash; if it raises, the previously committed record is intact. ``reset``
     removes one conversation; ``conversations`` lists what is stored. All methods are
     coroutines; blocking I/O belongs in a worker thread.
+
+    Every store's ``load`` takes ``on_warning``: a store calls ``on_warning(code, message)`` for
+    a recoverable problem it met while loading (a stored record it could not read, see
+    :class:`ManagedHistoryStore`), and a store that meets none (a database that checks what it
+    stores) never calls it. A store whose ``load`` cannot take the keyword is refused when it is
+    built, with an error naming its plugin.
+
+    What a store can do beyond this is declared by the sub-protocols it implements, each checked
+    when the store is built (see :data:`monoagent.kernel.components.HISTORY_STORES`):
+    :class:`ManagedHistoryStore` (logical-session reset, totals, clear-all),
+    :class:`LogicalLookupStore` (a cheap logical-session lookup), :class:`ProviderSessionStore`
+    (durable provider sessions) and :class:`DurableHistoryStore` (the durability claim). A store
+    that implements one only in part (``stats`` without ``clear_all``) is refused at build, naming
+    what it lacks; the kernel asks ``agent.components.supports(store, ManagedHistoryStore)``.
     """
 
     name: str
 
-    async def load(self, conversation_id: str) -> Sequence[Message]: ...
+    async def load(self, conversation_id: str, *, on_warning: HistoryWarningCallback | None = None) -> Sequence[Message]: ...
 
     async def commit(self, conversation_id: str, messages: Sequence[Message]) -> CommitReceipt: ...
 
@@ -100,24 +132,6 @@ def logical_conversation_id(conversation_id: str) -> str:
     """
     match = _DAILY_BUCKET.fullmatch(conversation_id)
     return match.group("logical") if match else conversation_id
-
-
-HistoryWarningCallback = Callable[[str, str], None]
-"""``on_warning(code, message)``: how a store reports a recoverable problem during ``load``."""
-
-CAPABILITY_LOAD_WARNINGS = "load_warnings"
-"""The store's ``load`` accepts ``on_warning=`` (see :class:`ManagedHistoryStore`)."""
-
-CAPABILITY_LOGICAL_LOOKUP = "logical_lookup"
-"""The store has ``has_logical_records(logical_conversation_id, *, besides)`` (see :class:`ManagedHistoryStore`)."""
-
-CAPABILITY_LOGICAL_RESET = "logical_reset"
-"""The store has ``reset_logical(logical_conversation_id)`` (see :class:`ManagedHistoryStore`)."""
-
-CAPABILITY_DURABLE = "durable"
-"""The store's commits are durable (see :class:`HistoryStore`): an acknowledged commit survives a process
-crash and a power cut, and a commit that raises, or is cut off, leaves the previous record. A store
-declaring it proves it with :class:`monoagent.testing.HistoryDurabilityContract`."""
 
 
 @attrs.frozen
@@ -146,16 +160,14 @@ class HistoryStats:
 class ManagedHistoryStore(HistoryStore, Protocol):
     """A :class:`HistoryStore` that also supports logical-session reset, totals and clear-all.
 
-    The bundled ``files`` store implements it; the conformance suite
-    (:mod:`monoagent.testing.history_contract`) checks every clause below, so a PostgreSQL store proves
-    itself by running that suite unchanged. Contracts, beyond :class:`HistoryStore`'s:
-
-    ``capabilities``
-        A frozenset of strings; ``"load_warnings"`` (:data:`CAPABILITY_LOAD_WARNINGS`) says
-        ``load`` accepts ``on_warning``, ``"logical_reset"`` (:data:`CAPABILITY_LOGICAL_RESET`) that ``reset_logical`` is
-        implemented, ``"logical_lookup"`` (:data:`CAPABILITY_LOGICAL_LOOKUP`) that
-        ``has_logical_records`` is. The harness passes extras only to stores advertising them,
-        so stores written against :class:`HistoryStore` keep working.
+    A store implements all three of ``reset_logical``, ``stats`` and ``clear_all`` or none (one
+    that has some of them is refused when it is built). Without them, ``monoagent history reset``
+    under daily rollover and ``monoagent history clear`` refuse, clearing nothing, and a reset
+    with rollover off reports no bytes. The bundled ``files`` store implements it; the conformance
+    suite (:mod:`monoagent.testing.history_contract`) checks every clause below, so a PostgreSQL
+    store proves itself by running that suite unchanged. Contracts, beyond :class:`HistoryStore`'s
+    (the ``load`` and ``commit`` clauses hold for every store the suite can damage records of and
+    bound; the others are this sub-protocol's):
 
     ``load(conversation_id, *, on_warning=None)``
         As :meth:`HistoryStore.load`. A stored record that cannot be read, whatever its bytes
@@ -193,12 +205,6 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         half-reset session. Records that cannot be read (or are of a newer version) are removed
         like the others; what a record holds never stops a reset part-way.
 
-    ``has_logical_records(logical_conversation_id, *, besides) -> bool``
-        Whether any record of the logical session (a daily bucket or the undated id) exists
-        other than the exact id ``besides``; cheap (the daily-rollover check runs it on the
-        first turn of every bucket). Without the capability the harness answers the same
-        question from ``conversations()`` (:func:`logical_session_has_records`).
-
     ``stats() -> HistoryStats``
         Retained records (conversations), their bytes and, when cheap, messages; live
         unpublished stages separately.
@@ -209,8 +215,6 @@ class ManagedHistoryStore(HistoryStore, Protocol):
         anything else in its storage is left untouched.
     """
 
-    capabilities: frozenset[str]
-
     async def reset_logical(self, logical_conversation_id: str) -> HistoryResetReport: ...
 
     async def stats(self) -> HistoryStats: ...
@@ -218,8 +222,34 @@ class ManagedHistoryStore(HistoryStore, Protocol):
     async def clear_all(self) -> HistoryStats: ...
 
 
-CAPABILITY_PROVIDER_SESSIONS = "provider_sessions"
-"""The store keeps a conversation's provider session with its record (see :class:`ProviderSessionStore`)."""
+@runtime_checkable
+class LogicalLookupStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that answers cheaply whether a logical session has records.
+
+    ``has_logical_records(logical_conversation_id, *, besides) -> bool``
+        Whether any record of the logical session (a daily bucket or the undated id) exists
+        other than the exact id ``besides``; cheap (the daily-rollover check runs it on the
+        first turn of every bucket). Without it the harness answers the same question from
+        ``conversations()`` (:func:`logical_session_has_records`).
+    """
+
+    async def has_logical_records(self, logical_conversation_id: str, *, besides: str) -> bool: ...
+
+
+@runtime_checkable
+class DurableHistoryStore(HistoryStore, Protocol):
+    """A :class:`HistoryStore` that says whether its commits are durable.
+
+    ``durable`` is a claim, not a structure, so it is a value: ``True`` promises that an
+    acknowledged commit survives a process crash and a power cut, and that a commit that raises,
+    or is cut off, leaves the previous record. A store whose durability depends on how it is
+    configured (SQLite's ``synchronous``) says so per instance. A store claiming it proves it with
+    :class:`monoagent.testing.HistoryDurabilityContract`, which holds only stores whose
+    ``durable`` is ``True``; nothing else reads it. A ``durable`` that is not a bool is refused
+    when the store is built.
+    """
+
+    durable: bool
 
 
 @attrs.frozen
@@ -241,9 +271,10 @@ class ProviderSessionState:
 class ProviderSessionStore(HistoryStore, Protocol):
     """A :class:`HistoryStore` that keeps the provider session with each record (the transaction).
 
-    A store advertising :data:`CAPABILITY_PROVIDER_SESSIONS` implements these; only then does
-    ``runtime.session.transcriptsDir`` make sessions durable
-    (:mod:`monoagent.pipeline.durable_sessions`), otherwise they stay process-local.
+    Only with a store implementing it does ``runtime.session.transcriptsDir`` make sessions durable
+    (:mod:`monoagent.pipeline.durable_sessions`); otherwise they stay process-local. A store that
+    has ``load_provider_session`` but whose ``commit`` cannot take ``provider_session`` is refused
+    when it is built.
 
     ``load_provider_session(conversation_id)``
         The :class:`ProviderSessionState` the current record is bound to, or None (no record, an
@@ -261,22 +292,16 @@ class ProviderSessionStore(HistoryStore, Protocol):
     ) -> CommitReceipt: ...
 
 
-async def load_history(store: HistoryStore, conversation_id: str, on_warning: HistoryWarningCallback) -> Sequence[Message]:
-    """``store.load``, passing ``on_warning`` only to stores that advertise ``load_warnings``."""
-    if CAPABILITY_LOAD_WARNINGS in getattr(store, "capabilities", ()):
-        return await store.load(conversation_id, on_warning=on_warning)  # type: ignore[call-arg]  # the capability promises it
-    return await store.load(conversation_id)
-
-
-async def logical_session_has_records(store: HistoryStore, logical: str, *, besides: str) -> bool:
+async def logical_session_has_records(components: AgentComponents, store: HistoryStore, logical: str, *, besides: str) -> bool:
     """Whether ``store`` holds a record of the logical session ``logical`` other than ``besides``.
 
-    Asks the store directly when it advertises ``logical_lookup``, else lists ``conversations()``.
+    Asks the store directly when it is a :class:`LogicalLookupStore` (``components.supports``,
+    answered from what was recorded when the store was built), else lists ``conversations()``.
     The daily-rollover check uses it: the first turn of a bucket is a rollover only when the
     logical session has a record elsewhere (a brand-new conversation has none).
     """
-    if CAPABILITY_LOGICAL_LOOKUP in getattr(store, "capabilities", ()):
-        return bool(await store.has_logical_records(logical, besides=besides))  # type: ignore[attr-defined]  # the capability promises it
+    if components.supports(store, LogicalLookupStore):
+        return bool(await store.has_logical_records(logical, besides=besides))
     return any(
         info.conversation_id != besides and logical_conversation_id(info.conversation_id) == logical
         for info in await store.conversations()
@@ -502,13 +527,17 @@ class MemoryTier(Protocol):
       near-duplicate into an existing entry, returning that entry's id.
     * ``forget(id)`` removes one entry; True if it existed, False otherwise.
 
-    Optional attributes and methods, looked up with ``getattr`` so a minimal tier needs none:
+    A minimal tier needs nothing more. What a tier can do beyond this is declared by the
+    sub-protocols it implements, each checked when the tier is built (one implemented only in
+    part is refused, naming what it lacks); a tier that does not implement one gets the default
+    said here:
 
-    * ``automatic_recall: bool`` (default True): whether the tier answers the per-turn
-      ``recall_memory`` step. A tier that is searched only through tools sets it False.
-    * ``captures: bool`` (default True): whether post-turn capture adds each committed turn.
-    * ``list(limit=, offset=)`` and ``stats()``: see :class:`BrowsableMemoryTier`.
-    * ``close()`` (may be a coroutine): called once when the Agent closes.
+    * :class:`SelectiveMemoryTier` (``automatic_recall``, ``captures``): which automatic steps
+      use the tier; without it, both do.
+    * :class:`BrowsableMemoryTier` (``list``, ``stats``): ``monoagent memory list`` and
+      ``stats``; without it, those commands say the tier cannot.
+    * :class:`ClosableMemoryTier` (``close``): released when the Agent closes; without it,
+      nothing is.
     """
 
     name: str
@@ -518,6 +547,30 @@ class MemoryTier(Protocol):
     async def add(self, text: str, *, metadata: dict[str, Any] | None = None) -> str: ...
 
     async def forget(self, memory_id: str) -> bool: ...
+
+
+@runtime_checkable
+class SelectiveMemoryTier(MemoryTier, Protocol):
+    """A tier that says which of the automatic memory steps use it (both, for a tier without them).
+
+    ``automatic_recall``: whether the tier answers the per-turn ``recall_memory`` step (a tier
+    that is searched only through tools, like ``journal``, sets it False). ``captures``: whether
+    post-turn capture adds each committed turn to it. A tier sets both.
+    """
+
+    automatic_recall: bool
+    captures: bool
+
+
+@runtime_checkable
+class ClosableMemoryTier(MemoryTier, Protocol):
+    """A tier that holds resources (a connection, a file): ``close()`` releases them.
+
+    Called once, when the Agent that built the tier closes (and by ``monoagent memory`` for a tier
+    it built for one command); it may be a coroutine.
+    """
+
+    def close(self) -> Awaitable[None] | None: ...
 
 
 @attrs.frozen
@@ -604,6 +657,18 @@ class ServedChannel(Channel, Protocol):
     def cancel_in_flight(self) -> int: ...
 
     async def shutdown(self) -> None: ...
+
+
+@runtime_checkable
+class CheckedChannel(ServedChannel, Protocol):
+    """A served channel that can say what it would do without serving (``monoagent serve --check``).
+
+    ``check()`` returns lines for the report (one per hook, job, ...) and raises
+    :class:`~monoagent.kernel.errors.ConfigError` saying how to fix what is wrong; it binds and
+    starts nothing. A served channel without it shows only its routes.
+    """
+
+    def check(self) -> Sequence[str]: ...
 
 
 @attrs.frozen

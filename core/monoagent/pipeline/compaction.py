@@ -1,7 +1,8 @@
 """Compaction, the harness's step that keeps a request inside the model's context window.
 
 history budget = context window (``runtime.compaction.contextWindowOverride``, else the
-provider runtime's ``context_window``, else 200,000) - ``runtime.compaction.responseReserveTokens``.
+provider runtime's ``context_window`` (:class:`~monoagent.kernel.interfaces.WindowedProviderRuntime`),
+else 200,000) - ``runtime.compaction.responseReserveTokens``.
 
 **Proactive**, on every turn before the provider call (:func:`compact_proactively`):
 
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from monoagent.kernel import hookspecs
-from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy
+from monoagent.kernel.interfaces import CompactionOutcome, CompactionPolicy, StoredCompaction, WindowedProviderRuntime
 from monoagent.kernel.model import AssembledPrompt, Message
 
 if TYPE_CHECKING:
@@ -71,7 +72,10 @@ def history_budget(turn: TurnRun) -> int:
     cfg = turn.config.runtime.compaction
     window = cfg.context_window_override
     if not window:
-        window = getattr(turn.agent.provider(turn.model), "context_window", None) or DEFAULT_CONTEXT_WINDOW
+        runtime = turn.agent.provider(turn.model)
+        if turn.agent.components.supports(runtime, WindowedProviderRuntime):
+            window = runtime.context_window
+        window = window or DEFAULT_CONTEXT_WINDOW
     return max(window - cfg.response_reserve_tokens, 0)
 
 
@@ -95,10 +99,9 @@ async def stored_view(turn: TurnRun, history: tuple[Message, ...]) -> tuple[Mess
     if not cfg.enabled:
         return None
     policy = turn.agent.compaction_policy(cfg.policy)
-    view = getattr(policy, "view", None)  # StoredCompaction; not isinstance(): a Protocol check costs more than the turn's estimate
-    if view is None:
+    if not turn.agent.components.supports(policy, StoredCompaction):  # recorded when the policy was built
         return None
-    stored = await view(turn.view, history)
+    stored = await policy.view(turn.view, history)
     return None if stored is None else tuple(stored)
 
 

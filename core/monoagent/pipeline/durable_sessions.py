@@ -2,7 +2,7 @@
 
 :class:`DurableSessionBackend` is the :class:`~monoagent.pipeline.sessions.SessionBackend` that
 :func:`~monoagent.pipeline.sessions.session_backend` picks when ``runtime.session.transcriptsDir`` is set and the
-history store advertises :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`. The
+history store is a :class:`~monoagent.kernel.interfaces.ProviderSessionStore`. The
 history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
 model) is published atomically with the turn's messages, and a transcript is resumed only when
 it is exactly the one that state names. One turn, as the backend sees it:
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore, load_history
+from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
 from monoagent.pipeline import sessions
@@ -236,7 +236,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         from the store is reported only when the history changed (the harness reported it for the same record).
         """
         warnings: list[tuple[str, str]] = []
-        history = tuple(await load_history(self.store, turn.conversation_id, lambda code, message: warnings.append((code, message))))
+        history = tuple(await self.store.load(turn.conversation_id, on_warning=lambda code, message: warnings.append((code, message))))
         if history != turn.history:
             turn.history = history
             for code, message in warnings:
@@ -330,7 +330,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         append) do not take the session lock, so one may land during the provider call; a
         transcript built on the history before it must not be bound to the record after it.
         """
-        current = await load_history(self.store, turn.conversation_id, lambda code, message: None)  # reported at open
+        current = await self.store.load(turn.conversation_id, on_warning=lambda code, message: None)  # reported at open
         return tuple(current) != opened
 
     def _append(self, conversation_id: str, session: WarmSession, revision: int, appended: list[Message]) -> int:

@@ -39,7 +39,7 @@ import attrs
 from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.host import await_me_maybe
-from monoagent.kernel.interfaces import CommitReceipt, load_history, logical_session_has_records
+from monoagent.kernel.interfaces import CommitReceipt, logical_session_has_records
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -277,8 +277,8 @@ class Harness(RunControl):
         agent = self.agent
         hooks = agent.hooks
         store = agent.history_store
-        turn.history = tuple(await load_history(
-            store, turn.conversation_id, lambda code, message: turn.emit("runtime_warning", code=code, message=message)
+        turn.history = tuple(await store.load(
+            turn.conversation_id, on_warning=lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
         await self._resolve_bucket(turn)
         if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
@@ -329,7 +329,7 @@ class Harness(RunControl):
         if session.bucket is None or turn.history:
             return
         store = self.agent.history_store
-        if await logical_session_has_records(store, session.logical_conversation_id, besides=session.conversation_id):
+        if await logical_session_has_records(self.agent.components, store, session.logical_conversation_id, besides=session.conversation_id):
             turn.session = attrs.evolve(session, new_bucket=True)
             turn.emit("session_boundary", kind="rollover", bucket=session.bucket)
 

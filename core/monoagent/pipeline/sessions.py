@@ -28,7 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -371,27 +371,26 @@ def session_backend(agent: Agent) -> SessionBackend:
     """The session backend of a new harness of ``agent``.
 
     Durable (:class:`~monoagent.pipeline.durable_sessions.DurableSessionBackend`) when
-    ``runtime.session.transcriptsDir`` is set and the history store advertises
-    :data:`~monoagent.kernel.interfaces.CAPABILITY_PROVIDER_SESSIONS`; otherwise in memory
-    (process-local sessions). A root set for a store without the capability is withheld, and a
-    log line says so once.
+    ``runtime.session.transcriptsDir`` is set and the history store is a
+    :class:`~monoagent.kernel.interfaces.ProviderSessionStore`; otherwise in memory
+    (process-local sessions). A root set for another store is withheld, and a log line says so once.
     """
-    from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, ProviderSessionStore
+    from monoagent.kernel.interfaces import ProviderSessionStore
 
     idle_timeout_ms = agent.config.runtime.session.idle_timeout_ms
     root = agent.config.runtime.session.transcripts_dir
     if root is None:
         return InMemorySessionBackend(idle_timeout_ms)
     store = agent.history_store
-    if CAPABILITY_PROVIDER_SESSIONS in getattr(store, "capabilities", ()):
+    if agent.components.supports(store, ProviderSessionStore):
         from monoagent.pipeline.durable_sessions import DurableSessionBackend
 
-        return DurableSessionBackend(cast("ProviderSessionStore", store), agent.config.resolve(root), idle_timeout_ms)
-    name = str(getattr(store, "name", type(store).__name__))
-    if (str(root), name) not in _WITHHELD:
-        _WITHHELD.add((str(root), name))
+        return DurableSessionBackend(store, agent.config.resolve(root), idle_timeout_ms)
+    if (str(root), store.name) not in _WITHHELD:
+        _WITHHELD.add((str(root), store.name))
         logger.warning(
-            "runtime.session.transcriptsDir is set, but the history store {!r} does not advertise the {!r} "
-            "capability: warm sessions stay in this process and are lost on restart", name, CAPABILITY_PROVIDER_SESSIONS,
+            "runtime.session.transcriptsDir is set, but the history store {!r} is not a ProviderSessionStore "
+            "(load_provider_session, commit with provider_session=): warm sessions stay in this process and are lost on restart",
+            store.name,
         )
     return InMemorySessionBackend(idle_timeout_ms)

@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from monoagent.kernel.components import missing_members
 from monoagent.kernel.errors import ConfigError, ProviderError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.interfaces import ProviderRuntime
@@ -217,7 +218,10 @@ class InProcessProviders:
     def __init__(self, runtimes: Sequence[ProviderRuntime]) -> None:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for runtime in runtimes:
-            name = getattr(runtime, "name", None)
+            missing = missing_members(runtime, ProviderRuntime)
+            if missing:
+                raise ConfigError(f"an in-process provider is a ProviderRuntime: {type(runtime).__name__} has no {', '.join(missing)}")
+            name = runtime.name
             if not isinstance(name, str) or ":" not in name or not name.partition(":")[2]:
                 raise ConfigError(f"an in-process provider needs a name 'prefix:model' (its model id), not {name!r}")
             if name in self.runtimes:

@@ -27,14 +27,17 @@ concurrency tests race threads, skipping when no overlap was observed. Every cla
 :class:`~monoagent.kernel.interfaces.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
 and logical), corruption handling and concurrency.
 
-A store is held only to what it declares in its ``capabilities`` (a frozenset of the
-``CAPABILITY_*`` names of :mod:`monoagent.kernel.interfaces`). Every store proves the
-:class:`~monoagent.kernel.interfaces.HistoryStore` clauses (order, exact ids, bounds, atomic
-commits, reset, concurrent writers); ``logical_reset``, ``logical_lookup``, ``load_warnings``
-(the corruption tests) and ``provider_sessions`` (the clauses of
-:class:`~monoagent.kernel.interfaces.ProviderSessionStore`) each add their tests, and a store
-with ``stats()`` and ``clear_all()`` proves the totals. A test whose capability the store does not
-declare is skipped, and its reason names the capability it needs.
+A store is held only to the sub-protocols of :class:`~monoagent.kernel.interfaces.HistoryStore`
+it implements. Every store proves the :class:`~monoagent.kernel.interfaces.HistoryStore` clauses
+(order, exact ids, bounds, atomic commits, reset, concurrent writers) and that it would be accepted
+when built (no sub-protocol implemented in part, a ``load`` that takes ``on_warning``);
+:class:`~monoagent.kernel.interfaces.ManagedHistoryStore` (logical reset, totals),
+:class:`~monoagent.kernel.interfaces.LogicalLookupStore` and
+:class:`~monoagent.kernel.interfaces.ProviderSessionStore` each add their tests, and a store whose
+test module can damage a record (``corrupt``, ``replace_record``) proves the corruption clauses
+(an unreadable record starts cold, is reported through ``on_warning`` and is replaced). A test
+whose sub-protocol the store does not implement is skipped, and its reason names the
+sub-protocol and its members.
 
 The bounds live in :mod:`monoagent.testing.history_contract_bounds`, the stage quota in
 :mod:`monoagent.testing.history_contract_stages`, foreign files and exact totals in
@@ -54,13 +57,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from monoagent.kernel.components import HISTORY_STORES
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
-    CAPABILITY_LOAD_WARNINGS,
-    CAPABILITY_LOGICAL_LOOKUP,
-    CAPABILITY_LOGICAL_RESET,
-    CAPABILITY_PROVIDER_SESSIONS,
+    LogicalLookupStore,
+    ManagedHistoryStore,
     ProviderSessionState,
+    ProviderSessionStore,
     logical_conversation_id,
 )
 from monoagent.kernel.model import Message, ToolCall
@@ -238,6 +241,16 @@ class HistoryStoreContract(
         assert contents(self.load(self.make_store(tmp_path), "c")) == ["question 0", "answer 0", "question 1", "answer 1"]
         self.close(store)
 
+    # ------------------------------------------------------------------ what is checked when the store is built
+
+    def test_contract_the_store_would_be_accepted_when_built(self, tmp_path: Path) -> None:
+        """What ``agent.components`` checks when a plugin's factory returns the store: every member of ``HistoryStore``,
+        a ``load`` that takes ``on_warning``, and each sub-protocol implemented whole or not at all."""
+        store = self.make_store(tmp_path)
+        problems = HISTORY_STORES.problems(store)
+        self.close(store)
+        assert not problems, f"the history store would be refused when built: it {'; it '.join(problems)}"
+
     # ------------------------------------------------------------------ reset
 
     def test_contract_reset_one_conversation(self, tmp_path: Path) -> None:
@@ -250,7 +263,7 @@ class HistoryStoreContract(
         self.close(store)
 
     def test_contract_logical_reset_clears_every_daily_bucket(self, tmp_path: Path) -> None:
-        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        store = self.declaring(tmp_path, ManagedHistoryStore)
         session = ["tg:42", "tg:42:2025-03-01", "tg:42:2025-03-02"]
         others = ["tg:420:2025-03-01", "tg:4", "other"]
         for n, cid in enumerate(session + others):
@@ -269,7 +282,7 @@ class HistoryStoreContract(
         self.close(store, fresh)
 
     def test_contract_logical_lookup_sees_other_buckets_only(self, tmp_path: Path) -> None:
-        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_LOOKUP, CAPABILITY_LOGICAL_RESET)
+        store = self.declaring(tmp_path, LogicalLookupStore, ManagedHistoryStore)
         today, earlier = "tg:42:2025-03-02", "tg:42:2025-03-01"
         assert not self.run(store.has_logical_records("tg:42", besides=today))
         self.run(store.commit("tg:420:2025-03-01", turn_messages(0)))
@@ -284,7 +297,7 @@ class HistoryStoreContract(
     # ------------------------------------------------------------------ corruption
 
     def test_contract_unreadable_record_starts_cold_and_is_replaced(self, tmp_path: Path) -> None:
-        store = self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS)
+        store = self.make_store(tmp_path)
         self.commit_turns(store, "c", range(2))
         self.corrupt(store, "c")
         warnings: list[tuple[str, str]] = []
@@ -297,7 +310,7 @@ class HistoryStoreContract(
 
     def test_contract_any_unreadable_record_starts_cold_and_resets(self, tmp_path: Path) -> None:
         """Every one of :data:`UNREADABLE_RECORDS` and :func:`damaged_records` is a cold start, replaced and reset."""
-        self.close(self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS, CAPABILITY_LOGICAL_RESET))
+        self.close(self.declaring(tmp_path, ManagedHistoryStore))
         cases = [(f"damaged-{n}", data) for n, data in enumerate(UNREADABLE_RECORDS)]
         cases += [(f"defect-{n}:2025-01-01", damaged_records(f"defect-{n}:2025-01-01")[n]) for n in range(len(damaged_records("")))]
         self.commit_turns(self.make_store(tmp_path), "intact", range(1))
@@ -320,7 +333,7 @@ class HistoryStoreContract(
 
     def test_contract_a_newer_record_fails_closed(self, tmp_path: Path) -> None:
         """A record of a newer version is neither read nor replaced (``HistoryStoreError``); a logical reset removes it."""
-        store = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        store = self.declaring(tmp_path, ManagedHistoryStore)
         cid = "newer:2025-01-01"
         newer = self.newer_record(cid)
         self.commit_turns(store, cid, range(1))
@@ -371,11 +384,11 @@ class HistoryStoreContract(
         assert self.run(store.stats()).bytes == listed["a"].bytes
         self.close(store)
 
-    # ------------------------------------------------------------------ provider sessions (the capability)
+    # ------------------------------------------------------------------ provider sessions (ProviderSessionStore)
 
     def provider_session_store(self, tmp_path: Path) -> Any:
-        """A store advertising ``provider_sessions``; the clauses below are skipped for a store without it."""
-        return self.declaring(tmp_path, CAPABILITY_PROVIDER_SESSIONS)
+        """A :class:`~monoagent.kernel.interfaces.ProviderSessionStore`; the clauses below are skipped for another store."""
+        return self.declaring(tmp_path, ProviderSessionStore)
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)

@@ -26,9 +26,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import CAPABILITY_PROVIDER_SESSIONS, HistoryStore, ProviderSessionState
+from monoagent.kernel.interfaces import HistoryStore, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.model import ArtifactRef, Message, ToolCall
 from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
@@ -162,9 +163,10 @@ class HistoryBoundsContract(HistoryContractBase):
             self.run(self.make_store(tmp_path, max_message_bytes=big).commit(cid, before))
             assert self.load(self.make_store(tmp_path), cid) == before, "a record within 64 x 64 KiB written under a larger cap"
             writer = self.make_store(tmp_path)
-            if CAPABILITY_PROVIDER_SESSIONS in frozenset(getattr(writer, "capabilities", ())):
-                receipt = self.run(writer.commit(cid, turn, provider_session=SESSION))  # type: ignore[call-arg]
-                assert self.run(self.make_store(tmp_path).load_provider_session(cid)) == SESSION, (  # type: ignore[attr-defined]
+            if isinstance(writer, ProviderSessionStore):
+                receipt = self.run(writer.commit(cid, turn, provider_session=SESSION))
+                reader: Any = self.make_store(tmp_path)
+                assert self.run(reader.load_provider_session(cid)) == SESSION, (
                     "the provider session of a commit that dropped earlier messages")
             else:
                 receipt = self.run(writer.commit(cid, turn))

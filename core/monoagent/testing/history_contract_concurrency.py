@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.interfaces import CAPABILITY_LOGICAL_RESET, HistoryStore
+from monoagent.kernel.interfaces import HistoryStore, ManagedHistoryStore
 from monoagent.testing.history_contract_support import (
     DEADLINE,
     CommitHold,
@@ -135,7 +135,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
                 assert contents(self.load(handle, "c")) in whole, "a read during a commit saw part of a turn"
                 listed = {info.conversation_id: info.message_count for info in self.run(handle.conversations())}
                 assert listed in ({"c": 4}, {"c": 6})
-                if callable(getattr(handle, "stats", None)):  # a store may stage a commit or not, but counts it consistently
+                if isinstance(handle, ManagedHistoryStore):  # a store may stage a commit or not, but counts it consistently
                     stats = self.run(handle.stats())
                     assert stats.records == 1 and (stats.stages == 0) == (stats.stage_bytes == 0), stats
         finally:
@@ -195,7 +195,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
 
     def test_contract_logical_reset_is_atomic_with_commits(self, tmp_path: Path) -> None:
         """A commit acknowledged before the reset is gone, one begun after it survives, one during it is either, wholly."""
-        resetter = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET, max_messages=1000)
+        resetter = self.declaring(tmp_path, ManagedHistoryStore, max_messages=1000)
         buckets = [f"s:2025-01-0{d}" for d in range(1, 4)]
         writers = [self.make_store(tmp_path, max_messages=1000) for _ in buckets]
         hold = CommitHold(at=None)
@@ -267,7 +267,7 @@ class HistoryConcurrencyContract(HistoryContractBase):
 
     def test_contract_a_half_reset_session_is_never_seen(self, tmp_path: Path) -> None:
         """While a logical reset is held open, every bucket reads as reset or every one as before, and a commit waits or lands after."""
-        resetter = self.declaring(tmp_path, CAPABILITY_LOGICAL_RESET)
+        resetter = self.declaring(tmp_path, ManagedHistoryStore)
         hold = CommitHold(at=1)
         self.holding(resetter, hold, inside="reset")
         session = ["s", "s:2025-01-01", "s:2025-01-02", "s:2025-01-03"]

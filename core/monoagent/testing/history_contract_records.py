@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import CAPABILITY_LOAD_WARNINGS, logical_conversation_id
+from monoagent.kernel.interfaces import logical_conversation_id
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 
@@ -67,7 +67,7 @@ def as_message(stored: dict[str, Any]) -> Message:
 class HistoryRecordsContract(HistoryContractBase):
     """Records in the documented layout (mixed into :class:`~monoagent.testing.HistoryStoreContract`)."""
 
-    def layout_store(self, tmp_path: Path, conversation_id: str, *capabilities: str) -> Any:
+    def layout_store(self, tmp_path: Path, conversation_id: str) -> Any:
         """A store that writes the documented layout, with a record of ``conversation_id`` in it; else a skip saying why.
 
         Whether a store keeps that layout is judged by what its own commit writes (a JSON object
@@ -76,7 +76,7 @@ class HistoryRecordsContract(HistoryContractBase):
         never by what it reads, so a store that fails to read the layout it writes fails here
         instead of skipping; such a record must hold the documented keys in their order.
         """
-        store = self.declaring(tmp_path, *capabilities)
+        store = self.make_store(tmp_path)
         self.commit_turns(store, conversation_id, range(1))
         written = self.record_file(store, conversation_id)
         if written is None:
@@ -143,7 +143,7 @@ class HistoryRecordsContract(HistoryContractBase):
     def test_contract_a_damaged_records_warning_names_the_field(self, tmp_path: Path) -> None:
         """The one-line warning of a record with one defect names the field at fault (a key of the record or of its message)."""
         cid = "named:2025-01-01"
-        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        store = self.layout_store(tmp_path, cid)
         good = [layout_message(0)]
         cases = [(field, layout_record(cid, good, **{field: value})) for field, value in (
             ("version", "2"), ("version", 0), ("conversationId", 7), ("logicalConversationId", "named:x"), ("updatedAt", "1700000000"),
@@ -168,7 +168,7 @@ class HistoryRecordsContract(HistoryContractBase):
         """A conversation id, a version or a role of thousands of characters: still a cold start with one one-line warning;
         a newer version number of any size still fails closed with ``HistoryStoreError``."""
         cid = "long " + "x" * 5_000 + ":2025-01-01"
-        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        store = self.layout_store(tmp_path, cid)
         for data in (layout_record(cid, [layout_message(0)], version="v\n" * 2_500),
                      layout_record(cid, [layout_message(0, role="r\x1b" * 2_500)]),
                      layout_record(cid, [layout_message(0, content=["c"] * 2_500)])):
@@ -197,7 +197,7 @@ class HistoryRecordsContract(HistoryContractBase):
     def test_contract_updated_at_at_its_boundaries(self, tmp_path: Path) -> None:
         """``updatedAt`` 0 and just above, and just before the year 10000 (253402300800), are times; just either side is not."""
         cid = "times:2025-01-01"
-        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        store = self.layout_store(tmp_path, cid)
         for updated_at, damaged in ((0, False), (0.0, False), (0.5, False), (253402300799.5, False),
                                     (-0.5, True), (253402300800.0, True), (253402300800.5, True)):
             self.replace_record(store, cid, layout_record(cid, [layout_message(0)], updatedAt=updated_at))
@@ -207,7 +207,7 @@ class HistoryRecordsContract(HistoryContractBase):
     def test_contract_a_pretty_printed_record_is_read_and_extended(self, tmp_path: Path) -> None:
         """Whitespace and indentation are not damage: such a record loads, and a commit extends it."""
         cid = "pretty:2025-01-01"
-        store = self.layout_store(tmp_path, cid, CAPABILITY_LOAD_WARNINGS)
+        store = self.layout_store(tmp_path, cid)
         stored = [layout_message(n) for n in range(3)]
         record = json.loads(layout_record(cid, stored))
         self.replace_record(store, cid, json.dumps(record, indent=2, ensure_ascii=False).encode())
@@ -227,7 +227,7 @@ class HistoryRecordsContract(HistoryContractBase):
         for cid in ("capped:2025-01-01", "i" * 600_000):
             serialised = len(json.dumps(cid, ensure_ascii=False).encode("utf-8"))
             cap = window + max(1024 * 1024, 2 * serialised + 256)
-            store = self.layout_store(tmp_path / cid[:8], cid, CAPABILITY_LOAD_WARNINGS)
+            store = self.layout_store(tmp_path / cid[:8], cid)
             base = layout_record(cid, [layout_message(0)])
             for size, damaged in ((cap - 1, False), (cap, False), (cap + 1, True)):
                 self.replace_record(store, cid, base[:-1] + b" " * (size - len(base)) + b"}")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from monoagent.kernel.interfaces import ManagedHistoryStore
 from monoagent.kernel.model import Message
-from monoagent.testing.history_contract_support import SLACK, STAMP, HistoryContractBase
+from monoagent.testing.history_contract_support import SLACK, STAMP, HistoryContractBase, implementing
 
 
 def bulky_turn(index: int) -> list[Message]:
@@ -44,11 +45,11 @@ class HistoryRetentionContract(HistoryContractBase):
     def test_contract_retention_by_bytes(self, tmp_path: Path) -> None:
         """With ``max_bytes`` just over three records, three are kept and a fourth prunes the oldest; just under, two."""
         measure = self.retaining(tmp_path / "measure", max_bytes=1 << 30)
-        if not callable(getattr(measure, "stats", None)):
+        if not isinstance(measure, ManagedHistoryStore):
             import pytest
 
             self.close(measure)
-            pytest.skip("needs the ManagedHistoryStore method stats() to measure the records' bytes")
+            pytest.skip(f"needs a store that implements {implementing(ManagedHistoryStore)} to measure the records' bytes")
         for n in range(3):
             self.run(measure.commit(f"c{n}", bulky_turn(n)))
         three = self.run(measure.stats()).bytes

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
+from monoagent.kernel.interfaces import ManagedHistoryStore
 from monoagent.kernel.model import Message
 from monoagent.testing.history_contract_support import (
     SLACK,
@@ -32,6 +33,7 @@ from monoagent.testing.history_contract_support import (
     CommitHold,
     HistoryContractBase,
     StoreThread,
+    implementing,
     wait_for,
 )
 
@@ -53,9 +55,9 @@ class HistoryStageContract(HistoryContractBase):
         except TypeError:
             pytest.skip("needs make_store(tmp_path, max_stage_bytes=...) (the history.maxStageBytes quota of live "
                         "unpublished stages); this store's make_store does not take it")
-        if not callable(getattr(store, "stats", None)):
+        if not isinstance(store, ManagedHistoryStore):
             self.close(store)
-            pytest.skip("needs the ManagedHistoryStore method stats() (its stage_bytes) to measure a live stage")
+            pytest.skip(f"needs a store that implements {implementing(ManagedHistoryStore)} (its stage_bytes) to measure a live stage")
         return store
 
     def _while_held(self, directory: Path, quota: int, cid: str, turn: list[Message], during: Any) -> Any:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.interfaces import CAPABILITY_LOGICAL_RESET, HistoryStore
+from monoagent.kernel.interfaces import HistoryStore
 from monoagent.testing.history_contract_support import HistoryContractBase
 
 FOREIGN_FILES = {
@@ -106,10 +106,7 @@ class HistoryStorageContract(HistoryContractBase):
         assert {i.conversation_id: i.message_count for i in self.run(fresh.conversations())} == listed
         self.commit_turns(fresh, "a", range(1, 2))
         assert self.run(fresh.reset("c")) == 6
-        if CAPABILITY_LOGICAL_RESET in frozenset(getattr(fresh, "capabilities", ())):
-            assert self.run(fresh.reset_logical("b")).records == 1
-        else:
-            assert self.run(fresh.reset("b:2025-01-01")) == 4
+        assert self.run(fresh.reset_logical("b")).records == 1
         remaining = self.run(fresh.stats())
         assert remaining.records == 1 and remaining.stages == 0, remaining
         cleared = self.run(fresh.clear_all())

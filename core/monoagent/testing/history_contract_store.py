@@ -41,15 +41,20 @@ from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
 from monoagent.kernel.interfaces import (
-    CAPABILITY_LOAD_WARNINGS,
-    CAPABILITY_LOGICAL_RESET,
-    CAPABILITY_PROVIDER_SESSIONS,
     HistoryStore,
+    ManagedHistoryStore,
     ProviderSessionState,
+    ProviderSessionStore,
     logical_conversation_id,
 )
 from monoagent.kernel.model import Message, ToolCall
-from monoagent.testing.history_contract_support import HistoryContractBase, contents, turn_messages, turns_text
+from monoagent.testing.history_contract_support import (
+    HistoryContractBase,
+    contents,
+    implementing,
+    turn_messages,
+    turns_text,
+)
 
 DAY = 86_400.0
 START = 1_900_000_000.0
@@ -172,11 +177,11 @@ class HistoryLifecycleContract(HistoryContractBase):
             return store
 
         measure = three(tmp_path / "measure", 1 << 30)
-        if not callable(getattr(measure, "stats", None)):
+        if not isinstance(measure, ManagedHistoryStore):
             import pytest
 
             self.close(measure)
-            pytest.skip("needs the ManagedHistoryStore method stats() to measure the records' bytes")
+            pytest.skip(f"needs a store that implements {implementing(ManagedHistoryStore)} to measure the records' bytes")
         total = self.run(measure.stats()).bytes
         self.close(measure)
         for bound, kept in ((total + 1, ["c0", "c1", "c2"]), (total, ["c0", "c1", "c2"]), (total - 1, ["c1", "c2"])):
@@ -255,8 +260,7 @@ class HistoryLifecycleContract(HistoryContractBase):
             self.commit_turns(store, cid, range(1))
             self.replace_record(store, cid, hand_written_records(cid)[layout])
             reader: Any = self.make_store(tmp_path)
-            warned = CAPABILITY_LOAD_WARNINGS in frozenset(getattr(reader, "capabilities", ()))
-            loaded = self.load(reader, cid, **({"on_warning": lambda *_: None} if warned else {}))
+            loaded = self.load(reader, cid, on_warning=lambda *_: None)
             assert contents(loaded) in ([], ["hand 0 ünï 🎉", 'hand 1 "quoted" \\ ]}']), f"{layout}: read as {contents(loaded)}"
             writer = self.make_store(tmp_path)
             receipt = self.run(writer.commit(cid, turn_messages(7)))
@@ -282,7 +286,7 @@ class HistoryLifecycleContract(HistoryContractBase):
         buckets = ["tg:7", "tg:7:2025-03-01", "tg:7:2025-03-02"]
 
         def session(directory: Path, stop_at: int | None) -> tuple[Any, list[int]]:
-            store = self.declaring(directory, CAPABILITY_LOGICAL_RESET)
+            store = self.declaring(directory, ManagedHistoryStore)
             for n, cid in enumerate(buckets):
                 self.run(store.commit(cid, turn_messages(n)))
             self.commit_turns(store, "tg:70", range(1))
@@ -347,11 +351,10 @@ class HistoryLifecycleContract(HistoryContractBase):
             self.load(self.make_store(tmp_path), "a:2025-01-01")
             self.run(store.conversations())
             self.run(store.reset("b"))
-            if CAPABILITY_LOGICAL_RESET in frozenset(getattr(store, "capabilities", ())):
+            if isinstance(store, ManagedHistoryStore):
                 self.run(store.reset_logical("a"))
-            for method in ("stats", "clear_all"):
-                if callable(getattr(store, method, None)):
-                    self.run(getattr(store, method)())
+                self.run(store.stats())
+                self.run(store.clear_all())
         finally:
             os.chdir(previous)
             self.close(store)
@@ -368,7 +371,7 @@ class HistoryLifecycleContract(HistoryContractBase):
 
         from monoagent.testing.history_contract import UNREADABLE_RECORDS, damaged_records
 
-        store = self.declaring(tmp_path, CAPABILITY_LOAD_WARNINGS)
+        store = self.make_store(tmp_path)
         self.commit_turns(store, "intact", range(1))
         cases = [("truncated", UNREADABLE_RECORDS[1]), ("no record", UNREADABLE_RECORDS[4]),
                  ("another conversation", damaged_records("damaged:2025-01-01")[4])]
@@ -409,12 +412,12 @@ class HistoryLifecycleContract(HistoryContractBase):
         else:
             raise AssertionError("commit accepted a value that is not a Message")
         assert contents(self.load(self.make_store(tmp_path), "c")) == turns_text([0])
-        if CAPABILITY_PROVIDER_SESSIONS not in frozenset(getattr(store, "capabilities", ())):
+        if not isinstance(store, ProviderSessionStore):
             self.close(store)
             return
         for state in (ProviderSessionState("xyz", 1), ProviderSessionState("ab" * 16, -1)):
             try:
-                self.run(store.commit("c", turn_messages(1), provider_session=state))  # type: ignore[call-arg]
+                self.run(store.commit("c", turn_messages(1), provider_session=state))
             except (TypeError, ValueError, HistoryStoreError) as exc:
                 text = str(exc).lower()
                 assert "provider_session" in text or "provider session" in text, (

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from monoagent.kernel.components import HISTORY_STORES, protocol_members
 from monoagent.kernel.interfaces import HistoryStore, ManagedHistoryStore
 from monoagent.kernel.model import Message
 
@@ -127,6 +128,12 @@ class CommitHold:
             wait_for(self.release, "the contract to release the commit it holds")
 
 
+def implementing(capability: type) -> str:
+    """``ManagedHistoryStore (reset_logical, stats, clear_all)``: a sub-protocol and the members it adds, for a skip."""
+    own = [member for member in protocol_members(capability) if member not in protocol_members(HistoryStore)]
+    return f"{capability.__name__} ({', '.join(own)})"
+
+
 class HistoryContractBase:
     """The hooks a store's test module overrides, and the helpers the suite's tests share."""
 
@@ -187,18 +194,19 @@ class HistoryContractBase:
 
         self.run(go())
 
-    def declaring(self, tmp_path: Path, *capabilities: str, **bounds: Any) -> Any:
-        """A store from :meth:`make_store`, or a skip when it does not declare every one of ``capabilities``."""
+    def declaring(self, tmp_path: Path, *capabilities: type, **bounds: Any) -> Any:
+        """A store from :meth:`make_store`, or a skip when it does not implement every one of the sub-protocols
+        ``capabilities`` (:class:`~monoagent.kernel.interfaces.ManagedHistoryStore`, ...); the skip names them."""
         store = self.make_store(tmp_path, **bounds)
-        declared = frozenset(getattr(store, "capabilities", ()))
-        missing = [name for name in capabilities if name not in declared]
+        missing = [capability for capability in capabilities if not isinstance(store, capability)]
         if missing:
             import pytest
 
             self.close(store)
+            implemented = sorted(capability.__name__ for capability in HISTORY_STORES.implemented(store))
             pytest.skip(
-                f"needs the store capabilit{'ies' if len(missing) > 1 else 'y'} {', '.join(map(repr, missing))}; "
-                f"this store declares {', '.join(map(repr, sorted(declared))) or 'none'}"
+                f"needs a store that implements {' and '.join(map(implementing, missing))}; "
+                f"this store implements {', '.join(implemented) or 'no sub-protocol of HistoryStore'}"
             )
         return store
 
@@ -217,14 +225,8 @@ class HistoryContractBase:
         return sorted(info.conversation_id for info in self.run(store.conversations()))
 
     def with_totals(self, tmp_path: Path) -> Any:
-        """A store from :meth:`make_store`, or a skip when it has no ``stats()`` and ``clear_all()``."""
-        store = self.make_store(tmp_path)
-        if not (callable(getattr(store, "stats", None)) and callable(getattr(store, "clear_all", None))):
-            import pytest
-
-            self.close(store)
-            pytest.skip("needs the ManagedHistoryStore methods stats() and clear_all(); this store lacks one or both")
-        return store
+        """A store from :meth:`make_store`, or a skip when it is not a ``ManagedHistoryStore`` (``stats()``, ``clear_all()``)."""
+        return self.declaring(tmp_path, ManagedHistoryStore)
 
     def holding(self, store: HistoryStore, hold: CommitHold, *, inside: str = "commit") -> None:
         """Install ``hold`` in ``store``'s commits (or resets), or skip naming the hook when the store gives no way."""

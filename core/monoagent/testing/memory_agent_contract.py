@@ -17,7 +17,7 @@ from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import MemoryTier
+from monoagent.kernel.interfaces import ClosableMemoryTier, MemoryTier, SelectiveMemoryTier
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
 from monoagent.text import utf8_len
 
@@ -98,15 +98,21 @@ class TierHarness:
 
     @staticmethod
     def close(tier: MemoryTier) -> None:
-        close = getattr(tier, "close", None)
-        if close is not None:
-            value = close()
+        """Release ``tier`` when it is a :class:`~monoagent.kernel.interfaces.ClosableMemoryTier`."""
+        if isinstance(tier, ClosableMemoryTier):
+            value = tier.close()
             if asyncio.iscoroutine(value):
                 _run(value)
 
     @staticmethod
     def automatic(tier: MemoryTier) -> bool:
-        return bool(getattr(tier, "automatic_recall", True))
+        """Whether per-turn recall searches ``tier`` (True unless a :class:`SelectiveMemoryTier` says otherwise)."""
+        return not isinstance(tier, SelectiveMemoryTier) or bool(tier.automatic_recall)
+
+    @staticmethod
+    def captures(tier: MemoryTier) -> bool:
+        """Whether post-turn capture adds to ``tier`` (True unless a :class:`SelectiveMemoryTier` says otherwise)."""
+        return not isinstance(tier, SelectiveMemoryTier) or bool(tier.captures)
 
     @staticmethod
     def search(tier: MemoryTier, query: str, limit: int = 10) -> list[MemoryHit]:

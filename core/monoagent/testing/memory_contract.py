@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER
+from monoagent.kernel.components import MEMORY_TIERS
+from monoagent.kernel.interfaces import BrowsableMemoryTier
 from monoagent.testing.embedder_contract import EmbedderContract
 from monoagent.testing.memory_agent_contract import (
     SALTS,
@@ -88,6 +90,14 @@ class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
     merge_threshold: float | None = None
 
     # ------------------------------------------------------------------ the protocol
+
+    def test_contract_the_tier_would_be_accepted_when_built(self, tmp_path: Path) -> None:
+        """What ``agent.components`` checks when a plugin's factory returns the tier: every member of ``MemoryTier``,
+        and each sub-protocol (``SelectiveMemoryTier``, ``BrowsableMemoryTier``, ``ClosableMemoryTier``) whole or not at all."""
+        tier = self.tier(tmp_path)
+        problems = MEMORY_TIERS.problems(tier)
+        self.close(tier)
+        assert not problems, f"the memory tier would be refused when built: it {'; it '.join(problems)}"
 
     def test_contract_empty_store_finds_nothing(self, tmp_path: Path) -> None:
         tier = self.tier(tmp_path)
@@ -241,7 +251,7 @@ class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
         assert merged == original, "a near-duplicate was not merged into the entry"
         [hit] = self.search(tier, "quarterly planning warehouse", limit=10)
         assert " ".join(near) in hit.text, "the newer wording did not replace the older one"
-        if hasattr(tier, "list"):  # the merging add's metadata describes the newer wording: it is kept with it
+        if isinstance(tier, BrowsableMemoryTier):  # the merging add's metadata describes the newer wording: it is kept with it
             [record] = _run(tier.list(limit=10))
             assert record.metadata.get("channel") == "merge", f"the merging add's metadata was not kept: {record.metadata!r}"
         assert _run(tier.add(" ".join(far))) != original, "a text differing in four words was merged"
@@ -289,7 +299,7 @@ class MemoryTierContract(CommonWordChecks, TierThroughAgentChecks):
         import pytest
 
         tier: Any = self.tier(tmp_path)
-        if not (hasattr(tier, "list") and hasattr(tier, "stats")):
+        if not isinstance(tier, BrowsableMemoryTier):
             self.close(tier)
             pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
         texts = ("First memory: the printer is on floor two.", "Second memory: the kettle is broken again.")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.boundary.fences import RECALL_DELIMITER
+from monoagent.kernel.interfaces import BrowsableMemoryTier
 from monoagent.testing.memory_agent_contract import CONTRACT_TIER, SALTS, TierHarness, _run, sized_text
 
 
@@ -166,7 +167,7 @@ class StoredDataChecks(TierHarness):
         root, tmp_path = tmp_path, tmp_path / AWKWARD_DIRECTORY  # a line break and letters not ASCII in the path
         tier = self.tier(tmp_path)
         _run(tier.add("The badger sett is under the oak."))
-        name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
+        name, automatic, captures = tier.name, self.automatic(tier), self.captures(tier)
         self.close(tier)
         self.damage(tmp_path / "tier")
         tier = self.tier(tmp_path)
@@ -260,7 +261,7 @@ class StoredDataChecks(TierHarness):
         try:
             for hit in self.search(tier, "heron count reed bed", limit=10):
                 assert isinstance(hit.text, str), f"a damaged entry's hit text is {hit.text!r}, not a string"
-            if not (hasattr(tier, "list") and hasattr(tier, "stats")):
+            if not isinstance(tier, BrowsableMemoryTier):
                 pytest.skip(f"tier {tier.name!r} does not implement BrowsableMemoryTier (list, stats)")
             records = list(_run(tier.list(limit=10)))
             assert sorted(r.id for r in records) == sorted(ids), "a damaged entry was not listed"
@@ -309,7 +310,7 @@ class StoredDataChecks(TierHarness):
         root, tmp_path = tmp_path, tmp_path / AWKWARD_DIRECTORY  # a line break and letters not ASCII in the path
         tier = self.tier(tmp_path)
         kept = _run(tier.add("The kingfisher nests in the clay bank."))
-        name, automatic, captures = tier.name, self.automatic(tier), bool(getattr(tier, "captures", True))
+        name, automatic, captures = tier.name, self.automatic(tier), self.captures(tier)
         self.close(tier)
         with self.read_only(tmp_path / "tier"):
             agent = self.agent(tmp_path)
@@ -436,7 +437,7 @@ class StoredDataChecks(TierHarness):
                     assert hits and text in hits[0].text, f"{name}: {text!r} was not found first by its own words: {hits}"
                     found[salt] = str(hits[0].id)  # search() checked it is a non-empty string
                 assert len(set(found.values())) == len(texts), f"{name}: four entries were found as {found}"
-                if hasattr(tier, "list") and hasattr(tier, "stats"):
+                if isinstance(tier, BrowsableMemoryTier):
                     assert sorted(r.id for r in _run(tier.list(limit=10))) == sorted(found.values()), f"{name}: not every entry listed"
                     assert _run(tier.stats()).entries == len(texts), f"{name}: the entries were not counted"
                 later = _run(tier.add("Plover count kilo: a new nest on the spit."))

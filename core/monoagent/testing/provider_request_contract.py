@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.errors import ContextLimitError
+from monoagent.kernel.interfaces import WindowedProviderRuntime
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.wire_server import (
     DYNAMIC_TEXT,
@@ -187,4 +188,5 @@ class ProviderRequestContract:
     def test_the_runtime_reports_the_configured_context_window(self, runtime: Any) -> None:
         if self.context_window is None:
             _skip(f"{type(self).__name__}.context_window is None")
-        assert getattr(runtime, "context_window", None) == self.context_window
+        assert isinstance(runtime, WindowedProviderRuntime), "the runtime has no context_window (WindowedProviderRuntime)"
+        assert runtime.context_window == self.context_window

@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 
 from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.interfaces import ProviderRuntime
+from monoagent.kernel.interfaces import ProviderRuntime, WindowedProviderRuntime
 from monoagent.kernel.model import (
     ProviderEvent,
     ReasoningBlock,
@@ -183,7 +183,8 @@ class ContractModel:
     def __init__(self, runtime: ProviderRuntime) -> None:
         self.runtime = runtime
         self.name = "contract:model-x"
-        self.context_window = getattr(runtime, "context_window", None)
+        if isinstance(runtime, WindowedProviderRuntime):  # so the harness budgets it as it would the runtime itself
+            self.context_window = runtime.context_window
 
     def stream(self, request: Any) -> Any:
         return self.runtime.stream(request)

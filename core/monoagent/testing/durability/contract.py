@@ -2,8 +2,8 @@
 
 :class:`~monoagent.kernel.interfaces.HistoryStore` promises that after ``commit`` returns the
 turn survives a crash, and that when it raises the previously committed record is intact. A store
-that declares :data:`~monoagent.kernel.interfaces.CAPABILITY_DURABLE` proves it here, in its own
-tests::
+that claims it (a :class:`~monoagent.kernel.interfaces.DurableHistoryStore` whose ``durable`` is
+``True``) proves it here, in its own tests::
 
     from monoagent.testing import HistoryDurabilityContract
 
@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import CAPABILITY_DURABLE, HistoryStore
+from monoagent.kernel.interfaces import DurableHistoryStore, HistoryStore, ManagedHistoryStore
 from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.durability.crash import WriterZygote
 from monoagent.testing.durability.filesystem import FileSystemTap, available, crash_states, materialise
@@ -124,17 +124,14 @@ class HistoryDurabilityContract:
         return asyncio.run(coroutine)
 
     def durable_store(self, directory: Path) -> HistoryStore:
-        """A store on ``directory``, or a skip naming the capability when it does not declare it."""
+        """A store on ``directory``, or a skip naming :class:`DurableHistoryStore` when it does not claim durability."""
         store = self.make_store(directory)
-        declared = frozenset(getattr(store, "capabilities", ()))
-        if CAPABILITY_DURABLE not in declared:
+        if not (isinstance(store, DurableHistoryStore) and store.durable is True):
             import pytest
 
+            claim = f"durable = {store.durable!r}" if isinstance(store, DurableHistoryStore) else "no durable attribute"
             self.run(store.close())
-            pytest.skip(
-                f"needs the store capability {CAPABILITY_DURABLE!r}; this store declares "
-                f"{', '.join(map(repr, sorted(declared))) or 'none'}"
-            )
+            pytest.skip(f"needs a store that implements DurableHistoryStore with durable = True; this store has {claim}")
         return store
 
     def contents(self, directory: Path, conversation_id: str = "c") -> list[str]:
@@ -218,8 +215,7 @@ class HistoryDurabilityContract:
         listed = {info.conversation_id: info.message_count for info in self.run(store.conversations())}
         loads = {c: len(self.run(store.load(c))) for c in conversations if stored[c]}
         self.commit(store, [stored["crash-a"]], "crash-a")
-        stats = getattr(store, "stats", None)
-        stages = self.run(stats()).stages if callable(stats) else 0
+        stages = self.run(store.stats()).stages if isinstance(store, ManagedHistoryStore) else 0
         self.run(store.close())
         assert listed == loads, f"conversations() lists every record with the messages load returns (seed {seed})"
         assert self.contents(directory, "crash-a")[-2:] == turns(stored["crash-a"] + 1)[-2:], (
