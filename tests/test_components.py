@@ -22,17 +22,19 @@ from monoagent.kernel.errors import ComponentError
 from monoagent.kernel.interfaces import (
     BrowsableMemoryTier,
     ClosableMemoryTier,
-    CommitReceipt,
-    DurableHistoryStore,
-    LogicalLookupStore,
-    ManagedHistoryStore,
-    ProviderSessionStore,
     SelectiveMemoryTier,
     StoredCompaction,
     WindowedProviderRuntime,
 )
 from monoagent.kernel.model import MemoryHit, StepFinished, TextDelta
 from monoagent.kernel.registrars import REGISTRARS
+from monoagent.kernel.stores import (
+    CommitReceipt,
+    DurableHistoryStore,
+    LogicalLookupStore,
+    ManagedHistoryStore,
+    ProviderSessionStore,
+)
 from monoagent.testing import fresh_agent
 
 

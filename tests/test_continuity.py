@@ -13,7 +13,6 @@ from waiting import until
 
 from monoagent.kernel.errors import ProviderError, TurnFailed
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import (
     StepFinished,
     TextDelta,
@@ -23,6 +22,7 @@ from monoagent.kernel.model import (
     ToolSpec,
     TurnRequest,
 )
+from monoagent.kernel.stores import ToolInvocation
 from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
 from monoagent.pipeline.continuity_account import (
     ACCOUNT_HEADER,

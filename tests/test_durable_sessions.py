@@ -23,8 +23,8 @@ from providers_wire import AnthropicWireServer
 from waiting import until
 
 from monoagent import hookimpl
-from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.model import Message, TurnRequest
+from monoagent.kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.durable_sessions import DurableSessionBackend
 from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend

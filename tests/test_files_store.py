@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 
 from monoagent.kernel.components import HISTORY_STORES
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import (
+from monoagent.kernel.model import Message, ToolCall, TurnRequest
+from monoagent.kernel.stores import (
     DurableHistoryStore,
     LogicalLookupStore,
     ManagedHistoryStore,
     ProviderSessionStore,
     logical_conversation_id,
 )
-from monoagent.kernel.model import Message, ToolCall, TurnRequest
 from monoagent.testing import collect_events, fresh_agent
 from monoagent.text import utf8_len
 from monoagent_plugins.files_history import FilesHistoryStore

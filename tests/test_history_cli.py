@@ -33,7 +33,7 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
     """
     import json, os
     from monoagent import hookimpl
-    from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
+    from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 
     LOG = os.environ["FAKE_TOOL_LOG"]
 
@@ -118,7 +118,7 @@ REAL = '[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath =
 PLAIN_STORE = textwrap.dedent(
     """
     from monoagent import hookimpl
-    from monoagent.kernel.interfaces import CommitReceipt
+    from monoagent.kernel.stores import CommitReceipt
 
     class PlainStore:
         name = "plain"

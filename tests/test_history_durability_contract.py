@@ -15,8 +15,8 @@ import sqlite3
 import pytest
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import CommitReceipt, ConversationInfo
 from monoagent.kernel.model import Message
+from monoagent.kernel.stores import CommitReceipt, ConversationInfo
 from monoagent.testing import HistoryDurabilityContract
 from monoagent_plugins.files_history import FilesHistoryStore
 from monoagent_plugins.lib.history_directory import FsOps

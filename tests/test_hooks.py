@@ -80,7 +80,7 @@ def test_hook_register_history_stores(tmp_path):
             return list(self.records.get(conversation_id, []))
 
         async def commit(self, conversation_id, messages):
-            from monoagent.kernel.interfaces import CommitReceipt
+            from monoagent.kernel.stores import CommitReceipt
 
             self.records.setdefault(conversation_id, []).extend(messages)
             return CommitReceipt(conversation_id, len(self.records[conversation_id]), 0)
@@ -110,7 +110,7 @@ def test_hook_register_history_stores(tmp_path):
 
 
 def test_hook_register_tool_history_stores(tmp_path):
-    from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
+    from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 
     class ListStore:
         name = "list"

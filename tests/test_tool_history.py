@@ -23,8 +23,8 @@ from monoagent.boundary.fences import PROJECTION_CLOSE as FENCE_CLOSE
 from monoagent.boundary.fences import PROJECTION_OPEN as FENCE_OPEN
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolInvocation, record_id
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent.kernel.stores import ToolInvocation, record_id
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent, scripted_agent, tool_context

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import ComponentError, ConfigError, PluginError, ToolSpec, ToolStatus, hookimpl
-from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats
+from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, SIDECAR
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory

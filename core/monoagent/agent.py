@@ -36,17 +36,19 @@ from monoagent.kernel.interfaces import (
     ClosableMemoryTier,
     CompactionPolicy,
     Embedder,
-    HistoryResetReport,
-    HistoryStore,
-    ManagedHistoryStore,
     MemoryTier,
     ProviderRuntime,
     Tool,
-    ToolHistoryClearReport,
-    ToolHistoryStore,
 )
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import AssembledPrompt, RunEvent, TurnRequest, TurnResult
+from monoagent.kernel.stores import (
+    HistoryResetReport,
+    HistoryStore,
+    ManagedHistoryStore,
+    ToolHistoryClearReport,
+    ToolHistoryStore,
+)
 from monoagent.kernel.subagents import SubagentSpec, checked_subagents
 from monoagent.pipeline.harness import EventCallback, Harness
 from monoagent.pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
@@ -417,7 +419,7 @@ class Agent:
         ``conversation_id`` is cleared (:meth:`_reset_exact`), never an id it merely looks like.
         """
         from monoagent.kernel.errors import HistoryStoreError
-        from monoagent.kernel.interfaces import logical_conversation_id
+        from monoagent.kernel.stores import logical_conversation_id
         from monoagent.text import valid_unicode
 
         if self.config.runtime.session.rollover != "daily":
@@ -427,7 +429,7 @@ class Agent:
         if not self.components.supports(store, ManagedHistoryStore):
             raise HistoryStoreError(
                 f"history store {store.name!r} has no reset_logical(), so {logical!r} cannot be reset "
-                f"across its daily buckets; nothing was cleared (see monoagent.kernel.interfaces.ManagedHistoryStore)"
+                f"across its daily buckets; nothing was cleared (see monoagent.kernel.stores.ManagedHistoryStore)"
             )
         tool_history = self.tool_history_store()
         if tool_history is not None:
@@ -446,7 +448,7 @@ class Agent:
         """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
 
         ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
-        removes all the same), so a :class:`~monoagent.kernel.interfaces.ManagedHistoryStore` is
+        removes all the same), so a :class:`~monoagent.kernel.stores.ManagedHistoryStore` is
         asked for its totals before and after to report the record and its bytes; concurrent
         commits elsewhere can blur those two figures, never the reset itself.
         """

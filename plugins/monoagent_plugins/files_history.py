@@ -10,7 +10,7 @@ Layout of the history directory (``history.dir``, normally ``.mono-agent/history
       .locks/retention.lock           root-wide retention (flock)
 
 ``P64`` is the SHA-256 of the exact conversation id and ``L16`` the first 16 hex digits of the
-SHA-256 of its logical session (:func:`monoagent.kernel.interfaces.logical_conversation_id`), so
+SHA-256 of its logical session (:func:`monoagent.kernel.stores.logical_conversation_id`), so
 discovering a logical session's daily buckets needs no record to be read. Ids live only inside
 the records; no id reaches a path.
 
@@ -40,7 +40,7 @@ it. A record of a newer version is refused instead (:class:`NewerRecordError`), 
 version never overwrites what a newer one wrote; a reset removes it.
 
 A record may carry ``providerSession`` (epoch, revision, model): the durable provider session it
-is bound to (:class:`~monoagent.kernel.interfaces.ProviderSessionStore`). It is written in
+is bound to (:class:`~monoagent.kernel.stores.ProviderSessionStore`). It is written in
 the same publication as the messages (``commit(..., provider_session=...)``) and dropped by a
 commit without one, so a host-only append or a continuity account unbinds the record and the next
 durable turn reseeds from history. A malformed one makes the record unreadable, like any field.
@@ -61,7 +61,10 @@ import attrs
 from monoagent.boundary.strict_json import nesting_over
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import (
+from monoagent.kernel.log import logger
+from monoagent.kernel.model import Message
+from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent.kernel.stores import (
     CommitReceipt,
     ConversationInfo,
     HistoryStats,
@@ -70,9 +73,6 @@ from monoagent.kernel.interfaces import (
     ProviderSessionState,
     logical_conversation_id,
 )
-from monoagent.kernel.log import logger
-from monoagent.kernel.model import Message
-from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 from monoagent_plugins.lib.history_directory import FsOps
 from monoagent_plugins.lib.history_maintenance import HistoryMaintenance
 from monoagent_plugins.lib.history_records import (
@@ -121,7 +121,7 @@ class FilesHistoryStore(HistoryMaintenance):
     Its file-system layer is :class:`~monoagent_plugins.lib.history_directory.HistoryDirectory`,
     its retention and resets :class:`~monoagent_plugins.lib.history_maintenance.HistoryMaintenance`,
     its record format :mod:`monoagent_plugins.lib.history_records`. It implements every
-    sub-protocol of :class:`~monoagent.kernel.interfaces.HistoryStore`: managed (logical reset,
+    sub-protocol of :class:`~monoagent.kernel.stores.HistoryStore`: managed (logical reset,
     totals, clear-all), logical lookup, provider sessions, and durable (``durable = True``, which
     ``HistoryDurabilityContract`` proves).
     """

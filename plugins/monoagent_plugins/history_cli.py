@@ -30,7 +30,7 @@ import click
 from monoagent.boundary.terminal import echo, echo_json
 from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import (
+from monoagent.kernel.stores import (
     HistoryStats,
     ManagedHistoryStore,
     ToolHistoryClearReport,
@@ -49,7 +49,7 @@ def _managed(agent: Any, method: str, what: str) -> ManagedHistoryStore:
     if not agent.components.supports(store, ManagedHistoryStore):
         raise click.ClickException(
             f"history store {store.name!r} does not implement {method}() ({what}); nothing was cleared "
-            f"(see monoagent.kernel.interfaces.ManagedHistoryStore)"
+            f"(see monoagent.kernel.stores.ManagedHistoryStore)"
         )
     return store
 

@@ -64,8 +64,8 @@ from monoagent_plugins.lib.memory_index import has_evidence
 if TYPE_CHECKING:
     import asyncio
 
-    from monoagent.kernel.components import AgentComponents
     from monoagent.kernel.tool_context import ToolContext
+    from monoagent.kernel.turn import Turn
 
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
@@ -176,10 +176,9 @@ def usable_tiers(turn: Any, code: str, names: Sequence[str] | None = None) -> di
     return tiers
 
 
-def uses(turn: Any, tier: MemoryTier, step: Literal["automatic_recall", "captures"]) -> bool:
+def uses(turn: Turn, tier: MemoryTier, step: Literal["automatic_recall", "captures"]) -> bool:
     """Whether the automatic ``step`` uses ``tier``: what a :class:`SelectiveMemoryTier` says, True for any other tier."""
-    components: AgentComponents = turn.agent.components
-    if components.supports(tier, SelectiveMemoryTier):
+    if turn.supports(tier, SelectiveMemoryTier):
         return bool(tier.automatic_recall if step == "automatic_recall" else tier.captures)
     return True
 

@@ -25,9 +25,9 @@ import attrs
 
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
-from monoagent.kernel.interfaces import ToolHistoryStore
 from monoagent.kernel.model import Section
 from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
+from monoagent.kernel.stores import ToolHistoryStore
 from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY_SPEC
 
 if TYPE_CHECKING:

@@ -30,7 +30,6 @@ from monoagent.boundary.fences import fence_view, has_fence_token, neutralise_fe
 from monoagent.kernel import model
 from monoagent.kernel.errors import ProviderError
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import (
     MemoryHit,
     Message,
@@ -45,6 +44,7 @@ from monoagent.kernel.model import (
     ToolStatus,
     TurnRequest,
 )
+from monoagent.kernel.stores import ToolInvocation
 from monoagent.pipeline import bloat, stateless
 from monoagent.pipeline.continuity import ContinuityCollector
 from monoagent.pipeline.continuity_account import (

@@ -39,20 +39,22 @@ from monoagent.kernel.interfaces import (
     CheckedChannel,
     ClosableMemoryTier,
     CompactionPolicy,
-    DurableHistoryStore,
     Embedder,
-    HistoryStore,
-    LogicalLookupStore,
-    ManagedHistoryStore,
     MemoryTier,
     Notifier,
     ProviderRuntime,
-    ProviderSessionStore,
     SelectiveMemoryTier,
     ServedChannel,
     StoredCompaction,
-    ToolHistoryStore,
     WindowedProviderRuntime,
+)
+from monoagent.kernel.stores import (
+    DurableHistoryStore,
+    HistoryStore,
+    LogicalLookupStore,
+    ManagedHistoryStore,
+    ProviderSessionStore,
+    ToolHistoryStore,
 )
 
 if TYPE_CHECKING:
@@ -282,9 +284,9 @@ def _reference(value: object) -> Callable[[], object]:
 
 def history_store_calls(store: Any) -> list[str]:
     """What a history store's methods must accept beyond their names: ``load`` takes ``on_warning``
-    (every store's does, :class:`~monoagent.kernel.interfaces.HistoryStore`), a
-    :class:`~monoagent.kernel.interfaces.ProviderSessionStore`'s ``commit`` takes
-    ``provider_session``, and a :class:`~monoagent.kernel.interfaces.DurableHistoryStore`'s
+    (every store's does, :class:`~monoagent.kernel.stores.HistoryStore`), a
+    :class:`~monoagent.kernel.stores.ProviderSessionStore`'s ``commit`` takes
+    ``provider_session``, and a :class:`~monoagent.kernel.stores.DurableHistoryStore`'s
     ``durable`` is a bool."""
     found = []
     why = cannot_call(store.load, "load(conversation_id, on_warning=...)", "conversation", on_warning=None)

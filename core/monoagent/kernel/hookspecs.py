@@ -84,12 +84,10 @@ if TYPE_CHECKING:
         Channel,
         CompactionPolicy,
         Embedder,
-        HistoryStore,
         MemoryTier,
         Notifier,
         ProviderRuntime,
         Tool,
-        ToolHistoryStore,
         ToolSourceFailure,
     )
     from monoagent.kernel.model import (
@@ -106,6 +104,7 @@ if TYPE_CHECKING:
         UserMessagePart,
     )
     from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
+    from monoagent.kernel.stores import HistoryStore, ToolHistoryStore
     from monoagent.kernel.turn import StepOutcome, Turn
 
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -154,12 +153,12 @@ def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     """Register conversation-history stores by name.
 
     Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.HistoryStore`
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.stores.HistoryStore`
     (its ``load`` takes ``on_warning``). What else the store can do is the sub-protocols it
-    implements: :class:`~monoagent.kernel.interfaces.ManagedHistoryStore` (logical-session reset,
-    totals, clear-all), :class:`~monoagent.kernel.interfaces.LogicalLookupStore`,
-    :class:`~monoagent.kernel.interfaces.ProviderSessionStore` (durable provider sessions) and
-    :class:`~monoagent.kernel.interfaces.DurableHistoryStore`; they are recorded when the store is
+    implements: :class:`~monoagent.kernel.stores.ManagedHistoryStore` (logical-session reset,
+    totals, clear-all), :class:`~monoagent.kernel.stores.LogicalLookupStore`,
+    :class:`~monoagent.kernel.stores.ProviderSessionStore` (durable provider sessions) and
+    :class:`~monoagent.kernel.stores.DurableHistoryStore`; they are recorded when the store is
     built, and a store that implements one only in part is refused then, naming what it lacks.
 
     Args:
@@ -188,7 +187,7 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
     Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.interfaces.ToolHistoryStore`:
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.kernel.stores.ToolHistoryStore`:
     every method a coroutine (``write_invocation``, ``write_result``, ``records``, ``flush``,
     ``stats``, ``clear_logical``, ``clear_conversation``, ``clear_all``, ``close``) with typed
     reports (``ToolHistoryStats``, ``ToolHistoryClearReport``); threads or an async driver are

@@ -13,9 +13,9 @@ makes a new snapshot whenever that state changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 import attrs
 
@@ -35,9 +35,12 @@ from monoagent.kernel.valid_text import Replacements
 if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
-    from monoagent.kernel.interfaces import MemoryTier, ProviderRuntime, ToolHistoryStore
+    from monoagent.kernel.interfaces import MemoryTier, ProviderRuntime
     from monoagent.kernel.permissions import PermissionProfile
+    from monoagent.kernel.stores import ToolHistoryStore
     from monoagent.kernel.subagents import SubagentSpec
+
+C = TypeVar("C")
 
 
 @attrs.frozen
@@ -210,6 +213,11 @@ class Turn:
     def tool_history(self) -> ToolHistoryStore | None:
         """The tool-history store the Agent records tool calls in; None when tool history is off."""
         return self._run.agent.tool_history_store()
+
+    def supports(self, component: object, capability: Callable[..., C]) -> TypeGuard[C]:
+        """Whether a component the turn uses (a memory tier, a store) implements the optional sub-protocol
+        ``capability`` (:meth:`monoagent.kernel.components.AgentComponents.supports`)."""
+        return self._run.agent.components.supports(component, capability)
 
     def provider(self, model: str) -> ProviderRuntime:
         """The runtime of ``provider:model`` (a side call of a plugin's own: an extractor, a judge)."""

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from monoagent.kernel.errors import MonoagentError
-from monoagent.kernel.interfaces import ToolInvocation
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
+from monoagent.kernel.stores import ToolInvocation
 from monoagent.pipeline.continuity_account import (
     PREFIX_LOOKAHEAD_BYTES,
     PREFIX_MAX_BYTES,

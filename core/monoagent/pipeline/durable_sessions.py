@@ -2,7 +2,7 @@
 
 :class:`DurableSessionBackend` is the :class:`~monoagent.pipeline.sessions.SessionBackend` that
 :func:`~monoagent.pipeline.sessions.session_backend` picks when ``runtime.session.transcriptsDir`` is set and the
-history store is a :class:`~monoagent.kernel.interfaces.ProviderSessionStore`. The
+history store is a :class:`~monoagent.kernel.stores.ProviderSessionStore`. The
 history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
 model) is published atomically with the turn's messages, and a transcript is resumed only when
 it is exactly the one that state names. One turn, as the backend sees it:
@@ -53,9 +53,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from monoagent.kernel.interfaces import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
+from monoagent.kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.pipeline import sessions
 from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession
 from monoagent.pipeline.transcript_files import (

@@ -39,7 +39,6 @@ import attrs
 from monoagent.kernel import hookspecs
 from monoagent.kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent.kernel.host import await_me_maybe
-from monoagent.kernel.interfaces import CommitReceipt, logical_session_has_records
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import (
     AssembledPrompt,
@@ -52,6 +51,7 @@ from monoagent.kernel.model import (
     artifact_refs,
 )
 from monoagent.kernel.permissions import turn_profile
+from monoagent.kernel.stores import CommitReceipt, logical_session_has_records
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent.pipeline.compaction import CompactionResult, compact_proactively, compact_reactively

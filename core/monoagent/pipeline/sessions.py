@@ -38,7 +38,7 @@ from monoagent.kernel.model import ArtifactRef, Message, TurnRequest, artifact_r
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
-    from monoagent.kernel.interfaces import CommitReceipt
+    from monoagent.kernel.stores import CommitReceipt
     from monoagent.pipeline.turn_run import TurnRun
 
 clock: Callable[[], float] = time.monotonic
@@ -372,10 +372,10 @@ def session_backend(agent: Agent) -> SessionBackend:
 
     Durable (:class:`~monoagent.pipeline.durable_sessions.DurableSessionBackend`) when
     ``runtime.session.transcriptsDir`` is set and the history store is a
-    :class:`~monoagent.kernel.interfaces.ProviderSessionStore`; otherwise in memory
+    :class:`~monoagent.kernel.stores.ProviderSessionStore`; otherwise in memory
     (process-local sessions). A root set for another store is withheld, and a log line says so once.
     """
-    from monoagent.kernel.interfaces import ProviderSessionStore
+    from monoagent.kernel.stores import ProviderSessionStore
 
     idle_timeout_ms = agent.config.runtime.session.idle_timeout_ms
     root = agent.config.runtime.session.transcripts_dir

@@ -23,12 +23,12 @@ ledger, including one that settles after the run stopped waiting for it (logged 
 such an unavailability, which the store reports once), so asyncio never reports a "Task
 exception was never retrieved".
 
-Record ids are derived, never random (:func:`~monoagent.kernel.interfaces.record_id`: the SHA-256
+Record ids are derived, never random (:func:`~monoagent.kernel.stores.record_id`: the SHA-256
 of physical conversation id, run id, provider tool-call id and phase), so a retried write is
 idempotent. The store assigns sequence numbers (per-run order); timestamps are metadata.
 
 The store is the component ``toolHistory.store`` selects (a
-:class:`~monoagent.kernel.interfaces.ToolHistoryStore`, ``agent.tool_history_store()``); with
+:class:`~monoagent.kernel.stores.ToolHistoryStore`, ``agent.tool_history_store()``); with
 none (``toolHistory.store = "none"``), tool events carry no ``persistence`` field and nothing is
 recorded.
 """
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from monoagent.kernel.errors import ToolHistoryUnavailable
-from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
+from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation
 
 if TYPE_CHECKING:
     import asyncio

@@ -36,8 +36,9 @@ from typing import Any
 
 from monoagent.agent import Agent
 from monoagent.kernel.hooks import HookCall
-from monoagent.kernel.interfaces import ProviderRuntime, logical_conversation_id
+from monoagent.kernel.interfaces import ProviderRuntime
 from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
+from monoagent.kernel.stores import logical_conversation_id
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.turn_run import TurnRun

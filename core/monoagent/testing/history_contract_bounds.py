@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import HistoryStore, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.model import ArtifactRef, Message, ToolCall
+from monoagent.kernel.stores import HistoryStore, ProviderSessionState, ProviderSessionStore
 from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 from monoagent.text import utf8_len
 

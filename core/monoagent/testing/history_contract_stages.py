@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import ManagedHistoryStore
 from monoagent.kernel.model import Message
+from monoagent.kernel.stores import ManagedHistoryStore
 from monoagent.testing.history_contract_support import (
     SLACK,
     STAMP,

@@ -2,7 +2,7 @@
 
 The parts of the history-store suite written against the survivors of the ``files`` store's mutation
 run (docs/testing.md, "Mutation score: files_history.py"); each checks a documented clause of
-:class:`~monoagent.kernel.interfaces.ManagedHistoryStore`:
+:class:`~monoagent.kernel.stores.ManagedHistoryStore`:
 
 - ``history.maxInactiveDays`` (365 by default: "365 days of inactivity") at and either
   side of its boundary, on a clock the suite controls (:meth:`HistoryLifecycleContract.set_clock`,
@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import (
+from monoagent.kernel.model import Message, ToolCall
+from monoagent.kernel.stores import (
     HistoryStore,
     ManagedHistoryStore,
     ProviderSessionState,
     ProviderSessionStore,
     logical_conversation_id,
 )
-from monoagent.kernel.model import Message, ToolCall
 from monoagent.testing.history_contract_support import (
     HistoryContractBase,
     contents,

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from monoagent.kernel.errors import ToolHistoryError, ToolHistoryUnavailable
-from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation
 from monoagent.kernel.model import ToolCall, ToolResult
+from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation
 from monoagent.testing.tool_history_contract_support import ToolHistoryContractBase, clause
 
 _T = TypeVar("_T")

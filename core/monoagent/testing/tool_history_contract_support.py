@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from monoagent.agent import Agent
 from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ToolHistoryStore, ToolInvocation, ToolRecord
 from monoagent.kernel.model import ToolCall, ToolResult
+from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation, ToolRecord
 from monoagent.text import utf8_len
 
 _Contract = TypeVar("_Contract", bound="ToolHistoryContractBase")

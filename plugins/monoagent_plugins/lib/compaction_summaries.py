@@ -35,8 +35,8 @@ import attrs
 from monoagent.boundary.files import fsync_directory, private_directory_problem, read_open_file, replace_file_durably
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import MonoagentError
-from monoagent.kernel.interfaces import logical_conversation_id
 from monoagent.kernel.model import Message
+from monoagent.kernel.stores import logical_conversation_id
 
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 4 * 1024 * 1024

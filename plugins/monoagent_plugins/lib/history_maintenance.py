@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from monoagent.boundary.files import read_open_file
 from monoagent.boundary.strict_json import loads as strict_loads
-from monoagent.kernel.interfaces import HistoryResetReport, HistoryStats, logical_conversation_id
 from monoagent.kernel.log import logger
+from monoagent.kernel.stores import HistoryResetReport, HistoryStats, logical_conversation_id
 from monoagent_plugins.lib.history_directory import HistoryDirectory
 from monoagent_plugins.lib.history_records import (
     FRAMING_BYTES,

@@ -23,8 +23,8 @@ import attrs
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import ProviderSessionState, logical_conversation_id
 from monoagent.kernel.model import Message
+from monoagent.kernel.stores import ProviderSessionState, logical_conversation_id
 from monoagent.text import utf8_prefix
 
 RECORD_VERSION = 2
@@ -74,7 +74,7 @@ class UnreadableRecord(ValueError):
 
 @attrs.define
 class ProviderSessionRecord:
-    """The on-disk shape of a record's provider session (:class:`~monoagent.kernel.interfaces.ProviderSessionState`)."""
+    """The on-disk shape of a record's provider session (:class:`~monoagent.kernel.stores.ProviderSessionState`)."""
 
     epoch: str
     revision: int

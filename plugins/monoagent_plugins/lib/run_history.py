@@ -5,7 +5,7 @@ but ``text_delta``, and one ``run_text`` line holding the first 8 KiB of the tex
 streamed). RunHistory answers ``search`` (newest first, by text and status) and ``get`` (one run
 by id) over the runs of the current logical conversation, every daily bucket of it: a run is in
 scope when its conversation id, with a date-shaped bucket suffix stripped
-(:func:`monoagent.kernel.interfaces.logical_conversation_id`), names the same logical session as
+(:func:`monoagent.kernel.stores.logical_conversation_id`), names the same logical session as
 the current turn's. Other conversations stay invisible, their runs are never reported, not even
 as missing.
 
@@ -49,9 +49,9 @@ from monoagent.boundary.fences import neutralise_untrusted, quote_inline
 from monoagent.boundary.files import private_directory_problem
 from monoagent.boundary.strict_json import StrictJSONError
 from monoagent.boundary.strict_json import loads as strict_loads
-from monoagent.kernel.interfaces import logical_conversation_id
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import ToolResult, ToolStatus
+from monoagent.kernel.stores import logical_conversation_id
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent_plugins.artifacts import REFUSED, RUN_HISTORY, RUN_TEXT, TERMINAL
 from monoagent_plugins.lib.tool_history.session_history import untrusted_json

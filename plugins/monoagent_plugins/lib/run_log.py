@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from monoagent.boundary.fences import one_line
-from monoagent.kernel.interfaces import logical_conversation_id
+from monoagent.kernel.stores import logical_conversation_id
 from monoagent_plugins.artifacts import REFUSED, RUN_TEXT, TERMINAL
 from monoagent_plugins.lib.run_history import MAX_FILES, MAX_SCAN_BYTES, RunFiles, Scan
 

@@ -1,8 +1,8 @@
 """The durability contract: an acknowledged commit survives a crash and a power cut; a torn one leaves the previous record.
 
-:class:`~monoagent.kernel.interfaces.HistoryStore` promises that after ``commit`` returns the
+:class:`~monoagent.kernel.stores.HistoryStore` promises that after ``commit`` returns the
 turn survives a crash, and that when it raises the previously committed record is intact. A store
-that claims it (a :class:`~monoagent.kernel.interfaces.DurableHistoryStore` whose ``durable`` is
+that claims it (a :class:`~monoagent.kernel.stores.DurableHistoryStore` whose ``durable`` is
 ``True``) proves it here, in its own tests::
 
     from monoagent.testing import HistoryDurabilityContract
@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.interfaces import DurableHistoryStore, HistoryStore, ManagedHistoryStore
 from monoagent.kernel.model import Message, ToolCall
+from monoagent.kernel.stores import DurableHistoryStore, HistoryStore, ManagedHistoryStore
 from monoagent.testing.durability.crash import WriterZygote
 from monoagent.testing.durability.filesystem import FileSystemTap, available, crash_states, materialise
 from monoagent.testing.durability.handoff import load_and_extend

@@ -17,7 +17,7 @@
 * **Threads are internal.** The protocol's methods are coroutines. A write, a flush and a clear
   through a handle that wrote are queued on the process's writer thread before the coroutine's
   first ``await`` (so the order in which the coroutines start is the order the writer runs them
-  in, see :class:`~monoagent.kernel.interfaces.ToolHistoryStore`), and the coroutine awaits the
+  in, see :class:`~monoagent.kernel.stores.ToolHistoryStore`), and the coroutine awaits the
   writer's future (:func:`_outcome`); reads and the maintenance of a handle that never wrote run
   in the event loop's default executor. Cancelling a coroutine withdraws nothing it queued: the
   writer still runs the job (an abandoned write is still written, as the harness expects).
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monoagent.kernel.errors import ToolHistoryError
-from monoagent.kernel.interfaces import ToolHistoryClearReport, ToolHistoryStats, ToolInvocation, ToolRecord
 from monoagent.kernel.model import ToolResult, ToolStatus
+from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats, ToolInvocation, ToolRecord
 from monoagent.text import utf8_len, utf8_prefix
 from monoagent_plugins.lib.tool_history.sidecar import (
     READ_BUSY_TIMEOUT_MS,
@@ -82,7 +82,7 @@ def _bounded(text: str, limit: int, redact: Callable[[str], str]) -> tuple[str |
 
 class SqliteToolHistory:
     """The bundled tool-history store, the ``sqlite`` component (a
-    :class:`~monoagent.kernel.interfaces.ToolHistoryStore`); see the module docstring."""
+    :class:`~monoagent.kernel.stores.ToolHistoryStore`); see the module docstring."""
 
     name = "sqlite"
 
