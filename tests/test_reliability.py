@@ -411,7 +411,7 @@ def test_cancellation_mid_stream_closes_the_stream_and_reports_the_partial(tmp_p
     cancelled = of(events, "run_cancelled")[0]
     assert cancelled["partial_text_bytes"] == len("Partial prose") and cancelled["partial_tool_calls"] == 0
     assert "Partial" not in json.dumps(cancelled)
-    partial = seen_turns[0].partial
+    partial = seen_turns[0]._run.partial  # the pipeline's run state, behind the read-only turn
     assert isinstance(partial, reliability.PartialAttempt)
     assert (partial.text, partial.model, partial.attempt, partial.step) == ("Partial prose", "hang:x", 1, 1)
 
@@ -462,7 +462,7 @@ def test_cancellation_after_a_tool_reports_the_completed_pair(tmp_path):
             await task
 
     asyncio.run(main())
-    partial = seen_turns[0].partial
+    partial = seen_turns[0]._run.partial  # the pipeline's run state, behind the read-only turn
     assert partial.text == "It is" and partial.step == 2
     assert [(a.call.name, a.result.content) for a in partial.tool_activity] == [("clock", "noon")]
     assert of(events, "run_cancelled")[0]["partial_tool_calls"] == 1
