@@ -21,7 +21,7 @@ import platformdirs
 import pytest
 import tomli_w
 
-from monoagent.cli.docgen import bundled_config_sections
+from devtools.docgen import bundled_config_sections
 from monoagent.cli.starter import starter_toml
 from monoagent.kernel.config import (
     CONFIG_FILENAME,

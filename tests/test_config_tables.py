@@ -12,7 +12,7 @@ import attrs
 import pytest
 import tomli_w
 
-from monoagent.cli.docgen import _key_table
+from devtools.docgen import _key_table
 from monoagent.cli.starter import starter_toml
 from monoagent.kernel.config import setting
 from monoagent.kernel.config_keys import iter_keys, value_sources

@@ -31,13 +31,14 @@ import pluggy
 import pytest
 
 import monoagent.kernel.hookspecs
-from monoagent.cli import docgen, docgen_api
+from devtools import docgen
+from devtools.docgen import api as docgen_api
 from monoagent.kernel.config_keys import iter_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 TESTS = ROOT / "tests"
-REGENERATE = "run `python -m monoagent.cli.docgen` and commit the result"
+REGENERATE = "run `python -m devtools.docgen` and commit the result"
 
 MARKER = re.compile(r"^<!--\s*test:\s*(?P<action>run|write)(?:\s+(?P<target>\S+))?\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")

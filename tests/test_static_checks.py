@@ -19,7 +19,7 @@ def check(*command: str) -> None:
 
 
 def test_ruff_finds_nothing():
-    check("ruff", "check", "core", "plugins", "tests", "bench")
+    check("ruff", "check", "core", "plugins", "tests", "bench", "devtools")
 
 
 def test_mypy_finds_nothing():

@@ -62,7 +62,7 @@ Conventions for every hook:
   registries return, which are async.
 
 The hook reference in ``docs/hooks.md`` is generated from these docstrings
-(``python -m monoagent.cli.docgen``); a test fails when it is stale.
+(``python -m devtools.docgen``); a test fails when it is stale.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The docstrings are Google-style sections (``Args:``, ``Returns:``) around reST inline markup:
 Sphinx roles (:class:`~monoagent.kernel.model.Section`) and ``::`` literal blocks. They stay the
-one source of truth, for ``help()``, for the hook reference (:mod:`monoagent.cli.docgen` renders
+one source of truth, for ``help()``, for the hook reference (:mod:`devtools.docgen` renders
 the same markup) and for this reference, so instead of rewriting them this extension translates
 them as mkdocstrings loads them:
 
@@ -18,7 +18,7 @@ them as mkdocstrings loads them:
 * a definition list item, a ````term```` line with its indented definition under it, becomes a
   Markdown definition (``def_list``) instead of running into one paragraph with its neighbours.
 
-mkdocs.yml names it (``extensions: [monoagent.cli.docgen_griffe:RestMarkup]``); it needs the ``docs`` extra
+mkdocs.yml names it (``extensions: [devtools.docgen.griffe_markup:RestMarkup]``); it needs the ``docs`` extra
 (griffe) and is imported by nothing else.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import griffe
 
-from monoagent.cli.docgen_api import exported_paths
+from devtools.docgen.api import exported_paths
 
 HOOKSPECS = "monoagent.kernel.hookspecs."
 ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(?P<tilde>~?)(?P<target>[^`<>]+)`")

@@ -1,0 +1,1 @@
+"""Tools for monoagent's developers: the documentation generator. Not part of the installed package."""
