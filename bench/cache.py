@@ -9,8 +9,8 @@ harness implements them):
 * ``per-message`` (``runtime.session.mode = "per-message"``, one process): every turn fresh,
   history in the system prompt. This is "today".
 * ``warm`` (``continuous``, the default, one process, one Agent for all turns).
-* ``durable`` (``continuous`` with ``runtime.session.transcriptsDir`` set, one process per turn,
-  all on one state directory).
+* ``durable`` (``continuous`` with the ``files`` session backend, ``runtime.session.transcriptsDir``
+  set, one process per turn, all on one state directory).
 
 From the recorded JSON bodies, per request i >= 2:
 
@@ -104,7 +104,7 @@ def config_for(wire: str, url: str, mode: str, sessions_root: Path) -> dict[str,
         "providers": {wire: provider},
     }
     if mode == "durable":
-        session["transcriptsDir"] = str(sessions_root)
+        session.update(backend="files", transcriptsDir=str(sessions_root))
     return config
 
 

@@ -211,6 +211,7 @@ DOCUMENTED_ENV = {
     "MONO_AGENT_PROVIDER_MAX_RETRIES": "providers.client.maxRetries",
     "MONO_AGENT_MAX_RETRY_DELAY_MS": "providers.client.maxRetryDelayMs",
     "MONO_AGENT_SESSION_TRANSCRIPTS_DIR": "runtime.session.transcriptsDir",
+    "MONO_AGENT_SESSION_BACKEND": "runtime.session.backend",
 }
 
 

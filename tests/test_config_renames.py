@@ -22,8 +22,12 @@ from monoagent.kernel.config_keys import iter_keys
 from monoagent.kernel.config_loading import load_config, renamed_keys
 from monoagent.kernel.errors import ConfigError
 from monoagent.testing import fresh_agent
+from monoagent_plugins.session_files import SessionFilesConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+
+SECTIONS = {"runtime.session": SessionFilesConfig}
+"""The plugin section a renamed key now lives in: ``runtime.session.transcriptsDir`` is the ``files`` session backend's."""
 
 #: old key -> (new key, a value other than the default, the Python attribute path of the new key)
 OLD_KEYS: dict[str, tuple[str, Any, str]] = {
@@ -67,6 +71,9 @@ def nested(path: str, value: Any) -> dict[str, Any]:
 
 
 def attribute(config: Any, path: str) -> Any:
+    section, _, leaf = path.rpartition(".")
+    if section in config.sections and hasattr(config.section(section), leaf):
+        return getattr(config.section(section), leaf)
     for part in path.split("."):
         config = getattr(config, part)
     return config
@@ -82,7 +89,7 @@ def write_file(tmp_path: Path, data: dict[str, Any]) -> Path:
 def test_an_old_key_sets_its_new_key_with_one_warning_naming_both(tmp_path: Path, old: str) -> None:
     new, value, python = OLD_KEYS[old]
     file = write_file(tmp_path, nested(old, value))
-    config = load_config(file, env={})
+    config = load_config(file, env={}, plugin_sections=SECTIONS)
     assert attribute(config, python) == (Path(value) if python.endswith("transcripts_dir") else value)
     assert config.warnings == [f"config key {old} (in file {file}) is deprecated; rename it to {new}"]
     assert config.sources[new] == f"file {file}, under its old name {old}"
@@ -98,7 +105,7 @@ def test_an_old_key_set_with_its_new_key_is_an_error_naming_both(tmp_path: Path,
     node[new.rpartition(".")[2]] = value
     file = write_file(tmp_path, data)
     with pytest.raises(ConfigError) as exc:
-        load_config(file, env={})
+        load_config(file, env={}, plugin_sections=SECTIONS)
     assert exc.value.problems == [
         f"{new} and {old} are both set (in file {file}); {old} is the old name of {new}: keep only {new}"
     ]
@@ -107,7 +114,7 @@ def test_an_old_key_set_with_its_new_key_is_an_error_naming_both(tmp_path: Path,
 @pytest.mark.parametrize("old", OLD_ENV)
 def test_an_old_variable_sets_its_new_key_with_one_warning_naming_both(old: str) -> None:
     new, text, python, value = OLD_ENV[old]
-    config = load_config(data={}, env={old: text})
+    config = load_config(data={}, env={old: text}, plugin_sections=SECTIONS)
     assert attribute(config, python) == value
     assert config.warnings == [f"environment variable {old} is deprecated; rename it to {new}"]
     assert f"env {old}" in config.sources.values()
@@ -117,7 +124,7 @@ def test_an_old_variable_sets_its_new_key_with_one_warning_naming_both(old: str)
 def test_an_old_variable_set_with_its_new_one_is_an_error_naming_both(old: str) -> None:
     new, text, _, _ = OLD_ENV[old]
     with pytest.raises(ConfigError) as exc:
-        load_config(data={}, env={old: text, new: text})
+        load_config(data={}, env={old: text, new: text}, plugin_sections=SECTIONS)
     assert exc.value.problems == [f"{new} and {old} are both set; {old} is the old name of {new}: unset {old}"]
 
 
@@ -128,18 +135,19 @@ def test_the_new_names_work_without_a_warning(tmp_path: Path) -> None:
         for part in new.split(".")[:-1]:
             node = node.setdefault(part, {})
         node[new.rpartition(".")[2]] = value
-    config = load_config(write_file(tmp_path, data), env={})
+    config = load_config(write_file(tmp_path, data), env={}, plugin_sections=SECTIONS)
     for new, value, python in OLD_KEYS.values():
         assert attribute(config, python) == (Path(value) if python.endswith("transcripts_dir") else value), new
     env = {new: text for new, text, _, _ in OLD_ENV.values()}
-    from_env = load_config(data={}, env=env)
+    from_env = load_config(data={}, env=env, plugin_sections=SECTIONS)
     for new, _, python, value in OLD_ENV.values():
         assert attribute(from_env, python) == value, new
     assert config.warnings == from_env.warnings == []
 
 
 def test_the_new_variables_are_the_keys_own() -> None:
-    variables = {key.env: key.path for key in iter_keys() if key.env}
+    keys = [*iter_keys(), *(key for path, cls in SECTIONS.items() for key in iter_keys(cls, path + "."))]
+    variables = {key.env: key.path for key in keys if key.env}
     for new, _, python, _ in OLD_ENV.values():
         assert new in variables, new
         assert variables[new].replace(".", "").lower() == python.replace(".", "").replace("_", "").lower()
@@ -211,6 +219,11 @@ def test_config_show_and_validate_name_the_new_keys(tmp_path: Path) -> None:
     assert rows["providers.client.maxRetries"]["value"] == 3
     assert rows["providers.client.transport"]["value"] == "sse"
     assert rows["runtime.session.transcriptsDir"]["value"] == "sessions"
+    assert rows["runtime.session.backend"] == {  # the old key still makes sessions durable, and says so
+        "value": "files",
+        "source": f"implied by runtime.session.transcriptsDir (file {tmp_path / CONFIG_FILENAME}, under its old name "
+                  f"providers.piNative.piSessionsRoot)",
+    }
     assert not [key for key in rows if "piNative" in key or "piSessionsRoot" in key]
     warnings = [line for line in shown.stderr.splitlines() if "deprecated" in line]
     assert len(warnings) == 3, shown.stderr

@@ -1,8 +1,11 @@
-"""Durable warm sessions under ``runtime.session.transcriptsDir`` (:mod:`monoagent.pipeline.durable_sessions`).
+"""Durable warm sessions: the ``files`` session backend under ``runtime.session.transcriptsDir``
+(:mod:`monoagent_plugins.session_files`).
 
-The store's transaction (the provider session committed with the record), the backend through
-its public protocol (open, publish, retire) on a real ``files`` store and real files, crashes
-and two processes as real subprocesses, hostile ids and planted files, and clear-sessions.
+The store's transaction (the provider session committed with the record), choosing the backend
+(``runtime.session.backend``, the compatible ``transcriptsDir`` alone, the factory's checks), the
+backend through its public protocol (open, publish, retire, on the read-only turn) on a real
+``files`` store and real files, crashes and two processes as real subprocesses, hostile ids and
+planted files, and clear-sessions.
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ from providers_wire import AnthropicWireServer
 from waiting import until
 
 from monoagent import hookimpl
+from monoagent.kernel.errors import ComponentError
 from monoagent.kernel.model import Message, TurnRequest
+from monoagent.kernel.sessions import InMemorySessionBackend, OpenedSession, WarmSession
 from monoagent.kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.durable_sessions import DurableSessionBackend
-from monoagent.pipeline.sessions import InMemorySessionBackend, WarmSession, history_tail, session_backend
-from monoagent.pipeline.transcript_files import conversation_digest
+from monoagent.pipeline.sessions import history_tail, session_backend
 from monoagent.pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.lib.durable_sessions import DurableSessionBackend
+from monoagent_plugins.lib.transcript_files import conversation_digest
 
 MODEL = "offline:echo"
 
@@ -56,6 +61,14 @@ def make_turn(agent, conversation_id: str = "c1", *, model: str = MODEL, events:
                 session=session, emitter=lambda kind, data: events.append((kind, data)))
 
 
+async def open_turn(backend, turn: TurnRun) -> OpenedSession:
+    """``backend.open`` on the turn as the pipeline calls it: the read-only view, and the history it read again kept."""
+    opened = await backend.open(turn.view)
+    if opened.history is not None:
+        turn.history = opened.history
+    return opened
+
+
 def boundaries(events: list) -> list[tuple[str, str]]:
     return [(d["kind"], d["reason"]) for kind, d in events if kind == "session_boundary"]
 
@@ -70,12 +83,12 @@ class Driver:
     async def turn(self, text: str, conversation_id: str = "c1", *, model: str = MODEL, events: list | None = None):
         turn = make_turn(self.agent, conversation_id, model=model, events=events)
         turn.history = tuple(await self.store.load(conversation_id))
-        opened = await self.backend.open(turn)
+        opened = await open_turn(self.backend, turn)
         if opened.boundary is not None:
             turn.emit("session_boundary", kind=opened.boundary[0], reason=opened.boundary[1])
         session = opened.session
         if session is not None and session.history_tail != history_tail(turn.history):  # as the harness checks
-            await self.backend.retire(turn, "history_changed")
+            await self.backend.retire(turn.view, "history_changed")
             turn.emit("session_boundary", kind="cold", reason="history_changed")
             session = None
         seen = list(session.transcript) if session is not None else list(turn.history)
@@ -89,7 +102,7 @@ class Driver:
         async def commit(state):
             return await self.store.commit(conversation_id, [user, answer], provider_session=state)
 
-        await self.backend.publish(turn, session, appended, commit)
+        await self.backend.publish(turn.view, session, appended, commit)
         return opened, seen
 
 
@@ -157,50 +170,112 @@ def test_commit_refuses_a_provider_session_that_is_not_one(tmp_path):
 # --------------------------------------------------------------------------- choosing the backend
 
 
-def test_the_durable_backend_is_chosen_only_with_a_root_and_a_capable_store(tmp_path):
-    assert isinstance(session_backend(fresh_agent(tmp_path / "a", config={"runtime": {"model": MODEL}})), InMemorySessionBackend)
-    durable = session_backend(agent_with_sessions(tmp_path / "b"))
+class PlainStore:  # a HistoryStore and no more: not a ProviderSessionStore
+    name = "plain"
+
+    async def load(self, conversation_id, *, on_warning=None):
+        return []
+
+    async def commit(self, conversation_id, messages):
+        return CommitReceipt(conversation_id, len(messages), 0)
+
+    async def reset(self, conversation_id):
+        return 0
+
+    async def conversations(self):
+        return []
+
+    async def close(self):
+        pass
+
+
+class PlainStorePlugin:
+    @hookimpl
+    def register_history_stores(self, register):
+        register("plain", lambda agent: PlainStore())
+
+
+def test_the_configured_backend_is_built_memory_by_default(tmp_path):
+    default = fresh_agent(tmp_path / "a", config={"runtime": {"model": MODEL}})
+    assert default.config.runtime.session.backend == "memory"
+    assert type(session_backend(default)) is InMemorySessionBackend
+    chosen = agent_with_sessions(tmp_path / "b", runtime={"session": {"backend": "files"}})
+    durable = session_backend(chosen)
     assert isinstance(durable, DurableSessionBackend) and durable.durable
+    assert durable.files.root == str(tmp_path / "b" / "sessions")
+    assert session_backend(chosen) is not durable, "each harness builds its own"
+    kept = agent_with_sessions(tmp_path / "c", runtime={"session": {"backend": "memory"}})
+    assert type(session_backend(kept)) is InMemorySessionBackend, "a backend chosen explicitly wins over transcriptsDir"
 
-    class PlainStore:  # a HistoryStore and no more: not a ProviderSessionStore
-        name = "plain"
 
-        async def load(self, conversation_id, *, on_warning=None):
-            return []
+def test_transcripts_dir_alone_still_selects_the_files_backend(tmp_path):
+    """The way before session backends: the directory alone makes sessions durable; ``config show`` says why."""
+    agent = agent_with_sessions(tmp_path / "a")
+    assert agent.config.runtime.session.backend == "files"
+    assert agent.config.sources["runtime.session.backend"] == "implied by runtime.session.transcriptsDir (python)"
+    assert isinstance(session_backend(agent), DurableSessionBackend)
+    from_env = fresh_agent(tmp_path / "b", config={"runtime": {"model": MODEL}},
+                           env={"MONO_AGENT_SESSION_TRANSCRIPTS_DIR": str(tmp_path / "b" / "sessions")})
+    assert from_env.config.sources["runtime.session.backend"] == (
+        "implied by runtime.session.transcriptsDir (env MONO_AGENT_SESSION_TRANSCRIPTS_DIR)")
+    assert isinstance(session_backend(from_env), DurableSessionBackend)
+    old = fresh_agent(tmp_path / "c", config={"runtime": {"model": MODEL}, "providers": {"piNative": {"piSessionsRoot": "s"}}})
+    assert old.config.runtime.session.backend == "files" and old.config.section("runtime.session").transcripts_dir == Path("s")
+    old_env = fresh_agent(tmp_path / "d", config={"runtime": {"model": MODEL}}, env={"MONO_AGENT_PI_SESSIONS_ROOT": "s"})
+    assert old_env.config.runtime.session.backend == "files"
+    unset = fresh_agent(tmp_path / "e", config={"runtime": {"model": MODEL}}, env={"MONO_AGENT_SESSION_TRANSCRIPTS_DIR": ""})
+    assert unset.config.runtime.session.backend == "memory" and "runtime.session.backend" not in unset.config.sources
 
-        async def commit(self, conversation_id, messages):
-            return CommitReceipt(conversation_id, len(messages), 0)
 
-        async def reset(self, conversation_id):
-            return 0
+def test_a_blocked_files_plugin_ignores_the_directory_and_keeps_sessions_in_memory(tmp_path, capsys):
+    agent = agent_with_sessions(tmp_path, plugins={"block": ["session-files"]})
+    assert agent.config.runtime.session.backend == "memory"
+    assert type(session_backend(agent)) is InMemorySessionBackend
+    assert "runtime.session.transcriptsDir" in capsys.readouterr().err
+    explicit = agent_with_sessions(tmp_path / "b", runtime={"session": {"backend": "files"}}, plugins={"block": ["session-files"]})
+    with pytest.raises(ComponentError, match="session backend 'files' is selected in the configuration"):
+        session_backend(explicit)
 
-        async def conversations(self):
-            return []
 
-        async def close(self):
-            pass
-
-    class Plugin:
-        @hookimpl
-        def register_history_stores(self, register):
-            register("plain", lambda agent: PlainStore())
-
-    agent = fresh_agent(tmp_path / "c", plugins=[Plugin()], config={
-        "runtime": {"model": MODEL, "session": {"transcriptsDir": str(tmp_path / "sessions")}},
+@pytest.mark.parametrize("backend", [{}, {"backend": "files"}])
+def test_the_files_backend_refuses_a_history_store_that_keeps_no_provider_session(tmp_path, backend):
+    agent = fresh_agent(tmp_path, plugins=[PlainStorePlugin()], config={
+        "runtime": {"model": MODEL, "session": {"transcriptsDir": str(tmp_path / "sessions"), **backend}},
         "history": {"store": "plain"},
     })
-    from loguru import logger
+    with pytest.raises(ComponentError) as info:
+        session_backend(agent)
+    message = str(info.value)
+    assert "history store 'plain' keeps no provider session (it is not a ProviderSessionStore" in message
+    assert 'runtime.session.backend = "memory"' in message
+    assert not (tmp_path / "sessions").exists()
 
-    lines: list[str] = []
-    sink = logger.add(lines.append, level="WARNING")
-    logger.enable("monoagent")
-    try:
-        chosen = [session_backend(agent), session_backend(agent)]
-    finally:
-        logger.disable("monoagent")
-        logger.remove(sink)
-    assert all(type(b) is InMemorySessionBackend for b in chosen)
-    assert len([line for line in lines if "runtime.session.transcriptsDir" in line and "plain" in line]) == 1, lines
+
+def test_the_files_backend_needs_its_directory_set_and_usable(tmp_path):
+    unset = fresh_agent(tmp_path / "a", config={"runtime": {"model": MODEL, "session": {"backend": "files"}}})
+    with pytest.raises(ComponentError, match=r"runtime\.session\.transcriptsDir, which is unset"):
+        session_backend(unset)
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    with pytest.raises(ComponentError, match=r"has mode 0755; it must be owner-only \(0700\)"):
+        session_backend(agent_with_sessions(tmp_path / "b", runtime={"session": {"transcriptsDir": str(loose)}}))
+    (tmp_path / "a-file").write_text("not a directory")
+    with pytest.raises(ComponentError, match=r"cannot be created: .*a-file is not a directory"):
+        session_backend(agent_with_sessions(tmp_path / "c", runtime={"session": {"transcriptsDir": str(tmp_path / "a-file" / "s")}}))
+    fine = agent_with_sessions(tmp_path / "d", runtime={"session": {"transcriptsDir": str(tmp_path / "d" / "new" / "s")}})
+    session_backend(fine)
+    assert not (tmp_path / "d" / "new").exists(), "building the backend creates nothing; its first turn does"
+
+
+def test_a_backend_no_plugin_registers_is_an_error_naming_the_ones_there_are(tmp_path):
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": MODEL, "session": {"backend": "postgres"}}})
+    with pytest.raises(ComponentError, match=r"session backend 'postgres' is selected in the configuration, but no "
+                                             r"active plugin registers it \(available: files, memory\)"):
+        session_backend(agent)
+    per_message = fresh_agent(tmp_path / "b", config={"runtime": {"model": MODEL, "session": {"backend": "postgres",
+                                                                                              "mode": "per-message"}}})
+    assert per_message.run_sync("hello", conversation_id="c").text, "per-message turns open no session"
 
 
 # --------------------------------------------------------------------------- the backend through its protocol
@@ -232,7 +307,7 @@ def waiters_on(path: Path) -> int:
 
 
 def backend_of(agent, **kwargs) -> DurableSessionBackend:
-    root = agent.config.resolve(agent.config.runtime.session.transcripts_dir)
+    root = agent.config.resolve(agent.config.section("runtime.session").transcripts_dir)
     return DurableSessionBackend(agent.history_store, root, agent.config.runtime.session.idle_timeout_ms, **kwargs)
 
 
@@ -272,7 +347,7 @@ def test_the_lock_is_held_from_open_to_publish(tmp_path):
 
     async def go():
         turn = make_turn(agent)
-        opened = await backend.open(turn)
+        opened = await open_turn(backend, turn)
         assert not lock_is_free(shard_file(tmp_path)) and (conversation_dir(tmp_path) / "fence").exists()
         session = WarmSession.start("c1", MODEL)
 
@@ -280,7 +355,7 @@ def test_the_lock_is_held_from_open_to_publish(tmp_path):
             assert not lock_is_free(shard_file(tmp_path)) and (conversation_dir(tmp_path) / "fence").exists()
             return await agent.history_store.commit("c1", [Message("user", "q")], provider_session=state)
 
-        await backend.publish(turn, session, [Message("user", "q")], commit)
+        await backend.publish(turn.view, session, [Message("user", "q")], commit)
         assert opened.session is None
         assert lock_is_free(shard_file(tmp_path)) and not (conversation_dir(tmp_path) / "fence").exists()
 
@@ -295,8 +370,8 @@ def test_a_turn_that_ends_without_publishing_retires_its_transcripts_and_release
         await Driver(agent, backend_of(agent)).turn("one")
         backend = backend_of(agent)
         turn = make_turn(agent)
-        assert (await backend.open(turn)).session is not None
-        await backend.retire(turn, reason)
+        assert (await open_turn(backend, turn)).session is not None
+        await backend.retire(turn.view, reason)
         assert lock_is_free(shard_file(tmp_path)) and list(conversation_dir(tmp_path).iterdir()) == []
         await agent.history_store.commit("c1", [Message("assistant", "continuity account")])
         events: list = []
@@ -314,15 +389,15 @@ def test_a_retirement_within_the_turn_keeps_the_lock_and_fence_until_it_publishe
         await Driver(agent, backend_of(agent)).turn("one")
         backend = backend_of(agent)
         turn = make_turn(agent, model="offline:other")
-        assert (await backend.open(turn)).session is not None
-        await backend.retire(turn, "model_change")
+        assert (await open_turn(backend, turn)).session is not None
+        await backend.retire(turn.view, "model_change")
         assert not lock_is_free(shard_file(tmp_path)) and [p.name for p in conversation_dir(tmp_path).iterdir()] == ["fence"]
         session = WarmSession.start("c1", "offline:other")
 
         async def commit(state):
             return await agent.history_store.commit("c1", [Message("user", "q")], provider_session=state)
 
-        await backend.publish(turn, session, [Message("user", "q")], commit)
+        await backend.publish(turn.view, session, [Message("user", "q")], commit)
         assert lock_is_free(shard_file(tmp_path))
         assert (await agent.history_store.load_provider_session("c1")).model == "offline:other"
 
@@ -352,7 +427,7 @@ def test_a_turn_that_waited_for_the_lock_reads_the_history_committed_meanwhile(t
         await Driver(agent, backend_of(agent)).turn("one")
         holder = backend_of(agent)
         turn = make_turn(agent)
-        opened = await holder.open(turn)
+        opened = await open_turn(holder, turn)
         waiting = asyncio.ensure_future(Driver(agent, backend_of(agent)).turn("three"))  # loads history now: stale
         await until(lambda: waiters_on(shard_file(tmp_path)) == 1, "a second process blocked on the shard lock", interval=0.01)
         user, reply = Message("user", "two"), Message("assistant", "answer to two")
@@ -361,7 +436,7 @@ def test_a_turn_that_waited_for_the_lock_reads_the_history_committed_meanwhile(t
         async def commit(state):
             return await agent.history_store.commit("c1", [user, reply], provider_session=state)
 
-        await holder.publish(turn, opened.session, [user, reply], commit)
+        await holder.publish(turn.view, opened.session, [user, reply], commit)
         reopened, seen = await waiting
         assert reopened.session is not None
         assert contents(seen) == ["one", "answer to one", "two", "answer to two"]
@@ -378,7 +453,7 @@ def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_
         backend = backend_of(agent)
         turn = make_turn(agent)
         turn.history = tuple(await agent.history_store.load("c1"))
-        opened = await backend.open(turn)
+        opened = await open_turn(backend, turn)
         await agent.history_store.commit("c1", [Message("assistant", "another process's account")])  # mid-call
         user, reply = Message("user", "two"), Message("assistant", "answer to two")
         opened.session.history_tail = history_tail([user, reply])
@@ -386,7 +461,7 @@ def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_
         async def commit(state):
             return await agent.history_store.commit("c1", [user, reply], provider_session=state)
 
-        await backend.publish(turn, opened.session, [user, reply], commit)
+        await backend.publish(turn.view, opened.session, [user, reply], commit)
         assert await agent.history_store.load_provider_session("c1") is None
         assert lock_is_free(shard_file(tmp_path)) and list(conversation_dir(tmp_path).iterdir()) == []
         reopened, seen = await Driver(agent, backend_of(agent)).turn("three")
@@ -397,7 +472,7 @@ def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_
 
 
 def test_idle_eviction_drops_the_copy_in_memory_and_the_next_turn_resumes_from_disk(tmp_path, monkeypatch):
-    from monoagent.pipeline import sessions
+    from monoagent.kernel import sessions
 
     now = [1000.0]
     monkeypatch.setattr(sessions, "clock", lambda: now[0])
@@ -475,7 +550,7 @@ def test_a_transcript_that_cannot_be_written_does_not_cost_the_answer(tmp_path):
         backend = backend_of(agent)
         turn = make_turn(agent)
         turn.history = tuple(await agent.history_store.load("c1"))
-        opened = await backend.open(turn)
+        opened = await open_turn(backend, turn)
         _swap_for_symlink(tmp_path, _transcript(tmp_path))  # O_NOFOLLOW refuses to append through it
         user, reply = Message("user", "two"), Message("assistant", "answer to two")
         opened.session.history_tail = history_tail([*turn.history, user, reply])
@@ -485,7 +560,7 @@ def test_a_transcript_that_cannot_be_written_does_not_cost_the_answer(tmp_path):
         async def commit(state):
             return await agent.history_store.commit("c1", [user, reply], provider_session=state)
 
-        await backend.publish(turn, opened.session, [user, reply], commit)
+        await backend.publish(turn.view, opened.session, [user, reply], commit)
         assert [d["code"] for kind, d in events if kind == "runtime_warning"] == ["session_transcript_not_written"]
         assert await agent.history_store.load_provider_session("c1") is None and lock_is_free(shard_file(tmp_path))
         reopened, seen = await Driver(agent, backend_of(agent)).turn("three")
@@ -522,7 +597,7 @@ def test_transcripts_of_conversations_idle_for_30_days_are_swept(tmp_path):
 
 
 def test_the_sweep_skips_a_conversation_whose_shard_is_in_use(tmp_path):
-    from monoagent.pipeline.transcript_files import IDLE_SWEEP_SECONDS, TranscriptRoot
+    from monoagent_plugins.lib.transcript_files import IDLE_SWEEP_SECONDS, TranscriptRoot
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
@@ -543,18 +618,18 @@ def test_a_cancelled_wait_for_the_lock_releases_it_when_it_comes(tmp_path):
     async def go():
         holder = backend_of(agent)
         turn = make_turn(agent)
-        await holder.open(turn)
+        await open_turn(holder, turn)
         waiter = backend_of(agent)
-        waiting = asyncio.ensure_future(waiter.open(make_turn(agent)))
+        waiting = asyncio.ensure_future(waiter.open(make_turn(agent).view))
         await until(lambda: waiters_on(shard_file(tmp_path)) == 1, "a second process blocked on the shard lock", interval=0.01)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        await holder.retire(turn, "failed_turn")
+        await holder.retire(turn.view, "failed_turn")
         await waiter.close()  # the pool's thread finishes its wait and gives the lock back
         third = backend_of(agent)
-        await asyncio.wait_for(third.open(make_turn(agent)), 30)
-        await third.retire(make_turn(agent), "failed_turn")
+        await asyncio.wait_for(third.open(make_turn(agent).view), 30)
+        await third.retire(make_turn(agent).view, "failed_turn")
 
     run(go())
 
@@ -688,20 +763,20 @@ def test_a_fence_left_after_a_durable_commit_is_removed_and_the_transcript_kept(
 
 
 def test_a_directory_planted_where_the_fence_goes_fails_closed(tmp_path):
-    from monoagent.pipeline.transcript_files import TranscriptStoreError
+    from monoagent_plugins.lib.transcript_files import TranscriptStoreError
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
     _fence(tmp_path).mkdir()
     backend = backend_of(agent)
     with pytest.raises(TranscriptStoreError, match="directory"):
-        run(backend.open(make_turn(agent)))
+        run(backend.open(make_turn(agent).view))
     assert lock_is_free(shard_file(tmp_path))
 
 
 @pytest.mark.parametrize("plant", ["symlink", "loose mode"])
 def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
-    from monoagent.pipeline.transcript_files import TranscriptStoreError
+    from monoagent_plugins.lib.transcript_files import TranscriptStoreError
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
@@ -713,7 +788,7 @@ def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
     else:
         directory.chmod(0o755)
     with pytest.raises(TranscriptStoreError, match="session directory"):
-        run(backend_of(agent).open(make_turn(agent)))
+        run(backend_of(agent).open(make_turn(agent).view))
     assert lock_is_free(shard_file(tmp_path))
 
 
@@ -774,7 +849,7 @@ async def main():
     turn = TurnRun(agent=agent, request=TurnRequest(text="q", conversation_id=conversation_id), run_id="r",
                 model="offline:echo", session=session, emitter=lambda kind, data: None)
     turn.history = tuple(await agent.history_store.load(conversation_id))
-    await session_backend(agent).open(turn)  # the lock is taken and the fence is on disk
+    await session_backend(agent).open(turn.view)  # the lock is taken and the fence is on disk
     print("fenced", flush=True)
     sys.stdin.readline()  # the provider call, as long as the test wants
 

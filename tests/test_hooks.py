@@ -290,6 +290,60 @@ def test_hook_register_compaction_policies(tmp_path):
     assert "history: 2 messages" in result.text
 
 
+def test_hook_register_session_backends(tmp_path):
+    from monoagent.kernel.sessions import OpenedSession, SessionBackend
+
+    class DictSessions:  # the protocol alone, as a third party writes it
+        durable = False
+
+        def __init__(self) -> None:
+            self.sessions: dict[str, Any] = {}
+            self.calls: list[tuple[Any, ...]] = []
+
+        async def open(self, turn):
+            self.calls.append(("open", turn.conversation_id, len(turn.history)))
+            return OpenedSession(self.sessions.pop(turn.conversation_id, None))
+
+        async def publish(self, turn, session, appended, commit):
+            self.calls.append(("publish", session.revision, [m.role for m in appended]))
+            receipt = await commit(None)
+            session.transcript.extend(appended)
+            session.revision += 1
+            self.sessions[turn.conversation_id] = session
+            return receipt
+
+        async def retire(self, turn, reason):
+            self.sessions.pop(turn.conversation_id, None)
+
+        def evict_idle(self, now):
+            return []
+
+        async def close(self):
+            self.calls.append(("close",))
+
+    built: list[DictSessions] = []
+
+    class Plugin:
+        @hookimpl
+        def register_session_backends(self, register):
+            register("dict", lambda agent: built.append(DictSessions()) or built[-1], "sessions in a dict")
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"backend": "dict"}}})
+    run(agent, "one")
+    run(agent, "two")
+    [backend] = built
+    assert isinstance(backend, SessionBackend) and agent.harness.sessions is backend
+    assert backend.calls == [
+        ("open", "t", 0), ("publish", 0, ["user", "assistant"]),
+        ("open", "t", 2), ("publish", 1, ["user", "assistant"]),  # the session open returned: the turn was warm
+    ]
+    asyncio.run(agent.aclose())
+    assert backend.calls[-1] == ("close",)
+    refused = fresh_agent(tmp_path / "b", plugins=[Plugin()], config={"runtime": {"session": {"backend": "nowhere"}}})
+    with pytest.raises(ComponentError, match=r"session backend 'nowhere' .* \(available: dict, files, memory\)"):
+        run(refused)
+
+
 def test_hook_register_tools(tmp_path):
     from monoagent import tool
 

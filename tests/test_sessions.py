@@ -15,9 +15,10 @@ from loguru import logger
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
+from monoagent.kernel import sessions
 from monoagent.kernel.interfaces import CompactionOutcome
 from monoagent.kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
-from monoagent.pipeline import provider_call, sessions
+from monoagent.pipeline import provider_call
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 
@@ -615,3 +616,27 @@ def test_group_chat_speakers_stay_named_in_the_transcript_and_in_history_sent_as
     assert texts(warm[0]) == ["[Alice Chen (@alice)] hi, I am Alice"]
     assert strip_marks(cold[:2]) == strip_marks(warm[:2])
     assert texts(cold[2]) == ["[Bob (@bob)] and I am Bob"]
+
+
+def test_history_a_backend_read_again_is_the_history_the_turn_continues_on(tmp_path):
+    """A backend that re-reads history under its own lock hands it back in OpenedSession.history;
+    it never writes to the turn, which it sees read-only."""
+    from monoagent.kernel.sessions import InMemorySessionBackend, OpenedSession
+
+    newer = (Message("user", "committed by another process"), Message("assistant", "meanwhile"))
+    seen: list[Any] = []
+
+    class Rereading(InMemorySessionBackend):
+        async def open(self, turn):
+            seen.append(turn.history)
+            opened = await super().open(turn)
+            return OpenedSession(opened.session, opened.boundary, history=newer)
+
+    class Plugin:
+        @hookimpl
+        def register_session_backends(self, register):
+            register("rereading", lambda agent: Rereading(60_000))
+
+    agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"backend": "rereading"}}})
+    result = agent.run_sync("hello", conversation_id="c")
+    assert seen == [()] and "history: 2 messages" in result.text  # the cold turn led with the history handed back

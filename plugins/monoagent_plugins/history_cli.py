@@ -5,8 +5,9 @@ configured tool-history store (``toolHistory.store``, ``agent.tool_history_store
 ``none``. Every report keeps the two apart: message-history records (files) and bytes, then
 tool-history calls, records and bytes.
 Memory (``memory.path``) and run artifacts (``artifacts.dir``) are never touched.
-``restart --clear-sessions`` also purges the durable provider sessions under
-``runtime.session.transcriptsDir`` and reports their transcripts and bytes.
+``restart --clear-sessions`` also clears the durable provider sessions of the configured session
+backend (``runtime.session.backend``) when it keeps any (a ``ClearableSessionBackend``, such as
+``files`` under ``runtime.session.transcriptsDir``) and reports their transcripts and bytes.
 
 ``history show --tools`` interleaves the conversation's tool calls and their results, from the
 tool history, with its messages (:func:`interleave`).
@@ -28,8 +29,10 @@ from typing import Any
 import click
 
 from monoagent.boundary.terminal import echo, echo_json
-from monoagent.kernel.errors import HistoryStoreError, ToolHistoryError
+from monoagent.kernel.components import SESSION_BACKENDS
+from monoagent.kernel.errors import ComponentError, HistoryStoreError, ToolHistoryError
 from monoagent.kernel.host import bundled_impl
+from monoagent.kernel.sessions import ClearableSessionBackend
 from monoagent.kernel.stores import (
     HistoryStats,
     ManagedHistoryStore,
@@ -301,7 +304,7 @@ def clear_command(clear_all: bool, yes: bool, as_json: bool) -> None:
 
 @click.command("restart")
 @click.option("--clear-sessions", is_flag=True,
-              help="Also clear message history, tool history and the durable provider sessions (runtime.session.transcriptsDir).")
+              help="Also clear message history, tool history and the durable provider sessions (runtime.session.backend).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
@@ -311,13 +314,17 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
                    "(pass --clear-sessions to clear them).")
         return
     agent = command_agent("history")
+    try:
+        backend = _durable_sessions(agent)
+    except ComponentError as exc:
+        raise click.ClickException(f"restart --clear-sessions cleared nothing: {exc}") from None
     if not yes:
         click.confirm(f"Clear every conversation's message and tool history in {agent.config.history_dir}"
-                      f"{' and the provider sessions' if _sessions_root(agent) else ''}?", abort=True)
+                      f"{' and the provider sessions' if backend is not None else ''}?", abort=True)
     try:
         removed, tool = _clear_everything(agent)
-        sessions = _purge_sessions(agent)
-    except (HistoryStoreError, OSError) as exc:  # TranscriptStoreError is a HistoryStoreError
+        sessions = _clear_sessions(backend)
+    except (HistoryStoreError, OSError) as exc:  # a transcript directory's TranscriptStoreError is a HistoryStoreError
         raise click.ClickException(str(exc)) from None
     _clear_report(removed, tool, as_json, {"provider_sessions": sessions, "acp_session_authorizations": NOT_CONFIGURED})
     if not as_json:
@@ -326,20 +333,25 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         echo(f"ACP session authorizations: {NOT_CONFIGURED}")
 
 
-def _sessions_root(agent: Any) -> Any:
-    root = agent.config.runtime.session.transcripts_dir
-    return None if root is None else agent.config.resolve(root)
+def _durable_sessions(agent: Any) -> ClearableSessionBackend | None:
+    """The configured session backend when it keeps sessions beyond the process (it can clear them), else None."""
+    backend = agent.components.new(SESSION_BACKENDS, agent.config.runtime.session.backend)
+    return backend if agent.components.supports(backend, ClearableSessionBackend) else None
 
 
-def _purge_sessions(agent: Any) -> dict[str, int] | None:
-    """Remove every durable transcript under ``runtime.session.transcriptsDir``; None when it is unset."""
-    from monoagent.pipeline.transcript_files import TranscriptRoot
-
-    root = _sessions_root(agent)
-    if root is None:
+def _clear_sessions(backend: ClearableSessionBackend | None) -> dict[str, int] | None:
+    """Clear every durable provider session of ``backend``; None when the backend keeps none."""
+    if backend is None:
         return None
-    transcripts, freed = TranscriptRoot(root).purge()
-    return {"transcripts": transcripts, "bytes": freed}
+
+    async def work() -> dict[str, int]:
+        try:
+            report = await backend.clear_all()
+        finally:
+            await backend.close()
+        return {"transcripts": report.transcripts, "bytes": report.bytes}
+
+    return run(work())
 
 
 @bundled_impl

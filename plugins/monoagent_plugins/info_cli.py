@@ -44,15 +44,21 @@ def _tool_history_path(agent: Any) -> str:
     return f"(store {store!r}: see its plugin)"
 
 
+def _transcripts_path(agent: Any) -> str:
+    """Where the ``files`` session backend keeps transcripts (its key, declared by ``session-files``), resolved."""
+    config = agent.config
+    root = config.section("runtime.session").transcripts_dir if "runtime.session" in config.sections else None
+    return str(config.resolve(root)) if root else "(unset: in memory)"
+
+
 def describe(agent: Any) -> dict[str, Any]:
     """Everything ``info`` prints, as data (``--json`` prints exactly this)."""
     import platform
 
     config = agent.config
     paths = {key: str(path) for key, path in config.default_paths().items()}
-    sessions = config.runtime.session.transcripts_dir
     paths["toolHistory"] = _tool_history_path(agent)
-    paths["runtime.session.transcriptsDir"] = str(config.resolve(sessions)) if sessions else "(unset: in memory)"
+    paths["runtime.session.transcriptsDir"] = _transcripts_path(agent)
     registries: dict[str, list[dict[str, str]]] = {}
     for record in agent.host.records:
         if record.status != "active":
@@ -68,6 +74,7 @@ def describe(agent: Any) -> dict[str, Any]:
         "paths": paths,
         "selected": {
             "model": agent.model, "history.store": config.history.store, "toolHistory.store": config.tool_history.store,
+            "runtime.session.backend": config.runtime.session.backend,
             "memory.tiers": list(config.memory.tiers), "runtime.fallbacks": list(config.runtime.fallbacks),
             "runtime.compaction.policy": config.runtime.compaction.policy if config.runtime.compaction.enabled else "(off)",
         },

@@ -48,6 +48,7 @@ from monoagent.kernel.interfaces import (
     StoredCompaction,
     WindowedProviderRuntime,
 )
+from monoagent.kernel.sessions import ClearableSessionBackend, SessionBackend
 from monoagent.kernel.stores import (
     DurableHistoryStore,
     HistoryStore,
@@ -345,8 +346,14 @@ COMPACTION_POLICIES: ComponentKind[CompactionPolicy] = ComponentKind(
 )
 """``runtime.compaction.policy`` (or ``choose_compaction``) names one: ``factory(agent=agent)``; ``none`` sends history as it is."""
 
+SESSION_BACKENDS: ComponentKind[SessionBackend] = ComponentKind(
+    "session backend", SessionBackend, "register_session_backends", capabilities=(ClearableSessionBackend,),
+)
+"""``runtime.session.backend = "<name>"`` selects ``factory(agent=agent)``, built anew for each channel harness
+(``agent.components.new``): each harness keeps its own sessions."""
+
 KINDS: tuple[ComponentKind[Any], ...] = (
     PROVIDERS, HISTORY_STORES, TOOL_HISTORY_STORES, MEMORY_TIERS, EMBEDDERS, CHANNELS, NOTIFIERS,
-    COMPACTION_POLICIES,
+    COMPACTION_POLICIES, SESSION_BACKENDS,
 )
 """Every component kind, in the order ``monoagent plugins`` lists them."""

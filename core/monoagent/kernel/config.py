@@ -148,7 +148,9 @@ class ContextConfig:
 
 @attrs.define
 class SessionConfig:
-    """Provider sessions: warmth, durable transcripts and conversation bucketing (runtime.session)."""
+    """Provider sessions: warmth, where sessions live and conversation bucketing (runtime.session).
+    A session backend's own keys of this table (``runtime.session.transcriptsDir``, ...) are declared by its plugin.
+    """
 
     mode: Literal["continuous", "per-message"] = setting(
         "continuous", doc="continuous keeps a warm provider session per conversation; per-message rebuilds context each turn.",
@@ -174,10 +176,11 @@ class SessionConfig:
         False, doc="Proactive turns (TurnRequest.proactive, run --proactive) run isolated: outside the warm session, committing nothing to history.",
         env="MONO_AGENT_SESSION_ISOLATE_PROACTIVE",
     )
-    transcripts_dir: Path | None = setting(
-        None, doc="Directory of durable session transcripts: with a history store that keeps provider sessions "
-        "(a ProviderSessionStore, such as files), warm sessions survive restarts and are shared by processes; unset = in-memory.",
-        env="MONO_AGENT_SESSION_TRANSCRIPTS_DIR",
+    backend: str = setting(
+        "memory", doc="Registered session backend that keeps the warm sessions: memory (this process only, lost on "
+        "restart) or files (durable transcripts under runtime.session.transcriptsDir, shared by processes). Left unset "
+        "while runtime.session.transcriptsDir is set, it is files.",
+        env="MONO_AGENT_SESSION_BACKEND",
     )
 
 
@@ -305,6 +308,13 @@ RENAMED_KEYS: dict[str, str] = {
     "providers.piNative": "providers.client",
     "providers.piNative.piMaxRetries": "providers.client.maxRetries",
     "providers.piNative.piSessionsRoot": "runtime.session.transcriptsDir",
+}
+
+#: Keys that, set while another key is not, select a value for that one (key -> (implied key, value)):
+#: what the key did before the implied key existed. Applied only while the key's owner is active
+#: (:func:`monoagent.kernel.config_loading.build_config`); ``config show`` names the implying key as the source.
+IMPLIED_KEYS: dict[str, tuple[str, Any]] = {
+    "runtime.session.transcriptsDir": ("runtime.session.backend", "files"),
 }
 
 #: Environment variables that were renamed, old name -> new name, still read with a warning.

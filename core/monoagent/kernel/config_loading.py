@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.config import CONFIG_FILENAME, RENAMED_ENV, RENAMED_KEYS, Config, PluginsConfig
+from monoagent.kernel.config import CONFIG_FILENAME, IMPLIED_KEYS, RENAMED_ENV, RENAMED_KEYS, Config, PluginsConfig
 from monoagent.kernel.config_keys import (
     KeyInfo,
     Problems,
@@ -320,6 +320,7 @@ def build_config(
     tables = kernel_tables()
     plugin_paths = {path for path in plugin_sections if path not in tables}
     plugin_paths.update(f"{path}.{key}" for path, cls in plugin_sections.items() if path in tables for key in table_keys(cls))
+    _imply(raw, plugin_paths)
     problems = Problems(raw.sources, list(raw.problems), frozenset(plugin_paths), inactive_owner, strict)
     data = json.loads(json.dumps(raw.data, default=str))  # a private deep copy
     extracted: dict[str, Any] = {}
@@ -360,6 +361,20 @@ def build_config(
     config.sources = dict(raw.sources)
     config.warnings = [*raw.warnings, *problems.warnings]
     return config
+
+
+def _imply(raw: RawConfig, plugin_paths: set[str]) -> None:
+    """Set each key :data:`~monoagent.kernel.config.IMPLIED_KEYS` implies: its implying key is set (not
+    to null) and declared, by the kernel or an active plugin, and the implied key is not set."""
+    kernel = {key.path for key in iter_keys()}
+    for key, (implied, value) in IMPLIED_KEYS.items():
+        if key not in kernel and key not in plugin_paths:
+            continue
+        found = _lookup(raw.data, key)[1]
+        if found is _MISSING or found is None or _lookup(raw.data, implied)[1] is not _MISSING:
+            continue
+        if _set_path(raw.data, implied, value):
+            raw.sources[implied] = f"implied by {key} ({raw.sources.get(key, 'python')})"
 
 
 def add_plugin_sections(config: Config, plugin_sections: Mapping[str, type], env: Mapping[str, str]) -> None:

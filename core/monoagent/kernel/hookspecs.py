@@ -104,6 +104,7 @@ if TYPE_CHECKING:
         UserMessagePart,
     )
     from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
+    from monoagent.kernel.sessions import SessionBackend
     from monoagent.kernel.stores import HistoryStore, ToolHistoryStore
     from monoagent.kernel.turn import StepOutcome, Turn
 
@@ -391,6 +392,46 @@ def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy])
         @hookimpl
         def register_compaction_policies(register):
             register("keep-last-10", lambda agent: KeepLast(10))
+    """
+
+
+@hookspec(historic=True)
+def register_session_backends(register: ComponentRegistrar[SessionBackend]) -> None:
+    """Register session backends (where warm provider sessions live) by name.
+
+    Call ``register(name, factory, description="")``; ``runtime.session.backend = "<name>"``
+    selects ``factory(agent=agent)``, which returns a
+    :class:`~monoagent.kernel.sessions.SessionBackend` (``durable``, ``open``, ``publish``,
+    ``retire``, ``evict_idle``, ``close``; each method gets the read-only turn, and ``open``
+    returns an :class:`~monoagent.kernel.sessions.OpenedSession`). Each channel harness builds
+    its own (``agent.components.new``) the first time a continuous turn opens a session; the
+    harness closes it when the Agent closes. A backend whose sessions outlive the process can
+    also be a :class:`~monoagent.kernel.sessions.ClearableSessionBackend` (``clear_all``), which
+    ``monoagent restart --clear-sessions`` calls. A factory checks what its backend needs (a
+    directory, a capability of the history store) and raises a
+    :class:`~monoagent.kernel.errors.ComponentError` saying what is wrong.
+
+    Args:
+        register: a :class:`~monoagent.kernel.registrars.ComponentRegistrar` of kind ``SessionBackend`` bound to this
+            plugin; a bad registration fails this plugin's load, naming it; a name registered by
+            two plugins is an error naming both.
+
+    Returns:
+        Nothing. Results are collected (and ignored).
+
+    Called once per plugin, when the plugin is loaded.
+
+    Bundled default: the ``session-memory`` plugin registers ``memory`` (warm sessions in this
+    process only, lost on restart; the default) and the ``session-files`` plugin ``files``
+    (durable transcripts under ``runtime.session.transcriptsDir``, bound to the history record
+    of a :class:`~monoagent.kernel.stores.ProviderSessionStore`, with cross-process locks,
+    fsynced fences and an idle sweep).
+
+    Example::
+
+        @hookimpl
+        def register_session_backends(register):
+            register("postgres", lambda agent: PostgresSessions(agent.config.section("postgres"), agent.history_store))
     """
 
 

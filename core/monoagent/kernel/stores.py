@@ -238,8 +238,8 @@ class ProviderSessionState:
 class ProviderSessionStore(HistoryStore, Protocol):
     """A :class:`HistoryStore` that keeps the provider session with each record (the transaction).
 
-    Only with a store implementing it does ``runtime.session.transcriptsDir`` make sessions durable
-    (:mod:`monoagent.pipeline.durable_sessions`); otherwise they stay process-local. A store that
+    The ``files`` session backend (``runtime.session.backend``, plugin ``session-files``) binds
+    its durable transcripts to such a store's records, and refuses a store that is not one. A store that
     has ``load_provider_session`` but whose ``commit`` cannot take ``provider_session`` is refused
     when it is built.
 

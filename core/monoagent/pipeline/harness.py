@@ -485,7 +485,7 @@ class Harness(RunControl):
                 cancelled.append(late)
             return receipt
 
-        receipt = await lease.backend.publish(turn, session, appended, commit)
+        receipt = await lease.backend.publish(turn.view, session, appended, commit)
         return receipt, cancelled[0] if cancelled else None
 
     async def _commit(

@@ -1,4 +1,4 @@
-"""Durable transcripts on disk: the layout under ``runtime.session.transcriptsDir``.
+"""Durable transcripts on disk: the layout under ``runtime.session.transcriptsDir`` (the ``files`` session backend).
 
 ::
 
@@ -113,6 +113,23 @@ class TranscriptRoot:
         self._ready = False
 
     # ------------------------------------------------------------------ directories and locks
+
+    def problem(self) -> str | None:
+        """Why the root cannot hold transcripts, or None; checked without creating anything.
+
+        An existing root must be a private directory of this user (0700, never a symlink); a
+        missing one is created by :meth:`ensure` on first use, so its nearest existing ancestor
+        must be a directory this user can write in.
+        """
+        if os.path.lexists(self.root):
+            return private_directory_problem(self.root, "session transcript directory (runtime.session.transcriptsDir)")
+        ancestor = os.path.dirname(os.path.abspath(self.root))
+        while not os.path.lexists(ancestor):
+            ancestor = os.path.dirname(ancestor)
+        if not os.path.isdir(ancestor) or not os.access(ancestor, os.W_OK | os.X_OK):
+            return (f"session transcript directory (runtime.session.transcriptsDir) {self.root} does not exist and cannot "
+                    f"be created: {ancestor} is not a directory this user can write in")
+        return None
 
     def ensure(self) -> None:
         """Create (0700) and check the root and its lock directory, once."""

@@ -1,16 +1,19 @@
-"""Durable warm sessions: transcripts under ``runtime.session.transcriptsDir`` that survive the process.
+"""The ``files`` session backend: :class:`DurableSessionBackend`, warm sessions that survive the process.
 
-:class:`DurableSessionBackend` is the :class:`~monoagent.pipeline.sessions.SessionBackend` that
-:func:`~monoagent.pipeline.sessions.session_backend` picks when ``runtime.session.transcriptsDir`` is set and the
-history store is a :class:`~monoagent.kernel.stores.ProviderSessionStore`. The
-history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
+The bundled plugin ``session-files`` (:mod:`monoagent_plugins.session_files`) registers it and
+builds it once its preconditions hold; the layout on disk is
+:mod:`monoagent_plugins.lib.transcript_files`. The transcripts are bound to the history record of
+a :class:`~monoagent.kernel.stores.ProviderSessionStore`.
+
+The history record owns the session: its ``ProviderSessionState`` (random epoch, revision, bound
 model) is published atomically with the turn's messages, and a transcript is resumed only when
 it is exactly the one that state names. One turn, as the backend sees it:
 
 ``open``
     Take the conversation's cross-process lock (a fixed table of 16 shard lock files, flock),
-    read history again (``turn.history``: another process may have committed while this turn
-    waited for the lock) and the record's state, and decide: a dirty fence left by a turn that died between its
+    read history again (another process may have committed while this turn waited for the lock:
+    the history read under the lock is handed back in ``OpenedSession.history``, and the turn
+    continues on it) and the record's state, and decide: a dirty fence left by a turn that died between its
     open and its commit retires every transcript of the conversation (``cold``/``dirty_fence``);
     a record committed by another process since this one last saw it drops the stale in-memory
     copy and re-reads the transcript (a rebuild from history when that fails:
@@ -22,7 +25,7 @@ it is exactly the one that state names. One turn, as the backend sees it:
     Append the turn to the transcript (a new file for a new epoch) and fsync it and its
     directory, then commit history together with the next revision, then remove the fence and
     release the lock. A transcript that cannot be written (a full disk, a file planted in its
-    place) or would grow over :data:`~monoagent.pipeline.transcript_files.MAX_TRANSCRIPT_BYTES`
+    place) or would grow over :data:`~monoagent_plugins.lib.transcript_files.MAX_TRANSCRIPT_BYTES`
     does not cost the answer: the turn is committed without a session (``runtime_warning``
     ``session_transcript_not_written`` / ``session_transcript_too_large``) and the next turn
     reseeds. Commits without a session (continuity accounts, a retry's answer, host-only
@@ -31,6 +34,8 @@ it is exactly the one that state names. One turn, as the backend sees it:
 ``retire``
     Remove the conversation's transcripts (directory fsynced) and, at the end of a turn
     (failed, cancelled, answered by a retry), the fence and the lock.
+``clear_all``
+    Remove every conversation's transcripts (``monoagent restart --clear-sessions``).
 
 A cold turn after any of these seeds canonical history as leading messages and creates the new
 epoch's transcript from them (create-on-miss); a resumed one sends the transcript: either way
@@ -48,17 +53,23 @@ import asyncio
 import concurrent.futures
 import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from monoagent.kernel import sessions
 from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message
+from monoagent.kernel.sessions import (
+    InMemorySessionBackend,
+    OpenedSession,
+    SessionClearReport,
+    SessionCommit,
+    WarmSession,
+)
 from monoagent.kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
-from monoagent.pipeline import sessions
-from monoagent.pipeline.sessions import InMemorySessionBackend, OpenedSession, WarmSession
-from monoagent.pipeline.transcript_files import (
+from monoagent_plugins.lib.transcript_files import (
     IDLE_SWEEP_SECONDS,
     MAX_TRANSCRIPT_BYTES,
     SHARDS,
@@ -70,7 +81,7 @@ from monoagent.pipeline.transcript_files import (
 )
 
 if TYPE_CHECKING:
-    from monoagent.pipeline.turn_run import TurnRun
+    from monoagent.kernel.turn import Turn
 
 T = TypeVar("T")
 
@@ -192,12 +203,9 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     # ------------------------------------------------------------------ open
 
-    async def open(self, turn: TurnRun) -> OpenedSession:
+    async def open(self, turn: Turn) -> OpenedSession:
         conversation_id = turn.conversation_id
-        self.evict_idle(sessions.clock())
-        notice = self._notices.pop(conversation_id, None)
-        if notice is not None:
-            turn.emit("session_status", status="evicted", reason=notice)
+        self.report_evictions(turn)
         if conversation_id in self._held:  # the harness's lane ran the previous turn to its end: it never settled here
             logger.warning("the session lock of conversation {} was still held by an earlier turn; released",
                            _short(conversation_id))
@@ -206,19 +214,19 @@ class DurableSessionBackend(InMemorySessionBackend):
             self._sweep = self._pool().submit(self._sweep_idle)
         lock = await self._acquire(conversation_id)
         try:
-            await self._reload_history(turn)
+            history = await self._reload_history(turn)
             state = await self.store.load_provider_session(conversation_id)
-            cached = self._sessions.pop(conversation_id, None)
-            opened, size = await _settled(asyncio.to_thread(self._open_locked, turn, state, cached))
+            cached = self.take(conversation_id)
+            opened, size = await _settled(asyncio.to_thread(self._open_locked, conversation_id, history, state, cached))
         except BaseException:
             os.close(lock)
             raise
-        self._held[conversation_id] = _Hold(lock, turn.history)
+        self._held[conversation_id] = _Hold(lock, history)
         if size is None:
             self._sizes.pop(conversation_id, None)
         else:
             self._sizes[conversation_id] = size
-        return opened
+        return attrs.evolve(opened, history=history) if history != turn.history else opened
 
     def _sweep_idle(self) -> None:
         """Remove transcripts of conversations idle for longer than ``sweep_after`` seconds (see ``TranscriptRoot.sweep``)."""
@@ -228,28 +236,31 @@ class DurableSessionBackend(InMemorySessionBackend):
             logger.warning("the sweep of idle session transcripts under {} failed ({}: {}); nothing else is affected",
                            self.files.root, type(exc).__name__, exc)
 
-    async def _reload_history(self, turn: TurnRun) -> None:
-        """Read history again under the lock: another process may have committed while this turn waited for it.
+    async def _reload_history(self, turn: Turn) -> tuple[Message, ...]:
+        """History read again under the lock: another process may have committed while this turn waited for it.
 
         The harness loads history before it opens the session; a turn that waited for the lock
-        would otherwise be built on the history from before the other process's turn. A warning
-        from the store is reported only when the history changed (the harness reported it for the same record).
+        would otherwise be built on the history from before the other process's turn (``open``
+        hands the new one back). A warning from the store is reported only when the history
+        changed (the harness reported it for the same record).
         """
         warnings: list[tuple[str, str]] = []
         history = tuple(await self.store.load(turn.conversation_id, on_warning=lambda code, message: warnings.append((code, message))))
         if history != turn.history:
-            turn.history = history
             for code, message in warnings:
                 turn.emit("runtime_warning", code=code, message=message)
+        return history
 
     def _open_locked(
-        self, turn: TurnRun, state: ProviderSessionState | None, cached: WarmSession | None
+        self, conversation_id: str, history: tuple[Message, ...], state: ProviderSessionState | None,
+        cached: WarmSession | None,
     ) -> tuple[OpenedSession, int | None]:
         """Under the lock: judge the fence and the transcript against the record's state, then write the fence.
 
-        Returns what was opened and the resumed transcript's size (None when the turn is cold).
+        ``history`` is the conversation's history as read under the lock. Returns what was opened
+        and the resumed transcript's size (None when the turn is cold).
         """
-        conversation_id, files = turn.conversation_id, self.files
+        files = self.files
         with files.conversation(conversation_id, create=False) as existing:
             existed = existing is not None
         with files.conversation(conversation_id, create=True) as conversation:
@@ -267,7 +278,7 @@ class DurableSessionBackend(InMemorySessionBackend):
                     transcript = files.read(conversation, state.epoch, state.model, state.revision)
             fence = files.read_fence(conversation)
             resumed, boundary = judge(fence, state, transcript, bool(files.transcripts(conversation)),
-                                      existed or not turn.history)
+                                      existed or not history)
             if boundary is not None and boundary[0] == "cold":
                 why = next((w for w in (fence, transcript) if isinstance(w, str)), "")
                 logger.warning("conversation {}: {}{}; its session transcripts are retired and the turn reseeds from history",
@@ -282,15 +293,9 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     # ------------------------------------------------------------------ publish
 
-    async def publish(
-        self,
-        turn: TurnRun,
-        session: WarmSession,
-        appended: list[Message],
-        commit: Callable[[Any], Awaitable[CommitReceipt]],
-    ) -> CommitReceipt:
+    async def publish(self, turn: Turn, session: WarmSession, appended: list[Message], commit: SessionCommit) -> CommitReceipt:
         conversation_id = turn.conversation_id
-        self._sessions.pop(conversation_id, None)
+        self.take(conversation_id)
         self._sizes.pop(conversation_id, None)
         if conversation_id not in self._held:  # not opened here: nothing on disk may claim this turn
             return await commit(None)
@@ -312,18 +317,17 @@ class DurableSessionBackend(InMemorySessionBackend):
         if self.idle_timeout > 0:
             session.transcript.extend(appended)
             session.revision = revision
-            session.last_used = sessions.clock()
-            self._sessions[conversation_id] = session
+            self.keep(session)
             self._sizes[conversation_id] = size
         return receipt
 
-    async def _commit_unbound(self, conversation_id: str, commit: Callable[[Any], Awaitable[CommitReceipt]]) -> CommitReceipt:
+    async def _commit_unbound(self, conversation_id: str, commit: SessionCommit) -> CommitReceipt:
         """Commit the turn without a session, then retire the conversation's transcripts: the next turn is cold."""
         receipt = await commit(None)
         self._settle(conversation_id, retire=True)
         return receipt
 
-    async def _history_moved(self, turn: TurnRun, opened: tuple[Message, ...]) -> bool:
+    async def _history_moved(self, turn: Turn, opened: tuple[Message, ...]) -> bool:
         """Whether history changed since ``open`` read it under the lock.
 
         Commits that carry no session (a continuity account, a retry's answer, a host-only
@@ -359,14 +363,14 @@ class DurableSessionBackend(InMemorySessionBackend):
 
     # ------------------------------------------------------------------ retire, close
 
-    async def retire(self, turn: TurnRun, reason: str) -> None:
+    async def retire(self, turn: Turn, reason: str) -> None:
         """Remove the conversation's transcripts; at the end of a turn also its fence and lock.
 
         Runs on the event loop without awaiting (a few unlinks and one directory fsync): it is
         called from the harness's settle path, where a second cancellation must not stop it.
         """
         conversation_id = turn.conversation_id
-        self._sessions.pop(conversation_id, None)
+        self.take(conversation_id)
         self._sizes.pop(conversation_id, None)
         if conversation_id not in self._held:
             return
@@ -376,6 +380,17 @@ class DurableSessionBackend(InMemorySessionBackend):
                     self.files.retire(conversation)
             return
         self._settle(conversation_id, retire=True)
+
+    async def clear_all(self) -> SessionClearReport:
+        """Remove every conversation's transcripts and fences (and the copies held in memory).
+
+        Only directories named like a conversation digest and owned by this user are entered;
+        anything else under the root is left alone, and a missing root is a no-op.
+        """
+        self._sessions.clear()
+        self._sizes.clear()
+        transcripts, freed = await asyncio.to_thread(self.files.purge)
+        return SessionClearReport(transcripts, freed)
 
     async def close(self) -> None:
         await super().close()
