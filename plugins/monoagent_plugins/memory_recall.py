@@ -9,16 +9,18 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   user's own text.
   A hit passes when its score reaches ``memory.recall.minScore`` and, unless
   ``memory.recall.requireEvidence`` is false, it contains a content word of the message (answer
-  evidence). The kernel then keeps the best 5 hits within 8 KB, appends them to the user message
-  behind the documented delimiter and emits ``memory_recalled`` (source and bytes only). A tier
+  evidence). Of those the plugin keeps the best :data:`RECALL_MAX_HITS` (5) within
+  :data:`RECALL_MAX_BYTES` (8 KB) (:func:`gate_recall`) and answers with them; the kernel passes
+  them on (``turn.recalled``, the ``memory_recalled`` event: source and bytes only) and the
+  ``conversation`` plugin appends them to the user message behind the documented delimiter. A tier
   that fails, or cannot even be built, is reported as a ``runtime_warning``
   (``memory_recall_failed``, naming it) and the turn goes on with the others.
 * **Per-turn lookup cache**: each (tier, normalised query) is searched at most once per turn;
   the MemoryRecall tool reads the same cache (``turn.state["memory"]``), so a tool call repeating
   the turn's own query costs no second search.
 * **MemoryRecall**: a read-only tool over every configured tier (journal included), exposed
-  unless ``memory.recallTool.enabled = false`` or no tier is configured (``filter_tools``
-  withdraws it then); its output is bounded to
+  unless ``memory.recallTool.enabled = false`` or no tier is configured (it is registered with
+  ``enabled=``, which withdraws it then); its output is bounded to
   10 hits and 8 KB and labelled as background, not instructions.
 * **Capture** (``after_commit``, so only after a successful commit, never for a cancelled or
   failed turn): the user's own text (``turn.request.text``: never the recalled block, never the
@@ -74,6 +76,10 @@ TOOL_MAX_HITS = 10
 TOOL_MAX_BYTES = 8 * 1024
 QUERY_MAX_CHARS = 2000
 STATE_KEY = "memory"
+RECALL_MAX_HITS = 5
+"""The most hits automatic recall answers with, over every tier together."""
+RECALL_MAX_BYTES = 8 * 1024
+"""The most UTF-8 bytes of hit text automatic recall answers with, over every tier together."""
 
 
 @attrs.define
@@ -148,7 +154,7 @@ def lookups(turn: Any) -> LookupCache:
 
 
 def passes_gate(query: str, hit: MemoryHit, min_score: float, require_evidence: bool) -> bool:
-    """The score and answer-evidence gate of automatic recall (the kernel caps count and bytes).
+    """The score and answer-evidence gate of automatic recall (:func:`gate_recall` then caps count and bytes).
 
     A score that is not a number at least ``min_score`` (NaN, None) fails the gate.
     """
@@ -210,11 +216,28 @@ async def recall(turn: Any) -> list[MemoryHit]:
     gate = turn.config.section("memory.recall")
     tiers = {name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if uses(turn, tier, "automatic_recall")}
     hits, _ = await search_tiers(turn, tiers, query)
-    return [hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]
+    return list(gate_recall([hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]))
+
+
+def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
+    """Highest scores first, at most :data:`RECALL_MAX_HITS` hits and :data:`RECALL_MAX_BYTES` of text in
+    all; a hit that does not fit (or has no text) is skipped, and a smaller one after it may still fit."""
+    kept: list[MemoryHit] = []
+    used = 0
+    for hit in sorted(hits, key=lambda h: -h.score):
+        if len(kept) == RECALL_MAX_HITS:
+            break
+        size = utf8_len(hit.text)
+        if not hit.text.strip() or used + size > RECALL_MAX_BYTES:
+            continue
+        kept.append(hit)
+        used += size
+    return tuple(kept)
 
 
 def _exposes_recall_tool(turn: Any) -> bool:
-    return bool(turn.config.memory.tiers) and turn.config.section("memory.recallTool").enabled
+    """MemoryRecall is offered on turns with a memory tier, unless ``memory.recallTool.enabled`` is false."""
+    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool").enabled)
 
 
 @bundled_impl
@@ -223,14 +246,6 @@ def recall_memory(turn: Any) -> Any:
     if not turn.config.memory.tiers:
         return None
     return recall(turn)
-
-
-@bundled_impl
-def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
-    """Withdraw MemoryRecall on turns without a memory tier, or with ``memory.recallTool.enabled`` false."""
-    if _exposes_recall_tool(turn):
-        return None
-    return [spec for spec in tools if spec.name != TOOL_NAME]
 
 
 # ------------------------------------------------------------------------------ the MemoryRecall tool
@@ -309,7 +324,7 @@ async def memory_recall_tool(context: ToolContext) -> str:
 
 @bundled_impl
 def register_tools(register: ToolRegistrar) -> None:
-    register(TOOL_SPEC, memory_recall_tool)
+    register(TOOL_SPEC, memory_recall_tool, enabled=_exposes_recall_tool)
 
 
 # ------------------------------------------------------------------------------ capture

@@ -383,83 +383,6 @@ class PluginsConfig:
     )
 
 
-_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def _check_profile_name(value: str) -> str | None:
-    return None if _PROFILE_NAME.match(value) else "must be a profile name: 1-64 letters, digits, '_' or '-'"
-
-
-def _check_categories(value: list[str]) -> str | None:
-    for item in value:
-        if item != "*" and not _PROFILE_NAME.match(item):
-            return f"{item!r} is not a category name: 1-64 letters, digits, '_' or '-' (or '*' for every category)"
-    return None
-
-
-def _check_domains(value: list[str]) -> str | None:
-    for item in value:
-        if not re.fullmatch(r"[A-Za-z0-9_:*.-]{1,80}", item):
-            return f"{item!r} is not a tool domain or pattern: letters, digits, '_', ':', '.', '-' and '*' (e.g. 'memory', 'mcp:*')"
-    return None
-
-
-@attrs.define
-class CustomPermissionProfile:
-    """One custom permission profile (``permissions.profiles.<name>``): the categories it allows and asks for.
-
-    Every other category is refused; ``read`` is always allowed.
-    """
-
-    allow: list[str] = setting(
-        doc="Action categories that run without asking (file_write, shell, network, subagent, external, or a "
-        "plugin's own; '*' for every one).", check=_check_categories, factory=list,
-    )
-    ask: list[str] = setting(
-        doc="Action categories that run only when the person approves ('*' for every one not allowed).",
-        check=_check_categories, factory=list,
-    )
-
-
-@attrs.define
-class PermissionsConfig:
-    """Which tool action categories run, need approval, or are refused (docs/permissions.md)."""
-
-    profile: str = setting(
-        "full_access", doc="Permission profile: full_access (nothing refused), ask (every category but read needs "
-        "approval), read_only (only read), or the name of a profile under permissions.profiles.",
-        env="MONO_AGENT_PERMISSIONS_PROFILE", check=_check_profile_name, allowed="full_access, ask, read_only or a "
-        "custom profile's name",
-    )
-    profiles: dict[str, CustomPermissionProfile] = setting(
-        doc="Custom permission profiles by name.", factory=dict,
-    )
-
-    def profile_problem(self) -> str | None:
-        """Why ``profile`` names no profile, or a custom profile would shadow a built-in one; None when
-        neither (a check across the two keys, made once they are loaded)."""
-        builtin = ("full_access", "ask", "read_only")
-        shadowing = sorted(set(self.profiles) & set(builtin))
-        if shadowing:
-            return (f"permissions.profiles.{shadowing[0]}: a custom profile cannot be called {shadowing[0]!r}, the name of a "
-                    f"built-in profile ({', '.join(builtin)}); choose another name")
-        known = (*builtin, *sorted(self.profiles))
-        if self.profile in known:
-            return None
-        return f"permissions.profile = {self.profile!r}: no such profile; use one of {', '.join(known)}"
-
-
-@attrs.define
-class ToolsConfig:
-    """Which tool domains are visible when a turn starts (docs/permissions.md)."""
-
-    visible: list[str] = setting(
-        doc="Tool domains visible from the start (patterns: '*' for all, 'mcp:*' for every MCP server); the others "
-        "stay hidden until the model calls request_tools. Tools without a domain are always visible.",
-        env="MONO_AGENT_TOOLS_VISIBLE", check=_check_domains, factory=lambda: ["memory", "task", "mcp:*"],
-    )
-
-
 @attrs.define
 class Config:
     """The whole configuration. ``sections`` holds plugin-declared sections by key path.
@@ -478,8 +401,6 @@ class Config:
     artifacts: ArtifactsConfig = attrs.field(factory=ArtifactsConfig)
     memory: MemoryConfig = attrs.field(factory=MemoryConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
-    permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)
-    tools: ToolsConfig = attrs.field(factory=ToolsConfig)
 
     source_file: Path | None = attrs.field(default=None, metadata={"internal": True})
     base_dir: Path = attrs.field(factory=Path.cwd, metadata={"internal": True})
