@@ -43,23 +43,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from monoagent.boundary.fences import (
-    PRECEDING_CLOSE,
-    PRECEDING_OPEN,
-    RECALL_DELIMITER,
-    neutralise_fence_tokens,
-    speaker_label,
-)
+from monoagent.boundary.fences import neutralise_fence_tokens, speaker_label
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier, SelectiveMemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
+from monoagent_plugins.conversation import RECALL_DELIMITER
+from monoagent_plugins.group_context import PRECEDING_CLOSE, PRECEDING_OPEN
 from monoagent_plugins.lib.memory_facts import CaptureConfig
 from monoagent_plugins.lib.memory_index import has_evidence
 
