@@ -80,6 +80,14 @@ RECALL_MAX_BYTES = 8 * 1024
 
 
 @attrs.define
+class MemoryPathConfig:
+    """memory: where every memory tier keeps its data (this plugin's key of the kernel's ``memory`` table)."""
+
+    path: Path | None = setting(None, doc="Where tiers keep their data. Unset: <home>/memory.", env="MONO_AGENT_MEMORY_PATH",
+                                home_default="memory")
+
+
+@attrs.define
 class RecallConfig:
     """memory.recall: the gate of automatic per-turn recall."""
 
@@ -509,6 +517,7 @@ def extra_sections(turn: Any) -> Section | None:
 
 @bundled_impl
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
+    register("memory", MemoryPathConfig)
     register("memory.recall", RecallConfig)
     register("memory.recallTool", RecallToolConfig)
     register("memory.capture", CaptureConfig)
