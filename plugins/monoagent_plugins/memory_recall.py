@@ -81,7 +81,7 @@ RECALL_MAX_BYTES = 8 * 1024
 
 @attrs.define
 class MemoryPathConfig:
-    """memory: where every memory tier keeps its data (this plugin's key of the kernel's ``memory`` table)."""
+    """memory: where every memory tier keeps its data (``memory.path``, this plugin's key of the kernel's table)."""
 
     path: Path | None = setting(None, doc="Where tiers keep their data. Unset: <home>/memory.", env="MONO_AGENT_MEMORY_PATH",
                                 home_default="memory")

@@ -116,7 +116,7 @@ class CustomPermissionProfile:
 
 @attrs.define
 class PermissionsConfig:
-    """permissions: which tool action categories run, need approval, or are refused (docs/permissions.md)."""
+    """permissions: which tool action categories run, need approval, or are refused; enforced by this plugin before every tool call (blocked: nothing is enforced; docs/permissions.md)."""
 
     profile: str = setting(
         "full_access", doc="Permission profile: full_access (nothing refused), ask (every category but read needs "

@@ -415,23 +415,34 @@ def register_tools(register: ToolRegistrar) -> None:
     definitions travel in the provider's tool interface, never as prompt prose; the harness
     refuses calls to any name that is not offered on the turn (see ``filter_tools``).
 
+    Either form takes ``enabled=``, a callable ``enabled(turn) -> bool`` asked on every turn with
+    the read-only turn while its offered tools are worked out (``turn.tools`` then holds every
+    registered and provided tool): false withdraws the tool from that turn, so a plugin offers
+    its own tool only where it applies (a tier configured, a mode on) without a ``filter_tools``
+    implementation. It runs on every turn: keep it a quick look at ``turn.config`` or
+    ``turn.request``. An ``enabled`` that raises or answers other than a bool fails the turn
+    with a :class:`~monoagent.kernel.errors.PluginError` naming the tool and its plugin.
+
     Args:
         register: a :class:`~monoagent.kernel.registrars.ToolRegistrar` bound to this plugin; a bad
             registration (neither a decorated function nor a ``ToolSpec``, a handler that cannot
-            be called as ``handler(context)``, a name with whitespace) fails this plugin's load,
-            naming it; a tool name registered by two plugins is an error naming both. (A
-            decorated function with an unsupported annotation fails earlier, when its module is
-            imported, with :class:`~monoagent.kernel.errors.ToolDefinitionError`.)
+            be called as ``handler(context)``, an ``enabled`` that is not a callable of one
+            argument, a name with whitespace) fails this plugin's load, naming it; a tool name
+            registered by two plugins is an error naming both. (A decorated function with an
+            unsupported annotation fails earlier, when its module is imported, with
+            :class:`~monoagent.kernel.errors.ToolDefinitionError`.)
 
     Returns:
         Nothing. Results are collected (and ignored).
 
     Called once per plugin, when the plugin is loaded.
 
-    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
-    ``memory-journal`` registers MemoryJournal, ``tool-history`` SessionHistory and
-    ``artifacts`` RunHistory; the memory plugins withdraw theirs with ``filter_tools`` on turns
-    where they are not configured.
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall (enabled on
+    turns with a memory tier, unless ``memory.recallTool.enabled`` is false),
+    ``memory-journal`` MemoryJournal (enabled when ``memory.tiers`` has ``journal``),
+    ``skills`` read_skill (enabled in ``on_demand`` mode with skills selected),
+    ``tool-domains`` request_tools (enabled when ``tools.visible`` hides a domain),
+    ``tool-history`` SessionHistory and ``artifacts`` RunHistory.
 
     Example::
 
@@ -448,7 +459,8 @@ def register_tools(register: ToolRegistrar) -> None:
         @hookimpl
         def register_tools(register):
             register(weather)
-            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow())
+            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow(),
+                     enabled=lambda turn: turn.request.channel != "webhook")
     """
 
 
@@ -1314,6 +1326,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
 def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | None:
     """Narrow the tools offered on this turn: return the ones to keep.
 
+    For narrowing across plugins (a policy over tools others registered). A plugin that only
+    withdraws its own tool registers it with ``enabled=`` instead (``register_tools``).
+
     Args:
         turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
         tools: every registered tool's :class:`~monoagent.kernel.model.ToolSpec`, in registration order,
@@ -1321,20 +1336,20 @@ def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | 
 
     Returns:
         The specs to keep (a subset of ``tools``), or None to keep them all. Results are
-        collected and intersected: a tool is offered when every implementation that answered
-        kept it. Availability is a veto, so every implementation sees the full list, the
-        outcome does not depend on the load order, and no plugin re-admits a tool another
-        withdrew. A spec that is not in ``tools`` is an error naming the plugin (this step
-        withdraws tools; ``register_tools`` adds them).
+        collected and intersected, with the tools' own ``enabled`` answers too: a tool is
+        offered when it is enabled and every implementation that answered kept it.
+        Availability is a veto, so every implementation sees the full list (tools not enabled
+        on this turn included), the outcome does not depend on the load order, and no plugin
+        re-admits a tool another withdrew. A spec that is not in ``tools`` is an error naming
+        the plugin (this step withdraws tools; ``register_tools`` adds them).
 
     Called once per turn when the harness prepares it: after the history is loaded, before
-    ``recall_memory``, the sections and every provider step. What survives is ``turn.tools``:
-    the tools sent to the provider, the only ones a call may reach (another name is answered
-    ``rejected``).
+    ``hide_tools``, ``recall_memory``, the sections and every provider step. What survives (less
+    what ``hide_tools`` holds back) is ``turn.tools``: the tools sent to the provider, the only
+    ones a call may reach (another name is answered ``rejected``).
 
-    Bundled default (``memory``): withdraws MemoryRecall when no memory tier is configured or
-    ``memory.recallTool.enabled`` is false; (``memory-journal``): withdraws MemoryJournal when
-    ``memory.tiers`` has no ``journal`` tier.
+    Bundled default (``subagents``): on a subagent's turn, keeps only the tools its ``tools``
+    list names, by name or by domain (least privilege).
 
     Example::
 
