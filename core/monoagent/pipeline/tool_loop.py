@@ -164,15 +164,16 @@ def offered_tools(turn: TurnRun) -> tuple[ToolSpec, ...]:
     turn.tools, turn.hidden_tools = registered, ()
     view = turn.view
     known = {spec.name for spec in registered}
-    keep = {tool.spec.name for tool in tools if tool.enabled is None or _enabled(tool, view)}
+    keep = {tool.spec.name for tool in tools if _enabled(tool, view)}
     for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=view, tools=registered):
         keep = keep & _kept_names(answer.plugin, answer.value, known, "filter_tools")
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
 
 
 def _enabled(tool: Tool, turn: Turn) -> bool:
-    """``tool.enabled(turn)``, or a :class:`~monoagent.kernel.errors.PluginError` naming its plugin."""
-    assert tool.enabled is not None
+    """``tool.enabled(turn)`` (True without one), or a :class:`~monoagent.kernel.errors.PluginError` naming its plugin."""
+    if tool.enabled is None:
+        return True
     try:
         answer = tool.enabled(turn)
     except MonoagentError:
