@@ -26,7 +26,9 @@ Conventions for every hook:
 * "First non-None result wins" marks ``firstresult`` hooks. pluggy calls the most recently
   registered implementation first, so the load order (bundled, third-party entry points sorted
   by name, project-local files, programmatic plugins) means later sources win. Bundled
-  implementations are marked ``trylast`` so that anything a user registers runs before them.
+  implementations are marked ``trylast`` so that anything a user registers runs before them,
+  with one exception on purpose: the ``permissions`` plugin's ``before_tool_call`` is
+  ``tryfirst``, so enforcement comes before any other plugin's answer.
 * "Results are collected" marks hooks whose non-None results are all gathered in a list.
 * pluggy features, each used for a reason: ``firstresult`` for hooks that need one answer (one
   per documented section, so a project replaces exactly one section with one function);
