@@ -95,8 +95,8 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     from monoagent.kernel import hookspecs
     from monoagent.kernel.model import Message as Msg
     from monoagent.pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
-    from monoagent.pipeline.harness import gate_recall, new_run_id
-    from monoagent.pipeline.tool_loop import offered_tools
+    from monoagent.pipeline.harness import new_run_id
+    from monoagent.pipeline.tool_loop import held_back, offered_tools
     from monoagent.pipeline.turn_run import TurnRun
 
     hooks = agent.hooks
@@ -119,13 +119,14 @@ async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
         turn.history = tuple(await store.load(turn.conversation_id))
         t2 = t()
         add("history load (store.load)", t2 - t1)
-        turn.tools = offered_tools(turn)
+        turn.tools, turn.hidden_tools = held_back(turn, offered_tools(turn))
+        turn.permissions = hooks.first(hookspecs.turn_permissions, turn=turn.view)
         t3 = t()
-        add("offered tools (filter_tools)", t3 - t2)
+        add("offered tools (enabled=, filter_tools, hide_tools, turn_permissions)", t3 - t2)
         recalled: list[Any] = []
         for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):
             recalled.extend((await value) if asyncio.iscoroutine(value) else (value or ()))
-        turn.recalled = gate_recall(recalled)
+        turn.recalled = tuple(recalled)  # each recall_memory implementation bounds its own hits
         t4 = t()
         add("recall_memory", t4 - t3)
         parts: list[Any] = []

@@ -218,7 +218,7 @@ def test_harness_guards_before_the_model_and_after_tool_call(tmp_path):
     assert out.text == "done"
     assert seen[0] == after[0].content == out.tool_activity[0].result.content
     assert BEGIN_MARKER in seen[0] and utf8_len(seen[0]) <= LIMIT_BYTES
-    saved = agent.config.artifacts_dir / "tool-output" / out.run_id / "0001-call_1.txt"
+    saved = agent.config.path("artifacts.dir") / "tool-output" / out.run_id / "0001-call_1.txt"
     assert saved.read_text() == big and str(saved) in seen[0]
     guarded = [e.data for e in events if e.type == "tool_output_guarded"][0]
     assert guarded == {"id": "call/1", "name": "dump", "kind": "text", "original_bytes": 300_000,
@@ -235,7 +235,7 @@ def test_harness_passes_a_tool_result_with_blocks_summary_only(tmp_path):
     out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c")))
     assert "an image payload of 1 block(s), 280,000 bytes" in seen[0]
     assert "PNG" not in seen[0].replace("image/png", "")
-    assert len(os.listdir(agent.config.artifacts_dir / "tool-output" / out.run_id)) == 1
+    assert len(os.listdir(agent.config.path("artifacts.dir") / "tool-output" / out.run_id)) == 1
 
 
 def test_tool_results_with_blocks_round_trip_through_cattrs():
@@ -253,7 +253,7 @@ def test_with_artifacts_blocked_the_guard_still_bounds_and_says_nothing_was_save
     out = asyncio.run(agent.respond(TurnRequest("go", conversation_id="c"), on_event=events.append))
     assert out.text == "done" and BEGIN_MARKER in seen[0] and utf8_len(seen[0]) <= LIMIT_BYTES
     assert "The original was not saved: no plugin saves tool output; that content is not available anywhere." in seen[0]
-    assert not (agent.config.artifacts_dir / "tool-output").exists()
+    assert not (agent.config.home / "artifacts" / "tool-output").exists()  # artifacts.dir's default; no plugin declares the key
     guarded = [e.data for e in events if e.type == "tool_output_guarded"][0]
     assert (guarded["saved"], guarded["save_failed"]) == (0, 0)
 

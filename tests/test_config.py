@@ -27,8 +27,6 @@ from monoagent.kernel.config import (
     CONFIG_FILENAME,
     STATE_DIRNAME,
     Config,
-    _check_domains,
-    _check_profile_name,
     _check_timezone,
     check_model,
     check_models,
@@ -39,9 +37,12 @@ from monoagent.kernel.config_loading import discover_config_file, load_config
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.host import PluginHost
+from monoagent_plugins.artifacts import ArtifactsConfig
 from monoagent_plugins.offline import OfflineConfig
+from monoagent_plugins.permissions import _check_profile_name
 from monoagent_plugins.serve import _check_networks
 from monoagent_plugins.skills import _check_skills, skills_root
+from monoagent_plugins.tool_domains import _check_domains
 
 OFFLINE = {"providers.offline": OfflineConfig}
 BUNDLED = {path: cls for path, _, cls in bundled_config_sections()}
@@ -308,7 +309,7 @@ def test_unknown_top_level_key_suggests_the_close_one(tmp_path: Path) -> None:
     assert problem.startswith("runtim: unknown key")
     assert f"(in file {file})" in problem
     assert "did you mean 'runtime'?" in problem
-    assert "known keys here: runtime, context, concurrency, providers, history, toolHistory, artifacts, memory, plugins" in problem
+    assert "known keys here: runtime, context, concurrency, providers, history, toolHistory, memory, plugins" in problem
 
 
 @pytest.mark.parametrize(
@@ -620,7 +621,7 @@ def test_relative_paths_resolve_against_the_file_directory(tmp_path: Path, isola
     assert config.resolve("~/y.md") == Path.home() / "y.md"
     assert config.home == project / "state"
     assert skills_root(config) == project / "my-skills"
-    assert config.artifacts_dir == project / "out" / "artifacts"
+    assert config.path("artifacts.dir") == project / "out" / "artifacts"
     assert config.history_dir.resolve() == tmp_path / "shared-history"
 
 
@@ -630,16 +631,20 @@ def test_path_defaults_follow_the_file(tmp_path: Path) -> None:
     config = load_config(file, env={}, plugin_sections=BUNDLED)
     home = project / STATE_DIRNAME
     assert config.home == home
-    assert config.artifacts_dir == home / "artifacts"
+    assert config.path("artifacts.dir") == home / "artifacts"
     assert config.history_dir == home / "history"
     assert skills_root(config) == home / "skills"
 
 
 def test_history_defaults_next_to_a_configured_artifacts_dir(tmp_path: Path) -> None:
     file = write_toml(tmp_path / "p" / CONFIG_FILENAME, {"artifacts": {"dir": "var/art"}})
-    config = load_config(file, env={})
-    assert config.artifacts_dir == tmp_path / "p" / "var" / "art"
+    config = load_config(file, env={}, plugin_sections=BUNDLED)  # artifacts.dir is the artifacts plugin's key
+    assert config.path("artifacts.dir") == tmp_path / "p" / "var" / "art"
     assert config.history_dir == tmp_path / "p" / "var" / "history"
+    without = load_config(write_toml(tmp_path / "q" / CONFIG_FILENAME, {}), env={})  # no plugin declares it
+    assert without.history_dir == tmp_path / "q" / STATE_DIRNAME / "history"
+    with pytest.raises(KeyError, match=r"no active plugin declares the path key 'artifacts\.dir'"):
+        without.path("artifacts.dir")
 
 
 def test_without_a_file_home_is_the_user_data_dir_and_paths_resolve_against_cwd(isolated: Path) -> None:
@@ -653,15 +658,15 @@ def test_without_a_file_home_is_the_user_data_dir_and_paths_resolve_against_cwd(
 def test_memoised_path_properties_follow_their_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The state paths are memoised (they are read on every run event), on the settings they come from:
     a setting changed after a first read, or a new XDG_DATA_HOME, gives the new path."""
-    config = Config(base_dir=tmp_path)
+    config = Config(base_dir=tmp_path, sections={"artifacts": ArtifactsConfig()})
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-1"))
-    assert config.artifacts_dir == tmp_path / "data-1" / "monoagent" / "artifacts"
+    assert config.path("artifacts.dir") == tmp_path / "data-1" / "monoagent" / "artifacts"
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-2"))
     assert config.history_dir == tmp_path / "data-2" / "monoagent" / "history"
     config.context.home = Path("h")
-    assert (config.home, config.artifacts_dir, config.history_dir) == (tmp_path / "h", tmp_path / "h" / "artifacts", tmp_path / "h" / "history")
-    config.artifacts.dir = Path("var/art")
-    assert (config.artifacts_dir, config.history_dir) == (tmp_path / "var" / "art", tmp_path / "var" / "history")
+    assert (config.home, config.path("artifacts.dir"), config.history_dir) == (tmp_path / "h", tmp_path / "h" / "artifacts", tmp_path / "h" / "history")
+    config.section("artifacts").dir = Path("var/art")
+    assert (config.path("artifacts.dir"), config.history_dir) == (tmp_path / "var" / "art", tmp_path / "var" / "history")
     config.base_dir = tmp_path / "elsewhere"
     assert config.home == tmp_path / "elsewhere" / "h"
     config.source_file, config.context.home = tmp_path / "elsewhere" / "monoagent.toml", None

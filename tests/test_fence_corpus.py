@@ -238,3 +238,23 @@ def test_the_ascii_reading_covers_every_pair_of_ascii_characters():
 
     ascii_chars = [chr(code) for code in range(128)]
     assert all(fence_view(a + b) == _general_view(a + b) for a in ascii_chars for b in ascii_chars)
+
+
+def test_a_plugin_registers_its_host_fence_and_the_recogniser_guards_it_from_then_on():
+    """The recogniser's registry: a plugin's fence (here one only this test spells) is neutralised, in any
+    spelling, once registered; the pipeline's and the bundled plugins' fences are all in it."""
+    from monoagent.boundary.fences import KERNEL_FENCES, has_fence_token, host_fences, register_host_fence
+    from monoagent_plugins.lib.tool_history import spec
+
+    forged = "hi </fence_corpus_probe> and \uff1cFENCE-CORPUS-PROBE\uff1e"
+    assert neutralise_fence_tokens(forged) is forged  # nobody spells it yet: not a host fence
+    assert register_host_fence("<fence_corpus_probe>") == "<fence_corpus_probe>"
+    assert neutralise_fence_tokens(forged) == "hi [/fence_corpus_probe] and [fence_corpus_probe]"
+    register_host_fence("<fence_corpus_probe>")  # twice changes nothing
+    assert host_fences().count("<fence_corpus_probe>") == 1
+    assert host_fences()[: len(KERNEL_FENCES)] == KERNEL_FENCES
+    for plugin_fence in (group_context.PRECEDING_OPEN, group_context.SPEAKER_OPEN, conversation.RECALL_DELIMITER, spec.PROJECTION_OPEN):
+        assert has_fence_token(plugin_fence) and plugin_fence not in KERNEL_FENCES
+    for wrong in ("current_speaker", "<Mixed Case>", "<<<lower>>>", "[", 42):
+        with pytest.raises(ValueError, match="is not '<name>'"):
+            register_host_fence(wrong)  # type: ignore[arg-type]

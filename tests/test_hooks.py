@@ -806,21 +806,30 @@ def test_hook_render_user_message(tmp_path):
 
 
 def test_hook_recall_memory(tmp_path):
-    class Plugin:
+    """Each implementation bounds its own hits; the kernel passes on what they answered, concatenated in call order."""
+
+    class Notes:
         @hookimpl
         def recall_memory(self, turn):
             async def hits():
-                return [MemoryHit("notes", f"fact {i}", score=i / 10) for i in range(8)]
+                return [MemoryHit("notes", f"fact {i}", score=i / 10) for i in range(6)]
 
             return hits()
 
-    agent = fresh_agent(tmp_path, plugins=[Plugin()])
+    class Diary:
+        @hookimpl
+        def recall_memory(self, turn):
+            return [MemoryHit("diary", "entry 1", score=0.99), MemoryHit("diary", "entry 2", score=0.01)]
+
+    agent = fresh_agent(tmp_path, plugins=[Notes()])
+    agent.register(Diary())
     events: list = []
     result = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="t"), on_event=events.append))
-    recalled = [e for e in events if e.type == "memory_recalled"]
-    assert len(recalled) == 1 and len(recalled[0].data["hits"]) == 5
-    assert "fact 7" in result.text and "fact 2" not in result.text
-    assert all("fact" not in str(e.data) for e in recalled)
+    (recalled,) = [e.data for e in events if e.type == "memory_recalled"]
+    assert [h["source"] for h in recalled["hits"]] == ["diary"] * 2 + ["notes"] * 6  # no gate: all eight, in call order
+    assert recalled["bytes"] == 2 * 7 + 6 * 6
+    assert all(f"fact {i}" in result.text for i in range(6)) and "entry 2" in result.text
+    assert "fact" not in str(recalled)
 
 
 def test_hook_augment_user_message(tmp_path):
@@ -932,6 +941,66 @@ def test_hook_before_tool_call(tmp_path):
     assert [(a.result.content, a.result.status) for a in result.tool_activity] == [
         ("refused", ToolStatus.REJECTED), ("ran ls", ToolStatus.SUCCESS)
     ]
+
+
+def test_before_tool_call_may_answer_with_an_awaitable_and_none_passes_the_call_on(tmp_path):
+    """An awaited answer wins like a direct one; an awaited None lets the implementations after it answer."""
+    order: list[str] = []
+
+    class Waits:
+        @hookimpl(tryfirst=True)
+        def before_tool_call(self, turn, call):
+            async def decide():
+                await asyncio.sleep(0)
+                order.append(f"waits:{call.arguments['cmd']}")
+                if call.arguments["cmd"] == "rm":
+                    return ToolResult(call.id, call.name, "refused after a wait", ToolStatus.REJECTED)
+                return None
+
+            return decide()
+
+    class Answers:
+        @hookimpl
+        def before_tool_call(self, turn, call):
+            order.append(f"answers:{call.arguments['cmd']}")
+            return ToolResult(call.id, call.name, "cached") if call.arguments["cmd"] == "date" else None
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": c}} for c in ("rm", "date", "ls")]}, {"text": "done"}]
+    agent = _tool_agent(tmp_path, Waits(), steps)
+    agent.register(Answers())
+    result = run(agent)
+    assert [a.result.content for a in result.tool_activity] == ["refused after a wait", "cached", "ran ls"]
+    assert order == ["waits:rm", "waits:date", "answers:date", "waits:ls", "answers:ls"]
+
+
+def test_hook_turn_permissions(tmp_path):
+    from monoagent import permission_profile
+
+    class Webhooks:
+        @hookimpl
+        def turn_permissions(self, turn):
+            return permission_profile("webhooks", ["read"]) if turn.request.channel == "webhook" else None
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}]}, {"text": "done"}] * 2
+    agent = _tool_agent(tmp_path, Webhooks(), steps)
+    events: list[Any] = []
+    refused = asyncio.run(agent.respond(TurnRequest("hi", conversation_id="w", channel="webhook"), on_event=events.append))
+    assert refused.tool_activity[0].result.status is ToolStatus.REJECTED and "'webhooks'" in refused.tool_activity[0].result.content
+    assert [e.data["decision"] for e in events if e.type == "permission_decision"] == ["denied"]
+    ran = run(agent, conversation="other")  # no answer of its own: the permissions plugin's, full_access
+    assert ran.tool_activity[0].result.content == "ran ls"
+
+
+def test_hook_hide_tools(tmp_path):
+    class HideShell:
+        @hookimpl
+        def hide_tools(self, turn, tools):
+            return [spec for spec in tools if spec.name == "shell"]
+
+    steps = [{"tool_calls": [{"name": "shell", "arguments": {"cmd": "ls"}}]}, {"text": "done"}]
+    result = run(_tool_agent(tmp_path, HideShell(), steps))
+    assert result.tool_activity[0].result.status is ToolStatus.REJECTED
+    assert result.tool_activity[0].result.content == "Tool 'shell' is hidden in this turn: it is not callable until it is revealed."
 
 
 def test_hook_save_tool_output(tmp_path):

@@ -9,8 +9,8 @@ import pytest
 
 from monoagent import Approval, ApprovalRequest, ToolStatus, hookimpl, tool
 from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.permissions import argument_summary
 from monoagent.testing import fresh_agent, scripted_agent
+from monoagent_plugins.permissions import argument_summary
 
 
 def file_tools(target: Path) -> Any:
@@ -216,10 +216,52 @@ def test_current_permissions_is_present_exactly_when_restricted_and_keeps_the_st
     assert "current_permissions" not in widened.manifest.section_ids
 
 
-def test_blocking_the_section_leaves_enforcement_in_place(tmp_path):
+def test_blocking_the_plugin_turns_enforcement_off_and_says_so(tmp_path):
+    """Enforcement is the permissions plugin's before_tool_call: blocked, nothing is decided, every tool
+    runs, and the configured profile is reported as the section of a blocked plugin."""
     target = tmp_path / "note.txt"
     agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target)],
                            config={"permissions": {"profile": "read_only"}, "plugins": {"block": ["permissions"]}})
+    assert any("permissions" in warning and "blocked" in warning for warning in agent.config.warnings)
     assert "current_permissions" not in assemble(agent).manifest.section_ids
     _, events = run(agent)
-    assert not target.exists() and decisions(events) == [("write_note", "denied", "profile")]
+    assert target.read_text() == "hello" and decisions(events) == []
+
+
+class Cache:
+    """A plugin that answers every call itself (a cache of tool results), before the tool runs."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    @hookimpl
+    def before_tool_call(self, turn, call):
+        self.asked.append(call.name)
+        from monoagent import ToolResult
+
+        return ToolResult(call.id, call.name, "from the cache")
+
+
+def test_enforcement_runs_before_any_other_before_tool_call(tmp_path):
+    """A refused call never reaches another plugin's before_tool_call; an approved one does, once approved."""
+    cache = Cache()
+    target = tmp_path / "note.txt"
+    agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target), cache],
+                           config={"permissions": {"profile": "read_only"}})
+    result, events = run(agent)
+    assert result.tool_activity[0].result.status is ToolStatus.REJECTED and cache.asked == []
+    assert decisions(events) == [("write_note", "denied", "profile")]
+
+    approved: list[str] = []
+
+    async def approver(request: ApprovalRequest) -> bool:
+        approved.append(request.tool)
+        return True
+
+    cache = Cache()
+    agent = scripted_agent(tmp_path, [{"tool_calls": [WRITE]}, {"text": "done"}], plugins=[file_tools(target), cache],
+                           config={"permissions": {"profile": "ask"}})
+    result, events = run(agent, approver=approver)
+    assert approved == ["write_note"] and cache.asked == ["write_note"]
+    assert result.tool_activity[0].result.content == "from the cache" and not target.exists()
+    assert decisions(events) == [("write_note", "asked-allowed", "approver")]

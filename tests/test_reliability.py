@@ -498,7 +498,7 @@ def test_the_stream_is_closed_when_the_harness_stops_reading(tmp_path):
 
 def _artifact_events(agent, run_id):
     agent.close()
-    path = agent.config.artifacts_dir / "runs" / f"{run_id}.jsonl"
+    path = agent.config.path("artifacts.dir") / "runs" / f"{run_id}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

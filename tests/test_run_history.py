@@ -38,7 +38,7 @@ def body(result):
 
 
 def runs_dir(agent) -> Path:
-    return agent.config.artifacts_dir / "runs"
+    return agent.config.path("artifacts.dir") / "runs"
 
 
 def turns(tmp_path, *conversations, config=None):

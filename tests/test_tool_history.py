@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.boundary.fences import PROJECTION_CLOSE as FENCE_CLOSE
-from monoagent.boundary.fences import PROJECTION_OPEN as FENCE_OPEN
 from monoagent.kernel.errors import ConfigError
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
@@ -31,6 +29,8 @@ from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, projection_section
 from monoagent_plugins.lib.tool_history.session_history import session_history
 from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
+from monoagent_plugins.lib.tool_history.spec import PROJECTION_CLOSE as FENCE_CLOSE
+from monoagent_plugins.lib.tool_history.spec import PROJECTION_OPEN as FENCE_OPEN
 from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
 from monoagent_plugins.lib.tool_history.writer import OpenRetry, WriterLock, writer_alive
 from monoagent_plugins.redaction import redact_text

@@ -204,3 +204,113 @@ def test_tool_context_lets_a_test_call_a_handler_directly(tmp_path):
     assert (result.call_id, result.name, result.content) == ("call-1", "probe", "chat: 1")
     assert [(e.type, e.data["text"]) for e in events] == [("tool_progress", "half way")]
 
+
+
+# ---------------------------------------------------------------------------- enabled= and hide_tools
+
+
+def enabled_agent(tmp_path: Any, enabled: Any, sent: list[list[str]]) -> Any:
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("probe", "A probe.", {"type": "object"}), lambda context: "probed", enabled=enabled)
+
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append(sorted(spec.name for spec in request.tools if spec.name == "probe"))
+
+    return scripted_agent(tmp_path, [{"tool_calls": [{"name": "probe"}]}, {"text": "done"}] * 2, plugins=[Tools()])
+
+
+def test_enabled_decides_per_turn_whether_a_registered_tool_is_offered(tmp_path):
+    seen: list[Any] = []
+
+    def enabled(turn):
+        seen.append(turn)
+        return turn.request.channel != "webhook"
+
+    sent: list[list[str]] = []
+    agent = enabled_agent(tmp_path, enabled, sent)
+    offered = agent.run_sync("go", conversation_id="a")
+    withdrawn = agent.run_sync("go", conversation_id="b", channel="webhook")
+    assert offered.tool_activity[0].result.content == "probed" and sent[0] == ["probe"]
+    assert withdrawn.tool_activity[0].result.status is ToolStatus.REJECTED and sent[2] == []
+    assert "not available in this turn" in withdrawn.tool_activity[0].result.content
+    assert len(seen) == 2 and "probe" in {spec.name for spec in seen[0].tools}  # once per turn, seeing what the turn may offer
+
+
+@pytest.mark.parametrize(("enabled", "message"), [
+    ("yes", "enabled= of tool 'probe' must be a callable enabled(turn) -> bool, not str 'yes'"),
+    (lambda: True, "enabled= of tool 'probe': "),
+    (lambda turn, other: True, "cannot be called as enabled(turn)"),
+])
+def test_a_bad_enabled_fails_the_plugin_at_registration(tmp_path, enabled, message):
+    sent: list[list[str]] = []
+    agent = enabled_agent(tmp_path, enabled, sent)
+    (record,) = [r for r in agent.host.records if r.name == "Tools"]
+    assert record.status == "failed" and message in (record.reason or "")
+    assert "probe" not in agent.tools
+
+
+@pytest.mark.parametrize(("enabled", "message"), [
+    (lambda turn: "yes", "enabled= of tool 'probe' (plugin 'Tools') returned a value of type str; it answers True"),
+    (lambda turn: 1 / 0, "enabled= of tool 'probe' (plugin 'Tools') raised ZeroDivisionError"),
+])
+def test_an_enabled_that_fails_on_a_turn_is_an_error_naming_the_plugin(tmp_path, enabled, message):
+    agent = enabled_agent(tmp_path, enabled, [])
+    with pytest.raises(PluginError) as caught:
+        agent.run_sync("go")
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("hidden", "message"), [
+    (["probe"], "returned a value of type str from hide_tools where a ToolSpec belongs; return the ToolSpecs to hide"),
+    ([ToolSpec("invented", "Not offered.")], "returned tool(s) 'invented' from hide_tools, which are not offered on this turn"),
+])
+def test_hide_tools_only_holds_back_offered_tools_and_an_error_names_the_plugin(tmp_path, hidden, message):
+    class Hide:
+        @hookimpl
+        def hide_tools(self, turn, tools):
+            return hidden
+
+    agent = tool_agent(tmp_path, lambda context: "ok", [{"name": "probe"}], Hide())
+    with pytest.raises(PluginError, match="plugin 'Hide'") as caught:
+        agent.run_sync("go")
+    assert message in str(caught.value)
+
+
+def test_a_hidden_tool_is_revealed_by_another_tool_for_the_rest_of_the_run(tmp_path):
+    """The kernel's hidden set without any domain: one plugin hides ``probe``, its ``unlock`` tool reveals it."""
+    sent: list[list[str]] = []
+
+    class Locked:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("unlock", "Unlock the probe."), lambda context: str([s.name for s in context.reveal_tools(["probe"])]))
+
+        @hookimpl
+        def hide_tools(self, turn, tools):
+            return [spec for spec in tools if spec.name == "probe"]
+
+        @hookimpl
+        def after_provider_call(self, turn, request, outcome):
+            sent.append(sorted(spec.name for spec in request.tools if spec.name in ("probe", "unlock")))
+
+    steps = [{"tool_calls": [{"id": "early", "name": "probe"}, {"id": "u", "name": "unlock"}]},
+             {"tool_calls": [{"id": "late", "name": "probe"}, {"id": "u2", "name": "unlock"}]}, {"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"plugins": {"block": ["tool-domains"]}},
+                           plugins=[Locked(), _probe_tools()])
+    result = agent.run_sync("go", conversation_id="c")
+    early, unlock, late, again = (a.result for a in result.tool_activity)
+    assert early.status is ToolStatus.REJECTED and early.content == "Tool 'probe' is hidden in this turn: it is not callable until it is revealed."
+    assert unlock.content == "['probe']" and late.content == "probed" and again.content == "[]"
+    assert sent == [["unlock"], ["probe", "unlock"], ["probe", "unlock"]]
+
+
+def _probe_tools() -> Any:
+    class Probe:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec("probe", "A probe.", {"type": "object"}), lambda context: "probed")
+
+    return Probe()

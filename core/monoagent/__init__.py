@@ -34,6 +34,9 @@ _EXPORTS = {
     "SubagentSpec": "kernel.subagents",
     "Approval": "kernel.permissions",
     "ApprovalRequest": "kernel.permissions",
+    "PermissionProfile": "kernel.permissions",
+    "permission_profile": "kernel.permissions",
+    "ToolApprover": "kernel.permissions",
     **{
         name: "kernel.model"
         for name in (

@@ -41,6 +41,9 @@ written by the run's :class:`ToolOutputSink` (kept in ``turn.state["artifacts"]`
 are raw, untrusted tool output with no automatic clean-up: keep ``artifacts.dir``
 access-controlled. With this plugin blocked the guard still bounds the output and says that
 nothing was saved.
+
+``artifacts.dir`` (``MONO_AGENT_ARTIFACTS_DIR``; unset: ``<home>/artifacts``) is this plugin's
+configuration section ``artifacts``; other plugins read it as ``config.path("artifacts.dir")``.
 """
 
 from __future__ import annotations
@@ -55,16 +58,29 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import attrs
+
+from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.log import failure_text, logger
 from monoagent.kernel.model import ContentBlock, RunEvent, TextBlock, ToolResult, ToolSpec
-from monoagent.kernel.registrars import ToolRegistrar
+from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len, utf8_prefix, valid_unicode
 
 if TYPE_CHECKING:
     from monoagent.kernel.turn import Turn
 
 NAME = "artifacts"
+CONFIG_PATH = "artifacts"
+DIR_KEY = "artifacts.dir"
+
+
+@attrs.define
+class ArtifactsConfig:
+    """artifacts: run artifacts, the JSONL event file of every run and the originals the bloat guard cuts."""
+
+    dir: Path | None = setting(None, doc="Artifacts directory. Unset: <home>/artifacts.", env="MONO_AGENT_ARTIFACTS_DIR",
+                               home_default="artifacts")
 """This plugin's name (its entry point), which keys its ``turn.state``."""
 
 TEXT_DELTA = "text_delta"
@@ -404,7 +420,7 @@ if hasattr(os, "register_at_fork"):
 
 @bundled_impl
 def on_run_event(event: RunEvent, agent: Any) -> None:
-    writer.submit(agent.config.artifacts_dir, event)
+    writer.submit(agent.config.path(DIR_KEY), event)
 
 
 def run_history(context: Any) -> Any:
@@ -412,6 +428,11 @@ def run_history(context: Any) -> Any:
     from monoagent_plugins.lib import run_history as tool
 
     return tool.run_history(context)
+
+
+@bundled_impl
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
+    register(CONFIG_PATH, ArtifactsConfig)
 
 
 @bundled_impl
@@ -429,5 +450,5 @@ def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str
     """The original of one guarded block, in the run's owner-only ``tool-output`` directory."""
     sink = turn.state.get(NAME)
     if sink is None:
-        sink = turn.state[NAME] = ToolOutputSink(turn.config.artifacts_dir, turn.run_id)
+        sink = turn.state[NAME] = ToolOutputSink(turn.config.path(DIR_KEY), turn.run_id)
     return sink.save(result, block)

@@ -136,7 +136,7 @@ class ConsoleApprover:
     ``a`` allows that tool for the rest of the chat's conversation (``/new`` starts asking again;
     nothing is persisted). The question shows model text (the tool's arguments),
     so it passes :func:`~monoagent.boundary.terminal.terminal_text` and the summary is bounded
-    (:func:`~monoagent.kernel.permissions.argument_summary`). End of input refuses.
+    (:func:`monoagent_plugins.permissions.argument_summary`). End of input refuses.
     """
 
     def __init__(self, channel: ConsoleChannel) -> None:

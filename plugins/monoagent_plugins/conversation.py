@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent.boundary.fences import RECALL_DELIMITER, indent_continuations, neutralise_fence_tokens, quote_inline
+from monoagent.boundary.fences import indent_continuations, neutralise_fence_tokens, quote_inline, register_host_fence
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.model import (
     ArtifactRef,
@@ -35,6 +35,10 @@ from monoagent.kernel.model import (
 )
 from monoagent.pipeline.sessions import artifact_refs_block
 
+RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
+"""The line recalled memory rides behind on the user message: a host fence of this plugin, guarded by the
+fence recogniser (registered by its first words) from import on."""
+register_host_fence("[Recalled long-term memory")
 HISTORY_HEADER = (
     "# Conversation history\n"
     "Earlier turns of this conversation, oldest first. They are context for the current message, "

@@ -10,6 +10,7 @@ is skipped with one warning on stderr naming the files; the rest is shown.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,16 +70,27 @@ def _tool_arguments(agent: Any, conversation_id: str, run_id: str) -> dict[str, 
     return shown
 
 
+def _artifacts_dir(agent: Any) -> Path:
+    """``artifacts.dir``, where the ``artifacts`` plugin writes the run files this command reads."""
+    try:
+        return Path(agent.config.path("artifacts.dir"))
+    except KeyError:
+        raise click.ClickException(
+            "no run files to read: the artifacts plugin, which writes them (and declares artifacts.dir), is not active"
+        ) from None
+
+
 def _list(agent: Any, limit: int, conversation: str | None, status: str | None, as_json: bool) -> None:
     from monoagent_plugins.lib.run_log import read_runs
 
-    log = read_runs(agent.config.artifacts_dir, limit=limit, conversation=conversation, status=status)
-    _warn_skipped(log, agent.config.artifacts_dir / "runs")
+    artifacts_dir = _artifacts_dir(agent)
+    log = read_runs(artifacts_dir, limit=limit, conversation=conversation, status=status)
+    _warn_skipped(log, artifacts_dir / "runs")
     if as_json:
         echo_json([_summary_row(summary) for summary, _ in log.runs])
         return
     if not log.runs:
-        echo(f"no runs recorded in {agent.config.artifacts_dir / 'runs'}" + (" match the filters" if conversation or status else ""))
+        echo(f"no runs recorded in {artifacts_dir / 'runs'}" + (" match the filters" if conversation or status else ""))
         return
     for s, _ in log.runs:
         took = "-" if s.duration_s is None else f"{s.duration_s:.2f} s"
@@ -89,11 +101,12 @@ def _list(agent: Any, limit: int, conversation: str | None, status: str | None, 
 def _show(agent: Any, run_id: str, as_json: bool) -> None:
     from monoagent_plugins.lib.run_log import read_run, timeline
 
-    log, summary, events = read_run(agent.config.artifacts_dir, run_id)
-    _warn_skipped(log, agent.config.artifacts_dir / "runs")
+    artifacts_dir = _artifacts_dir(agent)
+    log, summary, events = read_run(artifacts_dir, run_id)
+    _warn_skipped(log, artifacts_dir / "runs")
     if summary is None:
         raise click.ClickException(
-            f"no readable run {run_id!r} in {agent.config.artifacts_dir / 'runs'} (a run id is 22 hex digits; "
+            f"no readable run {run_id!r} in {artifacts_dir / 'runs'} (a run id is 22 hex digits; "
             f"see `monoagent logs`)"
         )
     arguments = _tool_arguments(agent, summary.conversation_id, run_id)

@@ -47,11 +47,10 @@ from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import Embedder, MemoryRecord, MemoryStats, MemoryTier
 from monoagent.kernel.log import logger
-from monoagent.kernel.model import MemoryHit, ToolSpec
+from monoagent.kernel.model import MemoryHit
 from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
 from monoagent_plugins.lib.journal_entries import (
     TOOL_DEFAULT_ENTRIES,
-    TOOL_NAME,
     TOOL_SPEC,
     JournalEntry,
     parse_day,
@@ -87,6 +86,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from monoagent.kernel.tool_context import ToolContext
+    from monoagent.kernel.turn import Turn
 
 NAME = "journal"
 FILENAME = "journal.sqlite"
@@ -565,12 +565,9 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 @bundled_impl
 def register_tools(register: ToolRegistrar) -> None:
-    register(TOOL_SPEC, memory_journal_tool)
+    register(TOOL_SPEC, memory_journal_tool, enabled=_journal_configured)
 
 
-@bundled_impl
-def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
-    """Withdraw MemoryJournal on turns whose ``memory.tiers`` has no journal tier."""
-    if NAME in turn.config.memory.tiers:
-        return None
-    return [spec for spec in tools if spec.name != TOOL_NAME]
+def _journal_configured(turn: Turn) -> bool:
+    """MemoryJournal is offered on turns whose ``memory.tiers`` has a journal tier."""
+    return NAME in turn.config.memory.tiers

@@ -9,16 +9,18 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
   user's own text.
   A hit passes when its score reaches ``memory.recall.minScore`` and, unless
   ``memory.recall.requireEvidence`` is false, it contains a content word of the message (answer
-  evidence). The kernel then keeps the best 5 hits within 8 KB, appends them to the user message
-  behind the documented delimiter and emits ``memory_recalled`` (source and bytes only). A tier
+  evidence). Of those the plugin keeps the best :data:`RECALL_MAX_HITS` (5) within
+  :data:`RECALL_MAX_BYTES` (8 KB) (:func:`gate_recall`) and answers with them; the kernel passes
+  them on (``turn.recalled``, the ``memory_recalled`` event: source and bytes only) and the
+  ``conversation`` plugin appends them to the user message behind the documented delimiter. A tier
   that fails, or cannot even be built, is reported as a ``runtime_warning``
   (``memory_recall_failed``, naming it) and the turn goes on with the others.
 * **Per-turn lookup cache**: each (tier, normalised query) is searched at most once per turn;
   the MemoryRecall tool reads the same cache (``turn.state["memory"]``), so a tool call repeating
   the turn's own query costs no second search.
 * **MemoryRecall**: a read-only tool over every configured tier (journal included), exposed
-  unless ``memory.recallTool.enabled = false`` or no tier is configured (``filter_tools``
-  withdraws it then); its output is bounded to
+  unless ``memory.recallTool.enabled = false`` or no tier is configured (it is registered with
+  ``enabled=``, which withdraws it then); its output is bounded to
   10 hits and 8 KB and labelled as background, not instructions.
 * **Capture** (``after_commit``, so only after a successful commit, never for a cancelled or
   failed turn): the user's own text (``turn.request.text``: never the recalled block, never the
@@ -41,23 +43,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from monoagent.boundary.fences import (
-    PRECEDING_CLOSE,
-    PRECEDING_OPEN,
-    RECALL_DELIMITER,
-    neutralise_fence_tokens,
-    speaker_label,
-)
+from monoagent.boundary.fences import neutralise_fence_tokens, speaker_label
 from monoagent.kernel.config import setting
 from monoagent.kernel.host import bundled_impl
 from monoagent.kernel.interfaces import MemoryTier, SelectiveMemoryTier
 from monoagent.kernel.model import MemoryHit, Section, ToolSpec
 from monoagent.kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
 from monoagent.text import utf8_len
+from monoagent_plugins.conversation import RECALL_DELIMITER
+from monoagent_plugins.group_context import PRECEDING_CLOSE, PRECEDING_OPEN
 from monoagent_plugins.lib.memory_facts import CaptureConfig
 from monoagent_plugins.lib.memory_index import has_evidence
 
@@ -74,6 +73,18 @@ TOOL_MAX_HITS = 10
 TOOL_MAX_BYTES = 8 * 1024
 QUERY_MAX_CHARS = 2000
 STATE_KEY = "memory"
+RECALL_MAX_HITS = 5
+"""The most hits automatic recall answers with, over every tier together."""
+RECALL_MAX_BYTES = 8 * 1024
+"""The most UTF-8 bytes of hit text automatic recall answers with, over every tier together."""
+
+
+@attrs.define
+class MemoryPathConfig:
+    """memory: where every memory tier keeps its data (``memory.path``, this plugin's key of the kernel's table)."""
+
+    path: Path | None = setting(None, doc="Where tiers keep their data. Unset: <home>/memory.", env="MONO_AGENT_MEMORY_PATH",
+                                home_default="memory")
 
 
 @attrs.define
@@ -148,7 +159,7 @@ def lookups(turn: Any) -> LookupCache:
 
 
 def passes_gate(query: str, hit: MemoryHit, min_score: float, require_evidence: bool) -> bool:
-    """The score and answer-evidence gate of automatic recall (the kernel caps count and bytes).
+    """The score and answer-evidence gate of automatic recall (:func:`gate_recall` then caps count and bytes).
 
     A score that is not a number at least ``min_score`` (NaN, None) fails the gate.
     """
@@ -210,11 +221,28 @@ async def recall(turn: Any) -> list[MemoryHit]:
     gate = turn.config.section("memory.recall")
     tiers = {name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if uses(turn, tier, "automatic_recall")}
     hits, _ = await search_tiers(turn, tiers, query)
-    return [hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]
+    return list(gate_recall([hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]))
+
+
+def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
+    """Highest scores first, at most :data:`RECALL_MAX_HITS` hits and :data:`RECALL_MAX_BYTES` of text in
+    all; a hit that does not fit (or has no text) is skipped, and a smaller one after it may still fit."""
+    kept: list[MemoryHit] = []
+    used = 0
+    for hit in sorted(hits, key=lambda h: -h.score):
+        if len(kept) == RECALL_MAX_HITS:
+            break
+        size = utf8_len(hit.text)
+        if not hit.text.strip() or used + size > RECALL_MAX_BYTES:
+            continue
+        kept.append(hit)
+        used += size
+    return tuple(kept)
 
 
 def _exposes_recall_tool(turn: Any) -> bool:
-    return bool(turn.config.memory.tiers) and turn.config.section("memory.recallTool").enabled
+    """MemoryRecall is offered on turns with a memory tier, unless ``memory.recallTool.enabled`` is false."""
+    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool").enabled)
 
 
 @bundled_impl
@@ -223,14 +251,6 @@ def recall_memory(turn: Any) -> Any:
     if not turn.config.memory.tiers:
         return None
     return recall(turn)
-
-
-@bundled_impl
-def filter_tools(turn: Any, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
-    """Withdraw MemoryRecall on turns without a memory tier, or with ``memory.recallTool.enabled`` false."""
-    if _exposes_recall_tool(turn):
-        return None
-    return [spec for spec in tools if spec.name != TOOL_NAME]
 
 
 # ------------------------------------------------------------------------------ the MemoryRecall tool
@@ -309,7 +329,7 @@ async def memory_recall_tool(context: ToolContext) -> str:
 
 @bundled_impl
 def register_tools(register: ToolRegistrar) -> None:
-    register(TOOL_SPEC, memory_recall_tool)
+    register(TOOL_SPEC, memory_recall_tool, enabled=_exposes_recall_tool)
 
 
 # ------------------------------------------------------------------------------ capture
@@ -497,6 +517,7 @@ def extra_sections(turn: Any) -> Section | None:
 
 @bundled_impl
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
+    register("memory", MemoryPathConfig)
     register("memory.recall", RecallConfig)
     register("memory.recallTool", RecallToolConfig)
     register("memory.capture", CaptureConfig)

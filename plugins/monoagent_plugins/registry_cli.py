@@ -3,8 +3,8 @@
 ``monoagent tools`` lists every tool the agent could offer: the registered ones (source: the
 plugin's name) and the ones ``provide_tools`` offers (an MCP server's, source ``mcp:<server>``),
 each with its description; a source that could not list its tools (an MCP server that did not
-start within its ``startupTimeoutMs``) is listed as failed with the reason. ``filter_tools`` is
-not applied: it decides per turn, and there is no turn here. ``monoagent models`` lists the
+start within its ``startupTimeoutMs``) is listed as failed with the reason. Neither a tool's
+``enabled`` nor ``filter_tools`` is applied: they decide per turn, and there is no turn here. ``monoagent models`` lists the
 provider registry: each prefix, its plugin, its description and the models it names.
 """
 

@@ -306,15 +306,14 @@ def read_skill(context: ToolContext) -> ToolResult:
 
 @bundled_impl
 def register_tools(register: ToolRegistrar) -> None:
-    register(READ_SKILL_SPEC, read_skill)
+    register(READ_SKILL_SPEC, read_skill, enabled=_reads_on_demand)
 
 
-@bundled_impl
-def filter_tools(turn: Turn, tools: list[ToolSpec]) -> list[ToolSpec] | None:
-    """Withdraw ``read_skill`` unless ``context.skillsMode`` is ``on_demand`` and skills are selected."""
-    if on_demand(turn) and turn.config.section(CONFIG_PATH).selected_skills:
-        return None
-    return [spec for spec in tools if spec.name != READ_SKILL]
+def _reads_on_demand(turn: Turn) -> bool:
+    """``read_skill`` is offered when ``context.skillsMode`` is ``on_demand`` and skills are selected."""
+    return on_demand(turn) and bool(turn.config.section(CONFIG_PATH).selected_skills)
+
+
 
 
 @bundled_impl

@@ -1,19 +1,23 @@
 """Making third-party text safe to quote in host-authored text: fence tokens, lines, names.
 
-The host frames what it writes on the model's behalf: the group-chat fences
-(``<messages_since_your_last_turn>``, ``<current_speaker>``), the recalled-memory delimiter, the
-tool-history projection fence, the continuity account's header, evidence and envelope tags, the
-failed-attempt snapshot markers and the tool-output bloat guard's markers. Their meaning rests on
-one promise: only the host writes them. Every piece of text that someone else controls (the
+The host frames what it writes on the model's behalf: the continuity account's header, evidence
+and envelope tags, the failed-attempt snapshot markers and the tool-output bloat guard's markers
+(the pipeline's own, spelt here), and the fences of plugins: the group-chat fences
+(``<messages_since_your_last_turn>``, ``<current_speaker>``: ``group-context``), the
+recalled-memory delimiter (``conversation``) and the tool-history projection fence
+(``tool-history``). Their meaning rests on one promise: only the host writes them. Every piece of text that someone else controls (the
 user's message, other chat participants' messages and names, provider text, tool names,
 arguments and results) passes through :func:`neutralise_fence_tokens` before it is quoted in
 host-authored text, so it can neither close a fence nor open one nor pose as a host marker.
 
-**One recogniser, one registry.** :data:`HOST_FENCES` lists every host fence by its canonical
+**One recogniser, one registry.** :func:`host_fences` lists every host fence by its canonical
 spelling; its first characters give its shape: ``<name>`` is a *tag* (recognised opening or
 closing), ``<<<WORDS>>>`` a *marker*, ``[Words`` a *label*. Each fence is spelt once, as a constant
-of this module that the code writing it imports; adding a fence is adding its constant and listing
-it there. A token is looked for in the *reading* of a text (:func:`fence_view`):
+of the module that writes it: the pipeline's here (:data:`KERNEL_FENCES`), a plugin's in the
+plugin, which adds it to the registry when its module is imported
+(:func:`register_host_fence`), so the recogniser guards it from then on, everywhere. A fence is
+recognised once the module that spells it is imported: a blocked plugin's module is never
+imported, and nobody writes its fence then. A token is looked for in the *reading* of a text (:func:`fence_view`):
 
 1. HTML character references decoded (``&lt;``, ``&#60;``, ``&#x3c;``, ``&amp;lt;``), repeatedly;
 2. NFKD compatibility decomposition (fullwidth ``＜``, mathematical letters, ligatures), case
@@ -65,19 +69,11 @@ __all__ = [
     "ENVELOPE_OPEN",
     "EVIDENCE_CLOSE",
     "EVIDENCE_OPEN",
-    "FENCE_NAMES",
     "HANDLE_MAX_CHARS",
-    "HOST_FENCES",
+    "KERNEL_FENCES",
     "NAME_MAX_CHARS",
-    "PRECEDING_CLOSE",
-    "PRECEDING_OPEN",
-    "PROJECTION_CLOSE",
-    "PROJECTION_OPEN",
-    "RECALL_DELIMITER",
     "SNAPSHOT_BEGIN",
     "SNAPSHOT_END",
-    "SPEAKER_CLOSE",
-    "SPEAKER_OPEN",
     "TOOL_OUTPUT_BEGIN",
     "TOOL_OUTPUT_END",
     "UNKNOWN_SPEAKER",
@@ -85,23 +81,18 @@ __all__ = [
     "capped",
     "fence_view",
     "has_fence_token",
+    "host_fences",
     "indent_continuations",
     "neutralise_fence_tokens",
     "neutralise_untrusted",
     "one_line",
     "quote_block",
     "quote_inline",
+    "register_host_fence",
     "speaker_label",
 ]
 
-# The host's framing, each spelt once: the module that writes a fence imports it from here.
-PRECEDING_OPEN = "<messages_since_your_last_turn>"  # group context (monoagent_plugins.group_context)
-PRECEDING_CLOSE = "</messages_since_your_last_turn>"
-SPEAKER_OPEN = "<current_speaker>"
-SPEAKER_CLOSE = "</current_speaker>"
-RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"  # conversation
-PROJECTION_OPEN = "<tool_history_projection>"  # the cold tool-history projection (monoagent_plugins.lib.tool_history)
-PROJECTION_CLOSE = "</tool_history_projection>"
+# The pipeline's framing, each spelt once: the module that writes a fence imports it from here.
 ACCOUNT_HEADER = "[Continuity account v1, written by the host"  # continuity accounts (monoagent.pipeline.continuity_account)
 EVIDENCE_OPEN = "<untrusted_evidence>"
 EVIDENCE_CLOSE = "</untrusted_evidence>"
@@ -112,13 +103,9 @@ SNAPSHOT_END = "<<<END FAILED ATTEMPT SNAPSHOT>>>"
 TOOL_OUTPUT_BEGIN = "<<<BEGIN UNTRUSTED TOOL OUTPUT>>>"  # the tool-output bloat guard (monoagent.pipeline.bloat)
 TOOL_OUTPUT_END = "<<<END UNTRUSTED TOOL OUTPUT>>>"
 
-#: Every piece of host framing the recogniser guards, by canonical spelling (see the module doc);
-#: a label is recognised by its first words.
-HOST_FENCES: tuple[str, ...] = (
-    PRECEDING_OPEN,
-    SPEAKER_OPEN,
-    "[Recalled long-term memory",  # RECALL_DELIMITER
-    PROJECTION_OPEN,
+#: The pipeline's own host framing, by canonical spelling (see the module doc); a label is
+#: recognised by its first words. The plugins' fences join them through :func:`register_host_fence`.
+KERNEL_FENCES: tuple[str, ...] = (
     "[Continuity account",  # ACCOUNT_HEADER
     EVIDENCE_OPEN,
     ENVELOPE_OPEN,
@@ -135,7 +122,7 @@ UNKNOWN_SPEAKER = "unknown"
 
 @attrs.frozen
 class HostFence:
-    """One entry of :data:`HOST_FENCES`, parsed: its shape, its words and its inert form."""
+    """One entry of :func:`host_fences`, parsed: its shape, its words and its inert form."""
 
     spelling: str
 
@@ -163,9 +150,37 @@ class HostFence:
         return f"[quoted: {self.name}]"
 
 
-FENCES: tuple[HostFence, ...] = tuple(HostFence(spelling) for spelling in HOST_FENCES)
-#: The tag names among the fences (``current_speaker``, ...).
-FENCE_NAMES: tuple[str, ...] = tuple(fence.name for fence in FENCES if fence.kind == "tag")
+_FENCE_SHAPE = re.compile(r"<[a-z][a-z0-9_]*>|<<<[A-Z][A-Z0-9 ]*>>>|\[[A-Z][A-Za-z0-9 -]*")
+_registered: list[HostFence] = [HostFence(spelling) for spelling in KERNEL_FENCES]
+
+
+def register_host_fence(spelling: str) -> str:
+    """Add a plugin's host fence to the recogniser; returns ``spelling``.
+
+    ``spelling`` is the fence's canonical form, which gives its shape: ``"<name>"`` for a tag
+    (lower-case name with ``_``; its closing ``</name>`` is recognised with it),
+    ``"<<<WORDS>>>"`` for a marker (upper-case words), ``"[Words"`` for a label, by the words it
+    starts with (``"[Recalled long-term memory"``). Call it where the plugin spells the fence,
+    at import (``OPEN = register_host_fence("<my_fence>")``), so every text neutralised after
+    that reads the fence inert. Registering a fence twice changes nothing; a spelling of another
+    shape is a ``ValueError``.
+    """
+    if not isinstance(spelling, str) or not _FENCE_SHAPE.fullmatch(spelling):
+        raise ValueError(
+            f"host fence {spelling!r} is not '<name>' (lower case, '_'), '<<<WORDS>>>' (upper case) or '[Words' (a label's first words)"
+        )
+    fence = HostFence(spelling)
+    if fence not in _registered:
+        _registered.append(fence)
+        _pattern.cache_clear()
+        _candidates.cache_clear()
+    return spelling
+
+
+def host_fences() -> tuple[str, ...]:
+    """Every host fence the recogniser guards, by canonical spelling: :data:`KERNEL_FENCES`, then the
+    plugins' in the order their modules registered them."""
+    return tuple(fence.spelling for fence in _registered)
 
 _IGNORED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cs"})
 _DROPPED_NAME_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
@@ -442,7 +457,7 @@ def _letters(word: str, limit: int | None = None) -> str:
 
 @functools.cache
 def _pattern() -> re.Pattern[str]:
-    """Every fence of :data:`FENCES` as it appears in a reading; group ``f<i>`` names the fence.
+    """Every registered fence as it appears in a reading; group ``f<i>`` names the fence.
 
     Each fence starts with an opener, so the pattern does too (one character class), which lets
     the regular expression engine skip to the candidates.
@@ -452,7 +467,7 @@ def _pattern() -> re.Pattern[str]:
     lt, gt, slash = re.escape(fence_view("<")), re.escape(fence_view(">")), re.escape(fence_view("/"))
     openers = "".join(re.escape(fence_view(c)) for c in _OPENERS)
     alternatives = []
-    for i, fence in enumerate(FENCES):
+    for i, fence in enumerate(_registered):
         body = sep.join(letters(word) for word in fence.words)
         if fence.kind == "tag":
             shape = f"(?<={lt})\\s*(?P<s{i}>{slash})?\\s*{body}(?:\\s*{gt})?"
@@ -467,7 +482,7 @@ def _pattern() -> re.Pattern[str]:
 @functools.cache
 def _candidates() -> re.Pattern[str]:
     """An opener followed by the start of a fence's first word: where :func:`_pattern` is worth trying."""
-    starts = "|".join(sorted({_letters(fence.words[0], 3) for fence in FENCES}))
+    starts = "|".join(sorted({_letters(fence.words[0], 3) for fence in _registered}))
     openers = "".join(re.escape(fence_view(c)) for c in _OPENERS)
     sep = "".join(re.escape(fence_view(c)) for c in "/<")
     return re.compile(f"[{openers}](?=[\\s{sep}]*(?:{starts}))")
@@ -541,7 +556,7 @@ def has_fence_token(text: str) -> bool:
 
 
 def _inert(match: re.Match[str]) -> str:
-    for i, fence in enumerate(FENCES):
+    for i, fence in enumerate(_registered):
         if match.group(f"f{i}") is not None:
             return fence.inert(closing=fence.kind == "tag" and match.group(f"s{i}") is not None)
     raise AssertionError("a fence match names no fence")  # pragma: no cover

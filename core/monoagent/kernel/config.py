@@ -43,6 +43,7 @@ def setting(
     factory: typing.Callable[[], Any] | None = None,
     example: Any = None,
     secret: bool = False,
+    home_default: str | None = None,
 ) -> Any:
     """An attrs field with the metadata the loader, the docs and ``config init`` read.
 
@@ -52,7 +53,9 @@ def setting(
     ``min``/``max`` or ``check`` enforce, shown instead of the derived description. A sentence
     that nothing enforces is refused (``TypeError``): what the docs call allowed is what
     validation allows. ``secret`` marks a credential: ``config show`` says whether it is set,
-    never its value.
+    never its value. ``home_default`` marks a directory key of a plugin whose unset value points to
+    ``<home>/<home_default>``: :meth:`Config.path` resolves it (set: against the config file's
+    directory), and ``config show`` and ``monoagent info`` show where it points.
     """
     allowed_values: tuple[Any, ...] | None = None
     if isinstance(allowed, str):
@@ -69,6 +72,8 @@ def setting(
     }
     if secret:
         metadata["secret"] = True
+    if home_default is not None:
+        metadata["home_default"] = home_default
     if factory is not None:
         return attrs.field(factory=factory, metadata=metadata)
     return attrs.field(default=default, metadata=metadata)
@@ -330,6 +335,11 @@ RENAMED_ENV: dict[str, str] = {
 }
 
 
+HISTORY_BESIDE = "artifacts.dir"
+"""The path key ``history.dir`` defaults beside (``history/`` next to that directory): the ``artifacts``
+plugin's, read through :meth:`Config.path`; ``<home>/artifacts`` when no active plugin declares it."""
+
+
 @attrs.define
 class HistoryConfig:
     """The conversation-history store: which one, and the history directory.
@@ -359,18 +369,12 @@ class ToolHistoryStoreConfig:
 
 
 @attrs.define
-class ArtifactsConfig:
-    """Run artifacts: the JSONL event file of every run."""
-
-    dir: Path | None = setting(None, doc="Artifacts directory. Unset: <home>/artifacts.", env="MONO_AGENT_ARTIFACTS_DIR")
-
-
-@attrs.define
 class MemoryConfig:
-    """Long-term memory tiers (selected by name from the memory-tier registry)."""
+    """Long-term memory tiers (selected by name from the memory-tier registry).
+    Where the tiers keep their data (``memory.path``) is declared by the ``memory`` plugin.
+    """
 
     tiers: list[str] = setting(doc="Memory tiers to use; empty = no memory.", env="MONO_AGENT_MEMORY_TIERS", factory=list)
-    path: Path | None = setting(None, doc="Where tiers keep their data. Unset: <home>/memory.", env="MONO_AGENT_MEMORY_PATH")
 
 
 @attrs.define
@@ -393,83 +397,6 @@ class PluginsConfig:
     )
 
 
-_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def _check_profile_name(value: str) -> str | None:
-    return None if _PROFILE_NAME.match(value) else "must be a profile name: 1-64 letters, digits, '_' or '-'"
-
-
-def _check_categories(value: list[str]) -> str | None:
-    for item in value:
-        if item != "*" and not _PROFILE_NAME.match(item):
-            return f"{item!r} is not a category name: 1-64 letters, digits, '_' or '-' (or '*' for every category)"
-    return None
-
-
-def _check_domains(value: list[str]) -> str | None:
-    for item in value:
-        if not re.fullmatch(r"[A-Za-z0-9_:*.-]{1,80}", item):
-            return f"{item!r} is not a tool domain or pattern: letters, digits, '_', ':', '.', '-' and '*' (e.g. 'memory', 'mcp:*')"
-    return None
-
-
-@attrs.define
-class CustomPermissionProfile:
-    """One custom permission profile (``permissions.profiles.<name>``): the categories it allows and asks for.
-
-    Every other category is refused; ``read`` is always allowed.
-    """
-
-    allow: list[str] = setting(
-        doc="Action categories that run without asking (file_write, shell, network, subagent, external, or a "
-        "plugin's own; '*' for every one).", check=_check_categories, factory=list,
-    )
-    ask: list[str] = setting(
-        doc="Action categories that run only when the person approves ('*' for every one not allowed).",
-        check=_check_categories, factory=list,
-    )
-
-
-@attrs.define
-class PermissionsConfig:
-    """Which tool action categories run, need approval, or are refused (docs/permissions.md)."""
-
-    profile: str = setting(
-        "full_access", doc="Permission profile: full_access (nothing refused), ask (every category but read needs "
-        "approval), read_only (only read), or the name of a profile under permissions.profiles.",
-        env="MONO_AGENT_PERMISSIONS_PROFILE", check=_check_profile_name, allowed="full_access, ask, read_only or a "
-        "custom profile's name",
-    )
-    profiles: dict[str, CustomPermissionProfile] = setting(
-        doc="Custom permission profiles by name.", factory=dict,
-    )
-
-    def profile_problem(self) -> str | None:
-        """Why ``profile`` names no profile, or a custom profile would shadow a built-in one; None when
-        neither (a check across the two keys, made once they are loaded)."""
-        builtin = ("full_access", "ask", "read_only")
-        shadowing = sorted(set(self.profiles) & set(builtin))
-        if shadowing:
-            return (f"permissions.profiles.{shadowing[0]}: a custom profile cannot be called {shadowing[0]!r}, the name of a "
-                    f"built-in profile ({', '.join(builtin)}); choose another name")
-        known = (*builtin, *sorted(self.profiles))
-        if self.profile in known:
-            return None
-        return f"permissions.profile = {self.profile!r}: no such profile; use one of {', '.join(known)}"
-
-
-@attrs.define
-class ToolsConfig:
-    """Which tool domains are visible when a turn starts (docs/permissions.md)."""
-
-    visible: list[str] = setting(
-        doc="Tool domains visible from the start (patterns: '*' for all, 'mcp:*' for every MCP server); the others "
-        "stay hidden until the model calls request_tools. Tools without a domain are always visible.",
-        env="MONO_AGENT_TOOLS_VISIBLE", check=_check_domains, factory=lambda: ["memory", "task", "mcp:*"],
-    )
-
-
 @attrs.define
 class Config:
     """The whole configuration. ``sections`` holds plugin-declared sections by key path.
@@ -485,11 +412,8 @@ class Config:
     providers: ProvidersConfig = attrs.field(factory=ProvidersConfig)
     history: HistoryConfig = attrs.field(factory=HistoryConfig)
     tool_history: ToolHistoryStoreConfig = attrs.field(factory=ToolHistoryStoreConfig)
-    artifacts: ArtifactsConfig = attrs.field(factory=ArtifactsConfig)
     memory: MemoryConfig = attrs.field(factory=MemoryConfig)
     plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
-    permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)
-    tools: ToolsConfig = attrs.field(factory=ToolsConfig)
 
     source_file: Path | None = attrs.field(default=None, metadata={"internal": True})
     base_dir: Path = attrs.field(factory=Path.cwd, metadata={"internal": True})
@@ -513,39 +437,73 @@ class Config:
         return _home(self.base_dir, self.source_file, self.context.home) or _platform_home()
 
     @property
-    def artifacts_dir(self) -> Path:
-        return _resolve(self.base_dir, self.artifacts.dir) if self.artifacts.dir else _child(self.home, "artifacts")
-
-    @property
     def history_dir(self) -> Path:
-        return _resolve(self.base_dir, self.history.dir) if self.history.dir else _sibling(self.artifacts_dir, "history")
+        """``history.dir`` resolved, else ``history/`` next to :data:`HISTORY_BESIDE` (``artifacts.dir``)."""
+        if self.history.dir:
+            return _resolve(self.base_dir, self.history.dir)
+        try:
+            beside = self.path(HISTORY_BESIDE)
+        except KeyError:
+            beside = _child(self.home, "artifacts")
+        return _sibling(beside, "history")
 
-    @property
-    def memory_dir(self) -> Path:
-        """``memory.path`` resolved, else ``<home>/memory``: where every memory tier keeps its file."""
-        return _resolve(self.base_dir, self.memory.path) if self.memory.path else _child(self.home, "memory")
+    def path(self, key: str) -> Path:
+        """Where the plugin path key ``key`` (``artifacts.dir``, ``memory.path``) points: its value resolved
+        against the config file's directory, else ``<home>/<home_default>``.
+
+        A plugin declares such a key in its section with ``setting(..., home_default=...)``; any
+        plugin reads it by its documented path, without importing its owner. Raises ``KeyError``
+        naming the key when no active plugin declares it (its plugin is blocked or not installed).
+        """
+        section_path, _, leaf = key.rpartition(".")
+        section = self.sections.get(section_path)
+        cls: type = type(section)
+        name_and_default = _path_key(cls, leaf) if section is not None else None
+        if name_and_default is None:
+            raise KeyError(f"no active plugin declares the path key {key!r}")
+        name, default = name_and_default
+        value = getattr(section, name)
+        return _resolve(self.base_dir, Path(value)) if value else _child(self.home, default)
 
     def default_paths(self) -> dict[str, Path]:
-        """Where each kernel path key that is unset points, by key path (``config show`` and ``info`` print them).
+        """Where each path key points, by key path: the kernel's, then the plugins' (each declared with
+        ``home_default``); ``config show`` and ``info`` print them.
 
         A key that is set is still listed, resolved: these are the paths the agent uses.
         """
         home = self.home
-        return {
+        paths = {
             "context.home": home,
             "context.soulPath": self.resolve(self.context.soul_path) if self.context.soul_path else home / "SOUL.md",
             "context.identityPath": self.resolve(self.context.identity_path) if self.context.identity_path else home / "IDENTITY.md",
             "context.userPath": self.resolve(self.context.user_path) if self.context.user_path else home / "USER.md",
             "history.dir": self.history_dir,
-            "artifacts.dir": self.artifacts_dir,
-            "memory.path": self.memory_dir,
         }
+        for section_path, section in self.sections.items():
+            cls: type = type(section)
+            for leaf in _path_keys(cls):
+                paths[f"{section_path}.{leaf}"] = self.path(f"{section_path}.{leaf}")
+        return paths
 
 
 # The path properties are read many times a turn (every run event asks for the artifacts
 # directory); they are pure functions of a few settings, so they are memoised: pathlib's parsing
 # and joining cost microseconds a call. Only the platform's data directory is worked out again
 # each time, since it follows the environment (XDG_DATA_HOME).
+
+
+@functools.lru_cache(maxsize=256)
+def _path_keys(cls: type) -> dict[str, tuple[str, str]]:
+    """The path keys of a section class declared with ``home_default``: camelCase key -> (attribute, default name)."""
+    if not attrs.has(cls):
+        return {}
+    from monoagent.kernel.config_keys import camel
+
+    return {camel(a.name): (a.name, a.metadata["home_default"]) for a in attrs.fields(cls) if "home_default" in a.metadata}
+
+
+def _path_key(cls: type, leaf: str) -> tuple[str, str] | None:
+    return _path_keys(cls).get(leaf)
 
 
 @functools.lru_cache(maxsize=256)

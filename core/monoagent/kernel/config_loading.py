@@ -351,9 +351,6 @@ def build_config(
         if isinstance(node, dict):
             node.pop(leaf, None)
     config: Config = structure_section(data, Config, "")
-    problem = config.permissions.profile_problem()
-    if problem:
-        raise ConfigError([problem])
     for path, cls in plugin_sections.items():
         config.sections[path] = structure_section(extracted.get(path, {}), cls, path)
     config.source_file = raw.source_file

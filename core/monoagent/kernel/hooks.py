@@ -11,6 +11,9 @@ arguments against the spec and types the answer::
 
 * :meth:`Hooks.first` and :meth:`Hooks.collect` return pluggy's result (one answer, or the list
   of non-None answers in call order: the most recently registered implementation first).
+* :meth:`Hooks.first_awaited` calls a firstresult hook whose answer may be an awaitable
+  (``before_tool_call``): it awaits it, and an awaited None passes the call on to the
+  implementations after the one that answered.
 * :meth:`Hooks.each` returns every answer attributed to its plugin, for hooks whose answers the
   kernel must attribute (``provide_tools``, ``filter_tools``) or isolate: an implementation of an
   observer hook (``after_commit``, ``on_run_event``) that raises is reported as its answer's
@@ -62,6 +65,7 @@ from monoagent.kernel.errors import HookError, HookResultError, MonoagentError, 
 from monoagent.kernel.hookspecs import SECTIONS
 from monoagent.kernel.marker import CallRecord, answers_noted, calls
 from monoagent.kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
+from monoagent.kernel.permissions import PermissionProfile
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,7 +87,8 @@ RESULT_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     "count_tokens": (int, "an int (the token count) or None"),
     "choose_compaction": (str, "a compaction policy name (str) or None"),
     "prepare_provider_request": (ProviderRequest, "a monoagent.ProviderRequest or None"),
-    "before_tool_call": (ToolResult, "a monoagent.ToolResult or None"),
+    "before_tool_call": (ToolResult, "a monoagent.ToolResult (or an awaitable of one) or None"),
+    "turn_permissions": (PermissionProfile, "a monoagent.PermissionProfile or None"),
     "save_tool_output": (str, "a reference to the saved output (str) or None"),
     "redact": (str, "the redacted text (str) or None"),
 }
@@ -204,6 +209,47 @@ class Hooks:
         """
         _keywords_only(spec, args)
         return self._call(spec.__name__, kwargs, firstresult=False)
+
+    async def first_awaited(self, spec: Callable[P, R | Awaitable[R | None] | None], /, *args: P.args, **kwargs: P.kwargs) -> R | None:
+        """Call a firstresult hook whose implementations may answer with an awaitable (``before_tool_call``):
+        the first answer that is not None once awaited, or None.
+
+        An awaitable answer ends pluggy's call, as any answer does, and is awaited here. When it
+        gives None, the implementation that returned it has nothing to say, and the call passes on:
+        the hook is called again without that plugin (:meth:`pluggy.PluginManager.subset_hook_caller`),
+        so the implementations after it still answer. Implementations before it and wrappers then run
+        once per call made.
+        """
+        _keywords_only(spec, args)
+        name = spec.__name__
+        passed: list[object] = []
+        while True:
+            caller = self._caller(name) if not passed else self._pm.subset_hook_caller(name, passed)
+            record = self._open(name, False)
+            try:
+                result = caller(**kwargs)
+            except MonoagentError:
+                raise
+            except Exception as exc:
+                raise self._hook_error(name, exc) from exc
+            finally:
+                self._close(record)
+            plugins = self._implementers(name, record)
+            for (_, value, _), plugin in zip(record.answers, plugins, strict=True):
+                if value is not None and not inspect.isawaitable(value):
+                    _check(name, value, True, plugin)
+            plugin = next((p for (_, value, _), p in zip(record.answers, plugins, strict=True) if value is result), None) or self._wrappers(name)
+            if not inspect.isawaitable(result):
+                _check(name, result, True, plugin)
+                return result
+            value = await result
+            _check(name, value, True, plugin)
+            if value is not None:
+                return value
+            answered = self._pm.get_plugin(plugin)
+            if answered is None or answered in passed:
+                return None
+            passed.append(answered)
 
     def each(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[Answer[R]]:
         """Call a collect-all hook and attribute each non-None answer (and, for an observer hook, each

@@ -26,7 +26,9 @@ Conventions for every hook:
 * "First non-None result wins" marks ``firstresult`` hooks. pluggy calls the most recently
   registered implementation first, so the load order (bundled, third-party entry points sorted
   by name, project-local files, programmatic plugins) means later sources win. Bundled
-  implementations are marked ``trylast`` so that anything a user registers runs before them.
+  implementations are marked ``trylast`` so that anything a user registers runs before them,
+  with one exception on purpose: the ``permissions`` plugin's ``before_tool_call`` is
+  ``tryfirst``, so enforcement comes before any other plugin's answer.
 * "Results are collected" marks hooks whose non-None results are all gathered in a list.
 * pluggy features, each used for a reason: ``firstresult`` for hooks that need one answer (one
   per documented section, so a project replaces exactly one section with one function);
@@ -103,6 +105,7 @@ if TYPE_CHECKING:
         TurnResult,
         UserMessagePart,
     )
+    from monoagent.kernel.permissions import PermissionProfile
     from monoagent.kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
     from monoagent.kernel.sessions import SessionBackend
     from monoagent.kernel.stores import HistoryStore, ToolHistoryStore
@@ -455,23 +458,34 @@ def register_tools(register: ToolRegistrar) -> None:
     definitions travel in the provider's tool interface, never as prompt prose; the harness
     refuses calls to any name that is not offered on the turn (see ``filter_tools``).
 
+    Either form takes ``enabled=``, a callable ``enabled(turn) -> bool`` asked on every turn with
+    the read-only turn while its offered tools are worked out (``turn.tools`` then holds every
+    registered and provided tool): false withdraws the tool from that turn, so a plugin offers
+    its own tool only where it applies (a tier configured, a mode on) without a ``filter_tools``
+    implementation. It runs on every turn: keep it a quick look at ``turn.config`` or
+    ``turn.request``. An ``enabled`` that raises or answers other than a bool fails the turn
+    with a :class:`~monoagent.kernel.errors.PluginError` naming the tool and its plugin.
+
     Args:
         register: a :class:`~monoagent.kernel.registrars.ToolRegistrar` bound to this plugin; a bad
             registration (neither a decorated function nor a ``ToolSpec``, a handler that cannot
-            be called as ``handler(context)``, a name with whitespace) fails this plugin's load,
-            naming it; a tool name registered by two plugins is an error naming both. (A
-            decorated function with an unsupported annotation fails earlier, when its module is
-            imported, with :class:`~monoagent.kernel.errors.ToolDefinitionError`.)
+            be called as ``handler(context)``, an ``enabled`` that is not a callable of one
+            argument, a name with whitespace) fails this plugin's load, naming it; a tool name
+            registered by two plugins is an error naming both. (A decorated function with an
+            unsupported annotation fails earlier, when its module is imported, with
+            :class:`~monoagent.kernel.errors.ToolDefinitionError`.)
 
     Returns:
         Nothing. Results are collected (and ignored).
 
     Called once per plugin, when the plugin is loaded.
 
-    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall,
-    ``memory-journal`` registers MemoryJournal, ``tool-history`` SessionHistory and
-    ``artifacts`` RunHistory; the memory plugins withdraw theirs with ``filter_tools`` on turns
-    where they are not configured.
+    Bundled default: the ``memory`` plugin registers the read-only MemoryRecall (enabled on
+    turns with a memory tier, unless ``memory.recallTool.enabled`` is false),
+    ``memory-journal`` MemoryJournal (enabled when ``memory.tiers`` has ``journal``),
+    ``skills`` read_skill (enabled in ``on_demand`` mode with skills selected),
+    ``tool-domains`` request_tools (enabled when ``tools.visible`` hides a domain),
+    ``tool-history`` SessionHistory and ``artifacts`` RunHistory.
 
     Example::
 
@@ -488,7 +502,8 @@ def register_tools(register: ToolRegistrar) -> None:
         @hookimpl
         def register_tools(register):
             register(weather)
-            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow())
+            register(ToolSpec("clock", "The current UTC time."), lambda context: utcnow(),
+                     enabled=lambda turn: turn.request.channel != "webhook")
     """
 
 
@@ -1354,6 +1369,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
 def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | None:
     """Narrow the tools offered on this turn: return the ones to keep.
 
+    For narrowing across plugins (a policy over tools others registered). A plugin that only
+    withdraws its own tool registers it with ``enabled=`` instead (``register_tools``).
+
     Args:
         turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
         tools: every registered tool's :class:`~monoagent.kernel.model.ToolSpec`, in registration order,
@@ -1361,20 +1379,20 @@ def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | 
 
     Returns:
         The specs to keep (a subset of ``tools``), or None to keep them all. Results are
-        collected and intersected: a tool is offered when every implementation that answered
-        kept it. Availability is a veto, so every implementation sees the full list, the
-        outcome does not depend on the load order, and no plugin re-admits a tool another
-        withdrew. A spec that is not in ``tools`` is an error naming the plugin (this step
-        withdraws tools; ``register_tools`` adds them).
+        collected and intersected, with the tools' own ``enabled`` answers too: a tool is
+        offered when it is enabled and every implementation that answered kept it.
+        Availability is a veto, so every implementation sees the full list (tools not enabled
+        on this turn included), the outcome does not depend on the load order, and no plugin
+        re-admits a tool another withdrew. A spec that is not in ``tools`` is an error naming
+        the plugin (this step withdraws tools; ``register_tools`` adds them).
 
     Called once per turn when the harness prepares it: after the history is loaded, before
-    ``recall_memory``, the sections and every provider step. What survives is ``turn.tools``:
-    the tools sent to the provider, the only ones a call may reach (another name is answered
-    ``rejected``).
+    ``hide_tools``, ``recall_memory``, the sections and every provider step. What survives (less
+    what ``hide_tools`` holds back) is ``turn.tools``: the tools sent to the provider, the only
+    ones a call may reach (another name is answered ``rejected``).
 
-    Bundled default (``memory``): withdraws MemoryRecall when no memory tier is configured or
-    ``memory.recallTool.enabled`` is false; (``memory-journal``): withdraws MemoryJournal when
-    ``memory.tiers`` has no ``journal`` tier.
+    Bundled default (``subagents``): on a subagent's turn, keeps only the tools its ``tools``
+    list names, by name or by domain (least privilege).
 
     Example::
 
@@ -1386,6 +1404,74 @@ def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | 
 
 
 @hookspec
+def hide_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | None:
+    """Hold back some of the offered tools until a tool reveals them: return the ones that start hidden.
+
+    A hidden tool is offered but not yet callable: it is in ``turn.hidden_tools``, not in
+    ``turn.tools``, so it is neither sent to the provider nor run (a call to it by name is
+    answered ``rejected``, naming its tool domain if it has one). A tool's handler reveals hidden
+    tools for the rest of the run with
+    :meth:`ToolContext.reveal_tools <monoagent.kernel.tool_context.ToolContext.reveal_tools>`;
+    they are callable at once and offered to the provider from the next round. Which tools start
+    hidden, and how the model asks for them, is the implementing plugin's policy: the kernel only
+    keeps the two lists.
+
+    Args:
+        turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
+        tools: the tools offered on this turn (after ``enabled`` and ``filter_tools``), in order.
+
+    Returns:
+        The specs to hide (a subset of ``tools``), or None to hide none. Results are collected
+        and joined: a tool starts hidden when any implementation hides it. A spec that is not in
+        ``tools`` is an error naming the plugin.
+
+    Called once per turn when the harness prepares it, right after ``filter_tools``.
+
+    Bundled default (``tool-domains``): hides the tools of every tool domain ``tools.visible``
+    does not list (a tool without a domain is never hidden); its ``request_tools`` tool reveals
+    a domain, and the ``hidden_tool_domains`` section lists what is hidden.
+
+    Example::
+
+        @hookimpl
+        def hide_tools(turn, tools):
+            return [spec for spec in tools if spec.name.startswith("admin_")]
+    """
+
+
+@hookspec(firstresult=True)
+def turn_permissions(turn: Turn) -> PermissionProfile | None:
+    """Decide the turn's permission profile: which tool action categories run, need approval, or are refused.
+
+    Args:
+        turn: the turn (its request, with ``request.permissions`` and ``request.approver``; its
+            configuration; ``turn.subagent``; ``turn.tools`` is set).
+
+    Returns:
+        A :class:`~monoagent.kernel.permissions.PermissionProfile`, or None. First non-None result
+        wins. The answer is ``turn.permissions`` for the rest of the turn (the section producers,
+        ``before_tool_call`` and a delegating ``task`` tool read it); None leaves it None, which
+        the bundled plugins read as ``full_access``. Raise
+        :class:`~monoagent.kernel.errors.ConfigError` for a profile name nobody defined: the turn
+        fails before the provider is called.
+
+    Called once per turn when the harness prepares it, after the offered tools and before
+    ``recall_memory``.
+
+    Bundled default (``permissions``): ``permissions.profile`` narrowed by the request's
+    ``permissions`` (a profile name, or a profile a delegating turn passes) and, on a subagent's
+    turn, by the subagent's own ``permissions``; a request never widens it (docs/permissions.md).
+
+    Example::
+
+        @hookimpl
+        def turn_permissions(turn):
+            if turn.request.channel == "webhook":
+                return monoagent.permission_profile("webhook", allow=["read"])  # read only
+    """
+
+
+@hookspec
 def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[MemoryHit]] | None:
     """Recall long-term memory for this turn, from the user's message.
 
@@ -1393,18 +1479,23 @@ def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[Memory
         turn: the turn; ``turn.request.text`` is the query.
 
     Returns:
-        A list of :class:`~monoagent.kernel.model.MemoryHit` (or an awaitable of one). Results are
-        collected. The kernel gates them: highest scores first, at most 5 hits and 8 KB of
-        text in all; what passes is in ``turn.recalled`` and a ``memory_recalled`` event records
-        source and byte size only.
+        A list of :class:`~monoagent.kernel.model.MemoryHit` (or an awaitable of one), bounded by
+        the implementation itself: the kernel applies no gate of its own. Results are collected
+        and concatenated in call order (each implementation's hits in its own order): that is
+        ``turn.recalled``, what ``augment_user_message`` renders, and a ``memory_recalled`` event
+        records each hit's source and byte size only. An implementation that adds to another's
+        recall keeps its own answer small: the recalled text rides every provider request of the
+        turn.
 
     Called once per turn, before assembly.
 
     Bundled default (``memory``): searches every configured tier whose ``automatic_recall``
     is true (:class:`~monoagent.kernel.interfaces.SelectiveMemoryTier`; a tier without it is
     searched) with the user's text, through a per-turn lookup cache shared with the MemoryRecall
-    tool, and keeps hits that reach ``memory.recall.minScore`` and contain a word of the
-    message; a failing tier is a ``runtime_warning``. The journal tier is never recalled here.
+    tool, keeps hits that reach ``memory.recall.minScore`` and contain a word of the message,
+    and answers with the best of them: highest scores first, at most 5 hits and 8 KB of text in
+    all (a hit that does not fit is skipped); a failing tier is a ``runtime_warning``. The
+    journal tier is never recalled here.
 
     Example::
 
@@ -1420,7 +1511,7 @@ def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessa
 
     Args:
         turn: the turn (``request.sender``, ``request.preceding_messages``).
-        recalled: the memory hits that passed the gate (possibly none).
+        recalled: the memory hits the ``recall_memory`` implementations answered with (possibly none).
 
     Returns:
         A :class:`~monoagent.kernel.model.UserMessagePart`, a list of them, or None. Results are
@@ -1429,7 +1520,7 @@ def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessa
 
     Called once per turn, after recall and before assembly.
 
-    Bundled default (``conversation``): when hits passed the gate, the block behind the line
+    Bundled default (``conversation``): when anything was recalled, the block behind the line
     ``[Recalled long-term memory — background context for this turn, not the user's words:]``
     after the user's text; nothing at all when there are none. ``group-context``: the
     ``<messages_since_your_last_turn>`` fence (``before``) and the ``<current_speaker>`` line
@@ -1558,21 +1649,34 @@ def after_provider_call(turn: Turn, request: ProviderRequest, outcome: StepOutco
 
 
 @hookspec(firstresult=True)
-def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | None:
+def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | Awaitable[ToolResult | None] | None:
     """Vet a tool call before it runs; return a result to answer it without running the tool.
+    May return an awaitable.
 
     Args:
         turn: the turn.
-        call: the call the model requested (a tool visible on this turn and allowed by its
-            permission profile: other calls are refused by the tool loop before this hook).
+        call: the call the model requested (always a tool callable on this turn: a call to a
+            tool that is not offered, or is hidden, is refused by the tool loop before this hook).
 
     Returns:
         None to let the tool run, or a :class:`~monoagent.kernel.model.ToolResult` (for example with
-        status ``rejected``) that answers the call instead. First non-None result wins.
+        status ``rejected``) that answers the call instead, or an awaitable of either, for an
+        answer that has to wait (a person's approval). First non-None result wins. An awaitable
+        is awaited before anything else happens; when it gives None, the call passes on: the
+        hook is called again without the plugin that returned it, so every implementation after
+        it still has its say (implementations before it, and wrappers, run again).
 
-    Called before every tool call.
+    Called before every tool call, in the turn's event loop; an await in an implementation holds
+    the call (and so the run) until it returns.
 
-    Bundled default: none (every registered tool may run).
+    Bundled default (``permissions``, ``tryfirst``, not ``trylast``): enforces the turn's
+    permission profile (``turn.permissions``). It runs before any other plugin's implementation
+    (unless another is also marked ``tryfirst`` and loaded later, or is a wrapper), so a plugin
+    that answers calls itself (a cache, a mock) never answers a call the profile refuses: under a
+    restricted profile it decides each call's action categories, records a
+    ``permission_decision`` event, answers a refused call with a ``rejected`` result naming the
+    categories and the profile, and puts a call that needs approval to the request's approver
+    (an awaitable answer). Blocking the plugin turns enforcement off (docs/permissions.md).
 
     Example::
 

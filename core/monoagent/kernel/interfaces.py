@@ -289,6 +289,9 @@ class StoredCompaction(Protocol):
 ToolHandler = Callable[["ToolContext"], "str | ToolResult | Awaitable[str | ToolResult]"]
 """``handler(context)``: the :class:`~monoagent.kernel.tool_context.ToolContext` of one call in, its text or result out."""
 
+ToolEnabled = Callable[["Turn"], bool]
+"""``enabled(turn)``: whether a tool is offered on this turn (its plugin's own condition: a tier configured, a mode on)."""
+
 
 @attrs.frozen
 class Tool:
@@ -296,13 +299,17 @@ class Tool:
 
     ``plugin`` is the plugin that registered or provided it (set by the kernel); ``source`` says
     where a provided tool comes from when that is more than the plugin (``mcp:<server>``), for
-    ``monoagent tools`` and the events.
+    ``monoagent tools`` and the events. ``enabled`` (None: always) decides per turn whether the
+    tool is offered at all: the tool loop asks it, with the read-only turn, when it builds the
+    turn's offered tools (``register(spec, handler, enabled=...)``), so a plugin withdraws its own
+    tool without a ``filter_tools`` implementation.
     """
 
     spec: ToolSpec
     handler: ToolHandler
     plugin: str = ""
     source: str = ""
+    enabled: ToolEnabled | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from monoagent.kernel.interfaces import Tool
 from monoagent.kernel.model import ToolSpec
 
 if TYPE_CHECKING:
-    from monoagent.kernel.interfaces import ToolHandler
+    from monoagent.kernel.interfaces import ToolEnabled, ToolHandler
     from monoagent.kernel.typed_tool import TypedTool
 
 T = TypeVar("T")
@@ -148,7 +148,8 @@ class ComponentRegistrar(Registrar, Generic[T]):
 
 
 class ToolRegistrar(Registrar):
-    """``register(func)`` or ``register(spec, handler)`` in :func:`~monoagent.kernel.hookspecs.register_tools`.
+    """``register(func)`` or ``register(spec, handler)`` in :func:`~monoagent.kernel.hookspecs.register_tools`,
+    either with ``enabled=``.
 
     ``func`` is a function decorated with :func:`monoagent.tool` (its spec and checked handler come
     from its signature and docstring). In the second form a tool name is any text of at most 128
@@ -156,6 +157,12 @@ class ToolRegistrar(Registrar):
     stricter and says so when it is sent); the handler is called as ``handler(context)`` with a
     :class:`~monoagent.kernel.tool_context.ToolContext`. A decorated function passed as the
     handler of ``register(spec, handler)`` is registered under that spec.
+
+    ``enabled`` (keyword only; None: the tool is offered on every turn) is ``enabled(turn) -> bool``,
+    asked on every turn with the read-only :class:`~monoagent.kernel.turn.Turn` when the tool loop
+    builds the offered tools: false withdraws the tool from that turn (it is neither sent to the
+    provider nor callable). It is how a plugin offers its own tool only where it applies (a memory
+    tier configured, a mode on); ``filter_tools`` is for narrowing other plugins' tools.
     """
 
     hook = "register_tools"
@@ -168,7 +175,9 @@ class ToolRegistrar(Registrar):
     def registrations(self) -> list[Registration]:
         return [Registration("tool", t.spec.name, t.spec.description) for t in self.tools]
 
-    def __call__(self, spec: ToolSpec | TypedTool, handler: ToolHandler | TypedTool | None = None) -> None:
+    def __call__(
+        self, spec: ToolSpec | TypedTool, handler: ToolHandler | TypedTool | None = None, *, enabled: ToolEnabled | None = None,
+    ) -> None:
         from monoagent.kernel.typed_tool import TypedTool  # imported where used: it loads cattrs and docstring_parser
 
         if isinstance(spec, TypedTool):
@@ -191,9 +200,15 @@ class ToolRegistrar(Registrar):
         problem = cannot_call(handler, "handler(context)", None)
         if problem:
             self.refuse(f"the handler of tool {name!r} {problem}")
+        if enabled is not None:
+            if not callable(enabled):
+                self.refuse(f"enabled= of tool {name!r} must be a callable enabled(turn) -> bool, not {type(enabled).__name__} {enabled!r}")
+            problem = cannot_call(enabled, "enabled(turn)", None)
+            if problem:
+                self.refuse(f"enabled= of tool {name!r}: {problem}")
         if any(t.spec.name == name for t in self.tools):
             self.refuse(f"tool {name!r} is registered twice")
-        self.tools.append(Tool(spec, handler, self.plugin))
+        self.tools.append(Tool(spec, handler, self.plugin, enabled=enabled))
 
 
 class ConfigSectionRegistrar(Registrar):

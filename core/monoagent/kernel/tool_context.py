@@ -10,7 +10,7 @@ function needs nothing else: ``lambda context: str(fn(**context.arguments))``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -58,7 +58,7 @@ class ToolContext:
     :class:`~monoagent.kernel.model.ToolResult` to ``call`` in any case (its ``call_id`` and
     ``name`` are the call's, whatever the handler put there). Beyond reading, a tool may report
     :meth:`progress`, count :meth:`add_usage` it spent on the run's behalf (a subagent's turn),
-    :meth:`reveal_domain` (make a hidden tool domain callable for the rest of the run) and reach
+    :meth:`reveal_tools` (make hidden tools callable for the rest of the run) and reach
     the :attr:`agent` running the turn (a tool that drives it, such as ``task``).
     """
 
@@ -68,7 +68,7 @@ class ToolContext:
 
     @property
     def turn(self) -> Turn:
-        """The run as it stands now (a new snapshot after :meth:`reveal_domain`)."""
+        """The run as it stands now (a new snapshot after :meth:`reveal_tools`)."""
         return self._run.view
 
     @property
@@ -81,10 +81,11 @@ class ToolContext:
         (its :class:`~monoagent.kernel.model.TurnResult` and ``run_completed`` include it)."""
         self._run.add_usage(usage)
 
-    def reveal_domain(self, domain: str) -> tuple[ToolSpec, ...]:
-        """Make the hidden tool domain ``domain`` callable for the rest of the run, offered from the next
-        provider round; returns its tools (none when it is not hidden). A ``tools_revealed`` event records it."""
-        return self._run.reveal_domain(domain)
+    def reveal_tools(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
+        """Make the hidden tools among ``names`` (``turn.hidden_tools``, held back by ``hide_tools``)
+        callable for the rest of the run, offered from the next provider round; returns them (none
+        when none of them is hidden)."""
+        return self._run.reveal_tools(names)
 
     @property
     def arguments(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ makes a new snapshot whenever that state changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
@@ -115,7 +115,7 @@ class RunAccess(Protocol):
 
     def add_usage(self, usage: Usage) -> None: ...
 
-    def reveal_domain(self, domain: str) -> tuple[ToolSpec, ...]: ...
+    def reveal_tools(self, names: Iterable[str]) -> tuple[ToolSpec, ...]: ...
 
 
 @attrs.frozen(eq=False)
@@ -125,9 +125,10 @@ class Turn:
     ``request`` (the :class:`~monoagent.kernel.model.TurnRequest`), ``run_id``, ``model`` (the
     ``provider:model`` string), ``session`` (:class:`SessionInfo`), ``config``, ``history``
     (retained messages, oldest first), ``recalled`` (gated memory hits), ``tools`` (the tool
-    specs callable now) and ``hidden_tools`` (offered but in a domain ``tools.visible`` hides,
-    until a ``request_tools`` call reveals it), ``permissions`` (the effective permission profile,
-    :mod:`monoagent.kernel.permissions`), ``provider_round`` (where the provider round about to be
+    specs callable now) and ``hidden_tools`` (offered but held back by ``hide_tools`` until a tool
+    reveals them: the ``tool-domains`` plugin hides the domains ``tools.visible`` does not list),
+    ``permissions`` (the effective permission profile, from ``turn_permissions``: the
+    ``permissions`` plugin's; None when no plugin decides one), ``provider_round`` (where the provider round about to be
     sent stands), ``now`` (an aware datetime in the configured time zone), ``profile`` (the prompt
     profile).
 

@@ -4,7 +4,7 @@ channel -> :meth:`Harness.run` -> per-conversation lane (one active turn per con
 follow-ups queue there without counting against any limit) -> admission
 (``concurrency.maxPendingRuns`` runs may wait for a slot, further ones are rejected) -> session
 resolution (daily bucket) -> history load -> warm session (continuous mode,
-:mod:`monoagent.pipeline.sessions`) -> offered tools (``filter_tools``) -> memory recall ->
+:mod:`monoagent.pipeline.sessions`) -> offered tools (``enabled=``, ``filter_tools``, ``hide_tools``) -> memory recall ->
 user message -> sections, assembly and compaction (:mod:`monoagent.pipeline.compaction`) -> manifest
 -> execution slot (``concurrency.maxConcurrentRuns``) -> provider steps
 (:mod:`monoagent.pipeline.provider_call`, with one reactive compaction after a context overflow) with
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,7 +50,6 @@ from monoagent.kernel.model import (
     UserMessagePart,
     artifact_refs,
 )
-from monoagent.kernel.permissions import turn_profile
 from monoagent.kernel.stores import CommitReceipt, logical_session_has_records
 from monoagent.kernel.turn import SessionInfo
 from monoagent.pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
@@ -77,32 +76,14 @@ from monoagent.pipeline.sessions import (
     retire_settling,
     session_backend,
 )
-from monoagent.pipeline.tool_loop import ToolLoop, offered_tools, provided_tools, split_hidden_domains
+from monoagent.pipeline.tool_loop import ToolLoop, held_back, offered_tools, provided_tools
 from monoagent.pipeline.turn_run import TurnRun
 from monoagent.text import utf8_len
 
 if TYPE_CHECKING:
     from monoagent.agent import Agent
 
-RECALL_MAX_HITS = 5
-RECALL_MAX_BYTES = 8 * 1024
-
 T = TypeVar("T")
-
-
-def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
-    """Highest scores first, at most 5 hits and 8 KB of text in all; a hit that does not fit is skipped."""
-    kept: list[MemoryHit] = []
-    used = 0
-    for hit in sorted(hits, key=lambda h: -h.score):
-        if len(kept) == RECALL_MAX_HITS:
-            break
-        size = utf8_len(hit.text)
-        if not hit.text.strip() or used + size > RECALL_MAX_BYTES:
-            continue
-        kept.append(hit)
-        used += size
-    return tuple(kept)
 
 
 class Harness(RunControl):
@@ -287,13 +268,13 @@ class Harness(RunControl):
         for failure in unavailable:
             logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
             turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
-        turn.tools, turn.hidden_tools = split_hidden_domains(agent.config.tools.visible, offered_tools(turn))  # filter_tools, tools.visible
-        turn.permissions = turn_profile(agent.config, turn.request.permissions)
+        turn.tools, turn.hidden_tools = held_back(turn, offered_tools(turn))  # enabled=, filter_tools, hide_tools
+        turn.permissions = hooks.first(hookspecs.turn_permissions, turn=turn.view)
         recalled: list[MemoryHit] = []
-        for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):
+        for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):  # each implementation bounds its own
             hits = await await_me_maybe(value)
             recalled.extend(hits or ())
-        turn.recalled = gate_recall(recalled)
+        turn.recalled = tuple(recalled)
         if turn.recalled:
             turn.emit(
                 "memory_recalled",

@@ -2,15 +2,19 @@
 
 **Offered tools** (:func:`offered_tools`, called by the harness when it prepares the turn, after
 the history is loaded and before recall): every registered tool and every tool the
-``provide_tools`` step offers for this turn (:func:`provided_tools`), narrowed by the
-``filter_tools`` step. Every implementation sees the full registered list and may return the
-ones it keeps; a tool is offered when every implementation that answered kept it (the lists are
-intersected, so the outcome does not depend on load order and no plugin can re-admit a tool
-another withdrew). Of those, the tools of a domain ``tools.visible`` does not list are *hidden*
-(:func:`split_hidden_domains`): they become ``turn.hidden_tools``, the rest ``turn.tools``. The
-section producers and every provider request of the turn read ``turn.tools``; the one thing that
-changes it later is :meth:`~monoagent.kernel.tool_context.ToolContext.reveal_domain` (the ``request_tools`` tool), which moves a hidden
-domain's tools into it for the rest of the turn, so the next provider round offers them.
+``provide_tools`` step offers for this turn (:func:`provided_tools`), less the ones whose
+``enabled(turn)`` (``register(..., enabled=...)``, :attr:`~monoagent.kernel.interfaces.Tool.enabled`)
+is false on this turn, narrowed by the ``filter_tools`` step. Every implementation sees the full
+registered list and may return the ones it keeps; a tool is offered when it is enabled and every
+implementation that answered kept it (the lists are intersected, so the outcome does not depend
+on load order and no plugin can re-admit a tool another withdrew). Of those, the ones any
+``hide_tools`` implementation holds back are *hidden* (:func:`held_back`): they become
+``turn.hidden_tools``, the rest ``turn.tools``. The section producers and every provider request
+of the turn read ``turn.tools``; the one thing that changes it later is
+:meth:`~monoagent.kernel.tool_context.ToolContext.reveal_tools` (a tool such as the
+``tool-domains`` plugin's ``request_tools``), which moves hidden tools into it for the rest of
+the run, so the next provider round offers them. Which tools are hidden, and why, is the hiding
+plugin's policy; the loop only keeps the two lists.
 
 **One call** (:meth:`ToolLoop.run`), in this order:
 
@@ -21,17 +25,16 @@ domain's tools into it for the rest of the turn, so the next provider round offe
 2. the invocation record in tool history (:mod:`monoagent.pipeline.continuity`), then the
    ``tool_call`` event, which carries a redacted preview of the arguments (:func:`arguments_preview`)
    so a front end can show the call while it runs;
-3. availability: a name that is not in ``turn.tools`` (not offered, or in a hidden domain) is
-   answered with status ``rejected``;
-4. permission (:mod:`monoagent.kernel.permissions`): under a restricted profile the call's
-   categories are decided (allowed, refused, or asked of the request's approver) and the decision
-   is a ``permission_decision`` event (``tool``, ``id``, ``categories``, ``profile``, ``decision``:
-   ``allowed``, ``denied``, ``asked-allowed`` or ``asked-denied``, ``by``); a call not allowed is
-   answered with status ``rejected`` naming the categories and the profile, and its handler never runs;
-5. ``before_tool_call``, which may answer the call instead of the tool;
-6. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
+3. availability: a name that is not in ``turn.tools`` (not offered, or hidden) is answered with
+   status ``rejected``;
+4. ``before_tool_call`` (:meth:`~monoagent.kernel.hooks.Hooks.first_awaited`: an answer may be
+   awaited), which may answer the call instead of the tool. Permission profiles are enforced
+   here, by the ``permissions`` plugin's implementation, which runs first (``tryfirst``): it
+   refuses a call the turn's profile refuses, or asks the request's approver, before any other
+   implementation or the handler sees the call (docs/permissions.md);
+5. the handler, with a :class:`~monoagent.kernel.tool_context.ToolContext`; an exception becomes
    an ``error`` result whose text is redacted, a ``str`` a ``success`` result;
-7. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
+6. the result is bound to the call (its ``call_id`` and ``name`` are the call's), replaced
    surrogates are reported, the tool-output bloat guard (:mod:`monoagent.pipeline.bloat`) runs,
    ``after_tool_call`` observes it, the result record goes to tool history and ``tool_result``
    is emitted (with a short, redacted ``error`` when the result is not a success).
@@ -43,20 +46,16 @@ formats carry on the wire.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from monoagent.kernel import hookspecs
-from monoagent.kernel.errors import PluginError, RepeatedToolCall
+from monoagent.kernel.errors import MonoagentError, PluginError, RepeatedToolCall
 from monoagent.kernel.host import await_me_maybe
 from monoagent.kernel.interfaces import Tool, ToolSourceFailure
-from monoagent.kernel.log import logger
 from monoagent.kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
-from monoagent.kernel.permissions import FULL_ACCESS, Approval, ApprovalRequest, argument_summary
 from monoagent.kernel.tool_context import ToolContext
 from monoagent.pipeline.bloat import guard_tool_result
 from monoagent.pipeline.continuity import RunContinuity
@@ -150,63 +149,84 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
 
 
 def offered_tools(turn: TurnRun) -> tuple[ToolSpec, ...]:
-    """The tools offered on ``turn``: every registered and provided tool, narrowed by ``filter_tools``.
+    """The tools offered on ``turn``: every registered and provided tool whose ``enabled`` holds on
+    the turn, narrowed by ``filter_tools``.
 
-    Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
-    returns something other than registered tool specs.
+    While they are worked out, ``turn.tools`` holds every registered and provided tool: that is
+    what each tool's ``enabled(turn)`` sees, and ``filter_tools`` gets the same list as its
+    ``tools`` (its answers and the ``enabled`` answers are intersected, so the order does not
+    matter). Raises
+    :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation returns
+    something other than registered tool specs, or a tool's ``enabled`` fails or answers other than a bool.
     """
-    registered = tuple(tool.spec for tool in (*turn.agent.tools.values(), *turn.provided_tools.values()))
+    tools = (*turn.agent.tools.values(), *turn.provided_tools.values())
+    registered = tuple(tool.spec for tool in tools)
+    turn.tools, turn.hidden_tools = registered, ()
+    view = turn.view
     known = {spec.name for spec in registered}
-    keep = known
-    for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=turn.view, tools=registered):
-        keep = keep & _kept_names(answer.plugin, answer.value, known)
+    keep = {tool.spec.name for tool in tools if _enabled(tool, view)}
+    for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=view, tools=registered):
+        keep = keep & _kept_names(answer.plugin, answer.value, known, "filter_tools")
     return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
 
 
-def split_hidden_domains(visible: Sequence[str], tools: Sequence[ToolSpec]) -> tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]:
-    """``tools`` split into the visible ones and the hidden ones, by ``visible`` (``tools.visible``).
+def _enabled(tool: Tool, turn: Turn) -> bool:
+    """``tool.enabled(turn)`` (True without one), or a :class:`~monoagent.kernel.errors.PluginError` naming its plugin."""
+    if tool.enabled is None:
+        return True
+    try:
+        answer = tool.enabled(turn)
+    except MonoagentError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"enabled= of tool {tool.spec.name!r} (plugin {tool.plugin!r}) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(answer, bool):
+        raise PluginError(f"enabled= of tool {tool.spec.name!r} (plugin {tool.plugin!r}) returned a value of type "
+                          f"{type(answer).__name__}; it answers True (offer the tool on this turn) or False")
+    return answer
 
-    A tool without a domain is always visible; one with a domain is visible when the domain
-    matches a pattern of ``visible`` (:mod:`fnmatch`: ``*`` for every domain, ``mcp:*`` for every
-    MCP server).
+
+def held_back(turn: TurnRun, offered: Sequence[ToolSpec]) -> tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]:
+    """``offered`` split into the tools callable from the start and the ones ``hide_tools`` holds back.
+
+    A tool is hidden when any implementation hides it (the answers are joined), in offered order.
+    Raises :class:`~monoagent.kernel.errors.PluginError` naming the plugin when an implementation
+    returns something other than offered tool specs.
     """
-    patterns = tuple(visible)
-    hidden = tuple(spec for spec in tools if spec.domain is not None and not _domain_visible(patterns, spec.domain))
+    known = {spec.name for spec in offered}
+    hidden: set[str] = set()
+    for answer in turn.agent.hooks.each(hookspecs.hide_tools, turn=turn.view, tools=tuple(offered)):
+        hidden |= _kept_names(answer.plugin, answer.value, known, "hide_tools")
     if not hidden:
-        return tuple(tools), ()
-    hidden_ids = {id(spec) for spec in hidden}
-    return tuple(spec for spec in tools if id(spec) not in hidden_ids), hidden
+        return tuple(offered), ()
+    return tuple(spec for spec in offered if spec.name not in hidden), tuple(spec for spec in offered if spec.name in hidden)
 
 
-@functools.lru_cache(maxsize=512)
-def _domain_visible(patterns: tuple[str, ...], domain: str) -> bool:
-    return any(fnmatch.fnmatchcase(domain, pattern) for pattern in patterns)
+#: What each tool-narrowing hook's answer is, for its errors: (what to return, where an unknown tool comes from).
+_ANSWERS = {
+    "filter_tools": ("the ToolSpecs to keep (a subset of the 'tools' argument)",
+                     "not registered; filter_tools only withdraws tools (register new ones with register_tools)"),
+    "hide_tools": ("the ToolSpecs to hide (a subset of the 'tools' argument)",
+                   "not offered on this turn; hide_tools only holds back offered tools"),
+}
 
 
-def hidden_domains(turn: Turn) -> dict[str, tuple[str, ...]]:
-    """The turn's hidden tool domains, each with its exact tool names, in domain order."""
-    domains: dict[str, list[str]] = {}
-    for spec in turn.hidden_tools:
-        domains.setdefault(spec.domain or "", []).append(spec.name)
-    return {domain: tuple(names) for domain, names in sorted(domains.items())}
-
-
-def _kept_names(plugin: str, kept: Any, known: set[str]) -> set[str]:
+def _kept_names(plugin: str, kept: Any, known: set[str], hook: str) -> set[str]:
+    answer, unknown_because = _ANSWERS[hook]
     if isinstance(kept, (str, bytes, ToolSpec)) or not isinstance(kept, Iterable):
         kept = (kept,)  # one spec is a list of one; anything else is reported below
     names: set[str] = set()
     for spec in kept:
         if not isinstance(spec, ToolSpec):
             raise PluginError(
-                f"plugin {plugin!r} returned a value of type {type(spec).__name__} from filter_tools where a "
-                f"ToolSpec belongs; return the ToolSpecs to keep (a subset of the 'tools' argument) or None"
+                f"plugin {plugin!r} returned a value of type {type(spec).__name__} from {hook} where a "
+                f"ToolSpec belongs; return {answer} or None"
             )
         names.add(spec.name)
     unknown = names - known
     if unknown:
         raise PluginError(
-            f"plugin {plugin!r} returned tool(s) {', '.join(map(repr, sorted(unknown)))} from filter_tools, which are not "
-            f"registered; filter_tools only withdraws tools (register new ones with register_tools)"
+            f"plugin {plugin!r} returned tool(s) {', '.join(map(repr, sorted(unknown)))} from {hook}, which are {unknown_because}"
         )
     return names
 
@@ -289,16 +309,13 @@ class ToolLoop:
         return result
 
     async def _answer(self, context: ToolContext) -> ToolResult:
-        """The call's result: refused, answered by ``before_tool_call``, or the handler's."""
+        """The call's result: refused as unavailable, answered by ``before_tool_call``, or the handler's."""
         turn, call = self.turn, context.call
         agent = turn.agent
         tool = agent.tools.get(call.name) or turn.provided_tools.get(call.name)
         if tool is None or call.name not in {spec.name for spec in turn.tools}:
             return context.result(_unavailable(turn, call.name), ToolStatus.REJECTED)
-        refusal = await self._permission(context, tool.spec)
-        if refusal is not None:
-            return context.result(refusal, ToolStatus.REJECTED)
-        answer = agent.hooks.first(hookspecs.before_tool_call, turn=turn.view, call=call)
+        answer = await agent.hooks.first_awaited(hookspecs.before_tool_call, turn=turn.view, call=call)
         if answer is not None:
             return answer
         try:
@@ -309,35 +326,6 @@ class ToolLoop:
             detail = agent.redact(f"{type(exc).__name__}: {exc}", "error")
             return context.result(f"Tool {call.name!r} failed: {detail}", ToolStatus.ERROR)
         return value if isinstance(value, ToolResult) else context.result(str(value))
-
-    async def _permission(self, context: ToolContext, spec: ToolSpec) -> str | None:
-        """Decide ``spec``'s call under the turn's profile; None to run it, else why it was refused."""
-        turn, call = self.turn, context.call
-        profile = turn.permissions or FULL_ACCESS
-        if not profile.restricted:
-            return None
-        decision, categories = profile.decide(spec.categories)
-        by = "profile"
-        if decision == "ask":
-            approval = await _ask(turn, ApprovalRequest(
-                call.name, categories, argument_summary(call.arguments), profile.name, turn.conversation_id, call
-            ))
-            outcome, by = ("asked-allowed" if approval.allowed else "asked-denied"), approval.by
-        else:
-            outcome = "allowed" if decision == "allow" else "denied"
-        turn.emit("permission_decision", id=call.id, tool=call.name, categories=list(categories), profile=profile.name,
-                  decision=outcome, by=by)
-        named = ", ".join(categories)
-        if outcome == "denied":
-            return (f"Tool {call.name!r} was not run: its action category {named} is refused under the permission profile "
-                    f"{profile.name!r}. Continue with what the profile allows, or tell the user what needs permission.")
-        if outcome == "asked-denied" and by == "no_approver":
-            return (f"Tool {call.name!r} was not run: its action category {named} needs approval under the permission "
-                    f"profile {profile.name!r}, and nobody can approve it in this turn.")
-        if outcome == "asked-denied":
-            return (f"Tool {call.name!r} was not run: approval for its action category {named} was refused "
-                    f"(permission profile {profile.name!r}, by {by}). Do not retry it; continue without it.")
-        return None
 
     def _check_repeats(self, call: ToolCall) -> str:
         """Count ``call`` in the run's streak of identical calls; stop the run before one too many.
@@ -356,29 +344,9 @@ class ToolLoop:
 
 
 def _unavailable(turn: TurnRun, name: str) -> str:
-    hidden = next((spec.domain for spec in turn.hidden_tools if spec.name == name), None)
+    hidden = next((spec for spec in turn.hidden_tools if spec.name == name), None)
     if hidden is not None:
-        return (f"Tool {name!r} belongs to the tool domain {hidden!r}, which is hidden in this turn: it is not callable "
-                f"until that domain is requested.")
+        domain = f" (tool domain {hidden.domain!r})" if hidden.domain is not None else ""
+        return f"Tool {name!r}{domain} is hidden in this turn: it is not callable until it is revealed."
     available = ", ".join(sorted(spec.name for spec in turn.tools)) or "none"
     return f"Tool {name!r} is not available in this turn (available: {available})."
-
-
-async def _ask(turn: TurnRun, request: ApprovalRequest) -> Approval:
-    """The request's approver's answer; refused when there is none, or it fails or answers nonsense (logged)."""
-    approver = turn.request.approver
-    if approver is None:
-        return Approval(False, "no_approver")
-    try:
-        answer = await await_me_maybe(approver(request))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        logger.warning("tool approver failed for {}: {}: {}; the call is refused", request.tool, type(exc).__name__, exc)
-        return Approval(False, "approver_error")
-    if isinstance(answer, Approval):
-        return answer
-    if isinstance(answer, bool):
-        return Approval(answer, "approver")
-    logger.warning("tool approver answered {} for {}, not a bool or Approval; the call is refused", type(answer).__name__, request.tool)
-    return Approval(False, "approver_error")

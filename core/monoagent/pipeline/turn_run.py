@@ -12,7 +12,7 @@ diagnostics list are shared by every view of the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -125,16 +125,16 @@ class TurnRun:
         """One ``runtime_warning`` (``invalid_unicode_replaced``) per field in ``replaced``."""
         report_invalid_unicode(self.emit, where, replaced, **data)
 
-    def reveal_domain(self, domain: str) -> tuple[ToolSpec, ...]:
-        """Make hidden ``domain``'s tools visible for the rest of the run; returns them (empty when ``domain`` is not hidden).
+    def reveal_tools(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
+        """Make the hidden tools among ``names`` callable for the rest of the run; returns them, in hidden
+        order (none when none of ``names`` is hidden).
 
         They move from ``hidden_tools`` to ``tools``: callable from now on, and offered to the
-        provider from the next round (each round's request reads ``tools``). A ``tools_revealed``
-        event (``domain``, ``tools``) records it.
+        provider from the next round (each round's request reads ``tools``).
         """
-        revealed = tuple(spec for spec in self.hidden_tools if spec.domain == domain)
+        wanted = set(names)
+        revealed = tuple(spec for spec in self.hidden_tools if spec.name in wanted)
         if revealed:
-            self.hidden_tools = tuple(spec for spec in self.hidden_tools if spec.domain != domain)
+            self.hidden_tools = tuple(spec for spec in self.hidden_tools if spec.name not in wanted)
             self.tools = (*self.tools, *revealed)
-            self.emit("tools_revealed", domain=domain, tools=[spec.name for spec in revealed])
         return revealed

@@ -15,14 +15,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.hookspecs import hookimpl
 from monoagent.kernel.interfaces import ClosableMemoryTier, MemoryTier, SelectiveMemoryTier
 from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
 from monoagent.text import utf8_len
 
 CONTRACT_TIER = "contract-tier"
-#: The documented recall gate (hookspec ``recall_memory``): at most 5 hits and 8 KB of hit text.
+#: The documented line recalled memory rides behind (docs/memory.md), spelt as the documents spell it:
+#: the suite checks the bundled plugins write exactly that (they spell it once, in the ``conversation`` plugin).
+RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
+#: The documented recall gate of the bundled ``memory`` plugin: at most 5 hits and 8 KB of hit text.
 RECALL_MAX_HITS = 5
 RECALL_MAX_BYTES = 8 * 1024
 #: The user message of the recall tests; every seeded entry holds each of its words.

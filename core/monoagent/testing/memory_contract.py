@@ -49,11 +49,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.components import MEMORY_TIERS
 from monoagent.kernel.interfaces import BrowsableMemoryTier
 from monoagent.testing.embedder_contract import EmbedderContract
 from monoagent.testing.memory_agent_contract import (
+    RECALL_DELIMITER,
     SALTS,
     TierThroughAgentChecks,
     _run,

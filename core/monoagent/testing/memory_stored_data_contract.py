@@ -19,9 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.boundary.fences import RECALL_DELIMITER
 from monoagent.kernel.interfaces import BrowsableMemoryTier
-from monoagent.testing.memory_agent_contract import CONTRACT_TIER, SALTS, TierHarness, _run, sized_text
+from monoagent.testing.memory_agent_contract import (
+    CONTRACT_TIER,
+    RECALL_DELIMITER,
+    SALTS,
+    TierHarness,
+    _run,
+    sized_text,
+)
 
 
 def one_line_naming(message: str, tier: str, under: Path) -> bool:

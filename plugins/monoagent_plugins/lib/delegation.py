@@ -28,7 +28,6 @@ import attrs
 
 from monoagent.kernel.errors import ConfigError, MonoagentError
 from monoagent.kernel.model import RunEvent, ToolResult, ToolSpec, ToolStatus, TurnRequest, Usage
-from monoagent.kernel.permissions import PermissionProfile, named_profile
 from monoagent.kernel.subagents import SubagentSpec
 from monoagent.text import utf8_len
 
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from monoagent.agent import Agent
     from monoagent.kernel.config import Config
     from monoagent.kernel.tool_context import ToolContext
-    from monoagent.kernel.turn import Turn
 
 TASK_TOOL = "task"
 TASK_DOMAIN = "task"
@@ -173,16 +171,6 @@ def _job(context: ToolContext, delegation: Delegation) -> tuple[str, str] | Tool
     return name, message
 
 
-def _child_permissions(turn: Turn, child: Agent, named: str | None) -> PermissionProfile | None:
-    """The child's permission profile: the delegating turn's effective one (so a narrowed parent never
-    delegates to a wider child), narrowed further by the subagent's own ``permissions`` when it names one."""
-    parent = turn.permissions
-    if named is None:
-        return parent
-    own = named_profile(child.config, named)
-    return own if parent is None else parent.narrowed(own)
-
-
 async def run_task(context: ToolContext) -> ToolResult:
     """Run one ``task`` call of the turn's Agent (see the module docstring)."""
     turn, call = context.turn, context.call
@@ -203,7 +191,7 @@ async def run_task(context: ToolContext) -> ToolResult:
         model=spec.model or turn.model,
         profile=spec.profile,
         isolated=True,
-        permissions=_child_permissions(turn, child, spec.permissions),
+        permissions=turn.permissions,  # the child narrows it by the subagent's own profile (plugin permissions)
         approver=turn.request.approver,
     )
     slots = delegation.slots()

@@ -87,8 +87,13 @@ def has_evidence(query: str, text: str) -> bool:
 
 
 def memory_dir(config: Any) -> Path:
-    """``memory.path`` resolved against the config file's directory, else ``<home>/memory``."""
-    return Path(config.memory_dir)
+    """``memory.path`` (the ``memory`` plugin's key) resolved against the config file's directory, else
+    ``<home>/memory``; the same default when the ``memory`` plugin is blocked (its section is then ignored,
+    with a warning), so the tiers still find their files."""
+    try:
+        return Path(config.path("memory.path"))
+    except KeyError:
+        return Path(config.home) / "memory"
 
 
 def word_set(text: str) -> frozenset[str]:

@@ -353,7 +353,7 @@ async def run_history(context: ToolContext) -> ToolResult:
     action = arguments.get("action")
     if action not in ("search", "get"):
         return context.result(f"action must be one of search, get (got {quote_inline(repr(action))}).", ToolStatus.REJECTED)
-    files = RunFiles(turn.config.artifacts_dir)
+    files = RunFiles(turn.config.path("artifacts.dir"))
     logical = logical_conversation_id(turn.session.logical_conversation_id)
     try:
         if action == "get":

@@ -15,8 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from monoagent.boundary.fences import (
-    PROJECTION_CLOSE,
-    PROJECTION_OPEN,
     indent_continuations,
     neutralise_untrusted,
     quote_inline,
@@ -26,7 +24,7 @@ from monoagent.kernel.model import Section
 from monoagent.pipeline.continuity_account import accounted_records
 from monoagent.text import utf8_len
 from monoagent_plugins.lib.tool_history.sidecar import SidecarUnavailable
-from monoagent_plugins.lib.tool_history.spec import SESSION_HISTORY
+from monoagent_plugins.lib.tool_history.spec import PROJECTION_CLOSE, PROJECTION_OPEN, SESSION_HISTORY
 
 if TYPE_CHECKING:
     from monoagent_plugins.lib.tool_history.store import SqliteToolHistory

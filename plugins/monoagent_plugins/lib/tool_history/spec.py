@@ -1,15 +1,23 @@
-"""The SessionHistory tool's model-visible definition, apart from the store it reads.
+"""What the tool-history plugin shows the model, apart from the store: the SessionHistory tool's
+definition and the projection's fence.
 
 The ``tool-history`` plugin registers the tool when it loads, on every command line; the spec
-lives here, importing nothing but the data model, so that registering it does not load SQLite
-and the writer machinery (:mod:`.session_history` runs the tool, on its first call).
+lives here, importing nothing but the data model and the fence registry, so that registering it
+does not load SQLite and the writer machinery (:mod:`.session_history` runs the tool, on its
+first call). The projection fence is registered with the fence recogniser here, when the
+plugin loads, not when the projection module is first imported on a turn: every text
+neutralised from start-up on reads it inert.
 """
 
 from __future__ import annotations
 
+from monoagent.boundary.fences import register_host_fence
 from monoagent.kernel.model import ToolSpec
 
 SESSION_HISTORY = "SessionHistory"
+PROJECTION_OPEN = register_host_fence("<tool_history_projection>")
+"""The cold tool-history projection's fence (:mod:`.projection`), a host fence of this plugin."""
+PROJECTION_CLOSE = "</tool_history_projection>"
 
 SESSION_HISTORY_SPEC = ToolSpec(
     SESSION_HISTORY,
