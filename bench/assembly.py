@@ -28,7 +28,7 @@ from typing import Any
 
 from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent.kernel.model import Message, TurnRequest
+from monoagent._kernel.model import Message, TurnRequest
 from monoagent.testing import fresh_agent
 
 TARGET_US = 1000.0
@@ -92,12 +92,12 @@ async def timed(n: int, fn: Callable[[], Awaitable[Any]]) -> list[float]:
 
 async def breakdown(agent: Any, request: TurnRequest, n: int) -> dict[str, Any]:
     """Median microseconds of each stage of Harness.prepare, re-run one by one on fresh turns."""
-    from monoagent.kernel import hookspecs
-    from monoagent.kernel.model import Message as Msg
-    from monoagent.pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
-    from monoagent.pipeline.harness import new_run_id
-    from monoagent.pipeline.tool_loop import held_back, offered_tools
-    from monoagent.pipeline.turn_run import TurnRun
+    from monoagent._kernel import hookspecs
+    from monoagent._kernel.model import Message as Msg
+    from monoagent._pipeline.assembly import PROFILE_SECTIONS, collect_sections, compile_prompt, produce_section
+    from monoagent._pipeline.harness import new_run_id
+    from monoagent._pipeline.tool_loop import held_back, offered_tools
+    from monoagent._pipeline.turn_run import TurnRun
 
     hooks = agent.hooks
     harness = agent.harness

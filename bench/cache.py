@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the wire-format servers of the provid
 
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
-from monoagent.kernel.model import TurnRequest
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import Reply, WireServer
 

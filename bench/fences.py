@@ -21,14 +21,14 @@ import time
 
 from _benchlib import emit_json, machine, parser, scaled, summary, verdict_line
 
-from monoagent.boundary.fences import neutralise_fence_tokens
+from monoagent._boundary.fences import neutralise_fence_tokens
 from monoagent_plugins import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
-from monoagent_plugins.lib.tool_history import spec  # noqa: F401
+from monoagent_plugins.history.tool_calls import spec  # noqa: F401
 
 TARGET_US = 50.0
 WORDS = "the agent reads a configuration file then loads plugins from entry points and local paths before each turn".split()
 FIRST_CALLS = (
-    "import time; t = time.perf_counter(); from monoagent.boundary.fences import neutralise_fence_tokens as n, "
+    "import time; t = time.perf_counter(); from monoagent._boundary.fences import neutralise_fence_tokens as n, "
     "register_host_fence as r; r('<messages_since_your_last_turn>'); r('<current_speaker>'); "
     "n('x < y'); n('é <current_speaker>'); print(time.perf_counter() - t)"
 )

@@ -32,9 +32,9 @@ from typing import Any
 
 from _benchlib import durable_write, emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent.kernel.model import Message
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_records import record_name
+from monoagent._kernel.model import Message
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.records import record_name
 
 CHECKPOINTS = (10, 100, 200)
 USER_CHARS = 200

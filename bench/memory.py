@@ -36,11 +36,11 @@ from typing import Any
 
 from _benchlib import emit_json, filesystem_of, machine, p99, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent_plugins.embedders import HashedNgramEmbedder
-from monoagent_plugins.lib.memory_index import fts_match, query_terms
-from monoagent_plugins.memory_journal import JournalTier
-from monoagent_plugins.memory_lite import LiteTier
-from monoagent_plugins.memory_recall import LookupCache, passes_gate
+from monoagent_plugins.memory.embedders import HashedNgramEmbedder
+from monoagent_plugins.memory.index import fts_match, query_terms
+from monoagent_plugins.memory.journal import JournalTier
+from monoagent_plugins.memory.lite import LiteTier
+from monoagent_plugins.memory.recall import LookupCache, passes_gate
 
 SIZES = (10_000, 100_000)
 RATIO_TARGET = 2.0

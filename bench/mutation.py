@@ -93,25 +93,25 @@ TARGETS: dict[str, Target] = {
         Target(
             "files",
             "the bundled files history store",
-            (f"{PLUGINS}/files_history.py", f"{PLUGINS}/lib/history_records.py", f"{PLUGINS}/lib/history_directory.py"),
+            (f"{PLUGINS}/history/files.py", f"{PLUGINS}/history/records.py", f"{PLUGINS}/history/directory.py"),
             ("tests/test_history_contract.py", "tests/test_history_durability_contract.py::TestFilesStoreDurabilityContract"),
         ),
         Target(
             "tool-history",
             "the bundled SQLite tool-history store",
-            (f"{PLUGINS}/lib/tool_history/store.py", f"{PLUGINS}/lib/tool_history/sidecar.py"),
+            (f"{PLUGINS}/history/tool_calls/store.py", f"{PLUGINS}/history/tool_calls/sidecar.py"),
             ("tests/test_tool_history.py::TestSqliteToolHistoryContract",),
         ),
         Target(
             "memory-lite",
             "the bundled lite memory tier",
-            (f"{PLUGINS}/memory_lite.py", f"{PLUGINS}/lib/memory_database.py", f"{PLUGINS}/lib/memory_index.py"),
+            (f"{PLUGINS}/memory/lite.py", f"{PLUGINS}/memory/database.py", f"{PLUGINS}/memory/index.py"),
             ("tests/test_memory_contract.py::TestLiteContract",),
         ),
         Target(
             "offline",
             "the offline providers (offline:echo, offline:scripted)",
-            (f"{PLUGINS}/offline.py",),
+            (f"{PLUGINS}/providers/offline.py",),
             (
                 "tests/test_provider_runtime_contract.py::TestOfflineScriptedRuntimeContract",
                 "tests/test_provider_runtime_contract.py::TestOfflineEchoRuntimeContract",
@@ -120,7 +120,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "openai-compatible",
             "the OpenAI-compatible provider and its wire",
-            (f"{PLUGINS}/openai_compatible.py", f"{PLUGINS}/lib/openai_wire.py"),
+            (f"{PLUGINS}/providers/openai_compatible.py", f"{PLUGINS}/providers/openai_wire.py"),
             (
                 "tests/test_provider_contract.py::TestOpenAICompatibleContract",
                 "tests/test_provider_runtime_contract.py::TestOpenAICompatibleRuntimeContract",

@@ -26,7 +26,7 @@ By rule. The mutant's only change is to one string literal (mutmut's string muta
 By review. ``bench/mutation_equivalent/<target>.toml`` holds entries
 
     [[equivalent]]
-    mutant = "monoagent_plugins.lib.x.x_f__mutmut_3"
+    mutant = "monoagent_plugins.history.records.x_f__mutmut_3"
     digest = "<sha256 of the original and the mutated function>"
     reason = "one concrete line: why no caller can observe the change"
 

@@ -91,7 +91,7 @@ server.serve_forever()
 
 
 async def monoagent_request(runtime: Any, request: Any) -> tuple[float, float, str]:
-    from monoagent.kernel.model import TextDelta
+    from monoagent._kernel.model import TextDelta
 
     start = time.perf_counter()
     first = 0.0
@@ -122,7 +122,7 @@ async def bare_request(client: Any, url: str, headers: dict[str, str], body: byt
 async def run(tmp: Path, url: str, n: int) -> dict[str, Any]:
     import httpx
 
-    from monoagent.kernel.model import ProviderRequest, TurnRequest
+    from monoagent._kernel.model import ProviderRequest, TurnRequest
     from monoagent.testing import fresh_agent
 
     agent = fresh_agent(
@@ -133,7 +133,7 @@ async def run(tmp: Path, url: str, n: int) -> dict[str, Any]:
     runtime = agent.provider("anthropic:claude-x")
     prompt = await agent.assemble(TurnRequest("Tell me about foxes.", conversation_id="bench"))
     request = ProviderRequest("claude-x", prompt, prompt.messages)
-    from monoagent_plugins.lib.anthropic_wire import request_body
+    from monoagent_plugins.providers.anthropic_wire import request_body
 
     body = request_body(request, 4096)
     headers = {"content-type": "application/json", "x-api-key": "bench-key", "anthropic-version": "2023-06-01"}

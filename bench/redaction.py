@@ -34,7 +34,7 @@ from typing import Any
 from _benchlib import REPO, emit_json, machine, parser, summary, verdict_line
 
 from monoagent.testing.redaction_measure import measure_redactor
-from monoagent_plugins.redaction import redact_text
+from monoagent_plugins.observability.redaction import redact_text
 
 DATA = REPO / "tests" / "data"
 TOOL_RESULT_BYTES = 16 * 1024
@@ -42,8 +42,8 @@ TOOL_RESULT_BYTES = 16 * 1024
 # (already loaded before the clock starts, timed): the kernel is loaded by every CLI command anyway.
 IMPORTS = {
     "monoagent": (
-        "import monoagent.kernel.host",
-        "import monoagent_plugins.redaction as r; r.redact_text('password=x /home/a/b sk-ant-api03-FAKEFAKEFAKEFAKEFAKE')",
+        "import monoagent._kernel.host",
+        "import monoagent_plugins.observability.redaction as r; r.redact_text('password=x /home/a/b sk-ant-api03-FAKEFAKEFAKEFAKEFAKE')",
     ),
     "detect-secrets": (
         "pass",

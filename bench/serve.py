@@ -102,8 +102,8 @@ def bare_server(recorded: Path) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from monoagent.kernel.log import configure_cli, configure_server_log
-    from monoagent_plugins.lib.http_serving import serve_channels
+    from monoagent._kernel.log import configure_cli, configure_server_log
+    from monoagent_plugins.serving.http import serve_channels
 
     configure_cli(debug=False)
     configure_server_log(json=False)
@@ -342,7 +342,7 @@ class InProcessTurns:
 
     async def _open(self, tmp: Path, env: dict[str, str]) -> None:
         from monoagent.testing import fresh_agent
-        from monoagent_plugins.lib.channel_runs import ChannelRuns
+        from monoagent_plugins.serving.channel_runs import ChannelRuns
 
         self.agent = fresh_agent(tmp, env=env)
         self.runs = ChannelRuns(self.agent)
@@ -351,7 +351,7 @@ class InProcessTurns:
         return self.runner.run(self._drive(requests, conversation))
 
     async def _drive(self, requests: int, conversation: Conversation) -> dict[str, Any]:
-        from monoagent.kernel.model import TurnRequest
+        from monoagent._kernel.model import TurnRequest
 
         text = json.loads(request_body())["messages"][-1]["content"]
         latencies: list[float] = []
@@ -391,8 +391,8 @@ class InProcessTurns:
 
 def serve_argv(profile: Path | None) -> list[str]:
     if profile is None:
-        return [sys.executable, "-m", "monoagent.cli", "serve"]
-    return [sys.executable, "-m", "cProfile", "-o", str(profile / "serve.prof"), "-m", "monoagent.cli", "serve"]
+        return [sys.executable, "-m", "monoagent", "serve"]
+    return [sys.executable, "-m", "cProfile", "-o", str(profile / "serve.prof"), "-m", "monoagent", "serve"]
 
 
 def round_plan(r: int, clients: int, turns: int) -> tuple[dict[str, Conversation], dict[str, Conversation]]:
@@ -421,7 +421,7 @@ def round_plan(r: int, clients: int, turns: int) -> tuple[dict[str, Conversation
 
 def measure(tmp: Path, clients: int, requests: int, rounds: int, warmup: int, profile: Path | None,
             extra_env: dict[str, str]) -> dict[str, Any]:
-    from monoagent_plugins.lib.history_records import record_name
+    from monoagent_plugins.history.records import record_name
 
     home = tmp / "home"
     env = {**clean_env(home), "XDG_CONFIG_HOME": str(tmp / "xdg"), "MONO_AGENT_OPENAI_API_ENABLED": "1",

@@ -33,11 +33,11 @@ ALLOWANCE_S = 0.150
 
 
 def cli_command() -> tuple[list[str], str]:
-    """The console script next to sys.executable, else ``python -m monoagent.cli``."""
+    """The console script next to sys.executable, else ``python -m monoagent``."""
     script = Path(sys.executable).parent / "monoagent"
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)], str(script)
-    return [sys.executable, "-m", "monoagent.cli"], f"{sys.executable} -m monoagent.cli"
+    return [sys.executable, "-m", "monoagent"], f"{sys.executable} -m monoagent._cli"
 
 
 def run_once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -55,8 +55,8 @@ def measure(argv: list[str], n: int, env: dict[str, str], cwd: Path) -> dict[str
 
 
 def import_times(env: dict[str, str], cwd: Path, top: int = 10) -> dict[str, list[dict[str, Any]]]:
-    """Parse ``python -X importtime -m monoagent.cli --help``: the slowest imports (microseconds)."""
-    argv = [sys.executable, "-X", "importtime", "-m", "monoagent.cli", "--help"]
+    """Parse ``python -X importtime -m monoagent._cli --help``: the slowest imports (microseconds)."""
+    argv = [sys.executable, "-X", "importtime", "-m", "monoagent", "--help"]
     subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # warm-up
     proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rows: list[dict[str, Any]] = []
@@ -190,7 +190,7 @@ def main() -> None:
             inherited_judged[0],
         )
     print()
-    print(f"python -X importtime -m monoagent.cli --help (bytecode cached): {imports['modules']} modules, "
+    print(f"python -X importtime -m monoagent._cli --help (bytecode cached): {imports['modules']} modules, "
           f"{imports['total_top_level_us'] / 1000:.1f} ms import time in all (importtime inflates it)")
     print("  (modules loaded through importlib.import_module, such as the bundled plugins loaded from entry")
     print("  points, are not reported by -X importtime; what they import is, at depth 0)")

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from _benchlib import REPO, emit_json, machine, parser, verdict_line
 from assembly import prose
 
-from monoagent_plugins.tokens import BYTES_PER_TOKEN, estimate
+from monoagent_plugins.providers.tokens import BYTES_PER_TOKEN, estimate
 
 
 def exact_counter() -> tuple[str, Callable[[str], int]] | None:

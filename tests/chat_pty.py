@@ -28,7 +28,7 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.chdir(tmp_path)
-            os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", *args], env)
+            os.execve(sys.executable, [sys.executable, "-m", "monoagent", "--plugins-dir", "plugins", *args], env)
         self.found = termios.tcgetattr(self.fd)  # the terminal as the chat finds it (the child has not started yet)
         self.output = b""
         self.transcript = b""

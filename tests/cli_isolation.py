@@ -1,4 +1,4 @@
-"""A clean environment for in-process CLI tests (CliRunner against ``monoagent.cli``)."""
+"""A clean environment for in-process CLI tests (CliRunner against ``monoagent._cli``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def isolate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, home: bool =
     """No ``MONO_AGENT_*`` variable from the caller's shell, ``MONO_AGENT_HOME`` (unless ``home`` is
     false) and ``XDG_CONFIG_HOME`` under ``tmp_path``, ``tmp_path`` as the working directory, and the
     CLI's logging set-up left alone (it would reconfigure loguru for the whole test process)."""
-    import monoagent.cli as cli_module
+    import monoagent._cli as cli_module
 
     for name in list(os.environ):
         if name.startswith("MONO_AGENT_"):
@@ -25,8 +25,8 @@ def isolate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, home: bool =
 
 
 def run_main(*args: str) -> int:
-    """``monoagent.cli.main`` in this process, as the console script runs it: its exit code."""
-    import monoagent.cli as cli_module
+    """``monoagent._cli.main`` in this process, as the console script runs it: its exit code."""
+    import monoagent._cli as cli_module
 
     try:
         cli_module.main(list(args))

@@ -12,8 +12,8 @@ SLOW_PROVIDER = '''
 import asyncio
 from pathlib import Path
 
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import StepFinished, TextDelta
 
 
 class Slow:

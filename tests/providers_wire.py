@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.model import ReasoningBlock
+from monoagent._kernel.model import ReasoningBlock
 from monoagent.testing.provider_contract import Reply, WireServer
 
 

@@ -36,7 +36,7 @@ class Server:
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()) -> None:
         self.cwd = tmp_path
-        self.process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *args, "serve", *serve_args], cwd=tmp_path,
+        self.process = subprocess.Popen([sys.executable, "-m", "monoagent", *args, "serve", *serve_args], cwd=tmp_path,
                                         env=env or serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._log: list[str] = []
         self._drain = threading.Thread(target=self._log.extend, args=(self.process.stderr,), daemon=True)
@@ -75,7 +75,7 @@ class Server:
 
 def serve_once(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``monoagent <args>`` run to its end (a refused start-up, ``serve --check``): its exit code and output."""
-    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env or serve_env(tmp_path),
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], cwd=tmp_path, env=env or serve_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
 
 
@@ -114,6 +114,6 @@ def ask_in_background(server: Server, text: str, conversation: str) -> tuple[thr
 
 def history(tmp_path: Path, conversation: str) -> str:
     plugins = ["--plugins-dir", "plugins"] if (tmp_path / "plugins").is_dir() else []
-    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", *plugins, "history", "show", conversation],
+    shown = subprocess.run([sys.executable, "-m", "monoagent", *plugins, "history", "show", conversation],
                            cwd=tmp_path, env=serve_env(tmp_path), capture_output=True, text=True, timeout=60)
     return shown.stdout + shown.stderr

@@ -14,7 +14,7 @@ import sqlite3
 
 import pytest
 
-from monoagent_plugins.lib.memory_vectors import VectorIndex
+from monoagent_plugins.memory.vectors import VectorIndex
 
 REQUIRE_SQLITE_VEC = "MONOAGENT_REQUIRE_SQLITE_VEC"
 

@@ -14,9 +14,9 @@ import pytest
 from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
-from monoagent.pipeline.assembly import BOUNDARY, compile_prompt
+from monoagent._kernel.errors import ContextLimitError, ProviderError
+from monoagent._kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
+from monoagent._pipeline.assembly import BOUNDARY, compile_prompt
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 
@@ -325,7 +325,7 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path):
 
 
 def test_plugin_import_stays_light():
-    code = "import sys, monoagent_plugins.anthropic, monoagent_plugins.openai; print('httpx' in sys.modules, 'httpx_sse' in sys.modules)"
+    code = "import sys, monoagent_plugins.providers.anthropic, monoagent_plugins.providers.openai; print('httpx' in sys.modules, 'httpx_sse' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -340,7 +340,7 @@ def _cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _monoagent(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
 
 
 def test_cli_run_against_the_local_server(tmp_path, server):
@@ -380,7 +380,7 @@ def test_consecutive_event_loops_each_get_a_working_client(tmp_path, server, rec
 
 
 def test_finished_event_loops_are_not_kept_alive_by_the_shared_client(tmp_path, server):
-    from monoagent_plugins.lib import provider_http
+    from monoagent_plugins.providers import http as provider_http
 
     agent = agent_for(tmp_path, server)
     for _ in range(3):

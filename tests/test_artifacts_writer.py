@@ -13,8 +13,8 @@ from pathlib import Path
 
 from waiting import wait_until
 
-from monoagent.kernel.model import RunEvent
-from monoagent_plugins.artifacts import ArtifactWriter, run_file
+from monoagent._kernel.model import RunEvent
+from monoagent_plugins.observability.artifacts import ArtifactWriter, run_file
 
 
 def lines_of(root: Path, run_id: str) -> list[dict]:
@@ -52,7 +52,7 @@ def test_a_run_that_calls_a_tool_shows_how_it_got_there_before_it_ends(tmp_path)
 
 
 def test_a_long_run_hands_its_events_over_in_bounded_batches(tmp_path):
-    from monoagent_plugins.artifacts import HELD_EVENTS_MAX
+    from monoagent_plugins.observability.artifacts import HELD_EVENTS_MAX
 
     own = ArtifactWriter()
     for seq in range(HELD_EVENTS_MAX):
@@ -90,9 +90,9 @@ def test_a_removed_run_directory_is_created_again_owner_only(tmp_path):
 def test_an_event_line_is_what_cattrs_makes_of_it_whatever_the_data_holds():
     import enum
 
-    from monoagent.kernel.model import Message, ToolCall
-    from monoagent.kernel.serial import unstructure
-    from monoagent_plugins.artifacts import event_record
+    from monoagent._kernel.model import Message, ToolCall
+    from monoagent._kernel.serial import unstructure
+    from monoagent_plugins.observability.artifacts import event_record
 
     class Colour(enum.Enum):
         RED = "red"

@@ -8,10 +8,10 @@ import hashlib
 import pytest
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import HookResultError
-from monoagent.kernel.hookspecs import SECTIONS
-from monoagent.kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
-from monoagent.pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt, current_user_message
+from monoagent._kernel.errors import HookResultError
+from monoagent._kernel.hookspecs import SECTIONS
+from monoagent._kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
+from monoagent._pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt, current_user_message
 from monoagent.testing import fresh_agent
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
@@ -180,8 +180,8 @@ def test_an_extra_section_cannot_take_a_catalogued_id(tmp_path):
 def test_the_catalogue_is_the_declarations_on_the_section_hooks_by_order():
     import inspect
 
-    from monoagent.kernel import hookspecs
-    from monoagent.kernel.sections import declared
+    from monoagent._kernel import hookspecs
+    from monoagent._kernel.sections import declared
 
     declared_hooks = [f for _, f in inspect.getmembers(hookspecs, inspect.isfunction) if declared(f) is not None]
     assert sorted(spec.name for spec in SECTIONS) == sorted(f.__name__ for f in declared_hooks)
@@ -193,7 +193,7 @@ def test_the_catalogue_is_the_declarations_on_the_section_hooks_by_order():
 
 
 def _spec(name="section_x", **declaration):
-    from monoagent.kernel.sections import section
+    from monoagent._kernel.sections import section
 
     def hook(turn):
         return None
@@ -220,7 +220,7 @@ def test_a_bad_section_declaration_is_refused_naming_the_section(declaration, re
 
 
 def test_the_catalogue_refuses_two_sections_with_one_id_or_order():
-    from monoagent.kernel.sections import catalogue
+    from monoagent._kernel.sections import catalogue
 
     assert [s.id for s in catalogue([_spec("section_b", order=620), _spec("section_a", order=610), "not a hook"])] == ["a", "b"]
     with pytest.raises(ValueError, match="'section_a' and 'section_b' declare the same order 610"):
@@ -310,7 +310,7 @@ def test_a_request_profile_overrides_context_profile(tmp_path):
 def test_a_profile_that_does_not_exist_is_refused_naming_the_allowed_ones(tmp_path):
     with pytest.raises(ValueError, match=r"'tiny' is not a prompt profile; use one of full, minimal, none"):
         TurnRequest("hi", profile="tiny")  # type: ignore[arg-type]
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"context\.profile") as caught:
         fresh_agent(tmp_path, config={"context": {"profile": "tiny"}})

@@ -41,8 +41,8 @@ def test_every_target_names_modules_and_contract_tests_that_exist(mutation):
 def test_a_staging_tree_holds_the_code_the_tests_and_the_target_alone(mutation, tmp_path):
     target = mutation.TARGETS["offline"]
     root = mutation.stage(target, tmp_path)
-    assert (root / "src" / "monoagent" / "kernel" / "hookspecs.py").is_file()
-    assert (root / "src" / "monoagent_plugins" / "offline.py").is_file()
+    assert (root / "src" / "monoagent" / "_kernel" / "hookspecs.py").is_file()
+    assert (root / "src" / "monoagent_plugins" / "providers" / "offline.py").is_file()
     assert (root / "tests" / "test_provider_runtime_contract.py").is_file()
     assert not list(root.rglob("__pycache__"))
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
@@ -72,7 +72,7 @@ def test_reuse_keeps_the_previous_runs_mutants_and_nothing_else(mutation, tmp_pa
     again = mutation.stage(target, tmp_path, reuse=True)
     assert (again / "mutants" / "mutmut-stats.json").read_text(encoding="utf-8") == "{}"
     assert not (again / "tests" / "stray.py").exists()  # the rest is copied afresh
-    assert (again / "src" / "monoagent_plugins" / "offline.py").is_file()
+    assert (again / "src" / "monoagent_plugins" / "providers" / "offline.py").is_file()
 
 
 def _function(source):
@@ -124,7 +124,7 @@ def test_retesting_survivors_forgets_their_results_and_keeps_the_rest(mutation, 
 
     target = mutation.TARGETS["offline"]
     root = mutation.stage(target, tmp_path)
-    meta = root / "mutants" / "src" / "monoagent_plugins" / "offline.py.meta"
+    meta = root / "mutants" / "src" / "monoagent_plugins" / "providers" / "offline.py.meta"
     meta.parent.mkdir(parents=True)
     meta.write_text(json.dumps({"exit_code_by_key": {"a": 1, "b": 0, "c": 33, "d": 36, "e": None}}), encoding="utf-8")
     (root / "mutants" / "mutmut-stats.json").write_text("{}", encoding="utf-8")
@@ -192,7 +192,7 @@ def _staged_survivors(mutation, tmp_path, codes):
     module.write_text("\n".join(
         f"def x_f__mutmut_{suffix}(x):\n    return x {op} 1\n" for suffix, op in (("orig", ">"), ("1", ">="), ("2", "<"), ("3", "=="))),
         encoding="utf-8")
-    name = "monoagent_plugins.offline.x_f__mutmut_"
+    name = "monoagent_plugins.providers.offline.x_f__mutmut_"
     (root / "mutants" / f"{target.modules[0]}.meta").write_text(
         json.dumps({"exit_code_by_key": {f"{name}{n}": code for n, code in codes.items()}}), encoding="utf-8")
     return target, root, name, mutation.MutantSources(module)

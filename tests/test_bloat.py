@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
-from monoagent.boundary.fences import TOOL_OUTPUT_END as END_MARKER
-from monoagent.kernel.model import (
+from monoagent._boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
+from monoagent._boundary.fences import TOOL_OUTPUT_END as END_MARKER
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.model import (
     BinaryBlock,
     ImageBlock,
     StepFinished,
@@ -24,15 +25,14 @@ from monoagent.kernel.model import (
     ToolSpec,
     TurnRequest,
 )
-from monoagent.pipeline.bloat import (
+from monoagent._pipeline.bloat import (
     LIMIT_BYTES,
     guard,
     head_tail_sample,
     neutralise_markers,
 )
 from monoagent.testing import fresh_agent
-from monoagent.text import utf8_len
-from monoagent_plugins.artifacts import ToolOutputSink
+from monoagent_plugins.observability.artifacts import ToolOutputSink
 
 
 def result(content="", blocks=()):
@@ -239,7 +239,7 @@ def test_harness_passes_a_tool_result_with_blocks_summary_only(tmp_path):
 
 
 def test_tool_results_with_blocks_round_trip_through_cattrs():
-    from monoagent.kernel.serial import dumps, structure, unstructure
+    from monoagent._kernel.serial import dumps, structure, unstructure
 
     original = result("form", (TextBlock("x"), ImageBlock(b"\x89PNG", "image/png"), BinaryBlock(b"\x00\xff", name="f.bin")))
     assert structure(unstructure(original), ToolResult) == original

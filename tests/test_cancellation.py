@@ -18,10 +18,10 @@ import pytest
 from chat_pty import Terminal, needs_pty
 from waiting import until
 
-from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest
-from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
+from monoagent._kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest
+from monoagent._pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent
 
 

@@ -27,7 +27,7 @@ class PtyCommand:
                        COLUMNS="100", LINES="40")
         environ.update(env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "monoagent.cli", *args], cwd=cwd, env=environ, stdin=slave, stdout=slave,
+            [sys.executable, "-m", "monoagent", *args], cwd=cwd, env=environ, stdin=slave, stdout=slave,
             stderr=slave if stderr_on_terminal else subprocess.PIPE, start_new_session=True,
         )
         os.close(slave)
@@ -134,7 +134,7 @@ def test_run_prints_plain_text_with_plain_no_color_or_a_dumb_terminal(scripted: 
 def test_run_prints_plain_text_exactly_as_before_when_piped(scripted: Path) -> None:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     environ.update(MONO_AGENT_HOME=str(scripted / "home"), XDG_CONFIG_HOME=str(scripted / "xdg"), TERM="xterm-256color")
-    result = subprocess.run([sys.executable, "-m", "monoagent.cli", "run", "hi"], cwd=scripted, env=environ,
+    result = subprocess.run([sys.executable, "-m", "monoagent", "run", "hi"], cwd=scripted, env=environ,
                             capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().startswith("Some **bold** words, [bold red]not markup[/] [link=http://evil.example]x[/link] and")

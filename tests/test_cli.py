@@ -1,10 +1,10 @@
 """The ``monoagent`` command line.
 
 Most commands run in-process through :class:`click.testing.CliRunner` on the root command that
-``main()`` would build (``monoagent.cli.build_cli``) on a fresh plugin host.
+``main()`` would build (``monoagent._cli.build_cli``) on a fresh plugin host.
 What only ``main()`` does (exit codes of configuration errors, ``--debug`` tracebacks, plugin
 loading before ``--help``) and the end-to-end turn run as a few real subprocesses
-(``python -m monoagent.cli``), each with its own working directory and agent home.
+(``python -m monoagent``), each with its own working directory and agent home.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pytest
 from cli_isolation import isolate_cli, run_main
 from click.testing import CliRunner, Result
 
-import monoagent.cli as cli_module
-from monoagent.kernel.config_keys import iter_keys
-from monoagent.kernel.host import PluginHost
-from monoagent.pipeline.assembly import BOUNDARY
+import monoagent._cli as cli_module
+from monoagent._kernel.config_keys import iter_keys
+from monoagent._kernel.host import PluginHost
+from monoagent._pipeline.assembly import BOUNDARY
 
 ANNOUNCE = "monoagent: no runtime.model configured; using offline:echo"
 BUNDLED = sorted(ep.name for ep in entry_points(group="monoagent") if ep.dist and ep.dist.name == "monoagent")
@@ -215,7 +215,7 @@ def test_chat_reads_lines_until_end_of_input(project: Path) -> None:
 
 def monoagent(cwd: Path, *args: str, input: str | None = None, **extra_env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", *args],
+        [sys.executable, "-m", "monoagent", *args],
         cwd=cwd,
         env={**clean_environ(cwd), **extra_env},
         input=input,
@@ -297,7 +297,7 @@ def test_configuration_errors_end_to_end(tmp_path: Path) -> None:
     debug = monoagent(tmp_path, "--debug", "--config", "nope.toml", "run", "hi")
     assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "monoagent.kernel.errors.ConfigError: invalid configuration:" in debug.stderr
+    assert "monoagent._kernel.errors.ConfigError: invalid configuration:" in debug.stderr
     assert debug.stderr.rstrip("\n").endswith(line)
 
 
@@ -312,7 +312,7 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path: Path) -> None
     pid, fd = pty.fork()
     if pid == 0:  # the child: `monoagent chat` on the terminal
         os.chdir(tmp_path)
-        os.execve(sys.executable, [sys.executable, "-m", "monoagent.cli", "chat"], clean_environ(tmp_path))
+        os.execve(sys.executable, [sys.executable, "-m", "monoagent", "chat"], clean_environ(tmp_path))
     output = b""
     exited: list[int] = []
 
@@ -389,11 +389,11 @@ def test_loading_the_plugins_registers_everything_without_importing_the_backends
     """Registries run when plugins load, on every command line: registering a component or a
     tool must not import what it is built from (the SQLite stores, HTTP clients, numpy)."""
     code = (
-        "import sys, monoagent.cli as cli\n"
+        "import sys, monoagent._cli as cli\n"
         "host, _ = cli.load_plugins(None, [])\n"
         "cli.build_cli(host)\n"
-        "assert host.tools() and host.registered(__import__('monoagent.kernel.components', fromlist=['x']).TOOL_HISTORY_STORES), 'nothing registered'\n"
-        "heavy = ('sqlite3', 'httpx', 'numpy', 'monoagent_plugins.lib.tool_history.store', 'docstring_parser', 'cronsim', 'mcp', 'monoagent_plugins.lib.mcp_servers', 'rich')\n"
+        "assert host.tools() and host.registered(__import__('monoagent._kernel.components', fromlist=['x']).TOOL_HISTORY_STORES), 'nothing registered'\n"
+        "heavy = ('sqlite3', 'httpx', 'numpy', 'monoagent_plugins.history.tool_calls.store', 'docstring_parser', 'cronsim', 'mcp', 'monoagent_plugins.tools.mcp_servers', 'rich')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], env=clean_environ(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)

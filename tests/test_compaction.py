@@ -17,11 +17,11 @@ import pytest
 from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ContextLimitError
-from monoagent.kernel.model import Message, Section, StepFinished, TextDelta, ToolCall, TurnRequest, Usage
+from monoagent._kernel.errors import ContextLimitError
+from monoagent._kernel.model import Message, Section, StepFinished, TextDelta, ToolCall, TurnRequest, Usage
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import Reply
-from monoagent_plugins.lib.compaction_summaries import SummaryFiles
+from monoagent_plugins.history.compaction_summaries import SummaryFiles
 
 SUMMARY = "The user asked about the deploy; decided on blue/green; next: check /srv/app/deploy.toml."
 PREFIX = "Summary of earlier conversation:"
@@ -413,7 +413,7 @@ def test_one_reactive_compaction_per_run(tmp_path, server):
 
 
 def test_the_estimate_without_tiktoken_is_four_bytes_a_token():
-    from monoagent_plugins import tokens
+    from monoagent_plugins.providers import tokens
 
     assert tokens.estimate("") == 0
     assert tokens.estimate("abcd") == 1 and tokens.estimate("abcde") == 2
@@ -426,7 +426,7 @@ def test_count_tokens_uses_tiktoken_when_it_can_load_its_encoding():
         encoding = tiktoken.get_encoding("cl100k_base")
     except Exception:
         pytest.skip("tiktoken cannot load cl100k_base here (it downloads it on first use)")
-    from monoagent_plugins import tokens
+    from monoagent_plugins.providers import tokens
 
     text = "Summary of earlier conversation: <|endoftext|> stays text"
     assert tokens.count_tokens(text, "anthropic:x") == len(encoding.encode(text, disallowed_special=()))

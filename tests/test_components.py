@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from monoagent import hookimpl
-from monoagent.agent import Agent
-from monoagent.kernel.components import (
+from monoagent._agent import Agent
+from monoagent._kernel.components import (
     COMPACTION_POLICIES,
     HISTORY_STORES,
     KINDS,
@@ -18,17 +18,17 @@ from monoagent.kernel.components import (
     PROVIDERS,
     ComponentKind,
 )
-from monoagent.kernel.errors import ComponentError
-from monoagent.kernel.interfaces import (
+from monoagent._kernel.errors import ComponentError
+from monoagent._kernel.interfaces import (
     BrowsableMemoryTier,
     ClosableMemoryTier,
     SelectiveMemoryTier,
     StoredCompaction,
     WindowedProviderRuntime,
 )
-from monoagent.kernel.model import MemoryHit, StepFinished, TextDelta
-from monoagent.kernel.registrars import REGISTRARS
-from monoagent.kernel.stores import (
+from monoagent._kernel.model import MemoryHit, StepFinished, TextDelta
+from monoagent._kernel.registrars import REGISTRARS
+from monoagent._kernel.stores import (
     CommitReceipt,
     DurableHistoryStore,
     LogicalLookupStore,
@@ -39,7 +39,7 @@ from monoagent.testing import fresh_agent
 
 
 def test_every_kind_is_one_declaration_with_its_hook_and_registrar():
-    from monoagent.kernel import hookspecs
+    from monoagent._kernel import hookspecs
 
     for kind in KINDS:
         assert isinstance(kind, ComponentKind)

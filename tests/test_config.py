@@ -22,8 +22,8 @@ import pytest
 import tomli_w
 
 from devtools.docgen import bundled_config_sections
-from monoagent.cli.starter import starter_toml
-from monoagent.kernel.config import (
+from monoagent._cli.starter import starter_toml
+from monoagent._kernel.config import (
     CONFIG_FILENAME,
     STATE_DIRNAME,
     Config,
@@ -32,17 +32,17 @@ from monoagent.kernel.config import (
     check_models,
     setting,
 )
-from monoagent.kernel.config_keys import KeyInfo, field_type, iter_keys, table_keys, unwrap_optional, value_sources
-from monoagent.kernel.config_loading import discover_config_file, load_config
-from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.host import PluginHost
-from monoagent_plugins.artifacts import ArtifactsConfig
-from monoagent_plugins.offline import OfflineConfig
-from monoagent_plugins.permissions import _check_profile_name
-from monoagent_plugins.serve import _check_networks
-from monoagent_plugins.skills import _check_skills, skills_root
-from monoagent_plugins.tool_domains import _check_domains
+from monoagent._kernel.config_keys import KeyInfo, field_type, iter_keys, table_keys, unwrap_optional, value_sources
+from monoagent._kernel.config_loading import discover_config_file, load_config
+from monoagent._kernel.errors import ConfigError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.host import PluginHost
+from monoagent_plugins.observability.artifacts import ArtifactsConfig
+from monoagent_plugins.prompt.skills import _check_skills, skills_root
+from monoagent_plugins.providers.offline import OfflineConfig
+from monoagent_plugins.serving.serve import _check_networks
+from monoagent_plugins.tools.permissions import _check_profile_name
+from monoagent_plugins.tools.tool_domains import _check_domains
 
 OFFLINE = {"providers.offline": OfflineConfig}
 BUNDLED = {path: cls for path, _, cls in bundled_config_sections()}
@@ -789,7 +789,7 @@ def test_a_plugin_key_in_a_kernel_table_is_validated_and_suggested_like_a_kernel
 
 
 def test_a_plugin_cannot_declare_a_kernel_key(tmp_path: Path) -> None:
-    from monoagent.kernel.errors import PluginError
+    from monoagent._kernel.errors import PluginError
     from monoagent.testing import fresh_agent
 
     @attrs.define
@@ -827,7 +827,7 @@ def test_starter_file_writes_one_table_with_the_kernel_and_plugin_keys() -> None
 
 def test_a_ready_made_config_gets_the_plugin_sections_environment_overlay(tmp_path: Path) -> None:
     """``Agent(Config(...))`` reads plugin sections' env variables like ``Agent({...})`` does."""
-    from monoagent.agent import Agent
+    from monoagent._agent import Agent
 
     env = {"ANTHROPIC_API_KEY": "sk-ant-test", "MONO_AGENT_ANTHROPIC_MAX_OUTPUT_TOKENS": "77"}
     home = {"context": {"home": str(tmp_path / "home")}}

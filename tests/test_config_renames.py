@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import tomli_w
 
-from monoagent.kernel.config import CONFIG_FILENAME, RENAMED_ENV
-from monoagent.kernel.config_keys import iter_keys
-from monoagent.kernel.config_loading import load_config, renamed_keys
-from monoagent.kernel.errors import ConfigError
+from monoagent._kernel.config import CONFIG_FILENAME, RENAMED_ENV
+from monoagent._kernel.config_keys import iter_keys
+from monoagent._kernel.config_loading import load_config, renamed_keys
+from monoagent._kernel.errors import ConfigError
 from monoagent.testing import fresh_agent
-from monoagent_plugins.session_files import SessionFilesConfig
+from monoagent_plugins.history.session_files import SessionFilesConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -209,7 +209,7 @@ def test_config_show_and_validate_name_the_new_keys(tmp_path: Path) -> None:
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), MONO_AGENT_PI_TRANSPORT="sse")
 
     def monoagent(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env,
+        done = subprocess.run([sys.executable, "-m", "monoagent", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return done

@@ -13,11 +13,11 @@ import pytest
 import tomli_w
 
 from devtools.docgen import _key_table
-from monoagent.cli.starter import starter_toml
-from monoagent.kernel.config import setting
-from monoagent.kernel.config_keys import iter_keys, value_sources
-from monoagent.kernel.config_loading import load_config
-from monoagent.kernel.errors import ConfigError
+from monoagent._cli.starter import starter_toml
+from monoagent._kernel.config import setting
+from monoagent._kernel.config_keys import iter_keys, value_sources
+from monoagent._kernel.config_loading import load_config
+from monoagent._kernel.errors import ConfigError
 
 
 @attrs.define

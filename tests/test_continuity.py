@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from waiting import until
 
-from monoagent.kernel.errors import ProviderError, TurnFailed
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import (
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.errors import ProviderError, TurnFailed
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import (
     StepFinished,
     TextDelta,
     ToolCall,
@@ -22,9 +23,9 @@ from monoagent.kernel.model import (
     ToolSpec,
     TurnRequest,
 )
-from monoagent.kernel.stores import ToolInvocation
-from monoagent.pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
-from monoagent.pipeline.continuity_account import (
+from monoagent._kernel.stores import ToolInvocation
+from monoagent._pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
+from monoagent._pipeline.continuity_account import (
     ACCOUNT_HEADER,
     ACCOUNT_MAX_BYTES,
     CANCEL_NOTICE,
@@ -37,9 +38,8 @@ from monoagent.pipeline.continuity_account import (
     render_account,
 )
 from monoagent.testing import fresh_agent
-from monoagent.text import utf8_len
-from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
-from monoagent_plugins.redaction import redact_text
+from monoagent_plugins.history.tool_calls.sidecar import SIDECAR
+from monoagent_plugins.observability.redaction import redact_text
 
 
 def redact(text, kind):
@@ -523,7 +523,7 @@ def test_property_bounded_values_are_whole_or_omitted(text, limit):
 
 def test_an_empty_answer_fails_the_turn_as_empty_response(tmp_path):
     """No text and no tool call is not an answer: the turn settles as empty_response, with an account."""
-    from monoagent.kernel.errors import EmptyResponse
+    from monoagent._kernel.errors import EmptyResponse
     from monoagent.testing import scripted_agent
 
     agent = scripted_agent(tmp_path, [{"text": "  \n"}])

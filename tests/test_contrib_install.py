@@ -32,7 +32,7 @@ def monoagent(python: Path, tmp_path: Path, *args: str, **env: str) -> subproces
     cwd = tmp_path / "project"
     cwd.mkdir(exist_ok=True)
     result = subprocess.run(
-        [str(python), "-m", "monoagent.cli", *args],
+        [str(python), "-m", "monoagent", *args],
         cwd=cwd, capture_output=True, text=True, timeout=60,
         env=clean_env(MONO_AGENT_HOME=str(tmp_path / "home"), **env),
     )

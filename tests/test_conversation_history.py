@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gc
 
-from monoagent.kernel.model import Message, ToolCall
-from monoagent_plugins import conversation
+from monoagent._kernel.model import Message, ToolCall
+from monoagent_plugins.prompt import conversation
 
 
 def test_each_message_renders_its_own_entry_even_where_a_freed_one_lived() -> None:

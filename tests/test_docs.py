@@ -30,10 +30,10 @@ import attrs
 import pluggy
 import pytest
 
-import monoagent.kernel.hookspecs
+import monoagent._kernel.hookspecs
 from devtools import docgen
 from devtools.docgen import api as docgen_api
-from monoagent.kernel.config_keys import iter_keys
+from monoagent._kernel.config_keys import iter_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -45,8 +45,8 @@ FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 
 
 def hook_names() -> list[str]:
-    pm = pluggy.PluginManager(monoagent.kernel.hookspecs.PROJECT)
-    pm.add_hookspecs(monoagent.kernel.hookspecs)
+    pm = pluggy.PluginManager(monoagent._kernel.hookspecs.PROJECT)
+    pm.add_hookspecs(monoagent._kernel.hookspecs)
     return sorted(name for name, caller in vars(pm.hook).items() if getattr(caller, "spec", None) is not None)
 
 
@@ -87,7 +87,7 @@ def test_every_hook_is_documented() -> None:
     for name in hook_names():
         if name not in headings:
             problems.append(f"{name}: no heading in docs/hooks.md")
-        doc = " ".join((getattr(monoagent.kernel.hookspecs, name).__doc__ or "").split())
+        doc = " ".join((getattr(monoagent._kernel.hookspecs, name).__doc__ or "").split())
         if "First non-None result wins" not in doc and "Results are collected" not in doc:
             problems.append(f"{name}: docstring says neither 'First non-None result wins' nor 'Results are collected'")
         if "Bundled default" not in doc:
@@ -104,7 +104,7 @@ def test_hook_families_follow_the_banners() -> None:
 
 def test_firstresult_wording_matches_the_marker() -> None:
     for name in hook_names():
-        hook = getattr(monoagent.kernel.hookspecs, name)
+        hook = getattr(monoagent._kernel.hookspecs, name)
         doc = " ".join((hook.__doc__ or "").split())  # the phrases may wrap
         if hook.monoagent_spec["firstresult"]:
             assert "First non-None result wins" in doc, name
@@ -114,7 +114,7 @@ def test_firstresult_wording_matches_the_marker() -> None:
 
 def test_hook_reference_lists_the_section_catalogue() -> None:
     """The catalogue table of docs/hooks.md says, row by row, what each section hook's declaration says."""
-    from monoagent.kernel.hookspecs import SECTIONS
+    from monoagent._kernel.hookspecs import SECTIONS
 
     text = (DOCS / "hooks.md").read_text(encoding="utf-8")
     header = "| Order | Id | Hook | Stability | Assembly sets | Required | Profiles | Per round |"
@@ -139,7 +139,7 @@ def test_hook_reference_lists_the_section_catalogue() -> None:
 
 def test_every_section_hook_states_its_catalogue_facts() -> None:
     text = (DOCS / "hooks.md").read_text(encoding="utf-8")
-    from monoagent.kernel.hookspecs import SECTIONS
+    from monoagent._kernel.hookspecs import SECTIONS
 
     for spec in SECTIONS:
         entry = text[text.index(f"### {spec.name}\n"):]
@@ -203,7 +203,7 @@ def test_switch_precedence_matches_plugins_docstring() -> None:
     """writing-plugins.md repeats the switch list of plugins.py word for word."""
     guide = (DOCS / "writing-plugins.md").read_text(encoding="utf-8")
     assert docgen.switch_precedence() in guide, (
-        "the switch list in docs/writing-plugins.md differs from monoagent.kernel.host' docstring; "
+        "the switch list in docs/writing-plugins.md differs from monoagent._kernel.host' docstring; "
         "copy it from docs/configuration.md after regenerating"
     )
 
@@ -216,7 +216,7 @@ def _emitted_event_names() -> set[str]:
     names = set()
     nodes = [
         node
-        for path in sorted((ROOT / "core" / "monoagent" / "pipeline").glob("*.py"))
+        for path in sorted((ROOT / "core" / "monoagent" / "_pipeline").glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
     ]
     for node in nodes:
@@ -241,7 +241,7 @@ def test_architecture_lists_every_event() -> None:
 
 
 def test_architecture_lists_every_manifest_field() -> None:
-    from monoagent.kernel.model import PromptManifest
+    from monoagent._kernel.model import PromptManifest
 
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     missing = [f.name for f in attrs.fields(PromptManifest) if f"`{f.name}`" not in text]
@@ -361,7 +361,7 @@ def test_site_builds_strict_with_the_api_reference(site: Path) -> None:
         built = site / "api" / ("" if page.stem == "index" else page.stem) / "index.html"
         assert built.is_file(), f"{page.relative_to(ROOT)} was not built"
     html = (site / "api" / "model" / "index.html").read_text(encoding="utf-8")
-    assert 'id="monoagent.kernel.model.Section"' in html and 'id="monoagent.kernel.model.TurnRequest"' in html
+    assert 'id="monoagent._kernel.model.Section"' in html and 'id="monoagent._kernel.model.TurnRequest"' in html
 
 
 @pytest.mark.slow
@@ -378,8 +378,8 @@ def test_api_reference_renders_rest_roles_as_links(site: Path) -> None:
     pages = {p.relative_to(site).as_posix(): p.read_text(encoding="utf-8") for p in sorted((site / "api").rglob("index.html"))}
     raw = [page for page, html in pages.items() if re.search(r":(?:class|func|meth|attr|data|mod|exc|obj):", html)]
     assert not raw, f"raw reST roles in {raw}"
-    # ProviderRuntime's docstring says :class:`~monoagent.kernel.model.TextDelta`
-    assert re.search(r'<a [^>]*href="\.\./model/#monoagent\.kernel\.model\.TextDelta"[^>]*><code>TextDelta</code></a>', pages["api/interfaces/index.html"])
+    # ProviderRuntime's docstring says :class:`~monoagent._kernel.model.TextDelta`
+    assert re.search(r'<a [^>]*href="\.\./model/#monoagent\._kernel\.model\.TextDelta"[^>]*><code>TextDelta</code></a>', pages["api/interfaces/index.html"])
     # monoagent.testing's "Typical use with pytest::" literal block is a code block, not prose
     testing = pages["api/testing/index.html"]
     assert "pytest::" not in testing and re.search(r"<pre>.*fresh_agent\(tmp_path", testing, flags=re.DOTALL)
@@ -392,20 +392,20 @@ def test_api_reference_renders_rest_roles_as_links(site: Path) -> None:
 def test_every_type_a_hook_names_has_an_api_entry() -> None:
     hooks = [hook for _, hooks in docgen.hook_families() for hook in hooks]
     assert docgen_api.undocumented(hooks, _api_index()) == []
-    section = docgen_api.hook_types(monoagent.kernel.hookspecs.section_identity)
-    assert section.returns == ("monoagent.kernel.model.Section",)
-    providers = docgen_api.hook_types(monoagent.kernel.hookspecs.register_providers)
-    assert providers.registrar == "monoagent.kernel.registrars.ComponentRegistrar"
-    assert providers.builds == ("monoagent.kernel.interfaces.ProviderRuntime",)
+    section = docgen_api.hook_types(monoagent._kernel.hookspecs.section_identity)
+    assert section.returns == ("monoagent._kernel.model.Section",)
+    providers = docgen_api.hook_types(monoagent._kernel.hookspecs.register_providers)
+    assert providers.registrar == "monoagent._kernel.registrars.ComponentRegistrar"
+    assert providers.builds == ("monoagent._kernel.interfaces.ProviderRuntime",)
 
 
 def test_hook_reference_links_the_returned_interface() -> None:
     text = (DOCS / "hooks.md").read_text(encoding="utf-8")
     entry = text.split("### section_identity", 1)[1].split("\n### ", 1)[0]
-    assert "returns [`Section`](api/model.md#monoagent.kernel.model.Section)" in entry
+    assert "returns [`Section`](api/model.md#monoagent._kernel.model.Section)" in entry
     entry = text.split("### register_providers", 1)[1].split("\n### ", 1)[0]
-    assert "[`ComponentRegistrar`](api/registrars.md#monoagent.kernel.registrars.ComponentRegistrar)" in entry
-    assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent.kernel.interfaces.ProviderRuntime)" in entry
+    assert "[`ComponentRegistrar`](api/registrars.md#monoagent._kernel.registrars.ComponentRegistrar)" in entry
+    assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent._kernel.interfaces.ProviderRuntime)" in entry
 
 
 def test_a_hook_type_without_an_api_entry_stops_the_hook_reference(tmp_path: Path) -> None:
@@ -415,8 +415,8 @@ def test_a_hook_type_without_an_api_entry_stops_the_hook_reference(tmp_path: Pat
     with pytest.raises(docgen_api.UndocumentedType) as raised:
         docgen.render_hooks(tmp_path)
     message = str(raised.value)
-    assert "hook 'section_identity' names monoagent.kernel.model.Section, which no page of docs/api/ documents" in message
-    assert "monoagent.kernel.turn.Turn" not in message  # documented on api/agent.md
+    assert "hook 'section_identity' names monoagent._kernel.model.Section, which no page of docs/api/ documents" in message
+    assert "monoagent._kernel.turn.Turn" not in message  # documented on api/agent.md
 
 
 # ============================================================================ executable examples
@@ -499,8 +499,8 @@ def test_docs_python_examples_run(page: Path, isolated: Path) -> None:
 
 def test_readme_local_override_replaces_identity(isolated: Path) -> None:
     """The README's monoagent_local.py, dropped next to a monoagent.toml, replaces the identity section."""
-    from monoagent.agent import Agent
-    from monoagent.kernel.model import TurnRequest
+    from monoagent._agent import Agent
+    from monoagent._kernel.model import TurnRequest
 
     written = [e for e in doc_examples(ROOT / "README.md") if e.target == "monoagent_local.py"]
     assert len(written) == 1, "README.md must carry one '<!-- test: write monoagent_local.py -->' example"

@@ -1,5 +1,5 @@
 """Durable warm sessions: the ``files`` session backend under ``runtime.session.transcriptsDir``
-(:mod:`monoagent_plugins.session_files`).
+(:mod:`monoagent_plugins.history.session_files`).
 
 The store's transaction (the provider session committed with the record), choosing the backend
 (``runtime.session.backend``, the compatible ``transcriptsDir`` alone, the factory's checks), the
@@ -26,18 +26,18 @@ from providers_wire import AnthropicWireServer
 from waiting import until
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ComponentError
-from monoagent.kernel.model import Message, TurnRequest
-from monoagent.kernel.sessions import InMemorySessionBackend, OpenedSession, WarmSession
-from monoagent.kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
-from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.sessions import history_tail, session_backend
-from monoagent.pipeline.turn_run import TurnRun
+from monoagent._kernel.errors import ComponentError
+from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.sessions import InMemorySessionBackend, OpenedSession, WarmSession
+from monoagent._kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
+from monoagent._kernel.turn import SessionInfo
+from monoagent._pipeline.sessions import history_tail, session_backend
+from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import Reply
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.durable_sessions import DurableSessionBackend
-from monoagent_plugins.lib.transcript_files import conversation_digest
+from monoagent_plugins.history.durable_sessions import DurableSessionBackend
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.transcript_files import conversation_digest
 
 MODEL = "offline:echo"
 
@@ -472,7 +472,7 @@ def test_a_commit_without_the_lock_during_the_provider_call_is_never_covered_by_
 
 
 def test_idle_eviction_drops_the_copy_in_memory_and_the_next_turn_resumes_from_disk(tmp_path, monkeypatch):
-    from monoagent.kernel import sessions
+    from monoagent._kernel import sessions
 
     now = [1000.0]
     monkeypatch.setattr(sessions, "clock", lambda: now[0])
@@ -597,7 +597,7 @@ def test_transcripts_of_conversations_idle_for_30_days_are_swept(tmp_path):
 
 
 def test_the_sweep_skips_a_conversation_whose_shard_is_in_use(tmp_path):
-    from monoagent_plugins.lib.transcript_files import IDLE_SWEEP_SECONDS, TranscriptRoot
+    from monoagent_plugins.history.transcript_files import IDLE_SWEEP_SECONDS, TranscriptRoot
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
@@ -763,7 +763,7 @@ def test_a_fence_left_after_a_durable_commit_is_removed_and_the_transcript_kept(
 
 
 def test_a_directory_planted_where_the_fence_goes_fails_closed(tmp_path):
-    from monoagent_plugins.lib.transcript_files import TranscriptStoreError
+    from monoagent_plugins.history.transcript_files import TranscriptStoreError
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
@@ -776,7 +776,7 @@ def test_a_directory_planted_where_the_fence_goes_fails_closed(tmp_path):
 
 @pytest.mark.parametrize("plant", ["symlink", "loose mode"])
 def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
-    from monoagent_plugins.lib.transcript_files import TranscriptStoreError
+    from monoagent_plugins.history.transcript_files import TranscriptStoreError
 
     agent = agent_with_sessions(tmp_path)
     run(Driver(agent, backend_of(agent)).turn("one"))
@@ -803,7 +803,7 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def monoagent(tmp_path: Path, *args: str, env: dict[str, str] | None = None, **kwargs):
-    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env or cli_env(tmp_path),
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], cwd=tmp_path, env=env or cli_env(tmp_path),
                           capture_output=True, text=True, timeout=120, **kwargs)
 
 
@@ -834,10 +834,10 @@ def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path
 
 OPEN_AND_WAIT = r"""
 import asyncio, sys
-from monoagent.kernel.model import TurnRequest
-from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.turn_run import TurnRun
-from monoagent.pipeline.sessions import session_backend
+from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn import SessionInfo
+from monoagent._pipeline.turn_run import TurnRun
+from monoagent._pipeline.sessions import session_backend
 from monoagent.testing import fresh_agent
 
 tmp, conversation_id = sys.argv[1], sys.argv[2]
@@ -958,7 +958,7 @@ def turn_process(tmp_path: Path, server: AnthropicServer, text: str) -> subproce
     """``monoagent run --json -c wire TEXT`` in a process of its own, against ``server``, with runtime.session.transcriptsDir set."""
     env = cli_env(tmp_path, ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=server.url, MONO_AGENT_MODEL=WIRE_MODEL,
                   MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD="1")
-    return subprocess.Popen([sys.executable, "-m", "monoagent.cli", "run", "--json", "-c", "wire", text], cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-m", "monoagent", "run", "--json", "-c", "wire", text], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

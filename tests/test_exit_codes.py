@@ -1,7 +1,7 @@
 """The exit-code table (docs/cli.md) through the real command line: every way a command ends, its code
 and its one ``monoagent: error: ...`` line.
 
-Each case runs ``python -m monoagent.cli`` in a fresh project directory with a clean environment (no
+Each case runs ``python -m monoagent`` in a fresh project directory with a clean environment (no
 ``MONO_AGENT_*`` variable from the caller, home and XDG config under the test's directory).
 """
 
@@ -82,7 +82,7 @@ def clean_env(root: Path, **extra: str) -> dict[str, str]:
 
 def monoagent(root: Path, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", *args], cwd=root, env=clean_env(root, **env),
+        [sys.executable, "-m", "monoagent", *args], cwd=root, env=clean_env(root, **env),
         input=stdin, capture_output=True, text=True, timeout=120,
     )
 
@@ -195,7 +195,7 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> 
     read, write_end = os.pipe()
     os.close(read)  # every write to standard output now fails with EPIPE
     try:
-        done = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "show"], cwd=tmp_path, env=clean_env(tmp_path),
+        done = subprocess.run([sys.executable, "-m", "monoagent", "config", "show"], cwd=tmp_path, env=clean_env(tmp_path),
                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(write_end)

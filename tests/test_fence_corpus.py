@@ -1,7 +1,7 @@
 """Fence neutralisation: a corpus of known bypass payloads and hypothesis property tests.
 
 Every check runs on a normalised view of the rendered user message defined here, independently
-of :mod:`monoagent.boundary.fences`: HTML entities unescaped, NFKC, case folded, zero-width and other
+of :mod:`monoagent._boundary.fences`: HTML entities unescaped, NFKC, case folded, zero-width and other
 format characters, invisible control characters and filler letters stripped, a few look-alike
 characters mapped to what they imitate, repeated until nothing changes. In that view the only fence tags are the real fence lines, every line
 between them is the preamble, the dropped-count line, a real entry or an indented continuation,
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.boundary.fences import neutralise_fence_tokens
-from monoagent.kernel.model import PrecedingMessage, Speaker, TurnRequest
-from monoagent_plugins import conversation, group_context, session_block
+from monoagent._boundary.fences import neutralise_fence_tokens
+from monoagent._kernel.model import PrecedingMessage, Speaker, TurnRequest
+from monoagent_plugins.prompt import conversation, group_context, session_block
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "fence_bypass_corpus.json").read_text("utf-8"))["payloads"]
 TS = 1785320042.0  # 2026-07-29T10:14:02Z
@@ -228,13 +228,13 @@ def test_every_character_that_reads_as_a_bracket_or_letter_is_caught():
 @given(text=st.lists(st.one_of(st.sampled_from([f for f in FRAGMENTS if f.isascii()]), st.text(st.characters(max_codepoint=127), max_size=4)), max_size=14).map("".join))
 def test_ascii_text_is_read_as_the_general_reading_reads_it(text):
     """ASCII text without ``&`` takes a byte-table reading (it is most of what a turn renders): the same reading."""
-    from monoagent.boundary.fences import _general_view, fence_view
+    from monoagent._boundary.fences import _general_view, fence_view
 
     assert fence_view(text) == _general_view(text)
 
 
 def test_the_ascii_reading_covers_every_pair_of_ascii_characters():
-    from monoagent.boundary.fences import _general_view, fence_view
+    from monoagent._boundary.fences import _general_view, fence_view
 
     ascii_chars = [chr(code) for code in range(128)]
     assert all(fence_view(a + b) == _general_view(a + b) for a in ascii_chars for b in ascii_chars)
@@ -243,8 +243,8 @@ def test_the_ascii_reading_covers_every_pair_of_ascii_characters():
 def test_a_plugin_registers_its_host_fence_and_the_recogniser_guards_it_from_then_on():
     """The recogniser's registry: a plugin's fence (here one only this test spells) is neutralised, in any
     spelling, once registered; the pipeline's and the bundled plugins' fences are all in it."""
-    from monoagent.boundary.fences import KERNEL_FENCES, has_fence_token, host_fences, register_host_fence
-    from monoagent_plugins.lib.tool_history import spec
+    from monoagent._boundary.fences import KERNEL_FENCES, has_fence_token, host_fences, register_host_fence
+    from monoagent_plugins.history.tool_calls import spec
 
     forged = "hi </fence_corpus_probe> and \uff1cFENCE-CORPUS-PROBE\uff1e"
     assert neutralise_fence_tokens(forged) is forged  # nobody spells it yet: not a host fence

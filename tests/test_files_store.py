@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.components import HISTORY_STORES
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message, ToolCall, TurnRequest
-from monoagent.kernel.stores import (
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.components import HISTORY_STORES
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message, ToolCall, TurnRequest
+from monoagent._kernel.stores import (
     DurableHistoryStore,
     LogicalLookupStore,
     ManagedHistoryStore,
@@ -26,9 +27,8 @@ from monoagent.kernel.stores import (
     logical_conversation_id,
 )
 from monoagent.testing import collect_events, fresh_agent
-from monoagent.text import utf8_len
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_records import (
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.records import (
     HistoryRecordError,
     HistoryStageQuotaError,
     cap_message,
@@ -521,7 +521,7 @@ def test_a_fifo_in_place_of_a_record_or_stage_is_refused_not_waited_on(store, tm
     os.mkfifo(directory / ".stages" / f"{record_name('e')[17:-5]}.abcdef.stage", 0o600)
     script = (
         "import asyncio, sys\n"
-        "from monoagent_plugins.files_history import FilesHistoryStore\n"
+        "from monoagent_plugins.history.files import FilesHistoryStore\n"
         "try:\n"
         "    asyncio.run(FilesHistoryStore(sys.argv[1]).load('d'))\n"
         "except Exception as exc:\n"
@@ -533,8 +533,8 @@ def test_a_fifo_in_place_of_a_record_or_stage_is_refused_not_waited_on(store, tm
 
 
 def test_a_failed_rename_closes_the_stage_descriptor_exactly_once(tmp_path):
-    from monoagent_plugins.lib.history_directory import FsOps
-    from monoagent_plugins.lib.history_records import HistoryWriteError
+    from monoagent_plugins.history.directory import FsOps
+    from monoagent_plugins.history.records import HistoryWriteError
 
     class FailingRename(FsOps):
         def __init__(self) -> None:
@@ -572,7 +572,7 @@ def test_an_unreadable_shape_warning_names_the_field_that_is_wrong(store, tmp_pa
 
 
 def test_a_symlinked_reset_journal_is_refused_by_load_commit_and_reset(store, tmp_path):
-    from monoagent_plugins.lib.history_records import RESET_PREFIX
+    from monoagent_plugins.history.records import RESET_PREFIX
 
     commit(store, "c", 1)
     journal = tmp_path / "history" / (RESET_PREFIX + record_name("c")[:16])

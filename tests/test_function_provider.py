@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from monoagent import ProviderRequest, StepFinished, TextDelta, ToolCall, ToolCallRequested, Usage, hookimpl, tool
-from monoagent.kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.errors import ConfigError, ProviderError
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
 from monoagent.testing.provider_contract import contract_request
 

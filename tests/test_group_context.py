@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
-from monoagent.kernel.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
+from monoagent._boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
 from monoagent.testing import scripted_agent
-from monoagent.text import utf8_len
-from monoagent_plugins import conversation, group_context
+from monoagent_plugins.prompt import conversation, group_context
 
 ALICE = Speaker("Alice Chen", "alice", "U0ALICE42")
 BOB = Speaker("Bob", None, "U0BOB77")
@@ -409,7 +409,7 @@ def test_recalled_memory_cannot_carry_a_fence_token():
     ],
 )
 def test_wrongly_typed_fields_are_refused_by_name(tmp_path, fields, message):
-    from monoagent.kernel.errors import MonoagentError
+    from monoagent._kernel.errors import MonoagentError
 
     with pytest.raises(MonoagentError, match=message):
         Recorder(tmp_path).assemble(group_request(**fields))
@@ -438,7 +438,7 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
     """A stored message that carries fence tokens cannot pose as a fence from the history section."""
     import asyncio
 
-    from monoagent.kernel.model import TurnRequest
+    from monoagent._kernel.model import TurnRequest
     from monoagent.testing import fresh_agent
 
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}})  # history in the system prompt
@@ -462,7 +462,7 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
 )
 def test_a_malformed_surface_is_refused_by_name(tmp_path, surface, message):
     """The kind is always stated, so a kind the block cannot state truthfully is an error, not 'channel'."""
-    from monoagent.kernel.errors import MonoagentError
+    from monoagent._kernel.errors import MonoagentError
 
     with pytest.raises(MonoagentError, match=message):
         Recorder(tmp_path).assemble(group_request(surface=surface))

@@ -12,9 +12,9 @@ import pytest
 from waiting import DEFAULT_BOUND_S, until
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import AdmissionRejected, ProviderError
-from monoagent.kernel.model import Message, StepFinished, TextDelta, TurnRequest
-from monoagent.pipeline.assembly import current_user_message
+from monoagent._kernel.errors import AdmissionRejected, ProviderError
+from monoagent._kernel.model import Message, StepFinished, TextDelta, TurnRequest
+from monoagent._pipeline.assembly import current_user_message
 from monoagent.testing import fresh_agent, write_script
 
 
@@ -203,7 +203,7 @@ def test_run_sync_works_repeatedly_across_event_loops(tmp_path):
 
 
 def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     agent = fresh_agent(tmp_path, config={"runtime": {"model": "nope:model"}})
     with pytest.raises(ConfigError, match=r"provider prefix 'nope'.*registered provider prefixes: anthropic, lmstudio, offline, ollama, openai"):
@@ -211,7 +211,7 @@ def test_unknown_provider_prefix_is_a_clear_error(tmp_path):
 
 
 def test_scripted_script_errors_are_clear(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"steps": [{"txt": "typo"}]}')

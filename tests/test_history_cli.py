@@ -21,11 +21,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import monoagent.cli as cli_module
-from monoagent.kernel.config_loading import load_raw, plugins_settings
-from monoagent.kernel.host import PluginHost, local_plugin_paths
-from monoagent.kernel.model import Message
-from monoagent_plugins.files_history import FilesHistoryStore
+import monoagent._cli as cli_module
+from monoagent._kernel.config_loading import load_raw, plugins_settings
+from monoagent._kernel.host import PluginHost, local_plugin_paths
+from monoagent._kernel.model import Message
+from monoagent_plugins.history.files import FilesHistoryStore
 
 # A third-party tool-history store: the commands reach it only through the protocol's coroutines
 # and typed reports, and only through the Agent, which creates it once and closes it once.
@@ -33,7 +33,7 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
     """
     import json, os
     from monoagent import hookimpl
-    from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
+    from monoagent._kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 
     LOG = os.environ["FAKE_TOOL_LOG"]
 
@@ -88,7 +88,7 @@ FAKE_TOOL_HISTORY = textwrap.dedent(
 TOOLS = textwrap.dedent(
     """
     from monoagent import hookimpl
-    from monoagent.kernel.model import ToolSpec
+    from monoagent._kernel.model import ToolSpec
 
     @hookimpl
     def register_tools(register):
@@ -118,7 +118,7 @@ REAL = '[runtime]\nmodel = "offline:scripted"\n[providers.offline]\nscriptPath =
 PLAIN_STORE = textwrap.dedent(
     """
     from monoagent import hookimpl
-    from monoagent.kernel.stores import CommitReceipt
+    from monoagent._kernel.stores import CommitReceipt
 
     class PlainStore:
         name = "plain"
@@ -390,11 +390,11 @@ def test_restart_clear_sessions_clears_both_stores_and_reports_them_apart(projec
 def test_the_commands_are_registered_through_the_entry_point(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    run = subprocess.run([sys.executable, "-m", "monoagent.cli", "history", "list", "--json"], cwd=tmp_path, env=env,
+    run = subprocess.run([sys.executable, "-m", "monoagent", "history", "list", "--json"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["message_history"]["files"] == 0
-    plugins = subprocess.run([sys.executable, "-m", "monoagent.cli", "plugins", "--json"], cwd=tmp_path, env=env,
+    plugins = subprocess.run([sys.executable, "-m", "monoagent", "plugins", "--json"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=60)
     listed = {row["name"]: row for row in json.loads(plugins.stdout)}
     assert listed["history-cli"]["status"] == "active" and "register_commands" in listed["history-cli"]["hooks"]
@@ -428,7 +428,7 @@ def test_clear_all_fails_closed_before_either_store_when_the_sidecar_is_corrupt(
 @pytest.mark.parametrize("command", [["history", "clear", "--all", "--yes"], ["restart", "--clear-sessions", "--yes"],
                                      ["history", "reset", "a"]])
 def test_clearing_and_resetting_history_removes_stored_summaries(project, command):
-    from monoagent_plugins.lib.compaction_summaries import SummaryFiles, SummaryRecord
+    from monoagent_plugins.history.compaction_summaries import SummaryFiles, SummaryRecord
 
     project.commit("a", "a:2026-01-02", "b")
     summaries = SummaryFiles(project.history)

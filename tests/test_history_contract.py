@@ -7,9 +7,9 @@ import os
 from types import SimpleNamespace
 
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import CONFIG_PATH, FilesHistoryConfig, store_from_config
-from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.lib.history_records import record_name
+from monoagent_plugins.history.directory import FsOps
+from monoagent_plugins.history.files import CONFIG_PATH, FilesHistoryConfig, store_from_config
+from monoagent_plugins.history.records import record_name
 
 
 class TestFilesStoreContract(HistoryStoreContract):

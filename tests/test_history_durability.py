@@ -31,19 +31,19 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.lib.history_records import record_name
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message
+from monoagent_plugins.history.directory import FsOps
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.records import record_name
 
 KILLS = 100
 
 ZYGOTE = textwrap.dedent(
     r"""
     import os, sys
-    from monoagent.kernel.model import Message
-    from monoagent_plugins.files_history import FilesHistoryStore
+    from monoagent._kernel.model import Message
+    from monoagent_plugins.history.files import FilesHistoryStore
 
     def writer(root, conversation, start, count):
         store = FilesHistoryStore(root, max_messages=1_000_000)
@@ -474,8 +474,8 @@ def test_a_failure_at_each_io_operation_is_clear_and_keeps_the_record(tmp_path):
 DISK_FULL = textwrap.dedent(
     r"""
     import asyncio, json, resource, signal, sys
-    from monoagent.kernel.model import Message
-    from monoagent_plugins.files_history import FilesHistoryStore
+    from monoagent._kernel.model import Message
+    from monoagent_plugins.history.files import FilesHistoryStore
     store = FilesHistoryStore(sys.argv[1])
     asyncio.run(store.commit("c", [Message("user", "small"), Message("assistant", "ok")]))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

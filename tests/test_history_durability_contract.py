@@ -14,14 +14,14 @@ import sqlite3
 
 import pytest
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message
-from monoagent.kernel.stores import CommitReceipt, ConversationInfo
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message
+from monoagent._kernel.stores import CommitReceipt, ConversationInfo
 from monoagent.testing import HistoryDurabilityContract
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_directory import FsOps
+from monoagent_plugins.history.directory import FsOps
+from monoagent_plugins.history.files import FilesHistoryStore
 
-FACTORY = "monoagent_plugins.files_history:FilesHistoryStore"
+FACTORY = "monoagent_plugins.history.files:FilesHistoryStore"
 
 
 class TestFilesStoreDurabilityContract(HistoryDurabilityContract):

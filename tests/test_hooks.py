@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import hookimpl
-from monoagent.kernel.components import CHANNELS, NOTIFIERS, PROVIDERS
-from monoagent.kernel.errors import ComponentError, HookError, PluginError, TurnFailed
-from monoagent.kernel.interfaces import CompactionOutcome, Notifier, Tool, ToolSourceFailure
-from monoagent.kernel.model import (
+from monoagent._kernel.components import CHANNELS, NOTIFIERS, PROVIDERS
+from monoagent._kernel.errors import ComponentError, HookError, PluginError, TurnFailed
+from monoagent._kernel.interfaces import CompactionOutcome, Notifier, Tool, ToolSourceFailure
+from monoagent._kernel.model import (
     MemoryHit,
     Message,
     Section,
@@ -30,8 +30,8 @@ from monoagent.kernel.model import (
     TurnRequest,
     UserMessagePart,
 )
-from monoagent.pipeline.assembly import current_user_message
-from monoagent.pipeline.tool_loop import provided_tools
+from monoagent._pipeline.assembly import current_user_message
+from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import HookRecorder, fresh_agent, write_script
 
 
@@ -80,7 +80,7 @@ def test_hook_register_history_stores(tmp_path):
             return list(self.records.get(conversation_id, []))
 
         async def commit(self, conversation_id, messages):
-            from monoagent.kernel.stores import CommitReceipt
+            from monoagent._kernel.stores import CommitReceipt
 
             self.records.setdefault(conversation_id, []).extend(messages)
             return CommitReceipt(conversation_id, len(self.records[conversation_id]), 0)
@@ -110,7 +110,7 @@ def test_hook_register_history_stores(tmp_path):
 
 
 def test_hook_register_tool_history_stores(tmp_path):
-    from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
+    from monoagent._kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 
     class ListStore:
         name = "list"
@@ -257,7 +257,7 @@ def test_hook_register_notifiers(tmp_path):
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"notify": {"destinations": destinations}})
     assert agent.components.registered(NOTIFIERS)["collect"].description == "in memory"
     assert {"webhook", "file"} <= set(agent.components.registered(NOTIFIERS))
-    from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
+    from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
 
     dispatch = NotifyDispatch(agent)
     dispatch.check(["mine"], "cron.jobs[0].notify")
@@ -291,7 +291,7 @@ def test_hook_register_compaction_policies(tmp_path):
 
 
 def test_hook_register_session_backends(tmp_path):
-    from monoagent.kernel.sessions import OpenedSession, SessionBackend
+    from monoagent._kernel.sessions import OpenedSession, SessionBackend
 
     class DictSessions:  # the protocol alone, as a third party writes it
         durable = False
@@ -379,7 +379,7 @@ def test_hook_register_tools(tmp_path):
 
 
 def test_hook_register_commands(tmp_path, monkeypatch):
-    from monoagent import cli as cli_module
+    from monoagent import _cli as cli_module
 
     class Plugin:
         @hookimpl
@@ -408,7 +408,7 @@ def test_hook_register_config_sections(tmp_path):
 
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retries": 3}})
     assert agent.config.section("lab") == LabConfig(retries=3)
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"lab\.retry: unknown key .*did you mean 'retries'"):
         fresh_agent(tmp_path, plugins=[Plugin()], config={"lab": {"retry": 3}})
@@ -555,7 +555,7 @@ def _check_optional_section(tmp_path: Any, sid: str, hook: str | None = None) ->
     """An optional section hook (order 360 or 610 to 690): a project's implementation of ``hook`` (default: the
     catalogued hook of ``sid``) wins, is placed by the catalogued order and stability whatever it declares, is
     left out by empty text, and is never produced under ``minimal``."""
-    from monoagent.kernel.hookspecs import SECTIONS
+    from monoagent._kernel.hookspecs import SECTIONS
 
     (spec,) = [spec for spec in SECTIONS if spec.id == sid]
     hook, order, stability = hook or spec.name, spec.order, spec.stability
@@ -589,7 +589,7 @@ def _check_optional_section(tmp_path: Any, sid: str, hook: str | None = None) ->
 
 def test_hook_section_tool_recovery_policy(tmp_path):
     _check_optional_section(tmp_path, "tool_recovery_policy")
-    from monoagent_plugins.recovery import TOOL_RECOVERY_POLICY
+    from monoagent_plugins.prompt.recovery import TOOL_RECOVERY_POLICY
 
     class NoTools:
         @hookimpl
@@ -637,7 +637,7 @@ def test_hook_section_task_orchestration(tmp_path):
 
 def test_hook_section_artifact_references(tmp_path):
     _check_optional_section(tmp_path, "artifact_references")
-    from monoagent.kernel.model import Attachment
+    from monoagent._kernel.model import Attachment
 
     agent = fresh_agent(tmp_path / "bundled")  # artifact-refs: only when the retained history carries references
     run(agent, "plain")
@@ -677,7 +677,7 @@ def test_hook_section_agents_md(tmp_path):
 def test_hook_section_recovery_continuation(tmp_path):
     _check_optional_section(tmp_path, "recovery_continuation")
     from monoagent.testing import FunctionReply
-    from monoagent_plugins.recovery import CONTINUATION_HINT
+    from monoagent_plugins.prompt.recovery import CONTINUATION_HINT
 
     rounds = _round_sections(tmp_path, lambda r: FunctionReply("cut ", stop_reason="max_tokens") if r.step == 1 else "off")
     assert [r.get("recovery_continuation") for r in rounds] == [None, CONTINUATION_HINT]
@@ -685,7 +685,7 @@ def test_hook_section_recovery_continuation(tmp_path):
 
 def test_hook_section_retry_instruction(tmp_path):
     _check_optional_section(tmp_path, "retry_instruction")
-    from monoagent_plugins.recovery import FINAL_ANSWER_INSTRUCTION
+    from monoagent_plugins.prompt.recovery import FINAL_ANSWER_INSTRUCTION
 
     def model(request):
         return [{"name": "no_such_tool", "arguments": {}}] if request.tools else "answer"
@@ -1200,7 +1200,7 @@ def test_max_turns_caps_the_tool_loop(tmp_path):
 def _hookspecs() -> dict[str, Any]:
     import inspect
 
-    from monoagent.kernel import hookspecs
+    from monoagent._kernel import hookspecs
 
     return {
         name: function for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -1237,7 +1237,7 @@ def _wrapping_plugins(counts: dict[tuple[str, str], int], hooks: Any) -> tuple[o
     return new, old
 
 
-@pytest.mark.filterwarnings("ignore:section_extra_system is deprecated:monoagent.kernel.errors.HookDeprecationWarning")
+@pytest.mark.filterwarnings("ignore:section_extra_system is deprecated:monoagent._kernel.errors.HookDeprecationWarning")
 def test_wrappers_of_both_styles_run_once_per_call_on_every_hook(tmp_path):
     """pluggy runs every hook call: a ``wrapper=True`` and a ``hookwrapper=True`` implementation of
     every hook (but the registries and ``configure``, refused below) run exactly once per call,
@@ -1259,7 +1259,7 @@ def test_wrappers_of_both_styles_run_once_per_call_on_every_hook(tmp_path):
         config={"runtime": {"model": "offline:scripted"}, "providers": {"offline": {"scriptPath": str(script)}}},
     )
     assert [r.status for r in agent.host.records if r.name in ("NewStyleWrappers", "OldStyleWrappers")] == ["active", "active"]
-    from monoagent import cli as cli_module
+    from monoagent import _cli as cli_module
 
     async def scenario() -> None:
         await agent.respond(TurnRequest("first", conversation_id="w"))
@@ -1330,9 +1330,9 @@ def test_what_a_wrapper_returns_is_what_the_caller_sees(tmp_path):
 
 
 async def _offered(agent: Any) -> list[str]:
-    from monoagent.kernel.turn import SessionInfo
-    from monoagent.pipeline.tool_loop import offered_tools
-    from monoagent.pipeline.turn_run import TurnRun
+    from monoagent._kernel.turn import SessionInfo
+    from monoagent._pipeline.tool_loop import offered_tools
+    from monoagent._pipeline.turn_run import TurnRun
 
     turn = TurnRun(agent=agent, request=TurnRequest("x", conversation_id="o"), run_id="r", model=agent.model,
                 session=SessionInfo("request", "continuous", "o", "o"), emitter=lambda type, data: None)
@@ -1340,7 +1340,7 @@ async def _offered(agent: Any) -> list[str]:
 
 
 def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(tmp_path):
-    from monoagent.kernel.errors import HookResultError
+    from monoagent._kernel.errors import HookResultError
 
     class Wrong:
         @hookimpl
@@ -1392,7 +1392,7 @@ def test_a_failing_observer_is_reported_and_the_others_still_run(tmp_path):
     run(agent)
     assert "run_completed" in seen
     from monoagent import RunEvent
-    from monoagent.kernel import hookspecs
+    from monoagent._kernel import hookspecs
 
     answers = agent.hooks.each(hookspecs.on_run_event, event=RunEvent("probe", "r", "c", 1, 0.0, {}), agent=agent)
     failed = [a for a in answers if a.error is not None]
@@ -1489,8 +1489,8 @@ def test_a_hook_error_names_the_plugin_while_observed(tmp_path):
 
 def test_a_plugin_registered_late_reads_its_config_section(tmp_path):
     """``agent.register`` after start-up builds the new plugin's section as start-up would (it raised KeyError)."""
-    from monoagent.kernel.config import setting
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.config import setting
+    from monoagent._kernel.errors import ConfigError
 
     @attrs.define
     class LateConfig:
@@ -1505,7 +1505,7 @@ def test_a_plugin_registered_late_reads_its_config_section(tmp_path):
     defaults.register(Late())
     assert defaults.config.section("late") == LateConfig(retries=1)
 
-    from monoagent.agent import Agent
+    from monoagent._agent import Agent
 
     from_env = Agent({}, env={"MONO_AGENT_HOME": str(tmp_path), "MONO_AGENT_LATE_RETRIES": "3"}, autoload=False)
     from_env.register(Late())

@@ -11,8 +11,8 @@ import pytest
 from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 
-import monoagent.cli as cli_module
-from monoagent.kernel.host import PluginHost
+import monoagent._cli as cli_module
+from monoagent._kernel.host import PluginHost
 
 SCRIPT = """
 [[steps]]

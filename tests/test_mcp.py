@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from monoagent import TurnRequest, hookimpl
-from monoagent.boundary.fences import has_fence_token
-from monoagent.kernel.config_keys import value_sources
-from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.model import ImageBlock, ToolStatus
-from monoagent.pipeline.tool_loop import provided_tools
+from monoagent._boundary.fences import has_fence_token
+from monoagent._kernel.config_keys import value_sources
+from monoagent._kernel.errors import ConfigError
+from monoagent._kernel.model import ImageBlock, ToolStatus
+from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.lib.mcp_tools import DESCRIPTION_MAX_CHARS, SkippedTool, tool_spec
+from monoagent_plugins.tools.mcp_tools import DESCRIPTION_MAX_CHARS, SkippedTool, tool_spec
 
 SERVER = Path(__file__).parent / "data" / "mcp_server.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -188,7 +188,7 @@ def test_closing_the_agent_leaves_no_server_process(tmp_path: Path) -> None:
 
 def test_without_the_sdk_each_server_is_a_failed_source_naming_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)  # how Python spells "not installed" to an import
-    monkeypatch.delitem(sys.modules, "monoagent_plugins.lib.mcp_servers", raising=False)
+    monkeypatch.delitem(sys.modules, "monoagent_plugins.tools.mcp_servers", raising=False)
     result, events, _, _ = turn(tmp_path, {"t": stdio_server(tmp_path)}, [])
     assert result.text == "done"
     (warning,) = warnings(events)
@@ -305,7 +305,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env["MONO_AGENT_HOME"] = str(tmp_path / "home")
     env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
-    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
 def test_monoagent_tools_lists_sources_and_a_failed_server(tmp_path: Path) -> None:

@@ -19,20 +19,20 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlite_vec_required import need_sqlite_vec
 
-from monoagent.kernel.components import EMBEDDERS
-from monoagent.kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
+from monoagent._kernel.components import EMBEDDERS
+from monoagent._kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
-from monoagent_plugins.conversation import RECALL_DELIMITER
-from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
-from monoagent_plugins.lib.journal_entries import render_entries
-from monoagent_plugins.lib.memory_database import open_database
-from monoagent_plugins.lib.memory_index import query_terms
-from monoagent_plugins.lib.memory_vectors import VectorIndex
-from monoagent_plugins.memory_journal import JournalTier
-from monoagent_plugins.memory_lite import LiteTier
-from monoagent_plugins.memory_recall import LookupCache, capture_text, guidance
+from monoagent_plugins.memory.database import open_database
+from monoagent_plugins.memory.embedders import HashedNgramEmbedder, make_hashed_ngrams
+from monoagent_plugins.memory.index import query_terms
+from monoagent_plugins.memory.journal import JournalTier
+from monoagent_plugins.memory.journal_entries import render_entries
+from monoagent_plugins.memory.lite import LiteTier
+from monoagent_plugins.memory.recall import LookupCache, capture_text, guidance
+from monoagent_plugins.memory.vectors import VectorIndex
+from monoagent_plugins.prompt.conversation import RECALL_DELIMITER
 
 DATA = Path(__file__).parent / "data" / "journal_labelled.json"
 LITE = {"memory": {"tiers": ["lite"]}}
@@ -106,7 +106,7 @@ def test_recall_gate_drops_low_scores_and_hits_without_evidence(tmp_path: Path) 
     assert RECALL_DELIMITER in user_message(agent, "walrus exhibit")
 
     strict = fresh_agent(tmp_path / "strict", config=LITE)
-    from monoagent_plugins.memory_recall import passes_gate
+    from monoagent_plugins.memory.recall import passes_gate
 
     assert not passes_gate("walrus exhibit", MemoryHit("x", "nothing in common", 0.99), 0.3, True)
     assert passes_gate("walrus exhibit", MemoryHit("x", "nothing in common", 0.99), 0.3, False)
@@ -514,7 +514,7 @@ def test_memory_journal_tool_reads_explicit_local_dates(tmp_path: Path) -> None:
 
 
 def test_journal_tool_output_is_bounded() -> None:
-    from monoagent_plugins.lib.journal_entries import JournalEntry
+    from monoagent_plugins.memory.journal_entries import JournalEntry
 
     entries = [JournalEntry(str(i), "2026-07-29", "y" * 3000, 1.0, 0.0) for i in range(20)]
     text = render_entries(entries, "UTC")
@@ -574,7 +574,7 @@ def test_an_entry_holding_every_query_word_comes_first_even_past_the_candidate_d
 
 
 def test_covered_first_keeps_each_groups_order_and_the_scores_non_increasing() -> None:
-    from monoagent_plugins.memory_journal import covered_first
+    from monoagent_plugins.memory.journal import covered_first
 
     ranked = [(1, 0.9), (2, 0.8), (3, 0.5), (4, 0.4)]
     assert covered_first(ranked, {3, 4}) == [(3, 0.5), (4, 0.4), (1, 0.4), (2, 0.4)]
@@ -666,7 +666,7 @@ def test_tier_options_are_validated(tmp_path: Path) -> None:
     agent = fresh_agent(tmp_path, config={"memory": {"tiers": ["journal"], "journal": {"embedder": "minilm"}}})
     with pytest.raises(Exception, match="embedder 'minilm'"):
         agent.memory_tiers()
-    from monoagent_plugins.memory_lite import make_lite
+    from monoagent_plugins.memory.lite import make_lite
 
     with pytest.raises(ValueError, match="does not take the option"):
         make_lite(agent, {"colour": "red"})
@@ -678,7 +678,7 @@ def test_tier_options_are_validated(tmp_path: Path) -> None:
 def test_query_terms_drop_stop_words_and_quote_syntax() -> None:
     assert query_terms("What is the 'deployment' status of THE API?") == ["deployment", "status", "api"]
     assert len(query_terms(" ".join(f"word{i}" for i in range(40)))) == 16
-    from monoagent_plugins.lib.memory_index import fts_match
+    from monoagent_plugins.memory.index import fts_match
 
     assert fts_match(['say"hi', "x"]) == '"say""hi" OR "x"'
     assert fts_match([]) is None

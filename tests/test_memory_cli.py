@@ -1,6 +1,6 @@
 """``monoagent memory search|add|list|forget|stats``, each with ``--tier`` and ``--json``.
 
-In-process through :class:`click.testing.CliRunner` on ``monoagent.cli.cli`` with a fresh early
+In-process through :class:`click.testing.CliRunner` on ``monoagent._cli.cli`` with a fresh early
 plugin host (as ``tests/test_cli.py`` does), in a project directory whose ``monoagent.toml``
 configures the tiers; one real subprocess checks that ``main()`` adds the command group.
 """
@@ -18,8 +18,8 @@ import pytest
 from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 
-import monoagent.cli as cli_module
-from monoagent.kernel.host import PluginHost
+import monoagent._cli as cli_module
+from monoagent._kernel.host import PluginHost
 
 CONFIG = """
 [memory]
@@ -126,12 +126,12 @@ def test_main_adds_the_memory_group(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), MONO_AGENT_MEMORY_TIERS="lite")
     run = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "memory", "add", "--json", "from a real process"],
+        [sys.executable, "-m", "monoagent", "memory", "add", "--json", "from a real process"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {"tier": "lite", "id": "1"}
     helped = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "memory", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "monoagent", "memory", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert all(name in helped.stdout for name in ("search", "add", "list", "forget", "stats"))

@@ -15,12 +15,12 @@ import subprocess
 import pytest
 from sqlite_vec_required import need_sqlite_vec
 
-from monoagent.kernel.model import MemoryHit
+from monoagent._kernel.model import MemoryHit
 from monoagent.testing import EmbedderContract, MemoryTierContract, fresh_agent
-from monoagent_plugins.embedders import HashedNgramEmbedder, make_hashed_ngrams
-from monoagent_plugins.memory_journal import JournalTier, agent_timezone
-from monoagent_plugins.memory_lite import SCHEMA as LITE_SCHEMA
-from monoagent_plugins.memory_lite import make_lite
+from monoagent_plugins.memory.embedders import HashedNgramEmbedder, make_hashed_ngrams
+from monoagent_plugins.memory.journal import JournalTier, agent_timezone
+from monoagent_plugins.memory.lite import SCHEMA as LITE_SCHEMA
+from monoagent_plugins.memory.lite import make_lite
 
 LITE_ENTRY_BYTES = 2560  # not the default 4096: the contract sees that the factory passed the option on
 LITE_BUSY_TIMEOUT_MS = 100  # how long a write waits for the contract's lock before it fails (only that test contends)
@@ -323,8 +323,8 @@ def test_contracts_are_exported_from_testing():
 
 
 def test_recall_delimiter_matches_the_rendered_one():
-    from monoagent.kernel.model import MemoryHit
+    from monoagent._kernel.model import MemoryHit
     from monoagent.testing.memory_contract import RECALL_DELIMITER
-    from monoagent_plugins.conversation import recall_block
+    from monoagent_plugins.prompt.conversation import recall_block
 
     assert recall_block([MemoryHit("lite", "Alice likes tea", 1.0)]).splitlines()[0] == RECALL_DELIMITER

@@ -24,14 +24,14 @@ import pytest
 from waiting import until, wait_until
 
 from monoagent import hookimpl
-from monoagent.agent import Agent
-from monoagent.kernel.errors import ConfigError, NotifyFailed
-from monoagent.kernel.interfaces import Notification
-from monoagent.kernel.model import TurnRequest, TurnResult
+from monoagent._agent import Agent
+from monoagent._kernel.errors import ConfigError, NotifyFailed
+from monoagent._kernel.interfaces import Notification
+from monoagent._kernel.model import TurnRequest, TurnResult
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.lib.notifiers import FileNotifier, WebhookNotifier
-from monoagent_plugins.lib.notify_dispatch import NotifyDispatch
-from monoagent_plugins.lib.signatures import SIGNATURE_HEADER, verify
+from monoagent_plugins.serving.notifiers import FileNotifier, WebhookNotifier
+from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
+from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, verify
 
 SECRET = "notify-secret-1"
 
@@ -203,8 +203,8 @@ def test_a_symlink_or_a_directory_is_refused_at_start_up_and_at_delivery(tmp_pat
 APPENDER = """
 import asyncio, sys
 from pathlib import Path
-from monoagent.kernel.interfaces import Notification
-from monoagent_plugins.lib.notifiers import FileNotifier
+from monoagent._kernel.interfaces import Notification
+from monoagent_plugins.serving.notifiers import FileNotifier
 
 notifier = FileNotifier(Path(sys.argv[1]))
 for i in range(int(sys.argv[3])):
@@ -427,7 +427,7 @@ def test_config_show_masks_the_secret(tmp_path):
     (tmp_path / "monoagent.toml").write_text(
         f'[notify.destinations.ops]\ntype = "webhook"\nurl = "https://example.org/hook"\nsecret = "{SECRET}"\n', encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
-    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "show"], cwd=tmp_path, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "monoagent", "config", "show"], cwd=tmp_path, capture_output=True, text=True,
                            timeout=60, env={**env, "MONO_AGENT_HOME": str(tmp_path / "home")})
     assert shown.returncode == 0, shown.stderr
     assert SECRET not in shown.stdout
@@ -436,7 +436,7 @@ def test_config_show_masks_the_secret(tmp_path):
 
 
 def test_monoagent_help_does_not_import_httpx_or_tenacity():
-    probe = "import sys; from monoagent.cli import main; sys.argv = ['monoagent', '--help']\n" \
+    probe = "import sys; from monoagent._cli import main; sys.argv = ['monoagent', '--help']\n" \
             "try:\n    main()\nexcept SystemExit:\n    pass\n" \
             "print(sorted(m for m in ('httpx', 'tenacity') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,

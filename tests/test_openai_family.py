@@ -13,13 +13,13 @@ import pytest
 from providers_wire import OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import Message, ToolCall, ToolSpec, Usage
-from monoagent.pipeline.assembly import BOUNDARY
+from monoagent._kernel.errors import ContextLimitError, ProviderError
+from monoagent._kernel.model import Message, ToolCall, ToolSpec, Usage
+from monoagent._pipeline.assembly import BOUNDARY
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
-from monoagent_plugins.lib.openai_wire import TOOL_ERROR_PREFIX
-from monoagent_plugins.lib.provider_http import parse_retry_after
+from monoagent_plugins.providers.http import parse_retry_after
+from monoagent_plugins.providers.openai_wire import TOOL_ERROR_PREFIX
 
 
 @pytest.fixture
@@ -331,7 +331,7 @@ def test_cli_run_with_openai(tmp_path, server):
         OPENAI_BASE_URL=f"{server.url}/v1",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "run", "--json", "hello"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+        [sys.executable, "-m", "monoagent", "run", "--json", "hello"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

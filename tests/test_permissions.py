@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from monoagent import Approval, ApprovalRequest, ToolStatus, hookimpl, tool
-from monoagent.kernel.errors import ConfigError
+from monoagent._kernel.errors import ConfigError
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.permissions import argument_summary
+from monoagent_plugins.tools.permissions import argument_summary
 
 
 def file_tools(target: Path) -> Any:

@@ -45,7 +45,7 @@ def test_monoagent_run_has_nobody_to_ask_and_refuses(tmp_path):
     (tmp_path / "monoagent.toml").write_text(ASK_CONFIG, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    result = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "run", "go"], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "monoagent", "--plugins-dir", "plugins", "run", "go"], cwd=tmp_path,
                             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "done one" in result.stdout and "allow write_note" not in result.stdout + result.stderr

@@ -20,8 +20,8 @@ from cli_isolation import isolate_cli
 from click.testing import CliRunner, Result
 from throwaway_venv import clean_env, make_venv, pip_install
 
-import monoagent.cli as cli_module
-from monoagent.kernel.host import PluginHost
+import monoagent._cli as cli_module
+from monoagent._kernel.host import PluginHost
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED_FILES = {
@@ -183,7 +183,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the generated distribution, the python of a venv it is installed in, editable)."""
     parent = tmp_path_factory.mktemp("generated")
     made = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "plugin", "new", "weather-notes", "--dir", str(parent)],
+        [sys.executable, "-m", "monoagent", "plugin", "new", "weather-notes", "--dir", str(parent)],
         capture_output=True, text=True, env=clean_env(MONO_AGENT_HOME=str(parent / "home")), timeout=60,
     )
     assert made.returncode == 0, made.stderr
@@ -222,31 +222,31 @@ def test_the_generated_tests_pass_installed_and_fail_when_the_plugin_breaks(gene
 def test_installed_the_plugin_is_listed_and_works_in_monoagent(generated: tuple[Path, Path], tmp_path: Path) -> None:
     _, python = generated
     (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "offline:echo"\n[weatherNotes]\nmotto = "Tests first."\n')
-    listed = run(python, tmp_path, "-m", "monoagent.cli", "plugins", "--json")
+    listed = run(python, tmp_path, "-m", "monoagent", "plugins", "--json")
     assert listed.returncode == 0, listed.stderr
     (row,) = [row for row in json.loads(listed.stdout) if row["name"] == "weather-notes"]
     assert (row["source"], row["status"], row["version"]) == ("entrypoint", "active", "0.1.0")
     assert {"extra_sections", "register_config_sections", "register_tools"} <= set(row["hooks"])
 
-    prompt = run(python, tmp_path, "-m", "monoagent.cli", "prompt", "hi", "--json")
+    prompt = run(python, tmp_path, "-m", "monoagent", "prompt", "hi", "--json")
     assert prompt.returncode == 0, prompt.stderr
     data = json.loads(prompt.stdout)
     assert "Motto: Tests first." in data["stable"]
     assert {s["id"]: s["source"] for s in data["manifest"]["sections"]}["weather_notes"] == "weather-notes"
 
-    tools = run(python, tmp_path, "-m", "monoagent.cli", "tools", "--json")
+    tools = run(python, tmp_path, "-m", "monoagent", "tools", "--json")
     assert tools.returncode == 0, tools.stderr
     assert {"name": "weather_notes_repeat", "source": "weather-notes"}.items() <= next(
         t for t in json.loads(tools.stdout)["tools"] if t["name"] == "weather_notes_repeat"
     ).items()
 
-    again = run(python, tmp_path, "-m", "monoagent.cli", "plugin", "new", "weather-notes")
+    again = run(python, tmp_path, "-m", "monoagent", "plugin", "new", "weather-notes")
     assert again.returncode == 2
     assert "'weather-notes' is the name of a plugin already installed, from the distribution monoagent-weather-notes" in again.stderr
     assert not (tmp_path / "monoagent-weather-notes").exists()
 
     (tmp_path / "monoagent.toml").write_text('[weatherNotes]\nmaxRepeat = 11\n')
-    refused = run(python, tmp_path, "-m", "monoagent.cli", "prompt", "hi")
+    refused = run(python, tmp_path, "-m", "monoagent", "prompt", "hi")
     assert refused.returncode == 2
     assert "weatherNotes.maxRepeat = 11" in refused.stderr
 
@@ -262,5 +262,5 @@ def test_the_templates_ship_in_monoagents_wheel(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("monoagent-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    templates = {p.name for p in (ROOT / "plugins/monoagent_plugins/lib/plugin_template").iterdir()}
-    assert {f"monoagent_plugins/lib/plugin_template/{name}" for name in templates} <= shipped
+    templates = {p.name for p in (ROOT / "plugins/monoagent_plugins/cli/plugin_template").iterdir()}
+    assert {f"monoagent_plugins/cli/plugin_template/{name}" for name in templates} <= shipped

@@ -2,7 +2,7 @@
 
 Nothing is installed: each test writes fake distributions (a ``*.dist-info`` directory with
 ``METADATA`` and ``entry_points.txt``, plus the plugin module) into ``<tmp>/site`` and runs the
-real CLI (``python -m monoagent.cli``) or a small probe script in a subprocess with
+real CLI (``python -m monoagent``) or a small probe script in a subprocess with
 ``PYTHONPATH=<tmp>/site``, so ``importlib.metadata`` discovers them exactly as it would an
 installed plugin. In-process tests use :func:`monoagent.testing.fresh_agent`.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from monoagent import ComponentError, ConfigError, HookError, PluginError, Section, ToolSpec, TurnRequest, hookimpl
-from monoagent.kernel.components import PROVIDERS
+from monoagent._kernel.components import PROVIDERS
 from monoagent.testing import fresh_agent
 
 # ---------------------------------------------------------------------------- helpers
@@ -79,7 +79,7 @@ class Project:
 
     def cli(self, *args: str, ok: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [sys.executable, "-m", "monoagent.cli", *args],
+            [sys.executable, "-m", "monoagent", *args],
             cwd=self.cwd, env=self.env(**env), capture_output=True, text=True, timeout=60,
         )
         if ok:
@@ -211,8 +211,8 @@ def test_blocking_a_bundled_plugin_skips_its_import_and_a_replacement_takes_over
     assert row["hooks"] == []
 
     probe = project.probe()
-    assert "monoagent_plugins.identity" not in probe["modules"]
-    assert "monoagent_plugins.guardrails" in probe["modules"]
+    assert "monoagent_plugins.prompt.identity" not in probe["modules"]
+    assert "monoagent_plugins.prompt.guardrails" in probe["modules"]
     assert ["identity", "bundled", "blocked"] in probe["records"]
     assert probe["sections"]["identity"] == "monoagent_local"
 
@@ -568,7 +568,7 @@ def test_an_application_that_enables_monoagent_logs_before_the_first_record_sees
         "from loguru import logger\n"
         "logger.remove(); logger.add(sys.stdout, format='{name}: {message}')\n"
         "logger.enable('monoagent')\n"
-        "from monoagent.kernel.log import logger as lazy\n"
+        "from monoagent._kernel.log import logger as lazy\n"
         "import monoagent_plugins\n"
         "scope = {'__name__': 'monoagent.example', 'lazy': lazy}\n"
         "exec('def emit():\\n    lazy.warning(\"kept\")\\n', scope)\n"
@@ -585,7 +585,7 @@ LIBRARY_RECORDS = """\
 import sys
 from loguru import logger
 logger.remove(); logger.add(sys.stdout, format='{name}: {message}')
-from monoagent.kernel.log import configure_cli, log_as_library, logger as lazy
+from monoagent._kernel.log import configure_cli, log_as_library, logger as lazy
 def emit(module, text):
     scope = {'__name__': module, 'lazy': lazy}
     exec(f'def emit():\\n    lazy.warning({text!r})\\n', scope)
@@ -619,7 +619,7 @@ def test_a_plugin_package_that_logs_as_a_library_is_quiet_until_enabled_and_show
 
 
 def test_registered_takes_the_components_of_the_plugin_away_again(tmp_path: Path) -> None:
-    from monoagent.kernel.errors import ComponentError
+    from monoagent._kernel.errors import ComponentError
     from monoagent.testing import registered
 
     class Extra:
@@ -749,8 +749,8 @@ def test_every_registry_checks_its_registrations_at_load_time(tmp_path: Path, pl
 
 
 def test_the_registrar_knows_every_kernel_key() -> None:
-    from monoagent.kernel.config_keys import iter_keys
-    from monoagent.kernel.registrars import kernel_keys
+    from monoagent._kernel.config_keys import iter_keys
+    from monoagent._kernel.registrars import kernel_keys
 
     assert kernel_keys() == {key.path for key in iter_keys()}
 
@@ -840,7 +840,7 @@ def test_blocking_uses_pluggys_set_blocked(tmp_path: Path) -> None:
 
 def _deprecating_host(env: dict[str, str] | None = None):
     from monoagent import HookDeprecationWarning, hookspec
-    from monoagent.kernel.host import PluginHost
+    from monoagent._kernel.host import PluginHost
 
     class Deprecated:
         @hookspec(warn_on_impl=HookDeprecationWarning("old_section is deprecated since 0.2; implement extra_sections"))
@@ -952,8 +952,8 @@ def test_a_distribution_declares_its_sections_so_they_are_known_while_blocked(pr
 def test_the_bundled_plugins_declare_exactly_the_sections_they_register() -> None:
     from importlib.metadata import entry_points
 
-    from monoagent.kernel.config_keys import kernel_tables, table_keys
-    from monoagent.kernel.host import PluginHost
+    from monoagent._kernel.config_keys import kernel_tables, table_keys
+    from monoagent._kernel.host import PluginHost
 
     host = PluginHost({"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
     host.load_entry_points()

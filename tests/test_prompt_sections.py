@@ -15,12 +15,12 @@ import pytest
 from cli_isolation import isolate_cli
 from click.testing import CliRunner
 
-from monoagent.kernel.model import REQUEST_CONTEXT_MAX_CHARS, Attachment, ToolStatus, TurnRequest
-from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.assembly import BOUNDARY
-from monoagent.pipeline.turn_run import TurnRun
+from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS, Attachment, ToolStatus, TurnRequest
+from monoagent._kernel.turn import SessionInfo
+from monoagent._pipeline.assembly import BOUNDARY
+from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
-from monoagent_plugins.lib.section_text import BOUNDARY_MARKER
+from monoagent_plugins.prompt.section_text import BOUNDARY_MARKER
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 
@@ -157,7 +157,7 @@ def test_channel_turns_use_their_configured_folder_and_nothing_else(tmp_path, tr
 
 
 def test_a_channel_folder_that_is_not_a_table_of_paths_is_a_config_error(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"context\.agentsMd\.channels"):
         fresh_agent(tmp_path, config={"context": {"agentsMd": {"channels": ["openai-api"]}}})
@@ -250,7 +250,7 @@ def test_the_context_is_never_stored_in_history(tmp_path):
 
 
 def test_run_passes_context_and_context_file(tmp_path, monkeypatch):
-    from monoagent.cli import cli
+    from monoagent._cli import cli
 
     isolate_cli(tmp_path, monkeypatch)
     runner = CliRunner()
@@ -376,13 +376,13 @@ def test_history_keeps_metadata_never_the_attachment_text(tmp_path):
 
 
 def test_artifact_read_is_a_read_tool_of_the_artifact_domain():
-    from monoagent_plugins.artifact_refs import SPEC
+    from monoagent_plugins.prompt.artifact_refs import SPEC
 
     assert (SPEC.categories, SPEC.domain) == (("read",), "artifact")
 
 
 def test_a_flood_of_attachments_keeps_a_bounded_set_of_refs_and_commits(tmp_path):
-    from monoagent.kernel.model import MAX_ARTIFACT_REFS
+    from monoagent._kernel.model import MAX_ARTIFACT_REFS
 
     flood = [Attachment(f"{n:04d}" + "n" * 5000, "text/plain\n" + "t" * 500, f"file {n}") for n in range(500)]
     agent = fresh_agent(tmp_path, provider=FunctionProvider(lambda request: "ok", name="plain"))

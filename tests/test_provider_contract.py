@@ -11,16 +11,16 @@ import pytest
 from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer, WholeCallsWire
 
 from monoagent import hookimpl
-from monoagent.boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
-from monoagent.boundary.fences import TOOL_OUTPUT_END as END_MARKER
-from monoagent.kernel.errors import TurnFailed
-from monoagent.kernel.model import ToolSpec, TurnRequest
-from monoagent.pipeline import provider_call as reliability
-from monoagent.pipeline.bloat import LIMIT_BYTES
+from monoagent._boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
+from monoagent._boundary.fences import TOOL_OUTPUT_END as END_MARKER
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.errors import TurnFailed
+from monoagent._kernel.model import ToolSpec, TurnRequest
+from monoagent._pipeline import provider_call as reliability
+from monoagent._pipeline.bloat import LIMIT_BYTES
 from monoagent.testing import ProviderContract, SentRequest, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
-from monoagent.text import utf8_len
-from monoagent_plugins.lib import openai_wire
+from monoagent_plugins.providers import openai_wire
 
 
 def _tool_names_anthropic(body: Any) -> list[str]:

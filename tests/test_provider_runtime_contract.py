@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import pytest
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import ProviderRequest
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import ProviderRequest
 from monoagent.testing import (
     FunctionProvider,
     FunctionReply,
@@ -228,8 +228,8 @@ class TestOpenAICompatibleRuntimeContract(_HttpRuntimeContract):
 
 BROKEN_RUNTIMES = '''
 import asyncio
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCallRequested, Usage
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCallRequested, Usage
 from monoagent.testing import ProviderRuntimeContract
 
 

@@ -15,7 +15,7 @@ import pytest
 from throwaway_venv import clean_env, make_venv, pip_install
 
 from monoagent import ProviderRequest, hookimpl, tool
-from monoagent.agent import Agent
+from monoagent._agent import Agent
 from monoagent.testing import FunctionReply, HookRecorder
 
 pytest_plugins = ["pytester"]
@@ -67,7 +67,7 @@ packages = ["monoagent_leaky"]
 
 LEAKY_PLUGIN = """
 from monoagent import hookimpl
-from monoagent.kernel.model import Section
+from monoagent._kernel.model import Section
 
 
 @hookimpl
@@ -78,8 +78,8 @@ def extra_sections(turn):
 LEAK_TESTS = """
 import asyncio
 
-from monoagent.agent import Agent
-from monoagent.kernel.model import TurnRequest
+from monoagent._agent import Agent
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 
@@ -200,7 +200,7 @@ def test_the_recorder_stops_when_the_test_ends(pytester: pytest.Pytester) -> Non
 
 REVERSING_STORE = """
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.history.files import FilesHistoryStore
 
 
 class ReversingStore(FilesHistoryStore):
@@ -218,7 +218,7 @@ class TestReversingStore(HistoryStoreContract):
     ("autoload", "arguments", "rewritten"),
     [
         (True, [], True),  # what a plugin author gets: the entry point, loaded by pytest itself
-        (False, ["-p", "monoagent.pytest_plugin"], True),  # the plugin's own registration, not pytest's rewriting of the distribution
+        (False, ["-p", "monoagent._pytest_plugin"], True),  # the plugin's own registration, not pytest's rewriting of the distribution
         (False, [], False),  # the control: without the plugin, a bare AssertionError
     ],
 )
@@ -240,7 +240,7 @@ def test_a_failing_contract_shows_the_values_it_compared(
 
 PLAIN_STORE = """
 from monoagent.testing import HistoryStoreContract
-from monoagent_plugins.files_history import FilesHistoryStore
+from monoagent_plugins.history.files import FilesHistoryStore
 
 
 class PlainStore:

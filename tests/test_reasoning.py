@@ -19,11 +19,11 @@ import pytest
 from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.model import Message, ReasoningBlock, ToolSpec, TurnRequest
+from monoagent._kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.model import Message, ReasoningBlock, ToolSpec, TurnRequest
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, contract_request
-from monoagent_plugins.lib import openai_wire
+from monoagent_plugins.providers import openai_wire
 
 MODEL = "anthropic:claude-x"
 SECRET_THOUGHT = "PRIVATE-THOUGHT: the user wants the café, épée ünïcode"
@@ -145,7 +145,7 @@ def test_reasoning_never_reaches_canonical_history_the_history_section_events_or
 
 
 def test_an_answer_from_a_retry_leaves_no_reasoning_for_the_next_turn(tmp_path, server, monkeypatch):
-    from monoagent.pipeline import provider_call
+    from monoagent._pipeline import provider_call
 
     async def instant(seconds: float) -> None:
         return None

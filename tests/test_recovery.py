@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from monoagent import ProviderRequest, hookimpl, tool
-from monoagent.kernel.errors import TurnFailed
+from monoagent._kernel.errors import TurnFailed
 from monoagent.testing import FunctionProvider, FunctionReply, HookRecorder, fresh_agent, scripted_agent
-from monoagent_plugins.recovery import CONTINUATION_HINT, FINAL_ANSWER_INSTRUCTION, TOOL_RECOVERY_POLICY
+from monoagent_plugins.prompt.recovery import CONTINUATION_HINT, FINAL_ANSWER_INSTRUCTION, TOOL_RECOVERY_POLICY
 
 PER_MESSAGE = {"runtime": {"session": {"mode": "per-message"}}}
 RETRY_HEADING = "# Retry"
@@ -187,7 +187,7 @@ def test_continuations_are_bounded_by_runtime_maxcontinuations(tmp_path: Path, l
 
 
 def test_maxcontinuations_is_validated(tmp_path: Path) -> None:
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"runtime.maxContinuations = 9 .*out of range"):
         fresh_agent(tmp_path, config={"runtime": {"maxContinuations": 9}})
@@ -201,8 +201,8 @@ def test_monoagent_run_ends_a_spent_tool_budget_with_an_answer(tmp_path: Path, m
     from cli_isolation import isolate_cli
     from click.testing import CliRunner
 
-    import monoagent.cli as cli_module
-    from monoagent.kernel.host import PluginHost
+    import monoagent._cli as cli_module
+    from monoagent._kernel.host import PluginHost
     from monoagent.testing import write_script
 
     isolate_cli(tmp_path, monkeypatch)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.kernel.hookspecs import hookimpl
+from monoagent._kernel.hookspecs import hookimpl
 from monoagent.testing import fresh_agent
-from monoagent_plugins.lib.redaction_paths import opaque_path
-from monoagent_plugins.redaction import redact_structure, redact_text
+from monoagent_plugins.observability.redaction import redact_structure, redact_text
+from monoagent_plugins.observability.redaction_paths import opaque_path
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "redaction_corpus.json").read_text(encoding="utf-8"))
 

@@ -16,14 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ContextLimitError, ProviderError, TurnFailed
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
-from monoagent.pipeline import provider_call as reliability
-from monoagent.pipeline import stateless
-from monoagent.pipeline.provider_call import backoff_delay_ms
-from monoagent.pipeline.stateless import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.errors import ContextLimitError, ProviderError, TurnFailed
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
+from monoagent._pipeline import provider_call as reliability
+from monoagent._pipeline import stateless
+from monoagent._pipeline.provider_call import backoff_delay_ms
+from monoagent._pipeline.stateless import SNAPSHOT_BEGIN, SNAPSHOT_END, TAIL_MAX_BYTES
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent.text import utf8_len
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def test_max_retries_zero_fails_at_once(tmp_path, delays):
 
 
 def test_max_retries_range_is_validated(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="maxRetries"):
         fresh_agent(tmp_path, config={"providers": {"client": {"maxRetries": 9}}})
@@ -514,7 +514,7 @@ def test_transport_is_recorded_as_transport_requested(tmp_path):
 
 
 def test_transport_values_are_validated(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="transport"):
         fresh_agent(tmp_path, config={"providers": {"client": {"transport": "carrier-pigeon"}}})
@@ -552,8 +552,8 @@ def test_prompt_cache_diagnostics_are_off_by_default(tmp_path):
 
 PLUGIN_FILE = """
 from monoagent import hookimpl
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import StepFinished, TextDelta
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import StepFinished, TextDelta
 
 
 class Flaky:
@@ -580,8 +580,8 @@ def register_providers(register):
 def test_cli_run_streams_across_a_discarded_attempt(tmp_path, delays, monkeypatch):
     from click.testing import CliRunner
 
-    from monoagent import cli
-    from monoagent.kernel.host import PluginHost
+    from monoagent import _cli as cli
+    from monoagent._kernel.host import PluginHost
 
     plugin_dir = tmp_path / "plugins"
     plugin_dir.mkdir()
@@ -606,7 +606,7 @@ def test_cli_run_streams_across_a_discarded_attempt(tmp_path, delays, monkeypatc
 def test_console_prints_a_notice_when_an_attempt_is_discarded(tmp_path, delays, capsys):
     import io
 
-    from monoagent_plugins.console import ConsoleChannel
+    from monoagent_plugins.cli.console import ConsoleChannel
 
     agent, _ = make_agent(tmp_path, {"primary": [Fail(retryable(), TextDelta("draft")), answer("final")]})
     out = io.StringIO()

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from monoagent import hookimpl
-from monoagent.kernel.model import Message, TurnRequest
-from monoagent.kernel.stores import CommitReceipt, ConversationInfo
+from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.stores import CommitReceipt, ConversationInfo
 from monoagent.testing import fresh_agent
 
 DAILY = {"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}}
@@ -224,8 +224,8 @@ def test_a_store_that_is_not_a_logical_lookup_store_is_asked_through_its_listing
 
 
 def test_a_reset_with_rollover_off_touches_only_the_exact_id(tmp_path):
-    from monoagent.kernel.model import ToolCall, ToolResult
-    from monoagent.kernel.stores import ToolInvocation
+    from monoagent._kernel.model import ToolCall, ToolResult
+    from monoagent._kernel.stores import ToolInvocation
 
     agent = fresh_agent(tmp_path)
     ids = ["tg:7", "tg:7:2020-01-01", "tg:70"]

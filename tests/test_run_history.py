@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.kernel.model import ToolStatus, TurnRequest
+from monoagent._kernel.model import ToolStatus, TurnRequest
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
-from monoagent_plugins.artifacts import RUN_TEXT_MAX_BYTES, writer
-from monoagent_plugins.lib import run_history
-from monoagent_plugins.lib.run_history import RESULT_MAX_BYTES, UNTRUSTED_NOTE
+from monoagent_plugins.observability import run_history
+from monoagent_plugins.observability.artifacts import RUN_TEXT_MAX_BYTES, writer
+from monoagent_plugins.observability.run_history import RESULT_MAX_BYTES, UNTRUSTED_NOTE
 
 DAILY = {"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC"}}}
 
@@ -273,8 +273,8 @@ def test_a_runs_directory_that_is_not_the_writers_fails_closed(tmp_path):
 
 
 def test_the_run_text_line_holds_the_answering_attempts_text(tmp_path):
-    from monoagent.kernel.model import RunEvent
-    from monoagent_plugins.artifacts import ArtifactWriter
+    from monoagent._kernel.model import RunEvent
+    from monoagent_plugins.observability.artifacts import ArtifactWriter
 
     own = ArtifactWriter()
 
@@ -296,8 +296,8 @@ def test_the_run_text_line_holds_the_answering_attempts_text(tmp_path):
 def test_texts_of_runs_that_never_settle_are_bounded(tmp_path, monkeypatch):
     from loguru import logger
 
-    from monoagent.kernel.model import RunEvent
-    from monoagent_plugins import artifacts
+    from monoagent._kernel.model import RunEvent
+    from monoagent_plugins.observability import artifacts
 
     monkeypatch.setattr(artifacts, "MAX_OPEN_TEXTS", 2)
     logged: list[str] = []

@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.kernel.config_loading import load_config
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.host import PluginHost
-from monoagent.kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
-from monoagent.kernel.turn import SessionInfo, Turn
-from monoagent.pipeline.assembly import collect_sections, compile_prompt
-from monoagent.pipeline.turn_run import TurnRun
+from monoagent._kernel.config_loading import load_config
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.host import PluginHost
+from monoagent._kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
+from monoagent._kernel.turn import SessionInfo, Turn
+from monoagent._pipeline.assembly import collect_sections, compile_prompt
+from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent
-from monoagent_plugins import guardrails, identity, session_block, skills
-from monoagent_plugins.lib import bootstrap
+from monoagent_plugins.prompt import bootstrap, guardrails, identity, session_block, skills
 
 BUNDLED = (guardrails, identity, session_block, skills)
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from serving import TOKEN, Server, ask_in_background, auth, completion, history, serve_env, slow_server
 
-from monoagent_plugins.lib.http_serving import bearer_ok, is_loopback
+from monoagent_plugins.serving.http import bearer_ok, is_loopback
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_sigterm_mid_turn_cancels_it_after_the_grace_period_and_exits_0(tmp_path
 def test_a_non_loopback_bind_without_tokens_is_a_startup_error_saying_how_to_set_them(tmp_path):
     env = serve_env(tmp_path)
     del env["MONO_AGENT_OPENAI_API_TOKENS"]
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--host", "0.0.0.0"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "monoagent", "serve", "--host", "0.0.0.0"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "MONO_AGENT_OPENAI_API_TOKENS" in done.stderr and "openaiApi.tokens" in done.stderr
@@ -108,7 +108,7 @@ def test_a_non_loopback_bind_without_tokens_is_a_startup_error_saying_how_to_set
 def test_serve_without_an_enabled_channel_says_how_to_enable_one(tmp_path):
     env = serve_env(tmp_path)
     del env["MONO_AGENT_OPENAI_API_ENABLED"]
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "monoagent", "serve"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "openaiApi.enabled" in done.stderr
 

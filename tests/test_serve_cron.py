@@ -29,12 +29,12 @@ from serving import Server, serve_env
 from serving import history as history_shown
 from waiting import wait_until
 
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import RunEvent, StepFinished, TextDelta
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import RunEvent, StepFinished, TextDelta
 from monoagent.testing import fresh_agent
-from monoagent_plugins.cron import CronChannel
-from monoagent_plugins.lib.cron_schedule import MAX_COUNTED_TICKS, CronSchedule, ScheduleError
-from monoagent_plugins.lib.cron_state import CronState
+from monoagent_plugins.serving.cron import CronChannel
+from monoagent_plugins.serving.cron_schedule import MAX_COUNTED_TICKS, CronSchedule, ScheduleError
+from monoagent_plugins.serving.cron_state import CronState
 
 BOUND_S = 30  # a bound on failure, never synchronisation
 
@@ -361,7 +361,7 @@ def test_a_clock_jump_forward_fires_the_latest_due_tick_once(tmp_path: Path) -> 
 
 @pytest.fixture
 def caplog_loguru() -> Any:
-    from monoagent.kernel.log import logger
+    from monoagent._kernel.log import logger
 
     lines: list[str] = []
     sink = logger.add(lambda message: lines.append(message.record["message"]), level="WARNING")
@@ -464,7 +464,7 @@ def test_a_job_with_notify_delivers_each_answer_unless_it_is_no_reply(tmp_path: 
 
 
 def test_a_notify_destination_that_is_not_configured_stops_start_up_naming_the_job(tmp_path: Path) -> None:
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     agent = cron_agent(tmp_path, [job(notify=["nowhere"])])
     with pytest.raises(ConfigError, match=r"cron\.jobs\[0\]\.notify") as caught:
@@ -537,7 +537,7 @@ def test_sigterm_during_a_tick_cancels_it_after_the_grace_period_and_publishes_i
 
 def test_serve_refuses_a_bad_job_naming_each_key_and_what_is_allowed(tmp_path: Path) -> None:
     env = cron_project(tmp_path, [job("a", "61 * * * *"), job("a", "* * *"), job("b", model="nosuch:model")])
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "monoagent", "serve"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr  # serve reports a channel it cannot build as a ClickException
     for named in ("cron.jobs[0].schedule = '61 * * * *': not a valid cron expression (Bad minute)",
@@ -549,13 +549,13 @@ def test_serve_refuses_a_bad_job_naming_each_key_and_what_is_allowed(tmp_path: P
 
 def test_serve_check_lists_each_job_with_its_next_tick_or_the_problems(tmp_path: Path) -> None:
     env = cron_project(tmp_path, [job("digest", timezone="Europe/Berlin")])
-    checked = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+    checked = subprocess.run([sys.executable, "-m", "monoagent", "serve", "--check"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
     assert "cron job digest: '30 2 * * *' in Europe/Berlin, next at " in checked.stdout
     assert not (tmp_path / "home" / "cron").exists()  # checking fires nothing and writes no state
     env = cron_project(tmp_path, [job("digest", "30 2 * *")])
-    refused = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+    refused = subprocess.run([sys.executable, "-m", "monoagent", "serve", "--check"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "cron.jobs[0].schedule = '30 2 * *'" in refused.stdout + refused.stderr
 
@@ -573,7 +573,7 @@ def test_serve_check_lists_each_job_with_its_next_tick_or_the_problems(tmp_path:
 ])
 def test_a_bad_job_key_is_a_config_error_naming_it(tmp_path: Path, bad: dict[str, Any], named: str) -> None:
     env = cron_project(tmp_path, [{k: v for k, v in {**job(), **bad}.items() if v is not None}])
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "config", "validate"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "monoagent", "config", "validate"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and named in done.stderr + done.stdout, done.stderr
 
@@ -595,7 +595,7 @@ def test_check_describes_each_job_and_its_next_tick_in_its_zone(tmp_path: Path) 
 
 
 def test_the_wall_clock_wakes_no_earlier_than_asked_and_at_once_for_a_time_gone_by() -> None:
-    from monoagent_plugins.lib.cron_schedule import WallClock
+    from monoagent_plugins.serving.cron_schedule import WallClock
 
     class Napping(WallClock):
         nap_s = 0.01

@@ -25,9 +25,9 @@ import asyncio
 import time
 from pathlib import Path
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested
 
 
 class Gated:

@@ -139,8 +139,8 @@ import os
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.hookspecs import hookimpl
+from monoagent._kernel.errors import ConfigError
+from monoagent._kernel.hookspecs import hookimpl
 
 
 class Gate:
@@ -206,7 +206,7 @@ def gate_plugins(tmp_path) -> tuple[str, str]:
 
 
 def test_readyz_is_503_until_every_channel_has_started_while_healthz_answers(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "monoagent.cli", *gate_plugins(tmp_path), "serve"], cwd=tmp_path,
+    process = subprocess.Popen([sys.executable, "-m", "monoagent", *gate_plugins(tmp_path), "serve"], cwd=tmp_path,
                                env=serve_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         bound = None

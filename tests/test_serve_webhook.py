@@ -17,10 +17,10 @@ import pytest
 from serving import Server, serve_env
 from waiting import wait_until
 
-from monoagent.boundary.fences import has_fence_token
-from monoagent_plugins.lib.signatures import sign
-from monoagent_plugins.lib.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer
-from monoagent_plugins.webhook import PAYLOAD_END
+from monoagent._boundary.fences import has_fence_token
+from monoagent_plugins.serving.signatures import sign
+from monoagent_plugins.serving.webhook import PAYLOAD_END
+from monoagent_plugins.serving.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer
 
 SECRET = "webhook-secret-1"
 
@@ -40,9 +40,9 @@ MOODY_PROVIDER = '''
 import asyncio
 from pathlib import Path
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import StepFinished, TextDelta
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import StepFinished, TextDelta
 
 
 class Moody:
@@ -104,7 +104,7 @@ def post(server: Server, payload: object | bytes, *, hook: str = "deploy", secre
 
 
 def history(tmp_path: Path, conversation: str = "webhook:deploy") -> str:
-    shown = subprocess.run([sys.executable, "-m", "monoagent.cli", "--plugins-dir", "plugins", "history", "show", conversation],
+    shown = subprocess.run([sys.executable, "-m", "monoagent", "--plugins-dir", "plugins", "history", "show", conversation],
                            cwd=tmp_path, env=webhook_env(tmp_path), capture_output=True, text=True, timeout=60)
     return shown.stdout + shown.stderr
 
@@ -239,7 +239,7 @@ def test_an_oversized_body_is_413_before_its_signature_is_checked(server, tmp_pa
 @pytest.mark.parametrize("opt_out", [{}, {"MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED": "1"}])
 def test_a_hook_without_a_secret_is_a_startup_error_naming_the_env_var(tmp_path, opt_out):
     (tmp_path / "monoagent.toml").write_text(CONFIG + "[webhook.hooks.build-ci]\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path, **opt_out),
+    done = subprocess.run([sys.executable, "-m", "monoagent", "serve"], cwd=tmp_path, env=webhook_env(tmp_path, **opt_out),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "listening" not in done.stdout
     assert "webhook.hooks.build-ci.secret" in done.stderr and "MONO_AGENT_WEBHOOK_SECRET_BUILD_CI" in done.stderr
@@ -364,7 +364,7 @@ def test_a_notifying_hook_delivers_each_answer_once_and_nothing_when_silent(tmp_
 def test_a_notify_list_naming_an_unknown_destination_is_a_startup_error(tmp_path):
     (tmp_path / "monoagent.toml").write_text(CONFIG.replace('prompt = "Summarise', 'notify = ["opz"]\nprompt = "Summarise'),
                                              encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve"], cwd=tmp_path, env=webhook_env(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "monoagent", "serve"], cwd=tmp_path, env=webhook_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "webhook.hooks.deploy.notify" in done.stderr and "'opz'" in done.stderr
 
@@ -423,7 +423,7 @@ def post_quietly(server: Server, payload: object | bytes, **options: str) -> Non
 
 def test_serve_check_lists_the_hooks_or_what_is_missing(tmp_path):
     (tmp_path / "monoagent.toml").write_text(NOTIFY_CONFIG, encoding="utf-8")
-    valid = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path,
+    valid = subprocess.run([sys.executable, "-m", "monoagent", "serve", "--check"], cwd=tmp_path,
                            env=webhook_env(tmp_path, MONO_AGENT_WEBHOOK_SECRET_CI="ci-secret"), capture_output=True, text=True,
                            timeout=60)
     assert valid.returncode == 0, valid.stderr
@@ -432,7 +432,7 @@ def test_serve_check_lists_the_hooks_or_what_is_missing(tmp_path):
 
     (tmp_path / "monoagent.toml").write_text(CONFIG + "[webhook.hooks.build-ci]\n", encoding="utf-8")
     env = webhook_env(tmp_path, MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED="1")  # no opt-out for a webhook hook
-    missing = subprocess.run([sys.executable, "-m", "monoagent.cli", "serve", "--check"], cwd=tmp_path, env=env,
+    missing = subprocess.run([sys.executable, "-m", "monoagent", "serve", "--check"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
     assert "webhook.hooks.build-ci.secret" in missing.stderr and "MONO_AGENT_WEBHOOK_SECRET_BUILD_CI" in missing.stderr

@@ -15,10 +15,10 @@ from loguru import logger
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel import sessions
-from monoagent.kernel.interfaces import CompactionOutcome
-from monoagent.kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
-from monoagent.pipeline import provider_call
+from monoagent._kernel import sessions
+from monoagent._kernel.interfaces import CompactionOutcome
+from monoagent._kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
+from monoagent._pipeline import provider_call
 from monoagent.testing import fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 
@@ -600,7 +600,7 @@ def test_a_context_overflow_on_a_warm_turn_retires_it_and_retries_cold_from_the_
 def test_group_chat_speakers_stay_named_in_the_transcript_and_in_history_sent_as_messages(tmp_path, anthropic):
     # The wires send no message names: the speaker's label travels in the text, the same on a warm
     # turn (the transcript) and on a cold one (history as leading messages), so the prefix matches.
-    from monoagent.kernel.model import Speaker
+    from monoagent._kernel.model import Speaker
 
     alice = Speaker("Alice Chen", handle="alice")
     bob = Speaker("Bob", handle="bob")
@@ -621,7 +621,7 @@ def test_group_chat_speakers_stay_named_in_the_transcript_and_in_history_sent_as
 def test_history_a_backend_read_again_is_the_history_the_turn_continues_on(tmp_path):
     """A backend that re-reads history under its own lock hands it back in OpenedSession.history;
     it never writes to the turn, which it sees read-only."""
-    from monoagent.kernel.sessions import InMemorySessionBackend, OpenedSession
+    from monoagent._kernel.sessions import InMemorySessionBackend, OpenedSession
 
     newer = (Message("user", "committed by another process"), Message("assistant", "meanwhile"))
     seen: list[Any] = []

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monoagent_plugins.lib.signatures import SignatureRefused, parse, sign, verify
+from monoagent_plugins.serving.signatures import SignatureRefused, parse, sign, verify
 
 NOW = 1_800_000_000
 

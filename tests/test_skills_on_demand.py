@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from monoagent.kernel.errors import ConfigError
+from monoagent._kernel.errors import ConfigError
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.skills import ON_DEMAND_NOTE
+from monoagent_plugins.prompt.skills import ON_DEMAND_NOTE
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_on_demand_lists_slugs_and_descriptions_and_drops_the_bodies(tmp_path: P
     agent = fresh_agent(tmp_path, config={**_on_demand(skills), "runtime": {"session": {"mode": "per-message"}}})
     import asyncio
 
-    from monoagent.kernel.model import TurnRequest
+    from monoagent._kernel.model import TurnRequest
 
     prompt = asyncio.run(agent.assemble(TurnRequest("hi", conversation_id="t")))
     assert "skill_instructions" not in prompt.manifest.section_ids

@@ -15,7 +15,7 @@ import pytest
 from cli_isolation import isolate_cli, run_main
 
 from monoagent import Agent, SubagentSpec, TurnRequest, Usage, hookimpl, tool
-from monoagent.kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.errors import ConfigError, ProviderError
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
 
 CHILD = "function:child"

@@ -5,7 +5,7 @@ as ``input()`` starts. When a second Ctrl-C ended the chat just before that thre
 chat restored the settings first and readline changed them after, so the shell was left with
 Return sending ``^M``: a flake under load. The tests here force each interleaving instead of
 hoping for it: the chat's child process holds its reader (a plugin wraps ``ConsoleChannel._read``)
-until the chat has restored the terminal, and :class:`~monoagent.boundary.terminal.KeptTerminal`,
+until the chat has restored the terminal, and :class:`~monoagent._cli.terminal.KeptTerminal`,
 the gate every change passes, is driven step by step on a real pseudo-terminal.
 """
 
@@ -19,7 +19,7 @@ import threading
 from chat_pty import SLOW_PROVIDER, Terminal, needs_pty
 from waiting import wait_until
 
-from monoagent.boundary.terminal import KeptTerminal, edited_input, kept_terminal_state
+from monoagent._cli.terminal import KeptTerminal, edited_input, kept_terminal_state
 
 HELD_READ = SLOW_PROVIDER + '''
 import atexit
@@ -27,7 +27,7 @@ import os
 import termios
 import threading
 
-from monoagent_plugins.console import ConsoleChannel
+from monoagent_plugins.cli.console import ConsoleChannel
 
 restored = threading.Event()  # the chat put the terminal's settings back (a tcsetattr on the main thread)
 went_on = threading.Event()  # the held read went on: readline prepared the terminal, or the read gave up

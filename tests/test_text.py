@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monoagent.text import LazyPattern, utf8_len, utf8_prefix
+from monoagent._boundary.text import LazyPattern, utf8_len, utf8_prefix
 
 
 @given(st.text(), st.integers(min_value=0, max_value=400))

@@ -19,22 +19,22 @@ from pathlib import Path
 
 import pytest
 
-from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
-from monoagent.kernel.stores import ToolInvocation, record_id
-from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.turn_run import TurnRun
+from monoagent._kernel.errors import ConfigError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent._kernel.stores import ToolInvocation, record_id
+from monoagent._kernel.turn import SessionInfo
+from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
-from monoagent_plugins.lib.tool_history.projection import PROJECTION_HEADER, projection_section
-from monoagent_plugins.lib.tool_history.session_history import session_history
-from monoagent_plugins.lib.tool_history.sidecar import LOCKS, OWNER_LOCK, SIDECAR
-from monoagent_plugins.lib.tool_history.spec import PROJECTION_CLOSE as FENCE_CLOSE
-from monoagent_plugins.lib.tool_history.spec import PROJECTION_OPEN as FENCE_OPEN
-from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
-from monoagent_plugins.lib.tool_history.writer import OpenRetry, WriterLock, writer_alive
-from monoagent_plugins.redaction import redact_text
-from monoagent_plugins.tool_history import ToolHistoryConfig
+from monoagent_plugins.history.tool_calls.projection import PROJECTION_HEADER, projection_section
+from monoagent_plugins.history.tool_calls.session_history import session_history
+from monoagent_plugins.history.tool_calls.sidecar import LOCKS, OWNER_LOCK, SIDECAR
+from monoagent_plugins.history.tool_calls.spec import PROJECTION_CLOSE as FENCE_CLOSE
+from monoagent_plugins.history.tool_calls.spec import PROJECTION_OPEN as FENCE_OPEN
+from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
+from monoagent_plugins.history.tool_calls.writer import OpenRetry, WriterLock, writer_alive
+from monoagent_plugins.history.tool_history import ToolHistoryConfig
+from monoagent_plugins.observability.redaction import redact_text
 
 DAY = 86_400.0
 
@@ -224,8 +224,8 @@ def test_a_definitive_writer_rejection_is_failed_and_the_turn_goes_on(tmp_path):
 CRASH_CHILD = textwrap.dedent(
     """
     import sys, threading
-    from monoagent.kernel.hookspecs import hookimpl
-    from monoagent.kernel.model import ToolSpec
+    from monoagent._kernel.hookspecs import hookimpl
+    from monoagent._kernel.model import ToolSpec
     from monoagent.testing import scripted_agent
 
     class Blocking:
@@ -582,8 +582,8 @@ def test_maintenance_without_a_writer_needs_no_ownership(tmp_path, make_store):
 WRITER_CHILD = textwrap.dedent(
     """
     import asyncio, json, sys, threading
-    from monoagent.kernel.hookspecs import hookimpl
-    from monoagent.kernel.model import ToolSpec
+    from monoagent._kernel.hookspecs import hookimpl
+    from monoagent._kernel.model import ToolSpec
     from monoagent.testing import scripted_agent
 
     home, history, mode, runs, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

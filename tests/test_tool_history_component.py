@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from monoagent import ComponentError, ConfigError, PluginError, ToolSpec, ToolStatus, hookimpl
-from monoagent.kernel.stores import ToolHistoryClearReport, ToolHistoryStats
+from monoagent._kernel.stores import ToolHistoryClearReport, ToolHistoryStats
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.lib.tool_history.sidecar import LOCKS, SIDECAR
-from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
+from monoagent_plugins.history.tool_calls.sidecar import LOCKS, SIDECAR
+from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 # Waits for a write's confirmation long enough that "persisted" is not a race with the 250 ms
 # default on a loaded machine (past it, a write is reported "deferred").
@@ -274,7 +274,7 @@ def test_a_plugin_may_not_declare_a_key_of_a_kernel_table(tmp_path):
 def test_config_init_writes_one_tool_history_table_that_loads_back(tmp_path, monkeypatch):
     import tomllib
 
-    import monoagent.cli as cli_module
+    import monoagent._cli as cli_module
 
     for name in list(os.environ):
         if name.startswith("MONO_AGENT_"):
@@ -302,7 +302,7 @@ def test_plugins_and_config_validate_report_the_store(tmp_path):
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
 
     def cli(*args, **extra):
-        return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env={**env, **extra},
+        return subprocess.run([sys.executable, "-m", "monoagent", *args], cwd=tmp_path, env={**env, **extra},
                               capture_output=True, text=True, timeout=60)
 
     listed = {row["name"]: row for row in json.loads(cli("plugins", "--json").stdout)}

@@ -19,8 +19,8 @@ from monoagent import (
     TurnRequest,
     hookimpl,
 )
-from monoagent.kernel import serial
-from monoagent.kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
+from monoagent._kernel import serial
+from monoagent._kernel.tool_context import PROGRESS_MAX_BYTES, PROGRESS_MAX_EVENTS
 from monoagent.testing import scripted_agent, tool_context
 
 

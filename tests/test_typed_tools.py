@@ -25,7 +25,7 @@ from monoagent import (
     tool,
 )
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
-from monoagent_plugins.lib.anthropic_wire import request_body
+from monoagent_plugins.providers.anthropic_wire import request_body
 
 
 class Unit(enum.Enum):

@@ -15,30 +15,30 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Agent": "agent",
-    "RunHandle": "pipeline.run_handle",
-    "hookimpl": "kernel.hookspecs",
-    "hookspec": "kernel.hookspecs",
-    "Config": "kernel.config",
-    "load_config": "kernel.config_loading",
-    "Turn": "kernel.turn",
-    "StepOutcome": "kernel.turn",
-    "ToolContext": "kernel.tool_context",
-    "tool": "kernel.typed_tool",
-    "TypedTool": "kernel.typed_tool",
-    "Tool": "kernel.interfaces",
-    "ToolSourceFailure": "kernel.interfaces",
-    "CompactionOutcome": "kernel.interfaces",
-    "CommitReceipt": "kernel.interfaces",
-    "ConversationInfo": "kernel.interfaces",
-    "SubagentSpec": "kernel.subagents",
-    "Approval": "kernel.permissions",
-    "ApprovalRequest": "kernel.permissions",
-    "PermissionProfile": "kernel.permissions",
-    "permission_profile": "kernel.permissions",
-    "ToolApprover": "kernel.permissions",
+    "Agent": "_agent",
+    "RunHandle": "_pipeline.run_handle",
+    "hookimpl": "_kernel.hookspecs",
+    "hookspec": "_kernel.hookspecs",
+    "Config": "_kernel.config",
+    "load_config": "_kernel.config_loading",
+    "Turn": "_kernel.turn",
+    "StepOutcome": "_kernel.turn",
+    "ToolContext": "_kernel.tool_context",
+    "tool": "_kernel.typed_tool",
+    "TypedTool": "_kernel.typed_tool",
+    "Tool": "_kernel.interfaces",
+    "ToolSourceFailure": "_kernel.interfaces",
+    "CompactionOutcome": "_kernel.interfaces",
+    "CommitReceipt": "_kernel.interfaces",
+    "ConversationInfo": "_kernel.interfaces",
+    "SubagentSpec": "_kernel.subagents",
+    "Approval": "_kernel.permissions",
+    "ApprovalRequest": "_kernel.permissions",
+    "PermissionProfile": "_kernel.permissions",
+    "permission_profile": "_kernel.permissions",
+    "ToolApprover": "_kernel.permissions",
     **{
-        name: "kernel.model"
+        name: "_kernel.model"
         for name in (
             "AssembledPrompt", "Attachment", "Diagnostic", "MemoryHit", "Message", "PrecedingMessage",
             "PromptManifest", "ProviderRequest", "RunEvent", "Section", "Speaker", "StepFinished",
@@ -47,7 +47,7 @@ _EXPORTS = {
         )
     },
     **{
-        name: "kernel.errors"
+        name: "_kernel.errors"
         for name in (
             "MonoagentError", "ConfigError", "PluginError", "HookError", "ComponentError",
             "AdmissionRejected", "ProviderError", "ContextLimitError", "TurnFailed", "EmptyResponse",

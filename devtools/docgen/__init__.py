@@ -4,14 +4,14 @@
 and names every file that differs from what would be generated (the test suite runs the same
 comparison, so a hook or a key changed without regenerating the docs fails CI).
 
-The hook reference comes from :mod:`monoagent.kernel.hookspecs`: its module docstring, then every hook
+The hook reference comes from :mod:`monoagent._kernel.hookspecs`: its module docstring, then every hook
 under the banner comment it sits under, with its signature, its pluggy options and its
 docstring, a section hook's facts from its declaration in the section catalogue
-(:data:`~monoagent.kernel.hookspecs.SECTIONS`, as a table under the section producers' banner and
+(:data:`~monoagent._kernel.hookspecs.SECTIONS`, as a table under the section producers' banner and
 a ``**Section:**`` line per hook), and a ``**Types:**`` line linking each monoagent type the hook receives, returns or (a
 registry hook) registers to its entry in the API reference (:mod:`devtools.docgen.api` finds
 both; a type without an entry is an error). The configuration reference comes from the attrs metadata of the kernel's config
-classes (:func:`monoagent.kernel.config_keys.iter_keys`) and from the sections the bundled plugins declare.
+classes (:func:`monoagent._kernel.config_keys.iter_keys`) and from the sections the bundled plugins declare.
 Output is deterministic: no dates, no absolute paths, nothing from the machine's environment.
 """
 
@@ -31,9 +31,9 @@ from typing import Any
 import attrs
 
 from devtools.docgen.api import HookTypes, UndocumentedType, api_index, exported_paths, hook_types, undocumented
-from monoagent.kernel import hookspecs
-from monoagent.kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
-from monoagent.kernel.sections import SectionSpec, declared
+from monoagent._kernel import hookspecs
+from monoagent._kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
+from monoagent._kernel.sections import SectionSpec, declared
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (devtools/docgen/__init__.py)
 #: Where the API reference pages are read from (``docs/api/``): the hook reference links into them.
@@ -319,7 +319,7 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
     out = [
         "# Hook reference",
         "",
-        GENERATED_NOTE.format(source="`core/monoagent/kernel/hookspecs.py`"),
+        GENERATED_NOTE.format(source="`core/monoagent/_kernel/hookspecs.py`"),
         "",
         rst_to_markdown(inspect.cleandoc(hookspecs.__doc__ or ""), links),
         "## Contents",
@@ -417,7 +417,7 @@ def bundled_config_sections() -> list[tuple[str, str, type]]:
     Third-party entry points are not loaded (the docs describe this distribution), and a bundled
     plugin that fails to load is an error rather than a silently shorter page.
     """
-    from monoagent.kernel.host import PluginHost
+    from monoagent._kernel.host import PluginHost
 
     host = PluginHost(env={"MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD": "1", "MONO_AGENT_STRICT_PLUGINS": "1"})
     host.load_entry_points()
@@ -427,13 +427,13 @@ def bundled_config_sections() -> list[tuple[str, str, type]]:
 
 
 def switch_precedence() -> str:
-    """The "Switches, in order of precedence" list of :mod:`monoagent.kernel.host`, as Markdown."""
-    from monoagent.kernel import host as plugins
+    """The "Switches, in order of precedence" list of :mod:`monoagent._kernel.host`, as Markdown."""
+    from monoagent._kernel import host as plugins
 
     doc = inspect.cleandoc(plugins.__doc__ or "")
     _, found, rest = doc.partition("Switches, in order of precedence:")
     if not found:
-        raise ValueError("monoagent.kernel.host' docstring no longer has 'Switches, in order of precedence:'")
+        raise ValueError("monoagent._kernel.host' docstring no longer has 'Switches, in order of precedence:'")
     return rst_to_markdown(rest.strip())
 
 
@@ -517,8 +517,8 @@ sections for this in their distribution's metadata ([Writing plugins](writing-pl
 
 def _renamed_names() -> list[str]:
     """The "Renamed keys and variables" section: every old name still read, with its new name."""
-    from monoagent.kernel.config import RENAMED_ENV
-    from monoagent.kernel.config_loading import renamed_keys
+    from monoagent._kernel.config import RENAMED_ENV
+    from monoagent._kernel.config_loading import renamed_keys
 
     out = [
         "## Renamed keys and variables",
@@ -547,7 +547,7 @@ def render_configuration() -> str:
     out = [
         "# Configuration",
         "",
-        GENERATED_NOTE.format(source="`core/monoagent/kernel/config.py` and the bundled plugins' config sections"),
+        GENERATED_NOTE.format(source="`core/monoagent/_kernel/config.py` and the bundled plugins' config sections"),
         "",
         CONFIG_INTRO,
         "## Environment switches",

@@ -5,9 +5,9 @@ its entry in the API reference (``docs/api/``). Neither side is a hand-kept tabl
 
 * the entries come from the mkdocstrings directives of the API pages (``::: dotted.path``, with
   an optional ``members`` list), read the way mkdocstrings reads them, so an object gets a link
-  exactly when a page renders an anchor for it (``api/model.md#monoagent.kernel.model.Section``);
+  exactly when a page renders an anchor for it (``api/model.md#monoagent._kernel.model.Section``);
 * the types come from the hookspecs' annotations, resolved through the imports of
-  :mod:`monoagent.kernel.hookspecs` (its ``TYPE_CHECKING`` imports included, as mypy reads them).
+  :mod:`monoagent._kernel.hookspecs` (its ``TYPE_CHECKING`` imports included, as mypy reads them).
   A registry hook's registrar also leads to what its ``__call__`` takes and to the protocol the
   factory must build (``ComponentRegistrar[ProviderRuntime]`` ->
   ``ProviderRuntime``).
@@ -164,7 +164,7 @@ def _called_with(cls: type) -> list[str]:
 
 def hook_types(hook: Callable[..., Any]) -> HookTypes:
     """The monoagent types ``hook`` receives and returns; for a registry hook, its registrar's too."""
-    from monoagent.kernel.registrars import Registrar
+    from monoagent._kernel.registrars import Registrar
 
     signature = inspect.signature(hook)
     module = hook.__module__

@@ -1,7 +1,7 @@
 """The griffe extension the API reference (``docs/api/``) is built with: reST in Markdown docstrings.
 
 The docstrings are Google-style sections (``Args:``, ``Returns:``) around reST inline markup:
-Sphinx roles (:class:`~monoagent.kernel.model.Section`) and ``::`` literal blocks. They stay the
+Sphinx roles (:class:`~monoagent._kernel.model.Section`) and ``::`` literal blocks. They stay the
 one source of truth, for ``help()``, for the hook reference (:mod:`devtools.docgen` renders
 the same markup) and for this reference, so instead of rewriting them this extension translates
 them as mkdocstrings loads them:
@@ -12,7 +12,7 @@ them as mkdocstrings loads them:
   reference does not document (a pipeline internal) renders as plain code instead of failing the
   strict build, because documenting a name is the page's choice, not the docstring's. A name
   exported by the package (``monoagent.tool``) links where it is defined; a hook
-  (``monoagent.kernel.hookspecs.<name>``) links to its entry in the hook reference;
+  (``monoagent._kernel.hookspecs.<name>``) links to its entry in the hook reference;
 * a paragraph ending in ``::`` followed by an indented block becomes the paragraph (one colon)
   and a fenced Python block, which is what it means in reST;
 * a definition list item, a ````term```` line with its indented definition under it, becomes a
@@ -33,7 +33,7 @@ import griffe
 
 from devtools.docgen.api import exported_paths
 
-HOOKSPECS = "monoagent.kernel.hookspecs."
+HOOKSPECS = "monoagent._kernel.hookspecs."
 ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(?P<tilde>~?)(?P<target>[^`<>]+)`")
 _LITERAL_INTRO = re.compile(r"(?P<text>.*?)\s*::\s*$")
 

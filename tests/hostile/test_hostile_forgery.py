@@ -25,12 +25,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.boundary import fences as untrusted
-from monoagent.boundary.fences import fence_view, has_fence_token, neutralise_fence_tokens, neutralise_untrusted
-from monoagent.kernel import model
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import (
+from monoagent._boundary import fences as untrusted
+from monoagent._boundary.fences import fence_view, has_fence_token, neutralise_fence_tokens, neutralise_untrusted
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel import model
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import (
     MemoryHit,
     Message,
     PrecedingMessage,
@@ -44,10 +45,10 @@ from monoagent.kernel.model import (
     ToolStatus,
     TurnRequest,
 )
-from monoagent.kernel.stores import ToolInvocation
-from monoagent.pipeline import bloat, stateless
-from monoagent.pipeline.continuity import ContinuityCollector
-from monoagent.pipeline.continuity_account import (
+from monoagent._kernel.stores import ToolInvocation
+from monoagent._pipeline import bloat, stateless
+from monoagent._pipeline.continuity import ContinuityCollector
+from monoagent._pipeline.continuity_account import (
     ACCOUNT_HEADER,
     EVIDENCE_WARNING,
     PREFIX_MAX_BYTES,
@@ -61,11 +62,11 @@ from monoagent.pipeline.continuity_account import (
     render_account,
 )
 from monoagent.testing import fresh_agent
-from monoagent.text import utf8_len
-from monoagent_plugins import conversation, group_context, memory_recall
-from monoagent_plugins.lib.tool_history import projection as tool_history
-from monoagent_plugins.lib.tool_history import spec as tool_history_spec
-from monoagent_plugins.redaction import redact_text
+from monoagent_plugins.history.tool_calls import projection as tool_history
+from monoagent_plugins.history.tool_calls import spec as tool_history_spec
+from monoagent_plugins.memory import recall as memory_recall
+from monoagent_plugins.observability.redaction import redact_text
+from monoagent_plugins.prompt import conversation, group_context
 
 # Imported by name where used, so that against the unfixed code each test fails on its own.
 ENVELOPE_OPEN = "<continuity_envelope>"
@@ -294,7 +295,7 @@ def test_the_projection_fence_cannot_be_closed_in_any_case_or_width():
 
 
 def test_every_host_fence_in_the_code_is_registered_with_the_recogniser():
-    from monoagent.pipeline import continuity_account
+    from monoagent._pipeline import continuity_account
 
     constants = [
         group_context.PRECEDING_OPEN, group_context.PRECEDING_CLOSE, "<current_speaker>", "</current_speaker>", conversation.RECALL_DELIMITER,

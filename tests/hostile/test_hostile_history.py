@@ -27,10 +27,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.model import Message, ToolCall
+from monoagent._kernel.model import Message, ToolCall
 from monoagent.testing import collect_events, fresh_agent
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_records import (
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.records import (
     RESET_PREFIX,
     HistoryRecordError,
     HistoryWriteError,
@@ -67,7 +67,7 @@ def log_lines() -> Iterator[list[str]]:
     """The store's loguru records (WARNING and up) while the test runs."""
     from loguru import logger
 
-    from monoagent.kernel.log import logger as lazy
+    from monoagent._kernel.log import logger as lazy
 
     lazy._load()  # decide the library default first, so that the enable below is the last word
     lines: list[str] = []
@@ -525,7 +525,7 @@ def structural_depths(text: str) -> list[int]:
 @given(value=NESTED_JSON, limit=st.integers(0, 8), ascii_only=st.booleans(), indent=st.none() | st.integers(0, 2))
 def test_property_the_nesting_bound_is_the_depth_a_parser_reaches(value, limit, ascii_only, indent):
     """Exact on whole documents; on every truncation, the depth reached so far (where a parser stops)."""
-    from monoagent.boundary.strict_json import nesting_over
+    from monoagent._boundary.strict_json import nesting_over
 
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     depths = structural_depths(text)
@@ -540,7 +540,7 @@ def test_property_the_nesting_bound_is_the_depth_a_parser_reaches(value, limit, 
     ('["\\u0022[[[", {}]', 2), ('[" \\\\\\" ]]] [[[ "]', 1),
 ])
 def test_the_nesting_bound_never_mistakes_strings_for_structure(text, depth):
-    from monoagent.boundary.strict_json import nesting_over
+    from monoagent._boundary.strict_json import nesting_over
 
     assert [nesting_over(text, limit) for limit in range(depth + 1)] == [depth] * depth + [0]
 
@@ -551,7 +551,7 @@ def test_the_nesting_bound_never_mistakes_strings_for_structure(text, depth):
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    return subprocess.run([sys.executable, "-m", "monoagent.cli", *args], cwd=tmp_path, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -596,7 +596,7 @@ def test_history_commands_report_damaged_records_in_one_line_each(tmp_path):
 READ_UNDER_A_MEMORY_LIMIT = textwrap.dedent(
     r"""
     import asyncio, json, resource, sys
-    from monoagent_plugins.files_history import FilesHistoryStore
+    from monoagent_plugins.history.files import FilesHistoryStore
     root, what = sys.argv[1], sys.argv[2]
     store = FilesHistoryStore(root)
     store._ensure_dir()
@@ -719,7 +719,7 @@ def test_a_fifo_or_directory_named_like_a_record_never_hangs_list_reset_or_clear
     script = textwrap.dedent(
         """
         import asyncio, json, sys
-        from monoagent_plugins.files_history import FilesHistoryStore
+        from monoagent_plugins.history.files import FilesHistoryStore
         store = FilesHistoryStore(sys.argv[1])
         out = [len(asyncio.run(store.conversations())), asyncio.run(store.reset_logical("c")).records,
                asyncio.run(store.clear_all()).records]

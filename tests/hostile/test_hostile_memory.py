@@ -30,20 +30,20 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-import monoagent.cli as cli_module
+import monoagent._cli as cli_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the CLI test isolation helper
 from cli_isolation import isolate_cli
 
-from monoagent.boundary.fences import neutralise_fence_tokens
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.host import PluginHost
-from monoagent.kernel.model import MemoryHit, TurnRequest
+from monoagent._boundary.fences import neutralise_fence_tokens
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.host import PluginHost
+from monoagent._kernel.model import MemoryHit, TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
-from monoagent_plugins.conversation import RECALL_DELIMITER, recall_block
-from monoagent_plugins.lib.memory_database import MemoryTierError
-from monoagent_plugins.memory_journal import JournalTier
-from monoagent_plugins.memory_recall import capture_text
+from monoagent_plugins.memory.database import MemoryTierError
+from monoagent_plugins.memory.journal import JournalTier
+from monoagent_plugins.memory.recall import capture_text
+from monoagent_plugins.prompt.conversation import RECALL_DELIMITER, recall_block
 
 TIERS = ("lite", "journal")
 FILES = {"lite": "lite.sqlite", "journal": "journal.sqlite"}
@@ -714,7 +714,7 @@ def test_the_console_script_prints_no_traceback(project: Path) -> None:
     _random_bytes(project / "mem" / "lite.sqlite")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")} | {"MONO_AGENT_HOME": str(project / "home")}
     proc = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "memory", "stats"], cwd=project, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "monoagent", "memory", "stats"], cwd=project, env=env, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the 
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ProviderError, RepeatedToolCall, RunDeadlineExceeded
-from monoagent.kernel.model import (
+from monoagent._kernel.errors import ProviderError, RepeatedToolCall, RunDeadlineExceeded
+from monoagent._kernel.model import (
     StepFinished,
     StreamProgress,
     TextDelta,
@@ -215,8 +215,8 @@ class Peak:
         import httpx  # noqa: F401  (imported before measuring: import costs are not the stream's)
         import httpx_sse  # noqa: F401
 
-        import monoagent_plugins.lib.anthropic_wire
-        import monoagent_plugins.lib.openai_wire  # noqa: F401
+        import monoagent_plugins.providers.anthropic_wire
+        import monoagent_plugins.providers.openai_wire  # noqa: F401
 
         tracemalloc.start()
         return self
@@ -629,10 +629,10 @@ def test_generated_malformed_events_over_the_wire(generated_servers, tmp_path_fa
 @given(data=st.data())
 def test_generated_events_through_the_parser(provider, data):
     """The same, many more examples, through the parser alone (no HTTP): Malformed or well typed."""
-    from monoagent_plugins.lib.anthropic_wire import MessageStream
-    from monoagent_plugins.lib.openai_wire import ChunkStream, OpenAIChatRuntime
-    from monoagent_plugins.lib.provider_events import Malformed, event_json
-    from monoagent_plugins.lib.provider_http import Endpoint
+    from monoagent_plugins.providers.anthropic_wire import MessageStream
+    from monoagent_plugins.providers.events import Malformed, event_json
+    from monoagent_plugins.providers.http import Endpoint
+    from monoagent_plugins.providers.openai_wire import ChunkStream, OpenAIChatRuntime
 
     endpoint = Endpoint(provider, "http://127.0.0.1:9/x", {}, "providers.x.baseUrl", None, 1.0, 1.0)
     templates = ANTHROPIC_TEMPLATES if provider == "anthropic" else OPENAI_TEMPLATES
@@ -659,8 +659,8 @@ def test_generated_events_through_the_parser(provider, data):
 def test_generated_bytes_through_the_sse_reader(chunks, limit):
     """Any bytes in any chunking: events of str data, or a one-line ProviderError; never more
     buffered than the cap plus one chunk."""
-    from monoagent_plugins.lib.provider_events import SSEReader
-    from monoagent_plugins.lib.provider_http import Endpoint
+    from monoagent_plugins.providers.events import SSEReader
+    from monoagent_plugins.providers.http import Endpoint
 
     reader = SSEReader(Endpoint("p", "http://127.0.0.1:9/x", {}, "providers.x.baseUrl", None, 1.0, 1.0, max_event_bytes=limit))
     try:
@@ -682,8 +682,8 @@ LINE_TEXT = st.text(st.characters(blacklist_characters="\r\n", blacklist_categor
        cuts=st.lists(st.integers(0, 400), max_size=12))
 def test_the_sse_reader_reads_the_same_events_however_the_bytes_are_cut(events, cuts):
     """Events with several data lines, names, comments and any (mixed) line ends, cut anywhere."""
-    from monoagent_plugins.lib.provider_events import SSEReader
-    from monoagent_plugins.lib.provider_http import Endpoint
+    from monoagent_plugins.providers.events import SSEReader
+    from monoagent_plugins.providers.http import Endpoint
 
     body = b"".join(
         (f"event: {name}".encode() + line_end if name else b"")
@@ -836,7 +836,7 @@ def test_a_summary_call_is_bounded_too_and_compaction_falls_back_to_truncation(t
     agent, _ = harness_agent(tmp_path, summary_forever_then_answer, maxStreamBytes=64 * 1024)
     agent.config.runtime.compaction.context_window_override = 1024
     agent.config.runtime.compaction.response_reserve_tokens = 0
-    from monoagent.kernel.model import Message
+    from monoagent._kernel.model import Message
 
     asyncio.run(agent.history_store.commit("c", [Message("user", "old words " * 400), Message("assistant", "old answer " * 400)]))
     result, events = turn(agent)
@@ -996,7 +996,7 @@ def test_a_server_that_always_calls_the_same_tool_meets_the_guard(tmp_path, prov
 
 
 def test_the_new_keys_are_validated(tmp_path):
-    from monoagent.kernel.errors import ConfigError
+    from monoagent._kernel.errors import ConfigError
 
     config = fresh_agent(tmp_path, config={"runtime": {"runTimeoutMs": 1000, "maxRepeatedToolCalls": 0},
                                            "providers": {"client": {"streamIdleTimeoutMs": 50, "maxStreamBytes": 4096}}}).config

@@ -37,21 +37,21 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the CLI test isolation helper
 from cli_isolation import isolate_cli
 
-from monoagent.kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
-from monoagent.kernel.config_loading import load_config
-from monoagent.kernel.errors import CommitFailed, ConfigError, HistoryStoreError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.host import PluginHost
-from monoagent.kernel.log import logger
-from monoagent.kernel.model import ToolSpec, TurnRequest
-from monoagent.pipeline.continuity_account import ACCOUNT_HEADER
+from monoagent._kernel.config_keys import field_type, iter_keys, snake, unwrap_optional
+from monoagent._kernel.config_loading import load_config
+from monoagent._kernel.errors import CommitFailed, ConfigError, HistoryStoreError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.host import PluginHost
+from monoagent._kernel.log import logger
+from monoagent._kernel.model import ToolSpec, TurnRequest
+from monoagent._pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.files_history import FilesHistoryStore
-from monoagent_plugins.lib.history_directory import FsOps
-from monoagent_plugins.lib.tool_history.sidecar import OWNER_LOCK, SIDECAR
-from monoagent_plugins.lib.tool_history.store import SqliteToolHistory
-from monoagent_plugins.lib.tool_history.writer import OpenRetry
-from monoagent_plugins.tool_history import ToolHistoryConfig
+from monoagent_plugins.history.directory import FsOps
+from monoagent_plugins.history.files import FilesHistoryStore
+from monoagent_plugins.history.tool_calls.sidecar import OWNER_LOCK, SIDECAR
+from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
+from monoagent_plugins.history.tool_calls.writer import OpenRetry
+from monoagent_plugins.history.tool_history import ToolHistoryConfig
 
 
 def examples(default: int):
@@ -162,7 +162,7 @@ def test_an_integer_variable_is_either_ascii_digits_or_a_one_line_error(raw):
 
 @pytest.fixture
 def memory_cli(tmp_path, monkeypatch):
-    import monoagent.cli as cli_module
+    import monoagent._cli as cli_module
 
     isolate_cli(tmp_path, monkeypatch)
     host = PluginHost()
@@ -224,7 +224,7 @@ def run_child(script: str, *args: str) -> dict:
 def test_standard_input_is_read_under_a_cap(tmp_path):
     """``monoagent run - < /dev/zero`` read standard input whole (a MemoryError, or the OOM killer);
     ``memory add -`` and a ``chat`` line without an end did the same. Past the cap: one line, exit 1."""
-    from monoagent.boundary.terminal import INPUT_MAX_CHARS
+    from monoagent._cli.terminal import INPUT_MAX_CHARS
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
     env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"),
@@ -237,7 +237,7 @@ def test_standard_input_is_read_under_a_cap(tmp_path):
 
     for args in (["run", "-"], ["prompt", "-"], ["memory", "add", "-"], ["chat"]):
         with open("/dev/zero", "rb") as zero:
-            done = subprocess.run([sys.executable, "-m", "monoagent.cli", *args], stdin=zero, capture_output=True,
+            done = subprocess.run([sys.executable, "-m", "monoagent", *args], stdin=zero, capture_output=True,
                                   env=env, cwd=tmp_path, timeout=WATCHDOG_SECONDS, preexec_fn=cap_memory)
         stderr = done.stderr.decode()
         assert done.returncode == 1, (args, stderr[-2000:])
@@ -246,7 +246,7 @@ def test_standard_input_is_read_under_a_cap(tmp_path):
 
 BOOTSTRAP_CHILD = """
 import asyncio, json, os, sys
-from monoagent.kernel.model import TurnRequest
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]
@@ -304,7 +304,7 @@ def test_a_bootstrap_file_over_four_bytes_per_character_of_its_budget_is_not_rea
 SWAP_CHILD = """
 import asyncio, json, os, sys
 from pathlib import Path
-from monoagent.kernel.model import TurnRequest
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = Path(sys.argv[1])
@@ -333,7 +333,7 @@ def test_a_bootstrap_file_swapped_for_a_fifo_is_not_served_from_the_cache(tmp_pa
 
 SKILL_CHILD = """
 import asyncio, json, os, sys
-from monoagent.kernel.model import TurnRequest
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]
@@ -389,8 +389,8 @@ def test_deep_front_matter_is_invalid_front_matter_not_a_recursion_error(tmp_pat
 DEEP_CONFIG_CHILD = """
 import json, sys
 from pathlib import Path
-from monoagent.kernel.config_loading import load_config
-from monoagent.kernel.errors import ConfigError
+from monoagent._kernel.config_loading import load_config
+from monoagent._kernel.errors import ConfigError
 
 def deep(depth):
     return "[" * depth + "]" * depth
@@ -456,7 +456,7 @@ def test_the_nesting_limit_counts_only_brackets_outside_strings_and_comments(tmp
 @examples(60)
 @given(depth=st.integers(1, 120), syntax=st.sampled_from(["json", "toml"]), noise=st.text("[]{}\"'\\#\n .ab", max_size=20))
 def test_generated_nesting_is_parsed_or_refused_by_depth(tmp_path_factory, depth, syntax, noise):
-    from monoagent.boundary.documents import DocumentError, load_document
+    from monoagent._boundary.documents import DocumentError, load_document
 
     path = tmp_path_factory.mktemp("doc") / f"doc.{syntax}"
     value: object = noise
@@ -491,8 +491,8 @@ def test_an_integer_past_pythons_digit_limit_in_a_config_file_is_a_config_error(
 CONFIG_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.kernel.config_loading import load_config, read_config_file
-from monoagent.kernel.errors import ConfigError
+from monoagent._kernel.config_loading import load_config, read_config_file
+from monoagent._kernel.errors import ConfigError
 
 tmp = Path(sys.argv[1])
 fifo = tmp / "fifo.toml"
@@ -520,7 +520,7 @@ def test_a_config_path_that_is_a_fifo_or_a_device_is_refused(tmp_path):
 
 
 def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
-    from monoagent.kernel.config_loading import CONFIG_MAX_BYTES, read_config_file
+    from monoagent._kernel.config_loading import CONFIG_MAX_BYTES, read_config_file
 
     path = tmp_path / "monoagent.toml"
     path.write_bytes(b"# " + b"x" * CONFIG_MAX_BYTES)
@@ -534,8 +534,8 @@ def test_an_oversized_config_file_is_refused_before_it_is_read(tmp_path):
 SCRIPT_CHILD = """
 import json, os, sys
 from pathlib import Path
-from monoagent.kernel.errors import ConfigError
-from monoagent_plugins.offline import load_script
+from monoagent._kernel.errors import ConfigError
+from monoagent_plugins.providers.offline import load_script
 
 tmp = Path(sys.argv[1])
 fifo = tmp / "fifo.json"
@@ -563,7 +563,7 @@ def test_an_offline_script_that_is_a_fifo_a_device_or_deep_is_a_one_line_error(t
 
 
 def test_an_oversized_offline_script_is_refused_before_it_is_read(tmp_path):
-    from monoagent_plugins.offline import SCRIPT_MAX_BYTES, load_script
+    from monoagent_plugins.providers.offline import SCRIPT_MAX_BYTES, load_script
 
     path = tmp_path / "script.json"
     with path.open("wb") as handle:
@@ -581,7 +581,7 @@ plugins = os.path.join(tmp, "plugins")
 os.makedirs(plugins)
 os.mkfifo(os.path.join(plugins, "afifo.py"))
 with open(os.path.join(plugins, "good.py"), "w") as handle:
-    handle.write("from monoagent.kernel.hookspecs import hookimpl\\n")
+    handle.write("from monoagent._kernel.hookspecs import hookimpl\\n")
 agent = fresh_agent(tmp, config={"plugins": {"paths": [plugins], "localFailures": "warn"}})
 print(json.dumps({r.name: [r.status, r.reason] for r in agent.host.records if r.source == "local"}))
 agent.close()
@@ -705,7 +705,7 @@ def test_any_full_disk_either_commits_the_answer_or_publishes_an_account_never_b
 
 FILE_SIZE_LIMIT_CHILD = """
 import asyncio, json, resource, signal, sys
-from monoagent.kernel.errors import CommitFailed
+from monoagent._kernel.errors import CommitFailed
 from monoagent.testing import scripted_agent
 
 tmp = sys.argv[1]

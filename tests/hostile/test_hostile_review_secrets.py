@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from monoagent.testing.redaction_measure import leaks
-from monoagent_plugins.lib.redaction_names import is_secret_name
-from monoagent_plugins.redaction import redact_structure, redact_text
+from monoagent_plugins.observability.redaction import redact_structure, redact_text
+from monoagent_plugins.observability.redaction_names import is_secret_name
 
 
 @pytest.mark.parametrize(

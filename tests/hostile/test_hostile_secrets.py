@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import ToolSpec
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import ToolSpec
 from monoagent.testing import collect_events, scripted_agent
 from monoagent.testing.redaction_measure import leaks, measure_redactor
-from monoagent_plugins.lib.redaction_names import is_secret_name
-from monoagent_plugins.lib.tool_history.sidecar import SIDECAR
-from monoagent_plugins.redaction import redact_structure, redact_text
+from monoagent_plugins.history.tool_calls.sidecar import SIDECAR
+from monoagent_plugins.observability.redaction import redact_structure, redact_text
+from monoagent_plugins.observability.redaction_names import is_secret_name
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 RECALL = json.loads((DATA / "redaction_recall.json").read_text(encoding="utf-8"))["entries"]

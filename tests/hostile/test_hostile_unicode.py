@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/providers_
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import (
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import (
     Attachment,
     Message,
     PrecedingMessage,
@@ -88,7 +88,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def monoagent(*args: str | bytes, env: dict[str, str], cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", *args], input=stdin, capture_output=True, env=env, cwd=cwd, timeout=120
+        [sys.executable, "-m", "monoagent", *args], input=stdin, capture_output=True, env=env, cwd=cwd, timeout=120
     )
 
 
@@ -129,7 +129,7 @@ def _assert_no_surrogates(value: Any, where: Path) -> None:
 
 
 def flush_artifacts() -> None:
-    from monoagent_plugins.artifacts import writer
+    from monoagent_plugins.observability.artifacts import writer
 
     assert writer.flush()
 
@@ -140,7 +140,7 @@ def flush_artifacts() -> None:
 class HostileProvider:
     """A provider plugin (``hostile:<anything>``) that replays scripted steps of provider events.
 
-    Each step is a list of :class:`~monoagent.kernel.model.ProviderEvent` values, or an exception to raise
+    Each step is a list of :class:`~monoagent._kernel.model.ProviderEvent` values, or an exception to raise
     after the events of the step before it; the runtime yields whatever it is given, as a
     misbehaving runtime would.
     """
@@ -274,7 +274,7 @@ def test_a_request_built_from_python_is_valid_unicode_and_remembers_what_was_rep
 
 
 def test_records_read_back_through_cattrs_are_valid_unicode() -> None:
-    from monoagent.kernel.serial import structure
+    from monoagent._kernel.serial import structure
 
     message = structure({"role": "user", "content": "x\ud800", "name": "\udfff", "timestamp": 1.0,
                          "tool_calls": [{"id": "c\udc00", "name": "n", "arguments": {"\ud801": ["\udc01"]}}]}, Message)
@@ -497,8 +497,8 @@ def test_stdin_and_chat_lines_that_are_not_utf8(tmp_path: Path) -> None:
 @pytest.fixture
 def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An isolated working directory and environment, with the early plugin host ``main()`` would build."""
-    import monoagent.cli as cli_module
-    from monoagent.kernel.host import PluginHost
+    import monoagent._cli as cli_module
+    from monoagent._kernel.host import PluginHost
 
     for name in list(os.environ):
         if name.startswith(("MONO_AGENT_", "ANTHROPIC_", "OPENAI_")):
@@ -560,7 +560,7 @@ def run_files(root: Path) -> dict[str, list[dict[str, Any]]]:
 def test_the_artifact_writer_survives_events_it_cannot_serialise(tmp_path: Path) -> None:
     from loguru import logger
 
-    from monoagent_plugins.artifacts import writer
+    from monoagent_plugins.observability.artifacts import writer
 
     logged: list[str] = []
     logger.enable("monoagent_plugins")
@@ -588,8 +588,8 @@ def test_the_artifact_writer_survives_events_it_cannot_serialise(tmp_path: Path)
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread is killed on purpose
 def test_a_writer_thread_that_died_is_replaced_and_flush_does_not_wait_for_it(tmp_path: Path) -> None:
-    from monoagent.kernel.model import RunEvent
-    from monoagent_plugins.artifacts import ArtifactWriter
+    from monoagent._kernel.model import RunEvent
+    from monoagent_plugins.observability.artifacts import ArtifactWriter
 
     class Fatal:
         def __str__(self) -> str:
@@ -625,8 +625,8 @@ def test_the_writer_survives_a_failure_whose_message_cannot_be_formatted(tmp_pat
     and the lines it holds for other runs are not lost."""
     from loguru import logger
 
-    from monoagent.kernel.model import RunEvent
-    from monoagent_plugins.artifacts import ArtifactWriter
+    from monoagent._kernel.model import RunEvent
+    from monoagent_plugins.observability.artifacts import ArtifactWriter
 
     logged: list[str] = []
     logger.enable("monoagent_plugins")
@@ -676,8 +676,8 @@ def test_a_forked_child_has_its_own_writer_and_its_own_run_ids(tmp_path: Path) -
     repeat its parent's run ids (two processes appending to one run file)."""
     from loguru import logger
 
-    from monoagent.pipeline.harness import new_run_id
-    from monoagent_plugins.artifacts import writer
+    from monoagent._pipeline.harness import new_run_id
+    from monoagent_plugins.observability.artifacts import writer
 
     agent = fresh_agent(tmp_path)
     parent_run = agent.run_sync("one", conversation_id="p")  # the writer thread is running
@@ -750,8 +750,8 @@ def test_process_exit_does_not_wait_after_an_unserialisable_event(tmp_path: Path
 HOSTILE_STREAM_PLUGIN = f'''
 """A provider ``stream:<anything>`` streaming pieces that cut escape sequences and a secret apart."""
 from monoagent import hookimpl
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import StepFinished, TextDelta
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import StepFinished, TextDelta
 
 KEY = "{KEY}"
 PIECES = [
@@ -811,7 +811,7 @@ def test_chat_strips_and_redacts_the_streamed_answer(cli_project: Path) -> None:
 
 
 def test_history_show_and_memory_listings_strip_and_redact_stored_text(cli_project: Path) -> None:
-    from monoagent.agent import Agent
+    from monoagent._agent import Agent
 
     agent = Agent(None)
     text = f"title \x1b]0;pwned\x07 bidi \u202eabc \x9b31m key {KEY} pw=http://admin:{PASSWORD}@db.example/x"
@@ -850,7 +850,7 @@ def test_config_show_redacts_credentials_in_urls(cli_project: Path, monkeypatch:
 def test_json_outputs_are_valid_unicode_even_when_escaped_to_ascii(cli_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``config show --json`` and ``plugins --json`` write ASCII: a surrogate must not come out as a
     ``\\udcff`` escape, which a JSON reader turns back into text that is not valid Unicode."""
-    from monoagent.boundary.terminal import terminal_json
+    from monoagent._cli.terminal import terminal_json
 
     for ensure_ascii in (True, False):
         printed = terminal_json({"k\udcff": ["v\udcff", Path("/tmp/p\udcff")]}, ensure_ascii=ensure_ascii)
@@ -862,7 +862,7 @@ def test_json_outputs_are_valid_unicode_even_when_escaped_to_ascii(cli_project: 
     assert value == str(cli_project / "hist\ufffd")
     (cli_project / "plugins" / "odd\udcffname.py").write_text("x = 1\n", encoding="utf-8")
     listed = subprocess.run(
-        [sys.executable, "-m", "monoagent.cli", "--plugins-dir", os.fsencode(cli_project / "plugins"), "plugins", "--json"],
+        [sys.executable, "-m", "monoagent", "--plugins-dir", os.fsencode(cli_project / "plugins"), "plugins", "--json"],
         capture_output=True, env=clean_env(cli_project), cwd=cli_project, timeout=120,
     )
     assert listed.returncode == 3, listed.stderr.decode()  # the file cannot be imported: listed, then fatal
@@ -893,7 +893,7 @@ def test_provider_errors_printed_by_the_cli_are_redacted_and_stripped(tmp_path: 
 
 UNEXPECTED_ERROR_PLUGIN = f'''
 from monoagent import hookimpl
-from monoagent.kernel.model import TextDelta
+from monoagent._kernel.model import TextDelta
 
 @hookimpl
 def register_providers(register):
@@ -968,8 +968,8 @@ FRAGMENTS = st.sampled_from([
 @settings(max_examples=200, deadline=None)
 @given(fragments=st.lists(FRAGMENTS, max_size=25), cuts=st.lists(st.integers(0, 10_000), max_size=12))
 def test_a_stream_cut_anywhere_prints_what_the_whole_text_prints(fragments: list[str], cuts: list[int]) -> None:
-    from monoagent.boundary.terminal import TerminalStream, terminal_text
-    from monoagent_plugins.redaction import redact
+    from monoagent._cli.terminal import TerminalStream, terminal_text
+    from monoagent_plugins.observability.redaction import redact
 
     text = "".join(fragments)
     points = sorted({c % (len(text) + 1) for c in cuts})
@@ -981,8 +981,8 @@ def test_a_stream_cut_anywhere_prints_what_the_whole_text_prints(fragments: list
 
 
 def test_a_private_key_streamed_line_by_line_is_never_printed() -> None:
-    from monoagent.boundary.terminal import TerminalStream
-    from monoagent_plugins.redaction import redact
+    from monoagent._cli.terminal import TerminalStream
+    from monoagent_plugins.observability.redaction import redact
 
     for lines in (30, 400):  # a usual key, and a block longer than the stream's context
         body = ["MIIEowIBAAKCAQEA" + "x" * 48 + str(i) for i in range(lines)]
@@ -993,8 +993,8 @@ def test_a_private_key_streamed_line_by_line_is_never_printed() -> None:
 
 
 def test_a_long_line_is_released_before_it_ends_without_printing_a_split_secret() -> None:
-    from monoagent.boundary.terminal import TerminalStream
-    from monoagent_plugins.redaction import redact
+    from monoagent._cli.terminal import TerminalStream
+    from monoagent_plugins.observability.redaction import redact
 
     stream = TerminalStream(redact)
     words = "lorem ipsum " * 400
@@ -1014,8 +1014,8 @@ def test_a_long_line_is_never_cut_inside_a_secret(secret_in_context: str) -> Non
     """A line longer than MAX_LINE is released before it ends; the cut (at its last space, or without
     one, before the last HOLD_BACK characters) used to fall inside a secret, and the part after it was
     printed in clear. Wherever the secret sits near the cut, the stream prints what the whole text prints."""
-    from monoagent.boundary.terminal import TerminalStream, terminal_text
-    from monoagent_plugins.redaction import redact
+    from monoagent._cli.terminal import TerminalStream, terminal_text
+    from monoagent_plugins.observability.redaction import redact
 
     filler = "word " if " " in secret_in_context.split("=")[0] else '"k":"v",'
     for shift in range(0, 450, 9):
@@ -1028,7 +1028,7 @@ def test_a_long_line_is_never_cut_inside_a_secret(secret_in_context: str) -> Non
 
 
 def test_terminal_text_without_a_redactor_strips_controls_only() -> None:
-    from monoagent.boundary.terminal import strip_controls, terminal_json, terminal_text
+    from monoagent._cli.terminal import strip_controls, terminal_json, terminal_text
 
     assert strip_controls("a\x1b]0;t\x07b\x1b[1;31mc\x9b0md\u202ee\r\nf\tg\x00") == "abcde\nf\tg"
     assert terminal_text("x\udcff") == "x\ufffd"

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 import monoagent_identity_example as example
-from monoagent.kernel.errors import ConfigError
-from monoagent.kernel.model import TurnRequest
+from monoagent._kernel.errors import ConfigError
+from monoagent._kernel.model import TurnRequest
 from monoagent.testing import fresh_agent
 
 

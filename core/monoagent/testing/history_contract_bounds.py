@@ -28,11 +28,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import ArtifactRef, Message, ToolCall
-from monoagent.kernel.stores import HistoryStore, ProviderSessionState, ProviderSessionStore
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import ArtifactRef, Message, ToolCall
+from monoagent._kernel.stores import HistoryStore, ProviderSessionState, ProviderSessionStore
 from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
-from monoagent.text import utf8_len
 
 SESSION = ProviderSessionState("5e55" * 8, 2, None)
 """The provider session the lowered-cap test commits with, for a store that keeps one."""

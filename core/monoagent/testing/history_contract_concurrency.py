@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.stores import HistoryStore, ManagedHistoryStore
+from monoagent._kernel.stores import HistoryStore, ManagedHistoryStore
 from monoagent.testing.history_contract_support import (
     DEADLINE,
     CommitHold,

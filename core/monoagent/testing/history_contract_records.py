@@ -32,9 +32,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message, ToolCall
-from monoagent.kernel.stores import logical_conversation_id
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message, ToolCall
+from monoagent._kernel.stores import logical_conversation_id
 from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
 
 EPOCH = "0123456789abcdef" * 2

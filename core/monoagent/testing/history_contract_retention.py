@@ -1,6 +1,6 @@
 """Aggregate retention in the history-store conformance suite: ``history.maxConversations`` and ``history.maxBytes``.
 
-:class:`~monoagent.kernel.stores.ManagedHistoryStore` promises that aggregate retention runs
+:class:`~monoagent._kernel.stores.ManagedHistoryStore` promises that aggregate retention runs
 after a successful publication and removes the oldest inactive conversations first (the least
 recently committed), never the one just published. A store whose ``make_store`` takes the bound
 as a keyword (``max_conversations=``, ``max_bytes=``) proves it at and either side of the boundary;
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from monoagent.kernel.model import Message
-from monoagent.kernel.stores import ManagedHistoryStore
+from monoagent._kernel.model import Message
+from monoagent._kernel.stores import ManagedHistoryStore
 from monoagent.testing.history_contract_support import SLACK, STAMP, HistoryContractBase, implementing
 
 

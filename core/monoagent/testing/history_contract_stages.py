@@ -2,7 +2,7 @@
 
 A store that stages a turn before publishing it bounds the bytes of its live unpublished stages
 (docs/history.md, "Stages"): a commit whose stage would take the live stages over the quota is
-refused with :class:`~monoagent.kernel.errors.HistoryStoreError`, committed history is never
+refused with :class:`~monoagent._kernel.errors.HistoryStoreError`, committed history is never
 touched to make room, and the quota counts live stages only, so the same commit succeeds once
 the other turn is published.
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message
-from monoagent.kernel.stores import ManagedHistoryStore
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message
+from monoagent._kernel.stores import ManagedHistoryStore
 from monoagent.testing.history_contract_support import (
     SLACK,
     STAMP,

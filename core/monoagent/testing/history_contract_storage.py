@@ -1,6 +1,6 @@
 """Foreign files in a store's storage, and the exact totals of ``stats()`` and ``clear_all()``.
 
-:class:`~monoagent.kernel.stores.ManagedHistoryStore` promises that only the store's own
+:class:`~monoagent._kernel.stores.ManagedHistoryStore` promises that only the store's own
 records are read, counted (by ``stats``, ``conversations`` and retention) or removed (by resets,
 ``clear_all`` and stage reclamation); anything else in its storage is left untouched. A store that
 keeps files says where by overriding :meth:`HistoryStorageContract.storage_directory`; the suite
@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.stores import HistoryStore
+from monoagent._kernel.stores import HistoryStore
 from monoagent.testing.history_contract_support import HistoryContractBase
 
 FOREIGN_FILES = {

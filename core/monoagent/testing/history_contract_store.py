@@ -2,7 +2,7 @@
 
 The parts of the history-store suite written against the survivors of the ``files`` store's mutation
 run (docs/testing.md, "Mutation score: files_history.py"); each checks a documented clause of
-:class:`~monoagent.kernel.stores.ManagedHistoryStore`:
+:class:`~monoagent._kernel.stores.ManagedHistoryStore`:
 
 - ``history.maxInactiveDays`` (365 by default: "365 days of inactivity") at and either
   side of its boundary, on a clock the suite controls (:meth:`HistoryLifecycleContract.set_clock`,
@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message, ToolCall
-from monoagent.kernel.stores import (
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message, ToolCall
+from monoagent._kernel.stores import (
     HistoryStore,
     ManagedHistoryStore,
     ProviderSessionState,
@@ -113,7 +113,7 @@ class AbandonedReset(Exception):
 
 
 class NotAMessage:
-    """What a commit is given instead of a :class:`~monoagent.kernel.model.Message`; its refusal must name it."""
+    """What a commit is given instead of a :class:`~monoagent._kernel.model.Message`; its refusal must name it."""
 
 
 class HistoryLifecycleContract(HistoryContractBase):

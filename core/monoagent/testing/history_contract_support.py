@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.components import HISTORY_STORES, protocol_members
-from monoagent.kernel.model import Message
-from monoagent.kernel.stores import HistoryStore, ManagedHistoryStore
+from monoagent._kernel.components import HISTORY_STORES, protocol_members
+from monoagent._kernel.model import Message
+from monoagent._kernel.stores import HistoryStore, ManagedHistoryStore
 
 DEADLINE = 120.0
 """Seconds a concurrency test waits for another thread before it fails as hung (never a measure of speed)."""
@@ -196,7 +196,7 @@ class HistoryContractBase:
 
     def declaring(self, tmp_path: Path, *capabilities: type, **bounds: Any) -> Any:
         """A store from :meth:`make_store`, or a skip when it does not implement every one of the sub-protocols
-        ``capabilities`` (:class:`~monoagent.kernel.stores.ManagedHistoryStore`, ...); the skip names them."""
+        ``capabilities`` (:class:`~monoagent._kernel.stores.ManagedHistoryStore`, ...); the skip names them."""
         store = self.make_store(tmp_path, **bounds)
         missing = [capability for capability in capabilities if not isinstance(store, capability)]
         if missing:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.interfaces import ClosableMemoryTier, MemoryTier, SelectiveMemoryTier
-from monoagent.kernel.model import MemoryHit, PrecedingMessage, Speaker
-from monoagent.text import utf8_len
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.interfaces import ClosableMemoryTier, MemoryTier, SelectiveMemoryTier
+from monoagent._kernel.model import MemoryHit, PrecedingMessage, Speaker
 
 CONTRACT_TIER = "contract-tier"
 #: The documented line recalled memory rides behind (docs/memory.md), spelt as the documents spell it:
@@ -100,7 +100,7 @@ class TierHarness:
 
     @staticmethod
     def close(tier: MemoryTier) -> None:
-        """Release ``tier`` when it is a :class:`~monoagent.kernel.interfaces.ClosableMemoryTier`."""
+        """Release ``tier`` when it is a :class:`~monoagent._kernel.interfaces.ClosableMemoryTier`."""
         if isinstance(tier, ClosableMemoryTier):
             value = tier.close()
             if asyncio.iscoroutine(value):
@@ -266,7 +266,7 @@ class TierThroughAgentChecks(TierHarness):
     def test_contract_failed_turn_is_not_captured(self, tmp_path: Path) -> None:
         import pytest
 
-        from monoagent.kernel.errors import MonoagentError
+        from monoagent._kernel.errors import MonoagentError
 
         agent = self.agent(tmp_path, steps=[{"error": "the provider fell over", "retryable": False}])
         with pytest.raises(MonoagentError):
@@ -277,7 +277,7 @@ class TierThroughAgentChecks(TierHarness):
     def test_contract_cancelled_turn_is_not_captured(self, tmp_path: Path) -> None:
         import pytest
 
-        from monoagent.kernel.model import TurnRequest
+        from monoagent._kernel.model import TurnRequest
 
         agent = self.agent(tmp_path, steps=[{"text": "one two three four five six seven eight"}])
 

@@ -49,8 +49,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.components import MEMORY_TIERS
-from monoagent.kernel.interfaces import BrowsableMemoryTier
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.components import MEMORY_TIERS
+from monoagent._kernel.interfaces import BrowsableMemoryTier
 from monoagent.testing.embedder_contract import EmbedderContract
 from monoagent.testing.memory_agent_contract import (
     RECALL_DELIMITER,
@@ -61,7 +62,6 @@ from monoagent.testing.memory_agent_contract import (
 )
 from monoagent.testing.memory_common_words_contract import CommonWordChecks
 from monoagent.testing.memory_stored_data_contract import BLANK_TEXT_ERROR, StoredDataChecks
-from monoagent.text import utf8_len
 
 __all__ = ["RECALL_DELIMITER", "EmbedderContract", "MemoryTierContract", "sized_text"]
 

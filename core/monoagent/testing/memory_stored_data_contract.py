@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.interfaces import BrowsableMemoryTier
+from monoagent._kernel.interfaces import BrowsableMemoryTier
 from monoagent.testing.memory_agent_contract import (
     CONTRACT_TIER,
     RECALL_DELIMITER,

@@ -1,6 +1,6 @@
 """The provider contract as a reusable conformance suite (also importable from :mod:`monoagent.testing`).
 
-A provider runtime proves it honours :class:`~monoagent.kernel.interfaces.ProviderRuntime` by running
+A provider runtime proves it honours :class:`~monoagent._kernel.interfaces.ProviderRuntime` by running
 these tests against a scripted local server that speaks its wire format. A third-party provider's
 test module subclasses :class:`ProviderContract` and supplies two fixtures and one method::
 
@@ -56,8 +56,8 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.errors import ContextLimitError, ProviderError
-from monoagent.kernel.model import (
+from monoagent._kernel.errors import ContextLimitError, ProviderError
+from monoagent._kernel.model import (
     Message,
     ReasoningBlock,
     StepFinished,

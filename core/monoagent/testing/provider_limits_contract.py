@@ -14,7 +14,7 @@ the attribute), with the documented value of the bundled providers as the defaul
   ``ProviderError.retry_after`` (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP
   date, OpenAI's ``x-ratelimit-reset-*`` on a 429 only), a value that is not a finite number
   ignored;
-- the harness's limits as the provider meets them (:func:`monoagent.pipeline.stream.read_step`
+- the harness's limits as the provider meets them (:func:`monoagent._pipeline.stream.read_step`
   and a real Agent): 1,024 tool calls in one step pass and 1,025 are ``too_many_tool_calls``;
   tool arguments nested 64 levels deep pass and 65 are ``malformed_event``;
   ``providers.client.maxRetries`` retries of a retryable failure and not one more; a
@@ -22,7 +22,7 @@ the attribute), with the documented value of the bundled providers as the defaul
 
 The harness-level tests run the provider's runtime inside a fresh Agent under a model id of
 their own (``contract:<model>``), so its prefix never clashes with an installed plugin, and
-replace the harness's ``sleep`` (``monoagent.pipeline.provider_call.sleep``) so nothing waits.
+replace the harness's ``sleep`` (``monoagent._pipeline.provider_call.sleep``) so nothing waits.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import TextDelta, ToolCall
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import TextDelta, ToolCall
 from monoagent.testing.provider_runtime_contract import ContractModel
 from monoagent.testing.wire_server import (
     LOOKUP,
@@ -70,8 +70,8 @@ def nested_arguments(depth: int) -> dict[str, Any]:
 
 
 def _read_step(runtime: Any) -> list[ToolCall]:
-    """One step read as the harness reads every step (:func:`monoagent.pipeline.stream.read_step`), with the default limits."""
-    from monoagent.pipeline.stream import StreamLimits, read_step
+    """One step read as the harness reads every step (:func:`monoagent._pipeline.stream.read_step`), with the default limits."""
+    from monoagent._pipeline.stream import StreamLimits, read_step
 
     limits = StreamLimits(idle=300.0, timeout=1800.0, max_bytes=16 * 1024 * 1024)
 
@@ -195,7 +195,7 @@ class ProviderLimitsContract:
     # ------------------------------------------------------------------ the harness's limits
 
     def test_tool_calls_per_step_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
-        from monoagent.pipeline.stream import MAX_TOOL_CALLS_PER_STEP
+        from monoagent._pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
         def calls(n: int) -> tuple[ScriptedToolCall, ...]:
             return tuple(ScriptedToolCall(f"call_{i}", "lookup", (f'{{"word": "w{i}"}}',)) for i in range(n))
@@ -208,7 +208,7 @@ class ProviderLimitsContract:
         assert str(MAX_TOOL_CALLS_PER_STEP) in str(error).replace(",", ""), f"the error names the limit: {error}"
 
     def test_tool_arguments_nest_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
-        from monoagent.pipeline.stream import MAX_ARGUMENT_DEPTH
+        from monoagent._pipeline.stream import MAX_ARGUMENT_DEPTH
 
         deepest, too_deep = nested_arguments(MAX_ARGUMENT_DEPTH), nested_arguments(MAX_ARGUMENT_DEPTH + 1)
         for arguments in (deepest, too_deep):
@@ -218,7 +218,7 @@ class ProviderLimitsContract:
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
     def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **client: Any) -> tuple[Any, list[float]]:
-        from monoagent.pipeline import provider_call
+        from monoagent._pipeline import provider_call
         from monoagent.testing import fresh_agent
 
         waited: list[float] = []

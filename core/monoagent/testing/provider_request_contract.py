@@ -33,9 +33,9 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.errors import ContextLimitError
-from monoagent.kernel.interfaces import WindowedProviderRuntime
-from monoagent.kernel.model import Message, ToolCall
+from monoagent._kernel.errors import ContextLimitError
+from monoagent._kernel.interfaces import WindowedProviderRuntime
+from monoagent._kernel.model import Message, ToolCall
 from monoagent.testing.wire_server import (
     DYNAMIC_TEXT,
     LOOKUP,

@@ -1,4 +1,4 @@
-"""The provider-runtime contract: what any :class:`~monoagent.kernel.interfaces.ProviderRuntime` must do.
+"""The provider-runtime contract: what any :class:`~monoagent._kernel.interfaces.ProviderRuntime` must do.
 
 :class:`~monoagent.testing.ProviderContract` proves an HTTP provider against a scripted server
 speaking its wire format. This suite needs no server: it checks the protocol the harness relies
@@ -16,12 +16,12 @@ its runtime play a :class:`StepScript`::
                 return None
             return MyRuntime(replay=script)
 
-What it proves: every event is a :data:`~monoagent.kernel.model.ProviderEvent`; a stream ends
-with exactly one :class:`~monoagent.kernel.model.StepFinished` and nothing after it; text deltas
+What it proves: every event is a :data:`~monoagent._kernel.model.ProviderEvent`; a stream ends
+with exactly one :class:`~monoagent._kernel.model.StepFinished` and nothing after it; text deltas
 join to the text, in order, before the step ends; a tool call has a non-empty unique id, a name
 and a JSON object of arguments, and a step with tool calls stops with ``tool_use``; usage is
 non-negative token counts; a failure is a one-line
-:class:`~monoagent.kernel.errors.ProviderError` whose ``retryable`` says whether to try again;
+:class:`~monoagent._kernel.errors.ProviderError` whose ``retryable`` says whether to try again;
 cancelling the consuming task while the runtime waits raises ``CancelledError`` out of the stream
 within :data:`PROMPT_SECONDS` (not swallowed, not turned into an error) and leaves no task of the
 runtime running; closing the stream early (``aclose``) ends it the same way. Also: an answer's stop
@@ -44,9 +44,9 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.errors import ConfigError, ProviderError
-from monoagent.kernel.interfaces import ProviderRuntime, WindowedProviderRuntime
-from monoagent.kernel.model import (
+from monoagent._kernel.errors import ConfigError, ProviderError
+from monoagent._kernel.interfaces import ProviderRuntime, WindowedProviderRuntime
+from monoagent._kernel.model import (
     ProviderEvent,
     ReasoningBlock,
     StepFinished,
@@ -73,7 +73,7 @@ STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence",
 class Misconfiguration:
     """A configuration the runtime's provider must refuse before any request (see
     :meth:`ProviderRuntimeContract.misconfigurations`): ``build`` makes the runtime from it and
-    must raise :class:`~monoagent.kernel.errors.ConfigError` (or a ProviderError that is not
+    must raise :class:`~monoagent._kernel.errors.ConfigError` (or a ProviderError that is not
     retryable, as a missing API key is) saying ``must_say`` (the setting to fix, the offending key)."""
 
     what: str
@@ -87,7 +87,7 @@ class StepScript:
 
     The step streams ``text_pieces`` (the contract compares their join, so a runtime may cut the
     text differently), then ``tool_calls``, then ends. ``error`` makes the step fail with a
-    :class:`~monoagent.kernel.errors.ProviderError` of that message and ``retryable`` instead.
+    :class:`~monoagent._kernel.errors.ProviderError` of that message and ``retryable`` instead.
     ``stall_after`` makes the runtime stop after that many text pieces and wait, without end,
     until it is cancelled.
     """
@@ -344,7 +344,7 @@ class ProviderRuntimeContract:
         """Through a real Agent with ``maxRetries = 2``: two retryable failures then an answer
         answer; three fail the turn with the third error (a fourth call would fail otherwise, past the
         last step); a fatal failure is not retried."""
-        from monoagent.pipeline import provider_call
+        from monoagent._pipeline import provider_call
         from monoagent.testing import fresh_agent
 
         async def no_wait(seconds: float) -> None:

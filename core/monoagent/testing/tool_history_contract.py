@@ -1,4 +1,4 @@
-"""The tool-history conformance suite: what any :class:`~monoagent.kernel.stores.ToolHistoryStore` must prove.
+"""The tool-history conformance suite: what any :class:`~monoagent._kernel.stores.ToolHistoryStore` must prove.
 
 The suite reaches the store the way the kernel does: it builds an Agent with the store's plugin
 (bundled plugins load too; third-party entry points do not, so a distribution passes its own
@@ -26,7 +26,7 @@ redactor replaces the bundled one, so it can tell that the store applies the Age
 chain and that it never shows the chain a value it omitted. Two Agents built with the same
 ``tmp_path`` must reach the same stored data.
 
-The store's methods are coroutines (:class:`~monoagent.kernel.stores.ToolHistoryStore`), and
+The store's methods are coroutines (:class:`~monoagent._kernel.stores.ToolHistoryStore`), and
 so is every clause: each runs on an event loop of its own, on which it opens, uses and closes
 (through the owning Agent's ``aclose()``) every store it needs, so a store may bind its
 connections to the loop it first runs on. No asyncio plugin for pytest is needed. Writes are
@@ -56,9 +56,10 @@ import inspect
 import time
 from pathlib import Path
 
-from monoagent.kernel.errors import ToolHistoryError
-from monoagent.kernel.model import ToolCall, ToolResult, ToolStatus
-from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation, record_id
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.errors import ToolHistoryError
+from monoagent._kernel.model import ToolCall, ToolResult, ToolStatus
+from monoagent._kernel.stores import ToolHistoryStore, ToolInvocation, record_id
 from monoagent.testing.tool_history_contract_retention import ToolHistoryRetentionContract
 from monoagent.testing.tool_history_contract_stored import ToolHistoryStoredDataContract
 from monoagent.testing.tool_history_contract_support import (
@@ -76,7 +77,6 @@ from monoagent.testing.tool_history_contract_support import (
     compact,
     end_seq,
 )
-from monoagent.text import utf8_len
 
 __all__ = ["ToolHistoryStoreContract"]
 
@@ -89,7 +89,7 @@ def _snapshot(path: Path) -> list[tuple[str, bytes]]:
 
 STARTED = 1_700_000_000.5
 """An invocation's ``started_at``: exact in binary, so a store that keeps the times given returns them unchanged
-(a store that keeps no times reports both as None, as :class:`~monoagent.kernel.stores.ToolRecord` allows)."""
+(a store that keeps no times reports both as None, as :class:`~monoagent._kernel.stores.ToolRecord` allows)."""
 
 
 PROTOCOL_METHODS = (

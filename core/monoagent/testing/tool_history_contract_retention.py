@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.model import ToolCall, ToolResult
-from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation
+from monoagent._kernel.model import ToolCall, ToolResult
+from monoagent._kernel.stores import ToolHistoryStore, ToolInvocation
 from monoagent.testing.tool_history_contract_support import (
     ARGUMENT_LIMIT,
     DAY,

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from monoagent.kernel.errors import ToolHistoryError, ToolHistoryUnavailable
-from monoagent.kernel.model import ToolCall, ToolResult
-from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation
+from monoagent._kernel.errors import ToolHistoryError, ToolHistoryUnavailable
+from monoagent._kernel.model import ToolCall, ToolResult
+from monoagent._kernel.stores import ToolHistoryStore, ToolInvocation
 from monoagent.testing.tool_history_contract_support import ToolHistoryContractBase, clause
 
 _T = TypeVar("_T")

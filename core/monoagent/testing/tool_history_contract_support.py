@@ -23,11 +23,11 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from monoagent.agent import Agent
-from monoagent.kernel.hookspecs import hookimpl
-from monoagent.kernel.model import ToolCall, ToolResult
-from monoagent.kernel.stores import ToolHistoryStore, ToolInvocation, ToolRecord
-from monoagent.text import utf8_len
+from monoagent._agent import Agent
+from monoagent._boundary.text import utf8_len
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent._kernel.model import ToolCall, ToolResult
+from monoagent._kernel.stores import ToolHistoryStore, ToolInvocation, ToolRecord
 
 _Contract = TypeVar("_Contract", bound="ToolHistoryContractBase")
 

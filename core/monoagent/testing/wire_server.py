@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from monoagent.kernel.errors import ProviderError
-from monoagent.kernel.model import (
+from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.model import (
     Message,
     ProviderEvent,
     ProviderRequest,
@@ -31,7 +31,7 @@ from monoagent.kernel.model import (
     ToolSpec,
     Usage,
 )
-from monoagent.pipeline.assembly import compile_prompt
+from monoagent._pipeline.assembly import compile_prompt
 
 __all__ = [
     "DROP", "LOOKUP", "STALL", "RecordedRequest", "Reply", "ScriptedToolCall", "WireServer",

@@ -1,8 +1,8 @@
 """The durability contract: an acknowledged commit survives a crash and a power cut; a torn one leaves the previous record.
 
-:class:`~monoagent.kernel.stores.HistoryStore` promises that after ``commit`` returns the
+:class:`~monoagent._kernel.stores.HistoryStore` promises that after ``commit`` returns the
 turn survives a crash, and that when it raises the previously committed record is intact. A store
-that claims it (a :class:`~monoagent.kernel.stores.DurableHistoryStore` whose ``durable`` is
+that claims it (a :class:`~monoagent._kernel.stores.DurableHistoryStore` whose ``durable`` is
 ``True``) proves it here, in its own tests::
 
     from monoagent.testing import HistoryDurabilityContract
@@ -27,7 +27,7 @@ processes, which is why it is a name and not a callable. Four things are proven:
    record or the new one, never an error, garbage or a lost history; and the store takes the next
    commit on it.
 3. **A failed I/O operation**: the k-th mutating file operation of a commit fails with ``EIO``,
-   for every k: ``commit`` raises :class:`~monoagent.kernel.errors.HistoryStoreError` whose
+   for every k: ``commit`` raises :class:`~monoagent._kernel.errors.HistoryStoreError` whose
    message states the operating system's error (a failed unlink alone may be ignored), the stored
    history is the previous record or the new one, and the next commit succeeds. Then the same with
    every operation from the k-th on failing (a disk gone bad, so the clean-up fails too), on a new
@@ -57,9 +57,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monoagent.kernel.errors import HistoryStoreError
-from monoagent.kernel.model import Message, ToolCall
-from monoagent.kernel.stores import DurableHistoryStore, HistoryStore, ManagedHistoryStore
+from monoagent._kernel.errors import HistoryStoreError
+from monoagent._kernel.model import Message, ToolCall
+from monoagent._kernel.stores import DurableHistoryStore, HistoryStore, ManagedHistoryStore
 from monoagent.testing.durability.crash import WriterZygote
 from monoagent.testing.durability.filesystem import FileSystemTap, available, crash_states, materialise
 from monoagent.testing.durability.handoff import load_and_extend
@@ -318,7 +318,7 @@ class HistoryDurabilityContract:
     def _commit_on_a_failing_disk(self, directory: Path, before: int, k: int, **fault: int) -> None:
         """Commit turn ``before`` with file operation ``k`` failing (``fail_at``) or failing from then on (``fail_from``).
 
-        ``commit`` raises a :class:`~monoagent.kernel.errors.HistoryStoreError` whose message states the operating
+        ``commit`` raises a :class:`~monoagent._kernel.errors.HistoryStoreError` whose message states the operating
         system's error, the history is the previous record or the new one, and the next commit, on a disk that works
         again, lands. A single failed unlink may be ignored; so may, with ``fail_from``, failures after the
         publication (the store's upkeep after it, such as retention) when the turn is stored: a single failure of

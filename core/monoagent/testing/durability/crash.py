@@ -24,7 +24,7 @@ import time
 ZYGOTE = textwrap.dedent(
     r"""
     import asyncio, importlib, os, signal, sys, threading, time
-    from monoagent.kernel.model import Message
+    from monoagent._kernel.model import Message
 
     module, _, attribute = sys.argv[1].partition(":")
     factory = getattr(importlib.import_module(module), attribute)

@@ -16,14 +16,14 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from monoagent.kernel.model import Message
+from monoagent._kernel.model import Message
 from monoagent.testing.durability.crash import same_code_env
 
 SCRIPT = textwrap.dedent(
     r"""
     import asyncio, importlib, json, sys
-    from monoagent.kernel.model import Message
-    from monoagent.kernel.serial import converter
+    from monoagent._kernel.model import Message
+    from monoagent._kernel.serial import converter
 
     module, _, attribute = sys.argv[1].partition(":")
     factory = getattr(importlib.import_module(module), attribute)
@@ -54,7 +54,7 @@ def load_and_extend(factory: str, directory: str, steps: Sequence[tuple[str, Seq
 
     Returns what that process loaded at each step. Fails naming the other process's error when it fails.
     """
-    from monoagent.kernel.serial import converter
+    from monoagent._kernel.serial import converter
 
     job = {"directory": directory, "steps": [(conversation, converter.unstructure(list(messages))) for conversation, messages in steps]}
     done = subprocess.run([sys.executable, "-c", SCRIPT, factory], input=json.dumps(job), capture_output=True, text=True,

@@ -1,0 +1,486 @@
+"""The Agent: configuration, one plugin manager, the selected components and the harness.
+
+Python and the CLI drive the same object::
+
+    agent = Agent.from_config("monoagent.toml")
+    result = await agent.respond(TurnRequest("hello", conversation_id="demo"))
+    result = agent.run_sync("hello again", conversation_id="demo")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from monoagent._kernel import hookspecs
+from monoagent._kernel.components import (
+    COMPACTION_POLICIES,
+    EMBEDDERS,
+    HISTORY_STORES,
+    MEMORY_TIERS,
+    PROVIDERS,
+    TOOL_HISTORY_STORES,
+    AgentComponents,
+)
+from monoagent._kernel.config import Config
+from monoagent._kernel.config_loading import RawConfig, add_plugin_sections, build_config, load_raw, plugins_settings
+from monoagent._kernel.errors import ComponentError, ConfigError
+from monoagent._kernel.hooks import Hooks
+from monoagent._kernel.host import PluginHost, PluginRecord, await_me_maybe, local_plugin_paths
+from monoagent._kernel.interfaces import (
+    ClosableMemoryTier,
+    CompactionPolicy,
+    Embedder,
+    MemoryTier,
+    ProviderRuntime,
+    Tool,
+)
+from monoagent._kernel.log import failure_text, logger
+from monoagent._kernel.model import AssembledPrompt, RunEvent, TurnRequest, TurnResult
+from monoagent._kernel.stores import (
+    HistoryResetReport,
+    HistoryStore,
+    ManagedHistoryStore,
+    ToolHistoryClearReport,
+    ToolHistoryStore,
+)
+from monoagent._kernel.subagents import SubagentSpec, checked_subagents
+from monoagent._pipeline.harness import EventCallback, Harness
+from monoagent._pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
+from monoagent._pipeline.turn_run import TurnRun
+
+DEFAULT_MODEL = "offline:echo"
+
+
+class Agent:
+    """An agent: config + plugins + components + harness. One plugin manager per Agent.
+
+    ``agent.hooks`` (:class:`~monoagent._kernel.hooks.Hooks`) is how the kernel calls every hook.
+
+    Args:
+        config: a :class:`~monoagent._kernel.config.Config`, a mapping shaped like ``monoagent.toml``,
+            or None to discover the config file (``config_path``, ``MONO_AGENT_CONFIG``,
+            ``./monoagent.toml``, the user config dir).
+        plugins: plugin objects (modules, classes, instances) or ``(name, plugin)`` pairs,
+            registered last, so they win every firstresult hook.
+        config_path: an explicit config file (like ``--config``).
+        plugins_dirs: directories of ``*.py`` plugin files (like ``--plugins-dir``).
+        env: the environment to read ``MONO_AGENT_*`` from (default ``os.environ``).
+        autoload: False skips third-party entry points (bundled plugins still load).
+        host: a :class:`~monoagent._kernel.host.PluginHost` whose entry-point and local plugins are
+            already loaded for this configuration (the CLI loads them early so plugins can add
+            commands); programmatic ``plugins`` are still registered on it.
+        terminal_recovery_settlement_ms: the settle window, a positive whole number of
+            milliseconds (default 1,000): how long a cancelled run's continuity account waits for
+            its provider call to stop before it is published anyway (the caller is released at
+            once regardless). A host option, not a configuration key; tests may lengthen it.
+        subagents: named :class:`~monoagent._kernel.subagents.SubagentSpec` records the ``task``
+            tool may delegate to, beside those of ``[agents.named.<name>]`` in config (a name in
+            both is an error); see docs/subagents.md. Read back as :attr:`subagents`.
+
+    Raises:
+        LocalPluginError: a project-local plugin file (``monoagent_local.py``, ``plugins.paths``,
+            ``plugins_dirs``) failed to load and ``plugins.localFailures`` is ``"fatal"`` (the default).
+        ConfigError: the configuration is invalid (a bad ``subagents`` mapping included).
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | None = None,
+        *,
+        plugins: Iterable[Any] = (),
+        config_path: str | os.PathLike[str] | None = None,
+        plugins_dirs: Iterable[str | os.PathLike[str]] = (),
+        env: Mapping[str, str] | None = None,
+        autoload: bool = True,
+        host: PluginHost | None = None,
+        terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS,
+        subagents: Mapping[str, SubagentSpec] | None = None,
+    ) -> None:
+        self.subagents: Mapping[str, SubagentSpec] = checked_subagents(subagents)
+        self.subagent: SubagentSpec | None = None
+        """The subagent this Agent runs as when :meth:`derive` made it for one; None for an Agent a user built."""
+        env = dict(os.environ if env is None else env)
+        if not autoload:
+            env["MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        self.env = env
+        if isinstance(config, Config):
+            raw: RawConfig | None = None
+            block = list(config.plugins.block)
+            local_paths = local_plugin_paths(config.source_file, config.plugins.paths, config.base_dir)
+            local_failures = config.plugins.local_failures
+        else:
+            raw = load_raw(config_path, env, data=config)
+            settings = plugins_settings(raw)
+            block = list(settings.block)
+            local_paths = local_plugin_paths(raw.source_file, settings.paths)
+            local_failures = settings.local_failures
+        if host is None:
+            host = PluginHost(env)
+            host.load_entry_points(block)
+            host.load_local(local_paths + [Path(p) for p in plugins_dirs], block, local_failures)
+            host.check_local()
+        self.host = host
+        self.hooks: Hooks = host.hooks
+        for plugin in plugins:
+            name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
+            self.host.register_programmatic(obj, name, block)
+        sections = self.host.config_sections()
+        if raw is not None:
+            self.config = build_config(raw, sections, inactive_owner=self.host.inactive_section_owner, strict=self.host.strict)
+            for warning in self.config.warnings:
+                self.host.notice(warning)
+        else:
+            assert isinstance(config, Config)
+            self.config = config
+            add_plugin_sections(self.config, sections, env)
+        self.components = AgentComponents(self, host)
+        self.harness = Harness(self, terminal_recovery_settlement_ms=terminal_recovery_settlement_ms)
+        self._providers: dict[str, ProviderRuntime] = {}
+        self._store: HistoryStore | None = None
+        self._tools: dict[str, Tool] | None = None
+        self.hooks.historic(hookspecs.configure, agent=self)
+
+    def derive(self, config: Config, *, subagent: SubagentSpec | None = None) -> Agent:
+        """An Agent that runs turns on ``config`` with this Agent's plugins, providers and stores.
+
+        The composition a subagent runs as: the same plugin host (no second plugin load, and no
+        second ``configure``), the same provider runtimes, history store, tool-history store,
+        memory tiers and compaction policies, but its own configuration (an overlay of this one)
+        and its own harness (its own lanes and limits, so a child turn never waits for the
+        execution slot its parent holds). History stays apart by conversation id: a child's turns
+        use conversation ids of their own. Closing the derived Agent is the parent's job.
+        ``subagent`` is the spec the derived Agent runs as (:attr:`subagent`; its turns' ``turn.subagent``).
+        """
+        self.history_store  # noqa: B018 - created now, so that both Agents share the one store
+        self.tool_history_store()
+        child = copy.copy(self)
+        child.config = config
+        child.subagent = subagent
+        child.harness = Harness(child, terminal_recovery_settlement_ms=self.harness.settle_window_ms)
+        child.harness.clock = self.harness.clock  # the child's turns start on the parent's clock
+        return child
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Agent:
+        """An Agent from a config file (or the discovered one when ``path`` is None)."""
+        return cls(None, config_path=path, **kwargs)
+
+    # ------------------------------------------------------------------ plugins and components
+
+    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
+        """Register one more plugin on a running Agent (it still receives ``configure``).
+
+        Its config section, if it declares one, is built now: its defaults overlaid by its
+        environment variables, validated as at start-up (a table for it in the configuration was
+        already refused as unknown when the Agent was built).
+
+        Its registrations are checked now: a refused one leaves the plugin failed (the returned
+        record says why), or raises :class:`~monoagent._kernel.errors.PluginError` in strict mode,
+        as at start-up.
+        """
+        record = self.host.register_programmatic(plugin, name, self.config.plugins.block)
+        add_plugin_sections(self.config, self.host.config_sections(), self.env)
+        self._tools = None
+        return record
+
+    @property
+    def model(self) -> str:
+        """The configured ``provider:model``, or ``offline:echo`` when none is configured."""
+        return self.config.runtime.model or DEFAULT_MODEL
+
+    @property
+    def model_is_default(self) -> bool:
+        return self.config.runtime.model is None
+
+    def provider(self, model: str) -> ProviderRuntime:
+        """The runtime for ``provider:model`` (created once per model string).
+
+        A model that is not ``<provider>:<model>``, and one whose provider prefix no active plugin
+        registers, are the same :class:`ConfigError`: what was given and the registered prefixes.
+        """
+        runtime = self._providers.get(model)
+        if runtime is None:
+            prefix, sep, name = model.partition(":")
+            if not sep or not name or prefix not in self.components.registered(PROVIDERS):
+                raise ConfigError(self._unknown_model(model, prefix if sep and name else None))
+            runtime = self._providers[model] = self.components.get(PROVIDERS, prefix, model=name)
+        return runtime
+
+    def _unknown_model(self, model: str, prefix: str | None) -> str:
+        prefixes = ", ".join(sorted(self.components.registered(PROVIDERS))) or "none"
+        shape = f"a model is '<provider>:<model>' with one of the registered provider prefixes: {prefixes}"
+        if prefix is None:
+            return f"model {model!r} has no provider prefix; {shape} (for example 'offline:echo')"
+        inactive = next((r for r in self.host.records if r.name == prefix and r.status != "active"), None)
+        why = f" (plugin {prefix!r} is {inactive.status}: {inactive.reason})" if inactive else ""
+        return f"model {model!r} names the provider prefix {prefix!r}, which no active plugin registers{why}; {shape}"
+
+    @property
+    def history_store(self) -> HistoryStore:
+        """The history store ``history.store`` selects, created once."""
+        if self._store is None:
+            self._store = self.components.get(HISTORY_STORES, self.config.history.store)
+        return self._store
+
+    def tool_history_store(self) -> ToolHistoryStore | None:
+        """The tool-history store ``toolHistory.store`` selects, created once; None when tool history is off.
+
+        This Agent is the store's one owner: it creates it here, on first use, and closes it in
+        :meth:`aclose`. The harness, the ``history`` commands and the tools all take this one and
+        never construct or close another (an Agent from :meth:`derive` shares it). Off means ``toolHistory.store = "none"`` or ``toolHistory.enabled = false``. A selected
+        store whose plugin is blocked, failed or missing is a :class:`ComponentError` naming it;
+        a factory that raised is called again next time.
+        """
+        settings = self.config.tool_history
+        if not settings.enabled or settings.store == TOOL_HISTORY_STORES.off:
+            return None
+        try:
+            self.components.component(TOOL_HISTORY_STORES, settings.store)
+        except ComponentError as exc:
+            raise ComponentError(f'{exc}; or set toolHistory.store = "none" to record no tool calls') from None
+        return self.components.get(TOOL_HISTORY_STORES, settings.store)
+
+    def memory_tiers(self) -> dict[str, MemoryTier]:
+        """The tiers named in ``memory.tiers``, created once each, in configured order."""
+        return {name: self.memory_tier(name) for name in self.config.memory.tiers}
+
+    def memory_tier(self, name: str) -> MemoryTier:
+        """One configured tier, created once; a factory that raised is called again next time.
+
+        Recall and capture build each tier through this, so a tier that cannot be built is
+        reported by name and never stops the others.
+        """
+        if name not in self.config.memory.tiers:
+            raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
+        return self.components.get(MEMORY_TIERS, name, options={})
+
+    def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
+        """A registered embedder, by name (memory tiers ask for theirs), built for ``options``."""
+        return self.components.new(EMBEDDERS, name, options=dict(options or {}))
+
+    def compaction_policy(self, name: str) -> CompactionPolicy:
+        """The compaction policy ``name``, created once."""
+        return self.components.get(COMPACTION_POLICIES, name)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        if self._tools is None:
+            self._tools = self.host.tools()
+        return self._tools
+
+    def count_tokens(self, text: str, model: str) -> int:
+        value = self.hooks.first(hookspecs.count_tokens, text=text, model=model)
+        if value is None:
+            raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
+        return value
+
+    def redact(self, text: str, kind: str) -> str:
+        """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
+        value = self.hooks.first(hookspecs.redact, text=text, kind=kind)
+        return text if value is None else value
+
+    def publish_event(self, event: RunEvent) -> None:
+        """Show ``event`` to every ``on_run_event`` observer, synchronously.
+
+        For events outside a turn's own stream (a channel's delivery outcome, a scheduler's missed
+        tick); a turn's events reach the observers through :meth:`Turn.emit`. An observer that
+        raises is logged with its plugin, and the others still see the event.
+        """
+        for answer in self.hooks.each(hookspecs.on_run_event, event=event, agent=self):
+            if answer.error is not None:
+                logger.bind(plugin=answer.plugin).opt(exception=answer.error).warning(
+                    "run-event observer in plugin {} failed on {}: {}", answer.plugin, event.type, failure_text(answer.error)
+                )
+
+    @staticmethod
+    def unstructure(value: Any) -> Any:
+        from monoagent._kernel.serial import unstructure
+
+        return unstructure(value)
+
+    # ------------------------------------------------------------------ turns
+
+    async def respond(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> TurnResult:
+        """Run one turn; ``on_event`` receives every RunEvent (``text_delta`` for streaming).
+
+        Cancelling the awaiting task cancels the turn and releases the caller at once (see :meth:`submit`).
+        """
+        return await self.harness.run(request, on_event=on_event)
+
+    def submit(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> RunHandle:
+        """Start one turn and return its :class:`~monoagent._pipeline.run_handle.RunHandle` (call inside the loop).
+
+        ``await handle`` gives the :class:`TurnResult` (or raises the turn's error);
+        ``handle.cancel()`` releases whoever awaits it at once with ``CancelledError``, even when
+        the provider ignores cancellation; ``handle.run_id`` is the id its events carry. A
+        configuration error found before any provider request (an unknown model prefix, a
+        provider without its API key) is raised here, before admission: no events, no account.
+        """
+        return self.harness.submit(request, on_event=on_event)
+
+    def cancel(self, conversation_id: str, reason: str | None = None) -> int:
+        """Cancel every unfinished run of ``conversation_id``, queued ones included; returns how many.
+
+        Each caller is released at once; each admitted run publishes its continuity account
+        (``reason`` is recorded in it when it is a short identifier such as ``user_cancelled``)
+        within the settle window. Safe to call from another thread than the one running the
+        turns (a sync caller of :meth:`run_sync`, a signal-watching thread): it then waits until
+        the runs are cancelled on their loop.
+        """
+        loop = self.harness.loop
+        if loop is None or loop.is_closed():
+            return 0
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return self.harness.cancel(conversation_id, reason)
+
+        cancelled: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def on_loop() -> None:
+            try:
+                cancelled.set_result(self.harness.cancel(conversation_id, reason))
+            except BaseException as exc:  # handed to the calling thread
+                cancelled.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(on_loop)
+        except RuntimeError:  # the loop closed meanwhile: nothing runs there
+            return 0
+        while True:
+            try:
+                return cancelled.result(timeout=0.05)
+            except TimeoutError:
+                if loop.is_closed():
+                    return 0
+
+    async def wait_settled(self) -> None:
+        """Wait until every cancelled run has published its continuity account (``aclose`` does this too)."""
+        await self.harness.wait_settled()
+
+    def run_sync(
+        self,
+        text: str,
+        *,
+        conversation_id: str = "cli:default",
+        on_event: EventCallback | None = None,
+        **request_fields: Any,
+    ) -> TurnResult:
+        """Run one turn from synchronous code (for scripts); do not call inside a running loop.
+
+        Interrupted (Ctrl-C, or :meth:`cancel` from another thread), the turn is cancelled and
+        its continuity account published before this returns or raises.
+        """
+        request = TurnRequest(text, conversation_id=conversation_id, **request_fields)
+
+        async def turn() -> TurnResult:
+            try:
+                return await self.respond(request, on_event=on_event)
+            finally:
+                await self.harness.wait_settled()
+
+        return asyncio.run(turn())
+
+    async def assemble(self, request: TurnRequest) -> AssembledPrompt:
+        """Build the prompt of ``request`` without calling a provider or committing anything."""
+        from monoagent._pipeline.harness import new_run_id
+
+        started = self.harness.clock()
+        session = self.harness._session(request, started)
+        turn = TurnRun(
+            agent=self,
+            request=request,
+            run_id=new_run_id(),
+            model=request.model or self.model,
+            session=session,
+            emitter=lambda type, data: None,
+            started_at=started,
+        )
+        return await self.harness.prepare(turn)
+
+    async def reset_conversation(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
+        """Clear a logical session's message and tool history across all its daily buckets.
+
+        ``conversation_id`` may be a logical id or one of its ``<id>:<YYYY-MM-DD>`` buckets. The
+        tool-history store is read first, so an unreadable one fails the reset before either
+        store is touched. Returns the message store's ``HistoryResetReport`` and the tool
+        history's clear report (None when tool history is off); the ``after_history_reset`` hook
+        then tells plugins (stored summaries go with it). Other conversations are untouched.
+        The id is made valid Unicode first, as a turn's is, so that it names the same conversation.
+        With ``runtime.session.rollover`` other than ``daily`` there are no buckets: exactly
+        ``conversation_id`` is cleared (:meth:`_reset_exact`), never an id it merely looks like.
+        """
+        from monoagent._boundary.text import valid_unicode
+        from monoagent._kernel.errors import HistoryStoreError
+        from monoagent._kernel.stores import logical_conversation_id
+
+        if self.config.runtime.session.rollover != "daily":
+            return await self._reset_exact(valid_unicode(conversation_id))
+        logical = logical_conversation_id(valid_unicode(conversation_id))
+        store = self.history_store
+        if not self.components.supports(store, ManagedHistoryStore):
+            raise HistoryStoreError(
+                f"history store {store.name!r} has no reset_logical(), so {logical!r} cannot be reset "
+                f"across its daily buckets; nothing was cleared (see monoagent._kernel.stores.ManagedHistoryStore)"
+            )
+        tool_history = self.tool_history_store()
+        if tool_history is not None:
+            await tool_history.stats()
+        report = await store.reset_logical(logical)
+        tool = await tool_history.clear_logical(logical) if tool_history is not None else None
+        await self.after_history_reset(logical)
+        return report, tool
+
+    async def after_history_reset(self, logical_conversation_id: str | None) -> None:
+        """Tell every plugin that a logical session's history (None: all history) was reset or cleared."""
+        for value in self.hooks.collect(hookspecs.after_history_reset, agent=self, logical_conversation_id=logical_conversation_id):
+            await await_me_maybe(value)
+
+    async def _reset_exact(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
+        """The reset with rollover off: the one exact id in both stores, as a ``HistoryResetReport`` and a clear report.
+
+        ``HistoryStore.reset`` returns only the messages removed (0 for an unreadable record it
+        removes all the same), so a :class:`~monoagent._kernel.stores.ManagedHistoryStore` is
+        asked for its totals before and after to report the record and its bytes; concurrent
+        commits elsewhere can blur those two figures, never the reset itself.
+        """
+        tool_history = self.tool_history_store()
+        if tool_history is not None:
+            await tool_history.stats()
+        store = self.history_store
+        managed = store if self.components.supports(store, ManagedHistoryStore) else None
+        before = await managed.stats() if managed is not None else None
+        messages = await store.reset(conversation_id)
+        after = await managed.stats() if managed is not None else None
+        records = min(max(before.records - after.records, 0), 1) if before and after else int(messages > 0)
+        freed = max(before.bytes - after.bytes, 0) if before and after and records else 0
+        report = HistoryResetReport(conversation_id, (conversation_id,) if records else (), messages, records, freed)
+        tool = await tool_history.clear_conversation(conversation_id) if tool_history is not None else None
+        await self.after_history_reset(conversation_id)
+        return report, tool
+
+    async def aclose(self) -> None:
+        """Release resources: pending continuity accounts, the ``shutdown`` hook, the warm sessions, then the stores and the memory tiers."""
+        await self.harness.wait_settled()
+        for value in self.hooks.collect(hookspecs.shutdown, agent=self):
+            await await_me_maybe(value)
+        await self.harness.close()
+        for tool_history in self.components.forget(TOOL_HISTORY_STORES):
+            await tool_history.close()
+        self._store = None
+        for store in self.components.forget(HISTORY_STORES):
+            await store.close()
+        for tier in self.components.forget(MEMORY_TIERS):
+            if self.components.supports(tier, ClosableMemoryTier):
+                await await_me_maybe(tier.close())
+
+    def close(self) -> None:
+        asyncio.run(self.aclose())

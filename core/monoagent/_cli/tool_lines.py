@@ -1,0 +1,123 @@
+"""Tool activity as compact lines beside a streamed answer (``monoagent run`` and ``chat``).
+
+One line per tool call, opened when the call starts (its ``tool_call`` event) and finished when
+it ends (``tool_result``)::
+
+    -> get_weather(city="Paris", days=3) ok (12 ms, 159 bytes)
+    -> read_file(path="notes/a very long file name th…") error: Tool 'read_file' failed: FileNo… (1 ms, 61 bytes)
+
+The name and the arguments are the model's and the error a tool's: hostile text. The summary is
+built from the event's redacted ``arguments`` preview (see
+:func:`monoagent._pipeline.tool_loop.arguments_preview`), bounded to :data:`SUMMARY_CHARS` with
+each value cut to :data:`VALUE_CHARS`, and the whole line passes
+:func:`~monoagent._cli.terminal.terminal_text` (controls stripped, redacted) before it is
+written. Lines go to their own stream (standard error for the CLI), so standard output carries
+the answer alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+from monoagent._cli.terminal import Redactor, terminal_text
+
+SUMMARY_CHARS = 80
+"""The most characters of a call's argument summary."""
+
+VALUE_CHARS = 24
+"""The most characters of one argument's value in the summary (longer ones end in ``…``)."""
+
+NAME_CHARS = 64
+REASON_CHARS = 80
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line ends included) as one space: a key or a name may hold any."""
+    return " ".join(text.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str):
+        return _cut(json.dumps(value, ensure_ascii=False), VALUE_CHARS)
+    if isinstance(value, list):
+        return f"[{len(value)} item{'s' if len(value) != 1 else ''}]"
+    if isinstance(value, dict):
+        return "{…}" if value else "{}"
+    return _cut(json.dumps(value), VALUE_CHARS)
+
+
+def argument_summary(arguments: str) -> str:
+    """``key=value, ...`` for a JSON object of arguments, values elided, at most :data:`SUMMARY_CHARS`.
+
+    Text that is not a JSON object (a preview cut short, a model's odd arguments) is shown as it
+    is, cut to the same bound.
+    """
+    try:
+        parsed = json.loads(arguments) if not arguments.endswith("…") else None
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        text = ", ".join(f"{key}={_value(value)}" for key, value in parsed.items())
+    else:
+        text = arguments
+    return _cut(_one_line(text), SUMMARY_CHARS)
+
+
+def call_line(data: dict[str, Any]) -> str:
+    """The opening of a call's line (no line end): ``-> name(summary)``."""
+    name = _cut(_one_line(str(data.get("name", "?"))), NAME_CHARS)
+    return f"-> {name}({argument_summary(str(data.get('arguments', '')))})"
+
+
+def outcome_text(data: dict[str, Any], duration_ms: float | None) -> str:
+    """The end of a call's line: ``ok`` or ``<status>: <reason>``, then duration and result size."""
+    status = str(data.get("status", "?"))
+    head = "ok" if status == "success" else status
+    if status != "success" and data.get("error"):
+        head += f": {_cut(_one_line(str(data['error'])), REASON_CHARS)}"
+    facts = [f"{duration_ms:.0f} ms"] if duration_ms is not None else []
+    facts.append(f"{data.get('bytes', 0)} bytes")
+    return f"{head} ({', '.join(facts)})"
+
+
+class ToolLines:
+    """Writes the compact tool lines of one front end to ``stream`` (see the module docstring).
+
+    A line stays open while its call runs; :meth:`close` ends an open line (before other output
+    goes to the same terminal, and when the turn is over: a call that never finished, cancelled
+    with its run, keeps its opening alone).
+    """
+
+    def __init__(self, stream: IO[str], redact: Redactor | None) -> None:
+        self.stream = stream
+        self.redact = redact
+        self._open: tuple[str, float] | None = None
+
+    def start(self, event: Any) -> None:
+        self.close()
+        self._write(call_line(event.data))
+        self._open = (str(event.data.get("id")), event.at)
+
+    def finish(self, event: Any) -> None:
+        started = self._open
+        if started is None or started[0] != str(event.data.get("id")):
+            self.close()
+            self._write(call_line(event.data))
+            started = None
+        duration = (event.at - started[1]) * 1000 if started is not None else None
+        self._write(f" {outcome_text(event.data, duration)}\n")
+        self._open = None
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open = None
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(terminal_text(text, self.redact))
+        self.stream.flush()

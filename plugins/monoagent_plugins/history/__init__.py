@@ -1,0 +1,1 @@
+"""Conversation history: the files store, tool-call history, compaction and the history commands."""

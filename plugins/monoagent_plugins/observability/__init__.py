@@ -1,0 +1,1 @@
+"""What a run leaves and hides: run artifacts, the logs command, redaction."""

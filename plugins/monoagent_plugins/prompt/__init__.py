@@ -1,0 +1,1 @@
+"""The system prompt: the sections from guardrails to runtime facts, and the user message."""

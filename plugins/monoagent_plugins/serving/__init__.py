@@ -1,0 +1,1 @@
+"""monoagent serve and its channels: the OpenAI-compatible API, webhooks, cron, notify destinations."""

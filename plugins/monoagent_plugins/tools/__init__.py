@@ -1,0 +1,1 @@
+"""Tools and their policy: MCP servers, subagents, permissions, tool domains."""
