@@ -199,9 +199,9 @@ def hook_types(hook: Callable[..., Any]) -> HookTypes:
 
 def exported_paths() -> dict[str, str]:
     """The names ``monoagent`` exports (``monoagent.tool``) -> the dotted path where each is defined."""
-    from monoagent import _EXPORTS
+    import monoagent
 
-    return {name: f"monoagent.{module}.{name}" for name, module in _EXPORTS.items()}
+    return {name: f"{module}.{original}" for name, (module, original) in monoagent._exports().items()}
 
 
 def undocumented(hooks: list[Callable[..., Any]], index: dict[str, str]) -> list[str]:

@@ -1,5 +1,5 @@
 """The bundled default plugins, each registered through the monoagent entry-point group."""
 
-from monoagent._kernel.log import log_as_library
+from monoagent import log_as_library
 
 log_as_library(__name__)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import monoagent_identity_example as example
 import pytest
 
-import monoagent_identity_example as example
-from monoagent._kernel.errors import ConfigError
-from monoagent._kernel.model import TurnRequest
+from monoagent import ConfigError, TurnRequest
 from monoagent.testing import fresh_agent
 
 

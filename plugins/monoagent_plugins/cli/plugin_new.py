@@ -17,11 +17,10 @@ from pathlib import Path
 
 import click
 
-from monoagent._cli.terminal import echo
-from monoagent._kernel.host import bundled_impl
+from monoagent import echo, hookimpl
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     @cli.group("plugin")
     def plugin() -> None:

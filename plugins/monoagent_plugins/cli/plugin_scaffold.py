@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent._kernel.errors import MonoagentError
+from monoagent import MonoagentError
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 MAX_NAME_CHARS = 40
@@ -112,7 +112,7 @@ def _installed_plugin_names() -> dict[str, str]:
 
 def _taken_sections() -> set[str]:
     """The configuration tables a new plugin cannot declare: the kernel's and installed plugins'."""
-    from monoagent._kernel.config_keys import kernel_tables
+    from monoagent import kernel_config_tables as kernel_tables
 
     declared = {entry_point.name for entry_point in metadata.entry_points(group="monoagent.config_sections")}
     return {path.split(".")[0] for path in (*kernel_tables(), *declared)}

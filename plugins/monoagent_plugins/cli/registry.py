@@ -14,18 +14,14 @@ from typing import Any
 
 import click
 
-from monoagent._boundary.fences import one_line
-from monoagent._cli.terminal import echo, echo_json
-from monoagent._kernel.components import PROVIDERS
-from monoagent._kernel.host import bundled_impl
-from monoagent_plugins.cli.command_line import command_agent, run
+from monoagent import PROVIDERS, command_agent, echo, echo_json, hookimpl, one_line, run_async
 
 SUMMARY_CHARS = 100
 """Characters of a description in the plain listing (``--json`` carries all of it)."""
 
 
 async def _tool_rows(agent: Any) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    from monoagent._pipeline.tool_loop import provided_tools
+    from monoagent import provided_tools
 
     provided, failures = await provided_tools(agent, None)
     rows = [
@@ -35,13 +31,13 @@ async def _tool_rows(agent: Any) -> tuple[list[dict[str, str]], list[dict[str, s
     return rows, [{"source": f.source, "status": "failed", "reason": f.reason} for f in failures]
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     @cli.command("tools")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON: {tools: [{name, source, plugin, description}], failed: [...]}.")
     def tools(as_json: bool) -> None:
         """List every tool with its source (plugin, or mcp:<server>) and description; connects to MCP servers."""
-        rows, failed = run(_tool_rows(command_agent("tools")))
+        rows, failed = run_async(_tool_rows(command_agent("tools")))
         if as_json:
             echo_json({"tools": rows, "failed": failed})
             return
@@ -59,7 +55,7 @@ def register_commands(cli: click.Group) -> None:
     def models(as_json: bool) -> None:
         """List the provider registry: each model prefix, its description and the models it knows."""
         registry = command_agent("models").components.registered(PROVIDERS)
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"prefix": c.name, "plugin": c.plugin, "description": c.description, "models": list(c.models)}
             for c in sorted(registry.values(), key=lambda c: c.name)
         ]

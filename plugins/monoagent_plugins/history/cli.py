@@ -28,20 +28,24 @@ from typing import Any
 
 import click
 
-from monoagent._cli.terminal import echo, echo_json
-from monoagent._kernel.components import SESSION_BACKENDS
-from monoagent._kernel.errors import ComponentError, HistoryStoreError, ToolHistoryError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.sessions import ClearableSessionBackend
-from monoagent._kernel.stores import (
+from monoagent import (
+    SESSION_BACKENDS,
+    ClearableSessionBackend,
+    ComponentError,
     HistoryStats,
+    HistoryStoreError,
     ManagedHistoryStore,
     ToolHistoryClearReport,
+    ToolHistoryError,
     ToolHistoryStats,
     ToolRecord,
+    command_agent,
+    echo,
+    echo_json,
+    hookimpl,
     logical_conversation_id,
+    run_async,
 )
-from monoagent_plugins.cli.command_line import command_agent, run
 
 NOT_CONFIGURED = "not configured"
 
@@ -94,7 +98,7 @@ def list_command(as_json: bool) -> None:
         return list(await store.conversations()), await _tool_stats(agent)
 
     try:
-        conversations, tool = run(work())
+        conversations, tool = run_async(work())
     except HistoryStoreError as exc:
         raise click.ClickException(str(exc)) from None
     conversations.sort(key=lambda c: -c.updated_at)
@@ -186,7 +190,7 @@ def show_command(conversation: str, tools: bool, as_json: bool) -> None:
         return [(b, await load(b)) for b in buckets]
 
     try:
-        found = run(work())
+        found = run_async(work())
     except HistoryStoreError as exc:
         raise click.ClickException(str(exc)) from None
     if unreadable and not any(messages for _, messages in found):
@@ -197,7 +201,7 @@ def show_command(conversation: str, tools: bool, as_json: bool) -> None:
         return {cid: await _conversation_calls(agent, cid) if tools else [] for cid, _ in found}
 
     try:
-        calls = run(tool_calls())
+        calls = run_async(tool_calls())
     except ToolHistoryError as exc:
         raise click.ClickException(f"tool history cannot be read: {exc} (run without --tools for the messages)") from None
     if as_json:
@@ -235,7 +239,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
         logical = conversation
     _check_tool_history(agent)
     try:
-        report, cleared = run(agent.reset_conversation(logical))
+        report, cleared = run_async(agent.reset_conversation(logical))
     except (HistoryStoreError, ToolHistoryError, OSError) as exc:
         raise click.ClickException(f"history reset of {logical!r} failed: {exc}") from None
     tool = _tool_counts(cleared)
@@ -253,7 +257,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
 def _check_tool_history(agent: Any) -> None:
     """Fail closed, before either store is cleared, when the tool-history store cannot be read."""
     try:
-        run(_tool_stats(agent))
+        run_async(_tool_stats(agent))
     except ToolHistoryError as exc:
         raise click.ClickException(
             f"tool history cannot be read ({exc}); nothing was cleared. To discard a corrupt sidecar, stop every "
@@ -271,7 +275,7 @@ def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
         await agent.after_history_reset(None)
         return cleared
 
-    return run(work())
+    return run_async(work())
 
 
 def _clear_report(removed: HistoryStats, tool: dict[str, int] | None, as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -351,10 +355,10 @@ def _clear_sessions(backend: ClearableSessionBackend | None) -> dict[str, int] |
             await backend.close()
         return {"transcripts": report.transcripts, "bytes": report.bytes}
 
-    return run(work())
+    return run_async(work())
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     cli.add_command(history_group)
     cli.add_command(restart_command)

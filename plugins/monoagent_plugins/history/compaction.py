@@ -29,14 +29,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import check_model, setting
-from monoagent._kernel.errors import MonoagentError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import CompactionOutcome, CompactionPolicy
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import Message, ProviderRequest, Section
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
-from monoagent._pipeline.assembly import compile_prompt
+from monoagent import (
+    CompactionOutcome,
+    CompactionPolicy,
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    Message,
+    MonoagentError,
+    ProviderRequest,
+    Section,
+    check_model,
+    compile_prompt,
+    hookimpl,
+    logger,
+    setting,
+)
 
 if TYPE_CHECKING:
     from monoagent_plugins.history.compaction_summaries import SummaryFiles, SummaryRecord
@@ -194,7 +201,7 @@ class SummaryPolicy:
             run_id=turn.run_id,
             max_output_tokens=max_tokens,
         )
-        from monoagent._pipeline.stream import StreamLimits, read_step  # the harness's modules, not at plugin load
+        from monoagent import StreamLimits, read_step  # the harness's modules, not at plugin load
 
         pieces = io.StringIO()
         limits = StreamLimits.from_config(self.agent.config.providers.client)
@@ -243,13 +250,13 @@ class SummaryPolicy:
             turn.emit("runtime_warning", code="compaction_summary_not_stored", message=message)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy]) -> None:
     register("summary", SummaryPolicy, description="summarise at 80% of the budget to ~10%, stored and reused; truncate on failure")
     register("truncate", TruncatePolicy, description="drop the oldest messages until the history fits")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def choose_compaction(turn: Any, history_tokens: int, budget: int) -> str:
     cfg = turn.config.runtime.compaction
     if not cfg.enabled or history_tokens < budget * turn.config.section(CONFIG_PATH).trigger_ratio:
@@ -257,7 +264,7 @@ def choose_compaction(turn: Any, history_tokens: int, budget: int) -> str:
     return cfg.policy
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def after_history_reset(agent: Any, logical_conversation_id: str | None) -> Any:
     """Remove the stored summaries of the reset logical session (every one after a clear)."""
     import asyncio
@@ -267,6 +274,6 @@ def after_history_reset(agent: Any, logical_conversation_id: str | None) -> Any:
     return asyncio.to_thread(SummaryFiles(agent.config.history_dir).remove_logical, logical_conversation_id)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, CompactionPolicyConfig)

@@ -32,11 +32,16 @@ from pathlib import Path
 
 import attrs
 
-from monoagent._boundary.files import fsync_directory, private_directory_problem, read_open_file, replace_file_durably
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._kernel.errors import MonoagentError
-from monoagent._kernel.model import Message
-from monoagent._kernel.stores import logical_conversation_id
+from monoagent import (
+    Message,
+    MonoagentError,
+    fsync_directory,
+    logical_conversation_id,
+    private_directory_problem,
+    read_open_file,
+    replace_file_durably,
+)
+from monoagent import strict_json_loads as strict_loads
 
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 4 * 1024 * 1024

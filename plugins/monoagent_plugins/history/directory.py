@@ -19,8 +19,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 
-from monoagent._boundary.files import FileTooLarge, private_directory_problem, read_open_file
-from monoagent._kernel.log import logger
+from monoagent import FileTooLarge, logger, private_directory_problem, read_open_file
 from monoagent_plugins.history.records import (
     DOCUMENTED_MAX_MESSAGES,
     DOCUMENTED_MESSAGE_BYTES,

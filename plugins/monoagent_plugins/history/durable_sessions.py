@@ -58,17 +58,19 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from monoagent._kernel import sessions
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import Message
-from monoagent._kernel.sessions import (
+from monoagent import (
+    CommitReceipt,
     InMemorySessionBackend,
+    Message,
     OpenedSession,
+    ProviderSessionState,
+    ProviderSessionStore,
     SessionClearReport,
     SessionCommit,
     WarmSession,
+    logger,
+    session_clock,
 )
-from monoagent._kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent_plugins.history.transcript_files import (
     IDLE_SWEEP_SECONDS,
     MAX_TRANSCRIPT_BYTES,
@@ -81,7 +83,7 @@ from monoagent_plugins.history.transcript_files import (
 )
 
 if TYPE_CHECKING:
-    from monoagent._kernel.turn import Turn
+    from monoagent import Turn
 
 T = TypeVar("T")
 
@@ -288,7 +290,7 @@ class DurableSessionBackend(InMemorySessionBackend):
         if resumed is None or state is None or state.model is None:
             return OpenedSession(None, boundary), None
         session = WarmSession(conversation_id, state.model, state.epoch, state.revision, list(resumed.transcript.messages),
-                              resumed.transcript.history_tail, sessions.clock())
+                              resumed.transcript.history_tail, session_clock())
         return OpenedSession(session, boundary), resumed.transcript.size
 
     # ------------------------------------------------------------------ publish

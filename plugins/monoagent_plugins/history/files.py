@@ -58,21 +58,22 @@ from typing import Any, TypeVar
 
 import attrs
 
-from monoagent._boundary.strict_json import nesting_over
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import Message
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
-from monoagent._kernel.stores import (
+from monoagent import (
     CommitReceipt,
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
     ConversationInfo,
     HistoryStats,
     HistoryStore,
     HistoryWarningCallback,
+    Message,
     ProviderSessionState,
+    hookimpl,
+    logger,
     logical_conversation_id,
+    setting,
 )
+from monoagent import json_nesting_over as nesting_over
 from monoagent_plugins.history.directory import FsOps
 from monoagent_plugins.history.maintenance import HistoryMaintenance
 from monoagent_plugins.history.records import (
@@ -403,11 +404,11 @@ def store_from_config(agent: Any) -> FilesHistoryStore:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     register("files", store_from_config, description="owner-only JSON records, staged and atomically published with fsync")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, FilesHistoryConfig)

@@ -14,10 +14,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from monoagent._boundary.files import read_open_file
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._kernel.log import logger
-from monoagent._kernel.stores import HistoryResetReport, HistoryStats, logical_conversation_id
+from monoagent import HistoryResetReport, HistoryStats, logger, logical_conversation_id, read_open_file
+from monoagent import strict_json_loads as strict_loads
 from monoagent_plugins.history.directory import HistoryDirectory
 from monoagent_plugins.history.records import (
     FRAMING_BYTES,

@@ -20,12 +20,15 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.strict_json import StrictJSONError
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._boundary.text import utf8_prefix
-from monoagent._kernel.errors import HistoryStoreError
-from monoagent._kernel.model import Message
-from monoagent._kernel.stores import ProviderSessionState, logical_conversation_id
+from monoagent import (
+    HistoryStoreError,
+    Message,
+    ProviderSessionState,
+    StrictJSONError,
+    logical_conversation_id,
+    utf8_prefix,
+)
+from monoagent import strict_json_loads as strict_loads
 
 RECORD_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
@@ -148,7 +151,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def _converter() -> Any:
-    from monoagent._kernel.serial import converter
+    from monoagent import converter
 
     return converter
 

@@ -19,15 +19,18 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import ComponentError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
-from monoagent._kernel.sessions import SessionBackend
-from monoagent._kernel.stores import ProviderSessionStore
+from monoagent import (
+    ComponentError,
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    ProviderSessionStore,
+    SessionBackend,
+    hookimpl,
+    setting,
+)
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
     from monoagent_plugins.history.durable_sessions import DurableSessionBackend
 
 CONFIG_PATH = "runtime.session"
@@ -80,12 +83,12 @@ def backend_from_config(agent: Agent) -> DurableSessionBackend:
     return DurableSessionBackend(store, files.root, agent.config.runtime.session.idle_timeout_ms)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_session_backends(register: ComponentRegistrar[SessionBackend]) -> None:
     register("files", backend_from_config, description="durable transcripts under runtime.session.transcriptsDir, "
              "bound to the history record, with cross-process locks, fsynced fences and an idle sweep")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, SessionFilesConfig)

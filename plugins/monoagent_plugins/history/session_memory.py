@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.registrars import ComponentRegistrar
-from monoagent._kernel.sessions import InMemorySessionBackend, SessionBackend
+from monoagent import ComponentRegistrar, InMemorySessionBackend, SessionBackend, hookimpl
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
 
 
 def backend_from_config(agent: Agent) -> InMemorySessionBackend:
@@ -24,6 +22,6 @@ def backend_from_config(agent: Agent) -> InMemorySessionBackend:
     return InMemorySessionBackend(agent.config.runtime.session.idle_timeout_ms)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_session_backends(register: ComponentRegistrar[SessionBackend]) -> None:
     register("memory", backend_from_config, description="warm sessions in this process only, lost on restart")

@@ -23,11 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
-from monoagent._kernel.stores import ToolHistoryStore
+from monoagent import (
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    Section,
+    ToolHistoryStore,
+    ToolRegistrar,
+    hookimpl,
+    setting,
+)
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY_SPEC
 
 if TYPE_CHECKING:
@@ -71,12 +75,12 @@ def sqlite_store(agent: Any) -> SqliteToolHistory:
     return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory"), agent.redact)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("toolHistory", ToolHistoryConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore]) -> None:
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
@@ -88,7 +92,7 @@ async def session_history(context: Any) -> Any:
     return await tool.session_history(context)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(SESSION_HISTORY_SPEC, session_history)
 
@@ -102,7 +106,7 @@ def _projection() -> tuple[type, Callable[..., Section | None]]:
     return SqliteToolHistory, projection_section
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def extra_sections(turn: Any) -> Section | None:
     store_class, projection_section = _projection()
     store = turn.tool_history

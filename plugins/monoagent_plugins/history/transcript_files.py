@@ -38,13 +38,18 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.files import FileTooLarge, UnsafeFileError, private_directory_problem, read_open_file
-from monoagent._boundary.strict_json import StrictJSONError
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._kernel.errors import HistoryStoreError
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import Message
-from monoagent._kernel.serial import converter
+from monoagent import (
+    FileTooLarge,
+    HistoryStoreError,
+    Message,
+    StrictJSONError,
+    UnsafeFileError,
+    converter,
+    logger,
+    private_directory_problem,
+    read_open_file,
+)
+from monoagent import strict_json_loads as strict_loads
 
 SHARDS = 16
 FORMAT_VERSION = 1

@@ -19,13 +19,22 @@ from typing import Any
 
 import click
 
-from monoagent._cli.params import AsciiIntRange
-from monoagent._cli.terminal import echo, echo_json, read_stdin
-from monoagent._kernel.components import MEMORY_TIERS, AgentComponents
-from monoagent._kernel.errors import ComponentError, ConfigError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import BrowsableMemoryTier, ClosableMemoryTier, MemoryTier
-from monoagent_plugins.cli.command_line import command_agent, run
+from monoagent import (
+    MEMORY_TIERS,
+    AgentComponents,
+    AsciiIntRange,
+    BrowsableMemoryTier,
+    ClosableMemoryTier,
+    ComponentError,
+    ConfigError,
+    MemoryTier,
+    command_agent,
+    echo,
+    echo_json,
+    hookimpl,
+    read_stdin,
+    run_async,
+)
 from monoagent_plugins.memory.database import MemoryTierError, single_line
 
 PREVIEW_CHARS = 160
@@ -119,7 +128,7 @@ def search_command(query: str, limit: int, tier: str | None, as_json: bool) -> N
     async def work(t: MemoryTier) -> list[Any]:
         return list(await t.search(query, limit=limit))
 
-    found, failures = run(_with_tiers(agent, tier, True, work))
+    found, failures = run_async(_with_tiers(agent, tier, True, work))
     hits = sorted((hit for hits in found.values() for hit in hits), key=lambda h: -h.score)
     if as_json:
         _echo_json(agent, hits)
@@ -146,7 +155,7 @@ def add_command(text: str, tier: str | None, as_json: bool) -> None:
     async def work(t: MemoryTier) -> str:
         return await t.add(text, metadata={"source": "cli", "added_at": time.time()})
 
-    added, failures = run(_with_tiers(agent, tier, False, work))
+    added, failures = run_async(_with_tiers(agent, tier, False, work))
     _finish(failures)
     [(name, entry_id)] = added.items()
     if as_json:
@@ -167,7 +176,7 @@ def list_command(limit: int, offset: int, tier: str | None, as_json: bool) -> No
     async def work(t: MemoryTier) -> list[Any]:
         return list(await _browsable(agent, t, "list").list(limit=limit, offset=offset))
 
-    listed, failures = run(_with_tiers(agent, tier, True, work))
+    listed, failures = run_async(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, [{"tier": name, **agent.unstructure(r)} for name, records in listed.items() for r in records])
     else:
@@ -191,7 +200,7 @@ def forget_command(memory_id: str, tier: str | None, as_json: bool) -> None:
     async def work(t: MemoryTier) -> bool:
         return await t.forget(memory_id)
 
-    done, failures = run(_with_tiers(agent, tier, False, work))
+    done, failures = run_async(_with_tiers(agent, tier, False, work))
     _finish(failures)
     [(name, forgotten)] = done.items()
     outcome = {"tier": name, "id": memory_id, "forgotten": forgotten}
@@ -213,7 +222,7 @@ def stats_command(tier: str | None, as_json: bool) -> None:
     async def work(t: MemoryTier) -> Any:
         return await _browsable(agent, t, "stats").stats()
 
-    found, failures = run(_with_tiers(agent, tier, True, work))
+    found, failures = run_async(_with_tiers(agent, tier, True, work))
     if as_json:
         _echo_json(agent, list(found.values()))
     else:
@@ -225,6 +234,6 @@ def stats_command(tier: str | None, as_json: bool) -> None:
     _finish(failures)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     cli.add_command(memory_group)

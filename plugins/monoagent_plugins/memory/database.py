@@ -28,9 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from monoagent._kernel.config_loading import parse_ascii_number
-from monoagent._kernel.errors import MonoagentError
-from monoagent._kernel.log import logger
+from monoagent import MonoagentError, logger, parse_ascii_number
 
 if TYPE_CHECKING:
     import sqlite3
@@ -120,7 +118,7 @@ def _check_regular(path: Path) -> None:
                 continue
             mode = stat.S_IFLNK
         if not stat.S_ISREG(mode):
-            from monoagent._boundary.files import NotRegularFile
+            from monoagent import NotRegularFile
 
             kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
             raise NotRegularFile(

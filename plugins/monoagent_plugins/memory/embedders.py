@@ -22,9 +22,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Embedder
-from monoagent._kernel.registrars import ComponentRegistrar
+from monoagent import ComponentRegistrar, Embedder, hookimpl
 
 NAME = "hashed-ngrams"
 DESCRIPTION = "lexical: hashed character 3- and 4-grams (spelling, not meaning); offline, no dependencies"
@@ -78,7 +76,7 @@ def make_hashed_ngrams(agent: Any, options: Mapping[str, Any] | None = None) -> 
     return HashedNgramEmbedder(512 if dimensions is None else dimensions)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_embedders(register: ComponentRegistrar[Embedder]) -> None:
     register(NAME, make_hashed_ngrams, description=DESCRIPTION)
 

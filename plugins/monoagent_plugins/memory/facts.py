@@ -29,12 +29,18 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
-from monoagent._boundary.fences import neutralise_fence_tokens
-from monoagent._boundary.strict_json import StrictJSONError, loads
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.config import check_model, setting
-from monoagent._kernel.errors import MonoagentError
-from monoagent._kernel.model import Message, ProviderRequest, Section
+from monoagent import (
+    Message,
+    MonoagentError,
+    ProviderRequest,
+    Section,
+    StrictJSONError,
+    check_model,
+    neutralise_fence_tokens,
+    setting,
+    utf8_len,
+)
+from monoagent import strict_json_loads as loads
 
 PROFILE = "memory_extractor"
 """The manifest profile of the extractor's prompt (compaction's is ``summary``)."""
@@ -113,7 +119,7 @@ _converter.register_structure_hook(str, _strict_str)
 
 def extractor_request(turn: Any, model: str, transcript: str, config: CaptureConfig) -> ProviderRequest:
     """The extractor's provider request: its own prompt (profile :data:`PROFILE`), no tools."""
-    from monoagent._pipeline.assembly import compile_prompt  # the harness's module, not at plugin load
+    from monoagent import compile_prompt  # the harness's module, not at plugin load
 
     text = EXTRACTOR_INSTRUCTIONS.replace("{max_facts}", str(config.max_facts)).replace("{max_bytes}", str(config.max_fact_bytes))
     section = Section("memory_extractor_instructions", text, order=100, source="memory")
@@ -159,7 +165,7 @@ def validate_reply(reply: str, config: CaptureConfig) -> Extraction:
 
 async def extract_facts(turn: Any, transcript: str, config: CaptureConfig) -> Extraction:
     """Ask the extractor model for the facts of ``transcript`` and validate its reply."""
-    from monoagent._pipeline.stream import StreamLimits, read_step  # the harness's modules, not at plugin load
+    from monoagent import StreamLimits, read_step  # the harness's modules, not at plugin load
 
     model = config.model or turn.model
     pieces = io.StringIO()

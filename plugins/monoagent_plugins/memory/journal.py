@@ -43,12 +43,19 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Embedder, MemoryRecord, MemoryStats, MemoryTier
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import MemoryHit
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar, ToolRegistrar
+from monoagent import (
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    Embedder,
+    MemoryHit,
+    MemoryRecord,
+    MemoryStats,
+    MemoryTier,
+    ToolRegistrar,
+    hookimpl,
+    logger,
+    setting,
+)
 from monoagent_plugins.memory.database import (
     STORED_TEXT as TEXT,
 )
@@ -85,8 +92,7 @@ from monoagent_plugins.memory.vectors import VectorBackend, VectorIndex
 if TYPE_CHECKING:
     import sqlite3
 
-    from monoagent._kernel.tool_context import ToolContext
-    from monoagent._kernel.turn import Turn
+    from monoagent import ToolContext, Turn
 
 NAME = "journal"
 FILENAME = "journal.sqlite"
@@ -553,17 +559,17 @@ async def memory_journal_tool(context: ToolContext) -> str:
     return render_entries(entries, zone)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
     register(NAME, make_journal, description="dated entries, keyword (FTS5) + semantic search fused by RRF; tool-only")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.journal", JournalConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(TOOL_SPEC, memory_journal_tool, enabled=_journal_configured)
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.model import ToolSpec
+from monoagent import ToolSpec, utf8_len
 
 TOOL_NAME = "MemoryJournal"
 TOOL_MAX_ENTRIES = 50

@@ -38,12 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len, utf8_prefix
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import MemoryRecord, MemoryStats, MemoryTier
-from monoagent._kernel.model import MemoryHit
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import (
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    MemoryHit,
+    MemoryRecord,
+    MemoryStats,
+    MemoryTier,
+    hookimpl,
+    setting,
+    utf8_len,
+    utf8_prefix,
+)
 from monoagent_plugins.memory.database import (
     STORED_TEXT as TEXT,
 )
@@ -345,11 +351,11 @@ def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:
     return LiteTier(memory_dir(agent.config) / FILENAME, **settings)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
     register(NAME, make_lite, description="SQLite FTS5 (bm25) memory with near-duplicate merging")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory.lite", LiteConfig)

@@ -48,13 +48,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from monoagent._boundary.fences import neutralise_fence_tokens, speaker_label
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import MemoryTier, SelectiveMemoryTier
-from monoagent._kernel.model import MemoryHit, Section, ToolSpec
-from monoagent._kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
+from monoagent import (
+    ConfigSectionRegistrar,
+    MemoryHit,
+    MemoryTier,
+    Section,
+    SelectiveMemoryTier,
+    ToolRegistrar,
+    ToolSpec,
+    hookimpl,
+    neutralise_fence_tokens,
+    setting,
+    speaker_label,
+    utf8_len,
+)
 from monoagent_plugins.memory.facts import CaptureConfig
 from monoagent_plugins.memory.index import has_evidence
 from monoagent_plugins.prompt.conversation import RECALL_DELIMITER
@@ -63,8 +70,7 @@ from monoagent_plugins.prompt.group_context import PRECEDING_CLOSE, PRECEDING_OP
 if TYPE_CHECKING:
     import asyncio
 
-    from monoagent._kernel.tool_context import ToolContext
-    from monoagent._kernel.turn import Turn
+    from monoagent import ToolContext, Turn
 
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
@@ -245,7 +251,7 @@ def _exposes_recall_tool(turn: Any) -> bool:
     return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool").enabled)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def recall_memory(turn: Any) -> Any:
     """Recall over the configured tiers (an awaitable)."""
     if not turn.config.memory.tiers:
@@ -327,7 +333,7 @@ async def memory_recall_tool(context: ToolContext) -> str:
     return render_hits(sorted(scored, key=lambda h: -h.score)[:limit], TOOL_MAX_BYTES - utf8_len(note)) + note
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(TOOL_SPEC, memory_recall_tool, enabled=_exposes_recall_tool)
 
@@ -469,7 +475,7 @@ async def _facts(turn: Any, text: str, config: CaptureConfig, metadata: dict[str
     return [(fact.text, {**metadata, "kind": fact.kind}) for fact in extraction.facts]
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def after_commit(turn: Any, result: Any) -> Any:
     if not turn.config.memory.tiers:
         return None
@@ -507,7 +513,7 @@ def guidance(tool_names: Sequence[str]) -> str:
     return GUIDANCE + "\n" + EVIDENCE.format(recall=recall, journal=journal)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def extra_sections(turn: Any) -> Section | None:
     if not turn.config.memory.tiers:
         return None
@@ -515,7 +521,7 @@ def extra_sections(turn: Any) -> Section | None:
     return Section("memory", guidance(names), order=350, stability="stable", source="memory")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("memory", MemoryPathConfig)
     register("memory.recall", RecallConfig)

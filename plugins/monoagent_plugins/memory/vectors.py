@@ -10,7 +10,7 @@ import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from monoagent._kernel.log import logger
+from monoagent import logger
 from monoagent_plugins.memory.database import data_version, tolerate_read_only
 
 if TYPE_CHECKING:

@@ -21,8 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from monoagent._boundary.files import read_regular_text, replace_file_durably
-from monoagent._boundary.text import utf8_prefix
+from monoagent import read_regular_text, replace_file_durably, utf8_prefix
 
 DIRECTORY = "artifacts"
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{24}")

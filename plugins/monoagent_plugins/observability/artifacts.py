@@ -60,15 +60,25 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len, utf8_prefix, valid_unicode
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.log import failure_text, logger
-from monoagent._kernel.model import ContentBlock, RunEvent, TextBlock, ToolResult, ToolSpec
-from monoagent._kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
+from monoagent import (
+    ConfigSectionRegistrar,
+    ContentBlock,
+    RunEvent,
+    TextBlock,
+    ToolRegistrar,
+    ToolResult,
+    ToolSpec,
+    failure_text,
+    hookimpl,
+    logger,
+    setting,
+    utf8_len,
+    utf8_prefix,
+    valid_unicode,
+)
 
 if TYPE_CHECKING:
-    from monoagent._kernel.turn import Turn
+    from monoagent import Turn
 
 NAME = "artifacts"
 CONFIG_PATH = "artifacts"
@@ -194,7 +204,7 @@ def event_record(event: RunEvent) -> dict[str, Any]:
     of the writer's time: plain data is passed through as it is, anything else (attrs values,
     enums, bytes, data too deep to check) goes through cattrs.
     """
-    from monoagent._kernel.serial import unstructure
+    from monoagent import unstructure
 
     try:
         plain = _plain_json(event.data)
@@ -418,7 +428,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=writer.forget_parent)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def on_run_event(event: RunEvent, agent: Any) -> None:
     writer.submit(agent.config.path(DIR_KEY), event)
 
@@ -430,22 +440,22 @@ def run_history(context: Any) -> Any:
     return tool.run_history(context)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, ArtifactsConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(RUN_HISTORY_SPEC, run_history)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def shutdown(agent: Any) -> None:
     writer.flush()
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str:
     """The original of one guarded block, in the run's owner-only ``tool-output`` directory."""
     sink = turn.state.get(NAME)

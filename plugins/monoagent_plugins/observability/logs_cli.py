@@ -15,10 +15,7 @@ from typing import Any
 
 import click
 
-from monoagent._cli.terminal import echo, echo_json
-from monoagent._kernel.errors import ToolHistoryError
-from monoagent._kernel.host import bundled_impl
-from monoagent_plugins.cli.command_line import command_agent, run
+from monoagent import ToolHistoryError, command_agent, echo, echo_json, hookimpl, run_async
 
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 1000
@@ -54,7 +51,7 @@ def _tool_arguments(agent: Any, conversation_id: str, run_id: str) -> dict[str, 
     if store is None:
         return {}
     try:
-        records = run(store.records(conversation_id=conversation_id))
+        records = run_async(store.records(conversation_id=conversation_id))
     except ToolHistoryError as exc:
         echo(f"monoagent: warning: tool arguments not shown, the tool history cannot be read: {exc}", err=True)
         return {}
@@ -147,6 +144,6 @@ def logs_command(run_id: str | None, limit: int, conversation: str | None, statu
         raise click.ClickException(f"the run files cannot be read: {exc}") from None
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     cli.add_command(logs_command)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from monoagent._kernel.host import bundled_impl
+from monoagent import hookimpl
 from monoagent_plugins.observability.redaction_names import is_placeholder, is_secret_name
 from monoagent_plugins.observability.redaction_paths import redact_paths
 from monoagent_plugins.observability.redaction_secrets import redact_secrets
@@ -86,7 +86,7 @@ def _secret_item(item: Any, redact: Callable[[str], str]) -> Any:
     return redact_structure(item, redact)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def redact(text: str, kind: str) -> str:
     if kind == "terminal":  # the reader is the machine's own user: secrets go, paths stay readable
         return redact_secrets(text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
-from monoagent._boundary.text import LazyPattern
+from monoagent import LazyPattern
 
 _lazy = LazyPattern  # the patterns compile on first use (CLI start-up)
 

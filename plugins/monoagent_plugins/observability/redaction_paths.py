@@ -24,7 +24,7 @@ import json
 import os
 import re
 
-from monoagent._boundary.text import LazyPattern
+from monoagent import LazyPattern
 
 _lazy = LazyPattern  # the patterns compile on first use (CLI start-up)
 

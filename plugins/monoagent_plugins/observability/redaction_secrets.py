@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import re
 
-from monoagent._boundary.text import LazyPattern
+from monoagent import LazyPattern
 from monoagent_plugins.observability.redaction_names import (
     AUTH_SCHEME,
     FLAG_END,

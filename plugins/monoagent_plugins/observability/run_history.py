@@ -45,19 +45,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._boundary.fences import neutralise_untrusted, quote_inline
-from monoagent._boundary.files import private_directory_problem
-from monoagent._boundary.strict_json import StrictJSONError
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._boundary.text import utf8_len, utf8_prefix
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import ToolResult, ToolStatus
-from monoagent._kernel.stores import logical_conversation_id
+from monoagent import (
+    StrictJSONError,
+    ToolResult,
+    ToolStatus,
+    logger,
+    logical_conversation_id,
+    neutralise_untrusted,
+    private_directory_problem,
+    quote_inline,
+    utf8_len,
+    utf8_prefix,
+)
+from monoagent import strict_json_loads as strict_loads
 from monoagent_plugins.history.tool_calls.session_history import untrusted_json
 from monoagent_plugins.observability.artifacts import REFUSED, RUN_HISTORY, RUN_TEXT, TERMINAL
 
 if TYPE_CHECKING:
-    from monoagent._kernel.tool_context import ToolContext
+    from monoagent import ToolContext
 
 MAX_FILES = 4096
 """Newest run files one call examines."""

@@ -20,8 +20,7 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.fences import one_line
-from monoagent._kernel.stores import logical_conversation_id
+from monoagent import logical_conversation_id, one_line
 from monoagent_plugins.observability.artifacts import REFUSED, RUN_TEXT, TERMINAL
 from monoagent_plugins.observability.run_history import MAX_FILES, MAX_SCAN_BYTES, RunFiles, Scan
 

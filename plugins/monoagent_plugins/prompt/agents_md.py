@@ -30,12 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent._boundary.fences import quote_inline
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.registrars import ConfigSectionRegistrar
-from monoagent._kernel.turn import Turn
+from monoagent import ConfigSectionRegistrar, Section, Turn, hookimpl, quote_inline, setting
 from monoagent_plugins.prompt import bootstrap
 from monoagent_plugins.prompt.section_text import cut, quoted_text
 
@@ -56,7 +51,7 @@ class AgentsMdConfig:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, AgentsMdConfig)
 
@@ -109,7 +104,7 @@ def _remaining_total(turn: Turn) -> int:
     return max(total - used, 0)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_agents_md(turn: Turn) -> Section | None:
     path = effective_agents_md(turn)
     if path is None:

@@ -25,17 +25,24 @@ import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from monoagent._boundary.fences import quote_inline
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Tool
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import ArtifactRef, Section, ToolResult, ToolSpec, ToolStatus, TurnResult
-from monoagent._kernel.tool_context import ToolContext
-from monoagent._kernel.turn import Turn
+from monoagent import (
+    ArtifactRef,
+    Section,
+    Tool,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    Turn,
+    TurnResult,
+    hookimpl,
+    logger,
+    quote_inline,
+)
 from monoagent_plugins.observability import artifact_store
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
 
 TOOL_NAME = "artifact_read"
 HEADING = "# Artifact references"
@@ -74,7 +81,7 @@ def has_refs(turn: Turn) -> bool:
     return any(message.attachments for message in turn.history)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_artifact_references(turn: Turn) -> Section | None:
     if not has_refs(turn):
         return None
@@ -122,7 +129,7 @@ async def read_artifact(context: ToolContext) -> ToolResult:
 TOOL = Tool(SPEC, read_artifact)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
     return [TOOL] if turn is not None and has_refs(turn) else None
 
@@ -134,7 +141,7 @@ def _store(turn: Turn) -> int:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def after_commit(turn: Turn, result: TurnResult) -> Any:
     if not any(item.text is not None for item in turn.request.attachments):
         return None

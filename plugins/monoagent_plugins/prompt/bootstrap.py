@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent._boundary.files import FileTooLarge, NotRegularFile, read_regular_text
+from monoagent import FileTooLarge, NotRegularFile, read_regular_text
 
 if TYPE_CHECKING:
-    from monoagent._kernel.config import Config
-    from monoagent._kernel.turn import Turn
+    from monoagent import Config, Turn
 
 STATE_KEY = "monoagent_plugins.prompt.bootstrap"
 """The ``turn.state`` key of the per-turn :class:`BootstrapFiles`."""

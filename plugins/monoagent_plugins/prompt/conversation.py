@@ -22,9 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent._boundary.fences import indent_continuations, neutralise_fence_tokens, quote_inline, register_host_fence
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import (
+from monoagent import (
     ArtifactRef,
     Attachment,
     MemoryHit,
@@ -32,8 +30,13 @@ from monoagent._kernel.model import (
     ProviderRequest,
     Section,
     UserMessagePart,
+    artifact_refs_block,
+    hookimpl,
+    indent_continuations,
+    neutralise_fence_tokens,
+    quote_inline,
+    register_host_fence,
 )
-from monoagent._pipeline.sessions import artifact_refs_block
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 """The line recalled memory rides behind on the user message: a host fence of this plugin, guarded by the
@@ -89,7 +92,7 @@ def _entry(message: Message) -> str:
     return text
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def render_history(turn: Any, messages: Sequence[Message]) -> Section:
     if not messages:
         return Section("conversation_history", "", order=400, stability="dynamic", source="conversation")
@@ -107,7 +110,7 @@ def _attachment_block(attachments: Sequence[Attachment]) -> str:
     return "\n".join(lines)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def render_user_message(turn: Any, parts: Sequence[UserMessagePart]) -> Message:
     request = turn.request
     blocks = [p.text for p in parts if p.position == "before" and p.text]
@@ -132,7 +135,7 @@ def recall_block(hits: Sequence[MemoryHit]) -> str:
     return RECALL_DELIMITER + "\n" + "\n".join(entries)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def augment_user_message(turn: Any, recalled: Sequence[MemoryHit]) -> UserMessagePart | None:
     block = recall_block(recalled)
     if not block:
@@ -140,6 +143,6 @@ def augment_user_message(turn: Any, recalled: Sequence[MemoryHit]) -> UserMessag
     return UserMessagePart(block, position="after", order=900, source="conversation")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def prepare_provider_request(turn: Any, request: ProviderRequest) -> ProviderRequest:
     return request

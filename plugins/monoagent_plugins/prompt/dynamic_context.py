@@ -11,15 +11,13 @@ caller passes it again. A project contributes its own per-turn context by implem
 
 from __future__ import annotations
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS, Section
-from monoagent._kernel.turn import Turn
+from monoagent import REQUEST_CONTEXT_MAX_CHARS, Section, Turn, hookimpl
 from monoagent_plugins.prompt.section_text import cut, quoted_text
 
 HEADING = "# Context for this turn\n\nThe caller of this turn supplied the following context. It applies to this turn only."
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_dynamic_context(turn: Turn) -> Section | None:
     context = turn.request.context
     if not context or not context.strip():

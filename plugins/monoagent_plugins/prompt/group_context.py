@@ -44,17 +44,21 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from monoagent._boundary.fences import (
+from monoagent import (
+    MemoryHit,
+    PrecedingMessage,
+    Speaker,
+    Turn,
+    TurnFailed,
+    UserMessagePart,
     capped,
+    hookimpl,
     indent_continuations,
     neutralise_untrusted,
     register_host_fence,
+    utf8_len,
+    utf8_prefix,
 )
-from monoagent._boundary.text import utf8_len, utf8_prefix
-from monoagent._kernel.errors import TurnFailed
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import MemoryHit, PrecedingMessage, Speaker, UserMessagePart
-from monoagent._kernel.turn import Turn
 
 # This plugin's host fences, spelt once and guarded by the fence recogniser from import on.
 PRECEDING_OPEN = register_host_fence("<messages_since_your_last_turn>")
@@ -164,7 +168,7 @@ def checked(sender: object, preceding: Sequence[object]) -> None:
         )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> list[UserMessagePart] | None:
     """The preceding-messages fence and the current-speaker line, when the channel sent them."""
     request = turn.request

@@ -16,24 +16,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.turn import Turn
+from monoagent import Section, Turn, hookimpl
 from monoagent_plugins.prompt.bootstrap import DEFAULT_SOUL, bootstrap_files, create_home_file
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
 
 HEADING = "# Core guardrails"
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
     """Create the agent home's SOUL.md (owner-only) when ``context.soulPath`` is unset and it is missing."""
     create_home_file(agent.config, agent.config.context.soul_path, "SOUL.md", DEFAULT_SOUL)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_core_guardrails(turn: Turn) -> Section:
     """SOUL.md as a file block with the evolve reminder, else the built-in default soul."""
     soul = bootstrap_files(turn).soul

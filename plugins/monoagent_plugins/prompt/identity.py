@@ -16,25 +16,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.turn import Turn
+from monoagent import Section, Turn, hookimpl
 from monoagent_plugins.prompt.bootstrap import DEFAULT_IDENTITY, bootstrap_files, create_home_file
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
 
 IDENTITY_HEADING = "# Identity"
 PERSONA_HEADING = "# User persona"
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
     """Create the agent home's IDENTITY.md (owner-only) when ``context.identityPath`` is unset and it is missing."""
     create_home_file(agent.config, agent.config.context.identity_path, "IDENTITY.md", DEFAULT_IDENTITY)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_identity(turn: Turn) -> Section:
     """IDENTITY.md with the evolve reminder, or a note that no identity file could be read."""
     identity = bootstrap_files(turn).identity
@@ -51,7 +49,7 @@ def section_identity(turn: Turn) -> Section:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def extra_sections(turn: Turn) -> Section | None:
     """USER.md as the ``user_persona`` section (order 250, stable) when it is present."""
     user = bootstrap_files(turn).user

@@ -17,9 +17,7 @@ cut to :data:`NAME_MAX_CHARS` and at most :data:`MAX_NAMED_TOOLS` are named.
 
 from __future__ import annotations
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.turn import Turn
+from monoagent import Section, Turn, hookimpl
 
 NAME = "recovery"
 NAME_MAX_CHARS = 64
@@ -53,14 +51,14 @@ def _named(name: str) -> str:
     return repr(name[:NAME_MAX_CHARS] + ("..." if len(name) > NAME_MAX_CHARS else ""))
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_tool_recovery_policy(turn: Turn) -> Section | None:
     if not turn.tools:
         return None
     return Section("tool_recovery_policy", TOOL_RECOVERY_POLICY, order=360, stability="stable", source=NAME)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_retry_instruction(turn: Turn) -> Section | None:
     state = turn.provider_round
     if state.final:
@@ -76,7 +74,7 @@ def section_retry_instruction(turn: Turn) -> Section | None:
     return Section("retry_instruction", text, order=670, stability="dynamic", source=NAME)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_recovery_continuation(turn: Turn) -> Section | None:
     if not turn.provider_round.continuation:
         return None

@@ -16,9 +16,7 @@ import functools
 import platform
 from datetime import datetime
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section
-from monoagent._kernel.turn import Turn
+from monoagent import Section, Turn, hookimpl
 
 HEADING = "# Runtime facts"
 
@@ -50,6 +48,6 @@ def runtime_facts(turn: Turn) -> str:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_runtime_facts(turn: Turn) -> Section:
     return Section("extra_system", runtime_facts(turn), order=690, stability="dynamic", source="runtime-facts")

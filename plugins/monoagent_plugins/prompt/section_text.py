@@ -8,7 +8,7 @@ pose as host framing nor as the split between the stable and the dynamic prompt.
 
 from __future__ import annotations
 
-from monoagent._boundary.fences import neutralise_fence_tokens
+from monoagent import neutralise_fence_tokens
 
 BOUNDARY_MARKER = "<<MONOAGENT_PROMPT_CACHE_BOUNDARY>>"
 """Spelt as :data:`monoagent._pipeline.assembly.BOUNDARY` (a test keeps them equal)."""

@@ -29,11 +29,7 @@ metadata is rendered.
 
 from __future__ import annotations
 
-from monoagent._boundary.fences import neutralise_untrusted, one_line
-from monoagent._kernel.errors import TurnFailed
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import SILENT_RESULT, Section, Surface
-from monoagent._kernel.turn import Turn
+from monoagent import SILENT_RESULT, Section, Surface, Turn, TurnFailed, hookimpl, neutralise_untrusted, one_line
 
 HEADING = "# Session"
 SURFACE_KINDS = ("dm", "channel", "group")
@@ -156,7 +152,7 @@ def _surface(surface: Surface) -> list[str]:
     return lines
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_session(turn: Turn) -> Section:
     """The documented Session block for this turn's delivery, surface and memory setting."""
     delivery = turn.request.delivery

@@ -36,14 +36,21 @@ from typing import Any, Literal
 
 import attrs
 
-from monoagent._boundary.documents import MAX_NESTING
-from monoagent._boundary.text import utf8_prefix
-from monoagent._kernel.config import Config, setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section, ToolResult, ToolSpec, ToolStatus
-from monoagent._kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
-from monoagent._kernel.tool_context import ToolContext
-from monoagent._kernel.turn import Turn
+from monoagent import DOCUMENT_MAX_NESTING as MAX_NESTING
+from monoagent import (
+    Config,
+    ConfigSectionRegistrar,
+    Section,
+    ToolContext,
+    ToolRegistrar,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    Turn,
+    hookimpl,
+    setting,
+    utf8_prefix,
+)
 from monoagent_plugins.prompt.bootstrap import read_text_cached, unreadable_reason
 
 NAME = "skills"
@@ -242,7 +249,7 @@ def capped_body(turn: Turn, skill: LoadedSkill) -> tuple[str, str | None]:
     return f"{cut.text}\n\n[skill truncated: kept {cut.kept_bytes} of {cut.original_bytes} bytes]", what
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_skill_index(turn: Turn) -> Section:
     """One ``- name: description`` line per loaded skill under ``# Skills``; empty without skills.
 
@@ -262,7 +269,7 @@ def section_skill_index(turn: Turn) -> Section:
     return Section(id="skill_index", text=text, order=500, stability="stable", source="skills")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_skill_instructions(turn: Turn) -> Section | None:
     """Each loaded skill's body under ``## Skill: <name>``, capped at ``context.skillMaxBytes``; none on demand."""
     if on_demand(turn):
@@ -304,7 +311,7 @@ def read_skill(context: ToolContext) -> ToolResult:
     return context.result(f"## Skill: {skill.name}\n\n{body}".rstrip())
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(READ_SKILL_SPEC, read_skill, enabled=_reads_on_demand)
 
@@ -316,6 +323,6 @@ def _reads_on_demand(turn: Turn) -> bool:
 
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, SkillsConfig)

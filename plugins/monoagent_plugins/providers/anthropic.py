@@ -23,10 +23,7 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import ProviderRuntime
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import ComponentRegistrar, ConfigSectionRegistrar, ProviderRuntime, hookimpl, setting
 from monoagent_plugins.providers import settings as provider_settings
 
 API_VERSION = "2023-06-01"
@@ -85,11 +82,11 @@ def make_runtime(agent: Any, model: str) -> Any:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register(PROVIDER, make_runtime, description="Anthropic Messages API (ANTHROPIC_API_KEY)")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.anthropic", AnthropicConfig)

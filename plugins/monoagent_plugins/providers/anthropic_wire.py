@@ -24,9 +24,10 @@ from typing import Any, Literal
 
 import attrs
 
-from monoagent._kernel.errors import ProviderError
-from monoagent._kernel.model import (
+from monoagent import (
+    MAX_TOOL_CALLS_PER_STEP,
     Message,
+    ProviderError,
     ProviderEvent,
     ProviderRequest,
     ReasoningBlock,
@@ -36,9 +37,8 @@ from monoagent._kernel.model import (
     ToolCall,
     ToolCallRequested,
     Usage,
+    wire_converter,
 )
-from monoagent._kernel.serial import wire_converter
-from monoagent._pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 from monoagent_plugins.providers.anthropic import API_VERSION, PROVIDER, AnthropicConfig
 from monoagent_plugins.providers.events import (
     READ_ON_EVENTS,

@@ -16,8 +16,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from monoagent._boundary.text import LazyPattern
-from monoagent._kernel.errors import ProviderError
+from monoagent import LazyPattern, ProviderError
 
 if TYPE_CHECKING:
     from monoagent_plugins.providers.http import Endpoint
@@ -246,7 +245,7 @@ def event_json(endpoint: Endpoint, data: str) -> dict[str, Any]:
 
 def tool_arguments(endpoint: Endpoint, name: str, call_id: str, text: str) -> dict[str, Any]:
     """A tool call's assembled argument JSON as an object (empty text is ``{}``), or a one-line ProviderError."""
-    from monoagent._pipeline.stream import MAX_ARGUMENT_DEPTH, too_deep
+    from monoagent import MAX_ARGUMENT_DEPTH, too_deep
 
     label = f"{endpoint.provider}: tool call {name[:64]!r} ({call_id[:64]})"
     if not text.strip():

@@ -38,8 +38,7 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.text import scrub_unicode
-from monoagent._kernel.errors import ContextLimitError, ProviderError
+from monoagent import ContextLimitError, ProviderError, scrub_unicode
 from monoagent_plugins.providers.events import SSEReader, excerpt
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})

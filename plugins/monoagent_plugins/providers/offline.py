@@ -25,21 +25,23 @@ from typing import Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import ConfigError, ProviderError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import ProviderRuntime
-from monoagent._kernel.model import (
+from monoagent import (
+    ComponentRegistrar,
+    ConfigError,
+    ConfigSectionRegistrar,
+    ProviderError,
     ProviderEvent,
     ProviderRequest,
+    ProviderRuntime,
     StepFinished,
     TextDelta,
     ToolCall,
     ToolCallRequested,
     Usage,
+    hookimpl,
+    setting,
+    utf8_len,
 )
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
 
 CONTEXT_WINDOW = 200_000
 SCRIPT_MAX_BYTES = 16 * 1024 * 1024
@@ -76,7 +78,7 @@ class EchoRuntime:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         manifest = request.prompt.manifest
-        from monoagent._pipeline.assembly import current_user_message
+        from monoagent import current_user_message
 
         user = current_user_message(request.prompt).content
         reply = (
@@ -116,7 +118,7 @@ def load_script(path: Path) -> list[ScriptStep]:
     """
     import cattrs
 
-    from monoagent._boundary.documents import DocumentError, load_document
+    from monoagent import DocumentError, load_document
 
     try:
         data = load_document(path, max_bytes=SCRIPT_MAX_BYTES, what="script")
@@ -179,11 +181,11 @@ def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
     raise ConfigError(f"offline provider has no model {model!r}; available: echo, scripted")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register("offline", make_runtime, description="offline:echo and offline:scripted (no network)", models=("echo", "scripted"))
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.offline", OfflineConfig)

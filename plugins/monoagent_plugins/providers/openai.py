@@ -11,10 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import ProviderRuntime
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import ComponentRegistrar, ConfigSectionRegistrar, ProviderRuntime, hookimpl, setting
 from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
@@ -64,11 +61,11 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register(PROVIDER, make_runtime, description="OpenAI Chat Completions (OPENAI_API_KEY)")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.openai", OpenAIConfig)

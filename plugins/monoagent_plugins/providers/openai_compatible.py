@@ -13,10 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import ProviderRuntime
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import ComponentRegistrar, ConfigSectionRegistrar, ProviderRuntime, hookimpl, setting
 from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
@@ -66,11 +63,11 @@ def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
     )
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     register(PROVIDER, make_runtime, description="any OpenAI-compatible server (vLLM, llama.cpp, ...)")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("providers.openaiCompatible", OpenAICompatibleConfig)

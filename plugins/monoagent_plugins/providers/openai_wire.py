@@ -35,9 +35,10 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.errors import ProviderError
-from monoagent._kernel.model import (
+from monoagent import (
+    MAX_TOOL_CALLS_PER_STEP,
     Message,
+    ProviderError,
     ProviderEvent,
     ProviderRequest,
     StepFinished,
@@ -46,9 +47,8 @@ from monoagent._kernel.model import (
     ToolCall,
     ToolCallRequested,
     Usage,
+    wire_converter,
 )
-from monoagent._kernel.serial import wire_converter
-from monoagent._pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 from monoagent_plugins.providers.events import (
     READ_ON_EVENTS,
     Malformed,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import ProviderError
+from monoagent import ProviderError, setting
 
 _READ_TIMEOUT_DOC = "Read timeout: the longest wait for the next piece of the stream{loading} (seconds)."
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.log import logger
+from monoagent import hookimpl, logger
 
 BYTES_PER_TOKEN = 4
 ENCODING = "cl100k_base"
@@ -48,7 +47,7 @@ def estimate(text: str) -> int:
     return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def count_tokens(text: str, model: str) -> int:
     encoding = _encoding()
     if encoding is None:

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from monoagent._kernel.log import logger
+from monoagent import logger
 
 MAX_PATH_CHARS = 512
 """A longer request path is logged cut to this many characters, with ``...``."""

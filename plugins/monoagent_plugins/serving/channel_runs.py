@@ -14,8 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from monoagent._kernel.model import TurnRequest, TurnResult
-    from monoagent._pipeline.run_handle import RunHandle
+    from monoagent import RunHandle, TurnRequest, TurnResult
 
 SHUTDOWN_REASON = "server_shutdown"
 """The cancel reason of a run still in flight when the grace period ends (in its continuity account)."""
@@ -29,7 +28,7 @@ class ChannelRuns:
     """One channel's harness and the runs it has in flight."""
 
     def __init__(self, agent: Any) -> None:
-        from monoagent._pipeline.harness import Harness  # the turn path: imported when serving, not at CLI start-up
+        from monoagent import Harness  # the turn path: imported when serving, not at CLI start-up
 
         self.agent = agent
         self.harness = Harness(agent)

@@ -23,14 +23,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.config_keys import NAME_ALLOWED, NAME_PATTERN
-from monoagent._kernel.errors import AdmissionRejected, ConfigError, MonoagentError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Channel
-from monoagent._kernel.log import failure_text, logger
-from monoagent._kernel.model import RunEvent, TurnRequest
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import CONFIG_NAME_ALLOWED as NAME_ALLOWED
+from monoagent import CONFIG_NAME_PATTERN as NAME_PATTERN
+from monoagent import (
+    AdmissionRejected,
+    Channel,
+    ComponentRegistrar,
+    ConfigError,
+    ConfigSectionRegistrar,
+    MonoagentError,
+    RunEvent,
+    TurnRequest,
+    failure_text,
+    hookimpl,
+    logger,
+    setting,
+)
 
 if TYPE_CHECKING:
     from monoagent_plugins.serving.cron_schedule import Clock, CronSchedule
@@ -249,7 +257,7 @@ class CronChannel:
 
     def report(self, type: str, job: str, data: dict[str, Any]) -> None:
         """A channel-level event (no run of its own: a fresh run id) to every ``on_run_event`` observer."""
-        from monoagent._pipeline.run_control import new_run_id
+        from monoagent import new_run_id
 
         event = RunEvent(type, new_run_id(), conversation_of(self.jobs[job]), 1, time.time(),
                          {"channel": CHANNEL, "job": job, **data})
@@ -293,11 +301,11 @@ def _scheduler_ended(task: Any) -> None:
         logger.opt(exception=error).error("cron: the scheduler stopped on an error; no further tick fires: {}", error)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("cron", CronConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, CronChannel, description="Turns on a schedule (cron.jobs), run by monoagent serve")

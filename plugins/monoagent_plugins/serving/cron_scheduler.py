@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from monoagent._kernel.log import logger
+from monoagent import logger
 from monoagent_plugins.serving.cron_schedule import Clock, CronSchedule
 from monoagent_plugins.serving.cron_state import CronState
 

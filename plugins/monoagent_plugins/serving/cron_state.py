@@ -21,9 +21,8 @@ from pathlib import Path
 
 import attrs
 
-from monoagent._boundary.files import private_directory_problem, read_open_file, replace_file_durably
-from monoagent._boundary.strict_json import loads as strict_loads
-from monoagent._kernel.log import logger
+from monoagent import logger, private_directory_problem, read_open_file, replace_file_durably
+from monoagent import strict_json_loads as strict_loads
 
 STATE_VERSION = 1
 MAX_STATE_BYTES = 1_048_576

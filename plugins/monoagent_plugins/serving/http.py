@@ -27,9 +27,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from monoagent._kernel.errors import ConfigError
-from monoagent._kernel.interfaces import ServedChannel
-from monoagent._kernel.log import logger
+from monoagent import ConfigError, ServedChannel, logger
 
 ANSWER_MARGIN_S = 5
 RETRY_AFTER_S = 1

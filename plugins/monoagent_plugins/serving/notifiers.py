@@ -36,8 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from monoagent._kernel.errors import ConfigError, NotifyFailed
-from monoagent._kernel.interfaces import Notification
+from monoagent import ConfigError, Notification, NotifyFailed
 from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, sign
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -21,11 +21,8 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.config_keys import camel
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Notifier
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import ComponentRegistrar, ConfigSectionRegistrar, Notifier, hookimpl, setting
+from monoagent import camel_case as camel
 
 SECRET_ENV_PREFIX = "MONO_AGENT_NOTIFY_SECRET_"
 """``MONO_AGENT_NOTIFY_SECRET_<NAME>`` holds ``notify.destinations.<name>.secret`` (and wins over the file)."""
@@ -86,12 +83,12 @@ def file_notifier(*, agent: Any, options: dict[str, Any]) -> Any:
     return FileNotifier.from_options(options, agent.config.resolve)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("notify", NotifyConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_notifiers(register: ComponentRegistrar[Notifier]) -> None:
     register("webhook", webhook_notifier, description="POST the answer as signed JSON (HMAC-SHA256), retried with backoff")
     register("file", file_notifier, description="append one JSON line per answer to a file")

@@ -27,11 +27,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from monoagent._kernel.components import NOTIFIERS
-from monoagent._kernel.errors import ConfigError
-from monoagent._kernel.interfaces import Notification, Notifier
-from monoagent._kernel.log import failure_text, logger
-from monoagent._kernel.model import SILENT_RESULT, RunEvent, TurnResult
+from monoagent import (
+    NOTIFIERS,
+    SILENT_RESULT,
+    ConfigError,
+    Notification,
+    Notifier,
+    RunEvent,
+    TurnResult,
+    failure_text,
+    logger,
+)
 
 
 def is_silent(result: TurnResult) -> bool:

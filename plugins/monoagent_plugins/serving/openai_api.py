@@ -35,13 +35,17 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import AdmissionRejected, MonoagentError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Channel
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import TurnRequest
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import (
+    AdmissionRejected,
+    Channel,
+    ComponentRegistrar,
+    ConfigSectionRegistrar,
+    MonoagentError,
+    TurnRequest,
+    hookimpl,
+    logger,
+    setting,
+)
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
 
@@ -413,11 +417,11 @@ class OpenAIApiChannel:
         await self.runs.shutdown()
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("openaiApi", OpenAIApiConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, OpenAIApiChannel, description="OpenAI-compatible chat API (POST /v1/chat/completions), served by monoagent serve")

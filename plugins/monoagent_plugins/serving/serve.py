@@ -16,15 +16,22 @@ from typing import Any, NoReturn
 import attrs
 import click
 
-from monoagent._cli.terminal import echo
-from monoagent._kernel.components import CHANNELS, AgentComponents
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import ComponentError, ConfigError, ExitCode
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import CheckedChannel, ServedChannel
-from monoagent._kernel.log import logger
-from monoagent._kernel.registrars import ConfigSectionRegistrar
-from monoagent_plugins.cli.command_line import command_agent, run
+from monoagent import (
+    CHANNELS,
+    AgentComponents,
+    CheckedChannel,
+    ComponentError,
+    ConfigError,
+    ConfigSectionRegistrar,
+    ExitCode,
+    ServedChannel,
+    command_agent,
+    echo,
+    hookimpl,
+    logger,
+    run_async,
+    setting,
+)
 
 
 def _check_networks(value: list[str]) -> str | None:
@@ -147,7 +154,7 @@ def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]
 @click.option("--log-json", is_flag=True, help="Log every line as one JSON object (access log included), for a log collector.")
 def serve_command(host: str | None, port: int | None, check_only: bool, log_json: bool) -> None:
     """Serve every enabled channel over HTTP until SIGTERM or Ctrl-C."""
-    from monoagent._kernel.log import configure_server_log
+    from monoagent import configure_server_log
 
     configure_server_log(json=log_json)
 
@@ -195,7 +202,7 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
             await agent.aclose()
 
     try:
-        run(serve())
+        run_async(serve())
     except ConfigError as exc:
         refuse(str(exc))
 
@@ -218,11 +225,11 @@ def check_command(host: str | None, port: int | None) -> None:
         echo(line)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("serve", ServeConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_commands(cli: click.Group) -> None:
     cli.add_command(serve_command)

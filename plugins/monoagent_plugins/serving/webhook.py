@@ -34,13 +34,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import AdmissionRejected, ConfigError, MonoagentError
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Channel
-from monoagent._kernel.log import failure_text, logger
-from monoagent._kernel.model import RunEvent, TurnRequest
-from monoagent._kernel.registrars import ComponentRegistrar, ConfigSectionRegistrar
+from monoagent import (
+    AdmissionRejected,
+    Channel,
+    ComponentRegistrar,
+    ConfigError,
+    ConfigSectionRegistrar,
+    MonoagentError,
+    RunEvent,
+    TurnRequest,
+    failure_text,
+    hookimpl,
+    logger,
+    setting,
+)
 
 if TYPE_CHECKING:
     from monoagent_plugins.serving.webhook_receipts import Admission
@@ -92,8 +99,7 @@ def payload_text(name: str, prompt: str, payload: dict[str, Any], max_bytes: int
     (:func:`~monoagent._boundary.fences.quote_block`): JSON escapes line breaks inside strings, so
     nothing in the body can start a line of its own, close the quotation or pose as host text.
     """
-    from monoagent._boundary.fences import capped, quote_block
-    from monoagent._boundary.text import utf8_len
+    from monoagent import capped, quote_block, utf8_len
 
     rendered = json.dumps(payload, indent=2, ensure_ascii=False)
     if utf8_len(rendered) > max_bytes:
@@ -334,11 +340,11 @@ class WebhookChannel:
             await asyncio.to_thread(self._receipts.close)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("webhook", WebhookConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, WebhookChannel, description="Signed webhook requests (POST /hooks/<name>), served by monoagent serve")

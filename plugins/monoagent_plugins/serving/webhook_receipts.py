@@ -34,9 +34,7 @@ from typing import Literal
 
 import attrs
 
-from monoagent._boundary.files import private_directory_problem
-from monoagent._kernel.errors import MonoagentError
-from monoagent._kernel.log import logger
+from monoagent import MonoagentError, logger, private_directory_problem
 from monoagent_plugins.memory.database import immediate, open_database
 from monoagent_plugins.serving.signatures import TOLERANCE_S
 

@@ -26,15 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.errors import ConfigError, MonoagentError
-from monoagent._kernel.model import RunEvent, ToolResult, ToolSpec, ToolStatus, TurnRequest, Usage
-from monoagent._kernel.subagents import SubagentSpec
+from monoagent import (
+    ConfigError,
+    MonoagentError,
+    RunEvent,
+    SubagentSpec,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    TurnRequest,
+    Usage,
+    utf8_len,
+)
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
-    from monoagent._kernel.config import Config
-    from monoagent._kernel.tool_context import ToolContext
+    from monoagent import Agent, Config, ToolContext
 
 TASK_TOOL = "task"
 TASK_DOMAIN = "task"

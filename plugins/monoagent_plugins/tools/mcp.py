@@ -19,14 +19,10 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Tool, ToolSourceFailure
-from monoagent._kernel.registrars import ConfigSectionRegistrar
+from monoagent import ConfigSectionRegistrar, Tool, ToolSourceFailure, hookimpl, setting
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
-    from monoagent._kernel.turn import Turn
+    from monoagent import Agent, Turn
     from monoagent_plugins.tools.mcp_servers import McpServer
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
@@ -152,25 +148,25 @@ _AGENTS: weakref.WeakKeyDictionary[Agent, McpServers] = weakref.WeakKeyDictionar
 ``shutdown`` removes an Agent's entry, and an Agent dropped without closing takes its entry with it."""
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("mcp", McpConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
     config = agent.config.section("mcp")
     if any(server.enabled for server in config.servers.values()):
         _AGENTS[agent] = McpServers(config)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def provide_tools(agent: Agent, turn: Turn | None) -> Any:
     servers = _AGENTS.get(agent)
     return None if servers is None else servers.offered(turn)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def shutdown(agent: Agent) -> Any:
     servers = _AGENTS.pop(agent, None)
     return None if servers is None else servers.aclose()

@@ -33,14 +33,11 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from monoagent._kernel.interfaces import Tool, ToolSourceFailure
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import ToolResult, ToolStatus
-from monoagent._kernel.tool_context import ToolContext
+from monoagent import Tool, ToolContext, ToolResult, ToolSourceFailure, ToolStatus, logger
 from monoagent_plugins.tools.mcp_tools import SkippedTool, tool_result, tool_spec
 
 if TYPE_CHECKING:
-    from monoagent._kernel.turn import Turn
+    from monoagent import Turn
     from monoagent_plugins.tools.mcp import McpServerConfig
 
 CLOSE_TIMEOUT_S = 10.0

@@ -22,9 +22,17 @@ import json
 import re
 from typing import Any
 
-from monoagent._boundary.fences import neutralise_untrusted
-from monoagent._kernel.model import BinaryBlock, ContentBlock, ImageBlock, TextBlock, ToolResult, ToolSpec, ToolStatus
-from monoagent._kernel.tool_context import ToolContext
+from monoagent import (
+    BinaryBlock,
+    ContentBlock,
+    ImageBlock,
+    TextBlock,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    neutralise_untrusted,
+)
 
 SEPARATOR = "__"
 """Between the server's name and its tool's name: ``files__read``."""

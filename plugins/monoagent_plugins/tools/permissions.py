@@ -51,15 +51,30 @@ from typing import Literal
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.errors import ConfigError
-from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.host import await_me_maybe, bundled_impl
-from monoagent._kernel.log import logger
-from monoagent._kernel.model import TOOL_CATEGORIES, Section, ToolCall, ToolResult, ToolStatus
-from monoagent._kernel.permissions import ALL, READ, Approval, ApprovalRequest, PermissionProfile, permission_profile
-from monoagent._kernel.registrars import ConfigSectionRegistrar
-from monoagent._kernel.turn import Turn
+from monoagent import (
+    ALL_CATEGORIES as ALL,
+)
+from monoagent import (
+    READ_CATEGORY as READ,
+)
+from monoagent import (
+    TOOL_CATEGORIES,
+    Approval,
+    ApprovalRequest,
+    ConfigError,
+    ConfigSectionRegistrar,
+    PermissionProfile,
+    Section,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+    Turn,
+    await_me_maybe,
+    hookimpl,
+    logger,
+    permission_profile,
+    setting,
+)
 
 CONFIG_PATH = "permissions"
 HEADING = "# Current permissions"
@@ -247,12 +262,12 @@ async def _ask(turn: Turn, request: ApprovalRequest) -> Approval:
 # ------------------------------------------------------------------------------ hooks
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, PermissionsConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def turn_permissions(turn: Turn) -> PermissionProfile:
     return effective_profile(turn)
 
@@ -286,7 +301,7 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_current_permissions(turn: Turn) -> Section | None:
     profile = turn.permissions
     if profile is None or not profile.restricted:

@@ -16,19 +16,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from monoagent._kernel.config import check_model, setting
-from monoagent._kernel.errors import ConfigError
-from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.interfaces import Tool
-from monoagent._kernel.model import Section, ToolSpec
-from monoagent._kernel.registrars import ConfigSectionRegistrar
-from monoagent._kernel.subagents import SubagentSpec
-from monoagent._kernel.turn import Turn
+from monoagent import (
+    ConfigError,
+    ConfigSectionRegistrar,
+    Section,
+    SubagentSpec,
+    Tool,
+    ToolSpec,
+    Turn,
+    check_model,
+    hookimpl,
+    setting,
+)
 from monoagent_plugins.tools.delegation import DELEGATIONS, TASK_TOOL, Delegation, roster, run_task, task_spec
 
 if TYPE_CHECKING:
-    from monoagent._agent import Agent
+    from monoagent import Agent
 
 CONFIG_PATH = "agents"
 IDENTITY_HEADING = "# Identity"
@@ -79,12 +82,12 @@ def configured_subagents(settings: AgentsConfig) -> dict[str, SubagentSpec]:
     return specs
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, AgentsConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
     """Build the agent's roster (config and ``Agent(subagents=...)``); nothing to do without one."""
     settings: AgentsConfig = agent.config.section(CONFIG_PATH)
@@ -93,7 +96,7 @@ def configure(agent: Agent) -> None:
         DELEGATIONS[agent] = Delegation(specs, settings.max_depth, settings.max_concurrent)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
     """The ``task`` tool, for an agent with a subagent and depth left."""
     delegation = DELEGATIONS.get(agent)
@@ -102,7 +105,7 @@ def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
     return [Tool(task_spec(delegation), run_task)]
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def filter_tools(turn: Turn, tools: tuple[ToolSpec, ...]) -> list[ToolSpec] | None:
     """A subagent's turn keeps only the tools its ``tools`` list names, by name or by domain."""
     if turn.subagent is None:
@@ -111,7 +114,7 @@ def filter_tools(turn: Turn, tools: tuple[ToolSpec, ...]) -> list[ToolSpec] | No
     return [spec for spec in tools if spec.name in allowed or (spec.domain is not None and spec.domain in allowed)]
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_task_orchestration(turn: Turn) -> Section | None:
     """When to delegate, and the agents there are; only on a turn that is offered the ``task`` tool."""
     if not any(spec.name == TASK_TOOL for spec in turn.tools):
@@ -147,7 +150,7 @@ def section_identity(turn: Turn) -> Section | None:
                    source="subagents")
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 async def shutdown(agent: Agent) -> Any:
     """Let the agent's subagents settle their cancelled runs and close their harnesses.
 

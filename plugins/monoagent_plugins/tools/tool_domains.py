@@ -30,12 +30,18 @@ from collections.abc import Sequence
 
 import attrs
 
-from monoagent._kernel.config import setting
-from monoagent._kernel.host import bundled_impl
-from monoagent._kernel.model import Section, ToolResult, ToolSpec, ToolStatus
-from monoagent._kernel.registrars import ConfigSectionRegistrar, ToolRegistrar
-from monoagent._kernel.tool_context import ToolContext
-from monoagent._kernel.turn import Turn
+from monoagent import (
+    ConfigSectionRegistrar,
+    Section,
+    ToolContext,
+    ToolRegistrar,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    Turn,
+    hookimpl,
+    setting,
+)
 
 CONFIG_PATH = "tools"
 TOOL_NAME = "request_tools"
@@ -127,23 +133,23 @@ def _something_hidden(turn: Turn) -> bool:
     return bool(hidden_specs(visible_patterns(turn), turn.tools))
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register(CONFIG_PATH, ToolDomainsConfig)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def register_tools(register: ToolRegistrar) -> None:
     register(TOOL_SPEC, request_tools, enabled=_something_hidden)
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def hide_tools(turn: Turn, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
     """The tools of every domain ``tools.visible`` does not list."""
     return hidden_specs(visible_patterns(turn), tools) or None
 
 
-@bundled_impl
+@hookimpl(trylast=True)
 def section_hidden_tool_domains(turn: Turn) -> Section | None:
     domains = hidden_domains(turn)
     if not domains or not any(spec.name == TOOL_NAME for spec in turn.tools):

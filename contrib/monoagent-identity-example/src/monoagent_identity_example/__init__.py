@@ -23,7 +23,7 @@ import attrs
 from monoagent import Section, hookimpl
 
 if TYPE_CHECKING:
-    from monoagent._kernel.turn import Turn
+    from monoagent import Turn
 
 __version__ = "0.1.0"
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monoagent._boundary.fences import (
+from monoagent import (
+    Section,
+    ToolHistoryError,
+    accounted_records,
     indent_continuations,
     neutralise_untrusted,
     quote_inline,
+    utf8_len,
 )
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.errors import ToolHistoryError
-from monoagent._kernel.model import Section
-from monoagent._pipeline.continuity_account import accounted_records
 from monoagent_plugins.history.tool_calls.sidecar import SidecarUnavailable
 from monoagent_plugins.history.tool_calls.spec import PROJECTION_CLOSE, PROJECTION_OPEN, SESSION_HISTORY
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from monoagent._kernel.errors import ToolHistoryError
-from monoagent._kernel.model import ToolResult, ToolStatus
+from monoagent import ToolHistoryError, ToolResult, ToolStatus
 from monoagent_plugins.history.tool_calls.projection import value_text
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY
 from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 if TYPE_CHECKING:
-    from monoagent._kernel.tool_context import ToolContext
+    from monoagent import ToolContext
 
 
 SEARCH_DEFAULT = 10

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monoagent._kernel.errors import ToolHistoryError
+from monoagent import ToolHistoryError
 
 if TYPE_CHECKING:
     from monoagent_plugins.history.tool_history import ToolHistoryConfig

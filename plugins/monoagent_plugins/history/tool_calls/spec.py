@@ -11,8 +11,7 @@ neutralised from start-up on reads it inert.
 
 from __future__ import annotations
 
-from monoagent._boundary.fences import register_host_fence
-from monoagent._kernel.model import ToolSpec
+from monoagent import ToolSpec, register_host_fence
 
 SESSION_HISTORY = "SessionHistory"
 PROJECTION_OPEN = register_host_fence("<tool_history_projection>")

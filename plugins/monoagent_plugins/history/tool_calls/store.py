@@ -39,10 +39,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from monoagent._boundary.text import utf8_len, utf8_prefix
-from monoagent._kernel.errors import ToolHistoryError
-from monoagent._kernel.model import ToolResult, ToolStatus
-from monoagent._kernel.stores import ToolHistoryClearReport, ToolHistoryStats, ToolInvocation, ToolRecord
+from monoagent import (
+    ToolHistoryClearReport,
+    ToolHistoryError,
+    ToolHistoryStats,
+    ToolInvocation,
+    ToolRecord,
+    ToolResult,
+    ToolStatus,
+    utf8_len,
+    utf8_prefix,
+)
 from monoagent_plugins.history.tool_calls.sidecar import (
     READ_BUSY_TIMEOUT_MS,
     READABLE_SCHEMAS,

@@ -52,9 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._boundary.text import utf8_len
-from monoagent._kernel.errors import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable
-from monoagent._kernel.log import logger
+from monoagent import ToolHistoryError, ToolHistoryRejected, ToolHistoryUnavailable, logger, utf8_len
 from monoagent_plugins.history.tool_calls.sidecar import (
     BUSY_TIMEOUT_MS,
     IN_FLIGHT_INDEX,
