@@ -60,7 +60,7 @@ def _signature(function: Any) -> str:
         text = f"{prefix}{parameter.name}"
         if parameter.annotation is not None:
             text += f": {parameter.annotation}"
-        if parameter.default is not None:
+        if parameter.default is not None and not prefix:
             text += f" = {parameter.default}"
         parts.append(text)
     returns = f" -> {function.returns}" if function.returns is not None else ""
@@ -96,7 +96,8 @@ def describe(package: str, name: str, module: Any) -> list[str]:
         return [f"def {name}{_signature(target)}"]
     if target.is_attribute:
         annotation = f": {target.annotation}" if target.annotation is not None else ""
-        return [f"{name}{annotation}"]
+        value = f" = {target.value}" if target.value is not None and len(str(target.value)) <= 80 else ""
+        return [f"{name}{annotation}{value}"]
     return [f"{name}: {target.kind.value}"]
 
 
@@ -116,6 +117,10 @@ def difference(recorded: str, current: str) -> list[str]:
     return list(difflib.unified_diff(recorded.splitlines(), current.splitlines(), "recorded", "current", lineterm="", n=1))
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.public_api", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1, printing the difference, when the record is stale")
@@ -125,12 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         changed = difference(RECORD.read_text(encoding="utf-8") if RECORD.exists() else "", current)
         if changed:
             print("\n".join(changed))
-            print(f"{RECORD.relative_to(ROOT)} is stale; run: python -m devtools.public_api", file=sys.stderr)
+            print(f"{_shown(RECORD)} is stale; run: python -m devtools.public_api", file=sys.stderr)
             return 1
         print("the public API record is up to date")
         return 0
     RECORD.write_text(current, encoding="utf-8")
-    print(f"wrote {RECORD.relative_to(ROOT)}")
+    print(f"wrote {_shown(RECORD)}")
     return 0
 
 
