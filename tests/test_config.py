@@ -869,3 +869,17 @@ def test_a_description_of_what_is_allowed_needs_something_that_enforces_it() -> 
     with pytest.raises(TypeError, match=r"needs min, max or check to enforce it"):
         setting("fast", doc="How to run.", allowed="fast or careful")
     setting(0, doc="A count.", min=0, max=100, allowed="0 (none) or 1 to 100")  # described, and enforced by min/max
+
+
+def test_a_plugin_section_is_read_typed_by_its_class(tmp_path):
+    """``config.section(path, cls)`` is the registered instance, typed; another class is a TypeError naming both."""
+    from monoagent.testing import fresh_agent
+    from monoagent_plugins.tools.subagents import AgentsConfig
+
+    agent = fresh_agent(tmp_path)
+    settings = agent.config.section("agents", AgentsConfig)
+    assert isinstance(settings, AgentsConfig) and settings.max_depth == 1
+    with pytest.raises(TypeError, match=r"the configuration section 'agents' is a AgentsConfig, not a Path"):
+        agent.config.section("agents", Path)
+    with pytest.raises(KeyError, match=r"no plugin declared the configuration section 'nothing'"):
+        agent.config.section("nothing", AgentsConfig)

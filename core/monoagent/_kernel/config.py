@@ -21,7 +21,7 @@ import re
 import typing
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 import attrs
 
@@ -29,6 +29,8 @@ CONFIG_FILENAME = "monoagent.toml"
 ENV_PREFIX = "MONO_AGENT_"
 STATE_DIRNAME = ".mono-agent"
 MODEL_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
+S = TypeVar("S")
+"""A plugin's configuration section class (:meth:`Config.section`)."""
 
 
 def setting(
@@ -421,12 +423,27 @@ class Config:
     sections: dict[str, Any] = attrs.field(factory=dict, metadata={"internal": True})
     warnings: list[str] = attrs.field(factory=list, metadata={"internal": True}, repr=False)
 
-    def section(self, path: str) -> Any:
-        """A plugin's config section (an instance of the class it registered)."""
+    @overload
+    def section(self, path: str) -> Any: ...
+
+    @overload
+    def section(self, path: str, cls: type[S]) -> S: ...
+
+    def section(self, path: str, cls: type[S] | None = None) -> Any:
+        """A plugin's config section: the instance of the attrs class it registered for ``path``.
+
+        Pass that class as ``cls`` and the section is typed (``config.section("greeter",
+        GreeterConfig)`` is a ``GreeterConfig`` to mypy); a section of another class is then a
+        ``TypeError`` naming both, rather than an attribute error later. A path no active plugin
+        declared is a ``KeyError`` naming it.
+        """
         try:
-            return self.sections[path]
+            found = self.sections[path]
         except KeyError:
             raise KeyError(f"no plugin declared the configuration section {path!r}") from None
+        if cls is not None and not isinstance(found, cls):
+            raise TypeError(f"the configuration section {path!r} is a {type(found).__name__}, not a {cls.__name__}")
+        return found
 
     def resolve(self, path: Path | str) -> Path:
         """A configured path made absolute: relative paths are relative to the config file's dir."""
