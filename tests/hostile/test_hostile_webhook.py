@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monoagent._boundary.fences import has_fence_token, host_fences, neutralise_fence_tokens
-from monoagent_plugins import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
+from monoagent_plugins.prompt import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
 from monoagent_plugins.history.tool_calls import spec  # noqa: F401
 from monoagent_plugins.serving.webhook import PAYLOAD_END, payload_text
 
