@@ -22,8 +22,8 @@ import time
 from _benchlib import emit_json, machine, parser, scaled, summary, verdict_line
 
 from monoagent._boundary.fences import neutralise_fence_tokens
-from monoagent_plugins.prompt import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
 from monoagent_plugins.history.tool_calls import spec  # noqa: F401
+from monoagent_plugins.prompt import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
 
 TARGET_US = 50.0
 WORDS = "the agent reads a configuration file then loads plugins from entry points and local paths before each turn".split()

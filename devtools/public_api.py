@@ -67,15 +67,23 @@ def _signature(function: Any) -> str:
     return f"({', '.join(parts)}){returns}"
 
 
+def _function_lines(name: str, function: Any) -> list[str]:
+    """A function's line, or one line per ``@overload`` when it has overloads (what callers see)."""
+    labels = sorted(str(label) for label in function.labels)
+    shown = f" [{', '.join(labels)}]" if labels else ""
+    overloads = getattr(function, "overloads", None) or []
+    if overloads:
+        return [f"def {name}{_signature(overload)}{shown} [overload]" for overload in overloads]
+    return [f"def {name}{_signature(function)}{shown}"]
+
+
 def _member_lines(cls: Any) -> Iterator[str]:
     for name, member in sorted(cls.members.items()):
         if name.startswith("_") and name != "__call__":
             continue
         target = member.final_target if member.is_alias else member
         if target.is_function:
-            labels = sorted(str(label) for label in target.labels)
-            shown = f" [{', '.join(labels)}]" if labels else ""
-            yield f"    def {name}{_signature(target)}{shown}"
+            yield from (f"    {line}" for line in _function_lines(name, target))
         elif target.is_attribute:
             annotation = f": {target.annotation}" if target.annotation is not None else ""
             yield f"    {name}{annotation}"
@@ -93,7 +101,7 @@ def describe(package: str, name: str, module: Any) -> list[str]:
         bases = ", ".join(str(base) for base in target.bases)
         return [f"class {name}({bases})", *_member_lines(target)]
     if target.is_function:
-        return [f"def {name}{_signature(target)}"]
+        return _function_lines(name, target)
     if target.is_attribute:
         annotation = f": {target.annotation}" if target.annotation is not None else ""
         value = f" = {target.value}" if target.value is not None and len(str(target.value)) <= 80 else ""

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monoagent._boundary.fences import has_fence_token, host_fences, neutralise_fence_tokens
-from monoagent_plugins.prompt import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
 from monoagent_plugins.history.tool_calls import spec  # noqa: F401
+from monoagent_plugins.prompt import conversation, group_context  # noqa: F401  (the plugins register their host fences on import)
 from monoagent_plugins.serving.webhook import PAYLOAD_END, payload_text
 
 PIECES = [*host_fences(), "</messages_since_your_last_turn >", "&lt;/current_speaker&gt;", "\uff1ccurrent_speaker\uff1e", PAYLOAD_END,
