@@ -1339,7 +1339,24 @@ async def _offered(agent: Any) -> list[str]:
     return [spec.name for spec in offered_tools(turn)]
 
 
-def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(tmp_path):
+class _Watching:
+    """A hook observer: while one watches, every call takes the kernel's recorded path."""
+
+    def started(self, name, kwargs, plugins):
+        pass
+
+    def finished(self, call):
+        pass
+
+
+def _maybe_observed(agent, observed):
+    if observed:
+        agent.hooks.observe(_Watching())
+    return agent
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["plain call", "observed call"])
+def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(tmp_path, observed):
     from monoagent._kernel.errors import HookResultError
 
     class Wrong:
@@ -1348,7 +1365,7 @@ def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(
             return "not a section"
 
     with pytest.raises(HookResultError, match=r"plugin 'Wrong' returned a value of type str from hook 'section_identity'"):
-        assemble(fresh_agent(tmp_path / "a", plugins=[Wrong()]))
+        assemble(_maybe_observed(fresh_agent(tmp_path / "a", plugins=[Wrong()]), observed))
 
     class WrongWrapper:
         @hookimpl(wrapper=True)
@@ -1357,7 +1374,29 @@ def test_an_answer_of_the_wrong_type_is_blamed_on_its_plugin_or_on_the_wrappers(
             return 42
 
     with pytest.raises(HookResultError, match=r"plugin 'the wrappers of WrongWrapper' returned a value of type int"):
-        assemble(fresh_agent(tmp_path / "b", plugins=[WrongWrapper()]))
+        assemble(_maybe_observed(fresh_agent(tmp_path / "b", plugins=[WrongWrapper()]), observed))
+
+    class WrongItem:  # a collect-all hook: the wrong item of a list answer is blamed on its plugin
+        @hookimpl
+        def extra_sections(self, turn):
+            return [Section("mine", "text", order=900), "not a section"]
+
+    with pytest.raises(HookResultError, match=r"plugin 'WrongItem' returned a value of type str from hook 'extra_sections'"):
+        assemble(_maybe_observed(fresh_agent(tmp_path / "c", plugins=[WrongItem()]), observed))
+
+    class Right:
+        @hookimpl
+        def count_tokens(self, text, model):
+            return 7
+
+    class WrongCount:  # the plugin answering first is blamed, not the one behind it
+        @hookimpl(tryfirst=True)
+        def count_tokens(self, text, model):
+            return "seven"
+
+    agent = _maybe_observed(fresh_agent(tmp_path / "d", plugins=[Right(), WrongCount()]), observed)
+    with pytest.raises(HookResultError, match=r"plugin 'WrongCount' returned a value of type str from hook 'count_tokens'"):
+        agent.count_tokens("some text", "offline:echo")
 
 
 def test_an_implementation_marked_with_another_marker_is_refused(tmp_path):

@@ -480,7 +480,7 @@ class Config:
             raise KeyError(f"no active plugin declares the path key {key!r}")
         name, default = name_and_default
         value = getattr(section, name)
-        return _resolve(self.base_dir, Path(value)) if value else _child(self.home, default)
+        return _configured_path(self.base_dir, Path(value)) if value else _child(self.home, default)
 
     def default_paths(self) -> dict[str, Path]:
         """Where each path key points, by key path: the kernel's, then the plugins' (each declared with
@@ -543,6 +543,12 @@ def _platform_home() -> Path:
     import platformdirs
 
     return platformdirs.user_data_path("monoagent")
+
+
+@functools.lru_cache(maxsize=256)
+def _configured_path(base_dir: Path, path: Path) -> Path:
+    """:func:`_resolve`, kept: a plugin reads its path key on every event it writes."""
+    return _resolve(base_dir, path)
 
 
 @functools.lru_cache(maxsize=256)

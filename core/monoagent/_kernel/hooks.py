@@ -54,6 +54,7 @@ reaches and, for a firstresult hook, the plugin whose result won; a
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -63,7 +64,7 @@ import pluggy
 
 from monoagent._kernel.errors import HookError, HookResultError, MonoagentError, PluginError
 from monoagent._kernel.hookspecs import SECTIONS
-from monoagent._kernel.marker import CallRecord, answers_noted, calls
+from monoagent._kernel.marker import CHECKS, FITS, CallRecord, WrongAnswer, answers_noted, calls
 from monoagent._kernel.model import MemoryHit, Message, ProviderRequest, Section, ToolResult, UserMessagePart
 from monoagent._kernel.permissions import PermissionProfile
 
@@ -160,16 +161,47 @@ async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any
     return value
 
 
-def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
+_FITS = FITS
+
+
+def _misfit(name: str, answer: Any, firstresult: bool) -> Any:
+    """The part of ``answer`` that does not have the type :data:`RESULT_TYPES` documents for ``name``, or ``_FITS``."""
     if answer is None:
-        return
-    expected, what = RESULT_TYPES[name]
+        return _FITS
+    expected, _ = RESULT_TYPES[name]
     if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
-        raise HookResultError(name, plugin, answer, what)
+        return answer
     items = answer if not firstresult and isinstance(answer, (list, tuple)) else (answer,)
     for item in items:
         if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
-            raise HookResultError(name, plugin, item, what)
+            return item
+    return _FITS
+
+
+def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
+    """Raise the :class:`HookResultError` blaming ``plugin`` when ``answer`` does not fit ``name``."""
+    misfit = _misfit(name, answer, firstresult)
+    if misfit is not _FITS:
+        raise HookResultError(name, plugin, misfit, RESULT_TYPES[name][1])
+
+
+MAY_AWAIT = AWAITED_RESULTS | {"before_tool_call"}
+"""Hooks whose implementations may answer with an awaitable: checked once awaited, with the call's record."""
+
+
+def _register_checks() -> None:
+    """Let each marked implementation check its own answer (:data:`monoagent._kernel.marker.CHECKS`),
+    so a plain call of a checked hook needs no record of the answers to blame a wrong one."""
+    from monoagent._kernel import hookspecs
+
+    for name in RESULT_TYPES:
+        if name in MAY_AWAIT:
+            continue
+        firstresult = bool(getattr(hookspecs, name).monoagent_spec.get("firstresult"))
+        CHECKS[name] = functools.partial(_misfit, name, firstresult=firstresult)
+
+
+_register_checks()
 
 
 # ---------------------------------------------------------------------------- the callers
@@ -187,19 +219,46 @@ class Hooks:
         self._pm = pm
         self._observers: list[HookObserver] = []
         self._stop_monitoring: Callable[[], None] | None = None
+        self._order: dict[str, tuple[tuple[Any, str], ...]] = {}
+        self._has_wrappers: dict[str, bool] = {}
+        self._callers: dict[str, pluggy.HookCaller] = {}
         if trace is not None:
             self.observe(_Tracer(trace))
 
     def _caller(self, name: str) -> pluggy.HookCaller:
-        caller: pluggy.HookCaller = getattr(self._pm.hook, name)
+        """pluggy's caller of ``name`` (one per hook name for the plugin manager's life: kept)."""
+        caller = self._callers.get(name)
+        if caller is None:
+            caller = self._callers[name] = getattr(self._pm.hook, name)
         return caller
+
+    def _plain_call(self, name: str, kwargs: dict[str, Any], firstresult: bool) -> Any:
+        """The call of a hook nobody observes and whose answers need no record: pluggy's, checked."""
+        caller = self._callers.get(name) or self._caller(name)
+        try:
+            result = caller(**kwargs)
+        except WrongAnswer as wrong:  # an implementation's own check: blame its plugin
+            raise HookResultError(name, self._plugin_of(name, wrong.function), wrong.value, RESULT_TYPES[name][1]) from None
+        except MonoagentError:
+            raise
+        except Exception as exc:
+            raise self._hook_error(name, exc) from exc
+        if name in RESULT_TYPES and self._wrapped(name):  # every implementation's answer fitted: a misfit is a wrapper's
+            for answer in (result,) if firstresult else result:
+                if answer is not None and _misfit(name, answer, firstresult) is not _FITS:
+                    _check(name, answer, firstresult, self._wrappers(name))
+        return result
 
     # ------------------------------------------------------------------ typed callers
 
     def first(self, spec: Callable[P, R | None], /, *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Call a firstresult hook: the first non-None answer, or None."""
-        _keywords_only(spec, args)
-        return self._call(spec.__name__, kwargs, firstresult=True)
+        if args:
+            _keywords_only(spec, args)
+        name = spec.__name__
+        if self._observers or name in AWAITED_RESULTS:
+            return self._call(name, kwargs, firstresult=True)
+        return self._plain_call(name, kwargs, True)
 
     def collect(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[R]:
         """Call a collect-all hook: its non-None answers, in call order.
@@ -207,8 +266,12 @@ class Hooks:
         Typed as the spec's return type (mypy cannot take ``None`` out of a union of several
         types), though pluggy never collects a None.
         """
-        _keywords_only(spec, args)
-        return self._call(spec.__name__, kwargs, firstresult=False)
+        if args:
+            _keywords_only(spec, args)
+        name = spec.__name__
+        if not self._observers and name not in AWAITED_RESULTS:
+            return self._plain_call(name, kwargs, False)
+        return self._call(name, kwargs, firstresult=False)
 
     async def first_awaited(self, spec: Callable[P, R | Awaitable[R | None] | None], /, *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Call a firstresult hook whose implementations may answer with an awaitable (``before_tool_call``):
@@ -254,12 +317,14 @@ class Hooks:
     def each(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[Answer[R]]:
         """Call a collect-all hook and attribute each non-None answer (and, for an observer hook, each
         failure) to its plugin, in call order."""
-        _keywords_only(spec, args)
+        if args:
+            _keywords_only(spec, args)
         name = spec.__name__
         isolated = name in ISOLATED
-        record = self._open(name, isolated)
+        caller = self._callers.get(name) or self._caller(name)
+        record = calls.record = CallRecord(name, isolated, calls.record)
         try:
-            result = self._caller(name)(**kwargs)
+            result = caller(**kwargs)
         except MonoagentError:
             raise
         except Exception as exc:
@@ -268,7 +333,9 @@ class Hooks:
                 raise error from exc
             return [*self._attributed(name, record, []), Answer(error.plugin, None, exc)]
         finally:
-            self._close(record)
+            calls.record = record.outer
+        if not result and not record.failed:
+            return []  # an observer's usual call: every implementation answered None
         return self._attributed(name, record, result)
 
     def historic(self, spec: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> None:
@@ -306,14 +373,9 @@ class Hooks:
         calls.record = record.outer
 
     def _call(self, name: str, kwargs: dict[str, Any], *, firstresult: bool) -> Any:
+        """The call with a record of every implementation's answer: while anything observes (the
+        tracer wants the winner), and for a hook whose answers may be awaitables."""
         checked = name in RESULT_TYPES
-        if not checked and not self._observers:
-            try:
-                return self._caller(name)(**kwargs)
-            except MonoagentError:
-                raise
-            except Exception as exc:
-                raise self._hook_error(name, exc) from exc
         record = self._open(name, False)
         try:
             result = self._caller(name)(**kwargs)
@@ -332,24 +394,40 @@ class Hooks:
 
         An implementation's answer of the wrong type is blamed on its plugin; a wrong value in the
         result that no implementation answered was put there by a wrapper. An awaitable answer of
-        a hook in :data:`AWAITED_RESULTS` is wrapped so its value is checked once awaited.
+        a hook in :data:`AWAITED_RESULTS` is wrapped so its value is checked once awaited. The
+        plugins are looked up only for an answer that needs one (a wrong one, an awaitable).
         """
-        plugins = self._implementers(name, record)
         awaited = name in AWAITED_RESULTS
-        for (_, value, _), plugin in zip(record.answers, plugins, strict=True):
-            if value is not None and not (awaited and inspect.isawaitable(value)):
-                _check(name, value, firstresult, plugin)
-        noted = {id(value): plugin for (_, value, _), plugin in zip(record.answers, plugins, strict=True)}
-        answers = [result] if firstresult else result
+        for index, (_, value, _) in enumerate(record.answers):
+            if value is not None and not (awaited and inspect.isawaitable(value)) and _misfit(name, value, firstresult) is not _FITS:
+                _check(name, value, firstresult, self._implementers(name, record)[index])
+        if firstresult:
+            if result is not None and _misfit(name, result, True) is not _FITS:
+                _check(name, result, True, self._answered_by(name, record, result))
+            return result
         checked = []
-        for answer in answers:
-            plugin = noted.get(id(answer)) or self._wrappers(name)
+        for answer in result:
             if awaited and inspect.isawaitable(answer):
-                checked.append(_checked_once_awaited(name, plugin, answer))
-            else:
-                _check(name, answer, firstresult, plugin)
-                checked.append(answer)
-        return checked[0] if firstresult else checked
+                checked.append(_checked_once_awaited(name, self._answered_by(name, record, answer), answer))
+                continue
+            if _misfit(name, answer, False) is not _FITS:
+                _check(name, answer, False, self._answered_by(name, record, answer))
+            checked.append(answer)
+        return checked
+
+    def _plugin_of(self, name: str, function: Any) -> str:
+        """The plugin of the implementation of ``name`` whose function is ``function``."""
+        for impl in self._caller(name).get_hookimpls()[::-1]:
+            if inspect.unwrap(impl.function) is function:
+                return impl.plugin_name
+        return "unknown plugin"
+
+    def _answered_by(self, name: str, record: CallRecord, value: Any) -> str:
+        """The plugin whose noted answer ``value`` is; a value no implementation answered is the wrappers'."""
+        for (_, answer, _), plugin in zip(record.answers, self._implementers(name, record), strict=True):
+            if answer is value:
+                return plugin
+        return self._wrappers(name)
 
     def _implementers(self, name: str, record: CallRecord) -> list[str]:
         """The plugin of each answer noted in ``record``, in order.
@@ -358,15 +436,33 @@ class Hooks:
         aside), and each notes its answer as it returns, so the n-th note is the n-th implementation
         called; its function confirms it (two instances of one class share their functions).
         """
-        impls = [impl for impl in reversed(self._caller(name).get_hookimpls()) if not (impl.wrapper or impl.hookwrapper)]
+        order = self._order.get(name)
+        if order is None:
+            impls = reversed(self._caller(name).get_hookimpls())
+            order = self._order[name] = tuple(
+                (inspect.unwrap(impl.function), impl.plugin_name) for impl in impls if not (impl.wrapper or impl.hookwrapper)
+            )
         plugins: list[str] = []
         position = 0
         for function, _, _ in record.answers:
-            while position < len(impls) and inspect.unwrap(impls[position].function) is not function:
+            while position < len(order) and order[position][0] is not function:
                 position += 1
-            plugins.append(impls[position].plugin_name if position < len(impls) else "unknown plugin")
+            plugins.append(order[position][1] if position < len(order) else "unknown plugin")
             position += 1
         return plugins
+
+    def _wrapped(self, name: str) -> bool:
+        """Whether a wrapper (of either style) implements ``name``."""
+        wrapped = self._has_wrappers.get(name)
+        if wrapped is None:
+            wrapped = self._has_wrappers[name] = any(impl.wrapper or impl.hookwrapper for impl in self._caller(name).get_hookimpls())
+        return wrapped
+
+    def forget_order(self) -> None:
+        """Forget what was worked out of the registered implementations: the plugin host calls it
+        whenever a plugin is registered or unregistered."""
+        self._order.clear()
+        self._has_wrappers.clear()
 
     def _wrappers(self, name: str) -> str:
         wrappers = [impl.plugin_name for impl in self._caller(name).get_hookimpls()[::-1] if impl.wrapper or impl.hookwrapper]

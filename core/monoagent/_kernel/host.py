@@ -243,6 +243,7 @@ class PluginHost:
         except BaseException:
             if self.pm.is_registered(plugin):  # pluggy may leave a plugin half-registered
                 self.pm.unregister(plugin)
+                self.hooks.forget_order()
             raise
         finally:
             self._loading = outer
@@ -266,7 +267,10 @@ class PluginHost:
         """
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.pm.register(plugin, name=name)
+            try:
+                self.pm.register(plugin, name=name)
+            finally:
+                self.hooks.forget_order()
         for warning in caught:
             filename, lineno = warning.filename, warning.lineno
             for caller in self.pm.get_hookcallers(plugin) or []:
@@ -435,6 +439,7 @@ class PluginHost:
     def unregister(self, plugin: Any) -> None:
         """Remove a registered plugin, its record and what it registered."""
         self.pm.unregister(plugin)
+        self.hooks.forget_order()
         self.records = [r for r in self.records if r.plugin is not plugin]
         self._components = None
 

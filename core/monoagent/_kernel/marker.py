@@ -23,12 +23,14 @@ PROJECT = "monoagent"
 class CallRecord:
     """The answers of one hook call in progress on this thread, in call order."""
 
-    __slots__ = ("answers", "hook", "isolated", "outer")
+    __slots__ = ("answers", "failed", "hook", "isolated", "outer")
 
     def __init__(self, hook: str, isolated: bool, outer: CallRecord | None) -> None:
         self.hook = hook
         self.isolated = isolated
         self.outer = outer
+        self.failed = False
+        """Whether an implementation failed (an isolated call notes the failure and goes on)."""
         self.answers: list[tuple[Callable[..., Any], Any, BaseException | None]] = []
 
 
@@ -38,21 +40,45 @@ class _Open(threading.local):
 
 calls = _Open()
 
+CHECKS: dict[str, Callable[[Any], Any]] = {}
+"""Hook -> the check of one implementation's answer: the part of it of the wrong type, or :data:`FITS`.
+Filled by :mod:`monoagent._kernel.hooks` for the hooks whose answers the kernel builds on."""
+
+FITS = object()
+
+
+class WrongAnswer(Exception):
+    """An implementation answered ``hook`` with a value of the wrong type: raised where it answered,
+    so the kernel can name its plugin (from ``function``) without noting every answer."""
+
+    def __init__(self, hook: str, function: Callable[..., Any], value: Any) -> None:
+        super().__init__(f"hook {hook!r} got a value of type {type(value).__name__}")
+        self.hook = hook
+        self.function = function
+        self.value = value
+
 
 def _answering(function: F, hook: str) -> F:
-    """``function``, noting its answer in the record of the call of ``hook`` open on this thread."""
+    """``function``, checking its answer, and noting it in the record of the call of ``hook`` open on this thread."""
 
     @functools.wraps(function)
     def answering(*args: Any, **kwargs: Any) -> Any:
         record = calls.record
         if record is None or record.hook != hook:
-            return function(*args, **kwargs)
+            value = function(*args, **kwargs)
+            check = CHECKS.get(hook)
+            if value is not None and check is not None:
+                misfit = check(value)
+                if misfit is not FITS:
+                    raise WrongAnswer(hook, function, misfit)
+            return value
         try:
             value = function(*args, **kwargs)
         except Exception as exc:
             if not record.isolated:
                 raise
             record.answers.append((function, None, exc))
+            record.failed = True
             return None
         record.answers.append((function, value, None))
         return value

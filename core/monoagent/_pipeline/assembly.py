@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -96,9 +96,8 @@ def produce_section(hooks: Hooks, spec: SectionSpec, turn: Turn, history: Sequen
     implementation without ``trylast``), else before it, so an implementation written before the rename keeps its place ahead of the
     bundled default. The first answer that is not None wins.
     """
-    available = {"turn": turn, "messages": tuple(history)} if "messages" in spec.arguments else {"turn": turn}
-    arguments = {name: available[name] for name in spec.arguments}
-    aliases = [alias for alias in spec.aliases if hooks.implemented(alias)]
+    arguments: dict[str, Any] = {"turn": turn, "messages": tuple(history)} if "messages" in spec.arguments else {"turn": turn}
+    aliases = [alias for alias in spec.aliases if hooks.implemented(alias)] if spec.aliases else ()
     if not aliases:
         return hooks.first(spec.hook, **arguments)
     overridden = hooks.implemented(spec.hook, defaults=False)
@@ -112,8 +111,9 @@ def produce_section(hooks: Hooks, spec: SectionSpec, turn: Turn, history: Sequen
 def _produce(hooks: Hooks, turn: TurnRun, specs: Sequence[SectionSpec], history: Sequence[Message]) -> list[Section]:
     """The non-empty sections the hooks of ``specs`` produce, each with its catalogued id, order and stability."""
     sections = []
+    view = turn.view
     for spec in specs:
-        section = produce_section(hooks, spec, turn.view, history)
+        section = produce_section(hooks, spec, view, history)
         if section is None:
             if spec.required:
                 raise AssemblyError(
