@@ -78,7 +78,11 @@ def conversation_refs(turn: Turn) -> Iterator[ArtifactRef]:
 
 
 def has_refs(turn: Turn) -> bool:
-    return any(message.attachments for message in turn.history)
+    """Whether any message of the turn's retained history carries an artifact reference (asked every turn: a plain loop)."""
+    for message in turn.history:
+        if message.attachments:
+            return True
+    return False
 
 
 @hookimpl(trylast=True)
