@@ -361,7 +361,7 @@ def test_site_builds_strict_with_the_api_reference(site: Path) -> None:
         built = site / "api" / ("" if page.stem == "index" else page.stem) / "index.html"
         assert built.is_file(), f"{page.relative_to(ROOT)} was not built"
     html = (site / "api" / "model" / "index.html").read_text(encoding="utf-8")
-    assert 'id="monoagent._kernel.model.Section"' in html and 'id="monoagent._kernel.model.TurnRequest"' in html
+    assert 'id="monoagent.Section"' in html and 'id="monoagent.TurnRequest"' in html  # by their public names
 
 
 @pytest.mark.slow
@@ -378,13 +378,11 @@ def test_api_reference_renders_rest_roles_as_links(site: Path) -> None:
     pages = {p.relative_to(site).as_posix(): p.read_text(encoding="utf-8") for p in sorted((site / "api").rglob("index.html"))}
     raw = [page for page, html in pages.items() if re.search(r":(?:class|func|meth|attr|data|mod|exc|obj):", html)]
     assert not raw, f"raw reST roles in {raw}"
-    # ProviderRuntime's docstring says :class:`~monoagent._kernel.model.TextDelta`
-    assert re.search(r'<a [^>]*href="\.\./model/#monoagent\._kernel\.model\.TextDelta"[^>]*><code>TextDelta</code></a>', pages["api/interfaces/index.html"])
+    # ProviderRuntime's docstring says :class:`~monoagent._kernel.model.TextDelta`: it links the public entry
+    assert re.search(r'<a [^>]*href="\.\./model/#monoagent\.TextDelta"[^>]*><code>TextDelta</code></a>', pages["api/interfaces/index.html"])
     # monoagent.testing's "Typical use with pytest::" literal block is a code block, not prose
     testing = pages["api/testing/index.html"]
     assert "pytest::" not in testing and re.search(r"<pre>.*fresh_agent\(tmp_path", testing, flags=re.DOTALL)
-    # the pytest plugin's ``monoagent_agent`` + indented text is a definition, not run-on prose
-    assert "<dt><code>monoagent_agent</code></dt>" in testing
     # a role naming a hook links its entry in the hook reference
     assert 'href="../../hooks/#register_providers"' in pages["api/registrars/index.html"]
 
@@ -393,19 +391,20 @@ def test_every_type_a_hook_names_has_an_api_entry() -> None:
     hooks = [hook for _, hooks in docgen.hook_families() for hook in hooks]
     assert docgen_api.undocumented(hooks, _api_index()) == []
     section = docgen_api.hook_types(monoagent._kernel.hookspecs.section_identity)
-    assert section.returns == ("monoagent._kernel.model.Section",)
+    assert section.returns == ("monoagent.Section",)  # named as a plugin imports it
     providers = docgen_api.hook_types(monoagent._kernel.hookspecs.register_providers)
-    assert providers.registrar == "monoagent._kernel.registrars.ComponentRegistrar"
-    assert providers.builds == ("monoagent._kernel.interfaces.ProviderRuntime",)
+    assert providers.registrar == "monoagent.ComponentRegistrar"
+    assert providers.registers == ()  # the registrar's type variable names no object
+    assert providers.builds == ("monoagent.ProviderRuntime",)
 
 
 def test_hook_reference_links_the_returned_interface() -> None:
     text = (DOCS / "hooks.md").read_text(encoding="utf-8")
     entry = text.split("### section_identity", 1)[1].split("\n### ", 1)[0]
-    assert "returns [`Section`](api/model.md#monoagent._kernel.model.Section)" in entry
+    assert "returns [`Section`](api/model.md#monoagent.Section)" in entry
     entry = text.split("### register_providers", 1)[1].split("\n### ", 1)[0]
-    assert "[`ComponentRegistrar`](api/registrars.md#monoagent._kernel.registrars.ComponentRegistrar)" in entry
-    assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent._kernel.interfaces.ProviderRuntime)" in entry
+    assert "[`ComponentRegistrar`](api/registrars.md#monoagent.ComponentRegistrar)" in entry
+    assert "builds [`ProviderRuntime`](api/interfaces.md#monoagent.ProviderRuntime)" in entry
 
 
 def test_a_hook_type_without_an_api_entry_stops_the_hook_reference(tmp_path: Path) -> None:
@@ -415,8 +414,8 @@ def test_a_hook_type_without_an_api_entry_stops_the_hook_reference(tmp_path: Pat
     with pytest.raises(docgen_api.UndocumentedType) as raised:
         docgen.render_hooks(tmp_path)
     message = str(raised.value)
-    assert "hook 'section_identity' names monoagent._kernel.model.Section, which no page of docs/api/ documents" in message
-    assert "monoagent._kernel.turn.Turn" not in message  # documented on api/agent.md
+    assert "hook 'section_identity' names monoagent.Section, which no page of docs/api/ documents" in message
+    assert "monoagent.Turn," not in message  # documented on api/agent.md
 
 
 # ============================================================================ executable examples
@@ -499,8 +498,7 @@ def test_docs_python_examples_run(page: Path, isolated: Path) -> None:
 
 def test_readme_local_override_replaces_identity(isolated: Path) -> None:
     """The README's monoagent_local.py, dropped next to a monoagent.toml, replaces the identity section."""
-    from monoagent._agent import Agent
-    from monoagent._kernel.model import TurnRequest
+    from monoagent import Agent, TurnRequest
 
     written = [e for e in doc_examples(ROOT / "README.md") if e.target == "monoagent_local.py"]
     assert len(written) == 1, "README.md must carry one '<!-- test: write monoagent_local.py -->' example"

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from devtools.docgen.api import HookTypes, UndocumentedType, api_index, exported_paths, hook_types, undocumented
+from devtools.docgen.api import HookTypes, UndocumentedType, api_index, hook_types, public_names, undocumented
 from monoagent._kernel import hookspecs
 from monoagent._kernel.config_keys import KeyInfo, iter_keys, kernel_tables, nested_keys
 from monoagent._kernel.sections import SectionSpec, declared
@@ -232,7 +232,11 @@ def _summary(function: Callable[..., Any], links: Iterable[str]) -> str:
 
 
 def _api_links(paths: Iterable[str], index: dict[str, str]) -> str:
-    return ", ".join(f"[`{path.rsplit('.', 1)[-1]}`]({index[path]}#{path})" for path in paths)
+    """Each type linked to its API reference entry; one ``monoagent`` does not export, as code."""
+    return ", ".join(
+        f"[`{path.rsplit('.', 1)[-1]}`]({index[path]}#{path})" if path in index else f"`{path.rsplit('.', 1)[-1]}`"
+        for path in paths
+    )
 
 
 def _types_line(types: HookTypes, index: dict[str, str]) -> list[str]:
@@ -314,7 +318,8 @@ def render_hooks(docs_dir: Path = DOCS_DIR) -> str:
     if problems:
         raise UndocumentedType("\n".join(problems))
     links = {path: f"{page}#{path}" for path, page in index.items()}
-    links.update({f"monoagent.{name}": links[path] for name, path in exported_paths().items() if path in links})
+    # a docstring's role may name an exported object where it is defined: it links the public entry
+    links.update({path: links[public] for path, public in public_names().items() if public in links})
     links.update({name: f"#{name}" for name in names})
     out = [
         "# Hook reference",

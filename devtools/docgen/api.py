@@ -5,15 +5,19 @@ its entry in the API reference (``docs/api/``). Neither side is a hand-kept tabl
 
 * the entries come from the mkdocstrings directives of the API pages (``::: dotted.path``, with
   an optional ``members`` list), read the way mkdocstrings reads them, so an object gets a link
-  exactly when a page renders an anchor for it (``api/model.md#monoagent._kernel.model.Section``);
+  exactly when a page renders an anchor for it (``api/model.md#monoagent.Section``);
 * the types come from the hookspecs' annotations, resolved through the imports of
-  :mod:`monoagent._kernel.hookspecs` (its ``TYPE_CHECKING`` imports included, as mypy reads them).
-  A registry hook's registrar also leads to what its ``__call__`` takes and to the protocol the
-  factory must build (``ComponentRegistrar[ProviderRuntime]`` ->
-  ``ProviderRuntime``).
+  :mod:`monoagent._kernel.hookspecs` (its ``TYPE_CHECKING`` imports included, as mypy reads them)
+  and named by their public name when ``monoagent`` exports them (``monoagent.Section``, the name
+  the API reference documents and a plugin imports). A registry hook's registrar also leads to
+  what its ``__call__`` takes and to the protocol the factory must build
+  (``ComponentRegistrar[ProviderRuntime]`` -> ``ProviderRuntime``). Type variables are left out:
+  they name no object.
 
-A type a hook names that no API page documents is an :class:`UndocumentedType` error, so the
-hook reference cannot be generated (and the suite fails) until a page documents it.
+An exported type a hook names that no API page documents is an :class:`UndocumentedType` error, so
+the hook reference cannot be generated (and the suite fails) until a page documents it. A type
+``monoagent`` does not export has no entry to link (the reference documents public names only):
+:func:`private_types` lists those, so that a test keeps the list short and known.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import yaml
@@ -134,7 +138,9 @@ def annotation_types(annotation: Any, module_name: str) -> list[str]:
         head, _, rest = (name or "").partition(".")
         path = scope.get(head)
         if path and path.startswith(PROJECT_PREFIX):
-            found.append(f"{path}.{rest}" if rest else path)
+            path = f"{path}.{rest}" if rest else path
+            if not isinstance(_import(path), TypeVar):
+                found.append(public_names().get(path, path))
     return list(dict.fromkeys(found))
 
 
@@ -204,11 +210,32 @@ def exported_paths() -> dict[str, str]:
     return {name: f"{module}.{original}" for name, (module, original) in monoagent._exports().items()}
 
 
+@functools.cache
+def public_names() -> dict[str, str]:
+    """Where an exported object is defined -> its public name
+    (``monoagent._kernel.model.Section`` -> ``monoagent.Section``)."""
+    return {path: f"{PROJECT_PREFIX}{name}" for name, path in exported_paths().items()}
+
+
+def _is_public(path: str) -> bool:
+    return path.startswith(PROJECT_PREFIX) and not any(part.startswith("_") for part in path.split("."))
+
+
 def undocumented(hooks: list[Callable[..., Any]], index: dict[str, str]) -> list[str]:
-    """One line per monoagent type a hook names that ``index`` has no entry for."""
+    """One line per exported monoagent type a hook names that ``index`` has no entry for."""
     return [
-        f"hook {hook.__name__!r} names {path}, which no page of docs/api/ documents (add it to one, as `::: {path}` or a module's member)"
+        f"hook {hook.__name__!r} names {path}, which no page of docs/api/ documents (add `::: {path}` to one)"
         for hook in hooks
         for path in hook_types(hook).every()
-        if path not in index
+        if _is_public(path) and path not in index
     ]
+
+
+def private_types(hooks: list[Callable[..., Any]]) -> dict[str, list[str]]:
+    """The types hooks name that ``monoagent`` does not export -> the hooks naming each."""
+    found: dict[str, list[str]] = {}
+    for hook in hooks:
+        for path in hook_types(hook).every():
+            if not _is_public(path):
+                found.setdefault(path, []).append(hook.__name__)
+    return found
