@@ -33,7 +33,7 @@ SILENT_RESULT = "NO_REPLY"
 this text (surrounding whitespace aside) delivers nothing to its notify destinations."""
 
 
-def _tuple(value: Any) -> tuple:
+def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if value is not None else ()
 
 
