@@ -120,6 +120,9 @@ class HookCall:
     result; ``error`` what the call raised (an exception that is not a monoagent error as the
     :class:`~monoagent._kernel.errors.HookError` the caller receives). ``winner`` is the plugin whose
     answer a firstresult hook returned (None when none answered).
+
+    ``kwargs`` and ``result`` are typed ``Any``: they are whatever the hook named by ``name`` takes
+    and answers, a different type per hook (its spec in :mod:`~monoagent._kernel.hookspecs` says which).
     """
 
     name: str

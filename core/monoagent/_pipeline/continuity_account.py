@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -304,7 +304,7 @@ def account_envelope(account: ContinuityAccount) -> ContinuityEnvelope:
     )
 
 
-def accounted_records(messages: Any) -> set[str]:
+def accounted_records(messages: Iterable[Message]) -> set[str]:
     """Tool record ids retained in the accounts among ``messages`` (for projection exclusion).
 
     Read from the typed :class:`~monoagent._kernel.model.ContinuityEnvelope` that only the host sets,

@@ -344,7 +344,7 @@ class FileSystemTap:
         builtins.open = io.open = self._open_file
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for name, real in _REAL_OS.items():
             setattr(os, name, real)
         builtins.open = io.open = _REAL_OPEN
@@ -393,7 +393,7 @@ class _TappedFile:
     def __enter__(self) -> _TappedFile:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __iter__(self) -> Iterator[Any]:
