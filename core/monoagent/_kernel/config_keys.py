@@ -182,8 +182,8 @@ def describe_allowed(attribute: attrs.Attribute[object], hint: Any) -> str:
         text = "a path"
     elif base is str:
         text = "a string"
-    elif nested_table(base) is not None:
-        shape, cls = nested_table(base)  # type: ignore[misc]
+    elif (nested := nested_table(base)) is not None:
+        shape, cls = nested
         keys = ", ".join(camel(f.name) for f in public_fields(cls))
         text = (f"a list of tables (keys: {keys})" if shape == "list"
                 else f"a table of named tables (keys of each: {keys})")
@@ -289,8 +289,8 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute[ob
         if base is Path and "\x00" in value:
             problems.add(path, value, "a path cannot contain a NUL character")
             return
-    elif nested_table(base) is not None:
-        shape, cls = nested_table(base)  # type: ignore[misc]
+    elif (nested := nested_table(base)) is not None:
+        shape, cls = nested
         if shape == "list":
             if not isinstance(value, list):
                 problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")

@@ -500,7 +500,7 @@ class Hooks:
             return made
         error = HookError(name, self.culprit(name, exc), exc)
         try:
-            exc._monoagent_hook_error = error  # type: ignore[attr-defined]
+            exc._monoagent_hook_error = error  # type: ignore[attr-defined]  # a note on the exception, read back above
         except AttributeError:  # an exception class with __slots__
             pass
         return error

@@ -425,8 +425,8 @@ class HistoryStoreContract(
         store = self.provider_session_store(tmp_path)
         odd = [ProviderSessionState("ab" * 16, -1), ProviderSessionState("ab" * 16, 2**53), ProviderSessionState("xyz", 1),
                ProviderSessionState("ab" * 17, 1),
-               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]
-               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]
+               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]  # the values under test
+               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]  # the value under test
         for n, state in enumerate(odd):
             cid = f"odd-{n}"
             self.commit_turns(store, cid, range(1))
