@@ -167,7 +167,7 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
     (a base protocol's first)."""
     members: frozenset[str] | None = getattr(protocol, "__protocol_attrs__", None)
     if members is None:  # Python 3.11 computes them on demand
-        from typing import _get_protocol_attrs  # type: ignore[attr-defined]  # private to typing, and gone in 3.12
+        from typing import _get_protocol_attrs  # type: ignore[attr-defined]  # private to typing, not in its stubs
 
         members = frozenset(_get_protocol_attrs(protocol))
     declared = [name for cls in reversed(protocol.__mro__) for name in (*getattr(cls, "__annotations__", {}), *vars(cls))]
