@@ -93,7 +93,7 @@ class Agent:
         self,
         config: Config | Mapping[str, Any] | None = None,
         *,
-        plugins: Iterable[Any] = (),
+        plugins: Iterable[object] = (),
         config_path: str | os.PathLike[str] | None = None,
         plugins_dirs: Iterable[str | os.PathLike[str]] = (),
         env: Mapping[str, str] | None = None,
@@ -173,7 +173,7 @@ class Agent:
 
     # ------------------------------------------------------------------ plugins and components
 
-    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
+    def register(self, plugin: object, name: str | None = None) -> PluginRecord:
         """Register one more plugin on a running Agent (it still receives ``configure``).
 
         Its config section, if it declares one, is built now: its defaults overlaid by its

@@ -37,6 +37,7 @@ from monoagent._kernel.components import CHANNELS
 from monoagent._kernel.errors import ConfigError, ExitCode, MonoagentError
 
 if TYPE_CHECKING:
+    from monoagent._agent import Agent
     from monoagent._kernel.host import PluginHost
 
 DEFAULT_CONVERSATION = "cli:default"
@@ -68,9 +69,9 @@ class CliState:
         self.debug = debug
         self.config_error = config_error
         self._host = host
-        self._agent: Any = None
+        self._agent: Agent | None = None
 
-    def agent(self) -> Any:
+    def agent(self) -> Agent:
         if self._agent is None:
             from monoagent._agent import Agent
 

@@ -27,12 +27,17 @@ import io
 import os
 import threading
 from importlib.util import find_spec
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is an optional extra, imported at run time only when an answer is rendered
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.live import Live
+    from rich.markdown import Markdown
 
 REFRESHES_PER_SECOND = 8
 
 
-def markdown_console(out: IO[str], choice: bool | None) -> Any:
+def markdown_console(out: IO[str], choice: bool | None) -> Console | None:
     """A ``rich`` console writing to ``out`` when answers are to be rendered, else None.
 
     ``choice`` is ``--markdown`` (True), ``--plain`` (False) or neither (None: see the module docstring).
@@ -60,7 +65,7 @@ class _Tail:
     def __init__(self, step: MarkdownStep) -> None:
         self.step = step
 
-    def __rich_console__(self, console: Any, options: Any) -> Any:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.segment import Segment
 
         lines = console.render_lines(self.step.markdown(), options.update(height=None), pad=False)
@@ -78,14 +83,14 @@ class MarkdownStep:
     the line, as it does for plain text). Returns whether anything was written.
     """
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
         self._text = io.StringIO()
         self._lock = threading.Lock()
-        self._live: Any = None
+        self._live: Live | None = None
         self._interactive = bool(getattr(console.file, "isatty", lambda: False)())
 
-    def markdown(self) -> Any:
+    def markdown(self) -> Markdown:
         from rich.markdown import Markdown
 
         with self._lock:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.model import TurnResult, Usage
+from monoagent._kernel.model import RunEvent, TurnResult, Usage
 
 
 @attrs.define
@@ -63,7 +63,7 @@ class StepRecorder:
         self._calls: dict[str, StepToolCall] = {}
         self._current: ProviderStep | None = None
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: RunEvent) -> None:
         data = event.data
         kind = event.type
         if kind == "provider_request":

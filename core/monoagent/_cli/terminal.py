@@ -46,8 +46,11 @@ from typing import IO, TYPE_CHECKING, Any
 from monoagent._boundary.text import LazyPattern, scrub_unicode, valid_unicode
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from monoagent._cli.markdown import MarkdownStep
     from monoagent._cli.tool_lines import ToolLines
+    from monoagent._kernel.model import RunEvent
 
 Redactor = Callable[[str, str], str]
 """``redact(text, kind)``, as :meth:`monoagent._agent.Agent.redact`."""
@@ -202,7 +205,7 @@ class AnswerPrinter:
     """
 
     def __init__(
-        self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None, markdown: Any = None
+        self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None, markdown: Console | None = None
     ) -> None:
         self.out = out
         self.redact = redact
@@ -216,7 +219,7 @@ class AnswerPrinter:
 
             self._markdown = MarkdownStep(markdown)
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: RunEvent) -> None:
         kind = event.type
         if kind == "text_delta":
             step = (event.data.get("attempt"), event.data.get("step"))

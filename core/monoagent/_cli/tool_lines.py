@@ -21,6 +21,7 @@ import json
 from typing import IO, Any
 
 from monoagent._cli.terminal import Redactor, terminal_text
+from monoagent._kernel.model import RunEvent
 
 SUMMARY_CHARS = 80
 """The most characters of a call's argument summary."""
@@ -98,12 +99,12 @@ class ToolLines:
         self.redact = redact
         self._open: tuple[str, float] | None = None
 
-    def start(self, event: Any) -> None:
+    def start(self, event: RunEvent) -> None:
         self.close()
         self._write(call_line(event.data))
         self._open = (str(event.data.get("id")), event.at)
 
-    def finish(self, event: Any) -> None:
+    def finish(self, event: RunEvent) -> None:
         started = self._open
         if started is None or started[0] != str(event.data.get("id")):
             self.close()

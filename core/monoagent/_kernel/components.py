@@ -90,7 +90,7 @@ class ComponentKind(Generic[T]):
     off: str | None = None
     models: bool = False
     capabilities: tuple[type, ...] = ()
-    check: Callable[[Any], list[str]] | None = None
+    check: Callable[[T], list[str]] | None = None
 
     @property
     def call_form(self) -> str:
@@ -124,8 +124,8 @@ class ComponentKind(Generic[T]):
                     f"implements {capability.__name__} only in part: {type(value).__name__} has {', '.join(present)} "
                     f"but no {', '.join(lacking)} (implement all of them, or none)"
                 )
-        if self.check is not None:
-            found.extend(self.check(value))
+        if self.check is not None:  # value has every member of protocol (checked above): a T to the check
+            found.extend(self.check(cast(T, value)))
         return found
 
     def __repr__(self) -> str:
@@ -167,7 +167,7 @@ def protocol_members(protocol: type) -> tuple[str, ...]:
     (a base protocol's first)."""
     members: frozenset[str] | None = getattr(protocol, "__protocol_attrs__", None)
     if members is None:  # Python 3.11 computes them on demand
-        from typing import _get_protocol_attrs  # type: ignore[attr-defined]
+        from typing import _get_protocol_attrs  # type: ignore[attr-defined]  # private to typing, not in its stubs
 
         members = frozenset(_get_protocol_attrs(protocol))
     declared = [name for cls in reversed(protocol.__mro__) for name in (*getattr(cls, "__annotations__", {}), *vars(cls))]
@@ -283,7 +283,7 @@ def _reference(value: object) -> Callable[[], object]:
 # ---------------------------------------------------------------------------- the kinds
 
 
-def history_store_calls(store: Any) -> list[str]:
+def history_store_calls(store: HistoryStore) -> list[str]:
     """What a history store's methods must accept beyond their names: ``load`` takes ``on_warning``
     (every store's does, :class:`~monoagent._kernel.stores.HistoryStore`), a
     :class:`~monoagent._kernel.stores.ProviderSessionStore`'s ``commit`` takes

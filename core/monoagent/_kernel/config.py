@@ -58,6 +58,12 @@ def setting(
     never its value. ``home_default`` marks a directory key of a plugin whose unset value points to
     ``<home>/<home_default>``: :meth:`Config.path` resolves it (set: against the config file's
     directory), and ``config show`` and ``monoagent info`` show where it points.
+
+    The result is typed ``Any``, the convention of attrs' own stubs for a field whose type they
+    cannot tell from its arguments: it is assigned to a field of any type (``port: int =
+    setting(8080, doc=...)``), whose annotation is the type mypy knows. ``default``, ``example``
+    and what ``check`` and ``factory`` take or give are values of that field's type, so they are
+    ``Any`` too.
     """
     allowed_values: tuple[Any, ...] | None = None
     if isinstance(allowed, str):
@@ -402,6 +408,11 @@ class PluginsConfig:
 @attrs.define
 class Config:
     """The whole configuration. ``sections`` holds plugin-declared sections by key path.
+
+    Each section is an instance of the attrs class its plugin registered, a different class per
+    path: ``sections`` and the one-argument :meth:`section` are therefore typed ``Any`` (the
+    plugins read their own section's attributes, or hand it to ``attrs.evolve``); pass the class
+    to :meth:`section` for a typed, checked read.
 
     ``warnings`` lists what validation let through but a user should hear about (the sections
     of plugins that are blocked or failed to load, keys and variables set under an old name);

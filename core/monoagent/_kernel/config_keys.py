@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -40,7 +40,7 @@ def snake(name: str) -> str:
 # ============================================================================ introspection
 
 
-def public_fields(cls: type) -> list[attrs.Attribute]:
+def public_fields(cls: type) -> list[attrs.Attribute[object]]:
     return [f for f in attrs.fields(cls) if not f.metadata.get("internal")]
 
 
@@ -49,16 +49,16 @@ class KeyInfo:
     """One leaf key of the configuration, for docs, env overlay and ``config init``."""
 
     path: str
-    attribute: attrs.Attribute
+    attribute: attrs.Attribute[object]
     owner: type
 
     @property
     def env(self) -> str | None:
-        return self.attribute.metadata.get("env")
+        return cast("str | None", self.attribute.metadata.get("env"))  # setting(env=...) takes a str or None
 
     @property
     def doc(self) -> str:
-        return self.attribute.metadata.get("doc", "")
+        return cast(str, self.attribute.metadata.get("doc", ""))  # setting(doc=...) takes a str
 
     @property
     def default(self) -> Any:
@@ -82,7 +82,7 @@ def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def field_type(owner: type, attribute: attrs.Attribute) -> Any:
+def field_type(owner: type, attribute: attrs.Attribute[object]) -> Any:
     return type_hints(owner)[attribute.name]
 
 
@@ -157,10 +157,10 @@ def _fmt_num(value: float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
-def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
+def describe_allowed(attribute: attrs.Attribute[object], hint: Any) -> str:
     meta = attribute.metadata
     if meta.get("allowed"):
-        return meta["allowed"]
+        return cast(str, meta["allowed"])  # setting() keeps a str here (a collection goes to allowed_values)
     base, optional = unwrap_optional(hint)
     if meta.get("allowed_values") is not None:
         each = "each one of " if typing.get_origin(base) is list else "one of "
@@ -182,8 +182,8 @@ def describe_allowed(attribute: attrs.Attribute, hint: Any) -> str:
         text = "a path"
     elif base is str:
         text = "a string"
-    elif nested_table(base) is not None:
-        shape, cls = nested_table(base)  # type: ignore[misc]
+    elif (nested := nested_table(base)) is not None:
+        shape, cls = nested
         keys = ", ".join(camel(f.name) for f in public_fields(cls))
         text = (f"a list of tables (keys: {keys})" if shape == "list"
                 else f"a table of named tables (keys of each: {keys})")
@@ -254,7 +254,7 @@ class Problems:
         return True
 
 
-def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | None, problems: Problems) -> None:
+def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute[object] | None, problems: Problems) -> None:
     base, optional = unwrap_optional(hint)
     meta = attribute.metadata if attribute is not None else {}
     allowed = describe_allowed(attribute, hint) if attribute is not None else str(hint)
@@ -289,8 +289,8 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute | 
         if base is Path and "\x00" in value:
             problems.add(path, value, "a path cannot contain a NUL character")
             return
-    elif nested_table(base) is not None:
-        shape, cls = nested_table(base)  # type: ignore[misc]
+    elif (nested := nested_table(base)) is not None:
+        shape, cls = nested
         if shape == "list":
             if not isinstance(value, list):
                 problems.add(path, value, f"wrong type ({type(value).__name__}); allowed: {allowed}")

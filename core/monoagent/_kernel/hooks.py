@@ -57,7 +57,7 @@ import collections
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 import attrs
 import pluggy
@@ -120,6 +120,9 @@ class HookCall:
     result; ``error`` what the call raised (an exception that is not a monoagent error as the
     :class:`~monoagent._kernel.errors.HookError` the caller receives). ``winner`` is the plugin whose
     answer a firstresult hook returned (None when none answered).
+
+    ``kwargs`` and ``result`` are typed ``Any``: they are whatever the hook named by ``name`` takes
+    and answers, a different type per hook (its spec in :mod:`~monoagent._kernel.hookspecs` says which).
     """
 
     name: str
@@ -213,7 +216,12 @@ def _keywords_only(spec: Callable[..., Any], args: tuple[Any, ...]) -> None:
 
 
 class Hooks:
-    """The kernel's one way to call hooks: typed callers over pluggy (see the module docstring)."""
+    """The kernel's one way to call hooks: typed callers over pluggy (see the module docstring).
+
+    pluggy's answers are untyped; each caller casts them to the type its spec declares, which is
+    the contract every implementation is held to (the answers listed in :data:`RESULT_TYPES` are
+    checked at run time as well).
+    """
 
     def __init__(self, pm: pluggy.PluginManager, *, trace: Callable[[str], None] | None = None) -> None:
         self._pm = pm
@@ -257,8 +265,8 @@ class Hooks:
             _keywords_only(spec, args)
         name = spec.__name__
         if self._observers or name in AWAITED_RESULTS:
-            return self._call(name, kwargs, firstresult=True)
-        return self._plain_call(name, kwargs, True)
+            return cast("R | None", self._call(name, kwargs, firstresult=True))
+        return cast("R | None", self._plain_call(name, kwargs, True))
 
     def collect(self, spec: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> list[R]:
         """Call a collect-all hook: its non-None answers, in call order.
@@ -270,8 +278,8 @@ class Hooks:
             _keywords_only(spec, args)
         name = spec.__name__
         if not self._observers and name not in AWAITED_RESULTS:
-            return self._plain_call(name, kwargs, False)
-        return self._call(name, kwargs, firstresult=False)
+            return cast("list[R]", self._plain_call(name, kwargs, False))
+        return cast("list[R]", self._call(name, kwargs, firstresult=False))
 
     async def first_awaited(self, spec: Callable[P, R | Awaitable[R | None] | None], /, *args: P.args, **kwargs: P.kwargs) -> R | None:
         """Call a firstresult hook whose implementations may answer with an awaitable (``before_tool_call``):
@@ -304,11 +312,11 @@ class Hooks:
             plugin = next((p for (_, value, _), p in zip(record.answers, plugins, strict=True) if value is result), None) or self._wrappers(name)
             if not inspect.isawaitable(result):
                 _check(name, result, True, plugin)
-                return result
+                return cast("R | None", result)
             value = await result
             _check(name, value, True, plugin)
             if value is not None:
-                return value
+                return cast("R", value)
             answered = self._pm.get_plugin(plugin)
             if answered is None or answered in passed:
                 return None
@@ -492,7 +500,7 @@ class Hooks:
             return made
         error = HookError(name, self.culprit(name, exc), exc)
         try:
-            exc._monoagent_hook_error = error  # type: ignore[attr-defined]
+            exc._monoagent_hook_error = error  # type: ignore[attr-defined]  # a note on the exception, read back above
         except AttributeError:  # an exception class with __slots__
             pass
         return error

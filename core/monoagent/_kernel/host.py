@@ -112,7 +112,7 @@ class PluginRecord:
     version: str | None = None
     reason: str | None = None
     hooks: list[str] = attrs.Factory(list)
-    plugin: Any = attrs.field(default=None, repr=False)
+    plugin: object = attrs.field(default=None, repr=False)
     registrars: list[Registrar] = attrs.field(factory=list, repr=False)
 
     @property
@@ -224,7 +224,7 @@ class PluginHost:
             message = f"{len(self._fatal_local)} local plugin files failed to load:{listed}\n{remedy}"
         raise LocalPluginError(message, plugin=first.name, path=first.location)
 
-    def _register(self, record: PluginRecord, plugin: Any) -> None:
+    def _register(self, record: PluginRecord, plugin: object) -> None:
         """Register ``plugin``, check its hooks and collect its registrations; undone if either fails."""
         self._check_name_free(record.name)
         loading = {hook: registrar_class(record.name) for hook, registrar_class in REGISTRARS.items()}
@@ -257,7 +257,7 @@ class PluginHost:
             record.version = getattr(plugin, "__version__", None)
         self._components = None
 
-    def _register_warning_where_implemented(self, plugin: Any, name: str) -> None:
+    def _register_warning_where_implemented(self, plugin: object, name: str) -> None:
         """``pm.register``, with each deprecation warning pluggy gives pointing at the implementing function.
 
         pluggy points a ``warn_on_impl`` warning at the function it registered, which for an
@@ -293,7 +293,7 @@ class PluginHost:
                 f"rename one, or block the other with plugins.block"
             )
 
-    def _registration_failed(self, name: str, plugin: Any, exc: Exception) -> RegistrationError:
+    def _registration_failed(self, name: str, plugin: object, exc: Exception) -> RegistrationError:
         """The :class:`RegistrationError` for ``exc``, raised while ``plugin``'s registry hooks ran at its registration.
 
         Names the registry hook whose implementation raised it (found in the traceback) and, for a
@@ -414,7 +414,7 @@ class PluginHost:
                 except Exception as exc:
                     self._fail(record, exc, fatal_later=fatal_later)
 
-    def register_programmatic(self, plugin: Any, name: str | None = None, block: Iterable[str] = ()) -> PluginRecord:
+    def register_programmatic(self, plugin: object, name: str | None = None, block: Iterable[str] = ()) -> PluginRecord:
         """Register a plugin object passed in Python (a module, class or instance).
 
         A plugin whose registrations are refused (or that implements a deprecated hook while
@@ -436,7 +436,7 @@ class PluginHost:
             self._fail(record, exc)
         return record
 
-    def unregister(self, plugin: Any) -> None:
+    def unregister(self, plugin: object) -> None:
         """Remove a registered plugin, its record and what it registered."""
         self.pm.unregister(plugin)
         self.hooks.forget_order()
@@ -637,7 +637,7 @@ def _dist_name(ep: Any) -> str:
     return info[0] if info else ""
 
 
-def _object_name(plugin: Any) -> str:
+def _object_name(plugin: object) -> str:
     if isinstance(plugin, types.ModuleType):
         return plugin.__name__
     if isinstance(plugin, type):

@@ -180,7 +180,8 @@ class ServedChannel(Channel, Protocol):
     the credential every channel requires by default, and ``credential_hint`` where that is set,
     for the start-up error (``"openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"``).
     ``routes()`` are mounted on the server (Starlette routes; a channel without routes, such as
-    ``cron``, returns none); ``start()`` runs once the server listens; ``stop_accepting()`` is
+    ``cron``, returns none; typed ``object`` because the kernel does not depend on Starlette, which
+    only the serving plugins import); ``start()`` runs once the server listens; ``stop_accepting()`` is
     called when shutdown begins (new requests are refused, turns in flight go on);
     ``cancel_in_flight()`` cancels what is still running when the grace period ends and returns
     how many; ``shutdown()`` releases the channel's resources.
@@ -190,7 +191,7 @@ class ServedChannel(Channel, Protocol):
     has_credentials: bool
     credential_hint: str
 
-    def routes(self) -> Sequence[Any]: ...
+    def routes(self) -> Sequence[object]: ...
 
     async def start(self) -> None: ...
 

@@ -11,7 +11,6 @@ strings are valid Unicode once built, however it is built (see :mod:`monoagent._
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +20,7 @@ from monoagent._boundary.text import utf8_len
 from monoagent._kernel.valid_text import ValidText
 
 if TYPE_CHECKING:
-    from monoagent._kernel.permissions import PermissionProfile
+    from monoagent._kernel.permissions import PermissionProfile, ToolApprover
 
 Role = Literal["user", "assistant", "system", "tool"]
 Stability = Literal["stable", "dynamic"]
@@ -33,7 +32,7 @@ SILENT_RESULT = "NO_REPLY"
 this text (surrounding whitespace aside) delivers nothing to its notify destinations."""
 
 
-def _tuple(value: Any) -> tuple:
+def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if value is not None else ()
 
 
@@ -397,7 +396,7 @@ class TurnRequest(ValidText):
     profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
     context: str | None = attrs.field(default=None, converter=_request_context)
     permissions: str | PermissionProfile | None = None
-    approver: Callable[..., Any] | None = attrs.field(default=None, eq=False, repr=False)
+    approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
 
 
 # --------------------------------------------------------------------------- prompt assembly

@@ -176,7 +176,8 @@ class ToolRegistrar(Registrar):
         return [Registration("tool", t.spec.name, t.spec.description) for t in self.tools]
 
     def __call__(
-        self, spec: ToolSpec | TypedTool, handler: ToolHandler | TypedTool | None = None, *, enabled: ToolEnabled | None = None,
+        self, spec: ToolSpec | TypedTool[..., object], handler: ToolHandler | TypedTool[..., object] | None = None, *,
+        enabled: ToolEnabled | None = None,
     ) -> None:
         from monoagent._kernel.typed_tool import TypedTool  # imported where used: it loads cattrs and docstring_parser
 

@@ -337,9 +337,11 @@ def shape_of(annotation: Any, where: str, building: tuple[type, ...] = ()) -> Sh
     rather than recursing forever.
     """
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
-    scalars = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    scalars: dict[object, Literal["string", "integer", "number", "boolean"]] = {
+        str: "string", bool: "boolean", int: "integer", float: "number",
+    }
     if annotation in scalars:
-        return Scalar(scalars[annotation])  # type: ignore[arg-type]
+        return Scalar(scalars[annotation])
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return _choice((member.value for member in annotation), where, annotation)
     if origin is Literal:
@@ -380,7 +382,7 @@ def record_of(cls: type, where: str, building: tuple[type, ...]) -> Record:
             raise ToolDefinitionError(f"{at}: the field has no type annotation; annotate it with {SUPPORTED}")
         shape = shape_of(hints[field.name], at, building)
         default = field.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # attrs' stubs declare Factory a function; it is a class
             members.append(Member(field.name, hints[field.name], shape, False, texts.get(field.name, "")))
             continue
         required = default is attrs.NOTHING

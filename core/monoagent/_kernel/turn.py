@@ -136,7 +136,8 @@ class Turn:
     a plugin keeps its per-turn state under its own name, the one it is registered and blocked by
     (``turn.state["memory"]``, ``turn.state["skills"]``), and a helper library shared by several
     plugins under its module name. It is the one mutable thing a hook holds; every snapshot of
-    one run shares it.
+    one run shares it. Its values are typed ``Any``: each is whatever its owner keeps there, and
+    only its owner reads it.
 
     What a hook may do through it: :meth:`emit` a :class:`~monoagent._kernel.model.RunEvent`,
     :meth:`diagnose` a prompt problem (it lands in the manifest), and reach the components the

@@ -39,7 +39,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 import cattrs
 
@@ -64,24 +64,28 @@ PROBLEMS_SHOWN = 20
 
 _converter = cattrs.Converter()
 
+P = ParamSpec("P")
+R_co = TypeVar("R_co", covariant=True)
 
-class TypedTool:
+
+class TypedTool(Generic[P, R_co]):
     """A function made a tool by :func:`tool`: its :attr:`spec` and the handler that checks and calls it.
 
     Calling the object calls the function (``func``) unchanged, so it stays testable as a plain
-    function. ``register(typed_tool)`` in ``register_tools`` registers ``(spec, handle)``.
+    function, with the function's own signature to a type checker (``TypedTool[P, R_co]`` is a tool
+    made of a ``Callable[P, R_co]``). ``register(typed_tool)`` in ``register_tools`` registers ``(spec, handle)``.
     ``arguments`` is the shape the model's arguments are checked against, ``context_parameter``
     the name of the parameter that receives the ``ToolContext`` (None when none does).
     """
 
-    def __init__(self, func: Callable[..., Any], spec: ToolSpec, arguments: Record, context_parameter: str | None) -> None:
+    def __init__(self, func: Callable[P, R_co], spec: ToolSpec, arguments: Record, context_parameter: str | None) -> None:
         self.func = func
         self.spec = spec
         self.arguments = arguments
         self.context_parameter = context_parameter
         functools.update_wrapper(self, func)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co:
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -96,7 +100,8 @@ class TypedTool:
             return context.result(context.turn.redact(self._refusal(problems), "error"), ToolStatus.ERROR)
         if self.context_parameter is not None:
             keywords[self.context_parameter] = context
-        value = await await_me_maybe(self.func(**keywords))
+        call = cast("Callable[..., object]", self.func)  # the keywords are its parameters, built from its signature
+        value = await await_me_maybe(call(**keywords))
         return result_of(self.spec.name, value)
 
     def _structure(self, arguments: dict[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -153,12 +158,12 @@ def _signature_of(function: Callable[..., Any], where: str) -> tuple[inspect.Sig
 
 
 def _build(
-    function: Callable[..., Any],
+    function: Callable[P, R_co],
     name: str | None,
     description: str | None,
     categories: tuple[str, ...] = (),
     domain: str | None = None,
-) -> TypedTool:
+) -> TypedTool[P, R_co]:
     where = f"tool function {getattr(function, '__qualname__', function)!r}"
     signature, hints = _signature_of(function, where)
     texts = argument_texts(function.__doc__)
@@ -192,24 +197,24 @@ def _build(
 
 
 @overload
-def tool(function: Callable[..., Any], /) -> TypedTool: ...
+def tool(function: Callable[P, R_co], /) -> TypedTool[P, R_co]: ...
 
 
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None, categories: Sequence[str] = (), domain: str | None = None
-) -> Callable[[Callable[..., Any]], TypedTool]: ...
+) -> Callable[[Callable[P, R_co]], TypedTool[P, R_co]]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
+    function: Callable[P, R_co] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     categories: Sequence[str] = (),
     domain: str | None = None,
-) -> TypedTool | Callable[[Callable[..., Any]], TypedTool]:
+) -> TypedTool[P, R_co] | Callable[[Callable[P, R_co]], TypedTool[P, R_co]]:
     """Make a typed function a tool: ``@tool`` or ``@tool(name=..., description=..., categories=[...])``.
 
     Args:

@@ -50,6 +50,7 @@ from monoagent._kernel.errors import PluginError
 from monoagent._kernel.hookspecs import SECTIONS
 from monoagent._kernel.model import (
     AssembledPrompt,
+    Diagnostic,
     Fingerprints,
     ManifestSection,
     Message,
@@ -199,7 +200,7 @@ def _sha(data: bytes) -> str:
 def compile_prompt(
     sections: Sequence[Section],
     messages: Sequence[Message],
-    diagnostics: Sequence = (),
+    diagnostics: Sequence[Diagnostic] = (),
     *,
     profile: str = "full",
     layout: str = "split",

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -81,7 +81,7 @@ UNTRUSTED_DETAIL_MAX_BYTES = 2048
 MAX_LISTED_IDS = 64
 
 SettlementCode = Literal["runtime_result", "empty_response", "commit_failed", "thrown_error", "run_deadline", "repeated_tool_call"]
-SETTLEMENT_CODES: tuple[str, ...] = (
+SETTLEMENT_CODES: tuple[SettlementCode, ...] = (
     "runtime_result", "empty_response", "commit_failed", "thrown_error", "run_deadline", "repeated_tool_call"
 )
 CANCEL_NOTICE = (
@@ -304,7 +304,7 @@ def account_envelope(account: ContinuityAccount) -> ContinuityEnvelope:
     )
 
 
-def accounted_records(messages: Any) -> set[str]:
+def accounted_records(messages: Iterable[Message]) -> set[str]:
     """Tool record ids retained in the accounts among ``messages`` (for projection exclusion).
 
     Read from the typed :class:`~monoagent._kernel.model.ContinuityEnvelope` that only the host sets,
@@ -326,8 +326,9 @@ def settlement_code(error: BaseException) -> SettlementCode:
     """The trusted host settlement code of a failure: the error's own ``settlement_code`` if it is
     one of :data:`SETTLEMENT_CODES`, ``runtime_result`` for any other ``TurnFailed``, else ``thrown_error``."""
     code = getattr(error, "settlement_code", None)
-    if code in SETTLEMENT_CODES:
-        return code
+    for known in SETTLEMENT_CODES:
+        if code == known:
+            return known
     if isinstance(error, TurnFailed):
         return "runtime_result"
     return "thrown_error"

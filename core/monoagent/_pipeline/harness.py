@@ -482,7 +482,9 @@ class Harness(RunControl):
         if provider_session is None:
             pending = store.commit(turn.conversation_id, messages)
         else:
-            pending = store.commit(turn.conversation_id, messages, provider_session=provider_session)  # type: ignore[call-arg]
+            pending = store.commit(  # type: ignore[call-arg]  # set only by a backend that requires a ProviderSessionStore
+                turn.conversation_id, messages, provider_session=provider_session
+            )
         commit, cancelled = await _outcome(pending, None)
         error = asyncio.CancelledError("the history store cancelled the commit") if commit.cancelled() else commit.exception()
         if error is None:

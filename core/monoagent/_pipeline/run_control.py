@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.model import RunEvent, TurnRequest, TurnResult
     from monoagent._pipeline.turn_run import TurnRun
 
-EventCallback = Callable[["RunEvent"], Any]
+EventCallback = Callable[["RunEvent"], object]
 
 _run_ids = random.Random(os.urandom(16))
 if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's run ids

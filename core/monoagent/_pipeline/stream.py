@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -37,6 +37,10 @@ from monoagent._kernel.model import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from monoagent._kernel.config import ProviderClientConfig
+    from monoagent._kernel.interfaces import ProviderRuntime
+
 MAX_TOOL_CALLS_PER_STEP = 1024
 """Tool calls one provider step may request; more is a ``too_many_tool_calls`` ProviderError."""
 
@@ -47,7 +51,7 @@ MAX_ARGUMENT_DEPTH = 64
 """How deep a tool call's arguments may nest objects and arrays (the arguments object is level 1)."""
 
 
-def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+def too_deep(value: object, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
     """Whether ``value`` nests dicts, lists or tuples more than ``limit`` levels deep (no recursion)."""
     if not isinstance(value, (dict, list, tuple)):
         return False
@@ -70,7 +74,7 @@ class StreamLimits:
     max_bytes: int
 
     @classmethod
-    def from_config(cls, client: Any) -> StreamLimits:
+    def from_config(cls, client: ProviderClientConfig) -> StreamLimits:
         return cls(client.stream_idle_timeout_ms / 1000, client.stream_timeout_ms / 1000, client.max_stream_bytes)
 
 
@@ -88,14 +92,14 @@ def _malformed(model: str, what: str) -> ProviderError:
     )
 
 
-def _counts_ok(usage: Any) -> bool:
+def _counts_ok(usage: object) -> bool:
     return isinstance(usage, Usage) and all(
         type(value) is int and value >= 0
         for value in (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
     )
 
 
-def canonical_arguments(model: str, call: Any) -> str:
+def canonical_arguments(model: str, call: object) -> str:
     """The canonical JSON of a requested tool call's arguments, or the ``malformed_event`` error."""
     if not isinstance(call, ToolCall) or type(call.id) is not str or type(call.name) is not str:
         raise _malformed(model, f"a tool call that is not a ToolCall of str id and name ({type(call).__name__})")
@@ -111,7 +115,7 @@ def canonical_arguments(model: str, call: Any) -> str:
 
 
 async def read_step(
-    runtime: Any,
+    runtime: ProviderRuntime,
     request: ProviderRequest,
     *,
     model: str,

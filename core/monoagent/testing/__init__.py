@@ -30,9 +30,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monoagent._agent import Agent
 from monoagent._kernel.hooks import HookCall
@@ -79,6 +79,8 @@ __all__ = [
     "write_script",
 ]
 
+_P = TypeVar("_P")
+
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
@@ -93,7 +95,7 @@ def fresh_agent(
     tmp_path: str | Path,
     *,
     config: Mapping[str, Any] | None = None,
-    plugins: Sequence[Any] = (),
+    plugins: Sequence[object] = (),
     env: Mapping[str, str] | None = None,
     autoload: bool = False,
     provider: ProviderRuntime | Sequence[ProviderRuntime] | None = None,
@@ -118,8 +120,8 @@ def fresh_agent(
 
 
 @contextlib.contextmanager
-def registered(agent: Agent, plugin: Any, name: str | None = None) -> Iterator[Any]:
-    """Register ``plugin`` on ``agent`` for the duration of the block."""
+def registered(agent: Agent, plugin: _P, name: str | None = None) -> Iterator[_P]:
+    """Register ``plugin`` on ``agent`` for the duration of the block (which receives ``plugin``)."""
     record = agent.register(plugin, name)
     try:
         yield plugin
@@ -143,7 +145,7 @@ class HookRecorder:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.calls: list[HookCall] = []
-        self._undo: Any = None
+        self._undo: Callable[[], None] | None = None
 
     def started(self, name: str, kwargs: Mapping[str, Any], plugins: tuple[str, ...]) -> None:
         pass
@@ -155,7 +157,7 @@ class HookRecorder:
         self._undo = self.agent.hooks.observe(self)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._undo is not None:
             self._undo()
             self._undo = None
@@ -196,7 +198,7 @@ def scripted_agent(
     return fresh_agent(tmp_path, config=_merge(base, json.loads(json.dumps(dict(config or {}), default=str))), **kwargs)
 
 
-def collect_events(into: list[Any]) -> Any:
+def collect_events(into: list[RunEvent]) -> Callable[[RunEvent], None]:
     """An ``on_event`` callback appending every RunEvent to ``into``."""
     return into.append
 

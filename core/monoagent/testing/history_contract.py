@@ -55,7 +55,7 @@ The suite needs pytest only when it runs (it is imported lazily), and runs its c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from monoagent._kernel.components import HISTORY_STORES
 from monoagent._kernel.errors import HistoryStoreError
@@ -386,9 +386,9 @@ class HistoryStoreContract(
 
     # ------------------------------------------------------------------ provider sessions (ProviderSessionStore)
 
-    def provider_session_store(self, tmp_path: Path) -> Any:
+    def provider_session_store(self, tmp_path: Path) -> ProviderSessionStore:
         """A :class:`~monoagent._kernel.stores.ProviderSessionStore`; the clauses below are skipped for another store."""
-        return self.declaring(tmp_path, ProviderSessionStore)
+        return cast(ProviderSessionStore, self.declaring(tmp_path, ProviderSessionStore))  # declaring() skips any other
 
     def test_contract_provider_session_is_committed_with_the_turn(self, tmp_path: Path) -> None:
         store = self.provider_session_store(tmp_path)
@@ -425,8 +425,8 @@ class HistoryStoreContract(
         store = self.provider_session_store(tmp_path)
         odd = [ProviderSessionState("ab" * 16, -1), ProviderSessionState("ab" * 16, 2**53), ProviderSessionState("xyz", 1),
                ProviderSessionState("ab" * 17, 1),
-               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]
-               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]
+               ProviderSessionState("AB" * 16, 1), ProviderSessionState("ab" * 16, True), ProviderSessionState("ab" * 16, 1.5),  # type: ignore[arg-type]  # the values under test
+               ProviderSessionState("ab" * 16, 1, 7)]  # type: ignore[arg-type]  # the value under test
         for n, state in enumerate(odd):
             cid = f"odd-{n}"
             self.commit_turns(store, cid, range(1))

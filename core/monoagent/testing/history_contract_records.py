@@ -102,7 +102,7 @@ class HistoryRecordsContract(HistoryContractBase):
 
     def record_file(self, store: Any, conversation_id: str) -> Path | None:
         """The file under the store's storage directory holding the record of ``conversation_id`` in the files layout, if any."""
-        storage = self._storage(store)  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside this class
+        storage: Path = self._storage(store)  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside this class
         for path in sorted(storage.rglob("*")):
             if not path.is_file() or path.is_symlink():
                 continue

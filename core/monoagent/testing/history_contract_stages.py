@@ -21,8 +21,9 @@ pin a store's serialisation to the byte.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monoagent._kernel.errors import HistoryStoreError
 from monoagent._kernel.model import Message
@@ -36,6 +37,8 @@ from monoagent.testing.history_contract_support import (
     implementing,
     wait_for,
 )
+
+_T = TypeVar("_T")
 
 
 def quota_turn(letter: str) -> list[Message]:
@@ -60,7 +63,7 @@ class HistoryStageContract(HistoryContractBase):
             pytest.skip(f"needs a store that implements {implementing(ManagedHistoryStore)} (its stage_bytes) to measure a live stage")
         return store
 
-    def _while_held(self, directory: Path, quota: int, cid: str, turn: list[Message], during: Any) -> Any:
+    def _while_held(self, directory: Path, quota: int, cid: str, turn: list[Message], during: Callable[[], _T]) -> _T:
         """Commit ``turn`` to ``cid`` with the commit held open; return ``during()``, called while it is held."""
         store = self.staging(directory, quota)
         hold = CommitHold(at=None)

@@ -406,7 +406,7 @@ class HistoryLifecycleContract(HistoryContractBase):
         store = self.make_store(tmp_path)
         self.commit_turns(store, "c", range(1))
         try:
-            self.run(store.commit("c", [Message("user", "fine"), NotAMessage()]))  # type: ignore[list-item]
+            self.run(store.commit("c", [Message("user", "fine"), NotAMessage()]))  # type: ignore[list-item]  # the value under test
         except (TypeError, ValueError, HistoryStoreError) as exc:
             assert "NotAMessage" in str(exc), f"the refusal does not name the type of the value it refused: {exc}"
         else:
@@ -423,6 +423,6 @@ class HistoryLifecycleContract(HistoryContractBase):
                 assert "provider_session" in text or "provider session" in text, (
                     f"the refusal of the provider session {state!r} does not name the provider session: {exc}")
             else:
-                assert self.run(self.make_store(tmp_path).load_provider_session("c")) == state  # type: ignore[attr-defined]
+                assert self.run(self.make_store(tmp_path).load_provider_session("c")) == state  # type: ignore[attr-defined]  # the factory of store, a ProviderSessionStore
                 self.commit_turns(store, "c", range(1, 2))  # unbinds it again
         self.close(store)

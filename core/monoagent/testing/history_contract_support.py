@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monoagent._kernel.components import HISTORY_STORES, protocol_members
 from monoagent._kernel.model import Message
 from monoagent._kernel.stores import HistoryStore, ManagedHistoryStore
+
+_T = TypeVar("_T")
 
 DEADLINE = 120.0
 """Seconds a concurrency test waits for another thread before it fails as hung (never a measure of speed)."""
@@ -184,7 +186,7 @@ class HistoryContractBase:
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def run(coroutine: Any) -> Any:
+    def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run(coroutine)
 
     def commit_turns(self, store: HistoryStore, conversation_id: str, turns: range) -> None:

@@ -57,6 +57,7 @@ from typing import Any
 import attrs
 
 from monoagent._kernel.errors import ContextLimitError, ProviderError
+from monoagent._kernel.interfaces import ProviderRuntime
 from monoagent._kernel.model import (
     Message,
     ReasoningBlock,
@@ -160,7 +161,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
 
     # ------------------------------------------------------------------ streaming
 
-    def test_text_deltas_arrive_in_order(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_text_deltas_arrive_in_order(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         pieces = ("Hel", "lo, ", "wörld", " — ", "done.")
         provider_server.enqueue(Reply(text_pieces=pieces))
         events = asyncio.run(collect(runtime, contract_request()))
@@ -171,7 +172,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert sum(isinstance(e, StepFinished) for e in events) == 1
         assert events[-1].stop_reason == "end_turn"
 
-    def test_split_tool_call_arguments_assemble(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_split_tool_call_arguments_assemble(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         call = ScriptedToolCall("call_01", "lookup", ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}'))
         provider_server.enqueue(Reply(text_pieces=("Let me check.",), tool_calls=(call,)))
         events = asyncio.run(collect(runtime, contract_request(tools=[LOOKUP])))
@@ -180,7 +181,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert (calls[0].id, calls[0].name, calls[0].arguments) == ("call_01", "lookup", {"word": "café", "limit": 3})
         assert isinstance(events[-1], StepFinished) and events[-1].stop_reason == "tool_use"
 
-    def test_two_tool_calls_in_one_step(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_two_tool_calls_in_one_step(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         calls = (
             ScriptedToolCall("call_a", "lookup", ('{"word":', ' "a"}')),
             ScriptedToolCall("call_b", "lookup", ('{"word": "b"', "}")),
@@ -190,13 +191,13 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         got = [(e.call.id, e.call.arguments) for e in events if isinstance(e, ToolCallRequested)]
         assert got == [("call_a", {"word": "a"}), ("call_b", {"word": "b"})]
 
-    def test_stop_reasons_keep_their_meaning(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_stop_reasons_keep_their_meaning(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         for stop in self.stop_reasons:
             provider_server.enqueue(Reply(text_pieces=("cut",), stop_reason=stop))
             finished = asyncio.run(collect(runtime, contract_request()))[-1]
             assert isinstance(finished, StepFinished) and finished.stop_reason == stop, (stop, finished)
 
-    def test_usage_is_reported(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_usage_is_reported(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         usage = Usage(input_tokens=120, output_tokens=31, cache_read_tokens=900, cache_write_tokens=64)
         provider_server.enqueue(Reply(text_pieces=("ok",), usage=usage))
         finished = asyncio.run(collect(runtime, contract_request()))[-1]
@@ -214,21 +215,21 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
 
     # ------------------------------------------------------------------ errors
 
-    def test_429_is_retryable_with_retry_after(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_429_is_retryable_with_retry_after(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(status=429, headers={"retry-after": "7"}, error_message="slow down"))
         error = expect_error(runtime, contract_request())
         assert error.retryable and error.status == 429 and error.retry_after == 7.0
         assert not isinstance(error, ContextLimitError)
         assert "slow down" in str(error) and "\n" not in str(error)
 
-    def test_server_errors_are_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_server_errors_are_retryable(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         for status in (500, 503, 529):
             provider_server.enqueue(Reply(status=status))
             error = expect_error(runtime, contract_request())
             assert error.retryable, status
             assert error.status == status
 
-    def test_client_errors_are_fatal(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_client_errors_are_fatal(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         for status in (400, 401, 404):
             provider_server.enqueue(Reply(status=status, error_message=f"bad request {status}"))
             error = expect_error(runtime, contract_request())
@@ -237,13 +238,13 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             assert not isinstance(error, ContextLimitError)
             assert f"bad request {status}" in str(error)
 
-    def test_context_limit_error(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_context_limit_error(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(status=400, context_limit=True))
         error = expect_error(runtime, contract_request())
         assert isinstance(error, ContextLimitError)
         assert not error.retryable
 
-    def test_error_event_mid_stream_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_error_event_mid_stream_is_retryable(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error="overloaded", error_message="busy: try again"))
         seen: list[str] = []
         try:
@@ -256,7 +257,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             raise AssertionError("an error event mid-stream did not raise ProviderError")
         assert seen == ["Partial"]
 
-    def test_error_events_mid_stream_say_what_happened(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_error_events_mid_stream_say_what_happened(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         for kind, retryable in (("rate_limited", True), ("invalid_request", False)):
             provider_server.enqueue(Reply(text_pieces=("Partial",), stream_error=kind, error_message=f"the {kind} detail"))
             error = expect_error(runtime, contract_request())
@@ -264,7 +265,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             assert f"the {kind} detail" in str(error) and "\n" not in str(error)
             assert error.provider and error.provider in str(error), f"the error names its provider: {error}"
 
-    def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_tool_argument_bytes_count_as_progress(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         pieces, second = ('{"wo', 'rd": "caf', 'é", "li', 'mit": 3}'), ('{"word": "tea"}',)
         calls = (ScriptedToolCall("call_01", "lookup", pieces), ScriptedToolCall("call_02", "lookup", second))
         provider_server.enqueue(Reply(tool_calls=calls))
@@ -277,7 +278,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         last_call = max(n for n, e in enumerate(events) if isinstance(e, ToolCallRequested))
         assert all(n < last_call for n, e in enumerate(events) if isinstance(e, StreamProgress)), "progress comes as the pieces do"
 
-    def test_reasoning_is_progress_never_text(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_reasoning_is_progress_never_text(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if not self.carries_reasoning:
             import pytest
 
@@ -290,7 +291,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert reported >= len(thought.encode()), f"{reported} bytes of reasoning progress for {len(thought.encode())}"
         assert not [e for e in events if isinstance(e, StreamProgress) and e.kind != "reasoning"]
 
-    def test_a_refusal_is_text_or_progress(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_refusal_is_text_or_progress(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """A refusal in its own field is never dropped uncounted: it is the answer's text, or output
         not passed on that counts as ``StreamProgress(kind="other")``, every byte of it."""
         if not self.carries_refusals:
@@ -306,13 +307,13 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert text == refusal or (text == "" and other >= len(refusal.encode())), (text, other)
         assert isinstance(events[-1], StepFinished)
 
-    def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_dropped_connection_is_retryable(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(text_pieces=("one", "two", "three"), drop_after=1))
         error = expect_error(runtime, contract_request())
         assert error.retryable
         assert error.status is None
 
-    def test_refused_connection_is_one_line(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_refused_connection_is_one_line(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.stop()
         error = expect_error(runtime, contract_request())
         assert isinstance(error, ProviderError), error
@@ -322,13 +323,13 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
 
     # ------------------------------------------------------------------ hostile answers
 
-    def test_an_event_that_is_not_json_is_a_provider_error(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_an_event_that_is_not_json_is_a_provider_error(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(raw_frames=(b"data: {not json\n\n",)))
         error = expect_error(runtime, contract_request())
         assert "\n" not in str(error)
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
-    def test_a_field_of_the_wrong_type_is_named(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_field_of_the_wrong_type_is_named(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """The server's own frames with one value swapped for another JSON type (a text piece, a tool
         call's id, name or argument piece): the error is a ``malformed_event`` naming the field by
         its path in ``field_paths`` (keys ``text``, ``tool_id``, ``tool_name``, ``tool_arguments``;
@@ -352,7 +353,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             assert error.code == "malformed_event" and not error.retryable, str(error)
             assert f"{path} is {kind}" in str(error) and "\n" not in str(error), str(error)
 
-    def test_malformed_events_name_what_is_wrong(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_malformed_events_name_what_is_wrong(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """Each event of ``malformed_events`` alone is a ``malformed_event`` error saying what its key says."""
         if not self.malformed_events:
             import pytest
@@ -364,7 +365,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             assert error.code == "malformed_event" and not error.retryable, str(error)
             assert says in str(error) and "\n" not in str(error), (says, str(error))
 
-    def test_an_error_event_without_a_message_is_still_one_line(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_an_error_event_without_a_message_is_still_one_line(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if not self.detail_less_error_events:
             import pytest
 
@@ -374,7 +375,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             error = expect_error(runtime, contract_request())
             assert "\n" not in str(error) and error.provider and error.provider in str(error), str(error)
 
-    def test_a_stream_that_ends_before_its_last_event_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_stream_that_ends_before_its_last_event_is_retryable(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """The body ends cleanly after a text piece, with no final event: a retryable error (as a dropped connection is)."""
         frames = [f for f in provider_server.frames(Reply(text_pieces=("Partial", "never"))) if isinstance(f, bytes)]
         cut = next(n for n, frame in enumerate(frames) if b"Partial" in frame)
@@ -388,7 +389,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             raise AssertionError("a stream that ended before its last event answered")
         assert seen == ["Partial"]
 
-    def test_events_after_the_final_one_are_never_the_answer(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_events_after_the_final_one_are_never_the_answer(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """After the final event, ``read_on_events`` more are read (never as answer) so that the next
         request reuses the connection; one more and the connection is closed instead, the answer whole."""
         if self.read_on_events is None:
@@ -410,7 +411,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             before, after = provider_server.requests[-2:]
             assert (before.peer == after.peer) is reused, f"{extra} events after the final one: connection reused {not reused}"
 
-    def test_calls_without_an_id_get_ids_unique_in_the_run(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_calls_without_an_id_get_ids_unique_in_the_run(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if not self.generates_missing_ids:
             import pytest
 
@@ -425,7 +426,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             ids += [c.id for c in found]
         assert all(ids) and len(set(ids)) == 4, f"ids made for calls sent without one must differ across the run: {ids}"
 
-    def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_giant_line_is_refused_while_it_is_read(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         import itertools
         import tracemalloc
 
@@ -444,7 +445,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
 
     # ------------------------------------------------------------------ cancellation
 
-    def test_cancellation_closes_the_connection(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_cancellation_closes_the_connection(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(text_pieces=("first", "never sent"), stall_after=1))
 
         seen, outcome = asyncio.run(cancel_after_first_text(runtime, 10))
@@ -453,7 +454,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert provider_server.stalled.wait(10), "the server never held the stream open mid-answer"
         assert provider_server.disconnected.wait(10), "the server saw the stream open mid-answer, and never saw the client close it"
 
-    def test_context_limit_messages_are_context_limits(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_context_limit_messages_are_context_limits(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if not self.context_limit_messages:
             import pytest
 
@@ -467,7 +468,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
             error = expect_error(runtime, contract_request())
             assert not isinstance(error, ContextLimitError) and error.retryable, f"a 500 is a server error, whatever it says: {error}"
 
-    def test_a_stall_past_the_read_timeout_is_retryable(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_stall_past_the_read_timeout_is_retryable(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if self.read_timeout_seconds is None:
             import pytest
 
@@ -485,7 +486,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
 
     # ------------------------------------------------------------------ the request
 
-    def test_the_credential_travels_in_a_header(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_the_credential_travels_in_a_header(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         if self.credential is None:
             import pytest
 
@@ -496,7 +497,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert any(self.credential in value for value in sent.headers.values()), "the configured key is sent in a header"
         assert self.credential not in sent.body.decode("utf-8"), "and never in the body"
 
-    def test_a_tool_exchange_travels_whole(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_tool_exchange_travels_whole(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         calls = (ToolCall("call_prev_1", "lookup", {"word": "café", "limit": 2}), ToolCall("call_prev_2", "lookup", {"word": "tea"}))
         messages = (
             Message("user", "Look two words up"),
@@ -517,7 +518,7 @@ class ProviderContract(ProviderLimitsContract, ProviderRequestContract):
         assert sent_results == [("call_prev_1", "a coffee house", False), ("call_prev_2", "lookup failed: no such word", True)]
 
 
-    def test_request_carries_tools_and_never_the_boundary(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_request_carries_tools_and_never_the_boundary(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         provider_server.enqueue(Reply(text_pieces=("ok",)))
         request = contract_request(tools=[LOOKUP])
         asyncio.run(collect(runtime, request))

@@ -32,9 +32,11 @@ import email.utils
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.interfaces import ProviderRuntime
 from monoagent._kernel.model import TextDelta, ToolCall
 from monoagent.testing.provider_runtime_contract import ContractModel
 from monoagent.testing.wire_server import (
@@ -46,6 +48,11 @@ from monoagent.testing.wire_server import (
     contract_request,
     expect_error,
 )
+
+if TYPE_CHECKING:
+    import pytest
+
+    from monoagent._agent import Agent
 
 __all__ = ["ProviderLimitsContract", "nested_arguments"]
 
@@ -69,7 +76,7 @@ def nested_arguments(depth: int) -> dict[str, Any]:
     return {"a": value} if depth > 1 else {}
 
 
-def _read_step(runtime: Any) -> list[ToolCall]:
+def _read_step(runtime: ProviderRuntime) -> list[ToolCall]:
     """One step read as the harness reads every step (:func:`monoagent._pipeline.stream.read_step`), with the default limits."""
     from monoagent._pipeline.stream import StreamLimits, read_step
 
@@ -82,7 +89,7 @@ def _read_step(runtime: Any) -> list[ToolCall]:
     return asyncio.run(step())
 
 
-def _read_step_error(runtime: Any, answered: str) -> ProviderError:
+def _read_step_error(runtime: ProviderRuntime, answered: str) -> ProviderError:
     try:
         _read_step(runtime)
     except ProviderError as exc:
@@ -109,7 +116,7 @@ class ProviderLimitsContract:
 
     # ------------------------------------------------------------------ what a server sends
 
-    def test_the_longest_line_is_read_and_one_byte_more_refused(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_the_longest_line_is_read_and_one_byte_more_refused(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         limit = self._needs("max_event_bytes")
         probe = 4096
         overhead = _longest_line(provider_server.frames(Reply(text_pieces=("A" * probe,)))) - probe
@@ -122,7 +129,7 @@ class ProviderLimitsContract:
         assert error.code == "event_too_large", f"a line of {limit + 1} bytes: {error}"
         assert not error.retryable and "\n" not in str(error)
 
-    def test_an_event_of_short_lines_past_the_cap_is_refused(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_an_event_of_short_lines_past_the_cap_is_refused(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         limit = self._needs("max_event_bytes")
         line = limit // 16  # every line far under the line cap: only the event's total can bind
 
@@ -146,7 +153,7 @@ class ProviderLimitsContract:
         error = expect_error(runtime, contract_request())
         assert error.code == "event_too_large", f"an event of 17 lines of {line} bytes: {error}"
 
-    def test_an_error_body_is_read_up_to_its_cap(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_an_error_body_is_read_up_to_its_cap(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         limit = self._needs("error_body_max_bytes")
         overhead = len(provider_server.error_body(Reply(status=500, error_message="")))
         message = "w " * ((limit - overhead - 20) // 2) + "tail-mark"
@@ -162,7 +169,7 @@ class ProviderLimitsContract:
 
     # ------------------------------------------------------------------ retry hints
 
-    def test_retry_hints_are_read_in_each_documented_form(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_retry_hints_are_read_in_each_documented_form(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         forms = self.retry_after_headers
         date = email.utils.formatdate(4_102_444_800, usegmt=True)  # 2100-01-01: far ahead of any clock here
         cases = [
@@ -194,7 +201,7 @@ class ProviderLimitsContract:
 
     # ------------------------------------------------------------------ the harness's limits
 
-    def test_tool_calls_per_step_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_tool_calls_per_step_up_to_the_cap(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         from monoagent._pipeline.stream import MAX_TOOL_CALLS_PER_STEP
 
         def calls(n: int) -> tuple[ScriptedToolCall, ...]:
@@ -207,7 +214,7 @@ class ProviderLimitsContract:
         assert error.code == "too_many_tool_calls", str(error)
         assert str(MAX_TOOL_CALLS_PER_STEP) in str(error).replace(",", ""), f"the error names the limit: {error}"
 
-    def test_tool_arguments_nest_up_to_the_cap(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_tool_arguments_nest_up_to_the_cap(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         from monoagent._pipeline.stream import MAX_ARGUMENT_DEPTH
 
         deepest, too_deep = nested_arguments(MAX_ARGUMENT_DEPTH), nested_arguments(MAX_ARGUMENT_DEPTH + 1)
@@ -217,7 +224,7 @@ class ProviderLimitsContract:
         error = _read_step_error(runtime, f"tool arguments nested {MAX_ARGUMENT_DEPTH + 1} levels deep were read")
         assert error.code == "malformed_event" and not error.retryable, str(error)
 
-    def _harness(self, tmp_path: Any, monkeypatch: Any, runtime: Any, **client: Any) -> tuple[Any, list[float]]:
+    def _harness(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: ProviderRuntime, **client: Any) -> tuple[Agent, list[float]]:
         from monoagent._pipeline import provider_call
         from monoagent.testing import fresh_agent
 
@@ -231,7 +238,7 @@ class ProviderLimitsContract:
         agent = fresh_agent(tmp_path, provider=ContractModel(runtime), config={"providers": {"client": client}})
         return agent, waited
 
-    def test_retries_stop_at_the_cap(self, provider_server: WireServer, runtime: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    def test_retries_stop_at_the_cap(self, provider_server: WireServer, runtime: ProviderRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         agent, _ = self._harness(tmp_path, monkeypatch, runtime, maxRetries=2)
         try:
             provider_server.enqueue(Reply(status=503), Reply(status=503), Reply(text_pieces=("third ", "time")))
@@ -248,7 +255,7 @@ class ProviderLimitsContract:
         finally:
             agent.close()
 
-    def test_retry_after_is_honoured_and_bounded(self, provider_server: WireServer, runtime: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    def test_retry_after_is_honoured_and_bounded(self, provider_server: WireServer, runtime: ProviderRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         if "retry-after" not in self.retry_after_headers:
             import pytest
 

@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from monoagent._kernel.errors import ContextLimitError
-from monoagent._kernel.interfaces import WindowedProviderRuntime
+from monoagent._kernel.interfaces import ProviderRuntime, WindowedProviderRuntime
 from monoagent._kernel.model import Message, ToolCall
 from monoagent.testing.wire_server import (
     DYNAMIC_TEXT,
@@ -104,7 +104,7 @@ class ProviderRequestContract:
 
     # ------------------------------------------------------------------ the body
 
-    def test_the_request_says_what_was_asked(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_the_request_says_what_was_asked(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """The model asked for, a streamed answer, the system prompt at the system position (stable
         part first), and the output cap: the request's own when it sets one, else the configured one."""
         provider_server.enqueue(Reply(text_pieces=("ok",)))
@@ -125,7 +125,7 @@ class ProviderRequestContract:
             capped = self._read(self.sent_request, provider_server.last_request.json)
             assert capped.output_cap == cap, f"a request that caps its own answer at {cap} sends {capped.output_cap}"
 
-    def test_a_tool_exchange_round_trips_text_and_calls(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_a_tool_exchange_round_trips_text_and_calls(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """Two steps of a tool loop and the answer after them: each assistant message goes back with
         its own text (none where it had none) and exactly its tool calls (none where it made none)."""
         first = (ToolCall("call_prev_1", "lookup", {"word": "café", "limit": 2}), ToolCall("call_prev_2", "lookup", {"word": "tea"}))
@@ -148,7 +148,7 @@ class ProviderRequestContract:
 
     # ------------------------------------------------------------------ the configuration
 
-    def test_the_request_goes_where_the_configuration_says(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_the_request_goes_where_the_configuration_says(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """A POST to the path the configured base URL makes, carrying the configured key in exactly
         the headers the API reads it from (and no such header when no key is configured)."""
         if self.request_path is None and not self.credential_headers:
@@ -162,7 +162,7 @@ class ProviderRequestContract:
         for name, value in self.credential_headers.items():
             assert sent.headers.get(name.lower()) == value, f"header {name}: {sent.headers.get(name.lower())!r}"
 
-    def test_errors_name_the_settings_to_fix(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_errors_name_the_settings_to_fix(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """A 401 names the key's variable (``key_names``); a server that cannot be reached names the
         base URL's setting (``url_names``)."""
         if not self.key_names and not self.url_names:
@@ -175,7 +175,7 @@ class ProviderRequestContract:
         error = expect_error(runtime, contract_request())
         assert all(name in str(error) for name in self.url_names), str(error)
 
-    def test_context_limit_codes_decide(self, provider_server: WireServer, runtime: Any) -> None:
+    def test_context_limit_codes_decide(self, provider_server: WireServer, runtime: ProviderRuntime) -> None:
         """Error bodies the provider documents as context-length errors by their code or type are
         ``ContextLimitError`` on a 400 whatever their message says."""
         if not self.context_limit_bodies:
@@ -185,7 +185,7 @@ class ProviderRequestContract:
             error = expect_error(runtime, contract_request())
             assert isinstance(error, ContextLimitError) and not error.retryable, (body, str(error))
 
-    def test_the_runtime_reports_the_configured_context_window(self, runtime: Any) -> None:
+    def test_the_runtime_reports_the_configured_context_window(self, runtime: ProviderRuntime) -> None:
         if self.context_window is None:
             _skip(f"{type(self).__name__}.context_window is None")
         assert isinstance(runtime, WindowedProviderRuntime), "the runtime has no context_window (WindowedProviderRuntime)"

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -48,6 +49,7 @@ from monoagent._kernel.errors import ConfigError, ProviderError
 from monoagent._kernel.interfaces import ProviderRuntime, WindowedProviderRuntime
 from monoagent._kernel.model import (
     ProviderEvent,
+    ProviderRequest,
     ReasoningBlock,
     StepFinished,
     StreamProgress,
@@ -57,6 +59,9 @@ from monoagent._kernel.model import (
     Usage,
 )
 from monoagent.testing.wire_server import LOOKUP, cancel_after_first_text, contract_request
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["PROMPT_SECONDS", "STOP_REASONS", "Misconfiguration", "ProviderRuntimeContract", "StepScript", "stream_problems"]
 
@@ -186,7 +191,7 @@ class ContractModel:
         if isinstance(runtime, WindowedProviderRuntime):  # so the harness budgets it as it would the runtime itself
             self.context_window = runtime.context_window
 
-    def stream(self, request: Any) -> Any:
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         return self.runtime.stream(request)
 
 
@@ -340,7 +345,7 @@ class ProviderRuntimeContract:
         else:
             raise AssertionError("a call past the last step answered")
 
-    def test_runtime_contract_retries_stop_at_the_cap(self, tmp_path: Any, monkeypatch: Any) -> None:
+    def test_runtime_contract_retries_stop_at_the_cap(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Through a real Agent with ``maxRetries = 2``: two retryable failures then an answer
         answer; three fail the turn with the third error (a fourth call would fail otherwise, past the
         last step); a fatal failure is not retried."""

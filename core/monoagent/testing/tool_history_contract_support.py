@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from monoagent._agent import Agent
 from monoagent._boundary.text import utf8_len
@@ -199,7 +199,7 @@ class ToolHistoryContractBase:
 
     def _agents(self) -> dict[int, Agent]:
         """The Agents behind the stores a test opened (pytest makes one instance per test)."""
-        return self.__dict__.setdefault("_open_agents", {})
+        return cast("dict[int, Agent]", self.__dict__.setdefault("_open_agents", {}))  # set by this method alone
 
     async def close(self, store: ToolHistoryStore) -> None:
         """Close the Agent that owns ``store`` (which closes the store); a second call does nothing."""

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from monoagent._kernel.errors import ProviderError
+from monoagent._kernel.interfaces import ProviderRuntime
 from monoagent._kernel.model import (
     Message,
     ProviderEvent,
@@ -113,7 +114,7 @@ class RecordedRequest:
 
 
 
-async def collect_text(runtime: Any, seen: list[str]) -> None:
+async def collect_text(runtime: ProviderRuntime, seen: list[str]) -> None:
     """Consume ``runtime``'s stream of the contract request, appending each text delta to ``seen``.
 
     ``seen`` keeps what arrived before an error ends the stream, which the mid-stream error and
@@ -124,7 +125,7 @@ async def collect_text(runtime: Any, seen: list[str]) -> None:
             seen.append(event.text)
 
 
-async def cancel_after_first_text(runtime: Any, seconds: float) -> tuple[list[str], str]:
+async def cancel_after_first_text(runtime: ProviderRuntime, seconds: float) -> tuple[list[str], str]:
     """Consume ``runtime``'s stream in a task, cancel it once the first text arrived; the texts seen and the outcome.
 
     The outcome is ``"cancelled"`` when the cancellation came out of the stream as ``CancelledError``
@@ -231,7 +232,7 @@ class WireServer:
     def __enter__(self) -> WireServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ------------------------------------------------------------------ serving
@@ -338,12 +339,12 @@ def contract_request(
     return ProviderRequest(model=model, prompt=prompt, messages=tuple(messages), tools=tuple(tools))
 
 
-async def collect(runtime: Any, request: ProviderRequest) -> list[ProviderEvent]:
+async def collect(runtime: ProviderRuntime, request: ProviderRequest) -> list[ProviderEvent]:
     """Every event of one ``runtime.stream(request)``."""
     return [event async for event in runtime.stream(request)]
 
 
-def expect_error(runtime: Any, request: ProviderRequest) -> ProviderError:
+def expect_error(runtime: ProviderRuntime, request: ProviderRequest) -> ProviderError:
     """The ProviderError one ``runtime.stream(request)`` raises; an AssertionError when it answers instead."""
     try:
         asyncio.run(collect(runtime, request))

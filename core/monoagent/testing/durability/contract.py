@@ -53,9 +53,9 @@ import importlib
 import os
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monoagent._kernel.errors import HistoryStoreError
 from monoagent._kernel.model import Message, ToolCall
@@ -63,6 +63,8 @@ from monoagent._kernel.stores import DurableHistoryStore, HistoryStore, ManagedH
 from monoagent.testing.durability.crash import WriterZygote
 from monoagent.testing.durability.filesystem import FileSystemTap, available, crash_states, materialise
 from monoagent.testing.durability.handoff import load_and_extend
+
+_T = TypeVar("_T")
 
 __all__ = ["HistoryDurabilityContract"]
 
@@ -120,7 +122,7 @@ class HistoryDurabilityContract:
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def run(coroutine: Any) -> Any:
+    def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run(coroutine)
 
     def durable_store(self, directory: Path) -> HistoryStore:

@@ -223,13 +223,13 @@ class FileSystemTap:
     def _open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         relative = None if dir_fd is not None else self._relative(path)
         if relative is None:
-            return _REAL_OS["open"](path, flags, mode, dir_fd=dir_fd)
+            return int(_REAL_OS["open"](path, flags, mode, dir_fd=dir_fd))
         with self._lock:
             existed = os.path.lexists(path)
             if flags & _WRITE_FLAGS or flags & os.O_DIRECTORY or os.path.isdir(path):
                 self._mutation(f"open {relative}")
             self._observe()
-            fd = _REAL_OS["open"](path, flags, mode)
+            fd = int(_REAL_OS["open"](path, flags, mode))
             tracked = self._track(fd, created=not existed)
             if tracked is not None and tracked.node >= 0:
                 if not existed:
@@ -344,7 +344,7 @@ class FileSystemTap:
         builtins.open = io.open = self._open_file
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for name, real in _REAL_OS.items():
             setattr(os, name, real)
         builtins.open = io.open = _REAL_OPEN
@@ -393,7 +393,7 @@ class _TappedFile:
     def __enter__(self) -> _TappedFile:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __iter__(self) -> Iterator[Any]:
