@@ -35,6 +35,7 @@ from monoagent import (
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY_SPEC
 
 if TYPE_CHECKING:
+    from monoagent import Agent, Turn
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 
@@ -65,7 +66,7 @@ class ToolHistoryConfig:
     reconcile_timeout_ms: int = setting(10_000, doc="Wait for deferred writes before a run is finalised.", min=1, max=600_000)
 
 
-def sqlite_store(agent: Any) -> SqliteToolHistory:
+def sqlite_store(agent: Agent) -> SqliteToolHistory:
     """The ``sqlite`` component: the sidecar under ``history.dir`` with this plugin's settings.
 
     Called once per Agent (``agent.tool_history_store()``), which owns the store and closes it.
@@ -107,7 +108,7 @@ def _projection() -> tuple[type, Callable[..., Section | None]]:
 
 
 @hookimpl(trylast=True)
-def extra_sections(turn: Any) -> Section | None:
+def extra_sections(turn: Turn) -> Section | None:
     store_class, projection_section = _projection()
     store = turn.tool_history
     if not isinstance(store, store_class):

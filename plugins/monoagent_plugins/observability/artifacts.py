@@ -78,7 +78,7 @@ from monoagent import (
 )
 
 if TYPE_CHECKING:
-    from monoagent import Turn
+    from monoagent import Agent, Turn
 
 NAME = "artifacts"
 CONFIG_PATH = "artifacts"
@@ -211,7 +211,8 @@ def event_record(event: RunEvent) -> dict[str, Any]:
     except RecursionError:
         plain = False
     if not plain:
-        return unstructure(event)
+        record: dict[str, Any] = unstructure(event)  # typed Any; an attrs instance unstructures to a dict
+        return record
     return {"type": event.type, "run_id": event.run_id, "conversation_id": event.conversation_id, "seq": event.seq,
             "at": event.at, "data": event.data}
 
@@ -429,7 +430,7 @@ if hasattr(os, "register_at_fork"):
 
 
 @hookimpl(trylast=True)
-def on_run_event(event: RunEvent, agent: Any) -> None:
+def on_run_event(event: RunEvent, agent: Agent) -> None:
     writer.submit(agent.config.path(DIR_KEY), event)
 
 
@@ -451,7 +452,7 @@ def register_tools(register: ToolRegistrar) -> None:
 
 
 @hookimpl(trylast=True)
-def shutdown(agent: Any) -> None:
+def shutdown(agent: Agent) -> None:
     writer.flush()
 
 

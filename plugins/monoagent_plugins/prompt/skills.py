@@ -127,7 +127,7 @@ def _one_line(value: object) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
+def _split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     """``(metadata, body, problem)``; the metadata is empty when absent or malformed.
 
     Cached by text: an unchanged SKILL.md is parsed once, not on every turn. Callers must not

@@ -19,12 +19,15 @@ Credentials and endpoint: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` (or t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from monoagent import ComponentRegistrar, ConfigSectionRegistrar, ProviderRuntime, hookimpl, setting
 from monoagent_plugins.providers import settings as provider_settings
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"
@@ -68,7 +71,7 @@ class AnthropicConfig:
 # --------------------------------------------------------------------------- the request body
 
 
-def make_runtime(agent: Any, model: str) -> Any:
+def make_runtime(agent: Agent, model: str) -> Any:
     """The runtime for ``anthropic:<model>``; the wire code is imported here, on first use."""
     from monoagent_plugins.providers.anthropic_wire import AnthropicRuntime
 

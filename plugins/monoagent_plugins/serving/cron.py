@@ -41,6 +41,7 @@ from monoagent import (
 )
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.serving.cron_schedule import Clock, CronSchedule
     from monoagent_plugins.serving.cron_scheduler import CronScheduler
 
@@ -107,7 +108,7 @@ def conversation_of(job: CronJob) -> str:
     return job.conversation_id or f"{CHANNEL}:{job.name}"
 
 
-def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[str, CronSchedule]:
+def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: Any) -> dict[str, CronSchedule]:
     """Each enabled job's schedule; a :class:`ConfigError` naming ``cron.jobs[i].<key>`` for every problem of any job.
 
     ``notify`` is the channel's ``NotifyDispatch`` (None without the notify plugin), which checks
@@ -152,7 +153,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
     return schedules
 
 
-def _notify_dispatch(agent: Any) -> Any:
+def _notify_dispatch(agent: Agent) -> Any:
     """The channel's ``NotifyDispatch``, or None when the notify plugin's library is not installed."""
     try:
         from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
@@ -173,7 +174,7 @@ class CronChannel:
     has_credentials = True
     credential_hint = "cron has no HTTP surface and needs no credential"
 
-    def __init__(self, agent: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, agent: Agent, *, clock: Clock | None = None) -> None:
         from monoagent_plugins.serving.channel_runs import ChannelRuns
 
         self.agent = agent
@@ -188,7 +189,7 @@ class CronChannel:
         self.scheduler: CronScheduler | None = None
         self._task: Any = None
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` starts it (:meth:`start`)."""
         raise NotImplementedError("the cron channel is run by `monoagent serve`")
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monoagent import (
     NOTIFIERS,
@@ -39,6 +39,9 @@ from monoagent import (
     logger,
 )
 
+if TYPE_CHECKING:
+    from monoagent import Agent
+
 
 def is_silent(result: TurnResult) -> bool:
     """Whether ``result`` is the silent-result sentinel (a host notice in front of it aside)."""
@@ -49,7 +52,7 @@ def is_silent(result: TurnResult) -> bool:
 class NotifyDispatch:
     """The notify destinations of one channel's agent: checked at start-up, delivered to after each turn."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self._notifiers: dict[str, Notifier] = {}
         self._tasks: set[asyncio.Task[None]] = set()

@@ -31,7 +31,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -48,6 +48,9 @@ from monoagent import (
 )
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 CHANNEL = "openai-api"
 
@@ -281,7 +284,7 @@ class OpenAIApiChannel:
     name = CHANNEL
     credential_hint = "openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.settings: OpenAIApiConfig = agent.config.section("openaiApi")
         self.enabled = self.settings.enabled
@@ -291,7 +294,7 @@ class OpenAIApiChannel:
     async def start(self) -> None:
         """Nothing to start: the channel answers requests on the routes it mounts."""
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
         raise NotImplementedError("the openai-api channel is served by `monoagent serve`")
 

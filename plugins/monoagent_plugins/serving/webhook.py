@@ -50,6 +50,7 @@ from monoagent import (
 )
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.serving.webhook_receipts import Admission
 
 CHANNEL = "webhook"
@@ -151,7 +152,7 @@ class WebhookChannel:
 
     name = CHANNEL
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.settings: WebhookConfig = agent.config.section("webhook")
         self.enabled = self.settings.enabled
@@ -211,7 +212,7 @@ class WebhookChannel:
         self._runs = ChannelRuns(self.agent)
         logger.info("webhook: serving hooks {}", ", ".join(sorted(self.hooks)))
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
         raise NotImplementedError("the webhook channel is served by `monoagent serve`")
 
