@@ -47,8 +47,10 @@ def _tool_history_path(agent: Agent) -> str:
 
 def _transcripts_path(agent: Agent) -> str:
     """Where the ``files`` session backend keeps transcripts (its key, declared by ``session-files``), resolved."""
+    from monoagent_plugins.history.session_files import SessionFilesConfig
+
     config = agent.config
-    root = config.section("runtime.session").transcripts_dir if "runtime.session" in config.sections else None
+    root = config.section("runtime.session", SessionFilesConfig).transcripts_dir if "runtime.session" in config.sections else None
     return str(config.resolve(root)) if root else "(unset: in memory)"
 
 

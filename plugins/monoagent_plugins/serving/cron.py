@@ -39,6 +39,7 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
     from monoagent import Agent
@@ -178,7 +179,7 @@ class CronChannel:
         from monoagent_plugins.serving.channel_runs import ChannelRuns
 
         self.agent = agent
-        self.settings: CronConfig = agent.config.section("cron")
+        self.settings = agent.config.section("cron", CronConfig)
         self.jobs = {job.name: job for job in self.settings.jobs if job.enabled}
         self.enabled = self.settings.enabled and bool(self.jobs)
         wants_notify = self.enabled and any(job.notify for job in self.settings.jobs)
@@ -294,7 +295,7 @@ class CronChannel:
             await self.scheduler.stop()
         await self.runs.shutdown()
         if self.notify is not None:
-            await self.notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
+            await self.notify.drain(self.agent.config.section("serve", ServeConfig).shutdown_grace_ms / 1000)
 
 
 def _scheduler_ended(task: Any) -> None:

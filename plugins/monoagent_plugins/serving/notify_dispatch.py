@@ -38,6 +38,7 @@ from monoagent import (
     failure_text,
     logger,
 )
+from monoagent_plugins.serving.notify import NotifyConfig
 
 if TYPE_CHECKING:
     from monoagent import Agent
@@ -125,7 +126,7 @@ class NotifyDispatch:
             return notifier
         from monoagent_plugins.serving.notify import destination_options
 
-        configured = self.agent.config.section("notify").destinations
+        configured = self.agent.config.section("notify", NotifyConfig).destinations
         destination = configured.get(name)
         if destination is None:
             known = ", ".join(sorted(configured)) or "none are configured"

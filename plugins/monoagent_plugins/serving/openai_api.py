@@ -48,6 +48,7 @@ from monoagent import (
 )
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
+from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
     from monoagent import Agent
@@ -286,7 +287,7 @@ class OpenAIApiChannel:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.settings: OpenAIApiConfig = agent.config.section("openaiApi")
+        self.settings = agent.config.section("openaiApi", OpenAIApiConfig)
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
         self.runs = ChannelRuns(agent)
@@ -321,7 +322,7 @@ class OpenAIApiChannel:
         if not self._authorised(request):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
         try:
-            body = await read_json(request, self.agent.config.section("serve").max_body_bytes)
+            body = await read_json(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
             asked = completion_request(body, request.headers, self.agent.model)
         except RequestRefused as refused:
             return _refusal(refused)

@@ -132,7 +132,7 @@ def check_report(agent: Agent, host: str, port: int) -> tuple[list[str], list[st
     """
     from monoagent_plugins.serving.http import bind_problems
 
-    settings: ServeConfig = agent.config.section("serve")
+    settings = agent.config.section("serve", ServeConfig)
     channels, problems = build_channels(agent)
     if not channels and not problems:
         problems.append(NO_CHANNEL)
@@ -175,7 +175,7 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
         check_command(host, port)
         return
     agent = command_agent("serve")
-    settings: ServeConfig = agent.config.section("serve")
+    settings = agent.config.section("serve", ServeConfig)
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
     from monoagent_plugins.serving.http import check_bind
@@ -214,7 +214,7 @@ def check_command(host: str | None, port: int | None) -> None:
     """``serve --check``: print the report and exit 0, or the problems (stderr) and exit 1 (docs/serving.md)."""
     try:
         agent = command_agent("serve")
-        settings: ServeConfig = agent.config.section("serve")
+        settings = agent.config.section("serve", ServeConfig)
         lines, problems = check_report(agent, settings.host if host is None else host, settings.port if port is None else port)
     except ConfigError as exc:
         lines, problems = [], exc.problems

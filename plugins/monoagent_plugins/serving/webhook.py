@@ -48,6 +48,7 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
     from monoagent import Agent
@@ -154,7 +155,7 @@ class WebhookChannel:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.settings: WebhookConfig = agent.config.section("webhook")
+        self.settings = agent.config.section("webhook", WebhookConfig)
         self.enabled = self.settings.enabled
         env = agent.host.env
         self.hooks: dict[str, WebhookHook] = {
@@ -234,7 +235,7 @@ class WebhookChannel:
         if self._receipts is None:
             return _error(503, "the webhook channel is starting; retry", "server_error", {"Retry-After": "1"})
         try:
-            raw = await read_body(request, self.agent.config.section("serve").max_body_bytes)
+            raw = await read_body(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
             signed_at = verify([hook.secret or ""], request.headers.get(SIGNATURE_HEADER), raw, now=self.clock())
         except RequestRefused as refused:
             return _error(refused.status, refused.message, refused.kind)
@@ -288,7 +289,7 @@ class WebhookChannel:
         from monoagent_plugins.serving.webhook_receipts import StoredAnswer
 
         conversation = self._conversation(name, hook)
-        text = await asyncio.to_thread(payload_text, name, hook.prompt, payload, self.agent.config.section("serve").max_body_bytes)
+        text = await asyncio.to_thread(payload_text, name, hook.prompt, payload, self.agent.config.section("serve", ServeConfig).max_body_bytes)
         turn = TurnRequest(text, conversation_id=conversation, channel=CHANNEL, delivery="request", notify=bool(hook.notify))
         completed = False
         try:
@@ -336,7 +337,7 @@ class WebhookChannel:
         if self._runs is not None:
             await self._runs.shutdown()
         if self._notify is not None:
-            await self._notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
+            await self._notify.drain(self.agent.config.section("serve", ServeConfig).shutdown_grace_ms / 1000)
         if self._receipts is not None:
             await asyncio.to_thread(self._receipts.close)
 
