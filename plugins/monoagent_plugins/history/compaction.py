@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -114,7 +114,7 @@ class TruncatePolicy:
         self.agent = agent
 
     async def compact(self, turn: Turn, messages: Sequence[Message], budget: int) -> CompactionOutcome:
-        limit = int(budget * self.agent.config.section(CONFIG_PATH).trigger_ratio)
+        limit = int(budget * self.agent.config.section(CONFIG_PATH, CompactionPolicyConfig).trigger_ratio)
         kept = truncate_to_fit(self.agent, messages, limit, turn.model)
         return CompactionOutcome(kept, applied=len(kept) < len(messages), method="truncate")
 
@@ -213,7 +213,7 @@ class SummaryPolicy:
         return text.strip()
 
     async def compact(self, turn: Turn, messages: Sequence[Message], budget: int) -> CompactionOutcome:
-        cfg = self.agent.config.section(CONFIG_PATH)
+        cfg = self.agent.config.section(CONFIG_PATH, CompactionPolicyConfig)
         target = max(int(budget * cfg.target_ratio), 1)
         cut = kept_from(self.agent, messages, target // 2, turn.model)
         older, tail = messages[:cut], tuple(messages[cut:])
@@ -260,19 +260,19 @@ def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy])
 @hookimpl(trylast=True)
 def choose_compaction(turn: Turn, history_tokens: int, budget: int) -> str:
     cfg = turn.config.runtime.compaction
-    if not cfg.enabled or history_tokens < budget * turn.config.section(CONFIG_PATH).trigger_ratio:
+    if not cfg.enabled or history_tokens < budget * turn.config.section(CONFIG_PATH, CompactionPolicyConfig).trigger_ratio:
         return "none"
     return cfg.policy
 
 
 @hookimpl(trylast=True)
-def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> Any:
+async def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> None:
     """Remove the stored summaries of the reset logical session (every one after a clear)."""
     import asyncio
 
     from monoagent_plugins.history.compaction_summaries import SummaryFiles
 
-    return asyncio.to_thread(SummaryFiles(agent.config.history_dir).remove_logical, logical_conversation_id)
+    await asyncio.to_thread(SummaryFiles(agent.config.history_dir).remove_logical, logical_conversation_id)
 
 
 @hookimpl(trylast=True)

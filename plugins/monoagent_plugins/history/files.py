@@ -395,7 +395,7 @@ class FilesHistoryConfig:
 
 
 def store_from_config(agent: Agent) -> FilesHistoryStore:
-    cfg = agent.config.section(CONFIG_PATH)
+    cfg = agent.config.section(CONFIG_PATH, FilesHistoryConfig)
     return FilesHistoryStore(
         agent.config.history_dir,
         cfg.max_messages,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -35,7 +35,7 @@ from monoagent import (
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY_SPEC
 
 if TYPE_CHECKING:
-    from monoagent import Agent, Turn
+    from monoagent import Agent, ToolContext, ToolResult, Turn
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 
@@ -73,7 +73,7 @@ def sqlite_store(agent: Agent) -> SqliteToolHistory:
     """
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
-    return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory"), agent.redact)
+    return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory", ToolHistoryConfig), agent.redact)
 
 
 @hookimpl(trylast=True)
@@ -86,7 +86,7 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 
-async def session_history(context: Any) -> Any:
+async def session_history(context: ToolContext) -> ToolResult:
     """The SessionHistory tool; the store behind it is imported on its first call, not at start-up."""
     from monoagent_plugins.history.tool_calls import session_history as tool
 

@@ -43,7 +43,7 @@ class LMStudioConfig:
 def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: LMStudioConfig = agent.config.section("providers.lmstudio")
+    config = agent.config.section("providers.lmstudio", LMStudioConfig)
     return chat_runtime(
         PROVIDER, model, config,
         url=f"{normalise_base_url(config.base_url)}/chat/completions",

@@ -175,7 +175,7 @@ def make_runtime(agent: Agent, model: str) -> EchoRuntime | ScriptedRuntime:
     if model == "echo":
         return EchoRuntime()
     if model == "scripted":
-        path = agent.config.section("providers.offline").script_path
+        path = agent.config.section("providers.offline", OfflineConfig).script_path
         if path is None:
             raise ConfigError(
                 "offline:scripted needs a script: set providers.offline.scriptPath or MONO_AGENT_OFFLINE_SCRIPT"

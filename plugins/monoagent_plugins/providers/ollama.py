@@ -61,7 +61,7 @@ def host_url(host: str) -> str:
 def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OllamaConfig = agent.config.section("providers.ollama")
+    config = agent.config.section("providers.ollama", OllamaConfig)
     return chat_runtime(
         PROVIDER, model, config,
         url=f"{host_url(config.host)}/v1/chat/completions",

@@ -45,7 +45,7 @@ class OpenAIConfig:
 def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OpenAIConfig = agent.config.section("providers.openai")
+    config = agent.config.section("providers.openai", OpenAIConfig)
     if not config.api_key:
         raise provider_settings.missing_setting(
             PROVIDER, model, "API key", "set OPENAI_API_KEY in the environment (or providers.openai.apiKey in the config file)"

@@ -48,7 +48,7 @@ class OpenAICompatibleConfig:
 def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
+    config = agent.config.section("providers.openaiCompatible", OpenAICompatibleConfig)
     if not config.base_url:
         raise provider_settings.missing_setting(
             PROVIDER, model, "base URL", "set MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL (or providers.openaiCompatible.baseUrl), for example http://127.0.0.1:8000/v1"
