@@ -55,6 +55,7 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -78,7 +79,7 @@ from monoagent import (
 )
 
 if TYPE_CHECKING:
-    from monoagent import Agent, Turn
+    from monoagent import Agent, ToolContext, ToolResult, Turn
 
 NAME = "artifacts"
 CONFIG_PATH = "artifacts"
@@ -434,7 +435,7 @@ def on_run_event(event: RunEvent, agent: Agent) -> None:
     writer.submit(agent.config.path(DIR_KEY), event)
 
 
-def run_history(context: Any) -> Any:
+def run_history(context: ToolContext) -> Awaitable[ToolResult]:
     """The RunHistory tool; its reader is imported on its first call, not at start-up."""
     from monoagent_plugins.observability import run_history as tool
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from monoagent import Agent
     from monoagent_plugins.serving.cron_schedule import Clock, CronSchedule
     from monoagent_plugins.serving.cron_scheduler import CronScheduler
+    from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
 
 CHANNEL = "cron"
 
@@ -109,7 +110,7 @@ def conversation_of(job: CronJob) -> str:
     return job.conversation_id or f"{CHANNEL}:{job.name}"
 
 
-def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: Any) -> dict[str, CronSchedule]:
+def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: NotifyDispatch | None) -> dict[str, CronSchedule]:
     """Each enabled job's schedule; a :class:`ConfigError` naming ``cron.jobs[i].<key>`` for every problem of any job.
 
     ``notify`` is the channel's ``NotifyDispatch`` (None without the notify plugin), which checks
@@ -144,7 +145,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: Any) -> dic
                 problems.append(f"{where}.model = {job.model!r}: {exc}")
         if job.notify and notify is None:
             problems.append(f"{where}.notify: needs the notify plugin (monoagent_plugins.serving.notify_dispatch), which is not there")
-        elif job.notify:
+        elif job.notify and notify is not None:
             try:
                 notify.check(job.notify, f"{where}.notify")
             except ConfigError as exc:
@@ -154,7 +155,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: Any) -> dic
     return schedules
 
 
-def _notify_dispatch(agent: Agent) -> Any:
+def _notify_dispatch(agent: Agent) -> NotifyDispatch | None:
     """The channel's ``NotifyDispatch``, or None when the notify plugin's library is not installed."""
     try:
         from monoagent_plugins.serving.notify_dispatch import NotifyDispatch

@@ -69,7 +69,7 @@ class ServeConfig:
                                           env="MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED")
 
 
-def enabled_channels(agent: Agent) -> list[Any]:
+def enabled_channels(agent: Agent) -> list[ServedChannel]:
     """The enabled HTTP channels of ``agent``, made by their registered factories, in name order.
 
     Raises the :class:`ConfigError` of :func:`build_channels` when a channel cannot be made.
