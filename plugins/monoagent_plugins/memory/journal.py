@@ -521,7 +521,7 @@ def agent_timezone(agent: Agent) -> tzinfo | None:
 
 def make_journal(agent: Agent, options: Mapping[str, Any] | None = None) -> JournalTier:
     """The factory the registry calls: ``memory.journal`` settings, overridden by ``options``."""
-    config = agent.config.section("memory.journal")
+    config = agent.config.section("memory.journal", JournalConfig)
     settings = {**attrs.asdict(config), **split_options(options, JournalConfig, NAME)}
     embedder_name = settings.pop("embedder")
     dimensions = settings.pop("embedder_dimensions")

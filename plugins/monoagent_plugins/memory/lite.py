@@ -348,7 +348,7 @@ class LiteTier:
 
 def make_lite(agent: Agent, options: Mapping[str, Any] | None = None) -> LiteTier:
     """The factory the registry calls: ``memory.lite`` settings, overridden by ``options``."""
-    config = agent.config.section("memory.lite")
+    config = agent.config.section("memory.lite", LiteConfig)
     settings = {**attrs.asdict(config), **split_options(options, LiteConfig, NAME)}
     return LiteTier(memory_dir(agent.config) / FILENAME, **settings)
 

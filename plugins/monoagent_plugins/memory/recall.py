@@ -42,7 +42,7 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -70,7 +70,7 @@ from monoagent_plugins.prompt.group_context import PRECEDING_CLOSE, PRECEDING_OP
 if TYPE_CHECKING:
     import asyncio
 
-    from monoagent import ToolContext, Turn
+    from monoagent import ToolContext, Turn, TurnResult
 
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
@@ -224,7 +224,7 @@ async def recall(turn: Turn) -> list[MemoryHit]:
     query = turn.request.text
     if not query.strip():
         return []
-    gate = turn.config.section("memory.recall")
+    gate = turn.config.section("memory.recall", RecallConfig)
     tiers = {name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if uses(turn, tier, "automatic_recall")}
     hits, _ = await search_tiers(turn, tiers, query)
     return list(gate_recall([hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]))
@@ -248,11 +248,11 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
 
 def _exposes_recall_tool(turn: Turn) -> bool:
     """MemoryRecall is offered on turns with a memory tier, unless ``memory.recallTool.enabled`` is false."""
-    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool").enabled)
+    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool", RecallToolConfig).enabled)
 
 
 @hookimpl(trylast=True)
-def recall_memory(turn: Turn) -> Any:
+def recall_memory(turn: Turn) -> Awaitable[Sequence[MemoryHit]] | None:
     """Recall over the configured tiers (an awaitable)."""
     if not turn.config.memory.tiers:
         return None
@@ -424,7 +424,7 @@ def capture_text(request: Any, reply: str, recalled: Sequence[MemoryHit] = ()) -
     return neutralise_fence_tokens(f"{user}\nAssistant: {_cut_echoes(reply, recalled)}")
 
 
-async def capture(turn: Turn, result: Any) -> None:
+async def capture(turn: Turn, result: TurnResult) -> None:
     """Hand the committed turn (or, in ``facts`` mode, each valid fact of it) to every capturing
     tier at once; a failing tier is a runtime_warning."""
     import asyncio
@@ -440,7 +440,7 @@ async def capture(turn: Turn, result: Any) -> None:
         "speaker": speaker_label(sender.display_name, sender.handle) if sender is not None else None,
     }
     entries = [(text, metadata)]
-    config = turn.config.section("memory.capture")
+    config = turn.config.section("memory.capture", CaptureConfig)
     if config.mode == "facts":
         entries = await _facts(turn, text, config, metadata)
 
@@ -476,7 +476,7 @@ async def _facts(turn: Turn, text: str, config: CaptureConfig, metadata: dict[st
 
 
 @hookimpl(trylast=True)
-def after_commit(turn: Turn, result: Any) -> Any:
+def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     if not turn.config.memory.tiers:
         return None
     return capture(turn, result)

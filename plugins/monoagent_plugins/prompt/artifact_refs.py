@@ -22,8 +22,8 @@ pile of every artifact of the conversation. This plugin adds the rest:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING
 
 from monoagent import (
     ArtifactRef,
@@ -142,7 +142,7 @@ def _store(turn: Turn) -> int:
 
 
 @hookimpl(trylast=True)
-def after_commit(turn: Turn, result: TurnResult) -> Any:
+def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     if not any(item.text is not None for item in turn.request.attachments):
         return None
     return _stored(turn)
