@@ -155,13 +155,13 @@ async def _conversation_calls(agent: Agent, conversation_id: str) -> list[ToolRe
     return [] if store is None else list(await store.records(conversation_id=conversation_id))
 
 
-def _call_json(record: Any) -> dict[str, Any]:
+def _call_json(record: ToolRecord) -> dict[str, Any]:
     import attrs
 
     return attrs.asdict(record)
 
 
-def _echo_call(record: Any) -> None:
+def _echo_call(record: ToolRecord) -> None:
     status = record.status or "in flight"
     echo(f"--- tool call {record.tool} [{record.call_id}] run {record.run_id}: {status} ---")
     kept = "not kept" if record.arguments is None else record.arguments

@@ -19,6 +19,7 @@ from monoagent import ToolHistoryError, command_agent, echo, echo_json, hookimpl
 
 if TYPE_CHECKING:
     from monoagent import Agent
+    from monoagent_plugins.observability.run_log import RunSummary
 
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 1000
@@ -40,7 +41,7 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
-def _summary_row(summary: Any) -> dict[str, Any]:
+def _summary_row(summary: RunSummary) -> dict[str, Any]:
     import attrs
 
     return attrs.asdict(summary)
