@@ -30,7 +30,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,6 +51,9 @@ from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer
 from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
     from monoagent import Agent
 
 CHANNEL = "openai-api"
@@ -92,13 +95,13 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None, *,
-           param: str | None = None, code: str | None = None) -> Any:
+           param: str | None = None, code: str | None = None) -> Response:
     from starlette.responses import JSONResponse
 
     return JSONResponse(error_body(message, kind, param, code), status_code=status, headers=headers)
 
 
-def _refusal(refused: RequestRefused) -> Any:
+def _refusal(refused: RequestRefused) -> Response:
     return _error(refused.status, refused.message, refused.kind,
                   param=getattr(refused, "param", None), code=getattr(refused, "code", None))
 
@@ -170,7 +173,7 @@ def trailing_user_text(body: Any) -> str:
     return content
 
 
-def conversation_id(headers: Any, body: dict[str, Any]) -> str:
+def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
     """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to.
 
     Each one given is stripped of surrounding blanks and must then be 1 to
@@ -195,7 +198,7 @@ def _named(given: str | None, where: str, param: str | None) -> str | None:
     return given
 
 
-def completion_request(body: Any, headers: Any, model: str) -> CompletionRequest:
+def completion_request(body: Any, headers: Mapping[str, str], model: str) -> CompletionRequest:
     """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
 
     Honoured: ``messages`` (the trailing user message is the turn; ``system`` and ``developer``
@@ -305,10 +308,10 @@ class OpenAIApiChannel:
         return [Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"])]
 
-    def _authorised(self, request: Any) -> bool:
+    def _authorised(self, request: Request) -> bool:
         return not self.has_credentials or bearer_ok(request.headers.get("authorization"), self.settings.tokens)
 
-    async def models(self, request: Any) -> Any:
+    async def models(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         if not self._authorised(request):
@@ -316,7 +319,7 @@ class OpenAIApiChannel:
         return JSONResponse({"object": "list", "data": [
             {"id": self.agent.model, "object": "model", "created": 0, "owned_by": "monoagent"}]})
 
-    async def chat_completions(self, request: Any) -> Any:
+    async def chat_completions(self, request: Request) -> Response:
         from starlette.responses import JSONResponse, StreamingResponse
 
         if not self._authorised(request):
@@ -357,7 +360,7 @@ class OpenAIApiChannel:
             "usage": usage_body(result.usage),
         }, headers=echoed)
 
-    def _failed(self, exc: BaseException) -> Any:
+    def _failed(self, exc: BaseException) -> Response:
         """The JSON error answering a run that did not complete (the response has not started)."""
         if isinstance(exc, AdmissionRejected):
             return _error(429, f"{exc}; retry later", "rate_limit_error", {"Retry-After": str(RETRY_AFTER_S)})

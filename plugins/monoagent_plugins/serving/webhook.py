@@ -51,6 +51,10 @@ from monoagent import (
 from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
+    from starlette.datastructures import Headers
+    from starlette.requests import Request
+    from starlette.responses import Response
+
     from monoagent import Agent
     from monoagent_plugins.serving.webhook_receipts import Admission
 
@@ -138,13 +142,13 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Any:
+def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
     from starlette.responses import Response
 
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Response:
     return _answer(status, json.dumps({"error": {"message": message, "type": kind}}, ensure_ascii=False), headers)
 
 
@@ -222,7 +226,7 @@ class WebhookChannel:
 
         return [Route("/hooks/{name}", self.receive, methods=["POST"])]
 
-    async def receive(self, request: Any) -> Any:
+    async def receive(self, request: Request) -> Response:
         """One webhook request: the checks in the order the module docstring gives, then the turn."""
         from monoagent_plugins.serving.http import RequestRefused, read_body
         from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, SignatureRefused, verify
@@ -254,7 +258,7 @@ class WebhookChannel:
         return await self._run(name, hook, key, request_id, payload)
 
     @staticmethod
-    def _idempotency_key(headers: Any) -> str | None:
+    def _idempotency_key(headers: Headers) -> str | None:
         from monoagent_plugins.serving.http import RequestRefused
 
         values = headers.getlist(IDEMPOTENCY_HEADER)
@@ -265,7 +269,7 @@ class WebhookChannel:
                                       f"(space to ~)")
         return str(values[0])
 
-    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Any:
+    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Response:
         from monoagent_plugins.serving.http import RETRY_AFTER_S
 
         if admission.outcome == "replayed":
@@ -283,7 +287,7 @@ class WebhookChannel:
                    {"hook": name, "idempotency_key": key, "status": answer.status})
         return _answer(answer.status, answer.body, {REPLAYED_HEADER: "true"})
 
-    async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Any:
+    async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Response:
         from monoagent_plugins.serving.channel_runs import ShutdownCancelled
         from monoagent_plugins.serving.http import RETRY_AFTER_S
         from monoagent_plugins.serving.webhook_receipts import StoredAnswer
