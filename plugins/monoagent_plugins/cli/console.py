@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     import asyncio
     import signal
 
+    from monoagent import Agent, RunHandle
+
 T = TypeVar("T")
 CANCEL_REASON = "user_cancelled"
 
@@ -83,7 +85,7 @@ class Interrupts:
     def __init__(self) -> None:
         import asyncio
 
-        self.turn: Any = None
+        self.turn: RunHandle | None = None
         self.cancelled_turn = False
         self.leave = asyncio.Event()
         self._watched: list[signal.Signals] = []
@@ -166,7 +168,7 @@ class ConsoleApprover:
 class ConsoleChannel:
     name = "console"
 
-    def __init__(self, agent: Any, conversation_id: str = "cli:chat", model: str | None = None,
+    def __init__(self, agent: Agent, conversation_id: str = "cli:chat", model: str | None = None,
                  stdin: TextIO | None = None, stdout: TextIO | None = None, tool_lines: TextIO | None = None) -> None:
         self.agent = agent
         self.conversation_id = conversation_id
@@ -247,7 +249,7 @@ class ConsoleChannel:
         threading.Thread(target=read, name="monoagent-console-input", daemon=True).start()
         return future
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Chat until ``/exit`` or end of input; raises ``KeyboardInterrupt`` when left by Ctrl-C or SIGTERM."""
         import asyncio
 
@@ -283,7 +285,7 @@ class ConsoleChannel:
         sys.stderr.write(terminal_text(text, self.agent.redact) + "\n")
         sys.stderr.flush()
 
-    async def _chat(self, agent: Any, interrupts: Interrupts) -> None:
+    async def _chat(self, agent: Agent, interrupts: Interrupts) -> None:
         while True:
             line = await interrupts.unless_leaving(self._read_line())
             if line is None:
@@ -299,7 +301,7 @@ class ConsoleChannel:
                 line = line.replace("/", "", 1)
             await self._turn(agent, interrupts, line)
 
-    async def _command(self, agent: Any, name: str) -> bool:
+    async def _command(self, agent: Agent, name: str) -> bool:
         """Answer the chat command ``name`` locally; False when it leaves the chat."""
         if name in ("/exit", "/quit"):
             return False
@@ -338,16 +340,17 @@ class ConsoleChannel:
         self._used_ids.add(candidate)
         return candidate
 
-    async def _turn(self, agent: Any, interrupts: Interrupts, line: str) -> None:
+    async def _turn(self, agent: Agent, interrupts: Interrupts, line: str) -> None:
         import asyncio
 
         request = TurnRequest(line, conversation_id=self.conversation_id, channel="console",
                               delivery="console", console="terminal", model=self.model, approver=self.approver)
         self.stdout.write(self._prefix)
         self.stdout.flush()
-        interrupts.turn, interrupts.cancelled_turn = agent.submit(request, on_event=self._printed), False
+        handle = agent.submit(request, on_event=self._printed)
+        interrupts.turn, interrupts.cancelled_turn = handle, False
         try:
-            await interrupts.unless_leaving(interrupts.turn)
+            await interrupts.unless_leaving(handle)
         except asyncio.CancelledError:
             if not interrupts.cancelled_turn:
                 raise

@@ -11,11 +11,14 @@ the bootstrap files when they are missing, as every command that needs it does).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monoagent import command_agent, echo, echo_json, hookimpl
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 LIBRARIES = ("pluggy", "click", "attrs", "cattrs", "loguru", "platformdirs", "tomli-w", "starlette", "uvicorn", "httpx", "mcp")
 """Distributions whose versions ``info`` reports (``not installed`` for an optional one that is absent)."""
@@ -30,7 +33,7 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
-def _tool_history_path(agent: Any) -> str:
+def _tool_history_path(agent: Agent) -> str:
     """Where tool history lives: the bundled ``sqlite`` sidecar's file, else the store's name."""
     store = agent.config.tool_history.store
     if not agent.config.tool_history.enabled or store == "none":
@@ -42,14 +45,16 @@ def _tool_history_path(agent: Any) -> str:
     return f"(store {store!r}: see its plugin)"
 
 
-def _transcripts_path(agent: Any) -> str:
+def _transcripts_path(agent: Agent) -> str:
     """Where the ``files`` session backend keeps transcripts (its key, declared by ``session-files``), resolved."""
+    from monoagent_plugins.history.session_files import SessionFilesConfig
+
     config = agent.config
-    root = config.section("runtime.session").transcripts_dir if "runtime.session" in config.sections else None
+    root = config.section("runtime.session", SessionFilesConfig).transcripts_dir if "runtime.session" in config.sections else None
     return str(config.resolve(root)) if root else "(unset: in memory)"
 
 
-def describe(agent: Any) -> dict[str, Any]:
+def describe(agent: Agent) -> dict[str, Any]:
     """Everything ``info`` prints, as data (``--json`` prints exactly this)."""
     import platform
 

@@ -10,17 +10,20 @@ provider registry: each prefix, its plugin, its description and the models it na
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monoagent import PROVIDERS, command_agent, echo, echo_json, hookimpl, one_line, run_async
 
+if TYPE_CHECKING:
+    from monoagent import Agent
+
 SUMMARY_CHARS = 100
 """Characters of a description in the plain listing (``--json`` carries all of it)."""
 
 
-async def _tool_rows(agent: Any) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+async def _tool_rows(agent: Agent) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     from monoagent import provided_tools
 
     provided, failures = await provided_tools(agent, None)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -47,10 +47,13 @@ from monoagent import (
     run_async,
 )
 
+if TYPE_CHECKING:
+    from monoagent import Agent
+
 NOT_CONFIGURED = "not configured"
 
 
-def _managed(agent: Any, method: str, what: str) -> ManagedHistoryStore:
+def _managed(agent: Agent, method: str, what: str) -> ManagedHistoryStore:
     """The agent's history store, or a refusal naming ``method`` when it is not a ``ManagedHistoryStore``."""
     store = agent.history_store
     if not agent.components.supports(store, ManagedHistoryStore):
@@ -66,7 +69,7 @@ def _tool_counts(value: ToolHistoryStats | ToolHistoryClearReport | None) -> dic
     return None if value is None else {"calls": value.calls, "records": value.records, "bytes": value.bytes}
 
 
-async def _tool_stats(agent: Any) -> dict[str, int] | None:
+async def _tool_stats(agent: Agent) -> dict[str, int] | None:
     """The totals of the Agent's tool-history store (its one store: the Agent owns and closes it); None when off."""
     store = agent.tool_history_store()
     return None if store is None else _tool_counts(await store.stats())
@@ -146,19 +149,19 @@ def interleave(messages: list[Any], records: list[Any]) -> list[tuple[str, Any]]
     return items
 
 
-async def _conversation_calls(agent: Any, conversation_id: str) -> list[ToolRecord]:
+async def _conversation_calls(agent: Agent, conversation_id: str) -> list[ToolRecord]:
     """The tool history's calls of one stored conversation ([] when tool history is off)."""
     store = agent.tool_history_store()
     return [] if store is None else list(await store.records(conversation_id=conversation_id))
 
 
-def _call_json(record: Any) -> dict[str, Any]:
+def _call_json(record: ToolRecord) -> dict[str, Any]:
     import attrs
 
     return attrs.asdict(record)
 
 
-def _echo_call(record: Any) -> None:
+def _echo_call(record: ToolRecord) -> None:
     status = record.status or "in flight"
     echo(f"--- tool call {record.tool} [{record.call_id}] run {record.run_id}: {status} ---")
     kept = "not kept" if record.arguments is None else record.arguments
@@ -254,7 +257,7 @@ def reset_command(conversation: str, as_json: bool) -> None:
     echo(_tool_line("removed", tool))
 
 
-def _check_tool_history(agent: Any) -> None:
+def _check_tool_history(agent: Agent) -> None:
     """Fail closed, before either store is cleared, when the tool-history store cannot be read."""
     try:
         run_async(_tool_stats(agent))
@@ -265,7 +268,7 @@ def _check_tool_history(agent: Any) -> None:
         ) from None
 
 
-def _clear_everything(agent: Any) -> tuple[HistoryStats, dict[str, int] | None]:
+def _clear_everything(agent: Agent) -> tuple[HistoryStats, dict[str, int] | None]:
     store = _managed(agent, "clear_all", "clearing every conversation")
     _check_tool_history(agent)
 
@@ -337,7 +340,7 @@ def restart_command(clear_sessions: bool, yes: bool, as_json: bool) -> None:
         echo(f"ACP session authorizations: {NOT_CONFIGURED}")
 
 
-def _durable_sessions(agent: Any) -> ClearableSessionBackend | None:
+def _durable_sessions(agent: Agent) -> ClearableSessionBackend | None:
     """The configured session backend when it keeps sessions beyond the process (it can clear them), else None."""
     backend = agent.components.new(SESSION_BACKENDS, agent.config.runtime.session.backend)
     return backend if agent.components.supports(backend, ClearableSessionBackend) else None

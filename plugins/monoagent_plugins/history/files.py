@@ -54,7 +54,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -94,6 +94,9 @@ from monoagent_plugins.history.records import (
     short_id,
     stat_key,
 )
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 _T = TypeVar("_T")
 
@@ -391,8 +394,8 @@ class FilesHistoryConfig:
     )
 
 
-def store_from_config(agent: Any) -> FilesHistoryStore:
-    cfg = agent.config.section(CONFIG_PATH)
+def store_from_config(agent: Agent) -> FilesHistoryStore:
+    cfg = agent.config.section(CONFIG_PATH, FilesHistoryConfig)
     return FilesHistoryStore(
         agent.config.history_dir,
         cfg.max_messages,

@@ -16,7 +16,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -29,6 +29,9 @@ from monoagent import (
     utf8_prefix,
 )
 from monoagent import strict_json_loads as strict_loads
+
+if TYPE_CHECKING:
+    import cattrs
 
 RECORD_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
@@ -198,7 +201,7 @@ def _array_of(items: Callable[[Any, Any], Any], value: Any, target: Any) -> Any:
 
 
 @functools.cache
-def record_converter() -> Any:
+def record_converter() -> cattrs.Converter:
     """The project's converter made strict for records: no coercion between JSON types
     (``12345`` is not a string, ``"1"`` not a number, ``true`` not an int) and finite numbers
     only. A key it does not know is ignored, as before: a newer version may add an optional
@@ -206,7 +209,7 @@ def record_converter() -> Any:
     turn such a record into a cold start that the next commit would make a loss. A list or a
     tuple takes a JSON array only (:func:`_array_of`).
     """
-    strict = _converter().copy()
+    strict: cattrs.Converter = _converter().copy()  # monoagent.converter() is typed Any; it is a cattrs Converter
     for kind in (str, int, bool):
         strict.register_structure_hook(kind, _exactly(kind))
     strict.register_structure_hook(float, _finite_number)

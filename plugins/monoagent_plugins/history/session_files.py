@@ -58,7 +58,7 @@ def backend_from_config(agent: Agent) -> DurableSessionBackend:
     bound to), or when the directory cannot hold transcripts (another user's, loose modes, a
     symlink, a parent this user cannot write in). Nothing is created until the first turn.
     """
-    root = agent.config.section(CONFIG_PATH).transcripts_dir
+    root = agent.config.section(CONFIG_PATH, SessionFilesConfig).transcripts_dir
     if root is None:
         raise ComponentError(
             'the session backend "files" keeps its transcripts under runtime.session.transcriptsDir, which is unset: set it '

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -35,6 +35,7 @@ from monoagent import (
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY_SPEC
 
 if TYPE_CHECKING:
+    from monoagent import Agent, ToolContext, ToolResult, Turn
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 
@@ -65,14 +66,14 @@ class ToolHistoryConfig:
     reconcile_timeout_ms: int = setting(10_000, doc="Wait for deferred writes before a run is finalised.", min=1, max=600_000)
 
 
-def sqlite_store(agent: Any) -> SqliteToolHistory:
+def sqlite_store(agent: Agent) -> SqliteToolHistory:
     """The ``sqlite`` component: the sidecar under ``history.dir`` with this plugin's settings.
 
     Called once per Agent (``agent.tool_history_store()``), which owns the store and closes it.
     """
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
-    return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory"), agent.redact)
+    return SqliteToolHistory(agent.config.history_dir, agent.config.section("toolHistory", ToolHistoryConfig), agent.redact)
 
 
 @hookimpl(trylast=True)
@@ -85,7 +86,7 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     register("sqlite", sqlite_store, description="SQLite sidecar beside the message history (bounded, redacted, retained)")
 
 
-async def session_history(context: Any) -> Any:
+async def session_history(context: ToolContext) -> ToolResult:
     """The SessionHistory tool; the store behind it is imported on its first call, not at start-up."""
     from monoagent_plugins.history.tool_calls import session_history as tool
 
@@ -107,7 +108,7 @@ def _projection() -> tuple[type, Callable[..., Section | None]]:
 
 
 @hookimpl(trylast=True)
-def extra_sections(turn: Any) -> Section | None:
+def extra_sections(turn: Turn) -> Section | None:
     store_class, projection_section = _projection()
     store = turn.tool_history
     if not isinstance(store, store_class):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,6 +37,9 @@ from monoagent import (
 )
 from monoagent_plugins.memory.database import MemoryTierError, single_line
 
+if TYPE_CHECKING:
+    from monoagent import Agent
+
 PREVIEW_CHARS = 160
 
 
@@ -45,12 +48,12 @@ def _preview(text: str) -> str:
     return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
 
 
-def _echo_json(agent: Any, value: Any) -> None:
+def _echo_json(agent: Agent, value: Any) -> None:
     echo_json(agent.unstructure(value))
 
 
 async def _with_tiers(
-    agent: Any, tier: str | None, every: bool, work: Callable[[MemoryTier], Awaitable[Any]]
+    agent: Agent, tier: str | None, every: bool, work: Callable[[MemoryTier], Awaitable[Any]]
 ) -> tuple[dict[str, Any], list[str]]:
     """``work`` on each selected tier: the results by tier, in order, and one line per tier that failed.
 
@@ -100,7 +103,7 @@ def _finish(failures: list[str]) -> None:
         raise click.ClickException(failures[-1])
 
 
-def _browsable(agent: Any, tier: MemoryTier, what: str) -> BrowsableMemoryTier:
+def _browsable(agent: Agent, tier: MemoryTier, what: str) -> BrowsableMemoryTier:
     components: AgentComponents = agent.components
     if not components.supports(tier, BrowsableMemoryTier):
         raise click.ClickException(f"memory tier {tier.name!r} cannot {what} (it does not implement BrowsableMemoryTier: list, stats)")

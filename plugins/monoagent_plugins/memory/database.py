@@ -26,12 +26,15 @@ import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from monoagent import MonoagentError, logger, parse_ascii_number
 
 if TYPE_CHECKING:
     import sqlite3
+
+R = TypeVar("R")
+
 
 class MemoryTierError(MonoagentError):
     """A memory tier could not do what was asked: its file is damaged, foreign, locked, read-only
@@ -432,7 +435,8 @@ def entry_rowid(memory_id: str) -> int | None:
 
 def data_version(conn: sqlite3.Connection) -> int:
     """SQLite's ``data_version``: changes when another connection commits to the file."""
-    return conn.execute("PRAGMA data_version").fetchone()[0]
+    version: int = conn.execute("PRAGMA data_version").fetchone()[0]  # the pragma always answers one integer row
+    return version
 
 
 
@@ -454,14 +458,14 @@ class TierWorker:
         self.database = database
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"monoagent-memory-{name}")
 
-    async def run(self, function: Any, *args: Any) -> Any:
+    async def run(self, function: Callable[..., R], *args: Any) -> R:
         import asyncio
         import functools
 
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(self._call, function, args))
 
-    def _call(self, function: Any, args: tuple[Any, ...]) -> Any:
+    def _call(self, function: Callable[..., R], args: tuple[Any, ...]) -> R:
         import sqlite3
 
         database = self.database

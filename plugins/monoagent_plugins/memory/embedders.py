@@ -20,9 +20,12 @@ import math
 import re
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monoagent import ComponentRegistrar, Embedder, hookimpl
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 NAME = "hashed-ngrams"
 DESCRIPTION = "lexical: hashed character 3- and 4-grams (spelling, not meaning); offline, no dependencies"
@@ -68,7 +71,7 @@ class HashedNgramEmbedder:
         return [self.embed_one(text) for text in texts]
 
 
-def make_hashed_ngrams(agent: Any, options: Mapping[str, Any] | None = None) -> HashedNgramEmbedder:
+def make_hashed_ngrams(agent: Agent, options: Mapping[str, Any] | None = None) -> HashedNgramEmbedder:
     options = dict(options or {})
     dimensions = options.pop("dimensions", None)
     if options:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import cattrs
@@ -41,6 +41,9 @@ from monoagent import (
     utf8_len,
 )
 from monoagent import strict_json_loads as loads
+
+if TYPE_CHECKING:
+    from monoagent import Turn
 
 PROFILE = "memory_extractor"
 """The manifest profile of the extractor's prompt (compaction's is ``summary``)."""
@@ -117,7 +120,7 @@ _converter = cattrs.Converter(forbid_extra_keys=True)
 _converter.register_structure_hook(str, _strict_str)
 
 
-def extractor_request(turn: Any, model: str, transcript: str, config: CaptureConfig) -> ProviderRequest:
+def extractor_request(turn: Turn, model: str, transcript: str, config: CaptureConfig) -> ProviderRequest:
     """The extractor's provider request: its own prompt (profile :data:`PROFILE`), no tools."""
     from monoagent import compile_prompt  # the harness's module, not at plugin load
 
@@ -163,7 +166,7 @@ def validate_reply(reply: str, config: CaptureConfig) -> Extraction:
     return Extraction(tuple(kept))
 
 
-async def extract_facts(turn: Any, transcript: str, config: CaptureConfig) -> Extraction:
+async def extract_facts(turn: Turn, transcript: str, config: CaptureConfig) -> Extraction:
     """Ask the extractor model for the facts of ``transcript`` and validate its reply."""
     from monoagent import StreamLimits, read_step  # the harness's modules, not at plugin load
 

@@ -14,7 +14,7 @@ thread) and :mod:`monoagent_plugins.memory.vectors` (the vector index).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +107,13 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def split_options(options: Any, cls: type, tier: str) -> dict[str, Any]:
+def split_options(options: Mapping[str, Any] | None, cls: type, tier: str) -> dict[str, Any]:
     """Validate a tier factory's ``options`` against the attrs fields of its config class."""
     import attrs
 
-    options = dict(options or {})
+    checked = dict(options or {})
     known = {f.name for f in attrs.fields(cls)}
-    unknown = sorted(set(options) - known)
+    unknown = sorted(set(checked) - known)
     if unknown:
         raise ValueError(f"memory tier {tier!r} does not take the option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
-    return options
+    return checked

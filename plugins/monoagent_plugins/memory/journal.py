@@ -92,7 +92,7 @@ from monoagent_plugins.memory.vectors import VectorBackend, VectorIndex
 if TYPE_CHECKING:
     import sqlite3
 
-    from monoagent import ToolContext, Turn
+    from monoagent import Agent, ToolContext, Turn
 
 NAME = "journal"
 FILENAME = "journal.sqlite"
@@ -242,7 +242,7 @@ class JournalTier:
                     "{} journal entries have no vector yet and are found by keyword and date only: {}", len(missing), exc
                 )
 
-    def _embed(self, texts: list[str]) -> list[array.array]:
+    def _embed(self, texts: list[str]) -> list[array.array[float]]:
         """The embedder's vectors for ``texts``: one per text, each of its declared dimensions, every number finite.
 
         Anything else (an exception, a wrong count, a wrong size, NaN) is a :class:`MemoryTierError`
@@ -509,7 +509,7 @@ def covered_first(ranked: Sequence[tuple[int, float]], complete: set[int]) -> li
     return capped
 
 
-def agent_timezone(agent: Any) -> tzinfo | None:
+def agent_timezone(agent: Agent) -> tzinfo | None:
     """The agent's local time zone: ``runtime.session.rolloverTimezone``, else None (the system's)."""
     name = agent.config.runtime.session.rollover_timezone
     if not name:
@@ -519,9 +519,9 @@ def agent_timezone(agent: Any) -> tzinfo | None:
     return ZoneInfo(name)
 
 
-def make_journal(agent: Any, options: Mapping[str, Any] | None = None) -> JournalTier:
+def make_journal(agent: Agent, options: Mapping[str, Any] | None = None) -> JournalTier:
     """The factory the registry calls: ``memory.journal`` settings, overridden by ``options``."""
-    config = agent.config.section("memory.journal")
+    config = agent.config.section("memory.journal", JournalConfig)
     settings = {**attrs.asdict(config), **split_options(options, JournalConfig, NAME)}
     embedder_name = settings.pop("embedder")
     dimensions = settings.pop("embedder_dimensions")
@@ -529,7 +529,7 @@ def make_journal(agent: Any, options: Mapping[str, Any] | None = None) -> Journa
     return JournalTier(memory_dir(agent.config) / FILENAME, embedder, timezone=agent_timezone(agent), **settings)
 
 
-def journal_tier(turn: Any) -> JournalTier:
+def journal_tier(turn: Turn) -> JournalTier:
     """The configured journal tier of ``turn``'s agent, or a ValueError saying why there is none.
 
     Each tier is built on its own, so another tier that cannot be built (reported by the

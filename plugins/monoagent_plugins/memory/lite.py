@@ -76,6 +76,8 @@ from monoagent_plugins.memory.index import (
 if TYPE_CHECKING:
     import sqlite3
 
+    from monoagent import Agent
+
 NAME = "lite"
 FILENAME = "lite.sqlite"
 SCHEMA_VERSION = "1"
@@ -344,9 +346,9 @@ class LiteTier:
             self._db.reset()
 
 
-def make_lite(agent: Any, options: Mapping[str, Any] | None = None) -> LiteTier:
+def make_lite(agent: Agent, options: Mapping[str, Any] | None = None) -> LiteTier:
     """The factory the registry calls: ``memory.lite`` settings, overridden by ``options``."""
-    config = agent.config.section("memory.lite")
+    config = agent.config.section("memory.lite", LiteConfig)
     settings = {**attrs.asdict(config), **split_options(options, LiteConfig, NAME)}
     return LiteTier(memory_dir(agent.config) / FILENAME, **settings)
 

@@ -42,7 +42,7 @@ It works over whatever tiers ``memory.tiers`` selects, bundled or third-party, t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -70,7 +70,7 @@ from monoagent_plugins.prompt.group_context import PRECEDING_CLOSE, PRECEDING_OP
 if TYPE_CHECKING:
     import asyncio
 
-    from monoagent import ToolContext, Turn
+    from monoagent import ToolContext, Turn, TurnResult
 
 TOOL_NAME = "MemoryRecall"
 JOURNAL_TOOL = "MemoryJournal"
@@ -156,7 +156,7 @@ class LookupCache:
         return hits
 
 
-def lookups(turn: Any) -> LookupCache:
+def lookups(turn: Turn) -> LookupCache:
     """The turn's lookup cache (created on first use)."""
     cache = turn.state.get(STATE_KEY)
     if cache is None:
@@ -177,12 +177,12 @@ def passes_gate(query: str, hit: MemoryHit, min_score: float, require_evidence: 
     return not require_evidence or has_evidence(query, hit.text)
 
 
-def tier_failed(turn: Any, code: str, tier: str, error: BaseException) -> None:
+def tier_failed(turn: Turn, code: str, tier: str, error: BaseException) -> None:
     """Report that ``tier`` failed a recall or capture (``code``); the turn goes on without it."""
     turn.emit("runtime_warning", code=code, tier=tier, error=turn.redact(f"{type(error).__name__}: {error}", "error"))
 
 
-def usable_tiers(turn: Any, code: str, names: Sequence[str] | None = None) -> dict[str, MemoryTier]:
+def usable_tiers(turn: Turn, code: str, names: Sequence[str] | None = None) -> dict[str, MemoryTier]:
     """The configured tiers (or ``names``) that could be built; each that could not is reported as ``code``."""
     tiers: dict[str, MemoryTier] = {}
     for name in turn.config.memory.tiers if names is None else names:
@@ -200,7 +200,7 @@ def uses(turn: Turn, tier: MemoryTier, step: Literal["automatic_recall", "captur
     return True
 
 
-async def search_tiers(turn: Any, tiers: Mapping[str, MemoryTier], query: str) -> tuple[list[MemoryHit], list[str]]:
+async def search_tiers(turn: Turn, tiers: Mapping[str, MemoryTier], query: str) -> tuple[list[MemoryHit], list[str]]:
     """Every tier's hits for ``query`` through the turn's cache, and the names of the tiers that failed."""
     import asyncio
 
@@ -219,12 +219,12 @@ async def search_tiers(turn: Any, tiers: Mapping[str, MemoryTier], query: str) -
     return hits, failed
 
 
-async def recall(turn: Any) -> list[MemoryHit]:
+async def recall(turn: Turn) -> list[MemoryHit]:
     """Search every automatic-recall tier with the user's text; the hits that pass the gate."""
     query = turn.request.text
     if not query.strip():
         return []
-    gate = turn.config.section("memory.recall")
+    gate = turn.config.section("memory.recall", RecallConfig)
     tiers = {name: tier for name, tier in usable_tiers(turn, "memory_recall_failed").items() if uses(turn, tier, "automatic_recall")}
     hits, _ = await search_tiers(turn, tiers, query)
     return list(gate_recall([hit for hit in hits if passes_gate(query, hit, gate.min_score, gate.require_evidence)]))
@@ -246,13 +246,13 @@ def gate_recall(hits: Sequence[MemoryHit]) -> tuple[MemoryHit, ...]:
     return tuple(kept)
 
 
-def _exposes_recall_tool(turn: Any) -> bool:
+def _exposes_recall_tool(turn: Turn) -> bool:
     """MemoryRecall is offered on turns with a memory tier, unless ``memory.recallTool.enabled`` is false."""
-    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool").enabled)
+    return bool(turn.config.memory.tiers) and bool(turn.config.section("memory.recallTool", RecallToolConfig).enabled)
 
 
 @hookimpl(trylast=True)
-def recall_memory(turn: Any) -> Any:
+def recall_memory(turn: Turn) -> Awaitable[Sequence[MemoryHit]] | None:
     """Recall over the configured tiers (an awaitable)."""
     if not turn.config.memory.tiers:
         return None
@@ -424,7 +424,7 @@ def capture_text(request: Any, reply: str, recalled: Sequence[MemoryHit] = ()) -
     return neutralise_fence_tokens(f"{user}\nAssistant: {_cut_echoes(reply, recalled)}")
 
 
-async def capture(turn: Any, result: Any) -> None:
+async def capture(turn: Turn, result: TurnResult) -> None:
     """Hand the committed turn (or, in ``facts`` mode, each valid fact of it) to every capturing
     tier at once; a failing tier is a runtime_warning."""
     import asyncio
@@ -440,7 +440,7 @@ async def capture(turn: Any, result: Any) -> None:
         "speaker": speaker_label(sender.display_name, sender.handle) if sender is not None else None,
     }
     entries = [(text, metadata)]
-    config = turn.config.section("memory.capture")
+    config = turn.config.section("memory.capture", CaptureConfig)
     if config.mode == "facts":
         entries = await _facts(turn, text, config, metadata)
 
@@ -457,7 +457,7 @@ async def capture(turn: Any, result: Any) -> None:
     await asyncio.gather(*(add(name, tier) for name, tier in tiers.items() if uses(turn, tier, "captures")))
 
 
-async def _facts(turn: Any, text: str, config: CaptureConfig, metadata: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+async def _facts(turn: Turn, text: str, config: CaptureConfig, metadata: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The valid facts of the turn as entries (``kind`` added to the metadata); what was dropped is an event."""
     from monoagent_plugins.memory.facts import extract_facts
 
@@ -476,7 +476,7 @@ async def _facts(turn: Any, text: str, config: CaptureConfig, metadata: dict[str
 
 
 @hookimpl(trylast=True)
-def after_commit(turn: Any, result: Any) -> Any:
+def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     if not turn.config.memory.tiers:
         return None
     return capture(turn, result)
@@ -514,7 +514,7 @@ def guidance(tool_names: Sequence[str]) -> str:
 
 
 @hookimpl(trylast=True)
-def extra_sections(turn: Any) -> Section | None:
+def extra_sections(turn: Turn) -> Section | None:
     if not turn.config.memory.tiers:
         return None
     names = [spec.name for spec in turn.tools]

@@ -24,7 +24,7 @@ def pack(vector: Sequence[float]) -> bytes:
     return array.array("f", vector).tobytes()
 
 
-def unpack(blob: bytes) -> array.array:
+def unpack(blob: bytes) -> array.array[float]:
     values = array.array("f")
     values.frombytes(blob)
     return values

@@ -55,6 +55,7 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -78,7 +79,7 @@ from monoagent import (
 )
 
 if TYPE_CHECKING:
-    from monoagent import Turn
+    from monoagent import Agent, ToolContext, ToolResult, Turn
 
 NAME = "artifacts"
 CONFIG_PATH = "artifacts"
@@ -211,7 +212,8 @@ def event_record(event: RunEvent) -> dict[str, Any]:
     except RecursionError:
         plain = False
     if not plain:
-        return unstructure(event)
+        record: dict[str, Any] = unstructure(event)  # typed Any; an attrs instance unstructures to a dict
+        return record
     return {"type": event.type, "run_id": event.run_id, "conversation_id": event.conversation_id, "seq": event.seq,
             "at": event.at, "data": event.data}
 
@@ -429,11 +431,11 @@ if hasattr(os, "register_at_fork"):
 
 
 @hookimpl(trylast=True)
-def on_run_event(event: RunEvent, agent: Any) -> None:
+def on_run_event(event: RunEvent, agent: Agent) -> None:
     writer.submit(agent.config.path(DIR_KEY), event)
 
 
-def run_history(context: Any) -> Any:
+def run_history(context: ToolContext) -> Awaitable[ToolResult]:
     """The RunHistory tool; its reader is imported on its first call, not at start-up."""
     from monoagent_plugins.observability import run_history as tool
 
@@ -451,7 +453,7 @@ def register_tools(register: ToolRegistrar) -> None:
 
 
 @hookimpl(trylast=True)
-def shutdown(agent: Any) -> None:
+def shutdown(agent: Agent) -> None:
     writer.flush()
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monoagent import ToolHistoryError, command_agent, echo, echo_json, hookimpl, run_async
+
+if TYPE_CHECKING:
+    from monoagent import Agent
+    from monoagent_plugins.observability.run_log import RunSummary
 
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 1000
@@ -37,13 +41,13 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
-def _summary_row(summary: Any) -> dict[str, Any]:
+def _summary_row(summary: RunSummary) -> dict[str, Any]:
     import attrs
 
     return attrs.asdict(summary)
 
 
-def _tool_arguments(agent: Any, conversation_id: str, run_id: str) -> dict[str, str]:
+def _tool_arguments(agent: Agent, conversation_id: str, run_id: str) -> dict[str, str]:
     """Each tool call's retained arguments, shortened; {} without tool history (a warning when it cannot be read)."""
     from monoagent_plugins.observability.run_log import short
 
@@ -67,7 +71,7 @@ def _tool_arguments(agent: Any, conversation_id: str, run_id: str) -> dict[str, 
     return shown
 
 
-def _artifacts_dir(agent: Any) -> Path:
+def _artifacts_dir(agent: Agent) -> Path:
     """``artifacts.dir``, where the ``artifacts`` plugin writes the run files this command reads."""
     try:
         return Path(agent.config.path("artifacts.dir"))
@@ -77,7 +81,7 @@ def _artifacts_dir(agent: Any) -> Path:
         ) from None
 
 
-def _list(agent: Any, limit: int, conversation: str | None, status: str | None, as_json: bool) -> None:
+def _list(agent: Agent, limit: int, conversation: str | None, status: str | None, as_json: bool) -> None:
     from monoagent_plugins.observability.run_log import read_runs
 
     artifacts_dir = _artifacts_dir(agent)
@@ -95,7 +99,7 @@ def _list(agent: Any, limit: int, conversation: str | None, status: str | None, 
              f"{s.input_tokens}/{s.output_tokens} tok  {s.tool_calls} tool(s)  {took}")
 
 
-def _show(agent: Any, run_id: str, as_json: bool) -> None:
+def _show(agent: Agent, run_id: str, as_json: bool) -> None:
     from monoagent_plugins.observability.run_log import read_run, timeline
 
     artifacts_dir = _artifacts_dir(agent)

@@ -39,6 +39,7 @@ import asyncio
 import os
 import re
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -340,7 +341,7 @@ def _counts(scan: Scan) -> dict[str, Any]:
     }
 
 
-def render(scan: Scan, redact: Any, *, whole: bool) -> str:
+def render(scan: Scan, redact: Callable[[str, str], str], *, whole: bool) -> str:
     """The tool's answer: the runs (neutralised, redacted) and the counts, within :data:`RESULT_MAX_BYTES`."""
     full = [neutralise_untrusted(redact(run.text, "event")) for run in scan.runs]
     texts = full if whole else [text[:SNIPPET_CHARS] for text in full]

@@ -77,7 +77,7 @@ def nearest_agents_md(start: Path, home: Path | None) -> Path | None:
 def effective_agents_md(turn: Turn) -> Path | None:
     """The AGENTS.md path that applies to ``turn`` (see the module docstring), or None."""
     request = turn.request
-    folder = turn.config.section(CONFIG_PATH).channels.get(request.channel)
+    folder = turn.config.section(CONFIG_PATH, AgentsMdConfig).channels.get(request.channel)
     if folder is not None:
         return turn.config.resolve(folder) / FILE_NAME
     if request.delivery != "console":
@@ -114,7 +114,7 @@ def section_agents_md(turn: Turn) -> Section | None:
     try:
         text = bootstrap.read_text_cached(path, per_file * bootstrap.BYTES_PER_CHAR, what=FILE_NAME)
     except FileNotFoundError:
-        if turn.config.section(CONFIG_PATH).channels.get(turn.request.channel) is not None:
+        if turn.config.section(CONFIG_PATH, AgentsMdConfig).channels.get(turn.request.channel) is not None:
             turn.diagnose("agents_md_missing", f"no AGENTS.md in the folder configured for channel {quote_inline(turn.request.channel)}", "agents_md")
         return None
     except OSError as exc:

@@ -22,8 +22,8 @@ pile of every artifact of the conversation. This plugin adds the rest:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING
 
 from monoagent import (
     ArtifactRef,
@@ -78,11 +78,7 @@ def conversation_refs(turn: Turn) -> Iterator[ArtifactRef]:
 
 
 def has_refs(turn: Turn) -> bool:
-    """Whether any message of the turn's retained history carries an artifact reference (asked every turn: a plain loop)."""
-    for message in turn.history:
-        if message.attachments:
-            return True
-    return False
+    return any(message.attachments for message in turn.history)
 
 
 @hookimpl(trylast=True)
@@ -146,7 +142,7 @@ def _store(turn: Turn) -> int:
 
 
 @hookimpl(trylast=True)
-def after_commit(turn: Turn, result: TurnResult) -> Any:
+def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     if not any(item.text is not None for item in turn.request.attachments):
         return None
     return _stored(turn)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monoagent import (
     ArtifactRef,
@@ -37,6 +37,9 @@ from monoagent import (
     quote_inline,
     register_host_fence,
 )
+
+if TYPE_CHECKING:
+    from monoagent import Turn
 
 RECALL_DELIMITER = "[Recalled long-term memory — background context for this turn, not the user's words:]"
 """The line recalled memory rides behind on the user message: a host fence of this plugin, guarded by the
@@ -93,7 +96,7 @@ def _entry(message: Message) -> str:
 
 
 @hookimpl(trylast=True)
-def render_history(turn: Any, messages: Sequence[Message]) -> Section:
+def render_history(turn: Turn, messages: Sequence[Message]) -> Section:
     if not messages:
         return Section("conversation_history", "", order=400, stability="dynamic", source="conversation")
     text = HISTORY_HEADER + "\n\n" + "\n".join(_entry(m) for m in messages)
@@ -111,7 +114,7 @@ def _attachment_block(attachments: Sequence[Attachment]) -> str:
 
 
 @hookimpl(trylast=True)
-def render_user_message(turn: Any, parts: Sequence[UserMessagePart]) -> Message:
+def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message:
     request = turn.request
     blocks = [p.text for p in parts if p.position == "before" and p.text]
     own = [p.text for p in parts if p.position == "prefix" and p.text]
@@ -136,7 +139,7 @@ def recall_block(hits: Sequence[MemoryHit]) -> str:
 
 
 @hookimpl(trylast=True)
-def augment_user_message(turn: Any, recalled: Sequence[MemoryHit]) -> UserMessagePart | None:
+def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessagePart | None:
     block = recall_block(recalled)
     if not block:
         return None
@@ -144,5 +147,5 @@ def augment_user_message(turn: Any, recalled: Sequence[MemoryHit]) -> UserMessag
 
 
 @hookimpl(trylast=True)
-def prepare_provider_request(turn: Any, request: ProviderRequest) -> ProviderRequest:
+def prepare_provider_request(turn: Turn, request: ProviderRequest) -> ProviderRequest:
     return request

@@ -104,7 +104,7 @@ class SkillsConfig:
 
 def skills_root(config: Config) -> Path:
     """``context.skillsRoot`` resolved against the config file's directory, else ``<home>/skills``."""
-    root = config.section(CONFIG_PATH).skills_root
+    root = config.section(CONFIG_PATH, SkillsConfig).skills_root
     return config.resolve(root) if root else config.home / "skills"
 
 
@@ -127,7 +127,7 @@ def _one_line(value: object) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _split_front_matter(text: str) -> tuple[dict, str, str | None]:
+def _split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     """``(metadata, body, problem)``; the metadata is empty when absent or malformed.
 
     Cached by text: an unchanged SKILL.md is parsed once, not on every turn. Callers must not
@@ -208,7 +208,7 @@ def _load(turn: Turn, root: Path, name: str) -> LoadedSkill | None:
     if path is None:
         skip("skill_outside_root", "SKILL.md resolves outside the skills root")
         return None
-    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
+    cap = turn.config.section(CONFIG_PATH, SkillsConfig).skill_max_bytes
     try:
         text = read_text_cached(path, cap + FRONT_MATTER_MAX_BYTES, what="SKILL.md")
     except FileNotFoundError:
@@ -228,7 +228,7 @@ def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
     loaded = turn.state.get(NAME)
     if loaded is None:
         root = skills_root(turn.config)
-        names = dict.fromkeys(turn.config.section(CONFIG_PATH).selected_skills)
+        names = dict.fromkeys(turn.config.section(CONFIG_PATH, SkillsConfig).selected_skills)
         loaded = tuple(skill for skill in (_load(turn, root, name) for name in names) if skill is not None)
         turn.state[NAME] = loaded
     return loaded
@@ -236,12 +236,12 @@ def selected_skills(turn: Turn) -> tuple[LoadedSkill, ...]:
 
 def on_demand(turn: Turn) -> bool:
     """Whether ``context.skillsMode`` is ``on_demand``."""
-    return bool(turn.config.section(CONFIG_PATH).skills_mode == "on_demand")
+    return bool(turn.config.section(CONFIG_PATH, SkillsConfig).skills_mode == "on_demand")
 
 
 def capped_body(turn: Turn, skill: LoadedSkill) -> tuple[str, str | None]:
     """``skill``'s body capped at ``context.skillMaxBytes`` with its truncation notice, and what was cut (or None)."""
-    cap = turn.config.section(CONFIG_PATH).skill_max_bytes
+    cap = turn.config.section(CONFIG_PATH, SkillsConfig).skill_max_bytes
     cut = utf8_prefix(skill.body, cap)
     if not cut.truncated:
         return cut.text, None
@@ -318,7 +318,7 @@ def register_tools(register: ToolRegistrar) -> None:
 
 def _reads_on_demand(turn: Turn) -> bool:
     """``read_skill`` is offered when ``context.skillsMode`` is ``on_demand`` and skills are selected."""
-    return on_demand(turn) and bool(turn.config.section(CONFIG_PATH).selected_skills)
+    return on_demand(turn) and bool(turn.config.section(CONFIG_PATH, SkillsConfig).selected_skills)
 
 
 

@@ -19,12 +19,16 @@ Credentials and endpoint: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` (or t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from monoagent import ComponentRegistrar, ConfigSectionRegistrar, ProviderRuntime, hookimpl, setting
 from monoagent_plugins.providers import settings as provider_settings
+
+if TYPE_CHECKING:
+    from monoagent import Agent
+    from monoagent_plugins.providers.anthropic_wire import AnthropicRuntime
 
 API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"
@@ -68,11 +72,11 @@ class AnthropicConfig:
 # --------------------------------------------------------------------------- the request body
 
 
-def make_runtime(agent: Any, model: str) -> Any:
+def make_runtime(agent: Agent, model: str) -> AnthropicRuntime:
     """The runtime for ``anthropic:<model>``; the wire code is imported here, on first use."""
     from monoagent_plugins.providers.anthropic_wire import AnthropicRuntime
 
-    config: AnthropicConfig = agent.config.section("providers.anthropic")
+    config = agent.config.section("providers.anthropic", AnthropicConfig)
     if not config.api_key:
         raise provider_settings.missing_setting(
             PROVIDER, model, "API key", "set ANTHROPIC_API_KEY in the environment (or providers.anthropic.apiKey in the config file)"

@@ -7,7 +7,7 @@ The wire format is in :mod:`monoagent_plugins.providers.openai_wire`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -16,6 +16,7 @@ from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.providers.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "lmstudio"
@@ -39,10 +40,10 @@ class LMStudioConfig:
     )
 
 
-def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: LMStudioConfig = agent.config.section("providers.lmstudio")
+    config = agent.config.section("providers.lmstudio", LMStudioConfig)
     return chat_runtime(
         PROVIDER, model, config,
         url=f"{normalise_base_url(config.base_url)}/chat/completions",

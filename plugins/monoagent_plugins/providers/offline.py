@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -42,6 +42,9 @@ from monoagent import (
     setting,
     utf8_len,
 )
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 CONTEXT_WINDOW = 200_000
 SCRIPT_MAX_BYTES = 16 * 1024 * 1024
@@ -168,11 +171,11 @@ class ScriptedRuntime:
         yield StepFinished(stop, Usage(input_tokens=_tokens(request.prompt.system_text), output_tokens=_tokens(step.text)))
 
 
-def make_runtime(agent: Any, model: str) -> EchoRuntime | ScriptedRuntime:
+def make_runtime(agent: Agent, model: str) -> EchoRuntime | ScriptedRuntime:
     if model == "echo":
         return EchoRuntime()
     if model == "scripted":
-        path = agent.config.section("providers.offline").script_path
+        path = agent.config.section("providers.offline", OfflineConfig).script_path
         if path is None:
             raise ConfigError(
                 "offline:scripted needs a script: set providers.offline.scriptPath or MONO_AGENT_OFFLINE_SCRIPT"

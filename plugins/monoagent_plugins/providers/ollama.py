@@ -10,7 +10,7 @@ The wire format is in :mod:`monoagent_plugins.providers.openai_wire`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -19,6 +19,7 @@ from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.providers.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "ollama"
@@ -57,10 +58,10 @@ def host_url(host: str) -> str:
     return url.replace("://0.0.0.0", "://127.0.0.1", 1)
 
 
-def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OllamaConfig = agent.config.section("providers.ollama")
+    config = agent.config.section("providers.ollama", OllamaConfig)
     return chat_runtime(
         PROVIDER, model, config,
         url=f"{host_url(config.host)}/v1/chat/completions",

@@ -7,7 +7,7 @@ Credentials and endpoint: ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (or the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -16,6 +16,7 @@ from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.providers.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai"
@@ -41,10 +42,10 @@ class OpenAIConfig:
     )
 
 
-def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OpenAIConfig = agent.config.section("providers.openai")
+    config = agent.config.section("providers.openai", OpenAIConfig)
     if not config.api_key:
         raise provider_settings.missing_setting(
             PROVIDER, model, "API key", "set OPENAI_API_KEY in the environment (or providers.openai.apiKey in the config file)"

@@ -9,7 +9,7 @@ For vLLM, the llama.cpp server, text-generation-inference and the like. The base
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -18,6 +18,7 @@ from monoagent_plugins.providers import settings as provider_settings
 from monoagent_plugins.providers.http import normalise_base_url
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.providers.openai_wire import OpenAIChatRuntime
 
 PROVIDER = "openai-compatible"
@@ -44,10 +45,10 @@ class OpenAICompatibleConfig:
     )
 
 
-def make_runtime(agent: Any, model: str) -> OpenAIChatRuntime:
+def make_runtime(agent: Agent, model: str) -> OpenAIChatRuntime:
     from monoagent_plugins.providers.openai_wire import chat_runtime  # the wire code loads on first use
 
-    config: OpenAICompatibleConfig = agent.config.section("providers.openaiCompatible")
+    config = agent.config.section("providers.openaiCompatible", OpenAICompatibleConfig)
     if not config.base_url:
         raise provider_settings.missing_setting(
             PROVIDER, model, "base URL", "set MONO_AGENT_OPENAI_COMPATIBLE_BASE_URL (or providers.openaiCompatible.baseUrl), for example http://127.0.0.1:8000/v1"

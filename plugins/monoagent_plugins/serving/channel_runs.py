@@ -14,7 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from monoagent import RunHandle, TurnRequest, TurnResult
+    from monoagent import Agent, RunHandle, TurnRequest, TurnResult
 
 SHUTDOWN_REASON = "server_shutdown"
 """The cancel reason of a run still in flight when the grace period ends (in its continuity account)."""
@@ -27,7 +27,7 @@ class ShutdownCancelled(Exception):
 class ChannelRuns:
     """One channel's harness and the runs it has in flight."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         from monoagent import Harness  # the turn path: imported when serving, not at CLI start-up
 
         self.agent = agent

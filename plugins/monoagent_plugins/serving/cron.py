@@ -39,10 +39,13 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
+    from monoagent import Agent
     from monoagent_plugins.serving.cron_schedule import Clock, CronSchedule
     from monoagent_plugins.serving.cron_scheduler import CronScheduler
+    from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
 
 CHANNEL = "cron"
 
@@ -107,7 +110,7 @@ def conversation_of(job: CronJob) -> str:
     return job.conversation_id or f"{CHANNEL}:{job.name}"
 
 
-def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[str, CronSchedule]:
+def checked_schedules(jobs: Sequence[CronJob], agent: Agent, notify: NotifyDispatch | None) -> dict[str, CronSchedule]:
     """Each enabled job's schedule; a :class:`ConfigError` naming ``cron.jobs[i].<key>`` for every problem of any job.
 
     ``notify`` is the channel's ``NotifyDispatch`` (None without the notify plugin), which checks
@@ -142,7 +145,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
                 problems.append(f"{where}.model = {job.model!r}: {exc}")
         if job.notify and notify is None:
             problems.append(f"{where}.notify: needs the notify plugin (monoagent_plugins.serving.notify_dispatch), which is not there")
-        elif job.notify:
+        elif job.notify and notify is not None:
             try:
                 notify.check(job.notify, f"{where}.notify")
             except ConfigError as exc:
@@ -152,7 +155,7 @@ def checked_schedules(jobs: Sequence[CronJob], agent: Any, notify: Any) -> dict[
     return schedules
 
 
-def _notify_dispatch(agent: Any) -> Any:
+def _notify_dispatch(agent: Agent) -> NotifyDispatch | None:
     """The channel's ``NotifyDispatch``, or None when the notify plugin's library is not installed."""
     try:
         from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
@@ -173,11 +176,11 @@ class CronChannel:
     has_credentials = True
     credential_hint = "cron has no HTTP surface and needs no credential"
 
-    def __init__(self, agent: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, agent: Agent, *, clock: Clock | None = None) -> None:
         from monoagent_plugins.serving.channel_runs import ChannelRuns
 
         self.agent = agent
-        self.settings: CronConfig = agent.config.section("cron")
+        self.settings = agent.config.section("cron", CronConfig)
         self.jobs = {job.name: job for job in self.settings.jobs if job.enabled}
         self.enabled = self.settings.enabled and bool(self.jobs)
         wants_notify = self.enabled and any(job.notify for job in self.settings.jobs)
@@ -188,7 +191,7 @@ class CronChannel:
         self.scheduler: CronScheduler | None = None
         self._task: Any = None
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` starts it (:meth:`start`)."""
         raise NotImplementedError("the cron channel is run by `monoagent serve`")
 
@@ -293,7 +296,7 @@ class CronChannel:
             await self.scheduler.stop()
         await self.runs.shutdown()
         if self.notify is not None:
-            await self.notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
+            await self.notify.drain(self.agent.config.section("serve", ServeConfig).shutdown_grace_ms / 1000)
 
 
 def _scheduler_ended(task: Any) -> None:

@@ -25,9 +25,15 @@ import hmac
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monoagent import ConfigError, ServedChannel, logger
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from monoagent_plugins.serving.access_log import AccessLog
 
 ANSWER_MARGIN_S = 5
 RETRY_AFTER_S = 1
@@ -70,12 +76,12 @@ def bearer_ok(authorization: str | None, tokens: Sequence[str]) -> bool:
     return matched
 
 
-async def read_json(request: Any, max_bytes: int) -> Any:
+async def read_json(request: Request, max_bytes: int) -> Any:
     """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed."""
     return parse_json(await read_body(request, max_bytes))
 
 
-async def read_body(request: Any, max_bytes: int) -> bytes:
+async def read_body(request: Request, max_bytes: int) -> bytes:
     """The raw request body; :class:`RequestRefused` 413 past ``max_bytes``.
 
     The body is read as it streams in and abandoned once over the cap, so an oversized body is
@@ -146,7 +152,7 @@ SERVER_ROUTES = "server"
 """The ``channel`` of the server's own routes (``/healthz``, ``/readyz``) in the access log."""
 
 
-def build_app(channels: Sequence[ServedChannel], phase: Callable[[], str]) -> Any:
+def build_app(channels: Sequence[ServedChannel], phase: Callable[[], str]) -> AccessLog:
     """The application: ``/healthz``, ``/readyz``, each channel's routes, all behind the access log.
 
     ``/healthz`` answers 200 while the process answers at all. ``/readyz`` answers 200 only once
@@ -160,10 +166,10 @@ def build_app(channels: Sequence[ServedChannel], phase: Callable[[], str]) -> An
 
     from monoagent_plugins.serving.access_log import AccessLog
 
-    async def healthz(request: Any) -> Any:
+    async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def readyz(request: Any) -> Any:
+    async def readyz(request: Request) -> Response:
         now = phase()
         if now == "ready":
             return JSONResponse({"status": "ready", "channels": [c.name for c in channels]})

@@ -17,12 +17,16 @@ The notifiers' modules (and httpx) are imported when a destination is built, not
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from monoagent import ComponentRegistrar, ConfigSectionRegistrar, Notifier, hookimpl, setting
 from monoagent import camel_case as camel
+
+if TYPE_CHECKING:
+    from monoagent import Agent
+    from monoagent_plugins.serving.notifiers import FileNotifier, WebhookNotifier
 
 SECRET_ENV_PREFIX = "MONO_AGENT_NOTIFY_SECRET_"
 """``MONO_AGENT_NOTIFY_SECRET_<NAME>`` holds ``notify.destinations.<name>.secret`` (and wins over the file)."""
@@ -71,13 +75,13 @@ def secret_env(name: str) -> str:
     return SECRET_ENV_PREFIX + "".join(c if c.isascii() and c.isalnum() else "_" for c in name.upper())
 
 
-def webhook_notifier(*, agent: Any, options: dict[str, Any]) -> Any:
+def webhook_notifier(*, agent: Agent, options: dict[str, Any]) -> WebhookNotifier:
     from monoagent_plugins.serving.notifiers import WebhookNotifier
 
     return WebhookNotifier.from_options(options)
 
 
-def file_notifier(*, agent: Any, options: dict[str, Any]) -> Any:
+def file_notifier(*, agent: Agent, options: dict[str, Any]) -> FileNotifier:
     from monoagent_plugins.serving.notifiers import FileNotifier
 
     return FileNotifier.from_options(options, agent.config.resolve)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monoagent import (
     NOTIFIERS,
@@ -38,6 +38,10 @@ from monoagent import (
     failure_text,
     logger,
 )
+from monoagent_plugins.serving.notify import NotifyConfig
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 
 def is_silent(result: TurnResult) -> bool:
@@ -49,7 +53,7 @@ def is_silent(result: TurnResult) -> bool:
 class NotifyDispatch:
     """The notify destinations of one channel's agent: checked at start-up, delivered to after each turn."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self._notifiers: dict[str, Notifier] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -122,7 +126,7 @@ class NotifyDispatch:
             return notifier
         from monoagent_plugins.serving.notify import destination_options
 
-        configured = self.agent.config.section("notify").destinations
+        configured = self.agent.config.section("notify", NotifyConfig).destinations
         destination = configured.get(name)
         if destination is None:
             known = ", ".join(sorted(configured)) or "none are configured"

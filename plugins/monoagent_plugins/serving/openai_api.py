@@ -30,8 +30,8 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -48,6 +48,13 @@ from monoagent import (
 )
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
+from monoagent_plugins.serving.serve import ServeConfig
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from monoagent import Agent
 
 CHANNEL = "openai-api"
 
@@ -88,13 +95,13 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None, *,
-           param: str | None = None, code: str | None = None) -> Any:
+           param: str | None = None, code: str | None = None) -> Response:
     from starlette.responses import JSONResponse
 
     return JSONResponse(error_body(message, kind, param, code), status_code=status, headers=headers)
 
 
-def _refusal(refused: RequestRefused) -> Any:
+def _refusal(refused: RequestRefused) -> Response:
     return _error(refused.status, refused.message, refused.kind,
                   param=getattr(refused, "param", None), code=getattr(refused, "code", None))
 
@@ -166,7 +173,7 @@ def trailing_user_text(body: Any) -> str:
     return content
 
 
-def conversation_id(headers: Any, body: dict[str, Any]) -> str:
+def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
     """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to.
 
     Each one given is stripped of surrounding blanks and must then be 1 to
@@ -191,7 +198,7 @@ def _named(given: str | None, where: str, param: str | None) -> str | None:
     return given
 
 
-def completion_request(body: Any, headers: Any, model: str) -> CompletionRequest:
+def completion_request(body: Any, headers: Mapping[str, str], model: str) -> CompletionRequest:
     """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
 
     Honoured: ``messages`` (the trailing user message is the turn; ``system`` and ``developer``
@@ -281,9 +288,9 @@ class OpenAIApiChannel:
     name = CHANNEL
     credential_hint = "openaiApi.tokens or MONO_AGENT_OPENAI_API_TOKENS=tok1,tok2"
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.settings: OpenAIApiConfig = agent.config.section("openaiApi")
+        self.settings = agent.config.section("openaiApi", OpenAIApiConfig)
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
         self.runs = ChannelRuns(agent)
@@ -291,7 +298,7 @@ class OpenAIApiChannel:
     async def start(self) -> None:
         """Nothing to start: the channel answers requests on the routes it mounts."""
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
         raise NotImplementedError("the openai-api channel is served by `monoagent serve`")
 
@@ -301,10 +308,10 @@ class OpenAIApiChannel:
         return [Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"])]
 
-    def _authorised(self, request: Any) -> bool:
+    def _authorised(self, request: Request) -> bool:
         return not self.has_credentials or bearer_ok(request.headers.get("authorization"), self.settings.tokens)
 
-    async def models(self, request: Any) -> Any:
+    async def models(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         if not self._authorised(request):
@@ -312,13 +319,13 @@ class OpenAIApiChannel:
         return JSONResponse({"object": "list", "data": [
             {"id": self.agent.model, "object": "model", "created": 0, "owned_by": "monoagent"}]})
 
-    async def chat_completions(self, request: Any) -> Any:
+    async def chat_completions(self, request: Request) -> Response:
         from starlette.responses import JSONResponse, StreamingResponse
 
         if not self._authorised(request):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
         try:
-            body = await read_json(request, self.agent.config.section("serve").max_body_bytes)
+            body = await read_json(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
             asked = completion_request(body, request.headers, self.agent.model)
         except RequestRefused as refused:
             return _refusal(refused)
@@ -353,7 +360,7 @@ class OpenAIApiChannel:
             "usage": usage_body(result.usage),
         }, headers=echoed)
 
-    def _failed(self, exc: BaseException) -> Any:
+    def _failed(self, exc: BaseException) -> Response:
         """The JSON error answering a run that did not complete (the response has not started)."""
         if isinstance(exc, AdmissionRejected):
             return _error(429, f"{exc}; retry later", "rate_limit_error", {"Retry-After": str(RETRY_AFTER_S)})

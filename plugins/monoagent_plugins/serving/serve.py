@@ -11,7 +11,7 @@ where it listens, the request body cap and the shutdown grace period.
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 import click
@@ -32,6 +32,9 @@ from monoagent import (
     run_async,
     setting,
 )
+
+if TYPE_CHECKING:
+    from monoagent import Agent
 
 
 def _check_networks(value: list[str]) -> str | None:
@@ -66,7 +69,7 @@ class ServeConfig:
                                           env="MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED")
 
 
-def enabled_channels(agent: Any) -> list[Any]:
+def enabled_channels(agent: Agent) -> list[ServedChannel]:
     """The enabled HTTP channels of ``agent``, made by their registered factories, in name order.
 
     Raises the :class:`ConfigError` of :func:`build_channels` when a channel cannot be made.
@@ -77,7 +80,7 @@ def enabled_channels(agent: Any) -> list[Any]:
     return channels
 
 
-def build_channels(agent: Any) -> tuple[list[ServedChannel], list[str]]:
+def build_channels(agent: Agent) -> tuple[list[ServedChannel], list[str]]:
     """Every enabled HTTP channel of ``agent`` that could be made, and one problem line for each that could not.
 
     A channel that is not a :class:`~monoagent._kernel.interfaces.ServedChannel` (the console) is
@@ -101,7 +104,7 @@ def build_channels(agent: Any) -> tuple[list[ServedChannel], list[str]]:
     return channels, problems
 
 
-def check_lines(agent: Any, channel: ServedChannel) -> list[str]:
+def check_lines(agent: Agent, channel: ServedChannel) -> list[str]:
     """What ``channel`` says it would do (a :class:`~monoagent._kernel.interfaces.CheckedChannel`'s ``check()``;
     none for another channel); raises its :class:`ConfigError`."""
     components: AgentComponents = agent.components
@@ -121,7 +124,7 @@ NO_CHANNEL = ("no channel is enabled: set openaiApi.enabled = true (MONO_AGENT_O
               "webhook.enabled = true with a hook in webhook.hooks, or a job in cron.jobs")
 
 
-def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]]:
+def check_report(agent: Agent, host: str, port: int) -> tuple[list[str], list[str]]:
     """``monoagent serve --check``: the lines saying what would listen where, and the problems found.
 
     Nothing is bound and no turn runs: every enabled channel is made and asked for its routes and
@@ -129,7 +132,7 @@ def check_report(agent: Any, host: str, port: int) -> tuple[list[str], list[str]
     """
     from monoagent_plugins.serving.http import bind_problems
 
-    settings: ServeConfig = agent.config.section("serve")
+    settings = agent.config.section("serve", ServeConfig)
     channels, problems = build_channels(agent)
     if not channels and not problems:
         problems.append(NO_CHANNEL)
@@ -172,7 +175,7 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
         check_command(host, port)
         return
     agent = command_agent("serve")
-    settings: ServeConfig = agent.config.section("serve")
+    settings = agent.config.section("serve", ServeConfig)
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
     from monoagent_plugins.serving.http import check_bind
@@ -211,7 +214,7 @@ def check_command(host: str | None, port: int | None) -> None:
     """``serve --check``: print the report and exit 0, or the problems (stderr) and exit 1 (docs/serving.md)."""
     try:
         agent = command_agent("serve")
-        settings: ServeConfig = agent.config.section("serve")
+        settings = agent.config.section("serve", ServeConfig)
         lines, problems = check_report(agent, settings.host if host is None else host, settings.port if port is None else port)
     except ConfigError as exc:
         lines, problems = [], exc.problems

@@ -48,8 +48,14 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
+    from starlette.datastructures import Headers
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from monoagent import Agent
     from monoagent_plugins.serving.webhook_receipts import Admission
 
 CHANNEL = "webhook"
@@ -136,13 +142,13 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Any:
+def _answer(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
     from starlette.responses import Response
 
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Response:
     return _answer(status, json.dumps({"error": {"message": message, "type": kind}}, ensure_ascii=False), headers)
 
 
@@ -151,9 +157,9 @@ class WebhookChannel:
 
     name = CHANNEL
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.settings: WebhookConfig = agent.config.section("webhook")
+        self.settings = agent.config.section("webhook", WebhookConfig)
         self.enabled = self.settings.enabled
         env = agent.host.env
         self.hooks: dict[str, WebhookHook] = {
@@ -211,7 +217,7 @@ class WebhookChannel:
         self._runs = ChannelRuns(self.agent)
         logger.info("webhook: serving hooks {}", ", ".join(sorted(self.hooks)))
 
-    async def serve(self, agent: Any = None) -> None:
+    async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
         raise NotImplementedError("the webhook channel is served by `monoagent serve`")
 
@@ -220,7 +226,7 @@ class WebhookChannel:
 
         return [Route("/hooks/{name}", self.receive, methods=["POST"])]
 
-    async def receive(self, request: Any) -> Any:
+    async def receive(self, request: Request) -> Response:
         """One webhook request: the checks in the order the module docstring gives, then the turn."""
         from monoagent_plugins.serving.http import RequestRefused, read_body
         from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, SignatureRefused, verify
@@ -233,7 +239,7 @@ class WebhookChannel:
         if self._receipts is None:
             return _error(503, "the webhook channel is starting; retry", "server_error", {"Retry-After": "1"})
         try:
-            raw = await read_body(request, self.agent.config.section("serve").max_body_bytes)
+            raw = await read_body(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
             signed_at = verify([hook.secret or ""], request.headers.get(SIGNATURE_HEADER), raw, now=self.clock())
         except RequestRefused as refused:
             return _error(refused.status, refused.message, refused.kind)
@@ -252,7 +258,7 @@ class WebhookChannel:
         return await self._run(name, hook, key, request_id, payload)
 
     @staticmethod
-    def _idempotency_key(headers: Any) -> str | None:
+    def _idempotency_key(headers: Headers) -> str | None:
         from monoagent_plugins.serving.http import RequestRefused
 
         values = headers.getlist(IDEMPOTENCY_HEADER)
@@ -263,7 +269,7 @@ class WebhookChannel:
                                       f"(space to ~)")
         return str(values[0])
 
-    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Any:
+    def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Response:
         from monoagent_plugins.serving.http import RETRY_AFTER_S
 
         if admission.outcome == "replayed":
@@ -281,13 +287,13 @@ class WebhookChannel:
                    {"hook": name, "idempotency_key": key, "status": answer.status})
         return _answer(answer.status, answer.body, {REPLAYED_HEADER: "true"})
 
-    async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Any:
+    async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Response:
         from monoagent_plugins.serving.channel_runs import ShutdownCancelled
         from monoagent_plugins.serving.http import RETRY_AFTER_S
         from monoagent_plugins.serving.webhook_receipts import StoredAnswer
 
         conversation = self._conversation(name, hook)
-        text = await asyncio.to_thread(payload_text, name, hook.prompt, payload, self.agent.config.section("serve").max_body_bytes)
+        text = await asyncio.to_thread(payload_text, name, hook.prompt, payload, self.agent.config.section("serve", ServeConfig).max_body_bytes)
         turn = TurnRequest(text, conversation_id=conversation, channel=CHANNEL, delivery="request", notify=bool(hook.notify))
         completed = False
         try:
@@ -335,7 +341,7 @@ class WebhookChannel:
         if self._runs is not None:
             await self._runs.shutdown()
         if self._notify is not None:
-            await self._notify.drain(self.agent.config.section("serve").shutdown_grace_ms / 1000)
+            await self._notify.drain(self.agent.config.section("serve", ServeConfig).shutdown_grace_ms / 1000)
         if self._receipts is not None:
             await asyncio.to_thread(self._receipts.close)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -155,18 +155,18 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 
 @hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
-    config = agent.config.section("mcp")
+    config = agent.config.section("mcp", McpConfig)
     if any(server.enabled for server in config.servers.values()):
         _AGENTS[agent] = McpServers(config)
 
 
 @hookimpl(trylast=True)
-def provide_tools(agent: Agent, turn: Turn | None) -> Any:
+def provide_tools(agent: Agent, turn: Turn | None) -> Awaitable[list[Tool | ToolSourceFailure]] | None:
     servers = _AGENTS.get(agent)
     return None if servers is None else servers.offered(turn)
 
 
 @hookimpl(trylast=True)
-def shutdown(agent: Agent) -> Any:
+def shutdown(agent: Agent) -> Awaitable[None] | None:
     servers = _AGENTS.pop(agent, None)
     return None if servers is None else servers.aclose()

@@ -181,7 +181,7 @@ def effective_profile(turn: Turn) -> PermissionProfile:
     profile, on the request): a narrowed parent never delegates to a wider child, and a
     subagent's own profile never widens it again.
     """
-    settings: PermissionsConfig = turn.config.section(CONFIG_PATH)
+    settings = turn.config.section(CONFIG_PATH, PermissionsConfig)
     requested = turn.request.permissions
     narrowing = requested if isinstance(requested, PermissionProfile) or requested is None else named_profile(settings, requested)
     own = turn.subagent.permissions if turn.subagent is not None else None

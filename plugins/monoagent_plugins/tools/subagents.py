@@ -11,8 +11,9 @@ the user's view: docs/subagents.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -90,7 +91,7 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 @hookimpl(trylast=True)
 def configure(agent: Agent) -> None:
     """Build the agent's roster (config and ``Agent(subagents=...)``); nothing to do without one."""
-    settings: AgentsConfig = agent.config.section(CONFIG_PATH)
+    settings = agent.config.section(CONFIG_PATH, AgentsConfig)
     specs = roster(configured_subagents(settings), agent.subagents)
     if specs:
         DELEGATIONS[agent] = Delegation(specs, settings.max_depth, settings.max_concurrent)
@@ -106,7 +107,7 @@ def provide_tools(agent: Agent, turn: Turn | None) -> list[Tool] | None:
 
 
 @hookimpl(trylast=True)
-def filter_tools(turn: Turn, tools: tuple[ToolSpec, ...]) -> list[ToolSpec] | None:
+def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> list[ToolSpec] | None:
     """A subagent's turn keeps only the tools its ``tools`` list names, by name or by domain."""
     if turn.subagent is None:
         return None
@@ -119,7 +120,7 @@ def section_task_orchestration(turn: Turn) -> Section | None:
     """When to delegate, and the agents there are; only on a turn that is offered the ``task`` tool."""
     if not any(spec.name == TASK_TOOL for spec in turn.tools):
         return None
-    specs = roster(configured_subagents(turn.config.section(CONFIG_PATH)), turn.subagents)
+    specs = roster(configured_subagents(turn.config.section(CONFIG_PATH, AgentsConfig)), turn.subagents)
     agents = "\n".join(
         f"- {name}: {spec.description}" if spec.description else f"- {name}" for name, spec in sorted(specs.items())
     )
@@ -151,7 +152,7 @@ def section_identity(turn: Turn) -> Section | None:
 
 
 @hookimpl(trylast=True)
-async def shutdown(agent: Agent) -> Any:
+async def shutdown(agent: Agent) -> None:
     """Let the agent's subagents settle their cancelled runs and close their harnesses.
 
     The roster stays: an Agent used again after ``aclose`` derives its subagents afresh.

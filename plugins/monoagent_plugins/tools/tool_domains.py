@@ -87,7 +87,7 @@ TOOL_SPEC = ToolSpec(
 
 def visible_patterns(turn: Turn) -> tuple[str, ...]:
     """``tools.visible`` of the turn's configuration."""
-    settings: ToolDomainsConfig = turn.config.section(CONFIG_PATH)
+    settings = turn.config.section(CONFIG_PATH, ToolDomainsConfig)
     return tuple(settings.visible)
 
 

@@ -15,7 +15,6 @@ Configuration (``monoagent.toml``)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -23,7 +22,7 @@ import attrs
 from monoagent import Section, hookimpl
 
 if TYPE_CHECKING:
-    from monoagent import Turn
+    from monoagent import ConfigSectionRegistrar, Turn
 
 __version__ = "0.1.0"
 
@@ -44,7 +43,7 @@ def identity_text(config: IdentityExampleConfig) -> str:
 
 
 @hookimpl
-def register_config_sections(register: Callable[..., None]) -> None:
+def register_config_sections(register: ConfigSectionRegistrar) -> None:
     """Declare ``identityExample`` (keys ``name`` and ``role``)."""
     register(CONFIG_SECTION, IdentityExampleConfig)
 
@@ -52,7 +51,7 @@ def register_config_sections(register: Callable[..., None]) -> None:
 @hookimpl
 def section_identity(turn: Turn) -> Section:
     """The configured name and role, in place of the bundled IDENTITY.md section."""
-    config: IdentityExampleConfig = turn.config.section(CONFIG_SECTION)
+    config = turn.config.section(CONFIG_SECTION, IdentityExampleConfig)
     return Section(
         id="identity",
         text=identity_text(config),

@@ -21,9 +21,12 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    from monoagent import Agent, ComponentRegistrar, Embedder
 
 __version__ = "0.1.0"
 
@@ -94,7 +97,7 @@ class MiniLMEmbedder:
         return [[float(x) for x in vector] for vector in vectors]
 
 
-def make_minilm(agent: Any = None, options: Mapping[str, Any] | None = None) -> MiniLMEmbedder:
+def make_minilm(agent: Agent | None = None, options: Mapping[str, Any] | None = None) -> MiniLMEmbedder:
     options = dict(options or {})
     allowed = {"device", "batch_size"}
     unknown = sorted(set(options) - allowed)
@@ -104,5 +107,5 @@ def make_minilm(agent: Any = None, options: Mapping[str, Any] | None = None) -> 
 
 
 @hookimpl
-def register_embedders(register: Any) -> None:
+def register_embedders(register: ComponentRegistrar[Embedder]) -> None:
     register(NAME, make_minilm, description=DESCRIPTION)

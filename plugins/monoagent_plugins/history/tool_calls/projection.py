@@ -27,6 +27,7 @@ from monoagent_plugins.history.tool_calls.sidecar import SidecarUnavailable
 from monoagent_plugins.history.tool_calls.spec import PROJECTION_CLOSE, PROJECTION_OPEN, SESSION_HISTORY
 
 if TYPE_CHECKING:
+    from monoagent import Turn
     from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 PROJECTION_ORDER = 410
@@ -78,7 +79,7 @@ def render_projection(rows: list[Any], max_bytes: int) -> str:
     return f"{PROJECTION_HEADER}\n{PROJECTION_OPEN}\n" + "\n".join(kept) + f"\n{PROJECTION_CLOSE}"
 
 
-def projection_section(turn: Any, store: SqliteToolHistory) -> Section | None:
+def projection_section(turn: Turn, store: SqliteToolHistory) -> Section | None:
     cfg = store.settings
     if cfg.projection_max_calls == 0 or turn.session.warm:  # a warm transcript already holds those calls
         return None

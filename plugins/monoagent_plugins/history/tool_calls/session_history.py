@@ -15,7 +15,7 @@ from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY
 from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
 
 if TYPE_CHECKING:
-    from monoagent import ToolContext
+    from monoagent import ToolContext, Turn
 
 
 SEARCH_DEFAULT = 10
@@ -32,7 +32,7 @@ def untrusted_json(note: str, body: Any) -> str:
     return note + "\n" + json.dumps(body, ensure_ascii=False, indent=1)
 
 
-def _scope(turn: Any) -> tuple[str, tuple[Any, ...]]:
+def _scope(turn: Turn) -> tuple[str, tuple[Any, ...]]:
     logical = turn.session.logical_conversation_id
     return "logical_id = ?", (logical,)
 

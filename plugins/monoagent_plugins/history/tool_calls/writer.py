@@ -98,7 +98,7 @@ class OpenRetry:
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failed open in a row."""
-        return min(self.first_delay * 2 ** min(failures - 1, 32), self.max_delay)
+        return min(self.first_delay * 2.0 ** min(failures - 1, 32), self.max_delay)
 
 
 class OwnerLockBusy(ToolHistoryError):
