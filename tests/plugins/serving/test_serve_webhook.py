@@ -315,7 +315,7 @@ def test_receipts_expire_after_the_ttl_and_a_dead_process_releases_its_keys(tmp_
 
 def signing_examples() -> tuple[str, str]:
     """The shell and the Python example of docs/serving.md's "Signing a request"."""
-    page = (Path(__file__).parent.parent / "docs" / "serving.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[3] / "docs" / "serving.md").read_text(encoding="utf-8")
     section = page[page.index("### Signing a request"):page.index("### What is checked")]
     shell = section.split("```sh\n", 1)[1].split("```", 1)[0]
     python = section.split("```python\n", 1)[1].split("```", 1)[0]

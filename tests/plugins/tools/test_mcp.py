@@ -28,7 +28,7 @@ from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.tools.mcp_tools import DESCRIPTION_MAX_CHARS, SkippedTool, tool_spec
 
-SERVER = Path(__file__).parent / "data" / "mcp_server.py"
+SERVER = Path(__file__).parents[2] / "data" / "mcp_server.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -12,7 +12,7 @@ from monoagent.testing import fresh_agent
 from monoagent_plugins.observability.redaction import redact_structure, redact_text
 from monoagent_plugins.observability.redaction_paths import opaque_path
 
-CORPUS = json.loads((Path(__file__).parent / "data" / "redaction_corpus.json").read_text(encoding="utf-8"))
+CORPUS = json.loads((Path(__file__).parents[2] / "data" / "redaction_corpus.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("entry", CORPUS["secrets"], ids=[e["name"] for e in CORPUS["secrets"]])

@@ -277,7 +277,7 @@ def test_the_receivers_answer_body_is_not_read(receivers):
 
 
 def test_the_receiver_snippet_in_the_docs_verifies_a_delivery(receivers):
-    page = (Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[3] / "docs" / "serving.md").read_text(encoding="utf-8")
     snippet = next(block for block in page.split("```python")[1:] if "def verify(secret: str" in block).split("```")[0]
     namespace: dict = {}
     exec(snippet, namespace)

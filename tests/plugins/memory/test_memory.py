@@ -34,7 +34,7 @@ from monoagent_plugins.memory.recall import LookupCache, capture_text, guidance
 from monoagent_plugins.memory.vectors import VectorIndex
 from monoagent_plugins.prompt.conversation import RECALL_DELIMITER
 
-DATA = Path(__file__).parent / "data" / "journal_labelled.json"
+DATA = Path(__file__).parents[2] / "data" / "journal_labelled.json"
 LITE = {"memory": {"tiers": ["lite"]}}
 
 

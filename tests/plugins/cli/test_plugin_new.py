@@ -23,7 +23,7 @@ from throwaway_venv import clean_env, make_venv, pip_install
 import monoagent._cli as cli_module
 from monoagent._kernel.host import PluginHost
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 GENERATED_FILES = {
     ".gitignore", "README.md", "pyproject.toml",
     "src/monoagent_weather_notes/__init__.py", "tests/test_weather_notes.py",
