@@ -79,12 +79,6 @@ def test_the_hook_reference_links_public_names() -> None:
 
 
 def test_hooks_name_only_exported_types() -> None:
-    """The types hook signatures name are exported, so a plugin can import what a hook gives it.
-
-    ``ToolEnabled`` (the ``enabled=`` predicate ``register`` of ``register_tools`` takes,
-    ``Callable[[Turn], bool]``) is the one known exception: it is listed, unlinked, in the hook
-    reference until the kernel exports it or the registrar spells it out.
-    """
+    """The types hook signatures name are exported, so a plugin can import what a hook gives it."""
     hooks = [hook for _, hooks in hook_families() for hook in hooks]
-    private = docgen_api.private_types(hooks)
-    assert private == {"monoagent._kernel.interfaces.ToolEnabled": ["register_tools"]}
+    assert docgen_api.private_types(hooks) == {}

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     # ---------------------------------------------------------------- the Agent, its configuration and its runs
     from monoagent._agent import Agent as Agent
     from monoagent._kernel.config import Config as Config
+    from monoagent._kernel.config import ProviderClientConfig as ProviderClientConfig
     from monoagent._kernel.config import check_model as check_model
     from monoagent._kernel.config import setting as setting
     from monoagent._kernel.config_keys import NAME_ALLOWED as CONFIG_NAME_ALLOWED
@@ -131,6 +132,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.interfaces import ServedChannel as ServedChannel
     from monoagent._kernel.interfaces import StoredCompaction as StoredCompaction
     from monoagent._kernel.interfaces import Tool as Tool
+    from monoagent._kernel.interfaces import ToolEnabled as ToolEnabled
     from monoagent._kernel.interfaces import ToolHandler as ToolHandler
     from monoagent._kernel.interfaces import ToolSourceFailure as ToolSourceFailure
     from monoagent._kernel.interfaces import WindowedProviderRuntime as WindowedProviderRuntime

@@ -21,10 +21,10 @@ building on pytest's ``tmp_path`` and closing what it made when the test ends:
 ``hook_recorder``
     A factory ``hook_recorder(agent) -> HookRecorder`` recording every hook call the agent makes
     from then on, with its arguments, result and implementations
-    (:class:`~monoagent.testing.HookRecorder`). It observes monoagent's hook facade rather than
-    pluggy's ``add_hookcall_monitoring``: the facade calls observer hooks (``on_run_event``,
-    ``after_commit``), ``filter_tools`` and the registries implementation by implementation,
-    which pluggy's monitor never sees, and it knows which plugin answered a firstresult hook.
+    (:class:`~monoagent.testing.HookRecorder`). It is an observer of the agent's hook facade,
+    which watches every call through pluggy's ``add_hookcall_monitoring`` (pluggy runs every hook
+    call, the registries' and the observer hooks' included) and adds what the monitor alone does
+    not know: which plugin's answer won a firstresult hook.
 
 ``**kwargs`` of the factories go to :func:`~monoagent.testing.fresh_agent` (``config``,
 ``plugins``, ``env``).

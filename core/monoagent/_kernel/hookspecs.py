@@ -4,7 +4,7 @@ Hooks come in four families, under the banners below:
 
 * **Registries**: ``historic`` hooks, so pluggy calls each plugin's implementation once, when the
   plugin is registered; ``register`` hands what it is given to a typed registrar bound to that
-  plugin (:mod:`monoagent._kernel.registrars`) whose call has the documented signature, and
+  plugin (:class:`monoagent.ComponentRegistrar`, :class:`monoagent.ToolRegistrar`, ...) whose call has the documented signature, and
   registers named components that configuration selects. A bad registration fails that plugin's
   load, naming it, like an import error. The kernel owns conflicts: two plugins registering one
   name is an error naming both.
@@ -12,7 +12,7 @@ Hooks come in four families, under the banners below:
 * **Section producers**: called on every turn to build the system prompt. One firstresult hook
   per section, so a project overrides exactly one section by implementing one hook. Each
   carries its section's declaration (``@section(id, order=..., stability=..., ...)``, a
-  :class:`~monoagent._kernel.sections.SectionSpec`: id, order, stability, whether it is
+  :class:`~monoagent.SectionSpec`: id, order, stability, whether it is
   required, the prompt profiles that produce it, whether it is produced again between provider
   rounds); :data:`SECTIONS`, the section catalogue, is every declaration by order, and prompt
   assembly reads nothing else. Adding a section is one decorated spec.
@@ -54,13 +54,13 @@ Conventions for every hook:
   function itself, never by name; ``MONO_AGENT_TRACE_HOOKS=1`` traces the calls through pluggy's
   call monitoring.
 * Deprecating a hook: its spec gets ``@hookspec(warn_on_impl=HookDeprecationWarning("..."))``
-  (:class:`~monoagent._kernel.errors.HookDeprecationWarning`; for one argument,
+  (:class:`~monoagent.HookDeprecationWarning`; for one argument,
   ``warn_on_impl_args={"name": HookDeprecationWarning("...")}``), the message saying since when
   and what to implement instead, and CHANGELOG.md says so under "Plugin API".
   pluggy then warns, pointing at the implementing function, whenever a plugin implementing it
   is registered; the kernel keeps calling the hook until a later release removes it.
 * Hooks are sync. Where a docstring says a hook "may return an awaitable", the kernel awaits it
-  (see :func:`monoagent._kernel.host.await_me_maybe`); anything slow belongs on the objects the
+  (see :func:`monoagent.await_me_maybe`); anything slow belongs on the objects the
   registries return, which are async.
 
 The hook reference in ``docs/hooks.md`` is generated from these docstrings
@@ -126,12 +126,12 @@ def register_providers(register: ComponentRegistrar[ProviderRuntime]) -> None:
     names the models the provider knows, when it has a fixed list (``monoagent models`` shows
     them with the description). ``runtime.model =
     "<prefix>:<model>"`` selects ``factory(agent=agent, model="<model>")``, which returns a
-    :class:`~monoagent._kernel.interfaces.ProviderRuntime` (one that knows its model's context
-    window also implements :class:`~monoagent._kernel.interfaces.WindowedProviderRuntime`). Import
+    :class:`~monoagent.ProviderRuntime` (one that knows its model's context
+    window also implements :class:`~monoagent.WindowedProviderRuntime`). Import
     heavy SDKs inside the factory, not at module level, so that ``monoagent --help`` stays fast.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``ProviderRuntime`` bound to this plugin. A
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``ProviderRuntime`` bound to this plugin. A
             bad registration (wrong arguments, a prefix that is not letters, digits, ``.``,
             ``_`` or ``-``, a factory that cannot be called as documented) fails this plugin's
             load, naming it; a prefix registered by two plugins is an error naming both.
@@ -157,16 +157,16 @@ def register_history_stores(register: ComponentRegistrar[HistoryStore]) -> None:
     """Register conversation-history stores by name.
 
     Call ``register(name, factory, description="")``; ``history.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent._kernel.stores.HistoryStore`
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.HistoryStore`
     (its ``load`` takes ``on_warning``). What else the store can do is the sub-protocols it
-    implements: :class:`~monoagent._kernel.stores.ManagedHistoryStore` (logical-session reset,
-    totals, clear-all), :class:`~monoagent._kernel.stores.LogicalLookupStore`,
-    :class:`~monoagent._kernel.stores.ProviderSessionStore` (durable provider sessions) and
-    :class:`~monoagent._kernel.stores.DurableHistoryStore`; they are recorded when the store is
+    implements: :class:`~monoagent.ManagedHistoryStore` (logical-session reset,
+    totals, clear-all), :class:`~monoagent.LogicalLookupStore`,
+    :class:`~monoagent.ProviderSessionStore` (durable provider sessions) and
+    :class:`~monoagent.DurableHistoryStore`; they are recorded when the store is
     built, and a store that implements one only in part is refused then, naming what it lacks.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``HistoryStore`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``HistoryStore`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -191,7 +191,7 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     """Register tool-history stores (where every managed tool call is recorded) by name.
 
     Call ``register(name, factory, description="")``; ``toolHistory.store = "<name>"`` selects
-    ``factory(agent=agent)``, which returns a :class:`~monoagent._kernel.stores.ToolHistoryStore`:
+    ``factory(agent=agent)``, which returns a :class:`~monoagent.ToolHistoryStore`:
     every method a coroutine (``write_invocation``, ``write_result``, ``records``, ``flush``,
     ``stats``, ``clear_logical``, ``clear_conversation``, ``clear_all``, ``close``) with typed
     reports (``ToolHistoryStats``, ``ToolHistoryClearReport``); threads or an async driver are
@@ -200,7 +200,7 @@ def register_tool_history_stores(register: ComponentRegistrar[ToolHistoryStore])
     ``toolHistory.store = "none"`` selects no store, so ``none`` cannot be registered.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``ToolHistoryStore`` bound to this
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``ToolHistoryStore`` bound to this
             plugin; a bad registration (``none`` included) fails this plugin's load, naming it;
             a name registered by two plugins is an error naming both.
 
@@ -227,14 +227,14 @@ def register_memory_tiers(register: ComponentRegistrar[MemoryTier]) -> None:
 
     Call ``register(name, factory, description="")``; each name listed in ``memory.tiers``
     selects ``factory(agent=agent, options=dict)``, which returns a
-    :class:`~monoagent._kernel.interfaces.MemoryTier`. What else the tier does is the sub-protocols
-    it implements: :class:`~monoagent._kernel.interfaces.SelectiveMemoryTier` (``automatic_recall``,
-    ``captures``), :class:`~monoagent._kernel.interfaces.BrowsableMemoryTier` (``list``, ``stats``)
-    and :class:`~monoagent._kernel.interfaces.ClosableMemoryTier` (``close``); a tier that
+    :class:`~monoagent.MemoryTier`. What else the tier does is the sub-protocols
+    it implements: :class:`~monoagent.SelectiveMemoryTier` (``automatic_recall``,
+    ``captures``), :class:`~monoagent.BrowsableMemoryTier` (``list``, ``stats``)
+    and :class:`~monoagent.ClosableMemoryTier` (``close``); a tier that
     implements one only in part is refused when it is built, naming what it lacks.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``MemoryTier`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``MemoryTier`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -260,10 +260,10 @@ def register_embedders(register: ComponentRegistrar[Embedder]) -> None:
     """Register text embedders by name.
 
     Call ``register(name, factory, description="")``; memory tiers select an embedder by name
-    and get ``factory(agent=agent, options=dict)``, an :class:`~monoagent._kernel.interfaces.Embedder`.
+    and get ``factory(agent=agent, options=dict)``, an :class:`~monoagent.Embedder`.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``Embedder`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``Embedder`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -289,10 +289,10 @@ def register_channels(register: ComponentRegistrar[Channel]) -> None:
     """Register channels (where turns come from) by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
-    :class:`~monoagent._kernel.interfaces.Channel`.
+    :class:`~monoagent.Channel`.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``Channel`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``Channel`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -309,8 +309,8 @@ def register_channels(register: ComponentRegistrar[Channel]) -> None:
     /hooks/<name>``, signed) when ``webhook.enabled`` is set. A channel is served by ``monoagent
     serve`` when it also has ``enabled``, ``has_credentials``, ``credential_hint``, ``routes()``,
     ``start()``, ``stop_accepting()``, ``cancel_in_flight()`` and ``shutdown()``
-    (:class:`~monoagent._kernel.interfaces.ServedChannel`, docs/serving.md), and ``monoagent serve
-    --check`` asks one that has ``check()`` (:class:`~monoagent._kernel.interfaces.CheckedChannel`)
+    (:class:`~monoagent.ServedChannel`, docs/serving.md), and ``monoagent serve
+    --check`` asks one that has ``check()`` (:class:`~monoagent.CheckedChannel`)
     what it would do. A channel that has some of a sub-protocol's members but not all is refused
     when it is built, naming what it lacks.
 
@@ -327,21 +327,21 @@ def register_notifiers(register: ComponentRegistrar[Notifier]) -> None:
     """Register notify destinations' kinds (where a request-driven turn's final answer is delivered) by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent, options=options)``
-    returns a :class:`~monoagent._kernel.interfaces.Notifier`. ``options`` is the destination's
+    returns a :class:`~monoagent.Notifier`. ``options`` is the destination's
     table from ``notify.destinations.<destination>``: the keys the user set, camelCase, without
     ``type``, with the free table ``options`` merged in (a third-party kind reads its own keys
     from there; the secret comes from ``MONO_AGENT_NOTIFY_SECRET_<NAME>`` when that is set). The
-    factory validates them and raises :class:`~monoagent._kernel.errors.ConfigError` naming the
+    factory validates them and raises :class:`~monoagent.ConfigError` naming the
     key and what is allowed; it is called at start-up (and by ``monoagent serve --check``) for
     every destination a channel names. ``notify(notification)`` returns the number of attempts
-    it took and raises :class:`~monoagent._kernel.errors.NotifyFailed` when it gives up. A cron
+    it took and raises :class:`~monoagent.NotifyFailed` when it gives up. A cron
     job or webhook hook with ``notify`` naming a destination delivers its successful final
     answer there (in the background, through
     ``monoagent_plugins.serving.notify_dispatch.NotifyDispatch``), unless the answer is exactly the
     silent-result sentinel (docs/serving.md).
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``Notifier`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``Notifier`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -367,11 +367,11 @@ def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy])
     """Register history compaction policies by name.
 
     Call ``register(name, factory, description="")``; ``factory(agent=agent)`` returns a
-    :class:`~monoagent._kernel.interfaces.CompactionPolicy`. ``runtime.compaction.policy`` names the
+    :class:`~monoagent.CompactionPolicy`. ``runtime.compaction.policy`` names the
     default; the :func:`choose_compaction` hook may pick another per turn.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``CompactionPolicy`` bound to this plugin; a bad
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``CompactionPolicy`` bound to this plugin; a bad
             registration fails this plugin's load, naming it; a name registered by two plugins
             is an error naming both.
 
@@ -381,8 +381,8 @@ def register_compaction_policies(register: ComponentRegistrar[CompactionPolicy])
     Called once per plugin, when the plugin is loaded.
 
     A policy may also store its work with the conversation and reuse it on later turns: see
-    :class:`~monoagent._kernel.interfaces.StoredCompaction` (``view``) and
-    :attr:`CompactionOutcome.persist <monoagent._kernel.interfaces.CompactionOutcome.persist>`.
+    :class:`~monoagent.StoredCompaction` (``view``) and
+    :attr:`CompactionOutcome.persist <monoagent.CompactionOutcome.persist>`.
 
     Bundled default: the ``compaction`` plugin registers ``summary`` (the documented policy:
     under 80% of the history budget send everything; at 80% summarise to about 10% of the
@@ -404,18 +404,18 @@ def register_session_backends(register: ComponentRegistrar[SessionBackend]) -> N
 
     Call ``register(name, factory, description="")``; ``runtime.session.backend = "<name>"``
     selects ``factory(agent=agent)``, which returns a
-    :class:`~monoagent._kernel.sessions.SessionBackend` (``durable``, ``open``, ``publish``,
+    :class:`~monoagent.SessionBackend` (``durable``, ``open``, ``publish``,
     ``retire``, ``evict_idle``, ``close``; each method gets the read-only turn, and ``open``
-    returns an :class:`~monoagent._kernel.sessions.OpenedSession`). Each channel harness builds
+    returns an :class:`~monoagent.OpenedSession`). Each channel harness builds
     its own (``agent.components.new``) the first time a continuous turn opens a session; the
     harness closes it when the Agent closes. A backend whose sessions outlive the process can
-    also be a :class:`~monoagent._kernel.sessions.ClearableSessionBackend` (``clear_all``), which
+    also be a :class:`~monoagent.ClearableSessionBackend` (``clear_all``), which
     ``monoagent restart --clear-sessions`` calls. A factory checks what its backend needs (a
     directory, a capability of the history store) and raises a
-    :class:`~monoagent._kernel.errors.ComponentError` saying what is wrong.
+    :class:`~monoagent.ComponentError` saying what is wrong.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ComponentRegistrar` of kind ``SessionBackend`` bound to this
+        register: a :class:`~monoagent.ComponentRegistrar` of kind ``SessionBackend`` bound to this
             plugin; a bad registration fails this plugin's load, naming it; a name registered by
             two plugins is an error naming both.
 
@@ -427,7 +427,7 @@ def register_session_backends(register: ComponentRegistrar[SessionBackend]) -> N
     Bundled default: the ``session-memory`` plugin registers ``memory`` (warm sessions in this
     process only, lost on restart; the default) and the ``session-files`` plugin ``files``
     (durable transcripts under ``runtime.session.transcriptsDir``, bound to the history record
-    of a :class:`~monoagent._kernel.stores.ProviderSessionStore`, with cross-process locks,
+    of a :class:`~monoagent.ProviderSessionStore`, with cross-process locks,
     fsynced fences and an idle sweep).
 
     Example::
@@ -447,11 +447,11 @@ def register_tools(register: ToolRegistrar) -> None:
     are checked against the signature before it runs (invalid ones go back to the model as an
     ``error`` result naming each bad argument, and the function is not called); a parameter
     annotated ``ToolContext`` receives the call's context. Or call ``register(spec, handler)``
-    with a :class:`~monoagent._kernel.model.ToolSpec` and a handler
+    with a :class:`~monoagent.ToolSpec` and a handler
     ``handler(context) -> str | ToolResult`` (it may return an awaitable), which checks its
     arguments itself. The handler receives
-    one :class:`~monoagent._kernel.tool_context.ToolContext`: ``context.turn``, ``context.call``
-    (the :class:`~monoagent._kernel.model.ToolCall`: provider call id, name, parsed arguments),
+    one :class:`~monoagent.ToolContext`: ``context.turn``, ``context.call``
+    (the :class:`~monoagent.ToolCall`: provider call id, name, parsed arguments),
     ``context.arguments``, ``context.progress(text)`` (a ``tool_progress`` event) and
     ``context.result(content, status)`` (a result answering this call). A ``str`` becomes a
     ``success`` result; an exception an ``error`` result with the redacted message. Tool
@@ -464,16 +464,16 @@ def register_tools(register: ToolRegistrar) -> None:
     its own tool only where it applies (a tier configured, a mode on) without a ``filter_tools``
     implementation. It runs on every turn: keep it a quick look at ``turn.config`` or
     ``turn.request``. An ``enabled`` that raises or answers other than a bool fails the turn
-    with a :class:`~monoagent._kernel.errors.PluginError` naming the tool and its plugin.
+    with a :class:`~monoagent.PluginError` naming the tool and its plugin.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ToolRegistrar` bound to this plugin; a bad
+        register: a :class:`~monoagent.ToolRegistrar` bound to this plugin; a bad
             registration (neither a decorated function nor a ``ToolSpec``, a handler that cannot
             be called as ``handler(context)``, an ``enabled`` that is not a callable of one
             argument, a name with whitespace) fails this plugin's load, naming it; a tool name
             registered by two plugins is an error naming both. (A decorated function with an
             unsupported annotation fails earlier, when its module is imported, with
-            :class:`~monoagent._kernel.errors.ToolDefinitionError`.)
+            :class:`~monoagent.ToolDefinitionError`.)
 
     Returns:
         Nothing. Results are collected (and ignored).
@@ -548,7 +548,7 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
     the table's other keys stay the kernel's.
 
     Args:
-        register: a :class:`~monoagent._kernel.registrars.ConfigSectionRegistrar` bound to this
+        register: a :class:`~monoagent.ConfigSectionRegistrar` bound to this
             plugin; a kernel key, a field that is a key of the kernel's table at that path, or a
             class that is not an attrs class fails this plugin's load; a path claimed by two
             plugins is an error naming both.
@@ -674,7 +674,7 @@ def section_core_guardrails(turn: Turn) -> Section | None:
         turn: the turn being assembled (config, request, session, diagnostics).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        A :class:`~monoagent.Section`; assembly gives it the id and order of its catalogue entry.
         First non-None result wins.
 
     Called on every turn of a prompt profile its catalogue entry lists, first of the section
@@ -702,7 +702,7 @@ def section_identity(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        A :class:`~monoagent.Section`; assembly gives it the id and order of its catalogue entry.
         First non-None result wins.
 
     Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
@@ -730,7 +730,7 @@ def section_session(turn: Turn) -> Section | None:
             request-driven turns apart, ``turn.request.surface`` the chat surface.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        A :class:`~monoagent.Section`; assembly gives it the id and order of its catalogue entry.
         First non-None result wins.
 
     Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
@@ -760,7 +760,7 @@ def section_skill_index(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or one with empty text when no skill is selected (the
+        A :class:`~monoagent.Section`, or one with empty text when no skill is selected (the
         section is then skipped); assembly gives it the id and order of its catalogue entry.
         First non-None result wins.
 
@@ -789,7 +789,7 @@ def section_skill_instructions(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`; assembly gives it the id and order of its catalogue entry.
+        A :class:`~monoagent.Section`; assembly gives it the id and order of its catalogue entry.
         First non-None result wins.
 
     Called on every turn of a prompt profile its catalogue entry lists, in catalogue order.
@@ -821,7 +821,7 @@ def section_tool_recovery_policy(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -860,7 +860,7 @@ def section_current_permissions(turn: Turn) -> Section | None:
             ``turn.request.approver``).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -897,7 +897,7 @@ def section_task_orchestration(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -938,7 +938,7 @@ def section_artifact_references(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -949,7 +949,7 @@ def section_artifact_references(turn: Turn) -> Section | None:
 
     Bundled default: ``artifact-refs`` renders the policy when a message of the turn's retained
     history (``turn.history``) carries attachments, whose metadata blocks (id, name, media type,
-    size: :func:`monoagent._pipeline.sessions.artifact_refs_block`) sit next to their messages:
+    size: :func:`monoagent.artifact_refs_block`) sit next to their messages:
     references are metadata only, read one with ``artifact_read`` (or request the ``artifact``
     tool domain first, when ``request_tools`` is offered instead), never all, and answer from the
     history when the file is not needed. The same plugin offers the ``artifact_read`` tool
@@ -979,7 +979,7 @@ def section_hidden_tool_domains(turn: Turn) -> Section | None:
             the hidden ones, each with its ``domain``).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1014,7 +1014,7 @@ def section_agents_md(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1054,7 +1054,7 @@ def section_recovery_continuation(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1092,7 +1092,7 @@ def section_retry_instruction(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1133,7 +1133,7 @@ def section_dynamic_context(turn: Turn) -> Section | None:
             ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1144,7 +1144,7 @@ def section_dynamic_context(turn: Turn) -> Section | None:
 
     Bundled default: ``dynamic-context`` renders the request's ``TurnRequest.context`` (``monoagent
     run --context``/``--context-file``) under a heading saying it applies to this turn only, cut to
-    :data:`~monoagent._kernel.model.REQUEST_CONTEXT_MAX_CHARS` characters (diagnostic
+    :data:`~monoagent.REQUEST_CONTEXT_MAX_CHARS` characters (diagnostic
     ``dynamic_context_truncated``); none when the request has no context. Never written to history.
 
     Example::
@@ -1168,9 +1168,9 @@ def section_extra_system(turn: Turn) -> Section | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None. First non-None result wins.
+        A :class:`~monoagent.Section`, or None. First non-None result wins.
 
-    A plugin implementing it gets a :class:`~monoagent._kernel.errors.HookDeprecationWarning`
+    A plugin implementing it gets a :class:`~monoagent.HookDeprecationWarning`
     when it is registered. Until a later release removes it, assembly still asks it for the
     ``extra_system`` section while a plugin implements it: before :func:`section_runtime_facts`
     (so an implementation written before the rename keeps its place ahead of the bundled
@@ -1201,7 +1201,7 @@ def section_runtime_facts(turn: Turn) -> Section | None:
             ``turn.request``, ``turn.state`` for what earlier provider rounds of the turn left).
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, or None / empty text for no section; assembly
+        A :class:`~monoagent.Section`, or None / empty text for no section; assembly
         gives it the id, order and stability of its catalogue entry.
         First non-None result wins.
 
@@ -1233,7 +1233,7 @@ def extra_sections(turn: Turn) -> Section | Sequence[Section] | None:
         turn: the turn being assembled.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, a list of them, or None. Results are collected.
+        A :class:`~monoagent.Section`, a list of them, or None. Results are collected.
         Each section's ``order`` places it among the sections of the catalogue (the table
         above), below 700, where the current user message sits; its ``stability`` decides
         whether it may sit before the cache boundary. In ``runtime.session.mode = "continuous"``
@@ -1271,7 +1271,7 @@ def render_history(turn: Turn, messages: Sequence[Message]) -> Section | None:
             turn), never in the system prompt; ``turn.session.warm`` tells a warm turn.
 
     Returns:
-        A :class:`~monoagent._kernel.model.Section`, with empty text on a first turn (the section is then
+        A :class:`~monoagent.Section`, with empty text on a first turn (the section is then
         skipped); assembly gives it the id and order of its catalogue entry. First non-None
         result wins.
 
@@ -1302,7 +1302,7 @@ def render_user_message(turn: Turn, parts: Sequence[UserMessagePart]) -> Message
             ``after`` parts after it and any attachment block.
 
     Returns:
-        The provider-facing user :class:`~monoagent._kernel.model.Message`. First non-None result wins.
+        The provider-facing user :class:`~monoagent.Message`. First non-None result wins.
         It is never written to history: history keeps the user's own text and speaker name.
 
     Called on every turn, after recall and augmentation.
@@ -1331,7 +1331,7 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
     whose tools come from elsewhere (a server it starts, a catalogue it fetches) offers them here
     instead, on every turn and for ``monoagent tools``. The returned tools are offered like
     registered ones: ``filter_tools`` sees them, the model calls them by name, their handlers get
-    a :class:`~monoagent._kernel.tool_context.ToolContext` and their results go through the bloat
+    a :class:`~monoagent.ToolContext` and their results go through the bloat
     guard. A plugin that caches its answer keeps this step cheap: it runs before every turn.
 
     Args:
@@ -1340,13 +1340,13 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
             (``monoagent tools``).
 
     Returns:
-        :class:`~monoagent._kernel.interfaces.Tool` records (``spec``, ``handler``, optionally
+        :class:`~monoagent.Tool` records (``spec``, ``handler``, optionally
         ``source`` such as ``mcp:<server>``; the kernel sets ``plugin``) and, for a source that
-        could not list its tools, a :class:`~monoagent._kernel.interfaces.ToolSourceFailure`
+        could not list its tools, a :class:`~monoagent.ToolSourceFailure`
         (reported as a ``runtime_warning`` event with code ``tool_source_unavailable``; the turn
         goes on without those tools); or None; or an awaitable of either. Results are
         collected. Anything else in the list, or a tool name that is registered or provided
-        twice, is a :class:`~monoagent._kernel.errors.PluginError` naming the plugins.
+        twice, is a :class:`~monoagent.PluginError` naming the plugins.
 
     Called once per turn when the harness prepares it, after the history is loaded and before
     ``filter_tools``, in the turn's event loop; and by ``monoagent tools`` with ``turn=None``.
@@ -1374,7 +1374,7 @@ def filter_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | 
 
     Args:
         turn: the turn (its request, session and configuration; ``turn.tools`` is not set yet).
-        tools: every registered tool's :class:`~monoagent._kernel.model.ToolSpec`, in registration order,
+        tools: every registered tool's :class:`~monoagent.ToolSpec`, in registration order,
             then the tools ``provide_tools`` offered on this turn.
 
     Returns:
@@ -1411,7 +1411,7 @@ def hide_tools(turn: Turn, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec] | No
     ``turn.tools``, so it is neither sent to the provider nor run (a call to it by name is
     answered ``rejected``, naming its tool domain if it has one). A tool's handler reveals hidden
     tools for the rest of the run with
-    :meth:`ToolContext.reveal_tools <monoagent._kernel.tool_context.ToolContext.reveal_tools>`;
+    :meth:`ToolContext.reveal_tools <monoagent.ToolContext.reveal_tools>`;
     they are callable at once and offered to the provider from the next round. Which tools start
     hidden, and how the model asks for them, is the implementing plugin's policy: the kernel only
     keeps the two lists.
@@ -1448,11 +1448,11 @@ def turn_permissions(turn: Turn) -> PermissionProfile | None:
             configuration; ``turn.subagent``; ``turn.tools`` is set).
 
     Returns:
-        A :class:`~monoagent._kernel.permissions.PermissionProfile`, or None. First non-None result
+        A :class:`~monoagent.PermissionProfile`, or None. First non-None result
         wins. The answer is ``turn.permissions`` for the rest of the turn (the section producers,
         ``before_tool_call`` and a delegating ``task`` tool read it); None leaves it None, which
         the bundled plugins read as ``full_access``. Raise
-        :class:`~monoagent._kernel.errors.ConfigError` for a profile name nobody defined: the turn
+        :class:`~monoagent.ConfigError` for a profile name nobody defined: the turn
         fails before the provider is called.
 
     Called once per turn when the harness prepares it, after the offered tools and before
@@ -1479,7 +1479,7 @@ def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[Memory
         turn: the turn; ``turn.request.text`` is the query.
 
     Returns:
-        A list of :class:`~monoagent._kernel.model.MemoryHit` (or an awaitable of one), bounded by
+        A list of :class:`~monoagent.MemoryHit` (or an awaitable of one), bounded by
         the implementation itself: the kernel applies no gate of its own. Results are collected
         and concatenated in call order (each implementation's hits in its own order): that is
         ``turn.recalled``, what ``augment_user_message`` renders, and a ``memory_recalled`` event
@@ -1490,7 +1490,7 @@ def recall_memory(turn: Turn) -> Sequence[MemoryHit] | Awaitable[Sequence[Memory
     Called once per turn, before assembly.
 
     Bundled default (``memory``): searches every configured tier whose ``automatic_recall``
-    is true (:class:`~monoagent._kernel.interfaces.SelectiveMemoryTier`; a tier without it is
+    is true (:class:`~monoagent.SelectiveMemoryTier`; a tier without it is
     searched) with the user's text, through a per-turn lookup cache shared with the MemoryRecall
     tool, keeps hits that reach ``memory.recall.minScore`` and contain a word of the message,
     and answers with the best of them: highest scores first, at most 5 hits and 8 KB of text in
@@ -1514,7 +1514,7 @@ def augment_user_message(turn: Turn, recalled: Sequence[MemoryHit]) -> UserMessa
         recalled: the memory hits the ``recall_memory`` implementations answered with (possibly none).
 
     Returns:
-        A :class:`~monoagent._kernel.model.UserMessagePart`, a list of them, or None. Results are
+        A :class:`~monoagent.UserMessagePart`, a list of them, or None. Results are
         collected. Parts ride the provider-facing user message only; they never reach the
         system prompt, history or capture, so the system prompt stays byte-stable.
 
@@ -1602,7 +1602,7 @@ def prepare_provider_request(turn: Turn, request: ProviderRequest) -> ProviderRe
         request: the request the harness built for this model step.
 
     Returns:
-        The :class:`~monoagent._kernel.model.ProviderRequest` to send. First non-None result wins.
+        The :class:`~monoagent.ProviderRequest` to send. First non-None result wins.
         To adjust the request rather than replace it, implement this hook as a new-style
         wrapper (``@hookimpl(wrapper=True)``): ``request = yield`` receives the result of the
         inner implementations and you return your changed copy. Wrappers are the right tool
@@ -1629,7 +1629,7 @@ def after_provider_call(turn: Turn, request: ProviderRequest, outcome: StepOutco
     Args:
         turn: the turn.
         request: the request that was sent.
-        outcome: the :class:`~monoagent._kernel.turn.StepOutcome` (text, tool calls, usage,
+        outcome: the :class:`~monoagent.StepOutcome` (text, tool calls, usage,
             stop reason, model).
 
     Returns:
@@ -1659,7 +1659,7 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | Awaitable[ToolR
             tool that is not offered, or is hidden, is refused by the tool loop before this hook).
 
     Returns:
-        None to let the tool run, or a :class:`~monoagent._kernel.model.ToolResult` (for example with
+        None to let the tool run, or a :class:`~monoagent.ToolResult` (for example with
         status ``rejected``) that answers the call instead, or an awaitable of either, for an
         answer that has to wait (a person's approval). First non-None result wins. An awaitable
         is awaited before anything else happens; when it gives None, the call passes on: the
@@ -1694,8 +1694,8 @@ def save_tool_output(turn: Turn, result: ToolResult, block: ContentBlock) -> str
     Args:
         turn: the turn (``run_id`` groups a run's originals).
         result: the oversized result, as the tool returned it (``call_id``, ``name``).
-        block: one of its blocks (:class:`~monoagent._kernel.model.TextBlock`,
-            :class:`~monoagent._kernel.model.ImageBlock` or :class:`~monoagent._kernel.model.BinaryBlock`;
+        block: one of its blocks (:class:`~monoagent.TextBlock`,
+            :class:`~monoagent.ImageBlock` or :class:`~monoagent.BinaryBlock`;
             a result without blocks is offered as one text block of its ``content``).
 
     Returns:
@@ -1753,7 +1753,7 @@ def redact(text: str, kind: str) -> str | None:
     Args:
         text: the text to redact.
         kind: what it is: ``"tool_arguments"``, ``"tool_result"``, ``"error"``, ``"event"``, or
-            ``"terminal"`` for everything printed to a terminal (:mod:`monoagent._cli.terminal`).
+            ``"terminal"`` for everything the command line prints to a terminal.
 
     Returns:
         The redacted text. First non-None result wins. Redaction is a chain: implement this
@@ -1784,7 +1784,7 @@ def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
 
     Args:
         turn: the turn (its ``request``, the recalled hits it must not capture).
-        result: the committed :class:`~monoagent._kernel.model.TurnResult`.
+        result: the committed :class:`~monoagent.TurnResult`.
 
     Returns:
         Nothing (or an awaitable the kernel awaits). Results are collected. An exception here
@@ -1796,7 +1796,7 @@ def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
     or whose commit failed).
 
     Bundled default (``memory``): captures the turn into every configured tier whose ``captures``
-    is true (:class:`~monoagent._kernel.interfaces.SelectiveMemoryTier`; a tier without it
+    is true (:class:`~monoagent.SelectiveMemoryTier`; a tier without it
     captures), attributed to its speaker (``User (Alice Chen (@alice)): ...`` then ``Assistant: ...``), from the user's
     own text only: never the recalled block, never preceding messages.
 
@@ -1810,7 +1810,7 @@ def after_commit(turn: Turn, result: TurnResult) -> Awaitable[None] | None:
 
 @hookspec
 def on_run_event(event: RunEvent, agent: Agent) -> None:
-    """Observe every :class:`~monoagent._kernel.model.RunEvent` of every run.
+    """Observe every :class:`~monoagent.RunEvent` of every run.
 
     Args:
         event: the event (``type``, ``run_id``, ``conversation_id``, ``seq``, ``at``, ``data``).
@@ -1836,5 +1836,5 @@ def on_run_event(event: RunEvent, agent: Agent) -> None:
     """
 
 
-#: The section catalogue: the :class:`~monoagent._kernel.sections.SectionSpec` of every section hook, by order.
+#: The section catalogue: the :class:`~monoagent.SectionSpec` of every section hook, by order.
 SECTIONS: tuple[SectionSpec, ...] = catalogue(list(globals().values()))

@@ -153,7 +153,7 @@ def one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _converter() -> Any:
+def _converter() -> cattrs.Converter:
     from monoagent import converter
 
     return converter
@@ -209,7 +209,7 @@ def record_converter() -> cattrs.Converter:
     turn such a record into a cold start that the next commit would make a loss. A list or a
     tuple takes a JSON array only (:func:`_array_of`).
     """
-    strict: cattrs.Converter = _converter().copy()  # monoagent.converter() is typed Any; it is a cattrs Converter
+    strict = _converter().copy()
     for kind in (str, int, bool):
         strict.register_structure_hook(kind, _exactly(kind))
     strict.register_structure_hook(float, _finite_number)
