@@ -52,3 +52,33 @@ def test_lazy_pattern_compiles_on_first_use_and_answers_as_the_compiled_pattern(
     assert words.compiled.pattern == compiled.pattern and words.compiled.flags == compiled.flags
     line_ends = LazyPattern(rb"\r\n?|\n")
     assert line_ends.compiled.search(bytearray(b"a\r\nb")).span() == (1, 3)
+
+
+def _by_encoding(text: str, cap: int, suffix: bool) -> tuple[str, int, int]:
+    """What utf8_prefix / utf8_suffix answer, worked out from the UTF-8 encoding alone."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= cap:
+        return data.decode("utf-8"), len(data), len(data)
+    if suffix:
+        start = len(data) - max(cap, 0)
+        while start < len(data) and (data[start] & 0xC0) == 0x80:
+            start += 1
+        return data[start:].decode("utf-8"), len(data), len(data) - start
+    cut = max(cap, 0)
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return data[:cut].decode("utf-8"), len(data), cut
+
+
+@given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text()), st.integers(min_value=-3, max_value=300))
+def test_the_ascii_shortcut_answers_what_the_encoding_does(text, cap):
+    """ASCII text is measured and cut without encoding it: the answers are the encoding's, for ASCII
+    and other text alike (a negative cap keeps nothing)."""
+    from monoagent._boundary.text import utf8_suffix
+    from monoagent_plugins.providers.tokens import estimate
+
+    assert utf8_len(text) == len(text.encode("utf-8", "replace"))
+    assert estimate(text) == -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+    for cut, suffix in ((utf8_prefix, False), (utf8_suffix, True)):
+        result = cut(text, cap)
+        assert (result.text, result.original_bytes, result.kept_bytes) == _by_encoding(text, cap, suffix)

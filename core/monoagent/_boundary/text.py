@@ -26,8 +26,15 @@ def utf8_prefix(text: str, max_bytes: int) -> Truncated:
 
     Never splits a code point: the cut backs up to a character boundary. Lone surrogates, which
     UTF-8 cannot encode, are replaced by ``?`` first, so the result is always valid UTF-8 and
-    byte counts are of that valid encoding.
+    byte counts are of that valid encoding. ASCII text (a flag CPython keeps on the string: no
+    scan) is its own UTF-8, one byte a character, and is cut without encoding it.
     """
+    if text.isascii():
+        size = len(text)
+        if size <= max_bytes:
+            return Truncated(text, size, size)
+        cut = max(max_bytes, 0)
+        return Truncated(text[:cut], size, cut)
     data = text.encode("utf-8", "replace")
     if len(data) <= max_bytes:
         return Truncated(data.decode("utf-8"), len(data), len(data))
@@ -39,7 +46,13 @@ def utf8_prefix(text: str, max_bytes: int) -> Truncated:
 
 
 def utf8_len(text: str) -> int:
-    """Bytes of ``text`` in UTF-8 (a lone surrogate counts as the one byte of its replacement)."""
+    """Bytes of ``text`` in UTF-8 (a lone surrogate counts as the one byte of its replacement).
+
+    ASCII text, the usual case, is counted without encoding it (``str.isascii`` reads a flag
+    CPython keeps on the string): its length is its size.
+    """
+    if text.isascii():
+        return len(text)
     return len(text.encode("utf-8", "replace"))
 
 
@@ -49,6 +62,12 @@ def utf8_suffix(text: str, max_bytes: int) -> Truncated:
     The mirror of :func:`utf8_prefix`: the cut moves forward over continuation bytes so it lands
     on a code-point boundary, lone surrogates become ``?``, and the result is valid UTF-8.
     """
+    if text.isascii():
+        size = len(text)
+        if size <= max_bytes:
+            return Truncated(text, size, size)
+        keep = max(max_bytes, 0)
+        return Truncated(text[size - keep :], size, keep)
     data = text.encode("utf-8", "replace")
     if len(data) <= max_bytes:
         return Truncated(data.decode("utf-8"), len(data), len(data))

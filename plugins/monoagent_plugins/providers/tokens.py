@@ -43,8 +43,10 @@ def _encoding() -> Any:
 
 
 def estimate(text: str) -> int:
-    """``ceil(utf8_bytes / 4)``: the calibrated estimate without a tokeniser."""
-    return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+    """``ceil(utf8_bytes / 4)``: the calibrated estimate without a tokeniser (ASCII text, one byte a
+    character, is measured without encoding it: ``str.isascii`` reads a flag, it does not scan)."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return -(-size // BYTES_PER_TOKEN)
 
 
 @hookimpl(trylast=True)

@@ -19,7 +19,8 @@ class TestFilesStoreContract(HistoryStoreContract):
         ``bounds``: the optional ``max_stage_bytes``, ``max_conversations`` and ``max_bytes`` of the contract.
         """
         section = FilesHistoryConfig(max_messages=max_messages, max_message_bytes=max_message_bytes, **bounds)
-        config = SimpleNamespace(history_dir=tmp_path / "history", section={CONFIG_PATH: section}.__getitem__)
+        sections = {CONFIG_PATH: section}
+        config = SimpleNamespace(history_dir=tmp_path / "history", section=lambda path, cls=None: sections[path])
         return store_from_config(SimpleNamespace(config=config))
 
     def storage_directory(self, store):
