@@ -35,7 +35,10 @@ while the kernel has a call of that hook open on this thread, notes the implemen
 implementation; an implementation marked another way is refused at registration. From those
 notes the kernel names the plugin whose answer had the wrong type, the plugin whose result won a
 firstresult call, and the plugin of each attributed answer. An answer that a wrapper put in the
-result is blamed on the hook's wrappers.
+result is blamed on the hook's wrappers. A call of :meth:`Hooks.first` or :meth:`Hooks.collect`
+that nothing observes needs no record: the thin function checks its implementation's answer
+itself (:data:`~monoagent._kernel.marker.CHECKS`) and a wrong one raises where it was answered,
+naming its function, so the plain call costs pluggy's call and one check an answer.
 
 An exception escaping a call becomes a :class:`~monoagent._kernel.errors.HookError` naming the
 hook and the plugin whose code raised it (a registry's becomes a
@@ -164,13 +167,10 @@ async def _checked_once_awaited(hook: str, plugin: str, awaitable: Awaitable[Any
     return value
 
 
-_FITS = FITS
-
-
 def _misfit(name: str, answer: Any, firstresult: bool) -> Any:
-    """The part of ``answer`` that does not have the type :data:`RESULT_TYPES` documents for ``name``, or ``_FITS``."""
+    """The part of ``answer`` that does not have the type :data:`RESULT_TYPES` documents for ``name``, or ``FITS``."""
     if answer is None:
-        return _FITS
+        return FITS
     expected, _ = RESULT_TYPES[name]
     if name in AWAITED_RESULTS and not isinstance(answer, (list, tuple)):
         return answer
@@ -178,13 +178,13 @@ def _misfit(name: str, answer: Any, firstresult: bool) -> Any:
     for item in items:
         if not isinstance(item, expected) or (expected is int and isinstance(item, bool)):
             return item
-    return _FITS
+    return FITS
 
 
 def _check(name: str, answer: Any, firstresult: bool, plugin: str) -> None:
     """Raise the :class:`HookResultError` blaming ``plugin`` when ``answer`` does not fit ``name``."""
     misfit = _misfit(name, answer, firstresult)
-    if misfit is not _FITS:
+    if misfit is not FITS:
         raise HookResultError(name, plugin, misfit, RESULT_TYPES[name][1])
 
 
@@ -253,7 +253,7 @@ class Hooks:
             raise self._hook_error(name, exc) from exc
         if name in RESULT_TYPES and self._wrapped(name):  # every implementation's answer fitted: a misfit is a wrapper's
             for answer in (result,) if firstresult else result:
-                if answer is not None and _misfit(name, answer, firstresult) is not _FITS:
+                if answer is not None and _misfit(name, answer, firstresult) is not FITS:
                     _check(name, answer, firstresult, self._wrappers(name))
         return result
 
@@ -407,10 +407,10 @@ class Hooks:
         """
         awaited = name in AWAITED_RESULTS
         for index, (_, value, _) in enumerate(record.answers):
-            if value is not None and not (awaited and inspect.isawaitable(value)) and _misfit(name, value, firstresult) is not _FITS:
+            if value is not None and not (awaited and inspect.isawaitable(value)) and _misfit(name, value, firstresult) is not FITS:
                 _check(name, value, firstresult, self._implementers(name, record)[index])
         if firstresult:
-            if result is not None and _misfit(name, result, True) is not _FITS:
+            if result is not None and _misfit(name, result, True) is not FITS:
                 _check(name, result, True, self._answered_by(name, record, result))
             return result
         checked = []
@@ -418,7 +418,7 @@ class Hooks:
             if awaited and inspect.isawaitable(answer):
                 checked.append(_checked_once_awaited(name, self._answered_by(name, record, answer), answer))
                 continue
-            if _misfit(name, answer, False) is not _FITS:
+            if _misfit(name, answer, False) is not FITS:
                 _check(name, answer, False, self._answered_by(name, record, answer))
             checked.append(answer)
         return checked
