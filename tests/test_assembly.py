@@ -315,3 +315,35 @@ def test_a_profile_that_does_not_exist_is_refused_naming_the_allowed_ones(tmp_pa
     with pytest.raises(ConfigError, match=r"context\.profile") as caught:
         fresh_agent(tmp_path, config={"context": {"profile": "tiny"}})
     assert "minimal" in str(caught.value)
+
+
+def test_the_request_estimate_counts_every_text_and_every_tool_call_once(tmp_path):
+    """``request_tokens`` hands ``count_tokens`` one text: the system text, then each message's
+    content followed by its tool calls (name and arguments as JSON), newline-joined; a history
+    without tool calls is joined the quick way to the same text."""
+    from types import SimpleNamespace
+
+    from monoagent._kernel.model import ToolCall
+    from monoagent._pipeline.compaction import request_tokens
+
+    seen: list[str] = []
+
+    class Counting:
+        @hookimpl
+        def count_tokens(self, text, model):
+            seen.append(text)
+            return len(text)
+
+    agent = fresh_agent(tmp_path, plugins=[Counting()])
+    turn = SimpleNamespace(agent=agent, model=agent.model)
+    sections = [Section("identity", "You are Ada.", order=200), Section("clock", "now", order=700, stability="dynamic")]
+    plain = [Message("user", "one"), Message("assistant", "two é"), Message("user", "three")]
+    prompt = compile_prompt(sections, plain)
+    assert request_tokens(turn, prompt) == len(seen[-1])
+    assert seen[-1] == "\n".join([prompt.stable_text, prompt.dynamic_text, "one", "two é", "three"])
+
+    called = [Message("user", "one"), Message("assistant", "", tool_calls=(ToolCall("c1", "search", {"q": "x"}),)),
+              Message("tool", "found", tool_call_id="c1"), Message("user", "three")]
+    prompt = compile_prompt(sections, called)
+    request_tokens(turn, prompt)
+    assert seen[-1] == "\n".join([prompt.stable_text, prompt.dynamic_text, "one", "", '[["search", {"q": "x"}]]', "found", "three"])

@@ -1553,3 +1553,39 @@ def test_a_plugin_registered_late_reads_its_config_section(tmp_path):
     refused = Agent({}, env={"MONO_AGENT_HOME": str(tmp_path), "MONO_AGENT_LATE_RETRIES": "9"}, autoload=False)
     with pytest.raises(ConfigError, match=r"retries"):
         refused.register(Late())
+
+
+def test_a_plain_call_goes_through_pluggys_execution_and_the_documented_call_agrees(tmp_path):
+    """A call nobody observes runs through pluggy's execution (``_Plan``); with this pluggy that is
+    the short way (a pluggy without it is called the documented way). Both ways give one answer,
+    run each wrapper once and check answers alike."""
+    import attrs as _attrs
+
+    from monoagent._kernel import hookspecs
+
+    counts: dict[tuple[str, str], int] = {}
+    new, old = _wrapping_plugins(counts, ["section_identity", "augment_user_message"])
+
+    class Parts:
+        @hookimpl
+        def augment_user_message(self, turn, recalled):
+            return UserMessagePart("a part", source="parts")
+
+    agent = fresh_agent(tmp_path, plugins=[new, old, Parts()])
+    hooks = agent.hooks
+    assert hooks._plan("section_identity").execute is not None, "pluggy's execution is not reachable: every call takes the slow way"
+    turn = _view(agent)
+    short = (hooks.first(hookspecs.section_identity, turn=turn), hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=()))
+    for name in ("section_identity", "augment_user_message"):
+        hooks._plans[name] = _attrs.evolve(hooks._plan(name), execute=None)
+    documented = (hooks.first(hookspecs.section_identity, turn=turn), hooks.collect(hookspecs.augment_user_message, turn=turn, recalled=()))
+    assert short == documented and short[0] is not None and [p.text for p in short[1]] == ["a part"]
+    assert counts == {(style, name): 2 for style in ("new", "old") for name in ("section_identity", "augment_user_message")}
+
+
+def _view(agent: Any) -> Any:
+    from monoagent._kernel.turn import SessionInfo
+    from monoagent._pipeline.turn_run import TurnRun
+
+    return TurnRun(agent=agent, request=TurnRequest("x", conversation_id="v"), run_id="r", model=agent.model,
+                   session=SessionInfo("request", "continuous", "v", "v"), emitter=lambda type, data: None).view

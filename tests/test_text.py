@@ -82,3 +82,17 @@ def test_the_ascii_shortcut_answers_what_the_encoding_does(text, cap):
     for cut, suffix in ((utf8_prefix, False), (utf8_suffix, True)):
         result = cut(text, cap)
         assert (result.text, result.original_bytes, result.kept_bytes) == _by_encoding(text, cap, suffix)
+
+
+def test_a_tuple_of_model_values_reports_a_replacement_in_any_of_them():
+    """A model built over a tuple of model values (a history) records a replacement made in any of
+    them, whether the tuple holds only model values or other values too."""
+    from monoagent import Message
+    from monoagent._kernel.valid_text import _any_replaced
+
+    clean = tuple(Message("user", f"m{i}") for i in range(50))
+    dirty = (*clean, Message("user", "lone \ud800"))
+    assert not _any_replaced(clean)
+    assert _any_replaced(dirty)
+    assert _any_replaced((*dirty, "not a model value"))
+    assert not _any_replaced((*clean, "not a model value"))

@@ -491,7 +491,7 @@ class Config:
             raise KeyError(f"no active plugin declares the path key {key!r}")
         name, default = name_and_default
         value = getattr(section, name)
-        return _configured_path(self.base_dir, Path(value)) if value else _child(self.home, default)
+        return _configured_path(self.base_dir, value) if value else _child(self.home, default)
 
     def default_paths(self) -> dict[str, Path]:
         """Where each path key points, by key path: the kernel's, then the plugins' (each declared with
@@ -557,9 +557,10 @@ def _platform_home() -> Path:
 
 
 @functools.lru_cache(maxsize=256)
-def _configured_path(base_dir: Path, path: Path) -> Path:
-    """:func:`_resolve`, kept: a plugin reads its path key on every event it writes."""
-    return _resolve(base_dir, path)
+def _configured_path(base_dir: Path, path: str | Path) -> Path:
+    """:func:`_resolve` of a path key's value, kept: a plugin reads its path key on every event it
+    writes (the value is the key, so a ``str`` is not parsed into a ``Path`` again to be looked up)."""
+    return _resolve(base_dir, Path(path))
 
 
 @functools.lru_cache(maxsize=256)

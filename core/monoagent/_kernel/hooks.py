@@ -57,7 +57,6 @@ reaches and, for a firstresult hook, the plugin whose result won; a
 from __future__ import annotations
 
 import collections
-import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
@@ -197,17 +196,67 @@ def _register_checks() -> None:
     so a plain call of a checked hook needs no record of the answers to blame a wrong one."""
     from monoagent._kernel import hookspecs
 
-    for name in RESULT_TYPES:
+    for name, (expected, _) in RESULT_TYPES.items():
         if name in MAY_AWAIT:
             continue
         firstresult = bool(getattr(hookspecs, name).monoagent_spec.get("firstresult"))
-        CHECKS[name] = functools.partial(_misfit, name, firstresult=firstresult)
+        CHECKS[name] = _quick_check(name, expected, firstresult)
+
+
+def _quick_check(name: str, expected: type | tuple[type, ...], firstresult: bool) -> Callable[[Any], Any]:
+    """:func:`_misfit` for ``name``, answering a value of exactly the expected class at once (the
+    usual answer: one ``isinstance`` per call, not a lookup of the hook's types)."""
+    exact = expected if isinstance(expected, type) else None  # a bool's class is not int: it still goes to _misfit
+
+    def check(answer: Any) -> Any:
+        if answer.__class__ is exact:
+            return FITS
+        return _misfit(name, answer, firstresult)
+
+    return check
 
 
 _register_checks()
 
 
 # ---------------------------------------------------------------------------- the callers
+
+
+@attrs.frozen
+class _Plan:
+    """How a hook call nobody observes is run: pluggy's execution of it (``_multicall``, wrappers
+    and all, through the plugin manager's ``_hookexec`` that call monitoring hooks into).
+
+    :meth:`pluggy.HookCaller.__call__` is that execution after three run-time checks of the
+    keyword arguments: a historic hook is refused, the spec's default values are filled in, and a
+    missing argument warns. The typed callers make the last one at type-check time (the arguments
+    are the spec's own ``ParamSpec``), no hook spec declares a default, and historic hooks go
+    through :meth:`Hooks.historic`; so for every other hook the call goes straight to pluggy's
+    execution, with the implementations copied as ``__call__`` copies them. A caller without those
+    attributes (another pluggy) or with defaults is called the documented way.
+    ``tests/test_hooks.py`` holds both ways to the same answers and wrappers.
+    """
+
+    execute: Callable[[str, list[Any], Mapping[str, object], bool], Any] | None
+    """pluggy's execution, or None to call :attr:`caller` the documented way."""
+    impls: list[Any]
+    """The caller's implementations: the list pluggy changes in place as plugins come and go."""
+    caller: pluggy.HookCaller
+    firstresult: bool
+    wrapped: bool
+    """Whether a wrapper implements a hook whose answers are checked (a misfit left is the wrapper's)."""
+
+    @classmethod
+    def of(cls, caller: pluggy.HookCaller, wrapped: bool) -> _Plan:
+        spec = caller.spec
+        execute = getattr(caller, "_hookexec", None)
+        impls = getattr(caller, "_hookimpls", None)
+        direct = (
+            execute is not None and isinstance(impls, list) and spec is not None
+            and not spec.kwargdefaults and not caller.is_historic()
+        )
+        firstresult = bool(spec is not None and spec.opts.get("firstresult"))
+        return cls(execute if direct else None, impls if isinstance(impls, list) else [], caller, firstresult, wrapped)
 
 
 def _keywords_only(spec: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -230,6 +279,7 @@ class Hooks:
         self._order: dict[str, tuple[tuple[Any, str], ...]] = {}
         self._has_wrappers: dict[str, bool] = {}
         self._callers: dict[str, pluggy.HookCaller] = {}
+        self._plans: dict[str, _Plan] = {}
         if trace is not None:
             self.observe(_Tracer(trace))
 
@@ -240,18 +290,26 @@ class Hooks:
             caller = self._callers[name] = getattr(self._pm.hook, name)
         return caller
 
+    def _plan(self, name: str) -> _Plan:
+        """How to run ``name`` (kept until a plugin is registered or unregistered)."""
+        caller = self._caller(name)
+        wrapped = name in RESULT_TYPES and self._wrapped(name)
+        plan = self._plans[name] = _Plan.of(caller, wrapped)
+        return plan
+
     def _plain_call(self, name: str, kwargs: dict[str, Any], firstresult: bool) -> Any:
         """The call of a hook nobody observes and whose answers need no record: pluggy's, checked."""
-        caller = self._callers.get(name) or self._caller(name)
+        plan = self._plans.get(name) or self._plan(name)
+        execute = plan.execute
         try:
-            result = caller(**kwargs)
+            result = plan.caller(**kwargs) if execute is None else execute(name, plan.impls.copy(), kwargs, firstresult)
         except WrongAnswer as wrong:  # an implementation's own check: blame its plugin
             raise HookResultError(name, self._plugin_of(name, wrong.function), wrong.value, RESULT_TYPES[name][1]) from None
         except MonoagentError:
             raise
         except Exception as exc:
             raise self._hook_error(name, exc) from exc
-        if name in RESULT_TYPES and self._wrapped(name):  # every implementation's answer fitted: a misfit is a wrapper's
+        if plan.wrapped:  # every implementation's answer fitted: a misfit is a wrapper's
             for answer in (result,) if firstresult else result:
                 if answer is not None and _misfit(name, answer, firstresult) is not FITS:
                     _check(name, answer, firstresult, self._wrappers(name))
@@ -329,10 +387,11 @@ class Hooks:
             _keywords_only(spec, args)
         name = spec.__name__
         isolated = name in ISOLATED
-        caller = self._callers.get(name) or self._caller(name)
+        plan = self._plans.get(name) or self._plan(name)
+        execute = plan.execute
         record = calls.record = CallRecord(name, isolated, calls.record)
         try:
-            result = caller(**kwargs)
+            result = plan.caller(**kwargs) if execute is None else execute(name, plan.impls.copy(), kwargs, False)
         except MonoagentError:
             raise
         except Exception as exc:
@@ -471,6 +530,7 @@ class Hooks:
         whenever a plugin is registered or unregistered."""
         self._order.clear()
         self._has_wrappers.clear()
+        self._plans.clear()
 
     def _wrappers(self, name: str) -> str:
         wrappers = [impl.plugin_name for impl in self._caller(name).get_hookimpls()[::-1] if impl.wrapper or impl.hookwrapper]

@@ -150,6 +150,18 @@ def _fields(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]
     return names, read
 
 
+_replaced_of = operator.attrgetter("invalid_unicode")
+
+
+def _any_replaced(items: tuple[Any, ...]) -> bool:
+    """Whether any model value of ``items`` (a history: hundreds of messages) had text replaced: one
+    pass in C, or item by item when an item is not a model value."""
+    try:
+        return any(map(_replaced_of, items))
+    except AttributeError:
+        return any(getattr(item, "invalid_unicode", ()) for item in items)
+
+
 def _all_valid(values: tuple[Any, ...]) -> bool:
     """Whether :func:`_replace_invalid_unicode` would find nothing in these field values.
 
@@ -168,7 +180,7 @@ def _all_valid(values: tuple[Any, ...]) -> bool:
             if value.invalid_unicode:
                 return False
         elif kind is tuple and value and isinstance(value[0], ValidText):
-            if any(getattr(item, "invalid_unicode", ()) for item in value):
+            if _any_replaced(value):
                 return False
         elif not _is_valid(value):
             return False

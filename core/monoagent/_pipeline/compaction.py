@@ -36,6 +36,7 @@ a policy ran, else null), ``reused`` (a stored summary shaped the view), ``budge
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -85,12 +86,19 @@ def request_tokens(turn: TurnRun, prompt: AssembledPrompt) -> int:
     One ``count_tokens`` call over everything, so a tokeniser sees whole texts and a
     per-call cost is paid once per request, not per message.
     """
+    messages = prompt.messages
+    if not any(map(_tool_calls_of, messages)):  # the usual history: its texts joined in C
+        return turn.agent.count_tokens("\n".join([prompt.stable_text, prompt.dynamic_text, *map(_content_of, messages)]), turn.model)
     parts = [prompt.stable_text, prompt.dynamic_text]
-    for message in prompt.messages:
+    for message in messages:
         parts.append(message.content)
         if message.tool_calls:
             parts.append(json.dumps([[c.name, c.arguments] for c in message.tool_calls], ensure_ascii=False, default=str))
     return turn.agent.count_tokens("\n".join(parts), turn.model)
+
+
+_tool_calls_of = operator.attrgetter("tool_calls")
+_content_of = operator.attrgetter("content")
 
 
 async def stored_view(turn: TurnRun, history: tuple[Message, ...]) -> tuple[Message, ...] | None:

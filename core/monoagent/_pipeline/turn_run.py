@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 
 def _stale(run: TurnRun, attribute: attrs.Attribute[Any], value: Any) -> Any:
+    """Any change but the snapshot's own makes the next :attr:`TurnRun.view` a new snapshot (an
+    ``on_setattr`` hook, so ``__init__`` bypasses it)."""
     if attribute.name != "_view":
         object.__setattr__(run, "_view", None)
     return value

@@ -22,6 +22,7 @@ pile of every artifact of the conversation. This plugin adds the rest:
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING
 
@@ -77,8 +78,12 @@ def conversation_refs(turn: Turn) -> Iterator[ArtifactRef]:
         yield from message.attachments
 
 
+_attachments_of = operator.attrgetter("attachments")
+
+
 def has_refs(turn: Turn) -> bool:
-    return any(message.attachments for message in turn.history)
+    """Whether a message of the turn's history carries an artifact reference (asked every turn, over the whole history: in C)."""
+    return any(map(_attachments_of, turn.history))
 
 
 @hookimpl(trylast=True)

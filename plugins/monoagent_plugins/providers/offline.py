@@ -18,6 +18,7 @@ to rehearse failure handling.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -60,6 +61,9 @@ class OfflineConfig:
     )
 
 
+_content_of = operator.attrgetter("content")
+
+
 def _tokens(text: str) -> int:
     return -(-utf8_len(text) // 4)
 
@@ -93,7 +97,7 @@ class EchoRuntime:
         for piece in _chunks(reply):
             await asyncio.sleep(0)  # a cancellation point between pieces, like a real stream
             yield TextDelta(piece)
-        prompt_text = request.prompt.system_text + "".join(m.content for m in request.messages)
+        prompt_text = request.prompt.system_text + "".join(map(_content_of, request.messages))
         yield StepFinished("end_turn", Usage(input_tokens=_tokens(prompt_text), output_tokens=_tokens(reply)))
 
 
