@@ -1589,3 +1589,30 @@ def _view(agent: Any) -> Any:
 
     return TurnRun(agent=agent, request=TurnRequest("x", conversation_id="v"), run_id="r", model=agent.model,
                    session=SessionInfo("request", "continuous", "v", "v"), emitter=lambda type, data: None).view
+
+
+def test_the_turn_snapshot_is_made_again_when_a_field_it_shows_changes_and_only_then(tmp_path):
+    """Hooks see a snapshot of the run: a new value of a field the snapshot shows gives the next
+    hook a new one; the pipeline's own state (continuity, the session lease) and a value set again
+    leave the snapshot as it is."""
+    import attrs as _attrs
+
+    from monoagent._kernel.turn import Turn
+    from monoagent._pipeline.turn_run import SNAPSHOT_FIELDS, TurnRun
+
+    shown = {field.name for field in _attrs.fields(Turn)} - {"config", "_run"}
+    assert shown <= SNAPSHOT_FIELDS, shown - SNAPSHOT_FIELDS
+    agent = fresh_agent(tmp_path)
+    run = _view(agent)._run
+    assert isinstance(run, TurnRun)
+    first = run.view
+    run.history = run.history  # set again: the same snapshot
+    run.continuity = None
+    run.session_lease = None
+    assert run.view is first
+    history = (Message("user", "hi"),)
+    run.history = history
+    second = run.view
+    assert second is not first and second.history is history and first.history == ()
+    run.tools = (ToolSpec("t", "A tool."),)
+    assert run.view is not second and run.view.tools[0].name == "t"

@@ -32,10 +32,18 @@ if TYPE_CHECKING:
     from monoagent._pipeline.sessions import SessionLease
 
 
+SNAPSHOT_FIELDS = frozenset({
+    "agent", "request", "run_id", "model", "session", "started_at", "history", "recalled", "tools", "hidden_tools",
+    "permissions", "provider_round", "state",
+})
+"""The fields of a :class:`TurnRun` its :class:`~monoagent._kernel.turn.Turn` snapshot shows (``agent`` for its config)."""
+
+
 def _stale(run: TurnRun, attribute: attrs.Attribute[Any], value: Any) -> Any:
-    """Any change but the snapshot's own makes the next :attr:`TurnRun.view` a new snapshot (an
-    ``on_setattr`` hook, so ``__init__`` bypasses it)."""
-    if attribute.name != "_view":
+    """A new value of a field the snapshot shows makes the next :attr:`TurnRun.view` a new snapshot
+    (an ``on_setattr`` hook, so ``__init__`` bypasses it); the pipeline's own state (continuity, the
+    session lease, ...) and a value set again do not."""
+    if attribute.name in SNAPSHOT_FIELDS and getattr(run, attribute.name) is not value:
         object.__setattr__(run, "_view", None)
     return value
 
