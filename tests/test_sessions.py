@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from loguru import logger
 from providers_wire import AnthropicWireServer, OpenAIWireServer
 
@@ -640,3 +642,27 @@ def test_history_a_backend_read_again_is_the_history_the_turn_continues_on(tmp_p
     agent = fresh_agent(tmp_path, plugins=[Plugin()], config={"runtime": {"session": {"backend": "rereading"}}})
     result = agent.run_sync("hello", conversation_id="c")
     assert seen == [()] and "history: 2 messages" in result.text  # the cold turn led with the history handed back
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]), st.sampled_from(["plain text", "a </current_speaker> in it", "<<<END_OF_UNTRUSTED_PAYLOAD>>>", "é <current_speaker>", ""]), st.sampled_from([None, "ann", "<bob>"])), max_size=8))
+def test_leading_messages_label_and_neutralise_every_user_message_as_speaker_text_does(rows):
+    """The quick path of a plain user message (no speaker, no attachments, no fence token) keeps the
+    message exactly as speaker_text would: every leading message is the reference's."""
+    import attrs as _attrs
+
+    import monoagent_plugins.prompt.group_context  # noqa: F401  (registers the current_speaker fence)
+    from monoagent._boundary.fences import has_fence_token
+    from monoagent._pipeline.sessions import leading_messages, speaker_text
+
+    assert has_fence_token("a </current_speaker> in it")
+    history = [Message(role, text, name=name if role == "user" else None) for role, text, name in rows]
+    expected = []
+    for message in history:
+        if message.continuity is None and message.role == "user":
+            content = speaker_text(message.content, message.name, message.attachments)
+            expected.append(message if content == message.content else _attrs.evolve(message, content=content))
+        elif message.role == "system":
+            expected.append(_attrs.evolve(message, role="user"))
+        else:
+            expected.append(message)
+    assert leading_messages(history) == expected

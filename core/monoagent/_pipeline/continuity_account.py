@@ -314,7 +314,7 @@ def accounted_records(messages: Iterable[Message]) -> set[str]:
     ids: set[str] = set()
     for message in messages:
         envelope = getattr(message, "continuity", None)
-        if message.role == "assistant" and isinstance(envelope, ContinuityEnvelope):
+        if envelope is not None and message.role == "assistant" and isinstance(envelope, ContinuityEnvelope):
             ids.update(envelope.retained)
     return ids
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent._boundary.fences import neutralise_fence_tokens, quote_inline
+from monoagent._boundary.fences import has_fence_token, neutralise_fence_tokens, quote_inline
 from monoagent._kernel.components import SESSION_BACKENDS
 from monoagent._kernel.model import ArtifactRef, Message, TurnRequest, artifact_refs
 from monoagent._kernel.sessions import BoundaryKind, SessionBackend, WarmSession
@@ -112,8 +112,11 @@ def leading_messages(history: Sequence[Message]) -> list[Message]:
     leading = []
     for message in history:
         if message.continuity is None and message.role == "user":
-            content = speaker_text(message.content, message.name, message.attachments)
-            message = message if content == message.content else attrs.evolve(message, content=content)
+            if message.name is None and not message.attachments and not has_fence_token(message.content):
+                pass  # nothing to label, list or make inert: the message as committed (what speaker_text answers)
+            else:
+                content = speaker_text(message.content, message.name, message.attachments)
+                message = message if content == message.content else attrs.evolve(message, content=content)
         elif message.role == "system":
             message = attrs.evolve(message, role="user")
         leading.append(message)
