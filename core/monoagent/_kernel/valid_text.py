@@ -176,11 +176,17 @@ def _all_valid(values: tuple[Any, ...]) -> bool:
             return False
         if kind in _PLAIN:
             continue
-        if isinstance(value, ValidText):
-            if value.invalid_unicode:
+        if kind is tuple:
+            if not value:  # a model's empty default: nothing to check
+                continue
+            if isinstance(value[0], ValidText):
+                if _any_replaced(value):
+                    return False
+                continue
+            if not _is_valid(value):
                 return False
-        elif kind is tuple and value and isinstance(value[0], ValidText):
-            if _any_replaced(value):
+        elif isinstance(value, ValidText):
+            if value.invalid_unicode:
                 return False
         elif not _is_valid(value):
             return False
