@@ -205,7 +205,7 @@ def _register_checks() -> None:
 
 def _quick_check(name: str, expected: type | tuple[type, ...], firstresult: bool) -> Callable[[Any], Any]:
     """:func:`_misfit` for ``name``, answering a value of exactly the expected class at once (the
-    usual answer: one ``isinstance`` per call, not a lookup of the hook's types)."""
+    usual answer: one class comparison, not a lookup of the hook's types)."""
     exact = expected if isinstance(expected, type) else None  # a bool's class is not int: it still goes to _misfit
 
     def check(answer: Any) -> Any:
