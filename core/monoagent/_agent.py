@@ -108,7 +108,7 @@ class Agent:
         env = dict(os.environ if env is None else env)
         if not autoload:
             env["MONO_AGENT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        self.env = env
+        self.env: dict[str, str] = env
         if isinstance(config, Config):
             raw: RawConfig | None = None
             block = list(config.plugins.block)
@@ -125,22 +125,22 @@ class Agent:
             host.load_entry_points(block)
             host.load_local(local_paths + [Path(p) for p in plugins_dirs], block, local_failures)
             host.check_local()
-        self.host = host
+        self.host: PluginHost = host
         self.hooks: Hooks = host.hooks
         for plugin in plugins:
             name, obj = plugin if isinstance(plugin, tuple) else (None, plugin)
             self.host.register_programmatic(obj, name, block)
         sections = self.host.config_sections()
         if raw is not None:
-            self.config = build_config(raw, sections, inactive_owner=self.host.inactive_section_owner, strict=self.host.strict)
+            self.config: Config = build_config(raw, sections, inactive_owner=self.host.inactive_section_owner, strict=self.host.strict)
             for warning in self.config.warnings:
                 self.host.notice(warning)
         else:
             assert isinstance(config, Config)
             self.config = config
             add_plugin_sections(self.config, sections, env)
-        self.components = AgentComponents(self, host)
-        self.harness = Harness(self, terminal_recovery_settlement_ms=terminal_recovery_settlement_ms)
+        self.components: AgentComponents = AgentComponents(self, host)
+        self.harness: Harness = Harness(self, terminal_recovery_settlement_ms=terminal_recovery_settlement_ms)
         self._providers: dict[str, ProviderRuntime] = {}
         self._store: HistoryStore | None = None
         self._tools: dict[str, Tool] | None = None

@@ -36,7 +36,7 @@ class UnsafeFileError(MonoagentError, OSError):
     def __init__(self, message: str, path: str | os.PathLike[str]) -> None:
         MonoagentError.__init__(self, message)
         self.path = os.fspath(path)
-        self.strerror = message
+        self.strerror: str = message
         self.errno = errno.EINVAL
 
     def __str__(self) -> str:
@@ -56,8 +56,8 @@ class FileTooLarge(UnsafeFileError):
 
     def __init__(self, message: str, path: str | os.PathLike[str], size: int, limit: int) -> None:
         super().__init__(message, path)
-        self.size = size
-        self.limit = limit
+        self.size: int = size
+        self.limit: int = limit
 
 
 def private_directory_problem(path: str | os.PathLike[str], what: str, info: os.stat_result | None = None) -> str | None:

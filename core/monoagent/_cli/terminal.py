@@ -111,7 +111,7 @@ class TerminalStream:
     PROBE = "\n" + "Q" * 40
 
     def __init__(self, redact: Redactor | None = None) -> None:
-        self.redact = redact
+        self.redact: Redactor | None = redact
         self._pending = ""
         self._context = ""
         self._shown = ""
@@ -207,9 +207,9 @@ class AnswerPrinter:
     def __init__(
         self, out: IO[str], redact: Redactor | None, *, tool_lines: ToolLines | None = None, markdown: Console | None = None
     ) -> None:
-        self.out = out
-        self.redact = redact
-        self.tool_lines = tool_lines
+        self.out: IO[str] = out
+        self.redact: Redactor | None = redact
+        self.tool_lines: ToolLines | None = tool_lines
         self._printed = TerminalStream(redact)
         self._step: tuple[Any, Any] | None = None
         self._line_open = False
@@ -437,8 +437,8 @@ class KeptTerminal:
     CHANGE_WAIT = 5.0
 
     def __init__(self, fd: int = -1, saved: list[Any] | None = None) -> None:
-        self.fd = fd
-        self.saved = saved
+        self.fd: int = fd
+        self.saved: list[Any] | None = saved
         """The ``termios`` settings found on entry; None when the stream is not a terminal."""
         self._changes = threading.Condition()
         self._changing = 0

@@ -70,8 +70,8 @@ class LocalPluginError(PluginError):
     missing path) and ``plugin`` the name it is listed under in ``monoagent plugins``."""
 
     def __init__(self, message: str, *, plugin: str, path: str):
-        self.plugin = plugin
-        self.path = path
+        self.plugin: str = plugin
+        self.path: str = path
         super().__init__(message)
 
 
@@ -87,9 +87,9 @@ class HookError(PluginError):
     plugins`` lists it). ``error`` is the implementation's exception."""
 
     def __init__(self, hook: str, plugin: str, error: BaseException):
-        self.hook = hook
-        self.plugin = plugin
-        self.error = error
+        self.hook: str = hook
+        self.plugin: str = plugin
+        self.error: BaseException = error
         super().__init__(
             f"hook {hook!r} failed in plugin {plugin!r}: {type(error).__name__}: {error}"
         )
@@ -101,11 +101,11 @@ class ComponentFactoryError(HookError):
     it was registered through (``hook``)."""
 
     def __init__(self, kind: str, name: str, hook: str, plugin: str, error: BaseException):
-        self.kind = kind
-        self.name = name
-        self.hook = hook
-        self.plugin = plugin
-        self.error = error
+        self.kind: str = kind
+        self.name: str = name
+        self.hook: str = hook
+        self.plugin: str = plugin
+        self.error: BaseException = error
         PluginError.__init__(
             self,
             f"the {kind} {name!r} of plugin {plugin!r} (registered through {hook}) failed to build: "
@@ -118,9 +118,9 @@ class HookResultError(PluginError):
     what the hook's documentation says belongs there (``expected``)."""
 
     def __init__(self, hook: str, plugin: str, value: object, expected: str):
-        self.hook = hook
-        self.plugin = plugin
-        self.expected = expected
+        self.hook: str = hook
+        self.plugin: str = plugin
+        self.expected: str = expected
         super().__init__(
             f"plugin {plugin!r} returned a value of type {type(value).__name__} from hook {hook!r}, "
             f"where {expected} belongs (see the hook's reference in docs/hooks.md)"
@@ -162,11 +162,11 @@ class ProviderError(MonoagentError):
         retry_after: float | None = None,
         code: str | None = None,
     ):
-        self.retryable = retryable
-        self.provider = provider
-        self.status = status
-        self.retry_after = retry_after
-        self.code = code
+        self.retryable: bool = retryable
+        self.provider: str = provider
+        self.status: int | None = status
+        self.retry_after: float | None = retry_after
+        self.code: str | None = code
         super().__init__(message)
 
 

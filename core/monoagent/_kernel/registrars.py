@@ -82,7 +82,7 @@ class Registrar:
     call_form: str
 
     def __init__(self, plugin: str) -> None:
-        self.plugin = plugin
+        self.plugin: str = plugin
 
     def registrations(self) -> list[Registration]:
         """What was registered, for the plugin listing."""
@@ -107,7 +107,7 @@ class ComponentRegistrar(Registrar, Generic[T]):
 
     def __init__(self, kind: ComponentKind[T], plugin: str) -> None:
         super().__init__(plugin)
-        self.kind = kind
+        self.kind: ComponentKind[T] = kind
         self.hook = kind.hook
         self.call_form = kind.call_form
         self.components: list[Component[T]] = []

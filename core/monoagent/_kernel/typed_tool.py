@@ -79,10 +79,10 @@ class TypedTool(Generic[P, R_co]):
     """
 
     def __init__(self, func: Callable[P, R_co], spec: ToolSpec, arguments: Record, context_parameter: str | None) -> None:
-        self.func = func
-        self.spec = spec
-        self.arguments = arguments
-        self.context_parameter = context_parameter
+        self.func: Callable[P, R_co] = func
+        self.spec: ToolSpec = spec
+        self.arguments: Record = arguments
+        self.context_parameter: str | None = context_parameter
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co:

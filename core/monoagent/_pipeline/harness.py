@@ -97,7 +97,7 @@ class Harness(RunControl):
     """
 
     def __init__(self, agent: Agent, *, terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS) -> None:
-        self.agent = agent
+        self.agent: Agent = agent
         self.clock: Callable[[], float] = time.time
         self.settle_window_ms = settle_window_ms(terminal_recovery_settlement_ms)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -78,7 +78,7 @@ class RunHandle:
     def __init__(self, harness: RunControl, run: RunRecord, request: TurnRequest) -> None:
         self._harness = harness
         self._run = run
-        self.request = request
+        self.request: TurnRequest = request
         loop = asyncio.get_running_loop()
         self._outcome: asyncio.Future[TurnResult] = loop.create_future()
         self._settled: asyncio.Future[None] | None = None  # made when someone waits for it

@@ -143,7 +143,7 @@ class HookRecorder:
     """
 
     def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+        self.agent: Agent = agent
         self.calls: list[HookCall] = []
         self._undo: Callable[[], None] | None = None
 

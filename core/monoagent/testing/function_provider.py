@@ -119,7 +119,7 @@ class FunctionProvider:
             raise ConfigError(
                 f"FunctionProvider name {model!r} is not usable as a model name: pass name= of 1-64 letters, digits, '_', '.' or '-'"
             )
-        self.fn = fn
+        self.fn: Callable[[ProviderRequest], Any] = fn
         self.name = f"function:{model}"
         self.requests: list[ProviderRequest] = []
 
