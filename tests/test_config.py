@@ -883,3 +883,18 @@ def test_a_plugin_section_is_read_typed_by_its_class(tmp_path):
         agent.config.section("agents", Path)
     with pytest.raises(KeyError, match=r"no plugin declared the configuration section 'nothing'"):
         agent.config.section("nothing", AgentsConfig)
+
+
+def test_a_resolved_path_is_kept_but_a_path_under_home_follows_home(tmp_path, monkeypatch):
+    """Config.resolve keeps its answers (plugins resolve their files every turn); a ``~`` path is
+    worked out each time, so it follows ``HOME``."""
+    from monoagent._kernel.config import Config
+
+    config = Config(base_dir=tmp_path)
+    assert config.resolve("notes/a.md") == tmp_path / "notes" / "a.md"
+    assert config.resolve("notes/a.md") is config.resolve(Path("notes/a.md"))
+    assert config.resolve("/abs/b.md") == Path("/abs/b.md")
+    monkeypatch.setenv("HOME", str(tmp_path / "one"))
+    assert config.resolve("~/c.md") == tmp_path / "one" / "c.md"
+    monkeypatch.setenv("HOME", str(tmp_path / "two"))
+    assert config.resolve("~/c.md") == tmp_path / "two" / "c.md"

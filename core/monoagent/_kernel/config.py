@@ -17,6 +17,7 @@ Keys and variables that were renamed keep working under their old names for a wh
 from __future__ import annotations
 
 import functools
+import os
 import re
 import typing
 from collections.abc import Collection
@@ -457,8 +458,10 @@ class Config:
         return found
 
     def resolve(self, path: Path | str) -> Path:
-        """A configured path made absolute: relative paths are relative to the config file's dir."""
-        return _resolve(self.base_dir, Path(path))
+        """A configured path made absolute: relative paths are relative to the config file's dir.
+
+        The answer is kept for the same directory and path: plugins resolve their files every turn."""
+        return _configured_path(self.base_dir, path)
 
     @property
     def home(self) -> Path:
@@ -468,7 +471,7 @@ class Config:
     def history_dir(self) -> Path:
         """``history.dir`` resolved, else ``history/`` next to :data:`HISTORY_BESIDE` (``artifacts.dir``)."""
         if self.history.dir:
-            return _resolve(self.base_dir, self.history.dir)
+            return _configured_path(self.base_dir, self.history.dir)
         try:
             beside = self.path(HISTORY_BESIDE)
         except KeyError:
@@ -534,7 +537,6 @@ def _path_key(cls: type, leaf: str) -> tuple[str, str] | None:
     return _path_keys(cls).get(leaf)
 
 
-@functools.lru_cache(maxsize=256)
 def _resolve(base_dir: Path, path: Path) -> Path:
     path = path.expanduser()
     return path if path.is_absolute() else base_dir / path
@@ -556,11 +558,18 @@ def _platform_home() -> Path:
     return platformdirs.user_data_path("monoagent")
 
 
-@functools.lru_cache(maxsize=256)
 def _configured_path(base_dir: Path, path: str | Path) -> Path:
-    """:func:`_resolve` of a path key's value, kept: a plugin reads its path key on every event it
-    writes (the value is the key, so a ``str`` is not parsed into a ``Path`` again to be looked up)."""
-    return _resolve(base_dir, Path(path))
+    """:func:`_resolve` of a configured path, kept for the same directory and path (a plugin reads its
+    path keys every turn); a path under ``~`` follows ``HOME`` and is worked out each time."""
+    text = os.fspath(path)
+    if text.startswith("~"):
+        return _resolve(base_dir, Path(text))
+    return _kept_path(base_dir, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _kept_path(base_dir: Path, text: str) -> Path:
+    return _resolve(base_dir, Path(text))
 
 
 @functools.lru_cache(maxsize=256)

@@ -105,7 +105,13 @@ class SkillsConfig:
 def skills_root(config: Config) -> Path:
     """``context.skillsRoot`` resolved against the config file's directory, else ``<home>/skills``."""
     root = config.section(CONFIG_PATH, SkillsConfig).skills_root
-    return config.resolve(root) if root else config.home / "skills"
+    return config.resolve(root) if root else _child(config.home, "skills")
+
+
+@functools.lru_cache(maxsize=256)
+def _child(parent: Path, *names: str) -> Path:
+    """``parent`` joined with ``names``, kept: the skills' paths are asked for every turn."""
+    return parent.joinpath(*names)
 
 
 @attrs.frozen
@@ -181,7 +187,7 @@ def _contained(root: Path, name: str) -> Path | None:
     leads to (its device and inode, following symlinks) stays the same; a re-pointed symlink
     leads to another inode and is resolved again.
     """
-    candidate = root / name / "SKILL.md"
+    candidate = _child(root, name, "SKILL.md")
     info = os.stat(candidate)
     key = (root, name, info.st_dev, info.st_ino)
     if key not in _resolved:
