@@ -277,7 +277,6 @@ class Hooks:
         self._observers: list[HookObserver] = []
         self._stop_monitoring: Callable[[], None] | None = None
         self._order: dict[str, tuple[tuple[Any, str], ...]] = {}
-        self._has_wrappers: dict[str, bool] = {}
         self._callers: dict[str, pluggy.HookCaller] = {}
         self._plans: dict[str, _Plan] = {}
         if trace is not None:
@@ -293,7 +292,7 @@ class Hooks:
     def _plan(self, name: str) -> _Plan:
         """How to run ``name`` (kept until a plugin is registered or unregistered)."""
         caller = self._caller(name)
-        wrapped = name in RESULT_TYPES and self._wrapped(name)
+        wrapped = name in RESULT_TYPES and any(impl.wrapper or impl.hookwrapper for impl in caller.get_hookimpls())
         plan = self._plans[name] = _Plan.of(caller, wrapped)
         return plan
 
@@ -518,18 +517,10 @@ class Hooks:
             position += 1
         return plugins
 
-    def _wrapped(self, name: str) -> bool:
-        """Whether a wrapper (of either style) implements ``name``."""
-        wrapped = self._has_wrappers.get(name)
-        if wrapped is None:
-            wrapped = self._has_wrappers[name] = any(impl.wrapper or impl.hookwrapper for impl in self._caller(name).get_hookimpls())
-        return wrapped
-
     def forget_order(self) -> None:
         """Forget what was worked out of the registered implementations: the plugin host calls it
         whenever a plugin is registered or unregistered."""
         self._order.clear()
-        self._has_wrappers.clear()
         self._plans.clear()
 
     def _wrappers(self, name: str) -> str:

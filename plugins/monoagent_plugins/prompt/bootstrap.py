@@ -160,17 +160,17 @@ def unreadable_reason(error: OSError, limit_source: str) -> str:
     return error.strerror or type(error).__name__
 
 
-@functools.lru_cache(maxsize=64)
-def _in_home(home: Path, name: str) -> Path:
-    """``<home>/<name>``, kept: the bootstrap files are looked up every turn."""
-    return home / name
+@functools.lru_cache(maxsize=256)
+def kept_path(parent: Path, *names: str) -> Path:
+    """``parent`` joined with ``names``, kept: the prompt plugins look their files up every turn."""
+    return parent.joinpath(*names)
 
 
 def _paths(config: Config) -> tuple[Path | None, Path | None, Path | None, bool]:
     ctx = config.context
-    soul = config.resolve(ctx.soul_path) if ctx.soul_path else _in_home(config.home, "SOUL.md")
-    identity = config.resolve(ctx.identity_path) if ctx.identity_path else _in_home(config.home, "IDENTITY.md")
-    user = config.resolve(ctx.user_path) if ctx.user_path else _in_home(config.home, "USER.md")
+    soul = config.resolve(ctx.soul_path) if ctx.soul_path else kept_path(config.home, "SOUL.md")
+    identity = config.resolve(ctx.identity_path) if ctx.identity_path else kept_path(config.home, "IDENTITY.md")
+    user = config.resolve(ctx.user_path) if ctx.user_path else kept_path(config.home, "USER.md")
     return soul, identity, user, ctx.user_path is not None
 
 

@@ -51,7 +51,7 @@ from monoagent import (
     setting,
     utf8_prefix,
 )
-from monoagent_plugins.prompt.bootstrap import read_text_cached, unreadable_reason
+from monoagent_plugins.prompt.bootstrap import kept_path, read_text_cached, unreadable_reason
 
 NAME = "skills"
 """This plugin's name (its entry point), which keys its ``turn.state``."""
@@ -105,13 +105,8 @@ class SkillsConfig:
 def skills_root(config: Config) -> Path:
     """``context.skillsRoot`` resolved against the config file's directory, else ``<home>/skills``."""
     root = config.section(CONFIG_PATH, SkillsConfig).skills_root
-    return config.resolve(root) if root else _child(config.home, "skills")
+    return config.resolve(root) if root else kept_path(config.home, "skills")
 
-
-@functools.lru_cache(maxsize=256)
-def _child(parent: Path, *names: str) -> Path:
-    """``parent`` joined with ``names``, kept: the skills' paths are asked for every turn."""
-    return parent.joinpath(*names)
 
 
 @attrs.frozen
@@ -187,7 +182,7 @@ def _contained(root: Path, name: str) -> Path | None:
     leads to (its device and inode, following symlinks) stays the same; a re-pointed symlink
     leads to another inode and is resolved again.
     """
-    candidate = _child(root, name, "SKILL.md")
+    candidate = kept_path(root, name, "SKILL.md")
     info = os.stat(candidate)
     key = (root, name, info.st_dev, info.st_ino)
     if key not in _resolved:
