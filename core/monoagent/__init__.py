@@ -238,6 +238,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.files import read_open_file as read_open_file
     from monoagent._boundary.files import read_regular_text as read_regular_text
     from monoagent._boundary.files import replace_file_durably as replace_file_durably
+    from monoagent._boundary.processes import ProcessIdentity as ProcessIdentity
     from monoagent._boundary.strict_json import loads as strict_json_loads
     from monoagent._boundary.strict_json import nesting_over as json_nesting_over
     from monoagent._boundary.text import LazyPattern as LazyPattern

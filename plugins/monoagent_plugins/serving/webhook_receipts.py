@@ -8,9 +8,14 @@ directory. Two tables:
   state (``running`` while its first request runs, ``done`` once answered) and the stored answer
   (status and JSON body) of a completed turn. Done rows older than ``webhook.idempotencyTtlHours``
   are purged at start-up and, while serving, at most every :data:`PURGE_INTERVAL_S` seconds.
-  A ``running`` row names the process that runs it; at start-up the rows of processes that are
-  gone are removed with their requests' signatures (their turn never answered), so a crash
-  mid-turn holds neither the key nor the signed request: its retry runs.
+  A ``running`` row names the process that runs it by its
+  :class:`~monoagent.ProcessIdentity` (PID, start time and boot, so a PID the kernel handed to
+  another process does not keep the key): the rows of a process that is gone are removed with
+  their requests' signatures (their turn never answered) at start-up and whenever a request meets
+  one, so a crash mid-turn holds neither the key nor the signed request: its retry runs. A
+  ``running`` row is also a lease of at most the TTL: older, it is purged like a done one (the
+  backstop where the start time cannot be known, and for rows of an older release that named
+  only a PID).
 - ``signatures``: the identity of every accepted signed request (:func:`signed_request_id`), so
   the same signed request is refused as a replay while its timestamp is within the signature
   tolerance. They are kept :data:`SIGNATURE_KEEP_S` past their signed time, beyond which the
@@ -34,7 +39,7 @@ from typing import Literal
 
 import attrs
 
-from monoagent import MonoagentError, logger, private_directory_problem
+from monoagent import MonoagentError, ProcessIdentity, logger, private_directory_problem
 from monoagent_plugins.memory.database import immediate, open_database
 from monoagent_plugins.serving.signatures import TOLERANCE_S
 
@@ -52,6 +57,7 @@ CREATE TABLE IF NOT EXISTS receipts (
     body_sha256 TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('running', 'done')),
     owner INTEGER NOT NULL,
+    owner_process TEXT,
     request_id TEXT NOT NULL,
     created_at REAL NOT NULL,
     status INTEGER,
@@ -108,16 +114,9 @@ def signed_request_id(hook: str, signed_at: int, body_sha256: str) -> str:
     return hashlib.sha256(f"{hook}\n{signed_at}\n{body_sha256}".encode()).hexdigest()
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # a previous process of ours with the same pid: this one has just started
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _owner(pid: int, token: str | None) -> ProcessIdentity:
+    """The process that owns a running row: its identity, or its PID alone for a row of an older release."""
+    return ProcessIdentity.parse(token) or ProcessIdentity(pid)
 
 
 class ReceiptStore:
@@ -139,6 +138,8 @@ class ReceiptStore:
             self._db = open_database(self.directory / DATABASE)
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            if "owner_process" not in {row[1] for row in self._db.execute("PRAGMA table_info(receipts)")}:
+                self._db.execute("ALTER TABLE receipts ADD COLUMN owner_process TEXT")  # a database of an older release
         except (OSError, sqlite3.Error, MonoagentError) as exc:
             raise WebhookStoreError(f"cannot open the webhook receipts database {self.directory / DATABASE}: {exc}") from exc
         self._purged_at = -float("inf")
@@ -164,8 +165,12 @@ class ReceiptStore:
                 self._purge(now)
             if key is not None:
                 row = self._db.execute(
-                    "SELECT body_sha256, state, status, answer, run_id FROM receipts WHERE hook = ? AND key = ?", (hook, key)
+                    "SELECT body_sha256, state, status, answer, run_id, owner, owner_process FROM receipts "
+                    "WHERE hook = ? AND key = ?", (hook, key)
                 ).fetchone()
+                if row is not None and row[1] == "running" and not _owner(row[5], row[6]).alive():
+                    self._release(_owner(row[5], row[6]), row[5], row[6])
+                    row = None
                 if row is not None:
                     if row[0] != body_sha256:
                         return Admission("conflict")
@@ -177,9 +182,9 @@ class ReceiptStore:
             self._db.execute("INSERT INTO signatures (id, signed_at) VALUES (?, ?)", (request_id, signed_at))
             if key is not None:
                 self._db.execute(
-                    "INSERT INTO receipts (hook, key, body_sha256, state, owner, request_id, created_at) "
-                    "VALUES (?, ?, ?, 'running', ?, ?, ?)",
-                    (hook, key, body_sha256, os.getpid(), request_id, now),
+                    "INSERT INTO receipts (hook, key, body_sha256, state, owner, owner_process, request_id, created_at) "
+                    "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+                    (hook, key, body_sha256, os.getpid(), ProcessIdentity.current().token(), request_id, now),
                 )
             return Admission("admitted")
 
@@ -199,24 +204,29 @@ class ReceiptStore:
                 self._db.execute("DELETE FROM receipts WHERE hook = ? AND key = ? AND state = 'running'", (hook, key))
 
     def purge(self) -> int:
-        """Remove done receipts older than the TTL and signatures past :data:`SIGNATURE_KEEP_S`; how many rows went."""
+        """Remove receipts older than the TTL (done, or running: the lease) and signatures past :data:`SIGNATURE_KEEP_S`; how many rows went."""
         with self._lock, immediate(self._db):
             return self._purge(self.clock())
 
     def _purge(self, now: float) -> int:
         self._purged_at = now
-        receipts = self._db.execute("DELETE FROM receipts WHERE state = 'done' AND created_at < ?", (now - self.ttl_s,)).rowcount
+        receipts = self._db.execute("DELETE FROM receipts WHERE created_at < ?", (now - self.ttl_s,)).rowcount
         signatures = self._db.execute("DELETE FROM signatures WHERE signed_at < ?", (now - SIGNATURE_KEEP_S,)).rowcount
         if receipts or signatures:
             logger.info("webhook: purged {} expired idempotency record(s) and {} seen signature(s)", receipts, signatures)
         return receipts + signatures
 
     def _release_orphans(self) -> None:
-        owners = [row[0] for row in self._db.execute("SELECT DISTINCT owner FROM receipts WHERE state = 'running'")]
-        for owner in owners:
-            if not _alive(owner):
-                self._db.execute("DELETE FROM signatures WHERE id IN "
-                                 "(SELECT request_id FROM receipts WHERE state = 'running' AND owner = ?)", (owner,))
-                released = self._db.execute("DELETE FROM receipts WHERE state = 'running' AND owner = ?", (owner,)).rowcount
-                logger.warning("webhook: {} idempotency key(s) left running by process {}, which is gone, released: "
-                               "a retry of them runs the turn", released, owner)
+        owners = self._db.execute("SELECT DISTINCT owner, owner_process FROM receipts WHERE state = 'running'").fetchall()
+        for pid, token in owners:
+            owner = _owner(pid, token)
+            if not owner.alive():
+                self._release(owner, pid, token)
+
+    def _release(self, owner: ProcessIdentity, pid: int, token: str | None) -> None:
+        """Remove the running rows of ``owner``, a process that is gone, with their signatures."""
+        match = "state = 'running' AND owner = ? AND owner_process IS ?"
+        self._db.execute(f"DELETE FROM signatures WHERE id IN (SELECT request_id FROM receipts WHERE {match})", (pid, token))
+        released = self._db.execute(f"DELETE FROM receipts WHERE {match}", (pid, token)).rowcount
+        logger.warning("webhook: {} idempotency key(s) left running by process {} (identity {}), which is gone, released: "
+                       "a retry of them runs the turn", released, owner.pid, owner.token())

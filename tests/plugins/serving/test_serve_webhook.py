@@ -12,11 +12,13 @@ import threading
 import time
 from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 from serving import Server, serve_env
 from waiting import wait_until
 
+from monoagent import ProcessIdentity
 from monoagent._boundary.fences import has_fence_token
 from monoagent_plugins.serving.signatures import sign
 from monoagent_plugins.serving.webhook import PAYLOAD_END
@@ -305,12 +307,76 @@ def test_receipts_expire_after_the_ttl_and_a_dead_process_releases_its_keys(tmp_
     store.purge()
     assert store.admit("deploy", "k-done", "sha", "req-3", int(now[0])).outcome == "admitted"  # expired: runs again
     store.close()
-    with sqlite3.connect(tmp_path / "webhook" / "receipts.sqlite3") as db:
-        db.execute("UPDATE receipts SET owner = 2147483646")  # a process that is gone
+    forge_owner(tmp_path, 2147483646)  # a process that is gone
     reopened = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
     assert reopened.admit("deploy", "k-done", "sha", "req-4", int(now[0])).outcome == "admitted"
     reopened.close()
     assert (tmp_path / "webhook").stat().st_mode & 0o777 == 0o700
+
+
+def forge_owner(home: Path, pid: int, identity: ProcessIdentity | None = None) -> None:
+    """Make every running receipt's owner ``pid``: its recorded identity keeps its start time and boot
+    (the process that wrote it, now with another's PID: PID reuse), unless ``identity`` replaces it whole."""
+    with sqlite3.connect(home / "webhook" / "receipts.sqlite3") as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(receipts)")}
+        db.execute("UPDATE receipts SET owner = ? WHERE state = 'running'", (pid,))
+        if "owner_process" in columns:  # a record that names its owner by more than a PID
+            for key, token in db.execute("SELECT key, owner_process FROM receipts WHERE state = 'running'").fetchall():
+                recorded = ProcessIdentity.parse(token)
+                forged = identity or (attrs.evolve(recorded, pid=pid) if recorded else None)
+                db.execute("UPDATE receipts SET owner_process = ? WHERE key = ?", (forged and forged.token(), key))
+
+
+def sleeper() -> subprocess.Popen[bytes]:
+    """A live process that is no server: the PID a crashed server's receipts may name once the kernel reuses it."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (start time and boot id)")
+def test_a_running_key_whose_pid_was_reused_by_a_live_process_is_released(tmp_path):
+    """PID reuse: the key's owner died and its PID now runs another process; the key does not answer 409 forever,
+    neither at the next start nor to a request met while serving. A live genuine owner still holds its key."""
+    now = [1_000_000.0]
+    store = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
+    assert store.admit("deploy", "k-reused", "sha", "req-1", 1_000_000).outcome == "admitted"
+    store.close()
+    other = sleeper()
+    try:
+        forge_owner(tmp_path, other.pid)
+        reopened = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
+        assert reopened.admit("deploy", "k-reused", "sha", "req-1", 1_000_000).outcome == "admitted"
+        forge_owner(tmp_path, other.pid)  # again, while this store serves (another server sharing the home died)
+        assert reopened.admit("deploy", "k-reused", "sha", "req-1", 1_000_000).outcome == "admitted"
+        forge_owner(tmp_path, other.pid, ProcessIdentity.of(other.pid))  # the live process is the genuine owner
+        assert reopened.admit("deploy", "k-reused", "sha", "req-2", 1_000_000).outcome == "in_progress"
+        reopened.close()
+        again = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
+        assert again.admit("deploy", "k-reused", "sha", "req-2", 1_000_000).outcome == "in_progress"
+        again.close()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_running_key_is_a_lease_that_expires_with_the_ttl(tmp_path):
+    """A key whose owner cannot be told apart from a reused PID (a row that names only a live PID, as an older
+    release wrote, or a system without /proc) is held at most the TTL."""
+    now = [1_000_000.0]
+    store = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
+    assert store.admit("deploy", "k-old", "sha", "req-1", 1_000_000).outcome == "admitted"
+    store.close()
+    other = sleeper()
+    try:
+        forge_owner(tmp_path, other.pid, ProcessIdentity(other.pid))
+        reopened = ReceiptStore(tmp_path, ttl_s=3600, clock=lambda: now[0])
+        assert reopened.admit("deploy", "k-old", "sha", "req-2", 1_000_000).outcome == "in_progress"
+        now[0] += 3601
+        reopened.purge()
+        assert reopened.admit("deploy", "k-old", "sha", "req-3", int(now[0])).outcome == "admitted"
+        reopened.close()
+    finally:
+        other.kill()
+        other.wait()
 
 
 def signing_examples() -> tuple[str, str]:
@@ -410,6 +476,36 @@ def test_a_key_left_running_by_a_killed_server_is_released_at_the_next_start(tmp
         assert after.status_code == 200 and "Idempotent-Replayed" not in after.headers, after.text
     finally:
         restarted.stop()
+    assert turns(tmp_path) == 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (start time and boot id)")
+def test_a_key_of_a_killed_server_whose_pid_now_runs_another_process_is_released(tmp_path):
+    """The finding: a server SIGKILLed mid-turn, its PID later handed to another live process. Its key used to be
+    answered 409 forever; the next server releases it and the very same signed request runs its one turn."""
+    server = start(tmp_path, moody=True)
+    body, now = body_of({"event": "HANG-NOW"}), int(time.time())
+    other = sleeper()
+    try:
+        try:
+            client = threading.Thread(target=lambda: post_quietly(server, body, key="k-reused", signature=sign(SECRET, body, now)))
+            client.start()
+            wait_until((tmp_path / "hung").exists, "the hanging turn to start (its provider writes 'hung')")
+            server.process.kill()
+            server.process.wait()
+            client.join(timeout=30)
+        finally:
+            server.stop()
+        forge_owner(tmp_path / "home", other.pid)  # the dead server's PID now runs another process
+        restarted = start(tmp_path, moody=True)
+        try:
+            after = post(restarted, body, key="k-reused", signature=sign(SECRET, body, now))
+            assert after.status_code == 200 and "Idempotent-Replayed" not in after.headers, after.text
+        finally:
+            restarted.stop()
+    finally:
+        other.kill()
+        other.wait()
     assert turns(tmp_path) == 1
 
 
