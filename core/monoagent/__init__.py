@@ -189,6 +189,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.documents import DocumentError as DocumentError
     from monoagent._boundary.files import FileTooLarge as FileTooLarge
     from monoagent._boundary.files import NotRegularFile as NotRegularFile
+    from monoagent._boundary.files import SymlinkedPath as SymlinkedPath
     from monoagent._boundary.files import UnsafeFileError as UnsafeFileError
     from monoagent._boundary.strict_json import StrictJSONError as StrictJSONError
     from monoagent._kernel.errors import AdmissionRejected as AdmissionRejected
@@ -234,6 +235,8 @@ if TYPE_CHECKING:
     from monoagent._boundary.fences import register_host_fence as register_host_fence
     from monoagent._boundary.fences import speaker_label as speaker_label
     from monoagent._boundary.files import fsync_directory as fsync_directory
+    from monoagent._boundary.files import open_directory_under as open_directory_under
+    from monoagent._boundary.files import open_file_under as open_file_under
     from monoagent._boundary.files import private_directory_problem as private_directory_problem
     from monoagent._boundary.files import read_open_file as read_open_file
     from monoagent._boundary.files import read_regular_text as read_regular_text

@@ -7,6 +7,14 @@ cleared after the check), refuses anything that is not a regular file (``/dev/ze
 socket, a directory) and refuses a file larger than the caller's cap *before* reading a byte.
 It then reads at most ``max_bytes + 1`` bytes, so a file that grows while it is read is refused
 too instead of being read without end.
+
+Every file monoagent writes under a configured directory is opened through
+:func:`open_directory_under` / :func:`open_file_under` (and :func:`replace_file_durably` with a
+``root``): **the root** (the directory the operator configured: the agent home, ``history.dir``,
+the config file's folder for a ``file`` notify destination) is opened as it is, so it may be
+reached through a symlink the operator set up; **below it, every component** is opened relative
+to its parent's descriptor with ``O_NOFOLLOW``, so a directory swapped for a symlink is refused
+(:class:`SymlinkedPath`) instead of followed, wherever it is on the way, not only the last name.
 """
 
 from __future__ import annotations
@@ -17,11 +25,23 @@ import stat
 
 from monoagent._kernel.errors import MonoagentError
 
-__all__ = ["FileTooLarge", "NotRegularFile", "UnsafeFileError", "read_open_file", "read_regular_file", "read_regular_text"]
+__all__ = [
+    "FileTooLarge",
+    "NotRegularFile",
+    "SymlinkedPath",
+    "UnsafeFileError",
+    "open_directory_under",
+    "open_file_under",
+    "read_open_file",
+    "read_regular_file",
+    "read_regular_text",
+]
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC
 _CHUNK = 1 << 20
 
 
@@ -58,6 +78,123 @@ class FileTooLarge(UnsafeFileError):
         super().__init__(message, path)
         self.size: int = size
         self.limit: int = limit
+
+
+class SymlinkedPath(UnsafeFileError):
+    """A component below a configured root is a symlink (or not a directory where one is needed): refused, not followed.
+
+    ``path`` is the whole path that was to be opened, ``component`` the part of it that was refused.
+    """
+
+    reason = "symlinked_path"
+
+    def __init__(self, message: str, path: str | os.PathLike[str], component: str) -> None:
+        super().__init__(message, path)
+        self.component: str = component
+
+
+def _components(relative: str | os.PathLike[str]) -> list[str]:
+    raw = os.fspath(relative)
+    parts = [part for part in raw.split(os.sep) if part not in ("", ".")]
+    if os.path.isabs(raw) or ".." in parts or "\x00" in raw:
+        raise ValueError(f"{raw!r} is not a relative path below its root (absolute, '..' or NUL are not allowed)")
+    return parts
+
+
+def _refusal(exc: OSError, parent_fd: int, name: str, component: str, full: str, root: str, what: str) -> OSError:
+    """The error for a component that could not be opened: a :class:`SymlinkedPath` for a symlink or a non-directory."""
+    kind = None
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        try:
+            info = os.lstat(name, dir_fd=parent_fd)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            kind = "is a symlink"
+        elif info is not None and not stat.S_ISDIR(info.st_mode) and component != full:
+            kind = "is not a directory"
+    if kind is None:
+        return exc
+    return SymlinkedPath(
+        f"{what} {full}: {component} {kind}; refused: below {root} every directory is opened without following "
+        f"a symlink (move it away, or configure the real directory)",
+        full,
+        component,
+    )
+
+
+def open_directory_under(
+    root: str | os.PathLike[str], relative: str | os.PathLike[str] = "", *, create: bool = False, mode: int = 0o700,
+    what: str = "directory",
+) -> int:
+    """A descriptor (``O_RDONLY | O_DIRECTORY``, close-on-exec) of ``root/relative``; the caller closes it.
+
+    ``root`` is opened as it is (a symlink the operator set up is followed); each component of
+    ``relative`` is opened relative to the one before with ``O_NOFOLLOW``, so none is followed
+    through a symlink. ``create``: missing components (and ``root``) are created with ``mode``.
+    Raises :class:`SymlinkedPath` naming the path and the component for a symlink or a
+    non-directory on the way, ``ValueError`` for a ``relative`` that is absolute or holds ``..``,
+    else the ``OSError`` of the open (``FileNotFoundError`` without ``create``).
+    """
+    root = os.fspath(root)
+    parts = _components(relative)
+    return _walk(root, parts, create, mode, what, os.path.join(root, *parts))
+
+
+def _walk(root: str, parts: list[str], create: bool, mode: int, what: str, full: str) -> int:
+    if create:
+        os.makedirs(root, mode=mode, exist_ok=True)
+    fd = os.open(root, _DIR_FLAGS)
+    walked = root
+    try:
+        for name in parts:
+            walked = os.path.join(walked, name)
+            try:
+                try:
+                    child = os.open(name, _DIR_FLAGS | _O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(name, mode, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    child = os.open(name, _DIR_FLAGS | _O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                raise _refusal(exc, fd, name, walked, full, root, what) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file_under(
+    root: str | os.PathLike[str], relative: str | os.PathLike[str], flags: int, mode: int = 0o600, *,
+    create_directories: bool = False, what: str = "file",
+) -> int:
+    """``os.open`` of ``root/relative`` with ``flags | O_NOFOLLOW | O_CLOEXEC``, through :func:`open_directory_under`.
+
+    No component below ``root``, the file's own name included, is followed through a symlink;
+    ``create_directories`` creates missing directories (0700) on the way. Raises
+    :class:`SymlinkedPath` for a symlink on the way or at the file's name.
+    """
+    parts = _components(relative)
+    if not parts:
+        raise ValueError(f"{os.fspath(relative)!r} names no file below {os.fspath(root)}")
+    full = os.path.join(os.fspath(root), *parts)
+    parent = _walk(os.fspath(root), parts[:-1], create_directories, 0o700, what, full)
+    try:
+        try:
+            return os.open(parts[-1], flags | _O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SymlinkedPath(f"{what} {full} is a symlink; refused (a file is never written through a symlink)",
+                                    full, full) from None
+            raise
+    finally:
+        os.close(parent)
 
 
 def private_directory_problem(path: str | os.PathLike[str], what: str, info: os.stat_result | None = None) -> str | None:
@@ -161,30 +298,45 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def replace_file_durably(target: str | os.PathLike[str], data: bytes, *, stage_prefix: str) -> None:
+def replace_file_durably(
+    target: str | os.PathLike[str], data: bytes, *, stage_prefix: str, root: str | os.PathLike[str] | None = None,
+) -> None:
     """Replace ``target`` with ``data`` atomically and durably: a reader sees the old bytes or the new.
 
     The bytes go to a new private (0600) stage file next to ``target`` (named ``stage_prefix`` plus
     random hex, ``O_EXCL | O_NOFOLLOW`` so nothing planted there is written through), are fsynced,
     renamed over ``target``, and the directory is fsynced. A failure before the rename removes the
-    stage and leaves ``target`` as it was.
+    stage and leaves ``target`` as it was. With ``root`` (a directory ``target`` is below), the
+    directory is reached by :func:`open_directory_under`, creating what is missing (0700): no
+    component below ``root`` is followed through a symlink (:class:`SymlinkedPath`), and the stage,
+    the rename and the fsync all happen in the directory that was checked.
     """
-    directory = os.path.dirname(os.fspath(target)) or "."
-    stage = os.path.join(directory, f"{stage_prefix}{os.urandom(6).hex()}.tmp")
-    fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
+    target = os.fspath(target)
+    directory, name = os.path.split(target)
+    if root is None:
+        dir_fd = os.open(directory or ".", _DIR_FLAGS)
+    else:
+        relative = os.path.relpath(directory or ".", os.fspath(root))
+        dir_fd = open_directory_under(root, "" if relative == "." else relative, create=True, what="directory")
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
+        stage = f"{stage_prefix}{os.urandom(6).hex()}.tmp"
+        fd = os.open(stage, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
-            os.unlink(stage)
-        except OSError:
-            pass
-        raise
-    os.close(fd)
-    os.replace(stage, target)
-    fsync_directory(directory)
-
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(stage, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(stage, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

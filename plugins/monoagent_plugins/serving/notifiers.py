@@ -9,8 +9,10 @@ misspelt key is not silently ignored.
 
 :class:`FileNotifier` appends with ``O_APPEND`` under an exclusive ``flock``, one ``write`` per
 line and an ``fsync``, so writers in several threads or processes never interleave and a line
-that was reported delivered is on disk. It never follows a symlink and refuses anything but a
-regular file; a new file is created 0600.
+that was reported delivered is on disk. It never follows a symlink, neither at the file's name
+nor at a directory on the way below its root (the config file's folder for a path inside it,
+else the user's home directory for a path inside it, else ``/``; :func:`monoagent.open_file_under`), and refuses anything
+but a regular file; a new file is created 0600.
 
 :class:`WebhookNotifier` retries connection errors, timeouts, 429 and 5xx with exponential
 backoff and jitter (tenacity), honouring ``Retry-After`` up to :data:`RETRY_AFTER_CAP_S`; any
@@ -36,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from monoagent import ConfigError, Notification, NotifyFailed
+from monoagent import ConfigError, Notification, NotifyFailed, SymlinkedPath, open_directory_under, open_file_under
 from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, sign
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -89,26 +91,41 @@ class FileNotifier:
 
     name = "file"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, root: Path | None = None) -> None:
+        self.path = Path(os.path.normpath(path))
+        self.root = self.path.parent if root is None else Path(os.path.normpath(root))
+        """Where the walk starts: opened as it is (a symlink the operator set up is followed); below it, nothing is."""
+        self.relative = os.path.relpath(self.path, self.root)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], resolve: Callable[[str], Path]) -> FileNotifier:
-        """Validate ``options`` (``path`` only); relative paths are relative to the config file's directory."""
+        """Validate ``options`` (``path`` only); relative paths are relative to the config file's directory.
+
+        The root of the path (see the module docstring) is the config file's directory when the
+        path is inside it, else the home directory when it is inside that, else ``/``.
+        """
         _refuse_unknown("file", options, ("path",))
         raw = options.get("path")
         if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
             raise ConfigError(f"path: {raw!r} is not allowed; allowed: the path of the JSONL file answers are appended to")
-        path = resolve(raw)
-        if not path.parent.is_dir():
-            raise ConfigError(f"path: the directory {path.parent} does not exist; create it (the file itself is created, 0600)")
+        path = Path(os.path.normpath(resolve(raw)))
+        roots = [Path(os.path.normpath(resolve("."))), Path(os.path.normpath(Path.home())), Path(path.anchor or os.sep)]
+        notifier = cls(path, next(root for root in roots if path.is_relative_to(root) and path != root))
         try:
-            info = path.lstat()
+            parent = open_directory_under(notifier.root, os.path.dirname(notifier.relative), what="notify file")
+        except SymlinkedPath as exc:
+            raise ConfigError(f"path: {exc}") from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise ConfigError(f"path: the directory {path.parent} does not exist; create it (the file itself is created, 0600)") from None
+        try:
+            info = os.lstat(path.name, dir_fd=parent)
         except FileNotFoundError:
-            return cls(path)
+            return notifier
+        finally:
+            os.close(parent)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"path: {path} is a symlink or not a regular file; allowed: a regular file, or a path that does not exist yet")
-        return cls(path)
+        return notifier
 
     async def notify(self, notification: Notification) -> int:
         """Append the line (in a worker thread: it fsyncs); one attempt, :class:`NotifyFailed` if it cannot."""
@@ -121,13 +138,8 @@ class FileNotifier:
 
     def append(self, line: bytes) -> None:
         """Append ``line`` under an exclusive lock, in one ``write``, then fsync; ``OSError`` if refused."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        try:
-            fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise OSError(errno.ELOOP, "it is a symlink; refused") from None
-            raise
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+        fd = open_file_under(self.root, self.relative, flags, 0o600, what="notify file")
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(errno.EINVAL, "it is not a regular file; refused")

@@ -200,6 +200,46 @@ def test_a_symlink_or_a_directory_is_refused_at_start_up_and_at_delivery(tmp_pat
     agent.close()
 
 
+def test_a_symlinked_directory_on_the_way_is_refused_at_start_up_and_at_delivery(tmp_path):
+    """The finding: ``notify/`` a symlink to another directory; the file below it was appended to through it.
+    Refused at the check and, swapped in after it, at delivery; nothing is written through it and what the real
+    file holds stays. The config file's folder itself may be reached through a symlink the operator set up."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "answers.jsonl").write_text('{"kept": 1}\n')
+    (tmp_path / "notify").symlink_to(elsewhere)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "answers.jsonl").write_text('{"committed": 1}\n')
+    (tmp_path / "monoagent.toml").write_text(
+        '[notify.destinations.linked]\ntype = "file"\npath = "notify/answers.jsonl"\n'
+        f'[notify.destinations.deep]\ntype = "file"\npath = "{tmp_path / "notify" / "answers.jsonl"}"\n'
+        '[notify.destinations.later]\ntype = "file"\npath = "real/answers.jsonl"\n', encoding="utf-8")
+    events = Events()
+    agent = Agent(config_path=tmp_path / "monoagent.toml", plugins=[events], env={"MONO_AGENT_HOME": str(tmp_path / "home")})
+    dispatch = NotifyDispatch(agent)
+    for name in ("linked", "deep"):
+        with pytest.raises(ConfigError) as refused:
+            dispatch.check([name], "cron.jobs[0].notify")
+        message = str(refused.value)
+        assert f"notify.destinations.{name}.path" in message and f"{tmp_path / 'notify'} is a symlink" in message
+        assert "every directory is opened without following a symlink" in message
+    dispatch.check(["later"], "cron.jobs[0].notify")
+    (tmp_path / "real").rename(tmp_path / "moved")
+    (tmp_path / "real").symlink_to(elsewhere)  # swapped in after the check
+    asyncio.run(dispatch.deliver(["later"], result("hello"), channel="cron", source="daily"))
+    (failed,) = events.of("notify_failed")
+    assert f"{tmp_path / 'real'} is a symlink" in failed.data["error"] and not events.of("notify_delivered")
+    assert (elsewhere / "answers.jsonl").read_text() == '{"kept": 1}\n'
+    assert (tmp_path / "moved" / "answers.jsonl").read_text() == '{"committed": 1}\n'
+    agent.close()
+    linked_root = tmp_path / "project-link"
+    linked_root.symlink_to(tmp_path)  # the root itself through a symlink: followed
+    notifier = FileNotifier.from_options({"path": "moved/answers.jsonl"}, lambda raw: linked_root / raw)
+    notifier.append(b'{"second": 2}\n')
+    assert (tmp_path / "moved" / "answers.jsonl").read_text() == '{"committed": 1}\n{"second": 2}\n'
+
+
+
 APPENDER = """
 import asyncio, sys
 from pathlib import Path
