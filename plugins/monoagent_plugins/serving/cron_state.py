@@ -6,7 +6,8 @@ missed while the server was down (:class:`~monoagent_plugins.serving.cron_schedu
 
 The file is written atomically (a temporary file in the same directory, fsync, rename, fsync
 of the directory) in an owner-only directory. Anyone who can write the disk may have planted or
-damaged it, so reading is defensive: a file that is not a regular file of this user, is too
+damaged it, so reading is defensive: the directory and the file are reached from the agent home
+with no component below it followed through a symlink (:func:`monoagent.open_file_under`), and a file that is not a regular file of this user, is too
 large, is not strict JSON or not of the record's shape is named in a warning and treated as
 empty (no job is then considered missed), never a crash. A directory that is not private is
 named in a warning too, and then the state is neither read nor written.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent import logger, private_directory_problem, read_open_file, replace_file_durably
+from monoagent import SymlinkedPath, logger, open_directory_under, open_file_under, private_directory_problem, read_open_file, replace_file_durably
 from monoagent import strict_json_loads as strict_loads
 
 STATE_VERSION = 1
@@ -54,8 +55,10 @@ class DamagedState(Exception):
 class CronState:
     """The last handled tick of each job, loaded once at start-up and saved after each change."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Path | None = None) -> None:
         self.directory = directory
+        self.root = directory.parent if root is None else root
+        """The agent home: opened as it is; ``directory`` and the file below it are never reached through a symlink."""
         self.path = directory / "state.json"
         self.usable = True
         self._last: dict[str, datetime] = {}
@@ -92,8 +95,16 @@ class CronState:
             logger.warning("cron: could not save {} ({}); a restart may not know this tick ran", self.path, exc)
 
     def _ensure_directory(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if (problem := private_directory_problem(self.directory, "cron state directory")) is not None:
+        try:
+            fd = open_directory_under(self.root, os.path.relpath(self.directory, self.root), create=True, what="cron state directory")
+        except SymlinkedPath as exc:
+            self.usable = False
+            raise DamagedState(f"{exc}; the cron state is not kept there") from None
+        try:
+            problem = private_directory_problem(self.directory, "cron state directory", os.fstat(fd))
+        finally:
+            os.close(fd)
+        if problem is not None:
             self.usable = False
             raise DamagedState(f"{problem}; the cron state is not kept there")
 
@@ -101,10 +112,12 @@ class CronState:
         import cattrs
 
         try:
-            fd = os.open(self.path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
+            fd = open_file_under(self.root, os.path.relpath(self.path, self.root), os.O_RDONLY | _O_NONBLOCK, what="cron state file")
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):
                 raise
+            if isinstance(exc, SymlinkedPath):
+                raise DamagedState(str(exc)) from None
             raise DamagedState(f"cron state file {self.path} cannot be opened ({exc.strerror}; a symlink is refused)") from None
         try:
             if os.fstat(fd).st_uid != os.geteuid():
@@ -125,4 +138,4 @@ class CronState:
         return {name: when.astimezone(UTC) for name, when in last.items()}
 
     def _write(self, data: bytes) -> None:
-        replace_file_durably(self.path, data, stage_prefix=".state.")
+        replace_file_durably(self.path, data, stage_prefix=".state.", root=self.root)

@@ -414,6 +414,28 @@ def test_a_damaged_or_planted_state_file_is_named_in_a_warning_and_treated_as_em
         assert written == {"version": 1, "jobs": {"every": {"lastScheduled": "2026-01-01T00:01:00+00:00"}}}
 
 
+def test_a_cron_directory_swapped_for_a_symlink_is_neither_written_nor_read_through(tmp_path: Path,
+                                                                                   caplog_loguru: list[str]) -> None:
+    """The state's directory becomes a symlink after start-up: the next save is refused (a warning naming the
+    path and the rule), nothing is written through it, the committed state stays; the next start reads nothing."""
+    home = tmp_path / "home"
+    state = CronState(home / "cron")
+    state.load()
+    state.record("every", utc(2026, 1, 1, 0, 1))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "state.json").write_text("planted")
+    (home / "cron").rename(home / "cron-moved")
+    (home / "cron").symlink_to(elsewhere)
+    state.record("every", utc(2026, 1, 1, 0, 2))
+    assert (elsewhere / "state.json").read_text() == "planted" and os.listdir(elsewhere) == ["state.json"]
+    assert json.loads((home / "cron-moved" / "state.json").read_text())["jobs"]["every"]["lastScheduled"] == "2026-01-01T00:01:00+00:00"
+    assert any(f"{home / 'cron'} is a symlink; refused: below {home}" in line for line in caplog_loguru), caplog_loguru
+    again = CronState(home / "cron")
+    again.load()
+    assert again.last("every") is None and not again.usable
+
+
 # --------------------------------------------------------------------------- conversations
 
 
