@@ -2,7 +2,7 @@
 
 One SQLite file, ``<home>/webhook/receipts.sqlite3`` (WAL, ``synchronous=FULL``: a record is the
 promise that a retry runs no second turn, so it must outlive a power cut), in an owner-only
-directory. Two tables:
+directory reached from the agent home without following a symlink (:func:`monoagent.open_directory_under`). Two tables:
 
 - ``receipts``: one row per ``(hook, Idempotency-Key)`` with the SHA-256 of the request body, the
   state (``running`` while its first request runs, ``done`` once answered) and the stored answer
@@ -39,7 +39,14 @@ from typing import Literal
 
 import attrs
 
-from monoagent import MonoagentError, ProcessIdentity, logger, private_directory_problem
+from monoagent import (
+    MonoagentError,
+    ProcessIdentity,
+    SymlinkedPath,
+    logger,
+    open_directory_under,
+    private_directory_problem,
+)
 from monoagent_plugins.memory.database import immediate, open_database
 from monoagent_plugins.serving.signatures import TOLERANCE_S
 
@@ -128,14 +135,19 @@ class ReceiptStore:
         self.clock = clock
         self._lock = threading.Lock()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = open_directory_under(home, DIRECTORY, create=True, what="the webhook receipts directory")
+        except SymlinkedPath as exc:
+            raise WebhookStoreError(str(exc)) from None
         except OSError as exc:
             raise WebhookStoreError(f"cannot create the webhook receipts directory {self.directory}: {exc}") from exc
-        problem = private_directory_problem(self.directory, "the webhook receipts directory")
+        try:
+            problem = private_directory_problem(self.directory, "the webhook receipts directory", os.fstat(fd))
+        finally:
+            os.close(fd)
         if problem is not None:
             raise WebhookStoreError(problem)
         try:
-            self._db = open_database(self.directory / DATABASE)
+            self._db = open_database(self.directory / DATABASE, root=Path(home))
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
             if "owner_process" not in {row[1] for row in self._db.execute("PRAGMA table_info(receipts)")}:

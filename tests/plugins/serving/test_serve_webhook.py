@@ -4,6 +4,7 @@ durable idempotency keys and the body quoted as untrusted data."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -22,7 +23,7 @@ from monoagent import ProcessIdentity
 from monoagent._boundary.fences import has_fence_token
 from monoagent_plugins.serving.signatures import sign
 from monoagent_plugins.serving.webhook import PAYLOAD_END
-from monoagent_plugins.serving.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer
+from monoagent_plugins.serving.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer, WebhookStoreError
 
 SECRET = "webhook-secret-1"
 
@@ -377,6 +378,34 @@ def test_a_running_key_is_a_lease_that_expires_with_the_ttl(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.parametrize("planted", ["directory", "database"])
+def test_a_symlinked_receipts_directory_or_database_is_refused_and_nothing_is_written_through_it(tmp_path, planted):
+    """A symlink at the receipts directory or at the database (to an empty file SQLite would take for a new
+    database) is refused naming it; the file it leads to stays empty and the committed receipts stay."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "receipts.sqlite3").write_bytes(b"")
+    home = tmp_path / "home"
+    store = ReceiptStore(home, ttl_s=3600)
+    assert store.admit("deploy", "k-kept", "sha", "req-1", 1_000_000).outcome == "admitted"
+    store.close()
+    if planted == "directory":
+        (home / "webhook").rename(home / "webhook-moved")
+        (home / "webhook").symlink_to(elsewhere)
+        named = home / "webhook"
+    else:
+        (home / "webhook" / "receipts.sqlite3").rename(home / "webhook" / "kept.sqlite3")
+        (home / "webhook" / "receipts.sqlite3").symlink_to(elsewhere / "receipts.sqlite3")
+        named = home / "webhook" / "receipts.sqlite3"
+    with pytest.raises(WebhookStoreError, match="symlink") as refused:
+        ReceiptStore(home, ttl_s=3600)
+    assert str(named) in str(refused.value)
+    assert os.listdir(elsewhere) == ["receipts.sqlite3"] and (elsewhere / "receipts.sqlite3").read_bytes() == b""
+    kept = home / ("webhook-moved/receipts.sqlite3" if planted == "directory" else "webhook/kept.sqlite3")
+    with sqlite3.connect(kept) as db:
+        assert db.execute("SELECT key FROM receipts").fetchall() == [("k-kept",)]
 
 
 def signing_examples() -> tuple[str, str]:
