@@ -81,7 +81,7 @@ class FileTooLarge(UnsafeFileError):
 
 
 class SymlinkedPath(UnsafeFileError):
-    """A component below a configured root is a symlink (or not a directory where one is needed): refused, not followed.
+    """A component below a configured root is a symlink: refused, not followed.
 
     ``path`` is the whole path that was to be opened, ``component`` the part of it that was refused.
     """
@@ -102,25 +102,25 @@ def _components(relative: str | os.PathLike[str]) -> list[str]:
 
 
 def _refusal(exc: OSError, parent_fd: int, name: str, component: str, full: str, root: str, what: str) -> OSError:
-    """The error for a component that could not be opened: a :class:`SymlinkedPath` for a symlink or a non-directory."""
-    kind = None
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        try:
-            info = os.lstat(name, dir_fd=parent_fd)
-        except OSError:
-            info = None
-        if info is not None and stat.S_ISLNK(info.st_mode):
-            kind = "is a symlink"
-        elif info is not None and not stat.S_ISDIR(info.st_mode) and component != full:
-            kind = "is not a directory"
-    if kind is None:
+    """The error for a component that could not be opened: :class:`SymlinkedPath` for a symlink,
+    ``NotADirectoryError`` naming it for something else where a directory is needed, else ``exc``."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
         return exc
-    return SymlinkedPath(
-        f"{what} {full}: {component} {kind}; refused: below {root} every directory is opened without following "
-        f"a symlink (move it away, or configure the real directory)",
-        full,
-        component,
-    )
+    try:
+        info = os.lstat(name, dir_fd=parent_fd)
+    except OSError:
+        return exc
+    if stat.S_ISLNK(info.st_mode):
+        return SymlinkedPath(
+            f"{what} {full}: {component} is a symlink; refused: below {root} every directory is opened without "
+            f"following a symlink (move it away, or configure the real directory)",
+            full,
+            component,
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        kind = "a regular file" if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)
+        return NotADirectoryError(errno.ENOTDIR, f"{what} {full}: {component} is {kind}, not a directory")
+    return exc
 
 
 def open_directory_under(
@@ -132,8 +132,8 @@ def open_directory_under(
     ``root`` is opened as it is (a symlink the operator set up is followed); each component of
     ``relative`` is opened relative to the one before with ``O_NOFOLLOW``, so none is followed
     through a symlink. ``create``: missing components (and ``root``) are created with ``mode``.
-    Raises :class:`SymlinkedPath` naming the path and the component for a symlink or a
-    non-directory on the way, ``ValueError`` for a ``relative`` that is absolute or holds ``..``,
+    Raises :class:`SymlinkedPath` naming the path and the component for a symlink on the way,
+    ``NotADirectoryError`` naming them for a file where a directory is needed, ``ValueError`` for a ``relative`` that is absolute or holds ``..``,
     else the ``OSError`` of the open (``FileNotFoundError`` without ``create``).
     """
     root = os.fspath(root)

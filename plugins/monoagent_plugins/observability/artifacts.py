@@ -72,6 +72,7 @@ from monoagent import (
     failure_text,
     hookimpl,
     logger,
+    open_file_under,
     setting,
     utf8_len,
     utf8_prefix,
@@ -223,17 +224,15 @@ def run_file(artifacts_dir: Path, run_id: str) -> Path:
 
 
 def _open_run_file(root: Path, run_id: str) -> IO[str]:
-    """The run's file for appending (0600, never through a symlink); its directories (0700) are
-    created only when the open finds them missing, which spares every later run three ``mkdir``."""
-    path = os.path.join(root, "runs", f"{run_id}.jsonl")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    """The run's file for appending (0600), reached from ``artifacts.dir`` with no component followed through a
+    symlink (:func:`monoagent.open_file_under`); its directories (0700) are created only when the open finds them
+    missing, which spares every later run three ``mkdir``."""
+    relative = f"runs/{run_id}.jsonl"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = open_file_under(root, relative, flags, 0o600, what="run file")
     except FileNotFoundError:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        root.mkdir(mode=0o700, exist_ok=True)
-        (root / "runs").mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, flags, 0o600)
+        fd = open_file_under(root, relative, flags, 0o600, create_directories=True, what="run file")
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -392,7 +391,8 @@ class ToolOutputSink:
     """Best-effort, owner-only files for the originals of one run's oversized tool output.
 
     ``save`` returns the path it wrote or raises ``OSError``; the directories are created on the
-    first save (0700) and each file is created new (0600, never following a symlink). Files are
+    first save (0700) and each file is created new (0600); no component below ``artifacts.dir``
+    is followed through a symlink (:class:`monoagent.SymlinkedPath`). Files are
     numbered in the order the run saved them: ``<n>-<call id>.<ext>``.
     """
 
@@ -400,18 +400,7 @@ class ToolOutputSink:
         self.directory = Path(artifacts_dir) / SINK_DIRNAME / run_id
         self._count = 0
 
-    def _ensure_directory(self) -> None:
-        root = self.directory.parent.parent
-        root.parent.mkdir(parents=True, exist_ok=True)
-        for directory in (root, self.directory.parent, self.directory):
-            try:
-                directory.mkdir(mode=0o700)
-            except FileExistsError:
-                if not directory.is_dir():
-                    raise NotADirectoryError(f"{directory} exists and is not a directory") from None
-
     def save(self, result: ToolResult, block: ContentBlock) -> str:
-        self._ensure_directory()
         self._count += 1
         stem = _UNSAFE_NAME.sub("_", result.call_id)[:64] or "call"
         if isinstance(block, TextBlock):
@@ -419,7 +408,9 @@ class ToolOutputSink:
         else:
             data, suffix = block.data, _EXTENSIONS.get(block.media_type, ".bin")
         path = self.directory / f"{self._count:04d}-{stem}{suffix}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        root = self.directory.parent.parent
+        fd = open_file_under(root, os.path.relpath(path, root), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600,
+                             create_directories=True, what="tool output file")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         return str(path)

@@ -123,3 +123,42 @@ def test_an_event_line_is_what_cattrs_makes_of_it_whatever_the_data_holds():
         except RecursionError:
             got = "RecursionError"
         assert got == expected
+
+
+def test_a_runs_directory_swapped_for_a_symlink_is_not_written_through(tmp_path):
+    """``artifacts/runs`` becomes a symlink to another directory: the run's lines are not written there (a log line
+    says why), the files already written stay; the tool-output sink refuses a symlinked directory the same way."""
+    from monoagent import SymlinkedPath, TextBlock, ToolResult
+    from monoagent._kernel.log import logger
+    from monoagent_plugins.observability.artifacts import ToolOutputSink
+
+    own = ArtifactWriter()
+    root = tmp_path / "artifacts"
+    own.submit(root, RunEvent("run_started", "r1", "c", 1, 1.0, {}))
+    own.submit(root, RunEvent("run_completed", "r1", "c", 2, 1.0, {}))
+    assert own.flush()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "runs").rename(root / "runs-moved")
+    (root / "runs").symlink_to(elsewhere)
+    warnings: list[str] = []
+    sink = logger.add(lambda message: warnings.append(message.record["message"]), level="WARNING")
+    logger.enable("monoagent_plugins")
+    try:
+        own.submit(root, RunEvent("run_started", "r2", "c", 1, 1.0, {}))
+        own.submit(root, RunEvent("run_completed", "r2", "c", 2, 1.0, {}))
+        own.flush()
+    finally:
+        logger.disable("monoagent_plugins")
+        logger.remove(sink)
+    assert list(elsewhere.iterdir()) == []
+    assert any(f"{root / 'runs'} is a symlink; refused: below {root}" in line for line in warnings), warnings
+    assert (root / "runs-moved" / "r1.jsonl").read_text().count("\n") == 3
+    (root / "tool-output").symlink_to(elsewhere)
+    try:
+        ToolOutputSink(root, "r3").save(ToolResult("call-1", "t", "x"), TextBlock("x"))
+    except SymlinkedPath as exc:
+        assert f"{root / 'tool-output'} is a symlink" in str(exc)
+    else:
+        raise AssertionError("the tool-output sink wrote through a symlinked directory")
+    assert list(elsewhere.iterdir()) == []
