@@ -35,8 +35,10 @@ import attrs
 from monoagent import (
     Message,
     MonoagentError,
+    SymlinkedPath,
     fsync_directory,
     logical_conversation_id,
+    open_directory_under,
     private_directory_problem,
     read_open_file,
     replace_file_durably,
@@ -106,7 +108,8 @@ class SummaryFiles:
     """The summary records under ``<history dir>/summaries`` (see the module docstring)."""
 
     def __init__(self, history_dir: str | os.PathLike[str]) -> None:
-        self.directory = Path(history_dir) / DIRECTORY
+        self.root = Path(history_dir)
+        self.directory = self.root / DIRECTORY
         self._directory = str(self.directory)
 
     def path(self, conversation_id: str) -> Path:
@@ -145,8 +148,15 @@ class SummaryFiles:
         return record
 
     def _ensure_directory(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if (problem := private_directory_problem(self.directory, "summary directory")) is not None:
+        try:
+            fd = open_directory_under(self.root, DIRECTORY, create=True, what="summary directory")
+        except SymlinkedPath as exc:
+            raise DamagedSummary(f"{exc}; summaries are not stored there") from None
+        try:
+            problem = private_directory_problem(self.directory, "summary directory", os.fstat(fd))
+        finally:
+            os.close(fd)
+        if problem is not None:
             raise DamagedSummary(f"{problem}; summaries are not stored there")
 
     def save(self, record: SummaryRecord) -> None:
@@ -154,7 +164,7 @@ class SummaryFiles:
         self._ensure_directory()
         target = self.path(record.conversationId)
         data = json.dumps(attrs.asdict(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-        replace_file_durably(target, data, stage_prefix=f".{target.name}.")
+        replace_file_durably(target, data, stage_prefix=f".{target.name}.", root=self.root)
 
     def _fsync_directory(self) -> None:
         fsync_directory(self.directory)

@@ -41,12 +41,11 @@ def store_text(root: Path, artifact_id: str, text: str) -> bool:
     path = artifact_path(root, artifact_id)
     if os.path.lexists(path):
         return False
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     kept = utf8_prefix(text, MAX_BYTES)
     data = kept.text
     if kept.truncated:
         data += f"\n[artifact text truncated: stored {kept.kept_bytes} of {kept.original_bytes} bytes]"
-    replace_file_durably(path, data.encode("utf-8"), stage_prefix=".stage.")
+    replace_file_durably(path, data.encode("utf-8"), stage_prefix=".stage.", root=root)  # no symlink below root
     return True
 
 

@@ -22,7 +22,15 @@ from pathlib import Path
 
 import attrs
 
-from monoagent import SymlinkedPath, logger, open_directory_under, open_file_under, private_directory_problem, read_open_file, replace_file_durably
+from monoagent import (
+    SymlinkedPath,
+    logger,
+    open_directory_under,
+    open_file_under,
+    private_directory_problem,
+    read_open_file,
+    replace_file_durably,
+)
 from monoagent import strict_json_loads as strict_loads
 
 STATE_VERSION = 1

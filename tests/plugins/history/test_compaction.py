@@ -430,3 +430,21 @@ def test_count_tokens_uses_tiktoken_when_it_can_load_its_encoding():
 
     text = "Summary of earlier conversation: <|endoftext|> stays text"
     assert tokens.count_tokens(text, "anthropic:x") == len(encoding.encode(text, disallowed_special=()))
+
+
+def test_a_summary_directory_reached_through_a_symlink_is_refused_and_the_committed_summary_stays(tmp_path):
+    """``<history>/summaries`` swapped for a symlink to another directory: a save is refused naming it and the rule,
+    nothing is written there, the summary already saved stays where it was."""
+    from monoagent_plugins.history.compaction_summaries import DamagedSummary, SummaryRecord
+
+    history = tmp_path / "history"
+    files = SummaryFiles(history)
+    record = SummaryRecord(1, "c1", "the summary", "m1", "", "m", 1.0)
+    files.save(record)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (history / "summaries").rename(history / "summaries-moved")
+    (history / "summaries").symlink_to(elsewhere)
+    with pytest.raises(DamagedSummary, match=f"{history / 'summaries'} is a symlink; refused: below {history}"):
+        files.save(record)
+    assert os.listdir(elsewhere) == [] and len(os.listdir(history / "summaries-moved")) == 1

@@ -162,3 +162,25 @@ def test_a_runs_directory_swapped_for_a_symlink_is_not_written_through(tmp_path)
     else:
         raise AssertionError("the tool-output sink wrote through a symlinked directory")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_stored_artifact_is_not_written_through_a_symlinked_directory(tmp_path):
+    """The attachment store under the history directory: ``artifacts/`` a symlink to another directory is refused
+    (the artifact written before stays), nothing is written through it."""
+    from monoagent import SymlinkedPath
+    from monoagent_plugins.observability.artifact_store import artifact_path, store_text
+
+    history = tmp_path / "history"
+    assert store_text(history, "art_" + "a" * 24, "first")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (history / "artifacts").rename(history / "artifacts-moved")
+    (history / "artifacts").symlink_to(elsewhere)
+    try:
+        store_text(history, "art_" + "b" * 24, "second")
+    except SymlinkedPath as exc:
+        assert f"{history / 'artifacts'} is a symlink" in str(exc)
+    else:
+        raise AssertionError("the artifact was written through a symlinked directory")
+    assert list(elsewhere.iterdir()) == []
+    assert (history / "artifacts-moved" / artifact_path(history, "art_" + "a" * 24).name).read_text() == "first"
