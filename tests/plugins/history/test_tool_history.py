@@ -166,6 +166,21 @@ def test_a_symlinked_sidecar_is_refused(tmp_path, make_store):
         put(store, "c", "r", "1")
 
 
+def test_a_symlinked_tool_history_or_lock_directory_is_refused_and_nothing_is_written_through_it(tmp_path, make_store):
+    """``tool-history/`` or ``.locks/`` a symlink to another directory: the write is refused naming it and the rule;
+    the directory it leads to stays empty."""
+    for name in ("tool-history", ".locks"):
+        store = make_store()
+        elsewhere = tmp_path / f"elsewhere-{name}"
+        elsewhere.mkdir()
+        store.history_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (store.history_dir / name).symlink_to(elsewhere)
+        with pytest.raises(Exception, match=f"{store.history_dir / name}.* symlink"):
+            put(store, "c", "r", "1")
+        assert list(elsewhere.iterdir()) == []
+        (store.history_dir / name).unlink()
+
+
 # --------------------------------------------------------------------------- persistence modes
 
 

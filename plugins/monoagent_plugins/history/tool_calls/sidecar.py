@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monoagent import ToolHistoryError
+from monoagent import SymlinkedPath, ToolHistoryError, open_directory_under, open_file_under
 
 if TYPE_CHECKING:
     from monoagent_plugins.history.tool_history import ToolHistoryConfig
@@ -85,18 +85,37 @@ class SidecarUnavailable(ToolHistoryError):
     """The sidecar is corrupt, unsafe (a symlink, not a regular file) or of an unknown schema."""
 
 
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` (0700) if missing; a symlink or a file in its place is refused."""
+def ensure_dir(path: Path, root: Path | None = None) -> None:
+    """Create ``path`` (0700) if missing; a symlink or a file in its place is refused.
+
+    With ``root`` (the history directory ``path`` is below), every component from ``root`` down is
+    created and opened without following a symlink (:func:`monoagent.open_directory_under`).
+    """
+    if root is not None:
+        try:
+            os.close(open_directory_under(root, os.path.relpath(path, root), create=True, what="tool history directory"))
+        except (SymlinkedPath, NotADirectoryError) as exc:
+            raise SidecarUnavailable(str(exc)) from None
+        return
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise SidecarUnavailable(f"{path} must be a real directory, not a symlink or a file")
 
 
-def create_private(path: Path) -> None:
-    """Create ``path`` 0600 if missing (O_NOFOLLOW: a symlink is refused), whatever the umask."""
+def create_private(path: Path, root: Path | None = None) -> None:
+    """Create ``path`` 0600 if missing (O_NOFOLLOW: a symlink is refused), whatever the umask.
+
+    With ``root``, no directory from ``root`` down to ``path`` is followed through a symlink either.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        if root is None:
+            fd = os.open(path, flags, 0o600)
+        else:
+            fd = open_file_under(root, os.path.relpath(path, root), flags, 0o600, what="tool history file")
+    except SymlinkedPath as exc:
+        raise SidecarUnavailable(str(exc)) from None
     except FileExistsError:
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):

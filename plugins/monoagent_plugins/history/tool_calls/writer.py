@@ -113,8 +113,8 @@ def _owner_lock(history_dir: Path, wait_ms: int = BUSY_TIMEOUT_MS) -> Iterator[N
     raises :class:`OwnerLockBusy` instead of blocking the writer thread for good.
     """
     path = history_dir / OWNER_LOCK
-    ensure_dir(path.parent)
-    create_private(path)
+    ensure_dir(path.parent, history_dir)
+    create_private(path, history_dir)
     fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         deadline = time.monotonic() + wait_ms / 1000
@@ -334,13 +334,13 @@ class SidecarWriter:
 
     def _open(self, wait_ms: int) -> tuple[sqlite3.Connection, WriterLock]:
         ensure_dir(self.history_dir)
-        ensure_dir(self.path.parent)
+        ensure_dir(self.path.parent, self.history_dir)
         locks = self.history_dir / LOCKS
-        ensure_dir(locks)
+        ensure_dir(locks, self.history_dir)
         with _owner_lock(self.history_dir, wait_ms):
             identity = WriterLock(locks)
             try:
-                create_private(self.path)
+                create_private(self.path, self.history_dir)
                 db = connect(self.path, self.settings, wait_ms)
                 try:
                     self._prepare(db)
