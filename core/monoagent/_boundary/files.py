@@ -172,19 +172,19 @@ def _walk(root: str, parts: list[str], create: bool, mode: int, what: str, full:
 
 def open_file_under(
     root: str | os.PathLike[str], relative: str | os.PathLike[str], flags: int, mode: int = 0o600, *,
-    create_directories: bool = False, what: str = "file",
+    create_directories: bool = False, directory_mode: int = 0o700, what: str = "file",
 ) -> int:
     """``os.open`` of ``root/relative`` with ``flags | O_NOFOLLOW | O_CLOEXEC``, through :func:`open_directory_under`.
 
     No component below ``root``, the file's own name included, is followed through a symlink;
-    ``create_directories`` creates missing directories (0700) on the way. Raises
+    ``create_directories`` creates missing directories (``directory_mode``, 0700 unless told) on the way. Raises
     :class:`SymlinkedPath` for a symlink on the way or at the file's name.
     """
     parts = _components(relative)
     if not parts:
         raise ValueError(f"{os.fspath(relative)!r} names no file below {os.fspath(root)}")
     full = os.path.join(os.fspath(root), *parts)
-    parent = _walk(os.fspath(root), parts[:-1], create_directories, 0o700, what, full)
+    parent = _walk(os.fspath(root), parts[:-1], create_directories, directory_mode, what, full)
     try:
         try:
             return os.open(parts[-1], flags | _O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=parent)

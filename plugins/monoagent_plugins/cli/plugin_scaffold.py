@@ -20,6 +20,7 @@ half-way removes what was written.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import string
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from monoagent import MonoagentError
+from monoagent import MonoagentError, open_file_under
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 MAX_NAME_CHARS = 40
@@ -212,10 +213,10 @@ def write_plugin(parent: Path, names: PluginNames, description: str = "") -> tup
     except OSError as exc:
         raise PluginScaffoldError(f"cannot create {str(target)!r}: {exc.strerror or exc}") from exc
     try:
-        for relative, content in files.items():
-            path = target / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("x", encoding="utf-8") as out:
+        for relative, content in files.items():  # from the parent down, nothing followed through a symlink
+            fd = open_file_under(parent, os.path.join(names.distribution, relative), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                 0o666, create_directories=True, directory_mode=0o777, what="plugin file")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(content)
     except OSError as exc:
         shutil.rmtree(target)  # the folder is ours: made above, by this call
