@@ -6,6 +6,9 @@ directories, opens only the store's own files (never through a symlink, never a 
 another user's), holds the shard and retention locks, reads a record under its cap (cached by
 stat identity), lists the store's own files (reporting look-alikes once) and writes, fsyncs and
 reclaims stages. Every write, fsync, rename and unlink of a commit goes through :class:`FsOps`.
+Below ``history.dir`` nothing is followed through a symlink: lock files are opened from it by
+:func:`monoagent.open_file_under`, and ``.stages`` is walked the same way before each stage is
+created (a ``.stages`` swapped for a symlink after start-up fails the commit, naming it).
 The store's state is set by the store's ``__init__``; the attributes below are what this part uses.
 """
 
@@ -19,7 +22,15 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 
-from monoagent import FileTooLarge, logger, private_directory_problem, read_open_file
+from monoagent import (
+    FileTooLarge,
+    SymlinkedPath,
+    logger,
+    open_directory_under,
+    open_file_under,
+    private_directory_problem,
+    read_open_file,
+)
 from monoagent_plugins.history.records import (
     DOCUMENTED_MAX_MESSAGES,
     DOCUMENTED_MESSAGE_BYTES,
@@ -151,10 +162,38 @@ class HistoryDirectory:
             )
         return fd
 
+    def _walked(self, subdirectory: str, what: str) -> None:
+        """Check ``subdirectory`` of the store from ``history.dir`` down (:func:`monoagent.open_directory_under`)."""
+        try:
+            fd = open_directory_under(self.directory, subdirectory, what=what)
+        except (SymlinkedPath, NotADirectoryError) as exc:
+            raise HistoryRecordError(f"{exc}; committed history is untouched") from None
+        try:
+            problem = private_directory_problem(os.path.join(self.directory, subdirectory), what, os.fstat(fd))
+        finally:
+            os.close(fd)
+        if problem is not None:
+            raise HistoryRecordError(problem)
+
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
-        fd = self._open_owned(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT, "history lock file")
-        assert fd is not None
+        path = os.path.join(self._locks, name)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK  # a FIFO must not block
+        try:
+            fd = open_file_under(self.directory, os.path.relpath(path, self.directory), flags, 0o600, what="history lock file")
+        except SymlinkedPath as exc:
+            if exc.component == exc.path:  # the lock file itself
+                raise HistoryRecordError(f"history lock file {name} cannot be opened safely: it is a symlink (refused)") from None
+            raise HistoryRecordError(f"{exc}; committed history is untouched") from None
+        except NotADirectoryError as exc:
+            raise HistoryRecordError(f"{exc}; committed history is untouched") from None
+        except OSError as exc:
+            raise HistoryRecordError(f"history lock file {name} cannot be opened safely: {exc.strerror}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != self._uid:
+            os.close(fd)
+            raise HistoryRecordError(f"history lock file {name} is not a regular file of this user; refusing it (move it out of "
+                                     f"{self._locks})")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -330,6 +369,7 @@ class HistoryDirectory:
                     f"history.maxStageBytes = {self.max_stage_bytes}; committed history is untouched (retry when other "
                     f"turns finish, or raise the limit)"
                 )
+        self._walked(os.path.relpath(self._stages, self.directory), "history stage directory")
         fs = self.fs
         while True:
             path = os.path.join(self._stages, f"{name[17:-len(SUFFIX)]}.{os.urandom(6).hex()}{STAGE_SUFFIX}")

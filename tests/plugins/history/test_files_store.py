@@ -159,6 +159,23 @@ def test_symlinked_inner_directories_are_refused(tmp_path, inner):
         commit(FilesHistoryStore(root), "c", 1)
 
 
+@pytest.mark.parametrize("inner", [".stages", ".locks"])
+def test_an_inner_directory_swapped_for_a_symlink_while_the_store_is_open_is_refused(tmp_path, inner):
+    """The store checked its directories at first use; ``.stages`` or ``.locks`` swapped for a symlink afterwards
+    is refused at the next commit, naming it and the rule; nothing is written through it, committed history stays."""
+    root = tmp_path / "history"
+    store = FilesHistoryStore(root)
+    commit(store, "c", 1)
+    committed = load(store, "c")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (root / inner).rename(root / f"{inner}-moved")
+    (root / inner).symlink_to(elsewhere)
+    with pytest.raises(HistoryRecordError, match=f"{root / inner} is a symlink; refused: below {root}"):
+        commit(store, "c", 2)
+    assert list(elsewhere.iterdir()) == [] and committed and load(store, "c") == committed
+
+
 def test_symlinked_lock_file_is_refused(store, tmp_path):
     commit(store, "c", 1)
     lock = tmp_path / "history" / ".locks" / "shard-00.lock"
