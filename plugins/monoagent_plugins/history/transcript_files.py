@@ -43,9 +43,11 @@ from monoagent import (
     HistoryStoreError,
     Message,
     StrictJSONError,
+    SymlinkedPath,
     UnsafeFileError,
     converter,
     logger,
+    open_file_under,
     private_directory_problem,
     read_open_file,
 )
@@ -163,8 +165,11 @@ class TranscriptRoot:
         self.ensure()
         shard = int(digest[:8], 16) % SHARDS
         path = os.path.join(self.root, LOCKS, f"shard-{shard:02d}.lock")
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | O_CLOEXEC, 0o600)
+        try:  # from the root down, nothing followed through a symlink (a .locks swapped for one is refused)
+            fd = open_file_under(self.root, os.path.join(LOCKS, f"shard-{shard:02d}.lock"), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK,
+                                 0o600, what="session lock file")
+        except SymlinkedPath as exc:
+            raise TranscriptStoreError(str(exc)) from None
         except OSError as exc:
             raise TranscriptStoreError(f"session lock file {path} cannot be opened safely: {exc.strerror}") from None
         info = os.fstat(fd)

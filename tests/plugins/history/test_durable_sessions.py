@@ -792,6 +792,24 @@ def test_an_unsafe_conversation_directory_fails_closed(tmp_path, plant):
     assert lock_is_free(shard_file(tmp_path))
 
 
+def test_a_lock_directory_swapped_for_a_symlink_while_serving_is_refused(tmp_path):
+    """``<transcriptsDir>/.locks`` becomes a symlink after the store checked it: the next turn's lock is refused
+    naming it, no lock file is created through it, the committed transcript stays (a guard: ensure() checks it too)."""
+    from monoagent_plugins.history.transcript_files import TranscriptStoreError
+
+    agent = agent_with_sessions(tmp_path)
+    run(Driver(agent, backend_of(agent)).turn("one"))
+    kept = sorted(p.name for p in conversation_dir(tmp_path).iterdir())
+    locks = tmp_path / "sessions" / ".locks"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    locks.rename(tmp_path / "sessions" / "locks-moved")
+    locks.symlink_to(elsewhere)
+    with pytest.raises(TranscriptStoreError, match=f"{locks} is a symlink"):
+        run(backend_of(agent).open(make_turn(agent).view))
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in conversation_dir(tmp_path).iterdir()) == kept
+
+
 # --------------------------------------------------------------------------- restart --clear-sessions
 
 
