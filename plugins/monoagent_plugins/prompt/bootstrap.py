@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from monoagent import FileTooLarge, NotRegularFile, read_regular_text
+from monoagent import FileTooLarge, NotRegularFile, open_file_under, read_regular_text
 
 if TYPE_CHECKING:
     from monoagent import Config, Turn
@@ -109,13 +109,13 @@ def create_home_file(config: Config, configured: Path | None, name: str, text: s
     home = config.home
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = home / name
-    _create_if_missing(path, text)
+    _create_if_missing(home, name, text)
     return path
 
 
-def _create_if_missing(path: Path, text: str) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+def _create_if_missing(home: Path, name: str, text: str) -> None:
+    try:  # never through a symlink below the home (monoagent.open_file_under)
+        fd = open_file_under(home, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, what="home file")
     except FileExistsError:
         return
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
