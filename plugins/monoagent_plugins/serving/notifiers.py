@@ -109,6 +109,8 @@ class FileNotifier:
         if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
             raise ConfigError(f"path: {raw!r} is not allowed; allowed: the path of the JSONL file answers are appended to")
         path = Path(os.path.normpath(resolve(raw)))
+        if not path.name:
+            raise ConfigError(f"path: {path} is a directory, not a file; allowed: the path of the JSONL file answers are appended to")
         home = os.path.expanduser("~")  # "~" itself when there is no home: not absolute, never a root
         roots = [Path(os.path.normpath(resolve("."))), Path(os.path.normpath(home)), Path(path.anchor or os.sep)]
         notifier = cls(path, next((root for root in roots if root.is_absolute() and path.is_relative_to(root) and path != root), None))
