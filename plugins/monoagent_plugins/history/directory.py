@@ -8,7 +8,7 @@ stat identity), lists the store's own files (reporting look-alikes once) and wri
 reclaims stages. Every write, fsync, rename and unlink of a commit goes through :class:`FsOps`.
 Below ``history.dir`` nothing is followed through a symlink: lock files are opened from it by
 :func:`monoagent.open_file_under`, and ``.stages`` is walked the same way before each stage is
-created (a ``.stages`` swapped for a symlink after start-up fails the commit, naming it).
+created and before it is counted (a ``.stages`` swapped for a symlink after start-up fails the commit, naming it).
 The store's state is set by the store's ``__init__``; the attributes below are what this part uses.
 """
 
@@ -322,6 +322,9 @@ class HistoryDirectory:
         )
 
     def _stage_usage(self) -> tuple[int, int]:
+        """How many stages there are and their bytes; first, ``.stages`` is walked from ``history.dir`` (no symlink
+        on the way), which is also the check before each stage is written (:meth:`_stage` starts here)."""
+        self._walked(os.path.relpath(self._stages, self.directory), "history stage directory")
         stages = self._stage_files()
         return len(stages), sum(info.st_size for _, info in stages)
 
@@ -369,7 +372,6 @@ class HistoryDirectory:
                     f"history.maxStageBytes = {self.max_stage_bytes}; committed history is untouched (retry when other "
                     f"turns finish, or raise the limit)"
                 )
-        self._walked(os.path.relpath(self._stages, self.directory), "history stage directory")
         fs = self.fs
         while True:
             path = os.path.join(self._stages, f"{name[17:-len(SUFFIX)]}.{os.urandom(6).hex()}{STAGE_SUFFIX}")

@@ -129,7 +129,7 @@ def _check_regular(path: Path) -> None:
             )
 
 
-def connect(path: Path, busy_timeout_ms: int = 10_000, *, root: Path | None = None) -> sqlite3.Connection:
+def connect(path: Path, busy_timeout_ms: int = 10_000) -> sqlite3.Connection:
     """Connect to (creating) an owner-only SQLite file for a tier: directory 0700, file 0600.
 
     The file and its companions must be regular files (a FIFO, a device or a directory is
@@ -137,22 +137,10 @@ def connect(path: Path, busy_timeout_ms: int = 10_000, *, root: Path | None = No
     (searches work, writes fail with ``SQLITE_READONLY``). Text that is not valid UTF-8 reads
     as U+FFFD rather than failing the query it is in. An existing file is not written to, so one
     that turns out not to be the tier's is left exactly as it was.
-
-    ``root``: a directory ``path`` is below, for a file that is the store's own: the directories
-    from it down are created and checked with :func:`monoagent.open_directory_under` (none is
-    followed through a symlink, :class:`~monoagent.SymlinkedPath`) and the file's own name may
-    not be a symlink either. SQLite then opens the path it was given: a directory swapped for a
-    symlink between that check and SQLite's open is not seen.
     """
     import sqlite3
 
-    if root is None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    else:
-        from monoagent import open_file_under
-
-        os.close(open_file_under(root, os.path.relpath(path, root), os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, 0o600,
-                                 create_directories=True, what="database"))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _check_regular(path)
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
@@ -182,8 +170,20 @@ def use_wal(conn: sqlite3.Connection) -> None:
 
 
 def open_database(path: Path, busy_timeout_ms: int = 10_000, *, root: Path | None = None) -> sqlite3.Connection:
-    """:func:`connect` (``root`` as there), then WAL: for a file known to be the caller's own."""
-    conn = connect(path, busy_timeout_ms, root=root)
+    """:func:`connect`, then WAL: for a file known to be the caller's own.
+
+    ``root``: a directory ``path`` is below. The directories from it down are created (0700) and
+    the file (0600) with :func:`monoagent.open_file_under` first, so none of them, the file's own
+    name included, is followed through a symlink (:class:`~monoagent.SymlinkedPath`). SQLite then
+    opens the path it was given: a directory swapped for a symlink between that check and
+    SQLite's open is not seen.
+    """
+    if root is not None:
+        from monoagent import open_file_under
+
+        os.close(open_file_under(root, os.path.relpath(path, root), os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, 0o600,
+                                 create_directories=True, what="database"))
+    conn = connect(path, busy_timeout_ms)
     try:
         use_wal(conn)
     except BaseException:

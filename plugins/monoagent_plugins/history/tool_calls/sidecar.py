@@ -85,22 +85,21 @@ class SidecarUnavailable(ToolHistoryError):
     """The sidecar is corrupt, unsafe (a symlink, not a regular file) or of an unknown schema."""
 
 
-def ensure_dir(path: Path, root: Path | None = None) -> None:
-    """Create ``path`` (0700) if missing; a symlink or a file in its place is refused.
-
-    With ``root`` (the history directory ``path`` is below), every component from ``root`` down is
-    created and opened without following a symlink (:func:`monoagent.open_directory_under`).
-    """
-    if root is not None:
-        try:
-            os.close(open_directory_under(root, os.path.relpath(path, root), create=True, what="tool history directory"))
-        except (SymlinkedPath, NotADirectoryError) as exc:
-            raise SidecarUnavailable(str(exc)) from None
-        return
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` (0700) if missing; a symlink or a file in its place is refused."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise SidecarUnavailable(f"{path} must be a real directory, not a symlink or a file")
+
+
+def ensure_dir_under(path: Path, root: Path) -> None:
+    """:func:`ensure_dir` for a directory below ``root`` (the history directory): every component from ``root``
+    down is created (0700) and opened without following a symlink (:func:`monoagent.open_directory_under`)."""
+    try:
+        os.close(open_directory_under(root, os.path.relpath(path, root), create=True, what="tool history directory"))
+    except (SymlinkedPath, NotADirectoryError) as exc:
+        raise SidecarUnavailable(str(exc)) from None
 
 
 def create_private(path: Path, root: Path | None = None) -> None:

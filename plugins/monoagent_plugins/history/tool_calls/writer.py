@@ -68,6 +68,7 @@ from monoagent_plugins.history.tool_calls.sidecar import (
     connect,
     create_private,
     ensure_dir,
+    ensure_dir_under,
     is_busy,
     is_moved,
     next_seq,
@@ -113,7 +114,7 @@ def _owner_lock(history_dir: Path, wait_ms: int = BUSY_TIMEOUT_MS) -> Iterator[N
     raises :class:`OwnerLockBusy` instead of blocking the writer thread for good.
     """
     path = history_dir / OWNER_LOCK
-    ensure_dir(path.parent, history_dir)
+    ensure_dir_under(path.parent, history_dir)
     create_private(path, history_dir)
     fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
@@ -334,9 +335,9 @@ class SidecarWriter:
 
     def _open(self, wait_ms: int) -> tuple[sqlite3.Connection, WriterLock]:
         ensure_dir(self.history_dir)
-        ensure_dir(self.path.parent, self.history_dir)
+        ensure_dir_under(self.path.parent, self.history_dir)
         locks = self.history_dir / LOCKS
-        ensure_dir(locks, self.history_dir)
+        ensure_dir_under(locks, self.history_dir)
         with _owner_lock(self.history_dir, wait_ms):
             identity = WriterLock(locks)
             try:
