@@ -88,7 +88,7 @@ class WebhookConfig:
 
     enabled: bool = setting(False, doc="Serve the webhook channel.", env="MONO_AGENT_WEBHOOK_ENABLED")
     hooks: dict[str, WebhookHook] = setting(doc="The hooks, by name ([webhook.hooks.<name>]).", factory=dict)
-    idempotency_ttl_hours: int = setting(24, doc="How long a completed request's answer is kept for a repeated Idempotency-Key.",
+    idempotency_ttl_hours: int = setting(24, doc="How long a completed request's answer is kept for a repeated Idempotency-Key (and the longest a key whose first request still runs is held).",
                                          env="MONO_AGENT_WEBHOOK_IDEMPOTENCY_TTL_HOURS", min=1, max=8760)
 
 
