@@ -300,9 +300,10 @@ class ToolSpec(ValidText):
     """A tool's model-visible definition: it travels in the provider's tool interface.
 
     ``categories`` are the action categories a permission profile decides on (``file_write``,
-    ``shell``, ``network``, ``subagent``, ``external``, and ``read`` for a tool that only reads what
-    the agent already holds, such as a skill body or an artifact; see :data:`TOOL_CATEGORIES`); a
-    tool that declares none counts as ``external`` under a restricted profile. ``domain`` groups tools that
+    ``shell``, ``network``, ``subagent``, ``external``, ``read`` for a tool that only reads what
+    the agent already holds, such as a skill body or an artifact, and ``pure`` for one without side
+    effects that computes from its arguments alone; see :data:`TOOL_CATEGORIES`); a tool that
+    declares none counts as ``external`` under a restricted profile. ``domain`` groups tools that
     may be hidden until requested (``memory``, ``task``, ``artifact``, one per MCP server); None
     is the always-visible core. Neither travels to the provider: only name, description and
     schema do.
@@ -316,7 +317,7 @@ class ToolSpec(ValidText):
 
 
 #: The documented tool action categories (a custom permission profile may name others).
-TOOL_CATEGORIES: tuple[str, ...] = ("read", "file_write", "shell", "network", "subagent", "external")
+TOOL_CATEGORIES: tuple[str, ...] = ("read", "pure", "file_write", "shell", "network", "subagent", "external")
 
 #: The prompt profiles (``context.profile``, ``TurnRequest.profile``): ``full`` renders every
 #: configured section, ``minimal`` only core guardrails, identity and the session block, ``none``

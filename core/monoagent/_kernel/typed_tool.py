@@ -222,9 +222,10 @@ def tool(
             (:data:`~monoagent._kernel.tool_shapes.SUPPORTED`) or with ``ToolContext``.
         name: the tool's name for the model (default: the function's name).
         description: the tool's description (default: the docstring's prose).
-        categories: the action categories a permission profile decides on (``read``,
+        categories: the action categories a permission profile decides on (``read``, ``pure``,
             ``file_write``, ``shell``, ``network``, ``subagent``, ``external``); none counts as
-            ``external`` under a restricted profile.
+            ``external`` under a restricted profile. ``["pure"]`` marks a tool without side effects
+            (a calculator, a unit converter), which every profile allows, ``read_only`` included.
         domain: the tool domain that may be hidden until requested (``memory``, ``task``, ...);
             None for the always-visible core.
 
