@@ -10,6 +10,7 @@ strings are valid Unicode once built, however it is built (see :mod:`monoagent._
 
 from __future__ import annotations
 
+import re
 import time
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
@@ -314,6 +315,21 @@ class ToolSpec(ValidText):
     input_schema: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     categories: tuple[str, ...] = attrs.field(default=(), converter=lambda value: _names(value, "categories"))
     domain: str | None = None
+
+
+TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The names a tool may have (the rule of the providers' tool interfaces, Anthropic's and OpenAI's
+``^[a-zA-Z0-9_-]{1,64}$``): checked with ``fullmatch`` when a tool is decorated, registered or
+provided, so no name a provider refuses is ever offered to one."""
+
+TOOL_NAME_RULE = "1 to 64 ASCII letters, digits, '_' or '-' (the providers' tool-name rule)"
+
+
+def tool_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a tool's name (:data:`TOOL_NAME_PATTERN`), or None when it can."""
+    if isinstance(name, str) and TOOL_NAME_PATTERN.fullmatch(name):
+        return None
+    return f"tool name {name!r} is not valid: {TOOL_NAME_RULE}"
 
 
 #: The documented tool action categories (a custom permission profile may name others).

@@ -45,7 +45,7 @@ import cattrs
 
 from monoagent._kernel.errors import ToolDefinitionError
 from monoagent._kernel.host import await_me_maybe
-from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus
+from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus, tool_name_problem
 from monoagent._kernel.tool_context import ToolContext
 from monoagent._kernel.tool_shapes import (
     NO_DEFAULT,
@@ -192,6 +192,9 @@ def _build(
     if not text:
         raise ToolDefinitionError(f"{where}: a tool needs a description for the model; write a docstring or pass @tool(description=...)")
     arguments = Record(tuple(members), noun="argument")
+    problem = tool_name_problem(name or function.__name__)
+    if problem:
+        raise ToolDefinitionError(f"{where}: its {problem}; pass @tool(name=...) with a valid one" if name is None else f"{where}: {problem}")
     spec = ToolSpec(name or function.__name__, text, arguments.schema(), categories=categories, domain=domain)
     return TypedTool(function, spec, arguments, context_parameter)
 
@@ -220,7 +223,8 @@ def tool(
     Args:
         function: the sync or async function; every argument is annotated with a supported type
             (:data:`~monoagent._kernel.tool_shapes.SUPPORTED`) or with ``ToolContext``.
-        name: the tool's name for the model (default: the function's name).
+        name: the tool's name for the model (default: the function's name): 1 to 64 ASCII
+            letters, digits, ``_`` or ``-``, the providers' rule.
         description: the tool's description (default: the docstring's prose).
         categories: the action categories a permission profile decides on (``read``, ``pure``,
             ``file_write``, ``shell``, ``network``, ``subagent``, ``external``); none counts as
@@ -234,7 +238,8 @@ def tool(
 
     Raises:
         ToolDefinitionError: an argument without an annotation or of an unsupported type, a
-            docstring describing an argument the function does not take, or no description.
+            docstring describing an argument the function does not take, no description, or a
+            name outside the providers' tool-name rule.
     """
     if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
         raise ToolDefinitionError(f"@tool(categories=...) takes a list of category names, such as ['shell'], not {categories!r}")

@@ -56,7 +56,7 @@ from monoagent._kernel import hookspecs
 from monoagent._kernel.errors import MonoagentError, PluginError, RepeatedToolCall
 from monoagent._kernel.host import await_me_maybe
 from monoagent._kernel.interfaces import Tool, ToolSourceFailure
-from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
+from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus, tool_name_problem
 from monoagent._kernel.tool_context import ToolContext
 from monoagent._pipeline.bloat import guard_tool_result
 from monoagent._pipeline.continuity import RunContinuity
@@ -121,7 +121,9 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
 
     Each tool is stamped with the plugin that provided it. Raises
     :class:`~monoagent._kernel.errors.PluginError` naming the plugin for a value that is not a
-    ``Tool`` or ``ToolSourceFailure``, and naming both plugins for a name registered or provided twice.
+    ``Tool`` or ``ToolSourceFailure`` or a tool name outside the providers' rule
+    (:data:`~monoagent._kernel.model.TOOL_NAME_PATTERN`), and naming both plugins for a name
+    registered or provided twice.
     """
     tools: dict[str, Tool] = {}
     failures: list[ToolSourceFailure] = []
@@ -141,6 +143,9 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
                     f"monoagent.Tool or monoagent.ToolSourceFailure belongs"
                 )
             name = item.spec.name
+            problem = tool_name_problem(name)
+            if problem:  # the registrar checks registered names; a provided one is checked here, before any provider sees it
+                raise PluginError(f"plugin {plugin!r} provided a tool whose {problem}")
             other = registered.get(name) or tools.get(name)
             if other is not None:
                 raise PluginError(f"tool {name!r} is offered by plugins {other.plugin!r} and {plugin!r}; a tool name must be unique")
