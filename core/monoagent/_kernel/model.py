@@ -318,18 +318,13 @@ class ToolSpec(ValidText):
 
 
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""The names a tool may have (the rule of the providers' tool interfaces, Anthropic's and OpenAI's
-``^[a-zA-Z0-9_-]{1,64}$``): checked with ``fullmatch`` when a tool is decorated, registered or
-provided, so no name a provider refuses is ever offered to one."""
-
-TOOL_NAME_RULE = "1 to 64 ASCII letters, digits, '_' or '-' (the providers' tool-name rule)"
+"""A tool's name (the providers' rule, ``^[a-zA-Z0-9_-]{1,64}$``), checked with ``fullmatch`` wherever a tool is made."""
 
 
 def tool_name_problem(name: object) -> str | None:
     """Why ``name`` cannot be a tool's name (:data:`TOOL_NAME_PATTERN`), or None when it can."""
-    if isinstance(name, str) and TOOL_NAME_PATTERN.fullmatch(name):
-        return None
-    return f"tool name {name!r} is not valid: {TOOL_NAME_RULE}"
+    ok = isinstance(name, str) and TOOL_NAME_PATTERN.fullmatch(name)
+    return None if ok else f"tool name {name!r} is not valid: 1 to 64 ASCII letters, digits, '_' or '-' (the providers' tool-name rule)"
 
 
 #: The documented tool action categories (a custom permission profile may name others).

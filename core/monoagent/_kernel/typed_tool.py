@@ -149,7 +149,7 @@ def _signature_of(function: Callable[..., Any], where: str) -> tuple[inspect.Sig
         raise ToolDefinitionError(f"@tool decorates a function, not {type(function).__name__} {function!r}")
     try:
         signature = inspect.signature(function)
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(function, include_extras=True)  # Annotated bounds are kept, not stripped
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"{where}: its signature cannot be read ({exc})") from None
     except Exception as exc:  # NameError for a name imported only under TYPE_CHECKING, and the like
@@ -176,7 +176,8 @@ def _build(
         if parameter.name not in hints:
             raise ToolDefinitionError(f"{at}: the argument has no type annotation; annotate it with {SUPPORTED}, or ToolContext for the call's context")
         annotation = hints[parameter.name]
-        if isinstance(annotation, type) and issubclass(annotation, ToolContext):
+        bare = annotation.__origin__ if typing.get_origin(annotation) is typing.Annotated else annotation
+        if isinstance(bare, type) and issubclass(bare, ToolContext):
             if context_parameter is not None:
                 raise ToolDefinitionError(f"{at}: only one argument may take the ToolContext ({context_parameter!r} already does)")
             context_parameter = parameter.name

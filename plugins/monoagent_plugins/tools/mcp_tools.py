@@ -25,8 +25,8 @@ import re
 from typing import Any
 
 from monoagent import (
-    BinaryBlock,
     TOOL_NAME_PATTERN,
+    BinaryBlock,
     ContentBlock,
     ImageBlock,
     TextBlock,

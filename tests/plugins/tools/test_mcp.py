@@ -27,7 +27,13 @@ from monoagent._kernel.errors import ConfigError
 from monoagent._kernel.model import ImageBlock, ToolStatus
 from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.tools.mcp_tools import DESCRIPTION_MAX_CHARS, NAME_HASH_CHARS, SkippedTool, offered_name, tool_spec
+from monoagent_plugins.tools.mcp_tools import (
+    DESCRIPTION_MAX_CHARS,
+    NAME_HASH_CHARS,
+    SkippedTool,
+    offered_name,
+    tool_spec,
+)
 
 SERVER = Path(__file__).parents[2] / "data" / "mcp_server.py"
 LONG_NAME = "look_up_the_weather_forecast_for_a_city_for_the_next_fourteen_days_in_detail"
