@@ -175,6 +175,7 @@ if TYPE_CHECKING:
     from monoagent._pipeline.stream import StreamLimits as StreamLimits
     from monoagent._pipeline.stream import read_step as read_step
     from monoagent._pipeline.stream import too_deep as too_deep
+    from monoagent._pipeline.tool_loop import ToolOffer as ToolOffer
     from monoagent._pipeline.tool_loop import provided_tools as provided_tools
 
     # ---------------------------------------------------------------- permissions

@@ -1337,8 +1337,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
 
     Args:
         agent: the Agent.
-        turn: the turn being prepared, or None when the tools are listed without a turn
-            (``monoagent tools``).
+        turn: the turn being prepared (for ``monoagent tools``, a ``monoagent run`` turn that is
+            only looked at), or None when a caller lists them without a turn
+            (``monoagent.provided_tools(agent, None)``).
 
     Returns:
         :class:`~monoagent.Tool` records (``spec``, ``handler``, optionally
@@ -1351,7 +1352,8 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
         twice, is a :class:`~monoagent.PluginError` naming the plugins.
 
     Called once per turn when the harness prepares it, after the history is loaded and before
-    ``filter_tools``, in the turn's event loop; and by ``monoagent tools`` with ``turn=None``.
+    ``filter_tools``, in the turn's event loop (``monoagent tools`` and ``Agent.tool_offer`` take
+    the same steps on a turn that is only looked at).
     Every await in an implementation must be bounded: the turn waits for it.
 
     Bundled default (``mcp``): the tools of each configured ``mcp.servers.<name>``, named

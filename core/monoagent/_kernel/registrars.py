@@ -161,7 +161,9 @@ class ToolRegistrar(Registrar):
     asked on every turn with the read-only :class:`~monoagent._kernel.turn.Turn` when the tool loop
     builds the offered tools: false withdraws the tool from that turn (it is neither sent to the
     provider nor callable). It is how a plugin offers its own tool only where it applies (a memory
-    tier configured, a mode on); ``filter_tools`` is for narrowing other plugins' tools.
+    tier configured, a mode on); ``filter_tools`` is for narrowing other plugins' tools. The first
+    paragraph of its docstring, when it has one, is the condition ``monoagent tools`` shows for a
+    tool it withdrew ("MemoryJournal is offered on turns whose memory.tiers has a journal tier.").
     """
 
     hook = "register_tools"
