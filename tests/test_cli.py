@@ -114,7 +114,8 @@ def test_prompt_json_calls_no_provider_and_commits_nothing(project: Path) -> Non
     result = invoke("prompt", "--json", "what now?")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"stable", "dynamic", "boundary", "messages", "manifest"}
+    assert set(data) == {"stable", "dynamic", "boundary", "messages", "manifest", "tools", "hidden_tools"}
+    assert [t["name"] for t in data["tools"]] == ["RunHistory", "SessionHistory"] and data["hidden_tools"] == []
     assert data["boundary"] == BOUNDARY
     assert data["stable"].startswith("# Core guardrails")
     assert data["dynamic"] == ""  # continuous mode: history goes as leading messages, not system text

@@ -314,3 +314,71 @@ def _probe_tools() -> Any:
             register(ToolSpec("probe", "A probe.", {"type": "object"}), lambda context: "probed")
 
     return Probe()
+
+
+# ------------------------------------------------------------------ tool names (issue 24 item 20)
+
+BAD_TOOL_NAMES = ["x" * 65, "read file", "météo", "files.read", "ns:tool", ""]
+
+
+@pytest.mark.parametrize("name", BAD_TOOL_NAMES)
+def test_a_registered_tool_name_outside_the_providers_rule_fails_the_plugin_naming_it(tmp_path, name):
+    from monoagent.testing import fresh_agent
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(ToolSpec(name, "A tool."), lambda context: "ran")
+
+    record = fresh_agent(tmp_path).register(Tools(), name="badly-named")
+    assert record.status == "failed"
+    assert f"tool name {name!r} is not valid: 1 to 64 ASCII letters, digits, '_' or '-'" in record.reason, record.reason
+
+
+@pytest.mark.parametrize("name", BAD_TOOL_NAMES[:-1])
+def test_a_decorated_tool_name_outside_the_providers_rule_is_a_definition_error(name):
+    from monoagent import ToolDefinitionError, tool
+
+    with pytest.raises(ToolDefinitionError, match=r"tool function '.*\.f': tool name .* is not valid: 1 to 64 ASCII letters"):
+        @tool(name=name)
+        def f() -> str:
+            """A tool."""
+            return ""
+
+
+def test_a_function_name_outside_the_rule_needs_a_name():
+    from monoagent import ToolDefinitionError, tool
+
+    def météo() -> str:
+        """The weather."""
+        return "sun"
+
+    with pytest.raises(ToolDefinitionError, match=r"'météo' is not valid.*pass @tool\(name=\.\.\.\)"):
+        tool(météo)
+    assert tool(name="meteo")(météo).spec.name == "meteo"
+
+
+def test_a_provided_tool_name_outside_the_providers_rule_is_a_plugin_error(tmp_path):
+    from monoagent import Tool
+
+    class Catalogue:
+        @hookimpl
+        def provide_tools(self, agent, turn):
+            return [Tool(ToolSpec("lab__" + "status" * 12, "The lab's status."), lambda context: "green")]
+
+    agent = tool_agent(tmp_path, lambda context: "ok", [{"name": "probe"}], Catalogue())
+    with pytest.raises(PluginError, match=r"plugin 'Catalogue' provided a tool whose tool name 'lab__status.*' is not valid: 1 to 64"):
+        run(agent)
+
+
+def test_a_tool_name_a_prepare_provider_request_implementation_adds_is_checked_before_the_provider(tmp_path):
+    import attrs as attrs_
+
+    class Renamer:
+        @hookimpl
+        def prepare_provider_request(self, turn, request):
+            return attrs_.evolve(request, tools=tuple(attrs_.evolve(spec, name=spec.name + ".v2") for spec in request.tools))
+
+    agent = tool_agent(tmp_path, lambda context: "ok", [{"name": "probe"}], Renamer())
+    with pytest.raises(PluginError, match=r"prepare_provider_request implementation offered the provider a tool whose tool name '[A-Za-z]*\.v2'"):
+        run(agent)

@@ -6,9 +6,11 @@ import asyncio
 import enum
 import json
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
+import annotated_types as at  # the test extra has both; the kernel needs neither
 import attrs
+import pydantic
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from monoagent import (
     hookimpl,
     tool,
 )
+from monoagent._kernel.tool_constraints import Constrained
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.providers.anthropic_wire import request_body
 
@@ -691,3 +694,141 @@ def test_an_integer_a_float_cannot_hold_is_refused_for_a_float_argument(agent, s
     assert received == [] and isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
     assert "ratio: expected a number a float holds exactly" in result.content
     assert answer(agent, scale, {"ratio": 2**53}) == "ran" and received == [float(2**53)]
+
+
+# ------------------------------------------------------------------ Annotated bounds (issue 24 item 15)
+
+@attrs.frozen
+class Span:
+    start: Annotated[int, at.Ge(0)]
+
+
+@tool
+def booking(
+    guests: Annotated[int, at.Ge(1), at.Le(12)],
+    name: Annotated[str, at.MinLen(2), at.MaxLen(20)],
+    nights: Annotated[int, at.Interval(gt=0, lt=31)] = 1,
+    rooms: Annotated[list[str], at.Len(1, 3)] = ["double"],  # noqa: B006  (a default shown to the model, never mutated)
+    budget: Annotated[float, at.MultipleOf(0.5), at.Gt(0)] | None = None,
+    extras: Annotated[dict[str, int], at.MaxLen(2)] | None = None,
+    note: Annotated[str, "what the guest asked for"] = "",
+) -> str:
+    """Book rooms.
+
+    Args:
+        guests: how many people.
+    """
+    return f"booked {guests}"
+
+
+def test_annotated_bounds_are_in_the_schema_the_model_is_shown() -> None:
+    properties = booking.spec.input_schema["properties"]
+    assert properties["guests"] == {"type": "integer", "minimum": 1, "maximum": 12, "description": "how many people."}
+    assert properties["name"] == {"type": "string", "minLength": 2, "maxLength": 20}
+    assert properties["nights"] == {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 31, "default": 1}
+    assert properties["rooms"] == {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3, "default": ["double"]}
+    assert properties["budget"] == {"type": ["number", "null"], "multipleOf": 0.5, "exclusiveMinimum": 0, "default": None}
+    assert properties["extras"] == {"type": ["object", "null"], "additionalProperties": {"type": "integer"}, "maxProperties": 2, "default": None}
+    assert properties["note"] == {"type": "string", "description": "what the guest asked for", "default": ""}
+    assert booking.spec.input_schema["required"] == ["guests", "name"]
+
+
+@pytest.mark.parametrize(("arguments", "problems"), [
+    ({"guests": 0, "name": "Al"}, ["guests: must be >= 1, got 0"]),
+    ({"guests": 13, "name": "A"}, ["guests: must be <= 12, got 13", 'name: must be at least 2 characters, got "A" (1 characters)']),
+    ({"guests": 2, "name": "Al", "nights": 31, "rooms": []}, ["nights: must be < 31, got 31", "rooms: must be at least 1 items, got 0 items"]),
+    ({"guests": 2, "name": "Al", "budget": 10.25}, ["budget: must be a multiple of 0.5, got 10.25"]),
+    ({"guests": 2, "name": "Al", "budget": -1.0, "extras": {"a": 1, "b": 2, "c": 3}}, [
+        "budget: must be > 0, got -1.0", "extras: must be at most 2 entries, got 3 entries"]),
+    ({"guests": True, "name": "Al"}, ["guests: expected an integer, got true (boolean)"]),  # a wrong type is not also out of bounds
+])
+def test_a_value_outside_its_bounds_reaches_the_model_as_an_error_and_the_function_never_runs(
+    agent: Any, arguments: dict[str, Any], problems: list[str],
+) -> None:
+    result = answer(agent, booking, arguments)
+    assert isinstance(result, ToolResult) and result.status is ToolStatus.ERROR
+    assert [line.removeprefix("- ") for line in result.content.split("\n")[1:-1]] == problems
+
+
+def test_values_within_their_bounds_arrive_typed(agent: Any) -> None:
+    assert answer(agent, booking, {"guests": 12, "name": "Al", "nights": 30, "budget": 10.5, "rooms": ["a", "b", "c"]}) == "booked 12"
+
+
+def test_a_bound_out_of_range_is_sent_back_to_the_model_through_a_turn(tmp_path: Path) -> None:
+    agent, requests = recorded_agent(tmp_path, [{"id": "c1", "name": "booking", "arguments": {"guests": 40, "name": "Al"}}], booking)
+    result = agent.run_sync("go", conversation_id="c")
+    wire = json.loads(request_body(requests[1], max_tokens=64))
+    sent = next(t for t in wire["tools"] if t["name"] == "booking")
+    assert sent["input_schema"]["properties"]["guests"]["maximum"] == 12
+    (answer_block,) = wire["messages"][-1]["content"]
+    assert answer_block["is_error"] is True and "- guests: must be <= 12, got 40" in answer_block["content"]
+    assert result.tool_activity[0].result.status is ToolStatus.ERROR
+
+
+def test_pydantic_field_bounds_pattern_and_description(agent: Any) -> None:
+    @tool
+    def find(
+        code: Annotated[str, pydantic.Field(pattern=r"^[A-Z]{3}$", description="an airport code")],
+        limit: Annotated[int, pydantic.Field(ge=1, le=50, strict=True)] = 10,
+        tags: Annotated[list[str], pydantic.Field(max_length=4)] = [],  # noqa: B006
+    ) -> str:
+        """Find flights."""
+        return code
+
+    properties = find.spec.input_schema["properties"]
+    assert properties["code"] == {"type": "string", "pattern": "^[A-Z]{3}$", "description": "an airport code"}
+    assert properties["limit"] == {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}
+    assert properties["tags"] == {"type": "array", "items": {"type": "string"}, "maxItems": 4, "default": []}
+    refused = answer(agent, find, {"code": "osl", "limit": 51})
+    assert isinstance(refused, ToolResult) and refused.content.split("\n")[1:-1] == [
+        "- code: must be matching the pattern '^[A-Z]{3}$', got \"osl\" (3 characters)", "- limit: must be <= 50, got 51"]
+    assert answer(agent, find, {"code": "OSL"}) == "OSL"
+
+
+def _annotated(annotation: Any) -> Any:
+    def f(x: int) -> str:
+        """A tool."""
+        return ""
+
+    f.__annotations__["x"] = annotation
+    return f
+
+
+@pytest.mark.parametrize(("annotation", "message"), [
+    (Annotated[int, at.Predicate(lambda x: x % 2 == 0)], r"argument 'x': Annotated\[int, Predicate\(.*\)\] cannot be a tool argument's bound: a predicate"),
+    (at.LowerCase[str], r"argument 'x': Annotated\[str, Predicate\(str\.islower\)\] cannot be a tool argument's bound"),
+    (Annotated[int, at.Timezone(None)], r"argument 'x': Annotated\[int, Timezone\(tz=None\)\]: this metadata is not understood"),
+    (Annotated[int, object()], r"argument 'x': Annotated\[int, <object object at .*>\]: this metadata is not understood"),
+    (Annotated[str, at.Ge(1)], r"argument 'x': Annotated\[str, \.\.\.\] has ge=1, a bound on a number; it applies to int and float, not str"),
+    (Annotated[int, at.MaxLen(3)], r"argument 'x': Annotated\[int, \.\.\.\] has max_length=3, a length; it applies to str"),
+    (Annotated[bool, at.Ge(0)], r"has ge=0, a bound on a number; it applies to int and float, not bool"),
+    (Annotated[int, at.Ge("1")], r"has ge='1'; the bound must be a finite number"),
+    (Annotated[float, at.MultipleOf(0)], r"has multiple_of=0; the bound must be a finite number above 0"),
+    (Annotated[str, at.MinLen(-1)], r"has min_length=-1; a length is an integer of 0 or more"),
+])
+def test_metadata_that_is_not_understood_is_refused_naming_the_argument_and_the_metadata(annotation: Any, message: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=message):
+        tool(_annotated(annotation))
+
+
+def test_pydantic_field_arguments_a_tool_does_not_take_are_refused() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"argument 'x': Annotated\[int, Field\(\.\.\.\)\] sets alias, .*title.*, which a tool"):
+        tool(_annotated(Annotated[int, pydantic.Field(title="X", alias="y")]))
+    with pytest.raises(ToolDefinitionError, match=r"argument 'x': .*has pattern='\(', which is not a regular expression"):
+        tool(_annotated(Annotated[str, pydantic.Field(pattern="(")]))
+
+
+def test_a_default_outside_its_bounds_and_bounds_in_an_attrs_field() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"the default 0 does not match the annotation \(default: must be >= 1, got 0\)"):
+        @tool
+        def f(x: Annotated[int, at.Ge(1)] = 0) -> str:
+            """A tool."""
+            return ""
+
+    @tool
+    def g(span: Span) -> str:
+        """A tool."""
+        return ""
+
+    assert g.spec.input_schema["properties"]["span"]["properties"]["start"] == {"type": "integer", "minimum": 0}
+    assert isinstance(g.arguments.members[0].shape.members[0].shape, Constrained)

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS as REQUEST_CONTEXT_MAX_CHARS
     from monoagent._kernel.model import SILENT_RESULT as SILENT_RESULT
     from monoagent._kernel.model import TOOL_CATEGORIES as TOOL_CATEGORIES
+    from monoagent._kernel.model import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
     from monoagent._kernel.model import ArtifactRef as ArtifactRef
     from monoagent._kernel.model import AssembledPrompt as AssembledPrompt
     from monoagent._kernel.model import Attachment as Attachment
@@ -174,6 +175,7 @@ if TYPE_CHECKING:
     from monoagent._pipeline.stream import StreamLimits as StreamLimits
     from monoagent._pipeline.stream import read_step as read_step
     from monoagent._pipeline.stream import too_deep as too_deep
+    from monoagent._pipeline.tool_loop import ToolOffer as ToolOffer
     from monoagent._pipeline.tool_loop import provided_tools as provided_tools
 
     # ---------------------------------------------------------------- permissions

@@ -52,6 +52,7 @@ from monoagent._kernel.stores import (
 from monoagent._kernel.subagents import SubagentSpec, checked_subagents
 from monoagent._pipeline.harness import EventCallback, Harness
 from monoagent._pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
+from monoagent._pipeline.tool_loop import ToolOffer
 from monoagent._pipeline.turn_run import TurnRun
 
 DEFAULT_MODEL = "offline:echo"
@@ -405,6 +406,31 @@ class Agent:
             started_at=started,
         )
         return await self.harness.prepare(turn)
+
+    def _preview_turn(self, request: TurnRequest) -> TurnRun:
+        """A turn of ``request`` that is only looked at (``assemble``, ``tool_offer``, ``monoagent prompt``): no events, nothing committed."""
+        from monoagent._pipeline.harness import new_run_id
+
+        started = self.harness.clock()
+        return TurnRun(
+            agent=self, request=request, run_id=new_run_id(), model=request.model or self.model,
+            session=self.harness._session(request, started), emitter=lambda type, data: None, started_at=started,
+        )
+
+    async def tool_offer(self, request: TurnRequest | None = None) -> ToolOffer:
+        """The tools a turn of ``request`` would offer at its start, hold back and leave out, and why.
+
+        Worked out by the same steps a turn takes before its first provider call (its history
+        loaded, ``provide_tools``, each tool's ``enabled``, ``filter_tools``, ``hide_tools``), on
+        a turn that is only looked at: no provider is called and nothing is committed. Without a
+        request, a ``monoagent run`` turn's (channel ``cli``, conversation ``cli:default``).
+        ``monoagent tools`` shows it.
+        """
+        if request is None:
+            request = TurnRequest("", conversation_id="cli:default", channel="cli", delivery="console", console="terminal")
+        elif not isinstance(request, TurnRequest):
+            raise TypeError(f"Agent.tool_offer takes a TurnRequest or None, not {type(request).__name__}")
+        return await self.harness.tool_offer(self._preview_turn(request))
 
     async def reset_conversation(self, conversation_id: str) -> tuple[HistoryResetReport, ToolHistoryClearReport | None]:
         """Clear a logical session's message and tool history across all its daily buckets.

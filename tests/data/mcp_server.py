@@ -63,8 +63,17 @@ def crash() -> str:
 
 @server.tool(name="bad name with spaces")
 def badly_named() -> str:
-    """A tool whose name breaks the provider's tool-name rule."""
-    return "never offered"
+    """A tool whose name breaks the provider's tool-name rule: offered under a valid name made from it."""
+    return "called by its own name"
+
+
+LONG_NAME = "look_up_the_weather_forecast_for_a_city_for_the_next_fourteen_days_in_detail"
+
+
+@server.tool(name=LONG_NAME)
+def long_named(city: str) -> str:
+    """A tool whose name, namespaced, is longer than the providers' 64 characters."""
+    return f"forecast for {city}"
 
 
 def serve_http(portfile: Path) -> None:

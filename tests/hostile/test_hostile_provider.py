@@ -469,7 +469,8 @@ def test_the_continuity_account_records_the_violation(tmp_path, serve):
 def test_lone_surrogates_become_replacement_characters(tmp_path, serve, provider):
     wire = FORMAT[provider]
     arguments = json.dumps({"q": "\udc00 tail", "\ud800key": ["\udbff"]})  # ASCII escapes of lone surrogates
-    tool_step = wire["start"] + wire["text"]("\ud800 half ") + wire["tool"](1, "call_\udc01", "look\ud800up", arguments)
+    tool_step = (wire["start"] + wire["text"]("\ud800 half ") + wire["tool"](1, "call_\udc01", "look\ud800up", "{}")
+                 + wire["tool"](2, "call_2", "lookup", arguments))  # a tool's own name is never outside the providers' rule
     if provider == "anthropic":
         tool_step += a_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}) + a_event("message_stop", {"type": "message_stop"})
     else:
@@ -484,7 +485,7 @@ def test_lone_surrogates_become_replacement_characters(tmp_path, serve, provider
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            spec = ToolSpec("look\ufffdup", "look a word up", {"type": "object"})
+            spec = ToolSpec("lookup", "look a word up", {"type": "object"})
             register(spec, lambda context: seen.append(context.arguments) or "found")
 
     server = serve(script)
@@ -493,7 +494,7 @@ def test_lone_surrogates_become_replacement_characters(tmp_path, serve, provider
     assert not isinstance(result, Exception), result
     assert result.text == "done \ufffd"
     assert seen == [{"q": "\ufffd tail", "\ufffdkey": ["\ufffd"]}]
-    assert of(events, "tool_call")[0]["id"] == "call_\ufffd"
+    assert [(call["id"], call["name"]) for call in of(events, "tool_call")] == [("call_\ufffd", "look\ufffdup"), ("call_2", "lookup")]
     follow_up, _ = turn(agent, "again")  # the stored conversation goes over the wire again
     assert not isinstance(follow_up, Exception), follow_up
 

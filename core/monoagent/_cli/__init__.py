@@ -310,7 +310,8 @@ def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown
 @cli.command()
 @click.argument("text")
 @click.option("-c", "--conversation", default=DEFAULT_CONVERSATION, show_default=True, help="Conversation id.")
-@click.option("--json", "as_json", is_flag=True, help="Print the assembled prompt and manifest as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the assembled prompt, the manifest and the tools offered "
+              "(name, description, input_schema; hidden ones by name and domain) as JSON.")
 def prompt(text: str, conversation: str, as_json: bool) -> None:
     """Assemble and print the prompt for TEXT without calling a provider."""
     from monoagent._kernel.model import TurnRequest
@@ -319,7 +320,8 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
     request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal")
     import asyncio
 
-    assembled = asyncio.run(agent.assemble(request))
+    turn = agent._preview_turn(request)  # kept: its tools are what the first provider round is offered
+    assembled = asyncio.run(agent.harness.prepare(turn))
     if as_json:
         data = {
             "stable": assembled.stable_text,
@@ -327,6 +329,8 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
             "dynamic": assembled.dynamic_text,
             "messages": agent.unstructure(list(assembled.messages)),
             "manifest": agent.unstructure(assembled.manifest),
+            "tools": [{"name": s.name, "description": s.description, "input_schema": s.input_schema} for s in turn.tools],
+            "hidden_tools": [{"name": s.name, "domain": s.domain} for s in turn.hidden_tools],
         }
         echo_json(data)
         return

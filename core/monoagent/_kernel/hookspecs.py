@@ -470,8 +470,9 @@ def register_tools(register: ToolRegistrar) -> None:
         register: a :class:`~monoagent.ToolRegistrar` bound to this plugin; a bad
             registration (neither a decorated function nor a ``ToolSpec``, a handler that cannot
             be called as ``handler(context)``, an ``enabled`` that is not a callable of one
-            argument, a name with whitespace) fails this plugin's load, naming it; a tool name
-            registered by two plugins is an error naming both. (A decorated function with an
+            argument, a name outside the providers' rule of 1 to 64 ASCII letters, digits, ``_``
+            or ``-``) fails this plugin's load, naming it; a tool name registered by two plugins
+            is an error naming both. (A decorated function with an
             unsupported annotation fails earlier, when its module is imported, with
             :class:`~monoagent.ToolDefinitionError`.)
 
@@ -1336,8 +1337,9 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
 
     Args:
         agent: the Agent.
-        turn: the turn being prepared, or None when the tools are listed without a turn
-            (``monoagent tools``).
+        turn: the turn being prepared (for ``monoagent tools``, a ``monoagent run`` turn that is
+            only looked at), or None when a caller lists them without a turn
+            (``monoagent.provided_tools(agent, None)``).
 
     Returns:
         :class:`~monoagent.Tool` records (``spec``, ``handler``, optionally
@@ -1345,11 +1347,13 @@ def provide_tools(agent: Agent, turn: Turn | None) -> Sequence[Tool | ToolSource
         could not list its tools, a :class:`~monoagent.ToolSourceFailure`
         (reported as a ``runtime_warning`` event with code ``tool_source_unavailable``; the turn
         goes on without those tools); or None; or an awaitable of either. Results are
-        collected. Anything else in the list, or a tool name that is registered or provided
+        collected. Anything else in the list, a tool name outside the providers' rule
+        (:data:`~monoagent.TOOL_NAME_PATTERN`), or a tool name that is registered or provided
         twice, is a :class:`~monoagent.PluginError` naming the plugins.
 
     Called once per turn when the harness prepares it, after the history is loaded and before
-    ``filter_tools``, in the turn's event loop; and by ``monoagent tools`` with ``turn=None``.
+    ``filter_tools``, in the turn's event loop (``monoagent tools`` and ``Agent.tool_offer`` take
+    the same steps on a turn that is only looked at).
     Every await in an implementation must be bounded: the turn waits for it.
 
     Bundled default (``mcp``): the tools of each configured ``mcp.servers.<name>``, named

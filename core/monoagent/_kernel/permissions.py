@@ -2,9 +2,10 @@
 
 A profile decides per action category (:data:`~monoagent._kernel.model.TOOL_CATEGORIES`, or a custom
 category a plugin declares) one of three answers: ``allow``, ``ask`` or ``deny``. ``read`` (a tool
-that only reads what the agent already holds) is allowed under every profile; a tool that declares
-no category counts as ``external``; a tool with several categories gets the strictest answer
-among them. Two profiles meet (:meth:`PermissionProfile.narrowed`): a category runs when both
+that only reads what the agent already holds) and ``pure`` (a tool without side effects that
+computes its answer from its arguments alone, such as a calculator) are allowed under every
+profile; a tool that declares no category counts as ``external``; a tool with several categories
+gets the strictest answer among them (every category is decided, not only the first). Two profiles meet (:meth:`PermissionProfile.narrowed`): a category runs when both
 allow it, is asked for when both at least ask for it, and is refused otherwise.
 
 This module holds what a channel, a ``TurnRequest`` and a plugin exchange: the profile
@@ -30,6 +31,10 @@ ALL = "*"
 """In a profile's category set: every category."""
 
 READ = "read"
+PURE = "pure"
+"""The category of a tool without side effects (it computes from its arguments alone): allowed, like ``read``, under every profile."""
+ALWAYS_ALLOWED = (READ, PURE)
+"""The categories every profile allows."""
 UNDECLARED = "external"
 """The category of a tool that declares none."""
 
@@ -43,8 +48,8 @@ def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
 
 
 def _canonical(allow: Iterable[str], ask: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """The one spelling of a rule: ``read`` always allowed, :data:`ALL` alone when present, ``ask`` without the allowed ones."""
-    allowed = frozenset({ALL}) if ALL in allow else frozenset({READ, *allow})
+    """The one spelling of a rule: ``read`` and ``pure`` always allowed, :data:`ALL` alone when present, ``ask`` without the allowed ones."""
+    allowed = frozenset({ALL}) if ALL in allow else frozenset({*ALWAYS_ALLOWED, *allow})
     asked = frozenset() if ALL in allowed else frozenset({ALL}) if ALL in ask else frozenset(ask) - allowed
     return allowed, asked
 
@@ -96,7 +101,7 @@ class PermissionProfile:
 
 
 def permission_profile(name: str, allow: Iterable[str], ask: Iterable[str] = ()) -> PermissionProfile:
-    """A :class:`PermissionProfile` with its rule spelt canonically (``read`` always allowed)."""
+    """A :class:`PermissionProfile` with its rule spelt canonically (``read`` and ``pure`` always allowed)."""
     return PermissionProfile(name, *_canonical(allow, ask))
 
 

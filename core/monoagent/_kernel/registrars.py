@@ -29,7 +29,7 @@ import attrs
 from monoagent._kernel.components import KINDS, Component, ComponentKind, cannot_call
 from monoagent._kernel.errors import PluginError
 from monoagent._kernel.interfaces import Tool
-from monoagent._kernel.model import ToolSpec
+from monoagent._kernel.model import ToolSpec, tool_name_problem
 
 if TYPE_CHECKING:
     from monoagent._kernel.interfaces import ToolEnabled, ToolHandler
@@ -40,7 +40,6 @@ T = TypeVar("T")
 COMPONENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COMPONENT_NAME_RULE = "letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64 characters"
 SECTION_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-TOOL_NAME_MAX = 128
 
 
 class RegistrationError(PluginError):
@@ -152,9 +151,9 @@ class ToolRegistrar(Registrar):
     either with ``enabled=``.
 
     ``func`` is a function decorated with :func:`monoagent.tool` (its spec and checked handler come
-    from its signature and docstring). In the second form a tool name is any text of at most 128
-    characters without whitespace or control characters (each provider's wire format may be
-    stricter and says so when it is sent); the handler is called as ``handler(context)`` with a
+    from its signature and docstring). A tool name is 1 to 64 ASCII letters, digits, ``_`` or ``-``
+    (:data:`~monoagent._kernel.model.TOOL_NAME_PATTERN`, the providers' rule: any other name would
+    be refused by the provider it is offered to); the handler is called as ``handler(context)`` with a
     :class:`~monoagent._kernel.tool_context.ToolContext`. A decorated function passed as the
     handler of ``register(spec, handler)`` is registered under that spec.
 
@@ -162,7 +161,9 @@ class ToolRegistrar(Registrar):
     asked on every turn with the read-only :class:`~monoagent._kernel.turn.Turn` when the tool loop
     builds the offered tools: false withdraws the tool from that turn (it is neither sent to the
     provider nor callable). It is how a plugin offers its own tool only where it applies (a memory
-    tier configured, a mode on); ``filter_tools`` is for narrowing other plugins' tools.
+    tier configured, a mode on); ``filter_tools`` is for narrowing other plugins' tools. The first
+    paragraph of its docstring, when it has one, is the condition ``monoagent tools`` shows for a
+    tool it withdrew ("MemoryJournal is offered on turns whose memory.tiers has a journal tier.").
     """
 
     hook = "register_tools"
@@ -192,8 +193,9 @@ class ToolRegistrar(Registrar):
             hint = "; decorate the function with @monoagent.tool to register it as register(func)" if callable(spec) else ""
             self.refuse(f"expected a function decorated with @monoagent.tool or a monoagent.ToolSpec, not {type(spec).__name__} {spec!r}{hint}")
         name = spec.name
-        if not name or len(name) > TOOL_NAME_MAX or any(ch.isspace() or not ch.isprintable() for ch in name):
-            self.refuse(f"tool name {name!r} is not valid: 1 to {TOOL_NAME_MAX} characters, no whitespace or control characters")
+        problem = tool_name_problem(name)
+        if problem:
+            self.refuse(problem)
         if handler is None:
             self.refuse(f"tool {name!r} has no handler: call register(spec, handler)")
         if not callable(handler):

@@ -27,10 +27,11 @@ from typing import Any, Literal, Protocol, Union
 import attrs
 
 from monoagent._kernel.errors import ToolDefinitionError
+from monoagent._kernel.tool_constraints import constrained
 
 SUPPORTED = (
     "str, int, float, bool, an enum.Enum subclass, Literal[...], list[X], tuple[X, ...], X | None, "
-    "dict[str, X], or an attrs class whose fields are of these types"
+    "dict[str, X], or an attrs class whose fields are of these types, each optionally Annotated[X, bounds]"
 )
 """What :func:`shape_of` accepts, as error messages say it."""
 
@@ -337,6 +338,9 @@ def shape_of(annotation: Any, where: str, building: tuple[type, ...] = ()) -> Sh
     rather than recursing forever.
     """
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # bounds and a description (tool_constraints); never dropped silently
+        inner = shape_of(annotation.__origin__, where, building)
+        return constrained(inner, annotation.__metadata__, where, type_name(annotation.__origin__))
     scalars: dict[object, Literal["string", "integer", "number", "boolean"]] = {
         str: "string", bool: "boolean", int: "integer", float: "number",
     }
@@ -369,7 +373,7 @@ def shape_of(annotation: Any, where: str, building: tuple[type, ...] = ()) -> Sh
 def record_of(cls: type, where: str, building: tuple[type, ...]) -> Record:
     """The shape of an attrs class: its ``init`` fields, described by its docstring's attribute or parameter text."""
     try:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)  # Annotated bounds are kept, not stripped
     except Exception as exc:  # NameError for a name only imported under TYPE_CHECKING, and the like
         raise ToolDefinitionError(f"{where}: the annotations of attrs class {cls.__qualname__} cannot be resolved ({exc})") from None
     texts = argument_texts(cls.__doc__)

@@ -45,7 +45,7 @@ import cattrs
 
 from monoagent._kernel.errors import ToolDefinitionError
 from monoagent._kernel.host import await_me_maybe
-from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus
+from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus, tool_name_problem
 from monoagent._kernel.tool_context import ToolContext
 from monoagent._kernel.tool_shapes import (
     NO_DEFAULT,
@@ -149,7 +149,7 @@ def _signature_of(function: Callable[..., Any], where: str) -> tuple[inspect.Sig
         raise ToolDefinitionError(f"@tool decorates a function, not {type(function).__name__} {function!r}")
     try:
         signature = inspect.signature(function)
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(function, include_extras=True)  # Annotated bounds are kept, not stripped
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"{where}: its signature cannot be read ({exc})") from None
     except Exception as exc:  # NameError for a name imported only under TYPE_CHECKING, and the like
@@ -176,7 +176,8 @@ def _build(
         if parameter.name not in hints:
             raise ToolDefinitionError(f"{at}: the argument has no type annotation; annotate it with {SUPPORTED}, or ToolContext for the call's context")
         annotation = hints[parameter.name]
-        if isinstance(annotation, type) and issubclass(annotation, ToolContext):
+        bare = annotation.__origin__ if typing.get_origin(annotation) is typing.Annotated else annotation
+        if isinstance(bare, type) and issubclass(bare, ToolContext):
             if context_parameter is not None:
                 raise ToolDefinitionError(f"{at}: only one argument may take the ToolContext ({context_parameter!r} already does)")
             context_parameter = parameter.name
@@ -192,6 +193,9 @@ def _build(
     if not text:
         raise ToolDefinitionError(f"{where}: a tool needs a description for the model; write a docstring or pass @tool(description=...)")
     arguments = Record(tuple(members), noun="argument")
+    problem = tool_name_problem(name or function.__name__)
+    if problem:
+        raise ToolDefinitionError(f"{where}: its {problem}; pass @tool(name=...) with a valid one" if name is None else f"{where}: {problem}")
     spec = ToolSpec(name or function.__name__, text, arguments.schema(), categories=categories, domain=domain)
     return TypedTool(function, spec, arguments, context_parameter)
 
@@ -220,11 +224,13 @@ def tool(
     Args:
         function: the sync or async function; every argument is annotated with a supported type
             (:data:`~monoagent._kernel.tool_shapes.SUPPORTED`) or with ``ToolContext``.
-        name: the tool's name for the model (default: the function's name).
+        name: the tool's name for the model (default: the function's name): 1 to 64 ASCII
+            letters, digits, ``_`` or ``-``, the providers' rule.
         description: the tool's description (default: the docstring's prose).
-        categories: the action categories a permission profile decides on (``read``,
+        categories: the action categories a permission profile decides on (``read``, ``pure``,
             ``file_write``, ``shell``, ``network``, ``subagent``, ``external``); none counts as
-            ``external`` under a restricted profile.
+            ``external`` under a restricted profile. ``["pure"]`` marks a tool without side effects
+            (a calculator, a unit converter), which every profile allows, ``read_only`` included.
         domain: the tool domain that may be hidden until requested (``memory``, ``task``, ...);
             None for the always-visible core.
 
@@ -233,7 +239,8 @@ def tool(
 
     Raises:
         ToolDefinitionError: an argument without an annotation or of an unsupported type, a
-            docstring describing an argument the function does not take, or no description.
+            docstring describing an argument the function does not take, no description, or a
+            name outside the providers' tool-name rule.
     """
     if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
         raise ToolDefinitionError(f"@tool(categories=...) takes a list of category names, such as ['shell'], not {categories!r}")

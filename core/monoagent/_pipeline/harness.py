@@ -77,7 +77,7 @@ from monoagent._pipeline.sessions import (
     retire_settling,
     session_backend,
 )
-from monoagent._pipeline.tool_loop import ToolLoop, held_back, offered_tools, provided_tools
+from monoagent._pipeline.tool_loop import ToolLoop, ToolOffer, provided_tools, tool_offer
 from monoagent._pipeline.turn_run import TurnRun
 
 if TYPE_CHECKING:
@@ -249,6 +249,31 @@ class Harness(RunControl):
             self._release_slot(run)
         return result
 
+    async def _load_history(self, turn: TurnRun) -> None:
+        turn.history = tuple(await self.agent.history_store.load(
+            turn.conversation_id, on_warning=lambda code, message: turn.emit("runtime_warning", code=code, message=message)
+        ))
+        await self._resolve_bucket(turn)
+
+    async def _offer_tools(self, turn: TurnRun, *, log: bool = True) -> ToolOffer:
+        """The provide_tools step, then ``enabled=``, ``filter_tools`` and ``hide_tools``: sets
+        ``turn.tools`` and ``turn.hidden_tools`` (``log``: a failed tool source is a log line too)."""
+        turn.provided_tools, unavailable = await provided_tools(self.agent, turn)
+        for failure in unavailable:
+            if log:
+                logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
+            turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
+        offer = tool_offer(turn, unavailable)
+        turn.tools, turn.hidden_tools = offer.offered, offer.hidden
+        return offer
+
+    async def tool_offer(self, turn: TurnRun) -> ToolOffer:
+        """What ``turn`` would offer at its start, worked out exactly as :meth:`prepare` does it
+        (history loaded, then the tool steps), without the rest of the preparation; a failed tool
+        source is in the answer (``failures``), not logged."""
+        await self._load_history(turn)
+        return await self._offer_tools(turn, log=False)
+
     async def prepare(self, turn: TurnRun, *, open_session: bool = False) -> AssembledPrompt:
         """Everything before the provider: history, warm session, recall, compaction, sections, assembly.
 
@@ -257,18 +282,10 @@ class Harness(RunControl):
         """
         agent = self.agent
         hooks = agent.hooks
-        store = agent.history_store
-        turn.history = tuple(await store.load(
-            turn.conversation_id, on_warning=lambda code, message: turn.emit("runtime_warning", code=code, message=message)
-        ))
-        await self._resolve_bucket(turn)
+        await self._load_history(turn)
         if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)
-        turn.provided_tools, unavailable = await provided_tools(agent, turn)  # the provide_tools step
-        for failure in unavailable:
-            logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
-            turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
-        turn.tools, turn.hidden_tools = held_back(turn, offered_tools(turn))  # enabled=, filter_tools, hide_tools
+        await self._offer_tools(turn)
         turn.permissions = hooks.first(hookspecs.turn_permissions, turn=turn.view)
         recalled: list[MemoryHit] = []
         for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):  # each implementation bounds its own

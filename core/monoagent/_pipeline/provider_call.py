@@ -89,7 +89,7 @@ import attrs
 
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel import hookspecs
-from monoagent._kernel.errors import ContextLimitError, ProviderError, RunDeadlineExceeded, TurnFailed
+from monoagent._kernel.errors import ContextLimitError, PluginError, ProviderError, RunDeadlineExceeded, TurnFailed
 from monoagent._kernel.model import (
     AssembledPrompt,
     Message,
@@ -98,6 +98,7 @@ from monoagent._kernel.model import (
     ToolActivity,
     ToolCall,
     Usage,
+    tool_name_problem,
 )
 from monoagent._kernel.turn import RECOVERABLE_TOOL_STATUSES, FailedToolCall, ProviderRound, StepOutcome
 from monoagent._pipeline.assembly import changed_sections, refresh_dynamic_sections
@@ -252,6 +253,17 @@ def cache_fingerprint(request: ProviderRequest) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the call
+
+
+def _checked_tool_names(request: ProviderRequest) -> ProviderRequest:
+    """``request`` as a ``prepare_provider_request`` implementation answered it, when every tool it
+    offers has a name the providers accept; a :class:`~monoagent._kernel.errors.PluginError`
+    otherwise (registered and provided tools were checked already: only that hook can add a name)."""
+    for spec in request.tools:
+        problem = tool_name_problem(spec.name)
+        if problem:
+            raise PluginError(f"a prepare_provider_request implementation offered the provider a tool whose {problem}")
+    return request
 
 
 class _AttemptFailed(Exception):
@@ -454,7 +466,9 @@ class ProviderCall:
                 step=step,
                 transport=self.transport,
             )
-            request = hooks.first(hookspecs.prepare_provider_request, turn=turn.view, request=request) or request
+            prepared = hooks.first(hookspecs.prepare_provider_request, turn=turn.view, request=request)
+            if prepared is not None and prepared is not request:
+                request = _checked_tool_names(prepared)
             try:
                 outcome = await self._stream(attempt, runtime, request, stateless)
             except ProviderError as exc:

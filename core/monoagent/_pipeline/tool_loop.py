@@ -56,7 +56,7 @@ from monoagent._kernel import hookspecs
 from monoagent._kernel.errors import MonoagentError, PluginError, RepeatedToolCall
 from monoagent._kernel.host import await_me_maybe
 from monoagent._kernel.interfaces import Tool, ToolSourceFailure
-from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
+from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus, tool_name_problem
 from monoagent._kernel.tool_context import ToolContext
 from monoagent._pipeline.bloat import guard_tool_result
 from monoagent._pipeline.continuity import RunContinuity
@@ -121,7 +121,9 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
 
     Each tool is stamped with the plugin that provided it. Raises
     :class:`~monoagent._kernel.errors.PluginError` naming the plugin for a value that is not a
-    ``Tool`` or ``ToolSourceFailure``, and naming both plugins for a name registered or provided twice.
+    ``Tool`` or ``ToolSourceFailure`` or a tool name outside the providers' rule
+    (:data:`~monoagent._kernel.model.TOOL_NAME_PATTERN`), and naming both plugins for a name
+    registered or provided twice.
     """
     tools: dict[str, Tool] = {}
     failures: list[ToolSourceFailure] = []
@@ -141,11 +143,65 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
                     f"monoagent.Tool or monoagent.ToolSourceFailure belongs"
                 )
             name = item.spec.name
+            problem = tool_name_problem(name)
+            if problem:  # the registrar checks registered names; a provided one is checked here, before any provider sees it
+                raise PluginError(f"plugin {plugin!r} provided a tool whose {problem}")
             other = registered.get(name) or tools.get(name)
             if other is not None:
                 raise PluginError(f"tool {name!r} is offered by plugins {other.plugin!r} and {plugin!r}; a tool name must be unique")
             tools[name] = attrs.evolve(item, plugin=plugin)
     return tools, failures
+
+
+@attrs.frozen
+class ToolOffer:
+    """What a turn offers at its start, and why each other tool is not offered (:func:`tool_offer`).
+
+    ``offered`` are the tools sent to the provider from the first round (``turn.tools``), in
+    registration order, then the provided ones; ``hidden`` the ones a ``hide_tools``
+    implementation holds back (``turn.hidden_tools``; ``hidden_by`` names, per tool, the plugins
+    that hid it); ``inactive`` every other registered or provided tool with the reason it is not
+    offered on this turn (its ``enabled`` answered false, or a ``filter_tools`` implementation
+    withdrew it, naming the plugin); ``failures`` the tool sources that could not list their tools;
+    ``tools`` every registered and provided tool (with its plugin and source), in that order.
+    ``monoagent tools`` and ``monoagent prompt --json`` show it; the harness sets the turn's lists from it.
+    """
+
+    offered: tuple[ToolSpec, ...]
+    hidden: tuple[ToolSpec, ...] = ()
+    inactive: tuple[tuple[ToolSpec, str], ...] = ()
+    hidden_by: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    failures: tuple[ToolSourceFailure, ...] = ()
+    tools: tuple[Tool, ...] = ()
+
+    def status(self, name: str) -> tuple[str, str]:
+        """``("offered", "")``, ``("hidden", why)`` or ``("inactive", why)`` for the tool called ``name``.
+
+        Raises ``KeyError`` for a name that is neither registered nor provided.
+        """
+        if any(spec.name == name for spec in self.offered):
+            return "offered", ""
+        hidden = next((spec for spec in self.hidden if spec.name == name), None)
+        if hidden is not None:
+            by = ", ".join(repr(plugin) for plugin in self.hidden_by.get(name, ()))
+            domain = f"tool domain {hidden.domain!r}" if hidden.domain else "no tool domain"
+            return "hidden", f"{domain}, hidden by plugin {by} until it is revealed (request_tools)"
+        why = next((reason for spec, reason in self.inactive if spec.name == name), None)
+        if why is None:
+            raise KeyError(name)
+        return "inactive", why
+
+
+def tool_offer(turn: TurnRun, failures: Sequence[ToolSourceFailure] = ()) -> ToolOffer:
+    """The tools ``turn`` offers, holds back and leaves out (``turn.provided_tools`` already set):
+    the one place a turn's tools are decided (``enabled=``, ``filter_tools``, ``hide_tools``), for
+    a turn and for a listing alike. See :func:`offered_tools` and :func:`held_back`."""
+    offered, inactive = _offered(turn)
+    hidden_by: dict[str, list[str]] = {}
+    callable_now, hidden = held_back(turn, offered, hidden_by)
+    records = (*turn.agent.tools.values(), *turn.provided_tools.values())
+    by = {name: tuple(plugins) for name, plugins in hidden_by.items()}
+    return ToolOffer(callable_now, hidden, inactive, by, tuple(failures), records)
 
 
 def offered_tools(turn: TurnRun) -> tuple[ToolSpec, ...]:
@@ -159,15 +215,33 @@ def offered_tools(turn: TurnRun) -> tuple[ToolSpec, ...]:
     :class:`~monoagent._kernel.errors.PluginError` naming the plugin when an implementation returns
     something other than registered tool specs, or a tool's ``enabled`` fails or answers other than a bool.
     """
+    return _offered(turn)[0]
+
+
+def _offered(turn: TurnRun) -> tuple[tuple[ToolSpec, ...], tuple[tuple[ToolSpec, str], ...]]:
+    """:func:`offered_tools`, and each tool left out with why (the first reason found: ``enabled``, then each ``filter_tools``)."""
     tools = (*turn.agent.tools.values(), *turn.provided_tools.values())
     registered = tuple(tool.spec for tool in tools)
     turn.tools, turn.hidden_tools = registered, ()
     view = turn.view
     known = {spec.name for spec in registered}
-    keep = {tool.spec.name for tool in tools if _enabled(tool, view)}
+    why: dict[str, str] = {tool.spec.name: _disabled_because(tool) for tool in tools if not _enabled(tool, view)}
+    keep = known - set(why)
     for answer in turn.agent.hooks.each(hookspecs.filter_tools, turn=view, tools=registered):
-        keep = keep & _kept_names(answer.plugin, answer.value, known, "filter_tools")
-    return registered if keep == known else tuple(spec for spec in registered if spec.name in keep)
+        kept = _kept_names(answer.plugin, answer.value, known, "filter_tools")
+        for name in keep - kept:
+            why[name] = f"withdrawn by filter_tools of plugin {answer.plugin!r}"
+        keep = keep & kept
+    left_out = tuple((spec, why[spec.name]) for spec in registered if spec.name in why)
+    return (registered if keep == known else tuple(spec for spec in registered if spec.name in keep)), left_out
+
+
+def _disabled_because(tool: Tool) -> str:
+    """Why ``tool`` is not offered when its ``enabled`` answers false: the plugin, and the condition
+    the ``enabled`` callable's docstring states (its first paragraph), when it has one."""
+    doc = (getattr(tool.enabled, "__doc__", None) or "").strip().split("\n\n")[0]
+    condition = " ".join(doc.replace("``", "").split())
+    return f"enabled= of plugin {tool.plugin!r} is false on this turn" + (f": {condition}" if condition else "")
 
 
 def _enabled(tool: Tool, turn: Turn) -> bool:
@@ -186,17 +260,24 @@ def _enabled(tool: Tool, turn: Turn) -> bool:
     return answer
 
 
-def held_back(turn: TurnRun, offered: Sequence[ToolSpec]) -> tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]:
+def held_back(
+    turn: TurnRun, offered: Sequence[ToolSpec], hidden_by: dict[str, list[str]] | None = None,
+) -> tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]:
     """``offered`` split into the tools callable from the start and the ones ``hide_tools`` holds back.
 
-    A tool is hidden when any implementation hides it (the answers are joined), in offered order.
+    A tool is hidden when any implementation hides it (the answers are joined), in offered order;
+    ``hidden_by``, when given, gets the plugins that hid each one.
     Raises :class:`~monoagent._kernel.errors.PluginError` naming the plugin when an implementation
     returns something other than offered tool specs.
     """
     known = {spec.name for spec in offered}
     hidden: set[str] = set()
     for answer in turn.agent.hooks.each(hookspecs.hide_tools, turn=turn.view, tools=tuple(offered)):
-        hidden |= _kept_names(answer.plugin, answer.value, known, "hide_tools")
+        names = _kept_names(answer.plugin, answer.value, known, "hide_tools")
+        hidden |= names
+        if hidden_by is not None:
+            for name in names:
+                hidden_by.setdefault(name, []).append(answer.plugin)
     if not hidden:
         return tuple(offered), ()
     return tuple(spec for spec in offered if spec.name not in hidden), tuple(spec for spec in offered if spec.name in hidden)

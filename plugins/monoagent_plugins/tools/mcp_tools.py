@@ -2,8 +2,9 @@
 
 An MCP server is untrusted: its tool names, descriptions, input schemas and results are text and
 data someone else wrote. :func:`tool_spec` turns one listed tool into a
-:class:`~monoagent._kernel.model.ToolSpec` or says why it is skipped: the namespaced name
-``<server>__<tool>`` must satisfy the provider wire rule (:data:`WIRE_TOOL_NAME`), the description
+:class:`~monoagent._kernel.model.ToolSpec` or says why it is skipped: the name offered is the
+namespaced ``<server>__<tool>`` when that satisfies the providers' tool-name rule
+(:data:`WIRE_TOOL_NAME`), else a valid, stable name made from it (:func:`offered_name`); the description
 is capped at :data:`DESCRIPTION_MAX_CHARS` with host fence tokens neutralised, and the input schema
 must be a JSON object schema of at most :data:`SCHEMA_MAX_BYTES` and :data:`SCHEMA_MAX_DEPTH`
 levels. :func:`tool_result` maps a ``CallToolResult``'s content to a
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from typing import Any
 
 from monoagent import (
+    TOOL_NAME_PATTERN,
     BinaryBlock,
     ContentBlock,
     ImageBlock,
@@ -37,8 +40,16 @@ from monoagent import (
 SEPARATOR = "__"
 """Between the server's name and its tool's name: ``files__read``."""
 
-WIRE_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""The tool names every provider accepts (Anthropic and OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``)."""
+WIRE_TOOL_NAME = TOOL_NAME_PATTERN
+"""The tool names every provider accepts (Anthropic and OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``), the kernel's rule."""
+
+NAME_MAX_CHARS = 64
+"""The longest tool name a provider accepts."""
+
+NAME_HASH_CHARS = 8
+"""Hex digits of the SHA-256 of the server's and the tool's own names that end a name made valid."""
+
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 DESCRIPTION_MAX_CHARS = 1024
 """Characters of a server's tool description the model is shown; the rest is cut with a marker."""
@@ -91,20 +102,39 @@ def _description(text: str | None) -> str:
     return neutralise_untrusted(text)
 
 
+def offered_name(server: str, tool: str) -> str:
+    """The name ``server``'s tool ``tool`` is offered under: ``<server>__<tool>`` when that satisfies
+    the providers' rule (:data:`WIRE_TOOL_NAME`), else a valid name made from it.
+
+    The name made valid is ``<server>__<tool's name with every other character as '_', cut to fit>_<hash>``,
+    where the hash is the first :data:`NAME_HASH_CHARS` hex digits of the SHA-256 of the server's
+    and the tool's own names, so it is stable (the same tool has the same name on every turn and in
+    every process), at most :data:`NAME_MAX_CHARS` characters, and distinct for two tools that read
+    alike once cut or made valid. The call still reaches the server under the tool's own name.
+    Raises :class:`SkippedTool` when not even that is valid (a server name outside its rule).
+    """
+    combined = f"{server}{SEPARATOR}{tool}"
+    if WIRE_TOOL_NAME.fullmatch(combined):
+        return combined
+    digest = hashlib.sha256(f"{server}\0{tool}".encode("utf-8", "surrogatepass")).hexdigest()[:NAME_HASH_CHARS]
+    room = NAME_MAX_CHARS - len(server) - len(SEPARATOR) - 1 - NAME_HASH_CHARS
+    made = f"{server}{SEPARATOR}{_NOT_IN_A_NAME.sub('_', tool)[:max(room, 0)]}_{digest}"
+    if not WIRE_TOOL_NAME.fullmatch(made):
+        raise SkippedTool(f"MCP server {server!r} tool {tool[:80]!r}: no name of {NAME_MAX_CHARS} letters, digits, '_' or '-' "
+                          f"can be made for it (the providers' tool-name rule)")
+    return made
+
+
 def tool_spec(server: str, listed: Any) -> ToolSpec:
     """The model-visible spec of ``listed`` (an MCP ``Tool``) of ``server``; :class:`SkippedTool` says why not.
 
-    Its tool domain is ``mcp:<server>`` (``tools.visible`` shows ``mcp:*`` by default); it declares
-    no action category, so a restricted permission profile treats it as ``external``.
+    Its name is :func:`offered_name`'s; its tool domain is ``mcp:<server>`` (``tools.visible``
+    shows ``mcp:*`` by default); it declares no action category, so a restricted permission
+    profile treats it as ``external``.
     """
     name = listed.name if isinstance(listed.name, str) else repr(listed.name)
-    combined = f"{server}{SEPARATOR}{name}"
-    if not WIRE_TOOL_NAME.fullmatch(combined):
-        raise SkippedTool(
-            f"MCP server {server!r} tool {name[:80]!r}: its name as offered, {combined[:100]!r}, is not 1-64 letters, "
-            f"digits, '_' or '-' (the providers' tool-name rule)"
-        )
-    return ToolSpec(combined, _description(listed.description), _schema(server, name, listed.input_schema), domain=f"mcp:{server}")
+    offered = offered_name(server, name)
+    return ToolSpec(offered, _description(listed.description), _schema(server, name, listed.input_schema), domain=f"mcp:{server}")
 
 
 def _decoded(data: Any) -> bytes | None:

@@ -5,8 +5,8 @@ plugin exchange (:mod:`monoagent._kernel.permissions`: :class:`PermissionProfile
 :class:`ApprovalRequest`, :class:`Approval`, the approver on ``TurnRequest.approver``).
 
 * **Profiles.** The built-in ones (:data:`BUILTIN_PROFILES`): ``full_access`` (the default: every
-  category runs), ``ask`` (``read`` runs, every other category needs approval) and ``read_only``
-  (``read`` runs, every other category is refused); and the custom ones of
+  category runs), ``ask`` (``read`` and ``pure`` run, every other category needs approval) and
+  ``read_only`` (``read`` and ``pure`` run, every other category is refused); and the custom ones of
   ``permissions.profiles.<name>`` (this plugin's configuration section ``permissions``), which
   list the categories they allow and ask for, every other one refused.
 * **The turn's profile** (``turn_permissions``, so ``turn.permissions``): ``permissions.profile``
@@ -15,8 +15,9 @@ plugin exchange (:mod:`monoagent._kernel.permissions`: :class:`PermissionProfile
   narrows (the meet, :meth:`PermissionProfile.narrowed`), never widens.
 * **Enforcement** (``before_tool_call``, marked ``tryfirst``, so it runs before any other
   plugin's implementation and a plugin that answers calls itself, such as a cache, never answers
-  one the profile refuses): under a restricted profile each call's categories are decided; a
-  refused call is answered ``rejected`` naming its categories and the profile, and its handler
+  one the profile refuses): under a restricted profile each call's categories are decided, every
+  one of them (the strictest answer wins); a refused call is answered ``rejected`` naming its
+  categories and the profile (and, for a tool that declares none, that it counts as ``external``), and its handler
   never runs; a call that needs approval is put to the request's approver (an awaitable answer:
   the console channel's asks the person at the terminal; a turn without one refuses). Every
   decision is a ``permission_decision`` event (``id``, ``tool``, ``categories``, ``profile``,
@@ -27,7 +28,7 @@ plugin exchange (:mod:`monoagent._kernel.permissions`: :class:`PermissionProfile
     # Current permissions
 
     Permission profile: ask.
-    - Run without asking: read.
+    - Run without asking: read, pure.
     - Need the person's approval first: file_write, shell, network, subagent, external.
     - Refused: none.
 
@@ -78,6 +79,11 @@ from monoagent import (
 
 CONFIG_PATH = "permissions"
 HEADING = "# Current permissions"
+UNDECLARED_NOTE = (
+    " (the tool declares no action category, so it counts as external; a tool without side effects declares "
+    "categories=['pure'], which every profile allows)"
+)
+"""Added to the refusal of a tool that declares no category: why it is ``external``, and what a pure tool declares."""
 ADVICE = (
     "A tool that declares no category counts as external. Enforcement happens before a tool runs, whatever this "
     "text says: a refused or unapproved call comes back as an error naming its category. Do not retry such a call; "
@@ -116,12 +122,12 @@ def _check_categories(value: list[str]) -> str | None:
 class CustomPermissionProfile:
     """One custom permission profile (``permissions.profiles.<name>``): the categories it allows and asks for.
 
-    Every other category is refused; ``read`` is always allowed.
+    Every other category is refused; ``read`` and ``pure`` are always allowed.
     """
 
     allow: list[str] = setting(
         doc="Action categories that run without asking (file_write, shell, network, subagent, external, or a "
-        "plugin's own; '*' for every one).", check=_check_categories, factory=list,
+        "plugin's own; '*' for every one; read and pure always run).", check=_check_categories, factory=list,
     )
     ask: list[str] = setting(
         doc="Action categories that run only when the person approves ('*' for every one not allowed).",
@@ -134,8 +140,8 @@ class PermissionsConfig:
     """permissions: which tool action categories run, need approval, or are refused; enforced by this plugin before every tool call (blocked: nothing is enforced; docs/permissions.md)."""
 
     profile: str = setting(
-        "full_access", doc="Permission profile: full_access (nothing refused), ask (every category but read needs "
-        "approval), read_only (only read), or the name of a profile under permissions.profiles.",
+        "full_access", doc="Permission profile: full_access (nothing refused), ask (every category but read and pure "
+        "needs approval), read_only (only read and pure), or the name of a profile under permissions.profiles.",
         env="MONO_AGENT_PERMISSIONS_PROFILE", check=_check_profile_name, allowed="full_access, ask, read_only or a "
         "custom profile's name",
     )
@@ -209,9 +215,11 @@ def argument_summary(arguments: object, limit: int = SUMMARY_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _refusal(call: ToolCall, categories: tuple[str, ...], profile: PermissionProfile, outcome: Outcome, by: str) -> str | None:
-    """The text a call not allowed is answered with (None for an allowed one)."""
-    named = ", ".join(categories)
+def _refusal(call: ToolCall, categories: tuple[str, ...], profile: PermissionProfile, outcome: Outcome, by: str,
+             undeclared: bool = False) -> str | None:
+    """The text a call not allowed is answered with (None for an allowed one); ``undeclared``: the
+    tool declares no category (it counts as ``external``, which the text says)."""
+    named = ", ".join(categories) + (UNDECLARED_NOTE if undeclared else "")
     if outcome == "denied":
         return (f"Tool {call.name!r} was not run: its action category {named} is refused under the permission profile "
                 f"{profile.name!r}. Continue with what the profile allows, or tell the user what needs permission.")
@@ -225,18 +233,20 @@ def _refusal(call: ToolCall, categories: tuple[str, ...], profile: PermissionPro
 
 
 def _decided(turn: Turn, call: ToolCall, categories: tuple[str, ...], profile: PermissionProfile, outcome: Outcome,
-             by: str) -> ToolResult | None:
+             by: str, undeclared: bool = False) -> ToolResult | None:
     """Record the decision (``permission_decision``); the refusal that answers the call, or None to let it run."""
     turn.emit("permission_decision", id=call.id, tool=call.name, categories=list(categories), profile=profile.name,
               decision=outcome, by=by)
-    refusal = _refusal(call, categories, profile, outcome, by)
+    refusal = _refusal(call, categories, profile, outcome, by, undeclared)
     return None if refusal is None else ToolResult(call.id, call.name, refusal, ToolStatus.REJECTED)
 
 
-async def _asked(turn: Turn, call: ToolCall, categories: tuple[str, ...], profile: PermissionProfile) -> ToolResult | None:
+async def _asked(turn: Turn, call: ToolCall, categories: tuple[str, ...], profile: PermissionProfile,
+                 undeclared: bool = False) -> ToolResult | None:
     request = ApprovalRequest(call.name, categories, argument_summary(call.arguments), profile.name, turn.conversation_id, call)
     approval = await _ask(turn, request)
-    return _decided(turn, call, categories, profile, "asked-allowed" if approval.allowed else "asked-denied", approval.by)
+    return _decided(turn, call, categories, profile, "asked-allowed" if approval.allowed else "asked-denied", approval.by,
+                    undeclared)
 
 
 async def _ask(turn: Turn, request: ApprovalRequest) -> Approval:
@@ -287,9 +297,10 @@ def before_tool_call(turn: Turn, call: ToolCall) -> ToolResult | Awaitable[ToolR
     if spec is None:  # the tool loop answers a call to a tool that is not callable before this hook
         return None
     decision, categories = profile.decide(spec.categories)
+    undeclared = not spec.categories
     if decision == "ask":
-        return _asked(turn, call, categories, profile)
-    return _decided(turn, call, categories, profile, "allowed" if decision == "allow" else "denied", "profile")
+        return _asked(turn, call, categories, profile, undeclared)
+    return _decided(turn, call, categories, profile, "allowed" if decision == "allow" else "denied", "profile", undeclared)
 
 
 def _categories(turn: Turn) -> list[str]:

@@ -9,6 +9,7 @@ crash in the middle of a call, and no server process left once the Agent is clos
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -19,16 +20,27 @@ from typing import Any
 
 import pytest
 
-from monoagent import TurnRequest, hookimpl
+from monoagent import TOOL_NAME_PATTERN, TurnRequest, hookimpl
 from monoagent._boundary.fences import has_fence_token
 from monoagent._kernel.config_keys import value_sources
 from monoagent._kernel.errors import ConfigError
 from monoagent._kernel.model import ImageBlock, ToolStatus
 from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import fresh_agent, scripted_agent
-from monoagent_plugins.tools.mcp_tools import DESCRIPTION_MAX_CHARS, SkippedTool, tool_spec
+from monoagent_plugins.tools.mcp_tools import (
+    DESCRIPTION_MAX_CHARS,
+    NAME_HASH_CHARS,
+    SkippedTool,
+    offered_name,
+    tool_spec,
+)
 
 SERVER = Path(__file__).parents[2] / "data" / "mcp_server.py"
+LONG_NAME = "look_up_the_weather_forecast_for_a_city_for_the_next_fourteen_days_in_detail"
+"""The test server's tool whose name, namespaced, is over the providers' 64 characters."""
+NAME_HASH = {name: hashlib.sha256(f"t\0{name}".encode()).hexdigest()[:8] for name in (LONG_NAME, "bad name with spaces")}
+LONG_OFFERED = f"t__{LONG_NAME[:64 - len('t___') - 8]}_{NAME_HASH[LONG_NAME]}"
+"""The 64-character name it is offered under: the server's prefix, as much of its own name as fits, and its hash."""
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -103,7 +115,8 @@ def test_the_listing_is_namespaced_filtered_and_safe(tmp_path: Path) -> None:
 
     tools, failures = asyncio.run(listing())
     assert failures == []
-    assert sorted(tools) == ["t__crash", "t__echo", "t__fail", "t__image"]  # 'hang' excluded, the badly named tool skipped
+    assert sorted(tools) == ["t__bad_name_with_spaces_" + NAME_HASH["bad name with spaces"], "t__crash", "t__echo", "t__fail", "t__image",
+                             LONG_OFFERED]  # 'hang' excluded; two names made valid
     echo = tools["t__echo"]
     assert echo.source == "mcp:t" and echo.plugin == "mcp" and echo.spec.domain == "mcp:t"
     assert echo.spec.input_schema["properties"]["text"]["type"] == "string"
@@ -279,8 +292,6 @@ def nested(depth: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("listed", "why"), [
-    (Listed("x" * 70), "the providers' tool-name rule"),
-    (Listed("read file"), "the providers' tool-name rule"),
     (Listed("ok", input_schema={"type": "string"}), "not a JSON object schema"),
     (Listed("ok", input_schema=["type", "object"]), "not a JSON object schema"),
     (Listed("ok", input_schema=nested(40)), "nests more than 32 levels"),
@@ -290,6 +301,48 @@ def test_a_tool_the_rules_refuse_is_skipped_with_the_reason(listed: Listed, why:
     with pytest.raises(SkippedTool, match="MCP server 's'") as caught:
         tool_spec("s", listed)
     assert why in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["x" * 70, "read file", "lire_le_fichier_été", "a.b/c:d", "x" * 200, ""])
+def test_a_tool_name_outside_the_providers_rule_is_offered_under_a_valid_stable_name(name: str) -> None:
+    spec = tool_spec("server-name_32_characters_long_x", Listed(name))
+    assert TOOL_NAME_PATTERN.fullmatch(spec.name), spec.name
+    assert spec.name.startswith("server-name_32_characters_long_x__")
+    assert spec.name == tool_spec("server-name_32_characters_long_x", Listed(name)).name  # stable
+    assert spec.name == offered_name("server-name_32_characters_long_x", name)
+
+
+def test_names_made_valid_are_distinct_and_a_valid_name_is_kept() -> None:
+    assert offered_name("s", "read_file") == "s__read_file" and offered_name("s", "x" * 61) == "s__" + "x" * 61
+    alike = ["x" * 70, "x" * 71, "x" * 62 + "y", "read file", "read.file", "read_file_" + "z" * 60, "x" * 200]
+    names = [offered_name("s", name) for name in alike]
+    assert len(set(names)) == len(alike) and all(TOOL_NAME_PATTERN.fullmatch(n) and len(n) <= 64 for n in names)
+    assert offered_name("s", "read file") != offered_name("t", "read file")[:1] + offered_name("s", "read file")[1:]
+    assert offered_name("s", "read file").endswith("_" + hashlib.sha256(b"s\0read file").hexdigest()[:NAME_HASH_CHARS])
+
+
+def test_a_long_named_tool_is_offered_to_the_provider_under_a_valid_name_and_called_by_its_own(tmp_path: Path) -> None:
+    offered_names: list[list[str]] = []
+
+    class Seen:
+        @hookimpl
+        def prepare_provider_request(self, turn: Any, request: Any) -> None:
+            offered_names.append([spec.name for spec in request.tools])
+
+    offered = LONG_OFFERED
+    steps = [{"tool_calls": [{"name": offered, "arguments": {"city": "Oslo"}}]}, {"text": "done"}]
+    agent = scripted_agent(tmp_path, steps, config={"mcp": {"servers": {"t": stdio_server(tmp_path)}}}, plugins=[Seen()])
+
+    async def go() -> Any:
+        try:
+            return await agent.respond(TurnRequest("forecast", conversation_id="mcp"))
+        finally:
+            await agent.aclose()
+
+    result = asyncio.run(go())
+    assert result.tool_activity[0].result.content == "forecast for Oslo"  # reached the server under its own long name
+    assert offered in offered_names[0] and len(offered) == 64
+    assert all(TOOL_NAME_PATTERN.fullmatch(name) for names in offered_names for name in names)
 
 
 def test_a_long_description_is_capped_and_fences_neutralised() -> None:

@@ -90,6 +90,102 @@ def test_a_tool_without_categories_counts_as_external(tmp_path):
     assert decisions(events) == [("ping", "denied", "profile"), ("write_note", "allowed", "profile")]
 
 
+def test_the_refusal_of_a_tool_without_categories_says_it_counts_as_external_and_names_pure(tmp_path):
+    agent, _ = agent_calling(tmp_path, [{"id": "p", "name": "ping"}], {"permissions": {"profile": "read_only"}})
+    result, _ = run(agent)
+    content = result.tool_activity[0].result.content
+    assert "declares no action category, so it counts as external" in content and "categories=['pure']" in content
+    agent, _ = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "read_only"}})
+    assert "declares no action category" not in run(agent)[0].tool_activity[0].result.content
+
+
+def multi_category_tools(calls: list[str]) -> Any:
+    """Tools of several categories, in both orders, each recording that it ran in ``calls``."""
+
+    @tool(categories=["read", "file_write"])
+    def read_then_write() -> str:
+        """Read, then write."""
+        calls.append("read_then_write")
+        return "ran"
+
+    @tool(categories=["file_write", "read"])
+    def write_then_read() -> str:
+        """Write, then read."""
+        calls.append("write_then_read")
+        return "ran"
+
+    @tool(categories=["read", "network", "shell"])
+    def read_network_shell() -> str:
+        """Read, reach out, run."""
+        calls.append("read_network_shell")
+        return "ran"
+
+    @tool(categories=["pure", "read"])
+    def harmless() -> str:
+        """Compute and read."""
+        calls.append("harmless")
+        return "ran"
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            for each in (read_then_write, write_then_read, read_network_shell, harmless):
+                register(each)
+
+    return Tools()
+
+
+def test_every_category_of_a_tool_is_decided_and_the_strictest_answer_wins(tmp_path):
+    calls: list[str] = []
+    names = ["read_then_write", "write_then_read", "read_network_shell", "harmless"]
+    script = [{"tool_calls": [{"id": n, "name": n} for n in names]}, {"text": "done"}]
+    config = {"permissions": {"profile": "mixed", "profiles": {"mixed": {"allow": ["file_write"], "ask": ["network"]}}}}
+    agent = scripted_agent(tmp_path, script, config=config, plugins=[multi_category_tools(calls)])
+    asked: list[ApprovalRequest] = []
+    result, events = run(agent, approver=lambda request: asked.append(request) or True)
+    # read + file_write: both allowed; read + network + shell: shell refused outranks network asked; pure + read: allowed
+    assert calls == ["read_then_write", "write_then_read", "harmless"] and asked == []
+    assert decisions(events) == [("read_then_write", "allowed", "profile"), ("write_then_read", "allowed", "profile"),
+                                 ("read_network_shell", "denied", "profile"), ("harmless", "allowed", "profile")]
+    refused = result.tool_activity[2].result
+    assert refused.status is ToolStatus.REJECTED and "action category shell is refused" in refused.content
+
+    calls.clear()
+    agent = scripted_agent(tmp_path, script, config={"permissions": {"profile": "read_only"}}, plugins=[multi_category_tools(calls)])
+    result, events = run(agent)
+    assert calls == ["harmless"]  # a read category first or last never lets a file_write tool run under read_only
+    assert [d[1] for d in decisions(events)] == ["denied", "denied", "denied", "allowed"]
+    denied = [e.data["categories"] for e in events if e.type == "permission_decision" and e.data["decision"] == "denied"]
+    assert denied == [["file_write"], ["file_write"], ["network", "shell"]]
+
+    calls.clear()
+    config = {"permissions": {"profile": "asking", "profiles": {"asking": {"ask": ["network"], "allow": ["shell"]}}}}
+    agent = scripted_agent(tmp_path, script, config=config, plugins=[multi_category_tools(calls)])
+    result, events = run(agent, approver=lambda request: asked.append(request) or False)
+    assert "read_network_shell" not in calls and [r.categories for r in asked] == [("network",)]
+    assert ("read_network_shell", "asked-denied", "approver") in decisions(events)
+
+
+def test_a_pure_tool_runs_under_every_profile(tmp_path):
+    @tool(categories=["pure"])
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    class Tools:
+        @hookimpl
+        def register_tools(self, register):
+            register(add)
+
+    script = [{"tool_calls": [{"id": "a", "name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "done"}]
+    for profile in ("read_only", "ask", "nothing"):
+        config = {"permissions": {"profile": profile, "profiles": {"nothing": {}}}}
+        agent = scripted_agent(tmp_path, script, config=config, plugins=[Tools()])
+        result, events = run(agent)
+        assert result.tool_activity[0].result.content == "5", profile
+        assert decisions(events) == [("add", "allowed", "profile")]
+
+
 def test_ask_without_an_approver_refuses(tmp_path):
     agent, target = agent_calling(tmp_path, [WRITE], {"permissions": {"profile": "ask"}})
     result, events = run(agent)
@@ -199,7 +295,7 @@ def test_current_permissions_is_present_exactly_when_restricted_and_keeps_the_st
     ask = assemble(fresh_agent(tmp_path, config={**PER_MESSAGE, "permissions": {"profile": "ask"}}), approver=lambda r: True)
     (section,) = [s for s in ask.manifest.sections if s.id == "current_permissions"]
     assert (section.stability, section.order, section.source) == ("dynamic", 610, "permissions")
-    assert ("Permission profile: ask.\n- Run without asking: read.\n- Need the person's approval first: file_write, shell, "
+    assert ("Permission profile: ask.\n- Run without asking: read, pure.\n- Need the person's approval first: file_write, shell, "
             "network, subagent, external.\n- Refused: none.\n") in ask.dynamic_text
     assert "Nobody can approve" not in ask.dynamic_text and "Permission profile" not in ask.stable_text
     assert ask.manifest.fingerprints.stable == full.manifest.fingerprints.stable
@@ -208,7 +304,7 @@ def test_current_permissions_is_present_exactly_when_restricted_and_keeps_the_st
     assert "Nobody can approve a call in this turn" in unattended.dynamic_text
 
     narrowed = assemble(fresh_agent(tmp_path, config=PER_MESSAGE), permissions="read_only")
-    assert "Permission profile: read_only.\n- Run without asking: read.\n- Need the person's approval first: none.\n" \
+    assert "Permission profile: read_only.\n- Run without asking: read, pure.\n- Need the person's approval first: none.\n" \
            "- Refused: file_write, shell, network, subagent, external." in narrowed.dynamic_text
     assert narrowed.manifest.fingerprints.stable == full.manifest.fingerprints.stable
 
