@@ -135,13 +135,15 @@ def idempotency_key(headers: Any) -> str | None:
     return str(values[0])
 
 
-async def read_json(request: Request, max_bytes: int, timeout_s: float | None = None) -> Any:
+async def read_json(request: Request, max_bytes: int, timeout_s: float | None = None,
+                    timeout_key: str = "serve.bodyTimeoutMs") -> Any:
     """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed,
     408 past ``timeout_s`` (see :func:`read_body`)."""
-    return parse_json(await read_body(request, max_bytes, timeout_s))
+    return parse_json(await read_body(request, max_bytes, timeout_s, timeout_key))
 
 
-async def read_body(request: Request, max_bytes: int, timeout_s: float | None = None) -> bytes:
+async def read_body(request: Request, max_bytes: int, timeout_s: float | None = None,
+                    timeout_key: str = "serve.bodyTimeoutMs") -> bytes:
     """The raw request body; :class:`RequestRefused` 413 past ``max_bytes``, 408 when it is not all there in time.
 
     The body is read as it streams in and abandoned once over the cap, so an oversized body is
@@ -177,7 +179,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float | None = 
     except TimeoutError:
         assert timeout_s is not None
         raise RequestRefused(408, f"request body not received in full within {timeout_s * 1000:.0f} ms of its headers "
-                                  f"(got {len(body)} bytes); send it at once", "request_timeout", close=True) from None
+                                  f"({timeout_key}; got {len(body)} bytes): send the body at once", "request_timeout",
+                             close=True) from None
     except ClientDisconnect:
         raise RequestRefused(400, "the client closed the connection before the body was complete", close=True) from None
     return bytes(body)

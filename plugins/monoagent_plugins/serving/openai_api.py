@@ -409,8 +409,9 @@ class OpenAIApiChannel:
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
         serve = self.agent.config.section("serve", ServeConfig)
         try:
-            raw = await read_body(request, serve.max_body_bytes, serve.body_timeout_ms / 1000 if self.has_credentials
-                                  else serve.unauthenticated_body_timeout_ms / 1000)
+            timeout = (serve.body_timeout_ms, "serve.bodyTimeoutMs") if self.has_credentials else (
+                serve.unauthenticated_body_timeout_ms, "serve.unauthenticatedBodyTimeoutMs")  # no token: anyone's body
+            raw = await read_body(request, serve.max_body_bytes, timeout[0] / 1000, timeout[1])
             asked = completion_request(parse_json(raw), request.headers, self.agent.model)
             key = idempotency_key(request.headers)
         except RequestRefused as refused:

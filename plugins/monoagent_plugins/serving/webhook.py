@@ -240,7 +240,8 @@ class WebhookChannel:
             return _error(503, "the webhook channel is starting; retry", "server_error", {"Retry-After": "1"})
         serve = self.agent.config.section("serve", ServeConfig)
         try:  # the signature is over the body: it is read first, under the unauthenticated body timeout
-            raw = await read_body(request, serve.max_body_bytes, serve.unauthenticated_body_timeout_ms / 1000)
+            raw = await read_body(request, serve.max_body_bytes, serve.unauthenticated_body_timeout_ms / 1000,
+                                  "serve.unauthenticatedBodyTimeoutMs")
             signed_at = verify([hook.secret or ""], request.headers.get(SIGNATURE_HEADER), raw, now=self.clock())
         except RequestRefused as refused:
             return _error(refused.status, refused.message, refused.kind, refused.headers or None)
