@@ -111,22 +111,6 @@ def test_a_half_sent_body_is_answered_408_within_its_timeout_and_runs_no_turn(tm
         server.stop()
 
 
-def test_a_body_trickled_after_an_early_refusal_is_cut_off(tmp_path):
-    """A wrong bearer token is refused before the body is read; the connection does not stay open for the rest."""
-    server = slow_server(tmp_path, MONO_AGENT_SERVE_BODY_TIMEOUT_MS="500", MONO_AGENT_SERVE_UNAUTHENTICATED_BODY_TIMEOUT_MS="500")
-    try:
-        with connect(server) as sock:
-            started = time.monotonic()
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
-                         b"Content-Length: 100000\r\n\r\n" + b"x" * 10)
-            answer = until_closed(sock)
-            assert answer.startswith(b"HTTP/1.1 401 "), answer
-            assert time.monotonic() - started <= 0.5 + 1 + MARGIN_S  # the body timeout and the guard's margin at most
-        assert server.terminate() == 0
-    finally:
-        server.stop()
-
-
 def test_unauthenticated_connections_are_capped_and_an_authenticated_client_is_still_served(tmp_path):
     server = slow_server(tmp_path, MONO_AGENT_SERVE_MAX_UNAUTHENTICATED_CONNECTIONS="3", MONO_AGENT_SERVE_HEADER_TIMEOUT_MS="60000")
     slow = []
