@@ -15,7 +15,11 @@ them with uvicorn on the running asyncio loop.
 
 The request guards live here so every channel answers alike: :func:`read_json` caps the body
 (413) and names what is wrong with malformed JSON (400); :func:`bearer_ok` compares a bearer
-token with each configured one in constant time (``hmac.compare_digest``). Starlette and uvicorn
+token with each configured one in constant time (``hmac.compare_digest``); :func:`header_safe`
+makes every header value echoed from a request ASCII before a turn is admitted and :func:`json_bytes`
+cannot fail, so a committed turn is never answered 5xx; uvicorn serves through the connection guard
+(:mod:`monoagent_plugins.serving.guard`: header and body time, unauthenticated connections), and a
+route calls :func:`authenticated` once a request's credential is accepted. Starlette and uvicorn
 are imported only by the functions that serve (the ``serve`` extra).
 """
 

@@ -4,12 +4,19 @@
 proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape, or with
 ``"stream": true`` as server-sent ``chat.completion.chunk`` events; ``GET /v1/models`` lists the
 composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
-body's ``user`` field, else a new one per request. Only the request's trailing user message is the
+body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both ways
+(:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the turn. Only the request's trailing user message is the
 turn: earlier client-sent messages are ignored in favour of the conversation's canonical history,
 except ``system`` and ``developer`` messages, whose text becomes the turn's context
 (``TurnRequest.context``, the dynamic ``dynamic_context`` section; never stored in history).
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
+
+Nothing that answers a committed turn can fail: the echoed header is made before the turn is
+admitted and the JSON and SSE bytes cannot fail to encode, so a committed turn is never answered
+5xx (a client would retry it). An ``Idempotency-Key`` is handled as the webhook handles it, in the
+webhook's receipt store (hook ``openai-api/<token digest>``): a repeated key answers the first
+answer (streamed or not) and runs no turn, another request under it is a 422, a running one a 409.
 
 The channel has one harness of its own (one limiter: ``concurrency.*`` bound this channel alone);
 an admission overload is answered 429 with ``Retry-After``. Requests need ``Authorization: Bearer

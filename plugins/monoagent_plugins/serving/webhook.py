@@ -5,7 +5,8 @@
 hook's secret, at most 5 minutes from the server's clock) runs one request-driven turn
 (``delivery = "request"``) in the hook's conversation and answers ``{"conversation_id", "run_id",
 "text"}``. The order of the checks is the contract: an unknown or disabled hook is a 404 before
-anything is read; the raw body is read under ``serve.maxBodyBytes`` (413); the signature is
+anything is read; the raw body is read under ``serve.maxBodyBytes`` (413) and, since no credential
+is checked yet, ``serve.unauthenticatedBodyTimeoutMs`` (408); the signature is
 verified over those raw bytes before they are parsed (401 with the reason); then the body must be
 a JSON object (400) and the ``Idempotency-Key``, if any, 1 to 255 printable ASCII characters (400).
 
