@@ -136,7 +136,7 @@ def guarded_protocol(limits: GuardLimits) -> type:
             self._timer = None
             if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
                 return
-            logger.warning("serve: request headers from {} not complete within {} ms (serve.headerTimeoutMs): "
+            logger.info("serve: request headers from {} not complete within {} ms (serve.headerTimeoutMs): "
                            "connection closed", self.client[0] if self.client else "-", round(limits.header_timeout_s * 1000))
             if self.conn.our_state is h11.IDLE:
                 self.transport.write(_raw_answer(408, "Request Timeout", "request headers not complete within "
@@ -147,7 +147,7 @@ def guarded_protocol(limits: GuardLimits) -> type:
             self._timer = None
             if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
                 return
-            logger.warning("serve: a request body from {} still arriving past its timeout: connection closed",
+            logger.info("serve: a request body from {} still arriving past its timeout: connection closed",
                            self.client[0] if self.client else "-")
             self.transport.close()
 

@@ -113,14 +113,19 @@ def test_a_half_sent_body_is_answered_408_within_its_timeout_and_runs_no_turn(tm
 
 def test_unauthenticated_connections_are_capped_and_an_authenticated_client_is_still_served(tmp_path):
     server = slow_server(tmp_path, MONO_AGENT_SERVE_MAX_UNAUTHENTICATED_CONNECTIONS="3", MONO_AGENT_SERVE_HEADER_TIMEOUT_MS="60000")
-    slow = []
+    slow: list[socket.socket] = []
+
+    def trickle() -> None:
+        """One more connection, accepted (its /healthz answered), then trickling the headers of its next request."""
+        sock = connect(server)
+        slow.append(sock)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert one_answer(sock).startswith(b"HTTP/1.1 200 ")
+        sock.sendall(b"POST /hooks/deploy HTTP/1.1\r\nHost: x\r\n")
+
     try:
-        for _ in range(4):  # each is accepted (its /healthz answered), then trickles the headers of its next request
-            sock = connect(server)
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert one_answer(sock).startswith(b"HTTP/1.1 200 ")
-            sock.sendall(b"POST /hooks/deploy HTTP/1.1\r\nHost: x\r\n")
-            slow.append(sock)
+        for _ in range(4):
+            trickle()
         evicted = until_closed(slow[0])  # the fourth evicted the oldest
         assert evicted.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in evicted.lower(), evicted
         assert b"serve.maxUnauthenticatedConnections" in evicted
@@ -129,8 +134,10 @@ def test_unauthenticated_connections_are_capped_and_an_authenticated_client_is_s
             assert served.status_code == 200, served.text
             assert until_closed(slow[1]).startswith(b"HTTP/1.1 503 ")  # it took the oldest one's place
             assert still_open(slow[2]) and still_open(slow[3])
-            again = client.post("/v1/chat/completions", json=completion("and again"), headers=auth())  # authenticated: not counted
-            assert again.status_code == 200 and still_open(slow[2]) and still_open(slow[3])
+        trickle()  # the authenticated connection no longer counts: two slow ones and this one fit the cap
+        assert still_open(slow[2]) and still_open(slow[3]) and still_open(slow[4])
+        trickle()  # one more than the cap again: the oldest goes
+        assert until_closed(slow[2]).startswith(b"HTTP/1.1 503 ") and still_open(slow[3])
         assert server.terminate() == 0
         assert "over serve.maxUnauthenticatedConnections (3)" in server.log()
     finally:
