@@ -4,9 +4,10 @@
 proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape, or with
 ``"stream": true`` as server-sent ``chat.completion.chunk`` events; ``GET /v1/models`` lists the
 composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
-body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both ways
-(:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the turn. Only the request's trailing user message is the
-turn: earlier client-sent messages are ignored in favour of the conversation's canonical history,
+body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both
+ways (:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the
+turn. Only the request's trailing user message is the turn: earlier client-sent messages are
+ignored in favour of the conversation's canonical history,
 except ``system`` and ``developer`` messages, whose text becomes the turn's context
 (``TurnRequest.context``, the dynamic ``dynamic_context`` section; never stored in history).
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
@@ -46,6 +47,7 @@ from monoagent import (
     AdmissionRejected,
     Channel,
     ComponentRegistrar,
+    ConfigError,
     ConfigSectionRegistrar,
     MonoagentError,
     TurnRequest,
@@ -358,7 +360,6 @@ class OpenAIApiChannel:
 
     async def start(self) -> None:
         """Open the idempotency receipts (the webhook channel's store, shared: ``webhook.idempotencyTtlHours``)."""
-        from monoagent import ConfigError
         from monoagent_plugins.serving.webhook import WebhookConfig
         from monoagent_plugins.serving.webhook_receipts import ReceiptStore, WebhookStoreError
 

@@ -49,6 +49,7 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.http import IDEMPOTENCY_HEADER, REPLAYED_HEADER
 from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
@@ -61,9 +62,6 @@ if TYPE_CHECKING:
 
 CHANNEL = "webhook"
 SECRET_ENV_PREFIX = "MONO_AGENT_WEBHOOK_SECRET_"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-REPLAYED_HEADER = "Idempotent-Replayed"
-IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 MAX_PAYLOAD_DEPTH = 64
 """How deeply a body's arrays and objects may nest (deeper is a 400)."""
 PAYLOAD_END = "[End of the webhook body.]"
