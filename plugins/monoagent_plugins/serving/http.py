@@ -15,17 +15,24 @@ them with uvicorn on the running asyncio loop.
 
 The request guards live here so every channel answers alike: :func:`read_json` caps the body
 (413) and names what is wrong with malformed JSON (400); :func:`bearer_ok` compares a bearer
-token with each configured one in constant time (``hmac.compare_digest``). Starlette and uvicorn
+token with each configured one in constant time (``hmac.compare_digest``); :func:`header_safe`
+makes every header value echoed from a request ASCII before a turn is admitted and :func:`json_bytes`
+cannot fail, so a committed turn is never answered 5xx; uvicorn serves through the connection guard
+(:mod:`monoagent_plugins.serving.guard`: header and body time, unauthenticated connections), and a
+route calls :func:`authenticated` once a request's credential is accepted. Starlette and uvicorn
 are imported only by the functions that serve (the ``serve`` extra).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 from monoagent import ConfigError, ServedChannel, logger
 
@@ -34,20 +41,29 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from monoagent_plugins.serving.access_log import AccessLog
+    from monoagent_plugins.serving.guard import GuardLimits
 
 ANSWER_MARGIN_S = 5
 RETRY_AFTER_S = 1
 """``Retry-After`` (seconds) of a 429 answered to an admission overload."""
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+"""What an ``Idempotency-Key`` must be: 1 to 255 printable ASCII characters (space to ``~``)."""
+HEADER_SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
+"""The characters a header value echoed from the client keeps as they are; every other one is percent-encoded."""
 
 
 class RequestRefused(Exception):
     """A request the server answers without running a turn: ``status`` and a message naming why."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", *, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
+        self.headers = {"Connection": "close"} if close else {}
+        """``close``: the body was not read to its end, so the connection is closed after the answer."""
 
 
 def is_loopback(host: str) -> bool:
@@ -76,27 +92,118 @@ def bearer_ok(authorization: str | None, tokens: Sequence[str]) -> bool:
     return matched
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed."""
-    return parse_json(await read_body(request, max_bytes))
+def header_safe(text: str) -> str:
+    """``text`` as a header value: percent-encoded UTF-8 (RFC 3986) for every character outside printable ASCII, and ``%``.
+
+    Printable ASCII other than ``%`` stays as it is, so a plain id is echoed unchanged; anything
+    else (``用户``, ``é``) becomes ``%E7%94%A8...``, which every HTTP stack can send, and which
+    :func:`header_text` reads back. Computed before a turn is admitted, it cannot fail after it.
+    """
+    return quote(text, safe=HEADER_SAFE)
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw request body; :class:`RequestRefused` 413 past ``max_bytes``.
+def header_text(value: str, name: str) -> str:
+    """A header value written by :func:`header_safe`'s rule, decoded; :class:`RequestRefused` 400 naming the rule.
+
+    ``value`` is what Starlette decoded as Latin-1: a byte outside ASCII in it, or a ``%XX`` sequence
+    that is not UTF-8, is refused (write such text percent-encoded as UTF-8).
+    """
+    if not value.isascii():
+        raise RequestRefused(400, f"the {name} header must be ASCII: write other characters percent-encoded as UTF-8 "
+                                  f"(RFC 3986, e.g. %E7%94%A8 for 用), as the response's {name} is")
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise RequestRefused(400, f"the {name} header's percent-encoded bytes are not UTF-8") from None
+
+
+def json_bytes(payload: Any, *, compact: bool = True) -> bytes:
+    """``payload`` as UTF-8 JSON bytes, which cannot fail on text: a string holding a lone surrogate (which UTF-8
+    cannot encode) makes the whole document ASCII with ``\\u`` escapes instead of raising after a turn committed."""
+    separators = (",", ":") if compact else None
+    text = json.dumps(payload, ensure_ascii=False, separators=separators)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, ensure_ascii=True, separators=separators).encode("ascii")
+
+
+def idempotency_key(headers: Any) -> str | None:
+    """The request's ``Idempotency-Key`` (Starlette ``Headers``), or None; :class:`RequestRefused` 400 when malformed."""
+    values = headers.getlist(IDEMPOTENCY_HEADER)
+    if not values:
+        return None
+    if len(values) > 1 or not IDEMPOTENCY_KEY.fullmatch(values[0]):
+        raise RequestRefused(400, f"{IDEMPOTENCY_HEADER} must be one header of 1 to 255 printable ASCII characters "
+                                  f"(space to ~)")
+    return str(values[0])
+
+
+async def read_json(request: Request, max_bytes: int, timeout_s: float | None = None,
+                    timeout_key: str = "serve.bodyTimeoutMs") -> Any:
+    """The request body parsed as JSON; :class:`RequestRefused` 413 past ``max_bytes``, 400 when malformed,
+    408 past ``timeout_s`` (see :func:`read_body`)."""
+    return parse_json(await read_body(request, max_bytes, timeout_s, timeout_key))
+
+
+async def read_body(request: Request, max_bytes: int, timeout_s: float | None = None,
+                    timeout_key: str = "serve.bodyTimeoutMs") -> bytes:
+    """The raw request body; :class:`RequestRefused` 413 past ``max_bytes``, 408 when it is not all there in time.
 
     The body is read as it streams in and abandoned once over the cap, so an oversized body is
     never held in memory whole, whatever its ``Content-Length`` claims. A channel that checks a
     signature over the raw bytes (webhook) reads them here, verifies, then :func:`parse_json`.
+    ``timeout_s`` counts from the end of the request's headers (when the server's connection
+    guard knows it, else from now): a body still incomplete then is answered 408 and the
+    connection closed (``serve.bodyTimeoutMs``, ``serve.unauthenticatedBodyTimeoutMs``).
     """
+    from starlette.requests import ClientDisconnect
+
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise RequestRefused(413, f"request body of {declared} bytes is over the limit of {max_bytes} bytes (serve.maxBodyBytes)")
+        raise RequestRefused(413, f"request body of {declared} bytes is over the limit of {max_bytes} bytes (serve.maxBodyBytes)",
+                             close=True)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise RequestRefused(413, f"request body is over the limit of {max_bytes} bytes (serve.maxBodyBytes)")
+
+    async def read() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > max_bytes:
+                raise RequestRefused(413, f"request body is over the limit of {max_bytes} bytes (serve.maxBodyBytes)",
+                                     close=True)
+
+    connection = guarded_connection(request.scope)
+    started = connection.headers_done_at if connection is not None and connection.headers_done_at else None
+    try:
+        if timeout_s is None:
+            await read()
+        else:
+            async with asyncio.timeout_at((started or asyncio.get_running_loop().time()) + timeout_s):
+                await read()
+    except TimeoutError:
+        assert timeout_s is not None
+        raise RequestRefused(408, f"request body not received in full within {timeout_s * 1000:.0f} ms of its headers "
+                                  f"({timeout_key}; got {len(body)} bytes): send the body at once", "request_timeout",
+                             close=True) from None
+    except ClientDisconnect:
+        raise RequestRefused(400, "the client closed the connection before the body was complete", close=True) from None
     return bytes(body)
+
+
+def guarded_connection(scope: Mapping[str, Any]) -> Any:
+    """The :class:`~monoagent_plugins.serving.guard.GuardedConnection` a request came on, or None (no guard)."""
+    from monoagent_plugins.serving.guard import CONNECTION
+
+    state = scope.get("state")
+    return state.get(CONNECTION) if isinstance(state, dict) else None
+
+
+def authenticated(request: Request) -> None:
+    """Say that ``request`` presented an accepted credential: its connection no longer counts as unauthenticated
+    (``serve.maxUnauthenticatedConnections``)."""
+    connection = guarded_connection(request.scope)
+    if connection is not None:
+        connection.authenticate()
 
 
 def parse_json(body: bytes) -> Any:
@@ -185,12 +292,15 @@ def build_app(channels: Sequence[ServedChannel], phase: Callable[[], str]) -> Ac
 
 
 async def serve_channels(channels: Sequence[ServedChannel], host: str, port: int, grace_s: float,
-                         on_listening: Callable[[str, int], None], *, forwarded_allow_ips: Sequence[str] = ()) -> None:
+                         on_listening: Callable[[str, int], None], *, forwarded_allow_ips: Sequence[str] = (),
+                         limits: GuardLimits | None = None) -> None:
     """Serve ``channels`` until SIGTERM or SIGINT, then drain them within ``grace_s`` seconds.
 
     The caller has checked the bind first (:func:`check_bind`). ``X-Forwarded-For`` and
     ``X-Forwarded-Proto`` are believed only from a peer in ``forwarded_allow_ips`` (a reverse
-    proxy), never from uvicorn's ``FORWARDED_ALLOW_IPS`` environment variable.
+    proxy), never from uvicorn's ``FORWARDED_ALLOW_IPS`` environment variable. ``limits`` bound
+    each request's header and body time and the unauthenticated connections
+    (:mod:`monoagent_plugins.serving.guard`; the ``serve`` section's defaults when None).
 
     ``/readyz`` is 503 until every channel's ``start()`` has completed (``"starting"``); the
     ``serve: bound http://...`` record (INFO) comes before the starts, the ``on_listening`` call
@@ -259,9 +369,13 @@ async def serve_channels(channels: Sequence[ServedChannel], host: str, port: int
             if cancelled:
                 logger.warning("serve: grace period over, {} run(s) of {} cancelled", cancelled, channel.name)
 
+    from monoagent_plugins.serving.guard import guarded_protocol
+    from monoagent_plugins.serving.serve import ServeConfig
+
     forward_uvicorn_records()
     app = build_app(channels, phase=lambda: phase[0])
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                            http=guarded_protocol(limits or ServeConfig().guard_limits()),
                             proxy_headers=bool(forwarded_allow_ips), forwarded_allow_ips=list(forwarded_allow_ips),
                             timeout_graceful_shutdown=math.ceil(grace_s + ANSWER_MARGIN_S), lifespan="off")
     server = ChannelServer(config)

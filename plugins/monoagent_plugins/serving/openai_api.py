@@ -4,12 +4,20 @@
 proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape, or with
 ``"stream": true`` as server-sent ``chat.completion.chunk`` events; ``GET /v1/models`` lists the
 composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
-body's ``user`` field, else a new one per request. Only the request's trailing user message is the
-turn: earlier client-sent messages are ignored in favour of the conversation's canonical history,
+body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both
+ways (:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the
+turn. Only the request's trailing user message is the turn: earlier client-sent messages are
+ignored in favour of the conversation's canonical history,
 except ``system`` and ``developer`` messages, whose text becomes the turn's context
 (``TurnRequest.context``, the dynamic ``dynamic_context`` section; never stored in history).
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
+
+Nothing that answers a committed turn can fail: the echoed header is made before the turn is
+admitted and the JSON and SSE bytes cannot fail to encode, so a committed turn is never answered
+5xx (a client would retry it). An ``Idempotency-Key`` is handled as the webhook handles it, in the
+webhook's receipt store (hook ``openai-api/<token digest>``): a repeated key answers the first
+answer (streamed or not) and runs no turn, another request under it is a 422, a running one a 409.
 
 The channel has one harness of its own (one limiter: ``concurrency.*`` bound this channel alone);
 an admission overload is answered 429 with ``Retry-After``. Requests need ``Authorization: Bearer
@@ -27,7 +35,7 @@ stream at the first shutdown signal, where the server's grace period lets in-fli
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -39,6 +47,7 @@ from monoagent import (
     AdmissionRejected,
     Channel,
     ComponentRegistrar,
+    ConfigError,
     ConfigSectionRegistrar,
     MonoagentError,
     TurnRequest,
@@ -47,7 +56,20 @@ from monoagent import (
     setting,
 )
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
-from monoagent_plugins.serving.http import RETRY_AFTER_S, RequestRefused, bearer_ok, read_json
+from monoagent_plugins.serving.http import (
+    IDEMPOTENCY_HEADER,
+    REPLAYED_HEADER,
+    RETRY_AFTER_S,
+    RequestRefused,
+    authenticated,
+    bearer_ok,
+    header_safe,
+    header_text,
+    idempotency_key,
+    json_bytes,
+    parse_json,
+    read_body,
+)
 from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
@@ -102,7 +124,7 @@ def _error(status: int, message: str, kind: str, headers: dict[str, str] | None 
 
 
 def _refusal(refused: RequestRefused) -> Response:
-    return _error(refused.status, refused.message, refused.kind,
+    return _error(refused.status, refused.message, refused.kind, refused.headers or None,
                   param=getattr(refused, "param", None), code=getattr(refused, "code", None))
 
 
@@ -178,8 +200,15 @@ def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
 
     Each one given is stripped of surrounding blanks and must then be 1 to
     :data:`MAX_CONVERSATION_ID_CHARS` printable characters; anything else is a 400 naming it.
+    The header is read percent-decoded (:func:`~monoagent_plugins.serving.http.header_text`: a
+    conversation id outside ASCII travels in headers as percent-encoded UTF-8, both ways).
     """
     header = headers.get("x-conversation-id")
+    if header is not None:
+        try:
+            header = header_text(header, "X-Conversation-Id")
+        except RequestRefused as refused:
+            raise CompletionRefused(400, refused.message) from None
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise CompletionRefused(400, "'user' must be a string (it names the conversation)", param="user")
@@ -248,9 +277,41 @@ def run_failure(exc: BaseException) -> tuple[int, str, str]:
     return 500, f"the turn failed ({type(exc).__name__}): {exc}", "server_error"
 
 
-def sse(payload: Any) -> str:
-    """One server-sent event: ``data: <json>`` and a blank line (JSON text holds no raw newline)."""
-    return f"data: {json.dumps(payload, ensure_ascii=False, separators=(',', ':'))}\n\n"
+def sse(payload: Any) -> bytes:
+    """One server-sent event: ``data: <json>`` and a blank line (JSON text holds no raw newline); never fails to encode."""
+    return b"data: " + json_bytes(payload) + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def replayed_chunks(answer: dict[str, Any], include_usage: bool) -> list[bytes]:
+    """A stored ``chat.completion`` answer as the SSE events of a stream: role, the whole text, stop, usage, ``[DONE]``."""
+    chunk = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
+    text = answer["choices"][0]["message"]["content"]
+
+    def choice(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+        return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
+
+    events = [choice({"role": "assistant", "content": ""}), choice({"content": text}), choice({}, "stop")]
+    if include_usage:
+        events.append(sse({**chunk, "choices": [], "usage": answer["usage"]}))
+    return [*events, DONE]
+
+
+def completion_answer(result: Any) -> dict[str, Any]:
+    """The ``chat.completion`` object answering a completed turn (also what an ``Idempotency-Key`` keeps)."""
+    return {
+        "id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
+        "model": result.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text}, "finish_reason": "stop"}],
+        "usage": usage_body(result.usage),
+    }
+
+
+def request_digest(raw: bytes, conversation_header: str | None) -> str:
+    """What an ``Idempotency-Key`` is bound to: the raw body and the ``X-Conversation-Id`` header as sent."""
+    return hashlib.sha256(f"{conversation_header or ''}\n".encode("latin-1", "replace") + raw).hexdigest()
 
 
 def usage_body(usage: Any) -> dict[str, int]:
@@ -294,9 +355,22 @@ class OpenAIApiChannel:
         self.enabled = self.settings.enabled
         self.has_credentials = bool(self.settings.tokens)
         self.runs = ChannelRuns(agent)
+        self.receipts: Any = None
+        self._settling: set[asyncio.Task[dict[str, Any] | None]] = set()
 
     async def start(self) -> None:
-        """Nothing to start: the channel answers requests on the routes it mounts."""
+        """Open the idempotency receipts (the webhook channel's store, shared: ``webhook.idempotencyTtlHours``)."""
+        from monoagent_plugins.serving.webhook import WebhookConfig
+        from monoagent_plugins.serving.webhook_receipts import ReceiptStore, WebhookStoreError
+
+        try:
+            ttl_hours = self.agent.config.section("webhook", WebhookConfig).idempotency_ttl_hours
+        except KeyError:  # the webhook plugin is blocked: its section's default
+            ttl_hours = WebhookConfig().idempotency_ttl_hours
+        try:
+            self.receipts = await asyncio.to_thread(ReceiptStore, self.agent.config.home, ttl_hours * 3600)
+        except WebhookStoreError as exc:
+            raise ConfigError(str(exc)) from exc
 
     async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
@@ -309,7 +383,20 @@ class OpenAIApiChannel:
                 Route("/v1/models", self.models, methods=["GET"])]
 
     def _authorised(self, request: Request) -> bool:
-        return not self.has_credentials or bearer_ok(request.headers.get("authorization"), self.settings.tokens)
+        if self.has_credentials and not bearer_ok(request.headers.get("authorization"), self.settings.tokens):
+            return False
+        authenticated(request)
+        return True
+
+    def _scope(self, request: Request) -> str:
+        """The receipts' ``hook`` of this client's idempotency keys: the channel and a digest of its bearer token.
+
+        One client's key never answers another's request. ``/`` keeps it apart from every webhook hook
+        (a hook name is one path segment).
+        """
+        _, _, token = (request.headers.get("authorization") or "").partition(" ")
+        digest = hashlib.sha256(token.strip().encode()).hexdigest()[:16] if self.has_credentials else "-"
+        return f"{CHANNEL}/{digest}"
 
     async def models(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -320,28 +407,47 @@ class OpenAIApiChannel:
             {"id": self.agent.model, "object": "model", "created": 0, "owned_by": "monoagent"}]})
 
     async def chat_completions(self, request: Request) -> Response:
-        from starlette.responses import JSONResponse, StreamingResponse
+        """One completion. Everything that can refuse it is checked before the turn is admitted (the body, the
+        conversation id, the echoed header, the ``Idempotency-Key``); after the turn commits, the answer is
+        built from parts that cannot fail (:func:`json_bytes`, a header made ASCII before), so a committed
+        turn is never answered 5xx."""
+        from starlette.responses import Response, StreamingResponse
 
         if not self._authorised(request):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
+        serve = self.agent.config.section("serve", ServeConfig)
         try:
-            body = await read_json(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
-            asked = completion_request(body, request.headers, self.agent.model)
+            timeout = (serve.body_timeout_ms, "serve.bodyTimeoutMs") if self.has_credentials else (
+                serve.unauthenticated_body_timeout_ms, "serve.unauthenticatedBodyTimeoutMs")  # no token: anyone's body
+            raw = await read_body(request, serve.max_body_bytes, timeout[0] / 1000, timeout[1])
+            asked = completion_request(parse_json(raw), request.headers, self.agent.model)
+            key = idempotency_key(request.headers)
         except RequestRefused as refused:
             return _refusal(refused)
         turn = TurnRequest(
             asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context
         )
-        echoed = {"X-Conversation-Id": turn.conversation_id.removeprefix(f"{CHANNEL}:")}
+        echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
+        receipt: tuple[str, str, str] | None = None
+        if key is not None:
+            if self.receipts is None:
+                return _error(503, "the openai-api channel is starting; retry", "server_error", {"Retry-After": "1"})
+            scope, request_id = self._scope(request), uuid.uuid4().hex
+            digest = request_digest(raw, request.headers.get("x-conversation-id"))
+            admission = await asyncio.to_thread(self.receipts.admit, scope, key, digest, request_id, int(time.time()))
+            if admission.outcome != "admitted":
+                return self._idempotent(key, admission, asked, echoed)
+            receipt = (scope, key, request_id)
         stream = RunStream() if asked.stream else None
         try:
             handle = self.runs.submit(turn, on_event=stream.on_event if stream else None)
         except (MonoagentError, ShutdownCancelled) as exc:
+            await self._settle(receipt, None)
             return self._failed(exc)
         logger.debug("openai-api: run {} submitted for {}", handle.run_id, turn.conversation_id)
-        outcome: asyncio.Future[Any] | None = None
+        outcome = asyncio.ensure_future(self.runs.finish(handle))
+        settled = self._settle_when_done(receipt, outcome)
         if stream is not None:  # answer 429 and friends as JSON until the run is admitted, then stream
-            outcome = asyncio.ensure_future(self.runs.finish(handle))
             admitted = asyncio.ensure_future(stream.admitted.wait())
             await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
             admitted.cancel()
@@ -350,15 +456,78 @@ class OpenAIApiChannel:
                 return StreamingResponse(self._chunks(handle, stream, outcome, asked), media_type="text/event-stream",
                                          headers={**echoed, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            result = await (outcome if outcome is not None else self.runs.finish(handle))
+            await outcome
         except (MonoagentError, ShutdownCancelled) as exc:
+            await asyncio.shield(settled)
             return self._failed(exc)
-        return JSONResponse({
-            "id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
-            "model": result.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text}, "finish_reason": "stop"}],
-            "usage": usage_body(result.usage),
-        }, headers=echoed)
+        answer = await asyncio.shield(settled)  # the receipt holds the answer before the client sees it
+        return Response(json_bytes(answer), media_type="application/json", headers=echoed)
+
+    def _settle_when_done(self, receipt: tuple[str, str, str] | None,
+                          outcome: asyncio.Future[Any]) -> asyncio.Task[dict[str, Any] | None]:
+        """The ``chat.completion`` answer once the run completed (None when it did not), recorded in the receipts
+        for a keyed request. A task kept until done, whoever still listens: a client that goes away
+        mid-stream does not leave its key running."""
+        async def settle() -> dict[str, Any] | None:
+            try:
+                result = await asyncio.shield(outcome)
+            except BaseException:  # failed, cancelled: no completed turn, so a retry runs it
+                await self._settle(receipt, None)
+                return None
+            answer = completion_answer(result)
+            await self._settle(receipt, answer)
+            return answer
+
+        task = asyncio.ensure_future(settle())
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        return task
+
+    async def _settle(self, receipt: tuple[str, str, str] | None, answer: dict[str, Any] | None) -> None:
+        """Keep the answer of a keyed completed turn (or forget the key of one that did not complete).
+
+        A receipt that cannot be written is logged, never answered as an error: the turn committed.
+        """
+        from monoagent_plugins.serving.webhook_receipts import StoredAnswer
+
+        if receipt is None:
+            return
+        scope, key, request_id = receipt
+        try:
+            if answer is None:
+                await asyncio.to_thread(self.receipts.forget, scope, key, request_id)
+            else:
+                body = json_bytes(answer).decode("utf-8")
+                await asyncio.to_thread(self.receipts.complete, scope, key,
+                                        StoredAnswer(200, body, answer["id"].removeprefix("chatcmpl-")))
+        except Exception as exc:  # the answer goes out anyway; a retry of the key then waits (409) or runs again
+            logger.error("openai-api: the idempotency record of key {!r} could not be written: {}", key, exc)
+
+    def _idempotent(self, key: str, admission: Any, asked: CompletionRequest, echoed: dict[str, str]) -> Response:
+        """The answer to a known ``Idempotency-Key``: the first answer, or why not (as the webhook answers)."""
+        from starlette.responses import Response, StreamingResponse
+
+        if admission.outcome == "conflict":
+            return _error(422, f"{IDEMPOTENCY_HEADER} {key!r} was first used with a different request (body or "
+                               f"X-Conversation-Id); use a new key for a new request", "invalid_request_error",
+                          code="idempotency_conflict")
+        if admission.outcome == "in_progress":
+            return _error(409, f"the first request with {IDEMPOTENCY_HEADER} {key!r} is in progress, retry later",
+                          "invalid_request_error", {"Retry-After": str(RETRY_AFTER_S)}, code="idempotency_in_progress")
+        answer = admission.answer
+        headers = {**echoed, REPLAYED_HEADER: "true"}
+        logger.info("openai-api: {} {!r} answered with the first answer (run {}), no new turn", IDEMPOTENCY_HEADER, key,
+                    answer.run_id)
+        if not asked.stream:
+            return Response(answer.body.encode("utf-8"), status_code=answer.status, media_type="application/json",
+                            headers=headers)
+        events = replayed_chunks(parse_json(answer.body.encode("utf-8")), asked.include_usage)
+
+        async def replay() -> AsyncIterator[bytes]:
+            for event in events:
+                yield event
+
+        return StreamingResponse(replay(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
     def _failed(self, exc: BaseException) -> Response:
         """The JSON error answering a run that did not complete (the response has not started)."""
@@ -375,19 +544,20 @@ class OpenAIApiChannel:
         return status, message, kind
 
     async def _chunks(self, handle: Any, stream: RunStream, outcome: asyncio.Future[Any],
-                      asked: CompletionRequest) -> AsyncIterator[str]:
+                      asked: CompletionRequest) -> AsyncIterator[bytes]:
         """The SSE body of a streamed completion, in OpenAI's ``chat.completion.chunk`` shape.
 
         A role chunk, one chunk per ``text_delta`` as the run emits it, a ``finish_reason: "stop"``
         chunk, with ``include_usage`` a ``usage`` chunk with no choices, then ``[DONE]``. A run that
         fails or is cancelled at shutdown ends the stream with an error object instead (the status
         line was sent already). A client that goes away cancels the run (reason
-        :data:`CLIENT_GONE`), which publishes its continuity account.
+        :data:`CLIENT_GONE`), which publishes its continuity account. Every event is encoded by
+        :func:`sse`, which cannot fail, so a committed turn's stream always ends with ``[DONE]``.
         """
         chunk = {"id": f"chatcmpl-{handle.run_id}", "object": "chat.completion.chunk", "created": int(time.time()),
                  "model": self.agent.model}
 
-        def choice(delta: dict[str, str], finish_reason: str | None = None) -> str:
+        def choice(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
             return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
 
         try:
@@ -404,7 +574,7 @@ class OpenAIApiChannel:
             yield choice({}, "stop")
             if asked.include_usage:
                 yield sse({**chunk, "choices": [], "usage": usage_body(result.usage)})
-            yield "data: [DONE]\n\n"
+            yield DONE
         finally:
             if not outcome.done():
                 logger.info("openai-api: the client of run {} went away; cancelling it", handle.run_id)
@@ -420,8 +590,13 @@ class OpenAIApiChannel:
         return self.runs.cancel_in_flight()
 
     async def shutdown(self) -> None:
-        """Wait for the cancelled runs' continuity accounts, then close the harness."""
+        """Wait for the cancelled runs' continuity accounts and their idempotency records, then close the harness
+        and the receipts."""
         await self.runs.shutdown()
+        if self._settling:
+            await asyncio.gather(*self._settling, return_exceptions=True)
+        if self.receipts is not None:
+            await asyncio.to_thread(self.receipts.close)
 
 
 @hookimpl(trylast=True)

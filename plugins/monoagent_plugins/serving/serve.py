@@ -35,6 +35,7 @@ from monoagent import (
 
 if TYPE_CHECKING:
     from monoagent import Agent
+    from monoagent_plugins.serving.guard import GuardLimits
 
 
 def _check_networks(value: list[str]) -> str | None:
@@ -67,6 +68,26 @@ class ServeConfig:
     allow_unauthenticated: bool = setting(False, doc="Serve channels that have no credentials, on a loopback address only "
                                           "(a non-loopback bind always needs every channel's credentials).",
                                           env="MONO_AGENT_SERVE_ALLOW_UNAUTHENTICATED")
+    header_timeout_ms: int = setting(10_000, doc="How long a client may take to send a request's line and headers (from the "
+                                     "connection's opening, or a kept-alive request's first byte); later: 408, connection closed.",
+                                     env="MONO_AGENT_SERVE_HEADER_TIMEOUT_MS", min=100, max=600_000)
+    body_timeout_ms: int = setting(30_000, doc="How long an authenticated request's body may take to arrive in full, from the "
+                                   "end of its headers; later: 408, connection closed.",
+                                   env="MONO_AGENT_SERVE_BODY_TIMEOUT_MS", min=100, max=600_000)
+    unauthenticated_body_timeout_ms: int = setting(
+        5_000, doc="The same for a body read before its credential is checked (a webhook's signature is over its body).",
+        env="MONO_AGENT_SERVE_UNAUTHENTICATED_BODY_TIMEOUT_MS", min=100, max=600_000)
+    max_unauthenticated_connections: int = setting(
+        64, doc="Connections open at once that have not presented an accepted credential; one more evicts the oldest "
+                "of them (answered 503 with Retry-After: 1). Authenticated connections do not count.",
+        env="MONO_AGENT_SERVE_MAX_UNAUTHENTICATED_CONNECTIONS", min=1, max=100_000)
+
+    def guard_limits(self) -> GuardLimits:
+        """The connection guard's limits (:mod:`monoagent_plugins.serving.guard`), in seconds."""
+        from monoagent_plugins.serving.guard import GuardLimits
+
+        return GuardLimits(self.header_timeout_ms / 1000, self.body_timeout_ms / 1000,
+                           self.unauthenticated_body_timeout_ms / 1000, self.max_unauthenticated_connections)
 
 
 def enabled_channels(agent: Agent) -> list[ServedChannel]:
@@ -200,7 +221,7 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
 
         try:
             await serve_channels(channels, bind_host, bind_port, settings.shutdown_grace_ms / 1000, on_listening,
-                                 forwarded_allow_ips=settings.forwarded_allow_ips)
+                                 forwarded_allow_ips=settings.forwarded_allow_ips, limits=settings.guard_limits())
         finally:
             await agent.aclose()
 

@@ -5,7 +5,8 @@
 hook's secret, at most 5 minutes from the server's clock) runs one request-driven turn
 (``delivery = "request"``) in the hook's conversation and answers ``{"conversation_id", "run_id",
 "text"}``. The order of the checks is the contract: an unknown or disabled hook is a 404 before
-anything is read; the raw body is read under ``serve.maxBodyBytes`` (413); the signature is
+anything is read; the raw body is read under ``serve.maxBodyBytes`` (413) and, since no credential
+is checked yet, ``serve.unauthenticatedBodyTimeoutMs`` (408); the signature is
 verified over those raw bytes before they are parsed (401 with the reason); then the body must be
 a JSON object (400) and the ``Idempotency-Key``, if any, 1 to 255 printable ASCII characters (400).
 
@@ -48,6 +49,7 @@ from monoagent import (
     logger,
     setting,
 )
+from monoagent_plugins.serving.http import IDEMPOTENCY_HEADER, REPLAYED_HEADER
 from monoagent_plugins.serving.serve import ServeConfig
 
 if TYPE_CHECKING:
@@ -60,9 +62,6 @@ if TYPE_CHECKING:
 
 CHANNEL = "webhook"
 SECRET_ENV_PREFIX = "MONO_AGENT_WEBHOOK_SECRET_"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-REPLAYED_HEADER = "Idempotent-Replayed"
-IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 MAX_PAYLOAD_DEPTH = 64
 """How deeply a body's arrays and objects may nest (deeper is a 400)."""
 PAYLOAD_END = "[End of the webhook body.]"
@@ -228,7 +227,7 @@ class WebhookChannel:
 
     async def receive(self, request: Request) -> Response:
         """One webhook request: the checks in the order the module docstring gives, then the turn."""
-        from monoagent_plugins.serving.http import RequestRefused, read_body
+        from monoagent_plugins.serving.http import RequestRefused, authenticated, read_body
         from monoagent_plugins.serving.signatures import SIGNATURE_HEADER, SignatureRefused, verify
         from monoagent_plugins.serving.webhook_receipts import body_digest, signed_request_id
 
@@ -238,13 +237,16 @@ class WebhookChannel:
             return _error(404, "no such webhook hook (hooks are configured as [webhook.hooks.<name>])", "not_found_error")
         if self._receipts is None:
             return _error(503, "the webhook channel is starting; retry", "server_error", {"Retry-After": "1"})
-        try:
-            raw = await read_body(request, self.agent.config.section("serve", ServeConfig).max_body_bytes)
+        serve = self.agent.config.section("serve", ServeConfig)
+        try:  # the signature is over the body: it is read first, under the unauthenticated body timeout
+            raw = await read_body(request, serve.max_body_bytes, serve.unauthenticated_body_timeout_ms / 1000,
+                                  "serve.unauthenticatedBodyTimeoutMs")
             signed_at = verify([hook.secret or ""], request.headers.get(SIGNATURE_HEADER), raw, now=self.clock())
         except RequestRefused as refused:
-            return _error(refused.status, refused.message, refused.kind)
+            return _error(refused.status, refused.message, refused.kind, refused.headers or None)
         except SignatureRefused as refused:
             return _error(401, str(refused), "authentication_error")
+        authenticated(request)
         try:
             key = self._idempotency_key(request.headers)
             payload = await asyncio.to_thread(parse_payload, raw)  # a large body takes a while: not on the serving loop
@@ -259,15 +261,9 @@ class WebhookChannel:
 
     @staticmethod
     def _idempotency_key(headers: Headers) -> str | None:
-        from monoagent_plugins.serving.http import RequestRefused
+        from monoagent_plugins.serving.http import idempotency_key
 
-        values = headers.getlist(IDEMPOTENCY_HEADER)
-        if not values:
-            return None
-        if len(values) > 1 or not IDEMPOTENCY_KEY.fullmatch(values[0]):
-            raise RequestRefused(400, f"{IDEMPOTENCY_HEADER} must be one header of 1 to 255 printable ASCII characters "
-                                      f"(space to ~)")
-        return str(values[0])
+        return idempotency_key(headers)
 
     def _refusal(self, name: str, hook: WebhookHook, key: str | None, admission: Admission) -> Response:
         from monoagent_plugins.serving.http import RETRY_AFTER_S
@@ -289,7 +285,7 @@ class WebhookChannel:
 
     async def _run(self, name: str, hook: WebhookHook, key: str | None, request_id: str, payload: dict[str, Any]) -> Response:
         from monoagent_plugins.serving.channel_runs import ShutdownCancelled
-        from monoagent_plugins.serving.http import RETRY_AFTER_S
+        from monoagent_plugins.serving.http import RETRY_AFTER_S, json_bytes
         from monoagent_plugins.serving.webhook_receipts import StoredAnswer
 
         conversation = self._conversation(name, hook)
@@ -306,12 +302,20 @@ class WebhookChannel:
             except MonoagentError as exc:
                 logger.warning("webhook: the turn of hook {} failed: {}", name, failure_text(exc))
                 return _error(500, f"the turn failed: {failure_text(exc)}; retry it", "server_error")
-            body = json.dumps({"conversation_id": conversation, "run_id": result.run_id, "text": result.text}, ensure_ascii=False)
+            completed = True  # the turn committed: from here on it is answered 200, whatever else fails
+            body = json_bytes({"conversation_id": conversation, "run_id": result.run_id, "text": result.text},
+                              compact=False).decode()
             if key is not None:
-                await asyncio.to_thread(self._receipts.complete, name, key, StoredAnswer(200, body, result.run_id))
-            completed = True
+                try:
+                    await asyncio.to_thread(self._receipts.complete, name, key, StoredAnswer(200, body, result.run_id))
+                except Exception as exc:  # the answer still goes out; a retry of the key waits (409) until released
+                    logger.error("webhook: the idempotency record of hook {} key {!r} could not be written: {}",
+                                 name, key, exc)
             if hook.notify:
-                self._notify.start(hook.notify, result, channel=CHANNEL, source=name)
+                try:
+                    self._notify.start(hook.notify, result, channel=CHANNEL, source=name)
+                except Exception as exc:  # the turn committed: its answer goes out
+                    logger.error("webhook: the notify deliveries of hook {} could not start: {}", name, exc)
         finally:
             if not completed:
                 await asyncio.shield(asyncio.to_thread(self._receipts.forget, name, key, request_id))

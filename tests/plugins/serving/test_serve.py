@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -119,3 +120,18 @@ def test_bearer_tokens_are_matched_exactly():
     assert not bearer_ok(None, ["abc"]) and not bearer_ok("Bearer abc", [])
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_the_answer_bytes_of_a_committed_turn_cannot_fail_to_encode():
+    """What answers a committed turn is built from parts that cannot raise: a lone surrogate (which UTF-8 cannot
+    encode) turns the document into ASCII escapes; a header echo is percent-encoded ASCII and reads back."""
+    from monoagent_plugins.serving.http import header_safe, header_text, json_bytes
+    from monoagent_plugins.serving.openai_api import sse
+
+    assert json.loads(json_bytes({"text": "ok \ud800 用"})) == {"text": "ok \ud800 用"}
+    assert json_bytes({"text": "用"}) == '{"text":"用"}'.encode()
+    assert sse({"t": "\udfff"}).startswith(b"data: {") and sse({"t": "\udfff"}).endswith(b"\n\n")
+    for text in ("用户", "plain id", "50% off", "tab\tand é"):
+        assert header_safe(text).isascii() and header_safe(text).isprintable()
+        assert header_text(header_safe(text), "X-Conversation-Id") == text
+    assert header_safe("plain id") == "plain id"

@@ -39,6 +39,8 @@ class Gated:
     async def stream(self, request):
         said = request.messages[-1].content
         if request.step == 1 and "toolround" in said:
+            with open("tool-calls", "a") as calls:  # the tests count the tool rounds a request ran
+                calls.write("SessionHistory\\n")
             yield TextDelta("Let me look that up. ")
             yield ToolCallRequested(ToolCall("call_1", "SessionHistory", {"action": "search", "query": "x"}))
             yield StepFinished("tool_use")
@@ -393,3 +395,90 @@ def test_system_messages_are_the_turns_context_and_never_stored(server):
                           {"role": "user", "content": "hi"}]}
     refused = server.client.post("/v1/chat/completions", headers=headers, json=image)
     assert refused.status_code == 400 and "messages[0].content[0] is of type 'image_url'" in refused.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------- after the commit: no 5xx, idempotency
+
+
+def tool_rounds(server: Server) -> int:
+    """How many times the ``gated`` provider called the SessionHistory tool (a ``toolround`` turn calls it once)."""
+    calls = server.cwd / "tool-calls"
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def turns_in(server: Server, conversation: str, answer: str) -> int:
+    """How many committed turns of ``conversation`` answered ``answer`` (each is one assistant message in history)."""
+    return history(server.cwd, conversation).count(answer)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_user_outside_latin1_runs_one_turn_and_gets_its_answer_with_the_id_percent_encoded(gated, stream):
+    """The header echo was built after the commit and failed (500); the client retried twice: three turns."""
+    ask = {"model": "gated:x", "messages": [{"role": "user", "content": "toolround"}], "user": "用户"}
+    raw = client_of(gated).chat.completions.with_raw_response.create(**ask, stream=stream)
+    assert raw.headers["X-Conversation-Id"] == "%E7%94%A8%E6%88%B7"
+    answer = raw.parse()
+    text = "".join(c.choices[0].delta.content or "" for c in answer if c.choices) if stream else answer.choices[0].message.content
+    assert text.endswith("found nothing")
+    assert turns_in(gated, "openai-api:用户", "found nothing") == 1 and tool_rounds(gated) == 1
+    again = gated.client.post("/v1/chat/completions", json=completion("next"),
+                              headers={**auth(), "X-Conversation-Id": raw.headers["X-Conversation-Id"]})
+    assert again.json()["choices"][0]["message"]["content"] == "answer to 'next'; history: 4 messages"  # the same conversation
+
+
+def test_a_conversation_id_header_outside_ascii_or_badly_encoded_is_refused_naming_the_rule(server):
+    for value, named in ((b"caf\xc3\xa9", "must be ASCII: write other characters percent-encoded as UTF-8"),
+                         (b"%FF%FE", "percent-encoded bytes are not UTF-8")):
+        refused = server.client.post("/v1/chat/completions", json=completion("x"), headers={**auth(), "X-Conversation-Id": value})
+        assert refused.status_code == 400 and named in refused.json()["error"]["message"], refused.text
+    assert "no history" in history(server.cwd, "openai-api:café")
+    echoed = server.client.post("/v1/chat/completions", json=completion("x"), headers={**auth(), "X-Conversation-Id": "50%25 off"})
+    assert echoed.status_code == 200 and echoed.headers["X-Conversation-Id"] == "50%25 off"
+    assert "you said: x" in history(server.cwd, "openai-api:50% off")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_retried_idempotency_key_returns_the_first_answer_and_runs_the_tools_once(gated, stream):
+    client = client_of(gated)
+    ask = {"model": "gated:x", "messages": [{"role": "user", "content": "toolround"}], "stream": stream,
+           "extra_headers": {"Idempotency-Key": "order-7", "X-Conversation-Id": "keyed"}}
+    if stream:
+        ask["stream_options"] = {"include_usage": True}
+    first, second = (client.chat.completions.with_raw_response.create(**ask) for _ in range(2))
+    assert "Idempotent-Replayed" not in first.headers and second.headers["Idempotent-Replayed"] == "true"
+    answers = [raw.parse() for raw in (first, second)]
+    if stream:
+        chunks = [list(answer) for answer in answers]
+        texts = ["".join(c.choices[0].delta.content or "" for c in each if c.choices) for each in chunks]
+        assert texts[0] == "Let me look that up. found nothing" and texts[1] == "found nothing"  # the committed answer
+        assert chunks[0][0].id == chunks[1][0].id and chunks[1][-1].usage.total_tokens == chunks[0][-1].usage.total_tokens
+    else:
+        assert answers[1].model_dump() == answers[0].model_dump()
+        assert answers[0].choices[0].message.content == "found nothing"
+    assert turns_in(gated, "openai-api:keyed", "found nothing") == 1 and tool_rounds(gated) == 1
+
+
+def test_an_idempotency_key_reused_with_another_request_or_still_running_is_refused_as_the_webhook_does(gated):
+    client = client_of(gated, max_retries=0)
+    key = {"Idempotency-Key": "k-1", "X-Conversation-Id": "busy"}
+    thread, outcome = in_background(lambda: client.chat.completions.create(
+        model="gated:x", messages=[{"role": "user", "content": "gate:k first"}], extra_headers=key))
+    wait_until(lambda: (gated.cwd / "started-k").exists(), "the keyed turn in flight")
+    with pytest.raises(openai.ConflictError, match="is in progress, retry later") as running:
+        client.chat.completions.create(model="gated:x", messages=[{"role": "user", "content": "gate:k first"}], extra_headers=key)
+    assert running.value.code == "idempotency_in_progress" and running.value.response.headers["Retry-After"] == "1"
+    (gated.cwd / "release-k").write_text("1")
+    thread.join(timeout=30)
+    assert outcome[0].choices[0].message.content == "answer to 'gate:k first'; history: 0 messages"
+    for changed in ({"messages": [{"role": "user", "content": "another"}]},
+                    {"messages": [{"role": "user", "content": "gate:k first"}], "extra_headers": {**key, "X-Conversation-Id": "x"}}):
+        with pytest.raises(openai.UnprocessableEntityError, match="first used with a different request") as conflict:
+            client.chat.completions.create(model="gated:x", **{"extra_headers": key, **changed})
+        assert conflict.value.code == "idempotency_conflict"
+    with pytest.raises(openai.BadRequestError, match="Idempotency-Key must be one header"):
+        client.chat.completions.create(model="gated:x", messages=[{"role": "user", "content": "x"}],
+                                       extra_headers={"Idempotency-Key": ""})
+    other = client_of(gated, "other-token", max_retries=0)  # another client's keys are its own
+    mine = other.chat.completions.create(model="gated:x", messages=[{"role": "user", "content": "gate:k first"}], extra_headers=key)
+    assert mine.choices[0].message.content == "answer to 'gate:k first'; history: 2 messages"
+    assert turns_in(gated, "openai-api:busy", "answer to 'gate:k first'") == 2

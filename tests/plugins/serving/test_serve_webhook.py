@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import httpx
 import pytest
-from serving import Server, serve_env
+from serving import Server, auth, completion, serve_env
 from waiting import wait_until
 
 from monoagent import ProcessIdentity
@@ -561,3 +561,43 @@ def test_serve_check_lists_the_hooks_or_what_is_missing(tmp_path):
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
     assert "webhook.hooks.build-ci.secret" in missing.stderr and "MONO_AGENT_WEBHOOK_SECRET_BUILD_CI" in missing.stderr
+
+
+BROKEN_RECEIPTS = '''
+from monoagent._kernel.hookspecs import hookimpl
+from monoagent_plugins.serving import webhook_receipts
+
+
+def complete(self, hook, key, answer):
+    raise OSError(28, "No space left on device (injected by the test)")
+
+
+webhook_receipts.ReceiptStore.complete = complete  # every answer's record fails to be written, after its turn committed
+
+
+@hookimpl
+def register_config_sections(register):
+    pass
+'''
+
+
+def test_an_answer_whose_record_cannot_be_written_after_the_commit_is_still_answered_200_once(tmp_path):
+    """The turn committed; a 500 would make the sender retry it (and the key was forgotten: a second turn)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "broken_receipts.py").write_text(BROKEN_RECEIPTS, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text(CONFIG, encoding="utf-8")
+    server = Server(tmp_path, "--plugins-dir", "plugins", env={**webhook_env(tmp_path), "MONO_AGENT_OPENAI_API_ENABLED": "1"})
+    try:
+        answer = post(server, {"event": "deployed"}, key="full-disk")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["conversation_id"] == "webhook:deploy" and turns(tmp_path) == 1
+        asked = server.client.post("/v1/chat/completions", json=completion("keyed"),
+                                   headers={**auth(), "Idempotency-Key": "full-disk", "X-Conversation-Id": "disk"})
+        assert asked.status_code == 200 and asked.json()["choices"][0]["message"]["content"].endswith("you said: keyed")
+        assert turns(tmp_path, "openai-api:disk") == 1
+        assert server.terminate() == 0
+        log = server.log()
+        assert "webhook: the idempotency record of hook deploy key 'full-disk' could not be written" in log
+        assert "openai-api: the idempotency record of key 'full-disk' could not be written" in log
+    finally:
+        server.stop()
