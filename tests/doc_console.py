@@ -16,7 +16,7 @@ before it:
     A ``monoagent ...`` command (optionally after ``NAME=value`` assignments) runs in-process
     (:func:`monoagent._cli.main` under click's ``CliRunner`` isolation), except ``monoagent chat``,
     which reads its stdin as a terminal session does, in a subprocess; ``export NAME=value``
-    (``$PWD`` and ``$HOME`` expanded) and ``cd DIR`` change the session; any other line runs in
+    (``$PWD`` and ``$HOME`` expanded), ``unset NAME`` and ``cd DIR`` change the session; any other line runs in
     ``bash`` (a ``printf ... > file``, a pipe), with stdout and stderr in the order written. A command's exit status must be 0 unless its output
     ends with a line ``[exit N]``.
 
@@ -203,6 +203,10 @@ class Session:
                 name, _, value = word.partition("=")
                 self.env[name] = self.expand(value)
             return 0, ""
+        if words[:1] == ["unset"] and not assignments:
+            for word in words[1:]:
+                self.env.pop(word, None)
+            return 0, ""
         if words[:1] == ["cd"]:
             self.cwd = (self.cwd / self.expand(words[1])).resolve()
             self.env["PWD"] = str(self.cwd)
@@ -260,6 +264,7 @@ def _cli_logging() -> Iterator[None]:
         sys.stderr.write(terminal_text(str(message), None))
 
     core = logger._core  # type: ignore[attr-defined]
+    module_state = (log._cli_level, log._cli_redact, log._cli_json, log._LazyLogger._real)
     with core.lock:
         saved = (core.handlers, core.min_level, core.activation_list, core.enabled)
         core.handlers, core.min_level = {}, float("inf")
@@ -271,8 +276,10 @@ def _cli_logging() -> Iterator[None]:
     try:
         yield
     finally:
-        logger.remove(handler)
+        with contextlib.suppress(ValueError):  # a server's log set-up removes every handler, ours too
+            logger.remove(handler)
         cli_module._configure_logging = configure  # type: ignore[assignment]
+        log._cli_level, log._cli_redact, log._cli_json, log._LazyLogger._real = module_state
         with core.lock:
             core.handlers, core.min_level, core.activation_list, core.enabled = saved
 

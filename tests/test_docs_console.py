@@ -21,6 +21,7 @@ from doc_console import SHELL_LANGS, Block, Session, blocks, commands, matches, 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SHELL_BLOCKS = [b for page in PAGES for b in blocks(page) if b.lang in SHELL_LANGS]
+TEXT_BLOCKS = [b for page in PAGES for b in blocks(page) if b.lang in {"text", ""}]
 
 
 def where(block: Block) -> str:
@@ -42,6 +43,9 @@ def test_every_shell_block_is_marked() -> None:
             problems.append(f"{where(block)}: a skipped block holds monoagent commands (mark it syntax)")
         elif block.lang == "console" and block.action != "console" and re.search(r"^\$ ", block.text, flags=re.M) is None:
             problems.append(f"{where(block)}: a ```console block shows '$ ' commands; this one is a script (```sh)")
+    for block in TEXT_BLOCKS:  # a transcript in disguise
+        if re.search(r"^\$ ", block.text, flags=re.M):
+            problems.append(f"{where(block)}: a block showing '$ ' commands is a ```console block")
     assert not problems, "\n".join(problems)
 
 
