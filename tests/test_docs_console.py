@@ -155,3 +155,18 @@ def test_readme_demo_prints_what_it_promises_twice_and_writes_only_in_the_checko
         assert done.returncode == 0 and matches(promised, done.stdout), f"run {attempt}:\n{done.stdout}"
     assert list(home.iterdir()) == [], "the demo wrote outside the checkout"
     assert (checkout / ".mono-agent" / "demo" / "history").is_dir()
+
+
+# ---------------------------------------------------------------------------------------- the MCP example
+
+
+def test_the_mcp_page_runs_its_example_server_end_to_end() -> None:
+    """docs/mcp.md's server, its configuration and a scripted turn calling its tool are all run by
+    test_console_blocks_print_what_they_show[mcp.md]; this keeps the example from shrinking."""
+    page = blocks(ROOT / "docs" / "mcp.md")
+    written = {b.rest: b.text for b in page if b.action == "write"}
+    assert "from mcp.server.mcpserver import MCPServer" in written["units.py"]
+    assert "[mcp.servers.units]" in written["monoagent.toml"]
+    assert "units__to_celsius" in written["convert.toml"]
+    console = "".join(b.text for b in page if b.action == "console")
+    assert "monoagent run" in console and "result (8 bytes): 37.0 °C" in console
