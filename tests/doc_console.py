@@ -252,9 +252,9 @@ def _cli_logging() -> Iterator[None]:
     The CLI's own set-up removes every loguru handler of the process; here the test process's
     handlers and enabled packages are set aside for the command and put back after it (loguru
     has no public way to save and restore them)."""
-    import monoagent._cli as cli_module
     from loguru import logger
 
+    import monoagent._cli as cli_module
     from monoagent._cli.terminal import terminal_text
     from monoagent._kernel import log
 

@@ -217,6 +217,7 @@ class OpenAIWireServer(WireServer):
             yield b"data: [DONE]\n\n"
 
     def error_body(self, reply: Reply) -> bytes:
+        error: dict[str, Any]
         if reply.context_limit:
             error = {
                 "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
