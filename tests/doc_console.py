@@ -233,10 +233,14 @@ class Session:
         code = 0
         try:
             with CliRunner().isolation(input=stdin) as (_out, _err, output), _cli_logging():
+                for stream in (sys.stdout, sys.stderr):  # as on a terminal: each write in order, none held back
+                    stream.reconfigure(write_through=True)  # type: ignore[union-attr]
                 try:
                     cli_module.main(argv)
                 except SystemExit as exc:
                     code = int(exc.code or 0)
+                sys.stdout.flush()
+                sys.stderr.flush()
                 text = output.getvalue().decode("utf-8", "replace")
         finally:
             os.chdir(previous)
