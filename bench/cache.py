@@ -2,7 +2,7 @@
 
 One conversation of N turns (40 and 100; 40 only with --quick): ~200-character questions,
 800-character answers, against local servers speaking the Anthropic and the OpenAI streaming
-wire formats (``tests/providers_wire.py``, the servers the provider tests use) that record every
+wire formats (``monoagent.testing``'s stand-ins, the servers the provider tests use) that record every
 request body. Three modes, selected by configuration only (the script knows nothing of how the
 harness implements them):
 
@@ -46,14 +46,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _benchlib import REPO, emit_json, machine, parser, state_dir, verdict_line
-
-sys.path.insert(0, str(REPO / "tests"))  # the wire-format servers of the provider tests
-
-from providers_wire import AnthropicWireServer, OpenAIWireServer
+from _benchlib import emit_json, machine, parser, state_dir, verdict_line
 
 from monoagent._kernel.model import TurnRequest
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply, WireServer
 
 QUESTION_CHARS = 200
@@ -74,7 +70,7 @@ WORDS = (
 
 CHILD = """
 import json, sys
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 state, config, text = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 agent = fresh_agent(state, config=config)
 try:

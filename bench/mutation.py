@@ -21,7 +21,7 @@ modified. Needs the ``mutation`` extra (``pip install -e '.[mutation]'``); not r
 
 ``--survivors`` prints the diff of every surviving mutant, which is what to read when strengthening
 a contract: each survivor is either a bug the contracts miss (add the test to the contract) or an
-equivalent mutant (record why in docs/testing.md).
+equivalent mutant (record why in docs/mutation-testing.md).
 
 Equivalent mutants. A survivor no caller could tell from the original through the documented
 interface is equivalent, by rule (recognised mechanically: log text, message wording, SQL case,

@@ -10,7 +10,9 @@
 Marking a doc example: put ``<!-- test: run -->`` on the line before a ```` ```python ```` fence
 to execute the block, or ``<!-- test: write NAME -->`` before any fence to write the block to the
 file ``NAME`` (a ``monoagent.toml``, a ``monoagent_local.py``) for the blocks after it. The blocks
-of one page run in order, in one temporary directory.
+of one page run in order, in one temporary directory. Shell blocks (``console``, ``sh``, ``bash``)
+carry ``<!-- test: console -->``, ``<!-- test: syntax REASON -->`` or ``<!-- test: skip REASON -->``:
+tests/test_docs_console.py runs them (the convention is in tests/doc_console.py).
 """
 
 from __future__ import annotations

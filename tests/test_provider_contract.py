@@ -8,7 +8,6 @@ import json
 from typing import Any, ClassVar
 
 import pytest
-from providers_wire import AnthropicWireServer, LocalServerWire, OpenAIWireServer, WholeCallsWire
 
 from monoagent import hookimpl
 from monoagent._boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
@@ -18,7 +17,15 @@ from monoagent._kernel.errors import TurnFailed
 from monoagent._kernel.model import ToolSpec, TurnRequest
 from monoagent._pipeline import provider_call as reliability
 from monoagent._pipeline.bloat import LIMIT_BYTES
-from monoagent.testing import ProviderContract, SentRequest, fresh_agent
+from monoagent.testing import (
+    AnthropicWireServer,
+    LocalServerWire,
+    OpenAIWireServer,
+    ProviderContract,
+    SentRequest,
+    WholeCallsWire,
+    fresh_agent,
+)
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 from monoagent_plugins.providers import openai_wire
 

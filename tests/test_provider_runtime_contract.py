@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent._kernel.errors import ProviderError
 from monoagent._kernel.model import ProviderRequest
 from monoagent.testing import (
+    AnthropicWireServer,
     FunctionProvider,
     FunctionReply,
     Misconfiguration,
+    OpenAIWireServer,
     ProviderRuntimeContract,
     StepScript,
     WireServer,

@@ -14,14 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from loguru import logger
-from providers_wire import AnthropicWireServer, OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent._kernel import sessions
 from monoagent._kernel.interfaces import CompactionOutcome
 from monoagent._kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
 from monoagent._pipeline import provider_call
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall
 
 MODEL = "anthropic:claude-x"

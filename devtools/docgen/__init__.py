@@ -497,22 +497,46 @@ An unknown key (with a did-you-mean), a value of the wrong type and a value out 
 reported together, one line per problem, each naming the key path, the value, where it came from
 (the file or the environment variable) and what is allowed:
 
-```text
-monoagent: invalid configuration:
+<!-- test: write monoagent.toml -->
+```toml
+[runtime]
+maxTurns = 500
+
+[context]
+identityPth = "IDENTITY.md"
+```
+
+<!-- test: console -->
+```console
+$ MONO_AGENT_SESSION_ROLLOVER=weekly monoagent config validate
+monoagent: error: invalid configuration:
   - runtime.maxTurns = 500 (from file /home/me/project/monoagent.toml): out of range; allowed: 0 (unlimited) or 1 to 100
   - runtime.session.rollover = "weekly" (from env MONO_AGENT_SESSION_ROLLOVER): not an allowed value; allowed: one of 'none', 'daily'
   - context.identityPth: unknown key (in file /home/me/project/monoagent.toml); did you mean 'identityPath'? (known keys here: ...)
+[exit 2]
 ```
 
-The command line exits with status 2 on an invalid configuration.
+The command line exits with status 2 on an invalid configuration (`[exit 2]` above).
 
 A section left in the file for a plugin that is blocked, failed to load or is blocked and no
 longer installed (`[providers.anthropic]` with `plugins.block = ["anthropic"]`) is not an
 unknown key: it is one warning naming the plugin, and is ignored
 (`MONO_AGENT_STRICT_PLUGINS=1` makes it an error):
 
-```text
+<!-- test: write monoagent.toml -->
+```toml
+[plugins]
+block = ["anthropic"]
+
+[providers.anthropic]
+baseUrl = "https://anthropic.example"
+```
+
+<!-- test: console -->
+```console
+$ monoagent config validate
 monoagent: warning: config section 'providers.anthropic' (in file /home/me/project/monoagent.toml) belongs to plugin 'anthropic', which is blocked (blocked by plugins.block); it is ignored
+configuration is valid (/home/me/project/monoagent.toml)
 ```
 
 A section no plugin owns stays an unknown key, with a did-you-mean. Plugins declare their
@@ -533,9 +557,18 @@ def _renamed_names() -> list[str]:
         "its new name (or a variable set under both) is an error naming both. Rename them; a later",
         "release will stop reading the old names.",
         "",
-        "```text",
+        "<!-- test: write monoagent.toml -->",
+        "```toml",
+        "[providers.piNative]",
+        "piMaxRetries = 3",
+        "```",
+        "",
+        "<!-- test: console -->",
+        "```console",
+        "$ monoagent config validate",
         "monoagent: warning: config key providers.piNative.piMaxRetries (in file /home/me/project/monoagent.toml) "
         "is deprecated; rename it to providers.client.maxRetries",
+        "configuration is valid (/home/me/project/monoagent.toml)",
         "```",
         "",
         "| Old name | New name |",

@@ -36,8 +36,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the vendor wire servers
-from providers_wire import AnthropicWireServer, OpenAIWireServer
-
 from monoagent import hookimpl
 from monoagent._kernel.errors import ProviderError, RepeatedToolCall, RunDeadlineExceeded
 from monoagent._kernel.model import (
@@ -50,7 +48,7 @@ from monoagent._kernel.model import (
     TurnRequest,
     Usage,
 )
-from monoagent.testing import fresh_agent, scripted_agent
+from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent, scripted_agent
 from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request
 
 MiB = 1024 * 1024

@@ -29,10 +29,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/providers_wire.py
-
-from providers_wire import AnthropicWireServer, OpenAIWireServer
-
 from monoagent import hookimpl
 from monoagent._kernel.errors import ProviderError
 from monoagent._kernel.model import (
@@ -51,7 +47,7 @@ from monoagent._kernel.model import (
     TurnRequest,
     Usage,
 )
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 
 SURROGATE = st.characters(categories=["Cs"])

@@ -17,6 +17,8 @@ environment (unless you pass one), third-party entry-point autoload off, and kee
 script for the latter. :class:`FunctionProvider` computes each answer from the request with a
 function of yours (``fresh_agent(tmp_path, provider=FunctionProvider(fn))``).
 :func:`tool_context` builds what a tool handler receives, to call it directly.
+:class:`AnthropicWireServer` and :class:`OpenAIWireServer` are local stand-ins for the two APIs
+(their streaming wire formats, byte for byte) to point a provider's base URL at.
 
 Under pytest the package is also a plugin (the ``pytest11`` entry point
 :mod:`monoagent._pytest_plugin`): fixtures ``monoagent_agent``, ``scripted_agent``,
@@ -50,8 +52,10 @@ from monoagent.testing.provider_contract import ProviderContract, RecordedReques
 from monoagent.testing.provider_request_contract import SentRequest
 from monoagent.testing.provider_runtime_contract import Misconfiguration, ProviderRuntimeContract, StepScript
 from monoagent.testing.tool_history_contract import ToolHistoryStoreContract
+from monoagent.testing.wire_stand_ins import AnthropicWireServer, LocalServerWire, OpenAIWireServer, WholeCallsWire
 
 __all__ = [
+    "AnthropicWireServer",
     "EmbedderContract",
     "FunctionProvider",
     "FunctionReply",
@@ -60,8 +64,10 @@ __all__ = [
     "HookCall",
     "HookRecorder",
     "InProcessProviders",
+    "LocalServerWire",
     "MemoryTierContract",
     "Misconfiguration",
+    "OpenAIWireServer",
     "ProviderContract",
     "ProviderRuntimeContract",
     "RecordedRequest",
@@ -70,6 +76,7 @@ __all__ = [
     "SentRequest",
     "StepScript",
     "ToolHistoryStoreContract",
+    "WholeCallsWire",
     "WireServer",
     "collect_events",
     "fresh_agent",

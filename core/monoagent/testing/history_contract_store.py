@@ -1,7 +1,7 @@
 """Inactivity, exact retention, nesting, other writers' records, stopped resets, diagnostics and refusals.
 
 The parts of the history-store suite written against the survivors of the ``files`` store's mutation
-run (docs/testing.md, "Mutation score: files_history.py"); each checks a documented clause of
+run (docs/mutation-testing.md, "Mutation score: history/files.py"); each checks a documented clause of
 :class:`~monoagent._kernel.stores.ManagedHistoryStore`:
 
 - ``history.maxInactiveDays`` (365 by default: "365 days of inactivity") at and either

@@ -10,8 +10,10 @@ the current turn's. Other conversations stay invisible, their runs are never rep
 as missing.
 
 Settled means the file holds a terminal event (``run_completed``, ``run_failed``,
-``run_cancelled``); a run still in flight has no file yet, and a file without a terminal event
-(written at shutdown, or by a process that died) is counted as ``unsettled_runs``, not shown.
+``run_cancelled``); a run still in flight has no file yet, or one the writer is writing: an empty
+file, or a last line not whole yet (no newline, under :data:`MAX_FILE_BYTES`), is such a run's and
+is neither skipped nor damaged. A file without a terminal event (written at shutdown, or by a
+process that died) is counted as ``unsettled_runs``, not shown.
 Isolated runs (``TurnRequest.isolated``) stay out, as they do of SessionHistory, and so do runs
 refused at admission (their file holds ``admission_rejected`` alone: they never started).
 
@@ -225,6 +227,10 @@ class RunFiles:
             if not newline and len(head) == HEAD_BYTES:
                 scan.skip(name)  # a first line this long is no event of the writer's
                 return None
+            if not newline:
+                # Empty, or its first line not whole yet: a run the writer has just opened the file of
+                # (this very run, calling the tool), in flight, never settled; nothing to skip or report.
+                return None
             run_id = match.group("run")
             opening = self._parse(first, run_id, Scan())
             if opening is None:
@@ -237,7 +243,10 @@ class RunFiles:
         finally:
             os.close(fd)
         events, damaged = [], scan.damaged_lines
-        for raw in data.split(b"\n"):
+        lines = data.split(b"\n")
+        if lines[-1] and len(data) < MAX_FILE_BYTES:
+            lines.pop()  # the last line not whole yet: the writer is writing it (a run in flight)
+        for raw in lines:
             if raw.strip():
                 event = self._parse(raw, run_id, scan)
                 if event is not None and event["conversation_id"] != conversation:

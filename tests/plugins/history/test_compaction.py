@@ -14,12 +14,11 @@ import stat
 from typing import Any
 
 import pytest
-from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ContextLimitError
 from monoagent._kernel.model import Message, Section, StepFinished, TextDelta, ToolCall, TurnRequest, Usage
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.history.compaction_summaries import SummaryFiles
 

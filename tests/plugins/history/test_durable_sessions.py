@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-from providers_wire import AnthropicWireServer
 from waiting import until
 
 from monoagent import hookimpl
@@ -33,7 +32,7 @@ from monoagent._kernel.stores import CommitReceipt, ProviderSessionState, Provid
 from monoagent._kernel.turn import SessionInfo
 from monoagent._pipeline.sessions import history_tail, session_backend
 from monoagent._pipeline.turn_run import TurnRun
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.history.durable_sessions import DurableSessionBackend
 from monoagent_plugins.history.files import FilesHistoryStore

@@ -235,6 +235,39 @@ def test_hostile_files_are_skipped_and_counted(tmp_path):
     assert [run["run_id"] for run in found["runs"]] == [real.run_id]
 
 
+def test_a_run_file_being_written_is_in_flight_not_skipped(tmp_path, capsys):
+    """The writer opens a run file, then writes its lines: a search in between (the run's own tool
+    call, on a busy machine) sees it empty, or its first or last line cut. That is a run in flight,
+    not a file to skip nor a damaged line, and no warning (the docs' console test saw one)."""
+    from loguru import logger
+
+    agent, (real,) = turns(tmp_path, "tg:1")
+    runs = runs_dir(agent)
+    fd = os.open(runs / f"{run_id(30)}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)  # opened, nothing written yet
+    started = json.dumps(event("run_started", run_id(31), model="offline:echo")).encode()
+    fd = os.open(runs / f"{run_id(31)}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, started[: len(started) // 2])  # the first line half written
+    os.close(fd)
+    rid = run_id(32)
+    first, text, _completed = (json.dumps(line).encode() for line in settled_lines(rid))
+    fd = os.open(runs / f"{rid}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, first + b"\n" + text[:10])  # a later line half written: still in flight
+    os.close(fd)
+    warnings: list[str] = []
+    handler = logger.add(lambda message: warnings.append(str(message)), level="WARNING")
+    logger.enable("monoagent_plugins")
+    try:
+        found = body(call(agent, {"action": "search"}))
+    finally:
+        logger.disable("monoagent_plugins")
+        logger.remove(handler)
+    assert [run["run_id"] for run in found["runs"]] == [real.run_id]
+    assert found["files_skipped"] == 0 and found["damaged_lines_skipped"] == 0
+    assert found["unsettled_runs"] == 1  # the one whose first line is whole
+    assert warnings == []
+
+
 def test_damaged_lines_are_skipped_and_counted(tmp_path):
     agent, _ = turns(tmp_path, "tg:1")
     rid = run_id(20)

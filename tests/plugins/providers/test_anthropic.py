@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ContextLimitError, ProviderError
 from monoagent._kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
 from monoagent._pipeline.assembly import BOUNDARY, compile_prompt
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 
 MODEL = "anthropic:claude-x"

@@ -10,13 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from providers_wire import OpenAIWireServer
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ContextLimitError, ProviderError
 from monoagent._kernel.model import Message, ToolCall, ToolSpec, Usage
 from monoagent._pipeline.assembly import BOUNDARY
-from monoagent.testing import fresh_agent
+from monoagent.testing import OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, collect, contract_request
 from monoagent_plugins.providers.http import parse_retry_after
 from monoagent_plugins.providers.openai_wire import TOOL_ERROR_PREFIX

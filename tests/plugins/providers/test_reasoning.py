@@ -16,12 +16,11 @@ from typing import Any
 
 import attrs
 import pytest
-from providers_wire import AnthropicWireServer
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ConfigError, ProviderError
 from monoagent._kernel.model import Message, ReasoningBlock, ToolSpec, TurnRequest
-from monoagent.testing import fresh_agent
+from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, contract_request
 from monoagent_plugins.providers import openai_wire
 

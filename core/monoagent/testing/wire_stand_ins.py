@@ -1,4 +1,10 @@
-"""Scripted local servers speaking the Anthropic and OpenAI streaming wire formats, byte for byte.
+"""Stand-ins for the Anthropic and OpenAI APIs: scripted local servers speaking their streaming wire formats, byte for byte (part of :mod:`monoagent.testing`).
+
+Each is a :class:`~monoagent.testing.WireServer` (stdlib ``ThreadingHTTPServer`` on 127.0.0.1,
+no dependency beyond the kernel's): point a provider's base URL at ``server.url``, queue
+:class:`~monoagent.testing.Reply` objects, read back ``server.requests``. A plugin whose provider
+speaks one of these wires tests against the real format with nothing but ``monoagent`` and
+``monoagent.testing``; the bundled providers' tests use the same servers.
 
 The frames follow the vendors' documented streams: Anthropic's ``event:``/``data:`` pairs
 (message_start, content_block_start, ping, content_block_delta with thinking_delta, signature_delta,
@@ -18,7 +24,9 @@ from typing import Any
 import attrs
 
 from monoagent._kernel.model import ReasoningBlock
-from monoagent.testing.provider_contract import Reply, WireServer
+from monoagent.testing.wire_server import Reply, WireServer
+
+__all__ = ["AnthropicWireServer", "LocalServerWire", "OpenAIWireServer", "WholeCallsWire"]
 
 
 def _json(data: Any) -> str:
@@ -137,10 +145,10 @@ class AnthropicWireServer(WireServer):
 class OpenAIWireServer(WireServer):
     """The Chat Completions stream (``POST /chat/completions`` with ``stream: true``)."""
 
-    reasoning_key = "reasoning_content"
-    usage_without_choices = False  # the usage chunk leaves ``choices`` out instead of sending []
-    sends_done = True
-    stop_with_calls = "tool_calls"  # the finish reason of a step that calls tools
+    reasoning_key: str = "reasoning_content"
+    usage_without_choices: bool = False  # the usage chunk leaves ``choices`` out instead of sending []
+    sends_done: bool = True
+    stop_with_calls: str = "tool_calls"  # the finish reason of a step that calls tools
 
     def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
         """The ``delta.tool_calls[]`` pieces of one call: its id (left out when empty) and name, then its argument pieces."""
@@ -209,6 +217,7 @@ class OpenAIWireServer(WireServer):
             yield b"data: [DONE]\n\n"
 
     def error_body(self, reply: Reply) -> bytes:
+        error: dict[str, Any]
         if reply.context_limit:
             error = {
                 "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
@@ -232,8 +241,8 @@ class LocalServerWire(OpenAIWireServer):
     with a ``code`` and no ``type``, an invalid request with a numeric ``code`` and no ``type``
     (llama.cpp sends ``"code": 400``)."""
 
-    reasoning_key = "reasoning"
-    usage_without_choices = True
+    reasoning_key: str = "reasoning"
+    usage_without_choices: bool = True
 
     def call_pieces(self, index: int, call: Any) -> list[dict[str, Any]]:
         rest = ({"index": 0, "function": {"arguments": piece}} for piece in call.argument_pieces)
@@ -266,8 +275,8 @@ class WholeCallsWire(LocalServerWire):
     without ``id`` where the reply has none), the step finishing with ``stop`` rather than
     ``tool_calls``; and a body that ends after the usage chunk without ``data: [DONE]``."""
 
-    sends_done = False
-    stop_with_calls = "stop"
+    sends_done: bool = False
+    stop_with_calls: str = "stop"
 
     def tool_call_deltas(self, calls: tuple[Any, ...]) -> Iterator[list[dict[str, Any]]]:
         if calls:
