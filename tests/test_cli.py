@@ -185,6 +185,7 @@ def test_config_show_prints_every_key_with_its_source(project: Path, monkeypatch
     assert f"runtime.maxTurns = 3  # file {file}" in lines
     assert 'runtime.session.mode = "per-message"  # env MONO_AGENT_SESSION_MODE' in lines
     assert "concurrency.maxConcurrentRuns = 4  # default" in lines
+    assert "providers.anthropic.apiKey = null  # default" in lines  # an unset secret is not eaten by redaction
     assert f'context.home = {json.dumps(str(project / "home"))}  # env MONO_AGENT_HOME' in lines
     shown = {line.split(" = ", 1)[0] for line in lines[1:]}
     assert {key.path for key in iter_keys()} | {"providers.offline.scriptPath"} <= shown

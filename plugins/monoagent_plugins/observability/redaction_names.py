@@ -67,6 +67,7 @@ def is_secret_name(name: str) -> bool:
 # ---------------------------------------------------------------------------------------- values
 
 _MARKER = _lazy(r"(?:\s*\[REDACTED:[^\]\s]*\](?:#[0-9]+)?)+\s*")
+_TRAILING_COMMENT = re.compile(r"[ \t]+#[^\n]*\Z")
 _PLACEHOLDER = _lazy(
     r"(?is)|null|none|nil|true|false|yes|no|on|off|undefined|required|optional|enabled|disabled|inherit|auto|"
     r"\*+|x{3,}|\.{3}|•+|-+|\$(?![\"']).*|%\(?\w*\)?s?%?|\{\{.*\}\}|\{\w*\}|<[^<>]*>|\[REDACTED.*"
@@ -105,6 +106,9 @@ def not_a_value(value: str, *, quoted: bool, sep: str, code: bool, key: str) -> 
     stripped = value.strip()
     if is_placeholder(stripped) or is_redacted(stripped):
         return True
+    comment = None if quoted else _TRAILING_COMMENT.search(stripped)
+    if comment is not None and is_placeholder(stripped[: comment.start()]):
+        return True  # `apiKey = null  # default` (config show, TOML, YAML, shell): a placeholder and its comment
     scheme = AUTH_SCHEME.match(stripped)
     if scheme and is_placeholder(stripped[scheme.end() :]):
         return True  # `Bearer ${token}`: the scheme and a reference

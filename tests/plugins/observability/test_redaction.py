@@ -92,3 +92,10 @@ def test_structures_redact_registry_auth_values_under_auth_keys():
 def test_netrc_and_cli_credential_rules_leave_ordinary_text_alone():
     for text in ("use login and password fields", "ps -u root", "curl -u https://example.com", "run: machine learning"):
         assert redact_text(text) == text
+
+
+def test_a_placeholder_under_a_secret_key_keeps_its_trailing_comment_and_a_value_does_not():
+    assert redact_text("providers.anthropic.apiKey = null  # default") == "providers.anthropic.apiKey = null  # default"
+    assert redact_text("token: ${TOKEN}  # from the environment") == "token: ${TOKEN}  # from the environment"
+    for text in ("api_key = sk-live-5f3a9c2e71b  # default", "token = null#x", "password = hunter2hunter  # prod"):
+        assert "[REDACTED:" in redact_text(text), text
