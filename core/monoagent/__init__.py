@@ -230,7 +230,9 @@ if TYPE_CHECKING:
     from monoagent._boundary.fences import neutralise_untrusted as neutralise_untrusted
     from monoagent._boundary.fences import one_line as one_line
     from monoagent._boundary.fences import quote_block as quote_block
+    from monoagent._boundary.fences import LINE_BREAKS as LINE_BREAKS
     from monoagent._boundary.fences import quote_inline as quote_inline
+    from monoagent._boundary.fences import quote_json as quote_json
     from monoagent._boundary.fences import register_host_fence as register_host_fence
     from monoagent._boundary.fences import speaker_label as speaker_label
     from monoagent._boundary.files import fsync_directory as fsync_directory
