@@ -172,3 +172,29 @@ def test_outside_text_cannot_forge_a_host_marker_after_a_line_break(terminator, 
         assert not fences.has_fence_token(shown), (marker, shown)
     guarded, _ = bloat.guard(ToolResult("c1", "probe", text * 20_000, ToolStatus.SUCCESS), None)
     assert guarded.content.count(TOOL_OUTPUT_END) == 1
+
+
+# --------------------------------------------------------------------------- redaction reads every line break
+
+
+SECRET_LINES = {
+    "a label": ("note{T}API key: sk9f8g7h6j5k4l3m2n1b{T}next", "sk9f8g7h6j5k4l3m2n1b"),
+    "a PuTTY key's lines": ("Private-Lines: 2{T}AAAAB3NzaC1yc2EAAAADAQABAAABAQ{T}AAAAB3NzaC1yc2EAAAADAQAB{T}done", "AAAAB3NzaC1yc2E"),
+    "a YAML block scalar": ("config:{T}  password: |{T}    correct horse battery{T}    staple{T}other: 1", "horse battery"),
+    "a Kubernetes secret": ("kind: Secret{T}data:{T}  token: c2VjcmV0dmFsdWU={T}", "c2VjcmV0dmFsdWU="),
+}
+
+
+@pytest.mark.parametrize("terminator", TERMINATORS, ids=IDS)
+@pytest.mark.parametrize("form", SECRET_LINES)
+def test_redaction_reads_every_line_break_as_one_and_keeps_it(form, terminator):
+    from monoagent_plugins.observability.redaction_secrets import redact_secrets
+
+    template, secret = SECRET_LINES[form]
+    text = template.replace("{T}", terminator)
+    shown = redact_secrets(text)
+    assert secret not in shown and "[REDACTED:" in shown, (form, shown)
+    with_lf = redact_secrets(template.replace("{T}", "\n"))
+    assert shown.splitlines() == with_lf.splitlines()  # the same redaction, line for line
+    if terminator != "\r\n":  # (the CR of a CR LF that ends a redacted value may go with it)
+        assert "\n" not in shown.replace(terminator, "") or terminator == "\n"  # its own line breaks kept
