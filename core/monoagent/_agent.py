@@ -116,7 +116,7 @@ def checked_on_event(on_event: object, where: str) -> EventCallback | None:
     """``on_event`` when it is None or callable, else a ``TypeError`` saying so."""
     if on_event is not None and not callable(on_event):
         raise TypeError(f"{where}: on_event is {_type_name(on_event)}; allowed: a callable taking a RunEvent, or None")
-    return on_event  # type: ignore[return-value]
+    return on_event
 
 
 def checked_text(value: object, where: str, what: str) -> str:
