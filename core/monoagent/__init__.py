@@ -230,9 +230,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.fences import neutralise_untrusted as neutralise_untrusted
     from monoagent._boundary.fences import one_line as one_line
     from monoagent._boundary.fences import quote_block as quote_block
-    from monoagent._boundary.fences import LINE_BREAKS as LINE_BREAKS
     from monoagent._boundary.fences import quote_inline as quote_inline
-    from monoagent._boundary.fences import quote_json as quote_json
     from monoagent._boundary.fences import register_host_fence as register_host_fence
     from monoagent._boundary.fences import speaker_label as speaker_label
     from monoagent._boundary.files import fsync_directory as fsync_directory
@@ -242,11 +240,13 @@ if TYPE_CHECKING:
     from monoagent._boundary.files import replace_file_durably as replace_file_durably
     from monoagent._boundary.strict_json import loads as strict_json_loads
     from monoagent._boundary.strict_json import nesting_over as json_nesting_over
+    from monoagent._boundary.text import LINE_BREAKS as LINE_BREAKS
     from monoagent._boundary.text import LazyPattern as LazyPattern
     from monoagent._boundary.text import Truncated as Truncated
     from monoagent._boundary.text import scrub_unicode as scrub_unicode
     from monoagent._boundary.text import utf8_len as utf8_len
     from monoagent._boundary.text import utf8_prefix as utf8_prefix
+    from monoagent._boundary.text import quote_json as quote_json
     from monoagent._boundary.text import utf8_suffix as utf8_suffix
     from monoagent._boundary.text import valid_unicode as valid_unicode
 

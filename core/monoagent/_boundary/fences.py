@@ -42,14 +42,9 @@ brackets (``[END UNTRUSTED TOOL OUTPUT]``), a label ``[quoted: Recalled long-ter
 Should a token survive that (it cannot, short of a bug), the text loses every character that
 reads as an opening bracket and every ``&``.
 
-**Line breaks.** A line break is any of :data:`LINE_BREAKS`, every character :meth:`str.splitlines`
-ends a line at (LF, CR, VT, FF, the file, group and record separators, NEL, U+2028, U+2029), never
-LF alone: a model, a terminal or a later reader may break a line at any of them. Text someone else
-controls never brings one into host-framed text: :func:`one_line` (and so :func:`quote_inline`,
-:func:`speaker_label`) makes each a space; :func:`indent_continuations` and :func:`quote_block`
-indent every line after one and join the lines with LF; :func:`quote_json` escapes the three JSON
-leaves raw (``\u0085``, ``\u2028``, ``\u2029``), so a string of the data never starts a line;
-:func:`neutralise_untrusted` makes entity-encoded ones (``&#8232;``) spaces.
+**Line breaks** are all of :data:`~monoagent._boundary.text.LINE_BREAKS` (NEL, U+2028, ... too, never
+LF alone): :func:`one_line` makes each a space, :func:`quote_block` and :func:`indent_continuations`
+indent the line after each, :func:`~monoagent._boundary.text.quote_json` escapes those JSON leaves raw.
 
 **Cost.** Text without a token comes back as the very same string. ASCII text without ``<``,
 ``[`` or ``&`` (most messages) is returned after one scan, and so is other text without a
@@ -63,15 +58,14 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
-from monoagent._boundary.text import LazyPattern, utf8_prefix
+from monoagent._boundary.text import LINE_BREAKS, LazyPattern, quote_json, utf8_prefix
 
 __all__ = [
     "ACCOUNT_HEADER",
@@ -126,10 +120,6 @@ KERNEL_FENCES: tuple[str, ...] = (
     TOOL_OUTPUT_BEGIN,
     TOOL_OUTPUT_END,
 )
-
-LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-"""Every character :meth:`str.splitlines` ends a line at: what quoting treats as a line break (module doc)."""
-_JSON_RAW_LINE_BREAKS = {ord(char): f"\\u{ord(char):04x}" for char in LINE_BREAKS if ord(char) >= 0x20}
 
 NAME_MAX_CHARS = 80
 HANDLE_MAX_CHARS = 64
@@ -651,17 +641,6 @@ def quote_block(text: str, prefix: str = "    ") -> str:
     """
     lines = neutralise_untrusted(text).splitlines() or [""]
     return "\n".join(prefix + line for line in lines)
-
-
-def quote_json(value: object, **options: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, **options)`` with no line break inside a string.
-
-    JSON escapes the line breaks below U+0020 but leaves NEL, U+2028 and U+2029 raw, and each of
-    them starts a line for :meth:`str.splitlines` (and for a model): they are escaped as
-    ``\u0085``, ``\u2028``, ``\u2029``, which parse back to the same value. The only line
-    breaks left are those ``indent`` puts between members, so no text of the data starts a line.
-    """
-    return json.dumps(value, ensure_ascii=False, **options).translate(_JSON_RAW_LINE_BREAKS)
 
 
 def one_line(text: str, limit: int = NAME_MAX_CHARS) -> str:
