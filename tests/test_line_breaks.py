@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -70,6 +71,10 @@ ONE_LINE: dict[str, Callable[[str], str]] = {
     "group-context current speaker": lambda t: group_context.current_speaker(Speaker(t, t).label),
     "session block names": session_block.sanitise_name,
     "MCP tool description": mcp_tools._description,
+    "MCP result: an image's media type": lambda t: mcp_tools._block(SimpleNamespace(type="image", data="aGk=", mime_type=t))[0],
+    "MCP result: a resource link": lambda t: mcp_tools._block(SimpleNamespace(type="resource_link", uri=t))[0],
+    "MCP result: a resource's uri": lambda t: mcp_tools._block(
+        SimpleNamespace(type="resource", resource=SimpleNamespace(uri=t, text=None, blob="aGk=", mime_type=t)))[0],
     "artifact reference (artifact-refs)": lambda t: artifact_refs._describe(ArtifactRef("a" * 16, t, t, 3)),
     "snapshot tool name": lambda t: stateless.snapshot_entry_tool(
         ToolActivity(ToolCall("c1", t, {}), ToolResult("c1", t, "ok", ToolStatus.SUCCESS)))[0].split(":")[0],
