@@ -84,7 +84,7 @@ def test_a_worker_thread_left_blocked_neither_holds_the_test_nor_the_end_of_the_
         def test_after_it():
             assert True
     """)
-    done = run_pytest(tmp_path / "case", "-p", "no:randomly")
+    done = run_pytest(tmp_path / "case", "-p", "no:randomly", f"--basetemp={tmp_path / 'run'}")
     assert done.returncode == 1, done.stdout
     assert "1 failed, 1 passed" in done.stdout, done.stdout
     assert "Failed: Timeout (>1.0s) from pytest-timeout." in done.stdout
@@ -105,7 +105,7 @@ def test_a_hang_no_signal_can_interrupt_ends_the_run_with_the_stacks(tmp_path):
         def test_after_it():
             assert True
     """)
-    done = run_pytest(tmp_path / "case", "-p", "no:randomly")
+    done = run_pytest(tmp_path / "case", "-p", "no:randomly", f"--basetemp={tmp_path / 'run'}")
     assert done.returncode == 1, done.stdout
     assert "cannot be interrupted (a call that never returns to Python): ending the run" in done.stdout
     assert "Stack of MainThread" in done.stdout and "test_blocks_the_alarm_and_waits_forever" in done.stdout
