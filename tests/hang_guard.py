@@ -53,6 +53,7 @@ def repeat_s(timeout: float) -> float:
     """How often a timed-out test is interrupted again: a tenth of its timeout, from 0.5 to 5 seconds."""
     return min(max(timeout / REPEATS_PER_TIMEOUT, 0.5), 5.0)
 
+
 _PYTEST_CODE = (*(str(Path(package.__path__[0])) + os.sep for package in (_pytest, pluggy)), str(pytest_timeout.__file__))
 _timed_out: list[str] = []
 _session: list[pytest.Session] = []
