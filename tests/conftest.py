@@ -25,6 +25,8 @@ from datetime import timedelta
 import pytest
 from hypothesis import settings
 
+pytest_plugins = ["hang_guard"]  # the per-test timeout ends a hang and the run goes on (tests/hang_guard.py)
+
 settings.register_profile("monoagent", deadline=None)
 settings.load_profile("monoagent")
 

@@ -246,11 +246,13 @@ if TYPE_CHECKING:
     from monoagent._boundary.processes import ProcessIdentity as ProcessIdentity
     from monoagent._boundary.strict_json import loads as strict_json_loads
     from monoagent._boundary.strict_json import nesting_over as json_nesting_over
+    from monoagent._boundary.text import LINE_BREAKS as LINE_BREAKS
     from monoagent._boundary.text import LazyPattern as LazyPattern
     from monoagent._boundary.text import Truncated as Truncated
     from monoagent._boundary.text import scrub_unicode as scrub_unicode
     from monoagent._boundary.text import utf8_len as utf8_len
     from monoagent._boundary.text import utf8_prefix as utf8_prefix
+    from monoagent._boundary.text import quote_json as quote_json
     from monoagent._boundary.text import utf8_suffix as utf8_suffix
     from monoagent._boundary.text import valid_unicode as valid_unicode
 

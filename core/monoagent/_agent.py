@@ -57,6 +57,75 @@ from monoagent._pipeline.turn_run import TurnRun
 
 DEFAULT_MODEL = "offline:echo"
 
+_REQUEST_TEXT_FIELDS = ("text", "conversation_id", "channel")
+_REQUEST_OPTIONAL_TEXT_FIELDS = ("model", "console", "context")
+_REQUEST_FLAGS = ("isolated", "proactive", "notify")
+
+
+def _type_name(value: object) -> str:
+    """``a str``, ``an int``: the type of ``value`` with its article, for the messages below."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def checked_request(request: object, where: str) -> TurnRequest:
+    """``request`` when it is a :class:`TurnRequest` whose plain fields have their types, else a
+    ``TypeError`` naming the entry point, what was passed and what is allowed.
+
+    Every public entry point of :class:`Agent` that takes a request checks it here, before the
+    harness sees it, so a wrong argument is refused up front instead of failing deep in a turn
+    (an ``AttributeError`` in the continuity settlement). ``sender``, ``preceding_messages``,
+    ``surface`` and the other structured fields are checked by the plugins that read them.
+    """
+    if not isinstance(request, TurnRequest):
+        hint = "; for a message's text use run_sync(text) or TurnRequest(text, ...)" if isinstance(request, str) else ""
+        raise TypeError(f"{where} takes a TurnRequest, not {_type_name(request)}{hint}")
+    for name in _REQUEST_TEXT_FIELDS:
+        value = getattr(request, name)
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: TurnRequest.{name} is {_type_name(value)}; allowed: a str")
+    for name in _REQUEST_OPTIONAL_TEXT_FIELDS:
+        value = getattr(request, name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{where}: TurnRequest.{name} is {_type_name(value)}; allowed: a str or None")
+    for name in _REQUEST_FLAGS:
+        value = getattr(request, name)
+        if not isinstance(value, bool):
+            raise TypeError(f"{where}: TurnRequest.{name} is {_type_name(value)}; allowed: True or False")
+    if not isinstance(request.metadata, dict):
+        raise TypeError(f"{where}: TurnRequest.metadata is {_type_name(request.metadata)}; allowed: a dict")
+    return request
+
+
+def _checked_arguments(config: object, plugins: object, config_path: object, plugins_dirs: object, env: object) -> None:
+    """``Agent(...)``'s arguments by type: a ``TypeError`` naming the one that is wrong and what is allowed."""
+    where = "Agent()"
+    if config is not None and not isinstance(config, (Config, Mapping)):
+        raise TypeError(f"{where}: config is {_type_name(config)}; allowed: a Config, a mapping of settings or None "
+                        "(for a config file, use Agent.from_config(path) or config_path=)")
+    for name, value in (("plugins", plugins), ("plugins_dirs", plugins_dirs)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise TypeError(f"{where}: {name} is {_type_name(value)}; allowed: a list of "
+                            f"{'plugin objects (or (name, plugin) pairs)' if name == 'plugins' else 'folder paths'}")
+    if config_path is not None and not isinstance(config_path, (str, os.PathLike)):
+        raise TypeError(f"{where}: config_path is {_type_name(config_path)}; allowed: a path (str or os.PathLike) or None")
+    if env is not None and not isinstance(env, Mapping):
+        raise TypeError(f"{where}: env is {_type_name(env)}; allowed: a mapping of str to str, or None")
+
+
+def checked_on_event(on_event: object, where: str) -> EventCallback | None:
+    """``on_event`` when it is None or callable, else a ``TypeError`` saying so."""
+    if on_event is not None and not callable(on_event):
+        raise TypeError(f"{where}: on_event is {_type_name(on_event)}; allowed: a callable taking a RunEvent, or None")
+    return on_event
+
+
+def checked_text(value: object, where: str, what: str) -> str:
+    """``value`` when it is a str, else a ``TypeError`` naming ``what`` and its type."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {what} is {_type_name(value)}; allowed: a str")
+    return value
+
 
 class Agent:
     """An agent: config + plugins + components + harness. One plugin manager per Agent.
@@ -103,6 +172,7 @@ class Agent:
         terminal_recovery_settlement_ms: int = DEFAULT_SETTLE_WINDOW_MS,
         subagents: Mapping[str, SubagentSpec] | None = None,
     ) -> None:
+        _checked_arguments(config, plugins, config_path, plugins_dirs, env)
         self.subagents: Mapping[str, SubagentSpec] = checked_subagents(subagents)
         self.subagent: SubagentSpec | None = None
         """The subagent this Agent runs as when :meth:`derive` made it for one; None for an Agent a user built."""
@@ -158,6 +228,10 @@ class Agent:
         use conversation ids of their own. Closing the derived Agent is the parent's job.
         ``subagent`` is the spec the derived Agent runs as (:attr:`subagent`; its turns' ``turn.subagent``).
         """
+        if not isinstance(config, Config):
+            raise TypeError(f"Agent.derive: config is {_type_name(config)}; allowed: a Config")
+        if subagent is not None and not isinstance(subagent, SubagentSpec):
+            raise TypeError(f"Agent.derive: subagent is {_type_name(subagent)}; allowed: a SubagentSpec or None")
         self.history_store  # noqa: B018 - created now, so that both Agents share the one store
         self.tool_history_store()
         child = copy.copy(self)
@@ -185,6 +259,8 @@ class Agent:
         record says why), or raises :class:`~monoagent._kernel.errors.PluginError` in strict mode,
         as at start-up.
         """
+        if name is not None:
+            checked_text(name, "Agent.register", "name")
         record = self.host.register_programmatic(plugin, name, self.config.plugins.block)
         add_plugin_sections(self.config, self.host.config_sections(), self.env)
         self._tools = None
@@ -207,6 +283,7 @@ class Agent:
         """
         runtime = self._providers.get(model)
         if runtime is None:
+            checked_text(model, "Agent.provider", "model")
             prefix, sep, name = model.partition(":")
             if not sep or not name or prefix not in self.components.registered(PROVIDERS):
                 raise ConfigError(self._unknown_model(model, prefix if sep and name else None))
@@ -257,16 +334,21 @@ class Agent:
         Recall and capture build each tier through this, so a tier that cannot be built is
         reported by name and never stops the others.
         """
+        checked_text(name, "Agent.memory_tier", "name")
         if name not in self.config.memory.tiers:
             raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
         return self.components.get(MEMORY_TIERS, name, options={})
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
         """A registered embedder, by name (memory tiers ask for theirs), built for ``options``."""
+        checked_text(name, "Agent.embedder", "name")
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"Agent.embedder: options is {_type_name(options)}; allowed: a mapping or None")
         return self.components.new(EMBEDDERS, name, options=dict(options or {}))
 
     def compaction_policy(self, name: str) -> CompactionPolicy:
         """The compaction policy ``name``, created once."""
+        checked_text(name, "Agent.compaction_policy", "name")
         return self.components.get(COMPACTION_POLICIES, name)
 
     @property
@@ -276,6 +358,8 @@ class Agent:
         return self._tools
 
     def count_tokens(self, text: str, model: str) -> int:
+        checked_text(text, "Agent.count_tokens", "text")
+        checked_text(model, "Agent.count_tokens", "model")
         value = self.hooks.first(hookspecs.count_tokens, text=text, model=model)
         if value is None:
             raise ComponentError("no plugin implements count_tokens (is the plugin providing it blocked? `monoagent plugins` lists them)")
@@ -283,6 +367,8 @@ class Agent:
 
     def redact(self, text: str, kind: str) -> str:
         """Run the redaction chain (the ``redact`` hook); the text unchanged if nothing answers."""
+        checked_text(text, "Agent.redact", "text")
+        checked_text(kind, "Agent.redact", "kind")
         value = self.hooks.first(hookspecs.redact, text=text, kind=kind)
         return text if value is None else value
 
@@ -293,6 +379,8 @@ class Agent:
         tick); a turn's events reach the observers through :meth:`Turn.emit`. An observer that
         raises is logged with its plugin, and the others still see the event.
         """
+        if not isinstance(event, RunEvent):
+            raise TypeError(f"Agent.publish_event takes a RunEvent, not {_type_name(event)}")
         for answer in self.hooks.each(hookspecs.on_run_event, event=event, agent=self):
             if answer.error is not None:
                 logger.bind(plugin=answer.plugin).opt(exception=answer.error).warning(
@@ -311,8 +399,11 @@ class Agent:
         """Run one turn; ``on_event`` receives every RunEvent (``text_delta`` for streaming).
 
         Cancelling the awaiting task cancels the turn and releases the caller at once (see :meth:`submit`).
+        A ``request`` that is not a :class:`TurnRequest` (or whose text fields are not strings) is a
+        ``TypeError`` before anything runs.
         """
-        return await self.harness.run(request, on_event=on_event)
+        request = checked_request(request, "Agent.respond")
+        return await self.harness.run(request, on_event=checked_on_event(on_event, "Agent.respond"))
 
     def submit(self, request: TurnRequest, *, on_event: EventCallback | None = None) -> RunHandle:
         """Start one turn and return its :class:`~monoagent._pipeline.run_handle.RunHandle` (call inside the loop).
@@ -321,9 +412,11 @@ class Agent:
         ``handle.cancel()`` releases whoever awaits it at once with ``CancelledError``, even when
         the provider ignores cancellation; ``handle.run_id`` is the id its events carry. A
         configuration error found before any provider request (an unknown model prefix, a
-        provider without its API key) is raised here, before admission: no events, no account.
+        provider without its API key) is raised here, before admission: no events, no account, and
+        so is a ``TypeError`` for a ``request`` that is not a :class:`TurnRequest`.
         """
-        return self.harness.submit(request, on_event=on_event)
+        request = checked_request(request, "Agent.submit")
+        return self.harness.submit(request, on_event=checked_on_event(on_event, "Agent.submit"))
 
     def cancel(self, conversation_id: str, reason: str | None = None) -> int:
         """Cancel every unfinished run of ``conversation_id``, queued ones included; returns how many.
@@ -334,6 +427,9 @@ class Agent:
         turns (a sync caller of :meth:`run_sync`, a signal-watching thread): it then waits until
         the runs are cancelled on their loop.
         """
+        checked_text(conversation_id, "Agent.cancel", "conversation_id")
+        if reason is not None:
+            checked_text(reason, "Agent.cancel", "reason")
         loop = self.harness.loop
         if loop is None or loop.is_closed():
             return 0
@@ -369,18 +465,34 @@ class Agent:
 
     def run_sync(
         self,
-        text: str,
+        text: str | TurnRequest,
         *,
-        conversation_id: str = "cli:default",
+        conversation_id: str | None = None,
         on_event: EventCallback | None = None,
         **request_fields: Any,
     ) -> TurnResult:
         """Run one turn from synchronous code (for scripts); do not call inside a running loop.
 
-        Interrupted (Ctrl-C, or :meth:`cancel` from another thread), the turn is cancelled and
-        its continuity account published before this returns or raises.
+        ``text`` is the message's text, with ``conversation_id`` (default ``cli:default``) and
+        the other :class:`TurnRequest` fields as keywords, or a whole :class:`TurnRequest`, which
+        then takes no ``conversation_id`` or other fields. Anything else is a ``TypeError`` before
+        a turn starts. Interrupted (Ctrl-C, or :meth:`cancel` from another thread), the turn is
+        cancelled and its continuity account published before this returns or raises.
         """
-        request = TurnRequest(text, conversation_id=conversation_id, **request_fields)
+        where = "Agent.run_sync"
+        if isinstance(text, TurnRequest):
+            given = sorted([*(["conversation_id"] if conversation_id is not None else []), *request_fields])
+            if given:
+                raise TypeError(f"{where} got a TurnRequest and {', '.join(given)}: set those fields on the TurnRequest, "
+                                "or pass the text with its fields as keywords")
+            request = checked_request(text, where)
+        else:
+            if not isinstance(text, str):
+                raise TypeError(f"{where} takes the message text (a str) or a TurnRequest, not {_type_name(text)}")
+            if conversation_id is not None:
+                checked_text(conversation_id, where, "conversation_id")
+            request = checked_request(TurnRequest(text, conversation_id=conversation_id or "cli:default", **request_fields), where)
+        checked_on_event(on_event, where)
 
         async def turn() -> TurnResult:
             try:
@@ -394,6 +506,7 @@ class Agent:
         """Build the prompt of ``request`` without calling a provider or committing anything."""
         from monoagent._pipeline.harness import new_run_id
 
+        request = checked_request(request, "Agent.assemble")
         started = self.harness.clock()
         session = self.harness._session(request, started)
         turn = TurnRun(
@@ -448,6 +561,7 @@ class Agent:
         from monoagent._kernel.errors import HistoryStoreError
         from monoagent._kernel.stores import logical_conversation_id
 
+        checked_text(conversation_id, "Agent.reset_conversation", "conversation_id")
         if self.config.runtime.session.rollover != "daily":
             return await self._reset_exact(valid_unicode(conversation_id))
         logical = logical_conversation_id(valid_unicode(conversation_id))

@@ -42,6 +42,10 @@ brackets (``[END UNTRUSTED TOOL OUTPUT]``), a label ``[quoted: Recalled long-ter
 Should a token survive that (it cannot, short of a bug), the text loses every character that
 reads as an opening bracket and every ``&``.
 
+**Line breaks** are all of :data:`~monoagent._boundary.text.LINE_BREAKS` (NEL, U+2028, ... too, never
+LF alone): :func:`one_line` makes each a space, :func:`quote_block` and :func:`indent_continuations`
+indent the line after each, :func:`~monoagent._boundary.text.quote_json` escapes those JSON leaves raw.
+
 **Cost.** Text without a token comes back as the very same string. ASCII text without ``<``,
 ``[`` or ``&`` (most messages) is returned after one scan, and so is other text without a
 character that reads as one of them; the rest is read through two translation tables filled one
@@ -61,7 +65,7 @@ from typing import Literal
 
 import attrs
 
-from monoagent._boundary.text import LazyPattern, utf8_prefix
+from monoagent._boundary.text import LINE_BREAKS, LazyPattern, quote_json, utf8_prefix
 
 __all__ = [
     "ACCOUNT_HEADER",
@@ -71,6 +75,7 @@ __all__ = [
     "EVIDENCE_OPEN",
     "HANDLE_MAX_CHARS",
     "KERNEL_FENCES",
+    "LINE_BREAKS",
     "NAME_MAX_CHARS",
     "SNAPSHOT_BEGIN",
     "SNAPSHOT_END",
@@ -88,6 +93,7 @@ __all__ = [
     "one_line",
     "quote_block",
     "quote_inline",
+    "quote_json",
     "register_host_fence",
     "speaker_label",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -75,6 +76,24 @@ def utf8_suffix(text: str, max_bytes: int) -> Truncated:
     while start < len(data) and (data[start] & 0xC0) == 0x80:
         start += 1
     return Truncated(data[start:].decode("utf-8"), len(data), len(data) - start)
+
+
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character :meth:`str.splitlines` ends a line at (LF, CR, VT, FF, the file, group and record
+separators, NEL, U+2028, U+2029): what quoting treats as a line break, never LF alone, since a model,
+a terminal or a later reader may break a line at any of them (:mod:`monoagent._boundary.fences`)."""
+_JSON_RAW_LINE_BREAKS = {ord(char): f"\\u{ord(char):04x}" for char in LINE_BREAKS if ord(char) >= 0x20}
+
+
+def quote_json(value: object, **options: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)`` with no line break inside a string.
+
+    JSON escapes the line breaks below U+0020 but leaves NEL, U+2028 and U+2029 raw, and each of
+    them starts a line for :meth:`str.splitlines` (and for a model): they are escaped as
+    ``\\u0085``, ``\\u2028``, ``\\u2029``, which parse back to the same value. The only line
+    breaks left are those ``indent`` puts between members, so no text of the data starts a line.
+    """
+    return json.dumps(value, ensure_ascii=False, **options).translate(_JSON_RAW_LINE_BREAKS)
 
 
 REPLACEMENT_CHARACTER = "\ufffd"

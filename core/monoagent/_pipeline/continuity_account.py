@@ -38,7 +38,6 @@ text and never presents the partial answer as complete.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -55,6 +54,7 @@ from monoagent._boundary.fences import (
     neutralise_untrusted,
     quote_block,
     quote_inline,
+    quote_json,
 )
 from monoagent._boundary.text import utf8_len, utf8_prefix
 from monoagent._kernel.errors import ProviderError, TurnFailed
@@ -225,8 +225,8 @@ def tag_safe_json(value: Any) -> str:
     The line breaks JSON leaves raw (NEL, U+2028, U+2029) are escaped too: text split into lines
     (:meth:`str.splitlines`) must not find a host line beginning inside the JSON.
     """
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    for char in "<>&\x85\u2028\u2029":
+    text = quote_json(value, sort_keys=True)
+    for char in "<>&":
         text = text.replace(char, f"\\u{ord(char):04x}")
     return text
 
@@ -371,7 +371,7 @@ def build_account(
     """The account of a settled run, bounded to its byte budget (see the module docstring)."""
 
     def arguments(call: ToolCall, limit: int) -> BoundedText:
-        raw = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
+        raw = quote_json(call.arguments, sort_keys=True, default=str)
         return bounded_value(raw, limit, lambda text: redact(text, "tool_arguments"))
 
     budget = max(ACCOUNT_MAX_BYTES - user_bytes, ACCOUNT_MIN_BYTES)

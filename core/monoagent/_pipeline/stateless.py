@@ -14,11 +14,9 @@ entry of its own.
 
 from __future__ import annotations
 
-import json
-
 import attrs
 
-from monoagent._boundary.fences import SNAPSHOT_BEGIN, SNAPSHOT_END, quote_inline
+from monoagent._boundary.fences import SNAPSHOT_BEGIN, SNAPSHOT_END, quote_inline, quote_json
 from monoagent._boundary.text import utf8_prefix, utf8_suffix
 from monoagent._kernel.model import AssembledPrompt, Message, ToolActivity
 from monoagent._pipeline.assembly import CONTINUOUS_LAYOUT, compile_prompt
@@ -53,7 +51,7 @@ def snapshot_entry_text(text: str, *, cut_off: bool) -> str:
 
 def snapshot_entry_tool(activity: ToolActivity) -> list[str]:
     call, result = activity.call, activity.result
-    arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
+    arguments = quote_json(call.arguments, sort_keys=True, default=str)
     name = quote_inline(call.name)
     return [
         f"Tool call {name}: {_indent(arguments)}",

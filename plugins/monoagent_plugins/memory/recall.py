@@ -58,6 +58,7 @@ from monoagent import (
     ToolSpec,
     hookimpl,
     neutralise_fence_tokens,
+    quote_inline,
     setting,
     speaker_label,
     utf8_len,
@@ -290,7 +291,7 @@ def render_hits(hits: Sequence[MemoryHit], max_bytes: int = TOOL_MAX_BYTES) -> s
     used = utf8_len(header)
     for hit in hits:
         body = "\n  ".join(neutralise_fence_tokens(hit.text.strip()).splitlines() or [""])
-        line = f"- [{hit.source} {hit.id}, score {hit.score:.2f}] {body}"
+        line = f"- [{quote_inline(hit.source)} {quote_inline(str(hit.id))}, score {hit.score:.2f}] {body}"
         if used + utf8_len(line) + 1 > max_bytes:
             break
         lines.append(line)

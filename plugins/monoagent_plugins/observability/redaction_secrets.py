@@ -488,8 +488,43 @@ def _xml_and_query(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+_REDACTION = LazyPattern(r"(\[REDACTED:[a-z_]+\])")
+_OTHER_LINE_BREAKS = LazyPattern("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Every line break but LF (``monoagent.LINE_BREAKS``): the line rules read each as LF, and the CR of CR LF as a space."""
+
+
 def redact_secrets(text: str) -> str:
-    """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``."""
+    """``text`` with every secret the rules above recognise replaced by ``[REDACTED:<kind>]``.
+
+    The rules that read lines (a label at the start of a line, a YAML block, a PuTTY key's lines)
+    spell a line break as LF. A text holding another line break (``monoagent.LINE_BREAKS``: CR LF,
+    a lone CR, VT, FF, the separators, NEL, U+2028, U+2029), which a reader breaks lines at just
+    the same, is redacted as if each were LF (the CR of a CR LF as a space before it); what the
+    rules leave in place keeps its own line breaks (taken back from the text), so a secret after
+    a U+2028 or in a CR LF file goes as one after an LF does.
+    """
+    if _OTHER_LINE_BREAKS.search(text) is None:
+        return _redact_secrets(text)
+    view = _OTHER_LINE_BREAKS.sub(lambda found: " " if found.group() == "\r" and text.startswith("\n", found.end()) else "\n", text)
+    redacted = _redact_secrets(view)
+    if redacted == view:
+        return text
+    # The redaction is the view with spans replaced by [REDACTED:<kind>]: the text between those is
+    # copied from the view, in order, so each piece is found there and taken from the text instead
+    # (the same characters but for the line breaks). A piece not found keeps its LFs.
+    out: list[str] = []
+    at = 0
+    for piece in _REDACTION.split(redacted):
+        found = view.find(piece, at) if piece and not _REDACTION.fullmatch(piece) else -1
+        if found < 0:
+            out.append(piece)
+            continue
+        out.append(text[found : found + len(piece)])
+        at = found + len(piece)
+    return "".join(out)
+
+
+def _redact_secrets(text: str) -> str:
     if "-----begin" in text.lower():
         text = _PRIVATE_KEY.sub("[REDACTED:private_key]", text)
     if "Private-Lines:" in text:

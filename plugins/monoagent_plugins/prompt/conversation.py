@@ -107,7 +107,7 @@ def _attachment_block(attachments: Sequence[Attachment]) -> str:
     lines = ["[Attachments]"]
     for item in attachments:
         size = f", {item.size} bytes" if item.size is not None else ""
-        lines.append(f"- {' '.join(item.name.split())} ({item.media_type}{size})")
+        lines.append(f"- {' '.join(item.name.split())} ({quote_inline(item.media_type)}{size})")
         if item.text:
             lines.append("  " + indent_continuations(item.text, "  "))
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from monoagent import (
     ToolSpec,
     ToolStatus,
     neutralise_untrusted,
+    quote_inline,
 )
 
 SEPARATOR = "__"
@@ -151,25 +152,25 @@ def _block(item: Any) -> tuple[str, ContentBlock | None]:
         return item.text, TextBlock(item.text)
     if kind in ("image", "audio"):
         data = _decoded(item.data)
-        media = str(getattr(item, "mime_type", "") or "application/octet-stream")[:100]
+        media = quote_inline(str(getattr(item, "mime_type", "") or "application/octet-stream"), 100)
         if data is None:
             return f"[{kind} of type {media}: its base64 data is invalid, omitted]", None
         block: ContentBlock = ImageBlock(data, media) if kind == "image" else BinaryBlock(data, media)
         return f"[{kind} of type {media}, {len(data):,} bytes]", block
     if kind == "resource":
         resource = item.resource
-        uri = str(getattr(resource, "uri", ""))[:200]
+        uri = quote_inline(str(getattr(resource, "uri", "")), 200)
         text = getattr(resource, "text", None)
         if isinstance(text, str):
             return f"[resource {uri}]\n{text}", TextBlock(text)
         data = _decoded(getattr(resource, "blob", None))
-        media = str(getattr(resource, "mime_type", None) or "application/octet-stream")[:100]
+        media = quote_inline(str(getattr(resource, "mime_type", None) or "application/octet-stream"), 100)
         if data is None:
             return f"[resource {uri} of type {media}: its base64 data is invalid, omitted]", None
         return f"[resource {uri} of type {media}, {len(data):,} bytes]", BinaryBlock(data, media, name=uri or None)
     if kind == "resource_link":
-        return f"[resource link {str(item.uri)[:200]}]", None
-    return f"[content of type {str(kind)[:40]!r}, not shown]", None
+        return f"[resource link {quote_inline(str(item.uri), 200)}]", None
+    return f"[content of type {quote_inline(str(kind), 40)!r}, not shown]", None
 
 
 def tool_result(context: ToolContext, answer: Any) -> ToolResult:

@@ -21,7 +21,7 @@ from waiting import wait_until
 
 from monoagent import ProcessIdentity
 from monoagent._boundary.fences import has_fence_token
-from monoagent_plugins.serving.signatures import sign
+from monoagent_plugins.serving.signatures import TOLERANCE_S, SignatureRefused, sign, verify
 from monoagent_plugins.serving.webhook import PAYLOAD_END
 from monoagent_plugins.serving.webhook_receipts import SIGNATURE_KEEP_S, ReceiptStore, StoredAnswer, WebhookStoreError
 
@@ -70,6 +70,18 @@ class Moody:
 def register_providers(register):
     register("moody", lambda agent, model: Moody())
 '''
+
+
+SKEW_S = TOLERANCE_S + 60
+"""How far the "stale" and "future" signatures are from the signing clock: a timestamp is whole seconds
+(the clock rounded down) and the request reaches the server a little later, so one signed just past the
+tolerance (301 s) is let through when the test starts in the last milliseconds of a second; 60 s more
+than the tolerance leaves a minute for rounding and the request's own time."""
+
+
+def skewed_timestamp(now: float, seconds: int) -> int:
+    """The ``t=`` of a signature ``seconds`` away from ``now`` (negative: in the past), as the tests sign it."""
+    return int(now) + seconds
 
 
 def webhook_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -140,8 +152,8 @@ def test_a_bad_signature_is_401_with_the_reason_and_runs_nothing(server, tmp_pat
     body = body_of({"event": "deployed"})
     headers = {"X-Monoagent-Signature": {
         "wrong secret": sign("another-secret", body, int(time.time())),
-        "stale": sign(SECRET, body, int(time.time()) - 301),
-        "future": sign(SECRET, body, int(time.time()) + 301),
+        "stale": sign(SECRET, body, skewed_timestamp(time.time(), -SKEW_S)),
+        "future": sign(SECRET, body, skewed_timestamp(time.time(), SKEW_S)),
         "malformed": "t=abc,v1=xyz",
         "missing": "",
         "body changed": sign(SECRET, body_of({"event": "other"}), int(time.time())),
@@ -150,6 +162,18 @@ def test_a_bad_signature_is_401_with_the_reason_and_runs_nothing(server, tmp_pat
     assert answer.status_code == 401
     assert reason in answer.json()["error"]["message"] and answer.json()["error"]["type"] == "authentication_error"
     assert "no history" in history(tmp_path)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.998, 0.999999])
+@pytest.mark.parametrize("latency", [0.0, 0.002, 1.5, 30.0])
+@pytest.mark.parametrize("direction", [-1, 1])
+def test_the_stale_and_future_signatures_are_refused_whatever_the_clock_reads(fraction, latency, direction):
+    # The served test above signs from the wall clock; this replays its arithmetic at the worst
+    # moments: a test that starts in the last millisecond of a second and a request that takes a while.
+    signed_at = 1_700_000_000 + fraction
+    at = skewed_timestamp(signed_at, direction * SKEW_S)
+    with pytest.raises(SignatureRefused, match="more than 300 s"):
+        verify([SECRET], sign(SECRET, b"{}", at), b"{}", now=signed_at + latency)
 
 
 def test_an_unknown_or_disabled_hook_is_404_before_any_check(server):

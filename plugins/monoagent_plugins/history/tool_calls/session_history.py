@@ -6,10 +6,9 @@ its daily buckets; it fails closed (an error result) on a corrupt or unsafe side
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from monoagent import ToolHistoryError, ToolResult, ToolStatus
+from monoagent import ToolHistoryError, ToolResult, ToolStatus, quote_json
 from monoagent_plugins.history.tool_calls.projection import value_text
 from monoagent_plugins.history.tool_calls.spec import SESSION_HISTORY
 from monoagent_plugins.history.tool_calls.store import SqliteToolHistory
@@ -27,9 +26,10 @@ def untrusted_json(note: str, body: Any) -> str:
     """A history tool's answer: ``note`` (the records are untrusted data), then the records as JSON.
 
     SessionHistory and RunHistory answer in this one shape; text in ``body`` that someone else
-    wrote has its fence tokens neutralised by the caller first.
+    wrote has its fence tokens neutralised by the caller first; no string of it starts a line
+    (:func:`~monoagent._boundary.fences.quote_json`).
     """
-    return note + "\n" + json.dumps(body, ensure_ascii=False, indent=1)
+    return note + "\n" + quote_json(body, indent=1)
 
 
 def _scope(turn: Turn) -> tuple[str, tuple[Any, ...]]:
