@@ -107,11 +107,15 @@ def test_files_named_like_the_stores_are_logged_once_as_one_line_naming_them(tmp
 
     store = files_store(tmp_path)
     asyncio.run(store.commit("c", [Message("user", "one")]))
-    root = store.directory
-    look_alikes = [f"look-{i:02d}.json" for i in range(11)] + ["NOTES.JSON", ".reset.x", "y" * 200 + ".json"]
-    for name in look_alikes:
-        with open(os.path.join(root, name), "w") as handle:
-            handle.write("{}")
+    root, stages = store.directory, os.path.join(store.directory, ".stages")
+    planted = {
+        root: ["-" + "y" * 200 + ".json", "NOTES.JSON", ".reset.x"] + [f"look-{i:02d}.json" for i in range(8)],  # 11
+        stages: [f"junk-{i}" for i in range(10)],
+    }
+    for directory, names in planted.items():
+        for name in names:
+            with open(os.path.join(directory, name), "w") as handle:
+                handle.write("{}")
     with open(os.path.join(root, "README.txt"), "w") as handle:
         handle.write("not named like a record")
     lines: list[str] = []
@@ -129,11 +133,14 @@ def test_files_named_like_the_stores_are_logged_once_as_one_line_naming_them(tmp
         text = repr(name)
         return text if len(text) <= 120 else text[:117] + "..."
 
-    ordered = sorted(look_alikes)
-    expected = (f"{len(ordered)} file(s) in {root} are not the store's own (a name of its exact shape, a regular file, "
-                f"this user's) and were left untouched: " + ", ".join(shown(n) for n in ordered[:10]) + f" and {len(ordered) - 10} more")
-    about_root = [line for line in lines if "not the store's own" in line]
-    assert about_root == [expected], about_root
+    def line(directory: str, names: list[str]) -> str:
+        ordered = sorted(names)
+        more = f" and {len(ordered) - 10} more" if len(ordered) > 10 else ""
+        return (f"{len(ordered)} file(s) in {directory} are not the store's own (a name of its exact shape, a regular file, "
+                f"this user's) and were left untouched: " + ", ".join(shown(n) for n in ordered[:10]) + more)
+
+    logged = sorted(line for line in lines if "not the store's own" in line)
+    assert logged == sorted(line(directory, names) for directory, names in planted.items()), logged
 
 
 @pytest.mark.parametrize(
