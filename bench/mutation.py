@@ -29,7 +29,9 @@ interface is equivalent, by rule (recognised mechanically: log text, message wor
 ``bench/mutation_equivalent/<target>.toml``, pinned to the mutant's code by a digest); see
 ``bench/mutation_equivalence.py`` for both. The report gives the raw score (every survivor counted)
 and the score over the mutants that are not equivalent; the verdict is on the latter, and both are
-printed, with the equivalent ones counted by rule and review.
+printed, with the equivalent ones counted by rule and review. A third, strict score counts as
+survivors the equivalent mutants observable only through error text or a log line the docs promise
+(see ``bench/mutation_equivalence.py``, "Strict"); it is reported, the verdict is not on it.
 
 Re-running. ``--reuse`` keeps a previous run's ``mutants/`` (results of functions whose code did not
 change stand; mutmut maps new tests), ``--mutants GLOB`` re-tests only the named mutants (how one
@@ -60,8 +62,10 @@ from mutation_equivalence import (
     Review,
     ReviewError,
     digest,
+    docs_text,
     equivalence_rule,
     load_reviews,
+    promised_literal,
     review_entry,
     row_functions,
 )
@@ -159,6 +163,7 @@ class Outcome:
     reviewed: dict[str, str] = attrs.field(factory=dict)  # surviving mutant -> the reviewed reason
     stale: list[str] = attrs.field(factory=list)  # review entries whose mutant's code changed since
     misjudged: list[str] = attrs.field(factory=list)  # review entries for mutants the contracts killed
+    promised: dict[str, str] = attrs.field(factory=dict)  # equivalent mutant -> the docs' promise of the text it changes
 
     @property
     def killed(self) -> int:
@@ -180,6 +185,14 @@ class Outcome:
     def score(self) -> float:
         return self.killed / self.scored if self.scored else 0.0
 
+    @property
+    def strict_scored(self) -> int:
+        return self.scored + len(self.promised)
+
+    @property
+    def strict_score(self) -> float:
+        return self.killed / self.strict_scored if self.strict_scored else 0.0
+
 
 class MutantSources:
     """The original and mutated functions of one mutated module, read from mutmut's trampoline file."""
@@ -198,6 +211,9 @@ class MutantSources:
 
     def rule(self, mutant: str) -> str | None:
         return equivalence_rule(*self.pair(mutant), self.row_functions)
+
+    def promised(self, mutant: str, docs: str) -> str | None:
+        return promised_literal(*self.pair(mutant), docs)
 
     def digest(self, mutant: str) -> str:
         return digest(*self.pair(mutant))
@@ -314,9 +330,15 @@ def run_target(target: Target, workdir: Path, jobs: int, *, verbose: bool, reuse
     return outcome(target, root, seconds)
 
 
-def outcome(target: Target, root: Path, seconds: float, reviews: dict[str, Review] | None = None) -> Outcome:
-    """Count a staging tree's results; survivors are sorted into equivalent (by rule, by review) and the rest."""
+def outcome(target: Target, root: Path, seconds: float, reviews: dict[str, Review] | None = None,
+            docs: str | None = None) -> Outcome:
+    """Count a staging tree's results; survivors are sorted into equivalent (by rule, by review) and the rest.
+
+    ``docs`` is the text of the docs pages the strict score reads promises from (default: ``docs/``).
+    """
     reviews = load_reviews(target.name) if reviews is None else reviews
+    docs = docs_text() if docs is None else docs
+    promised: dict[str, str] = {}
     counts: Counter[str] = Counter()
     survivors: list[str] = []
     equivalent: dict[str, str] = {}
@@ -338,14 +360,19 @@ def outcome(target: Target, root: Path, seconds: float, reviews: dict[str, Revie
             rule = sources.rule(name)
             if rule:
                 equivalent[name] = rule
+                quoted = sources.promised(name, docs) if rule in ("log text", "message wording") else None
+                if quoted:
+                    promised[name] = f"docs/ quote {quoted!r}"
             elif review is not None and review.digest == sources.digest(name):
                 reviewed[name] = review.reason
+                if review.promised:
+                    promised[name] = review.promised
             else:
                 survivors.append(name)
                 if review is not None:
                     stale.append(name)
     return Outcome(target, dict(counts), sorted(survivors), dict(sorted(equivalent.items())), seconds,
-                   dict(sorted(reviewed.items())), sorted(stale), sorted(misjudged))
+                   dict(sorted(reviewed.items())), sorted(stale), sorted(misjudged), dict(sorted(promised.items())))
 
 
 def show(target: Target, workdir: Path, mutant: str) -> str:
@@ -425,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     raw_scored = sum(o.raw_scored for o in outcomes)
     total = killed / scored if scored else 0.0
     raw_total = killed / raw_scored if raw_scored else 0.0
+    strict_scored = sum(o.strict_scored for o in outcomes)
+    strict_total = killed / strict_scored if strict_scored else 0.0
     passed = all(o.score >= TARGET_SCORE for o in outcomes) and total >= TARGET_SCORE
     if args.json:
         document: dict[str, Any] = {
@@ -433,20 +462,26 @@ def main(argv: list[str] | None = None) -> int:
                                 "killed": o.killed, "raw_scored": o.raw_scored, "raw_score": round(o.raw_score, 4),
                                 "equivalent": o.equivalent, "reviewed": o.reviewed, "stale_reviews": o.stale,
                                 "misjudged_reviews": o.misjudged, "scored": o.scored, "score": round(o.score, 4),
+                                "promised": o.promised, "strict_scored": o.strict_scored,
+                                "strict_score": round(o.strict_score, 4),
                                 "survivors": o.survivors, "seconds": round(o.seconds, 1)}
                 for o in outcomes
             },
             "killed": killed, "raw_scored": raw_scored, "raw_score": round(raw_total, 4), "scored": scored,
-            "score": round(total, 4), "target": TARGET_SCORE, "pass": passed,
+            "score": round(total, 4), "strict_scored": strict_scored, "strict_score": round(strict_total, 4),
+            "target": TARGET_SCORE, "pass": passed,
         }
         print(json.dumps(document, indent=2))
         return 0 if passed else 1
-    print(f"{'target':<18} {'mutants':>7} {'killed':>6} {'survived':>8} {'no tests':>8} {'raw':>6} {'equiv.':>6} {'score':>6}  time")
+    print(f"{'target':<18} {'mutants':>7} {'killed':>6} {'survived':>8} {'no tests':>8} {'raw':>6} {'equiv.':>6} {'score':>6} "
+          f"{'strict':>6}  time")
     for o in outcomes:
         not_run = f"  ({o.counts['not run']} not run)" if o.counts.get("not run") else ""
         print(f"{o.target.name:<18} {sum(o.counts.values()):>7} {o.killed:>6} {o.counts.get('survived', 0):>8} "
-              f"{o.counts.get('no tests', 0):>8} {o.raw_score:>6.1%} {len(o.equivalent):>6} {o.score:>6.1%}  {o.seconds:.0f} s{not_run}")
-    print(f"{'all':<18} {'':>7} {killed:>6} {'':>8} {'':>8} {raw_total:>6.1%} {raw_scored - scored:>6} {total:>6.1%}")
+              f"{o.counts.get('no tests', 0):>8} {o.raw_score:>6.1%} {len(o.equivalent):>6} {o.score:>6.1%} "
+              f"{o.strict_score:>6.1%}  {o.seconds:.0f} s{not_run}")
+    print(f"{'all':<18} {'':>7} {killed:>6} {'':>8} {'':>8} {raw_total:>6.1%} {raw_scored - scored:>6} {total:>6.1%} "
+          f"{strict_total:>6.1%}")
     for o in outcomes:
         rules = Counter(o.equivalent.values())
         if rules:
@@ -456,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         if o.stale:
             print(f"{o.target.name}: {len(o.stale)} review entries are stale (the mutant's code changed; review again): "
                   + ", ".join(o.stale))
+        if o.promised:
+            print(f"{o.target.name}: strict: {len(o.promised)} equivalent mutants change text the docs promise and count "
+                  f"as survivors there: " + ", ".join(o.promised))
         if o.misjudged:
             print(f"{o.target.name}: {len(o.misjudged)} mutants reviewed as equivalent were killed (remove the entries): "
                   + ", ".join(o.misjudged))
@@ -471,8 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n--- {o.target.name}: {mutant}\n{show(o.target, workdir, mutant)}")
     verdict = "PASS" if passed else "FAIL"
     print(f"VERDICT mutation: {verdict} - {total:.1%} of {scored} mutants killed by the contracts alone, "
-          f"{raw_total:.1%} of all {raw_scored} (target >= {TARGET_SCORE:.0%} per target and overall, "
-          f"mutants equivalent by rule or review set apart)")
+          f"{raw_total:.1%} of all {raw_scored}, strict {strict_total:.1%} of {strict_scored} (target >= {TARGET_SCORE:.0%} "
+          f"per target and overall, mutants equivalent by rule or review set apart)")
     return 0 if passed else 1
 
 

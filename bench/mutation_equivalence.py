@@ -31,11 +31,18 @@ By review. ``bench/mutation_equivalent/<target>.toml`` holds entries
     reason = "one concrete line: why no caller can observe the change"
 
 written by a person who read the mutant (``mutation.py TARGET --review-entry GLOB`` prints them with the
-digest filled in and the diff as comments). An entry applies only while its digest matches: when the
+digest filled in and the diff as comments). An entry whose mutant changes only an error's text or a
+log line that the docs promise adds ``promised = "<page>: <what the docs promise>"``. An entry applies only while its digest matches: when the
 function's code changes the entry is reported stale and the mutant counts as a survivor again until
 someone reviews it afresh. An entry for a mutant the contracts killed is reported too (the review was
 wrong). Honest cases: a speed-up whose fallback gives byte-identical results; a defensive branch the
 documented inputs cannot reach; a diagnostic string no rule covers. "Hard to test" is not one.
+
+Strict. The strict score counts as survivors the equivalent mutants that are observable only through
+error text or a log line *the docs promise*: the reviewed entries with ``promised``, and the
+equivalent-by-rule ``log text`` and ``message wording`` mutants whose changed literal holds a
+passage of at least :data:`PROMISE_MIN` characters that a page under ``docs/`` quotes verbatim
+outside its Python blocks (:func:`promised_literal`).
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ from typing import Any
 import attrs
 
 REVIEW_DIR = Path(__file__).resolve().parent / "mutation_equivalent"
+DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
+PROMISE_MIN = 24
+"""The shortest passage of a literal that, quoted verbatim by the docs, makes its text a promise."""
 
 LOGGERS = {"logger", "log", "_log", "_logger", "logging"}
 SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|"
@@ -184,6 +194,40 @@ def equivalence_rule(original: ast.AST, mutant: ast.AST, producers: frozenset[st
     return None
 
 
+PYTHON_BLOCK = re.compile(r"^```(?:python|py)\n.*?^```", re.MULTILINE | re.DOTALL)
+
+
+def docs_text(directory: Path = DOCS_DIR) -> str:
+    """Every page under ``directory`` (``docs/``), for :func:`promised_literal`, without its Python blocks.
+
+    A Python block is example code (a third party's tier, a plugin): what it raises or logs is the
+    example's, no promise about the bundled components; prose, tables and console blocks are kept.
+    """
+    return "\n".join(PYTHON_BLOCK.sub("", path.read_text(encoding="utf-8")) for path in sorted(directory.rglob("*.md")))
+
+
+def promised_literal(original: ast.AST, mutant: ast.AST, docs: str) -> str | None:
+    """The passage of the one string literal ``mutant`` changes that ``docs`` quotes verbatim, or None.
+
+    A passage is a run of the literal between its format fields (``{}``), stripped, of at least
+    :data:`PROMISE_MIN` characters; an f-string's parts are literals of their own.
+    """
+    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
+    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
+    differences = [d for field in ("args", "body", "decorator_list", "returns")
+                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
+    if len(differences) != 1:
+        return None
+    a, b, _ = differences[0]
+    if not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str)):
+        return None
+    for passage in re.split(r"\{[^{}]*\}", a.value):
+        passage = passage.strip(" ;:,.()")
+        if len(passage) >= PROMISE_MIN and passage in docs:
+            return passage
+    return None
+
+
 def digest(original: ast.FunctionDef | ast.AsyncFunctionDef, mutant: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """What a review entry was written against: the original and the mutated function's code."""
     text = ast.unparse(original) + "\n\0\n" + ast.unparse(mutant).replace(mutant.name, original.name, 1)
@@ -195,6 +239,7 @@ class Review:
     mutant: str
     digest: str
     reason: str
+    promised: str | None = None  # where the docs promise the text this mutant changes: strict counts it a survivor
 
 
 class ReviewError(ValueError):
@@ -216,12 +261,15 @@ def load_reviews(target: str, directory: Path = REVIEW_DIR) -> dict[str, Review]
     reviews: dict[str, Review] = {}
     for number, entry in enumerate(document.get("equivalent", []), 1):
         where = f"{path}: entry {number}"
-        if not isinstance(entry, dict) or set(entry) != {"mutant", "digest", "reason"}:
+        if not isinstance(entry, dict) or not {"mutant", "digest", "reason"} <= set(entry) <= {"mutant", "digest", "reason", "promised"}:
             keys = sorted(entry) if isinstance(entry, dict) else entry
-            raise ReviewError(f"{where} has keys {keys}; an entry has exactly mutant, digest and reason")
-        mutant, sha, reason = entry["mutant"], entry["digest"], entry["reason"]
-        if not all(isinstance(v, str) for v in (mutant, sha, reason)):
-            raise ReviewError(f"{where}: mutant, digest and reason must be strings")
+            raise ReviewError(f"{where} has keys {keys}; an entry has exactly mutant, digest and reason, and may have promised")
+        mutant, sha, reason, promised = entry["mutant"], entry["digest"], entry["reason"], entry.get("promised", "")
+        if not all(isinstance(v, str) for v in (mutant, sha, reason, promised)):
+            raise ReviewError(f"{where}: mutant, digest, reason and promised must be strings")
+        if "promised" in entry and not re.fullmatch(r"docs/[\w./-]+\.md: .{10,}", promised):
+            raise ReviewError(f"{where} ({mutant}): promised names the page and what it promises, "
+                              f"as 'docs/<page>.md: <the promise>', not {promised!r}")
         if "__mutmut_" not in mutant:
             raise ReviewError(f"{where}: {mutant!r} is not a mutmut mutant name (module.function__mutmut_N)")
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
@@ -230,7 +278,7 @@ def load_reviews(target: str, directory: Path = REVIEW_DIR) -> dict[str, Review]
             raise ReviewError(f"{where} ({mutant}): the reason is empty or too short; say why no caller can observe the change")
         if mutant in reviews:
             raise ReviewError(f"{where}: {mutant} is reviewed twice")
-        reviews[mutant] = Review(mutant, sha, reason.strip())
+        reviews[mutant] = Review(mutant, sha, reason.strip(), promised or None)
     return reviews
 
 

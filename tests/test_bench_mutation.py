@@ -256,3 +256,65 @@ def test_the_checked_in_review_files_load_and_name_targets_that_exist(mutation):
         for mutant in mutation.load_reviews(path.stem, directory):
             modules = [m.removeprefix("src/").removesuffix(".py").replace("/", ".") for m in mutation.TARGETS[path.stem].modules]
             assert any(mutant.startswith(m + ".") for m in modules), f"{path.name}: {mutant} is in none of the target's modules"
+
+
+def test_a_literal_the_docs_quote_is_promised_and_a_short_or_unquoted_one_is_not(mutation):
+    text = "store is busy, retrying every second"
+    original = ORIGINAL.replace('"store is busy, retrying"', f'"{text}"')
+    mutant = original.replace(f'"{text}"', f'"XX{text}XX"')
+    docs = f"The store logs `{text}` once per wait."
+    assert mutation.promised_literal(_function(original), _function(mutant), docs) == text
+    assert mutation.promised_literal(_function(original), _function(mutant), "the docs quote nothing") is None
+    short = ORIGINAL.replace('"store is busy, retrying"', '"XXstore is busy, retryingXX"')  # 23 characters
+    assert mutation.promised_literal(_function(ORIGINAL), _function(short), "store is busy, retrying") is None
+    twice = mutant.replace("x > 1", "x >= 1")
+    assert mutation.promised_literal(_function(original), _function(twice), docs) is None
+
+
+def test_the_strict_score_counts_equivalents_whose_text_the_docs_promise_as_survivors(mutation, tmp_path):
+    target, root, name, sources = _staged_survivors(mutation, tmp_path, {1: 0, 2: 0, 3: 1})
+    promise = "docs/history.md: the error names the conversation"
+    reviews = {
+        f"{name}1": mutation.Review(f"{name}1", sources.digest(f"{name}1"), "only the error's text", promise),
+        f"{name}2": mutation.Review(f"{name}2", sources.digest(f"{name}2"), "x is never below 1 here"),
+    }
+    found = mutation.outcome(target, root, 0.0, reviews, docs="")
+    assert found.promised == {f"{name}1": promise}
+    assert (found.killed, found.scored, found.strict_scored) == (1, 1, 2)
+    assert (found.score, found.strict_score) == (1.0, 0.5)
+    report = subprocess.run([sys.executable, str(BENCH / "mutation.py"), "offline", "--workdir", str(tmp_path), "--report", "--json"],
+                            capture_output=True, text=True, check=False)
+    document = __import__("json").loads(report.stdout)
+    assert {"strict_scored", "strict_score", "promised"} <= set(document["targets"]["offline"]) and "strict_score" in document
+
+
+def test_a_review_entrys_promise_names_the_page_and_what_it_promises(mutation, tmp_path):
+    entry = '[[equivalent]]\nmutant = "m.f__mutmut_1"\ndigest = "' + "a" * 64 + '"\nreason = "a long enough reason"\n'
+    (tmp_path / "files.toml").write_text(entry + 'promised = "docs/history.md: the message names the conversation"\n', encoding="utf-8")
+    assert mutation.load_reviews("files", tmp_path)["m.f__mutmut_1"].promised == "docs/history.md: the message names the conversation"
+    (tmp_path / "files.toml").write_text(entry + 'promised = "somewhere"\n', encoding="utf-8")
+    with pytest.raises(mutation.ReviewError, match=r"promised names the page and what it promises, as 'docs/<page>\.md: "):
+        mutation.load_reviews("files", tmp_path)
+
+
+def test_the_documented_counts_of_reviewed_equivalents_match_the_review_files(mutation):
+    """Each target's row of the mutation-score table says how many mutants are equivalent by review: the file's count."""
+    import re
+
+    pages = [BENCH.parent / "docs" / name for name in ("testing.md", "mutation-testing.md")]
+    rows = [line for page in pages if page.is_file() for line in page.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `") and "strict" in line]  # the rows of the score table (raw, verdict and strict)
+    for target in mutation.TARGETS:
+        entries = len(mutation.load_reviews(target))
+        [row] = [line for line in rows if line.startswith(f"| `{target}` |")]
+        said = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:survivors )?(?:equivalent )?by review", row)]
+        assert said == ([entries] if entries else []), f"docs: the {target} row says {said} by review; the file holds {entries}"
+
+
+def test_example_code_in_the_docs_promises_nothing(mutation, tmp_path):
+    (tmp_path / "page.md").write_text('Prose: "the sidecar is unavailable for writes".\n\n```python\nraise ValueError('
+                                      '"memory text must be a non-empty string")\n```\n\n```text\nprovider sessions removed: 2\n```\n',
+                                      encoding="utf-8")
+    text = mutation.docs_text(tmp_path)
+    assert "the sidecar is unavailable for writes" in text and "provider sessions removed" in text
+    assert "memory text must be a non-empty string" not in text

@@ -19,6 +19,9 @@ optionally ``providerSession`` and last ``messages``. A store that writes that l
 - **The documented bounds and shapes.** ``updatedAt`` from 0 to before the year 10000; the record
   cap to the byte; whitespace is no damage; a symlink, FIFO or directory at a record's name fails
   closed without blocking; content over the per-message cap ends with the documented marker.
+- **The documented lock table.** Another process holding a conversation's shard lock
+  (``.locks/shard-NN.lock``, ``NN`` the first 8 hex digits of ``L16`` read as a number, modulo 16)
+  holds its commit back until it lets go.
 
 The records are written with :meth:`~monoagent.testing.history_contract_support.HistoryContractBase.replace_record`
 into the directory named by :meth:`~monoagent.testing.history_contract_storage.HistoryStorageContract.storage_directory`;
@@ -28,14 +31,26 @@ keeps its own), skips these tests and says which.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 from monoagent._kernel.errors import HistoryStoreError
 from monoagent._kernel.model import Message, ToolCall
 from monoagent._kernel.stores import logical_conversation_id
-from monoagent.testing.history_contract_support import STAMP, HistoryContractBase, contents, turn_messages, turns_text
+from monoagent.testing.history_contract_support import (
+    DEADLINE,
+    STAMP,
+    HistoryContractBase,
+    StoreThread,
+    contents,
+    turn_messages,
+    turns_text,
+)
 
 EPOCH = "0123456789abcdef" * 2
 
@@ -56,6 +71,18 @@ def layout_record(conversation_id: str, messages: Any, **fields: Any) -> bytes:
               "updatedAt": 1_700_000_000.5, "providerSession": {"epoch": EPOCH, "revision": 7, "model": "m:x"}, "messages": messages}
     record.update(fields)
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def shard_lock(storage: Path, conversation_id: str) -> Path:
+    """The documented shard lock of ``conversation_id`` (docs/history.md, "Locks") under ``storage``."""
+    logical16 = hashlib.sha256(logical_conversation_id(conversation_id).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return storage / ".locks" / f"shard-{int(logical16[:8], 16) % 16:02d}.lock"
+
+
+def flock_waiters(path: Path) -> int:
+    """How many ``flock`` requests wait on ``path`` (Linux ``/proc/locks`` marks a blocked request ``->``)."""
+    inode = f":{path.stat().st_ino} "
+    return sum(1 for line in Path("/proc/locks").read_text().splitlines() if "->" in line and inode in line)
 
 
 def as_message(stored: dict[str, Any]) -> Message:
@@ -284,4 +311,36 @@ class HistoryRecordsContract(HistoryContractBase):
         (*_, cut) = self.load(self.make_store(tmp_path), cid)
         marker = "\n[message truncated to fit the 65536-byte history cap; original content 80000 bytes]"
         assert cut.content.endswith(marker) and cut.content[: -len(marker)].strip("é") == "", cut.content[-120:]
+        self.close(store)
+
+    def test_contract_holding_the_documented_shard_lock_holds_the_commit_back(self, tmp_path: Path) -> None:
+        """Another holder of a conversation's ``.locks/shard-NN.lock`` keeps its commit waiting until it lets go."""
+        if not os.path.exists("/proc/locks"):
+            import pytest
+
+            pytest.skip("needs Linux's /proc/locks to see a commit waiting for the lock")
+        store = self.layout_store(tmp_path, "shards")
+        storage = self._storage(store)  # type: ignore[attr-defined]  # HistoryStorageContract, mixed in beside this class
+        for n, cid in enumerate(("shard a", "shard b:2025-01-01", "shard c", "shard \ud800 d")):
+            self.commit_turns(store, cid, range(1))
+            lock = shard_lock(storage, cid)
+            assert lock.is_file(), f"the commit of {cid!r} made no documented shard lock {lock.name} under .locks/"
+            fd = os.open(lock, os.O_RDWR)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                thread = StoreThread(lambda: store.commit(cid, turn_messages(1)), f"commit-{n}")  # noqa: B023  (joined in this iteration)
+                thread.start()
+                deadline = time.monotonic() + DEADLINE
+                while not flock_waiters(lock):
+                    if not thread.is_alive():
+                        thread.result()
+                        raise AssertionError(f"the commit of {cid!r} went through while another process held its shard "
+                                             f"lock {lock.name}")
+                    assert time.monotonic() < deadline, f"the commit of {cid!r} neither waited for {lock.name} nor ended"
+                    time.sleep(0.01)  # polling /proc/locks, not synchronising: the waiter's presence is the condition
+                assert contents(self.load(self.make_store(tmp_path), cid)) == turns_text([0]), "a held-back commit is not visible"
+            finally:
+                os.close(fd)
+            thread.result()
+            assert contents(self.load(self.make_store(tmp_path), cid)) == turns_text([0, 1])
         self.close(store)

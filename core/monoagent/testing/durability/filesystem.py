@@ -2,13 +2,14 @@
 
 :class:`FileSystemTap` interposes at the Python level on the file operations a store makes under
 one directory (``os.open``, ``os.write``, ``os.pwrite``, ``os.fsync``, ``os.fdatasync``,
-``os.ftruncate``, ``os.rename``, ``os.replace``, ``os.unlink``, ``os.remove``, ``os.close``, and
-``open()``/``io.open`` file objects' ``write``, ``writelines``, ``flush`` and ``close``), without
-knowing anything of the store's internals. It needs Linux's ``/proc/self/fd`` (it reads what a
+``os.ftruncate``, ``os.rename``, ``os.replace``, ``os.unlink``, ``os.remove``, ``os.mkdir``,
+``os.rmdir``, ``os.close``, each also relative to a directory descriptor (``dir_fd=``,
+``src_dir_fd=``, ``dst_dir_fd=``), and ``open()``/``io.open`` file objects' ``write``,
+``writelines``, ``flush`` and ``close``), without knowing anything of the store's internals. It needs Linux's ``/proc/self/fd`` (it reads what a
 descriptor really holds on disk through it).
 
 What it records is an operation log in the vocabulary of the ALICE study (Pillai et al., OSDI
-2014): a name created, renamed or unlinked in a directory, a file's bytes written or truncated,
+2014): a name created, renamed or unlinked in a directory, a directory made or removed, a file's bytes written or truncated,
 a file fsynced, a directory fsynced. Data is recorded by what reached the file, not by the calls
 that put it there: before each operation the tap compares every open file's bytes on disk with
 its model and logs the difference as a write, so buffered ``open()`` writes that were never
@@ -16,12 +17,12 @@ flushed are (rightly) not on disk when an fsync comes. :func:`crash_states` then
 states a power cut could leave; :class:`FileSystemTap` with ``fail_at=k`` instead makes the
 k-th *mutating* operation (an open for writing or of a directory, a write, an fsync, a
 truncation, a rename, an unlink, a file object's write or flush) raise ``OSError(EIO)`` without
-performing it. Closing and reading are never failed.
+performing it. Closing, reading, making and removing a directory are never failed.
 
-Limits, stated so a store author knows what the model does not see: operations through
-``dir_fd=``, hard links, ``mmap`` and C code (sqlite3) are invisible; directories are not
-modelled (a state has every directory the store has at the end); file modes are kept; the state
-before the commit is taken as durable.
+Limits, stated so a store author knows what the model does not see: hard links, a directory
+renamed, ``mmap`` and C code (sqlite3) are invisible; a directory made some other way than
+``os.mkdir`` is taken as there from the start; file modes are kept; the state before the commit
+is taken as durable.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ import attrs
 
 _REAL_OS = {name: getattr(os, name) for name in (
     "open", "write", "pwrite", "fsync", "fdatasync", "ftruncate", "rename", "replace", "unlink", "remove", "close",
+    "mkdir", "rmdir",
 )}
 _REAL_OPEN = builtins.open
 _PROC_FD = "/proc/self/fd"
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+DIRECTORY = -1
+"""The node of a directory in a crash state's ``files`` (its bytes are empty)."""
 
 
 def available() -> bool:
@@ -56,7 +60,8 @@ def available() -> bool:
 @attrs.frozen
 class Operation:
     """One step of the log. ``kind`` is ``create``, ``write``, ``truncate``, ``fsync``, ``rename``,
-    ``unlink`` or ``dirsync``; ``node`` the tap's id of the file; paths are relative to the root."""
+    ``unlink``, ``mkdir``, ``rmdir`` or ``dirsync``; ``node`` the tap's id of the file; paths are
+    relative to the root."""
 
     kind: str
     path: str = ""
@@ -88,11 +93,12 @@ class _Tracked:
 
 @attrs.define
 class Snapshot:
-    """The files under a root before a commit: names to nodes, nodes' bytes and modes."""
+    """The files under a root before a commit: names to nodes, nodes' bytes and modes, and the directories."""
 
     names: dict[str, int] = attrs.Factory(dict)
     content: dict[int, bytes] = attrs.Factory(dict)
     modes: dict[int, int] = attrs.Factory(dict)
+    folders: set[str] = attrs.Factory(set)
 
 
 class FileSystemTap:
@@ -119,15 +125,22 @@ class FileSystemTap:
         self._readers: list[int] = []
         self._closed: list[_Tracked] = []
         self._lock = threading.RLock()
+        self._made: set[str] = set()
         self.directories: dict[str, int] = {}
+        """Each directory's permission bits (every one the store had before, made, or has at the end)."""
 
     # ------------------------------------------------------------------ paths and nodes
 
-    def _relative(self, path: Any) -> str | None:
-        """``path`` relative to the root, or None when it lies outside (or is not a plain path)."""
+    def _relative(self, path: Any, dir_fd: int | None = None) -> str | None:
+        """``path`` (relative to ``dir_fd`` when given) relative to the root, or None when it lies outside."""
         if isinstance(path, int) or path is None:
             return None
         text = os.fsdecode(os.fspath(path))
+        if dir_fd is not None and not os.path.isabs(text):
+            try:
+                text = os.path.join(os.readlink(f"{_PROC_FD}/{dir_fd}"), text)
+            except OSError:
+                return None
         absolute = os.path.abspath(text)
         parent = os.path.realpath(os.path.dirname(absolute))
         full = os.path.join(parent, os.path.basename(absolute))
@@ -148,6 +161,9 @@ class FileSystemTap:
     def _take_snapshot(self) -> None:
         for folder, _, files in os.walk(self.root):
             relative = os.path.relpath(folder, self.root)
+            if relative != ".":
+                self.initial.folders.add(relative)
+                self.directories[relative] = stat.S_IMODE(os.lstat(folder).st_mode)
             for name in files:
                 path = os.path.join(folder, name)
                 info = os.lstat(path)
@@ -221,15 +237,16 @@ class FileSystemTap:
     # ------------------------------------------------------------------ the interposed operations
 
     def _open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        relative = None if dir_fd is not None else self._relative(path)
+        relative = self._relative(path, dir_fd)
         if relative is None:
             return int(_REAL_OS["open"](path, flags, mode, dir_fd=dir_fd))
         with self._lock:
-            existed = os.path.lexists(path)
-            if flags & _WRITE_FLAGS or flags & os.O_DIRECTORY or os.path.isdir(path):
+            full = os.path.join(self.root, relative)
+            existed = os.path.lexists(full)
+            if flags & _WRITE_FLAGS or flags & os.O_DIRECTORY or os.path.isdir(full):
                 self._mutation(f"open {relative}")
             self._observe()
-            fd = int(_REAL_OS["open"](path, flags, mode))
+            fd = int(_REAL_OS["open"](path, flags, mode, dir_fd=dir_fd))
             tracked = self._track(fd, created=not existed)
             if tracked is not None and tracked.node >= 0:
                 if not existed:
@@ -278,28 +295,48 @@ class FileSystemTap:
                 self._observe()
             _REAL_OS["close"](fd)
 
-    def _rename(self, kind: str, src: Any, dst: Any, **kwargs: Any) -> None:
-        source, target = self._relative(src), self._relative(dst)
-        if kwargs or source is None or target is None:
-            _REAL_OS[kind](src, dst, **kwargs)
+    def _rename(self, kind: str, src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+        source, target = self._relative(src, src_dir_fd), self._relative(dst, dst_dir_fd)
+        if source is None or target is None:
+            _REAL_OS[kind](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
             return
         with self._lock:
             self._mutation(f"{kind} {source} -> {target}")
             self._observe()
-            node = self._node_of(os.lstat(src))
-            _REAL_OS[kind](src, dst)
+            node = self._node_of(os.lstat(src, dir_fd=src_dir_fd))
+            _REAL_OS[kind](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
             self.operations.append(Operation("rename", path=source, target=target, node=node))
 
-    def _unlink(self, kind: str, path: Any, **kwargs: Any) -> None:
-        relative = self._relative(path)
-        if kwargs or relative is None:
-            _REAL_OS[kind](path, **kwargs)
+    def _unlink(self, kind: str, path: Any, *, dir_fd: int | None = None) -> None:
+        relative = self._relative(path, dir_fd)
+        if relative is None:
+            _REAL_OS[kind](path, dir_fd=dir_fd)
             return
         with self._lock:
             self._mutation(f"{kind} {relative}")
             self._observe()
-            _REAL_OS[kind](path)
+            _REAL_OS[kind](path, dir_fd=dir_fd)
             self.operations.append(Operation("unlink", path=relative))
+
+    def _mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        relative = self._relative(path, dir_fd)
+        if relative in (None, ".") or os.path.lexists(os.path.join(self.root, relative)):  # EEXIST changes nothing
+            _REAL_OS["mkdir"](path, mode, dir_fd=dir_fd)
+            return
+        with self._lock:  # recorded, never failed (``fail_at`` counts only what it did before directories were modelled)
+            _REAL_OS["mkdir"](path, mode, dir_fd=dir_fd)
+            self.directories[relative] = stat.S_IMODE(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            self._made.add(relative)
+            self.operations.append(Operation("mkdir", path=relative))
+
+    def _rmdir(self, path: Any, *, dir_fd: int | None = None) -> None:
+        relative = self._relative(path, dir_fd)
+        if relative is None:
+            _REAL_OS["rmdir"](path, dir_fd=dir_fd)
+            return
+        with self._lock:
+            _REAL_OS["rmdir"](path, dir_fd=dir_fd)
+            self.operations.append(Operation("rmdir", path=relative))
 
     def _open_file(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         relative = self._relative(file) if not isinstance(file, int) else None
@@ -341,6 +378,8 @@ class FileSystemTap:
         os.replace = lambda src, dst, **kw: self._rename("replace", src, dst, **kw)
         os.unlink = lambda path, **kw: self._unlink("unlink", path, **kw)
         os.remove = lambda path, **kw: self._unlink("remove", path, **kw)
+        os.mkdir = self._mkdir
+        os.rmdir = self._rmdir
         builtins.open = io.open = self._open_file
         return self
 
@@ -354,9 +393,11 @@ class FileSystemTap:
                 _REAL_OS["close"](reader)
             self._readers.clear()
             self._fds.clear()
-        self.directories = {
-            os.path.relpath(folder, self.root): stat.S_IMODE(os.lstat(folder).st_mode) for folder, _, _ in os.walk(self.root)
-        }
+        for folder, _, _ in os.walk(self.root):
+            relative = os.path.relpath(folder, self.root)
+            self.directories[relative] = stat.S_IMODE(os.lstat(folder).st_mode)
+            if relative != "." and relative not in self._made:
+                self.initial.folders.add(relative)  # made some other way: taken as there from the start
 
 
 class _TappedFile:
@@ -410,9 +451,10 @@ def crash_states(initial: Snapshot, operations: list[Operation], *, per_prefix: 
                  rng: random.Random | None = None) -> Iterator[tuple[int, dict[str, tuple[bytes, int]]]]:
     """Yield ``(k, files)`` for the states a power cut after ``operations[:k]`` could leave.
 
-    ``files`` maps each relative path to (bytes, node). Durable: a write or truncation followed
-    (within the prefix) by an fsync of its file, and a create, rename or unlink followed by an
-    fsync of its directory. Anything else may be lost, independently per operation (so a later
+    ``files`` maps each relative path to (bytes, node), a directory to ``(b"", DIRECTORY)``.
+    Durable: a write or truncation followed (within the prefix) by an fsync of its file, and a
+    create, rename, unlink, mkdir or rmdir followed by an fsync of its directory (the parent's,
+    for a directory made or removed). A file or directory whose directory is gone is gone too. Anything else may be lost, independently per operation (so a later
     operation may persist while an earlier one does not), and a kept write may persist only its
     first half. Beyond ``per_prefix`` combinations of a prefix, a seeded sample of them is taken
     (always including "everything kept" and "everything optional lost").
@@ -430,7 +472,7 @@ def crash_states(initial: Snapshot, operations: list[Operation], *, per_prefix: 
         optional = [
             i for i, op in enumerate(prefix)
             if (op.kind in ("write", "truncate") and synced.get(op.node, -1) < i)
-            or (op.kind in ("create", "rename", "unlink") and dirsynced.get(os.path.normpath(op.directory() or "."), -1) < i)
+            or (op.kind in ("create", "rename", "unlink", "mkdir", "rmdir") and dirsynced.get(os.path.normpath(op.directory() or "."), -1) < i)
         ]
         options = [("keep", "drop", "half") if prefix[i].kind == "write" else ("keep", "drop") for i in optional]
         total = 1
@@ -448,6 +490,7 @@ def crash_states(initial: Snapshot, operations: list[Operation], *, per_prefix: 
 
 def _apply(initial: Snapshot, prefix: list[Operation], chosen: dict[int, str]) -> dict[str, tuple[bytes, int]]:
     names = dict(initial.names)
+    folders = set(initial.folders)
     data = {node: bytearray(content) for node, content in initial.content.items()}
     for i, op in enumerate(prefix):
         mode = chosen.get(i, "keep")
@@ -470,16 +513,33 @@ def _apply(initial: Snapshot, prefix: list[Operation], chosen: dict[int, str]) -
             names[op.target] = op.node
         elif op.kind == "unlink":
             names.pop(op.path, None)
-    return {name: (bytes(data.get(node, b"")), node) for name, node in names.items()}
+        elif op.kind == "mkdir":
+            folders.add(op.path)
+        elif op.kind == "rmdir":
+            below = op.path + os.sep
+            folders = {f for f in folders if f != op.path and not f.startswith(below)}
+            names = {n: node for n, node in names.items() if not n.startswith(below)}
+
+    def reachable(path: str) -> bool:
+        parent = os.path.dirname(path)
+        return not parent or (parent in folders and reachable(parent))
+
+    files = {name: (bytes(data.get(node, b"")), node) for name, node in names.items() if reachable(name)}
+    files.update({folder: (b"", DIRECTORY) for folder in folders if reachable(folder)})
+    return files
 
 
 def materialise(files: dict[str, tuple[bytes, int]], modes: dict[int, int], directories: dict[str, int], root: Path) -> Path:
-    """Write a crash state under ``root`` (every directory of the store, then each file with its mode)."""
-    for relative in sorted(directories):
+    """Write a crash state under ``root``: its directories (with their modes from ``directories``), then its files."""
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(directories.get(".", 0o700))
+    for relative in sorted(name for name, (_, node) in files.items() if node == DIRECTORY):
         path = root / relative
         path.mkdir(parents=True, exist_ok=True)
-        path.chmod(directories[relative])
+        path.chmod(directories.get(relative, 0o700))
     for relative, (content, node) in files.items():
+        if node == DIRECTORY:
+            continue
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = _REAL_OS["open"](path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, modes.get(node, 0o600))
