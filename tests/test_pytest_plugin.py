@@ -276,7 +276,7 @@ class TestPlainStore(HistoryStoreContract):
 def test_a_store_is_held_only_to_the_sub_protocols_it_implements(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=textwrap.dedent(PLAIN_STORE))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=20, skipped=35)
+    result.assert_outcomes(passed=20, skipped=36)
     out = result.stdout.str()
     for needed in (
         "ManagedHistoryStore (reset_logical, stats, clear_all)",
