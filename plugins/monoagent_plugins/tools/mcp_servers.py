@@ -65,6 +65,12 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+def _abandon(ready: asyncio.Future[Any]) -> None:
+    """Nobody waits for ``ready`` any more: cancel it, or read its outcome, so asyncio reports no exception never retrieved."""
+    if not ready.cancel() and not ready.cancelled():
+        ready.exception()
+
+
 class McpServer:
     """The connection to one MCP server (see the module docstring).
 
@@ -140,9 +146,11 @@ class McpServer:
         try:
             client, listing = await asyncio.wait_for(asyncio.shield(ready), timeout_ms / 1000)
         except asyncio.CancelledError:  # the turn was cancelled while the server started: stop it, leave no process
+            _abandon(ready)
             await self._end(task, stop, connecting=True)
             raise
         except TimeoutError:
+            _abandon(ready)
             await self._end(task, stop, connecting=True)
             raise McpServerUnavailable(
                 f"MCP server {self.name!r} did not start within {timeout_ms} ms (mcp.servers.{self.name}.startupTimeoutMs)"

@@ -330,3 +330,16 @@ def test_monoagent_models_lists_the_provider_registry(tmp_path: Path) -> None:
     assert "OPENAI_API_KEY" in rows["openai"]["description"] and rows["openai"]["models"] == []
     plain = run_cli(tmp_path, "models")
     assert "models: offline:echo, offline:scripted" in plain.stdout
+
+
+def test_a_server_that_hangs_at_start_up_is_one_line_on_stderr_and_nothing_else(tmp_path: Path) -> None:
+    silent = "import sys; sys.stdin.buffer.read()"  # speaks no MCP
+    config = {"runtime": {"model": "offline:echo"},
+              "mcp": {"servers": {"mute": {"command": sys.executable, "args": ["-c", silent], "startupTimeoutMs": 500}}}}
+    (tmp_path / "monoagent.json").write_text(json.dumps(config))
+    done = run_cli(tmp_path, "--config", str(tmp_path / "monoagent.json"), "run", "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "monoagent: WARNING: tool source mcp:mute unavailable: MCP server 'mute' did not start within 500 ms "
+        "(mcp.servers.mute.startupTimeoutMs)"
+    ]

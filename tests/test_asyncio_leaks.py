@@ -1,0 +1,95 @@
+"""The suite fails on an asyncio exception never retrieved (tests/asyncio_leaks.py), in a pytest run of its own."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+from asyncio_leaks import AsyncioLeaks
+
+def pytest_configure(config):
+    config.pluginmanager.register(AsyncioLeaks(), "asyncio-leaks")
+"""
+
+PLANTED = """
+import asyncio
+import gc
+
+def leak():
+    async def main():
+        asyncio.get_running_loop().create_future().set_exception(RuntimeError("planted"))
+    asyncio.run(main())
+
+def test_a_future_left_with_its_exception():
+    leak()
+    gc.collect()
+
+def test_a_task_that_failed_unawaited():
+    async def main():
+        async def fail():
+            raise ValueError("planted in a task")
+        task = asyncio.create_task(fail())
+        await asyncio.sleep(0)
+        del task
+    asyncio.run(main())
+    gc.collect()
+
+def test_a_retrieved_exception_is_fine():
+    async def main():
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(RuntimeError("read"))
+        assert isinstance(future.exception(), RuntimeError)
+    asyncio.run(main())
+    gc.collect()
+"""
+
+CYCLE = """
+import asyncio
+
+class Holder:
+    pass
+
+def test_a_future_in_a_reference_cycle_is_caught_at_the_end():
+    async def main():
+        holder = Holder()
+        holder.future = asyncio.get_running_loop().create_future()
+        holder.future.set_exception(RuntimeError("held in a cycle"))
+        holder.itself = holder
+    asyncio.run(main())
+"""
+
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def _plugin_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+
+
+def test_a_never_retrieved_exception_fails_the_test_it_is_reported_in(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_planted=textwrap.dedent(PLANTED))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*asyncio reported 1 exception(s) never retrieved during the call*",
+        "*Future exception was never retrieved*", "*RuntimeError: planted*",
+        "*Task exception was never retrieved*", "*ValueError: planted in a task*",
+    ])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_one_collected_only_at_the_end_fails_the_session(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_cycle=textwrap.dedent(CYCLE))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*asyncio exceptions never retrieved*", "*RuntimeError: held in a cycle*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
