@@ -168,9 +168,12 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
         raise click.ClickException(message)  # exit 1, "monoagent: error: ..." (docs/cli.md)
 
     try:
-        import uvicorn  # noqa: F401  (the serve extra)
+        import starlette  # noqa: F401  (the serve extra)
+        import uvicorn  # noqa: F401
     except ImportError as exc:
-        refuse(f"monoagent serve needs the serve extra: pip install 'monoagent[serve]' ({exc})")
+        from monoagent import missing_extra
+
+        refuse(missing_extra("serve", "monoagent serve", exc))
     if check_only:
         check_command(host, port)
         return

@@ -122,7 +122,9 @@ class McpServers:
             try:
                 from monoagent_plugins.tools.mcp_servers import McpServer
             except ImportError as exc:
-                self.missing_sdk = f"the MCP SDK is not installed ({exc}); pip install 'monoagent[mcp]'"
+                from monoagent import missing_extra
+
+                self.missing_sdk = missing_extra("mcp", "an MCP server (the official MCP SDK)", exc)
                 return {}
             self.servers = {name: McpServer(name, s, cwd=self._cwd(s)) for name, s in self.config.servers.items() if s.enabled}
         return self.servers or {}

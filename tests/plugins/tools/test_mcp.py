@@ -192,7 +192,7 @@ def test_without_the_sdk_each_server_is_a_failed_source_naming_the_extra(tmp_pat
     result, events, _, _ = turn(tmp_path, {"t": stdio_server(tmp_path)}, [])
     assert result.text == "done"
     (warning,) = warnings(events)
-    assert warning["source"] == "mcp:t" and "pip install 'monoagent[mcp]'" in warning["message"]
+    assert warning["source"] == "mcp:t" and "needs the 'mcp' extra (not installed: mcp): pip install" in warning["message"]
 
 
 # ---------------------------------------------------------------------------- streamable HTTP
