@@ -294,7 +294,7 @@ class Agent:
                 self.memory_tier(name)
             except ComponentError:
                 raise
-            except Exception:  # noqa: BLE001, S112 - reported by name where the tier is used (recall, capture)
+            except Exception:  # reported by name where the tier is used (recall, capture)
                 continue
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:

@@ -52,7 +52,6 @@ def markdown_console(out: IO[str], choice: bool | None) -> Console | None:
             return None
     elif not installed:
         from monoagent._kernel.errors import ConfigError
-
         from monoagent._kernel.extras import missing_extra
 
         raise ConfigError(f"{missing_extra('rich', '--markdown')} (or use --plain)")

@@ -49,10 +49,12 @@ def _remembered(now: float) -> dict[str, Any] | None:
         data = json.loads(failure_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    retry_at = data.get("retryAt") if isinstance(data, dict) else None
-    if data.get("encoding") != ENCODING or type(retry_at) not in (int, float) or not now < retry_at <= now + RETRY_AFTER_S:
+    if not isinstance(data, dict) or data.get("encoding") != ENCODING:
         return None
-    return data
+    retry_at = data.get("retryAt")
+    if not isinstance(retry_at, (int, float)) or isinstance(retry_at, bool) or not now < retry_at <= now + RETRY_AFTER_S:
+        return None
+    return dict(data)
 
 
 def _remember(reason: str, now: float) -> Path | None:
