@@ -32,6 +32,8 @@ SELECTIONS = [
     Selection("session backend", '[runtime.session]\nbackend = "nosuch"\n', "session backend 'nosuch' is selected in the configuration"),
     Selection("memory tier", '[memory]\ntiers = ["vector"]\n',
               "memory tier 'vector' is selected in the configuration, but no active plugin registers it (available: journal, lite)"),
+    Selection("subagent model", '[agents.named.helper]\nmodel = "nosuch:x"\n',
+              "agents.named.helper.model: model 'nosuch:x' names the provider prefix 'nosuch'"),
     Selection("embedder", '[memory]\ntiers = ["journal"]\n[memory.journal]\nembedder = "nosuch"\n',
               "embedder 'nosuch' is selected in the configuration"),
 ]

@@ -279,16 +279,28 @@ class Agent:
         if self.config.runtime.compaction.enabled:
             self.compaction_policy(self.config.runtime.compaction.policy)
         self.components.component(SESSION_BACKENDS, self.config.runtime.session.backend)
-        self._check_memory_tiers()
+        self._check_turn_selections()
 
-    def _check_memory_tiers(self) -> None:
-        """Raise the :class:`ComponentError` of a name in ``memory.tiers``, or of an embedder a tier selects,
-        that no active plugin registers: a selection error fails the turn (exit 2 on the command line), as an
+    def _check_turn_selections(self) -> None:
+        """Raise the error of a selection a turn would otherwise meet only in passing, or never.
+
+        A subagent's ``model`` (``[agents.named.<name>]`` or ``Agent(subagents=...)``) that no
+        provider registers, a name in ``memory.tiers`` or an embedder a tier selects that no active
+        plugin registers: a selection error fails the turn (exit 2 on the command line), as an
         unknown history store or provider does, with the message ``config validate`` prints.
 
         Each tier is built here (once, as recall and capture build it); a tier whose factory fails
         for another reason is left to those steps, which report it by name and go on without it.
         """
+        named = getattr(self.config.sections.get("agents"), "named", None)
+        subagents = [(f"subagent {name!r} (Agent(subagents=...))", spec.model) for name, spec in self.subagents.items()]
+        if isinstance(named, Mapping):
+            subagents += [(f"agents.named.{name}.model", getattr(spec, "model", None)) for name, spec in named.items()]
+        registered = self.components.registered(PROVIDERS)
+        for where, model in subagents:  # the prefix only: a subagent's runtime (its API key) is built when it is used
+            prefix, sep, name = (model or "").partition(":")
+            if model and (not sep or not name or prefix not in registered):
+                raise ConfigError(f"{where}: {self._unknown_model(model, prefix if sep and name else None)}")
         for name in self.config.memory.tiers:
             try:
                 self.memory_tier(name)

@@ -258,7 +258,7 @@ class Harness(RunControl):
         agent = self.agent
         hooks = agent.hooks
         store = agent.history_store
-        agent._check_memory_tiers()
+        agent._check_turn_selections()
         turn.history = tuple(await store.load(
             turn.conversation_id, on_warning=lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))
