@@ -93,3 +93,30 @@ def test_one_collected_only_at_the_end_fails_the_session(pytester: pytest.Pytest
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*asyncio exceptions never retrieved*", "*RuntimeError: held in a cycle*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# ---------------------------------------------------------------------------- what the check found in the code
+
+
+def test_a_tool_history_job_that_fails_after_its_caller_was_cancelled_leaves_nothing_unretrieved() -> None:
+    """The writer thread's job outlives a cancelled caller (the shield keeps it queued); its failure must still be read."""
+    import asyncio
+    import concurrent.futures
+    import gc
+
+    from monoagent_plugins.history.tool_calls.store import _outcome
+
+    async def main() -> None:
+        job: concurrent.futures.Future[int] = concurrent.futures.Future()
+        waiting = asyncio.create_task(_outcome(job))
+        await asyncio.sleep(0)  # the task awaits the shield now
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        settled = asyncio.Event()
+        job.set_exception(OSError("disk full"))  # the writer thread fails the job after the caller left
+        asyncio.get_running_loop().call_soon(settled.set)  # wrap_future copies the outcome over in a callback first
+        await settled.wait()
+
+    asyncio.run(main())
+    gc.collect()  # a never-retrieved exception is reported now, and fails this test (tests/asyncio_leaks.py)
