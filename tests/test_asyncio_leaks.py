@@ -120,3 +120,24 @@ def test_a_tool_history_job_that_fails_after_its_caller_was_cancelled_leaves_not
 
     asyncio.run(main())
     gc.collect()  # a never-retrieved exception is reported now, and fails this test (tests/asyncio_leaks.py)
+
+
+def test_a_continuity_publication_that_fails_with_nobody_waiting_leaves_nothing_unretrieved() -> None:
+    """The failure is kept for the next turn of the conversation (which retries it); with no next turn it is not noise."""
+    import asyncio
+    import gc
+
+    from monoagent._pipeline.continuity import PublicationBarrier
+
+    async def main() -> str:
+        barrier = PublicationBarrier()
+
+        async def publish() -> None:
+            raise OSError("the history store is read-only")
+
+        task = barrier.start("c", publish)
+        await asyncio.wait({task})  # nobody awaits it: the turn that started it was cancelled meanwhile
+        return repr(barrier._pending["c"].error)
+
+    assert asyncio.run(main()) == "OSError('the history store is read-only')"  # kept for the retry
+    gc.collect()
