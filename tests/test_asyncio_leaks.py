@@ -141,3 +141,29 @@ def test_a_continuity_publication_that_fails_with_nobody_waiting_leaves_nothing_
 
     assert asyncio.run(main()) == "OSError('the history store is read-only')"  # kept for the retry
     gc.collect()
+
+
+def test_disk_work_of_a_durable_session_that_fails_after_a_cancel_leaves_nothing_unretrieved() -> None:
+    """``_settled`` waits for the work through a cancellation and re-raises the cancellation; the work's failure is read."""
+    import asyncio
+    import gc
+
+    from monoagent_plugins.history.durable_sessions import _settled
+
+    async def main() -> None:
+        started, fail = asyncio.Event(), asyncio.Event()
+
+        async def work() -> None:
+            started.set()
+            await fail.wait()
+            raise OSError("the fence could not be written")
+
+        waiting = asyncio.create_task(_settled(work()))
+        await started.wait()
+        waiting.cancel()
+        fail.set()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(main())
+    gc.collect()
