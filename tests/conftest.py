@@ -14,6 +14,10 @@ shared by every session of the user, and a starting session deletes all but the 
 ``tmp_path`` mid-test. Unless ``--basetemp`` is given, each session gets a directory of its own
 (``tempfile.mkdtemp``), removed when the session passes and kept, with its path printed, when it
 fails.
+
+**asyncio exceptions never retrieved.** A future or task whose exception nobody retrieved fails the
+test during which asyncio reports it, or the session (:mod:`asyncio_leaks`), as an unraisable
+exception does (``filterwarnings`` in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import tempfile
 from datetime import timedelta
 
 import pytest
+from asyncio_leaks import AsyncioLeaks
 from hypothesis import settings
 
 pytest_plugins = ["hang_guard"]  # the per-test timeout ends a hang and the run goes on (tests/hang_guard.py)
@@ -60,6 +65,7 @@ _own_basetemp: list[str] = []
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(AsyncioLeaks(), "asyncio-leaks")
     if config.option.basetemp is None:
         _own_basetemp.append(tempfile.mkdtemp(prefix="monoagent-pytest-"))
         config.option.basetemp = _own_basetemp[0]

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import httpx
+from asyncio_leaks import NEVER_RETRIEVED
 from plugin_sources import SLOW_PROVIDER
 from waiting import wait_until
 
@@ -60,11 +61,14 @@ class Server:
         return "".join(self._log)
 
     def terminate(self) -> int:
+        """SIGTERM, and the exit code once the server ended; an asyncio exception never retrieved in its log fails the test."""
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=30)
+            code = self.process.wait(timeout=30)
         finally:
             self.client.close()
+        assert NEVER_RETRIEVED not in self.log(), self.log()  # the suite's own check (asyncio_leaks) for the server's process
+        return code
 
     def stop(self) -> None:
         if self.process.poll() is None:

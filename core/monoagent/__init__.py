@@ -258,6 +258,7 @@ if TYPE_CHECKING:
 
     # ---------------------------------------------------------------- records at the text edges, and logs
     from monoagent._kernel.log import configure_server_log as configure_server_log
+    from monoagent._kernel.extras import missing_extra as missing_extra
     from monoagent._kernel.log import failure_text as failure_text
     from monoagent._kernel.log import log_as_library as log_as_library
     from monoagent._kernel.log import logger as logger

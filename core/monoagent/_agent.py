@@ -24,6 +24,7 @@ from monoagent._kernel.components import (
     HISTORY_STORES,
     MEMORY_TIERS,
     PROVIDERS,
+    SESSION_BACKENDS,
     TOOL_HISTORY_STORES,
     AgentComponents,
 )
@@ -338,6 +339,54 @@ class Agent:
         if name not in self.config.memory.tiers:
             raise ComponentError(f"memory tier {name!r} is not configured; memory.tiers = {list(self.config.memory.tiers)!r}")
         return self.components.get(MEMORY_TIERS, name, options={})
+
+    def check_selections(self, model: str | None = None) -> None:
+        """Raise the error of the first component the configuration selects by name that cannot be had.
+
+        ``model`` (default :attr:`model`) and every fallback (a provider prefix), ``history.store``,
+        ``toolHistory.store``, ``runtime.compaction.policy`` (when compaction is on),
+        ``runtime.session.backend`` and ``memory.tiers`` with the embedders the tiers select: what
+        ``monoagent config validate`` checks, and what ``prompt``, ``chat`` and ``serve`` check
+        before their first turn. A turn meets the same errors where it uses each (exit 2 on the
+        command line): a :class:`ComponentError` or a :class:`ConfigError`.
+        """
+        self.provider(model or self.model)
+        for model in self.config.runtime.fallbacks:
+            self.provider(model)
+        self.history_store  # noqa: B018  (the property builds the store, or raises)
+        self.tool_history_store()
+        if self.config.runtime.compaction.enabled:
+            self.compaction_policy(self.config.runtime.compaction.policy)
+        self.components.component(SESSION_BACKENDS, self.config.runtime.session.backend)
+        self._check_turn_selections()
+
+    def _check_turn_selections(self) -> None:
+        """Raise the error of a selection a turn would otherwise meet only in passing, or never.
+
+        A subagent's ``model`` (``[agents.named.<name>]`` or ``Agent(subagents=...)``) that no
+        provider registers, a name in ``memory.tiers`` or an embedder a tier selects that no active
+        plugin registers: a selection error fails the turn (exit 2 on the command line), as an
+        unknown history store or provider does, with the message ``config validate`` prints.
+
+        Each tier is built here (once, as recall and capture build it); a tier whose factory fails
+        for another reason is left to those steps, which report it by name and go on without it.
+        """
+        named = getattr(self.config.sections.get("agents"), "named", None)
+        subagents = [(f"subagent {name!r} (Agent(subagents=...))", spec.model) for name, spec in self.subagents.items()]
+        if isinstance(named, Mapping):
+            subagents += [(f"agents.named.{name}.model", getattr(spec, "model", None)) for name, spec in named.items()]
+        registered = self.components.registered(PROVIDERS)
+        for where, model in subagents:  # the prefix only: a subagent's runtime (its API key) is built when it is used
+            prefix, sep, name = (model or "").partition(":")
+            if model and (not sep or not name or prefix not in registered):
+                raise ConfigError(f"{where}: {self._unknown_model(model, prefix if sep and name else None)}")
+        for name in self.config.memory.tiers:
+            try:
+                self.memory_tier(name)
+            except ComponentError:
+                raise
+            except Exception:  # reported by name where the tier is used (recall, capture)
+                continue
 
     def embedder(self, name: str, options: Mapping[str, Any] | None = None) -> Embedder:
         """A registered embedder, by name (memory tiers ask for theirs), built for ``options``."""

@@ -295,8 +295,7 @@ def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown
     """Chat in the terminal: one turn per line (/help lists the commands, /exit or Ctrl-D leaves)."""
     agent = _state().agent()
     _announce_default_model(agent, model)
-    if model is not None:
-        agent.provider(model)  # a bad -m ends the command now (exit 2), as for run, not at the first line
+    agent.check_selections(model)  # a bad -m or selection ends the command now (exit 2), as for run, not at the first line
     channel: Any = agent.components.new(CHANNELS, "console")
     channel.conversation_id = conversation
     channel.model = model
@@ -317,6 +316,7 @@ def prompt(text: str, conversation: str, as_json: bool) -> None:
     from monoagent._kernel.model import TurnRequest
 
     agent = _state().agent()
+    agent.check_selections()  # the prompt of a turn that could not run is not shown: exit 2, as run
     request = TurnRequest(_read_text(text), conversation_id=conversation, channel="cli", delivery="console", console="terminal")
     import asyncio
 
@@ -438,14 +438,8 @@ def config_show(as_json: bool) -> None:
 def config_validate() -> None:
     """Validate the configuration and the components it selects."""
     agent = _state().agent()
-    agent.provider(agent.model)
-    agent.history_store  # noqa: B018  (the property builds the store, or raises)
-    agent.tool_history_store()
-    if agent.config.runtime.compaction.enabled:
-        agent.compaction_policy(agent.config.runtime.compaction.policy)
-    for model in agent.config.runtime.fallbacks:
-        agent.provider(model)
-    agent.memory_tiers()
+    agent.check_selections()
+    agent.memory_tiers()  # each tier built: a factory that fails is an error here, a warning in a turn
     file = agent.config.source_file
     echo(f"configuration is valid ({file if file else 'embedded defaults'})")
 

@@ -52,8 +52,9 @@ def markdown_console(out: IO[str], choice: bool | None) -> Console | None:
             return None
     elif not installed:
         from monoagent._kernel.errors import ConfigError
+        from monoagent._kernel.extras import missing_extra
 
-        raise ConfigError("--markdown needs the rich library: pip install 'monoagent[rich]' (or use --plain)")
+        raise ConfigError(f"{missing_extra('rich', '--markdown')} (or use --plain)")
     from rich.console import Console
 
     return Console(file=out, force_terminal=True if choice else None, highlight=False, markup=False, emoji=False)

@@ -222,7 +222,9 @@ class Problems:
             shown = shown[:77] + "..."
         self.items.append(f"{path} = {shown}{origin}: {message}")
 
-    def unknown(self, path: str, key: str, known: list[str]) -> None:
+    def unknown(self, path: str, key: str, known: list[str], named_tables: list[str] | None = None) -> None:
+        """``path.key`` is not a key here; ``named_tables`` are the keys at ``path`` that hold tables by name
+        (``agents.named``): a table given where such a name belongs is pointed there."""
         full = f"{path}.{key}" if path else key
         where = self.sources.get(full)
         origin = f" (in {where})" if where else ""
@@ -232,6 +234,10 @@ class Problems:
             if key.lower().replace("_", "") in {k.replace("_", "") for k in lowered}:
                 close = [next(v for k, v in lowered.items() if k.replace("_", "") == key.lower().replace("_", ""))]
         hint = f"; did you mean {close[0]!r}?" if close else ""
+        if not close and named_tables:
+            prefix = f"{path}." if path else ""
+            places = " or ".join(f"[{prefix}{table}.{key}]" for table in named_tables)
+            hint = f"; did you mean {places}?"
         allowed = ", ".join(known) if known else "no keys"
         self.items.append(f"{full}: unknown key{origin}{hint} (known keys here: {allowed})")
 
@@ -338,6 +344,17 @@ def _check_value(path: str, value: Any, hint: Any, attribute: attrs.Attribute[ob
             problems.add(path, value, message)
 
 
+def _named_tables(hints: dict[str, Any], fields: dict[str, Any]) -> list[str]:
+    """The keys of ``fields`` that hold tables by name: ``dict[str, <attrs class>]`` (``agents.named``, ``mcp.servers``)."""
+    found = []
+    for key, field in fields.items():
+        hint = hints.get(field.name)
+        arguments = typing.get_args(hint) if typing.get_origin(hint) is dict else ()
+        if len(arguments) == 2 and attrs.has(arguments[1]):
+            found.append(key)
+    return found
+
+
 def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
     """Check the table at ``path`` against attrs class ``cls``; keys of plugin sections are skipped
     (and suggested for a misspelt key), each is checked against its own class."""
@@ -356,7 +373,7 @@ def check_table(path: str, raw: Any, cls: type, problems: Problems) -> None:
         field = fields.get(key)
         if field is None:
             if full not in problems.plugin_paths and not problems.of_inactive_plugin(full):  # another section's key
-                problems.unknown(path, key, known)
+                problems.unknown(path, key, known, _named_tables(hints, fields) if isinstance(value, Mapping) else None)
             continue
         _check_value(full, value, hints[field.name], field, problems)
     for key, field in fields.items():

@@ -163,6 +163,13 @@ class _Pending:
     error: BaseException | None = None
 
 
+def _read_outcome(task: asyncio.Task[None]) -> None:
+    """A publication's failure is kept in ``_Pending.error`` for the next turn, which retries it; read here,
+    it is not reported as an exception never retrieved when no turn follows (or its waiter was cancelled)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class PublicationBarrier:
     """Per-conversation publication of accounts; the next turn waits for (and retries) it."""
 
@@ -173,6 +180,7 @@ class PublicationBarrier:
         pending = _Pending(publish)
         self._pending[key] = pending
         pending.task = asyncio.ensure_future(self._run(key, pending))
+        pending.task.add_done_callback(_read_outcome)
         return pending.task
 
     async def _run(self, key: str, pending: _Pending) -> None:
@@ -202,6 +210,7 @@ class PublicationBarrier:
             # commit already under way, and the next waiter awaits that one instead of publishing twice.
             pending.error = None
             pending.task = asyncio.ensure_future(self._run(key, pending))
+            pending.task.add_done_callback(_read_outcome)
         try:
             await asyncio.shield(pending.task)
         except Exception as exc:

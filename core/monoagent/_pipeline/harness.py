@@ -282,6 +282,8 @@ class Harness(RunControl):
         """
         agent = self.agent
         hooks = agent.hooks
+        agent.history_store  # noqa: B018  (the property builds the store, or raises: the first selection a turn meets)
+        agent._check_turn_selections()
         await self._load_history(turn)
         if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
             await open_warm_session(turn, self.sessions)

@@ -58,3 +58,5 @@ def register_commands(cli: click.Group) -> None:
         for relative in files:
             echo(f"  {relative}")
         echo(f"next: cd {shlex.quote(str(target))} && python -m pip install -e '.[test]' && python -m pytest")
+        echo(f"note: once installed, {names.name!r} loads in every monoagent run of this Python environment, in every "
+             f"project that uses it; a project keeps it out with plugins.block = [{names.name!r}]")

@@ -101,6 +101,8 @@ async def _settled(work: Awaitable[T]) -> T:
         except asyncio.CancelledError as exc:
             cancelled = exc
     if cancelled is not None:
+        if not future.cancelled() and future.exception() is not None:  # read: the cancellation is what the caller gets
+            logger.debug("durable sessions: work finished after a cancellation failed: {}", future.exception())
         raise cancelled
     return future.result()
 

@@ -36,8 +36,10 @@ def _load_sqlite_vec(conn: sqlite3.Connection) -> str | None:
 
     try:
         import sqlite_vec
-    except ImportError:
-        return "the sqlite-vec package is not installed (pip install 'monoagent[memory]')"
+    except ImportError as exc:
+        from monoagent import missing_extra
+
+        return missing_extra("memory", "the sqlite-vec vector backend", exc)
     if not hasattr(conn, "enable_load_extension"):
         return "this Python's sqlite3 module was built without extension loading"
     try:
@@ -92,7 +94,9 @@ class VectorIndex:
                 self.unavailable = why
                 chosen = "numpy" if _numpy() is not None else "python"
         if chosen == "numpy" and _numpy() is None:
-            raise RuntimeError("vector backend 'numpy' was requested but numpy is not installed (pip install numpy)")
+            from monoagent import missing_extra
+
+            raise RuntimeError(f"vector backend 'numpy' was requested, but {missing_extra('memory', 'it')}")
         self.backend: str = chosen
         self._matrix: Any = None
         self._ids: Any = None

@@ -5,7 +5,8 @@ The file is owner-only (0600 in a 0700 directory) and holds every event but the 
 without the prompt text. The streamed text itself is kept as one artifact-only line written
 right before the terminal event: ``{"type": "run_text", ..., "data": {"text", "bytes",
 "truncated"}}`` with the first :data:`RUN_TEXT_MAX_BYTES` of the text the run streamed (of its
-last provider attempt: a retried attempt's text replaces the discarded one's), its whole size in
+last provider attempt: a retried attempt's text replaces the discarded one's; each provider step's
+text starts on a line of its own), its whole size in
 UTF-8 bytes, and the terminal event's ``seq`` and time. No observer ever sees a ``run_text``
 event; it is what the RunHistory tool (:mod:`monoagent_plugins.observability.run_history`) reads as the
 answer or the partial text of a settled run.
@@ -100,6 +101,8 @@ TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 REFUSED = "admission_rejected"
 """The one event of a run the harness refused at admission: it never started, its file is written at once."""
 RUN_TEXT = "run_text"
+STEP_SEPARATOR = "\n"
+"""Between the texts of two provider steps of one attempt in the ``run_text`` line (counted in its bytes)."""
 RUN_TEXT_MAX_BYTES = 8 * 1024
 """UTF-8 bytes of a run's streamed text kept in its ``run_text`` line (the rest is counted)."""
 MAX_OPEN_TEXTS = 10_000
@@ -153,17 +156,26 @@ _EXTENSIONS = {
 class RunText:
     """The streamed text of one run, bounded: its first :data:`RUN_TEXT_MAX_BYTES` and its size."""
 
-    __slots__ = ("attempt", "bytes", "kept", "pieces")
+    __slots__ = ("attempt", "bytes", "kept", "pieces", "step")
 
     def __init__(self) -> None:
         self.attempt: Any = None
+        self.step: Any = None
         self.pieces: list[str] = []
         self.kept = 0
         self.bytes = 0
 
-    def add(self, text: str, attempt: Any) -> None:
+    def add(self, text: str, attempt: Any, step: Any = None) -> None:
+        """Fold one ``text_delta`` in: a new attempt starts the text afresh, a new step starts a new line."""
         if attempt is not None and attempt != self.attempt:
-            self.attempt, self.pieces, self.kept, self.bytes = attempt, [], 0, 0
+            self.attempt, self.step, self.pieces, self.kept, self.bytes = attempt, None, [], 0, 0
+        if step is not None and step != self.step:
+            if self.step is not None and self.pieces and text and not self.pieces[-1].endswith(STEP_SEPARATOR):
+                self._add(STEP_SEPARATOR)  # the steps' texts (before and after a tool call) are not one sentence
+            self.step = step
+        self._add(text)
+
+    def _add(self, text: str) -> None:
         size = utf8_len(text)
         self.bytes += size
         if self.kept < RUN_TEXT_MAX_BYTES:
@@ -266,7 +278,7 @@ class ArtifactWriter:
                 if len(self._texts) >= MAX_OPEN_TEXTS:
                     self._drop_oldest_text()
                 text = self._texts[key] = RunText()
-            text.add(str(event.data.get("text") or ""), event.data.get("attempt"))
+            text.add(str(event.data.get("text") or ""), event.data.get("attempt"), event.data.get("step"))
             return
         if not self._serving:
             self._start()

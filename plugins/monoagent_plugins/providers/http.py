@@ -308,7 +308,14 @@ async def sse_events(
     ``async with``) are translated too. Leaving the block early (cancellation included) closes
     the response, which closes its connection.
     """
-    import httpx
+    try:
+        import httpx
+        import httpx_sse  # noqa: F401  (SSEReader's event type)
+    except ImportError as exc:
+        from monoagent import missing_extra
+
+        extra = "anthropic" if endpoint.provider == "anthropic" else "openai"
+        raise ProviderError(missing_extra(extra, f"the {endpoint.provider} provider", exc), provider=endpoint.provider) from None
 
     problem = unsendable(endpoint)
     if problem is not None:

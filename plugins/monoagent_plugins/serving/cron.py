@@ -160,7 +160,9 @@ def _notify_dispatch(agent: Agent) -> NotifyDispatch | None:
     try:
         from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
     except ImportError as exc:
-        logger.warning("cron: notify is not available ({}); jobs with notify are refused", exc)
+        from monoagent import missing_extra
+
+        logger.warning("cron: {}; jobs with notify are refused", missing_extra("serve", "notify", exc))
         return None
     return NotifyDispatch(agent)
 

@@ -189,13 +189,17 @@ def serve_command(host: str | None, port: int | None, check_only: bool, log_json
         raise click.ClickException(message)  # exit 1, "monoagent: error: ..." (docs/cli.md)
 
     try:
-        import uvicorn  # noqa: F401  (the serve extra)
+        import starlette  # noqa: F401  (the serve extra)
+        import uvicorn  # noqa: F401
     except ImportError as exc:
-        refuse(f"monoagent serve needs the serve extra: pip install 'monoagent[serve]' ({exc})")
+        from monoagent import missing_extra
+
+        refuse(missing_extra("serve", "monoagent serve", exc))
     if check_only:
         check_command(host, port)
         return
     agent = command_agent("serve")
+    agent.check_selections()  # a component the configuration names and no plugin registers: exit 2 before listening
     settings = agent.config.section("serve", ServeConfig)
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
@@ -239,6 +243,13 @@ def check_command(host: str | None, port: int | None) -> None:
         lines, problems = check_report(agent, settings.host if host is None else host, settings.port if port is None else port)
     except ConfigError as exc:
         lines, problems = [], exc.problems
+    else:
+        try:
+            agent.check_selections()
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        except ComponentError as exc:
+            problems.append(str(exc))
     if problems:
         echo(f"monoagent: error: serve --check: {len(problems)} problem(s)", err=True)
         for problem in problems:

@@ -22,7 +22,7 @@ import attrs
 from monoagent import ConfigSectionRegistrar, Tool, ToolSourceFailure, hookimpl, setting
 
 if TYPE_CHECKING:
-    from monoagent import Agent, Turn
+    from monoagent import Agent, Config, Turn
     from monoagent_plugins.tools.mcp_servers import McpServer
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
@@ -80,7 +80,9 @@ class McpServerConfig:
     command: str | None = setting(None, doc="The program that runs a stdio MCP server (exactly one of command and url).")
     args: list[str] = setting(doc="Its command-line arguments.", factory=list)
     env: dict[str, str] = setting(doc="Environment variables added to the server's (secret: config show hides the values).", factory=dict, secret=True)
-    cwd: Path | None = setting(None, doc="The server's working directory (default: the current one).")
+    cwd: Path | None = setting(
+        None, doc="The server's working directory; relative to the config file's directory, which is also the default."
+    )
     url: str | None = setting(None, doc="The endpoint of a streamable HTTP MCP server, http:// or https:// (exactly one of command and url).")
     headers: dict[str, str] = setting(doc="HTTP headers sent to a url server, such as Authorization (secret: config show hides the values).", factory=dict, secret=True)
     timeout_ms: int = setting(60_000, doc="How long one tool call may take before it is answered with a timeout.", min=1, max=3_600_000)
@@ -109,8 +111,9 @@ class McpServers:
     turns go on (with a ``runtime_warning``) and ``monoagent tools`` lists the servers as failed.
     """
 
-    def __init__(self, config: McpConfig) -> None:
+    def __init__(self, config: McpConfig, base: Config) -> None:
         self.config = config
+        self.base = base
         self.servers: dict[str, McpServer] | None = None
         self.missing_sdk: str | None = None
 
@@ -119,10 +122,16 @@ class McpServers:
             try:
                 from monoagent_plugins.tools.mcp_servers import McpServer
             except ImportError as exc:
-                self.missing_sdk = f"the MCP SDK is not installed ({exc}); pip install 'monoagent[mcp]'"
+                from monoagent import missing_extra
+
+                self.missing_sdk = missing_extra("mcp", "an MCP server (the official MCP SDK)", exc)
                 return {}
-            self.servers = {name: McpServer(name, s) for name, s in self.config.servers.items() if s.enabled}
+            self.servers = {name: McpServer(name, s, cwd=self._cwd(s)) for name, s in self.config.servers.items() if s.enabled}
         return self.servers or {}
+
+    def _cwd(self, server: McpServerConfig) -> Path:
+        """Where a stdio server runs: its ``cwd`` resolved as every configured path is, else the config file's directory."""
+        return self.base.resolve(server.cwd) if server.cwd is not None else self.base.base_dir
 
     async def offered(self, turn: Turn | None) -> list[Tool | ToolSourceFailure]:
         import asyncio
@@ -157,7 +166,7 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
 def configure(agent: Agent) -> None:
     config = agent.config.section("mcp", McpConfig)
     if any(server.enabled for server in config.servers.values()):
-        _AGENTS[agent] = McpServers(config)
+        _AGENTS[agent] = McpServers(config, agent.config)
 
 
 @hookimpl(trylast=True)

@@ -25,6 +25,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -65,15 +66,26 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+def _abandon(ready: asyncio.Future[Any]) -> None:
+    """Nobody waits for ``ready`` any more: cancel it, or read its outcome, so asyncio reports no exception never retrieved."""
+    if not ready.cancel() and not ready.cancelled():
+        ready.exception()
+
+
 class McpServer:
     """The connection to one MCP server (see the module docstring).
 
-    ``clock`` (seconds, monotonic) times the restart interval; tests may inject one.
+    ``clock`` (seconds, monotonic) times the restart interval; tests may inject one. ``cwd`` is
+    where a stdio server runs (the plugin passes ``cwd`` resolved against the config file's
+    directory, or that directory).
     """
 
-    def __init__(self, name: str, settings: McpServerConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, name: str, settings: McpServerConfig, clock: Callable[[], float] = time.monotonic, *, cwd: Path | None = None
+    ) -> None:
         self.name = name
         self.settings = settings
+        self.cwd = cwd if cwd is not None else settings.cwd
         self.source = f"mcp:{name}"
         self.tools: tuple[Tool, ...] = ()
         self.failure: str | None = None
@@ -140,19 +152,28 @@ class McpServer:
         try:
             client, listing = await asyncio.wait_for(asyncio.shield(ready), timeout_ms / 1000)
         except asyncio.CancelledError:  # the turn was cancelled while the server started: stop it, leave no process
+            _abandon(ready)
             await self._end(task, stop, connecting=True)
             raise
         except TimeoutError:
+            _abandon(ready)
             await self._end(task, stop, connecting=True)
             raise McpServerUnavailable(
                 f"MCP server {self.name!r} did not start within {timeout_ms} ms (mcp.servers.{self.name}.startupTimeoutMs)"
             ) from None
         except Exception as exc:
             await self._end(task, stop)
-            raise McpServerUnavailable(f"MCP server {self.name!r} failed to start: {_reason(exc)}") from None
+            raise McpServerUnavailable(f"MCP server {self.name!r} failed to start{self._started_as()}: {_reason(exc)}") from None
         self._task, self._stop, self._client = task, stop, client
         self.tools = self._tools(listing)
         logger.bind(plugin="mcp").info("MCP server {} connected: {} tool(s)", self.name, len(self.tools))
+
+    def _started_as(self) -> str:
+        """`` (command 'X' in DIR)`` for a stdio server: what was started where, for its start failure (the
+        arguments, which may carry credentials, are left out); nothing for an HTTP server, whose reason names it."""
+        if self.settings.command is None:
+            return ""
+        return f" (command {self.settings.command!r} in {self.cwd if self.cwd is not None else Path.cwd()})"
 
     async def _hold(self, ready: asyncio.Future[tuple[Any, Any]], stop: asyncio.Event) -> None:
         """Connect, list, hand the client to :meth:`_start` through ``ready``, and keep the connection until ``stop``."""
@@ -178,7 +199,7 @@ class McpServer:
         if settings.command is not None:
             params = StdioServerParameters(
                 command=settings.command, args=list(settings.args), env=dict(settings.env) or None,
-                cwd=str(settings.cwd) if settings.cwd is not None else None,
+                cwd=str(self.cwd) if self.cwd is not None else None,
             )
             return stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
         http = await stack.enter_async_context(

@@ -52,6 +52,10 @@ def test_new_writes_the_distribution_in_the_current_folder(cwd: Path) -> None:
     target = cwd / "monoagent-weather-notes"
     assert files_under(target) == GENERATED_FILES
     assert str(target.name) in result.stdout and "pip install -e" in result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        "note: once installed, 'weather-notes' loads in every monoagent run of this Python environment, in every "
+        "project that uses it; a project keeps it out with plugins.block = ['weather-notes']"
+    )
 
     project = tomllib.loads((target / "pyproject.toml").read_text())
     major_minor = ".".join(metadata.version("monoagent").split(".")[:2])

@@ -87,7 +87,9 @@ def test_one_run_is_a_timeline_with_sections_tool_call_arguments_and_the_answer(
     call = next(line for line in out.splitlines() if "tool call RunHistory" in line)
     assert '"action":"search"' in call and "[REDACTED" in call and "sk-abcdef" not in out, "arguments come redacted from the tool history"
     assert "tool result RunHistory [call_1_1]: success," in out
-    assert "It is noon." in out and "| Third line." in out and "Fourth line" not in out and "1 more line(s)" in out
+    answer = [line.strip() for line in out.splitlines() if line.strip().startswith("|")]
+    assert answer == ["| Let me look.", "| It is noon.", "| Second line."], "each step's text on a line of its own"
+    assert "Third line" not in out and "2 more line(s)" in out
     assert all(line.startswith(("+", " ", "run ")) for line in out.splitlines())
     data = json.loads(invoke("logs", completed, "--json").stdout)
     assert data["run"]["status"] == "completed" and data["events"][0]["offset_ms"] == 0

@@ -456,6 +456,24 @@ def test_ticks_share_their_conversation_and_an_isolated_job_adds_nothing_to_it(t
     assert ops == [] and len(isolated_runs) == 2  # isolated ticks ran, and added nothing to their conversation
 
 
+def test_each_tick_is_captured_into_memory_unless_the_job_is_isolated(tmp_path: Path) -> None:
+    """What docs/serving.md says under the cron example: a tick is a committed turn, so memory captures it."""
+    async def scenario() -> list[str]:
+        recorder = Recorder()
+        clock = ManualClock(utc(2026, 1, 1))
+        jobs = [job("kept", "0 * * * *"), job("alone", "0 * * * *", isolate=True)]
+        agent = cron_agent(tmp_path, jobs, recorder, memory={"tiers": ["lite"]})
+        async with serving(agent, clock):
+            clock.move_to(await clock.next_wake())
+            await recorder.wait(lambda: len(recorder.of("run_completed")) == 2)
+            await agent.wait_settled()
+            return [record.text for record in await agent.memory_tiers()["lite"].list(limit=10)]
+
+    captured = asyncio.run(scenario())
+    assert any("run kept" in text for text in captured), captured
+    assert not any("run alone" in text for text in captured), captured
+
+
 # --------------------------------------------------------------------------- notify
 
 

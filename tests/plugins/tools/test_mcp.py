@@ -205,7 +205,7 @@ def test_without_the_sdk_each_server_is_a_failed_source_naming_the_extra(tmp_pat
     result, events, _, _ = turn(tmp_path, {"t": stdio_server(tmp_path)}, [])
     assert result.text == "done"
     (warning,) = warnings(events)
-    assert warning["source"] == "mcp:t" and "pip install 'monoagent[mcp]'" in warning["message"]
+    assert warning["source"] == "mcp:t" and "needs the 'mcp' extra (not installed: mcp): pip install" in warning["message"]
 
 
 # ---------------------------------------------------------------------------- streamable HTTP
@@ -383,3 +383,59 @@ def test_monoagent_models_lists_the_provider_registry(tmp_path: Path) -> None:
     assert "OPENAI_API_KEY" in rows["openai"]["description"] and rows["openai"]["models"] == []
     plain = run_cli(tmp_path, "models")
     assert "models: offline:echo, offline:scripted" in plain.stdout
+
+
+def test_a_server_that_hangs_at_start_up_is_one_line_on_stderr_and_nothing_else(tmp_path: Path) -> None:
+    silent = "import sys; sys.stdin.buffer.read()"  # speaks no MCP
+    config = {"runtime": {"model": "offline:echo"},
+              "mcp": {"servers": {"mute": {"command": sys.executable, "args": ["-c", silent], "startupTimeoutMs": 500}}}}
+    (tmp_path / "monoagent.json").write_text(json.dumps(config))
+    done = run_cli(tmp_path, "--config", str(tmp_path / "monoagent.json"), "run", "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "monoagent: WARNING: tool source mcp:mute unavailable: MCP server 'mute' did not start within 500 ms "
+        "(mcp.servers.mute.startupTimeoutMs)"
+    ]
+
+
+def project_with_a_relative_server(tmp_path: Path, **server: Any) -> tuple[Path, Path]:
+    """A project folder whose config starts ``server.py`` by a relative path, and another folder to run from."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "server.py").write_text(SERVER.read_text())
+    config = {"mcp": {"servers": {"t": {"command": sys.executable, "args": ["server.py", "stdio"], **server}}}}
+    (project / "monoagent.json").write_text(json.dumps(config))
+    return project, elsewhere
+
+
+def run_cli_in(cwd: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")}
+    env.update(MONO_AGENT_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    return subprocess.run([sys.executable, "-m", "monoagent", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_stdio_server_runs_in_the_config_files_folder_whatever_the_working_directory(tmp_path: Path) -> None:
+    project, elsewhere = project_with_a_relative_server(tmp_path)
+    done = run_cli_in(elsewhere, tmp_path, "--config", str(project / "monoagent.json"), "tools", "--json")
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    assert listing["failed"] == [] and "t__echo" in {row["name"] for row in listing["tools"]}
+
+
+def test_a_relative_cwd_is_relative_to_the_config_files_folder(tmp_path: Path) -> None:
+    project, elsewhere = project_with_a_relative_server(tmp_path, cwd="sub")
+    (project / "sub").mkdir()
+    (project / "server.py").rename(project / "sub" / "server.py")
+    done = run_cli_in(elsewhere, tmp_path, "--config", str(project / "monoagent.json"), "tools", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["failed"] == []
+
+
+def test_a_stdio_server_that_fails_to_start_is_named_with_its_command_and_folder(tmp_path: Path) -> None:
+    project, elsewhere = project_with_a_relative_server(tmp_path)
+    (project / "server.py").unlink()  # python starts, cannot open the script, and exits: the SDK says "Connection closed"
+    done = run_cli_in(elsewhere, tmp_path, "--config", str(project / "monoagent.json"), "tools", "--json")
+    assert done.returncode == 0, done.stderr
+    [failed] = json.loads(done.stdout)["failed"]
+    assert failed["reason"].startswith(f"MCP server 't' failed to start (command {sys.executable!r} in {project}): "), failed

@@ -383,12 +383,13 @@ def test_a_child_that_fails_after_spending_adds_what_it_spent(tmp_path):
     assert finished.data["status"] == "failed" and finished.data["usage"]["input_tokens"] == 100
 
 
-def test_a_child_model_without_a_provider_is_an_error_result(tmp_path):
+def test_a_child_model_without_a_provider_fails_the_turn_as_a_selection_error(tmp_path):
+    """Not only when the model delegates (a misspelt subagent model passed every turn that did not): before the turn,
+    as an unknown history store or model does (issue 24, item 8; tests/test_selections.py runs the command line)."""
     named = {"researcher": {"description": "d", "model": "nosuchprovider:x"}}
     agent, _, _ = agent_with(tmp_path, delegating(), answering(), agents=named)
-    result = agent.run_sync("go", conversation_id="e")
-    assert result.text.startswith("Parent read (error): Subagent 'researcher' failed:")
-    assert "nosuchprovider" in result.text
+    with pytest.raises(ConfigError, match=r"agents\.named\.researcher\.model: model 'nosuchprovider:x' names the provider prefix"):
+        agent.run_sync("go", conversation_id="e")
 
 
 HOSTILE = (

@@ -73,9 +73,21 @@ async def _outcome(future: concurrent.futures.Future[_T]) -> _T:
     """The outcome of a job queued on the writer thread, awaited without blocking the event loop.
 
     Shielded: cancelling the awaiting coroutine (a ``wait_for`` that ran out, a loop shutting
-    down) leaves the job queued and its outcome retrieved, so nothing is withdrawn half-way.
+    down) leaves the job queued and its outcome retrieved, so nothing is withdrawn half-way (and a
+    job that fails after its caller left is not reported as an exception never retrieved).
     """
-    return await asyncio.shield(asyncio.wrap_future(future))
+    outcome = asyncio.wrap_future(future)
+    try:
+        return await asyncio.shield(outcome)
+    except asyncio.CancelledError:
+        outcome.add_done_callback(_read_outcome)
+        raise
+
+
+def _read_outcome(outcome: asyncio.Future[Any]) -> None:
+    """Read the outcome nobody awaits any more, so that asyncio does not report its exception as never retrieved."""
+    if not outcome.cancelled():
+        outcome.exception()
 
 
 def _bounded(text: str, limit: int, redact: Callable[[str], str]) -> tuple[str | None, int, int, bool, bool]:
