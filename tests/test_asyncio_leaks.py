@@ -167,3 +167,35 @@ def test_disk_work_of_a_durable_session_that_fails_after_a_cancel_leaves_nothing
 
     asyncio.run(main())
     gc.collect()
+
+
+def test_the_settlement_of_an_isolated_run_that_fails_after_its_waiter_left_leaves_nothing_unretrieved() -> None:
+    """An isolated run's settlement holds no barrier: when its reconcile fails after the waiting turn was cancelled, no one else reads it."""
+    import asyncio
+    import gc
+    from types import SimpleNamespace
+
+    from monoagent._pipeline.continuity import PublicationBarrier, await_settlement, begin_settlement
+
+    async def main() -> None:
+        fail = asyncio.Event()
+
+        async def reconcile(turn: object) -> None:
+            await fail.wait()
+            raise OSError("the tool history is read-only")
+
+        collector = SimpleNamespace(claimed=False, sealed=False, seal=lambda: None)
+        record = SimpleNamespace(collector=collector, ledger=SimpleNamespace(close_open=lambda *args: None), reconcile=reconcile)
+        turn = SimpleNamespace(continuity=record, request=SimpleNamespace(isolated=True, text="hi"), agent=None)
+        task = begin_settlement(turn, PublicationBarrier(), "cancelled", None)  # type: ignore[arg-type]
+        assert task is not None
+        waiting = asyncio.create_task(await_settlement(turn, task))  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # the waiter awaits the shield now
+        waiting.cancel()
+        await waiting  # await_settlement returns when cancelled while waiting
+        fail.set()
+        await asyncio.wait({task})
+        assert task.done() and not task.cancelled()  # failed; reading its exception here would hide the flaw
+
+    asyncio.run(main())
+    gc.collect()  # a never-retrieved exception is reported now, and fails this test (tests/asyncio_leaks.py)

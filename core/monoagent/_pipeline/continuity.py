@@ -269,8 +269,10 @@ def begin_settlement(
             messages=receipt.message_count,
         )
 
-    if turn.request.isolated:
-        return asyncio.ensure_future(publish())
+    if turn.request.isolated:  # no barrier keeps its failure: read it, so a waiter cancelled meanwhile leaves no noise
+        task = asyncio.ensure_future(publish())
+        task.add_done_callback(_read_outcome)
+        return task
     return barrier.start(turn.session.logical_conversation_id, publish)
 
 
