@@ -46,6 +46,7 @@ from monoagent import (
     SymlinkedPath,
     UnsafeFileError,
     converter,
+    fsync_directory,
     logger,
     open_file_under,
     private_directory_problem,
@@ -144,8 +145,12 @@ class TranscriptRoot:
             return
         os.makedirs(os.path.dirname(os.path.abspath(self.root)), exist_ok=True)
         for path, what in ((self.root, "session transcript directory"), (os.path.join(self.root, LOCKS), "session lock directory")):
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(path, 0o700)
+            except FileExistsError:
+                pass
+            else:  # made here: its entry is flushed into the parent, or a power cut takes it with every fence under it
+                fsync_directory(os.path.dirname(os.path.abspath(path)))
             if (problem := private_directory_problem(path, what)) is not None:
                 raise TranscriptStoreError(problem)
         self._ready = True

@@ -176,6 +176,25 @@ def test_each_transcript_operation_keeps_its_promise_through_a_power_cut(tmp_pat
                         f"{expected!r}\noperations:\n  {log(tap)}")
 
 
+def test_a_fence_written_in_a_transcript_root_made_by_that_write_survives_a_power_cut(tmp_path):
+    """The root (and its lock directory) made on first use is fsynced into its parent, or the fence goes with it."""
+    base = tmp_path / "base"
+    base.mkdir()
+    files = TranscriptRoot(base / "sessions")  # not ensured: the first write makes it
+    with FileSystemTap(base) as tap:
+        with_conversation(files, on(files, lambda f, c: f.write_fence(c, Fence(EPOCH, 0))))
+    broken = []
+    for _, root in states(tap, tmp_path / "states", only_final=True):
+        if not (root / "sessions").is_dir():
+            broken.append("no transcript root")
+            continue
+        found = read_back(TranscriptRoot(root / "sessions"), on(files, lambda f, c: f.read_fence(c)))
+        if found != Fence(EPOCH, 0):
+            broken.append(found)
+    assert not broken, (f"after the write returned, {len(broken)} power-cut state(s) read back {broken[:4]}\n"
+                        f"operations:\n  {log(tap)}")
+
+
 # --------------------------------------------------------------------------- whole turns
 
 
