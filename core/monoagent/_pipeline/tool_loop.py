@@ -46,6 +46,7 @@ formats carry on the wire.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -239,9 +240,17 @@ def _offered(turn: TurnRun) -> tuple[tuple[ToolSpec, ...], tuple[tuple[ToolSpec,
 def _disabled_because(tool: Tool) -> str:
     """Why ``tool`` is not offered when its ``enabled`` answers false: the plugin, and the condition
     the ``enabled`` callable's docstring states (its first paragraph), when it has one."""
-    doc = (getattr(tool.enabled, "__doc__", None) or "").strip().split("\n\n")[0]
-    condition = " ".join(doc.replace("``", "").split())
+    try:
+        condition = _condition(tool.enabled)  # worked out once per callable: every turn asks for the same tools
+    except TypeError:  # an unhashable callable object
+        condition = _condition.__wrapped__(tool.enabled)
     return f"enabled= of plugin {tool.plugin!r} is false on this turn" + (f": {condition}" if condition else "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _condition(enabled: object) -> str:
+    doc = (getattr(enabled, "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(doc.replace("``", "").split())
 
 
 def _enabled(tool: Tool, turn: Turn) -> bool:
