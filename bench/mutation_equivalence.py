@@ -110,6 +110,15 @@ def _differences(a: Any, b: Any, parents: tuple[ast.AST, ...]) -> list[tuple[Any
     return found
 
 
+def _one_difference(original: ast.AST, mutant: ast.AST) -> tuple[Any, Any, tuple[ast.AST, ...]] | None:
+    """The one difference between two versions of a function (old node, new node, its parents), or None when not one."""
+    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
+    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
+    differences = [d for field in ("args", "body", "decorator_list", "returns")
+                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
+    return differences[0] if len(differences) == 1 else None
+
+
 def row_functions(module: ast.Module) -> frozenset[str]:
     """Names of the module's functions and methods declared to return ``sqlite3.Row`` values."""
     return frozenset(node.name for node in ast.walk(module)
@@ -162,13 +171,10 @@ def equivalence_rule(original: ast.AST, mutant: ast.AST, producers: frozenset[st
 
     ``producers`` names the module's functions declared to return ``sqlite3.Row`` values.
     """
-    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
-    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
-    differences = [d for field in ("args", "body", "decorator_list", "returns")
-                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
-    if len(differences) != 1:
+    difference = _one_difference(original, mutant)
+    if difference is None:
         return None
-    a, b, parents = differences[0]
+    a, b, parents = difference
     if not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str) and isinstance(b.value, str)):
         return None
     calls = [p for p in parents if isinstance(p, ast.Call)]
@@ -212,13 +218,10 @@ def promised_literal(original: ast.AST, mutant: ast.AST, docs: str) -> str | Non
     A passage is a run of the literal between its format fields (``{}``), stripped, of at least
     :data:`PROMISE_MIN` characters; an f-string's parts are literals of their own.
     """
-    assert isinstance(original, (ast.FunctionDef, ast.AsyncFunctionDef))
-    assert isinstance(mutant, (ast.FunctionDef, ast.AsyncFunctionDef))
-    differences = [d for field in ("args", "body", "decorator_list", "returns")
-                   for d in _differences(getattr(original, field), getattr(mutant, field), (original,))]
-    if len(differences) != 1:
+    difference = _one_difference(original, mutant)
+    if difference is None:
         return None
-    a, b, _ = differences[0]
+    a, b, _ = difference
     if not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and isinstance(a.value, str)):
         return None
     for passage in re.split(r"\{[^{}]*\}", a.value):

@@ -62,3 +62,15 @@ def test_replace_file_durably_with_a_root_refuses_a_symlinked_directory_and_keep
     assert (tree / "a" / "moved" / "state.json").read_bytes() == b"v1" and os.listdir(tmp_path / "outside") == []
     replace_file_durably(tree / "a" / "moved" / "state.json", b"v2", stage_prefix=".s.", root=tree)
     assert os.listdir(tree / "a" / "moved") == ["state.json"] and (tree / "a" / "moved" / "state.json").read_bytes() == b"v2"
+
+
+def test_private_directory_under_walks_then_judges_the_directory_it_opened(tree):
+    from monoagent import private_directory_under
+
+    assert private_directory_under(tree, "made/here", create=True, what="test directory") is None
+    assert oct((tree / "made" / "here").stat().st_mode & 0o777) == "0o700"
+    (tree / "a").chmod(0o755)
+    assert private_directory_under(tree, "a", what="test directory") == (
+        f"test directory {tree / 'a'} has mode 0755; it must be owner-only (0700): chmod 700 {tree / 'a'}")
+    with pytest.raises(SymlinkedPath):
+        private_directory_under(tree, "a/link", what="test directory")

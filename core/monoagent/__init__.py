@@ -240,6 +240,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.files import open_directory_under as open_directory_under
     from monoagent._boundary.files import open_file_under as open_file_under
     from monoagent._boundary.files import private_directory_problem as private_directory_problem
+    from monoagent._boundary.files import private_directory_under as private_directory_under
     from monoagent._boundary.files import read_open_file as read_open_file
     from monoagent._boundary.files import read_regular_text as read_regular_text
     from monoagent._boundary.files import replace_file_durably as replace_file_durably

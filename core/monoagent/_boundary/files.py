@@ -219,6 +219,23 @@ def private_directory_problem(path: str | os.PathLike[str], what: str, info: os.
     return None
 
 
+def private_directory_under(
+    root: str | os.PathLike[str], relative: str | os.PathLike[str] = "", *, create: bool = False, mode: int = 0o700,
+    what: str = "directory",
+) -> str | None:
+    """Walk to ``root/relative`` as :func:`open_directory_under` does (``create``, ``mode``), then say
+    why the directory reached is not private (:func:`private_directory_problem`), or None when it is.
+
+    The check is of the directory the walk opened (its ``fstat``), not of a path looked up again.
+    Raises what :func:`open_directory_under` raises (:class:`SymlinkedPath` for a symlink on the way).
+    """
+    fd = open_directory_under(root, relative, create=create, mode=mode, what=what)
+    try:
+        return private_directory_problem(os.path.join(os.fspath(root), *_components(relative)), what, os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"

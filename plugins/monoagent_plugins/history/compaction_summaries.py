@@ -38,8 +38,7 @@ from monoagent import (
     SymlinkedPath,
     fsync_directory,
     logical_conversation_id,
-    open_directory_under,
-    private_directory_problem,
+    private_directory_under,
     read_open_file,
     replace_file_durably,
 )
@@ -149,13 +148,9 @@ class SummaryFiles:
 
     def _ensure_directory(self) -> None:
         try:
-            fd = open_directory_under(self.root, DIRECTORY, create=True, what="summary directory")
+            problem = private_directory_under(self.root, DIRECTORY, create=True, what="summary directory")
         except SymlinkedPath as exc:
             raise DamagedSummary(f"{exc}; summaries are not stored there") from None
-        try:
-            problem = private_directory_problem(self.directory, "summary directory", os.fstat(fd))
-        finally:
-            os.close(fd)
         if problem is not None:
             raise DamagedSummary(f"{problem}; summaries are not stored there")
 

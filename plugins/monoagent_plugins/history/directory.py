@@ -26,9 +26,9 @@ from monoagent import (
     FileTooLarge,
     SymlinkedPath,
     logger,
-    open_directory_under,
     open_file_under,
     private_directory_problem,
+    private_directory_under,
     read_open_file,
 )
 from monoagent_plugins.history.records import (
@@ -165,13 +165,9 @@ class HistoryDirectory:
     def _walked(self, subdirectory: str, what: str) -> None:
         """Check ``subdirectory`` of the store from ``history.dir`` down (:func:`monoagent.open_directory_under`)."""
         try:
-            fd = open_directory_under(self.directory, subdirectory, what=what)
+            problem = private_directory_under(self.directory, subdirectory, what=what)
         except (SymlinkedPath, NotADirectoryError) as exc:
             raise HistoryRecordError(f"{exc}; committed history is untouched") from None
-        try:
-            problem = private_directory_problem(os.path.join(self.directory, subdirectory), what, os.fstat(fd))
-        finally:
-            os.close(fd)
         if problem is not None:
             raise HistoryRecordError(problem)
 

@@ -25,9 +25,8 @@ import attrs
 from monoagent import (
     SymlinkedPath,
     logger,
-    open_directory_under,
     open_file_under,
-    private_directory_problem,
+    private_directory_under,
     read_open_file,
     replace_file_durably,
 )
@@ -104,14 +103,11 @@ class CronState:
 
     def _ensure_directory(self) -> None:
         try:
-            fd = open_directory_under(self.root, os.path.relpath(self.directory, self.root), create=True, what="cron state directory")
+            problem = private_directory_under(self.root, os.path.relpath(self.directory, self.root), create=True,
+                                              what="cron state directory")
         except SymlinkedPath as exc:
             self.usable = False
             raise DamagedState(f"{exc}; the cron state is not kept there") from None
-        try:
-            problem = private_directory_problem(self.directory, "cron state directory", os.fstat(fd))
-        finally:
-            os.close(fd)
         if problem is not None:
             self.usable = False
             raise DamagedState(f"{problem}; the cron state is not kept there")

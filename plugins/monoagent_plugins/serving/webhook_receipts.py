@@ -44,8 +44,7 @@ from monoagent import (
     ProcessIdentity,
     SymlinkedPath,
     logger,
-    open_directory_under,
-    private_directory_problem,
+    private_directory_under,
 )
 from monoagent_plugins.memory.database import immediate, open_database
 from monoagent_plugins.serving.signatures import TOLERANCE_S
@@ -135,15 +134,11 @@ class ReceiptStore:
         self.clock = clock
         self._lock = threading.Lock()
         try:
-            fd = open_directory_under(home, DIRECTORY, create=True, what="the webhook receipts directory")
+            problem = private_directory_under(home, DIRECTORY, create=True, what="the webhook receipts directory")
         except SymlinkedPath as exc:
             raise WebhookStoreError(str(exc)) from None
         except OSError as exc:
             raise WebhookStoreError(f"cannot create the webhook receipts directory {self.directory}: {exc}") from exc
-        try:
-            problem = private_directory_problem(self.directory, "the webhook receipts directory", os.fstat(fd))
-        finally:
-            os.close(fd)
         if problem is not None:
             raise WebhookStoreError(problem)
         try:
