@@ -389,6 +389,13 @@ class TurnRequest(ValidText):
     gives the model for this turn only (the ``dynamic_context`` section, after the cache boundary,
     capped at :data:`REQUEST_CONTEXT_MAX_CHARS` characters with a ``dynamic_context_truncated``
     diagnostic); it is never written to history. ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
+
+    ``history`` is the conversation so far as the caller holds it (a stateless API client that
+    resends its chat): when set, the run reads it instead of the history store, and it goes through
+    the same compaction and prompt budget as stored history. The caller bounds it first (the
+    ``openai-api`` channel keeps the newest ``history.maxMessages``, each cut to
+    ``history.maxMessageBytes``). It is usually paired with ``isolated`` (the store keeps nothing of
+    the turn); None (the default) reads the store.
     """
 
     text: str
@@ -409,6 +416,7 @@ class TurnRequest(ValidText):
     context: str | None = attrs.field(default=None, converter=_request_context)
     permissions: str | PermissionProfile | None = None
     approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
+    history: tuple[Message, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(_tuple))
 
 
 # --------------------------------------------------------------------------- prompt assembly

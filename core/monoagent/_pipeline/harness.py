@@ -250,6 +250,9 @@ class Harness(RunControl):
         return result
 
     async def _load_history(self, turn: TurnRun) -> None:
+        if turn.request.history is not None:  # the caller's own conversation (a stateless API client)
+            turn.history = turn.request.history
+            return
         turn.history = tuple(await self.agent.history_store.load(
             turn.conversation_id, on_warning=lambda code, message: turn.emit("runtime_warning", code=code, message=message)
         ))

@@ -6,10 +6,15 @@ proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape,
 composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
 body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both
 ways (:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the
-turn. Only the request's trailing user message is the turn: earlier client-sent messages are
-ignored in favour of the conversation's canonical history,
-except ``system`` and ``developer`` messages, whose text becomes the turn's context
-(``TurnRequest.context``, the dynamic ``dynamic_context`` section; never stored in history).
+turn. The request's trailing user message is the turn; ``system`` and ``developer`` messages
+become the turn's context (``TurnRequest.context``, the dynamic ``dynamic_context`` section;
+never stored in history). Whose history the turn reads is ``openaiApi.conversations``
+(:func:`conversation_rule`): a server conversation (the named one's canonical history; the
+earlier messages the client resends are ignored, and the turn is committed to it), or the
+client's (the request's earlier ``user``, ``assistant`` and ``tool`` messages are the turn's
+history, ``TurnRequest.history``, bounded as stored history is by :func:`client_history`, and
+the turn is isolated: nothing is stored). ``auto``, the default, takes the client's when the
+request names no conversation (no ``X-Conversation-Id``, no ``user``).
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
 
@@ -41,6 +46,8 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from typing import Literal
+
 import attrs
 
 from monoagent import (
@@ -49,7 +56,9 @@ from monoagent import (
     ComponentRegistrar,
     ConfigError,
     ConfigSectionRegistrar,
+    Message,
     MonoagentError,
+    ToolCall,
     TurnRequest,
     hookimpl,
     logger,
@@ -89,6 +98,11 @@ class OpenAIApiConfig:
                             env="MONO_AGENT_OPENAI_API_ENABLED")
     tokens: list[str] = setting(doc="Bearer tokens a client may present (Authorization: Bearer <token>); env: comma-separated.",
                                 env="MONO_AGENT_OPENAI_API_TOKENS", factory=list, secret=True)
+    conversations: Literal["auto", "server", "client"] = setting(
+        "auto", doc="Whose history a chat completion reads: \"server\" (the conversation named by X-Conversation-Id or "
+        "'user', else a new one, stored server-side; resent messages ignored), \"client\" (the request's own earlier "
+        "messages, nothing stored), \"auto\" (client when the request names no conversation, else server).",
+        env="MONO_AGENT_OPENAI_API_CONVERSATIONS")
 
 
 MAX_CONVERSATION_ID_CHARS = 256
@@ -137,6 +151,19 @@ class CompletionRequest:
     stream: bool = False
     include_usage: bool = False
     context: str | None = None
+    history: tuple[Message, ...] | None = None
+    """The client's conversation (the turn reads it and stores nothing), or None: the server conversation's."""
+
+
+ConversationRule = Literal["auto", "server", "client"]
+
+HISTORY_ROLES = ("user", "assistant", "tool")
+"""Roles of the earlier messages a client-side conversation keeps as the turn's history."""
+
+DOCUMENTED_MAX_MESSAGES = 64
+DOCUMENTED_MAX_MESSAGE_BYTES = 64 * 1024
+"""The ``files`` store's defaults of ``history.maxMessages`` / ``history.maxMessageBytes``: the bound of a
+client conversation under another history store."""
 
 
 CONTEXT_ROLES = ("system", "developer")
@@ -196,7 +223,89 @@ def trailing_user_text(body: Any) -> str:
 
 
 def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
-    """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to.
+    """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to."""
+    named = named_conversation(headers, body)
+    return f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
+
+
+def conversation_rule(setting: ConversationRule, named: str | None) -> Literal["server", "client"]:
+    """Whose history the turn reads: ``auto`` is the client's when the request named no conversation."""
+    if setting == "auto":
+        return "server" if named is not None else "client"
+    return setting
+
+
+def _history_message(message: Any, index: int) -> Message | None:
+    """One earlier message of a client conversation as history, or None (a context message, or empty).
+
+    A role outside ``system``, ``developer`` and :data:`HISTORY_ROLES`, or content that is not
+    text, is a 400 naming the message.
+    """
+    if not isinstance(message, dict):
+        raise CompletionRefused(400, f"messages[{index}] must be an object with a 'role'", param="messages")
+    role = message.get("role")
+    if role in CONTEXT_ROLES:
+        return None
+    if role not in HISTORY_ROLES:
+        raise CompletionRefused(400, f"messages[{index}].role is {role!r}: allowed are "
+                                f"{', '.join(repr(r) for r in (*CONTEXT_ROLES, *HISTORY_ROLES))}", param="messages")
+    content = message.get("content")
+    text = "" if content is None and role == "assistant" else _text_content(content, index)
+    if text is None:
+        raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        return Message("tool", text, tool_call_id=call_id if isinstance(call_id, str) else None)
+    calls = tuple(_tool_call(call, index, n) for n, call in enumerate(message.get("tool_calls") or ()))
+    if not text and not calls:
+        return None
+    name = message.get("name") if role == "user" and isinstance(message.get("name"), str) else None
+    return Message(role, text, name=name, tool_calls=calls)
+
+
+def _tool_call(call: Any, index: int, n: int) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise CompletionRefused(400, f"messages[{index}].tool_calls[{n}] must be "
+                                f"{{'id': ..., 'type': 'function', 'function': {{'name': ..., 'arguments': ...}}}}",
+                                param="messages")
+    try:
+        arguments = parse_json((function.get("arguments") or "{}").encode("utf-8"))
+    except (RequestRefused, AttributeError):
+        arguments = None
+    if not isinstance(arguments, dict):
+        raise CompletionRefused(400, f"messages[{index}].tool_calls[{n}].function.arguments must be a JSON object "
+                                f"as a string", param="messages")
+    return ToolCall(str(call.get("id") or f"call_{index}_{n}"), function["name"], arguments)
+
+
+def client_history(messages: list[Any], max_messages: int, max_message_bytes: int) -> tuple[Message, ...]:
+    """The earlier messages of a client conversation as the turn's history, bounded as stored history is.
+
+    Only the newest ``max_messages`` history messages are kept (``history.maxMessages``), each cut to
+    ``max_message_bytes`` serialised (``history.maxMessageBytes``, the store's own cap); the messages
+    are read from the newest back and the walk stops once enough are kept, so a request of any number
+    of earlier messages costs no more than its bound (the body itself is bounded by
+    ``serve.maxBodyBytes``). A ``tool`` message left first by the cut (its call dropped) is dropped
+    too. The turn's compaction and prompt budget then apply as to stored history.
+    """
+    from monoagent_plugins.history.records import cap_message
+
+    kept: list[Message] = []
+    for index in range(len(messages) - 2, -1, -1):
+        if len(kept) >= max_messages:
+            break
+        message = _history_message(messages[index], index)
+        if message is not None:
+            kept.append(cap_message(message, max_message_bytes)[0])
+    kept.reverse()
+    while kept and kept[0].role == "tool":
+        kept.pop(0)
+    return tuple(kept)
+
+
+def named_conversation(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
+    """``X-Conversation-Id``, else ``user``, else None: the conversation the request names.
 
     Each one given is stripped of surrounding blanks and must then be 1 to
     :data:`MAX_CONVERSATION_ID_CHARS` printable characters; anything else is a 400 naming it.
@@ -214,7 +323,7 @@ def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
         raise CompletionRefused(400, "'user' must be a string (it names the conversation)", param="user")
     named = [given for given in (_named(header, "the X-Conversation-Id header", None), _named(user, "'user'", "user"))
              if given is not None]
-    return f"{CHANNEL}:{named[0] if named else uuid.uuid4()}"
+    return named[0] if named else None
 
 
 def _named(given: str | None, where: str, param: str | None) -> str | None:
@@ -227,12 +336,15 @@ def _named(given: str | None, where: str, param: str | None) -> str | None:
     return given
 
 
-def completion_request(body: Any, headers: Mapping[str, str], model: str) -> CompletionRequest:
+def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: ConversationRule = "server",
+                       bounds: tuple[int, int] = (DOCUMENTED_MAX_MESSAGES, DOCUMENTED_MAX_MESSAGE_BYTES)) -> CompletionRequest:
     """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
 
     Honoured: ``messages`` (the trailing user message is the turn; ``system`` and ``developer``
     messages are its context, :func:`client_context`), ``model`` (absent, or the
-    agent's own model id: another one is 404 ``model_not_found``), ``stream``,
+    agent's own model id: another one is 404 ``model_not_found``), ``stream``, the earlier
+    ``user``/``assistant``/``tool`` messages when ``rule`` makes the conversation the client's
+    (:func:`conversation_rule`, :func:`client_history` bounded by ``bounds``),
     ``stream_options.include_usage``, ``user`` and ``n`` (1 only). Refused: client-side tools
     (:data:`TOOL_FIELDS`) and non-text content parts. Every other field (``temperature``,
     ``max_tokens``, ``top_p``, ``stop``, ...) is accepted and ignored: the composed agent's
@@ -267,7 +379,12 @@ def completion_request(body: Any, headers: Mapping[str, str], model: str) -> Com
             raise CompletionRefused(400, "'stream_options' must be an object whose 'include_usage' is true or false",
                                     param="stream_options")
         include_usage = usage
-    return CompletionRequest(text, conversation_id(headers, body), stream, include_usage, client_context(body["messages"]))
+    named = named_conversation(headers, body)
+    history = None
+    if conversation_rule(rule, named) == "client":
+        history = client_history(body["messages"], *bounds)
+    conversation = f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
+    return CompletionRequest(text, conversation, stream, include_usage, client_context(body["messages"]), history)
 
 
 def run_failure(exc: BaseException) -> tuple[int, str, str]:
@@ -382,6 +499,16 @@ class OpenAIApiChannel:
         return [Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"])]
 
+    def _history_bounds(self) -> tuple[int, int]:
+        """``history.maxMessages`` and ``history.maxMessageBytes`` of the files store, else their defaults."""
+        from monoagent_plugins.history.files import CONFIG_PATH, FilesHistoryConfig
+
+        try:
+            files = self.agent.config.section(CONFIG_PATH, FilesHistoryConfig)
+        except (KeyError, TypeError):
+            return DOCUMENTED_MAX_MESSAGES, DOCUMENTED_MAX_MESSAGE_BYTES
+        return files.max_messages, files.max_message_bytes
+
     def _authorised(self, request: Request) -> bool:
         if self.has_credentials and not bearer_ok(request.headers.get("authorization"), self.settings.tokens):
             return False
@@ -420,12 +547,14 @@ class OpenAIApiChannel:
             timeout = (serve.body_timeout_ms, "serve.bodyTimeoutMs") if self.has_credentials else (
                 serve.unauthenticated_body_timeout_ms, "serve.unauthenticatedBodyTimeoutMs")  # no token: anyone's body
             raw = await read_body(request, serve.max_body_bytes, timeout[0] / 1000, timeout[1])
-            asked = completion_request(parse_json(raw), request.headers, self.agent.model)
+            asked = completion_request(parse_json(raw), request.headers, self.agent.model, self.settings.conversations,
+                                       self._history_bounds())
             key = idempotency_key(request.headers)
         except RequestRefused as refused:
             return _refusal(refused)
         turn = TurnRequest(
-            asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context
+            asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
+            history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
         )
         echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
         receipt: tuple[str, str, str] | None = None
