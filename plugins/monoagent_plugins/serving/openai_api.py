@@ -153,6 +153,8 @@ class CompletionRequest:
     context: str | None = None
     history: tuple[Message, ...] | None = None
     """The client's conversation (the turn reads it and stores nothing), or None: the server conversation's."""
+    named: bool = True
+    """The request named its conversation; a client conversation it did not name gets no ``X-Conversation-Id`` echo."""
 
 
 ConversationRule = Literal["auto", "server", "client"]
@@ -384,7 +386,8 @@ def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: 
     if conversation_rule(rule, named) == "client":
         history = client_history(body["messages"], *bounds)
     conversation = f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
-    return CompletionRequest(text, conversation, stream, include_usage, client_context(body["messages"]), history)
+    return CompletionRequest(text, conversation, stream, include_usage, client_context(body["messages"]), history,
+                             named is not None)
 
 
 def run_failure(exc: BaseException) -> tuple[int, str, str]:
@@ -557,6 +560,9 @@ class OpenAIApiChannel:
             history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
         )
         echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
+        if asked.history is not None and not asked.named:  # a made-up id names nothing stored: sent back, it would
+            echoed = {}                                      # turn the client's chat into an empty server one
+
         receipt: tuple[str, str, str] | None = None
         if key is not None:
             if self.receipts is None:

@@ -60,6 +60,9 @@ def test_auto_a_resent_chat_without_an_id_is_the_turns_history_and_nothing_is_st
     assert "history: 4 messages; you said: third" in said  # the two earlier exchanges, not the system message
     streamed = list(client_of(running).chat.completions.create(model="offline:echo", messages=CHAT, stream=True))
     assert "history: 4 messages" in "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    raw = running.client.post("/v1/chat/completions", json={"messages": CHAT}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert "history: 4 messages" in raw.json()["choices"][0]["message"]["content"]
+    assert "X-Conversation-Id" not in raw.headers  # no made-up id that, sent back, would name an empty server conversation
     assert "openai-api:" not in stored(running)
 
 
