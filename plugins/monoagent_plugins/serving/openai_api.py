@@ -44,9 +44,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
