@@ -24,6 +24,10 @@ request is estimated smaller than the refused one is the outcome persisted and t
 again. Otherwise nothing is stored and the error takes its usual course (the fallback chain, or
 the turn fails with it).
 
+A turn whose history the caller gave (``TurnRequest.history``, a stateless API client's chat) is
+compacted by the same rules, but neither reads a stored compaction nor persists one: the caller's
+conversation is not the store's.
+
 Event ``context_compaction_applied``: once per run from the proactive step, once more when a
 reactive compaction is tried. Fields: ``applied`` (true: fired; false: not needed, nothing to
 compact or rejected; null: compaction disabled), ``trigger`` (``proactive`` or ``reactive`` when
@@ -104,7 +108,7 @@ _content_of = operator.attrgetter("content")
 async def stored_view(turn: TurnRun, history: tuple[Message, ...]) -> tuple[Message, ...] | None:
     """The history as the configured policy's last stored compaction left it; None if there is none."""
     cfg = turn.config.runtime.compaction
-    if not cfg.enabled:
+    if not cfg.enabled or turn.request.history is not None:  # the caller's own history: no stored summary of it
         return None
     policy = turn.agent.compaction_policy(cfg.policy)
     if not turn.agent.components.supports(policy, StoredCompaction):  # recorded when the policy was built
@@ -149,7 +153,7 @@ async def compact_proactively(turn: TurnRun, history: tuple[Message, ...], assem
         turn.emit("context_compaction_applied", applied=False, **report)
         return CompactionResult(view, False, prompt)
     messages = tuple(outcome.messages)
-    if outcome.persist is not None:
+    if outcome.persist is not None and turn.request.history is None:  # the caller's history is not stored
         await outcome.persist()
     prompt = assemble(messages)
     report.update(tokens_after=request_tokens(turn, prompt), messages_after=len(messages))
@@ -185,7 +189,7 @@ async def compact_reactively(turn: TurnRun, refused: AssembledPrompt, assemble: 
     if smaller >= tokens:
         turn.emit("context_compaction_applied", applied=False, reason="preview_not_smaller", **report)
         return None
-    if outcome.persist is not None:
+    if outcome.persist is not None and turn.request.history is None:  # the caller's history is not stored
         await outcome.persist()
     turn.emit("context_compaction_applied", applied=True, **report)
     return preview

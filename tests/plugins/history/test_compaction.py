@@ -447,3 +447,21 @@ def test_a_summary_directory_reached_through_a_symlink_is_refused_and_the_commit
     with pytest.raises(DamagedSummary, match=f"{history / 'summaries'} is a symlink; refused: below {history}"):
         files.save(record)
     assert os.listdir(elsewhere) == [] and len(os.listdir(history / "summaries-moved")) == 1
+
+
+def test_a_caller_given_history_is_compacted_by_the_same_rules_but_no_summary_is_read_or_stored(tmp_path):
+    provider = Provider()
+    agent = agent_with(tmp_path, provider)
+    seed(agent, "c", long_history())
+    turn(agent)  # stores a summary of the server conversation "c"
+    assert summary_path(agent).exists() and provider.runtime.summaries == 1
+    given = TurnRequest("client turn", conversation_id="c", history=long_history(), isolated=True)
+    events: list[Any] = []
+    asyncio.run(agent.respond(given, on_event=events.append))
+    report = compaction_events(events)[0]
+    assert not report["reused"] and report["applied"] is True  # the server's summary is not the client's chat's
+    assert provider.runtime.summaries == 2  # over the trigger: compacted by the same rules
+    summary_path(agent).unlink()
+    asyncio.run(agent.respond(given))
+    assert provider.runtime.summaries == 3
+    assert not summary_path(agent).exists()  # the caller's conversation is not the store's: nothing persisted
