@@ -286,8 +286,8 @@ def client_history(messages: list[Any], max_messages: int, max_message_bytes: in
     ``max_message_bytes`` serialised (``history.maxMessageBytes``, the store's own cap); the messages
     are read from the newest back and the walk stops once enough are kept, so a request of any number
     of earlier messages costs no more than its bound (the body itself is bounded by
-    ``serve.maxBodyBytes``). A ``tool`` message left first by the cut (its call dropped) is dropped
-    too. The turn's compaction and prompt budget then apply as to stored history.
+    ``serve.maxBodyBytes``). Tool calls and results are then :func:`paired`. The turn's compaction
+    and prompt budget apply as to stored history.
     """
     from monoagent_plugins.history.records import cap_message
 
@@ -299,8 +299,29 @@ def client_history(messages: list[Any], max_messages: int, max_message_bytes: in
         if message is not None:
             kept.append(cap_message(message, max_message_bytes)[0])
     kept.reverse()
-    while kept and kept[0].role == "tool":
-        kept.pop(0)
+    return paired(kept)
+
+
+def paired(messages: list[Message]) -> tuple[Message, ...]:
+    """``messages`` with every tool call answered and every tool result called: a provider refuses either alone.
+
+    An assistant's call with no later ``tool`` message of its id is dropped (the message too when
+    that leaves it empty), and so is a ``tool`` message answering no call kept before it (its call
+    was cut by the bound, or the client never sent it).
+    """
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    called: set[str] = set()
+    kept: list[Message] = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            calls = tuple(call for call in message.tool_calls if call.id in answered)
+            called.update(call.id for call in calls)
+            if not calls and not message.content:
+                continue
+            message = attrs.evolve(message, tool_calls=calls)
+        elif message.role == "tool" and message.tool_call_id not in called:
+            continue
+        kept.append(message)
     return tuple(kept)
 
 

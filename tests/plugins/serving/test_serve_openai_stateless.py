@@ -63,6 +63,10 @@ def test_auto_a_resent_chat_without_an_id_is_the_turns_history_and_nothing_is_st
     raw = running.client.post("/v1/chat/completions", json={"messages": CHAT}, headers={"Authorization": f"Bearer {TOKEN}"})
     assert "history: 4 messages" in raw.json()["choices"][0]["message"]["content"]
     assert "X-Conversation-Id" not in raw.headers  # no made-up id that, sent back, would name an empty server conversation
+    tools = [*CHAT[:-1], {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "found"}, {"role": "user", "content": "and now"}]
+    assert "history: 6 messages; you said: and now" in answer(running, tools)
     assert "openai-api:" not in stored(running)
 
 
@@ -135,3 +139,7 @@ def test_client_history_keeps_the_newest_messages_each_cut_to_the_store_cap():
     assert kept[0].tool_calls[0].name == "lookup" and kept[0].tool_calls[0].arguments == {"q": "x"}
     assert kept[1].role == "tool" and kept[1].tool_call_id == "c1"
     assert [m.role for m in client_history(calls, 1, 1024)] == []  # a tool result whose call was cut goes too
+    unanswered = [{"role": "assistant", "content": "let me see", "tool_calls": calls[0]["tool_calls"]},
+                  {"role": "tool", "tool_call_id": "other", "content": "stray"}, {"role": "user", "content": "now"}]
+    kept = client_history(unanswered, 64, 1024)  # a provider refuses a call with no result, or a result with no call
+    assert [(m.role, m.content, m.tool_calls) for m in kept] == [("assistant", "let me see", ())]
