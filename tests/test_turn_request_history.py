@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from monoagent import Message, TurnRequest
 from monoagent.testing import fresh_agent
 
@@ -24,3 +26,8 @@ def test_a_given_history_replaces_the_stored_one_and_an_isolated_run_stores_noth
         assert "history: 2 messages" in agent.run_sync("again", conversation_id="c").text  # None reads the store
     finally:
         agent.close()
+
+
+def test_a_history_of_anything_but_messages_is_refused_naming_the_type():
+    with pytest.raises(TypeError, match="Message"):
+        TurnRequest("now", history=[{"role": "user", "content": "x"}])

@@ -416,7 +416,10 @@ class TurnRequest(ValidText):
     context: str | None = attrs.field(default=None, converter=_request_context)
     permissions: str | PermissionProfile | None = None
     approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
-    history: tuple[Message, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(_tuple))
+    history: tuple[Message, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tuple),
+        validator=attrs.validators.optional(attrs.validators.deep_iterable(attrs.validators.instance_of(Message))),
+    )
 
 
 # --------------------------------------------------------------------------- prompt assembly
