@@ -416,10 +416,13 @@ class TurnRequest(ValidText):
     context: str | None = attrs.field(default=None, converter=_request_context)
     permissions: str | PermissionProfile | None = None
     approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
-    history: tuple[Message, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(_tuple),
-        validator=attrs.validators.optional(attrs.validators.deep_iterable(attrs.validators.instance_of(Message))),
-    )
+    history: tuple[Message, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(_tuple))
+
+    @history.validator
+    def _messages_only(self, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
+        for index, message in enumerate(value or ()):
+            if not isinstance(message, Message):
+                raise TypeError(f"TurnRequest.history[{index}] is a {type(message).__name__}, not a Message")
 
 
 # --------------------------------------------------------------------------- prompt assembly
