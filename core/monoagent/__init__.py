@@ -81,8 +81,8 @@ if TYPE_CHECKING:
     # ---------------------------------------------------------------- the data model
     from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS as REQUEST_CONTEXT_MAX_CHARS
     from monoagent._kernel.model import SILENT_RESULT as SILENT_RESULT
-    from monoagent._kernel.model import TOOL_CATEGORIES as TOOL_CATEGORIES
-    from monoagent._kernel.model import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
+    from monoagent._kernel.tool_names import TOOL_CATEGORIES as TOOL_CATEGORIES
+    from monoagent._kernel.tool_names import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
     from monoagent._kernel.model import ArtifactRef as ArtifactRef
     from monoagent._kernel.model import AssembledPrompt as AssembledPrompt
     from monoagent._kernel.model import Attachment as Attachment

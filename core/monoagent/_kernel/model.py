@@ -10,7 +10,6 @@ strings are valid Unicode once built, however it is built (see :mod:`monoagent._
 
 from __future__ import annotations
 
-import re
 import time
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
@@ -303,7 +302,7 @@ class ToolSpec(ValidText):
     ``categories`` are the action categories a permission profile decides on (``file_write``,
     ``shell``, ``network``, ``subagent``, ``external``, ``read`` for a tool that only reads what
     the agent already holds, such as a skill body or an artifact, and ``pure`` for one without side
-    effects that computes from its arguments alone; see :data:`TOOL_CATEGORIES`); a tool that
+    effects that computes from its arguments alone; see :data:`~monoagent._kernel.tool_names.TOOL_CATEGORIES`); a tool that
     declares none counts as ``external`` under a restricted profile. ``domain`` groups tools that
     may be hidden until requested (``memory``, ``task``, ``artifact``, one per MCP server); None
     is the always-visible core. Neither travels to the provider: only name, description and
@@ -316,19 +315,6 @@ class ToolSpec(ValidText):
     categories: tuple[str, ...] = attrs.field(default=(), converter=lambda value: _names(value, "categories"))
     domain: str | None = None
 
-
-TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""A tool's name (the providers' rule, ``^[a-zA-Z0-9_-]{1,64}$``), checked with ``fullmatch`` wherever a tool is made."""
-
-
-def tool_name_problem(name: object) -> str | None:
-    """Why ``name`` cannot be a tool's name (:data:`TOOL_NAME_PATTERN`), or None when it can."""
-    ok = isinstance(name, str) and TOOL_NAME_PATTERN.fullmatch(name)
-    return None if ok else f"tool name {name!r} is not valid: 1 to 64 ASCII letters, digits, '_' or '-' (the providers' tool-name rule)"
-
-
-#: The documented tool action categories (a custom permission profile may name others).
-TOOL_CATEGORIES: tuple[str, ...] = ("read", "pure", "file_write", "shell", "network", "subagent", "external")
 
 #: The prompt profiles (``context.profile``, ``TurnRequest.profile``): ``full`` renders every
 #: configured section, ``minimal`` only core guardrails, identity and the session block, ``none``

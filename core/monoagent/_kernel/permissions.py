@@ -1,6 +1,6 @@
 """Permission profiles, the data: which tool action categories run, which need a person's approval, which are refused.
 
-A profile decides per action category (:data:`~monoagent._kernel.model.TOOL_CATEGORIES`, or a custom
+A profile decides per action category (:data:`~monoagent._kernel.tool_names.TOOL_CATEGORIES`, or a custom
 category a plugin declares) one of three answers: ``allow``, ``ask`` or ``deny``. ``read`` (a tool
 that only reads what the agent already holds) and ``pure`` (a tool without side effects that
 computes its answer from its arguments alone, such as a calculator) are allowed under every

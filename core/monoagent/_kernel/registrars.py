@@ -29,7 +29,8 @@ import attrs
 from monoagent._kernel.components import KINDS, Component, ComponentKind, cannot_call
 from monoagent._kernel.errors import PluginError
 from monoagent._kernel.interfaces import Tool
-from monoagent._kernel.model import ToolSpec, tool_name_problem
+from monoagent._kernel.model import ToolSpec
+from monoagent._kernel.tool_names import tool_name_problem
 
 if TYPE_CHECKING:
     from monoagent._kernel.interfaces import ToolEnabled, ToolHandler
@@ -152,7 +153,7 @@ class ToolRegistrar(Registrar):
 
     ``func`` is a function decorated with :func:`monoagent.tool` (its spec and checked handler come
     from its signature and docstring). A tool name is 1 to 64 ASCII letters, digits, ``_`` or ``-``
-    (:data:`~monoagent._kernel.model.TOOL_NAME_PATTERN`, the providers' rule: any other name would
+    (:data:`~monoagent._kernel.tool_names.TOOL_NAME_PATTERN`, the providers' rule: any other name would
     be refused by the provider it is offered to); the handler is called as ``handler(context)`` with a
     :class:`~monoagent._kernel.tool_context.ToolContext`. A decorated function passed as the
     handler of ``register(spec, handler)`` is registered under that spec.

@@ -45,8 +45,9 @@ import cattrs
 
 from monoagent._kernel.errors import ToolDefinitionError
 from monoagent._kernel.host import await_me_maybe
-from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus, tool_name_problem
+from monoagent._kernel.model import ToolResult, ToolSpec, ToolStatus
 from monoagent._kernel.tool_context import ToolContext
+from monoagent._kernel.tool_names import tool_name_problem
 from monoagent._kernel.tool_shapes import (
     NO_DEFAULT,
     SUPPORTED,

@@ -98,8 +98,8 @@ from monoagent._kernel.model import (
     ToolActivity,
     ToolCall,
     Usage,
-    tool_name_problem,
 )
+from monoagent._kernel.tool_names import tool_name_problem
 from monoagent._kernel.turn import RECOVERABLE_TOOL_STATUSES, FailedToolCall, ProviderRound, StepOutcome
 from monoagent._pipeline.assembly import changed_sections, refresh_dynamic_sections
 from monoagent._pipeline.stateless import snapshot_block, snapshot_entry_text, snapshot_entry_tool, stateless_prompt

@@ -57,8 +57,9 @@ from monoagent._kernel import hookspecs
 from monoagent._kernel.errors import MonoagentError, PluginError, RepeatedToolCall
 from monoagent._kernel.host import await_me_maybe
 from monoagent._kernel.interfaces import Tool, ToolSourceFailure
-from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus, tool_name_problem
+from monoagent._kernel.model import Message, ToolCall, ToolResult, ToolSpec, ToolStatus
 from monoagent._kernel.tool_context import ToolContext
+from monoagent._kernel.tool_names import tool_name_problem
 from monoagent._pipeline.bloat import guard_tool_result
 from monoagent._pipeline.continuity import RunContinuity
 from monoagent._pipeline.stream import canonical_arguments
@@ -123,7 +124,7 @@ async def provided_tools(agent: Agent, turn: TurnRun | None) -> tuple[dict[str, 
     Each tool is stamped with the plugin that provided it. Raises
     :class:`~monoagent._kernel.errors.PluginError` naming the plugin for a value that is not a
     ``Tool`` or ``ToolSourceFailure`` or a tool name outside the providers' rule
-    (:data:`~monoagent._kernel.model.TOOL_NAME_PATTERN`), and naming both plugins for a name
+    (:data:`~monoagent._kernel.tool_names.TOOL_NAME_PATTERN`), and naming both plugins for a name
     registered or provided twice.
     """
     tools: dict[str, Tool] = {}

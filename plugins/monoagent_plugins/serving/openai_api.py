@@ -43,7 +43,7 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -54,9 +54,7 @@ from monoagent import (
     ComponentRegistrar,
     ConfigError,
     ConfigSectionRegistrar,
-    Message,
     MonoagentError,
-    ToolCall,
     TurnRequest,
     hookimpl,
     logger,
@@ -71,11 +69,17 @@ from monoagent_plugins.serving.http import (
     authenticated,
     bearer_ok,
     header_safe,
-    header_text,
     idempotency_key,
     json_bytes,
     parse_json,
     read_body,
+)
+from monoagent_plugins.serving.openai_requests import (
+    CHANNEL,
+    DOCUMENTED_MAX_MESSAGE_BYTES,
+    DOCUMENTED_MAX_MESSAGES,
+    CompletionRequest,
+    completion_request,
 )
 from monoagent_plugins.serving.serve import ServeConfig
 
@@ -84,8 +88,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from monoagent import Agent
-
-CHANNEL = "openai-api"
 
 
 @attrs.define
@@ -103,24 +105,8 @@ class OpenAIApiConfig:
         env="MONO_AGENT_OPENAI_API_CONVERSATIONS")
 
 
-MAX_CONVERSATION_ID_CHARS = 256
-"""The longest conversation id a client may name (``X-Conversation-Id`` or ``user``)."""
-
-TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call")
-"""Request fields that ask for client-side tools: refused, the channel runs tool-free text turns."""
-
 CLIENT_GONE = "client_disconnected"
 """The cancel reason of a streamed run whose client went away (in its continuity account)."""
-
-
-class CompletionRefused(RequestRefused):
-    """A refused request, with OpenAI's ``param`` (the field at fault) and ``code`` (``model_not_found``)."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", *,
-                 param: str | None = None, code: str | None = None) -> None:
-        super().__init__(status, message, kind)
-        self.param = param
-        self.code = code
 
 
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -138,275 +124,6 @@ def _error(status: int, message: str, kind: str, headers: dict[str, str] | None 
 def _refusal(refused: RequestRefused) -> Response:
     return _error(refused.status, refused.message, refused.kind, refused.headers or None,
                   param=getattr(refused, "param", None), code=getattr(refused, "code", None))
-
-
-@attrs.frozen
-class CompletionRequest:
-    """What the channel takes from a ``POST /v1/chat/completions`` body: the turn and how to answer it."""
-
-    text: str
-    conversation_id: str
-    stream: bool = False
-    include_usage: bool = False
-    context: str | None = None
-    history: tuple[Message, ...] | None = None
-    """The client's conversation (the turn reads it and stores nothing), or None: the server conversation's."""
-    named: bool = True
-    """The request named its conversation; a client conversation it did not name gets no ``X-Conversation-Id`` echo."""
-
-
-ConversationRule = Literal["auto", "server", "client"]
-
-HISTORY_ROLES = ("user", "assistant", "tool")
-"""Roles of the earlier messages a client-side conversation keeps as the turn's history."""
-
-DOCUMENTED_MAX_MESSAGES = 64
-DOCUMENTED_MAX_MESSAGE_BYTES = 64 * 1024
-"""The ``files`` store's defaults of ``history.maxMessages`` / ``history.maxMessageBytes``: the bound of a
-client conversation under another history store."""
-
-
-CONTEXT_ROLES = ("system", "developer")
-
-
-def _text_content(content: Any, index: int) -> str | None:
-    """A message's text: a string, or the joined ``{'type': 'text'}`` parts; None for anything else.
-
-    :class:`CompletionRefused` 400 names a part that is not text.
-    """
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    texts = []
-    for part_index, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind != "text" or not isinstance(part.get("text"), str):
-            named = f"of type {kind!r}" if isinstance(kind, str) else "not a {'type': 'text', 'text': ...} object"
-            raise CompletionRefused(400, f"messages[{index}].content[{part_index}] is {named}: this channel takes "
-                                    f"text only (a string, or parts {{'type': 'text', 'text': ...}})", param="messages")
-        texts.append(part["text"])
-    return "".join(texts)
-
-
-def client_context(messages: list[Any]) -> str | None:
-    """The text of the request's ``system`` and ``developer`` messages, joined by blank lines, or None.
-
-    A client's system prompt is the caller's context for this turn (``TurnRequest.context``); the
-    composed agent's own prompt stays in charge. A context message whose content is not text is a 400.
-    """
-    texts = []
-    for index, message in enumerate(messages[:-1]):
-        if isinstance(message, dict) and message.get("role") in CONTEXT_ROLES:
-            text = _text_content(message.get("content"), index)
-            if text is None:
-                raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
-            if text.strip():
-                texts.append(text.strip())
-    return "\n\n".join(texts) or None
-
-
-def trailing_user_text(body: Any) -> str:
-    """The text of the request's last message, which must be the user's; :class:`RequestRefused` 400 otherwise."""
-    if not isinstance(body, dict):
-        raise RequestRefused(400, "request body must be a JSON object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise RequestRefused(400, "'messages' must be a non-empty array")
-    last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") != "user":
-        raise RequestRefused(400, "the last entry of 'messages' must have role 'user' (it is the turn)")
-    content = _text_content(last.get("content"), len(messages) - 1)
-    if not isinstance(content, str) or not content.strip():
-        raise RequestRefused(400, "the last message's 'content' must be non-empty text")
-    return content
-
-
-def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
-    """``X-Conversation-Id``, else ``user``, else a new id: the conversation the turn belongs to."""
-    named = named_conversation(headers, body)
-    return f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
-
-
-def conversation_rule(setting: ConversationRule, named: str | None) -> Literal["server", "client"]:
-    """Whose history the turn reads: ``auto`` is the client's when the request named no conversation."""
-    if setting == "auto":
-        return "server" if named is not None else "client"
-    return setting
-
-
-def _history_message(message: Any, index: int) -> Message | None:
-    """One earlier message of a client conversation as history, or None (a context message, or empty).
-
-    A role outside ``system``, ``developer`` and :data:`HISTORY_ROLES`, or content that is not
-    text, is a 400 naming the message.
-    """
-    if not isinstance(message, dict):
-        raise CompletionRefused(400, f"messages[{index}] must be an object with a 'role'", param="messages")
-    role = message.get("role")
-    if role in CONTEXT_ROLES:
-        return None
-    if role not in HISTORY_ROLES:
-        raise CompletionRefused(400, f"messages[{index}].role is {role!r}: allowed are "
-                                f"{', '.join(repr(r) for r in (*CONTEXT_ROLES, *HISTORY_ROLES))}", param="messages")
-    content = message.get("content")
-    text = "" if content is None and role == "assistant" else _text_content(content, index)
-    if text is None:
-        raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
-    if role == "tool":
-        call_id = message.get("tool_call_id")
-        return Message("tool", text, tool_call_id=call_id if isinstance(call_id, str) else None)
-    calls = tuple(_tool_call(call, index, n) for n, call in enumerate(message.get("tool_calls") or ()))
-    if not text and not calls:
-        return None
-    name = message.get("name") if role == "user" and isinstance(message.get("name"), str) else None
-    return Message(role, text, name=name, tool_calls=calls)
-
-
-def _tool_call(call: Any, index: int, n: int) -> ToolCall:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise CompletionRefused(400, f"messages[{index}].tool_calls[{n}] must be "
-                                f"{{'id': ..., 'type': 'function', 'function': {{'name': ..., 'arguments': ...}}}}",
-                                param="messages")
-    try:
-        arguments = parse_json((function.get("arguments") or "{}").encode("utf-8"))
-    except (RequestRefused, AttributeError):
-        arguments = None
-    if not isinstance(arguments, dict):
-        raise CompletionRefused(400, f"messages[{index}].tool_calls[{n}].function.arguments must be a JSON object "
-                                f"as a string", param="messages")
-    return ToolCall(str(call.get("id") or f"call_{index}_{n}"), function["name"], arguments)
-
-
-def client_history(messages: list[Any], max_messages: int, max_message_bytes: int) -> tuple[Message, ...]:
-    """The earlier messages of a client conversation as the turn's history, bounded as stored history is.
-
-    Only the newest ``max_messages`` history messages are kept (``history.maxMessages``), each cut to
-    ``max_message_bytes`` serialised (``history.maxMessageBytes``, the store's own cap); the messages
-    are read from the newest back and the walk stops once enough are kept, so a request of any number
-    of earlier messages costs no more than its bound (the body itself is bounded by
-    ``serve.maxBodyBytes``). Tool calls and results are then :func:`paired`. The turn's compaction
-    and prompt budget apply as to stored history.
-    """
-    from monoagent_plugins.history.records import cap_message
-
-    kept: list[Message] = []
-    for index in range(len(messages) - 2, -1, -1):
-        if len(kept) >= max_messages:
-            break
-        message = _history_message(messages[index], index)
-        if message is not None:
-            kept.append(cap_message(message, max_message_bytes)[0])
-    kept.reverse()
-    return paired(kept)
-
-
-def paired(messages: list[Message]) -> tuple[Message, ...]:
-    """``messages`` with every tool call answered and every tool result called: a provider refuses either alone.
-
-    An assistant's call with no later ``tool`` message of its id is dropped (the message too when
-    that leaves it empty), and so is a ``tool`` message answering no call kept before it (its call
-    was cut by the bound, or the client never sent it).
-    """
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    called: set[str] = set()
-    kept: list[Message] = []
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            calls = tuple(call for call in message.tool_calls if call.id in answered)
-            called.update(call.id for call in calls)
-            if not calls and not message.content:
-                continue
-            message = attrs.evolve(message, tool_calls=calls)
-        elif message.role == "tool" and message.tool_call_id not in called:
-            continue
-        kept.append(message)
-    return tuple(kept)
-
-
-def named_conversation(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
-    """``X-Conversation-Id``, else ``user``, else None: the conversation the request names.
-
-    Each one given is stripped of surrounding blanks and must then be 1 to
-    :data:`MAX_CONVERSATION_ID_CHARS` printable characters; anything else is a 400 naming it.
-    The header is read percent-decoded (:func:`~monoagent_plugins.serving.http.header_text`: a
-    conversation id outside ASCII travels in headers as percent-encoded UTF-8, both ways).
-    """
-    header = headers.get("x-conversation-id")
-    if header is not None:
-        try:
-            header = header_text(header, "X-Conversation-Id")
-        except RequestRefused as refused:
-            raise CompletionRefused(400, refused.message) from None
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise CompletionRefused(400, "'user' must be a string (it names the conversation)", param="user")
-    named = [given for given in (_named(header, "the X-Conversation-Id header", None), _named(user, "'user'", "user"))
-             if given is not None]
-    return named[0] if named else None
-
-
-def _named(given: str | None, where: str, param: str | None) -> str | None:
-    if given is None:
-        return None
-    given = given.strip()
-    if not given or len(given) > MAX_CONVERSATION_ID_CHARS or not given.isprintable():
-        raise CompletionRefused(400, f"{where} must be 1 to {MAX_CONVERSATION_ID_CHARS} printable characters "
-                                f"(no control characters): it names the conversation", param=param)
-    return given
-
-
-def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: ConversationRule = "server",
-                       bounds: tuple[int, int] = (DOCUMENTED_MAX_MESSAGES, DOCUMENTED_MAX_MESSAGE_BYTES)) -> CompletionRequest:
-    """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
-
-    Honoured: ``messages`` (the trailing user message is the turn; ``system`` and ``developer``
-    messages are its context, :func:`client_context`), ``model`` (absent, or the
-    agent's own model id: another one is 404 ``model_not_found``), ``stream``, the earlier
-    ``user``/``assistant``/``tool`` messages when ``rule`` makes the conversation the client's
-    (:func:`conversation_rule`, :func:`client_history` bounded by ``bounds``),
-    ``stream_options.include_usage``, ``user`` and ``n`` (1 only). Refused: client-side tools
-    (:data:`TOOL_FIELDS`) and non-text content parts. Every other field (``temperature``,
-    ``max_tokens``, ``top_p``, ``stop``, ...) is accepted and ignored: the composed agent's
-    configuration decides how the model is called.
-    """
-    text = trailing_user_text(body)
-    asked = body.get("model")
-    if asked is not None and not isinstance(asked, str):
-        raise CompletionRefused(400, "'model' must be a string: the agent's model id from GET /v1/models", param="model")
-    if asked is not None and asked != model:
-        raise CompletionRefused(404, f"The model `{asked}` does not exist or you do not have access to it: this server "
-                                f"serves `{model}` (GET /v1/models), or omit 'model'", param="model", code="model_not_found")
-    for field in TOOL_FIELDS:
-        if body.get(field) is not None:
-            raise CompletionRefused(400, f"'{field}' is not supported: this channel runs tool-free text turns only "
-                                    f"(the agent's own tools run on the server); remove '{field}'", param=field)
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or n != 1):
-        raise CompletionRefused(400, f"'n' must be 1 (got {n!r}): this channel answers one choice per turn", param="n")
-    stream = body.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise CompletionRefused(400, "'stream' must be true or false", param="stream")
-    options = body.get("stream_options")
-    include_usage = False
-    if options is not None:
-        if not stream:
-            raise CompletionRefused(400, "'stream_options' is only allowed when 'stream' is true", param="stream_options")
-        usage = options.get("include_usage", False) if isinstance(options, dict) else None
-        if not isinstance(usage, bool):
-            raise CompletionRefused(400, "'stream_options' must be an object whose 'include_usage' is true or false",
-                                    param="stream_options")
-        include_usage = usage
-    named = named_conversation(headers, body)
-    history = None
-    if conversation_rule(rule, named) == "client":
-        history = client_history(body["messages"], *bounds)
-    conversation = f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
-    return CompletionRequest(text, conversation, stream, include_usage, client_context(body["messages"]), history,
-                             named is not None)
 
 
 def run_failure(exc: BaseException) -> tuple[int, str, str]:

@@ -34,7 +34,7 @@ plugin exchange (:mod:`monoagent._kernel.permissions`: :class:`PermissionProfile
 
     Enforcement happens before a tool runs, whatever this text says. ...
 
-  The categories listed are the documented ones (:data:`~monoagent._kernel.model.TOOL_CATEGORIES`)
+  The categories listed are the documented ones (:data:`~monoagent._kernel.tool_names.TOOL_CATEGORIES`)
   and any other the turn's tools declare, in that order; the same inputs render the same bytes.
 
 Blocking this plugin (``plugins.block = ["permissions"]``) turns enforcement off: no profile is

@@ -125,7 +125,7 @@ def test_a_client_conversation_with_a_role_the_channel_does_not_know_is_refused_
 
 
 def test_client_history_keeps_the_newest_messages_each_cut_to_the_store_cap():
-    from monoagent_plugins.serving.openai_api import client_history
+    from monoagent_plugins.serving.openai_requests import client_history
 
     many = [{"role": "user", "content": f"m{n}"} for n in range(10_000)] + [{"role": "user", "content": "now"}]
     kept = client_history(many, 5, 1024)
