@@ -102,34 +102,22 @@ def test_the_refusal_of_a_tool_without_categories_says_it_counts_as_external_and
 def multi_category_tools(calls: list[str]) -> Any:
     """Tools of several categories, in both orders, each recording that it ran in ``calls``."""
 
-    @tool(categories=["read", "file_write"])
-    def read_then_write() -> str:
-        """Read, then write."""
-        calls.append("read_then_write")
-        return "ran"
+    def recording(name: str, categories: list[str]) -> Any:
+        @tool(name=name, description=f"A tool of the categories {categories}.", categories=categories)
+        def ran() -> str:
+            calls.append(name)
+            return "ran"
 
-    @tool(categories=["file_write", "read"])
-    def write_then_read() -> str:
-        """Write, then read."""
-        calls.append("write_then_read")
-        return "ran"
+        return ran
 
-    @tool(categories=["read", "network", "shell"])
-    def read_network_shell() -> str:
-        """Read, reach out, run."""
-        calls.append("read_network_shell")
-        return "ran"
-
-    @tool(categories=["pure", "read"])
-    def harmless() -> str:
-        """Compute and read."""
-        calls.append("harmless")
-        return "ran"
+    kinds = {"read_then_write": ["read", "file_write"], "write_then_read": ["file_write", "read"],
+             "read_network_shell": ["read", "network", "shell"], "harmless": ["pure", "read"]}
+    tools = [recording(name, categories) for name, categories in kinds.items()]
 
     class Tools:
         @hookimpl
         def register_tools(self, register):
-            for each in (read_then_write, write_then_read, read_network_shell, harmless):
+            for each in tools:
                 register(each)
 
     return Tools()
