@@ -43,7 +43,7 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -103,6 +103,12 @@ class OpenAIApiConfig:
         "'user', else a new one, stored server-side; resent messages ignored), \"client\" (the request's own earlier "
         "messages, nothing stored), \"auto\" (client when the request names no conversation, else server).",
         env="MONO_AGENT_OPENAI_API_CONVERSATIONS")
+    response_retention_days: int = setting(
+        30, doc="How long a response created with store: true stays retrievable (GET /v1/responses/{id}) and continuable "
+        "(previous_response_id), in days.", env="MONO_AGENT_OPENAI_API_RESPONSE_RETENTION_DAYS", min=1, max=3650)
+    response_max_stored: int = setting(
+        10_000, doc="The most responses kept (store: true); beyond it the oldest are removed first.",
+        env="MONO_AGENT_OPENAI_API_RESPONSE_MAX_STORED", min=100, max=10_000_000)
 
 
 CLIENT_GONE = "client_disconnected"
@@ -213,6 +219,9 @@ class OpenAIApiChannel:
         self.runs = ChannelRuns(agent)
         self.receipts: Any = None
         self._settling: set[asyncio.Task[dict[str, Any] | None]] = set()
+        from monoagent_plugins.serving.openai_responses import ResponsesEndpoint
+
+        self.responses = ResponsesEndpoint(self)
 
     async def start(self) -> None:
         """Open the idempotency receipts (the webhook channel's store, shared: ``webhook.idempotencyTtlHours``)."""
@@ -227,6 +236,7 @@ class OpenAIApiChannel:
             self.receipts = await asyncio.to_thread(ReceiptStore, self.agent.config.home, ttl_hours * 3600)
         except WebhookStoreError as exc:
             raise ConfigError(str(exc)) from exc
+        await self.responses.start()
 
     async def serve(self, agent: Agent | None = None) -> None:
         """Not a standalone channel: ``monoagent serve`` mounts :meth:`routes` on its HTTP server."""
@@ -236,7 +246,9 @@ class OpenAIApiChannel:
         from starlette.routing import Route
 
         return [Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-                Route("/v1/models", self.models, methods=["GET"])]
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/responses", self.responses.create, methods=["POST"]),
+                Route("/v1/responses/{response_id}", self.responses.retrieve, methods=["GET"])]
 
     def _history_bounds(self) -> tuple[int, int]:
         """``history.maxMessages`` and ``history.maxMessageBytes`` of the files store, else their defaults."""
@@ -264,6 +276,13 @@ class OpenAIApiChannel:
         digest = hashlib.sha256(token.strip().encode()).hexdigest()[:16] if self.has_credentials else "-"
         return f"{CHANNEL}/{digest}"
 
+    async def read_request(self, request: Request) -> bytes:
+        """The request's body, within ``serve.maxBodyBytes`` and the body timeout; :class:`RequestRefused` otherwise."""
+        serve = self.agent.config.section("serve", ServeConfig)
+        timeout = (serve.body_timeout_ms, "serve.bodyTimeoutMs") if self.has_credentials else (
+            serve.unauthenticated_body_timeout_ms, "serve.unauthenticatedBodyTimeoutMs")  # no token: anyone's body
+        return await read_body(request, serve.max_body_bytes, timeout[0] / 1000, timeout[1])
+
     async def models(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
@@ -281,11 +300,8 @@ class OpenAIApiChannel:
 
         if not self._authorised(request):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
-        serve = self.agent.config.section("serve", ServeConfig)
         try:
-            timeout = (serve.body_timeout_ms, "serve.bodyTimeoutMs") if self.has_credentials else (
-                serve.unauthenticated_body_timeout_ms, "serve.unauthenticatedBodyTimeoutMs")  # no token: anyone's body
-            raw = await read_body(request, serve.max_body_bytes, timeout[0] / 1000, timeout[1])
+            raw = await self.read_request(request)
             asked = completion_request(parse_json(raw), request.headers, self.agent.model, self.settings.conversations,
                                        self._history_bounds())
             key = idempotency_key(request.headers)
@@ -307,7 +323,8 @@ class OpenAIApiChannel:
             digest = request_digest(raw, request.headers.get("x-conversation-id"))
             admission = await asyncio.to_thread(self.receipts.admit, scope, key, digest, request_id, int(time.time()))
             if admission.outcome != "admitted":
-                return self._idempotent(key, admission, asked, echoed)
+                return self._idempotent(key, admission, asked.stream, echoed,
+                                        lambda answer: replayed_chunks(answer, asked.include_usage))
             receipt = (scope, key, request_id)
         stream = RunStream() if asked.stream else None
         try:
@@ -354,7 +371,8 @@ class OpenAIApiChannel:
         task.add_done_callback(self._settling.discard)
         return task
 
-    async def _settle(self, receipt: tuple[str, str, str] | None, answer: dict[str, Any] | None) -> None:
+    async def _settle(self, receipt: tuple[str, str, str] | None, answer: dict[str, Any] | None,
+                      run_id: str | None = None) -> None:
         """Keep the answer of a keyed completed turn (or forget the key of one that did not complete).
 
         A receipt that cannot be written is logged, never answered as an error: the turn committed.
@@ -370,12 +388,14 @@ class OpenAIApiChannel:
             else:
                 body = json_bytes(answer).decode("utf-8")
                 await asyncio.to_thread(self.receipts.complete, scope, key,
-                                        StoredAnswer(200, body, answer["id"].removeprefix("chatcmpl-")))
+                                        StoredAnswer(200, body, run_id or answer["id"].removeprefix("chatcmpl-")))
         except Exception as exc:  # the answer goes out anyway; a retry of the key then waits (409) or runs again
             logger.error("openai-api: the idempotency record of key {!r} could not be written: {}", key, exc)
 
-    def _idempotent(self, key: str, admission: Any, asked: CompletionRequest, echoed: dict[str, str]) -> Response:
-        """The answer to a known ``Idempotency-Key``: the first answer, or why not (as the webhook answers)."""
+    def _idempotent(self, key: str, admission: Any, stream: bool, echoed: dict[str, str],
+                    replay: Callable[[dict[str, Any]], list[bytes]]) -> Response:
+        """The answer to a known ``Idempotency-Key``: the first answer (``replay`` makes a streamed request's events of
+        it), or why not (as the webhook answers)."""
         from starlette.responses import Response, StreamingResponse
 
         if admission.outcome == "conflict":
@@ -389,16 +409,16 @@ class OpenAIApiChannel:
         headers = {**echoed, REPLAYED_HEADER: "true"}
         logger.info("openai-api: {} {!r} answered with the first answer (run {}), no new turn", IDEMPOTENCY_HEADER, key,
                     answer.run_id)
-        if not asked.stream:
+        if not stream:
             return Response(answer.body.encode("utf-8"), status_code=answer.status, media_type="application/json",
                             headers=headers)
-        events = replayed_chunks(parse_json(answer.body.encode("utf-8")), asked.include_usage)
+        events = replay(parse_json(answer.body.encode("utf-8")))
 
-        async def replay() -> AsyncIterator[bytes]:
+        async def replayed() -> AsyncIterator[bytes]:
             for event in events:
                 yield event
 
-        return StreamingResponse(replay(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+        return StreamingResponse(replayed(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
     def _failed(self, exc: BaseException) -> Response:
         """The JSON error answering a run that did not complete (the response has not started)."""
@@ -466,6 +486,7 @@ class OpenAIApiChannel:
         await self.runs.shutdown()
         if self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
+        await self.responses.shutdown()
         if self.receipts is not None:
             await asyncio.to_thread(self.receipts.close)
 

@@ -253,6 +253,15 @@ def _named(given: str | None, where: str, param: str | None) -> str | None:
     return given
 
 
+def checked_model(asked: Any, model: str) -> None:
+    """A request's ``model``: absent, or the agent's own model id; another one is 404 ``model_not_found``."""
+    if asked is not None and not isinstance(asked, str):
+        raise CompletionRefused(400, "'model' must be a string: the agent's model id from GET /v1/models", param="model")
+    if asked is not None and asked != model:
+        raise CompletionRefused(404, f"The model `{asked}` does not exist or you do not have access to it: this server "
+                                f"serves `{model}` (GET /v1/models), or omit 'model'", param="model", code="model_not_found")
+
+
 def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: ConversationRule = "server",
                        bounds: tuple[int, int] = (DOCUMENTED_MAX_MESSAGES, DOCUMENTED_MAX_MESSAGE_BYTES)) -> CompletionRequest:
     """Check a chat completion body against what the channel honours; :class:`RequestRefused` naming the problem.
@@ -268,12 +277,7 @@ def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: 
     configuration decides how the model is called.
     """
     text = trailing_user_text(body)
-    asked = body.get("model")
-    if asked is not None and not isinstance(asked, str):
-        raise CompletionRefused(400, "'model' must be a string: the agent's model id from GET /v1/models", param="model")
-    if asked is not None and asked != model:
-        raise CompletionRefused(404, f"The model `{asked}` does not exist or you do not have access to it: this server "
-                                f"serves `{model}` (GET /v1/models), or omit 'model'", param="model", code="model_not_found")
+    checked_model(body.get("model"), model)
     for field in TOOL_FIELDS:
         if body.get(field) is not None:
             raise CompletionRefused(400, f"'{field}' is not supported: this channel runs tool-free text turns only "

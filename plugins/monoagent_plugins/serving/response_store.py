@@ -1,0 +1,185 @@
+"""The ``openai-api`` channel's stored responses: what ``GET /v1/responses/{id}`` and ``previous_response_id`` read.
+
+One SQLite file, ``<home>/openai-api/responses.sqlite3`` (WAL, ``synchronous=FULL``), in an owner-only
+directory reached from the agent home without following a symlink, opened with the webhook receipts'
+helpers (:func:`monoagent.private_directory_under`, :func:`~monoagent_plugins.memory.database.open_database`).
+One row per response created with ``store: true``: its id, the server conversation it belongs to
+(``conversation_id``; NULL for a response of a client conversation, which nothing can continue),
+where in it the response sits (``position``: the n-th stored response of that conversation, and
+``history_messages``: the conversation's message count once the turn was committed), its state
+(``in_progress`` from admission, then ``completed`` or ``failed``) and the Response object as JSON.
+
+A response is reserved ``in_progress`` when its turn is admitted (:meth:`ResponseStore.reserve`, one
+``BEGIN IMMEDIATE`` transaction that also checks the ``previous_response_id`` is its conversation's
+latest), so two requests continuing the same response cannot both do so. The rows a process that is
+gone left ``in_progress`` (a crash mid-turn) are marked ``failed`` at start-up (owner by
+:class:`~monoagent.ProcessIdentity`, as the receipts do). Rows older than
+``openaiApi.responseRetentionDays`` are purged at start-up and, while serving, at most every
+:data:`PURGE_INTERVAL_S` seconds; beyond ``openaiApi.responseMaxStored`` rows the oldest go first.
+The methods block (SQLite, fsync): call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from monoagent import MonoagentError, ProcessIdentity, SymlinkedPath, logger, private_directory_under
+from monoagent_plugins.memory.database import immediate, open_database
+
+DIRECTORY = "openai-api"
+DATABASE = "responses.sqlite3"
+PURGE_INTERVAL_S = 600
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT,
+    position INTEGER NOT NULL,
+    history_messages INTEGER,
+    state TEXT NOT NULL CHECK (state IN ('in_progress', 'completed', 'failed')),
+    owner_process TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS responses_by_conversation ON responses (conversation_id, position);
+CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created_at);
+"""
+
+
+class ResponseStoreError(MonoagentError):
+    """The responses directory or database cannot be used; the message says why."""
+
+
+@attrs.frozen
+class StoredResponse:
+    """One stored response: where it sits and its Response object (JSON text)."""
+
+    id: str
+    conversation_id: str | None
+    position: int
+    history_messages: int | None
+    state: Literal["in_progress", "completed", "failed"]
+    created_at: float
+    body: str
+
+
+@attrs.frozen
+class Reservation:
+    """What :meth:`ResponseStore.reserve` decided: ``reserved`` (the row is in), or ``not_latest`` naming the latest."""
+
+    outcome: Literal["reserved", "not_latest"]
+    latest: str | None = None
+
+
+class ResponseStore:
+    """The stored responses of one agent home's ``openai-api`` channel (see the module docstring)."""
+
+    def __init__(self, home: Path, retention_s: float, max_rows: int, clock: Callable[[], float] = time.time) -> None:
+        self.directory = Path(home) / DIRECTORY
+        self.retention_s = retention_s
+        self.max_rows = max_rows
+        self.clock = clock
+        self._lock = threading.Lock()
+        try:
+            problem = private_directory_under(home, DIRECTORY, create=True, what="the openai-api responses directory")
+        except SymlinkedPath as exc:
+            raise ResponseStoreError(str(exc)) from None
+        except OSError as exc:
+            raise ResponseStoreError(f"cannot create the openai-api responses directory {self.directory}: {exc}") from exc
+        if problem is not None:
+            raise ResponseStoreError(problem)
+        try:
+            self._db = open_database(self.directory / DATABASE, root=Path(home))
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error, MonoagentError) as exc:
+            raise ResponseStoreError(f"cannot open the openai-api responses database {self.directory / DATABASE}: {exc}") from exc
+        self._purged_at = -float("inf")
+        with self._lock, immediate(self._db):
+            self._fail_orphans()
+            self._purge(self.clock())
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, conversation_id, position, history_messages, state, created_at, body FROM responses "
+                "WHERE id = ? AND created_at >= ?", (response_id, self.clock() - self.retention_s)).fetchone()
+        return StoredResponse(*row) if row is not None else None
+
+    def latest(self, conversation_id: str | None) -> str | None:
+        """The id of the conversation's newest response that did not fail, or None."""
+        with self._lock:
+            return self._latest(conversation_id)
+
+    def _latest(self, conversation_id: str | None) -> str | None:
+        if conversation_id is None:
+            return None
+        row = self._db.execute("SELECT id FROM responses WHERE conversation_id = ? AND state != 'failed' "
+                               "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+        return row[0] if row is not None else None
+
+    def reserve(self, response_id: str, conversation_id: str | None, previous: str | None, body: str) -> Reservation:
+        """Record ``response_id`` ``in_progress`` as the newest response of ``conversation_id`` (one transaction).
+
+        With ``previous`` (a ``previous_response_id``), it must be the conversation's latest response
+        that did not fail (or be in progress: then ``not_latest`` names it too), else nothing is recorded.
+        """
+        with self._lock, immediate(self._db):
+            now = self.clock()
+            if now - self._purged_at >= PURGE_INTERVAL_S:
+                self._purge(now)
+            latest = self._latest(conversation_id)
+            if previous is not None and latest != previous:
+                return Reservation("not_latest", latest)
+            position = 1
+            if conversation_id is not None:
+                position += self._db.execute("SELECT COALESCE(MAX(position), 0) FROM responses WHERE conversation_id = ?",
+                                             (conversation_id,)).fetchone()[0]
+            self._db.execute(
+                "INSERT INTO responses (id, conversation_id, position, history_messages, state, owner_process, created_at, body) "
+                "VALUES (?, ?, ?, NULL, 'in_progress', ?, ?, ?)",
+                (response_id, conversation_id, position, ProcessIdentity.current().token(), now, body))
+            overflow = self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] - self.max_rows
+            if overflow > 0:
+                self._db.execute("DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE id != ? "
+                                 "ORDER BY created_at LIMIT ?)", (response_id, overflow))
+            return Reservation("reserved")
+
+    def finish(self, response_id: str, state: Literal["completed", "failed"], body: str,
+               history_messages: int | None = None) -> None:
+        """Record the outcome of a reserved response: its final Response object and where the turn left the conversation."""
+        with self._lock, immediate(self._db):
+            self._db.execute("UPDATE responses SET state = ?, body = ?, history_messages = ? WHERE id = ?",
+                             (state, body, history_messages, response_id))
+
+    def purge(self) -> int:
+        """Remove the responses past the retention; how many went."""
+        with self._lock, immediate(self._db):
+            return self._purge(self.clock())
+
+    def _purge(self, now: float) -> int:
+        self._purged_at = now
+        gone: int = self._db.execute("DELETE FROM responses WHERE created_at < ?", (now - self.retention_s,)).rowcount
+        if gone:
+            logger.info("openai-api: purged {} stored response(s) past openaiApi.responseRetentionDays", gone)
+        return gone
+
+    def _fail_orphans(self) -> None:
+        owners = self._db.execute("SELECT DISTINCT owner_process FROM responses WHERE state = 'in_progress'").fetchall()
+        for (token,) in owners:
+            owner = ProcessIdentity.parse(token)
+            if owner is None or not owner.alive():
+                failed = self._db.execute("UPDATE responses SET state = 'failed' WHERE state = 'in_progress' AND "
+                                          "owner_process = ?", (token,)).rowcount
+                logger.warning("openai-api: {} response(s) left in progress by a process that is gone marked failed", failed)
