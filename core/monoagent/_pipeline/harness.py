@@ -41,18 +41,10 @@ from monoagent._kernel import hookspecs
 from monoagent._kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
 from monoagent._kernel.host import await_me_maybe
 from monoagent._kernel.log import logger
-from monoagent._kernel.model import (
-    AssembledPrompt,
-    MemoryHit,
-    Message,
-    RunEvent,
-    TurnRequest,
-    TurnResult,
-    UserMessagePart,
-    artifact_refs,
-)
+from monoagent._kernel.model import AssembledPrompt, MemoryHit, Message, RunEvent, UserMessagePart, artifact_refs
 from monoagent._kernel.stores import CommitReceipt, logical_session_has_records
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest, TurnResult
 from monoagent._pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent._pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent._pipeline.continuity import (

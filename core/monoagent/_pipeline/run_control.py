@@ -27,7 +27,8 @@ from monoagent._pipeline.sessions import retire_settling
 
 if TYPE_CHECKING:
     from monoagent._agent import Agent
-    from monoagent._kernel.model import RunEvent, TurnRequest, TurnResult
+    from monoagent._kernel.model import RunEvent
+    from monoagent._kernel.turn_request import TurnRequest, TurnResult
     from monoagent._pipeline.turn_run import TurnRun
 
 EventCallback = Callable[["RunEvent"], object]

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.model import Diagnostic, MemoryHit, Message, ToolSpec, TurnRequest, Usage
+from monoagent._kernel.model import Diagnostic, MemoryHit, Message, ToolSpec, Usage
 from monoagent._kernel.turn import ProviderRound, SessionInfo, Turn, configured_timezone, report_invalid_unicode
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._kernel.valid_text import Replacements
 
 if TYPE_CHECKING:
