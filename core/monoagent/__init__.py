@@ -195,6 +195,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.files import UnsafeFileError as UnsafeFileError
     from monoagent._boundary.strict_json import StrictJSONError as StrictJSONError
     from monoagent._kernel.errors import AdmissionRejected as AdmissionRejected
+    from monoagent._kernel.errors import ClientToolsRefused as ClientToolsRefused
     from monoagent._kernel.errors import CommitFailed as CommitFailed
     from monoagent._kernel.errors import ComponentError as ComponentError
     from monoagent._kernel.errors import ComponentFactoryError as ComponentFactoryError

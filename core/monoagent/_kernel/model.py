@@ -498,7 +498,10 @@ class ProviderRequest:
     ``max_output_tokens``, when set, caps this step's answer in place of the provider's configured
     cap (``maxOutputTokens``), higher or lower (a compaction summary asks for its own). ``transport`` is ``providers.client.transport`` (``auto``, ``sse``, ``websocket``,
     ``websocket-cached``): a runtime with several transports uses the one requested, a runtime
-    with one (or that lacks the requested one) ignores it and uses its default.
+    with one (or that lacks the requested one) ignores it and uses its default. ``tool_choice`` is
+    None (the model decides), ``"required"`` (it must call a tool) or the name of the one tool it
+    must call: the run's first step of a request with ``TurnRequest.tool_choice``; a runtime whose
+    wire has no such control ignores it.
     """
 
     model: str
@@ -509,6 +512,7 @@ class ProviderRequest:
     step: int = 1
     max_output_tokens: int | None = None
     transport: str = "auto"
+    tool_choice: str | None = None
 
 
 @attrs.frozen

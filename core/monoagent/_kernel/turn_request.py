@@ -20,13 +20,20 @@ from monoagent._kernel.model import (
     Speaker,
     Surface,
     ToolActivity,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
     Usage,
     _tuple,
 )
+from monoagent._kernel.tool_names import tool_name_problem
 from monoagent._kernel.valid_text import ValidText
 
 if TYPE_CHECKING:
     from monoagent._kernel.permissions import PermissionProfile, ToolApprover
+
+TOOL_CHOICES = ("auto", "none", "required")
+"""The values of :attr:`TurnRequest.tool_choice` besides a tool's name (and None, which is ``auto``)."""
 
 
 def _prompt_profile(value: str | None) -> str | None:
@@ -88,6 +95,32 @@ class TurnRequest(ValidText):
     ``openai-api`` channel keeps the newest ``history.maxMessages``, each cut to
     ``history.maxMessageBytes``). It is usually paired with ``isolated`` (the store keeps nothing of
     the turn); None (the default) reads the store.
+
+    **Client-side tools.** ``client_tools`` are tools the caller runs (an API client's own
+    functions): offered to the model beside the agent's tools. A name the agent offers too is
+    refused with :class:`~monoagent._kernel.errors.ClientToolsRefused` (by ``submit`` for a
+    registered tool, by the run for a provided one), before any provider call. When the model calls
+    one, the run ends after that provider step: the step's server-side calls run as usual, the
+    step's calls are checked by ``before_tool_call`` (a permission profile that refuses a client
+    call answers it on the server), the run's tool loop (every assistant step and server result of
+    the run, the client's calls last) is committed after the user message, and
+    :attr:`TurnResult.pending_tool_calls` lists the calls the caller must answer.
+    ``tool_results`` answers them: a request with results (its ``text`` is ignored, ``""`` is
+    usual) continues the conversation's *open turn* (the history, stored or ``history``, ends with
+    the assistant step holding those calls and its server-side results) with the results in place,
+    and must answer exactly the pending calls (:class:`~monoagent._kernel.errors.ClientToolsRefused`
+    otherwise). Each result goes through the bloat guard, ``after_tool_call``, tool history and the
+    ``tool_result`` event as a server tool's result does; the commit appends the results and the
+    answer. A new turn (no ``tool_results``) on a conversation whose open turn was never answered
+    drops the unanswered calls (:func:`~monoagent._pipeline.client_tools.paired_tool_messages`).
+    A run that offers client tools or continues one uses no warm session (it starts cold; the
+    transcript could end on a call the server never answers).
+
+    ``tool_choice`` is ``None`` or ``"auto"`` (the model decides), ``"none"`` (no tool is offered),
+    ``"required"`` (the model must call one) or a tool's name (it must call that one); it applies to
+    the run's first provider step only (a forced call answered, the model decides again). The
+    runtimes send it in their wire's own form (:attr:`ProviderRequest.tool_choice
+    <monoagent._kernel.model.ProviderRequest.tool_choice>`).
     """
 
     text: str
@@ -109,6 +142,40 @@ class TurnRequest(ValidText):
     permissions: str | PermissionProfile | None = None
     approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
     history: tuple[Message, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(_tuple))
+    client_tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tuple)
+    tool_results: tuple[ToolResult, ...] = attrs.field(default=(), converter=_tuple)
+    tool_choice: str | None = attrs.field(default=None)
+
+    @client_tools.validator
+    def _client_tools(self, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+        seen: set[str] = set()
+        for index, spec in enumerate(value):
+            if not isinstance(spec, ToolSpec):
+                raise TypeError(f"TurnRequest.client_tools[{index}] is a {type(spec).__name__}, not a ToolSpec")
+            problem = tool_name_problem(spec.name)
+            if problem:
+                raise ValueError(f"TurnRequest.client_tools[{index}]: {problem}")
+            if spec.name in seen:
+                raise ValueError(f"TurnRequest.client_tools names tool {spec.name!r} twice; a tool name must be unique")
+            seen.add(spec.name)
+
+    @tool_results.validator
+    def _tool_results(self, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+        seen: set[str] = set()
+        for index, result in enumerate(value):
+            if not isinstance(result, ToolResult):
+                raise TypeError(f"TurnRequest.tool_results[{index}] is a {type(result).__name__}, not a ToolResult")
+            if result.call_id in seen:
+                raise ValueError(f"TurnRequest.tool_results answers call {result.call_id!r} twice")
+            seen.add(result.call_id)
+
+    @tool_choice.validator
+    def _tool_choice(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None or value in TOOL_CHOICES:
+            return
+        problem = tool_name_problem(value)
+        if problem:
+            raise ValueError(f"TurnRequest.tool_choice must be None, {', '.join(map(repr, TOOL_CHOICES))} or a tool's name: {problem}")
 
     @history.validator
     def _messages_only(self, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
@@ -128,6 +195,8 @@ class TurnResult:
     ``status`` is always ``"completed"``: a failed or cancelled turn raises instead of returning.
     ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
     ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
+    ``pending_tool_calls`` are the calls of the request's ``client_tools`` the model made, which the
+    caller runs and answers with a request of ``tool_results`` (empty when the model answered).
     """
 
     run_id: str
@@ -141,3 +210,4 @@ class TurnResult:
     steps: int = 0
     attempt: int = 1
     notice: str = ""
+    pending_tool_calls: tuple[ToolCall, ...] = ()
