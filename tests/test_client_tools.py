@@ -74,7 +74,7 @@ def test_a_client_call_ends_the_run_and_its_results_continue_the_turn(tmp_path):
 
 
 def test_a_client_conversation_continues_from_the_history_it_carries(tmp_path):
-    agent, provider = agent_with(tmp_path)
+    agent, _ = agent_with(tmp_path)
     call = ToolCall("c1", "get_weather", {"city": "Oslo"})
     history = (Message("user", "weather in Oslo?"), Message("assistant", "", tool_calls=(call,)))
     result = agent.run_sync(TurnRequest("", conversation_id="api:x", isolated=True, history=history, client_tools=(WEATHER,),
@@ -139,7 +139,7 @@ def test_bad_client_tool_declarations_are_refused_when_built():
 
 
 def test_a_permission_profile_answers_a_refused_client_call_on_the_server(tmp_path):
-    agent, provider = agent_with(tmp_path, config={"permissions": {"profile": "read_only"}})
+    agent, _ = agent_with(tmp_path, config={"permissions": {"profile": "read_only"}})
     result = agent.run_sync(TurnRequest("weather?", conversation_id="c", client_tools=(WEATHER,)))
     assert result.pending_tool_calls == ()  # refused here: the model read the refusal and answered
     refused = [a for a in result.tool_activity if a.call.name == "get_weather"]
