@@ -28,7 +28,8 @@ from typing import Any
 
 from _benchlib import emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.model import Message
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 TARGET_US = 1000.0

@@ -48,7 +48,7 @@ from typing import Any
 
 from _benchlib import emit_json, machine, parser, state_dir, verdict_line
 
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply, WireServer
 

@@ -122,7 +122,8 @@ async def bare_request(client: Any, url: str, headers: dict[str, str], body: byt
 async def run(tmp: Path, url: str, n: int) -> dict[str, Any]:
     import httpx
 
-    from monoagent._kernel.model import ProviderRequest, TurnRequest
+    from monoagent._kernel.model import ProviderRequest
+    from monoagent._kernel.turn_request import TurnRequest
     from monoagent.testing import fresh_agent
 
     agent = fresh_agent(

@@ -351,7 +351,7 @@ class InProcessTurns:
         return self.runner.run(self._drive(requests, conversation))
 
     async def _drive(self, requests: int, conversation: Conversation) -> dict[str, Any]:
-        from monoagent._kernel.model import TurnRequest
+        from monoagent._kernel.turn_request import TurnRequest
 
         text = json.loads(request_body())["messages"][-1]["content"]
         latencies: list[float] = []

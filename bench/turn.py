@@ -32,7 +32,7 @@ from typing import Any
 
 from _benchlib import durable_write, emit_json, filesystem_of, machine, parser, scaled, state_dir, summary, verdict_line
 
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 CHECKPOINTS = (10, 100, 200)

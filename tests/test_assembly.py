@@ -10,7 +10,8 @@ import pytest
 from monoagent import hookimpl
 from monoagent._kernel.errors import HookResultError
 from monoagent._kernel.hookspecs import SECTIONS
-from monoagent._kernel.model import MemoryHit, Message, Section, Surface, TurnRequest
+from monoagent._kernel.model import MemoryHit, Message, Section, Surface
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.assembly import BOUNDARY, AssemblyError, compile_prompt, current_user_message
 from monoagent.testing import fresh_agent
 

@@ -23,8 +23,8 @@ from monoagent._kernel.model import (
     ToolCallRequested,
     ToolResult,
     ToolSpec,
-    TurnRequest,
 )
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.bloat import (
     LIMIT_BYTES,
     guard,

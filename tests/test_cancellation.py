@@ -20,7 +20,8 @@ from waiting import until
 
 from monoagent._kernel.errors import ConfigError, ProviderError
 from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent
 

@@ -14,16 +14,9 @@ from waiting import until
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel.errors import ProviderError, TurnFailed
 from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.model import (
-    StepFinished,
-    TextDelta,
-    ToolCall,
-    ToolCallRequested,
-    ToolResult,
-    ToolSpec,
-    TurnRequest,
-)
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolResult, ToolSpec
 from monoagent._kernel.stores import ToolInvocation
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.continuity import ContinuityCollector, ContinuityPublicationError, PublicationBarrier
 from monoagent._pipeline.continuity_account import (
     ACCOUNT_HEADER,

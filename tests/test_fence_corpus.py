@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monoagent._boundary.fences import neutralise_fence_tokens
-from monoagent._kernel.model import PrecedingMessage, Speaker, TurnRequest
+from monoagent._kernel.model import PrecedingMessage, Speaker
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent_plugins.prompt import conversation, group_context, session_block
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "fence_bypass_corpus.json").read_text("utf-8"))["payloads"]

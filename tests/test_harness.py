@@ -13,7 +13,8 @@ from waiting import DEFAULT_BOUND_S, until
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import AdmissionRejected, ProviderError
-from monoagent._kernel.model import Message, StepFinished, TextDelta, TurnRequest
+from monoagent._kernel.model import Message, StepFinished, TextDelta
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.assembly import current_user_message
 from monoagent.testing import fresh_agent, write_script
 

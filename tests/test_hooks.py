@@ -27,9 +27,9 @@ from monoagent._kernel.model import (
     ToolResult,
     ToolSpec,
     ToolStatus,
-    TurnRequest,
     UserMessagePart,
 )
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.assembly import current_user_message
 from monoagent._pipeline.tool_loop import provided_tools
 from monoagent.testing import HookRecorder, fresh_agent, write_script

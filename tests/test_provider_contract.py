@@ -14,7 +14,8 @@ from monoagent._boundary.fences import TOOL_OUTPUT_BEGIN as BEGIN_MARKER
 from monoagent._boundary.fences import TOOL_OUTPUT_END as END_MARKER
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel.errors import TurnFailed
-from monoagent._kernel.model import ToolSpec, TurnRequest
+from monoagent._kernel.model import ToolSpec
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline import provider_call as reliability
 from monoagent._pipeline.bloat import LIMIT_BYTES
 from monoagent.testing import (

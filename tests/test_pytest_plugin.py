@@ -79,7 +79,7 @@ LEAK_TESTS = """
 import asyncio
 
 from monoagent._agent import Agent
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 

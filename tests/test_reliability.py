@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from monoagent import hookimpl
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel.errors import ContextLimitError, ProviderError, TurnFailed
-from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, TurnRequest, Usage
+from monoagent._kernel.model import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, Usage
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline import provider_call as reliability
 from monoagent._pipeline import stateless
 from monoagent._pipeline.provider_call import backoff_delay_ms

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from monoagent import hookimpl
-from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.model import Message
 from monoagent._kernel.stores import CommitReceipt, ConversationInfo
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 DAILY = {"runtime": {"session": {"rollover": "daily", "rolloverTimezone": "UTC", "rolloverNotice": True}}}

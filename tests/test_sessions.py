@@ -18,7 +18,8 @@ from loguru import logger
 from monoagent import hookimpl
 from monoagent._kernel import sessions
 from monoagent._kernel.interfaces import CompactionOutcome
-from monoagent._kernel.model import Message, Section, ToolSpec, TurnRequest, UserMessagePart
+from monoagent._kernel.model import Message, Section, ToolSpec, UserMessagePart
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline import provider_call
 from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from monoagent._kernel.config_keys import kernel_tables as kernel_config_tables
     from monoagent._kernel.config_loading import load_config as load_config
     from monoagent._kernel.config_loading import parse_ascii_number as parse_ascii_number
-    from monoagent._kernel.model import TurnRequest as TurnRequest
-    from monoagent._kernel.model import TurnResult as TurnResult
+    from monoagent._kernel.turn_request import TurnRequest as TurnRequest
+    from monoagent._kernel.turn_request import TurnResult as TurnResult
     from monoagent._kernel.subagents import SubagentSpec as SubagentSpec
     from monoagent._pipeline.harness import Harness as Harness
     from monoagent._pipeline.run_control import new_run_id as new_run_id
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.typed_tool import tool as tool
 
     # ---------------------------------------------------------------- the data model
-    from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS as REQUEST_CONTEXT_MAX_CHARS
+    from monoagent._kernel.turn_request import REQUEST_CONTEXT_MAX_CHARS as REQUEST_CONTEXT_MAX_CHARS
     from monoagent._kernel.model import SILENT_RESULT as SILENT_RESULT
     from monoagent._kernel.tool_names import TOOL_CATEGORIES as TOOL_CATEGORIES
     from monoagent._kernel.tool_names import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
@@ -195,6 +195,7 @@ if TYPE_CHECKING:
     from monoagent._boundary.files import UnsafeFileError as UnsafeFileError
     from monoagent._boundary.strict_json import StrictJSONError as StrictJSONError
     from monoagent._kernel.errors import AdmissionRejected as AdmissionRejected
+    from monoagent._kernel.errors import ClientToolsRefused as ClientToolsRefused
     from monoagent._kernel.errors import CommitFailed as CommitFailed
     from monoagent._kernel.errors import ComponentError as ComponentError
     from monoagent._kernel.errors import ComponentFactoryError as ComponentFactoryError

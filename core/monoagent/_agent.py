@@ -42,7 +42,7 @@ from monoagent._kernel.interfaces import (
     Tool,
 )
 from monoagent._kernel.log import failure_text, logger
-from monoagent._kernel.model import AssembledPrompt, RunEvent, TurnRequest, TurnResult
+from monoagent._kernel.model import AssembledPrompt, RunEvent
 from monoagent._kernel.stores import (
     HistoryResetReport,
     HistoryStore,
@@ -51,6 +51,7 @@ from monoagent._kernel.stores import (
     ToolHistoryStore,
 )
 from monoagent._kernel.subagents import SubagentSpec, checked_subagents
+from monoagent._kernel.turn_request import TurnRequest, TurnResult
 from monoagent._pipeline.harness import EventCallback, Harness
 from monoagent._pipeline.run_handle import DEFAULT_SETTLE_WINDOW_MS, RunHandle
 from monoagent._pipeline.tool_loop import ToolOffer

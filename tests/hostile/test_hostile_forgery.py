@@ -43,9 +43,9 @@ from monoagent._kernel.model import (
     ToolCallRequested,
     ToolResult,
     ToolStatus,
-    TurnRequest,
 )
 from monoagent._kernel.stores import ToolInvocation
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline import bloat, stateless
 from monoagent._pipeline.continuity import ContinuityCollector
 from monoagent._pipeline.continuity_account import (

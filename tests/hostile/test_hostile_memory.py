@@ -38,7 +38,8 @@ from cli_isolation import isolate_cli
 from monoagent._boundary.fences import neutralise_fence_tokens
 from monoagent._kernel.hookspecs import hookimpl
 from monoagent._kernel.host import PluginHost
-from monoagent._kernel.model import MemoryHit, TurnRequest
+from monoagent._kernel.model import MemoryHit
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.memory.database import MemoryTierError
 from monoagent_plugins.memory.journal import JournalTier

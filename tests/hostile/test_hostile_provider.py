@@ -45,9 +45,9 @@ from monoagent._kernel.model import (
     ToolCall,
     ToolCallRequested,
     ToolSpec,
-    TurnRequest,
     Usage,
 )
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent, scripted_agent
 from monoagent.testing.provider_contract import Reply, ScriptedToolCall, WireServer, collect, contract_request
 

@@ -43,7 +43,8 @@ from monoagent._kernel.errors import CommitFailed, ConfigError, HistoryStoreErro
 from monoagent._kernel.hookspecs import hookimpl
 from monoagent._kernel.host import PluginHost
 from monoagent._kernel.log import logger
-from monoagent._kernel.model import ToolSpec, TurnRequest
+from monoagent._kernel.model import ToolSpec
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.continuity_account import ACCOUNT_HEADER
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.history.directory import FsOps
@@ -246,7 +247,7 @@ def test_standard_input_is_read_under_a_cap(tmp_path):
 
 BOOTSTRAP_CHILD = """
 import asyncio, json, os, sys
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]
@@ -304,7 +305,7 @@ def test_a_bootstrap_file_over_four_bytes_per_character_of_its_budget_is_not_rea
 SWAP_CHILD = """
 import asyncio, json, os, sys
 from pathlib import Path
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = Path(sys.argv[1])
@@ -333,7 +334,7 @@ def test_a_bootstrap_file_swapped_for_a_fifo_is_not_served_from_the_cache(tmp_pa
 
 SKILL_CHILD = """
 import asyncio, json, os, sys
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent
 
 tmp = sys.argv[1]

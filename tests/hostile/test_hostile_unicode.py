@@ -44,9 +44,9 @@ from monoagent._kernel.model import (
     ToolCallRequested,
     ToolResult,
     ToolSpec,
-    TurnRequest,
     Usage,
 )
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import AnthropicWireServer, OpenAIWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply, ScriptedToolCall
 

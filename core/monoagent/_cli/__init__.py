@@ -238,7 +238,7 @@ def run(
 
     The answer goes to stdout; tool lines, notices and errors go to stderr.
     """
-    from monoagent._kernel.model import TurnRequest
+    from monoagent._kernel.turn_request import TurnRequest
 
     if context_file is not None:
         context = _context_from_file(context, context_file)
@@ -313,7 +313,7 @@ def chat(conversation: str, model: str | None, tool_lines: bool | None, markdown
               "(name, description, input_schema; hidden ones by name and domain) as JSON.")
 def prompt(text: str, conversation: str, as_json: bool) -> None:
     """Assemble and print the prompt for TEXT without calling a provider."""
-    from monoagent._kernel.model import TurnRequest
+    from monoagent._kernel.turn_request import TurnRequest
 
     agent = _state().agent()
     agent.check_selections()  # the prompt of a turn that could not run is not shown: exit 2, as run

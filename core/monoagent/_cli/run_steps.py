@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from monoagent._kernel.model import RunEvent, TurnResult, Usage
+from monoagent._kernel.model import RunEvent, Usage
+from monoagent._kernel.turn_request import TurnResult
 
 
 @attrs.define

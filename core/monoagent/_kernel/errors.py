@@ -142,6 +142,14 @@ class AdmissionRejected(MonoagentError):
     """The harness refused a turn because ``concurrency.maxPendingRuns`` runs already wait."""
 
 
+class ClientToolsRefused(MonoagentError):
+    """A request's client-side tools or tool results do not fit (:attr:`TurnRequest.client_tools
+    <monoagent._kernel.turn_request.TurnRequest.client_tools>`): a client tool named like one of the
+    agent's, results that answer no pending call of the conversation or leave one unanswered, a
+    ``tool_choice`` naming no offered tool. Raised before any provider call; nothing is committed
+    (channels answer it as a bad request: 400)."""
+
+
 class ProviderError(MonoagentError):
     """A provider call failed. ``retryable`` marks transient failures (429, 5xx, resets).
 

@@ -102,7 +102,6 @@ if TYPE_CHECKING:
         ToolCall,
         ToolResult,
         ToolSpec,
-        TurnResult,
         UserMessagePart,
     )
     from monoagent._kernel.permissions import PermissionProfile
@@ -110,6 +109,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.sessions import SessionBackend
     from monoagent._kernel.stores import HistoryStore, ToolHistoryStore
     from monoagent._kernel.turn import StepOutcome, Turn
+    from monoagent._kernel.turn_request import TurnResult
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = HookimplMarker(PROJECT)

@@ -20,7 +20,7 @@ from monoagent._boundary.text import utf8_len
 from monoagent._kernel.valid_text import ValidText
 
 if TYPE_CHECKING:
-    from monoagent._kernel.permissions import PermissionProfile, ToolApprover
+    pass
 
 Role = Literal["user", "assistant", "system", "tool"]
 Stability = Literal["stable", "dynamic"]
@@ -323,94 +323,6 @@ PromptProfile = Literal["full", "minimal", "none"]
 PROMPT_PROFILES: tuple[str, ...] = ("full", "minimal", "none")
 
 
-def _prompt_profile(value: str | None) -> str | None:
-    if value is not None and value not in PROMPT_PROFILES:
-        raise ValueError(f"profile {value!r} is not a prompt profile; use one of {', '.join(PROMPT_PROFILES)} (or None for context.profile)")
-    return value
-
-
-REQUEST_CONTEXT_MAX_CHARS = 16_000
-"""The cap on :attr:`TurnRequest.context`, in characters: the ``dynamic_context`` section keeps
-that many and records a ``dynamic_context_truncated`` diagnostic for the rest."""
-
-
-def _request_context(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"context is the caller's text for this turn (a str or None), not {type(value).__name__}")
-    return value
-
-
-# --------------------------------------------------------------------------- requests
-
-
-@attrs.frozen
-class TurnRequest(ValidText):
-    """What a channel submits for one turn.
-
-    ``delivery`` classifies the turn for the session block: ``console`` (terminal or web console,
-    the reader is in this thread), ``push`` (a chat channel the host delivers into) or
-    ``request`` (cron, webhook, API: no proactive follow-up possible). ``console`` names the
-    console (``terminal``, ``web``) on console turns. ``sender``, ``preceding_messages`` and
-    ``surface`` are optional; a channel without them builds a turn byte-identical to one from
-    before they existed.
-
-    ``permissions`` names a permission profile (or is a
-    :class:`~monoagent._kernel.permissions.PermissionProfile`, as a delegating turn passes its own
-    effective one) that narrows ``permissions.profile`` for this turn (a subagent, a channel, a
-    script): a request can only narrow, never widen
-    (:mod:`monoagent._kernel.permissions`). ``approver`` answers the tool calls the profile asks
-    about (a :data:`~monoagent._kernel.permissions.ToolApprover`: the console channel's asks the
-    person); without one, such calls are refused. Neither is part of the request's equality.
-
-    ``isolated`` marks a run that must stay out of the conversation's shared history (a proactive
-    or continuation run): it reads history but commits nothing to it (no ``after_commit``, so no
-    memory capture), a cancellation or failure publishes no continuity account for it, and its
-    tool calls are recorded but never projected into later turns. ``proactive`` marks a turn
-    the host started rather than a user message (cron, heartbeat, follow-up); with
-    ``runtime.session.isolateProactive`` it runs isolated, outside the conversation's warm
-    session. ``notify`` marks a request-driven turn whose successful final answer the channel
-    delivers verbatim to notify destinations (a cron job or webhook hook with ``notify``); the
-    session block then says so and how to stay silent (:data:`SILENT_RESULT`). ``profile`` overrides
-    ``context.profile`` for this turn (:data:`PROMPT_PROFILES`). ``context`` is text the caller
-    gives the model for this turn only (the ``dynamic_context`` section, after the cache boundary,
-    capped at :data:`REQUEST_CONTEXT_MAX_CHARS` characters with a ``dynamic_context_truncated``
-    diagnostic); it is never written to history. ``metadata`` is the channel's own data; the kernel and the bundled plugins read no key of it.
-
-    ``history`` is the conversation so far as the caller holds it (a stateless API client that
-    resends its chat): when set, the run reads it instead of the history store, and it goes through
-    the same compaction and prompt budget as stored history. The caller bounds it first (the
-    ``openai-api`` channel keeps the newest ``history.maxMessages``, each cut to
-    ``history.maxMessageBytes``). It is usually paired with ``isolated`` (the store keeps nothing of
-    the turn); None (the default) reads the store.
-    """
-
-    text: str
-    conversation_id: str = "cli:default"
-    channel: str = "api"
-    delivery: Delivery = "request"
-    console: str | None = None
-    sender: Speaker | None = None
-    preceding_messages: tuple[PrecedingMessage, ...] = attrs.field(default=(), converter=_tuple)
-    surface: Surface | None = None
-    attachments: tuple[Attachment, ...] = attrs.field(default=(), converter=_tuple)
-    model: str | None = None
-    metadata: dict[str, Any] = attrs.field(factory=dict)
-    isolated: bool = False
-    proactive: bool = False
-    notify: bool = False
-    profile: PromptProfile | None = attrs.field(default=None, converter=_prompt_profile)
-    context: str | None = attrs.field(default=None, converter=_request_context)
-    permissions: str | PermissionProfile | None = None
-    approver: ToolApprover | None = attrs.field(default=None, eq=False, repr=False)
-    history: tuple[Message, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(_tuple))
-
-    @history.validator
-    def _messages_only(self, attribute: attrs.Attribute[Any], value: tuple[Any, ...] | None) -> None:
-        for index, message in enumerate(value or ()):
-            if not isinstance(message, Message):
-                raise TypeError(f"TurnRequest.history[{index}] is a {type(message).__name__}, not a Message")
-
-
 # --------------------------------------------------------------------------- prompt assembly
 
 
@@ -586,7 +498,10 @@ class ProviderRequest:
     ``max_output_tokens``, when set, caps this step's answer in place of the provider's configured
     cap (``maxOutputTokens``), higher or lower (a compaction summary asks for its own). ``transport`` is ``providers.client.transport`` (``auto``, ``sse``, ``websocket``,
     ``websocket-cached``): a runtime with several transports uses the one requested, a runtime
-    with one (or that lacks the requested one) ignores it and uses its default.
+    with one (or that lacks the requested one) ignores it and uses its default. ``tool_choice`` is
+    None (the model decides), ``"required"`` (it must call a tool) or the name of the one tool it
+    must call: the run's first step of a request with ``TurnRequest.tool_choice``; a runtime whose
+    wire has no such control ignores it.
     """
 
     model: str
@@ -597,6 +512,7 @@ class ProviderRequest:
     step: int = 1
     max_output_tokens: int | None = None
     transport: str = "auto"
+    tool_choice: str | None = None
 
 
 @attrs.frozen
@@ -670,28 +586,3 @@ class ToolActivity:
 
     call: ToolCall
     result: ToolResult
-
-
-@attrs.frozen
-class TurnResult:
-    """What a completed turn returns to its caller.
-
-    ``model`` is the model that answered (a fallback when the primary failed) and ``attempt``
-    the provider attempt that answered (1 is the primary's first attempt; see
-    :mod:`monoagent._pipeline.provider_call`). ``usage`` sums every attempt, failed ones included.
-    ``status`` is always ``"completed"``: a failed or cancelled turn raises instead of returning.
-    ``notice`` is host text for the caller that ``text`` starts with (the daily-rollover notice,
-    ``runtime.session.rolloverNotice``); it is never written to history or captured to memory.
-    """
-
-    run_id: str
-    conversation_id: str
-    text: str
-    model: str
-    status: Literal["completed"] = "completed"
-    usage: Usage = Usage()
-    tool_activity: tuple[ToolActivity, ...] = ()
-    manifest: PromptManifest | None = None
-    steps: int = 0
-    attempt: int = 1
-    notice: str = ""

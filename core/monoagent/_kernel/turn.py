@@ -19,17 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 import attrs
 
-from monoagent._kernel.model import (
-    Delivery,
-    Diagnostic,
-    MemoryHit,
-    Message,
-    ReasoningBlock,
-    ToolCall,
-    ToolSpec,
-    TurnRequest,
-    Usage,
-)
+from monoagent._kernel.model import Delivery, Diagnostic, MemoryHit, Message, ReasoningBlock, ToolCall, ToolSpec, Usage
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._kernel.valid_text import Replacements
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ import attrs
 
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel import hookspecs
-from monoagent._kernel.errors import AdmissionRejected, CommitFailed, EmptyResponse, TurnFailed
+from monoagent._kernel.errors import AdmissionRejected, ClientToolsRefused, CommitFailed, EmptyResponse, TurnFailed
 from monoagent._kernel.host import await_me_maybe
 from monoagent._kernel.log import logger
 from monoagent._kernel.model import (
@@ -46,13 +46,14 @@ from monoagent._kernel.model import (
     MemoryHit,
     Message,
     RunEvent,
-    TurnRequest,
-    TurnResult,
+    ToolActivity,
     UserMessagePart,
     artifact_refs,
 )
 from monoagent._kernel.stores import CommitReceipt, logical_session_has_records
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest, TurnResult
+from monoagent._pipeline import client_tools
 from monoagent._pipeline.assembly import CONTINUOUS_LAYOUT, collect_sections, compile_prompt, current_user_message
 from monoagent._pipeline.compaction import CompactionResult, compact_proactively, compact_reactively
 from monoagent._pipeline.continuity import (
@@ -77,7 +78,7 @@ from monoagent._pipeline.sessions import (
     retire_settling,
     session_backend,
 )
-from monoagent._pipeline.tool_loop import ToolLoop, ToolOffer, provided_tools, tool_offer
+from monoagent._pipeline.tool_loop import ToolLoop, ToolOffer, provided_tools, tool_message, tool_offer
 from monoagent._pipeline.turn_run import TurnRun
 
 if TYPE_CHECKING:
@@ -241,6 +242,8 @@ class Harness(RunControl):
         except BaseException as exc:
             if run.quarantined:
                 raise
+            if isinstance(exc, ClientToolsRefused):  # a bad request, refused before any provider call: no account
+                turn.request = attrs.evolve(turn.request, isolated=True)
             await retire_settling(turn, "failed_turn")
             await settle_run(turn, self._continuity, "failed", exc)
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
@@ -267,7 +270,7 @@ class Harness(RunControl):
                 logger.warning("tool source {} unavailable: {}", failure.source, failure.reason)
             turn.emit("runtime_warning", code="tool_source_unavailable", source=failure.source, message=failure.reason)
         offer = tool_offer(turn, unavailable)
-        turn.tools, turn.hidden_tools = offer.offered, offer.hidden
+        turn.tools, turn.hidden_tools = (*offer.offered, *turn.request.client_tools), offer.hidden
         return offer
 
     async def tool_offer(self, turn: TurnRun) -> ToolOffer:
@@ -288,9 +291,16 @@ class Harness(RunControl):
         agent.history_store  # noqa: B018  (the property builds the store, or raises: the first selection a turn meets)
         agent._check_turn_selections()
         await self._load_history(turn)
-        if open_session and turn.session.mode == "continuous" and not turn.request.isolated:
+        request = turn.request
+        if request.tool_results:  # a continuation: the open turn's user message is the current one again
+            turn.open_turn = client_tools.resume(turn)
+        elif any(message.tool_calls for message in turn.history):  # an open turn never answered: its calls go
+            turn.history = client_tools.paired_tool_messages(turn.history)
+        client_run = bool(request.client_tools or request.tool_results)  # may end on a call the server never answers
+        if open_session and turn.session.mode == "continuous" and not request.isolated and not client_run:
             await open_warm_session(turn, self.sessions)
         await self._offer_tools(turn)
+        client_tools.check_provided(turn)
         turn.permissions = hooks.first(hookspecs.turn_permissions, turn=turn.view)
         recalled: list[MemoryHit] = []
         for value in hooks.collect(hookspecs.recall_memory, turn=turn.view):  # each implementation bounds its own
@@ -391,11 +401,20 @@ class Harness(RunControl):
         if turn.session.new_bucket and turn.session.bucket and agent.config.runtime.session.rollover_notice:
             prelude = f"New session bucket started: {turn.session.bucket}.\n\n"
             turn.emit("text_delta", text=prelude, step=0)
-        call = ProviderCall(turn, prompt, ToolLoop(turn), compact=lambda refused: self._compact_after_overflow(turn, refused))
+        loop = ToolLoop(turn)
+        answered: list[Message] = []  # a continuation's results, through the tool loop's checks
+        accepted: list[ToolActivity] = []
+        if turn.open_turn is not None:
+            results = {result.call_id: result for result in turn.request.tool_results}
+            for pending in turn.open_turn.pending:
+                accepted.append(ToolActivity(pending, await loop.accept(pending, results[pending.id])))
+                answered.append(tool_message(pending, accepted[-1].result))
+        resumed = (*turn.open_turn.steps, *answered) if turn.open_turn is not None else ()
+        call = ProviderCall(turn, prompt, loop, compact=lambda refused: self._compact_after_overflow(turn, refused), resumed=resumed)
         provided = await call.run()  # retries, fallbacks, the tool loop, one reactive compaction
-        outcome, usage, activity, step = provided.outcome, provided.usage, provided.tool_activity, provided.steps
+        outcome, usage, activity, step = provided.outcome, provided.usage, (*accepted, *provided.tool_activity), provided.steps
         usage = usage + turn.delegated_usage  # what its subagents spent is this run's too
-        if not outcome.text.strip():
+        if not outcome.text.strip() and not provided.pending:
             raise EmptyResponse(
                 f"{provided.model} answered with no text and no tool call; nothing was committed "
                 f"(the turn settles as empty_response)"
@@ -406,10 +425,12 @@ class Harness(RunControl):
             "user", request.text, name=request.sender.label if request.sender else None,
             attachments=artifact_refs(request.attachments),
         )
-        answer = Message("assistant", outcome.text)
+        # a run that hands calls over commits its tool loop (the open turn); a continuation's user message is committed
+        ending = list(provided.tool_loop) if provided.pending else [Message("assistant", outcome.text)]
+        committed = [*([] if turn.open_turn is not None else [user]), *answered, *ending]
         continuity = RunContinuity.of(turn)
         await continuity.reconcile(turn)  # deferred tool-history writes settle before the run does
-        receipt, cancelled = await self._publish(turn, call.prompt, provided, [user, answer])
+        receipt, cancelled = await self._publish(turn, call.prompt, provided, committed)
         continuity.collector.claimed = True  # durable: from here on, no continuity account replaces this turn
         result = TurnResult(
             run_id=turn.run_id,
@@ -422,6 +443,7 @@ class Harness(RunControl):
             steps=step,
             attempt=provided.attempt,
             notice=prelude,
+            pending_tool_calls=provided.pending,
         )
         if turn.request.isolated:  # nothing was committed, so no after_commit (no memory capture)
             turn.emit(

@@ -205,6 +205,8 @@ class Answer:
     primary_model: str
     transport: str
     tool_loop: tuple[Message, ...] = ()
+    pending: tuple[ToolCall, ...] = ()
+    """The client-side calls the answering step made (the caller runs them): the run ended after that step."""
 
     @property
     def fallback(self) -> bool:
@@ -288,6 +290,7 @@ class _Attempt:
     tool_calls: int = 0
     failed_step_text: str = ""
     tool_loop: list[Message] = attrs.Factory(list)
+    pending: tuple[ToolCall, ...] = ()
 
     @property
     def step_text(self) -> str:
@@ -306,8 +309,13 @@ class ProviderCall:
     a :class:`PartialAttempt` on the turn).
     """
 
-    def __init__(self, turn: TurnRun, prompt: AssembledPrompt, tools: ToolLoop, *, compact: Compact | None = None) -> None:
+    def __init__(
+        self, turn: TurnRun, prompt: AssembledPrompt, tools: ToolLoop, *, compact: Compact | None = None,
+        resumed: tuple[Message, ...] = (),
+    ) -> None:
         self.turn = turn
+        self.resumed = resumed
+        """The open turn's steps and the caller's results a continuation starts from (after the user message)."""
         self.prompt = prompt
         self.tools = tools
         self.compact = compact
@@ -410,7 +418,7 @@ class ProviderCall:
                 self.current = None
                 return Answer(
                     outcome, model, number, self.steps, self.usage, tuple(self.activity), self.turn.model, self.transport,
-                    tuple(attempt.tool_loop),
+                    tuple(attempt.tool_loop), attempt.pending,
                 )
         raise TurnFailed("no provider model to try (runtime.model and runtime.fallbacks are empty)")
 
@@ -439,7 +447,7 @@ class ProviderCall:
         turn = self.turn
         hooks = turn.agent.hooks
         self.current = attempt
-        messages: list[Message] = list(prompt.messages)
+        messages: list[Message] = [*prompt.messages, *self.resumed]
         failed: tuple[FailedToolCall, ...] = ()
         cut_off: list[str] = []  # replies stopped at the output limit, which the next rounds continue
         continuations = 0
@@ -457,14 +465,16 @@ class ProviderCall:
                 refreshed = self._next_round(state, prompt)
                 messages = [*refreshed.messages, *messages[len(prompt.messages) :]]
                 prompt = refreshed
+            choice = turn.request.tool_choice if step == 1 else None  # the run's first step only
             request = ProviderRequest(
                 model=attempt.model.partition(":")[2],
                 prompt=prompt,
                 messages=tuple(messages),
-                tools=() if final else turn.tools,
+                tools=() if final or choice == "none" else turn.tools,
                 run_id=turn.run_id,
                 step=step,
                 transport=self.transport,
+                tool_choice=None if choice in (None, "auto", "none") else choice,
             )
             prepared = hooks.first(hookspecs.prepare_provider_request, turn=turn.view, request=request)
             if prepared is not None and prepared is not request:
@@ -493,7 +503,8 @@ class ProviderCall:
                           max_continuations=self.max_continuations, text_bytes=utf8_len(outcome.text))
                 failed = ()
                 continue
-            if self.max_turns and step >= self.max_turns:
+            handed_over = self.tools.client and any(call.name in self.tools.client for call in outcome.tool_calls)
+            if self.max_turns and step >= self.max_turns and not handed_over:  # a client call ends the run here
                 names = ", ".join(call.name[:64] for call in outcome.tool_calls)
                 where = "in the final round, which was sent without tools and asked for an answer" if final else "at the last step"
                 raise TurnFailed(
@@ -508,8 +519,16 @@ class ProviderCall:
             messages.append(step_message)
             attempt.tool_loop.append(step_message)
             failures = []
+            pending: list[ToolCall] = []
             for call in outcome.tool_calls:
-                result = await self.tools.run(call)
+                if handed_over and call.name in self.tools.client:
+                    answered = await self.tools.handed_over(call)
+                    if answered is None:  # the caller runs it: its result comes with the next request
+                        pending.append(call)
+                        continue
+                    result = answered
+                else:
+                    result = await self.tools.run(call)
                 self._check_deadline()
                 activity = ToolActivity(call, result)
                 self.activity.append(activity)
@@ -520,6 +539,9 @@ class ProviderCall:
                 attempt.tool_loop.append(result_message)
                 if result.status.value in RECOVERABLE_TOOL_STATUSES:
                     failures.append(FailedToolCall(call.name, result.status.value))
+            if pending:
+                attempt.pending = tuple(pending)
+                return outcome
             failed = tuple(failures)
 
     def _next_round(self, state: ProviderRound, prompt: AssembledPrompt) -> AssembledPrompt:

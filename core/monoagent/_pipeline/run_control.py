@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from monoagent._kernel.log import logger
+from monoagent._pipeline.client_tools import check_registered
 from monoagent._pipeline.continuity import PublicationBarrier, await_settlement, begin_settlement
 from monoagent._pipeline.provider_call import partial_event_data
 from monoagent._pipeline.run_handle import RunHandle, settling
@@ -27,7 +28,8 @@ from monoagent._pipeline.sessions import retire_settling
 
 if TYPE_CHECKING:
     from monoagent._agent import Agent
-    from monoagent._kernel.model import RunEvent, TurnRequest, TurnResult
+    from monoagent._kernel.model import RunEvent
+    from monoagent._kernel.turn_request import TurnRequest, TurnResult
     from monoagent._pipeline.turn_run import TurnRun
 
 EventCallback = Callable[["RunEvent"], object]
@@ -135,11 +137,13 @@ class RunControl:
 
         The turn's models are resolved first (their provider factories run): an unknown prefix, a
         malformed model string or a provider without its API key raises here, before admission,
-        with no run events and no continuity account.
+        with no run events and no continuity account; so do client tools named like a tool the agent
+        registered (:class:`~monoagent._kernel.errors.ClientToolsRefused`).
         """
         self._bind_loop()
         for model in dict.fromkeys((request.model or self.agent.model, *self.agent.config.runtime.fallbacks)):
             self.agent.provider(model)
+        check_registered(self.agent, request)  # client tools named like the agent's: refused before admission
         if request.proactive and not request.isolated and self.agent.config.runtime.session.isolate_proactive:
             request = attrs.evolve(request, isolated=True)
         run = RunRecord(new_run_id(), request.conversation_id, on_event)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from monoagent._kernel.log import logger
 
 if TYPE_CHECKING:
-    from monoagent._kernel.model import TurnRequest, TurnResult
+    from monoagent._kernel.turn_request import TurnRequest, TurnResult
     from monoagent._pipeline.run_control import RunControl, RunRecord
 
 DEFAULT_SETTLE_WINDOW_MS = 1000

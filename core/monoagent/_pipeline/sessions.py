@@ -27,8 +27,9 @@ import attrs
 
 from monoagent._boundary.fences import has_fence_token, neutralise_fence_tokens, quote_inline
 from monoagent._kernel.components import SESSION_BACKENDS
-from monoagent._kernel.model import ArtifactRef, Message, TurnRequest, artifact_refs
+from monoagent._kernel.model import ArtifactRef, Message, artifact_refs
 from monoagent._kernel.sessions import BoundaryKind, SessionBackend, WarmSession
+from monoagent._kernel.turn_request import TurnRequest
 
 if TYPE_CHECKING:
     from monoagent._agent import Agent

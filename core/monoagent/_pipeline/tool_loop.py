@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -373,19 +373,60 @@ class ToolLoop:
         self.turn = turn
         self.max_repeats = turn.config.runtime.max_repeated_tool_calls
         self._repeats = _Repeats()
+        self.client = frozenset(spec.name for spec in turn.request.client_tools)
+        """The names of the request's client-side tools: their calls are :meth:`handed_over`, not run."""
 
     async def run(self, call: ToolCall) -> ToolResult:
         """Run ``call`` to its result (see the module docstring); raises only to end the run."""
+        canonical = self._start(call)
+        return await self._settle(call, canonical, self._answer)
+
+    async def handed_over(self, call: ToolCall) -> ToolResult | None:
+        """A call to a client-side tool (:attr:`client`): None when the caller runs it, or the server's answer.
+
+        The repeated-call guard counts it and ``before_tool_call`` sees it first (a permission
+        profile that refuses it answers it here, and the result goes back to the model like any
+        tool's); otherwise a ``tool_call`` event with ``client: true`` announces it and the caller
+        answers it in a later request (:meth:`accept`).
+        """
+        canonical = self._start(call)
+        turn = self.turn
+        answer = await turn.agent.hooks.first_awaited(hookspecs.before_tool_call, turn=turn.view, call=call)
+        if answer is None:
+            turn.emit("tool_call", id=call.id, name=call.name, client=True, **arguments_preview(turn, canonical))
+            return None
+
+        async def answered(context: ToolContext) -> ToolResult:
+            return answer
+
+        return await self._settle(call, canonical, answered)
+
+    async def accept(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The caller's ``result`` of a client-side ``call`` (a continuation's ``tool_results``), through what every
+        tool result goes through: the bloat guard, ``after_tool_call``, tool history and the events."""
+        canonical = self._start(call, count=False)
+
+        async def given(context: ToolContext) -> ToolResult:
+            return result
+
+        return await self._settle(call, canonical, given)
+
+    def _start(self, call: ToolCall, *, count: bool = True) -> str:
+        """A new call of the run: refused once the run is sealed, counted by the repeated-call guard
+        (``count``); its canonical arguments."""
+        if RunContinuity.of(self.turn).collector.sealed:  # the run was cancelled and its runtime ignored it: no new tool runs
+            raise asyncio.CancelledError
+        return self._check_repeats(call) if count else canonical_arguments(self.turn.model, call)
+
+    async def _settle(self, call: ToolCall, canonical: str, answer: Callable[[ToolContext], Awaitable[ToolResult]]) -> ToolResult:
+        """Record ``call``, get its result from ``answer``, and take it through the steps every result takes."""
         turn = self.turn
         continuity = RunContinuity.of(turn)
-        if continuity.collector.sealed:  # the run was cancelled and its runtime ignored it: no new tool runs
-            raise asyncio.CancelledError
-        canonical = self._check_repeats(call)
         persistence = await continuity.tool_invocation(call)
         turn.emit("tool_call", id=call.id, name=call.name, **arguments_preview(turn, canonical), **persistence)
         context = ToolContext(turn, call)
         try:
-            result = await self._answer(context)
+            result = await answer(context)
         finally:
             context.finish()
         turn.report_invalid_unicode("tool_result", result.invalid_unicode, tool=call.name)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent._kernel.model import Diagnostic, MemoryHit, Message, ToolSpec, TurnRequest, Usage
+from monoagent._kernel.model import Diagnostic, MemoryHit, Message, ToolSpec, Usage
 from monoagent._kernel.turn import ProviderRound, SessionInfo, Turn, configured_timezone, report_invalid_unicode
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._kernel.valid_text import Replacements
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from monoagent._kernel.config import Config
     from monoagent._kernel.interfaces import Tool
     from monoagent._kernel.permissions import PermissionProfile
+    from monoagent._pipeline.client_tools import OpenTurn
     from monoagent._pipeline.continuity import RunContinuity
     from monoagent._pipeline.provider_call import PartialAttempt
     from monoagent._pipeline.sessions import SessionLease
@@ -58,7 +60,8 @@ class TurnRun:
     failed run had produced, ``session_lease`` the run's use of the warm-session backend (None when
     the run does not use one), ``delegated_usage`` what other runs spent on this run's behalf (a
     subagent's turn, added with :meth:`add_usage`), ``provided_tools`` the tools ``provide_tools``
-    offered on this turn, by name.
+    offered on this turn, by name, ``open_turn`` the open turn a continuation resumes
+    (:func:`~monoagent._pipeline.client_tools.resume`).
     """
 
     agent: Agent
@@ -81,6 +84,7 @@ class TurnRun:
     provider_round: ProviderRound = attrs.field(factory=ProviderRound, repr=False)
     delegated_usage: Usage = Usage()
     permissions: PermissionProfile | None = attrs.field(default=None, repr=False)
+    open_turn: OpenTurn | None = attrs.field(default=None, repr=False)
     _view: Turn | None = attrs.field(default=None, init=False, repr=False)
 
     @property

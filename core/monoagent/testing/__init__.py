@@ -39,10 +39,11 @@ from typing import Any, TypeVar
 from monoagent._agent import Agent
 from monoagent._kernel.hooks import HookCall
 from monoagent._kernel.interfaces import ProviderRuntime
-from monoagent._kernel.model import RunEvent, ToolCall, TurnRequest
+from monoagent._kernel.model import RunEvent, ToolCall
 from monoagent._kernel.stores import logical_conversation_id
 from monoagent._kernel.tool_context import ToolContext
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing.durability import HistoryDurabilityContract
 from monoagent.testing.function_provider import FunctionProvider, FunctionReply, InProcessProviders

@@ -277,7 +277,7 @@ class TierThroughAgentChecks(TierHarness):
     def test_contract_cancelled_turn_is_not_captured(self, tmp_path: Path) -> None:
         import pytest
 
-        from monoagent._kernel.model import TurnRequest
+        from monoagent._kernel.turn_request import TurnRequest
 
         agent = self.agent(tmp_path, steps=[{"text": "one two three four five six seven eight"}])
 

@@ -144,6 +144,7 @@ class MessagesRequest:
     system: list[SystemBlock] | None = None
     messages: list[WireMessage]
     tools: list[WireTool] | None = None
+    tool_choice: dict[str, str] | None = None
     thinking: ThinkingConfig | None = None
     stream: bool
 
@@ -209,6 +210,15 @@ def cache_breakpoints(request: ProviderRequest) -> set[int]:
     return marks
 
 
+def tool_choice(request: ProviderRequest) -> dict[str, str] | None:
+    """``tool_choice`` on the wire: ``{"type": "any"}`` (some tool) or ``{"type": "tool", "name": ...}``; None
+    (not sent: the model decides) otherwise, and whenever the request offers no tools."""
+    choice = request.tool_choice
+    if choice is None or not request.tools:
+        return None
+    return {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
+
+
 def request_body(request: ProviderRequest, max_tokens: int, thinking_budget: int | None = None) -> bytes:
     """The JSON body for ``request``: two system blocks, cache control on the stable one and on
     the messages of :func:`cache_breakpoints`; ``thinking`` only when ``thinking_budget`` is set and
@@ -228,6 +238,7 @@ def request_body(request: ProviderRequest, max_tokens: int, thinking_budget: int
         system=system or None,
         messages=wire_messages(request.messages, cache_breakpoints(request)),
         tools=[WireTool(t.name, t.description, t.input_schema) for t in request.tools] or None,
+        tool_choice=tool_choice(request) if thinking is None else None,  # the API refuses a forced tool with thinking
         thinking=thinking,
         stream=True,
     )

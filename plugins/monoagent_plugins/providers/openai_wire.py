@@ -119,6 +119,7 @@ class ChatRequest:
     model: str
     messages: list[WireMessage]
     tools: list[WireTool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
     stream: bool
@@ -138,6 +139,15 @@ def wire_message(message: Message) -> WireMessage:
     return WireMessage(message.role, message.content)
 
 
+def tool_choice(request: ProviderRequest) -> str | dict[str, Any] | None:
+    """``tool_choice`` on the wire: ``"required"``, or ``{"type": "function", "function": {"name": ...}}`` for one
+    tool; None (not sent: the model decides) otherwise, and whenever the request offers no tools."""
+    choice = request.tool_choice
+    if choice is None or not request.tools:
+        return None
+    return "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
+
+
 def request_body(request: ProviderRequest, max_tokens: int | None, max_tokens_field: str) -> bytes:
     """The JSON body for ``request``; the output cap goes in ``max_tokens_field`` when set."""
     system = request.prompt.system_text_without_boundary
@@ -149,6 +159,7 @@ def request_body(request: ProviderRequest, max_tokens: int | None, max_tokens_fi
         model=request.model,
         messages=messages,
         tools=[WireTool("function", FunctionSpec(t.name, t.description, t.input_schema)) for t in request.tools] or None,
+        tool_choice=tool_choice(request),
         max_tokens=limit if max_tokens_field == "max_tokens" else None,
         max_completion_tokens=limit if max_tokens_field == "max_completion_tokens" else None,
         stream=True,

@@ -17,7 +17,8 @@ import pytest
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ContextLimitError
-from monoagent._kernel.model import Message, Section, StepFinished, TextDelta, ToolCall, TurnRequest, Usage
+from monoagent._kernel.model import Message, Section, StepFinished, TextDelta, ToolCall, Usage
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import Reply
 from monoagent_plugins.history.compaction_summaries import SummaryFiles

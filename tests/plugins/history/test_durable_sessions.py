@@ -26,10 +26,11 @@ from waiting import until
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ComponentError
-from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.model import Message
 from monoagent._kernel.sessions import InMemorySessionBackend, OpenedSession, WarmSession
 from monoagent._kernel.stores import CommitReceipt, ProviderSessionState, ProviderSessionStore
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.sessions import history_tail, session_backend
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import AnthropicWireServer, fresh_agent
@@ -851,7 +852,7 @@ def test_restart_clear_sessions_purges_the_transcripts_and_reports_them(tmp_path
 
 OPEN_AND_WAIT = r"""
 import asyncio, sys
-from monoagent._kernel.model import TurnRequest
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._kernel.turn import SessionInfo
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent._pipeline.sessions import session_backend

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from monoagent._boundary.text import utf8_len
 from monoagent._kernel.components import HISTORY_STORES
 from monoagent._kernel.errors import HistoryStoreError
-from monoagent._kernel.model import Message, ToolCall, TurnRequest
+from monoagent._kernel.model import Message, ToolCall
 from monoagent._kernel.stores import (
     DurableHistoryStore,
     LogicalLookupStore,
@@ -26,6 +26,7 @@ from monoagent._kernel.stores import (
     ProviderSessionStore,
     logical_conversation_id,
 )
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import collect_events, fresh_agent
 from monoagent_plugins.history.files import FilesHistoryStore
 from monoagent_plugins.history.records import (

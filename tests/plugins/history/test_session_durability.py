@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from monoagent._kernel.model import Message, TurnRequest
+from monoagent._kernel.model import Message
 from monoagent._kernel.sessions import WarmSession
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.sessions import history_tail
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent

@@ -21,9 +21,10 @@ import pytest
 
 from monoagent._kernel.errors import ConfigError
 from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus, TurnRequest
+from monoagent._kernel.model import ContinuityEnvelope, Message, ToolCall, ToolResult, ToolSpec, ToolStatus
 from monoagent._kernel.stores import ToolInvocation, record_id
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.history.tool_calls.projection import PROJECTION_HEADER, projection_section

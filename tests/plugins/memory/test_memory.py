@@ -22,7 +22,8 @@ from sqlite_vec_required import need_sqlite_vec
 from monoagent._kernel.components import EMBEDDERS
 from monoagent._kernel.errors import ComponentFactoryError, ConfigError, MonoagentError
 from monoagent._kernel.hookspecs import hookimpl
-from monoagent._kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker, TurnRequest
+from monoagent._kernel.model import Attachment, MemoryHit, PrecedingMessage, Speaker
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import collect_events, fresh_agent, scripted_agent
 from monoagent_plugins.memory.database import open_database
 from monoagent_plugins.memory.embedders import HashedNgramEmbedder, make_hashed_ngrams

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from monoagent._kernel.model import ToolStatus, TurnRequest
+from monoagent._kernel.model import ToolStatus
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import fresh_agent, scripted_agent, tool_context
 from monoagent_plugins.observability import run_history
 from monoagent_plugins.observability.artifacts import RUN_TEXT_MAX_BYTES, writer

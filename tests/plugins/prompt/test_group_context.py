@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from monoagent._boundary.fences import NAME_MAX_CHARS, one_line, speaker_label
 from monoagent._boundary.text import utf8_len
-from monoagent._kernel.model import Attachment, PrecedingMessage, Speaker, Surface, TurnRequest
+from monoagent._kernel.model import Attachment, PrecedingMessage, Speaker, Surface
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import scripted_agent
 from monoagent_plugins.prompt import conversation, group_context
 
@@ -438,7 +439,7 @@ def test_history_entries_are_neutralised_in_the_system_prompt(tmp_path) -> None:
     """A stored message that carries fence tokens cannot pose as a fence from the history section."""
     import asyncio
 
-    from monoagent._kernel.model import TurnRequest
+    from monoagent._kernel.turn_request import TurnRequest
     from monoagent.testing import fresh_agent
 
     agent = fresh_agent(tmp_path, config={"runtime": {"session": {"mode": "per-message"}}})  # history in the system prompt

@@ -15,8 +15,9 @@ import pytest
 from cli_isolation import isolate_cli
 from click.testing import CliRunner
 
-from monoagent._kernel.model import REQUEST_CONTEXT_MAX_CHARS, Attachment, ToolStatus, TurnRequest
+from monoagent._kernel.model import Attachment, ToolStatus
 from monoagent._kernel.turn import SessionInfo
+from monoagent._kernel.turn_request import REQUEST_CONTEXT_MAX_CHARS, TurnRequest
 from monoagent._pipeline.assembly import BOUNDARY
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import FunctionProvider, FunctionReply, fresh_agent

@@ -14,8 +14,9 @@ import pytest
 from monoagent._kernel.config_loading import load_config
 from monoagent._kernel.hookspecs import hookimpl
 from monoagent._kernel.host import PluginHost
-from monoagent._kernel.model import Message, PrecedingMessage, Section, Speaker, Surface, TurnRequest
+from monoagent._kernel.model import Message, PrecedingMessage, Section, Speaker, Surface
 from monoagent._kernel.turn import SessionInfo, Turn
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent._pipeline.assembly import collect_sections, compile_prompt
 from monoagent._pipeline.turn_run import TurnRun
 from monoagent.testing import fresh_agent

@@ -44,7 +44,7 @@ def test_on_demand_lists_slugs_and_descriptions_and_drops_the_bodies(tmp_path: P
     agent = fresh_agent(tmp_path, config={**_on_demand(skills), "runtime": {"session": {"mode": "per-message"}}})
     import asyncio
 
-    from monoagent._kernel.model import TurnRequest
+    from monoagent._kernel.turn_request import TurnRequest
 
     prompt = asyncio.run(agent.assemble(TurnRequest("hi", conversation_id="t")))
     assert "skill_instructions" not in prompt.manifest.section_ids

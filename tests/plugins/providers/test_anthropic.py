@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from monoagent import hookimpl
+from monoagent import TurnRequest, hookimpl
 from monoagent._kernel.errors import ContextLimitError, ProviderError
 from monoagent._kernel.model import Message, ProviderRequest, Section, ToolCall, ToolSpec, Usage
 from monoagent._pipeline.assembly import BOUNDARY, compile_prompt
@@ -419,3 +419,18 @@ def test_steps_of_one_loop_reuse_the_connection(tmp_path, server):
 
     asyncio.run(three_steps())
     assert len({request.peer for request in server.requests}) == 1
+
+
+@pytest.mark.parametrize(("choice", "wire"), [
+    ("required", {"type": "any"}), ("lookup", {"type": "tool", "name": "lookup"}), ("none", None), (None, None),
+])
+def test_tool_choice_in_the_messages_wire(tmp_path, server, choice, wire):
+    call = ScriptedToolCall("toolu_1", "lookup", ('{"word": "x"}',))
+    server.enqueue(Reply(tool_calls=(call,)) if choice not in ("none",) else Reply(text_pieces=("plain",)),
+                   Reply(text_pieces=("done",)))
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": MODEL}, "providers": {"anthropic": {"baseUrl": server.url}}},
+                        env={"ANTHROPIC_API_KEY": "test-key"}, plugins=[Dictionary()])
+    agent.run_sync(TurnRequest("x", tool_choice=choice))
+    first = server.requests[0].json
+    assert first.get("tool_choice") == wire
+    assert ("tools" in first) == (choice != "none")  # "none" offers no tool at all

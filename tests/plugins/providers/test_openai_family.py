@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from monoagent import hookimpl
+from monoagent import TurnRequest, hookimpl
 from monoagent._kernel.errors import ContextLimitError, ProviderError
 from monoagent._kernel.model import Message, ToolCall, ToolSpec, Usage
 from monoagent._pipeline.assembly import BOUNDARY
@@ -349,3 +349,19 @@ def test_steps_of_one_loop_reuse_the_connection(tmp_path, server):
 
     asyncio.run(two_steps())
     assert len({request.peer for request in server.requests}) == 1
+
+
+@pytest.mark.parametrize(("choice", "wire"), [
+    ("required", "required"), ("lookup", {"type": "function", "function": {"name": "lookup"}}), ("auto", None), (None, None),
+])
+def test_tool_choice_goes_on_the_first_request_only(tmp_path, server, choice, wire):
+    tool = Dictionary()
+    call = ScriptedToolCall("call_1", "lookup", ('{"word": "x"}',))
+    server.enqueue(Reply(tool_calls=(call,)), Reply(text_pieces=("done",)))
+    agent = fresh_agent(tmp_path, config={"runtime": {"model": "openai:model-x"},
+                                          "providers": {"openai": {"baseUrl": f"{server.url}/v1"}}},
+                        env={"OPENAI_API_KEY": "sk-test"}, plugins=[tool])
+    agent.run_sync(TurnRequest("x", tool_choice=choice))
+    first, second = (r.json for r in server.requests)
+    assert first.get("tool_choice") == wire
+    assert "tool_choice" not in second  # the forced call was made: the model decides again

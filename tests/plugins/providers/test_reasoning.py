@@ -19,7 +19,8 @@ import pytest
 
 from monoagent import hookimpl
 from monoagent._kernel.errors import ConfigError, ProviderError
-from monoagent._kernel.model import Message, ReasoningBlock, ToolSpec, TurnRequest
+from monoagent._kernel.model import Message, ReasoningBlock, ToolSpec
+from monoagent._kernel.turn_request import TurnRequest
 from monoagent.testing import AnthropicWireServer, fresh_agent
 from monoagent.testing.provider_contract import LOOKUP, Reply, ScriptedToolCall, contract_request
 from monoagent_plugins.providers import openai_wire

@@ -27,7 +27,7 @@ from monoagent import hookimpl
 from monoagent._agent import Agent
 from monoagent._kernel.errors import ConfigError, NotifyFailed
 from monoagent._kernel.interfaces import Notification
-from monoagent._kernel.model import TurnRequest, TurnResult
+from monoagent._kernel.turn_request import TurnRequest, TurnResult
 from monoagent.testing import fresh_agent, scripted_agent
 from monoagent_plugins.serving.notifiers import FileNotifier, WebhookNotifier
 from monoagent_plugins.serving.notify_dispatch import NotifyDispatch
