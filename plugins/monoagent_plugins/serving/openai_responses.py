@@ -50,6 +50,7 @@ turn can fail, so a committed turn is never answered 5xx.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -57,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent import ConfigError, Message, MonoagentError, TurnRequest, Usage, logger
+from monoagent import ClientToolsRefused, ConfigError, Message, MonoagentError, ToolCall, TurnRequest, Usage, logger
 from monoagent_plugins.serving.channel_runs import ShutdownCancelled
 from monoagent_plugins.serving.http import RequestRefused, header_safe, idempotency_key, json_bytes, parse_json
 from monoagent_plugins.serving.openai_api import RunStream, _error, _refusal, request_digest, run_failure, sse
@@ -100,12 +101,22 @@ def message_item(response_id: str, text: str | None, status: str = "completed") 
             "content": content}
 
 
+def call_item(call: ToolCall, status: str = "completed") -> dict[str, Any]:
+    """A ``function_call`` output item: a call of a client tool the client runs and answers with ``function_call_output``."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False) if status == "completed" else ""
+    return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name, "arguments": arguments,
+            "status": status}
+
+
 def response_object(response_id: str, created_at: int, model: str, asked: ResponsesRequest, *, status: str = "in_progress",
-                    text: str | None = None, usage: Usage | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``response`` object the official client parses (``output_text`` is the message item's text)."""
+                    text: str | None = None, calls: tuple[ToolCall, ...] = (), usage: Usage | None = None,
+                    error: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``response`` object the official client parses: ``output`` is the assistant ``message`` item (its text is the
+    client's ``output_text``), then a ``function_call`` item per pending client-tool call."""
+    output = [] if text is None else [message_item(response_id, text), *map(call_item, calls)]
     return {
         "id": response_id, "object": "response", "created_at": created_at, "status": status, "model": model,
-        "output": [] if text is None else [message_item(response_id, text)], "error": error, "incomplete_details": None,
+        "output": output, "error": error, "incomplete_details": None,
         "instructions": asked.echo.get("instructions"), "metadata": asked.metadata,
         "previous_response_id": asked.previous_response_id, "store": asked.store, "background": False,
         "tools": asked.echo.get("tools", []), "tool_choice": asked.echo.get("tool_choice", "auto"),
@@ -139,14 +150,22 @@ class EventSequence:
                     logprobs=[])
 
     def closing(self, done: dict[str, Any]) -> list[bytes]:
-        """``response.output_text.done`` to ``response.completed`` for the completed ``done`` object."""
+        """``response.output_text.done`` to ``response.completed`` for the completed ``done`` object; each
+        ``function_call`` item between (``output_item.added``, its arguments' delta and done, ``output_item.done``)."""
         item = done["output"][0]
         part = item["content"][0]
-        return [self("response.output_text.done", item_id=item["id"], output_index=0, content_index=0, text=part["text"],
-                     logprobs=[]),
-                self("response.content_part.done", item_id=item["id"], output_index=0, content_index=0, part=part),
-                self("response.output_item.done", output_index=0, item=item),
-                self("response.completed", response=done)]
+        events = [self("response.output_text.done", item_id=item["id"], output_index=0, content_index=0, text=part["text"],
+                       logprobs=[]),
+                  self("response.content_part.done", item_id=item["id"], output_index=0, content_index=0, part=part),
+                  self("response.output_item.done", output_index=0, item=item)]
+        for index, call in enumerate(done["output"][1:], start=1):
+            events += [self("response.output_item.added", output_index=index, item={**call, "arguments": "", "status": "in_progress"}),
+                       self("response.function_call_arguments.delta", item_id=call["id"], output_index=index,
+                            delta=call["arguments"]),
+                       self("response.function_call_arguments.done", item_id=call["id"], output_index=index,
+                            name=call["name"], arguments=call["arguments"]),
+                       self("response.output_item.done", output_index=index, item=call)]
+        return [*events, self("response.completed", response=done)]
 
 
 def replayed_events(done: dict[str, Any]) -> list[bytes]:
@@ -166,9 +185,13 @@ class ResponseRun(RunStream):
         self.committed_messages: int | None = None
 
     def on_event(self, event: Any) -> None:
+        """Admitted once the prompt is assembled: a client tool refused by the turn (a name taken, results that
+        answer no waiting call) is still answered 400 as JSON."""
         if event.type == "run_committed":
             self.committed_messages = event.data.get("messages")
-        elif event.type != "text_delta" or self.streaming:
+        elif event.type == "prompt_manifest":
+            self.loop.call_soon_threadsafe(self.admitted.set)
+        elif event.type == "text_delta" and self.streaming:
             super().on_event(event)
 
 
@@ -258,11 +281,6 @@ class ResponsesEndpoint:
             raw = await channel.read_request(request)
             asked = responses_request(parse_json(raw), request.headers, channel.agent.model, channel._history_bounds())
             key = idempotency_key(request.headers)
-            if asked.tools or asked.tool_results:
-                param = "tools" if asked.tools else "input"
-                raise CompletionRefused(400, f"client-side function tools are not supported yet: this server runs the "
-                                        f"agent's own tools only; remove '{param}' (and function_call_output items)",
-                                        param=param)
         except RequestRefused as refused:
             return _refusal(refused)
         if self.store is None or channel.receipts is None:
@@ -290,19 +308,20 @@ class ResponsesEndpoint:
         except Exception as exc:  # the seed could not be written: no turn ran
             await self._finish(asked, response_id, None, exc, started)
             await channel._settle(receipt, None)
-            return channel._failed(exc)
+            return self._failed(exc)
         if plan.stored_conversation is not None and not plan.isolated:
             echoed = {"X-Conversation-Id": header_safe(plan.stored_conversation.removeprefix(f"{CHANNEL}:"))}
         turn = TurnRequest(asked.text, conversation_id=plan.conversation_id, channel=CHANNEL, delivery="request",
                            context=asked.context, history=plan.history, isolated=plan.isolated,
-                           metadata={"response_id": response_id})
+                           metadata={"response_id": response_id}, client_tools=asked.tools,
+                           tool_results=asked.tool_results, tool_choice=asked.tool_choice)
         run = ResponseRun(asked.stream)
         try:
             handle = channel.runs.submit(turn, on_event=run.on_event)
         except (MonoagentError, ShutdownCancelled) as exc:
             await self._finish(asked, response_id, None, exc, started)
             await channel._settle(receipt, None)
-            return channel._failed(exc)
+            return self._failed(exc)
         logger.debug("openai-api: run {} submitted for response {} in {}", handle.run_id, response_id, turn.conversation_id)
         outcome = asyncio.ensure_future(channel.runs.finish(handle))
         settled = self._settle_when_done(asked, response_id, started, run, outcome, receipt)
@@ -319,9 +338,15 @@ class ResponsesEndpoint:
             await outcome
         except (MonoagentError, ShutdownCancelled) as exc:
             await asyncio.shield(settled)
-            return channel._failed(exc)
+            return self._failed(exc)
         answer = await asyncio.shield(settled)  # stored and in the receipt before the client sees it
         return Response(json_bytes(answer), media_type="application/json", headers=echoed)
+
+    def _failed(self, exc: BaseException) -> Response:
+        """The JSON error of a run that did not complete: 400 for client tools the turn refused, else as chat completions."""
+        if isinstance(exc, ClientToolsRefused):
+            return _error(400, str(exc), "invalid_request_error")
+        return self.channel._failed(exc)
 
     async def _reserve(self, asked: ResponsesRequest, plan: Plan, started: dict[str, Any]) -> None:
         """Keep the response ``in_progress`` (``store: true``), and check a ``previous_response_id`` is its conversation's
@@ -347,7 +372,7 @@ class ResponsesEndpoint:
         """
         if result is not None:
             done = response_object(response_id, started["created_at"], result.model, asked, status="completed",
-                                   text=result.text, usage=result.usage)
+                                   text=result.text, calls=result.pending_tool_calls, usage=result.usage)
         else:
             _, message, _ = run_failure(exc) if exc is not None else (500, "the turn failed", "")
             done = {**started, "status": "failed", "error": {

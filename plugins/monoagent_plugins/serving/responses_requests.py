@@ -277,6 +277,13 @@ def responses_request(body: Any, headers: Mapping[str, str], model: str,
         raise _refused("'input' must be a string or a non-empty list of items", "input")
     messages, context = input_messages(raw)
     text, results, earlier = _turn(messages)
+    if results:  # the open step's calls stay: they are answered by the results, which are split off after the bound
+        kept = list(bounded(messages, *bounds))
+        while kept and kept[-1].role == "tool":
+            kept.pop()
+        history = tuple(kept)
+    else:
+        history = bounded(earlier, *bounds)
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise _refused("'instructions' must be a string", "instructions")
@@ -292,6 +299,6 @@ def responses_request(body: Any, headers: Mapping[str, str], model: str,
             "tool_choice": body.get("tool_choice") or "auto", "parallel_tool_calls": body.get("parallel_tool_calls", True),
             "user": body.get("user")}
     return ResponsesRequest(
-        text, "\n\n".join(context) or None, bounded(earlier, *bounds), named_conversation(headers, body), previous,
+        text, "\n\n".join(context) or None, history, named_conversation(headers, body), previous,
         _flag(body, "store", True), checked_metadata(body.get("metadata")), _flag(body, "stream", False), tools, choice,
         results, echo)

@@ -157,8 +157,8 @@ def test_a_bad_request_is_refused_in_openais_shape_before_any_turn(running):
                       ({"input": [{"role": "assistant", "content": "last"}]}, "must be a user message"),
                       ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
                        r"input\[0\]\.content\[0\] is of type 'input_image'"),
-                      ({"input": "x", "tools": [{"type": "function", "name": "lookup", "parameters": {}}]},
-                       "client-side function tools are not supported yet"),
+                      ({"input": "x", "tools": [{"type": "web_search"}]}, r"tools\[0\] is of type 'web_search'"),
+                      ({"input": "x", "tool_choice": "sometimes"}, "'tool_choice' must be one of"),
                       ({"input": "x", "background": True}, "background responses are not supported")):
         with pytest.raises(openai.BadRequestError, match=said):
             client.responses.create(**ask)
@@ -205,3 +205,66 @@ def test_a_raw_request_without_a_token_or_with_a_bad_body_gets_openais_error_sha
     assert bad.status_code == 400 and "error" in bad.json()
     ok = running.client.post("/v1/responses", json={"input": "raw"}, headers=auth())
     assert json.loads(ok.content)["output"][0]["content"][0]["type"] == "output_text"
+
+
+# --------------------------------------------------------------------------- client tools and failures (offline:scripted)
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+SCRIPT = {"steps": [
+    {"text": "Let me check.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "c1"}]},
+    {"text": "Oslo is sunny."},
+    {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Rome"}, "id": "c2"}]},
+    {"text": "Rome is warm."},
+]}
+
+
+@pytest.fixture
+def scripted(request, tmp_path):
+    (tmp_path / "script.json").write_text(json.dumps(getattr(request, "param", SCRIPT)), encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "offline:scripted"\n[providers.offline]\n'
+                                             'scriptPath = "script.json"\n', encoding="utf-8")
+    server = Server(tmp_path)
+    yield server
+    server.stop()
+
+
+def test_a_client_tool_call_ends_the_response_and_its_output_continues_the_conversation(scripted):
+    client = client_of(scripted)
+    with pytest.raises(openai.BadRequestError, match="'SessionHistory' are taken by the agent's own tools"):
+        client.responses.create(input="x", tools=[{**WEATHER, "name": "SessionHistory"}])  # refused before any step
+    raw = client.responses.with_raw_response.create(input="weather in Oslo?", tools=[WEATHER], tool_choice="auto")
+    asked, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    assert asked.output_text == "Let me check."
+    calls = [item for item in asked.output if item.type == "function_call"]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [("c1", "get_weather", {"city": "Oslo"})]
+    with pytest.raises(openai.BadRequestError, match="answer no waiting call"):
+        client.responses.create(previous_response_id=asked.id, tools=[WEATHER],
+                                input=[{"type": "function_call_output", "call_id": "other", "output": "x"}])
+    done = client.responses.create(previous_response_id=asked.id, tools=[WEATHER],
+                                   input=[{"type": "function_call_output", "call_id": "c1", "output": "sunny, 21 C"}])
+    assert done.output_text == "Oslo is sunny." and [item.type for item in done.output] == ["message"]
+    shown = history(scripted.cwd, f"openai-api:{conversation}")
+    assert shown.index("weather in Oslo?") < shown.index("sunny, 21 C") < shown.index("Oslo is sunny.")
+
+    events = list(client.responses.create(input="weather in Rome?", tools=[WEATHER], store=False, stream=True))
+    call = events[-1].response.output[1]
+    assert call.type == "function_call" and call.call_id == "c2" and "response.function_call_arguments.done" in [
+        event.type for event in events]
+    stateless = client.responses.create(store=False, tools=[WEATHER], input=[
+        {"role": "user", "content": "weather in Rome?"}, call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": "c2", "output": "warm"}])
+    assert stateless.output_text == "Rome is warm."
+
+
+@pytest.mark.parametrize("scripted", [{"steps": [{"text": "partial "}, {"error": "the model is unavailable"}]}], indirect=True)
+def test_a_run_that_fails_mid_stream_ends_with_response_failed_and_is_kept_as_failed(scripted):
+    client = client_of(scripted, max_retries=0)
+    first = client.responses.create(input="first")
+    events = list(client.responses.create(input="this one fails", stream=True))
+    assert [event.type for event in events][:2] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.failed" and "the model is unavailable" in events[-1].response.error.message
+    kept = client.responses.retrieve(events[0].response.id)
+    assert kept.status == "failed" and "the model is unavailable" in kept.error.message
+    with pytest.raises(openai.InternalServerError, match="no step left"):  # a failed response is not the latest:
+        client.responses.create(input="again", previous_response_id=first.id)  # the one before it continues
