@@ -1,0 +1,169 @@
+"""What the ``openai-api`` channel takes from a ``POST /v1/responses`` body, and its response store: pure functions
+and the SQLite store, without a server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from monoagent import ToolCall
+from monoagent_plugins.serving.openai_requests import CompletionRefused
+from monoagent_plugins.serving.response_store import ResponseStore
+from monoagent_plugins.serving.responses_requests import (
+    checked_metadata,
+    function_tools,
+    responses_request,
+    tool_choice,
+)
+
+
+def parse(body: dict, headers: dict | None = None, bounds: tuple[int, int] = (64, 65536)):
+    return responses_request(body, headers or {}, "offline:echo", bounds)
+
+
+def refused(body: dict) -> CompletionRefused:
+    with pytest.raises(CompletionRefused) as caught:
+        parse(body)
+    return caught.value
+
+
+def test_a_string_input_is_the_turn_and_instructions_and_system_items_the_context():
+    asked = parse({"input": "hi", "instructions": "Be brief."})
+    assert (asked.text, asked.context, asked.earlier, asked.store, asked.stream) == ("hi", "Be brief.", (), True, False)
+    items = parse({"instructions": "A.", "input": [
+        {"role": "developer", "content": "B."}, {"type": "message", "role": "user", "content": "one"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "two"}]}, {"role": "system", "content": "C."},
+        {"role": "user", "content": [{"type": "input_text", "text": "thr"}, {"type": "input_text", "text": "ee"}]}]})
+    assert items.text == "three" and items.context == "A.\n\nB.\n\nC."
+    assert [(m.role, m.content) for m in items.earlier] == [("user", "one"), ("assistant", "two")]
+
+
+def test_function_calls_join_the_assistant_step_before_them_and_outputs_answer_them():
+    asked = parse({"input": [
+        {"role": "user", "content": "weather?"}, {"role": "assistant", "content": "Let me look."},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call", "call_id": "c2", "name": "get_time", "arguments": ""},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "noon"}]},
+        {"type": "reasoning", "summary": []}, {"role": "user", "content": "thanks"}]})
+    assert asked.text == "thanks" and asked.tool_results == ()
+    step = asked.earlier[1]
+    assert (step.role, step.content, step.tool_calls) == ("assistant", "Let me look.", (
+        ToolCall("c1", "get_weather", {"city": "Oslo"}), ToolCall("c2", "get_time", {})))
+    assert [(m.role, m.tool_call_id, m.content) for m in asked.earlier[2:]] == [("tool", "c1", "sunny"), ("tool", "c2", "noon")]
+
+
+def test_trailing_function_call_outputs_are_a_continuation_with_the_open_step_kept_in_the_history():
+    asked = parse({"input": [
+        {"role": "user", "content": "weather?"},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"}]})
+    assert asked.text == "" and [(r.call_id, r.name, r.content) for r in asked.tool_results] == [("c1", "get_weather", "sunny")]
+    assert [(m.role, [c.id for c in m.tool_calls]) for m in asked.earlier] == [("user", []), ("assistant", ["c1"])]
+    server = parse({"previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "c9", "output": "x"}]})
+    assert server.earlier == () and [(r.call_id, r.name) for r in server.tool_results] == [("c9", "")]
+
+
+def test_earlier_items_are_bounded_as_stored_history_and_unanswered_calls_dropped():
+    many = [{"role": "user", "content": f"m{n}"} for n in range(1000)] + [{"role": "user", "content": "now"}]
+    assert [m.content for m in parse({"input": many}, bounds=(3, 1024)).earlier] == ["m997", "m998", "m999"]
+    huge = parse({"input": [{"role": "user", "content": "y" * 100_000}, {"role": "user", "content": "now"}]}, bounds=(8, 1024))
+    assert len(huge.earlier[0].content.encode()) < 1024
+    dangling = parse({"input": [{"role": "assistant", "content": "calling"},
+                                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                                {"role": "user", "content": "never mind"}]})
+    assert [(m.content, m.tool_calls) for m in dangling.earlier] == [("calling", ())]
+
+
+@pytest.mark.parametrize(("body", "said", "param"), [
+    ({"input": ""}, "non-empty text", "input"),
+    ({"input": [{"role": "tool", "content": "x"}]}, r"input\[0\]\.role is 'tool'", "input"),
+    ({"input": [{"type": "image_generation_call"}]}, "is of type 'image_generation_call'", "input"),
+    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "is of type 'input_file'", "input"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}, {"role": "user", "content": "x"}]},
+     "arguments must be a JSON object", "input"),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "needs the 'call_id'", "input"),
+    ({"input": [{"role": "assistant", "content": "x"}]}, "must be a user message", "input"),
+    ({"input": "x", "store": "yes"}, "'store' must be true or false", "store"),
+    ({"input": "x", "stream": 1}, "'stream' must be true or false", "stream"),
+    ({"input": "x", "instructions": 3}, "'instructions' must be a string", "instructions"),
+    ({"input": "x", "previous_response_id": ""}, "must be a response id", "previous_response_id"),
+    ({"input": "x", "conversation": "conv_1"}, "Conversations API is not supported", "conversation"),
+])
+def test_bad_input_is_refused_naming_the_field_and_what_is_allowed(body, said, param):
+    error = refused(body)
+    assert error.status == 400 and error.param == param
+    assert re.search(said, error.message), error.message
+
+
+def test_another_model_is_a_404_model_not_found():
+    error = refused({"model": "gpt-4o", "input": "x"})
+    assert (error.status, error.code) == (404, "model_not_found")
+
+
+def test_the_conversation_is_named_by_the_header_then_user():
+    assert parse({"input": "x", "user": "u"}).named == "u"
+    assert parse({"input": "x", "user": "u"}, {"x-conversation-id": "h"}).named == "h"
+    assert parse({"input": "x"}).named is None
+
+
+def test_function_tools_and_tool_choice_become_the_engines_names():
+    specs = function_tools([{"type": "function", "name": "get_weather", "description": "d",
+                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": True},
+                            {"type": "function", "name": "bare"}])
+    assert [(s.name, s.description, s.input_schema["type"]) for s in specs] == [("get_weather", "d", "object"), ("bare", "", "object")]
+    assert [tool_choice(c) for c in (None, "auto", "none", "required", {"type": "function", "name": "f"})] == [
+        None, "auto", "none", "required", "f"]
+    for tools, said in (([{"type": "file_search"}], "of type 'file_search'"), ([{"type": "function", "name": "a b"}], "not valid"),
+                        ([{"type": "function", "name": "a"}, {"type": "function", "name": "a"}], "given twice"),
+                        ({"type": "function"}, "must be a list")):
+        with pytest.raises(CompletionRefused, match=said):
+            function_tools(tools)
+    with pytest.raises(CompletionRefused, match="'tool_choice' must be one of"):
+        tool_choice({"type": "web_search"})
+
+
+def test_metadata_is_kept_within_openais_limits():
+    fine = {f"k{n}": "v" * 512 for n in range(16)}
+    assert checked_metadata(fine) == fine and checked_metadata(None) == {}
+    for metadata, said in (({f"k{n}": "v" for n in range(17)}, "17 pairs"), ({"k" * 65: "v"}, "65 characters"),
+                           ({"k": "v" * 513}, "513 characters"), ({"k": None}, "must be a string"), (["k"], "must be an object")):
+        with pytest.raises(CompletionRefused, match=said):
+            checked_metadata(metadata)
+
+
+def test_the_store_keeps_where_a_response_sits_and_only_its_conversations_latest_continues(tmp_path):
+    now = [1000.0]
+    store = ResponseStore(tmp_path, retention_s=100, max_rows=3, clock=lambda: now[0])
+    try:
+        assert store.reserve("r1", "c", None, "{}").outcome == "reserved"
+        store.finish("r1", "completed", '{"id": "r1"}', history_messages=2)
+        now[0] += 1
+        assert store.reserve("r2", "c", "r1", "{}").outcome == "reserved"
+        assert store.reserve("r3", "c", "r1", "{}").latest == "r2"  # r2 is in progress: r1 is no longer the latest
+        store.finish("r2", "failed", "{}")
+        assert store.latest("c") == "r1"  # a failed response does not move the conversation on
+        assert store.reserve("r3", "c", "r1", "{}").outcome == "reserved"
+        kept = store.get("r1")
+        assert (kept.conversation_id, kept.position, kept.history_messages, kept.state) == ("c", 1, 2, "completed")
+        assert store.get("r3").position == 3
+        now[0] += 1
+        store.reserve("other", None, None, "{}")  # the fourth row: the oldest goes
+        assert store.get("r1") is None and store.get("other").conversation_id is None
+        now[0] += 101
+        assert store.get("r3") is None and store.purge() == 3
+    finally:
+        store.close()
+
+
+def test_responses_left_in_progress_by_a_process_that_is_gone_are_failed_at_start(tmp_path):
+    store = ResponseStore(tmp_path, 1000, 100)
+    store.reserve("r1", "c", None, "{}")
+    store._db.execute("UPDATE responses SET owner_process = 'gone'")
+    store.close()
+    reopened = ResponseStore(tmp_path, 1000, 100)
+    try:
+        assert reopened.get("r1").state == "failed" and reopened.latest("c") is None
+    finally:
+        reopened.close()
