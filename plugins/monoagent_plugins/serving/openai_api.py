@@ -3,8 +3,9 @@
 ``POST /v1/chat/completions`` runs one request-driven turn (``delivery = "request"``, no
 proactive follow-up possible) and answers in OpenAI's ``chat.completion`` shape, or with
 ``"stream": true`` as server-sent ``chat.completion.chunk`` events; ``GET /v1/models`` lists the
-composed agent as one model id. The conversation id is the ``X-Conversation-Id`` header, else the
-body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both
+composed agent as one model id; ``POST /v1/responses`` and ``GET /v1/responses/{id}`` are OpenAI's
+Responses API (:mod:`monoagent_plugins.serving.openai_responses`). The conversation id is the
+``X-Conversation-Id`` header, else the body's ``user`` field, else a new one per request; in headers it is percent-encoded UTF-8 both
 ways (:func:`~monoagent_plugins.serving.http.header_safe`), so the echo cannot fail after the
 turn. The request's trailing user message is the turn; ``system`` and ``developer`` messages
 become the turn's context (``TurnRequest.context``, the dynamic ``dynamic_context`` section;
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
 class OpenAIApiConfig:
     """openaiApi: the OpenAI-compatible chat API channel of ``monoagent serve``."""
 
-    enabled: bool = setting(False, doc="Serve the OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models).",
+    enabled: bool = setting(False, doc="Serve the OpenAI-compatible API (POST /v1/chat/completions, POST /v1/responses, GET /v1/models).",
                             env="MONO_AGENT_OPENAI_API_ENABLED")
     tokens: list[str] = setting(doc="Bearer tokens a client may present (Authorization: Bearer <token>); env: comma-separated.",
                                 env="MONO_AGENT_OPENAI_API_TOKENS", factory=list, secret=True)

@@ -42,9 +42,14 @@ and the id cannot be a ``previous_response_id``. ``store: true`` keeps the respo
 and ``input_tokens_details.cached_tokens`` the cache reads the provider reported. An
 ``Idempotency-Key`` is handled as chat completions handles it (the same receipts and scope): a
 repeated key answers the first response (streamed or not, ``Idempotent-Replayed: true``) and runs no
-turn. Client-side function tools (``tools``, ``function_call_output`` input) are parsed but refused
-with a 400 until the engine runs them. As with chat completions, nothing that answers a committed
-turn can fail, so a committed turn is never answered 5xx.
+turn. Client-side function tools (``tools`` of ``type: "function"``, ``tool_choice``) are the turn's
+``client_tools``: a call of one ends the response with ``function_call`` output items after the
+step is committed, and ``function_call_output`` items continue it (``tool_results``; the
+conversation, stored or the client's, ends with the step holding the calls). A client tool the
+engine refuses (``ClientToolsRefused``: a name the agent uses, results that do not answer the
+waiting calls) is a 400; a streamed response therefore starts once the turn's prompt is assembled.
+As with chat completions, nothing that answers a committed turn can fail, so a committed turn is
+never answered 5xx.
 """
 
 from __future__ import annotations
