@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 from asyncio_leaks import NEVER_RETRIEVED
-from plugin_sources import SLOW_PROVIDER
+from plugin_sources import SLOW_PROVIDER, TOOL_CALLER
 from waiting import wait_until
 
 TOKEN = "test-token-1"
@@ -97,6 +97,15 @@ def slow_server(tmp_path: Path, **env: str) -> Server:
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "slow_provider.py").write_text(SLOW_PROVIDER, encoding="utf-8")
     (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "slow:x"\n', encoding="utf-8")
+    return Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path, **env))
+
+
+def tool_caller_server(tmp_path: Path, **env: str) -> Server:
+    """A server whose model (``caller:x``, :data:`plugin_sources.TOOL_CALLER`) calls the tools a message names
+    ("call get_weather") and then answers with the results it was sent; the agent has one tool, ``clock``."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "tool_caller.py").write_text(TOOL_CALLER, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "caller:x"\n', encoding="utf-8")
     return Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path, **env))
 
 

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from monoagent._kernel.config_loading import parse_ascii_number as parse_ascii_number
     from monoagent._kernel.turn_request import TurnRequest as TurnRequest
     from monoagent._kernel.turn_request import TurnResult as TurnResult
+    from monoagent._kernel.turn_request import TOOL_CHOICES as TOOL_CHOICES
+    from monoagent._pipeline.client_tools import paired_tool_messages as paired_tool_messages
     from monoagent._kernel.subagents import SubagentSpec as SubagentSpec
     from monoagent._pipeline.harness import Harness as Harness
     from monoagent._pipeline.run_control import new_run_id as new_run_id

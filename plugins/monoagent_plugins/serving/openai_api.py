@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -52,6 +53,7 @@ import attrs
 from monoagent import (
     AdmissionRejected,
     Channel,
+    ClientToolsRefused,
     ComponentRegistrar,
     ConfigError,
     ConfigSectionRegistrar,
@@ -149,27 +151,45 @@ DONE = b"data: [DONE]\n\n"
 
 
 def replayed_chunks(answer: dict[str, Any], include_usage: bool) -> list[bytes]:
-    """A stored ``chat.completion`` answer as the SSE events of a stream: role, the whole text, stop, usage, ``[DONE]``."""
+    """A stored ``chat.completion`` answer as the SSE events of a stream: role, the whole text, the tool calls, the
+    finish reason, usage, ``[DONE]``."""
     chunk = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
-    text = answer["choices"][0]["message"]["content"]
+    first = answer["choices"][0]
+    text, calls = first["message"]["content"], first["message"].get("tool_calls") or []
 
-    def choice(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    def choice(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
 
-    events = [choice({"role": "assistant", "content": ""}), choice({"content": text}), choice({}, "stop")]
+    events = [choice({"role": "assistant", "content": ""}), *([choice({"content": text})] if text else []),
+              *(choice({"tool_calls": [{"index": index, **call}]}) for index, call in enumerate(calls)),
+              choice({}, first["finish_reason"])]
     if include_usage:
         events.append(sse({**chunk, "choices": [], "usage": answer["usage"]}))
     return [*events, DONE]
 
 
 def completion_answer(result: Any) -> dict[str, Any]:
-    """The ``chat.completion`` object answering a completed turn (also what an ``Idempotency-Key`` keeps)."""
+    """The ``chat.completion`` object answering a completed turn (also what an ``Idempotency-Key`` keeps).
+
+    A turn that ended on client-side tool calls answers them as ``tool_calls`` with ``finish_reason:
+    "tool_calls"`` (its text, if the model wrote any before the calls, as ``content``, else null).
+    """
+    calls = result.pending_tool_calls
+    message: dict[str, Any] = {"role": "assistant", "content": result.text if result.text or not calls else None}
+    if calls:
+        message["tool_calls"] = [tool_call_body(call) for call in calls]
     return {
         "id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
         "model": result.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
         "usage": usage_body(result.usage),
     }
+
+
+def tool_call_body(call: Any) -> dict[str, Any]:
+    """One client-side call as chat completions carries it: its arguments as a JSON string (that cannot fail)."""
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False, default=str)}}
 
 
 def request_digest(raw: bytes, conversation_header: str | None) -> str:
@@ -183,7 +203,8 @@ def usage_body(usage: Any) -> dict[str, int]:
 
 
 class RunStream:
-    """What a streamed completion hears from its run: admission (``run_started``), then each ``text_delta``'s text.
+    """What a streamed completion hears from its run: its prompt prepared (``prompt_manifest``: admitted, and past every
+    check that refuses a request as a 4xx), then each ``text_delta``'s text.
 
     ``texts`` ends with None once the run's outcome is known (:meth:`follow`). Events may be
     emitted from any thread, so they reach the loop through ``call_soon_threadsafe``, which
@@ -198,7 +219,7 @@ class RunStream:
     def on_event(self, event: Any) -> None:
         if event.type == "text_delta":
             self.loop.call_soon_threadsafe(self.texts.put_nowait, event.data["text"])
-        elif event.type == "run_started":
+        elif event.type == "prompt_manifest":  # prepared: what refuses a request (its tools, its results) has passed
             self.loop.call_soon_threadsafe(self.admitted.set)
 
     def follow(self, outcome: asyncio.Future[Any]) -> None:
@@ -311,6 +332,7 @@ class OpenAIApiChannel:
         turn = TurnRequest(
             asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
             history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
+            client_tools=asked.client_tools, tool_results=asked.tool_results, tool_choice=asked.tool_choice,
         )
         echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
         if asked.history is not None and not asked.named:  # a made-up id names nothing stored: sent back, it would
@@ -425,6 +447,8 @@ class OpenAIApiChannel:
         """The JSON error answering a run that did not complete (the response has not started)."""
         if isinstance(exc, AdmissionRejected):
             return _error(429, f"{exc}; retry later", "rate_limit_error", {"Retry-After": str(RETRY_AFTER_S)})
+        if isinstance(exc, ClientToolsRefused):
+            return _error(400, str(exc), "invalid_request_error")
         status, message, kind = self._failure(exc)
         return _error(status, message, kind)
 
@@ -449,7 +473,7 @@ class OpenAIApiChannel:
         chunk = {"id": f"chatcmpl-{handle.run_id}", "object": "chat.completion.chunk", "created": int(time.time()),
                  "model": self.agent.model}
 
-        def choice(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+        def choice(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
             return sse({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]})
 
         try:
@@ -463,7 +487,9 @@ class OpenAIApiChannel:
                 yield sse(error_body(message, kind))
                 return
             chunk["model"] = result.model
-            yield choice({}, "stop")
+            for index, call in enumerate(result.pending_tool_calls):
+                yield choice({"tool_calls": [{"index": index, **tool_call_body(call)}]})
+            yield choice({}, "tool_calls" if result.pending_tool_calls else "stop")
             if asked.include_usage:
                 yield sse({**chunk, "choices": [], "usage": usage_body(result.usage)})
             yield DONE

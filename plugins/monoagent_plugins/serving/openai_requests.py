@@ -15,7 +15,16 @@ from typing import Any, Literal
 
 import attrs
 
-from monoagent import Message, ToolCall
+from monoagent import (
+    TOOL_CHOICES,
+    TOOL_NAME_PATTERN,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+    paired_tool_messages,
+)
 from monoagent_plugins.serving.http import RequestRefused, header_text, parse_json
 
 CHANNEL = "openai-api"
@@ -23,8 +32,11 @@ CHANNEL = "openai-api"
 MAX_CONVERSATION_ID_CHARS = 256
 """The longest conversation id a client may name (``X-Conversation-Id`` or ``user``)."""
 
-TOOL_FIELDS = ("tools", "tool_choice", "functions", "function_call")
-"""Request fields that ask for client-side tools: refused, the channel runs tool-free text turns."""
+LEGACY_TOOL_FIELDS = ("functions", "function_call")
+"""The deprecated function-calling fields: refused, naming ``tools`` and ``tool_choice``, which replace them."""
+
+MAX_CLIENT_TOOLS = 128
+"""The most client-side tools one request may offer (OpenAI's own limit)."""
 
 class CompletionRefused(RequestRefused):
     """A refused request, with OpenAI's ``param`` (the field at fault) and ``code`` (``model_not_found``)."""
@@ -49,6 +61,10 @@ class CompletionRequest:
     """The client's conversation (the turn reads it and stores nothing), or None: the server conversation's."""
     named: bool = True
     """The request named its conversation; a client conversation it did not name gets no ``X-Conversation-Id`` echo."""
+    client_tools: tuple[ToolSpec, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    """The trailing ``tool`` messages: results of the client's tools that continue the open turn (``text`` is "")."""
+    tool_choice: str | None = None
 
 
 ConversationRule = Literal["auto", "server", "client"]
@@ -104,18 +120,103 @@ def client_context(messages: list[Any]) -> str | None:
 
 def trailing_user_text(body: Any) -> str:
     """The text of the request's last message, which must be the user's; :class:`RequestRefused` 400 otherwise."""
+    messages = _messages(body)
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "user":
+        raise RequestRefused(400, "the last entry of 'messages' must have role 'user' (it is the turn), or be the "
+                             "'tool' results of the assistant's tool calls")
+    content = _text_content(last.get("content"), len(messages) - 1)
+    if not isinstance(content, str) or not content.strip():
+        raise RequestRefused(400, "the last message's 'content' must be non-empty text")
+    return content
+
+
+def _messages(body: Any) -> list[Any]:
     if not isinstance(body, dict):
         raise RequestRefused(400, "request body must be a JSON object")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestRefused(400, "'messages' must be a non-empty array")
-    last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") != "user":
-        raise RequestRefused(400, "the last entry of 'messages' must have role 'user' (it is the turn)")
-    content = _text_content(last.get("content"), len(messages) - 1)
-    if not isinstance(content, str) or not content.strip():
-        raise RequestRefused(400, "the last message's 'content' must be non-empty text")
-    return content
+    return messages
+
+
+def trailing_tool_results(messages: list[Any]) -> tuple[ToolResult, ...]:
+    """The ``tool`` messages that end ``messages`` (the client's results of its tools' calls), oldest first.
+
+    Each needs a ``tool_call_id`` and text content; its name is the call's, from the assistant
+    message that made it (the run binds each result to its call either way).
+    """
+    start = len(messages)
+    while start > 0 and isinstance(messages[start - 1], dict) and messages[start - 1].get("role") == "tool":
+        start -= 1
+    names = {}
+    if start > 0 and isinstance(messages[start - 1], dict):
+        for call in messages[start - 1].get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[call.get("id")] = call["function"].get("name")
+    results = []
+    for index in range(start, len(messages)):
+        message = messages[index]
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise CompletionRefused(400, f"messages[{index}].tool_call_id must name the tool call this result answers",
+                                    param="messages")
+        text = _text_content(message.get("content"), index)
+        if text is None:
+            raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
+        name = names.get(call_id)
+        results.append(ToolResult(call_id, name if isinstance(name, str) else "", text, ToolStatus.SUCCESS))
+    return tuple(results)
+
+
+def client_tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
+    """The request's ``tools`` (``{"type": "function", "function": {"name", "description", "parameters"}}``) as
+    tool specs; a 400 naming the entry for anything else."""
+    tools = body.get("tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list) or len(tools) > MAX_CLIENT_TOOLS:
+        raise CompletionRefused(400, f"'tools' must be an array of at most {MAX_CLIENT_TOOLS} function tools", param="tools")
+    specs = []
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(function, dict):
+            raise CompletionRefused(400, f"tools[{index}] must be {{'type': 'function', 'function': {{'name': ..., "
+                                    f"'description': ..., 'parameters': {{...}}}}}}: only function tools are supported",
+                                    param="tools")
+        specs.append(function_spec(function, f"tools[{index}].function"))
+    return tuple(specs)
+
+
+def function_spec(function: dict[str, Any], where: str) -> ToolSpec:
+    """A client's function definition (``name``, ``description``, ``parameters``) as a tool spec; a 400 naming
+    ``where`` when it is not one (the name follows the providers' rule, the parameters are a JSON Schema object)."""
+    name, description = function.get("name"), function.get("description", "")
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
+        raise CompletionRefused(400, f"{where}.name must be 1 to 64 ASCII letters, digits, '_' or '-' (got {name!r:.80})",
+                                param="tools")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise CompletionRefused(400, f"{where}.description must be a string", param="tools")
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    if not isinstance(parameters, dict):
+        raise CompletionRefused(400, f"{where}.parameters must be a JSON Schema object", param="tools")
+    return ToolSpec(name, description, parameters, categories=("external",))
+
+
+def tool_choice(value: Any, where: str = "tool_choice") -> str | None:
+    """``tool_choice`` as the turn takes it: ``"auto"``, ``"none"``, ``"required"`` or a function's name."""
+    if value is None or value in TOOL_CHOICES:
+        return str(value) if value is not None else None
+    function = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else value.get("name") if isinstance(value, dict) else None
+    if isinstance(name, str) and name:
+        return name
+    raise CompletionRefused(400, f"'{where}' must be \"auto\", \"none\", \"required\" or "
+                            f"{{'type': 'function', 'function': {{'name': ...}}}}", param=where)
 
 
 def conversation_id(headers: Mapping[str, str], body: dict[str, Any]) -> str:
@@ -175,50 +276,32 @@ def _tool_call(call: Any, index: int, n: int) -> ToolCall:
     return ToolCall(str(call.get("id") or f"call_{index}_{n}"), function["name"], arguments)
 
 
-def client_history(messages: list[Any], max_messages: int, max_message_bytes: int) -> tuple[Message, ...]:
+def client_history(messages: list[Any], max_messages: int, max_message_bytes: int, *, results: int = 0) -> tuple[Message, ...]:
     """The earlier messages of a client conversation as the turn's history, bounded as stored history is.
 
     Only the newest ``max_messages`` history messages are kept (``history.maxMessages``), each cut to
     ``max_message_bytes`` serialised (``history.maxMessageBytes``, the store's own cap); the messages
     are read from the newest back and the walk stops once enough are kept, so a request of any number
     of earlier messages costs no more than its bound (the body itself is bounded by
-    ``serve.maxBodyBytes``). Tool calls and results are then :func:`paired`. The turn's compaction
-    and prompt budget apply as to stored history.
+    ``serve.maxBodyBytes``). Tool calls and results are then paired
+    (:func:`~monoagent.paired_tool_messages`). The turn's compaction and prompt budget apply as to
+    stored history. With ``results`` (a continuation: the last ``results`` messages are the
+    client's ``tool`` results, :func:`trailing_tool_results`), the history ends with the open
+    assistant step those results answer, its calls kept.
     """
     from monoagent_plugins.history.records import cap_message
 
     kept: list[Message] = []
-    for index in range(len(messages) - 2, -1, -1):
+    last = len(messages) - 1 - results if results else len(messages) - 2
+    for index in range(last, -1, -1):
         if len(kept) >= max_messages:
             break
         message = _history_message(messages[index], index)
         if message is not None:
             kept.append(cap_message(message, max_message_bytes)[0])
     kept.reverse()
-    return paired(kept)
-
-
-def paired(messages: list[Message]) -> tuple[Message, ...]:
-    """``messages`` with every tool call answered and every tool result called: a provider refuses either alone.
-
-    An assistant's call with no later ``tool`` message of its id is dropped (the message too when
-    that leaves it empty), and so is a ``tool`` message answering no call kept before it (its call
-    was cut by the bound, or the client never sent it).
-    """
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    called: set[str] = set()
-    kept: list[Message] = []
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            calls = tuple(call for call in message.tool_calls if call.id in answered)
-            called.update(call.id for call in calls)
-            if not calls and not message.content:
-                continue
-            message = attrs.evolve(message, tool_calls=calls)
-        elif message.role == "tool" and message.tool_call_id not in called:
-            continue
-        kept.append(message)
-    return tuple(kept)
+    answers = [Message("tool", "", tool_call_id=m.get("tool_call_id")) for m in messages[len(messages) - results :]] if results else []
+    return tuple(m for m in paired_tool_messages([*kept, *answers]) if all(m is not answer for answer in answers))
 
 
 def named_conversation(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
@@ -271,17 +354,22 @@ def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: 
     agent's own model id: another one is 404 ``model_not_found``), ``stream``, the earlier
     ``user``/``assistant``/``tool`` messages when ``rule`` makes the conversation the client's
     (:func:`conversation_rule`, :func:`client_history` bounded by ``bounds``),
-    ``stream_options.include_usage``, ``user`` and ``n`` (1 only). Refused: client-side tools
-    (:data:`TOOL_FIELDS`) and non-text content parts. Every other field (``temperature``,
+    ``stream_options.include_usage``, ``user``, ``n`` (1 only), the client's function ``tools``
+    (:func:`client_tools`) and ``tool_choice``, and trailing ``tool`` messages, which continue the
+    turn whose calls they answer (:func:`trailing_tool_results`). Refused: the deprecated
+    ``functions``/``function_call`` (:data:`LEGACY_TOOL_FIELDS`) and non-text content parts. Every other field (``temperature``,
     ``max_tokens``, ``top_p``, ``stop``, ...) is accepted and ignored: the composed agent's
     configuration decides how the model is called.
     """
-    text = trailing_user_text(body)
+    messages = _messages(body)
+    results = trailing_tool_results(messages)
+    text = "" if results else trailing_user_text(body)
     checked_model(body.get("model"), model)
-    for field in TOOL_FIELDS:
+    for field in LEGACY_TOOL_FIELDS:
         if body.get(field) is not None:
-            raise CompletionRefused(400, f"'{field}' is not supported: this channel runs tool-free text turns only "
-                                    f"(the agent's own tools run on the server); remove '{field}'", param=field)
+            raise CompletionRefused(400, f"'{field}' (deprecated function calling) is not supported: send the functions "
+                                    f"as 'tools' and 'tool_choice'", param=field)
+    tools, choice = client_tools(body), tool_choice(body.get("tool_choice"))
     n = body.get("n")
     if n is not None and (isinstance(n, bool) or n != 1):
         raise CompletionRefused(400, f"'n' must be 1 (got {n!r}): this channel answers one choice per turn", param="n")
@@ -303,7 +391,7 @@ def completion_request(body: Any, headers: Mapping[str, str], model: str, rule: 
     named = named_conversation(headers, body)
     history = None
     if conversation_rule(rule, named) == "client":
-        history = client_history(body["messages"], *bounds)
+        history = client_history(messages, *bounds, results=len(results))
     conversation = f"{CHANNEL}:{named if named is not None else uuid.uuid4()}"
-    return CompletionRequest(text, conversation, stream, include_usage, client_context(body["messages"]), history,
-                             named is not None)
+    return CompletionRequest(text, conversation, stream, include_usage, client_context(messages[: len(messages) - len(results)]),
+                             history, named is not None, tools, results, choice)

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from monoagent import ClientToolsRefused, ConfigError, Message, MonoagentError, ToolCall, TurnRequest, Usage, logger
+from monoagent import ConfigError, Message, MonoagentError, ToolCall, TurnRequest, Usage, logger
 from monoagent_plugins.serving.channel_runs import ShutdownCancelled
 from monoagent_plugins.serving.http import RequestRefused, header_safe, idempotency_key, json_bytes, parse_json
 from monoagent_plugins.serving.openai_api import RunStream, _error, _refusal, request_digest, run_failure, sse
@@ -108,7 +108,7 @@ def message_item(response_id: str, text: str | None, status: str = "completed") 
 
 def call_item(call: ToolCall, status: str = "completed") -> dict[str, Any]:
     """A ``function_call`` output item: a call of a client tool the client runs and answers with ``function_call_output``."""
-    arguments = json.dumps(call.arguments, ensure_ascii=False) if status == "completed" else ""
+    arguments = json.dumps(call.arguments, ensure_ascii=False, default=str) if status == "completed" else ""
     return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name, "arguments": arguments,
             "status": status}
 
@@ -190,13 +190,9 @@ class ResponseRun(RunStream):
         self.committed_messages: int | None = None
 
     def on_event(self, event: Any) -> None:
-        """Admitted once the prompt is assembled: a client tool refused by the turn (a name taken, results that
-        answer no waiting call) is still answered 400 as JSON."""
         if event.type == "run_committed":
             self.committed_messages = event.data.get("messages")
-        elif event.type == "prompt_manifest":
-            self.loop.call_soon_threadsafe(self.admitted.set)
-        elif event.type == "text_delta" and self.streaming:
+        elif event.type != "text_delta" or self.streaming:
             super().on_event(event)
 
 
@@ -313,7 +309,7 @@ class ResponsesEndpoint:
         except Exception as exc:  # the seed could not be written: no turn ran
             await self._finish(asked, response_id, None, exc, started)
             await channel._settle(receipt, None)
-            return self._failed(exc)
+            return channel._failed(exc)
         if plan.stored_conversation is not None and not plan.isolated:
             echoed = {"X-Conversation-Id": header_safe(plan.stored_conversation.removeprefix(f"{CHANNEL}:"))}
         turn = TurnRequest(asked.text, conversation_id=plan.conversation_id, channel=CHANNEL, delivery="request",
@@ -326,7 +322,7 @@ class ResponsesEndpoint:
         except (MonoagentError, ShutdownCancelled) as exc:
             await self._finish(asked, response_id, None, exc, started)
             await channel._settle(receipt, None)
-            return self._failed(exc)
+            return channel._failed(exc)
         logger.debug("openai-api: run {} submitted for response {} in {}", handle.run_id, response_id, turn.conversation_id)
         outcome = asyncio.ensure_future(channel.runs.finish(handle))
         settled = self._settle_when_done(asked, response_id, started, run, outcome, receipt)
@@ -343,15 +339,9 @@ class ResponsesEndpoint:
             await outcome
         except (MonoagentError, ShutdownCancelled) as exc:
             await asyncio.shield(settled)
-            return self._failed(exc)
+            return channel._failed(exc)
         answer = await asyncio.shield(settled)  # stored and in the receipt before the client sees it
         return Response(json_bytes(answer), media_type="application/json", headers=echoed)
-
-    def _failed(self, exc: BaseException) -> Response:
-        """The JSON error of a run that did not complete: 400 for client tools the turn refused, else as chat completions."""
-        if isinstance(exc, ClientToolsRefused):
-            return _error(400, str(exc), "invalid_request_error")
-        return self.channel._failed(exc)
 
     async def _reserve(self, asked: ResponsesRequest, plan: Plan, started: dict[str, Any]) -> None:
         """Keep the response ``in_progress`` (``store: true``), and check a ``previous_response_id`` is its conversation's

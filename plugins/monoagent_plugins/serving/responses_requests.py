@@ -9,8 +9,8 @@ before them) and ``function_call_output`` items (the ``tool`` message answering 
 (``tool_results``). ``instructions`` and every ``system``/``developer`` item are the turn's context.
 The earlier items are the turn's history when the conversation is the client's, or the seed of a
 new server conversation (:mod:`~monoagent_plugins.serving.openai_responses` decides), bounded as
-stored history is (:func:`~monoagent_plugins.serving.openai_requests.paired`, ``history.maxMessages``,
-``history.maxMessageBytes``). ``tools`` of ``type: "function"`` and ``tool_choice`` are parsed into
+stored history is (``history.maxMessages``, ``history.maxMessageBytes``, then
+:func:`monoagent.paired_tool_messages`). ``tools`` of ``type: "function"`` and ``tool_choice`` are parsed into
 the engine's names (``ToolSpec``, a tool name or ``auto``/``none``/``required``). Everything here
 refuses bad input with a :class:`~monoagent_plugins.serving.openai_requests.CompletionRefused` in
 OpenAI's error shape, before any turn is admitted.
@@ -23,16 +23,18 @@ from typing import Any
 
 import attrs
 
-from monoagent import TOOL_NAME_PATTERN, Message, ToolCall, ToolResult, ToolSpec
+from monoagent import Message, ToolCall, ToolResult, ToolSpec, paired_tool_messages
 from monoagent_plugins.serving.http import RequestRefused, parse_json
 from monoagent_plugins.serving.openai_requests import (
     DOCUMENTED_MAX_MESSAGE_BYTES,
     DOCUMENTED_MAX_MESSAGES,
+    MAX_CLIENT_TOOLS,
     CompletionRefused,
     checked_model,
+    function_spec,
     named_conversation,
-    paired,
 )
+from monoagent_plugins.serving.openai_requests import tool_choice as completion_tool_choice
 
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY_CHARS = 64
@@ -44,7 +46,6 @@ MAX_RESPONSE_ID_CHARS = 128
 CONTEXT_ROLES = ("system", "developer")
 ITEM_ROLES = ("user", "assistant", *CONTEXT_ROLES)
 TEXT_PARTS = ("input_text", "output_text", "text")
-TOOL_CHOICES = ("auto", "none", "required")
 UNSUPPORTED = {
     "background": "background responses are not supported: this server answers within the request",
     "conversation": "the Conversations API is not supported: name the conversation with the X-Conversation-Id "
@@ -165,45 +166,43 @@ def input_messages(items: list[Any]) -> tuple[list[Message], list[str]]:
 
 
 def bounded(messages: list[Message], max_messages: int, max_message_bytes: int) -> tuple[Message, ...]:
-    """The newest ``max_messages`` messages, each cut to ``max_message_bytes``, calls and results :func:`paired`."""
+    """The newest ``max_messages`` messages, each cut to ``max_message_bytes``, calls and results paired
+    (:func:`monoagent.paired_tool_messages`: a provider refuses a call with no result, or a result with no call)."""
     from monoagent_plugins.history.records import cap_message
 
     kept = [cap_message(message, max_message_bytes)[0] for message in messages[-max_messages:]] if max_messages else []
-    return paired(kept)
+    return paired_tool_messages(kept)
 
 
 def function_tools(tools: Any) -> tuple[ToolSpec, ...]:
-    """``tools`` of ``type: "function"`` as the engine's ``ToolSpec``; a 400 naming a tool of another type or a bad one."""
+    """``tools`` of ``type: "function"`` (``name``, ``description``, ``parameters`` at the top level, as the Responses
+    API has them) as tool specs (:func:`~monoagent_plugins.serving.openai_requests.function_spec`, as chat
+    completions makes them); a 400 naming a tool of another type, a bad one, or a name given twice."""
     if tools is None:
         return ()
-    if not isinstance(tools, list):
-        raise _refused("'tools' must be a list of {'type': 'function', 'name': ..., 'parameters': {...}} objects", "tools")
+    if not isinstance(tools, list) or len(tools) > MAX_CLIENT_TOOLS:
+        raise _refused(f"'tools' must be a list of at most {MAX_CLIENT_TOOLS} {{'type': 'function', 'name': ..., "
+                       f"'parameters': {{...}}}} objects", "tools")
     specs: list[ToolSpec] = []
     for n, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind != "function":
             raise _refused(f"tools[{n}] is of type {kind!r}: only client-side tools of type 'function' are supported "
                            f"(the agent's own tools run on the server)", "tools")
-        name, description = tool.get("name"), tool.get("description") or ""
-        if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
-            raise _refused(f"tools[{n}].name {name!r} is not valid: 1 to 64 ASCII letters, digits, '_' or '-'", "tools")
-        parameters = tool.get("parameters") or {"type": "object", "properties": {}}
-        if not isinstance(parameters, dict) or not isinstance(description, str):
-            raise _refused(f"tools[{n}]: 'parameters' must be a JSON schema object and 'description' a string", "tools")
-        if any(spec.name == name for spec in specs):
-            raise _refused(f"tools[{n}].name {name!r} is given twice", "tools")
-        specs.append(ToolSpec(name, description, parameters))
+        spec = function_spec(tool, f"tools[{n}]")
+        if any(known.name == spec.name for known in specs):
+            raise _refused(f"tools[{n}].name {spec.name!r} is given twice", "tools")
+        specs.append(spec)
     return tuple(specs)
 
 
-def tool_choice(choice: Any) -> str | None:
-    """``tool_choice`` as the engine takes it: None, ``auto``, ``none``, ``required`` or a function's name."""
-    if choice is None or choice in TOOL_CHOICES:
-        return choice  # type: ignore[no-any-return]
-    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return choice["name"]  # type: ignore[no-any-return]
-    raise _refused(f"'tool_choice' must be one of {', '.join(repr(c) for c in TOOL_CHOICES)} or "
-                   f"{{'type': 'function', 'name': ...}} (got {choice!r})", "tool_choice")
+def tool_choice(value: Any) -> str | None:
+    """``tool_choice`` as the turn takes it (as chat completions reads it), refused in the Responses API's own form."""
+    try:
+        return completion_tool_choice(value)
+    except CompletionRefused:
+        raise _refused("'tool_choice' must be \"auto\", \"none\", \"required\" or {'type': 'function', 'name': ...}",
+                       "tool_choice") from None
 
 
 def checked_metadata(metadata: Any) -> dict[str, str]:

@@ -173,9 +173,9 @@ def test_the_openai_client_raises_its_typed_errors_with_our_message(server):
     with pytest.raises(openai.NotFoundError) as missing:
         client_of(server).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     assert missing.value.code == "model_not_found" and "offline:echo" in missing.value.message
-    with pytest.raises(openai.BadRequestError, match="tool-free text turns only") as tools:
+    with pytest.raises(openai.BadRequestError, match="must be 1 to 64 ASCII letters") as tools:
         client_of(server).chat.completions.create(model="offline:echo", messages=[{"role": "user", "content": "hi"}],
-                                                  tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+                                                  tools=[{"type": "function", "function": {"name": "f g", "parameters": {}}}])
     assert tools.value.param == "tools"
 
 
@@ -348,8 +348,15 @@ def test_fields_openai_clients_send_are_accepted_and_ignored(server):
 @pytest.mark.parametrize("extra, status, named, param", [
     ({"n": 2}, 400, "'n' must be 1", "n"),
     ({"n": True}, 400, "'n' must be 1", "n"),
-    ({"tool_choice": "auto"}, 400, "tool-free text turns only", "tool_choice"),
-    ({"functions": [{"name": "f"}]}, 400, "tool-free text turns only", "functions"),
+    ({"tool_choice": "sometimes"}, 400, "'tool_choice' must be", "tool_choice"),
+    ({"functions": [{"name": "f"}]}, 400, "send the functions as 'tools'", "functions"),
+    ({"tools": [{"type": "code_interpreter"}]}, 400, "only function tools are supported", "tools"),
+    ({"tools": {"type": "function"}}, 400, "'tools' must be an array", "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]}, 400, "JSON Schema object", "tools"),
+    ({"tool_choice": {"type": "function", "function": {"name": "nowhere"}}}, 400, "does not offer", None),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "4"}]}, 400, "tool_call_id must name", "messages"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "4"}]},
+     400, "no tool call waiting", None),
     ({"model": "gpt-4o"}, 404, "The model `gpt-4o` does not exist", "model"),
     ({"model": 7}, 400, "'model' must be a string", "model"),
     ({"stream": "yes"}, 400, "'stream' must be true or false", "stream"),
