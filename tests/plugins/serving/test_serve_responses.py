@@ -8,13 +8,17 @@ what the model was sent: the earlier messages it saw, and ``dynamic_context`` wh
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
-from serving import TOKEN, Server, auth, history, serve_env
+from serving import TOKEN, Server, auth, history, serve_env, slow_server
+from waiting import wait_until
 
 
 def server_with(tmp_path: Path, rule: str | None = None) -> Server:
@@ -268,3 +272,35 @@ def test_a_run_that_fails_mid_stream_ends_with_response_failed_and_is_kept_as_fa
     assert kept.status == "failed" and "the model is unavailable" in kept.error.message
     with pytest.raises(openai.InternalServerError, match="no step left"):  # a failed response is not the latest:
         client.responses.create(input="again", previous_response_id=first.id)  # the one before it continues
+
+
+def test_a_response_being_continued_cannot_be_continued_twice_and_a_crash_leaves_it_failed(tmp_path):
+    server = slow_server(tmp_path)
+    client = client_of(server, max_retries=0)
+    first = client.responses.create(input="quick")
+    answers: list[object] = []
+
+    def continue_slowly() -> None:
+        try:
+            answers.append(client.responses.create(input="slow one", previous_response_id=first.id))
+        except (openai.APIError, httpx.HTTPError) as exc:
+            answers.append(exc)
+
+    thread = threading.Thread(target=continue_slowly)
+    thread.start()
+    try:
+        wait_until((tmp_path / "turn-started").exists, "the continuing turn in flight")
+        with pytest.raises(openai.ConflictError, match="is not the latest response") as twice:
+            client.responses.create(input="again", previous_response_id=first.id)
+        running = re.search(r"the latest is '(resp_\w+)'", twice.value.message).group(1)
+        assert client.responses.retrieve(running).status == "in_progress"
+    finally:
+        server.stop()  # SIGKILL: the running response is never finished
+        thread.join(timeout=30)
+    restarted = Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path))
+    try:
+        client = client_of(restarted, max_retries=0)
+        assert client.responses.retrieve(running).status == "failed"
+        assert client.responses.create(input="resumed", previous_response_id=first.id).output_text.startswith("quick answer")
+    finally:
+        restarted.stop()
