@@ -290,7 +290,8 @@ class ResponsesEndpoint:
         echoed = {"X-Conversation-Id": header_safe(asked.named)} if asked.named is not None else {}
         if key is not None:
             scope, request_id = channel._scope(request), uuid.uuid4().hex
-            digest = request_digest(raw, request.headers.get("x-conversation-id"))
+            # bound to this endpoint too: the same key on chat completions is another request (422)
+            digest = request_digest(b"POST /v1/responses\n" + raw, request.headers.get("x-conversation-id"))
             admission = await asyncio.to_thread(channel.receipts.admit, scope, key, digest, request_id, int(time.time()))
             if admission.outcome != "admitted":
                 return channel._idempotent(key, admission, asked.stream, echoed, replayed_events)

@@ -184,6 +184,11 @@ def test_a_retried_idempotency_key_returns_the_first_response_and_runs_the_turn_
     assert history(running.cwd, "openai-api:keyed").count("you said: only once") == 1
     with pytest.raises(openai.UnprocessableEntityError, match="first used with a different request"):
         client.responses.create(input="another", extra_headers=ask["extra_headers"])
+    both = {"input": "x", "messages": [{"role": "user", "content": "x"}]}  # the same bytes, valid on both endpoints
+    keyed = {**auth(), "Idempotency-Key": f"both-{stream}"}
+    assert running.client.post("/v1/chat/completions", json=both, headers=keyed).status_code == 200
+    crossed = running.client.post("/v1/responses", json=both, headers=keyed)
+    assert crossed.status_code == 422 and crossed.json()["error"]["code"] == "idempotency_conflict"
 
 
 @pytest.mark.parametrize("running", ["server"], indirect=True)
