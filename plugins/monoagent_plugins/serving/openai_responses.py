@@ -92,9 +92,11 @@ class Plan:
 
 
 def response_usage(usage: Usage) -> dict[str, Any]:
-    """OpenAI's ``usage``: every prompt token in ``input_tokens``, the provider's cache reads in ``cached_tokens``."""
+    """OpenAI's ``usage``: every prompt token in ``input_tokens``, the provider's cache reads in ``cached_tokens`` and
+    its cache writes in ``cache_write_tokens``."""
     prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": usage.cache_read_tokens,
+                                                             "cache_write_tokens": usage.cache_write_tokens},
             "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + usage.output_tokens}
 
@@ -355,8 +357,9 @@ class ResponsesEndpoint:
         else:
             latest = await asyncio.to_thread(self.store.latest, plan.stored_conversation) if previous else None
         if previous is not None and latest != previous:
+            now = f"the latest is '{latest}'" if latest is not None else "it has no response that did not fail"
             raise CompletionRefused(409, f"previous_response_id '{previous}' is not the latest response of its "
-                                    f"conversation (the latest is '{latest}'): continue from the latest, or send the "
+                                    f"conversation ({now}): continue from the latest, or send the "
                                     f"conversation as 'input' without previous_response_id to branch it",
                                     param="previous_response_id", code="response_not_latest")
 

@@ -167,3 +167,28 @@ def test_responses_left_in_progress_by_a_process_that_is_gone_are_failed_at_star
         assert reopened.get("r1").state == "failed" and reopened.latest("c") is None
     finally:
         reopened.close()
+
+
+def test_the_response_object_and_its_events_validate_as_the_official_clients_types():
+    from openai.types.responses import Response, ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    from monoagent import Usage
+    from monoagent_plugins.serving.openai_responses import replayed_events, response_object, response_usage
+
+    asked = parse({"input": "hi", "metadata": {"k": "v"}, "instructions": "Be brief.",
+                   "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": False}]})
+    done = response_object("resp_1", 1, "offline:echo", asked, status="completed", text="Let me look.",
+                           calls=(ToolCall("c1", "get_weather", {"city": "Oslo"}),), usage=Usage(10, 5, 100, 20))
+    parsed = Response.model_validate(done)  # strict: every field the client's type requires, of its type
+    assert parsed.output_text == "Let me look." and parsed.output[1].call_id == "c1" and parsed.metadata == {"k": "v"}
+    assert (parsed.usage.input_tokens, parsed.usage.input_tokens_details.cached_tokens, parsed.usage.total_tokens) == (130, 100, 135)
+    assert response_usage(Usage(3, 4)) == {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}, "output_tokens": 4,
+                                           "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 7}
+    events = TypeAdapter(ResponseStreamEvent)
+    sent = [event.decode().split("\n") for event in replayed_events(done)]
+    kinds = [lines[0].removeprefix("event: ") for lines in sent]
+    payloads = [events.validate_json(lines[1].removeprefix("data: ")) for lines in sent]
+    assert [p.type for p in payloads] == kinds and [p.sequence_number for p in payloads] == list(range(len(kinds)))
+    assert kinds[-5:] == ["response.output_item.added", "response.function_call_arguments.delta",
+                          "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
