@@ -248,6 +248,8 @@ def test_check_prints_what_would_listen_where_without_binding(tmp_path):
         "  openai-api",
         "    POST /v1/chat/completions",
         "    GET /v1/models",
+        "    POST /v1/responses",
+        "    GET /v1/responses/{response_id}",
     ]
     assert not (tmp_path / "home" / "artifacts").exists()  # no turn ran
 
