@@ -15,6 +15,15 @@ client's (the request's earlier ``user``, ``assistant`` and ``tool`` messages ar
 history, ``TurnRequest.history``, bounded as stored history is by :func:`client_history`, and
 the turn is isolated: nothing is stored). ``auto``, the default, takes the client's when the
 request names no conversation (no ``X-Conversation-Id``, no ``user``).
+
+Client-side tools: the request's function ``tools`` are the turn's ``client_tools`` and its
+``tool_choice`` the turn's. A turn that ends on calls to them answers ``finish_reason:
+"tool_calls"`` with the calls (:func:`completion_answer`; streamed as ``tool_calls`` deltas after
+the text); a request whose messages end with ``tool`` results continues that turn
+(``TurnRequest.tool_results``). A client tool named like the agent's, or results that answer no
+waiting call, are a 400 (``ClientToolsRefused``): a streamed response starts only once the turn's
+prompt is prepared (``prompt_manifest``), after those checks.
+
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
 
