@@ -321,11 +321,14 @@ class OpenAIApiChannel:
             key = idempotency_key(request.headers)
         except RequestRefused as refused:
             return _refusal(refused)
-        turn = TurnRequest(
-            asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
-            history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
-            client_tools=asked.client_tools, tool_results=asked.tool_results, tool_choice=asked.tool_choice,
-        )
+        try:
+            turn = TurnRequest(
+                asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
+                history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
+                client_tools=asked.client_tools, tool_results=asked.tool_results, tool_choice=asked.tool_choice,
+            )
+        except (TypeError, ValueError) as exc:  # the parser checks each part first; this is the turn's own word on it
+            return _error(400, str(exc), "invalid_request_error")
         echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
         if asked.history is not None and not asked.named:  # a made-up id names nothing stored: sent back, it would
             echoed = {}                                      # turn the client's chat into an empty server one
