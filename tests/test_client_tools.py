@@ -161,3 +161,32 @@ def test_tool_choice_none_offers_no_tool_and_an_unknown_name_is_refused(tmp_path
     assert provider.requests[0].tools == () and provider.requests[0].tool_choice is None
     with pytest.raises(ClientToolsRefused, match="does not offer"):
         agent.run_sync(TurnRequest("x", conversation_id="c", tool_choice="get_weather"))
+
+
+@pytest.mark.parametrize("session", [{"mode": "per-message"}, {"mode": "continuous"}, {"mode": "continuous", "backend": "files"}])
+def test_client_tool_turns_between_ordinary_turns_in_every_session_mode(tmp_path, session):
+    if session.get("backend") == "files":
+        session = {**session, "transcriptsDir": str(tmp_path / "transcripts")}
+    def model(request):
+        results = [m for m in request.messages if m.role == "tool" and m.name == "get_weather"]
+        if "weather" in request.messages[-1].content and not results:
+            return FunctionReply("", [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": f"w{len(request.messages)}"}])
+        return f"seen {len(request.messages)} messages; last tool result: {results[-1].content if results else None}"
+
+    agent, provider = agent_with(tmp_path, fn=model, config={"runtime": {"session": session}})
+    agent.run_sync(TurnRequest("hello", conversation_id="c"))  # warm where the mode keeps sessions
+    first = agent.run_sync(TurnRequest("weather?", conversation_id="c", client_tools=(WEATHER,)))
+    assert first.text == "" and [c.name for c in first.pending_tool_calls] == ["get_weather"]
+    done = agent.run_sync(TurnRequest("", conversation_id="c", client_tools=(WEATHER,),
+                                      tool_results=(ToolResult(first.pending_tool_calls[0].id, "get_weather", "hail"),)))
+    assert done.text.endswith("last tool result: hail")
+    later = agent.run_sync(TurnRequest("and now?", conversation_id="c"))
+    roles = [m.role for m in provider.requests[-1].messages]
+    if session["mode"] == "continuous":  # history as messages: the whole exchange, call and result in place
+        assert roles == ["user", "assistant", "user", "assistant", "tool", "assistant", "user"]
+    else:  # per-message: history is the conversation section, the message is the user's alone
+        system = provider.requests[-1].prompt.system_text
+        assert roles == ["user"] and "[called tools: " in system and "get_weather" in system and "Tool: hail" in system
+    assert later.text.startswith("seen")
+    assert [m.role for m in stored_history(agent, "c")] == ["user", "assistant", "user", "assistant", "tool", "assistant",
+                                                           "user", "assistant"]

@@ -143,8 +143,8 @@ class AdmissionRejected(MonoagentError):
 
 
 class ClientToolsRefused(MonoagentError):
-    """A request's client-side tools or tool results do not fit (:attr:`TurnRequest.client_tools
-    <monoagent._kernel.turn_request.TurnRequest.client_tools>`): a client tool named like one of the
+    """A request's client-side tools or tool results do not fit (``client_tools`` of
+    :class:`~monoagent._kernel.turn_request.TurnRequest`): a client tool named like one of the
     agent's, results that answer no pending call of the conversation or leave one unanswered, a
     ``tool_choice`` naming no offered tool. Raised before any provider call; nothing is committed
     (channels answer it as a bad request: 400)."""

@@ -119,8 +119,8 @@ class TurnRequest(ValidText):
     ``tool_choice`` is ``None`` or ``"auto"`` (the model decides), ``"none"`` (no tool is offered),
     ``"required"`` (the model must call one) or a tool's name (it must call that one); it applies to
     the run's first provider step only (a forced call answered, the model decides again). The
-    runtimes send it in their wire's own form (:attr:`ProviderRequest.tool_choice
-    <monoagent._kernel.model.ProviderRequest.tool_choice>`).
+    runtimes send it in their wire's own form (``tool_choice`` of
+    :class:`~monoagent._kernel.model.ProviderRequest`).
     """
 
     text: str

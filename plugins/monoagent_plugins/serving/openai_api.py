@@ -16,6 +16,15 @@ client's (the request's earlier ``user``, ``assistant`` and ``tool`` messages ar
 history, ``TurnRequest.history``, bounded as stored history is by :func:`client_history`, and
 the turn is isolated: nothing is stored). ``auto``, the default, takes the client's when the
 request names no conversation (no ``X-Conversation-Id``, no ``user``).
+
+Client-side tools: the request's function ``tools`` are the turn's ``client_tools`` and its
+``tool_choice`` the turn's. A turn that ends on calls to them answers ``finish_reason:
+"tool_calls"`` with the calls (:func:`completion_answer`; streamed as ``tool_calls`` deltas after
+the text); a request whose messages end with ``tool`` results continues that turn
+(``TurnRequest.tool_results``). A client tool named like the agent's, or results that answer no
+waiting call, are a 400 (``ClientToolsRefused``): a streamed response starts only once the turn's
+prompt is prepared (``prompt_manifest``), after those checks.
+
 Errors use OpenAI's error shape, so the official ``openai`` client raises its typed exceptions
 with our message.
 
@@ -329,11 +338,14 @@ class OpenAIApiChannel:
             key = idempotency_key(request.headers)
         except RequestRefused as refused:
             return _refusal(refused)
-        turn = TurnRequest(
-            asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
-            history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
-            client_tools=asked.client_tools, tool_results=asked.tool_results, tool_choice=asked.tool_choice,
-        )
+        try:
+            turn = TurnRequest(
+                asked.text, conversation_id=asked.conversation_id, channel=CHANNEL, delivery="request", context=asked.context,
+                history=asked.history, isolated=asked.history is not None,  # a client conversation: nothing stored
+                client_tools=asked.client_tools, tool_results=asked.tool_results, tool_choice=asked.tool_choice,
+            )
+        except (TypeError, ValueError) as exc:  # the parser checks each part first; this is the turn's own word on it
+            return _error(400, str(exc), "invalid_request_error")
         echoed = {"X-Conversation-Id": header_safe(turn.conversation_id.removeprefix(f"{CHANNEL}:"))}
         if asked.history is not None and not asked.named:  # a made-up id names nothing stored: sent back, it would
             echoed = {}                                      # turn the client's chat into an empty server one

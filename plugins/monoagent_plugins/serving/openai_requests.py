@@ -154,7 +154,7 @@ def trailing_tool_results(messages: list[Any]) -> tuple[ToolResult, ...]:
         for call in messages[start - 1].get("tool_calls") or ():
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 names[call.get("id")] = call["function"].get("name")
-    results = []
+    results: list[ToolResult] = []
     for index in range(start, len(messages)):
         message = messages[index]
         call_id = message.get("tool_call_id")
@@ -164,6 +164,8 @@ def trailing_tool_results(messages: list[Any]) -> tuple[ToolResult, ...]:
         text = _text_content(message.get("content"), index)
         if text is None:
             raise CompletionRefused(400, f"messages[{index}].content must be text (a string, or text parts)", param="messages")
+        if any(result.call_id == call_id for result in results):
+            raise CompletionRefused(400, f"messages[{index}] answers tool call {call_id!r} a second time", param="messages")
         name = names.get(call_id)
         results.append(ToolResult(call_id, name if isinstance(name, str) else "", text, ToolStatus.SUCCESS))
     return tuple(results)
@@ -177,14 +179,17 @@ def client_tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
         return ()
     if not isinstance(tools, list) or len(tools) > MAX_CLIENT_TOOLS:
         raise CompletionRefused(400, f"'tools' must be an array of at most {MAX_CLIENT_TOOLS} function tools", param="tools")
-    specs = []
+    specs: list[ToolSpec] = []
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
         if not isinstance(function, dict):
             raise CompletionRefused(400, f"tools[{index}] must be {{'type': 'function', 'function': {{'name': ..., "
                                     f"'description': ..., 'parameters': {{...}}}}}}: only function tools are supported",
                                     param="tools")
-        specs.append(function_spec(function, f"tools[{index}].function"))
+        spec = function_spec(function, f"tools[{index}].function")
+        if any(other.name == spec.name for other in specs):
+            raise CompletionRefused(400, f"tools[{index}] repeats the name {spec.name!r}: each tool needs its own", param="tools")
+        specs.append(spec)
     return tuple(specs)
 
 
