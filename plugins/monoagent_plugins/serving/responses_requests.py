@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from monoagent import Message, ToolCall, ToolResult, ToolSpec, paired_tool_messages
+from monoagent import Message, ToolCall, ToolResult, ToolSpec, TurnRequest, paired_tool_messages
 from monoagent_plugins.serving.http import RequestRefused, parse_json
 from monoagent_plugins.serving.openai_requests import (
     DOCUMENTED_MAX_MESSAGE_BYTES,
@@ -247,6 +247,10 @@ def _turn(messages: list[Message]) -> tuple[str, tuple[ToolResult, ...], list[Me
         raise _refused("the last item of 'input' must be a user message (the turn) or function_call_output items "
                        "(the results of the client's function calls)", "input")
     results = tuple(ToolResult(m.tool_call_id or "", m.name or "", m.content) for m in messages[-trailing:])
+    for n, result in enumerate(results):
+        if any(other.call_id == result.call_id for other in results[:n]):
+            raise _refused(f"the function_call_output items answer call {result.call_id!r} a second time: answer each "
+                           f"call once", "input")
     return "", results, messages[:-trailing]
 
 
@@ -297,6 +301,10 @@ def responses_request(body: Any, headers: Mapping[str, str], model: str,
     echo = {"instructions": instructions, "tools": body.get("tools") or [],
             "tool_choice": body.get("tool_choice") or "auto", "parallel_tool_calls": body.get("parallel_tool_calls", True),
             "user": body.get("user")}
+    try:  # the turn's own word on what the parser let through (never a 500 for a bad request)
+        TurnRequest(text, client_tools=tools, tool_results=results, tool_choice=choice)
+    except (TypeError, ValueError) as exc:
+        raise CompletionRefused(400, str(exc)) from None
     return ResponsesRequest(
         text, "\n\n".join(context) or None, history, named_conversation(headers, body), previous,
         _flag(body, "store", True), checked_metadata(body.get("metadata")), _flag(body, "stream", False), tools, choice,

@@ -90,11 +90,18 @@ def test_earlier_items_are_bounded_as_stored_history_and_unanswered_calls_droppe
     ({"input": "x", "instructions": 3}, "'instructions' must be a string", "instructions"),
     ({"input": "x", "previous_response_id": ""}, "must be a response id", "previous_response_id"),
     ({"input": "x", "conversation": "conv_1"}, "Conversations API is not supported", "conversation"),
+    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "a"},
+                {"type": "function_call_output", "call_id": "c", "output": "b"}]}, "answer call 'c' a second time", "input"),
 ])
 def test_bad_input_is_refused_naming_the_field_and_what_is_allowed(body, said, param):
     error = refused(body)
     assert error.status == 400 and error.param == param
     assert re.search(said, error.message), error.message
+
+
+def test_what_the_turn_itself_refuses_is_a_400_too():
+    error = refused({"input": "x", "tool_choice": {"type": "function", "name": "not a name"}})
+    assert error.status == 400 and "TurnRequest.tool_choice must be" in error.message
 
 
 def test_another_model_is_a_404_model_not_found():
