@@ -199,3 +199,25 @@ def test_the_response_object_and_its_events_validate_as_the_official_clients_typ
     assert [p.type for p in payloads] == kinds and [p.sequence_number for p in payloads] == list(range(len(kinds)))
     assert kinds[-5:] == ["response.output_item.added", "response.function_call_arguments.delta",
                           "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+
+
+@pytest.mark.parametrize("planted", ["directory", "database"])
+def test_a_symlinked_responses_directory_or_database_is_refused_and_nothing_is_written_through_it(tmp_path, planted):
+    from monoagent_plugins.serving.response_store import ResponseStoreError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "responses.sqlite3").write_bytes(b"")
+    home = tmp_path / "home"
+    ResponseStore(home, 1000, 100).close()
+    if planted == "directory":
+        (home / "openai-api").rename(home / "moved")
+        (home / "openai-api").symlink_to(elsewhere)
+        named = home / "openai-api"
+    else:
+        (home / "openai-api" / "responses.sqlite3").unlink()
+        (home / "openai-api" / "responses.sqlite3").symlink_to(elsewhere / "responses.sqlite3")
+        named = home / "openai-api" / "responses.sqlite3"
+    with pytest.raises(ResponseStoreError, match="symlink") as refused:
+        ResponseStore(home, 1000, 100)
+    assert str(named) in str(refused.value) and (elsewhere / "responses.sqlite3").read_bytes() == b""
