@@ -21,7 +21,8 @@ Which conversation the turn belongs to (:meth:`ResponsesEndpoint._plan`):
   be its conversation's latest response: continuing an older one is a 409 ``response_not_latest``
   naming the latest (a fork would need the history cut at that response, which the history stores
   do not offer; the client resends the conversation as input, with no ``previous_response_id``, to
-  branch it).
+  branch it). A response is its conversation's latest from admission (reserved ``in_progress``), so
+  two continuations of one response cannot both run; one that failed does not count.
 - ``X-Conversation-Id`` or ``user``: that server conversation (shared with chat completions), the
   earlier items ignored.
 - neither: with ``store: true`` a new server conversation (``openai-api:conv_<hex>``, echoed in
@@ -40,8 +41,8 @@ and the id cannot be a ``previous_response_id``. ``store: true`` keeps the respo
 
 ``usage`` follows OpenAI: ``input_tokens`` counts every prompt token, cache reads and writes included,
 and ``input_tokens_details.cached_tokens`` the cache reads the provider reported. An
-``Idempotency-Key`` is handled as chat completions handles it (the same receipts and scope): a
-repeated key answers the first response (streamed or not, ``Idempotent-Replayed: true``) and runs no
+``Idempotency-Key`` is handled as chat completions handles it (the same receipts and scope, the key
+bound to this endpoint as well as to the body): a repeated key answers the first response (streamed or not, ``Idempotent-Replayed: true``) and runs no
 turn. Client-side function tools (``tools`` of ``type: "function"``, ``tool_choice``) are the turn's
 ``client_tools``: a call of one ends the response with ``function_call`` output items after the
 step is committed, and ``function_call_output`` items continue it (``tool_results``; the
