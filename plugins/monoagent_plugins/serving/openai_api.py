@@ -535,6 +535,15 @@ def register_config_sections(register: ConfigSectionRegistrar) -> None:
     register("openaiApi", OpenAIApiConfig)
 
 
+@hookimpl
+async def after_history_reset(agent: Agent, logical_conversation_id: str | None) -> None:
+    """A reset conversation's stored responses go with its history (:func:`~.response_store.forget_conversation`)."""
+    from monoagent_plugins.serving.response_store import forget_conversation
+
+    if logical_conversation_id is None or logical_conversation_id.startswith(f"{CHANNEL}:"):
+        await asyncio.to_thread(forget_conversation, agent.config.home, logical_conversation_id)
+
+
 @hookimpl(trylast=True)
 def register_channels(register: ComponentRegistrar[Channel]) -> None:
     register(CHANNEL, OpenAIApiChannel, description="OpenAI-compatible chat API (POST /v1/chat/completions), served by monoagent serve")

@@ -16,6 +16,8 @@ gone left ``in_progress`` (a crash mid-turn) are marked ``failed`` at start-up (
 :class:`~monoagent.ProcessIdentity`, as the receipts do). Rows older than
 ``openaiApi.responseRetentionDays`` are purged at start-up and, while serving, at most every
 :data:`PURGE_INTERVAL_S` seconds; beyond ``openaiApi.responseMaxStored`` rows the oldest go first.
+A conversation's history reset (``monoagent history reset``, ``history clear --all``) removes its
+responses (:func:`forget_conversation`).
 The methods block (SQLite, fsync): call them from a worker thread.
 """
 
@@ -163,6 +165,13 @@ class ResponseStore:
             self._db.execute("UPDATE responses SET state = ?, body = ?, history_messages = ? WHERE id = ?",
                              (state, body, history_messages, response_id))
 
+    def forget(self, conversation_id: str | None) -> int:
+        """Remove the responses of ``conversation_id`` (every response of a server conversation when None); how many."""
+        with self._lock, immediate(self._db):
+            if conversation_id is None:
+                return int(self._db.execute("DELETE FROM responses WHERE conversation_id IS NOT NULL").rowcount)
+            return int(self._db.execute("DELETE FROM responses WHERE conversation_id = ?", (conversation_id,)).rowcount)
+
     def purge(self) -> int:
         """Remove the responses past the retention; how many went."""
         with self._lock, immediate(self._db):
@@ -183,3 +192,16 @@ class ResponseStore:
                 failed = self._db.execute("UPDATE responses SET state = 'failed' WHERE state = 'in_progress' AND "
                                           "owner_process = ?", (token,)).rowcount
                 logger.warning("openai-api: {} response(s) left in progress by a process that is gone marked failed", failed)
+
+
+def forget_conversation(home: Path, conversation_id: str | None) -> int:
+    """After a history reset (``after_history_reset``): the stored responses of the reset conversation go too, so a
+    ``previous_response_id`` of one is a 404, not a continuation of an emptied conversation. Nothing is created in a
+    home that has no responses database."""
+    if not (Path(home) / DIRECTORY / DATABASE).is_file():
+        return 0
+    store = ResponseStore(home, float("inf"), 1)
+    try:
+        return store.forget(conversation_id)
+    finally:
+        store.close()

@@ -221,3 +221,19 @@ def test_a_symlinked_responses_directory_or_database_is_refused_and_nothing_is_w
     with pytest.raises(ResponseStoreError, match="symlink") as refused:
         ResponseStore(home, 1000, 100)
     assert str(named) in str(refused.value) and (elsewhere / "responses.sqlite3").read_bytes() == b""
+
+
+def test_forgetting_a_conversation_removes_its_responses_and_creates_nothing_where_none_are(tmp_path):
+    from monoagent_plugins.serving.response_store import forget_conversation
+
+    assert forget_conversation(tmp_path / "empty", None) == 0 and not (tmp_path / "empty").exists()
+    store = ResponseStore(tmp_path, 1000, 100)
+    for response, conversation in (("r1", "a"), ("r2", "a"), ("r3", "b"), ("r4", None)):
+        store.reserve(response, conversation, None, "{}")
+    store.close()
+    assert forget_conversation(tmp_path, "a") == 2 and forget_conversation(tmp_path, None) == 1
+    store = ResponseStore(tmp_path, 1000, 100)
+    try:
+        assert [store.get(r) is not None for r in ("r1", "r3", "r4")] == [False, False, True]
+    finally:
+        store.close()

@@ -309,3 +309,18 @@ def test_a_response_being_continued_cannot_be_continued_twice_and_a_crash_leaves
         assert client.responses.create(input="resumed", previous_response_id=first.id).output_text.startswith("quick answer")
     finally:
         restarted.stop()
+
+
+def test_a_history_reset_takes_the_conversations_stored_responses_with_it(running):
+    client = client_of(running)
+    raw = client.responses.with_raw_response.create(input="remember me")
+    first, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    other = client.responses.create(input="another conversation")
+    reset = subprocess.run([sys.executable, "-m", "monoagent", "history", "reset", f"openai-api:{conversation}"],
+                           cwd=running.cwd, env=serve_env(running.cwd), capture_output=True, text=True, timeout=60)
+    assert reset.returncode == 0, reset.stderr
+    with pytest.raises(openai.NotFoundError):  # not a continuation of an emptied conversation
+        client.responses.create(input="and now?", previous_response_id=first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    assert client.responses.retrieve(other.id).id == other.id
