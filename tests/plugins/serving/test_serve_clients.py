@@ -1,0 +1,299 @@
+"""The ``openai-api`` channel against the clients people point at it, run for real against a ``monoagent serve``
+subprocess on 127.0.0.1: simonw/llm (its CLI, configured as its documentation says for an OpenAI-compatible
+server), openai-agents (``Runner`` with its chat completions and its Responses model) and LangChain's
+``ChatOpenAI``. None of them names a conversation (no ``X-Conversation-Id``, no ``user``), so each gets the
+stateless rule: the request's own earlier messages are the history, nothing is stored. The offline echo
+provider answers ``history: N messages; you said: <text>``, so each test reads what the model was sent.
+
+What each client sends on the wire is written down in docs/serving.md ("Clients"). The tests of the
+Responses API (``POST /v1/responses``) and of client-side tools skip, saying why, while the server refuses
+them (a probe of the running server decides, so they run as soon as the server serves them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chat_pty import Terminal
+from serving import TOKEN, Server, auth, serve_env
+
+MODEL = "offline:echo"
+WEATHER_SCRIPT = """
+[[steps]]
+tool_calls = [{ name = "weather", arguments = { city = "Paris" }, id = "call_w1" }]
+
+[[steps]]
+text = "The client's tool says: sunny in Paris."
+"""
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory):
+    """One echo server for the module: each test's conversation is its own (the client's), nothing is stored."""
+    server = Server(tmp_path_factory.mktemp("echo-server"))
+    yield server
+    server.stop()
+
+
+def stored(server: Server) -> str:
+    """What ``monoagent history list`` shows of the server's history directory."""
+    listed = subprocess.run([sys.executable, "-m", "monoagent", "history", "list"], cwd=server.cwd,
+                            env=serve_env(server.cwd), capture_output=True, text=True, timeout=60)
+    return listed.stdout + listed.stderr
+
+
+def serves_responses(server: Server) -> bool:
+    """The server answers ``POST /v1/responses`` (anything but a 404: a refused body still says the route exists)."""
+    return server.client.post("/v1/responses", json={"input": "probe", "model": MODEL}, headers=auth()).status_code != 404
+
+
+def serves_client_tools(server: Server) -> bool:
+    """The chat completions endpoint takes a request's own ``tools`` (today it refuses them: 400, ``param: tools``)."""
+    tool = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
+    probed = server.client.post("/v1/chat/completions", headers=auth(),
+                                json={"messages": [{"role": "user", "content": "probe"}], "tools": [tool]})
+    return probed.status_code == 200
+
+
+@pytest.fixture
+def responses_served(echo):
+    if not serves_responses(echo):
+        pytest.skip("the server does not serve POST /v1/responses yet (404): issue 25's Responses API")
+
+
+@pytest.fixture
+def client_tools_served(echo):
+    if not serves_client_tools(echo):
+        pytest.skip("the server refuses a request's own 'tools' yet (400): issue 25's client-side tools")
+
+
+@pytest.fixture
+def weather_server(tmp_path):
+    """A server whose model calls the client's ``weather`` tool, then answers with what the tool returned."""
+    (tmp_path / "script.toml").write_text(WEATHER_SCRIPT, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "offline:scripted"\n[providers.offline]\n'
+                                             'scriptPath = "script.toml"\n', encoding="utf-8")
+    server = Server(tmp_path)
+    yield server
+    server.stop()
+
+
+# simonw/llm -------------------------------------------------------------------------------------------------
+
+
+def llm_home(tmp_path: Path, server: Server) -> dict[str, str]:
+    """An ``LLM_USER_PATH`` whose ``extra-openai-models.yaml`` names the server, its key in ``keys.json``; the env to run llm in."""
+    home = tmp_path / "llm-home"
+    home.mkdir()
+    (home / "extra-openai-models.yaml").write_text(
+        f"- model_id: mono\n  model_name: {MODEL}\n  api_base: \"{server.url}/v1\"\n  api_key_name: mono\n",
+        encoding="utf-8")
+    (home / "keys.json").write_text(json.dumps({"mono": TOKEN}), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LLM_"))}
+    env.update(LLM_USER_PATH=str(home), TERM="dumb")
+    return env
+
+
+def llm(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "llm", *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_llm_prompts_streamed_and_not_and_continues_a_conversation_it_resends(echo, tmp_path):
+    env = llm_home(tmp_path, echo)
+    assert "history: 0 messages; you said: first" in llm(env, "-m", "mono", "first")  # streamed: llm's default
+    assert "history: 0 messages; you said: second" in llm(env, "-m", "mono", "--no-stream", "second")
+    assert "history: 2 messages; you said: third" in llm(env, "-c", "third")  # -c resends "second" and its answer
+    assert "history: 4 messages; you said: fourth" in llm(env, "-c", "--no-stream", "fourth")
+    assert "openai-api:" not in stored(echo)
+
+
+class LlmChat(Terminal):
+    """``llm chat`` as the child of a real pseudo-terminal (the :class:`Terminal` helpers read and write it)."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        import pty
+
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execve(sys.executable, [sys.executable, "-m", "llm", "chat", *args], env)
+        self.output = b""
+        self.transcript = b""
+        self.status = None
+
+
+def test_llm_chat_in_a_terminal_sends_the_earlier_exchange_with_the_next_message(echo, tmp_path):
+    chat = LlmChat(llm_home(tmp_path, echo), "-m", "mono")
+    try:
+        chat.wait_for(b"> ")
+        chat.send(b"one\r")
+        chat.wait_for(b"history: 0 messages; you said: one")
+        chat.wait_for(b"> ")
+        chat.send(b"two\r")
+        chat.wait_for(b"history: 2 messages; you said: two")
+        chat.wait_for(b"> ")
+        chat.send(b"quit\r")
+        assert chat.exit_code() == 0
+    finally:
+        if chat.status is None:
+            os.kill(chat.pid, 9)
+            os.waitpid(chat.pid, 0)
+        os.close(chat.fd)
+    assert "openai-api:" not in stored(echo)
+
+
+# openai-agents ----------------------------------------------------------------------------------------------
+
+
+def agents_model(server: Server, kind: str):
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)  # nothing is sent to OpenAI's trace collector (no network but the server)
+    client = AsyncOpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0)
+    model = OpenAIChatCompletionsModel if kind == "chat" else OpenAIResponsesModel
+    return model(model=MODEL, openai_client=client)
+
+
+async def two_turns(server: Server, kind: str) -> tuple[str, str, str]:
+    from agents import Agent, Runner
+
+    agent = Agent(name="assistant", instructions="Be brief.", model=agents_model(server, kind))
+    first = await Runner.run(agent, "first")
+    second = await Runner.run(agent, first.to_input_list() + [{"role": "user", "content": "second"}])
+    streamed = Runner.run_streamed(agent, second.to_input_list() + [{"role": "user", "content": "third"}])
+    async for _ in streamed.stream_events():
+        pass
+    return first.final_output, second.final_output, streamed.final_output
+
+
+def test_openai_agents_chat_completions_model_multi_turn_from_to_input_list(echo):
+    first, second, third = asyncio.run(two_turns(echo, "chat"))
+    assert "history: 0 messages; you said: first" in first
+    assert "history: 2 messages; you said: second" in second  # the first exchange, resent by to_input_list()
+    assert "history: 4 messages; you said: third" in third  # streamed
+    assert "openai-api:" not in stored(echo)
+
+
+@pytest.mark.usefixtures("responses_served")
+def test_openai_agents_default_responses_model_multi_turn_from_to_input_list(echo):
+    first, second, third = asyncio.run(two_turns(echo, "responses"))
+    assert "history: 0 messages; you said: first" in first
+    assert "history: 2 messages; you said: second" in second  # the earlier output item, resent as input
+    assert "history: 4 messages; you said: third" in third
+
+
+async def weather_run(server: Server, kind: str) -> tuple[str, list[str]]:
+    from agents import Agent, Runner, function_tool
+
+    asked: list[str] = []
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        asked.append(city)
+        return f"sunny in {city}"
+
+    agent = Agent(name="assistant", instructions="Use the tool.", model=agents_model(server, kind), tools=[weather])
+    done = await Runner.run(agent, "What is the weather in Paris?", max_turns=3)
+    return done.final_output, asked
+
+
+@pytest.mark.usefixtures("client_tools_served")
+def test_openai_agents_function_tool_runs_in_the_client_over_chat_completions(weather_server):
+    answer, asked = asyncio.run(weather_run(weather_server, "chat"))
+    assert asked == ["Paris"]  # the model's call reached the client's function
+    assert answer == "The client's tool says: sunny in Paris."
+
+
+@pytest.mark.usefixtures("responses_served", "client_tools_served")
+def test_openai_agents_function_tool_runs_in_the_client_over_responses(weather_server):
+    answer, asked = asyncio.run(weather_run(weather_server, "responses"))
+    assert asked == ["Paris"]
+    assert answer == "The client's tool says: sunny in Paris."
+
+
+# LangChain --------------------------------------------------------------------------------------------------
+
+
+def chat_openai(server: Server, **options):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, model=MODEL, max_retries=0, **options)
+
+
+def test_langchain_chat_openai_invoke_stream_and_a_multi_message_history(echo):
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    model = chat_openai(echo)
+    assert "history: 0 messages; you said: hello" in model.invoke("hello").content
+    assert "history: 0 messages; you said: streamed" in "".join(chunk.content for chunk in model.stream("streamed"))
+    chat = [SystemMessage("Be brief."), HumanMessage("first"), AIMessage("the first answer"),
+            HumanMessage("second"), AIMessage("the second answer"), HumanMessage("third")]
+    assert "history: 4 messages; you said: third" in model.invoke(chat).content
+    assert "history: 4 messages; you said: third" in "".join(chunk.content for chunk in model.stream(chat))
+    assert "openai-api:" not in stored(echo)
+
+
+@pytest.mark.usefixtures("responses_served")
+def test_langchain_chat_openai_over_the_responses_api(echo):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    model = chat_openai(echo, use_responses_api=True)
+    assert "history: 0 messages; you said: hello" in model.invoke("hello").text
+    assert "history: 0 messages; you said: streamed" in "".join(chunk.text for chunk in model.stream("streamed"))
+    chat = [HumanMessage("first"), AIMessage("the first answer"), HumanMessage("second")]
+    assert "history: 2 messages; you said: second" in model.invoke(chat).text
+
+
+def langchain_weather_round(server: Server, **options) -> tuple[str, list[str]]:
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
+    asked: list[str] = []
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        asked.append(city)
+        return f"sunny in {city}"
+
+    model = chat_openai(server, **options).bind_tools([weather])
+    question = HumanMessage("What is the weather in Paris?")
+    called = model.invoke([question])
+    assert [call["name"] for call in called.tool_calls] == ["weather"], called
+    result = weather.invoke(called.tool_calls[0])
+    return model.invoke([question, called, result]).text, asked
+
+
+@pytest.mark.usefixtures("client_tools_served")
+def test_langchain_bind_tools_the_client_runs_the_call_and_the_model_answers(weather_server):
+    answer, asked = langchain_weather_round(weather_server)
+    assert asked == ["Paris"]
+    assert answer == "The client's tool says: sunny in Paris."
+
+
+@pytest.mark.usefixtures("responses_served", "client_tools_served")
+def test_langchain_bind_tools_over_the_responses_api(weather_server):
+    answer, asked = langchain_weather_round(weather_server, use_responses_api=True)
+    assert asked == ["Paris"]
+    assert answer == "The client's tool says: sunny in Paris."
+
+
+def test_the_probes_read_the_server_as_it_is(echo):
+    """The skip conditions above are facts about the running server, not guesses: each probe agrees with a raw request."""
+    responses = echo.client.post("/v1/responses", json={"input": "probe"}, headers=auth())
+    assert serves_responses(echo) is (responses.status_code != 404)
+    tools = echo.client.post("/v1/chat/completions", headers=auth(), json={
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "probe", "parameters": {"type": "object"}}}]})
+    assert serves_client_tools(echo) is (tools.status_code == 200)
+    if tools.status_code != 200:
+        assert tools.json()["error"]["param"] == "tools"  # refused for the tools, not for a broken probe
