@@ -59,7 +59,7 @@ text = "The client's tool says: sunny in Paris."
 
 def served(project: Path) -> Server:
     """``monoagent serve`` in ``project``, counting tokens without tiktoken (the module's docstring says why)."""
-    (project / "plugins").mkdir()
+    (project / "plugins").mkdir(parents=True)
     (project / "plugins" / "estimate_tokens.py").write_text(ESTIMATE_TOKENS, encoding="utf-8")
     return Server(project, "--plugins-dir", "plugins")
 
@@ -79,29 +79,46 @@ def stored(server: Server) -> str:
     return listed.stdout + listed.stderr
 
 
-def serves_responses(server: Server) -> bool:
-    """The server answers ``POST /v1/responses`` (anything but a 404: a refused body still says the route exists)."""
-    return server.client.post("/v1/responses", json={"input": "probe", "model": MODEL}, headers=auth()).status_code != 404
+def responses_refused(server: Server) -> str | None:
+    """Why the server does not serve ``POST /v1/responses`` (a 404), or None: any other answer says the route exists."""
+    probed = server.client.post("/v1/responses", json={"input": "probe", "model": MODEL, "store": False}, headers=auth())
+    return "the server does not serve POST /v1/responses yet (404): issue 25's Responses API" if probed.status_code == 404 else None
 
 
-def serves_client_tools(server: Server) -> bool:
-    """The chat completions endpoint takes a request's own ``tools`` (today it refuses them: 400, ``param: tools``)."""
+def client_tools_refused(server: Server) -> str | None:
+    """Why the chat completions endpoint does not take a request's own ``tools`` (a 400 naming ``tools``), or None.
+
+    Any other refusal fails the test: a probe that broke for another reason would otherwise skip the tests forever.
+    """
     tool = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
     probed = server.client.post("/v1/chat/completions", headers=auth(),
                                 json={"messages": [{"role": "user", "content": "probe"}], "tools": [tool]})
-    return probed.status_code == 200
+    if probed.status_code == 200:
+        return None
+    assert probed.status_code == 400 and probed.json()["error"]["param"] == "tools", probed.text
+    return "the server refuses a request's own 'tools' yet (400, param 'tools'): issue 25's client-side tools"
+
+
+@pytest.fixture
+def responses_echo(echo, tmp_path):
+    """A server of its own for a Responses test (what that API stores must not meet the other tests' checks)."""
+    if (why := responses_refused(echo)) is not None:
+        pytest.skip(why)
+    server = served(tmp_path / "responses")
+    yield server
+    server.stop()
 
 
 @pytest.fixture
 def responses_served(echo):
-    if not serves_responses(echo):
-        pytest.skip("the server does not serve POST /v1/responses yet (404): issue 25's Responses API")
+    if (why := responses_refused(echo)) is not None:
+        pytest.skip(why)
 
 
 @pytest.fixture
 def client_tools_served(echo):
-    if not serves_client_tools(echo):
-        pytest.skip("the server refuses a request's own 'tools' yet (400): issue 25's client-side tools")
+    if (why := client_tools_refused(echo)) is not None:
+        pytest.skip(why)
 
 
 @pytest.fixture
@@ -144,6 +161,9 @@ def test_llm_prompts_streamed_and_not_and_continues_a_conversation_it_resends(ec
     assert "history: 0 messages; you said: second" in llm(env, "-m", "agent", "--no-stream", "second")
     assert "history: 2 messages; you said: third" in llm(env, "-c", "third")  # -c resends "second" and its answer
     assert "history: 4 messages; you said: fourth" in llm(env, "-c", "--no-stream", "fourth")
+    said = llm(env, "-m", "agent", "-s", "Be brief.", "with a system prompt")  # -s: a leading system message
+    assert "dynamic_context" in said and "history: 0 messages; you said: with a system prompt" in said
+    assert "dynamic_context" not in llm(env, "-m", "agent", "without")  # the turn's context is the request's system text
     assert "openai-api:" not in stored(echo)
 
 
@@ -214,14 +234,14 @@ async def two_turns(server: Server, kind: str) -> tuple[str, str, str]:
 def test_openai_agents_chat_completions_model_multi_turn_from_to_input_list(echo):
     first, second, third = asyncio.run(two_turns(echo, "chat"))
     assert "history: 0 messages; you said: first" in first
+    assert "dynamic_context" in first  # the agent's instructions, sent as a system message: the turn's context
     assert "history: 2 messages; you said: second" in second  # the first exchange, resent by to_input_list()
     assert "history: 4 messages; you said: third" in third  # streamed
     assert "openai-api:" not in stored(echo)
 
 
-@pytest.mark.usefixtures("responses_served")
-def test_openai_agents_default_responses_model_multi_turn_from_to_input_list(echo):
-    first, second, third = asyncio.run(two_turns(echo, "responses"))
+def test_openai_agents_default_responses_model_multi_turn_from_to_input_list(responses_echo):
+    first, second, third = asyncio.run(two_turns(responses_echo, "responses"))
     assert "history: 0 messages; you said: first" in first
     assert "history: 2 messages; you said: second" in second  # the earlier output item, resent as input
     assert "history: 4 messages; you said: third" in third
@@ -280,11 +300,10 @@ def test_langchain_chat_openai_invoke_stream_and_a_multi_message_history(echo):
     assert "openai-api:" not in stored(echo)
 
 
-@pytest.mark.usefixtures("responses_served")
-def test_langchain_chat_openai_over_the_responses_api(echo):
+def test_langchain_chat_openai_over_the_responses_api(responses_echo):
     from langchain_core.messages import AIMessage, HumanMessage
 
-    model = chat_openai(echo, use_responses_api=True)
+    model = chat_openai(responses_echo, use_responses_api=True)
     assert "history: 0 messages; you said: hello" in model.invoke("hello").text
     assert "history: 0 messages; you said: streamed" in "".join(chunk.text for chunk in model.stream("streamed"))
     chat = [HumanMessage("first"), AIMessage("the first answer"), HumanMessage("second")]
@@ -324,14 +343,3 @@ def test_langchain_bind_tools_over_the_responses_api(weather_server):
     assert asked == ["Paris"]
     assert answer == "The client's tool says: sunny in Paris."
 
-
-def test_the_probes_read_the_server_as_it_is(echo):
-    """The skip conditions above are facts about the running server, not guesses: each probe agrees with a raw request."""
-    responses = echo.client.post("/v1/responses", json={"input": "probe"}, headers=auth())
-    assert serves_responses(echo) is (responses.status_code != 404)
-    tools = echo.client.post("/v1/chat/completions", headers=auth(), json={
-        "messages": [{"role": "user", "content": "x"}],
-        "tools": [{"type": "function", "function": {"name": "probe", "parameters": {"type": "object"}}}]})
-    assert serves_client_tools(echo) is (tools.status_code == 200)
-    if tools.status_code != 200:
-        assert tools.json()["error"]["param"] == "tools"  # refused for the tools, not for a broken probe
