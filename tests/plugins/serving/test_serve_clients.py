@@ -3,7 +3,9 @@ subprocess on 127.0.0.1: simonw/llm (its CLI, configured as its documentation sa
 server), openai-agents (``Runner`` with its chat completions and its Responses model) and LangChain's
 ``ChatOpenAI``. None of them names a conversation (no ``X-Conversation-Id``, no ``user``), so each gets the
 stateless rule: the request's own earlier messages are the history, nothing is stored. The offline echo
-provider answers ``history: N messages; you said: <text>``, so each test reads what the model was sent.
+provider answers ``history: N messages; you said: <text>``, so each test reads what the model was sent; for
+the client-side tool tests a project-local provider calls the client's ``weather`` tool and then answers
+with the results the client sent back.
 
 What each client sends on the wire is written down in docs/serving.md ("Clients"). The tests of the
 Responses API (``POST /v1/responses``) and of client-side tools skip, saying why, while the server refuses
@@ -48,18 +50,39 @@ from monoagent import hookimpl
 def count_tokens(text, model):
     return (len(text.encode()) + 3) // 4
 """
-WEATHER_SCRIPT = """
-[[steps]]
-tool_calls = [{ name = "weather", arguments = { city = "Paris" }, id = "call_w1" }]
+WEATHER_CALLER = """
+from monoagent import StepFinished, TextDelta, ToolCall, ToolCallRequested, hookimpl
 
-[[steps]]
-text = "The client's tool says: sunny in Paris."
+
+class WeatherCaller:
+    \"\"\"Calls the client's ``weather`` tool for Paris, then answers with the results the request sent back.\"\"\"
+
+    name = "weather"
+
+    async def stream(self, request):
+        last = request.messages[-1]
+        if last.role == "tool":
+            calls = {call.id: call.name for message in request.messages for call in message.tool_calls}
+            results = [m for m in request.messages if m.role == "tool"]
+            yield TextDelta("Results: " + "; ".join(f"{calls.get(m.tool_call_id, '?')}={m.content}" for m in results))
+        elif "weather" in {tool.name for tool in request.tools}:
+            yield ToolCallRequested(ToolCall("call_w1", "weather", {"city": "Paris"}))
+            yield StepFinished("tool_use")
+            return
+        else:
+            yield TextDelta("no weather tool was offered")
+        yield StepFinished()
+
+
+@hookimpl
+def register_providers(register):
+    register("weather", lambda agent, model: WeatherCaller())
 """
 
 
 def served(project: Path) -> Server:
     """``monoagent serve`` in ``project``, counting tokens without tiktoken (the module's docstring says why)."""
-    (project / "plugins").mkdir(parents=True)
+    (project / "plugins").mkdir(parents=True, exist_ok=True)
     (project / "plugins" / "estimate_tokens.py").write_text(ESTIMATE_TOKENS, encoding="utf-8")
     return Server(project, "--plugins-dir", "plugins")
 
@@ -123,10 +146,10 @@ def client_tools_served(echo):
 
 @pytest.fixture
 def weather_server(tmp_path):
-    """A server whose model calls the client's ``weather`` tool, then answers with what the tool returned."""
-    (tmp_path / "script.toml").write_text(WEATHER_SCRIPT, encoding="utf-8")
-    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "offline:scripted"\n[providers.offline]\n'
-                                             'scriptPath = "script.toml"\n', encoding="utf-8")
+    """A server whose model calls the client's ``weather`` tool, then answers with the results it was sent."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "weather_caller.py").write_text(WEATHER_CALLER, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "weather:x"\n', encoding="utf-8")
     server = served(tmp_path)
     yield server
     server.stop()
@@ -204,12 +227,17 @@ def test_llm_chat_in_a_terminal_sends_the_earlier_exchange_with_the_next_message
 # openai-agents ----------------------------------------------------------------------------------------------
 
 
-def agents_model(client, kind: str):
+def model_id(server: Server) -> str:
+    """The served agent's model id, as a client finds it (``GET /v1/models``): the ``model`` every client must send."""
+    return server.client.get("/v1/models", headers=auth()).json()["data"][0]["id"]
+
+
+def agents_model(server: Server, client, kind: str):
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel, set_tracing_disabled
 
     set_tracing_disabled(True)  # nothing is sent to OpenAI's trace collector (no network but the server)
     model = OpenAIChatCompletionsModel if kind == "chat" else OpenAIResponsesModel
-    return model(model=MODEL, openai_client=client)
+    return model(model=model_id(server), openai_client=client)
 
 
 def async_client(server: Server):
@@ -222,7 +250,7 @@ async def two_turns(server: Server, kind: str) -> tuple[str, str, str]:
     from agents import Agent, Runner
 
     async with async_client(server) as client:  # closed in this event loop, not by the collector in another
-        agent = Agent(name="assistant", instructions="Be brief.", model=agents_model(client, kind))
+        agent = Agent(name="assistant", instructions="Be brief.", model=agents_model(server, client, kind))
         first = await Runner.run(agent, "first")
         second = await Runner.run(agent, first.to_input_list() + [{"role": "user", "content": "second"}])
         streamed = Runner.run_streamed(agent, second.to_input_list() + [{"role": "user", "content": "third"}])
@@ -259,7 +287,7 @@ async def weather_run(server: Server, kind: str) -> tuple[str, list[str]]:
         return f"sunny in {city}"
 
     async with async_client(server) as client:
-        agent = Agent(name="assistant", instructions="Use the tool.", model=agents_model(client, kind), tools=[weather])
+        agent = Agent(name="assistant", instructions="Use the tool.", model=agents_model(server, client, kind), tools=[weather])
         done = await Runner.run(agent, "What is the weather in Paris?", max_turns=3)
     return done.final_output, asked
 
@@ -268,14 +296,14 @@ async def weather_run(server: Server, kind: str) -> tuple[str, list[str]]:
 def test_openai_agents_function_tool_runs_in_the_client_over_chat_completions(weather_server):
     answer, asked = asyncio.run(weather_run(weather_server, "chat"))
     assert asked == ["Paris"]  # the model's call reached the client's function
-    assert answer == "The client's tool says: sunny in Paris."
+    assert answer == "Results: weather=sunny in Paris"
 
 
 @pytest.mark.usefixtures("responses_served", "client_tools_served")
 def test_openai_agents_function_tool_runs_in_the_client_over_responses(weather_server):
     answer, asked = asyncio.run(weather_run(weather_server, "responses"))
     assert asked == ["Paris"]
-    assert answer == "The client's tool says: sunny in Paris."
+    assert answer == "Results: weather=sunny in Paris"
 
 
 # LangChain --------------------------------------------------------------------------------------------------
@@ -284,7 +312,7 @@ def test_openai_agents_function_tool_runs_in_the_client_over_responses(weather_s
 def chat_openai(server: Server, **options):
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, model=MODEL, max_retries=0, **options)
+    return ChatOpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, model=model_id(server), max_retries=0, **options)
 
 
 def test_langchain_chat_openai_invoke_stream_and_a_multi_message_history(echo):
@@ -334,12 +362,12 @@ def langchain_weather_round(server: Server, **options) -> tuple[str, list[str]]:
 def test_langchain_bind_tools_the_client_runs_the_call_and_the_model_answers(weather_server):
     answer, asked = langchain_weather_round(weather_server)
     assert asked == ["Paris"]
-    assert answer == "The client's tool says: sunny in Paris."
+    assert answer == "Results: weather=sunny in Paris"
 
 
 @pytest.mark.usefixtures("responses_served", "client_tools_served")
 def test_langchain_bind_tools_over_the_responses_api(weather_server):
     answer, asked = langchain_weather_round(weather_server, use_responses_api=True)
     assert asked == ["Paris"]
-    assert answer == "The client's tool says: sunny in Paris."
+    assert answer == "Results: weather=sunny in Paris"
 
