@@ -246,11 +246,12 @@ def async_client(server: Server):
     return AsyncOpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0)
 
 
-async def two_turns(server: Server, kind: str) -> tuple[str, str, str]:
-    from agents import Agent, Runner
+async def two_turns(server: Server, kind: str, store: bool | None = None) -> tuple[str, str, str]:
+    from agents import Agent, ModelSettings, Runner
 
     async with async_client(server) as client:  # closed in this event loop, not by the collector in another
-        agent = Agent(name="assistant", instructions="Be brief.", model=agents_model(server, client, kind))
+        agent = Agent(name="assistant", instructions="Be brief.", model=agents_model(server, client, kind),
+                      model_settings=ModelSettings(store=store))
         first = await Runner.run(agent, "first")
         second = await Runner.run(agent, first.to_input_list() + [{"role": "user", "content": "second"}])
         streamed = Runner.run_streamed(agent, second.to_input_list() + [{"role": "user", "content": "third"}])
@@ -268,11 +269,14 @@ def test_openai_agents_chat_completions_model_multi_turn_from_to_input_list(echo
     assert "openai-api:" not in stored(echo)
 
 
-def test_openai_agents_default_responses_model_multi_turn_from_to_input_list(responses_echo):
-    first, second, third = asyncio.run(two_turns(responses_echo, "responses"))
+@pytest.mark.parametrize("store", [None, False])
+def test_openai_agents_default_responses_model_multi_turn_from_to_input_list(responses_echo, store):
+    first, second, third = asyncio.run(two_turns(responses_echo, "responses", store))
     assert "history: 0 messages; you said: first" in first
     assert "history: 2 messages; you said: second" in second  # the earlier output item, resent as input
     assert "history: 4 messages; you said: third" in third
+    if store is False:  # ModelSettings(store=False): a client conversation, nothing kept
+        assert "openai-api:" not in stored(responses_echo)
 
 
 async def weather_run(server: Server, kind: str) -> tuple[str, list[str]]:
@@ -336,6 +340,10 @@ def test_langchain_chat_openai_over_the_responses_api(responses_echo):
     assert "history: 0 messages; you said: streamed" in "".join(chunk.text for chunk in model.stream("streamed"))
     chat = [HumanMessage("first"), AIMessage("the first answer"), HumanMessage("second")]
     assert "history: 2 messages; you said: second" in model.invoke(chat).text
+    unstored = chat_openai(responses_echo, use_responses_api=True, store=False)
+    before = stored(responses_echo)
+    assert "history: 2 messages; you said: second" in unstored.invoke(chat).text
+    assert stored(responses_echo) == before  # store=False: a client conversation, nothing kept
 
 
 def langchain_weather_round(server: Server, **options) -> tuple[str, list[str]]:
