@@ -23,7 +23,7 @@ from monoagent import missing_extra
 from monoagent._kernel import extras
 
 ROOT = Path(__file__).parents[1]
-DEVELOPMENT = {"test", "docs", "mutation"}  # extras of this repository's own work, never named by a hint
+DEVELOPMENT = {"test", "docs", "mutation", "clients"}  # extras of this repository's own work, never named by a hint
 EXTRAS = {name: packages for name, packages in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"].items()
           if name not in DEVELOPMENT}
 CHECKOUT = f"'{ROOT}[{{}}]'"  # this suite runs on an editable install of the checkout
