@@ -25,10 +25,13 @@ Which conversation the turn belongs to (:meth:`ResponsesEndpoint._plan`):
   two continuations of one response cannot both run; one that failed does not count.
 - ``X-Conversation-Id`` or ``user``: that server conversation (shared with chat completions), the
   earlier items ignored.
-- neither: with ``store: true`` a new server conversation (``openai-api:conv_<hex>``, echoed in
-  ``X-Conversation-Id``) seeded with the input's earlier items, committed before the turn, so a later
-  ``previous_response_id`` sees them; with ``store: false`` the client's conversation: the earlier
-  items are the turn's history (``TurnRequest.history``) and nothing is stored.
+- neither: the client's conversation: the earlier items are the turn's history
+  (``TurnRequest.history``) and no conversation is stored. With ``store: true`` the response keeps
+  that conversation (the earlier items, the turn, the answer: :func:`seed_messages`, the newest
+  :data:`SEED_MAX_BYTES`) as its seed, and a later ``previous_response_id`` of it makes the seed a new
+  server conversation (``openai-api:conv_<hex>``) then (:meth:`ResponsesEndpoint._adopt`): a client
+  that resends its conversation on every request (openai-agents' default) makes no conversation per
+  request.
 
 ``openaiApi.conversations`` applies: ``auto`` is the rule above; ``server`` never reads the input's
 earlier items (a request naming nothing starts an empty conversation, as chat completions does);
@@ -86,10 +89,54 @@ class Plan:
     history: tuple[Message, ...] | None = None
     """The client's conversation (read instead of the store), or None: the server conversation's."""
     isolated: bool = False
-    seed: tuple[Message, ...] = ()
-    """Messages committed to a new server conversation before the turn."""
     stored_conversation: str | None = None
     """The conversation the stored response names (None: a client conversation, nothing can continue it)."""
+    seeded: bool = False
+    """The client carries the conversation (nothing named, ``store: true``): the turn runs on the input's items and
+    stores nothing, and the response keeps the conversation's messages (its ``seed``) in case a
+    ``previous_response_id`` continues it (:meth:`ResponsesEndpoint._adopt`)."""
+
+
+SEED_MAX_BYTES = 256 * 1024
+"""The most bytes of messages a response of a conversation the client carries keeps as its seed (the newest)."""
+
+
+def seed_messages(asked: ResponsesRequest, result: Any) -> list[Message]:
+    """The conversation a seeded response continues into: the input's earlier items, the turn, and its answer (the
+    assistant's text and the client calls it handed over, when it ended on them)."""
+    ending = Message("assistant", result.text, tool_calls=result.pending_tool_calls)
+    if asked.tool_results:
+        names = {call.id: call.name for message in asked.earlier for call in message.tool_calls}
+        answered = [Message("tool", r.content, name=names.get(r.call_id, r.name), tool_call_id=r.call_id, is_error=r.is_error)
+                    for r in asked.tool_results]
+        return [*asked.earlier, *answered, ending]
+    return [*asked.earlier, Message("user", asked.text), ending]
+
+
+def encode_seed(messages: list[Message]) -> str:
+    """``messages`` as the JSON a seed keeps: the newest of them within :data:`SEED_MAX_BYTES`, starting at a user message."""
+    from monoagent_plugins.history.records import serialise_message
+
+    kept: list[bytes] = []
+    size = 2
+    for message in reversed(messages):
+        data = serialise_message(message)
+        if size + len(data) + 1 > SEED_MAX_BYTES:
+            break
+        kept.append(data)
+        size += len(data) + 1
+    kept.reverse()
+    decoded = [json.loads(data) for data in kept]
+    while decoded and decoded[0].get("role") != "user":  # what the cut left of an older turn
+        decoded.pop(0)
+    return json_bytes(decoded).decode("utf-8")
+
+
+def decode_seed(seed: str) -> list[Message]:
+    from monoagent_plugins.history.records import record_converter
+
+    converter = record_converter()
+    return [converter.structure(item, Message) for item in json.loads(seed)]
 
 
 def response_usage(usage: Usage) -> dict[str, Any]:
@@ -258,19 +305,29 @@ class ResponsesEndpoint:
                                         "\"client\" (no server conversation is kept); send the conversation as 'input'",
                                         param="previous_response_id")
             stored = await asyncio.to_thread(self.store.get, asked.previous_response_id)
-            if stored is None or stored.conversation_id is None:
+            if stored is None or (stored.conversation_id is None and stored.seed is None):
                 raise not_found(asked.previous_response_id)
             if asked.named is not None and stored.conversation_id != f"{CHANNEL}:{asked.named}":
                 raise not_found(asked.previous_response_id, " in the conversation X-Conversation-Id or 'user' names")
-            return Plan(stored.conversation_id, isolated=isolated, stored_conversation=stored.conversation_id)
+            conversation: str = stored.conversation_id or await self._adopt(stored)
+            return Plan(conversation, isolated=isolated, stored_conversation=conversation)
         if asked.named is not None and rule != "client":
             conversation = f"{CHANNEL}:{asked.named}"
             return Plan(conversation, isolated=isolated, stored_conversation=conversation)
-        if rule == "client" or (rule == "auto" and not asked.store):
-            return Plan(f"{CHANNEL}:{uuid.uuid4()}", history=asked.earlier, isolated=True)
+        if rule == "client" or rule == "auto":  # the client carries the conversation; with store, the response keeps a seed
+            return Plan(f"{CHANNEL}:{uuid.uuid4()}", history=asked.earlier, isolated=True, seeded=rule == "auto" and asked.store)
+        conversation = f"{CHANNEL}:conv_{uuid.uuid4().hex}"  # "server": a new, empty conversation
+        return Plan(conversation, isolated=isolated, stored_conversation=None if isolated else conversation)
+
+    async def _adopt(self, stored: Any) -> str:
+        """The conversation of a seeded response a ``previous_response_id`` continues: a new one holding its seed, made
+        now (or the one a concurrent request made first); a 404 when the response went meanwhile."""
         conversation = f"{CHANNEL}:conv_{uuid.uuid4().hex}"
-        seed = asked.earlier if rule == "auto" else ()
-        return Plan(conversation, isolated=isolated, seed=seed, stored_conversation=None if isolated else conversation)
+        await self.channel.agent.history_store.commit(conversation, decode_seed(stored.seed))
+        adopted = await asyncio.to_thread(self.store.adopt, stored.id, conversation)
+        if adopted is None:
+            raise not_found(stored.id)
+        return str(adopted)
 
     async def create(self, request: Request) -> Response:
         """One response. Everything that can refuse it is checked before the turn is admitted (the body, the
@@ -305,12 +362,10 @@ class ResponsesEndpoint:
             plan = await self._plan(asked)
             if asked.store or asked.previous_response_id is not None:
                 await self._reserve(asked, plan, started)
-            if plan.seed:
-                await channel.agent.history_store.commit(plan.conversation_id, plan.seed)
         except RequestRefused as refused:
             await channel._settle(receipt, None)
             return _refusal(refused)
-        except Exception as exc:  # the seed could not be written: no turn ran
+        except Exception as exc:  # a seeded conversation could not be written (_adopt): no turn ran
             await self._finish(asked, response_id, None, exc, started)
             await channel._settle(receipt, None)
             return channel._failed(exc)
@@ -329,7 +384,7 @@ class ResponsesEndpoint:
             return channel._failed(exc)
         logger.debug("openai-api: run {} submitted for response {} in {}", handle.run_id, response_id, turn.conversation_id)
         outcome = asyncio.ensure_future(channel.runs.finish(handle))
-        settled = self._settle_when_done(asked, response_id, started, run, outcome, receipt)
+        settled = self._settle_when_done(asked, plan, response_id, started, run, outcome, receipt)
         if asked.stream:  # answer 429 and friends as JSON until the run is admitted, then stream
             admitted = asyncio.ensure_future(run.admitted.wait())
             await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
@@ -365,7 +420,7 @@ class ResponsesEndpoint:
                                     param="previous_response_id", code="response_not_latest")
 
     async def _finish(self, asked: ResponsesRequest, response_id: str, result: Any, exc: BaseException | None,
-                      started: dict[str, Any], committed: int | None = None) -> dict[str, Any]:
+                      started: dict[str, Any], committed: int | None = None, plan: Plan | None = None) -> dict[str, Any]:
         """The final ``response`` object of a run (completed, or failed with ``exc``), recorded when ``store`` is true.
 
         A record that cannot be written is logged, never answered as an error: the turn committed.
@@ -379,13 +434,14 @@ class ResponsesEndpoint:
                 "code": "server_error", "message": self.channel.agent.redact(message, "error")}}
         if asked.store:
             try:
+                seed = encode_seed(seed_messages(asked, result)) if plan is not None and plan.seeded and result is not None else None
                 await asyncio.to_thread(self.store.finish, response_id, done["status"], json_bytes(done).decode("utf-8"),
-                                        committed)
+                                        committed, seed)
             except Exception as error:
                 logger.error("openai-api: response {} could not be recorded: {}", response_id, error)
         return done
 
-    def _settle_when_done(self, asked: ResponsesRequest, response_id: str, started: dict[str, Any], run: ResponseRun,
+    def _settle_when_done(self, asked: ResponsesRequest, plan: Plan, response_id: str, started: dict[str, Any], run: ResponseRun,
                           outcome: asyncio.Future[Any], receipt: tuple[str, str, str] | None) -> asyncio.Task[dict[str, Any] | None]:
         """The completed ``response`` object once the run completed (None when it did not), stored and recorded in the
         receipts; a task kept until done, whoever still listens."""
@@ -397,7 +453,7 @@ class ResponsesEndpoint:
                 await self._finish(asked, response_id, None, failed, started)
                 await self.channel._settle(receipt, None)
                 return None
-            done = await self._finish(asked, response_id, result, None, started, run.committed_messages)
+            done = await self._finish(asked, response_id, result, None, started, run.committed_messages, plan)
             await self.channel._settle(receipt, done, result.run_id)
             return done
 

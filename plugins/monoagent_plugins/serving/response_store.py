@@ -4,7 +4,9 @@ One SQLite file, ``<home>/openai-api/responses.sqlite3`` (WAL, ``synchronous=FUL
 directory reached from the agent home without following a symlink, opened with the webhook receipts'
 helpers (:func:`monoagent.private_directory_under`, :func:`~monoagent_plugins.memory.database.open_database`).
 One row per response created with ``store: true``: its id, the server conversation it belongs to
-(``conversation_id``; NULL for a response of a client conversation, which nothing can continue),
+(``conversation_id``; NULL for a response of a client conversation, which nothing can continue, and
+for a response of a conversation the client carries, whose ``seed`` holds the messages that
+conversation starts with if a ``previous_response_id`` ever continues it: :meth:`ResponseStore.adopt`),
 where in it the response sits (``position``: the n-th stored response of that conversation, and
 ``history_messages``: the conversation's message count once the turn was committed), its state
 (``in_progress`` from admission, then ``completed`` or ``failed``) and the Response object as JSON.
@@ -48,7 +50,8 @@ CREATE TABLE IF NOT EXISTS responses (
     state TEXT NOT NULL CHECK (state IN ('in_progress', 'completed', 'failed')),
     owner_process TEXT NOT NULL,
     created_at REAL NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    seed TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS responses_by_conversation ON responses (conversation_id, position);
 CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created_at);
@@ -70,6 +73,9 @@ class StoredResponse:
     state: Literal["in_progress", "completed", "failed"]
     created_at: float
     body: str
+    seed: str | None = None
+    """A response of no conversation yet: the messages (JSON) its conversation starts with once a
+    ``previous_response_id`` continues it (:meth:`ResponseStore.adopt`)."""
 
 
 @attrs.frozen
@@ -101,6 +107,9 @@ class ResponseStore:
             self._db = open_database(self.directory / DATABASE, root=Path(home))
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            if "seed" not in columns:  # a database from before seeds
+                self._db.execute("ALTER TABLE responses ADD COLUMN seed TEXT")
         except (OSError, sqlite3.Error, MonoagentError) as exc:
             raise ResponseStoreError(f"cannot open the openai-api responses database {self.directory / DATABASE}: {exc}") from exc
         self._purged_at = -float("inf")
@@ -115,7 +124,7 @@ class ResponseStore:
     def get(self, response_id: str) -> StoredResponse | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT id, conversation_id, position, history_messages, state, created_at, body FROM responses "
+                "SELECT id, conversation_id, position, history_messages, state, created_at, body, seed FROM responses "
                 "WHERE id = ? AND created_at >= ?", (response_id, self.clock() - self.retention_s)).fetchone()
         return StoredResponse(*row) if row is not None else None
 
@@ -159,11 +168,24 @@ class ResponseStore:
             return Reservation("reserved")
 
     def finish(self, response_id: str, state: Literal["completed", "failed"], body: str,
-               history_messages: int | None = None) -> None:
-        """Record the outcome of a reserved response: its final Response object and where the turn left the conversation."""
+               history_messages: int | None = None, seed: str | None = None) -> None:
+        """Record the outcome of a reserved response: its final Response object, where the turn left the conversation,
+        and, for a response of no conversation yet, the ``seed`` its conversation would start with."""
         with self._lock, immediate(self._db):
-            self._db.execute("UPDATE responses SET state = ?, body = ?, history_messages = ? WHERE id = ?",
-                             (state, body, history_messages, response_id))
+            self._db.execute("UPDATE responses SET state = ?, body = ?, history_messages = ?, seed = ? WHERE id = ?",
+                             (state, body, history_messages, seed, response_id))
+
+    def adopt(self, response_id: str, conversation_id: str) -> str | None:
+        """Give a seeded response of no conversation the conversation ``conversation_id`` (already seeded by the caller),
+        unless another request gave it one first: the conversation it now belongs to, or None when it is gone."""
+        with self._lock, immediate(self._db):
+            row = self._db.execute("SELECT conversation_id FROM responses WHERE id = ?", (response_id,)).fetchone()
+            if row is None:
+                return None
+            if row[0] is not None:
+                return str(row[0])
+            self._db.execute("UPDATE responses SET conversation_id = ?, seed = NULL WHERE id = ?", (conversation_id, response_id))
+            return conversation_id
 
     def forget(self, conversation_id: str | None) -> int:
         """Remove the responses of ``conversation_id`` (every response of a server conversation when None); how many."""

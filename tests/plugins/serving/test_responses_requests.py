@@ -237,3 +237,30 @@ def test_forgetting_a_conversation_removes_its_responses_and_creates_nothing_whe
         assert [store.get(r) is not None for r in ("r1", "r3", "r4")] == [False, False, True]
     finally:
         store.close()
+
+
+def test_a_seed_keeps_the_newest_messages_within_its_bound_from_a_user_message():
+    from monoagent import Message
+    from monoagent_plugins.serving.openai_responses import SEED_MAX_BYTES, decode_seed, encode_seed
+
+    turns = [Message(role, f"{role} {n} " + "x" * 10_000) for n in range(60) for role in ("user", "assistant")]
+    seed = encode_seed(turns)
+    kept = decode_seed(seed)
+    assert len(seed.encode()) <= SEED_MAX_BYTES and kept[0].role == "user" and kept[-1] == turns[-1]
+    assert kept == turns[len(turns) - len(kept):] and 0 < len(kept) < len(turns)
+    call = ToolCall("c1", "get_weather", {"city": "Oslo"})
+    open_step = [Message("user", "weather?"), Message("assistant", "", tool_calls=(call,))]
+    assert decode_seed(encode_seed(open_step)) == open_step  # an open step keeps its calls
+
+
+def test_a_seeded_response_is_adopted_by_one_conversation_only(tmp_path):
+    store = ResponseStore(tmp_path, 1000, 100)
+    store.reserve("resp_a", None, None, "{}")
+    store.finish("resp_a", "completed", "{}", None, seed="[]")
+    assert store.get("resp_a").seed == "[]"
+    assert store.adopt("resp_a", "openai-api:conv_1") == "openai-api:conv_1"
+    assert store.adopt("resp_a", "openai-api:conv_2") == "openai-api:conv_1"  # a concurrent request made it first
+    adopted = store.get("resp_a")
+    assert adopted.conversation_id == "openai-api:conv_1" and adopted.seed is None
+    assert store.adopt("resp_gone", "openai-api:conv_3") is None
+    store.close()

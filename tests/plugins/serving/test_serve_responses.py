@@ -109,10 +109,10 @@ def test_input_items_seed_a_new_conversation_that_a_later_response_continues(run
     raw = client.responses.with_raw_response.create(input=ITEMS)
     first = raw.parse()
     assert "dynamic_context" in first.output_text and "history: 2 messages; you said: second" in first.output_text
-    conversation = raw.headers["X-Conversation-Id"]
-    assert conversation.startswith("conv_")
-    later = client.responses.create(input="third", previous_response_id=first.id)
-    assert "history: 4 messages; you said: third" in later.output_text
+    assert "X-Conversation-Id" not in raw.headers and "openai-api:" not in stored(running)  # kept as the response's seed
+    raw = client.responses.with_raw_response.create(input="third", previous_response_id=first.id)
+    later, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    assert conversation.startswith("conv_") and "history: 4 messages; you said: third" in later.output_text
     shown = history(running.cwd, f"openai-api:{conversation}")
     assert "the first answer" in shown and "you said: third" in shown and "Be brief" not in shown
     named = client.responses.create(input=ITEMS, extra_headers={"X-Conversation-Id": "named"})
@@ -128,11 +128,11 @@ def test_store_false_keeps_nothing_and_cannot_be_continued_or_retrieved(running)
         client.responses.retrieve(isolated.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.create(input="more", previous_response_id=isolated.id)
-    raw = client.responses.with_raw_response.create(input="kept")
-    kept, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    kept = client.responses.create(input="kept")
     peek = client.responses.create(input="peek", previous_response_id=kept.id, store=False)
     assert "history: 2 messages; you said: peek" in peek.output_text  # reads the conversation, adds nothing to it
-    after = client.responses.create(input="after", previous_response_id=kept.id)
+    raw = client.responses.with_raw_response.create(input="after", previous_response_id=kept.id)
+    after, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
     assert "history: 2 messages; you said: after" in after.output_text
     assert stored(running).count("openai-api:") == 1
     shown = history(running.cwd, f"openai-api:{conversation}")
@@ -242,16 +242,16 @@ def test_a_client_tool_call_ends_the_response_and_its_output_continues_the_conve
     client = client_of(scripted)
     with pytest.raises(openai.BadRequestError, match="'SessionHistory' are taken by the agent's own tools"):
         client.responses.create(input="x", tools=[{**WEATHER, "name": "SessionHistory"}])  # refused before any step
-    raw = client.responses.with_raw_response.create(input="weather in Oslo?", tools=[WEATHER], tool_choice="auto")
-    asked, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    asked = client.responses.create(input="weather in Oslo?", tools=[WEATHER], tool_choice="auto")
     assert asked.output_text == "Let me check."
     calls = [item for item in asked.output if item.type == "function_call"]
     assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [("c1", "get_weather", {"city": "Oslo"})]
     with pytest.raises(openai.BadRequestError, match="answer no waiting call"):
         client.responses.create(previous_response_id=asked.id, tools=[WEATHER],
                                 input=[{"type": "function_call_output", "call_id": "other", "output": "x"}])
-    done = client.responses.create(previous_response_id=asked.id, tools=[WEATHER],
-                                   input=[{"type": "function_call_output", "call_id": "c1", "output": "sunny, 21 C"}])
+    raw = client.responses.with_raw_response.create(previous_response_id=asked.id, tools=[WEATHER],
+                                                    input=[{"type": "function_call_output", "call_id": "c1", "output": "sunny, 21 C"}])
+    done, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
     assert done.output_text == "Oslo is sunny." and [item.type for item in done.output] == ["message"]
     shown = history(scripted.cwd, f"openai-api:{conversation}")
     assert shown.index("weather in Oslo?") < shown.index("sunny, 21 C") < shown.index("Oslo is sunny.")
@@ -313,14 +313,31 @@ def test_a_response_being_continued_cannot_be_continued_twice_and_a_crash_leaves
 
 def test_a_history_reset_takes_the_conversations_stored_responses_with_it(running):
     client = client_of(running)
-    raw = client.responses.with_raw_response.create(input="remember me")
-    first, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
+    first = client.responses.create(input="remember me")
+    raw = client.responses.with_raw_response.create(input="and you?", previous_response_id=first.id)
+    second, conversation = raw.parse(), raw.headers["X-Conversation-Id"]
     other = client.responses.create(input="another conversation")
     reset = subprocess.run([sys.executable, "-m", "monoagent", "history", "reset", f"openai-api:{conversation}"],
                            cwd=running.cwd, env=serve_env(running.cwd), capture_output=True, text=True, timeout=60)
     assert reset.returncode == 0, reset.stderr
     with pytest.raises(openai.NotFoundError):  # not a continuation of an emptied conversation
-        client.responses.create(input="and now?", previous_response_id=first.id)
+        client.responses.create(input="and now?", previous_response_id=second.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(first.id)
     assert client.responses.retrieve(other.id).id == other.id
+
+
+def test_a_client_that_resends_its_conversation_stores_no_conversation_per_request(running):
+    """openai-agents' default: the whole conversation as input, store left true, no previous_response_id."""
+    client = client_of(running)
+    items: list = []
+    for n in range(4):
+        items.append({"role": "user", "content": f"turn {n}"})
+        answer = client.responses.create(input=items)
+        assert f"history: {2 * n} messages; you said: turn {n}" in answer.output_text
+        items += [item.model_dump(exclude_none=True) for item in answer.output]
+    assert "openai-api:" not in stored(running)  # each response keeps its seed; no conversation was made
+    assert client.responses.retrieve(answer.id).output_text == answer.output_text
+    continued = client.responses.create(input="and on the server?", previous_response_id=answer.id)
+    assert "history: 8 messages; you said: and on the server?" in continued.output_text
+    assert stored(running).count("openai-api:") == 1
