@@ -8,8 +8,7 @@ the client-side tool tests a project-local provider calls the client's ``weather
 with the results the client sent back.
 
 What each client sends on the wire is written down in docs/serving.md ("Clients"). The tests of the
-Responses API (``POST /v1/responses``) and of client-side tools skip, saying why, while the server refuses
-them (a probe of the running server decides, so they run as soon as the server serves them).
+Responses API (``POST /v1/responses``) and of client-side tools run as the others do.
 
 The clients are the ``clients`` extra, not the ``test`` one (langchain-openai requires tiktoken, which
 would change the whole suite's token counts): in the main venv this module skips; CI runs it in
@@ -102,46 +101,12 @@ def stored(server: Server) -> str:
     return listed.stdout + listed.stderr
 
 
-def responses_refused(server: Server) -> str | None:
-    """Why the server does not serve ``POST /v1/responses`` (a 404), or None: any other answer says the route exists."""
-    probed = server.client.post("/v1/responses", json={"input": "probe", "model": MODEL, "store": False}, headers=auth())
-    return "the server does not serve POST /v1/responses yet (404): issue 25's Responses API" if probed.status_code == 404 else None
-
-
-def client_tools_refused(server: Server) -> str | None:
-    """Why the chat completions endpoint does not take a request's own ``tools`` (a 400 naming ``tools``), or None.
-
-    Any other refusal fails the test: a probe that broke for another reason would otherwise skip the tests forever.
-    """
-    tool = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
-    probed = server.client.post("/v1/chat/completions", headers=auth(),
-                                json={"messages": [{"role": "user", "content": "probe"}], "tools": [tool]})
-    if probed.status_code == 200:
-        return None
-    assert probed.status_code == 400 and probed.json()["error"]["param"] == "tools", probed.text
-    return "the server refuses a request's own 'tools' yet (400, param 'tools'): issue 25's client-side tools"
-
-
 @pytest.fixture
-def responses_echo(echo, tmp_path):
+def responses_echo(tmp_path):
     """A server of its own for a Responses test (what that API stores must not meet the other tests' checks)."""
-    if (why := responses_refused(echo)) is not None:
-        pytest.skip(why)
     server = served(tmp_path / "responses")
     yield server
     server.stop()
-
-
-@pytest.fixture
-def responses_served(echo):
-    if (why := responses_refused(echo)) is not None:
-        pytest.skip(why)
-
-
-@pytest.fixture
-def client_tools_served(echo):
-    if (why := client_tools_refused(echo)) is not None:
-        pytest.skip(why)
 
 
 @pytest.fixture
@@ -296,14 +261,12 @@ async def weather_run(server: Server, kind: str) -> tuple[str, list[str]]:
     return done.final_output, asked
 
 
-@pytest.mark.usefixtures("client_tools_served")
 def test_openai_agents_function_tool_runs_in_the_client_over_chat_completions(weather_server):
     answer, asked = asyncio.run(weather_run(weather_server, "chat"))
     assert asked == ["Paris"]  # the model's call reached the client's function
     assert answer == "Results: weather=sunny in Paris"
 
 
-@pytest.mark.usefixtures("responses_served", "client_tools_served")
 def test_openai_agents_function_tool_runs_in_the_client_over_responses(weather_server):
     answer, asked = asyncio.run(weather_run(weather_server, "responses"))
     assert asked == ["Paris"]
@@ -366,14 +329,12 @@ def langchain_weather_round(server: Server, **options) -> tuple[str, list[str]]:
     return model.invoke([question, called, result]).text, asked
 
 
-@pytest.mark.usefixtures("client_tools_served")
 def test_langchain_bind_tools_the_client_runs_the_call_and_the_model_answers(weather_server):
     answer, asked = langchain_weather_round(weather_server)
     assert asked == ["Paris"]
     assert answer == "Results: weather=sunny in Paris"
 
 
-@pytest.mark.usefixtures("responses_served", "client_tools_served")
 def test_langchain_bind_tools_over_the_responses_api(weather_server):
     answer, asked = langchain_weather_round(weather_server, use_responses_api=True)
     assert asked == ["Paris"]
