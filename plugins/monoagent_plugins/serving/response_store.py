@@ -25,7 +25,6 @@ The methods block (SQLite, fsync): call them from a worker thread.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -34,8 +33,9 @@ from typing import Literal
 
 import attrs
 
-from monoagent import MonoagentError, ProcessIdentity, SymlinkedPath, logger, private_directory_under
-from monoagent_plugins.memory.database import immediate, open_database
+from monoagent import MonoagentError, ProcessIdentity, logger
+from monoagent_plugins.memory.database import immediate
+from monoagent_plugins.serving.private_database import open_private_database
 
 DIRECTORY = "openai-api"
 DATABASE = "responses.sqlite3"
@@ -95,23 +95,8 @@ class ResponseStore:
         self.max_rows = max_rows
         self.clock = clock
         self._lock = threading.Lock()
-        try:
-            problem = private_directory_under(home, DIRECTORY, create=True, what="the openai-api responses directory")
-        except SymlinkedPath as exc:
-            raise ResponseStoreError(str(exc)) from None
-        except OSError as exc:
-            raise ResponseStoreError(f"cannot create the openai-api responses directory {self.directory}: {exc}") from exc
-        if problem is not None:
-            raise ResponseStoreError(problem)
-        try:
-            self._db = open_database(self.directory / DATABASE, root=Path(home))
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
-            if "seed" not in columns:  # a database from before seeds
-                self._db.execute("ALTER TABLE responses ADD COLUMN seed TEXT")
-        except (OSError, sqlite3.Error, MonoagentError) as exc:
-            raise ResponseStoreError(f"cannot open the openai-api responses database {self.directory / DATABASE}: {exc}") from exc
+        self._db = open_private_database(home, DIRECTORY, DATABASE, what="openai-api responses", error=ResponseStoreError,
+                                         schema=_SCHEMA, added_columns={"responses": {"seed": "TEXT"}})
         self._purged_at = -float("inf")
         with self._lock, immediate(self._db):
             self._fail_orphans()

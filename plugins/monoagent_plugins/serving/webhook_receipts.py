@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -42,11 +41,10 @@ import attrs
 from monoagent import (
     MonoagentError,
     ProcessIdentity,
-    SymlinkedPath,
     logger,
-    private_directory_under,
 )
-from monoagent_plugins.memory.database import immediate, open_database
+from monoagent_plugins.memory.database import immediate
+from monoagent_plugins.serving.private_database import open_private_database
 from monoagent_plugins.serving.signatures import TOLERANCE_S
 
 DIRECTORY = "webhook"
@@ -133,22 +131,8 @@ class ReceiptStore:
         self.ttl_s = ttl_s
         self.clock = clock
         self._lock = threading.Lock()
-        try:
-            problem = private_directory_under(home, DIRECTORY, create=True, what="the webhook receipts directory")
-        except SymlinkedPath as exc:
-            raise WebhookStoreError(str(exc)) from None
-        except OSError as exc:
-            raise WebhookStoreError(f"cannot create the webhook receipts directory {self.directory}: {exc}") from exc
-        if problem is not None:
-            raise WebhookStoreError(problem)
-        try:
-            self._db = open_database(self.directory / DATABASE, root=Path(home))
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            if "owner_process" not in {row[1] for row in self._db.execute("PRAGMA table_info(receipts)")}:
-                self._db.execute("ALTER TABLE receipts ADD COLUMN owner_process TEXT")  # a database of an older release
-        except (OSError, sqlite3.Error, MonoagentError) as exc:
-            raise WebhookStoreError(f"cannot open the webhook receipts database {self.directory / DATABASE}: {exc}") from exc
+        self._db = open_private_database(home, DIRECTORY, DATABASE, what="webhook receipts", error=WebhookStoreError,
+                                         schema=_SCHEMA, added_columns={"receipts": {"owner_process": "TEXT"}})
         self._purged_at = -float("inf")
         with self._lock, immediate(self._db):
             self._release_orphans()
