@@ -1,0 +1,398 @@
+"""The web console's page in a real browser: Playwright driving Debian's Chromium against a real ``monoagent serve``.
+
+Chromium is launched by its path (no browser download is possible here); without /usr/bin/chromium, or
+without the ``playwright`` package, the module skips, unless MONOAGENT_REQUIRE_BROWSER=1 (.ci/run sets it),
+which turns the skip into a failure. Every wait is Playwright's own (``expect`` polls until its condition
+holds or fails the test); the model is :data:`GATED`, which writes each piece of a "gated" answer only when
+the test writes its gate file, so a test decides when the stream moves on. The screenshots of the main views
+are written to docs/images/web-*.png by this run (docs/web-page.md shows them); axe-core (tests/data/axe-core,
+never served) checks the main views for serious or critical accessibility violations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serving import Server, serve_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WEB_TOKEN = "web-token-1"
+ROOT = Path(__file__).resolve().parents[3]
+IMAGES = ROOT / "docs" / "images"
+AXE = ROOT / "tests" / "data" / "axe-core" / "axe.min.js"
+
+
+def _missing() -> str | None:
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    return None
+
+
+if (_why := _missing()) is not None:
+    if os.environ.get("MONOAGENT_REQUIRE_BROWSER") == "1":
+        raise RuntimeError(f"MONOAGENT_REQUIRE_BROWSER=1 but {_why}")
+    pytest.skip(f"the browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright  # noqa: E402
+
+# A provider "gated" and the tool "clock". A message starting with "gated" is answered piece by piece: the
+# n-th gated turn of the process writes ``started-<n>`` in its working directory, then, for k = 1, 2, ...,
+# waits for the file ``gate-<n>-<k>`` and streams its text, until a gate holds "END". A message naming the
+# clock calls the tool ``clock`` and then answers with its result. Anything else is answered with
+# "You said: " and the message itself (so a test can make the model's text hostile).
+GATED = r'''
+import asyncio
+import itertools
+from pathlib import Path
+
+from monoagent import StepFinished, TextDelta, ToolCall, ToolCallRequested, ToolSpec, hookimpl
+
+TURNS = itertools.count(1)
+
+
+class Gated:
+    name = "gated"
+
+    async def stream(self, request):
+        messages = request.messages
+        user = [m for m in messages if m.role == "user"][-1].content.rsplit("\n\n", 1)[-1]  # after the runtime facts
+        if messages[-1].role == "tool":
+            yield TextDelta("The clock says " + messages[-1].content + ".")
+            yield StepFinished()
+            return
+        if user.startswith("gated"):
+            turn = next(TURNS)
+            Path(f"started-{turn}").write_text("1")
+            for k in itertools.count(1):
+                gate = Path(f"gate-{turn}-{k}")
+                while not gate.exists():
+                    await asyncio.sleep(0.01)
+                piece = gate.read_text()
+                if piece == "END":
+                    break
+                yield TextDelta(piece)
+            yield StepFinished()
+            return
+        if "clock" in user:
+            yield TextDelta("Asking the clock.")
+            yield ToolCallRequested(ToolCall("call_clock_1", "clock", {}))
+            yield StepFinished("tool_use")
+            return
+        yield TextDelta("You said: " + user)
+        yield StepFinished()
+
+
+@hookimpl
+def register_providers(register):
+    register("gated", lambda agent, model: Gated())
+
+
+@hookimpl
+def register_tools(register):
+    register(ToolSpec("clock", "The server's clock.", {"type": "object"}), lambda context: "12:00")
+'''
+
+
+class Console:
+    """A ``monoagent serve`` with the web channel and the :data:`GATED` model, in ``tmp_path``."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        (tmp_path / "plugins").mkdir()
+        (tmp_path / "plugins" / "gated_provider.py").write_text(GATED, encoding="utf-8")
+        (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "gated:x"\n', encoding="utf-8")
+        env = serve_env(tmp_path, MONO_AGENT_WEB_ENABLED="1", MONO_AGENT_WEB_TOKENS=WEB_TOKEN)
+        self.server = Server(tmp_path, "--plugins-dir", "plugins", env=env)
+        self.url = self.server.url
+
+    def gate(self, turn: int, k: int, text: str) -> None:
+        """Let the ``turn``-th gated answer write its ``k``-th piece (``"END"`` ends it)."""
+        path = self.dir / f"gate-{turn}-{k}"
+        path.with_suffix(".tmp").write_text(text, encoding="utf-8")
+        path.with_suffix(".tmp").replace(path)
+
+    def started(self, turn: int) -> bool:
+        return (self.dir / f"started-{turn}").exists()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def console(tmp_path: Path) -> Iterator[Console]:
+    served = Console(tmp_path)
+    yield served
+    served.server.terminate()
+
+
+@pytest.fixture
+def context(browser: Browser, console: Console) -> Iterator[BrowserContext]:
+    made = browser.new_context(base_url=console.url, viewport={"width": 1200, "height": 800})
+    made.set_default_timeout(20_000)
+    yield made
+    made.close()
+
+
+def watch(page: Page, errors: list[str], foreign: list[str], origin: str) -> None:
+    """Collect the page's script errors and console errors, and every request that leaves the server's origin."""
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on("request", lambda req: foreign.append(req.url) if not req.url.startswith(origin) and not req.url.startswith("data:") else None)
+
+
+def signed_in(context: BrowserContext, console: Console) -> Page:
+    """A page opened with the token link ``monoagent web`` prints: signed in, the token gone from the address bar."""
+    page = context.new_page()
+    page.goto(f"/web/#token={WEB_TOKEN}")
+    expect(page.get_by_role("button", name="New thread").first).to_be_visible()
+    assert "token" not in page.url
+    return page
+
+
+def new_thread(page: Page) -> str:
+    page.get_by_role("navigation", name="Threads").get_by_role("button", name="New thread").click()
+    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"#thread=web"))
+    return page.url.split("#thread=")[1].replace("%3A", ":")
+
+
+def send(page: Page, text: str) -> None:
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("button", name=re.compile("^(Send|Queue)$")).click()
+
+
+def answers(page: Page):
+    return page.locator("article.msg-assistant:not(.msg-active)")
+
+
+def shot(page: Page, name: str) -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / f"web-{name}.png"))
+
+
+def axe(page: Page, view: str) -> None:
+    """Run axe-core on the page as it is; a serious or critical violation fails the test, naming it."""
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(AXE.read_text(encoding="utf-8"))  # evaluated by the driver: the page's CSP (rightly) refuses a script tag
+    result = page.evaluate("async () => { const r = await axe.run(document); return r.violations.map(v => "
+                           "({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' '))})); }")
+    bad = [v for v in result if v["impact"] in ("serious", "critical")]
+    assert not bad, f"accessibility violations on the {view} view: {json.dumps(bad, indent=1)}"
+
+
+def csrf(context: BrowserContext) -> str:
+    return context.request.get("/web/api/session").json()["csrf"]
+
+
+def test_sign_in_send_and_hostile_markdown(browser: Browser, console: Console, context: BrowserContext) -> None:
+    errors: list[str] = []
+    foreign: list[str] = []
+    anonymous = browser.new_context(base_url=console.url)
+    try:
+        page = anonymous.new_page()
+        watch(page, errors, foreign, console.url)
+        page.goto("/web/")
+        expect(page.get_by_label("Access token")).to_be_focused()
+        page.get_by_label("Access token").fill("wrong-token")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("refused")
+        shot(page, "signin")
+        axe(page, "sign-in")
+        page.get_by_label("Access token").fill(WEB_TOKEN)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    finally:
+        anonymous.close()
+
+    page = signed_in(context, console)
+    watch(page, errors, foreign, console.url)
+    new_thread(page)
+    hostile = ("Hello **bold** <img src=x onerror=\"document.title='pwned'\"> <script>document.title='pwned'</script> "
+               "[evil](javascript:document.title='pwned') [site](https://example.com/x) "
+               "![pic](https://example.com/tracker.png) <a href=\"https://example.com/raw\">raw</a>")
+    send(page, hostile)
+    answer = answers(page).last
+    expect(answer).to_contain_text("You said: Hello")
+    expect(answer.locator("strong")).to_have_text("bold")
+    expect(answer).to_contain_text("<script>")  # raw HTML is shown as text
+    assert answer.locator("img, script, iframe").count() == 0
+    assert page.locator("a[href^='javascript']").count() == 0
+    site = answer.get_by_role("link", name="site")
+    expect(site).to_have_attribute("href", "https://example.com/x")
+    expect(site).to_have_attribute("target", "_blank")
+    expect(site).to_have_attribute("rel", "noopener noreferrer")
+    expect(answer.locator("a", has_text="image: pic")).to_have_attribute("href", "https://example.com/tracker.png")
+    expect(answer.locator(".meta")).to_contain_text("gated:x")
+    expect(answer.locator(".meta")).to_contain_text("tokens")
+    assert document_title_safe(page)
+    send(page, "What does the clock say?")
+    answer = answers(page).nth(1)
+    expect(answer.locator(".tool")).to_have_count(1)
+    expect(answer.locator(".tool .tool-name")).to_have_text("clock")
+    expect(answer).to_contain_text("The clock says 12:00.")
+    shot(page, "chat")
+    axe(page, "chat")
+    assert not foreign, f"requests to other origins: {foreign}"
+    assert not errors, errors
+
+
+def document_title_safe(page: Page) -> bool:
+    return "pwned" not in page.title()
+
+
+def test_stream_reload_and_cancel(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    posts: list[str] = []
+    page.on("request", lambda req: posts.append(req.url) if req.method == "POST" and "/submissions" in req.url else None)
+    new_thread(page)
+    send(page, "gated: tell me a story")
+    active = page.locator("article.msg-active")
+    expect(active).to_be_visible()
+    expect(page.get_by_role("button", name="Cancel")).to_be_visible()
+    console.gate(1, 1, "Once upon a time, ")
+    expect(active).to_contain_text("Once upon a time,")
+    console.gate(1, 2, "there was a **page**")
+    expect(active.locator("strong")).to_have_text("page")  # the pieces arrive one by one, rendered as they come
+    shot(page, "streaming")
+    assert len(posts) == 1
+
+    page.reload()  # a reload never ends the turn: the answer so far comes back, and the rest of the stream follows
+    active = page.locator("article.msg-active")
+    expect(active).to_contain_text("Once upon a time, there was a page")
+    console.gate(1, 3, " that kept going.")
+    expect(active).to_contain_text("that kept going.")
+    assert len(posts) == 1, "a reload posted the submission again"
+    pending = page.evaluate("() => JSON.parse(sessionStorage.getItem('monoagent.web.pending') || '{}')")
+    assert len(pending) == 1, pending  # the submission is kept until its receipt is final
+
+    page.get_by_role("button", name="Cancel").click()
+    answer = answers(page).last
+    expect(answer).to_have_attribute("data-status", "cancelled")
+    expect(answer.locator(".error")).to_contain_text("Cancelled")
+    expect(answer).to_contain_text("Once upon a time")
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+    pending = page.evaluate("() => JSON.parse(sessionStorage.getItem('monoagent.web.pending') || '{}')")
+    assert pending == {}
+
+    send(page, "after the cancel")  # the thread is usable again
+    expect(answers(page).last).to_contain_text("You said: after the cancel")
+
+
+def test_two_tabs_never_two_answers_at_once(console: Console, context: BrowserContext) -> None:
+    first = signed_in(context, console)
+    thread = new_thread(first)
+    second = context.new_page()
+    second.goto(f"/web/#thread={thread}")
+    expect(second.get_by_role("textbox", name="Message")).to_be_visible()
+
+    send(first, "gated: the first answer")
+    expect(second.locator("article.msg-active")).to_be_visible()  # the other tab sees the turn run
+    send(second, "gated: the follow-up")
+    expect(second.locator("article.msg-queued")).to_contain_text("gated: the follow-up")
+    expect(first.locator("article.msg-queued")).to_be_visible()
+    console.gate(1, 1, "first piece")
+    for page in (first, second):
+        expect(page.locator("article.msg-active")).to_have_count(1)
+        expect(page.locator("article.msg-active")).to_contain_text("first piece")
+    assert not console.started(2), "the follow-up started while the first answer ran"
+    shot(second, "queued")
+
+    console.gate(1, 2, "END")
+    for page in (first, second):
+        expect(answers(page).first).to_contain_text("first piece")
+        expect(page.locator("article.msg-active")).to_have_count(1)
+    console.gate(2, 1, "second answer")
+    console.gate(2, 2, "END")
+    for page in (first, second):
+        expect(answers(page)).to_have_count(2)
+        expect(answers(page).last).to_contain_text("second answer")
+        expect(page.locator("article.msg-active")).to_have_count(0)
+        expect(page.locator("article.msg-queued")).to_have_count(0)
+
+
+def test_same_submission_twice_is_one_turn(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    thread = new_thread(page)
+    submission = str(uuid.uuid4())
+    headers = {"X-CSRF-Token": csrf(context)}
+    body = {"submission_id": submission, "text": "only once"}
+    url = f"/web/api/threads/{thread}/submissions"
+    first = context.request.post(url, data=body, headers=headers)
+    again = context.request.post(url, data=body, headers=headers)
+    assert first.status == 202 and again.status == 200, (first.status, again.status)
+    assert again.json()["submission_id"] == submission
+    expect(answers(page)).to_have_count(1)
+    expect(answers(page).first).to_contain_text("You said: only once")
+    page.reload()
+    expect(answers(page)).to_have_count(1)
+    expect(page.locator("article.msg-user")).to_have_count(1)
+
+
+def test_rename_archive_unarchive_delete(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    thread = new_thread(page)
+    send(page, "hello")
+    expect(answers(page)).to_have_count(1)
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_label("Thread title").fill("Trip planning")
+    page.get_by_role("button", name="Save").click()
+    nav = page.get_by_role("navigation", name="Threads")
+    expect(page.get_by_role("heading", name="Trip planning")).to_be_visible()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_be_visible()
+    shot(page, "threads")
+    axe(page, "thread list")
+
+    page.get_by_role("button", name="Archive", exact=True).click()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_have_count(0)
+    nav.get_by_role("button", name="Archived").click()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_be_visible()
+    page.get_by_role("button", name="Unarchive").click()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_have_count(0)
+    nav.get_by_role("button", name="Active").click()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_be_visible()
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_have_count(0)
+    assert context.request.get(f"/web/api/threads/{thread}").status == 404
+
+
+def test_phone_width(browser: Browser, console: Console) -> None:
+    phone = browser.new_context(base_url=console.url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = signed_in(phone, console)
+        toggle = page.get_by_role("button", name="Threads")
+        expect(toggle).to_be_visible()
+        expect(page.get_by_role("navigation", name="Threads")).to_be_hidden()
+        toggle.click()
+        nav = page.get_by_role("navigation", name="Threads")
+        expect(nav).to_be_visible()
+        nav.get_by_role("button", name="New thread").click()
+        expect(nav).to_be_hidden()  # the list gives the screen back to the chat
+        send(page, "Hello from a **phone**")
+        expect(answers(page).first.locator("strong")).to_have_text("phone")
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, f"the page is {width}px wide on a 390px screen"
+        shot(page, "phone")
+        axe(page, "phone chat")
+    finally:
+        phone.close()
