@@ -405,11 +405,11 @@ class WebChannel:
         handle = self.runs.submit(request, on_event=on_event)
         active.run_id, active.handle = handle.run_id, handle
         live.active = active
-        try:
+        live.publish("turn_started", {"submission_id": active.submission_id, "run_id": active.run_id})  # before any event
+        try:  # of the run, which reach the loop through call_soon_threadsafe, after this
             await asyncio.to_thread(self._ready().start, active.submission_id, active.run_id)
         except Exception as exc:  # the store refused: the turn runs on; its end is recorded if the store comes back
             logger.error("web: the start of submission {} could not be recorded: {}", active.submission_id, exc)
-        live.publish("turn_started", {"submission_id": active.submission_id, "run_id": active.run_id})
         thread = await asyncio.to_thread(self._ready().thread, thread_id)
         if thread is not None:
             self._publish_thread(thread)
