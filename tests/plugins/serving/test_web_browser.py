@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving import Server, serve_env
+from serving import Server, serve_env, serve_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -115,9 +116,21 @@ class Console:
         (tmp_path / "plugins").mkdir()
         (tmp_path / "plugins" / "gated_provider.py").write_text(GATED, encoding="utf-8")
         (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "gated:x"\n', encoding="utf-8")
-        env = serve_env(tmp_path, MONO_AGENT_WEB_ENABLED="1", MONO_AGENT_WEB_TOKENS=WEB_TOKEN)
-        self.server = Server(tmp_path, "--plugins-dir", "plugins", env=env)
+        self.server = self.start()
         self.url = self.server.url
+
+    def env(self, port: int = 0) -> dict[str, str]:
+        return serve_env(self.dir, MONO_AGENT_WEB_ENABLED="1", MONO_AGENT_WEB_TOKENS=WEB_TOKEN,
+                         MONO_AGENT_SERVE_PORT=str(port))
+
+    def start(self, port: int = 0) -> Server:
+        return Server(self.dir, "--plugins-dir", "plugins", env=self.env(port))
+
+    def restart(self) -> None:
+        """Start the server again on the same port (the page keeps its address); the old one must have ended."""
+        port = int(self.url.rsplit(":", 1)[1].strip("/"))
+        self.server = self.start(port)
+        assert self.server.url == self.url
 
     def gate(self, turn: int, k: int, text: str) -> None:
         """Let the ``turn``-th gated answer write its ``k``-th piece (``"END"`` ends it)."""
@@ -396,3 +409,33 @@ def test_phone_width(browser: Browser, console: Console) -> None:
         axe(page, "phone chat")
     finally:
         phone.close()
+
+
+def test_sigkill_mid_turn_restart_and_reset(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    new_thread(page)
+    send(page, "gated: a long answer")
+    console.gate(1, 1, "half of it")
+    expect(page.locator("article.msg-active")).to_contain_text("half of it")
+
+    console.server.process.send_signal(signal.SIGKILL)
+    console.server.process.wait()
+    console.server.client.close()
+    console.restart()  # the page, left open, reconnects by itself
+    answer = answers(page).last
+    expect(answer).to_have_attribute("data-status", "interrupted", timeout=30_000)
+    expect(answer.locator(".error")).to_contain_text("Interrupted")
+    expect(page.locator("article.msg-active")).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+    send(page, "after the restart")  # the thread is usable
+    expect(answers(page).last).to_contain_text("You said: after the restart")
+
+    assert console.server.terminate() == 0
+    reset = serve_once(console.dir, "--plugins-dir", "plugins", "web", "reset", "--all", "--yes", env=console.env())
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    console.restart()
+    page.reload()  # the console store is gone, and with it the session: the page asks for the token again
+    expect(page.get_by_label("Access token")).to_be_visible()
+    page.get_by_label("Access token").fill(WEB_TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("navigation", name="Threads").get_by_text("No threads yet.")).to_be_visible()
