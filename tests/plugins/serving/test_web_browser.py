@@ -439,3 +439,22 @@ def test_sigkill_mid_turn_restart_and_reset(console: Console, context: BrowserCo
     page.get_by_label("Access token").fill(WEB_TOKEN)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("navigation", name="Threads").get_by_text("No threads yet.")).to_be_visible()
+
+
+def test_a_submission_the_server_never_got_is_offered_again_under_its_id(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    thread = new_thread(page)
+    posts: list[str] = []
+    page.on("request", lambda req: posts.append(req.post_data or "") if req.method == "POST" and "/submissions" in req.url else None)
+    lost = str(uuid.uuid4())  # as if the tab had been closed between remembering a Send and posting it
+    page.evaluate("([id, thread]) => sessionStorage.setItem('monoagent.web.pending', JSON.stringify({[id]: "
+                  "{thread_id: thread, text: 'never arrived', created_at: 1, state: 'sending'}}))", [lost, thread])
+    page.reload()
+    article = page.locator("article.msg-lost")
+    expect(article).to_contain_text("never arrived")
+    expect(article).to_contain_text("Not received")
+    assert posts == [], "the page posted a remembered submission by itself"
+    article.get_by_role("button", name="Send again").click()
+    expect(answers(page).last).to_contain_text("You said: never arrived")
+    assert [json.loads(body)["submission_id"] for body in posts] == [lost]
+    expect(page.locator("article.msg-lost")).to_have_count(0)

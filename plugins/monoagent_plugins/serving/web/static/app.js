@@ -69,7 +69,7 @@ function signIn(message) {
     }
   } },
   h("label", { for: "token" }, "Access token"),
-  h("p", { class: "hint", id: "token-hint" }, "The token `monoagent web` printed (the link it printed signs you in by itself)."),
+  h("p", { class: "hint", id: "token-hint" }, "The token that monoagent web printed (the link it printed signs you in by itself)."),
   input, button, error);
   input.setAttribute("aria-describedby", message ? "signin-error token-hint" : "token-hint");
   app.replaceChildren(h("main", { class: "signin", "aria-labelledby": "signin-title" },

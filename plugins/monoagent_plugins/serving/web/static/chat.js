@@ -320,7 +320,8 @@ export class ChatView {
     for (const entry of pending.forThread(this.id)) {
       if (known.has(entry.submission_id)) continue;
       if (this.lost.has(entry.submission_id)) nodes.push(lostNode(entry, () => this.send(entry)));
-      else if (entry.state === "sending" || entry.state === "queued") nodes.push(userNode(entry.text, entry.state === "sending" ? "sending" : "queued"));
+      else if (entry.state === "sending" || entry.state === "queued") nodes.push(userNode(entry.text, entry.state));
+      else if (entry.state === "running") nodes.push(userNode(entry.text, "running")); // its turn_started is on its way
     }
     if (!nodes.length) nodes.push(h("p", { class: "empty" }, "No messages yet. Write the first one below."));
     this.log.replaceChildren(...nodes);
