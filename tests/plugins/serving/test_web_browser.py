@@ -249,6 +249,8 @@ def test_sign_in_send_and_hostile_markdown(browser: Browser, console: Console, c
     expect(answer).to_contain_text("<script>")  # raw HTML is shown as text
     assert answer.locator("img, script, iframe").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0
+    expect(answer.locator("a", has_text="evil")).to_have_count(0)  # a refused link is plain text
+    expect(answer).to_contain_text("evil")
     site = answer.get_by_role("link", name="site")
     expect(site).to_have_attribute("href", "https://example.com/x")
     expect(site).to_have_attribute("target", "_blank")
@@ -259,11 +261,13 @@ def test_sign_in_send_and_hostile_markdown(browser: Browser, console: Console, c
     assert document_title_safe(page)
     send(page, "What does the clock say?")
     answer = answers(page).nth(1)
-    expect(answer.locator(".tool")).to_have_count(1)
-    expect(answer.locator(".tool .tool-name")).to_have_text("clock")
     expect(answer).to_contain_text("The clock says 12:00.")
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+    expect(page.locator("article.msg-user")).to_have_count(2)
     shot(page, "chat")
     axe(page, "chat")
+    expect(answer.locator(".tool")).to_have_count(1)  # the finished answer keeps its tool line
+    expect(answer.locator(".tool .tool-name")).to_have_text("clock")
     assert not foreign, f"requests to other origins: {foreign}"
     assert not errors, errors
 

@@ -301,7 +301,15 @@ export class ChatView {
     if (this.closed) return;
     const atBottom = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 60;
     const messages = [...this.messages];
-    for (const message of this.fromEvents.values()) if (!messages.some((m) => m.id === message.id)) messages.push(message);
+    for (const message of this.fromEvents.values()) {
+      if (messages.some((m) => m.id === message.id)) continue;
+      const sid = message.submission_id;
+      if (sid && this.texts.has(sid) && !messages.some((m) => m.role === "user" && m.submission_id === sid)) {
+        // the question of an answer that just finished, until GET brings the stored one
+        messages.push({ id: "pending-" + sid, role: "user", text: this.texts.get(sid), submission_id: sid });
+      }
+      messages.push(message);
+    }
     const known = new Set(messages.map((m) => m.submission_id).filter(Boolean));
     const nodes = messages.map((message) => messageNode(message));
     if (this.active) {

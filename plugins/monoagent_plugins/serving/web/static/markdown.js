@@ -51,11 +51,14 @@ export function renderMarkdown(text) {
   } catch {
     html = "<p>" + escapeHtml(text) + "</p>";
   }
-  return purifier.sanitize(html, {
+  const fragment = purifier.sanitize(html, {
     ALLOWED_TAGS,
     ALLOWED_ATTR,
     ALLOWED_URI_REGEXP: SAFE_URL,
     ALLOW_DATA_ATTR: false,
     RETURN_DOM_FRAGMENT: true,
   });
+  // a link whose address was refused is plain text, not something that looks clickable
+  for (const link of fragment.querySelectorAll("a:not([href])")) link.replaceWith(...link.childNodes);
+  return fragment;
 }
