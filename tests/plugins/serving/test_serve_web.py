@@ -449,3 +449,53 @@ def test_serve_check_lists_the_web_routes_and_takes_the_web_new_destination(tmp_
     unset = serve_once(tmp_path, "serve", "--check", env=serve_env(tmp_path, MONO_AGENT_OPENAI_API_ENABLED="0",
                                                                    MONO_AGENT_WEB_ENABLED="1"))
     assert unset.returncode == 1 and "web.tokens" in unset.stderr
+
+
+def test_an_admission_overload_is_a_429_whose_submission_can_be_sent_again(tmp_path: Path) -> None:
+    server = gate_server(tmp_path, MONO_AGENT_CONCURRENCY_MAX_CONCURRENT_RUNS="1", MONO_AGENT_CONCURRENCY_MAX_PENDING_RUNS="0")
+    try:
+        headers = sign_in(server)
+        busy, other = new_thread(server, headers), new_thread(server, headers)
+        send(server, headers, busy, "hold:p")
+        wait_until((tmp_path / "started-p").exists, "the first thread's turn to run")
+        submission = str(uuid.uuid4())
+        refused = send(server, headers, other, "me too", submission)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "overloaded", refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert server.client.get(f"/web/api/submissions/{submission}").status_code == 404  # no receipt: send it again
+        (tmp_path / "release-p").write_text("1")
+        wait_until(lambda: calls(tmp_path)["active"] == 0, "the first turn to end")
+        wait_until(lambda: server.client.get(f"/web/api/threads/{busy}").json()["thread"]["state"] == "idle",
+                   "the first thread to be idle")
+        assert send(server, headers, other, "me too", submission).status_code == 202
+        wait_until(lambda: submission_state(server, submission) == "completed", "the resent turn to complete")
+    finally:
+        assert server.terminate() == 0
+
+
+def test_tool_activity_is_streamed_and_stored_as_compact_tool_lines(tmp_path: Path) -> None:
+    from plugin_sources import TOOL_CALLER
+
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "tool_caller.py").write_text(TOOL_CALLER, encoding="utf-8")
+    (tmp_path / "monoagent.toml").write_text('[runtime]\nmodel = "caller:x"\n', encoding="utf-8")
+    server = Server(tmp_path, "--plugins-dir", "plugins", env=web_env(tmp_path))
+    try:
+        headers = sign_in(server)
+        thread = new_thread(server, headers)
+        events = Events(server, thread)
+        try:
+            send(server, headers, thread, "call clock")
+            message = events.wait_for("turn_finished")[0]["data"]["message"]
+        finally:
+            events.close()
+        tools = [event["data"]["tool"] for event in events.events if event["event"] == "tool"]
+        assert [tool["status"] for tool in tools] == ["running", "success"]
+        assert tools[0]["name"] == "clock" and tools[0]["line"] == 'clock(city="Oslo")'
+        assert tools[1]["line"] == 'clock(city="Oslo") → ok' and tools[0]["id"] == tools[1]["id"]
+        assert "persist" not in json.dumps(tools)  # the tool-history bookkeeping shows nothing
+        assert message["tools"] == [tools[1]] and message["text"].startswith("Results: clock=12:00")
+        stored = server.client.get(f"/web/api/threads/{thread}").json()["messages"][-1]
+        assert stored["tools"] == [tools[1]]
+    finally:
+        assert server.terminate() == 0

@@ -391,7 +391,8 @@ class WebChannel:
                 self.pending.pop(thread_id, None)
 
     async def _begin(self, thread_id: str, submission: dict[str, Any]) -> ActiveTurn:
-        """Submit the turn of ``submission`` to the channel's harness; it is the thread's active turn."""
+        """Submit the turn of ``submission`` to the channel's harness and wait until it is admitted (its
+        ``run_started``): from then on it is the thread's active turn. Raises what refused it (``AdmissionRejected``)."""
         live = self._live(thread_id)
         loop = asyncio.get_running_loop()
         active = ActiveTurn(submission["submission_id"], "")
@@ -399,14 +400,19 @@ class WebChannel:
                               console="web", metadata={"source": "web", "submission_id": submission["submission_id"]})
 
         def on_event(event: Any) -> None:
-            if event.type in ("text_delta", "tool_call", "tool_result"):
+            if event.type in ("run_started", "text_delta", "tool_call", "tool_result"):
                 loop.call_soon_threadsafe(self._on_event, live, active, event)
 
         handle = self.runs.submit(request, on_event=on_event)
         active.run_id, active.handle = handle.run_id, handle
-        live.active = active
-        live.publish("turn_started", {"submission_id": active.submission_id, "run_id": active.run_id})  # before any event
-        try:  # of the run, which reach the loop through call_soon_threadsafe, after this
+        active.outcome = asyncio.ensure_future(self.runs.finish(handle))
+        started = asyncio.ensure_future(active.admitted.wait())
+        await asyncio.wait({started, active.outcome}, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        if not active.admitted.is_set():  # refused before it started: the outcome holds why
+            active.outcome.result()
+            raise ShutdownCancelled("the turn ended before it started")
+        try:
             await asyncio.to_thread(self._ready().start, active.submission_id, active.run_id)
         except Exception as exc:  # the store refused: the turn runs on; its end is recorded if the store comes back
             logger.error("web: the start of submission {} could not be recorded: {}", active.submission_id, exc)
@@ -416,6 +422,12 @@ class WebChannel:
         return active
 
     def _on_event(self, live: ThreadLive, active: ActiveTurn, event: Any) -> None:
+        """One event of ``active``'s run, on the loop, in the order the run emitted them."""
+        if event.type == "run_started":  # admitted: the thread's active turn from now on
+            live.active = active
+            live.publish("turn_started", {"submission_id": active.submission_id, "run_id": active.run_id})
+            active.admitted.set()
+            return
         if live.active is not active:
             return
         if event.type == "text_delta":
@@ -430,9 +442,9 @@ class WebChannel:
 
     async def _run(self, thread_id: str, active: ActiveTurn) -> None:
         """Wait for the active turn's outcome and record it as the thread's assistant message."""
-        message: dict[str, Any] = {"text": active.text, "tools": list(active.tools.values())}
+        message: dict[str, Any] = {}
         try:
-            result = await self.runs.finish(active.handle)
+            result = await active.outcome
         except ShutdownCancelled:
             if active.cancel_reason is not None:
                 state, message["error"] = "cancelled", "cancelled from the web console"
@@ -446,6 +458,7 @@ class WebChannel:
             state = "completed"
             message.update(text=result.text, model=result.model,
                            usage={"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens})
+        message = {"text": active.text, "tools": list(active.tools.values()), **message}  # the events came before
         await self._record_end(thread_id, active.submission_id, active, state, message)
 
     async def _record_end(self, thread_id: str, submission_id: str, active: ActiveTurn | None, state: str,

@@ -85,6 +85,9 @@ class ActiveTurn:
     text: str = ""
     tools: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     cancel_reason: str | None = None
+    outcome: Any = None
+    """The future of the run's :class:`~monoagent.TurnResult` (``ChannelRuns.finish``)."""
+    admitted: asyncio.Event = attrs.field(factory=asyncio.Event)
     started_at: float = attrs.field(factory=time.time)
 
     def view(self) -> dict[str, Any]:
