@@ -360,10 +360,14 @@ function upsertTool(tools, tool) {
 function toolsNode(tools) {
   if (!tools || !tools.length) return null;
   return h("ul", { class: "tools", "aria-label": "Tool activity" },
-    tools.map((tool) => h("li", { class: "tool tool-" + safeClass(tool.status), "data-status": tool.status || "" },
-      h("span", { class: "tool-name" }, tool.name || "tool"),
-      " ",
-      h("span", { class: "tool-line" }, tool.line || tool.status || ""))));
+    tools.map((tool) => {
+      const name = tool.name || "tool";
+      const line = tool.line || name + " " + (tool.status || "");
+      // the line usually starts with the call ("clock() → ok"): its name in bold, the rest as it is
+      const [head, rest] = line.startsWith(name) ? [name, line.slice(name.length)] : [name, " " + line];
+      return h("li", { class: "tool tool-" + safeClass(tool.status), "data-status": tool.status || "" },
+        h("span", { class: "tool-name" }, head), h("span", { class: "tool-line" }, rest));
+    }));
 }
 
 function safeClass(value) {
