@@ -32,7 +32,8 @@ export class ChatView {
   }
 
   build() {
-    this.log = h("div", { class: "messages", role: "log", "aria-label": "Messages", tabindex: "0" });
+    // not a live region: the view is redrawn as the answer streams; the status line below announces the end
+    this.log = h("section", { class: "messages", "aria-label": "Messages", tabindex: "0" });
     this.status = h("p", { class: "status", role: "status", "aria-live": "polite" });
     this.text = h("textarea", { id: "composer-text", name: "text", rows: "3", required: true,
       placeholder: "Write a message (Enter sends, Shift+Enter for a new line)" });
@@ -131,13 +132,20 @@ export class ChatView {
 
   async reopen() {
     if (this.closed || this.source) return;
+    let data;
     try {
-      await api.session();
+      data = await api.thread(this.id);
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) return this.hooks.onUnauthorized();
+      if (err instanceof ApiError && err.status === 404) {
+        this.setStatus("");
+        return this.hooks.onError("This thread no longer exists (deleted elsewhere).");
+      }
       setTimeout(() => this.reopen(), 3000);
       return;
     }
+    if (this.closed) return;
+    this.apply(data, false);
     this.open();
   }
 
@@ -407,7 +415,7 @@ function messageNode(message) {
     toolsNode(message.tools),
     message.text ? body : null,
     status !== "completed" || message.error
-      ? h("p", { class: "error", role: status === "failed" ? "alert" : null }, errorText(status, message.error))
+      ? h("p", { class: "error" }, errorText(status, message.error))
       : null,
     meta.length ? h("p", { class: "meta" }, meta.flatMap((item, i) => (i ? [" · ", item] : [item]))) : null);
 }
