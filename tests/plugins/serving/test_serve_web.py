@@ -26,7 +26,7 @@ import json
 import re
 from pathlib import Path
 
-from monoagent import StepFinished, TextDelta, hookimpl
+from monoagent import ProviderError, StepFinished, TextDelta, hookimpl
 
 state = {"active": 0, "peak": 0, "calls": 0}
 
@@ -45,6 +45,9 @@ class Gate:
         Path("calls.json").write_text(json.dumps(state))
         Path("system-prompt").write_text(request.prompt.system_text)
         try:
+            if "explode" in text:
+                yield TextDelta("about to ")
+                raise ProviderError("the gate model broke (no retry helps)")
             held = re.search(r"hold:(\\w+)", text)
             if held:
                 Path(f"started-{held.group(1)}").write_text("1")
@@ -497,5 +500,21 @@ def test_tool_activity_is_streamed_and_stored_as_compact_tool_lines(tmp_path: Pa
         assert message["tools"] == [tools[1]] and message["text"].startswith("Results: clock=12:00")
         stored = server.client.get(f"/web/api/threads/{thread}").json()["messages"][-1]
         assert stored["tools"] == [tools[1]]
+    finally:
+        assert server.terminate() == 0
+
+
+def test_a_failed_turn_is_an_error_message_and_the_thread_goes_on(tmp_path: Path) -> None:
+    server = gate_server(tmp_path, MONO_AGENT_PROVIDER_MAX_RETRIES="0")
+    try:
+        headers = sign_in(server)
+        thread = new_thread(server, headers)
+        failed = send(server, headers, thread, "explode").json()["submission_id"]
+        wait_until(lambda: submission_state(server, failed) == "failed", "the turn to fail")
+        message = server.client.get(f"/web/api/threads/{thread}").json()["messages"][-1]
+        assert message["role"] == "assistant" and message["status"] == "failed"
+        assert "the gate model broke" in message["error"] and message["model"] is None
+        after = send(server, headers, thread, "fine now").json()["submission_id"]
+        wait_until(lambda: submission_state(server, after) == "completed", "the next turn to complete")
     finally:
         assert server.terminate() == 0
