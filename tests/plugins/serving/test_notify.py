@@ -433,7 +433,7 @@ def test_only_the_exact_sentinel_is_silent(tmp_path, text):
 
 
 @pytest.mark.parametrize("destination, names", [
-    ({"type": "pager"}, ["notify.destinations.ops.type", "'pager' is not a registered notifier", "file, webhook"]),
+    ({"type": "pager"}, ["notify.destinations.ops.type", "'pager' is not a registered notifier", "file, web, webhook"]),
     ({"type": "webhook", "url": "ftp://example.org/x", "secret": SECRET}, ["notify.destinations.ops.url", "http:// or https://"]),
     ({"type": "webhook", "url": "not a url", "secret": SECRET}, ["notify.destinations.ops.url"]),
     ({"type": "webhook", "url": "https://example.org/x"}, ["notify.destinations.ops.secret", "MONO_AGENT_NOTIFY_SECRET_"]),
