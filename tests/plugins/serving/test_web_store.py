@@ -33,8 +33,9 @@ def test_a_known_submission_returns_its_receipt_and_another_payload_under_its_id
     assert store.submit(sid, thread, "hello").outcome == "known"
     assert store.submit(sid, thread, "other").outcome == "conflict"
     assert store.submit(str(uuid.uuid4()), "web:nope", "x").outcome == "no_thread"
-    user = store.start(sid, "run-1")
+    user = store.start(sid)
     assert user["role"] == "user" and user["text"] == "hello" and store.submission(sid)["state"] == "running"
+    store.started(sid, "run-1")
     answer = store.finish(sid, "completed", {"text": "hi", "model": "m", "usage": {"input_tokens": 1, "output_tokens": 2},
                                              "tools": [{"id": "c", "name": "n", "status": "success", "line": "n() → ok"}]})
     assert store.submission(sid) | {"created_at": 0} == {
@@ -43,8 +44,11 @@ def test_a_known_submission_returns_its_receipt_and_another_payload_under_its_id
     assert [(m["role"], m["status"], m["run_id"]) for m in store.messages(thread)] == [
         ("user", "completed", "run-1"), ("assistant", "completed", "run-1")]
     assert store.messages(thread)[1]["tools"][0]["line"] == "n() → ok"
-    store.forget(sid)  # only a queued one is forgotten
-    assert store.submission(sid) is not None
+    refused = str(uuid.uuid4())
+    store.submit(refused, thread, "refused")
+    store.start(refused)
+    store.unstart(refused)  # admission refused it: no receipt, no message, sending it again runs it
+    assert store.submission(refused) is None and len(store.messages(thread)) == 2
 
 
 def test_a_running_submission_of_a_gone_process_becomes_interrupted_and_a_live_ones_does_not(
@@ -53,8 +57,8 @@ def test_a_running_submission_of_a_gone_process_becomes_interrupted_and_a_live_o
     gone, alive, queued = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
     for sid in (gone, alive, queued):
         store.submit(sid, thread, sid)
-    store.start(gone, "run-gone")
-    store.start(alive, "run-alive")
+    store.start(gone)
+    store.start(alive)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # a process that was and is no more
     db = sqlite3.connect(store_path(tmp_path))

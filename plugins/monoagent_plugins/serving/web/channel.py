@@ -364,22 +364,29 @@ class WebChannel:
         try:
             while queue:
                 submission, admitted = queue[0]
+                if not self.runs.accepting:
+                    return  # the server stops: the rest stay queued in the store, the next start runs them
+                try:
+                    await asyncio.to_thread(self._ready().start, submission["submission_id"])
+                except Exception as exc:  # the store refused: nothing was dispatched
+                    logger.error("web: submission {} could not be dispatched: {}", submission["submission_id"], exc)
+                    queue.popleft()
+                    if admitted is not None:
+                        admitted.set_exception(exc)
+                    continue
                 try:
                     active = await self._begin(thread_id, submission)
-                except ShutdownCancelled as exc:
-                    if admitted is not None:
-                        queue.popleft()
-                        await asyncio.to_thread(self._ready().forget, submission["submission_id"])
-                        admitted.set_exception(exc)
-                    return  # the rest stay queued in the store: the next start runs them
-                except Exception as exc:  # refused admission (AdmissionRejected), a request the harness refused
+                except Exception as exc:  # refused admission (AdmissionRejected), the server stopping, a bad request
                     queue.popleft()
-                    if admitted is not None:  # its Send is answered 429 and may be sent again
-                        await asyncio.to_thread(self._ready().forget, submission["submission_id"])
+                    if admitted is not None:  # its Send is answered 429 (or 503) and may be sent again
+                        await asyncio.to_thread(self._ready().unstart, submission["submission_id"])
                         admitted.set_exception(exc)
+                    elif isinstance(exc, ShutdownCancelled):
+                        await self._record_end(thread_id, submission["submission_id"], None, "interrupted",
+                                               {"text": "", "error": "the server stopped as this turn started"})
                     else:
                         await self._record_end(thread_id, submission["submission_id"], None, "failed",
-                                               {"text": "", "error": f"{type(exc).__name__}: {exc}"})
+                                               {"text": "", "error": f"the turn could not start: {type(exc).__name__}: {exc}"})
                     continue
                 queue.popleft()
                 if admitted is not None:
@@ -413,9 +420,9 @@ class WebChannel:
             active.outcome.result()
             raise ShutdownCancelled("the turn ended before it started")
         try:
-            await asyncio.to_thread(self._ready().start, active.submission_id, active.run_id)
+            await asyncio.to_thread(self._ready().started, active.submission_id, active.run_id)
         except Exception as exc:  # the store refused: the turn runs on; its end is recorded if the store comes back
-            logger.error("web: the start of submission {} could not be recorded: {}", active.submission_id, exc)
+            logger.error("web: the run id of submission {} could not be recorded: {}", active.submission_id, exc)
         thread = await asyncio.to_thread(self._ready().thread, thread_id)
         if thread is not None:
             self._publish_thread(thread)
