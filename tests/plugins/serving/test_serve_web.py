@@ -518,3 +518,27 @@ def test_a_failed_turn_is_an_error_message_and_the_thread_goes_on(tmp_path: Path
         wait_until(lambda: submission_state(server, after) == "completed", "the next turn to complete")
     finally:
         assert server.terminate() == 0
+
+
+def test_a_graceful_stop_past_its_grace_period_interrupts_the_turn_and_keeps_the_queued_one_for_the_next_start(
+        tmp_path: Path) -> None:
+    server = gate_server(tmp_path, MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
+    try:
+        headers = sign_in(server)
+        thread = new_thread(server, headers)
+        running = send(server, headers, thread, "hold:g").json()["submission_id"]
+        wait_until((tmp_path / "started-g").exists, "the turn to start")
+        queued = send(server, headers, thread, "next one").json()["submission_id"]
+        cookies = server.client.cookies
+    finally:
+        assert server.terminate() == 0
+    restarted = gate_server(tmp_path)
+    try:
+        restarted.client.cookies = cookies
+        assert submission_state(restarted, running) == "interrupted"
+        wait_until(lambda: submission_state(restarted, queued) == "completed", "the queued submission to run at the start")
+        messages = restarted.client.get(f"/web/api/threads/{thread}").json()["messages"]
+        assert [(m["role"], m["status"]) for m in messages] == [
+            ("user", "completed"), ("assistant", "interrupted"), ("user", "completed"), ("assistant", "completed")]
+    finally:
+        assert restarted.terminate() == 0
