@@ -395,6 +395,8 @@ def test_reset_is_refused_while_the_server_runs_and_removes_only_the_console_sto
         wait_until(lambda: submission_state(server, submission) == "completed", "the turn to complete")
         refused = _monoagent(tmp_path, "web", "reset", "--all", "--yes")
         assert refused.returncode == 1 and "in use by a running server" in refused.stderr, refused.stderr
+        second = _monoagent(tmp_path, "web")  # a second server on the same store
+        assert second.returncode == 1 and "one server per store" in second.stderr, second.stderr
     finally:
         assert server.terminate() == 0
     home = tmp_path / "home"
