@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from monoagent import Notification, ProcessIdentity
-from monoagent_plugins.serving.web.live import tool_line
+from monoagent_plugins.serving.web.live import record_failure_line, tool_line
 from monoagent_plugins.serving.web.notifier import WebNotifier
 from monoagent_plugins.serving.web.store import ConsoleStore, StoreInUse, remove_store, store_owner, store_path
 
@@ -113,17 +113,22 @@ def test_the_store_has_one_owner_and_is_not_removed_while_that_owner_lives(tmp_p
     assert remove_store(tmp_path) is False
 
 
-def test_tool_lines_show_no_bookkeeping_and_a_definitive_failure_with_its_code() -> None:
+def test_tool_lines_show_no_bookkeeping_and_a_definitive_failure_as_one_plain_line_with_its_code() -> None:
     opened = tool_line("tool_call", {"id": "c1", "name": "read_file", "arguments": '{"path": "a.txt", "n": 3}',
                                      "persistence": "deferred"})
     assert opened == {"id": "c1", "name": "read_file", "status": "running", "line": 'read_file(path="a.txt", n=3)'}
+    assert record_failure_line("tool_call", {"id": "c1", "name": "read_file", "persistence": "deferred"}) is None
     done = tool_line("tool_result", {"id": "c1", "name": "read_file", "status": "success", "persistence": "persisted"}, opened)
     assert done["line"] == 'read_file(path="a.txt", n=3) → ok'
-    failed = tool_line("tool_result", {"id": "c1", "name": "read_file", "status": "error", "error": "no such file",
-                                       "persistence": "failed", "persistence_error": "ToolHistoryRejected: disk full"}, opened)
-    assert failed["status"] == "error"
-    assert failed["line"] == 'read_file(path="a.txt", n=3) → error: no such file (not recorded in tool history: ' \
-                             'ToolHistoryRejected: disk full)'
+    assert record_failure_line("tool_result", {"id": "c1", "name": "read_file", "persistence": "persisted"}) is None
+    data = {"id": "c1", "name": "read_file", "status": "error", "error": "no such file", "persistence": "failed",
+            "persistence_error": "ToolHistoryRejected: disk full"}
+    failed = tool_line("tool_result", data, opened)
+    assert failed == {"id": "c1", "name": "read_file", "status": "error",
+                      "line": 'read_file(path="a.txt", n=3) → error: no such file'}  # the tool's own state, as usual
+    assert record_failure_line("tool_result", data) == {
+        "id": "c1/result-record", "name": "read_file", "status": "failed",
+        "line": "read_file: the result was not recorded in tool history (ToolHistoryRejected: disk full)"}
 
 
 def test_the_web_notifier_delivers_an_answer_into_a_new_console_thread(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from monoagent_plugins.serving.web.http_parts import (
     title_of,
     token_ok,
 )
-from monoagent_plugins.serving.web.live import ActiveTurn, ThreadLive, tool_line
+from monoagent_plugins.serving.web.live import ActiveTurn, ThreadLive, record_failure_line, tool_line
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -446,6 +446,10 @@ class WebChannel:
         line = tool_line(event.type, event.data, active.tools.get(call_id))
         active.tools[call_id] = line
         live.publish("tool", {"run_id": active.run_id, "tool": line})
+        failure = record_failure_line(event.type, event.data)
+        if failure is not None:
+            active.tools[failure["id"]] = failure
+            live.publish("tool", {"run_id": active.run_id, "tool": failure})
 
     async def _run(self, thread_id: str, active: ActiveTurn) -> None:
         """Wait for the active turn's outcome and record it as the thread's assistant message."""
