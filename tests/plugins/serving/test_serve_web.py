@@ -87,6 +87,13 @@ def sign_in(server: Server) -> dict[str, str]:
     return {"X-CSRF-Token": answer.json()["csrf"]}
 
 
+def carry_session(old: Server, cookies: httpx.Cookies, new: Server) -> None:
+    """Give ``new``'s client the session cookie ``old`` set (a browser at the same origin; a test's restart takes
+    another port, and the cookie's name carries the port)."""
+    value = cookies[f"monoagent_web_{httpx.URL(old.url).port}"]
+    new.client.cookies.set(f"monoagent_web_{httpx.URL(new.url).port}", value)
+
+
 def new_thread(server: Server, headers: dict[str, str], title: str | None = None) -> str:
     answer = server.client.post("/web/api/threads", json={} if title is None else {"title": title}, headers=headers)
     assert answer.status_code == 201, answer.text
@@ -173,7 +180,8 @@ def test_sign_in_sets_a_strict_cookie_and_every_mutation_needs_csrf_and_the_own_
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "bad_token"
     signed = server.client.post("/web/api/session", json={"token": WEB_TOKEN})
     cookie = signed.headers["set-cookie"]
-    assert cookie.startswith("monoagent_web=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    port = httpx.URL(server.url).port
+    assert cookie.startswith(f"monoagent_web_{port}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert "Path=/web" in cookie and "Secure" not in cookie  # plain http on loopback
     csrf = signed.json()["csrf"]
     session = server.client.get("/web/api/session").json()
@@ -367,7 +375,7 @@ def test_a_sigkill_mid_turn_then_a_restart_marks_the_turn_interrupted_runs_the_q
         server.stop()
     restarted = gate_server(tmp_path)
     try:
-        restarted.client.cookies = cookies  # the session outlives the process
+        carry_session(server, cookies, restarted)  # the session outlives the process
         wait_until(lambda: submission_state(restarted, queued) == "completed", "the queued submission to run")
         interrupted = restarted.client.get(f"/web/api/submissions/{running}").json()
         assert interrupted["state"] == "interrupted" and interrupted["message_id"]
@@ -536,7 +544,7 @@ def test_a_graceful_stop_past_its_grace_period_interrupts_the_turn_and_keeps_the
         assert server.terminate() == 0
     restarted = gate_server(tmp_path)
     try:
-        restarted.client.cookies = cookies
+        carry_session(server, cookies, restarted)
         assert submission_state(restarted, running) == "interrupted"
         wait_until(lambda: submission_state(restarted, queued) == "completed", "the queued submission to run at the start")
         messages = restarted.client.get(f"/web/api/threads/{thread}").json()["messages"]

@@ -25,7 +25,6 @@ from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelle
 from monoagent_plugins.serving.http import RETRY_AFTER_S, authenticated, json_bytes
 from monoagent_plugins.serving.serve import ServeConfig
 from monoagent_plugins.serving.web.http_parts import (
-    COOKIE,
     CSRF_HEADER,
     PAGE_HEADERS,
     Refused,
@@ -35,6 +34,7 @@ from monoagent_plugins.serving.web.http_parts import (
     cookie_header,
     error,
     origin_ok,
+    session_cookie,
     static_file,
     submission_id_of,
     title_of,
@@ -171,7 +171,7 @@ class WebChannel:
         """The session's CSRF token; :class:`Refused` 401 without a live session, 403 for a mutating request
         without its ``X-CSRF-Token`` or from another ``Origin``."""
         store = self._ready()
-        cookie = request.cookies.get(COOKIE)
+        cookie = session_cookie(request)
         csrf = await asyncio.to_thread(store.session_csrf, cookie) if cookie else None
         if csrf is None:
             raise Refused(401, "sign in first: POST /web/api/session with a token of web.tokens", "unauthenticated")
@@ -195,9 +195,9 @@ class WebChannel:
             csrf = await self._guard(request)
             if request.method == "GET":
                 return answer({"csrf": csrf, "agent": {"name": self.settings.title, "model": self.agent.model}})
-            await asyncio.to_thread(self._ready().delete_session, request.cookies.get(COOKIE) or "")
+            await asyncio.to_thread(self._ready().delete_session, session_cookie(request) or "")
             response = answer({"signed_out": True})
-            response.headers["Set-Cookie"] = cookie_header("", request.url.scheme == "https", 0)
+            response.headers["Set-Cookie"] = cookie_header(request, "", 0)
             return response
         except Refused as refused:
             return error(refused.status, refused.message, refused.code)
@@ -214,7 +214,7 @@ class WebChannel:
         ttl_s = self.settings.session_ttl_hours * 3600
         await asyncio.to_thread(store.create_session, session_id, csrf, ttl_s)
         response = answer({"csrf": csrf})
-        response.headers["Set-Cookie"] = cookie_header(session_id, request.url.scheme == "https", int(ttl_s))
+        response.headers["Set-Cookie"] = cookie_header(request, session_id, int(ttl_s))
         return response
 
     # ------------------------------------------------------------------ threads
