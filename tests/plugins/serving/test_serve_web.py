@@ -26,7 +26,7 @@ import json
 import re
 from pathlib import Path
 
-from monoagent import StepFinished, TextDelta, hookimpl
+from monoagent import ProviderError, StepFinished, TextDelta, hookimpl
 
 state = {"active": 0, "peak": 0, "calls": 0}
 
@@ -45,6 +45,9 @@ class Gate:
         Path("calls.json").write_text(json.dumps(state))
         Path("system-prompt").write_text(request.prompt.system_text)
         try:
+            if "explode" in text:
+                yield TextDelta("about to ")
+                raise ProviderError("the gate model broke (no retry helps)")
             held = re.search(r"hold:(\\w+)", text)
             if held:
                 Path(f"started-{held.group(1)}").write_text("1")
@@ -82,6 +85,13 @@ def sign_in(server: Server) -> dict[str, str]:
     answer = server.client.post("/web/api/session", json={"token": WEB_TOKEN})
     assert answer.status_code == 200, answer.text
     return {"X-CSRF-Token": answer.json()["csrf"]}
+
+
+def carry_session(old: Server, cookies: httpx.Cookies, new: Server) -> None:
+    """Give ``new``'s client the session cookie ``old`` set (a browser at the same origin; a test's restart takes
+    another port, and the cookie's name carries the port)."""
+    value = cookies[f"monoagent_web_{httpx.URL(old.url).port}"]
+    new.client.cookies.set(f"monoagent_web_{httpx.URL(new.url).port}", value)
 
 
 def new_thread(server: Server, headers: dict[str, str], title: str | None = None) -> str:
@@ -170,7 +180,8 @@ def test_sign_in_sets_a_strict_cookie_and_every_mutation_needs_csrf_and_the_own_
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "bad_token"
     signed = server.client.post("/web/api/session", json={"token": WEB_TOKEN})
     cookie = signed.headers["set-cookie"]
-    assert cookie.startswith("monoagent_web=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    port = httpx.URL(server.url).port
+    assert cookie.startswith(f"monoagent_web_{port}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert "Path=/web" in cookie and "Secure" not in cookie  # plain http on loopback
     csrf = signed.json()["csrf"]
     session = server.client.get("/web/api/session").json()
@@ -364,7 +375,7 @@ def test_a_sigkill_mid_turn_then_a_restart_marks_the_turn_interrupted_runs_the_q
         server.stop()
     restarted = gate_server(tmp_path)
     try:
-        restarted.client.cookies = cookies  # the session outlives the process
+        carry_session(server, cookies, restarted)  # the session outlives the process
         wait_until(lambda: submission_state(restarted, queued) == "completed", "the queued submission to run")
         interrupted = restarted.client.get(f"/web/api/submissions/{running}").json()
         assert interrupted["state"] == "interrupted" and interrupted["message_id"]
@@ -392,6 +403,8 @@ def test_reset_is_refused_while_the_server_runs_and_removes_only_the_console_sto
         wait_until(lambda: submission_state(server, submission) == "completed", "the turn to complete")
         refused = _monoagent(tmp_path, "web", "reset", "--all", "--yes")
         assert refused.returncode == 1 and "in use by a running server" in refused.stderr, refused.stderr
+        second = _monoagent(tmp_path, "web")  # a second server on the same store
+        assert second.returncode == 1 and "one server per store" in second.stderr, second.stderr
     finally:
         assert server.terminate() == 0
     home = tmp_path / "home"
@@ -499,3 +512,43 @@ def test_tool_activity_is_streamed_and_stored_as_compact_tool_lines(tmp_path: Pa
         assert stored["tools"] == [tools[1]]
     finally:
         assert server.terminate() == 0
+
+
+def test_a_failed_turn_is_an_error_message_and_the_thread_goes_on(tmp_path: Path) -> None:
+    server = gate_server(tmp_path, MONO_AGENT_PROVIDER_MAX_RETRIES="0")
+    try:
+        headers = sign_in(server)
+        thread = new_thread(server, headers)
+        failed = send(server, headers, thread, "explode").json()["submission_id"]
+        wait_until(lambda: submission_state(server, failed) == "failed", "the turn to fail")
+        message = server.client.get(f"/web/api/threads/{thread}").json()["messages"][-1]
+        assert message["role"] == "assistant" and message["status"] == "failed"
+        assert "the gate model broke" in message["error"] and message["model"] is None
+        after = send(server, headers, thread, "fine now").json()["submission_id"]
+        wait_until(lambda: submission_state(server, after) == "completed", "the next turn to complete")
+    finally:
+        assert server.terminate() == 0
+
+
+def test_a_graceful_stop_past_its_grace_period_interrupts_the_turn_and_keeps_the_queued_one_for_the_next_start(
+        tmp_path: Path) -> None:
+    server = gate_server(tmp_path, MONO_AGENT_SERVE_SHUTDOWN_GRACE_MS="0")
+    try:
+        headers = sign_in(server)
+        thread = new_thread(server, headers)
+        running = send(server, headers, thread, "hold:g").json()["submission_id"]
+        wait_until((tmp_path / "started-g").exists, "the turn to start")
+        queued = send(server, headers, thread, "next one").json()["submission_id"]
+        cookies = server.client.cookies
+    finally:
+        assert server.terminate() == 0
+    restarted = gate_server(tmp_path)
+    try:
+        carry_session(server, cookies, restarted)
+        assert submission_state(restarted, running) == "interrupted"
+        wait_until(lambda: submission_state(restarted, queued) == "completed", "the queued submission to run at the start")
+        messages = restarted.client.get(f"/web/api/threads/{thread}").json()["messages"]
+        assert [(m["role"], m["status"]) for m in messages] == [
+            ("user", "completed"), ("assistant", "interrupted"), ("user", "completed"), ("assistant", "completed")]
+    finally:
+        assert restarted.terminate() == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from monoagent import Notification, ProcessIdentity
-from monoagent_plugins.serving.web.live import tool_line
+from monoagent_plugins.serving.web.live import record_failure_line, tool_line
 from monoagent_plugins.serving.web.notifier import WebNotifier
 from monoagent_plugins.serving.web.store import ConsoleStore, StoreInUse, remove_store, store_owner, store_path
 
@@ -33,8 +33,9 @@ def test_a_known_submission_returns_its_receipt_and_another_payload_under_its_id
     assert store.submit(sid, thread, "hello").outcome == "known"
     assert store.submit(sid, thread, "other").outcome == "conflict"
     assert store.submit(str(uuid.uuid4()), "web:nope", "x").outcome == "no_thread"
-    user = store.start(sid, "run-1")
+    user = store.start(sid)
     assert user["role"] == "user" and user["text"] == "hello" and store.submission(sid)["state"] == "running"
+    store.started(sid, "run-1")
     answer = store.finish(sid, "completed", {"text": "hi", "model": "m", "usage": {"input_tokens": 1, "output_tokens": 2},
                                              "tools": [{"id": "c", "name": "n", "status": "success", "line": "n() → ok"}]})
     assert store.submission(sid) | {"created_at": 0} == {
@@ -43,8 +44,11 @@ def test_a_known_submission_returns_its_receipt_and_another_payload_under_its_id
     assert [(m["role"], m["status"], m["run_id"]) for m in store.messages(thread)] == [
         ("user", "completed", "run-1"), ("assistant", "completed", "run-1")]
     assert store.messages(thread)[1]["tools"][0]["line"] == "n() → ok"
-    store.forget(sid)  # only a queued one is forgotten
-    assert store.submission(sid) is not None
+    refused = str(uuid.uuid4())
+    store.submit(refused, thread, "refused")
+    store.start(refused)
+    store.unstart(refused)  # admission refused it: no receipt, no message, sending it again runs it
+    assert store.submission(refused) is None and len(store.messages(thread)) == 2
 
 
 def test_a_running_submission_of_a_gone_process_becomes_interrupted_and_a_live_ones_does_not(
@@ -53,8 +57,8 @@ def test_a_running_submission_of_a_gone_process_becomes_interrupted_and_a_live_o
     gone, alive, queued = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
     for sid in (gone, alive, queued):
         store.submit(sid, thread, sid)
-    store.start(gone, "run-gone")
-    store.start(alive, "run-alive")
+    store.start(gone)
+    store.start(alive)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # a process that was and is no more
     db = sqlite3.connect(store_path(tmp_path))
@@ -109,17 +113,22 @@ def test_the_store_has_one_owner_and_is_not_removed_while_that_owner_lives(tmp_p
     assert remove_store(tmp_path) is False
 
 
-def test_tool_lines_show_no_bookkeeping_and_a_definitive_failure_with_its_code() -> None:
+def test_tool_lines_show_no_bookkeeping_and_a_definitive_failure_as_one_plain_line_with_its_code() -> None:
     opened = tool_line("tool_call", {"id": "c1", "name": "read_file", "arguments": '{"path": "a.txt", "n": 3}',
                                      "persistence": "deferred"})
     assert opened == {"id": "c1", "name": "read_file", "status": "running", "line": 'read_file(path="a.txt", n=3)'}
+    assert record_failure_line("tool_call", {"id": "c1", "name": "read_file", "persistence": "deferred"}) is None
     done = tool_line("tool_result", {"id": "c1", "name": "read_file", "status": "success", "persistence": "persisted"}, opened)
     assert done["line"] == 'read_file(path="a.txt", n=3) → ok'
-    failed = tool_line("tool_result", {"id": "c1", "name": "read_file", "status": "error", "error": "no such file",
-                                       "persistence": "failed", "persistence_error": "ToolHistoryRejected: disk full"}, opened)
-    assert failed["status"] == "error"
-    assert failed["line"] == 'read_file(path="a.txt", n=3) → error: no such file (not recorded in tool history: ' \
-                             'ToolHistoryRejected: disk full)'
+    assert record_failure_line("tool_result", {"id": "c1", "name": "read_file", "persistence": "persisted"}) is None
+    data = {"id": "c1", "name": "read_file", "status": "error", "error": "no such file", "persistence": "failed",
+            "persistence_error": "ToolHistoryRejected: disk full"}
+    failed = tool_line("tool_result", data, opened)
+    assert failed == {"id": "c1", "name": "read_file", "status": "error",
+                      "line": 'read_file(path="a.txt", n=3) → error: no such file'}  # the tool's own state, as usual
+    assert record_failure_line("tool_result", data) == {
+        "id": "c1/result-record", "name": "read_file", "status": "failed",
+        "line": "read_file: the result was not recorded in tool history (ToolHistoryRejected: disk full)"}
 
 
 def test_the_web_notifier_delivers_an_answer_into_a_new_console_thread(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelle
 from monoagent_plugins.serving.http import RETRY_AFTER_S, authenticated, json_bytes
 from monoagent_plugins.serving.serve import ServeConfig
 from monoagent_plugins.serving.web.http_parts import (
-    COOKIE,
     CSRF_HEADER,
     PAGE_HEADERS,
     Refused,
@@ -35,12 +34,13 @@ from monoagent_plugins.serving.web.http_parts import (
     cookie_header,
     error,
     origin_ok,
+    session_cookie,
     static_file,
     submission_id_of,
     title_of,
     token_ok,
 )
-from monoagent_plugins.serving.web.live import ActiveTurn, ThreadLive, tool_line
+from monoagent_plugins.serving.web.live import ActiveTurn, ThreadLive, record_failure_line, tool_line
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -171,7 +171,7 @@ class WebChannel:
         """The session's CSRF token; :class:`Refused` 401 without a live session, 403 for a mutating request
         without its ``X-CSRF-Token`` or from another ``Origin``."""
         store = self._ready()
-        cookie = request.cookies.get(COOKIE)
+        cookie = session_cookie(request)
         csrf = await asyncio.to_thread(store.session_csrf, cookie) if cookie else None
         if csrf is None:
             raise Refused(401, "sign in first: POST /web/api/session with a token of web.tokens", "unauthenticated")
@@ -195,9 +195,9 @@ class WebChannel:
             csrf = await self._guard(request)
             if request.method == "GET":
                 return answer({"csrf": csrf, "agent": {"name": self.settings.title, "model": self.agent.model}})
-            await asyncio.to_thread(self._ready().delete_session, request.cookies.get(COOKIE) or "")
+            await asyncio.to_thread(self._ready().delete_session, session_cookie(request) or "")
             response = answer({"signed_out": True})
-            response.headers["Set-Cookie"] = cookie_header("", request.url.scheme == "https", 0)
+            response.headers["Set-Cookie"] = cookie_header(request, "", 0)
             return response
         except Refused as refused:
             return error(refused.status, refused.message, refused.code)
@@ -214,7 +214,7 @@ class WebChannel:
         ttl_s = self.settings.session_ttl_hours * 3600
         await asyncio.to_thread(store.create_session, session_id, csrf, ttl_s)
         response = answer({"csrf": csrf})
-        response.headers["Set-Cookie"] = cookie_header(session_id, request.url.scheme == "https", int(ttl_s))
+        response.headers["Set-Cookie"] = cookie_header(request, session_id, int(ttl_s))
         return response
 
     # ------------------------------------------------------------------ threads
@@ -364,22 +364,29 @@ class WebChannel:
         try:
             while queue:
                 submission, admitted = queue[0]
+                if not self.runs.accepting:
+                    return  # the server stops: the rest stay queued in the store, the next start runs them
+                try:
+                    await asyncio.to_thread(self._ready().start, submission["submission_id"])
+                except Exception as exc:  # the store refused: nothing was dispatched
+                    logger.error("web: submission {} could not be dispatched: {}", submission["submission_id"], exc)
+                    queue.popleft()
+                    if admitted is not None:
+                        admitted.set_exception(exc)
+                    continue
                 try:
                     active = await self._begin(thread_id, submission)
-                except ShutdownCancelled as exc:
-                    if admitted is not None:
-                        queue.popleft()
-                        await asyncio.to_thread(self._ready().forget, submission["submission_id"])
-                        admitted.set_exception(exc)
-                    return  # the rest stay queued in the store: the next start runs them
-                except Exception as exc:  # refused admission (AdmissionRejected), a request the harness refused
+                except Exception as exc:  # refused admission (AdmissionRejected), the server stopping, a bad request
                     queue.popleft()
-                    if admitted is not None:  # its Send is answered 429 and may be sent again
-                        await asyncio.to_thread(self._ready().forget, submission["submission_id"])
+                    if admitted is not None:  # its Send is answered 429 (or 503) and may be sent again
+                        await asyncio.to_thread(self._ready().unstart, submission["submission_id"])
                         admitted.set_exception(exc)
+                    elif isinstance(exc, ShutdownCancelled):
+                        await self._record_end(thread_id, submission["submission_id"], None, "interrupted",
+                                               {"text": "", "error": "the server stopped as this turn started"})
                     else:
                         await self._record_end(thread_id, submission["submission_id"], None, "failed",
-                                               {"text": "", "error": f"{type(exc).__name__}: {exc}"})
+                                               {"text": "", "error": f"the turn could not start: {type(exc).__name__}: {exc}"})
                     continue
                 queue.popleft()
                 if admitted is not None:
@@ -413,9 +420,9 @@ class WebChannel:
             active.outcome.result()
             raise ShutdownCancelled("the turn ended before it started")
         try:
-            await asyncio.to_thread(self._ready().start, active.submission_id, active.run_id)
+            await asyncio.to_thread(self._ready().started, active.submission_id, active.run_id)
         except Exception as exc:  # the store refused: the turn runs on; its end is recorded if the store comes back
-            logger.error("web: the start of submission {} could not be recorded: {}", active.submission_id, exc)
+            logger.error("web: the run id of submission {} could not be recorded: {}", active.submission_id, exc)
         thread = await asyncio.to_thread(self._ready().thread, thread_id)
         if thread is not None:
             self._publish_thread(thread)
@@ -439,6 +446,10 @@ class WebChannel:
         line = tool_line(event.type, event.data, active.tools.get(call_id))
         active.tools[call_id] = line
         live.publish("tool", {"run_id": active.run_id, "tool": line})
+        failure = record_failure_line(event.type, event.data)
+        if failure is not None:
+            active.tools[failure["id"]] = failure
+            live.publish("tool", {"run_id": active.run_id, "tool": failure})
 
     async def _run(self, thread_id: str, active: ActiveTurn) -> None:
         """Wait for the active turn's outcome and record it as the thread's assistant message."""

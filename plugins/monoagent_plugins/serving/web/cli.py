@@ -81,6 +81,6 @@ def reset(everything: bool, yes: bool) -> None:
         sys.exit(ExitCode.FAILED)
     if removed:
         logger.info("web: the console store under {} was deleted", home)
-        echo(f"monoagent web reset: deleted the console store {store_path(home).parent}")
+        echo(f"Deleted the console store {store_path(home).parent} (threads, messages, receipts, sessions).")
     else:
-        echo(f"monoagent web reset: no console store under {home}; nothing to delete")
+        echo(f"No console store under {home}; nothing to delete.")

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 COOKIE = "monoagent_web"
+"""The session cookie's name, followed by ``_<port>`` (:func:`cookie_name`)."""
 CSRF_HEADER = "X-CSRF-Token"
 STATIC = Path(__file__).parent / "static"
 TITLE_MAX = 200
@@ -106,8 +107,22 @@ def origin_ok(request: Request) -> bool:
     return origin is None or origin == own_origin(request)
 
 
-def cookie_header(value: str, secure: bool, max_age: int | None) -> str:
-    parts = [f"{COOKIE}={value}", "HttpOnly", "SameSite=Strict", "Path=/web"]
+def cookie_name(request: Request) -> str:
+    """``monoagent_web_<port>``: the port the browser reached (cookies are shared by every port of a host, so two
+    consoles on one machine, two agents, would otherwise sign each other out)."""
+    url = request.url
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return f"{COOKIE}_{port}"
+
+
+def session_cookie(request: Request) -> str | None:
+    return request.cookies.get(cookie_name(request))
+
+
+def cookie_header(request: Request, value: str, max_age: int | None) -> str:
+    """The ``Set-Cookie`` of a session: HttpOnly, SameSite=Strict, Path=/web, Secure over https."""
+    parts = [f"{cookie_name(request)}={value}", "HttpOnly", "SameSite=Strict", "Path=/web"]
+    secure = request.url.scheme == "https"
     if max_age is not None:
         parts.append(f"Max-Age={max_age}")
     if secure:

@@ -8,8 +8,8 @@ which a (re)connecting browser's ``snapshot`` carries.
 
 Tool lines (:func:`tool_line`) come from the run's ``tool_call`` and ``tool_result`` events. The
 tool-history bookkeeping on them (``persistence``: ``persisted``, ``deferred``) gives no line; a
-definitive ``failed`` is one plain line with its error code, and the tool's own terminal status is
-shown as usual.
+definitive ``failed`` is one plain line of its own with its error (:func:`record_failure_line`), and
+the tool's own line and terminal status are shown as usual.
 """
 
 from __future__ import annotations
@@ -69,10 +69,19 @@ def tool_line(event_type: str, data: dict[str, Any], opened: dict[str, Any] | No
         if status != "success" and data.get("error"):
             outcome += f": {_cut(str(data['error']), REASON_CHARS)}"
         line = f"{call} → {outcome}"
-    if data.get("persistence") == "failed":  # a definitive failure of the tool-history record: one plain line
-        code = _cut(str(data.get("persistence_error") or ""), REASON_CHARS)
-        line += f" (not recorded in tool history: {code})" if code else " (not recorded in tool history)"
     return {"id": call_id, "name": name, "status": status, "line": line}
+
+
+def record_failure_line(event_type: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The one plain line of a definitive tool-history failure (``persistence: "failed"``), with its error; None for
+    anything else (``persisted`` and ``deferred`` are bookkeeping: no line). Its id is the call's id and the phase."""
+    if data.get("persistence") != "failed":
+        return None
+    name = _cut(str(data.get("name", "?")), NAME_CHARS)
+    phase = "call" if event_type == "tool_call" else "result"
+    code = _cut(str(data.get("persistence_error") or ""), REASON_CHARS)
+    line = f"{name}: the {phase} was not recorded in tool history" + (f" ({code})" if code else "")
+    return {"id": f"{data.get('id', '')}/{phase}-record", "name": name, "status": "failed", "line": line}
 
 
 @attrs.define

@@ -344,20 +344,31 @@ class ConsoleStore:
                                     "GROUP BY thread_id ORDER BY 2").fetchall()
         return [row[0] for row in rows]
 
-    def forget(self, submission_id: str) -> None:
-        """Drop a queued submission that was never dispatched (refused admission): a retry of it runs."""
-        with self._lock, immediate(self._db):
-            self._db.execute("DELETE FROM submissions WHERE submission_id = ? AND state = 'queued'", (submission_id,))
-
-    def start(self, submission_id: str, run_id: str) -> dict[str, Any]:
-        """Mark a queued submission running (by this process) and add its user message; returns the message."""
+    def start(self, submission_id: str) -> dict[str, Any]:
+        """Mark a queued submission dispatched (``running``, by this process) and add its user message, before its
+        turn is submitted: a process that dies from here on leaves it ``running``, so the next start records it
+        interrupted rather than running it a second time. Returns the user message."""
         with self._lock, immediate(self._db):
             row = self._db.execute("SELECT thread_id, text FROM submissions WHERE submission_id = ?",
                                    (submission_id,)).fetchone()
-            self._db.execute("UPDATE submissions SET state = 'running', run_id = ?, owner_process = ? WHERE submission_id = ?",
-                             (run_id, ProcessIdentity.current().token(), submission_id))
+            self._db.execute("UPDATE submissions SET state = 'running', owner_process = ? WHERE submission_id = ?",
+                             (ProcessIdentity.current().token(), submission_id))
             return self._add_message(row[0], "user", row[1], status="completed", submission_id=submission_id,
-                                     run_id=run_id, model=None, usage=None, error=None, tools=None, message_id=None)
+                                     run_id=None, model=None, usage=None, error=None, tools=None, message_id=None)
+
+    def started(self, submission_id: str, run_id: str) -> None:
+        """The dispatched submission's turn was submitted as run ``run_id``."""
+        with self._lock, immediate(self._db):
+            self._db.execute("UPDATE submissions SET run_id = ? WHERE submission_id = ?", (run_id, submission_id))
+            self._db.execute("UPDATE messages SET run_id = ? WHERE submission_id = ? AND role = 'user'",
+                             (run_id, submission_id))
+
+    def unstart(self, submission_id: str) -> None:
+        """Undo :meth:`start` for a turn that was refused before it ran (admission): the submission and its user
+        message go, so sending it again runs it."""
+        with self._lock, immediate(self._db):
+            self._db.execute("DELETE FROM messages WHERE submission_id = ? AND role = 'user'", (submission_id,))
+            self._db.execute("DELETE FROM submissions WHERE submission_id = ?", (submission_id,))
 
     def finish(self, submission_id: str, state: str, message: dict[str, Any]) -> dict[str, Any]:
         """Record a turn's end: its assistant message and the submission's terminal state; returns the message."""
