@@ -471,3 +471,76 @@ def test_a_submission_the_server_never_got_is_offered_again_under_its_id(console
     expect(answers(page).last).to_contain_text("You said: never arrived")
     assert [json.loads(body)["submission_id"] for body in posts] == [lost]
     expect(page.locator("article.msg-lost")).to_have_count(0)
+
+
+# Markdown a model might be made to write (by a web page, a tool result, a document it read): each must come out
+# as inert text and safe links. markdown.js is imported into the signed-in page itself (same origin, its CSP).
+HOSTILE_MARKDOWN = [
+    "<script>window.__pwned = 1</script>",
+    "<img src=x onerror=window.__pwned=1>",
+    "<svg><script>window.__pwned=1</script></svg>",
+    "<svg onload=window.__pwned=1>",
+    "<iframe src=\"javascript:window.__pwned=1\"></iframe>",
+    "<details open ontoggle=window.__pwned=1>x</details>",
+    "<a href=\"javascript:window.__pwned=1\">raw link</a>",
+    "[md link](javascript:window.__pwned=1)",
+    "[spaced](  javascript:window.__pwned=1 )",
+    "[encoded](jav&#x61;script:window.__pwned=1)",
+    "[tabbed](java\tscript:window.__pwned=1)",
+    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "[vb](vbscript:msgbox(1))",
+    "[relative](/web/api/session)",
+    "[proto](//evil.example/x)",
+    "<https://example.com/auto>",
+    "![tracker](https://evil.example/pixel.png)",
+    "![x](javascript:window.__pwned=1)",
+    "<style>body{display:none}</style>",
+    "<form action=https://evil.example><button>go</button></form>",
+    "<input autofocus onfocus=window.__pwned=1>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=window.__pwned=1>",
+    "<p style=\"position:fixed;top:0\">overlay</p>",
+    "```html\n<script>window.__pwned=1</script>\n```",
+    "| a | b |\n|---|---|\n| <img src=x onerror=window.__pwned=1> | [t](javascript:window.__pwned=1) |",
+    "<a href=\"https://example.com\" target=\"_self\" onclick=\"window.__pwned=1\">click</a>",
+    "[mail](mailto:someone@example.com)",
+]
+
+CHECK_MARKDOWN = """async (cases) => {
+  const { renderMarkdown } = await import("/web/markdown.js");
+  const problems = [];
+  for (const text of cases) {
+    const box = document.createElement("div");
+    box.append(renderMarkdown(text));
+    document.body.append(box);
+    for (const el of box.querySelectorAll("*")) {
+      const tag = el.tagName.toLowerCase();
+      if (["script", "style", "iframe", "img", "svg", "math", "form", "input", "button", "details", "object", "embed"].includes(tag))
+        problems.push(text + " -> <" + tag + ">");
+      for (const attr of el.getAttributeNames()) {
+        if (attr.startsWith("on") || attr === "style" || attr === "src" || attr === "action")
+          problems.push(text + " -> " + tag + "[" + attr + "]");
+      }
+      if (tag === "a") {
+        if (!/^(https?:|mailto:)/i.test(el.getAttribute("href") || "")) problems.push(text + " -> a href=" + el.getAttribute("href"));
+        if (el.getAttribute("target") !== "_blank" || el.getAttribute("rel") !== "noopener noreferrer")
+          problems.push(text + " -> a without target=_blank rel=noopener noreferrer");
+      }
+    }
+    box.remove();
+  }
+  if (window.__pwned) problems.push("a handler ran");  // the element checks above are what matter: no handler survives
+  return problems;
+}"""
+
+
+def test_hostile_markdown_renders_inert(console: Console, context: BrowserContext) -> None:
+    page = signed_in(context, console)
+    problems = page.evaluate(CHECK_MARKDOWN, HOSTILE_MARKDOWN)
+    assert problems == [], "\n".join(problems)
+    links = page.evaluate("""async () => {
+      const { renderMarkdown } = await import("/web/markdown.js");
+      const box = document.createElement("div");
+      box.append(renderMarkdown("[site](https://example.com/a) <https://example.com/auto> [mail](mailto:a@example.com)"));
+      return [...box.querySelectorAll("a")].map((a) => a.getAttribute("href"));
+    }""")
+    assert links == ["https://example.com/a", "https://example.com/auto", "mailto:a@example.com"]
