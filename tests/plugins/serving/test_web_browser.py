@@ -544,3 +544,18 @@ def test_hostile_markdown_renders_inert(console: Console, context: BrowserContex
       return [...box.querySelectorAll("a")].map((a) => a.getAttribute("href"));
     }""")
     assert links == ["https://example.com/a", "https://example.com/auto", "mailto:a@example.com"]
+
+
+def test_submission_ids_without_crypto_random_uuid(console: Console, context: BrowserContext) -> None:
+    """Over plain http on a LAN address the page is no secure context and has no crypto.randomUUID: its ids are
+    still version-4 UUIDs (the server accepts them) and all different."""
+    page = signed_in(context, console)
+    ids = page.evaluate("""async () => {
+      const { newSubmissionId } = await import("/web/pending.js");
+      const saved = crypto.randomUUID;
+      crypto.randomUUID = undefined;
+      try { return Array.from({ length: 200 }, () => newSubmissionId()); } finally { crypto.randomUUID = saved; }
+    }""")
+    assert len(set(ids)) == 200
+    for made in ids:
+        assert uuid.UUID(made).version == 4 and str(uuid.UUID(made)) == made, made
