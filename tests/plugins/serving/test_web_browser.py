@@ -376,8 +376,16 @@ def test_same_submission_twice_is_one_turn(console: Console, context: BrowserCon
 def test_rename_archive_unarchive_delete(console: Console, context: BrowserContext) -> None:
     page = signed_in(context, console)
     thread = new_thread(page)
-    send(page, "hello")
+    box = page.get_by_role("textbox", name="Message")
+    expect(box).to_be_focused()  # a new thread puts the cursor where you write
+    box.press_sequentially("hello")
+    box.press("Shift+Enter")  # a new line, not a Send
+    box.press_sequentially("there")
+    expect(box).to_have_value("hello\nthere")
+    box.press("Enter")  # Enter sends
     expect(answers(page)).to_have_count(1)
+    expect(answers(page).first).to_contain_text("You said: hello")
+    expect(box).to_have_value("")
     page.get_by_role("button", name="Rename").click()
     page.get_by_label("Thread title").fill("Trip planning")
     page.get_by_role("button", name="Save").click()
