@@ -23,12 +23,18 @@ WEB_TOKEN = "web-token-1"
 GATE_PROVIDER = '''
 import asyncio
 import json
+import os
 import re
 from pathlib import Path
 
 from monoagent import ProviderError, StepFinished, TextDelta, hookimpl
 
 state = {"active": 0, "peak": 0, "calls": 0}
+
+
+def record():
+    Path("calls.json.tmp").write_text(json.dumps(state))
+    os.replace("calls.json.tmp", "calls.json")  # whole, for a test that reads it meanwhile
 
 
 class Gate:
@@ -42,7 +48,7 @@ class Gate:
         state["active"] += 1
         state["calls"] += 1
         state["peak"] = max(state["peak"], state["active"])
-        Path("calls.json").write_text(json.dumps(state))
+        record()
         Path("system-prompt").write_text(request.prompt.system_text)
         try:
             if "explode" in text:
@@ -58,7 +64,7 @@ class Gate:
             yield StepFinished()
         finally:
             state["active"] -= 1
-            Path("calls.json").write_text(json.dumps(state))
+            record()
 
 
 @hookimpl

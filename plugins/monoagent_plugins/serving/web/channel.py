@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from monoagent import AdmissionRejected, ConfigError, MonoagentError, TurnRequest, logger
+from monoagent import AdmissionRejected, ConfigError, TurnRequest, logger
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, authenticated, json_bytes
 from monoagent_plugins.serving.serve import ServeConfig
@@ -226,7 +226,10 @@ class WebChannel:
         return live
 
     def _queued(self, thread_id: str) -> list[dict[str, Any]]:
-        return [submission for submission, _ in self.pending.get(thread_id, ())]
+        """The thread's submissions waiting for their turn (the one just admitted, still being recorded, left out)."""
+        live = self.live.get(thread_id)
+        running = live.active.submission_id if live is not None and live.active is not None else None
+        return [submission for submission, _ in self.pending.get(thread_id, ()) if submission["submission_id"] != running]
 
     def _state(self, thread_id: str) -> str:
         live = self.live.get(thread_id)
@@ -339,8 +342,8 @@ class WebChannel:
                 active = await asyncio.shield(admitted)
             except AdmissionRejected as exc:
                 return error(429, f"{exc}; retry later", "overloaded", {"Retry-After": str(RETRY_AFTER_S)})
-            except (ShutdownCancelled, MonoagentError) as exc:
-                return error(503, f"the turn could not start: {exc}; retry", "stopping")
+            except Exception as exc:  # the server stopping (ShutdownCancelled), the store failing
+                return error(503, f"the turn could not start ({type(exc).__name__}): {exc}; retry", "stopping")
             return answer({**submission, "state": "running", "run_id": active.run_id}, 202)
         except Refused as refused:
             return error(refused.status, refused.message, refused.code)
@@ -352,6 +355,8 @@ class WebChannel:
         queue = self.pending.setdefault(thread_id, collections.deque())
         idle = live.worker is None and not queue
         admitted = asyncio.get_running_loop().create_future() if wait and idle else None
+        if admitted is not None:  # its Send may have gone away meanwhile: its refusal is then nobody's to retrieve
+            admitted.add_done_callback(lambda done: done.cancelled() or done.exception())
         queue.append((submission, admitted))
         if live.worker is None:
             live.worker = asyncio.create_task(self._work(thread_id), name=f"web {thread_id}")
