@@ -72,7 +72,8 @@ class Gated:
         messages = request.messages
         user = [m for m in messages if m.role == "user"][-1].content.rsplit("\n\n", 1)[-1]  # after the runtime facts
         if messages[-1].role == "tool":
-            yield TextDelta("The clock says " + messages[-1].content + ".")
+            said = "The clock says " if messages[-1].tool_call_id == "call_clock_1" else "The tool answered: "
+            yield TextDelta(said + messages[-1].content + ".")
             yield StepFinished()
             return
         if user.startswith("gated"):
@@ -87,6 +88,10 @@ class Gated:
                     break
                 yield TextDelta(piece)
             yield StepFinished()
+            return
+        if "broken" in user:
+            yield ToolCallRequested(ToolCall("call_broken_1", "broken", {"path": "/tmp/x"}))
+            yield StepFinished("tool_use")
             return
         if "clock" in user:
             yield TextDelta("Asking the clock.")
@@ -105,6 +110,11 @@ def register_providers(register):
 @hookimpl
 def register_tools(register):
     register(ToolSpec("clock", "The server's clock.", {"type": "object"}), lambda context: "12:00")
+    register(ToolSpec("broken", "A tool that always fails.", {"type": "object"}), broken)
+
+
+def broken(context):
+    raise RuntimeError("disk on fire")
 '''
 
 
@@ -277,6 +287,15 @@ def test_sign_in_send_and_hostile_markdown(browser: Browser, console: Console, c
     axe(page, "chat")
     expect(answer.locator(".tool")).to_have_count(1)  # the finished answer keeps its tool line
     expect(answer.locator(".tool .tool-name")).to_have_text("clock")
+    expect(answer.locator(".tool")).to_have_attribute("data-status", "success")
+    send(page, "Use the broken tool")
+    answer = answers(page).nth(2)
+    expect(answer).to_contain_text("The tool answered:")
+    failed = answer.locator(".tool")
+    expect(failed).to_have_count(1)
+    expect(failed).to_contain_text("broken(path=")
+    expect(failed).to_have_attribute("data-status", "error")
+    expect(failed).to_contain_text("disk on fire")  # the failure, with its reason, on one line
     assert not foreign, f"requests to other origins: {foreign}"
     assert not errors, errors
 
