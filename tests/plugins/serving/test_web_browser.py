@@ -53,7 +53,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 # A provider "gated" and the tool "clock". A message starting with "gated" is answered piece by piece: the
 # n-th gated turn of the process writes ``started-<n>`` in its working directory, then, for k = 1, 2, ...,
 # waits for the file ``gate-<n>-<k>`` and streams its text, until a gate holds "END". A message naming the
-# clock calls the tool ``clock`` and then answers with its result. Anything else is answered with
+# clock calls the tool ``clock`` and then answers with its result ("broken": the tool ``broken``, which fails);
+# one naming "explode" makes the provider raise. Anything else is answered with
 # "You said: " and the message itself (so a test can make the model's text hostile).
 GATED = r'''
 import asyncio
@@ -89,6 +90,8 @@ class Gated:
                 yield TextDelta(piece)
             yield StepFinished()
             return
+        if "explode" in user:
+            raise RuntimeError("the model broke down")
         if "broken" in user:
             yield ToolCallRequested(ToolCall("call_broken_1", "broken", {"path": "/tmp/x"}))
             yield StepFinished("tool_use")
@@ -340,6 +343,11 @@ def test_stream_reload_and_cancel(console: Console, context: BrowserContext) -> 
 
     send(page, "after the cancel")  # the thread is usable again
     expect(answers(page).last).to_contain_text("You said: after the cancel")
+    send(page, "explode, please")  # a failed turn is shown as an error
+    expect(answers(page)).to_have_count(3)
+    expect(answers(page).last).to_have_attribute("data-status", "failed")
+    expect(answers(page).last.locator(".error")).to_contain_text("Failed")
+    expect(page.get_by_role("status")).to_contain_text("failed")
 
 
 def test_two_tabs_never_two_answers_at_once(console: Console, context: BrowserContext) -> None:
