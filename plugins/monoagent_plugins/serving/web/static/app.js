@@ -197,6 +197,7 @@ function threadChanged(thread) {
   if (at >= 0 && belongs) state.threads[at] = thread;
   else if (at >= 0) state.threads.splice(at, 1);
   else if (belongs) state.threads.unshift(thread);
+  state.threads.sort((a, b) => b.updated_at - a.updated_at); // newest first, as the server lists them
   paintThreads();
   if (state.current === thread.id) paintHead(thread);
 }
