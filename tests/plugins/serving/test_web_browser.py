@@ -206,13 +206,13 @@ def signed_in(context: BrowserContext, console: Console) -> Page:
 
 def new_thread(page: Page) -> str:
     page.get_by_role("navigation", name="Threads").get_by_role("button", name="New thread").click()
-    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+    expect(page.get_by_role("textbox", name="Message", exact=True)).to_be_visible()
     expect(page).to_have_url(re.compile(r"#thread=web"))
     return page.url.split("#thread=")[1].replace("%3A", ":")
 
 
 def send(page: Page, text: str) -> None:
-    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("textbox", name="Message", exact=True).fill(text)
     page.get_by_role("button", name=re.compile("^(Send|Queue)$")).click()
 
 
@@ -321,6 +321,7 @@ def test_stream_reload_and_cancel(console: Console, context: BrowserContext) -> 
     console.gate(1, 2, "there was a **page**")
     expect(active.locator("strong")).to_have_text("page")  # the pieces arrive one by one, rendered as they come
     shot(page, "streaming")
+    axe(page, "streaming answer")
     assert len(posts) == 1
 
     page.reload()  # a reload never ends the turn: the answer so far comes back, and the rest of the stream follows
@@ -355,7 +356,7 @@ def test_two_tabs_never_two_answers_at_once(console: Console, context: BrowserCo
     thread = new_thread(first)
     second = context.new_page()
     second.goto(f"/web/#thread={thread}")
-    expect(second.get_by_role("textbox", name="Message")).to_be_visible()
+    expect(second.get_by_role("textbox", name="Message", exact=True)).to_be_visible()
 
     send(first, "gated: the first answer")
     expect(second.locator("article.msg-active")).to_be_visible()  # the other tab sees the turn run
@@ -368,6 +369,7 @@ def test_two_tabs_never_two_answers_at_once(console: Console, context: BrowserCo
         expect(page.locator("article.msg-active")).to_contain_text("first piece")
     assert not console.started(2), "the follow-up started while the first answer ran"
     shot(second, "queued")
+    axe(second, "queued follow-up")
 
     console.gate(1, 2, "END")
     for page in (first, second):
@@ -403,7 +405,7 @@ def test_same_submission_twice_is_one_turn(console: Console, context: BrowserCon
 def test_rename_archive_unarchive_delete(console: Console, context: BrowserContext) -> None:
     page = signed_in(context, console)
     thread = new_thread(page)
-    box = page.get_by_role("textbox", name="Message")
+    box = page.get_by_role("textbox", name="Message", exact=True)
     expect(box).to_be_focused()  # a new thread puts the cursor where you write
     box.press_sequentially("hello")
     box.press("Shift+Enter")  # a new line, not a Send
@@ -426,6 +428,7 @@ def test_rename_archive_unarchive_delete(console: Console, context: BrowserConte
     expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_have_count(0)
     nav.get_by_role("button", name="Archived").click()
     expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_be_visible()
+    axe(page, "archived threads")
     page.get_by_role("button", name="Unarchive").click()
     expect(nav.get_by_role("link", name=re.compile("Trip planning"))).to_have_count(0)
     nav.get_by_role("button", name="Active").click()
