@@ -371,7 +371,8 @@ def test_a_sigkill_mid_turn_then_a_restart_marks_the_turn_interrupted_runs_the_q
     try:
         headers = sign_in(server)
         thread = new_thread(server, headers)
-        running = send(server, headers, thread, "hold:k").json()["submission_id"]
+        sent = send(server, headers, thread, "hold:k").json()
+        running, run_id = sent["submission_id"], sent["run_id"]
         wait_until((tmp_path / "started-k").exists, "the turn to start")
         queued = send(server, headers, thread, "afterwards").json()["submission_id"]
         cookies = server.client.cookies
@@ -389,6 +390,11 @@ def test_a_sigkill_mid_turn_then_a_restart_marks_the_turn_interrupted_runs_the_q
         assert [(m["role"], m["status"]) for m in messages] == [
             ("user", "completed"), ("assistant", "interrupted"), ("user", "completed"), ("assistant", "completed")]
         assert messages[1]["error"]
+        run_file = tmp_path / "home" / "artifacts" / "runs" / f"{run_id}.jsonl"
+        wait_until(run_file.exists, "the interrupted run's artifact")  # reconciled at the start
+        wait_until(lambda: '"run_cancelled"' in run_file.read_text(), "its terminal event")
+        last = json.loads(run_file.read_text().splitlines()[-1])
+        assert last["type"] == "run_cancelled" and last["data"]["reason"] == "interrupted"
         later = send(restarted, headers, thread, "still here?").json()["submission_id"]
         wait_until(lambda: submission_state(restarted, later) == "completed", "a new turn in the thread")
         assert calls(tmp_path)["calls"] == 2  # the restarted process: the queued turn and the new one, nothing rerun

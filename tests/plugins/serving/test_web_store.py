@@ -67,7 +67,7 @@ def test_a_running_submission_of_a_gone_process_becomes_interrupted_and_a_live_o
                (ProcessIdentity.of(os.getppid()).token(), alive))
     db.commit()
     db.close()
-    assert store.interrupt_orphans() == [(thread, gone)]
+    assert store.interrupt_orphans() == [(thread, gone, None)]
     assert store.submission(gone)["state"] == "interrupted" and store.submission(alive)["state"] == "running"
     assert store.message(store.submission(gone)["message_id"])["status"] == "interrupted"
     assert store.queued_threads() == [thread] and [s["submission_id"] for s in store.queued(thread)] == [queued]

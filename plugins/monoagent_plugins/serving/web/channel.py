@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from monoagent import AdmissionRejected, ConfigError, TurnRequest, logger
+from monoagent import AdmissionRejected, ConfigError, RunEvent, TurnRequest, logger
 from monoagent_plugins.serving.channel_runs import ChannelRuns, ShutdownCancelled
 from monoagent_plugins.serving.http import RETRY_AFTER_S, authenticated, json_bytes
 from monoagent_plugins.serving.serve import ServeConfig
@@ -96,9 +96,13 @@ class WebChannel:
             queued = await asyncio.to_thread(self.store.queued_threads)
         except ConsoleStoreError as exc:
             raise ConfigError(str(exc)) from exc
-        for thread_id, submission_id in interrupted:
+        for thread_id, submission_id, run_id in interrupted:
             logger.warning("web: the turn of submission {} in {} was left running by a server that is gone: interrupted",
                            submission_id, thread_id)
+            if run_id is not None:  # its run artifact ends as a cancelled run (what the dead process never wrote)
+                self.agent.publish_event(RunEvent("run_cancelled", run_id, thread_id, 0, time.time(), {
+                    "reason": "interrupted", "channel": CHANNEL, "reconciled": True,
+                    "detail": "the server stopped while this run ran; recorded at the next start"}))
         for thread_id in queued:
             for submission in await asyncio.to_thread(self.store.queued, thread_id):
                 self._enqueue(thread_id, submission, wait=False)

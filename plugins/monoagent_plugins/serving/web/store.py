@@ -386,9 +386,9 @@ class ConsoleStore:
                              (state, stored["id"], submission_id))
         return stored
 
-    def interrupt_orphans(self) -> list[tuple[str, str]]:
+    def interrupt_orphans(self) -> list[tuple[str, str, str | None]]:
         """Turn every ``running`` submission of a process that is gone into an ``interrupted`` assistant message;
-        returns ``(thread id, submission id)`` of each."""
+        returns ``(thread id, submission id, run id)`` of each."""
         interrupted = []
         with self._lock, immediate(self._db):
             rows = self._db.execute("SELECT submission_id, thread_id, run_id, owner_process FROM submissions "
@@ -402,7 +402,7 @@ class ConsoleStore:
                                            error="the server stopped while this turn ran", tools=None, message_id=None)
                 self._db.execute("UPDATE submissions SET state = 'interrupted', message_id = ? WHERE submission_id = ?",
                                  (stored["id"], submission_id))
-                interrupted.append((thread_id, submission_id))
+                interrupted.append((thread_id, submission_id, run_id))
         return interrupted
 
     # ------------------------------------------------------------------ sessions
