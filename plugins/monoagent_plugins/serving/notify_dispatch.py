@@ -38,10 +38,13 @@ from monoagent import (
     failure_text,
     logger,
 )
-from monoagent_plugins.serving.notify import NotifyConfig
+from monoagent_plugins.serving.notify import NotifyConfig, NotifyDestination
 
 if TYPE_CHECKING:
     from monoagent import Agent
+
+IMPLICIT = {"web:new": "web"}
+"""Destination names that need no table under ``notify.destinations``: the notifier type each one is (when registered)."""
 
 
 def is_silent(result: TurnResult) -> bool:
@@ -128,6 +131,8 @@ class NotifyDispatch:
 
         configured = self.agent.config.section("notify", NotifyConfig).destinations
         destination = configured.get(name)
+        if destination is None and name in IMPLICIT and IMPLICIT[name] in self.agent.components.registered(NOTIFIERS):
+            destination = NotifyDestination(type=IMPLICIT[name])  # web:new: no table needed
         if destination is None:
             known = ", ".join(sorted(configured)) or "none are configured"
             raise ConfigError(f"{where}: {name!r} is not a notify destination; allowed: a name under "

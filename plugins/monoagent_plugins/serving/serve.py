@@ -142,7 +142,8 @@ def route_lines(channel: Any) -> list[str]:
 
 
 NO_CHANNEL = ("no channel is enabled: set openaiApi.enabled = true (MONO_AGENT_OPENAI_API_ENABLED=1), "
-              "webhook.enabled = true with a hook in webhook.hooks, or a job in cron.jobs")
+              "webhook.enabled = true with a hook in webhook.hooks, a job in cron.jobs, or web.enabled = true "
+              "(or run monoagent web)")
 
 
 def check_report(agent: Agent, host: str, port: int) -> tuple[list[str], list[str]]:

@@ -433,7 +433,7 @@ def test_only_the_exact_sentinel_is_silent(tmp_path, text):
 
 
 @pytest.mark.parametrize("destination, names", [
-    ({"type": "pager"}, ["notify.destinations.ops.type", "'pager' is not a registered notifier", "file, webhook"]),
+    ({"type": "pager"}, ["notify.destinations.ops.type", "'pager' is not a registered notifier", "file, web, webhook"]),
     ({"type": "webhook", "url": "ftp://example.org/x", "secret": SECRET}, ["notify.destinations.ops.url", "http:// or https://"]),
     ({"type": "webhook", "url": "not a url", "secret": SECRET}, ["notify.destinations.ops.url"]),
     ({"type": "webhook", "url": "https://example.org/x"}, ["notify.destinations.ops.secret", "MONO_AGENT_NOTIFY_SECRET_"]),
@@ -482,3 +482,24 @@ def test_monoagent_help_does_not_import_httpx_or_tenacity():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if not k.startswith("MONO_AGENT_")})
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_web_new_needs_no_table_and_delivers_into_a_new_console_thread(tmp_path):
+    from monoagent_plugins.serving.web.store import ConsoleStore
+
+    agent, events = agent_with(tmp_path, {})
+    dispatch = NotifyDispatch(agent)
+    dispatch.check(["web:new"], "cron.jobs[0].notify")
+    asyncio.run(dispatch.deliver(["web:new"], result("All green.", "r-web"), channel="cron", source="morning"))
+    (delivered,) = events.of("notify_delivered", "notify_failed")
+    assert delivered.type == "notify_delivered" and delivered.data["destination"] == "web:new"
+    store = ConsoleStore(agent.config.home)
+    try:
+        (thread,) = store.threads(archived=False)
+        assert thread["title"] == "cron morning" and thread["id"].startswith("web:")
+        assert [(m["role"], m["text"], m["run_id"]) for m in store.messages(thread["id"])] == [("assistant", "All green.", "r-web")]
+    finally:
+        store.close()
+    with pytest.raises(ConfigError, match="'web:old' is not a notify destination"):
+        dispatch.check(["web:old"], "cron.jobs[0].notify")
+    agent.close()
