@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from monoagent._kernel.turn_request import TurnResult as TurnResult
     from monoagent._kernel.turn_request import TOOL_CHOICES as TOOL_CHOICES
     from monoagent._pipeline.client_tools import paired_tool_messages as paired_tool_messages
+    from monoagent._kernel.tool_summary import one_line_cut as one_line_cut
+    from monoagent._kernel.tool_summary import tool_argument_summary as tool_argument_summary
     from monoagent._kernel.subagents import SubagentSpec as SubagentSpec
     from monoagent._pipeline.harness import Harness as Harness
     from monoagent._pipeline.run_control import new_run_id as new_run_id

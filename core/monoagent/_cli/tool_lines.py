@@ -8,8 +8,8 @@ it ends (``tool_result``)::
 
 The name and the arguments are the model's and the error a tool's: hostile text. The summary is
 built from the event's redacted ``arguments`` preview (see
-:func:`monoagent._pipeline.tool_loop.arguments_preview`), bounded to :data:`SUMMARY_CHARS` with
-each value cut to :data:`VALUE_CHARS`, and the whole line passes
+:func:`monoagent._pipeline.tool_loop.arguments_preview`), bounded by
+:func:`~monoagent._kernel.tool_summary.tool_argument_summary`, and the whole line passes
 :func:`~monoagent._cli.terminal.terminal_text` (controls stripped, redacted) before it is
 written. Lines go to their own stream (standard error for the CLI), so standard output carries
 the answer alone.
@@ -17,62 +17,20 @@ the answer alone.
 
 from __future__ import annotations
 
-import json
 from typing import IO, Any
 
 from monoagent._cli.terminal import Redactor, terminal_text
 from monoagent._kernel.model import RunEvent
-
-SUMMARY_CHARS = 80
-"""The most characters of a call's argument summary."""
-
-VALUE_CHARS = 24
-"""The most characters of one argument's value in the summary (longer ones end in ``…``)."""
+from monoagent._kernel.tool_summary import one_line_cut, tool_argument_summary
 
 NAME_CHARS = 64
 REASON_CHARS = 80
 
 
-def _one_line(text: str) -> str:
-    """``text`` with every run of whitespace (line ends included) as one space: a key or a name may hold any."""
-    return " ".join(text.split())
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, str):
-        return _cut(json.dumps(value, ensure_ascii=False), VALUE_CHARS)
-    if isinstance(value, list):
-        return f"[{len(value)} item{'s' if len(value) != 1 else ''}]"
-    if isinstance(value, dict):
-        return "{…}" if value else "{}"
-    return _cut(json.dumps(value), VALUE_CHARS)
-
-
-def argument_summary(arguments: str) -> str:
-    """``key=value, ...`` for a JSON object of arguments, values elided, at most :data:`SUMMARY_CHARS`.
-
-    Text that is not a JSON object (a preview cut short, a model's odd arguments) is shown as it
-    is, cut to the same bound.
-    """
-    try:
-        parsed = json.loads(arguments) if not arguments.endswith("…") else None
-    except (ValueError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict):
-        text = ", ".join(f"{key}={_value(value)}" for key, value in parsed.items())
-    else:
-        text = arguments
-    return _cut(_one_line(text), SUMMARY_CHARS)
-
-
 def call_line(data: dict[str, Any]) -> str:
     """The opening of a call's line (no line end): ``-> name(summary)``."""
-    name = _cut(_one_line(str(data.get("name", "?"))), NAME_CHARS)
-    return f"-> {name}({argument_summary(str(data.get('arguments', '')))})"
+    name = one_line_cut(str(data.get("name", "?")), NAME_CHARS)
+    return f"-> {name}({tool_argument_summary(data.get('arguments', ''))})"
 
 
 def outcome_text(data: dict[str, Any], duration_ms: float | None) -> str:
@@ -80,7 +38,7 @@ def outcome_text(data: dict[str, Any], duration_ms: float | None) -> str:
     status = str(data.get("status", "?"))
     head = "ok" if status == "success" else status
     if status != "success" and data.get("error"):
-        head += f": {_cut(_one_line(str(data['error'])), REASON_CHARS)}"
+        head += f": {one_line_cut(str(data['error']), REASON_CHARS)}"
     facts = [f"{duration_ms:.0f} ms"] if duration_ms is not None else []
     facts.append(f"{data.get('bytes', 0)} bytes")
     return f"{head} ({', '.join(facts)})"

@@ -15,59 +15,31 @@ the tool's own line and terminal status are shown as usual.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 import attrs
 
-SUMMARY_CHARS = 80
-VALUE_CHARS = 24
+from monoagent import one_line_cut, tool_argument_summary
+
 NAME_CHARS = 64
 REASON_CHARS = 160
 EVENT_BASE = int(time.time() * 1_000_000)
 """Where this process's event ids start: above any id an earlier process sent (a clock-derived base)."""
 
 
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, str):
-        return _cut(json.dumps(value, ensure_ascii=False), VALUE_CHARS)
-    if isinstance(value, list):
-        return f"[{len(value)} item{'s' if len(value) != 1 else ''}]"
-    if isinstance(value, dict):
-        return "{…}" if value else "{}"
-    return _cut(json.dumps(value, default=str), VALUE_CHARS)
-
-
-def argument_summary(arguments: Any) -> str:
-    """``key=value, ...`` of a call's (redacted) argument preview, values elided, at most :data:`SUMMARY_CHARS`."""
-    text = str(arguments or "")
-    try:
-        parsed = json.loads(text) if text and not text.endswith("…") else None
-    except (ValueError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict):
-        text = ", ".join(f"{key}={_value(value)}" for key, value in parsed.items())
-    return _cut(text, SUMMARY_CHARS)
-
-
 def tool_line(event_type: str, data: dict[str, Any], opened: dict[str, Any] | None = None) -> dict[str, Any]:
     """The tool line a ``tool_call`` (``running``) or ``tool_result`` event makes (``opened``: the call's line so far)."""
     call_id = str(data.get("id", ""))
-    name = _cut(str(data.get("name", "?")), NAME_CHARS)
-    call = opened["line"].split(" → ", 1)[0] if opened else f"{name}({argument_summary(data.get('arguments'))})"
+    name = one_line_cut(str(data.get("name", "?")), NAME_CHARS)
+    call = opened["line"].split(" → ", 1)[0] if opened else f"{name}({tool_argument_summary(data.get('arguments'))})"
     if event_type == "tool_call":
         status, line = "running", call
     else:
         status = str(data.get("status", "error"))
         outcome = "ok" if status == "success" else status
         if status != "success" and data.get("error"):
-            outcome += f": {_cut(str(data['error']), REASON_CHARS)}"
+            outcome += f": {one_line_cut(str(data['error']), REASON_CHARS)}"
         line = f"{call} → {outcome}"
     return {"id": call_id, "name": name, "status": status, "line": line}
 
@@ -77,9 +49,9 @@ def record_failure_line(event_type: str, data: dict[str, Any]) -> dict[str, Any]
     anything else (``persisted`` and ``deferred`` are bookkeeping: no line). Its id is the call's id and the phase."""
     if data.get("persistence") != "failed":
         return None
-    name = _cut(str(data.get("name", "?")), NAME_CHARS)
+    name = one_line_cut(str(data.get("name", "?")), NAME_CHARS)
     phase = "call" if event_type == "tool_call" else "result"
-    code = _cut(str(data.get("persistence_error") or ""), REASON_CHARS)
+    code = one_line_cut(str(data.get("persistence_error") or ""), REASON_CHARS)
     line = f"{name}: the {phase} was not recorded in tool history" + (f" ({code})" if code else "")
     return {"id": f"{data.get('id', '')}/{phase}-record", "name": name, "status": "failed", "line": line}
 

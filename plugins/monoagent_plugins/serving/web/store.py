@@ -35,8 +35,9 @@ from typing import Any, Literal
 
 import attrs
 
-from monoagent import MonoagentError, ProcessIdentity, SymlinkedPath, private_directory_under
-from monoagent_plugins.memory.database import immediate, open_database
+from monoagent import MonoagentError, ProcessIdentity
+from monoagent_plugins.memory.database import immediate
+from monoagent_plugins.serving.private_database import open_private_database
 
 DIRECTORY = "web"
 DATABASE = "console.sqlite3"
@@ -188,20 +189,8 @@ class ConsoleStore:
         self.directory = Path(home) / DIRECTORY
         self.clock = clock
         self._lock = threading.Lock()
-        try:
-            problem = private_directory_under(home, DIRECTORY, create=True, what="the web console store directory")
-        except SymlinkedPath as exc:
-            raise ConsoleStoreError(str(exc)) from None
-        except OSError as exc:
-            raise ConsoleStoreError(f"cannot create the web console store directory {self.directory}: {exc}") from exc
-        if problem is not None:
-            raise ConsoleStoreError(problem)
-        try:
-            self._db = open_database(self.directory / DATABASE, root=Path(home))
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error, MonoagentError) as exc:
-            raise ConsoleStoreError(f"cannot open the web console store {self.directory / DATABASE}: {exc}") from exc
+        self._db = open_private_database(home, DIRECTORY, DATABASE, what="web console store", error=ConsoleStoreError,
+                                         schema=_SCHEMA)
 
     def close(self) -> None:
         with self._lock:
