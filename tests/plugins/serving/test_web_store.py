@@ -144,3 +144,43 @@ def test_the_web_notifier_delivers_an_answer_into_a_new_console_thread(tmp_path:
         assert (message["role"], message["text"], message["run_id"]) == ("assistant", "The deploy went fine.", "run-9")
     finally:
         store.close()
+
+
+def test_a_queued_follow_up_the_harness_has_no_room_for_waits_queued_and_runs_when_there_is(tmp_path: Path, monkeypatch) -> None:
+    """A follow-up queued behind a turn is the person's message: when its turn comes and the channel's harness
+    refuses it (admission overload), it stays queued and is tried again, never ends as a failed answer."""
+    from monoagent import AdmissionRejected
+    from monoagent.testing import FunctionProvider, fresh_agent
+    from monoagent_plugins.serving.web import channel as web_channel
+
+    agent = fresh_agent(tmp_path, provider=FunctionProvider(lambda request: "answered", name="m"),
+                        config={"web": {"enabled": True, "tokens": ["t"]}})
+    channel = web_channel.WebChannel(agent)
+    monkeypatch.setattr(web_channel, "RETRY_AFTER_S", 0)
+    submitted = []
+    real_submit = channel.runs.submit
+
+    def full_once(request, **kwargs):  # the harness as it answers when maxPendingRuns are waiting
+        submitted.append(request.text)
+        if len(submitted) == 1:
+            raise AdmissionRejected("1 runs already wait for an execution slot (concurrency.maxPendingRuns = 0)")
+        return real_submit(request, **kwargs)
+
+    monkeypatch.setattr(channel.runs, "submit", full_once)
+
+    async def scenario() -> tuple[dict, list]:
+        await channel.start()
+        try:
+            thread = channel.store.create_thread("t")
+            queued = channel.store.submit(str(uuid.uuid4()), thread["id"], "follow-up").submission
+            channel._enqueue(thread["id"], queued, wait=False)
+            await channel.live[thread["id"]].worker
+            return channel.store.submission(queued["submission_id"]), channel.store.messages(thread["id"])
+        finally:
+            await channel.shutdown()
+
+    submission, messages = asyncio.run(scenario())
+    assert submitted == ["follow-up", "follow-up"]  # refused once, then run
+    assert submission["state"] == "completed"
+    assert [(m["role"], m["text"], m["status"]) for m in messages] == [("user", "follow-up", "completed"),
+                                                                     ("assistant", "answered", "completed")]

@@ -385,7 +385,16 @@ class WebChannel:
                     continue
                 try:
                     active = await self._begin(thread_id, submission)
-                except Exception as exc:  # refused admission (AdmissionRejected), the server stopping, a bad request
+                except AdmissionRejected as exc:
+                    if admitted is None:  # a queued follow-up waits for room in the harness, still queued
+                        await asyncio.to_thread(self._ready().requeue, submission["submission_id"])
+                        await asyncio.sleep(RETRY_AFTER_S)
+                        continue
+                    queue.popleft()  # its Send is answered 429 and may be sent again
+                    await asyncio.to_thread(self._ready().unstart, submission["submission_id"])
+                    admitted.set_exception(exc)
+                    continue
+                except Exception as exc:  # the server stopping, a bad request
                     queue.popleft()
                     if admitted is not None:  # its Send is answered 429 (or 503) and may be sent again
                         await asyncio.to_thread(self._ready().unstart, submission["submission_id"])

@@ -359,6 +359,14 @@ class ConsoleStore:
             self._db.execute("DELETE FROM messages WHERE submission_id = ? AND role = 'user'", (submission_id,))
             self._db.execute("DELETE FROM submissions WHERE submission_id = ?", (submission_id,))
 
+    def requeue(self, submission_id: str) -> None:
+        """Undo :meth:`start` for a queued follow-up the harness had no room for: it is ``queued`` again (its user
+        message goes until it is dispatched), at the head of its thread's queue."""
+        with self._lock, immediate(self._db):
+            self._db.execute("DELETE FROM messages WHERE submission_id = ? AND role = 'user'", (submission_id,))
+            self._db.execute("UPDATE submissions SET state = 'queued', owner_process = ? WHERE submission_id = ?",
+                             (ProcessIdentity.current().token(), submission_id))
+
     def finish(self, submission_id: str, state: str, message: dict[str, Any]) -> dict[str, Any]:
         """Record a turn's end: its assistant message and the submission's terminal state; returns the message."""
         assert state in TERMINAL_STATES
