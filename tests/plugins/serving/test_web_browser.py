@@ -221,8 +221,13 @@ def answers(page: Page):
 
 
 def shot(page: Page, name: str) -> None:
+    """docs/images/web-<name>.png of the page as it is; the times it shows are masked (they change every run), and the
+    file is written only when the picture changed, so a run leaves the tree clean unless the page's look changed."""
     IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMAGES / f"web-{name}.png"))
+    picture = page.screenshot(mask=[page.locator("time")], mask_color="#d0d4da", animations="disabled", caret="hide")
+    path = IMAGES / f"web-{name}.png"
+    if not path.exists() or path.read_bytes() != picture:
+        path.write_bytes(picture)
 
 
 def axe(page: Page, view: str) -> None:
