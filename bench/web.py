@@ -181,7 +181,8 @@ class WebClient:
 
 def sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(event type, data) of each Server-Sent Event in ``lines``."""
-    kind, data = "message", []
+    kind = "message"
+    data: list[str] = []
     for line in lines:
         if not line:
             if data:
@@ -233,12 +234,12 @@ def cpu_rounds(server: Any, rounds: int, turns: int) -> dict[str, list[dict[str,
         api.turns("cpu-warm-up-stream", WARMUP_TURNS, stream=True)
         api.turns("cpu-warm-up", WARMUP_TURNS, stream=False)
         for r in range(rounds):
-            batches = {"web": lambda: web.turns(web.new_thread(f"cpu round {r}"), turns),
-                       "openai_stream": lambda: api.turns(f"cpu-{r}-stream", turns, stream=True),
-                       "openai": lambda: api.turns(f"cpu-{r}", turns, stream=False)}
-            for name, batch in batches.items():
+            for name in out:
                 before = server.cpu_s()
-                walls = batch()
+                if name == "web":
+                    walls = web.turns(web.new_thread(f"cpu round {r}"), turns)
+                else:
+                    walls = api.turns(f"cpu-{r}-{name}", turns, stream=name == "openai_stream")
                 used = server.cpu_s() - before
                 out[name].append({"turns": turns, "cpu_ms_per_turn": 1000 * used / turns, "walls": walls,
                                   **({"first_text": web.first_text} if name == "web" else {})})
@@ -328,7 +329,7 @@ def page_loads(browser: Any, url: str, loads: int) -> dict[str, Any]:
             context = browser.new_context(base_url=url, viewport={"width": 1200, "height": 800})
             context.add_init_script(LOAD_OBSERVER)
             finished: list[Any] = []
-            context.on("requestfinished", lambda request: finished.append(request))
+            context.on("requestfinished", lambda request, into=finished: into.append(request))
             try:
                 page = context.new_page()
                 page.goto("/web/" if kind == "signin" else f"/web/#token={WEB_TOKEN}")
