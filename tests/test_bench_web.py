@@ -35,7 +35,8 @@ def test_a_quick_run_measures_both_channels_and_the_page(tmp_path, bench_web):
         pytest.skip(report["skipped"])
     assert report["first_token_ms"]["web"]["n"] == 2 and report["first_token_ms"]["openai"]["n"] == 2
     assert report["first_token_ms"]["web"]["min"] > 0 and report["first_token_ms"]["openai"]["min"] > 0
-    assert set(report["cpu_ms_per_turn"]) == {"web", "openai_stream", "openai", "ratio"}
+    assert set(report["cpu_ms_per_turn"]) == {"web", "openai_stream", "openai", "ratio", "ratio_per_round"}
+    assert len(report["cpu_ms_per_turn"]["ratio_per_round"]) == 1
     assert report["turn_wall_ms"]["web"]["n"] == 2
     page = report["page"]
     paths = [row["path"] for row in page["requests"]]
