@@ -27,8 +27,9 @@ One ``monoagent serve`` subprocess on 127.0.0.1 (port 0, its state in the tempor
    thread list shown (its items painted after the session and thread requests).
 
 Verdict: PASS when the console's median first-token time is within 1.5x openai-api's + 50 ms and
-its per-turn server CPU within 2x openai-api's (streamed; the paired ratio above). A measurement, not a test: a FAIL
-says how far off it is. Without ``/usr/bin/chromium`` or the ``playwright`` package it skips (exit 0).
+its per-turn server CPU within 2x openai-api's (streamed; the paired ratio above). A measurement,
+not a test: a FAIL says how far off it is. Without ``/usr/bin/chromium``, the ``playwright`` package
+or the ``openai`` package it says so and skips (exit 0, ``VERDICT web: SKIP - ...``).
 
     .venv/bin/python bench/web.py [--quick] [--json] [--turns N] [--cpu-turns M] [--rounds R] [--loads L]
 """
