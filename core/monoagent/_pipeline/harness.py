@@ -425,7 +425,8 @@ class Harness(RunControl):
             "user", request.text, name=request.sender.label if request.sender else None,
             attachments=artifact_refs(request.attachments),
         )
-        # a run that hands calls over commits its tool loop (the open turn); a continuation's user message is committed
+        # a run that hands calls over commits its tool loop (the open turn); a continuation commits no user message (it is
+        # in history already, before the open turn), only the results and what follows
         ending = list(provided.tool_loop) if provided.pending else [Message("assistant", outcome.text)]
         committed = [*([] if turn.open_turn is not None else [user]), *answered, *ending]
         continuity = RunContinuity.of(turn)
