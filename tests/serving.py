@@ -100,6 +100,15 @@ def slow_server(tmp_path: Path, **env: str) -> Server:
     return Server(tmp_path, "--plugins-dir", "plugins", env=serve_env(tmp_path, **env))
 
 
+def rule_server(tmp_path: Path, rule: str | None = None, *, toml: str = "") -> Server:
+    """A server whose openai-api channel takes the conversation rule ``rule`` (``openaiApi.conversations``; None: its
+    default), with ``toml`` as its project configuration when given."""
+    if toml:
+        (tmp_path / "monoagent.toml").write_text(toml, encoding="utf-8")
+    extra = {} if rule is None else {"MONO_AGENT_OPENAI_API_CONVERSATIONS": rule}
+    return Server(tmp_path, env=serve_env(tmp_path, **extra))
+
+
 def tool_caller_server(tmp_path: Path, **env: str) -> Server:
     """A server whose model (``caller:x``, :data:`plugin_sources.TOOL_CALLER`) calls the tools a message names
     ("call get_weather") and then answers with the results it was sent; the agent has one tool, ``clock``."""
@@ -123,6 +132,14 @@ def ask_in_background(server: Server, text: str, conversation: str) -> tuple[thr
     client.start()
     wait_until((server.cwd / "turn-started").exists, "the provider to write turn-started (the turn is in flight)")
     return client, answers
+
+
+def stored(server: Server) -> str:
+    """What ``monoagent history list`` shows of ``server``'s history directory (with its project's plugins, if any)."""
+    plugins = ["--plugins-dir", "plugins"] if (server.cwd / "plugins").is_dir() else []
+    listed = subprocess.run([sys.executable, "-m", "monoagent", *plugins, "history", "list"], cwd=server.cwd,
+                            env=serve_env(server.cwd), capture_output=True, text=True, timeout=60)
+    return listed.stdout + listed.stderr
 
 
 def history(tmp_path: Path, conversation: str) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from chat_pty import Terminal
-from serving import TOKEN, Server, auth, serve_env
+from serving import TOKEN, Server, auth, stored
 
 REQUIRE_CLIENTS = "MONOAGENT_REQUIRE_CLIENTS"
 MISSING = [name for name in ("llm", "agents", "langchain_openai") if importlib.util.find_spec(name) is None]
@@ -92,13 +92,6 @@ def echo(tmp_path_factory):
     server = served(tmp_path_factory.mktemp("echo-server"))
     yield server
     server.stop()
-
-
-def stored(server: Server) -> str:
-    """What ``monoagent history list`` shows of the server's history directory."""
-    listed = subprocess.run([sys.executable, "-m", "monoagent", "--plugins-dir", "plugins", "history", "list"],
-                            cwd=server.cwd, env=serve_env(server.cwd), capture_output=True, text=True, timeout=60)
-    return listed.stdout + listed.stderr
 
 
 @pytest.fixture

@@ -9,13 +9,9 @@ answers ``history: N messages; you said: <text>``, so each test reads what the m
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import openai
 import pytest
-from serving import TOKEN, Server, serve_env, serve_once
+from serving import TOKEN, Server, rule_server, serve_once, stored
 
 CHAT = [{"role": "system", "content": "Be brief."},
         {"role": "user", "content": "first"},
@@ -25,20 +21,6 @@ CHAT = [{"role": "system", "content": "Be brief."},
         {"role": "user", "content": "third"}]
 
 
-def server_with(tmp_path: Path, rule: str | None = None, *, toml: str = "") -> Server:
-    if toml:
-        (tmp_path / "monoagent.toml").write_text(toml, encoding="utf-8")
-    extra = {} if rule is None else {"MONO_AGENT_OPENAI_API_CONVERSATIONS": rule}
-    return Server(tmp_path, env=serve_env(tmp_path, **extra))
-
-
-@pytest.fixture
-def running(request, tmp_path):
-    server = server_with(tmp_path, getattr(request, "param", None))
-    yield server
-    server.stop()
-
-
 def client_of(server: Server) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN)
 
@@ -46,13 +28,6 @@ def client_of(server: Server) -> openai.OpenAI:
 def answer(server: Server, messages: list[dict], **options) -> str:
     done = client_of(server).chat.completions.create(model="offline:echo", messages=messages, **options)
     return done.choices[0].message.content
-
-
-def stored(server: Server) -> str:
-    """What ``monoagent history list`` shows of the server's history directory."""
-    listed = subprocess.run([sys.executable, "-m", "monoagent", "history", "list"], cwd=server.cwd,
-                            env=serve_env(server.cwd), capture_output=True, text=True, timeout=60)
-    return listed.stdout + listed.stderr
 
 
 def test_auto_a_resent_chat_without_an_id_is_the_turns_history_and_nothing_is_stored(running):
@@ -97,7 +72,7 @@ def test_client_mode_reads_the_request_even_with_an_id_and_stores_nothing(runnin
 
 def test_ten_thousand_earlier_messages_or_a_huge_one_are_bounded_as_stored_history_is(tmp_path):
     toml = '[openaiApi]\nconversations = "auto"\n[history]\nmaxMessages = 6\nmaxMessageBytes = 2048\n[serve]\nmaxBodyBytes = 4000000\n'
-    server = server_with(tmp_path, toml=toml)
+    server = rule_server(tmp_path, toml=toml)
     try:
         many = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}"} for n in range(10_000)]
         said = answer(server, [*many, {"role": "user", "content": "last"}])

@@ -12,36 +12,16 @@ import re
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from serving import TOKEN, Server, auth, history, serve_env, slow_server
+from serving import TOKEN, Server, auth, history, serve_env, slow_server, stored
 from waiting import wait_until
-
-
-def server_with(tmp_path: Path, rule: str | None = None) -> Server:
-    extra = {} if rule is None else {"MONO_AGENT_OPENAI_API_CONVERSATIONS": rule}
-    return Server(tmp_path, env=serve_env(tmp_path, **extra))
-
-
-@pytest.fixture
-def running(request, tmp_path):
-    server = server_with(tmp_path, getattr(request, "param", None))
-    yield server
-    server.stop()
 
 
 def client_of(server: Server, **options) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, **options)
-
-
-def stored(server: Server) -> str:
-    """What ``monoagent history list`` shows of the server's history directory."""
-    listed = subprocess.run([sys.executable, "-m", "monoagent", "history", "list"], cwd=server.cwd,
-                            env=serve_env(server.cwd), capture_output=True, text=True, timeout=60)
-    return listed.stdout + listed.stderr
 
 
 ITEMS = [{"role": "system", "content": "Be brief."},
