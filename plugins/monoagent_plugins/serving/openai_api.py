@@ -231,6 +231,17 @@ class RunStream:
         elif event.type == "prompt_manifest":  # prepared: what refuses a request (its tools, its results) has passed
             self.loop.call_soon_threadsafe(self.admitted.set)
 
+    async def ready(self, outcome: asyncio.Future[Any]) -> bool:
+        """Wait until the run's prompt is prepared or the run has ended: True when the response may stream (the run
+        did not fail before it was prepared, so 429 and friends are still answered as JSON); :meth:`follow` then runs."""
+        admitted = asyncio.ensure_future(self.admitted.wait())
+        await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
+        admitted.cancel()
+        if outcome.done() and outcome.exception() is not None:
+            return False
+        self.follow(outcome)
+        return True
+
     def follow(self, outcome: asyncio.Future[Any]) -> None:
         """End ``texts`` once ``outcome`` is known (after every text the run emitted before it)."""
         outcome.add_done_callback(lambda _: self.loop.call_soon_threadsafe(self.texts.put_nowait, None))
@@ -327,7 +338,6 @@ class OpenAIApiChannel:
         conversation id, the echoed header, the ``Idempotency-Key``); after the turn commits, the answer is
         built from parts that cannot fail (:func:`json_bytes`, a header made ASCII before), so a committed
         turn is never answered 5xx."""
-        from starlette.responses import Response, StreamingResponse
 
         if not self._authorised(request):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)", "authentication_error")
@@ -370,21 +380,28 @@ class OpenAIApiChannel:
         logger.debug("openai-api: run {} submitted for {}", handle.run_id, turn.conversation_id)
         outcome = asyncio.ensure_future(self.runs.finish(handle))
         settled = self._settle_when_done(receipt, outcome)
-        if stream is not None:  # answer 429 and friends as JSON until the run is admitted, then stream
-            admitted = asyncio.ensure_future(stream.admitted.wait())
-            await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
-            admitted.cancel()
-            if not outcome.done() or outcome.exception() is None:
-                stream.follow(outcome)
-                return StreamingResponse(self._chunks(handle, stream, outcome, asked), media_type="text/event-stream",
-                                         headers={**echoed, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        def chunks() -> AsyncIterator[bytes]:
+            assert stream is not None  # answer() streams only a request that has its RunStream
+            return self._chunks(handle, stream, outcome, asked)
+
+        return await self.answer(outcome, settled, echoed, stream, chunks)
+
+    async def answer(self, outcome: asyncio.Future[Any], settled: asyncio.Task[dict[str, Any] | None], echoed: dict[str, str],
+                     stream: RunStream | None, events: Callable[[], AsyncIterator[bytes]]) -> Response:
+        """How a submitted run is answered (both APIs): with ``stream``, the SSE ``events`` once the run is prepared;
+        otherwise, or when it failed before that, the JSON answer once ``settled`` (the receipt, and the stored
+        response, hold it before the client sees it), or the JSON error of the run that did not complete."""
+        from starlette.responses import Response, StreamingResponse
+
+        if stream is not None and await stream.ready(outcome):
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={**echoed, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             await outcome
         except (MonoagentError, ShutdownCancelled) as exc:
             await asyncio.shield(settled)
             return self._failed(exc)
-        answer = await asyncio.shield(settled)  # the receipt holds the answer before the client sees it
-        return Response(json_bytes(answer), media_type="application/json", headers=echoed)
+        return Response(json_bytes(await asyncio.shield(settled)), media_type="application/json", headers=echoed)
 
     def _settle_when_done(self, receipt: tuple[str, str, str] | None,
                           outcome: asyncio.Future[Any]) -> asyncio.Task[dict[str, Any] | None]:

@@ -333,7 +333,6 @@ class ResponsesEndpoint:
         """One response. Everything that can refuse it is checked before the turn is admitted (the body, the
         conversation, the ``previous_response_id``, the ``Idempotency-Key``); after the turn commits the answer is
         built from parts that cannot fail, so a committed turn is never answered 5xx."""
-        from starlette.responses import Response, StreamingResponse
 
         channel = self.channel
         if not channel._authorised(request):
@@ -385,22 +384,8 @@ class ResponsesEndpoint:
         logger.debug("openai-api: run {} submitted for response {} in {}", handle.run_id, response_id, turn.conversation_id)
         outcome = asyncio.ensure_future(channel.runs.finish(handle))
         settled = self._settle_when_done(asked, plan, response_id, started, run, outcome, receipt)
-        if asked.stream:  # answer 429 and friends as JSON until the run is admitted, then stream
-            admitted = asyncio.ensure_future(run.admitted.wait())
-            await asyncio.wait({admitted, outcome}, return_when=asyncio.FIRST_COMPLETED)
-            admitted.cancel()
-            if not outcome.done() or outcome.exception() is None:
-                run.follow(outcome)
-                return StreamingResponse(self._events(handle, run, outcome, settled, started),
-                                         media_type="text/event-stream",
-                                         headers={**echoed, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        try:
-            await outcome
-        except (MonoagentError, ShutdownCancelled) as exc:
-            await asyncio.shield(settled)
-            return channel._failed(exc)
-        answer = await asyncio.shield(settled)  # stored and in the receipt before the client sees it
-        return Response(json_bytes(answer), media_type="application/json", headers=echoed)
+        return await channel.answer(outcome, settled, echoed, run if asked.stream else None,
+                                    lambda: self._events(handle, run, outcome, settled, started))
 
     async def _reserve(self, asked: ResponsesRequest, plan: Plan, started: dict[str, Any]) -> None:
         """Keep the response ``in_progress`` (``store: true``), and check a ``previous_response_id`` is its conversation's
