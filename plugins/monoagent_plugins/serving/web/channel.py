@@ -34,6 +34,7 @@ from monoagent_plugins.serving.web.http_parts import (
     cookie_header,
     error,
     origin_ok,
+    refusals,
     session_cookie,
     static_file,
     submission_id_of,
@@ -192,19 +193,17 @@ class WebChannel:
         timeout_s = self._serve.body_timeout_ms / 1000
         return await body_object(request, self._serve.max_body_bytes, timeout_s, allowed)
 
+    @refusals
     async def session(self, request: Request) -> Response:
-        try:
-            if request.method == "POST":
-                return await self._sign_in(request)
-            csrf = await self._guard(request)
-            if request.method == "GET":
-                return answer({"csrf": csrf, "agent": {"name": self.settings.title, "model": self.agent.model}})
-            await asyncio.to_thread(self._ready().delete_session, session_cookie(request) or "")
-            response = answer({"signed_out": True})
-            response.headers["Set-Cookie"] = cookie_header(request, "", 0)
-            return response
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        if request.method == "POST":
+            return await self._sign_in(request)
+        csrf = await self._guard(request)
+        if request.method == "GET":
+            return answer({"csrf": csrf, "agent": {"name": self.settings.title, "model": self.agent.model}})
+        await asyncio.to_thread(self._ready().delete_session, session_cookie(request) or "")
+        response = answer({"signed_out": True})
+        response.headers["Set-Cookie"] = cookie_header(request, "", 0)
+        return response
 
     async def _sign_in(self, request: Request) -> Response:
         store = self._ready()
@@ -253,104 +252,96 @@ class WebChannel:
     def _publish_thread(self, thread: dict[str, Any]) -> None:
         self._live(thread["id"]).publish("thread", {"thread": self._view(thread)})
 
+    @refusals
     async def threads(self, request: Request) -> Response:
-        try:
-            await self._guard(request)
-            store = self._ready()
-            if request.method == "GET":
-                archived = request.query_params.get("archived", "false")
-                if archived not in ("true", "false"):
-                    raise Refused(400, "archived must be true or false", "bad_request")
-                listed = await asyncio.to_thread(store.threads, archived == "true")
-                return answer({"threads": [self._view(thread) for thread in listed]})
-            body = await self._body(request, ("title",))
-            title = title_of(body["title"]) if "title" in body else "New thread"
-            thread = await asyncio.to_thread(store.create_thread, title)
-            return answer(self._view(thread), 201)
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        await self._guard(request)
+        store = self._ready()
+        if request.method == "GET":
+            archived = request.query_params.get("archived", "false")
+            if archived not in ("true", "false"):
+                raise Refused(400, "archived must be true or false", "bad_request")
+            listed = await asyncio.to_thread(store.threads, archived == "true")
+            return answer({"threads": [self._view(thread) for thread in listed]})
+        body = await self._body(request, ("title",))
+        title = title_of(body["title"]) if "title" in body else "New thread"
+        thread = await asyncio.to_thread(store.create_thread, title)
+        return answer(self._view(thread), 201)
 
+    @refusals
     async def thread(self, request: Request) -> Response:
         from starlette.responses import Response
 
         thread_id = request.path_params["thread_id"]
-        try:
-            await self._guard(request)
-            store = self._ready()
-            thread = await self._thread_or_404(thread_id)
-            if request.method == "GET":
-                messages = await asyncio.to_thread(store.messages, thread_id)
-                live = self.live.get(thread_id)
-                active = live.active.view() if live is not None and live.active is not None else None
-                return answer({"thread": self._view(thread), "messages": messages, "active": active,
-                               "queued": self._queued(thread_id)})
-            if request.method == "DELETE":
-                if self._state(thread_id) != "idle":
-                    raise Refused(409, "the thread runs a turn or has one queued: cancel it and wait, then delete",
-                                  "thread_running")
-                await asyncio.to_thread(store.delete_thread, thread_id)
-                return Response(status_code=204, headers={"Cache-Control": "no-store"})
-            body = await self._body(request, ("title", "archived"))
-            title = title_of(body["title"]) if "title" in body else None
-            archived = body.get("archived")
-            if archived is not None and not isinstance(archived, bool):
-                raise Refused(400, "archived must be true or false", "bad_request")
-            updated = await asyncio.to_thread(store.update_thread, thread_id, title, archived)
-            if updated is None:
-                raise Refused(404, f"no thread {thread_id!r}", "not_found")
-            self._publish_thread(updated)
-            return answer(self._view(updated))
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        await self._guard(request)
+        store = self._ready()
+        thread = await self._thread_or_404(thread_id)
+        if request.method == "GET":
+            messages = await asyncio.to_thread(store.messages, thread_id)
+            live = self.live.get(thread_id)
+            active = live.active.view() if live is not None and live.active is not None else None
+            return answer({"thread": self._view(thread), "messages": messages, "active": active,
+                           "queued": self._queued(thread_id)})
+        if request.method == "DELETE":
+            if self._state(thread_id) != "idle":
+                raise Refused(409, "the thread runs a turn or has one queued: cancel it and wait, then delete",
+                              "thread_running")
+            await asyncio.to_thread(store.delete_thread, thread_id)
+            return Response(status_code=204, headers={"Cache-Control": "no-store"})
+        body = await self._body(request, ("title", "archived"))
+        title = title_of(body["title"]) if "title" in body else None
+        archived = body.get("archived")
+        if archived is not None and not isinstance(archived, bool):
+            raise Refused(400, "archived must be true or false", "bad_request")
+        updated = await asyncio.to_thread(store.update_thread, thread_id, title, archived)
+        if updated is None:
+            raise Refused(404, f"no thread {thread_id!r}", "not_found")
+        self._publish_thread(updated)
+        return answer(self._view(updated))
 
     # ------------------------------------------------------------------ submissions and turns
 
+    @refusals
     async def submission(self, request: Request) -> Response:
-        try:
-            await self._guard(request)
-            found = await asyncio.to_thread(self._ready().submission, request.path_params["submission_id"])
-            if found is None:
-                raise Refused(404, f"no submission {request.path_params['submission_id']!r}", "not_found")
-            return answer(found)
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        await self._guard(request)
+        found = await asyncio.to_thread(self._ready().submission, request.path_params["submission_id"])
+        if found is None:
+            raise Refused(404, f"no submission {request.path_params['submission_id']!r}", "not_found")
+        return answer(found)
 
+    @refusals
     async def submit(self, request: Request) -> Response:
         """Record a submission (its receipt), then run it now (an idle thread) or queue it behind the running turn."""
         thread_id = request.path_params["thread_id"]
+        await self._guard(request)
+        store = self._ready()
+        body = await self._body(request, ("submission_id", "text"))
+        submission_id = submission_id_of(body.get("submission_id"))
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise Refused(400, "text must be a non-empty string (the message to send)", "bad_request")
+        if not self.runs.accepting:
+            raise Refused(503, "the server is stopping; retry once it is back", "stopping")
+        submitted = await asyncio.to_thread(store.submit, submission_id, thread_id, text)
+        if submitted.outcome == "no_thread":
+            raise Refused(404, f"no thread {thread_id!r}", "not_found")
+        if submitted.outcome == "conflict":
+            raise Refused(409, f"submission {submission_id} was first sent with another text or thread; a new Send "
+                               f"needs a new submission_id", "submission_conflict")
+        if submitted.outcome == "known":
+            return answer(submitted.submission)
+        submission = submitted.submission
+        assert submission is not None
+        admitted = self._enqueue(thread_id, submission, wait=True)
+        if admitted is None:  # behind the running turn
+            self._live(thread_id).publish("queued", {"submission": submission})
+            return answer(submission, 202)
         try:
-            await self._guard(request)
-            store = self._ready()
-            body = await self._body(request, ("submission_id", "text"))
-            submission_id = submission_id_of(body.get("submission_id"))
-            text = body.get("text")
-            if not isinstance(text, str) or not text.strip():
-                raise Refused(400, "text must be a non-empty string (the message to send)", "bad_request")
-            if not self.runs.accepting:
-                raise Refused(503, "the server is stopping; retry once it is back", "stopping")
-            submitted = await asyncio.to_thread(store.submit, submission_id, thread_id, text)
-            if submitted.outcome == "no_thread":
-                raise Refused(404, f"no thread {thread_id!r}", "not_found")
-            if submitted.outcome == "conflict":
-                raise Refused(409, f"submission {submission_id} was first sent with another text or thread; a new Send "
-                                   f"needs a new submission_id", "submission_conflict")
-            if submitted.outcome == "known":
-                return answer(submitted.submission)
-            submission = submitted.submission
-            assert submission is not None
-            admitted = self._enqueue(thread_id, submission, wait=True)
-            if admitted is None:  # behind the running turn
-                self._live(thread_id).publish("queued", {"submission": submission})
-                return answer(submission, 202)
-            try:
-                active = await asyncio.shield(admitted)
-            except AdmissionRejected as exc:
-                return error(429, f"{exc}; retry later", "overloaded", {"Retry-After": str(RETRY_AFTER_S)})
-            except Exception as exc:  # the server stopping (ShutdownCancelled), the store failing
-                return error(503, f"the turn could not start ({type(exc).__name__}): {exc}; retry", "stopping")
-            return answer({**submission, "state": "running", "run_id": active.run_id}, 202)
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+            active = await asyncio.shield(admitted)
+        except AdmissionRejected as exc:
+            return error(429, f"{exc}; retry later", "overloaded", {"Retry-After": str(RETRY_AFTER_S)})
+        except Exception as exc:  # the server stopping (ShutdownCancelled), the store failing
+            return error(503, f"the turn could not start ({type(exc).__name__}): {exc}; retry", "stopping")
+        return answer({**submission, "state": "running", "run_id": active.run_id}, 202)
 
     def _enqueue(self, thread_id: str, submission: dict[str, Any], *, wait: bool) -> asyncio.Future[Any] | None:
         """Queue ``submission`` on its thread and make sure the thread's worker runs. Returns a future of its
@@ -507,33 +498,29 @@ class WebChannel:
         if thread is not None:
             self._publish_thread(thread)
 
+    @refusals
     async def cancel(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
-        try:
-            await self._guard(request)
-            await self._thread_or_404(thread_id)
-            live = self.live.get(thread_id)
-            active = live.active if live is not None else None
-            cancelled = False
-            if active is not None and active.handle is not None and active.cancel_reason is None:
-                active.cancel_reason = CANCEL_REASON
-                cancelled = bool(active.handle.cancel(CANCEL_REASON))
-            return answer({"cancelled": cancelled}, 202)
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        await self._guard(request)
+        await self._thread_or_404(thread_id)
+        live = self.live.get(thread_id)
+        active = live.active if live is not None else None
+        cancelled = False
+        if active is not None and active.handle is not None and active.cancel_reason is None:
+            active.cancel_reason = CANCEL_REASON
+            cancelled = bool(active.handle.cancel(CANCEL_REASON))
+        return answer({"cancelled": cancelled}, 202)
 
     # ------------------------------------------------------------------ live events
 
+    @refusals
     async def events(self, request: Request) -> Response:
         """The thread's Server-Sent Events: a ``snapshot`` (the state as of its id), then every later event."""
         from starlette.responses import StreamingResponse
 
         thread_id = request.path_params["thread_id"]
-        try:
-            await self._guard(request)
-            thread = await self._thread_or_404(thread_id)
-        except Refused as refused:
-            return error(refused.status, refused.message, refused.code)
+        await self._guard(request)
+        thread = await self._thread_or_404(thread_id)
         if not self.runs.accepting:
             return error(503, "the server is stopping", "stopping")
         live = self._live(thread_id)

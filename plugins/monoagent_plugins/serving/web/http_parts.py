@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import mimetypes
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from monoagent_plugins.serving.http import RequestRefused, json_bytes, parse_json, read_body
 
@@ -43,6 +45,21 @@ def error(status: int, message: str, code: str, headers: dict[str, str] | None =
 
     return Response(json_bytes({"error": {"message": message, "code": code}}), status_code=status,
                     media_type="application/json", headers={**API_HEADERS, **(headers or {})})
+
+
+Route = TypeVar("Route", bound=Callable[..., Awaitable["Response"]])
+
+
+def refusals(route: Route) -> Route:
+    """An API route whose :class:`Refused` becomes its error answer (:func:`error`)."""
+    @functools.wraps(route)
+    async def answered(*args: Any, **kwargs: Any) -> Response:
+        try:
+            return await route(*args, **kwargs)
+        except Refused as refused:
+            return error(refused.status, refused.message, refused.code)
+
+    return cast("Route", answered)
 
 
 def answer(payload: Any, status: int = 200) -> Response:
