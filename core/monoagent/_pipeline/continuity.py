@@ -227,6 +227,7 @@ def begin_settlement(
     error: BaseException | None,
     *,
     settle: Callable[[], Awaitable[None]] | None = None,
+    account: bool = True,
 ) -> asyncio.Task[None] | None:
     """Seal the run now and start publishing its account behind the conversation's barrier.
 
@@ -236,7 +237,9 @@ def begin_settlement(
     awaits ``settle`` (the harness waits there, bounded, for a cancelled run's provider call to
     settle); then open tool calls are closed in tool history (``cancelled`` for a cancellation,
     ``interrupted`` for a failure) and deferred writes reconciled before the account is built.
-    An isolated run publishes no account and holds no barrier: its task only closes and reconciles.
+    An isolated run publishes no account and holds no barrier: its task only closes and reconciles;
+    so does a run settled with ``account=False`` (a request refused before any provider call:
+    :class:`~monoagent._kernel.errors.ClientToolsRefused`), which has nothing to account for.
     """
     record = turn.continuity
     if record is None or record.collector.claimed or record.collector.sealed:
@@ -245,11 +248,12 @@ def begin_settlement(
     status = ToolStatus.CANCELLED if outcome == "cancelled" else ToolStatus.INTERRUPTED
     agent = turn.agent
     user_bytes = utf8_len(account_request_text(turn.request.text))
+    publishes = account and not turn.request.isolated
 
     async def publish() -> None:
         if settle is not None:
             await settle()
-        if turn.request.isolated:  # isolated proactive/continuation runs stay out of shared history
+        if not publishes:  # isolated proactive/continuation runs (and refused requests) stay out of shared history
             record.ledger.close_open(status, f"The run was {outcome}.")
             await record.reconcile(turn)
             return
@@ -269,7 +273,7 @@ def begin_settlement(
             messages=receipt.message_count,
         )
 
-    if turn.request.isolated:  # no barrier keeps its failure: read it, so a waiter cancelled meanwhile leaves no noise
+    if not publishes:  # no barrier keeps its failure: read it, so a waiter cancelled meanwhile leaves no noise
         task = asyncio.ensure_future(publish())
         task.add_done_callback(_read_outcome)
         return task
@@ -301,10 +305,13 @@ async def settle_run(
     barrier: PublicationBarrier,
     outcome: Literal["cancelled", "failed"],
     error: BaseException | None,
+    *,
+    account: bool = True,
 ) -> None:
-    """Seal the run and publish its account behind the conversation's barrier, and wait for it.
+    """Seal the run and publish its account behind the conversation's barrier (unless ``account`` is false), and
+    wait for it.
 
     Does nothing when a success already claimed its commit. See :func:`begin_settlement` and
     :func:`await_settlement`.
     """
-    await await_settlement(turn, begin_settlement(turn, barrier, outcome, error))
+    await await_settlement(turn, begin_settlement(turn, barrier, outcome, error, account=account))

@@ -242,10 +242,9 @@ class Harness(RunControl):
         except BaseException as exc:
             if run.quarantined:
                 raise
-            if isinstance(exc, ClientToolsRefused):  # a bad request, refused before any provider call: no account
-                turn.request = attrs.evolve(turn.request, isolated=True)
             await retire_settling(turn, "failed_turn")
-            await settle_run(turn, self._continuity, "failed", exc)
+            # a bad request (client tools, results), refused before any provider call, has nothing to account for
+            await settle_run(turn, self._continuity, "failed", exc, account=not isinstance(exc, ClientToolsRefused))
             turn.emit("run_failed", error=self.agent.redact(f"{type(exc).__name__}: {exc}", "error"), settlement=settlement_code(exc))
             raise
         finally:
